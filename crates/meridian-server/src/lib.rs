@@ -1,0 +1,1 @@
+//! The Meridian node (being written).
