@@ -119,6 +119,18 @@ pub trait Engine: Send + Sync + std::fmt::Debug + 'static {
     fn stats(&self) -> EngineStats;
 }
 
+/// Whether the key range `(start, end)` is empty because its bounds are inverted (or meet
+/// with an excluded bound). Engines answer such scans with nothing instead of panicking.
+pub(crate) fn is_empty_range(start: &Bound<Bytes>, end: &Bound<Bytes>) -> bool {
+    match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => s > e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            s >= e
+        }
+        _ => false,
+    }
+}
+
 /// Checks a key against [`MAX_KEY_LEN`].
 pub fn check_key(key: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY_LEN {

@@ -53,7 +53,7 @@ impl MemEngine {
     pub fn new() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| RwLock::new(BTreeMap::new())).collect(),
-                    gc_horizon: AtomicU64::new(0),
+            gc_horizon: AtomicU64::new(0),
             live_keys: AtomicI64::new(0),
             versions: AtomicI64::new(0),
             bytes: AtomicI64::new(0),
@@ -212,14 +212,17 @@ impl Engine for MemEngine {
         limit: usize,
         include_tombstones: bool,
     ) -> Result<Vec<(Bytes, Version)>> {
-        if limit == 0 {
+        // `BTreeMap::range` panics on inverted bounds.
+        if limit == 0 || crate::is_empty_range(&start, &end) {
             return Ok(Vec::new());
         }
         // Each shard contributes its first `limit` matches; the merged first `limit` of those
-        // are the answer, since every shard's run is already ordered.
+        // are the answer, since every shard's run is already ordered. Every shard is locked
+        // before any is read (in shard order, like batches), so a scan sees a batch entirely
+        // or not at all.
+        let shards: Vec<_> = self.shards.iter().map(|s| s.read()).collect();
         let mut all = Vec::new();
-        for shard in self.shards.iter() {
-            let shard = shard.read();
+        for shard in &shards {
             let matches = shard
                 .range::<[u8], _>((start.as_ref().map(|b| &b[..]), end.as_ref().map(|b| &b[..])))
                 .filter_map(|(k, chain)| visible_at(chain, at).map(|v| (k, v)))
@@ -228,6 +231,7 @@ impl Engine for MemEngine {
                 .map(|(k, v)| (k.clone(), v));
             all.extend(matches);
         }
+        drop(shards);
         all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         all.truncate(limit);
         Ok(all)
@@ -275,9 +279,10 @@ impl Engine for MemEngine {
     }
 
     fn clear(&self) -> Result<()> {
-        for shard in self.shards.iter() {
-            let mut shard = shard.write();
-            let mut d = Delta::default();
+        // Every shard at once (in shard order, like batches), so no batch survives in part.
+        let mut shards: Vec<_> = self.shards.iter().map(|s| s.write()).collect();
+        let mut d = Delta::default();
+        for shard in shards.iter_mut() {
             for (key, chain) in shard.iter() {
                 d.live -= is_live(chain) as i64;
                 for (_, v) in chain {
@@ -286,9 +291,9 @@ impl Engine for MemEngine {
                 }
             }
             shard.clear();
-            drop(shard);
-            self.apply(&d);
         }
+        drop(shards);
+        self.apply(&d);
         Ok(())
     }
 
@@ -336,7 +341,10 @@ mod tests {
         }
         assert_eq!(e.versions(b"k").unwrap().len(), 1);
         e.delete(b("k"), Timestamp(60)).unwrap();
-        assert!(e.versions(b"k").unwrap().is_empty(), "a buried tombstone vanishes");
+        assert!(
+            e.versions(b"k").unwrap().is_empty(),
+            "a buried tombstone vanishes"
+        );
         assert_eq!(e.stats(), EngineStats::default());
     }
 }
