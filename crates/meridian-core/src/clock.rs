@@ -35,12 +35,18 @@ impl Timestamp {
 
     /// This timestamp moved `d` later, saturating at [`Timestamp::MAX`].
     pub fn saturating_add(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_add(d.as_micros().min(u64::MAX as u128) as u64))
+        Timestamp(
+            self.0
+                .saturating_add(d.as_micros().min(u64::MAX as u128) as u64),
+        )
     }
 
     /// This timestamp moved `d` earlier, saturating at [`Timestamp::MIN`].
     pub fn saturating_sub(self, d: Duration) -> Timestamp {
-        Timestamp(self.0.saturating_sub(d.as_micros().min(u64::MAX as u128) as u64))
+        Timestamp(
+            self.0
+                .saturating_sub(d.as_micros().min(u64::MAX as u128) as u64),
+        )
     }
 
     /// How long after `earlier` this is (zero if it is not later).
@@ -131,8 +137,7 @@ impl ManualClock {
 
     /// Moves the clock forward by `d`.
     pub fn advance(&self, d: Duration) {
-        self.now
-            .fetch_add(d.as_micros() as u64, Ordering::AcqRel);
+        self.now.fetch_add(d.as_micros() as u64, Ordering::AcqRel);
     }
 
     /// Sets the source time. Setting it backwards does not make reads go backwards: they keep
@@ -274,8 +279,17 @@ mod tests {
 
     #[test]
     fn timestamp_arithmetic_saturates() {
-        assert_eq!(Timestamp::MAX.saturating_add(Duration::from_secs(1)), Timestamp::MAX);
-        assert_eq!(Timestamp(5).saturating_sub(Duration::from_secs(1)), Timestamp::MIN);
-        assert_eq!(Timestamp(3_000).duration_since(Timestamp(1_000)), Duration::from_millis(2));
+        assert_eq!(
+            Timestamp::MAX.saturating_add(Duration::from_secs(1)),
+            Timestamp::MAX
+        );
+        assert_eq!(
+            Timestamp(5).saturating_sub(Duration::from_secs(1)),
+            Timestamp::MIN
+        );
+        assert_eq!(
+            Timestamp(3_000).duration_since(Timestamp(1_000)),
+            Duration::from_millis(2)
+        );
     }
 }

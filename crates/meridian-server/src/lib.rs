@@ -1,6 +1,16 @@
 //! The Meridian node: a storage engine served over the Redis protocol (RESP) and HTTP.
 //!
-//! Library first: [`node::Node`] takes its listeners and a shutdown token, so tests run whole
+//! Library first: [`node::run`] takes its listeners and a shutdown token, so tests run whole
 //! nodes on port 0 and the `meridian` binary stays a few lines.
 
+pub mod config;
+pub mod error;
+pub mod http;
+pub mod keyspace;
 pub mod metrics;
+pub mod node;
+pub mod resp;
+
+pub use config::{EngineKind, NodeConfig};
+pub use error::{Error, Result};
+pub use node::{Listeners, NodeState, run};

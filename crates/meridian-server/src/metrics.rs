@@ -14,8 +14,7 @@ use std::time::Duration;
 
 /// Upper bounds of the latency buckets, in microseconds (`+Inf` is implicit).
 const BUCKETS_US: [u64; 14] = [
-    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000, 1_000_000,
-    10_000_000,
+    10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000, 1_000_000, 10_000_000,
 ];
 
 /// Counters and a latency histogram for one operation of one front end.
@@ -185,7 +184,10 @@ impl Metrics {
                 "meridian_op_latency_seconds_sum{{{labels}}} {}",
                 s.latency_sum_us.load(Ordering::Relaxed) as f64 / 1e6
             );
-            let _ = writeln!(out, "meridian_op_latency_seconds_count{{{labels}}} {cumulative}");
+            let _ = writeln!(
+                out,
+                "meridian_op_latency_seconds_count{{{labels}}} {cumulative}"
+            );
         }
         drop(ops);
         for (metric, help, kind, get) in [
@@ -220,11 +222,26 @@ impl Metrics {
             }
         }
         for (metric, help, value) in [
-            ("meridian_engine_keys", "Live keys in the storage engine.", engine.live_keys),
-            ("meridian_engine_versions", "Versions stored, tombstones included.", engine.versions),
-            ("meridian_engine_bytes", "Bytes of keys and values stored.", engine.bytes),
+            (
+                "meridian_engine_keys",
+                "Live keys in the storage engine.",
+                engine.live_keys,
+            ),
+            (
+                "meridian_engine_versions",
+                "Versions stored, tombstones included.",
+                engine.versions,
+            ),
+            (
+                "meridian_engine_bytes",
+                "Bytes of keys and values stored.",
+                engine.bytes,
+            ),
         ] {
-            let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} gauge\n{metric} {value}");
+            let _ = writeln!(
+                out,
+                "# HELP {metric} {help}\n# TYPE {metric} gauge\n{metric} {value}"
+            );
         }
         out.push_str("# EOF\n");
         out
@@ -242,7 +259,10 @@ mod tests {
         get.observe(Duration::from_micros(5), false);
         get.observe(Duration::from_micros(300), false);
         get.observe(Duration::from_secs(60), true);
-        assert!(Arc::ptr_eq(&get, &m.op(Frontend::Resp, "get")), "one handle per op");
+        assert!(
+            Arc::ptr_eq(&get, &m.op(Frontend::Resp, "get")),
+            "one handle per op"
+        );
         let text = m.render(EngineGauges {
             live_keys: 7,
             ..Default::default()

@@ -1,0 +1,2452 @@
+//! Redis string semantics over a multi-versioned [`Engine`]: the keyspace both front ends share.
+//!
+//! [`Keyspace`] turns the engine's versioned puts and tombstones into Redis's string commands
+//! (GET, SET with every option, INCR, APPEND, EXPIRE, SCAN, ...). What it guarantees:
+//!
+//! - **one envelope per value**: every stored value is `[flags][expiry µs, big endian, if the
+//!   expiry flag is set][data]`; reads hand out [`Bytes::slice`]s of the stored value, never
+//!   copies;
+//! - **versions at the clock's time**: every write is a version at [`Clock::now`], and before
+//!   each write the engine's GC horizon is moved to `now - retention`
+//!   ([`KeyspaceConfig::retention`], zero by default: hot keys keep only their latest version);
+//! - **atomic read-modify-write**: every write (SET and its options, DEL, INCR, APPEND,
+//!   EXPIRE, ...) runs under one of a fixed array of striped mutexes chosen by key hash, so
+//!   writes to one key are serialized and a read-modify-write never loses an update. Multi-key
+//!   writes (MSET, MSETNX, DEL) take their stripes in ascending order and write one
+//!   [`WriteBatch`], so they are atomic and cannot deadlock. Plain reads (GET, MGET, EXISTS,
+//!   STRLEN, TTL) take no lock;
+//! - **expiry like Redis**: a key is expired once `now > expiry`. A read of an expired key
+//!   treats it as absent and deletes it (lazy expiry); [`Keyspace::expire_cycle`] (driven by
+//!   [`Keyspace::run_active_expiry`]) deletes expired keys nobody reads, doing bounded work
+//!   per call. Every stripe keeps an exact index of its keys with a TTL (rebuilt by a scan
+//!   when a keyspace is opened over a non-empty engine), so `expires=` in INFO is exact and
+//!   the active expirer never scans keys without a TTL;
+//! - **SCAN's guarantee**: a full iteration returns every key present from start to end of
+//!   the iteration (possibly some more than once). Cursors are small decimal numbers naming a
+//!   resume key kept in a bounded server-side table; a cursor that is unknown (never issued,
+//!   already used, or evicted from the table) restarts the iteration from the beginning,
+//!   which keeps the guarantee at the price of repeated keys.
+//!
+//! Errors are one [`KeyspaceError`] enum whose messages are Redis's (without the `ERR `
+//! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
+
+use bytes::{Buf, Bytes};
+use meridian_core::{Clock, Timestamp};
+use meridian_storage::{Engine, StorageError, Version, WriteBatch};
+use parking_lot::{Mutex, MutexGuard};
+use rustc_hash::{FxHashMap, FxHasher};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hash::{BuildHasher, Hasher};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+/// Number of lock stripes (a power of two).
+const STRIPES: usize = 1024;
+/// Envelope flag: an 8-byte absolute expiry (µs since the epoch) follows the flag byte.
+const FLAG_EXPIRY: u8 = 0x01;
+/// Keys examined per active-expiry round.
+const ACTIVE_EXPIRE_BUDGET: usize = 2_000;
+/// Period of the active expirer (Redis's `hz 10`).
+const ACTIVE_EXPIRE_PERIOD: Duration = Duration::from_millis(100);
+/// Keys scanned per engine call by KEYS and the index rebuild.
+const PAGE: usize = 1_024;
+/// The largest COUNT a single SCAN call honours.
+const MAX_SCAN_COUNT: usize = 100_000;
+
+/// Why a keyspace operation failed. Messages are Redis's, minus the `ERR ` prefix.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum KeyspaceError {
+    /// A stored value or an argument is not a 64-bit integer in Redis's strict format.
+    #[error("value is not an integer or out of range")]
+    NotAnInteger,
+    /// A stored value or an argument is not a float.
+    #[error("value is not a valid float")]
+    NotAFloat,
+    /// INCR/DECR/INCRBY/DECRBY would leave the 64-bit range.
+    #[error("increment or decrement would overflow")]
+    Overflow,
+    /// DECRBY by the smallest 64-bit integer (its negation overflows).
+    #[error("decrement would overflow")]
+    DecrementOverflow,
+    /// INCRBYFLOAT would produce NaN or an infinity.
+    #[error("increment would produce NaN or Infinity")]
+    NanOrInfinity,
+    /// Options that do not parse or do not combine.
+    #[error("syntax error")]
+    Syntax,
+    /// A non-positive or overflowing expire time, for the named command.
+    #[error("invalid expire time in '{0}' command")]
+    InvalidExpireTime(&'static str),
+    /// The value would exceed [`KeyspaceConfig::max_value_len`].
+    #[error("string exceeds maximum allowed size (proto-max-bulk-len)")]
+    ValueTooLarge,
+    /// SETRANGE with a negative offset.
+    #[error("offset is out of range")]
+    OffsetOutOfRange,
+    /// EXPIRE with an option other than NX, XX, GT, LT.
+    #[error("Unsupported option {0}")]
+    UnsupportedOption(String),
+    /// EXPIRE with NX and one of XX, GT, LT.
+    #[error("NX and XX, GT or LT options at the same time are not compatible")]
+    ExpireNxConflict,
+    /// EXPIRE with both GT and LT.
+    #[error("GT and LT options at the same time are not compatible")]
+    ExpireGtLtConflict,
+    /// The storage engine failed (or refused the key, e.g. longer than `MAX_KEY_LEN`).
+    #[error("{0}")]
+    Storage(#[from] StorageError),
+    /// A stored value is not in the keyspace's envelope format (written by something else).
+    #[error("stored value is not a Meridian string value ({0})")]
+    Corrupt(&'static str),
+}
+
+impl KeyspaceError {
+    /// Whether the request was at fault (HTTP 4xx) rather than the server (5xx).
+    pub fn is_client_error(&self) -> bool {
+        match self {
+            KeyspaceError::Storage(StorageError::KeyTooLarge { .. }) => true,
+            KeyspaceError::Storage(_) | KeyspaceError::Corrupt(_) => false,
+            _ => true,
+        }
+    }
+}
+
+/// Result of a keyspace operation.
+pub type Result<T> = std::result::Result<T, KeyspaceError>;
+
+/// Tunables of a [`Keyspace`].
+#[derive(Clone, Debug)]
+pub struct KeyspaceConfig {
+    /// How long old versions stay readable by snapshot reads: before every write the engine's
+    /// GC horizon moves to `now - retention`. Zero keeps only each key's latest version.
+    pub retention: Duration,
+    /// The longest value APPEND, SETRANGE and INCRBYFLOAT may produce (Redis's
+    /// `proto-max-bulk-len`, 512 MiB).
+    pub max_value_len: usize,
+    /// How many SCAN cursors are remembered; the oldest are forgotten first.
+    pub max_scan_cursors: usize,
+}
+
+impl Default for KeyspaceConfig {
+    fn default() -> Self {
+        Self {
+            retention: Duration::ZERO,
+            max_value_len: 512 * 1024 * 1024,
+            max_scan_cursors: 16 * 1024,
+        }
+    }
+}
+
+/// Whether SET writes unconditionally, only if the key is absent (NX) or present (XX).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SetCondition {
+    /// Always write.
+    #[default]
+    Always,
+    /// NX: write only if the key does not exist.
+    IfAbsent,
+    /// XX: write only if the key exists.
+    IfPresent,
+}
+
+/// When a key should expire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// This long after the operation runs.
+    After(Duration),
+    /// At this absolute time (µs since the epoch); a time not after now expires at once.
+    At(Timestamp),
+}
+
+impl Deadline {
+    fn resolve(self, now: Timestamp) -> u64 {
+        match self {
+            Deadline::After(d) => now.saturating_add(d).0,
+            Deadline::At(t) => t.0,
+        }
+    }
+}
+
+/// Options of SET (and of SETNX, SETEX, GETSET, which are SETs with fixed options).
+///
+/// The TTL fields combine like Redis's flags: `expire_at` wins over `ttl`, and either wins
+/// over `keep_ttl`; with none of them, SET removes any TTL the key had.
+/// [`SetOptions::parse`] never produces a conflicting combination.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetOptions {
+    /// NX / XX.
+    pub condition: SetCondition,
+    /// EX/PX: expire this long after the write.
+    pub ttl: Option<Duration>,
+    /// EXAT/PXAT: expire at this absolute time (µs since the epoch); a time not after now
+    /// makes the key vanish at once.
+    pub expire_at: Option<Timestamp>,
+    /// KEEPTTL: keep the key's current TTL.
+    pub keep_ttl: bool,
+    /// GET: also return the previous value.
+    pub get: bool,
+}
+
+impl SetOptions {
+    /// Plain SET with a TTL.
+    pub fn with_ttl(ttl: Duration) -> Self {
+        Self {
+            ttl: Some(ttl),
+            ..Self::default()
+        }
+    }
+
+    fn deadline(&self) -> Option<Deadline> {
+        match (self.expire_at, self.ttl) {
+            (Some(at), _) => Some(Deadline::At(at)),
+            (None, Some(d)) => Some(Deadline::After(d)),
+            (None, None) => None,
+        }
+    }
+
+    /// Parses SET's options (everything after `SET key value`) with Redis's rules and
+    /// messages; `cmd` names the command in expire-time errors. Relative times (EX, PX) are
+    /// resolved against `now` here, as Redis does, so an overflowing time is reported.
+    pub fn parse<'a>(
+        args: impl IntoIterator<Item = &'a [u8]>,
+        cmd: &'static str,
+        now: Timestamp,
+    ) -> Result<SetOptions> {
+        let mut opts = SetOptions::default();
+        let mut ttl: Option<(TtlUnit, &[u8])> = None;
+        let mut args = args.into_iter();
+        while let Some(opt) = args.next() {
+            if opt.eq_ignore_ascii_case(b"NX") && opts.condition != SetCondition::IfPresent {
+                opts.condition = SetCondition::IfAbsent;
+            } else if opt.eq_ignore_ascii_case(b"XX") && opts.condition != SetCondition::IfAbsent {
+                opts.condition = SetCondition::IfPresent;
+            } else if opt.eq_ignore_ascii_case(b"GET") {
+                opts.get = true;
+            } else if opt.eq_ignore_ascii_case(b"KEEPTTL") && ttl.is_none() {
+                opts.keep_ttl = true;
+            } else if let Some(unit) = TtlUnit::from_option(opt)
+                && !opts.keep_ttl
+                && ttl.is_none_or(|(u, _)| u == unit)
+            {
+                ttl = Some((unit, args.next().ok_or(KeyspaceError::Syntax)?));
+            } else {
+                return Err(KeyspaceError::Syntax);
+            }
+        }
+        if let Some((unit, value)) = ttl {
+            opts.expire_at = Some(unit.deadline(value, cmd, now)?);
+        }
+        Ok(opts)
+    }
+}
+
+/// The unit and base of a TTL option: EX, PX (relative), EXAT, PXAT (absolute).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TtlUnit {
+    /// Seconds from now.
+    Ex,
+    /// Milliseconds from now.
+    Px,
+    /// Unix time in seconds.
+    ExAt,
+    /// Unix time in milliseconds.
+    PxAt,
+}
+
+impl TtlUnit {
+    /// Recognizes `EX`, `PX`, `EXAT`, `PXAT` (any case).
+    pub fn from_option(opt: &[u8]) -> Option<TtlUnit> {
+        if opt.eq_ignore_ascii_case(b"EX") {
+            Some(TtlUnit::Ex)
+        } else if opt.eq_ignore_ascii_case(b"PX") {
+            Some(TtlUnit::Px)
+        } else if opt.eq_ignore_ascii_case(b"EXAT") {
+            Some(TtlUnit::ExAt)
+        } else if opt.eq_ignore_ascii_case(b"PXAT") {
+            Some(TtlUnit::PxAt)
+        } else {
+            None
+        }
+    }
+
+    /// The absolute deadline `value` means for SET-like commands, validated like Redis's
+    /// `getExpireMillisecondsOrReply`: positive, and not overflowing 64-bit milliseconds.
+    pub fn deadline(self, value: &[u8], cmd: &'static str, now: Timestamp) -> Result<Timestamp> {
+        let v = parse_i64(value).ok_or(KeyspaceError::NotAnInteger)?;
+        let seconds = matches!(self, TtlUnit::Ex | TtlUnit::ExAt);
+        if v <= 0 || (seconds && v > i64::MAX / 1000) {
+            return Err(KeyspaceError::InvalidExpireTime(cmd));
+        }
+        let mut ms = if seconds { v * 1000 } else { v };
+        if matches!(self, TtlUnit::Ex | TtlUnit::Px) {
+            ms = ms
+                .checked_add((now.0 / 1000) as i64)
+                .ok_or(KeyspaceError::InvalidExpireTime(cmd))?;
+            // Relative deadlines keep the clock's sub-millisecond part.
+            return Ok(Timestamp((ms as u64).saturating_mul(1000) + now.0 % 1000));
+        }
+        Ok(Timestamp((ms as u64).saturating_mul(1000)))
+    }
+}
+
+/// What [`Keyspace::set`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetOutcome {
+    /// Whether the value was written (false when NX/XX did not hold).
+    pub written: bool,
+    /// The previous value, when [`SetOptions::get`] asked for it.
+    pub previous: Option<Bytes>,
+}
+
+/// EXPIRE's conditions (Redis 7): any combination but NX with another, or GT with LT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCondition {
+    /// Only if the key has no TTL.
+    pub nx: bool,
+    /// Only if the key has a TTL.
+    pub xx: bool,
+    /// Only if the new deadline is later than the current one (no TTL counts as infinite).
+    pub gt: bool,
+    /// Only if the new deadline is earlier than the current one (no TTL counts as infinite).
+    pub lt: bool,
+}
+
+impl ExpireCondition {
+    /// Parses EXPIRE's options with Redis's messages.
+    pub fn parse<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<ExpireCondition> {
+        let mut c = ExpireCondition::default();
+        for opt in args {
+            if opt.eq_ignore_ascii_case(b"NX") {
+                c.nx = true;
+            } else if opt.eq_ignore_ascii_case(b"XX") {
+                c.xx = true;
+            } else if opt.eq_ignore_ascii_case(b"GT") {
+                c.gt = true;
+            } else if opt.eq_ignore_ascii_case(b"LT") {
+                c.lt = true;
+            } else {
+                return Err(KeyspaceError::UnsupportedOption(
+                    String::from_utf8_lossy(opt).into_owned(),
+                ));
+            }
+        }
+        if c.nx && (c.xx || c.gt || c.lt) {
+            return Err(KeyspaceError::ExpireNxConflict);
+        }
+        if c.gt && c.lt {
+            return Err(KeyspaceError::ExpireGtLtConflict);
+        }
+        Ok(c)
+    }
+}
+
+/// GETEX's TTL change.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GetExExpiry {
+    /// Leave the TTL alone (a plain GET).
+    #[default]
+    Unchanged,
+    /// PERSIST: remove the TTL.
+    Persist,
+    /// EX/PX/EXAT/PXAT: set this deadline (a past one deletes the key after reading it).
+    At(Deadline),
+}
+
+/// A key's time to live, as TTL/PTTL/EXPIRETIME report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyTtl {
+    /// The key does not exist (`-2`).
+    Missing,
+    /// The key exists without a TTL (`-1`).
+    Persistent,
+    /// The key expires at `at`; `remaining` is how long until then.
+    Expires {
+        /// Absolute expiry, µs since the epoch.
+        at: Timestamp,
+        /// Time left (zero if due).
+        remaining: Duration,
+    },
+}
+
+/// Counters for INFO.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyspaceStats {
+    /// Live keys in the engine (including expired keys not yet deleted, like Redis).
+    pub keys: u64,
+    /// Keys with a TTL.
+    pub expires: u64,
+    /// Keys deleted because they expired (lazily or actively).
+    pub expired_keys: u64,
+    /// Reads that found their key.
+    pub hits: u64,
+    /// Reads that did not.
+    pub misses: u64,
+}
+
+/// What one [`Keyspace::expire_cycle`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireCycle {
+    /// Keys with a TTL looked at.
+    pub examined: usize,
+    /// Keys deleted because they had expired.
+    pub expired: usize,
+}
+
+/// A decoded stored value.
+#[derive(Clone, Debug)]
+struct Entry {
+    data: Bytes,
+    expiry: Option<u64>,
+}
+
+impl Entry {
+    fn is_expired(&self, now: Timestamp) -> bool {
+        self.expiry.is_some_and(|at| now.0 > at)
+    }
+}
+
+fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
+    let mut v = Vec::with_capacity(data.len() + 9);
+    match expiry {
+        Some(at) => {
+            v.push(FLAG_EXPIRY);
+            v.extend_from_slice(&at.to_be_bytes());
+        }
+        None => v.push(0),
+    }
+    v.extend_from_slice(data);
+    Bytes::from(v)
+}
+
+/// Decodes an envelope in place: the data is the same allocation, advanced past the header
+/// (no copy, and no reference-count traffic beyond what the caller already paid).
+fn decode(mut raw: Bytes) -> Result<Entry> {
+    match raw.first() {
+        Some(0) => {
+            raw.advance(1);
+            Ok(Entry {
+                data: raw,
+                expiry: None,
+            })
+        }
+        Some(&FLAG_EXPIRY) if raw.len() >= 9 => {
+            let mut at = [0u8; 8];
+            at.copy_from_slice(&raw[1..9]);
+            raw.advance(9);
+            Ok(Entry {
+                data: raw,
+                expiry: Some(u64::from_be_bytes(at)),
+            })
+        }
+        Some(_) => Err(KeyspaceError::Corrupt("unknown envelope flags")),
+        None => Err(KeyspaceError::Corrupt("empty envelope")),
+    }
+}
+
+fn decode_version(v: Option<Version>) -> Result<Option<Entry>> {
+    match v {
+        Some(Version {
+            value: Some(raw), ..
+        }) => decode(raw).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// One lock stripe: serializes writes to its keys and indexes their TTLs.
+#[derive(Debug, Default)]
+struct Stripe {
+    /// Keys of this stripe with a TTL, and their expiry (µs).
+    ttl: FxHashMap<Bytes, u64>,
+}
+
+fn stripe_of(key: &[u8]) -> usize {
+    let mut h = FxHasher::default();
+    h.write(key);
+    (h.finish() as usize) & (STRIPES - 1)
+}
+
+/// Numeric SCAN cursors mapped to the key to resume after.
+#[derive(Debug)]
+struct CursorTable {
+    next: u64,
+    entries: BTreeMap<u64, Bytes>,
+    bytes: usize,
+    max: usize,
+}
+
+/// Remembered resume keys are bounded by bytes too, whatever their count.
+const MAX_CURSOR_BYTES: usize = 64 * 1024 * 1024;
+
+impl CursorTable {
+    fn new(max: usize) -> Self {
+        // A random start makes a cursor from before a restart unlikely to name a live entry.
+        let r = std::collections::hash_map::RandomState::new().hash_one(0u8);
+        Self {
+            next: (r >> 3) | 1,
+            entries: BTreeMap::new(),
+            bytes: 0,
+            max: max.max(1),
+        }
+    }
+
+    fn insert(&mut self, key: Bytes) -> u64 {
+        let id = self.next;
+        self.next = if self.next >= (1 << 62) {
+            1
+        } else {
+            self.next + 1
+        };
+        self.bytes += key.len();
+        if let Some(old) = self.entries.insert(id, key) {
+            self.bytes -= old.len();
+        }
+        while self.entries.len() > self.max || self.bytes > MAX_CURSOR_BYTES {
+            // Ids grow, so the smallest is the oldest (except right after a wrap).
+            match self.entries.pop_first() {
+                Some((_, k)) => self.bytes -= k.len(),
+                None => break,
+            }
+        }
+        id
+    }
+
+    fn take(&mut self, id: u64) -> Option<Bytes> {
+        let k = self.entries.remove(&id)?;
+        self.bytes -= k.len();
+        Some(k)
+    }
+
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+}
+
+/// Redis string commands over an [`Engine`]. See the module docs for the guarantees.
+pub struct Keyspace {
+    engine: Arc<dyn Engine>,
+    clock: Arc<dyn Clock>,
+    config: KeyspaceConfig,
+    stripes: Box<[Mutex<Stripe>]>,
+    expires: AtomicI64,
+    expired_keys: AtomicU64,
+    /// Hits and misses, spread over cache-line-sized slots by key hash so lock-free readers
+    /// on different cores do not fight over one counter.
+    reads: Box<[ReadCounter]>,
+    expire_cursor: AtomicUsize,
+    cursors: Mutex<CursorTable>,
+}
+
+/// Number of [`ReadCounter`] slots.
+const READ_SLOTS: usize = 16;
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct ReadCounter {
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl fmt::Debug for Keyspace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Keyspace")
+            .field("engine", &self.engine.name())
+            .field("config", &self.config)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Locks several stripes in ascending order; finds the guard of a key's stripe.
+struct StripeGuards<'a> {
+    ids: Vec<usize>,
+    guards: Vec<MutexGuard<'a, Stripe>>,
+}
+
+impl StripeGuards<'_> {
+    fn of(&mut self, key: &[u8]) -> &mut Stripe {
+        let i = self
+            .ids
+            .binary_search(&stripe_of(key))
+            .expect("every key's stripe is locked");
+        &mut self.guards[i]
+    }
+}
+
+impl Keyspace {
+    /// A keyspace over `engine`, reading time from `clock`, with the default
+    /// [`KeyspaceConfig`]. Scans the engine once to rebuild the TTL index (instant for an
+    /// empty engine; a failing scan is logged and leaves expiry to lazy reads).
+    pub fn new(engine: Arc<dyn Engine>, clock: Arc<dyn Clock>) -> Self {
+        Self::with_config(engine, clock, KeyspaceConfig::default())
+    }
+
+    /// [`Keyspace::new`] with an explicit configuration.
+    pub fn with_config(
+        engine: Arc<dyn Engine>,
+        clock: Arc<dyn Clock>,
+        config: KeyspaceConfig,
+    ) -> Self {
+        let ks = Self {
+            engine,
+            clock,
+            cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
+            config,
+            stripes: (0..STRIPES)
+                .map(|_| Mutex::new(Stripe::default()))
+                .collect(),
+            expires: AtomicI64::new(0),
+            expired_keys: AtomicU64::new(0),
+            reads: (0..READ_SLOTS).map(|_| ReadCounter::default()).collect(),
+            expire_cursor: AtomicUsize::new(0),
+        };
+        if let Err(e) = ks.rebuild_ttl_index() {
+            tracing::warn!(error = %e, "could not rebuild the TTL index; expired keys will be \
+                deleted when read");
+        }
+        ks
+    }
+
+    /// Sets [`KeyspaceConfig::retention`].
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.config.retention = retention;
+        self
+    }
+
+    fn rebuild_ttl_index(&self) -> Result<()> {
+        if self.engine.stats().live_keys == 0 {
+            return Ok(());
+        }
+        let mut start = Bound::Unbounded;
+        loop {
+            let page = self
+                .engine
+                .scan(start, Bound::Unbounded, Timestamp::MAX, PAGE, false)?;
+            let full = page.len() == PAGE;
+            let last = page.last().map(|(k, _)| k.clone());
+            for (key, v) in page {
+                if let Ok(Some(Entry {
+                    expiry: Some(at), ..
+                })) = decode_version(Some(v))
+                {
+                    let mut s = self.stripes[stripe_of(&key)].lock();
+                    self.index(&mut s, &key, Some(at));
+                }
+            }
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// The engine underneath.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    /// The current time by the keyspace's clock.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &KeyspaceConfig {
+        &self.config
+    }
+
+    // ----- internals -------------------------------------------------------------------
+
+    fn load(&self, key: &[u8]) -> Result<Option<Entry>> {
+        decode_version(self.engine.get_latest(key)?)
+    }
+
+    /// A lock-free read that treats an expired key as absent (and deletes it).
+    fn read_live(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let Some(e) = self.load(key)? else {
+            return Ok(None);
+        };
+        if e.expiry.is_some() && e.is_expired(self.clock.now()) {
+            let mut s = self.lock(key);
+            let now = self.clock.now();
+            self.load_live_locked(&mut s, key, now)?;
+            return Ok(None);
+        }
+        Ok(Some(e))
+    }
+
+    fn count_read(&self, key: &[u8], hit: bool) {
+        let slot = &self.reads[stripe_of(key) % READ_SLOTS];
+        if hit {
+            slot.hits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            slot.misses.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn lock(&self, key: &[u8]) -> MutexGuard<'_, Stripe> {
+        self.stripes[stripe_of(key)].lock()
+    }
+
+    fn lock_many<K: AsRef<[u8]>>(&self, keys: impl Iterator<Item = K>) -> StripeGuards<'_> {
+        let mut ids: Vec<usize> = keys.map(|k| stripe_of(k.as_ref())).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let guards = ids.iter().map(|&i| self.stripes[i].lock()).collect();
+        StripeGuards { ids, guards }
+    }
+
+    /// Reads a key under its stripe lock, deleting it if it has expired.
+    fn load_live_locked(
+        &self,
+        s: &mut Stripe,
+        key: &[u8],
+        now: Timestamp,
+    ) -> Result<Option<Entry>> {
+        match self.load(key)? {
+            Some(e) if e.is_expired(now) => {
+                self.delete_locked(s, key, now)?;
+                self.expired_keys.fetch_add(1, Ordering::Relaxed);
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn horizon(&self, now: Timestamp) {
+        self.engine
+            .set_gc_horizon(now.saturating_sub(self.config.retention));
+    }
+
+    fn put_locked(
+        &self,
+        s: &mut Stripe,
+        key: &[u8],
+        data: &[u8],
+        expiry: Option<u64>,
+        now: Timestamp,
+    ) -> Result<()> {
+        self.horizon(now);
+        let key = Bytes::copy_from_slice(key);
+        self.engine.put(key.clone(), now, encode(data, expiry))?;
+        self.index_owned(s, key, expiry);
+        Ok(())
+    }
+
+    fn delete_locked(&self, s: &mut Stripe, key: &[u8], now: Timestamp) -> Result<()> {
+        self.horizon(now);
+        self.engine.delete(Bytes::copy_from_slice(key), now)?;
+        self.index(s, key, None);
+        Ok(())
+    }
+
+    /// Records `key`'s expiry (or its absence) in its stripe's TTL index.
+    fn index(&self, s: &mut Stripe, key: &[u8], expiry: Option<u64>) {
+        match expiry {
+            Some(at) => match s.ttl.get_mut(key) {
+                Some(v) => *v = at,
+                None => self.index_owned(s, Bytes::copy_from_slice(key), Some(at)),
+            },
+            None => {
+                if !s.ttl.is_empty() && s.ttl.remove(key).is_some() {
+                    self.expires.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// [`Keyspace::index`] with an owned key (saves a copy when the caller has one).
+    fn index_owned(&self, s: &mut Stripe, key: Bytes, expiry: Option<u64>) {
+        match expiry {
+            Some(at) => {
+                if s.ttl.insert(key, at).is_none() {
+                    self.expires.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            None => self.index(s, &key, None),
+        }
+    }
+
+    fn check_len(&self, len: usize) -> Result<()> {
+        if len > self.config.max_value_len {
+            return Err(KeyspaceError::ValueTooLarge);
+        }
+        Ok(())
+    }
+
+    // ----- reads -------------------------------------------------------------------------
+
+    /// GET: the value of `key`, or `None` if it does not exist (or has expired).
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let v = self.read_live(key)?.map(|e| e.data);
+        self.count_read(key, v.is_some());
+        Ok(v)
+    }
+
+    /// MGET: the value of each key, `None` for missing ones.
+    pub fn mget<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|k| self.get(k.as_ref())).collect()
+    }
+
+    /// EXISTS: how many of `keys` exist, counting repeated keys as many times.
+    pub fn exists<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
+        let mut n = 0;
+        for k in keys {
+            let hit = self.read_live(k.as_ref())?.is_some();
+            self.count_read(k.as_ref(), hit);
+            n += hit as u64;
+        }
+        Ok(n)
+    }
+
+    /// TYPE: `"string"` if the key exists, `"none"` otherwise.
+    pub fn key_type(&self, key: &[u8]) -> Result<&'static str> {
+        let hit = self.read_live(key)?.is_some();
+        self.count_read(key, hit);
+        Ok(if hit { "string" } else { "none" })
+    }
+
+    /// STRLEN: the value's length, 0 for a missing key.
+    pub fn strlen(&self, key: &[u8]) -> Result<u64> {
+        let v = self.read_live(key)?;
+        self.count_read(key, v.is_some());
+        Ok(v.map_or(0, |e| e.data.len() as u64))
+    }
+
+    /// GETRANGE: the substring between `start` and `end` inclusive, negative offsets counting
+    /// from the end (Redis's clamping rules); empty for a missing key.
+    pub fn getrange(&self, key: &[u8], start: i64, end: i64) -> Result<Bytes> {
+        let v = self.read_live(key)?;
+        self.count_read(key, v.is_some());
+        let Some(e) = v else {
+            return Ok(Bytes::new());
+        };
+        let len = e.data.len() as i64;
+        if (start < 0 && end < 0 && start > end) || len == 0 {
+            return Ok(Bytes::new());
+        }
+        let mut start = if start < 0 { len + start } else { start };
+        let mut end = if end < 0 { len + end } else { end };
+        start = start.max(0);
+        end = end.max(0);
+        if end >= len {
+            end = len - 1;
+        }
+        if start > end {
+            return Ok(Bytes::new());
+        }
+        Ok(e.data.slice(start as usize..=end as usize))
+    }
+
+    /// TTL/PTTL/EXPIRETIME: the key's time to live.
+    pub fn ttl(&self, key: &[u8]) -> Result<KeyTtl> {
+        let v = self.read_live(key)?;
+        self.count_read(key, v.is_some());
+        Ok(match v {
+            None => KeyTtl::Missing,
+            Some(Entry { expiry: None, .. }) => KeyTtl::Persistent,
+            Some(Entry {
+                expiry: Some(at), ..
+            }) => {
+                let at = Timestamp(at);
+                KeyTtl::Expires {
+                    at,
+                    remaining: at.duration_since(self.clock.now()),
+                }
+            }
+        })
+    }
+
+    // ----- writes ------------------------------------------------------------------------
+
+    /// SET with its options (NX/XX, GET, EX/PX/EXAT/PXAT, KEEPTTL).
+    pub fn set(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        opts: SetOptions,
+    ) -> Result<SetOutcome> {
+        let (key, value) = (key.as_ref(), value.as_ref());
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let deadline = opts.deadline();
+        let keep = opts.keep_ttl && deadline.is_none();
+        let needs_read = opts.get || opts.condition != SetCondition::Always || keep;
+        let current = if needs_read {
+            self.load_live_locked(&mut s, key, now)?
+        } else {
+            None
+        };
+        if opts.get {
+            self.count_read(key, current.is_some());
+        }
+        let previous = if opts.get {
+            current.as_ref().map(|e| e.data.clone())
+        } else {
+            None
+        };
+        let proceed = match opts.condition {
+            SetCondition::Always => true,
+            SetCondition::IfAbsent => current.is_none(),
+            SetCondition::IfPresent => current.is_some(),
+        };
+        if !proceed {
+            return Ok(SetOutcome {
+                written: false,
+                previous,
+            });
+        }
+        let expiry = match deadline {
+            Some(d) => Some(d.resolve(now)),
+            None if keep => current.and_then(|e| e.expiry),
+            None => None,
+        };
+        match expiry {
+            // A deadline already passed: the key is set and gone at once.
+            Some(at) if at <= now.0 => {
+                if self.load(key)?.is_some() {
+                    self.delete_locked(&mut s, key, now)?;
+                }
+            }
+            _ => self.put_locked(&mut s, key, value, expiry, now)?,
+        }
+        Ok(SetOutcome {
+            written: true,
+            previous,
+        })
+    }
+
+    /// MSET: writes every pair atomically, clearing their TTLs. A key given twice ends with
+    /// its last value.
+    pub fn mset<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
+        let mut g = self.lock_many(pairs.iter().map(|(k, _)| k));
+        let now = self.clock.now();
+        self.mset_locked(&mut g, pairs, now)
+    }
+
+    fn mset_locked<K: AsRef<[u8]>, V: AsRef<[u8]>>(
+        &self,
+        g: &mut StripeGuards<'_>,
+        pairs: &[(K, V)],
+        now: Timestamp,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        for (k, v) in pairs {
+            batch.put(
+                Bytes::copy_from_slice(k.as_ref()),
+                now,
+                encode(v.as_ref(), None),
+            );
+        }
+        self.horizon(now);
+        self.engine.write_batch(batch)?;
+        for (k, _) in pairs {
+            let k = k.as_ref();
+            self.index(g.of(k), k, None);
+        }
+        Ok(())
+    }
+
+    /// MSETNX: writes every pair atomically only if none of the keys exists; returns whether
+    /// it wrote.
+    pub fn msetnx<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<bool> {
+        let mut g = self.lock_many(pairs.iter().map(|(k, _)| k));
+        let now = self.clock.now();
+        for (k, _) in pairs {
+            let k = k.as_ref();
+            if self.load_live_locked(g.of(k), k, now)?.is_some() {
+                return Ok(false);
+            }
+        }
+        self.mset_locked(&mut g, pairs, now)?;
+        Ok(true)
+    }
+
+    /// DEL/UNLINK: deletes the keys atomically; returns how many existed.
+    pub fn del<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
+        let mut g = self.lock_many(keys.iter());
+        let now = self.clock.now();
+        let mut batch = WriteBatch::new();
+        let mut deleted = 0;
+        let mut expired = 0;
+        for (i, k) in keys.iter().enumerate() {
+            let k = k.as_ref();
+            if keys[..i].iter().any(|p| p.as_ref() == k) {
+                continue;
+            }
+            let e = match self.load(k) {
+                Ok(Some(e)) => e,
+                Ok(None) => continue,
+                // A value in a foreign format still exists and can be deleted.
+                Err(KeyspaceError::Corrupt(_)) => Entry {
+                    data: Bytes::new(),
+                    expiry: None,
+                },
+                Err(e) => return Err(e),
+            };
+            if e.is_expired(now) {
+                expired += 1;
+            } else {
+                deleted += 1;
+            }
+            batch.delete(Bytes::copy_from_slice(k), now);
+        }
+        if !batch.is_empty() {
+            self.horizon(now);
+            self.engine.write_batch(batch)?;
+            for k in keys {
+                let k = k.as_ref();
+                self.index(g.of(k), k, None);
+            }
+        }
+        self.expired_keys.fetch_add(expired, Ordering::Relaxed);
+        Ok(deleted)
+    }
+
+    /// GETDEL: returns the value and deletes the key.
+    pub fn getdel(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let v = self.load_live_locked(&mut s, key, now)?;
+        self.count_read(key, v.is_some());
+        if v.is_some() {
+            self.delete_locked(&mut s, key, now)?;
+        }
+        Ok(v.map(|e| e.data))
+    }
+
+    /// GETEX: returns the value and changes its TTL.
+    pub fn getex(&self, key: &[u8], expiry: GetExExpiry) -> Result<Option<Bytes>> {
+        if expiry == GetExExpiry::Unchanged {
+            return self.get(key);
+        }
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let v = self.load_live_locked(&mut s, key, now)?;
+        self.count_read(key, v.is_some());
+        let Some(e) = v else {
+            return Ok(None);
+        };
+        match expiry {
+            GetExExpiry::Unchanged => {}
+            GetExExpiry::Persist => {
+                if e.expiry.is_some() {
+                    self.put_locked(&mut s, key, &e.data, None, now)?;
+                }
+            }
+            GetExExpiry::At(d) => {
+                let at = d.resolve(now);
+                if at <= now.0 {
+                    self.delete_locked(&mut s, key, now)?;
+                } else {
+                    self.put_locked(&mut s, key, &e.data, Some(at), now)?;
+                }
+            }
+        }
+        Ok(Some(e.data))
+    }
+
+    /// INCRBY (INCR, DECR, DECRBY): adds `delta` to the integer value (0 if missing), keeping
+    /// the TTL; returns the new value.
+    pub fn incr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let current = self.load_live_locked(&mut s, key, now)?;
+        let (value, expiry) = match &current {
+            Some(e) => (
+                parse_i64(&e.data).ok_or(KeyspaceError::NotAnInteger)?,
+                e.expiry,
+            ),
+            None => (0, None),
+        };
+        let new = value.checked_add(delta).ok_or(KeyspaceError::Overflow)?;
+        let mut buf = itoa::Buffer::new();
+        self.put_locked(&mut s, key, buf.format(new).as_bytes(), expiry, now)?;
+        Ok(new)
+    }
+
+    /// DECRBY: [`Keyspace::incr_by`] with `-delta`, refusing the one delta whose negation
+    /// overflows, as Redis does.
+    pub fn decr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
+        let neg = delta
+            .checked_neg()
+            .ok_or(KeyspaceError::DecrementOverflow)?;
+        self.incr_by(key, neg)
+    }
+
+    /// INCRBYFLOAT: adds `delta` to the float value (0 if missing), keeping the TTL; returns
+    /// the new value as stored (shortest round-trip decimal, never an exponent).
+    pub fn incr_by_float(&self, key: &[u8], delta: f64) -> Result<Bytes> {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let current = self.load_live_locked(&mut s, key, now)?;
+        let (value, expiry) = match &current {
+            Some(e) => (
+                parse_f64(&e.data).ok_or(KeyspaceError::NotAFloat)?,
+                e.expiry,
+            ),
+            None => (0.0, None),
+        };
+        let new = value + delta;
+        if !new.is_finite() {
+            return Err(KeyspaceError::NanOrInfinity);
+        }
+        let text = Bytes::from(format_f64(new));
+        self.put_locked(&mut s, key, &text, expiry, now)?;
+        Ok(text)
+    }
+
+    /// APPEND: appends to the value (creating it), keeping the TTL; returns the new length.
+    pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<u64> {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let current = self.load_live_locked(&mut s, key, now)?;
+        let (old, expiry) = match &current {
+            Some(e) => (&e.data[..], e.expiry),
+            None => (&b""[..], None),
+        };
+        self.check_len(old.len() + suffix.len())?;
+        let mut data = Vec::with_capacity(old.len() + suffix.len());
+        data.extend_from_slice(old);
+        data.extend_from_slice(suffix);
+        self.put_locked(&mut s, key, &data, expiry, now)?;
+        Ok(data.len() as u64)
+    }
+
+    /// SETRANGE: overwrites the value from `offset` (zero-padding), keeping the TTL; returns
+    /// the new length.
+    pub fn setrange(&self, key: &[u8], offset: i64, value: &[u8]) -> Result<u64> {
+        if offset < 0 {
+            return Err(KeyspaceError::OffsetOutOfRange);
+        }
+        let offset = offset as usize;
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let current = self.load_live_locked(&mut s, key, now)?;
+        let old_len = current.as_ref().map_or(0, |e| e.data.len());
+        if value.is_empty() {
+            return Ok(old_len as u64);
+        }
+        self.check_len(offset.saturating_add(value.len()))?;
+        let mut data = current.as_ref().map_or_else(Vec::new, |e| e.data.to_vec());
+        if data.len() < offset + value.len() {
+            data.resize(offset + value.len(), 0);
+        }
+        data[offset..offset + value.len()].copy_from_slice(value);
+        self.put_locked(&mut s, key, &data, current.and_then(|e| e.expiry), now)?;
+        Ok(data.len() as u64)
+    }
+
+    /// EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT: sets the key's deadline under `cond`; a deadline not
+    /// after now deletes the key. Returns whether the key existed and the condition held.
+    pub fn expire(&self, key: &[u8], deadline: Deadline, cond: ExpireCondition) -> Result<bool> {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        let Some(e) = self.load_live_locked(&mut s, key, now)? else {
+            return Ok(false);
+        };
+        let at = deadline.resolve(now);
+        let holds = match e.expiry {
+            None => !cond.xx && !cond.gt,
+            Some(cur) => !cond.nx && (!cond.gt || at > cur) && (!cond.lt || at < cur),
+        };
+        if !holds {
+            return Ok(false);
+        }
+        if at <= now.0 {
+            self.delete_locked(&mut s, key, now)?;
+        } else {
+            self.put_locked(&mut s, key, &e.data, Some(at), now)?;
+        }
+        Ok(true)
+    }
+
+    /// PERSIST: removes the key's TTL; returns whether it had one.
+    pub fn persist(&self, key: &[u8]) -> Result<bool> {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        match self.load_live_locked(&mut s, key, now)? {
+            Some(e) if e.expiry.is_some() => {
+                self.put_locked(&mut s, key, &e.data, None, now)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// FLUSHDB/FLUSHALL: removes every key.
+    pub fn flush(&self) -> Result<()> {
+        let mut guards: Vec<_> = self.stripes.iter().map(|s| s.lock()).collect();
+        self.engine.clear()?;
+        for g in &mut guards {
+            g.ttl = FxHashMap::default();
+        }
+        self.expires.store(0, Ordering::Relaxed);
+        drop(guards);
+        self.cursors.lock().clear();
+        Ok(())
+    }
+
+    // ----- iteration ---------------------------------------------------------------------
+
+    /// SCAN: up to `count` keys after `cursor` (0 starts), filtered by the glob `pattern`;
+    /// returns the next cursor (0 when the iteration is complete) and the keys.
+    pub fn scan(
+        &self,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+    ) -> Result<(u64, Vec<Bytes>)> {
+        let count = count.clamp(1, MAX_SCAN_COUNT);
+        let resume = if cursor == 0 {
+            None
+        } else {
+            self.cursors.lock().take(cursor)
+        };
+        let prefix = pattern.map_or(&[][..], literal_prefix);
+        let start = match resume {
+            Some(k) if prefix.is_empty() || &k[..] >= prefix => Bound::Excluded(k),
+            _ if prefix.is_empty() => Bound::Unbounded,
+            _ => Bound::Included(Bytes::copy_from_slice(prefix)),
+        };
+        let end = prefix_end(prefix);
+        let rows = self.engine.scan(start, end, Timestamp::MAX, count, false)?;
+        let complete = rows.len() < count;
+        let last = rows.last().map(|(k, _)| k.clone());
+        let keys = self.filter_live(rows, pattern)?;
+        let next = match (complete, last) {
+            (false, Some(k)) => self.cursors.lock().insert(k),
+            _ => 0,
+        };
+        Ok((next, keys))
+    }
+
+    /// KEYS: every key matching the glob `pattern`, in key order.
+    pub fn keys(&self, pattern: &[u8]) -> Result<Vec<Bytes>> {
+        let prefix = literal_prefix(pattern);
+        let mut start = if prefix.is_empty() {
+            Bound::Unbounded
+        } else {
+            Bound::Included(Bytes::copy_from_slice(prefix))
+        };
+        let end = prefix_end(prefix);
+        let mut out = Vec::new();
+        loop {
+            let rows = self
+                .engine
+                .scan(start, end.clone(), Timestamp::MAX, PAGE, false)?;
+            let full = rows.len() == PAGE;
+            let last = rows.last().map(|(k, _)| k.clone());
+            // Like Redis, `*` alone matches every key without running the matcher.
+            let all = pattern == b"*";
+            out.extend(self.filter_live(rows, (!all).then_some(pattern))?);
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    fn filter_live(
+        &self,
+        rows: Vec<(Bytes, Version)>,
+        pattern: Option<&[u8]>,
+    ) -> Result<Vec<Bytes>> {
+        let mut now = None;
+        let mut keys = Vec::with_capacity(rows.len());
+        for (key, v) in rows {
+            if let Ok(Some(e)) = decode_version(Some(v))
+                && e.expiry.is_some()
+                && e.is_expired(*now.get_or_insert_with(|| self.clock.now()))
+            {
+                let mut s = self.lock(&key);
+                let now = self.clock.now();
+                self.load_live_locked(&mut s, &key, now)?;
+                continue;
+            }
+            if pattern.is_none_or(|p| glob_match(p, &key, false)) {
+                keys.push(key);
+            }
+        }
+        Ok(keys)
+    }
+
+    /// DBSIZE: live keys in the engine (expired keys not yet deleted included, like Redis).
+    pub fn dbsize(&self) -> u64 {
+        self.engine.stats().live_keys
+    }
+
+    /// Counters for INFO.
+    pub fn stats(&self) -> KeyspaceStats {
+        KeyspaceStats {
+            keys: self.engine.stats().live_keys,
+            expires: self.expires.load(Ordering::Relaxed).max(0) as u64,
+            expired_keys: self.expired_keys.load(Ordering::Relaxed),
+            hits: self
+                .reads
+                .iter()
+                .map(|r| r.hits.load(Ordering::Relaxed))
+                .sum(),
+            misses: self
+                .reads
+                .iter()
+                .map(|r| r.misses.load(Ordering::Relaxed))
+                .sum(),
+        }
+    }
+
+    /// CONFIG RESETSTAT: zeroes the expired/hit/miss counters.
+    pub fn reset_stats(&self) {
+        self.expired_keys.store(0, Ordering::Relaxed);
+        for r in self.reads.iter() {
+            r.hits.store(0, Ordering::Relaxed);
+            r.misses.store(0, Ordering::Relaxed);
+        }
+    }
+
+    // ----- active expiry -----------------------------------------------------------------
+
+    /// One bounded step of active expiry: walks the stripes' TTL indexes from where the last
+    /// call stopped, deleting expired keys, until about `budget` keys with a TTL have been
+    /// examined or every stripe has been visited once.
+    pub fn expire_cycle(&self, budget: usize) -> ExpireCycle {
+        let mut cycle = ExpireCycle::default();
+        if self.expires.load(Ordering::Relaxed) <= 0 {
+            return cycle;
+        }
+        for _ in 0..STRIPES {
+            if cycle.examined >= budget {
+                break;
+            }
+            let i = self.expire_cursor.fetch_add(1, Ordering::Relaxed) & (STRIPES - 1);
+            let mut s = self.stripes[i].lock();
+            if s.ttl.is_empty() {
+                continue;
+            }
+            let now = self.clock.now();
+            cycle.examined += s.ttl.len();
+            let due: Vec<Bytes> = s
+                .ttl
+                .iter()
+                .filter(|&(_, &at)| now.0 > at)
+                .map(|(k, _)| k.clone())
+                .collect();
+            for key in due {
+                // The index is exact for writes made through this keyspace; check the stored
+                // value anyway so a foreign write is never deleted by mistake.
+                match self.load(&key) {
+                    Ok(Some(e)) if e.is_expired(now) => match self.delete_locked(&mut s, &key, now)
+                    {
+                        Ok(()) => {
+                            cycle.expired += 1;
+                            self.expired_keys.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "active expiry could not delete a key");
+                        }
+                    },
+                    Ok(Some(e)) => self.index(&mut s, &key, e.expiry),
+                    Ok(None) | Err(_) => self.index(&mut s, &key, None),
+                }
+            }
+        }
+        cycle
+    }
+
+    /// The active expirer: every 100 ms, runs [`Keyspace::expire_cycle`] rounds while more
+    /// than a quarter of the keys examined had expired (at most 16 rounds per tick, yielding
+    /// between them), until `shutdown` is cancelled. Spawn it once per keyspace.
+    pub async fn run_active_expiry(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(ACTIVE_EXPIRE_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            for _ in 0..16 {
+                let c = self.expire_cycle(ACTIVE_EXPIRE_BUDGET);
+                if c.expired * 4 <= c.examined {
+                    break;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
+
+/// The literal bytes a glob pattern's matches must start with.
+fn literal_prefix(pattern: &[u8]) -> &[u8] {
+    let n = pattern
+        .iter()
+        .position(|b| matches!(b, b'*' | b'?' | b'[' | b'\\'))
+        .unwrap_or(pattern.len());
+    &pattern[..n]
+}
+
+/// The exclusive upper bound of keys starting with `prefix` (unbounded for an empty prefix or
+/// one of only `0xff` bytes).
+fn prefix_end(prefix: &[u8]) -> Bound<Bytes> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Bound::Excluded(Bytes::from(end));
+        }
+    }
+    Bound::Unbounded
+}
+
+/// Parses a 64-bit integer exactly like Redis's `string2ll`: optional `-`, no `+`, no
+/// leading zeros, no spaces, no `-0`, at most 20 characters.
+pub fn parse_i64(s: &[u8]) -> Option<i64> {
+    if s.is_empty() || s.len() >= 21 {
+        return None;
+    }
+    if s == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match s[0] {
+        b'-' => (true, &s[1..]),
+        _ => (false, s),
+    };
+    let (&first, rest) = digits.split_first()?;
+    if !(b'1'..=b'9').contains(&first) {
+        return None;
+    }
+    let mut v = (first - b'0') as u64;
+    for &c in rest {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
+    }
+    if negative {
+        if v > i64::MAX as u64 + 1 {
+            return None;
+        }
+        Some((v as i64).wrapping_neg())
+    } else {
+        i64::try_from(v).ok()
+    }
+}
+
+/// Parses a float like Redis's `string2ld`: no surrounding spaces, not NaN.
+pub fn parse_f64(s: &[u8]) -> Option<f64> {
+    let s = std::str::from_utf8(s).ok()?;
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
+        return None;
+    }
+    let v: f64 = s.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+/// Formats a float the way INCRBYFLOAT stores it: the shortest decimal that reads back as the
+/// same `f64`, without exponent or trailing `.0`.
+pub fn format_f64(v: f64) -> Vec<u8> {
+    let s = format!("{v}");
+    let s = s.strip_suffix(".0").unwrap_or(&s);
+    let s = if s == "-0" { "0" } else { s };
+    s.as_bytes().to_vec()
+}
+
+/// Redis's glob matcher (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a]`, `[a-z]` and `\`
+/// escapes, byte-wise, optionally ASCII case-insensitive. Like Redis, it gives up (no match)
+/// on patterns nesting `*` more than 1000 deep, and stops retrying longer matches for an
+/// earlier `*` once a later one failed everywhere, so no pattern takes exponential time.
+pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
+    let mut skip_longer = false;
+    glob_impl(pattern, string, nocase, &mut skip_longer, 0)
+}
+
+fn glob_impl(
+    mut p: &[u8],
+    mut s: &[u8],
+    nocase: bool,
+    skip_longer: &mut bool,
+    nesting: u32,
+) -> bool {
+    // Out-of-range reads return 0, as the C version reads the NUL terminator.
+    fn at(b: &[u8], i: usize) -> u8 {
+        b.get(i).copied().unwrap_or(0)
+    }
+    let fold = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
+    if nesting > 1000 {
+        return false;
+    }
+    while !p.is_empty() && !s.is_empty() {
+        match p[0] {
+            b'*' => {
+                while at(p, 1) == b'*' {
+                    p = &p[1..];
+                }
+                if p.len() == 1 {
+                    return true;
+                }
+                while !s.is_empty() {
+                    if glob_impl(&p[1..], s, nocase, skip_longer, nesting + 1) {
+                        return true;
+                    }
+                    if *skip_longer {
+                        return false;
+                    }
+                    s = &s[1..];
+                }
+                *skip_longer = true;
+                return false;
+            }
+            b'?' => s = &s[1..],
+            b'[' => {
+                p = &p[1..];
+                let not = at(p, 0) == b'^';
+                if not {
+                    p = &p[1..];
+                }
+                let mut matched = false;
+                loop {
+                    if at(p, 0) == b'\\' && p.len() >= 2 {
+                        p = &p[1..];
+                        if p[0] == s[0] {
+                            matched = true;
+                        }
+                    } else if at(p, 0) == b']' {
+                        break;
+                    } else if p.is_empty() {
+                        // Unterminated class: the C code steps back so the final advance
+                        // below leaves the pattern empty.
+                        break;
+                    } else if p.len() >= 3 && p[1] == b'-' {
+                        let (mut start, mut end) = (fold(p[0]), fold(p[2]));
+                        if start > end {
+                            std::mem::swap(&mut start, &mut end);
+                        }
+                        let c = fold(s[0]);
+                        p = &p[2..];
+                        if c >= start && c <= end {
+                            matched = true;
+                        }
+                    } else if fold(p[0]) == fold(s[0]) {
+                        matched = true;
+                    }
+                    p = &p[1..];
+                }
+                if not {
+                    matched = !matched;
+                }
+                if !matched {
+                    return false;
+                }
+                s = &s[1..];
+            }
+            c => {
+                let c = if c == b'\\' && p.len() >= 2 {
+                    p = &p[1..];
+                    p[0]
+                } else {
+                    c
+                };
+                if fold(c) != fold(s[0]) {
+                    return false;
+                }
+                s = &s[1..];
+            }
+        }
+        p = p.get(1..).unwrap_or(&[]);
+        if s.is_empty() {
+            while at(p, 0) == b'*' {
+                p = &p[1..];
+            }
+            break;
+        }
+    }
+    p.is_empty() && s.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::ManualClock;
+    use meridian_storage::MemEngine;
+
+    const START: Timestamp = Timestamp(1_700_000_000_000_000);
+
+    fn setup() -> (Keyspace, Arc<ManualClock>) {
+        let clock = Arc::new(ManualClock::new(START));
+        let ks = Keyspace::new(Arc::new(MemEngine::new()), clock.clone());
+        (ks, clock)
+    }
+
+    fn opts(args: &[&str], ks: &Keyspace) -> Result<SetOptions> {
+        SetOptions::parse(args.iter().map(|a| a.as_bytes()), "set", ks.now())
+    }
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    #[test]
+    fn values_are_enveloped_and_read_zero_copy() {
+        let (ks, _) = setup();
+        ks.set(b"k", b"hello", SetOptions::default()).unwrap();
+        let raw = ks
+            .engine()
+            .get_value(b"k", Timestamp::MAX)
+            .unwrap()
+            .unwrap();
+        assert_eq!(&raw[..], b"\0hello");
+        let v = ks.get(b"k").unwrap().unwrap();
+        assert_eq!(v, b("hello"));
+        ks.set(b"t", b"x", SetOptions::with_ttl(Duration::from_secs(1)))
+            .unwrap();
+        let raw = ks
+            .engine()
+            .get_value(b"t", Timestamp::MAX)
+            .unwrap()
+            .unwrap();
+        assert_eq!(raw.len(), 10);
+        assert_eq!(raw[0], FLAG_EXPIRY);
+    }
+
+    #[test]
+    fn only_the_latest_version_is_kept_by_default() {
+        let (ks, _) = setup();
+        for i in 0..10 {
+            ks.set(b"k", i.to_string(), SetOptions::default()).unwrap();
+        }
+        assert_eq!(ks.engine().versions(b"k").unwrap().len(), 1);
+        assert_eq!(ks.del(&[b"k"]).unwrap(), 1);
+        assert!(
+            ks.engine().versions(b"k").unwrap().is_empty(),
+            "tombstone pruned too"
+        );
+    }
+
+    #[test]
+    fn retention_keeps_recent_versions_for_snapshots() {
+        let clock = Arc::new(ManualClock::new(START));
+        let ks = Keyspace::new(Arc::new(MemEngine::new()), clock.clone())
+            .with_retention(Duration::from_secs(10));
+        ks.set(b"k", b"a", SetOptions::default()).unwrap();
+        clock.advance(Duration::from_secs(1));
+        ks.set(b"k", b"b", SetOptions::default()).unwrap();
+        assert_eq!(ks.engine().versions(b"k").unwrap().len(), 2);
+        clock.advance(Duration::from_secs(20));
+        ks.set(b"k", b"c", SetOptions::default()).unwrap();
+        // The version visible at the horizon (b) stays; older ones go.
+        let v = ks.engine().versions(b"k").unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].value.as_deref(), Some(&b"\0b"[..]));
+    }
+
+    #[test]
+    fn expiry_at_exact_times() {
+        let (ks, clock) = setup();
+        ks.set(b"k", b"v", opts(&["EX", "10"], &ks).unwrap())
+            .unwrap();
+        match ks.ttl(b"k").unwrap() {
+            KeyTtl::Expires { remaining, .. } => {
+                assert!(remaining <= Duration::from_secs(10));
+                assert!(remaining > Duration::from_millis(9_999));
+            }
+            other => panic!("{other:?}"),
+        }
+        clock.advance(Duration::from_millis(9_999));
+        assert_eq!(ks.get(b"k").unwrap(), Some(b("v")));
+        assert_eq!(ks.stats().expires, 1);
+        clock.advance(Duration::from_millis(2));
+        assert_eq!(ks.get(b"k").unwrap(), None, "expired after 10 s");
+        let st = ks.stats();
+        assert_eq!(
+            (st.expired_keys, st.expires, st.keys),
+            (1, 0, 0),
+            "deleted lazily"
+        );
+        assert_eq!(
+            (st.hits, st.misses),
+            (2, 1),
+            "TTL counts as a read, as in Redis"
+        );
+        assert_eq!(ks.ttl(b"k").unwrap(), KeyTtl::Missing);
+    }
+
+    #[test]
+    fn absolute_expiry_in_the_past_deletes() {
+        let (ks, _) = setup();
+        ks.set(b"k", b"v", SetOptions::default()).unwrap();
+        let past = (START.0 / 1000 - 1).to_string();
+        ks.set(b"k", b"w", opts(&["PXAT", &past], &ks).unwrap())
+            .unwrap();
+        assert_eq!(ks.get(b"k").unwrap(), None);
+        assert_eq!(ks.dbsize(), 0);
+        ks.set(b"k", b"v", SetOptions::default()).unwrap();
+        assert!(
+            ks.expire(
+                b"k",
+                Deadline::At(Timestamp::MIN),
+                ExpireCondition::default()
+            )
+            .unwrap()
+        );
+        assert_eq!(ks.dbsize(), 0);
+        assert!(
+            !ks.expire(
+                b"k",
+                Deadline::After(Duration::from_secs(1)),
+                ExpireCondition::default()
+            )
+            .unwrap()
+        );
+    }
+
+    #[test]
+    fn active_expiry_deletes_unread_keys_with_bounded_work() {
+        let (ks, clock) = setup();
+        for i in 0..100 {
+            let ttl = if i % 2 == 0 { 1 } else { 100 };
+            ks.set(
+                format!("k{i}"),
+                b"v",
+                SetOptions::with_ttl(Duration::from_secs(ttl)),
+            )
+            .unwrap();
+        }
+        for i in 0..50 {
+            ks.set(format!("p{i}"), b"v", SetOptions::default())
+                .unwrap();
+        }
+        assert_eq!(ks.stats().expires, 100);
+        assert_eq!(
+            ks.expire_cycle(1000),
+            ExpireCycle {
+                examined: 100,
+                expired: 0
+            }
+        );
+        clock.advance(Duration::from_secs(2));
+        let small = ks.expire_cycle(10);
+        assert!(
+            small.examined >= 10 && small.examined < 100,
+            "bounded: {small:?}"
+        );
+        let mut expired = small.expired;
+        while expired < 50 {
+            expired += ks.expire_cycle(10).expired;
+        }
+        assert_eq!(expired, 50);
+        let st = ks.stats();
+        assert_eq!((st.keys, st.expires, st.expired_keys), (100, 50, 50));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn active_expirer_task_runs_until_shutdown() {
+        let (ks, clock) = setup();
+        let ks = Arc::new(ks);
+        ks.set(b"k", b"v", SetOptions::with_ttl(Duration::from_millis(500)))
+            .unwrap();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(ks.clone().run_active_expiry(stop.clone()));
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(ks.dbsize(), 0);
+        assert_eq!(ks.stats().expired_keys, 1);
+        stop.cancel();
+        task.await.unwrap();
+    }
+
+    #[test]
+    fn ttl_index_is_rebuilt_on_open() {
+        let clock = Arc::new(ManualClock::new(START));
+        let engine: Arc<dyn Engine> = Arc::new(MemEngine::new());
+        let ks = Keyspace::new(engine.clone(), clock.clone());
+        for i in 0..3000 {
+            let o = if i % 3 == 0 {
+                SetOptions::with_ttl(Duration::from_secs(5))
+            } else {
+                SetOptions::default()
+            };
+            ks.set(format!("k{i:05}"), b"v", o).unwrap();
+        }
+        drop(ks);
+        let ks = Keyspace::new(engine, clock.clone());
+        assert_eq!(ks.stats().expires, 1000);
+        clock.advance(Duration::from_secs(6));
+        let mut n = 0;
+        for _ in 0..10 {
+            n += ks.expire_cycle(usize::MAX).expired;
+        }
+        assert_eq!(n, 1000);
+    }
+
+    #[test]
+    fn incr_like_redis() {
+        let (ks, _) = setup();
+        assert_eq!(ks.incr_by(b"n", 1).unwrap(), 1);
+        assert_eq!(ks.incr_by(b"n", -11).unwrap(), -10);
+        assert_eq!(ks.get(b"n").unwrap(), Some(b("-10")));
+        ks.set(b"n", i64::MAX.to_string(), SetOptions::default())
+            .unwrap();
+        assert!(matches!(ks.incr_by(b"n", 1), Err(KeyspaceError::Overflow)));
+        assert_eq!(
+            ks.incr_by(b"n", 1).unwrap_err().to_string(),
+            "increment or decrement would overflow"
+        );
+        assert!(matches!(
+            ks.decr_by(b"n", i64::MIN),
+            Err(KeyspaceError::DecrementOverflow)
+        ));
+        for bad in [
+            "",
+            " 1",
+            "1 ",
+            "+1",
+            "01",
+            "-0",
+            "1.0",
+            "abc",
+            "99999999999999999999",
+        ] {
+            ks.set(b"s", bad, SetOptions::default()).unwrap();
+            let e = ks.incr_by(b"s", 1).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "value is not an integer or out of range",
+                "{bad:?}"
+            );
+        }
+        ks.set(b"m", i64::MIN.to_string(), SetOptions::default())
+            .unwrap();
+        assert!(matches!(ks.incr_by(b"m", -1), Err(KeyspaceError::Overflow)));
+        assert_eq!(ks.incr_by(b"m", 1).unwrap(), i64::MIN + 1);
+    }
+
+    #[test]
+    fn incr_and_append_keep_the_ttl_set_clears_it() {
+        let (ks, _) = setup();
+        ks.set(b"n", b"1", SetOptions::with_ttl(Duration::from_secs(50)))
+            .unwrap();
+        ks.incr_by(b"n", 1).unwrap();
+        ks.append(b"n", b"0").unwrap();
+        assert_eq!(ks.get(b"n").unwrap(), Some(b("20")));
+        assert!(matches!(ks.ttl(b"n").unwrap(), KeyTtl::Expires { .. }));
+        ks.set(b"n", b"x", opts(&["KEEPTTL"], &ks).unwrap())
+            .unwrap();
+        assert!(matches!(ks.ttl(b"n").unwrap(), KeyTtl::Expires { .. }));
+        ks.set(b"n", b"x", SetOptions::default()).unwrap();
+        assert_eq!(ks.ttl(b"n").unwrap(), KeyTtl::Persistent);
+        assert_eq!(ks.stats().expires, 0);
+    }
+
+    #[test]
+    fn incr_by_float() {
+        let (ks, _) = setup();
+        assert_eq!(ks.incr_by_float(b"f", 10.5).unwrap(), b("10.5"));
+        assert_eq!(ks.incr_by_float(b"f", 0.1).unwrap(), b("10.6"));
+        assert_eq!(ks.incr_by_float(b"f", -10.6).unwrap(), b("0"));
+        assert_eq!(ks.incr_by_float(b"f", 5e3).unwrap(), b("5000"));
+        assert!(matches!(
+            ks.incr_by_float(b"f", f64::INFINITY),
+            Err(KeyspaceError::NanOrInfinity)
+        ));
+        ks.set(b"s", b"abc", SetOptions::default()).unwrap();
+        assert!(matches!(
+            ks.incr_by_float(b"s", 1.0),
+            Err(KeyspaceError::NotAFloat)
+        ));
+    }
+
+    #[test]
+    fn set_option_combinations() {
+        let (ks, _) = setup();
+        let err = |args: &[&str]| opts(args, &ks).unwrap_err().to_string();
+        assert_eq!(err(&["NX", "XX"]), "syntax error");
+        assert_eq!(err(&["EX", "1", "PX", "1"]), "syntax error");
+        assert_eq!(err(&["EX", "1", "KEEPTTL"]), "syntax error");
+        assert_eq!(err(&["KEEPTTL", "EXAT", "1"]), "syntax error");
+        assert_eq!(err(&["EX"]), "syntax error");
+        assert_eq!(err(&["FOO"]), "syntax error");
+        assert_eq!(err(&["EX", "0"]), "invalid expire time in 'set' command");
+        assert_eq!(err(&["PX", "-5"]), "invalid expire time in 'set' command");
+        assert_eq!(
+            err(&["EX", "9223372036854776"]),
+            "invalid expire time in 'set' command"
+        );
+        assert_eq!(
+            err(&["PX", "9223372036854775807"]),
+            "invalid expire time in 'set' command"
+        );
+        assert_eq!(
+            err(&["EX", "ten"]),
+            "value is not an integer or out of range"
+        );
+        assert!(
+            opts(&["nx", "get", "ex", "5", "EX", "6"], &ks).is_ok(),
+            "same option twice"
+        );
+
+        // NX / XX / GET.
+        let nx = opts(&["NX"], &ks).unwrap();
+        assert!(ks.set(b"k", b"1", nx).unwrap().written);
+        assert!(!ks.set(b"k", b"2", nx).unwrap().written);
+        let xx_get = opts(&["XX", "GET"], &ks).unwrap();
+        let out = ks.set(b"k", b"3", xx_get).unwrap();
+        assert_eq!(
+            out,
+            SetOutcome {
+                written: true,
+                previous: Some(b("1"))
+            }
+        );
+        let out = ks.set(b"missing", b"3", xx_get).unwrap();
+        assert_eq!(
+            out,
+            SetOutcome {
+                written: false,
+                previous: None
+            }
+        );
+        assert_eq!(ks.get(b"missing").unwrap(), None);
+        let nx_get = opts(&["NX", "GET"], &ks).unwrap();
+        let out = ks.set(b"k", b"4", nx_get).unwrap();
+        assert_eq!(
+            out,
+            SetOutcome {
+                written: false,
+                previous: Some(b("3"))
+            }
+        );
+        // PX then KEEPTTL on an expired key: the key is new, without a TTL.
+        let (ks, clock) = setup();
+        ks.set(b"t", b"v", opts(&["PX", "100"], &ks).unwrap())
+            .unwrap();
+        clock.advance(Duration::from_millis(200));
+        ks.set(b"t", b"w", opts(&["KEEPTTL"], &ks).unwrap())
+            .unwrap();
+        assert_eq!(ks.ttl(b"t").unwrap(), KeyTtl::Persistent);
+        assert_eq!(ks.stats().expired_keys, 1);
+    }
+
+    #[test]
+    fn expire_conditions() {
+        let (ks, _) = setup();
+        let c = |args: &[&str]| ExpireCondition::parse(args.iter().map(|a| a.as_bytes()));
+        assert_eq!(
+            c(&["NX", "GT"]).unwrap_err().to_string(),
+            "NX and XX, GT or LT options at the same time are not compatible"
+        );
+        assert_eq!(
+            c(&["GT", "lt"]).unwrap_err().to_string(),
+            "GT and LT options at the same time are not compatible"
+        );
+        assert_eq!(c(&["XY"]).unwrap_err().to_string(), "Unsupported option XY");
+        let after = |s| Deadline::After(Duration::from_secs(s));
+        ks.set(b"k", b"v", SetOptions::default()).unwrap();
+        assert!(!ks.expire(b"k", after(10), c(&["XX"]).unwrap()).unwrap());
+        assert!(
+            !ks.expire(b"k", after(10), c(&["GT"]).unwrap()).unwrap(),
+            "none is infinite"
+        );
+        assert!(ks.expire(b"k", after(10), c(&["LT"]).unwrap()).unwrap());
+        assert!(!ks.expire(b"k", after(20), c(&["NX"]).unwrap()).unwrap());
+        assert!(!ks.expire(b"k", after(20), c(&["LT"]).unwrap()).unwrap());
+        assert!(
+            ks.expire(b"k", after(20), c(&["XX", "GT"]).unwrap())
+                .unwrap()
+        );
+        assert!(ks.persist(b"k").unwrap());
+        assert!(!ks.persist(b"k").unwrap());
+        assert_eq!(ks.stats().expires, 0);
+    }
+
+    #[test]
+    fn multi_key_operations() {
+        let (ks, _) = setup();
+        ks.mset(&[("a", "1"), ("b", "2"), ("a", "3")]).unwrap();
+        assert_eq!(
+            ks.mget(&["a", "b", "c"]).unwrap(),
+            vec![Some(b("3")), Some(b("2")), None]
+        );
+        assert!(!ks.msetnx(&[("c", "1"), ("a", "1")]).unwrap());
+        assert_eq!(ks.get(b"c").unwrap(), None);
+        assert!(ks.msetnx(&[("c", "1"), ("d", "1")]).unwrap());
+        assert_eq!(ks.exists(&["a", "a", "x"]).unwrap(), 2);
+        assert_eq!(ks.del(&["a", "a", "x", "b"]).unwrap(), 2);
+        assert_eq!(ks.dbsize(), 2);
+        assert_eq!(ks.getdel(b"c").unwrap(), Some(b("1")));
+        assert_eq!(ks.getdel(b"c").unwrap(), None);
+    }
+
+    #[test]
+    fn ranges() {
+        let (ks, _) = setup();
+        ks.set(b"s", b"Hello World", SetOptions::default()).unwrap();
+        let r = |s, e| ks.getrange(b"s", s, e).unwrap();
+        assert_eq!(r(0, 4), b("Hello"));
+        assert_eq!(r(-5, -1), b("World"));
+        assert_eq!(r(5, 2), b(""));
+        assert_eq!(r(-1, -5), b(""));
+        assert_eq!(r(0, 100), b("Hello World"));
+        assert_eq!(ks.getrange(b"none", 0, 1).unwrap(), b(""));
+        assert_eq!(ks.setrange(b"s", 6, b"Redis").unwrap(), 11);
+        assert_eq!(ks.get(b"s").unwrap(), Some(b("Hello Redis")));
+        assert_eq!(ks.setrange(b"z", 3, b"x").unwrap(), 4);
+        assert_eq!(ks.get(b"z").unwrap(), Some(b("\0\0\0x")));
+        assert_eq!(ks.setrange(b"e", 3, b"").unwrap(), 0);
+        assert_eq!(ks.get(b"e").unwrap(), None);
+        assert!(matches!(
+            ks.setrange(b"z", -1, b"x"),
+            Err(KeyspaceError::OffsetOutOfRange)
+        ));
+        let small = Keyspace::with_config(
+            Arc::new(MemEngine::new()),
+            Arc::new(ManualClock::new(START)),
+            KeyspaceConfig {
+                max_value_len: 8,
+                ..KeyspaceConfig::default()
+            },
+        );
+        small.append(b"a", b"12345678").unwrap();
+        assert!(matches!(
+            small.append(b"a", b"9"),
+            Err(KeyspaceError::ValueTooLarge)
+        ));
+        assert!(matches!(
+            small.setrange(b"a", 8, b"9"),
+            Err(KeyspaceError::ValueTooLarge)
+        ));
+    }
+
+    #[test]
+    fn getex_changes_ttl() {
+        let (ks, clock) = setup();
+        ks.set(b"k", b"v", SetOptions::default()).unwrap();
+        let at = ks.now().saturating_add(Duration::from_secs(5));
+        assert_eq!(
+            ks.getex(b"k", GetExExpiry::At(Deadline::At(at))).unwrap(),
+            Some(b("v"))
+        );
+        assert!(matches!(ks.ttl(b"k").unwrap(), KeyTtl::Expires { .. }));
+        assert_eq!(ks.getex(b"k", GetExExpiry::Persist).unwrap(), Some(b("v")));
+        assert_eq!(ks.ttl(b"k").unwrap(), KeyTtl::Persistent);
+        assert_eq!(
+            ks.getex(b"k", GetExExpiry::At(Deadline::At(Timestamp(1))))
+                .unwrap(),
+            Some(b("v"))
+        );
+        assert_eq!(ks.get(b"k").unwrap(), None);
+        clock.advance(Duration::from_secs(1));
+    }
+
+    #[test]
+    fn storage_errors_come_through() {
+        let (ks, _) = setup();
+        let key = vec![b'k'; meridian_storage::MAX_KEY_LEN + 1];
+        let e = ks.set(&key, b"v", SetOptions::default()).unwrap_err();
+        assert!(e.is_client_error());
+        assert!(e.to_string().contains("largest key accepted"), "{e}");
+        ks.engine()
+            .put(b("foreign"), ks.now(), b("\x07raw"))
+            .unwrap();
+        assert!(matches!(ks.get(b"foreign"), Err(KeyspaceError::Corrupt(_))));
+        assert_eq!(
+            ks.del(&["foreign"]).unwrap(),
+            1,
+            "foreign values can still be deleted"
+        );
+    }
+
+    #[test]
+    fn scan_returns_every_key_and_respects_match() {
+        let (ks, _) = setup();
+        let mut all = std::collections::BTreeSet::new();
+        for i in 0..250 {
+            let k = format!("{}:{i}", if i % 5 == 0 { "user" } else { "item" });
+            ks.set(&k, b"v", SetOptions::default()).unwrap();
+            all.insert(b(&k));
+        }
+        let collect = |pattern: Option<&[u8]>, count| {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut cursor = 0;
+            let mut calls = 0;
+            loop {
+                let (next, keys) = ks.scan(cursor, pattern, count).unwrap();
+                seen.extend(keys);
+                calls += 1;
+                if next == 0 {
+                    return (seen, calls);
+                }
+                cursor = next;
+            }
+        };
+        let (seen, calls) = collect(None, 10);
+        assert_eq!(seen, all);
+        assert!(calls >= 25);
+        let (users, calls) = collect(Some(b"user:*"), 10);
+        assert_eq!(users.len(), 50);
+        assert!(
+            calls <= 6,
+            "the literal prefix narrows the scan: {calls} calls"
+        );
+        let (twos, _) = collect(Some(b"*:2?"), 7);
+        assert_eq!(twos.len(), 10, "{twos:?}");
+        // An unknown cursor restarts from the beginning.
+        let (_, first) = ks.scan(0, None, 5).unwrap();
+        let (_, again) = ks.scan(123, None, 5).unwrap();
+        assert_eq!(first, again);
+        assert_eq!(ks.keys(b"user:1*").unwrap().len(), 22, "10, 15, 100..=195");
+        assert_eq!(ks.keys(b"*").unwrap().len(), 250);
+        ks.flush().unwrap();
+        assert_eq!(ks.dbsize(), 0);
+        assert!(ks.keys(b"*").unwrap().is_empty());
+    }
+
+    #[test]
+    fn scan_skips_and_deletes_expired_keys() {
+        let (ks, clock) = setup();
+        ks.set(b"a", b"v", SetOptions::with_ttl(Duration::from_secs(1)))
+            .unwrap();
+        ks.set(b"b", b"v", SetOptions::default()).unwrap();
+        clock.advance(Duration::from_secs(2));
+        assert_eq!(ks.scan(0, None, 10).unwrap(), (0, vec![b("b")]));
+        assert_eq!(ks.stats().expired_keys, 1);
+        assert_eq!(ks.dbsize(), 1);
+    }
+
+    #[test]
+    fn cursor_table_is_bounded() {
+        let mut t = CursorTable::new(3);
+        let ids: Vec<u64> = (0..5).map(|i| t.insert(b(&i.to_string()))).collect();
+        assert_eq!(t.entries.len(), 3);
+        assert_eq!(t.take(ids[0]), None, "oldest evicted");
+        assert_eq!(t.take(ids[4]), Some(b("4")));
+        assert_eq!(t.take(ids[4]), None, "used once");
+        assert!(ids.iter().all(|&id| id != 0 && id < 1 << 63));
+    }
+
+    #[test]
+    fn parse_i64_is_string2ll() {
+        for (s, want) in [
+            ("0", Some(0)),
+            ("-1", Some(-1)),
+            ("9223372036854775807", Some(i64::MAX)),
+            ("-9223372036854775808", Some(i64::MIN)),
+            ("9223372036854775808", None),
+            ("-9223372036854775809", None),
+            ("-0", None),
+            ("007", None),
+            ("+7", None),
+            ("", None),
+            ("-", None),
+            ("1e3", None),
+            (" 1", None),
+        ] {
+            assert_eq!(parse_i64(s.as_bytes()), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn glob_table() {
+        let cases: &[(&str, &str, bool)] = &[
+            ("*", "", false), // as in Redis; KEYS * and SCAN skip matching altogether
+            ("*", "anything", true),
+            ("h?llo", "hello", true),
+            ("h?llo", "hllo", false),
+            ("h*llo", "hllo", true),
+            ("h*llo", "heeeello", true),
+            ("h[ae]llo", "hallo", true),
+            ("h[ae]llo", "hillo", false),
+            ("h[^e]llo", "hallo", true),
+            ("h[^e]llo", "hello", false),
+            ("h[a-b]llo", "hbllo", true),
+            ("h[b-a]llo", "hallo", true),
+            ("h[a-b]llo", "hcllo", false),
+            ("h\\*llo", "h*llo", true),
+            ("h\\*llo", "hello", false),
+            ("[\\]]", "]", true),
+            ("[abc", "a", true),
+            ("[abc", "ab", false),
+            ("a*", "a", true),
+            ("a**b", "ab", true),
+            ("*a*b*", "xxaxxbxx", true),
+            ("*a*b*", "xxbxxaxx", false),
+            ("", "", true),
+            ("", "a", false),
+            ("a", "", false),
+            ("abc\\", "abc\\", true),
+            ("user:*", "user:42", true),
+            ("user:*", "item:42", false),
+        ];
+        for &(p, s, want) in cases {
+            assert_eq!(
+                glob_match(p.as_bytes(), s.as_bytes(), false),
+                want,
+                "{p:?} vs {s:?}"
+            );
+        }
+        assert!(glob_match(b"HeLLo", b"hello", true));
+        assert!(glob_match(b"[A-C]x", b"bx", true));
+        // Adversarial patterns finish quickly (Redis's skipLongerMatches).
+        let p = "a*".repeat(30) + "b";
+        assert!(!glob_match(p.as_bytes(), "a".repeat(100).as_bytes(), false));
+    }
+
+    #[test]
+    fn literal_prefixes() {
+        assert_eq!(literal_prefix(b"user:*"), b"user:");
+        assert_eq!(literal_prefix(b"u?"), b"u");
+        assert_eq!(literal_prefix(b"plain"), b"plain");
+        assert_eq!(prefix_end(b"a\xff"), Bound::Excluded(b("b")));
+        assert_eq!(prefix_end(b"\xff"), Bound::Unbounded);
+        assert_eq!(prefix_end(b""), Bound::Unbounded);
+    }
+
+    #[test]
+    fn concurrent_incr_loses_nothing() {
+        let (ks, _) = setup();
+        let ks = Arc::new(ks);
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let ks = ks.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        ks.incr_by(b"n", 1).unwrap();
+                        ks.append(b"s", b"x").unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(ks.get(b"n").unwrap(), Some(b("4000")));
+        assert_eq!(ks.strlen(b"s").unwrap(), 4000);
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+        use std::collections::BTreeMap;
+
+        /// Model time is in whole milliseconds; advances are even and TTLs odd, so the few
+        /// microseconds a manual clock gains per read can never decide an expiry.
+        #[derive(Clone, Debug)]
+        enum Op {
+            Set(u8, &'static str, Option<u64>),
+            SetNx(u8, &'static str),
+            SetKeepTtl(u8, &'static str),
+            Get(u8),
+            Del(u8),
+            Incr(u8, i64),
+            Append(u8, &'static str),
+            Expire(u8, u64),
+            Persist(u8),
+            Ttl(u8),
+            Advance(u64),
+            ActiveExpire,
+            Scan,
+        }
+
+        const VALUES: [&str; 7] = ["0", "1", "-7", "abc", "9223372036854775806", "", "07"];
+
+        fn op() -> impl Strategy<Value = Op> {
+            let key = 0u8..4;
+            let val = proptest::sample::select(&VALUES[..]);
+            let ttl = (0u64..20).prop_map(|t| 2 * t + 1);
+            prop_oneof![
+                (key.clone(), val.clone(), proptest::option::of(ttl.clone()))
+                    .prop_map(|(k, v, t)| Op::Set(k, v, t)),
+                (key.clone(), val.clone()).prop_map(|(k, v)| Op::SetNx(k, v)),
+                (key.clone(), val.clone()).prop_map(|(k, v)| Op::SetKeepTtl(k, v)),
+                key.clone().prop_map(Op::Get),
+                key.clone().prop_map(Op::Del),
+                (
+                    key.clone(),
+                    prop_oneof![Just(1i64), Just(-3), Just(i64::MAX)]
+                )
+                    .prop_map(|(k, d)| Op::Incr(k, d)),
+                (key.clone(), val).prop_map(|(k, v)| Op::Append(k, v)),
+                (key.clone(), ttl).prop_map(|(k, t)| Op::Expire(k, t)),
+                key.clone().prop_map(Op::Persist),
+                key.prop_map(Op::Ttl),
+                (1u64..15).prop_map(|t| Op::Advance(2 * t)),
+                Just(Op::ActiveExpire),
+                Just(Op::Scan),
+            ]
+        }
+
+        /// Value and expiry (model ms) of each live key.
+        #[derive(Default)]
+        struct Model {
+            now: u64,
+            map: BTreeMap<u8, (Vec<u8>, Option<u64>)>,
+        }
+
+        impl Model {
+            fn live(&mut self, k: u8) -> Option<&mut (Vec<u8>, Option<u64>)> {
+                let now = self.now;
+                if self
+                    .map
+                    .get(&k)
+                    .is_some_and(|(_, e)| e.is_some_and(|e| now > e))
+                {
+                    self.map.remove(&k);
+                }
+                self.map.get_mut(&k)
+            }
+
+            fn purge(&mut self) {
+                let now = self.now;
+                self.map.retain(|_, (_, e)| !e.is_some_and(|e| now > e));
+            }
+        }
+
+        fn key(k: u8) -> Vec<u8> {
+            vec![b'k', b'0' + k]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+            #[test]
+            fn keyspace_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..120)) {
+                run_model(ops)?;
+            }
+        }
+
+        fn run_model(ops: Vec<Op>) -> std::result::Result<(), TestCaseError> {
+            let clock = Arc::new(ManualClock::new(START));
+            let ks = Keyspace::new(Arc::new(MemEngine::new()), clock.clone());
+            let mut m = Model::default();
+            let at_ms = |t: u64| START.0 + t * 1000;
+            for op in ops {
+                match op {
+                    Op::Set(k, v, ttl) => {
+                        let o = SetOptions {
+                            ttl: ttl.map(Duration::from_millis),
+                            ..SetOptions::default()
+                        };
+                        ks.set(key(k), v, o).unwrap();
+                        m.map
+                            .insert(k, (v.as_bytes().to_vec(), ttl.map(|t| m.now + t)));
+                    }
+                    Op::SetNx(k, v) => {
+                        let o = SetOptions {
+                            condition: SetCondition::IfAbsent,
+                            ..SetOptions::default()
+                        };
+                        let written = ks.set(key(k), v, o).unwrap().written;
+                        let absent = m.live(k).is_none();
+                        prop_assert_eq!(written, absent);
+                        if absent {
+                            m.map.insert(k, (v.as_bytes().to_vec(), None));
+                        }
+                    }
+                    Op::SetKeepTtl(k, v) => {
+                        let o = SetOptions {
+                            keep_ttl: true,
+                            ..SetOptions::default()
+                        };
+                        ks.set(key(k), v, o).unwrap();
+                        let ttl = m.live(k).and_then(|e| e.1);
+                        m.map.insert(k, (v.as_bytes().to_vec(), ttl));
+                    }
+                    Op::Get(k) => {
+                        let got = ks.get(&key(k)).unwrap().map(|b| b.to_vec());
+                        prop_assert_eq!(got, m.live(k).map(|e| e.0.clone()));
+                    }
+                    Op::Del(k) => {
+                        let n = ks.del(&[key(k)]).unwrap();
+                        let existed = m.live(k).is_some();
+                        m.map.remove(&k);
+                        prop_assert_eq!(n, existed as u64);
+                    }
+                    Op::Incr(k, d) => {
+                        let got = ks.incr_by(&key(k), d);
+                        let cur = m.live(k).map(|e| e.0.clone());
+                        let parsed = match &cur {
+                            None => Some(0),
+                            Some(v) => std::str::from_utf8(v)
+                                .ok()
+                                .and_then(|s| s.parse::<i64>().ok())
+                                .filter(|n| n.to_string().as_bytes() == &v[..]),
+                        };
+                        match parsed {
+                            None => prop_assert!(matches!(got, Err(KeyspaceError::NotAnInteger))),
+                            Some(n) => match n.checked_add(d) {
+                                None => prop_assert!(matches!(got, Err(KeyspaceError::Overflow))),
+                                Some(new) => {
+                                    prop_assert_eq!(got.unwrap(), new);
+                                    let ttl = m.live(k).and_then(|e| e.1);
+                                    m.map.insert(k, (new.to_string().into_bytes(), ttl));
+                                }
+                            },
+                        }
+                    }
+                    Op::Append(k, v) => {
+                        let n = ks.append(&key(k), v.as_bytes()).unwrap();
+                        let e = match m.live(k) {
+                            Some(e) => e,
+                            None => m.map.entry(k).or_insert((Vec::new(), None)),
+                        };
+                        e.0.extend_from_slice(v.as_bytes());
+                        prop_assert_eq!(n, e.0.len() as u64);
+                    }
+                    Op::Expire(k, t) => {
+                        let d = Deadline::After(Duration::from_millis(t));
+                        let ok = ks.expire(&key(k), d, ExpireCondition::default()).unwrap();
+                        let now = m.now;
+                        match m.live(k) {
+                            Some(e) => {
+                                prop_assert!(ok);
+                                e.1 = Some(now + t);
+                            }
+                            None => prop_assert!(!ok),
+                        }
+                    }
+                    Op::Persist(k) => {
+                        let ok = ks.persist(&key(k)).unwrap();
+                        let had = m.live(k).map(|e| e.1.take().is_some()).unwrap_or(false);
+                        prop_assert_eq!(ok, had);
+                    }
+                    Op::Ttl(k) => {
+                        let now = m.now;
+                        match (ks.ttl(&key(k)).unwrap(), m.live(k)) {
+                            (KeyTtl::Missing, None) => {}
+                            (KeyTtl::Persistent, Some((_, None))) => {}
+                            (KeyTtl::Expires { remaining, .. }, Some((_, Some(e)))) => {
+                                let want = (*e - now) as u128 * 1000;
+                                let got = remaining.as_micros();
+                                prop_assert!(got.abs_diff(want) < 1000, "{got} vs {want}");
+                            }
+                            (got, want) => prop_assert!(false, "ttl {got:?} vs model {want:?}"),
+                        }
+                    }
+                    Op::Advance(t) => {
+                        m.now += t;
+                        clock.set(Timestamp(at_ms(m.now)));
+                    }
+                    Op::ActiveExpire => {
+                        while ks.expire_cycle(usize::MAX).expired > 0 {}
+                        m.purge();
+                        prop_assert_eq!(ks.dbsize(), m.map.len() as u64);
+                        let with_ttl = m.map.values().filter(|e| e.1.is_some()).count();
+                        prop_assert_eq!(ks.stats().expires, with_ttl as u64);
+                    }
+                    Op::Scan => {
+                        let (next, keys) = ks.scan(0, None, 100).unwrap();
+                        prop_assert_eq!(next, 0);
+                        m.purge();
+                        let want: Vec<Vec<u8>> = m.map.keys().map(|&k| key(k)).collect();
+                        let got: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+                        prop_assert_eq!(got, want);
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}

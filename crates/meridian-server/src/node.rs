@@ -1,0 +1,246 @@
+//! A running node: one storage engine, served over RESP and HTTP, with its background work.
+//!
+//! [`run`] takes already-bound listeners and a shutdown token, so tests start nodes on port 0
+//! and the binary is a thin wrapper. On shutdown the node stops accepting, lets open requests
+//! finish, stops its background tasks, and flushes the engine before returning: with the
+//! durable engine every acknowledged write is on disk when [`run`] returns, whatever the
+//! fsync policy.
+
+use crate::config::{EngineKind, NodeConfig};
+use crate::error::{Error, Result};
+use crate::keyspace::{Keyspace, KeyspaceConfig};
+use crate::metrics::{EngineGauges, Frontend, Metrics};
+use meridian_core::{Clock, SystemClock};
+use meridian_storage::{Engine, FjallConfig, FjallEngine, MemEngine};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// Everything the front ends of one node share.
+#[derive(Debug)]
+pub struct NodeState {
+    /// The configuration the node was started with.
+    pub config: NodeConfig,
+    /// The storage engine.
+    pub engine: Arc<dyn Engine>,
+    /// Redis string semantics over the engine.
+    pub keyspace: Arc<Keyspace>,
+    /// Operation and connection metrics.
+    pub metrics: Arc<Metrics>,
+    /// The node's clock.
+    pub clock: Arc<dyn Clock>,
+    started: Instant,
+}
+
+impl NodeState {
+    /// Opens the configured engine (creating the data directory if needed) on the system clock.
+    pub fn open(config: NodeConfig) -> Result<Arc<Self>> {
+        Self::open_with_clock(config, Arc::new(SystemClock::new()))
+    }
+
+    /// Like [`NodeState::open`], with an explicit clock.
+    pub fn open_with_clock(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>> {
+        config.validate()?;
+        let engine: Arc<dyn Engine> = match config.storage.engine {
+            EngineKind::Mem => Arc::new(MemEngine::new()),
+            EngineKind::Fjall => {
+                let dir = &config.storage.data_dir;
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    Error::Config(format!(
+                        "cannot create data directory {}: {e}; choose another with --data-dir",
+                        dir.display()
+                    ))
+                })?;
+                Arc::new(FjallEngine::open(FjallConfig {
+                    path: dir.clone(),
+                    durability: config.storage.fsync,
+                })?)
+            }
+        };
+        let keyspace = Arc::new(Keyspace::with_config(
+            engine.clone(),
+            clock.clone(),
+            KeyspaceConfig {
+                retention: Duration::from_millis(config.storage.version_retention_ms),
+                max_value_len: config.resp.max_bulk_len,
+                ..KeyspaceConfig::default()
+            },
+        ));
+        Ok(Arc::new(Self {
+            config,
+            engine,
+            keyspace,
+            metrics: Arc::new(Metrics::new()),
+            clock,
+            started: Instant::now(),
+        }))
+    }
+
+    /// Time since the node started.
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// The node's metrics in Prometheus text format.
+    pub fn render_metrics(&self) -> String {
+        let s = self.engine.stats();
+        self.metrics.render(EngineGauges {
+            live_keys: s.live_keys,
+            versions: s.versions,
+            bytes: s.bytes,
+        })
+    }
+
+    /// A JSON summary of the node for `GET /status`.
+    pub fn status(&self) -> serde_json::Value {
+        let s = self.engine.stats();
+        let conns = |f| {
+            let c = self.metrics.connections(f);
+            json!({
+                "open": c.open.load(Ordering::Relaxed),
+                "accepted": c.accepted.load(Ordering::Relaxed),
+                "rejected": c.rejected.load(Ordering::Relaxed),
+            })
+        };
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": self.uptime().as_secs(),
+            "engine": {
+                "name": self.engine.name(),
+                "fsync": (self.config.storage.engine == EngineKind::Fjall)
+                    .then(|| self.config.storage.fsync.to_string()),
+                "live_keys": s.live_keys,
+                "versions": s.versions,
+                "bytes": s.bytes,
+            },
+            "resp": {
+                "listen": self.config.resp.listen.to_string(),
+                "connections": conns(Frontend::Resp),
+                "commands": self.metrics.total_calls(Frontend::Resp),
+            },
+            "http": {
+                "listen": self.config.http.listen.to_string(),
+                "connections": conns(Frontend::Http),
+                "requests": self.metrics.total_calls(Frontend::Http),
+            },
+        })
+    }
+}
+
+/// The sockets a node serves on.
+#[derive(Debug)]
+pub struct Listeners {
+    /// The Redis-protocol listener.
+    pub resp: TcpListener,
+    /// The HTTP listener.
+    pub http: TcpListener,
+}
+
+impl Listeners {
+    /// Binds both addresses of `config`, with errors that say what to do.
+    pub async fn bind(config: &NodeConfig) -> Result<Self> {
+        Ok(Self {
+            resp: bind_one("RESP", config.resp.listen, "--resp").await?,
+            http: bind_one("HTTP", config.http.listen, "--http").await?,
+        })
+    }
+
+    /// The bound (RESP, HTTP) addresses; useful after binding port 0.
+    pub fn addrs(&self) -> std::io::Result<(SocketAddr, SocketAddr)> {
+        Ok((self.resp.local_addr()?, self.http.local_addr()?))
+    }
+}
+
+async fn bind_one(what: &str, addr: SocketAddr, flag: &str) -> Result<TcpListener> {
+    TcpListener::bind(addr).await.map_err(|source| {
+        let hint = if source.kind() == std::io::ErrorKind::AddrInUse {
+            format!(" (is another server running there? choose another address with {flag})")
+        } else {
+            String::new()
+        };
+        Error::Io {
+            what: format!("binding {what} listener {addr}{hint}"),
+            source,
+        }
+    })
+}
+
+/// Serves `node` on `listeners` until `shutdown` is cancelled, then drains and flushes.
+pub async fn run(
+    node: Arc<NodeState>,
+    listeners: Listeners,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let (resp_addr, http_addr) = listeners.addrs().map_err(|source| Error::Io {
+        what: "reading listener addresses".into(),
+        source,
+    })?;
+    info!(
+        %resp_addr, %http_addr, engine = node.engine.name(),
+        "meridian node serving"
+    );
+    // Background tasks stop on their own token, after the front ends have drained, so no
+    // request races a final flush.
+    let background = CancellationToken::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(gc_loop(node.clone(), background.clone()));
+    tasks.spawn(node.keyspace.clone().run_active_expiry(background.clone()));
+
+    let resp = tokio::spawn(crate::resp::serve(
+        listeners.resp,
+        crate::resp::RespContext::new(
+            node.keyspace.clone(),
+            node.metrics.clone(),
+            (&node.config.resp).into(),
+        ),
+        shutdown.clone(),
+    ));
+    let http = tokio::spawn(crate::http::serve(
+        listeners.http,
+        node.clone(),
+        shutdown.clone(),
+    ));
+    let (resp, http) = tokio::join!(resp, http);
+    background.cancel();
+    while tasks.join_next().await.is_some() {}
+
+    let flushed = node.engine.flush();
+    for (name, result) in [("RESP", resp), ("HTTP", http)] {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(frontend = name, error = %e, "front end stopped with an error"),
+            Err(e) => warn!(frontend = name, error = %e, "front end task failed"),
+        }
+    }
+    flushed?;
+    info!("meridian node stopped; engine flushed");
+    Ok(())
+}
+
+/// Periodically drops versions older than the retention window.
+async fn gc_loop(node: Arc<NodeState>, stop: CancellationToken) {
+    let period = Duration::from_millis(node.config.storage.gc_interval_ms);
+    let retention = Duration::from_millis(node.config.storage.version_retention_ms);
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let horizon = node.clock.now().saturating_sub(retention);
+        let engine = node.engine.clone();
+        match tokio::task::spawn_blocking(move || engine.gc(horizon)).await {
+            Ok(Ok(stats)) if stats.versions_removed > 0 => tracing::debug!(?stats, "gc pass"),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => warn!(error = %e, "garbage collection failed; will retry"),
+            Err(e) => warn!(error = %e, "garbage collection task panicked"),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The command table: every command the RESP front end knows, with Redis's name, arity,
+//! flags and key positions (what `COMMAND INFO` reports), and a case-insensitive lookup.
+//!
+//! Arity follows Redis: a positive arity is the exact argument count (the name included), a
+//! negative one the minimum. [`Cmd`] values index per-command tables (metrics handles), so
+//! [`Cmd::ALL`] lists them in declaration order.
+
+macro_rules! commands {
+    ($(
+        $id:ident $name:literal $arity:literal [$($flag:literal)*]
+        $first:literal $last:literal $step:literal;
+    )*) => {
+        /// A command the front end implements.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u8)]
+        pub enum Cmd {
+            $(
+                #[doc = concat!("`", $name, "`")]
+                $id,
+            )*
+        }
+
+        impl Cmd {
+            /// Every command, in declaration order (`Cmd::ALL[c as usize] == c`).
+            pub const ALL: &'static [Cmd] = &[$(Cmd::$id),*];
+
+            /// The command's static description.
+            #[inline]
+            pub fn spec(self) -> &'static CommandSpec {
+                &SPECS[self as usize]
+            }
+
+            /// Finds a command by name, ignoring ASCII case.
+            pub fn lookup(name: &[u8]) -> Option<Cmd> {
+                // The benchmark-critical commands first, without any copy.
+                if name.len() == 3 {
+                    if name.eq_ignore_ascii_case(b"GET") {
+                        return Some(Cmd::Get);
+                    }
+                    if name.eq_ignore_ascii_case(b"SET") {
+                        return Some(Cmd::Set);
+                    }
+                }
+                let mut buf = [0u8; 16];
+                let lower = buf.get_mut(..name.len())?;
+                for (d, s) in lower.iter_mut().zip(name) {
+                    *d = s.to_ascii_lowercase();
+                }
+                match std::str::from_utf8(lower).ok()? {
+                    $($name => Some(Cmd::$id),)*
+                    _ => None,
+                }
+            }
+        }
+
+        static SPECS: &[CommandSpec] = &[$(
+            CommandSpec {
+                name: $name,
+                arity: $arity,
+                flags: &[$($flag),*],
+                first_key: $first,
+                last_key: $last,
+                step: $step,
+            },
+        )*];
+    };
+}
+
+/// Static facts about a command, as `COMMAND INFO` reports them.
+#[derive(Debug)]
+pub struct CommandSpec {
+    /// Lowercase name.
+    pub name: &'static str,
+    /// Exact (positive) or minimum (negative) argument count, the name included.
+    pub arity: i32,
+    /// Redis's command flags.
+    pub flags: &'static [&'static str],
+    /// Position of the first key argument (0: none).
+    pub first_key: i32,
+    /// Position of the last key argument (-1: the last argument).
+    pub last_key: i32,
+    /// Step between key arguments.
+    pub step: i32,
+}
+
+impl CommandSpec {
+    /// Whether `argc` arguments (the name included) satisfy the arity.
+    #[inline]
+    pub fn arity_ok(&self, argc: usize) -> bool {
+        if self.arity >= 0 {
+            argc == self.arity as usize
+        } else {
+            argc >= (-self.arity) as usize
+        }
+    }
+}
+
+commands! {
+    Get "get" 2 ["readonly" "fast"] 1 1 1;
+    Set "set" -3 ["write" "denyoom"] 1 1 1;
+    Del "del" -2 ["write"] 1 -1 1;
+    Unlink "unlink" -2 ["write" "fast"] 1 -1 1;
+    Exists "exists" -2 ["readonly" "fast"] 1 -1 1;
+    Touch "touch" -2 ["readonly" "fast"] 1 -1 1;
+    Mget "mget" -2 ["readonly" "fast"] 1 -1 1;
+    Mset "mset" -3 ["write" "denyoom"] 1 -1 2;
+    Msetnx "msetnx" -3 ["write" "denyoom"] 1 -1 2;
+    Incr "incr" 2 ["write" "denyoom" "fast"] 1 1 1;
+    Decr "decr" 2 ["write" "denyoom" "fast"] 1 1 1;
+    Incrby "incrby" 3 ["write" "denyoom" "fast"] 1 1 1;
+    Decrby "decrby" 3 ["write" "denyoom" "fast"] 1 1 1;
+    Incrbyfloat "incrbyfloat" 3 ["write" "denyoom" "fast"] 1 1 1;
+    Append "append" 3 ["write" "denyoom"] 1 1 1;
+    Strlen "strlen" 2 ["readonly" "fast"] 1 1 1;
+    Getdel "getdel" 2 ["write" "fast"] 1 1 1;
+    Getex "getex" -2 ["write" "fast"] 1 1 1;
+    Getset "getset" 3 ["write" "denyoom" "fast"] 1 1 1;
+    Getrange "getrange" 4 ["readonly"] 1 1 1;
+    Substr "substr" 4 ["readonly"] 1 1 1;
+    Setrange "setrange" 4 ["write" "denyoom"] 1 1 1;
+    Setnx "setnx" 3 ["write" "denyoom" "fast"] 1 1 1;
+    Setex "setex" 4 ["write" "denyoom"] 1 1 1;
+    Psetex "psetex" 4 ["write" "denyoom"] 1 1 1;
+    Expire "expire" -3 ["write" "fast"] 1 1 1;
+    Pexpire "pexpire" -3 ["write" "fast"] 1 1 1;
+    Expireat "expireat" -3 ["write" "fast"] 1 1 1;
+    Pexpireat "pexpireat" -3 ["write" "fast"] 1 1 1;
+    Ttl "ttl" 2 ["readonly" "fast"] 1 1 1;
+    Pttl "pttl" 2 ["readonly" "fast"] 1 1 1;
+    Expiretime "expiretime" 2 ["readonly" "fast"] 1 1 1;
+    Pexpiretime "pexpiretime" 2 ["readonly" "fast"] 1 1 1;
+    Persist "persist" 2 ["write" "fast"] 1 1 1;
+    Type "type" 2 ["readonly" "fast"] 1 1 1;
+    Scan "scan" -2 ["readonly"] 0 0 0;
+    Keys "keys" 2 ["readonly"] 0 0 0;
+    Dbsize "dbsize" 1 ["readonly" "fast"] 0 0 0;
+    Flushdb "flushdb" -1 ["write"] 0 0 0;
+    Flushall "flushall" -1 ["write"] 0 0 0;
+    Ping "ping" -1 ["fast"] 0 0 0;
+    Echo "echo" 2 ["fast"] 0 0 0;
+    Info "info" -1 ["loading" "stale"] 0 0 0;
+    Command "command" -1 ["loading" "stale"] 0 0 0;
+    Config "config" -2 ["admin" "noscript" "loading" "stale"] 0 0 0;
+    Client "client" -2 ["noscript" "loading" "stale"] 0 0 0;
+    Select "select" 2 ["loading" "stale" "fast"] 0 0 0;
+    Hello "hello" -1 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
+    Auth "auth" -2 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
+    Quit "quit" -1 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
+    Reset "reset" 1 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
+    Time "time" 1 ["loading" "stale" "fast"] 0 0 0;
+    Role "role" 1 ["noscript" "loading" "stale" "fast"] 0 0 0;
+}
+
+impl Cmd {
+    /// Whether the command runs before authentication.
+    #[inline]
+    pub fn no_auth(self) -> bool {
+        matches!(self, Cmd::Hello | Cmd::Auth | Cmd::Quit | Cmd::Reset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_ignores_case_and_indexes_match() {
+        assert_eq!(Cmd::lookup(b"gEt"), Some(Cmd::Get));
+        assert_eq!(Cmd::lookup(b"INCRBYFLOAT"), Some(Cmd::Incrbyfloat));
+        assert_eq!(Cmd::lookup(b"nope"), None);
+        assert_eq!(Cmd::lookup(b"a-command-name-longer-than-the-buffer"), None);
+        for (i, c) in Cmd::ALL.iter().enumerate() {
+            assert_eq!(*c as usize, i);
+            assert_eq!(Cmd::lookup(c.spec().name.as_bytes()), Some(*c));
+        }
+    }
+
+    #[test]
+    fn arity() {
+        assert!(Cmd::Get.spec().arity_ok(2));
+        assert!(!Cmd::Get.spec().arity_ok(3));
+        assert!(Cmd::Del.spec().arity_ok(5));
+        assert!(!Cmd::Del.spec().arity_ok(1));
+    }
+}

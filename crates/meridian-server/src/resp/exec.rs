@@ -1,0 +1,942 @@
+//! What each command does: argument checks with Redis's messages, the keyspace call, and
+//! the reply in Redis's type (RESP2 or RESP3).
+//!
+//! Order of checks, as in Redis's `processCommand`: unknown command, then arity, then
+//! authentication, then the command's own argument errors. Keyspace errors become `-ERR
+//! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
+
+use crate::keyspace::{
+    Deadline, ExpireCondition, GetExExpiry, KeyTtl, KeyspaceError, SetCondition, SetOptions,
+    TtlUnit, glob_match, parse_f64, parse_i64,
+};
+use crate::metrics::OpStats;
+use crate::resp::command::Cmd;
+use crate::resp::info;
+use crate::resp::reply::Reply;
+use crate::resp::request::Args;
+use crate::resp::server::{ClientInfo, REDIS_VERSION, RespContext};
+use bytes::Bytes;
+use meridian_core::Timestamp;
+use std::borrow::Cow;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// Whether the connection goes on after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Keep serving.
+    Continue,
+    /// Write pending replies, then close.
+    Close,
+}
+
+/// Per-connection state commands read and change.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// Whether the client may run commands (always, without `requirepass`).
+    pub authed: bool,
+    /// The client's registry entry.
+    pub info: Arc<ClientInfo>,
+    last_cmd: u8,
+}
+
+impl Session {
+    pub fn new(ctx: &RespContext, info: Arc<ClientInfo>) -> Self {
+        Self {
+            authed: ctx.config.requirepass.is_none(),
+            info,
+            last_cmd: 0,
+        }
+    }
+
+    /// Publishes activity for CLIENT LIST (once per batch, not per command).
+    pub fn touch(&self, ctx: &RespContext) {
+        self.info
+            .last_active_ms
+            .store(ctx.elapsed_ms(), Ordering::Relaxed);
+        self.info.last_cmd.store(self.last_cmd, Ordering::Relaxed);
+    }
+}
+
+/// A failed command.
+#[derive(Debug)]
+enum CmdError {
+    Keyspace(KeyspaceError),
+    /// A complete error line (code included), without the leading `-`.
+    Raw(Cow<'static, str>),
+}
+
+impl From<KeyspaceError> for CmdError {
+    fn from(e: KeyspaceError) -> Self {
+        CmdError::Keyspace(e)
+    }
+}
+
+type CmdResult = Result<(), CmdError>;
+
+fn raw(msg: impl Into<Cow<'static, str>>) -> CmdError {
+    CmdError::Raw(msg.into())
+}
+
+const SYNTAX: &str = "ERR syntax error";
+const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+fn arity_error(name: &str) -> CmdError {
+    raw(format!(
+        "ERR wrong number of arguments for '{name}' command"
+    ))
+}
+
+fn int_arg(a: &[u8]) -> Result<i64, CmdError> {
+    parse_i64(a).ok_or(CmdError::Keyspace(KeyspaceError::NotAnInteger))
+}
+
+fn lossy(b: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+/// Runs one request; returns the metrics handle to charge, whether the reply was an error,
+/// and whether to go on.
+pub(crate) fn execute<'c>(
+    ctx: &'c RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> (&'c Arc<OpStats>, bool, Flow) {
+    let Some(cmd) = Cmd::lookup(args.get(0)) else {
+        unknown_command(reply, args);
+        return (&ctx.rejected_ops, true, Flow::Continue);
+    };
+    let spec = cmd.spec();
+    if !spec.arity_ok(args.len()) {
+        error_reply(reply, arity_error(spec.name));
+        return (&ctx.rejected_ops, true, Flow::Continue);
+    }
+    if !session.authed && !cmd.no_auth() {
+        reply.error("NOAUTH Authentication required.");
+        return (&ctx.rejected_ops, true, Flow::Continue);
+    }
+    session.last_cmd = cmd as u8 + 1;
+    let mut flow = Flow::Continue;
+    let result = match cmd {
+        Cmd::Get => get(ctx, reply, args),
+        Cmd::Set => set(ctx, reply, args),
+        _ => other(ctx, session, reply, cmd, args, &mut flow),
+    };
+    let error = match result {
+        Ok(()) => false,
+        Err(e) => {
+            error_reply(reply, e);
+            true
+        }
+    };
+    (&ctx.ops[cmd as usize], error, flow)
+}
+
+fn error_reply(reply: &mut Reply, e: CmdError) {
+    match e {
+        CmdError::Raw(msg) => reply.error(&msg),
+        CmdError::Keyspace(e) => reply.error(&format!("ERR {e}")),
+    }
+}
+
+/// Redis's `unknown command '%.128s', with args beginning with: '%.*s' ...`.
+fn unknown_command(reply: &mut Reply, args: Args<'_>) {
+    let name = args.get(0);
+    let mut msg = String::from("ERR unknown command '");
+    msg.push_str(&lossy(until_nul(&name[..name.len().min(128)])));
+    msg.push_str("', with args beginning with: ");
+    let mut rest = String::new();
+    for a in args.iter_from(1) {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        let a = until_nul(a);
+        let _ = write!(rest, "'{}' ", lossy(&a[..a.len().min(room)]));
+    }
+    msg.push_str(&rest);
+    reply.error(&msg);
+}
+
+/// C's `%s` stops at a NUL byte.
+fn until_nul(b: &[u8]) -> &[u8] {
+    &b[..memchr::memchr(0, b).unwrap_or(b.len())]
+}
+
+#[inline]
+fn get(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    let v = ctx.keyspace.get(args.get(1))?;
+    reply.opt_bulk(v.as_deref());
+    Ok(())
+}
+
+#[inline]
+fn set(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    let ks = &ctx.keyspace;
+    let opts = if args.len() == 3 {
+        SetOptions::default()
+    } else {
+        SetOptions::parse(args.iter_from(3), "set", ks.now())?
+    };
+    let out = ks.set(args.get(1), args.get(2), opts)?;
+    if opts.get {
+        reply.opt_bulk(out.previous.as_deref());
+    } else if out.written {
+        reply.ok();
+    } else {
+        reply.null();
+    }
+    Ok(())
+}
+
+fn other(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    cmd: Cmd,
+    args: Args<'_>,
+    flow: &mut Flow,
+) -> CmdResult {
+    let ks = &ctx.keyspace;
+    let key = || args.get(1);
+    match cmd {
+        Cmd::Get | Cmd::Set => unreachable!("dispatched before"),
+        Cmd::Del | Cmd::Unlink => {
+            let keys: Vec<&[u8]> = args.iter_from(1).collect();
+            reply.int(ks.del(&keys)? as i64);
+        }
+        Cmd::Exists | Cmd::Touch => {
+            let keys: Vec<&[u8]> = args.iter_from(1).collect();
+            reply.int(ks.exists(&keys)? as i64);
+        }
+        Cmd::Mget => {
+            let keys: Vec<&[u8]> = args.iter_from(1).collect();
+            let values = ks.mget(&keys)?;
+            reply.array(values.len());
+            for v in &values {
+                reply.opt_bulk(v.as_deref());
+            }
+        }
+        Cmd::Mset | Cmd::Msetnx => {
+            if args.len().is_multiple_of(2) {
+                return Err(arity_error(cmd.spec().name));
+            }
+            let pairs: Vec<(&[u8], &[u8])> = (1..args.len())
+                .step_by(2)
+                .map(|i| (args.get(i), args.get(i + 1)))
+                .collect();
+            if cmd == Cmd::Mset {
+                ks.mset(&pairs)?;
+                reply.ok();
+            } else {
+                reply.int(ks.msetnx(&pairs)? as i64);
+            }
+        }
+        Cmd::Incr => reply.int(ks.incr_by(key(), 1)?),
+        Cmd::Decr => reply.int(ks.incr_by(key(), -1)?),
+        Cmd::Incrby => reply.int(ks.incr_by(key(), int_arg(args.get(2))?)?),
+        Cmd::Decrby => reply.int(ks.decr_by(key(), int_arg(args.get(2))?)?),
+        Cmd::Incrbyfloat => {
+            let delta = parse_f64(args.get(2)).ok_or(KeyspaceError::NotAFloat)?;
+            reply.bulk(&ks.incr_by_float(key(), delta)?);
+        }
+        Cmd::Append => reply.int(ks.append(key(), args.get(2))? as i64),
+        Cmd::Strlen => reply.int(ks.strlen(key())? as i64),
+        Cmd::Getdel => reply.opt_bulk(ks.getdel(key())?.as_deref()),
+        Cmd::Getex => {
+            let expiry = parse_getex(args, ks.now())?;
+            reply.opt_bulk(ks.getex(key(), expiry)?.as_deref());
+        }
+        Cmd::Getset => {
+            let opts = SetOptions {
+                get: true,
+                ..SetOptions::default()
+            };
+            reply.opt_bulk(ks.set(key(), args.get(2), opts)?.previous.as_deref());
+        }
+        Cmd::Getrange | Cmd::Substr => {
+            let (start, end) = (int_arg(args.get(2))?, int_arg(args.get(3))?);
+            reply.bulk(&ks.getrange(key(), start, end)?);
+        }
+        Cmd::Setrange => {
+            let offset = int_arg(args.get(2))?;
+            reply.int(ks.setrange(key(), offset, args.get(3))? as i64);
+        }
+        Cmd::Setnx => {
+            let opts = SetOptions {
+                condition: SetCondition::IfAbsent,
+                ..SetOptions::default()
+            };
+            reply.int(ks.set(key(), args.get(2), opts)?.written as i64);
+        }
+        Cmd::Setex | Cmd::Psetex => {
+            let (unit, name) = if cmd == Cmd::Setex {
+                (TtlUnit::Ex, "setex")
+            } else {
+                (TtlUnit::Px, "psetex")
+            };
+            let opts = SetOptions {
+                expire_at: Some(unit.deadline(args.get(2), name, ks.now())?),
+                ..SetOptions::default()
+            };
+            ks.set(key(), args.get(3), opts)?;
+            reply.ok();
+        }
+        Cmd::Expire | Cmd::Pexpire | Cmd::Expireat | Cmd::Pexpireat => {
+            let cond = ExpireCondition::parse(args.iter_from(3))?;
+            let deadline = expire_deadline(cmd, args.get(2), ks.now())?;
+            reply.int(ks.expire(key(), deadline, cond)? as i64);
+        }
+        Cmd::Ttl | Cmd::Pttl | Cmd::Expiretime | Cmd::Pexpiretime => {
+            let v = match ks.ttl(key())? {
+                KeyTtl::Missing => -2,
+                KeyTtl::Persistent => -1,
+                KeyTtl::Expires { at, remaining } => {
+                    let ms = remaining.as_micros().div_ceil(1000) as i64;
+                    match cmd {
+                        Cmd::Ttl => (ms + 500) / 1000,
+                        Cmd::Pttl => ms,
+                        Cmd::Expiretime => (at.0 / 1_000_000) as i64,
+                        _ => (at.0 / 1000) as i64,
+                    }
+                }
+            };
+            reply.int(v);
+        }
+        Cmd::Persist => reply.int(ks.persist(key())? as i64),
+        Cmd::Type => reply.simple(ks.key_type(key())?.as_bytes()),
+        Cmd::Scan => scan(ctx, reply, args)?,
+        Cmd::Keys => {
+            let keys = ks.keys(key())?;
+            reply.array(keys.len());
+            for k in &keys {
+                reply.bulk(k);
+            }
+        }
+        Cmd::Dbsize => reply.int(ks.dbsize() as i64),
+        Cmd::Flushdb | Cmd::Flushall => {
+            match args.len() {
+                1 => {}
+                2 if args.get(1).eq_ignore_ascii_case(b"ASYNC")
+                    || args.get(1).eq_ignore_ascii_case(b"SYNC") => {}
+                _ => return Err(raw(SYNTAX)),
+            }
+            ks.flush()?;
+            reply.ok();
+        }
+        Cmd::Ping => match args.len() {
+            1 => reply.simple(b"PONG"),
+            2 => reply.bulk(args.get(1)),
+            _ => return Err(arity_error("ping")),
+        },
+        Cmd::Echo => reply.bulk(args.get(1)),
+        Cmd::Info => {
+            let text = info::render(ctx, args.iter_from(1));
+            reply.verbatim(b"txt", text.as_bytes());
+        }
+        Cmd::Command => command(reply, args)?,
+        Cmd::Config => config(ctx, reply, args)?,
+        Cmd::Client => client(ctx, session, reply, args)?,
+        Cmd::Select => {
+            let db = int_arg(args.get(1))?;
+            if db != 0 {
+                return Err(raw("ERR DB index is out of range"));
+            }
+            reply.ok();
+        }
+        Cmd::Hello => hello(ctx, session, reply, args)?,
+        Cmd::Auth => {
+            match args.len() {
+                2 => {
+                    if ctx.config.requirepass.is_none() {
+                        return Err(raw(
+                            "ERR AUTH <password> called without any password configured for \
+                             the default user. Are you sure your configuration is correct?",
+                        ));
+                    }
+                    authenticate(ctx, session, b"default", args.get(1))?;
+                }
+                3 => authenticate(ctx, session, args.get(1), args.get(2))?,
+                _ => return Err(raw(SYNTAX)),
+            }
+            reply.ok();
+        }
+        Cmd::Quit => {
+            reply.ok();
+            *flow = Flow::Close;
+        }
+        Cmd::Reset => {
+            reply.resp3 = false;
+            session.info.resp.store(2, Ordering::Relaxed);
+            *session.info.meta.lock() = Default::default();
+            session.authed = ctx.config.requirepass.is_none();
+            reply.simple(b"RESET");
+        }
+        Cmd::Time => {
+            let now = ks.now().0;
+            let mut a = itoa::Buffer::new();
+            let mut b = itoa::Buffer::new();
+            reply.array(2);
+            reply.bulk(a.format(now / 1_000_000).as_bytes());
+            reply.bulk(b.format(now % 1_000_000).as_bytes());
+        }
+        Cmd::Role => {
+            reply.array(3);
+            reply.bulk(b"master");
+            reply.int(0);
+            reply.array(0);
+        }
+    }
+    Ok(())
+}
+
+/// The absolute deadline of EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, with Redis's overflow checks
+/// (`expireGenericCommand`). Negative and past times are allowed: they delete the key.
+fn expire_deadline(cmd: Cmd, value: &[u8], now: Timestamp) -> Result<Deadline, CmdError> {
+    let name = cmd.spec().name;
+    let invalid = || raw(format!("ERR invalid expire time in '{name}' command"));
+    let v = int_arg(value)?;
+    let seconds = matches!(cmd, Cmd::Expire | Cmd::Expireat);
+    let relative = matches!(cmd, Cmd::Expire | Cmd::Pexpire);
+    let ms = if seconds {
+        v.checked_mul(1000).ok_or_else(invalid)?
+    } else {
+        v
+    };
+    let now_ms = (now.0 / 1000) as i64;
+    let when_ms = if relative {
+        ms.checked_add(now_ms).ok_or_else(invalid)?
+    } else {
+        ms
+    };
+    if when_ms <= 0 {
+        return Ok(Deadline::At(Timestamp::MIN));
+    }
+    // Relative deadlines keep the clock's sub-millisecond part.
+    let sub_ms = if relative { now.0 % 1000 } else { 0 };
+    Ok(Deadline::At(Timestamp(
+        (when_ms as u64).saturating_mul(1000).saturating_add(sub_ms),
+    )))
+}
+
+/// GETEX's options: EX/PX/EXAT/PXAT value, or PERSIST (Redis's rules: one of them).
+fn parse_getex(args: Args<'_>, now: Timestamp) -> Result<GetExExpiry, CmdError> {
+    let mut expiry = GetExExpiry::Unchanged;
+    let mut ttl: Option<(TtlUnit, &[u8])> = None;
+    let mut persist = false;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args.get(i);
+        if opt.eq_ignore_ascii_case(b"PERSIST") && ttl.is_none() {
+            persist = true;
+        } else if let Some(unit) = TtlUnit::from_option(opt)
+            && !persist
+            && ttl.is_none_or(|(u, _)| u == unit)
+            && i + 1 < args.len()
+        {
+            i += 1;
+            ttl = Some((unit, args.get(i)));
+        } else {
+            return Err(raw(SYNTAX));
+        }
+        i += 1;
+    }
+    if persist {
+        expiry = GetExExpiry::Persist;
+    }
+    if let Some((unit, v)) = ttl {
+        expiry = GetExExpiry::At(Deadline::At(unit.deadline(v, "getex", now)?));
+    }
+    Ok(expiry)
+}
+
+fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    let cursor = std::str::from_utf8(args.get(1))
+        .ok()
+        .filter(|s| !s.starts_with(|c: char| c.is_ascii_whitespace()))
+        .and_then(|s| s.parse::<u64>().ok())
+        .ok_or_else(|| raw("ERR invalid cursor"))?;
+    let mut pattern = None;
+    let mut count = 10usize;
+    let mut strings = true;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args.get(i);
+        if i + 1 >= args.len() {
+            return Err(raw(SYNTAX));
+        }
+        let v = args.get(i + 1);
+        if opt.eq_ignore_ascii_case(b"COUNT") {
+            let n = int_arg(v)?;
+            if n < 1 {
+                return Err(raw(SYNTAX));
+            }
+            count = n.min(usize::MAX as i64) as usize;
+        } else if opt.eq_ignore_ascii_case(b"MATCH") {
+            pattern = Some(v);
+        } else if opt.eq_ignore_ascii_case(b"TYPE") {
+            const TYPES: [&[u8]; 6] = [b"string", b"list", b"set", b"zset", b"hash", b"stream"];
+            if !TYPES.iter().any(|t| v.eq_ignore_ascii_case(t)) {
+                return Err(raw(format!("ERR unknown type name '{}'", lossy(v))));
+            }
+            strings = v.eq_ignore_ascii_case(b"string");
+        } else {
+            return Err(raw(SYNTAX));
+        }
+        i += 2;
+    }
+    // A pattern of only `*` filters nothing.
+    let pattern = pattern.filter(|p| !p.iter().all(|&c| c == b'*'));
+    let (next, keys) = ctx.keyspace.scan(cursor, pattern, count)?;
+    let mut buf = itoa::Buffer::new();
+    reply.array(2);
+    reply.bulk(buf.format(next).as_bytes());
+    if strings {
+        reply.array(keys.len());
+        for k in &keys {
+            reply.bulk(k);
+        }
+    } else {
+        reply.array(0);
+    }
+    Ok(())
+}
+
+fn authenticate(ctx: &RespContext, session: &mut Session, user: &[u8], pass: &[u8]) -> CmdResult {
+    if user != b"default" {
+        return Err(raw(WRONGPASS));
+    }
+    match &ctx.config.requirepass {
+        // The default user without a password accepts any, as in Redis.
+        None => {}
+        Some(expected) if constant_time_eq(expected.as_bytes(), pass) => {}
+        Some(_) => return Err(raw(WRONGPASS)),
+    }
+    session.authed = true;
+    Ok(())
+}
+
+/// Compares without an early exit on the first differing byte.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = (a.len() != b.len()) as u8;
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    diff == 0
+}
+
+fn hello(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    let mut version = None;
+    let mut i = 1;
+    if args.len() >= 2 {
+        let v = parse_i64(args.get(1))
+            .ok_or_else(|| raw("ERR Protocol version is not an integer or out of range"))?;
+        if !(2..=3).contains(&v) {
+            return Err(raw("NOPROTO unsupported protocol version"));
+        }
+        version = Some(v);
+        i = 2;
+    }
+    let mut auth = None;
+    let mut setname = None;
+    while i < args.len() {
+        let opt = args.get(i);
+        let more = args.len() - i - 1;
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            auth = Some((args.get(i + 1), args.get(i + 2)));
+            i += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            setname = Some(args.get(i + 1));
+            i += 2;
+        } else {
+            return Err(raw(format!(
+                "ERR Syntax error in HELLO option '{}'",
+                lossy(opt)
+            )));
+        }
+    }
+    if let Some((user, pass)) = auth {
+        authenticate(ctx, session, user, pass)?;
+    }
+    if !session.authed {
+        return Err(raw(
+            "NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+             HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+             select the RESP protocol version at the same time",
+        ));
+    }
+    if let Some(name) = setname {
+        set_client_name(session, name)?;
+    }
+    if let Some(v) = version {
+        reply.resp3 = v == 3;
+        session.info.resp.store(v as u8, Ordering::Relaxed);
+    }
+    reply.map(7);
+    reply.bulk(b"server");
+    reply.bulk(b"redis");
+    reply.bulk(b"version");
+    reply.bulk(REDIS_VERSION.as_bytes());
+    reply.bulk(b"proto");
+    reply.int(if reply.resp3 { 3 } else { 2 });
+    reply.bulk(b"id");
+    reply.int(session.info.id as i64);
+    reply.bulk(b"mode");
+    reply.bulk(b"standalone");
+    reply.bulk(b"role");
+    reply.bulk(b"master");
+    reply.bulk(b"modules");
+    reply.array(0);
+    Ok(())
+}
+
+/// Names may not contain spaces, newlines or special characters (Redis: `!`..=`~` only).
+fn valid_name(name: &[u8]) -> bool {
+    name.iter().all(|&c| (b'!'..=b'~').contains(&c))
+}
+
+fn set_client_name(session: &Session, name: &[u8]) -> CmdResult {
+    if !valid_name(name) {
+        return Err(raw(
+            "ERR Client names cannot contain spaces, newlines or special characters.",
+        ));
+    }
+    session.info.meta.lock().name = (!name.is_empty()).then(|| Bytes::copy_from_slice(name));
+    Ok(())
+}
+
+fn subcommand_arity(container: &str, sub: &[u8], ok: bool) -> CmdResult {
+    if ok {
+        return Ok(());
+    }
+    Err(raw(format!(
+        "ERR wrong number of arguments for '{container}|{}' command",
+        lossy(sub).to_ascii_lowercase()
+    )))
+}
+
+fn unknown_subcommand(container: &str, sub: &[u8]) -> CmdError {
+    let sub = until_nul(sub);
+    raw(format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        lossy(&sub[..sub.len().min(128)]),
+        container.to_ascii_uppercase()
+    ))
+}
+
+fn help(reply: &mut Reply, lines: &[&str]) {
+    reply.array(lines.len());
+    for l in lines {
+        reply.simple(l.as_bytes());
+    }
+}
+
+fn client(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> CmdResult {
+    let sub = args.get(1);
+    let argc = args.len();
+    let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
+    if is("ID") {
+        subcommand_arity("client", sub, argc == 2)?;
+        reply.int(session.info.id as i64);
+    } else if is("SETNAME") {
+        subcommand_arity("client", sub, argc == 3)?;
+        set_client_name(session, args.get(2))?;
+        reply.ok();
+    } else if is("GETNAME") {
+        subcommand_arity("client", sub, argc == 2)?;
+        let name = session.info.meta.lock().name.clone();
+        reply.opt_bulk(name.as_deref());
+    } else if is("SETINFO") {
+        subcommand_arity("client", sub, argc == 4)?;
+        let (attr, value) = (args.get(2), args.get(3));
+        let lib_name = attr.eq_ignore_ascii_case(b"LIB-NAME");
+        if !lib_name && !attr.eq_ignore_ascii_case(b"LIB-VER") {
+            return Err(raw(format!("ERR Unrecognized option '{}'", lossy(attr))));
+        }
+        if !valid_name(value) {
+            return Err(raw(format!(
+                "ERR {} cannot contain spaces, newlines or special characters.",
+                if lib_name { "lib-name" } else { "lib-ver" }
+            )));
+        }
+        let v = (!value.is_empty()).then(|| Bytes::copy_from_slice(value));
+        let mut meta = session.info.meta.lock();
+        if lib_name {
+            meta.lib_name = v;
+        } else {
+            meta.lib_ver = v;
+        }
+        drop(meta);
+        reply.ok();
+    } else if is("INFO") {
+        subcommand_arity("client", sub, argc == 2)?;
+        let line = client_line(ctx, &session.info);
+        reply.verbatim(b"txt", line.as_bytes());
+    } else if is("LIST") {
+        let mut ids: Option<Vec<u64>> = None;
+        let mut normal = true;
+        let mut i = 2;
+        while i < argc {
+            if args.get(i).eq_ignore_ascii_case(b"TYPE") && i + 1 < argc {
+                let t = args.get(i + 1);
+                if !(t.eq_ignore_ascii_case(b"normal")
+                    || t.eq_ignore_ascii_case(b"master")
+                    || t.eq_ignore_ascii_case(b"replica")
+                    || t.eq_ignore_ascii_case(b"pubsub"))
+                {
+                    return Err(raw(format!("ERR Unknown client type '{}'", lossy(t))));
+                }
+                normal = t.eq_ignore_ascii_case(b"normal");
+                i += 2;
+            } else if args.get(i).eq_ignore_ascii_case(b"ID") && i + 1 < argc {
+                let mut list = Vec::new();
+                i += 1;
+                while i < argc {
+                    let id = parse_i64(args.get(i))
+                        .filter(|&id| id > 0)
+                        .ok_or_else(|| raw("ERR Invalid client ID"))?;
+                    list.push(id as u64);
+                    i += 1;
+                }
+                ids = Some(list);
+            } else {
+                return Err(raw(SYNTAX));
+            }
+        }
+        let mut text = String::new();
+        if normal {
+            for c in ctx.clients() {
+                if ids.as_ref().is_none_or(|ids| ids.contains(&c.id)) {
+                    text.push_str(&client_line(ctx, &c));
+                }
+            }
+        }
+        reply.verbatim(b"txt", text.as_bytes());
+    } else if is("NO-EVICT") || is("NO-TOUCH") {
+        subcommand_arity("client", sub, argc == 3)?;
+        let v = args.get(2);
+        if !(v.eq_ignore_ascii_case(b"ON") || v.eq_ignore_ascii_case(b"OFF")) {
+            return Err(raw(SYNTAX));
+        }
+        reply.ok();
+    } else if is("HELP") {
+        help(
+            reply,
+            &[
+                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GETNAME",
+                "    Return the name of the current connection.",
+                "ID",
+                "    Return the ID of the current connection.",
+                "INFO",
+                "    Return information about the current client connection.",
+                "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
+                "    Return information about client connections.",
+                "SETNAME <name>",
+                "    Assign the name <name> to the current connection.",
+                "SETINFO <LIB-NAME|LIB-VER> <value>",
+                "    Set client meta attr.",
+                "NO-EVICT (ON|OFF)",
+                "NO-TOUCH (ON|OFF)",
+                "    Accepted and ignored.",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
+    } else {
+        return Err(unknown_subcommand("client", sub));
+    }
+    Ok(())
+}
+
+fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
+    let meta = c.meta.lock();
+    let s = |b: &Option<Bytes>| b.as_deref().map(lossy).unwrap_or_default().into_owned();
+    let now_ms = ctx.elapsed_ms();
+    let last_cmd = match c.last_cmd.load(Ordering::Relaxed) {
+        0 => "NULL",
+        i => Cmd::ALL[i as usize - 1].spec().name,
+    };
+    format!(
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 \
+         ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 \
+         omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} \
+         lib-ver={}\n",
+        c.id,
+        c.addr,
+        c.laddr,
+        c.fd,
+        s(&meta.name),
+        c.created.elapsed().as_secs(),
+        now_ms.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
+        last_cmd,
+        c.resp.load(Ordering::Relaxed),
+        s(&meta.lib_name),
+        s(&meta.lib_ver),
+    )
+}
+
+/// CONFIG GET's parameters: fixed Redis-compatible answers plus the real limits.
+fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
+    let l = &ctx.config.limits;
+    vec![
+        ("appendfsync", "everysec".into()),
+        ("appendonly", "no".into()),
+        ("bind", "*".into()),
+        ("client-query-buffer-limit", l.max_query_buffer.to_string()),
+        ("cluster-enabled", "no".into()),
+        ("databases", "1".into()),
+        ("hz", "10".into()),
+        ("io-threads", "1".into()),
+        ("maxclients", l.max_clients.to_string()),
+        ("maxmemory", "0".into()),
+        ("maxmemory-policy", "noeviction".into()),
+        ("port", ctx.port().to_string()),
+        ("protected-mode", "no".into()),
+        ("proto-max-bulk-len", l.max_bulk_len.to_string()),
+        (
+            "requirepass",
+            ctx.config.requirepass.clone().unwrap_or_default(),
+        ),
+        ("save", String::new()),
+        ("tcp-keepalive", "300".into()),
+        ("timeout", "0".into()),
+    ]
+}
+
+fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    let sub = args.get(1);
+    let argc = args.len();
+    let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
+    if is("GET") {
+        subcommand_arity("config", sub, argc >= 3)?;
+        let params = config_params(ctx);
+        let matched: Vec<_> = params
+            .iter()
+            .filter(|(name, _)| {
+                args.iter_from(2)
+                    .any(|p| glob_match(p, name.as_bytes(), true))
+            })
+            .collect();
+        reply.map(matched.len());
+        for (name, value) in matched {
+            reply.bulk(name.as_bytes());
+            reply.bulk(value.as_bytes());
+        }
+    } else if is("SET") {
+        subcommand_arity("config", sub, argc >= 4 && argc.is_multiple_of(2))?;
+        return Err(raw(
+            "ERR CONFIG SET is not supported by Meridian: change the node's configuration \
+             file and restart it",
+        ));
+    } else if is("RESETSTAT") {
+        subcommand_arity("config", sub, argc == 2)?;
+        ctx.keyspace.reset_stats();
+        reply.ok();
+    } else if is("REWRITE") {
+        subcommand_arity("config", sub, argc == 2)?;
+        return Err(raw("ERR The server is running without a config file"));
+    } else if is("HELP") {
+        help(
+            reply,
+            &[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern>",
+                "    Return parameters matching the glob-like <pattern> and their values.",
+                "RESETSTAT",
+                "    Reset statistics reported by the INFO command.",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
+    } else {
+        return Err(unknown_subcommand("config", sub));
+    }
+    Ok(())
+}
+
+fn command_entry(reply: &mut Reply, cmd: Cmd) {
+    let spec = cmd.spec();
+    reply.array(10);
+    reply.bulk(spec.name.as_bytes());
+    reply.int(spec.arity as i64);
+    reply.set(spec.flags.len());
+    for f in spec.flags {
+        reply.simple(f.as_bytes());
+    }
+    reply.int(spec.first_key as i64);
+    reply.int(spec.last_key as i64);
+    reply.int(spec.step as i64);
+    reply.set(0); // ACL categories
+    reply.array(0); // tips
+    reply.array(0); // key specifications
+    reply.array(0); // subcommands
+}
+
+fn command(reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    if args.len() == 1 {
+        reply.array(Cmd::ALL.len());
+        for &c in Cmd::ALL {
+            command_entry(reply, c);
+        }
+        return Ok(());
+    }
+    let sub = args.get(1);
+    let argc = args.len();
+    let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
+    if is("COUNT") {
+        subcommand_arity("command", sub, argc == 2)?;
+        reply.int(Cmd::ALL.len() as i64);
+    } else if is("INFO") {
+        if argc == 2 {
+            reply.array(Cmd::ALL.len());
+            for &c in Cmd::ALL {
+                command_entry(reply, c);
+            }
+        } else {
+            reply.array(argc - 2);
+            for name in args.iter_from(2) {
+                match Cmd::lookup(name) {
+                    Some(c) => command_entry(reply, c),
+                    None => reply.null_array(),
+                }
+            }
+        }
+    } else if is("DOCS") {
+        reply.map(0);
+    } else if is("LIST") {
+        reply.array(Cmd::ALL.len());
+        for c in Cmd::ALL {
+            reply.bulk(c.spec().name.as_bytes());
+        }
+    } else if is("HELP") {
+        help(
+            reply,
+            &[
+                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "(no subcommand)",
+                "    Return details about all commands.",
+                "COUNT",
+                "    Return the total number of commands in this server.",
+                "LIST",
+                "    Return a list of all commands in this server.",
+                "INFO [<command-name> ...]",
+                "    Return details about multiple commands.",
+                "DOCS [<command-name> ...]",
+                "    Return documentation details (none) about commands.",
+                "HELP",
+                "    Print this help.",
+            ],
+        );
+    } else {
+        return Err(unknown_subcommand("command", sub));
+    }
+    Ok(())
+}

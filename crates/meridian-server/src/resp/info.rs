@@ -1,0 +1,178 @@
+//! The INFO text: Redis's sections and field names with Meridian's real figures.
+//!
+//! Sections are `# Name` headers followed by `field:value` lines, CRLF-terminated, with a
+//! blank line between sections, exactly as Redis formats them, so tools that parse INFO
+//! (redis-cli, client libraries, exporters) read it unchanged. `keyspace` lists `db0` only
+//! when it holds keys.
+
+use crate::metrics::Frontend;
+use crate::resp::server::{REDIS_VERSION, RespContext};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+
+const SECTIONS: [&str; 8] = [
+    "server",
+    "clients",
+    "memory",
+    "persistence",
+    "stats",
+    "replication",
+    "cluster",
+    "keyspace",
+];
+
+/// Renders the sections named in `args` (none, `default`, `all` or `everything`: all of
+/// them; unknown names are ignored, as in Redis).
+pub(crate) fn render<'a>(ctx: &RespContext, args: impl Iterator<Item = &'a [u8]>) -> String {
+    let mut wanted = [false; SECTIONS.len()];
+    let mut any = false;
+    for a in args {
+        any = true;
+        let all = [&b"all"[..], b"default", b"everything"]
+            .iter()
+            .any(|w| a.eq_ignore_ascii_case(w));
+        for (i, s) in SECTIONS.iter().enumerate() {
+            if all || a.eq_ignore_ascii_case(s.as_bytes()) {
+                wanted[i] = true;
+            }
+        }
+    }
+    if !any {
+        wanted = [true; SECTIONS.len()];
+    }
+    let mut out = String::with_capacity(2048);
+    let mut first = true;
+    for (i, name) in SECTIONS.iter().enumerate() {
+        if !wanted[i] {
+            continue;
+        }
+        if !first {
+            out.push_str("\r\n");
+        }
+        first = false;
+        section(ctx, name, &mut out);
+    }
+    out
+}
+
+fn section(ctx: &RespContext, name: &str, out: &mut String) {
+    let ks = ctx.keyspace.stats();
+    let conns = ctx.metrics.connections(Frontend::Resp);
+    let mut line = |k: &str, v: &dyn std::fmt::Display| {
+        let _ = write!(out, "{k}:{v}\r\n");
+    };
+    match name {
+        "server" => {
+            let uptime = ctx.started.elapsed().as_secs();
+            line("# Server\r\nredis_version", &REDIS_VERSION);
+            line("redis_git_sha1", &"00000000");
+            line("redis_git_dirty", &0);
+            line("redis_mode", &"standalone");
+            line("meridian_version", &env!("CARGO_PKG_VERSION"));
+            line("meridian_engine", &ctx.keyspace.engine().name());
+            line(
+                "os",
+                &format!("{} {}", std::env::consts::OS, std::env::consts::ARCH),
+            );
+            line("arch_bits", &(usize::BITS));
+            line("multiplexing_api", &"epoll");
+            line("process_id", &std::process::id());
+            line("run_id", &ctx.run_id);
+            line("tcp_port", &ctx.port());
+            line("server_time_usec", &ctx.keyspace.now().0);
+            line("uptime_in_seconds", &uptime);
+            line("uptime_in_days", &(uptime / 86_400));
+            line("hz", &10);
+        }
+        "clients" => {
+            line(
+                "# Clients\r\nconnected_clients",
+                &conns.open.load(Ordering::Relaxed).max(0),
+            );
+            line("cluster_connections", &0);
+            line("maxclients", &ctx.config.limits.max_clients);
+            line("blocked_clients", &0);
+            line("tracking_clients", &0);
+        }
+        "memory" => {
+            let bytes = ctx.keyspace.engine().stats().bytes;
+            line("# Memory\r\nused_memory", &bytes);
+            line("used_memory_human", &human(bytes));
+            line("maxmemory", &0);
+            line("maxmemory_human", &"0B");
+            line("maxmemory_policy", &"noeviction");
+        }
+        "persistence" => {
+            line("# Persistence\r\nloading", &0);
+            line("async_loading", &0);
+            line("rdb_bgsave_in_progress", &0);
+            line("aof_enabled", &0);
+            line("aof_rewrite_in_progress", &0);
+        }
+        "stats" => {
+            line(
+                "# Stats\r\ntotal_connections_received",
+                &conns.accepted.load(Ordering::Relaxed),
+            );
+            line(
+                "total_commands_processed",
+                // Like Redis, requests refused before running (unknown command, wrong
+                // arity, NOAUTH) are not commands processed.
+                &ctx.metrics
+                    .total_calls(Frontend::Resp)
+                    .saturating_sub(ctx.rejected_ops.calls()),
+            );
+            line("instantaneous_ops_per_sec", &ctx.ops_per_sec());
+            line(
+                "total_net_input_bytes",
+                &ctx.net_input.load(Ordering::Relaxed),
+            );
+            line(
+                "total_net_output_bytes",
+                &ctx.net_output.load(Ordering::Relaxed),
+            );
+            line(
+                "rejected_connections",
+                &conns.rejected.load(Ordering::Relaxed),
+            );
+            line("expired_keys", &ks.expired_keys);
+            line("evicted_keys", &0);
+            line("keyspace_hits", &ks.hits);
+            line("keyspace_misses", &ks.misses);
+        }
+        "replication" => {
+            line("# Replication\r\nrole", &"master");
+            line("connected_slaves", &0);
+            line("master_replid", &ctx.run_id);
+            line("master_repl_offset", &0);
+        }
+        "cluster" => line("# Cluster\r\ncluster_enabled", &0),
+        _ => {
+            out.push_str("# Keyspace\r\n");
+            if ks.keys > 0 {
+                let _ = write!(
+                    out,
+                    "db0:keys={},expires={},avg_ttl=0\r\n",
+                    ks.keys, ks.expires
+                );
+            }
+        }
+    }
+}
+
+/// Redis's `bytesToHuman`: `512B`, `1.50K`, `2.00M`, ...
+fn human(n: u64) -> String {
+    let n = n as f64;
+    let units = [
+        (1u64 << 40, "T"),
+        (1 << 30, "G"),
+        (1 << 20, "M"),
+        (1 << 10, "K"),
+    ];
+    for (size, unit) in units {
+        if n >= size as f64 {
+            return format!("{:.2}{unit}", n / size as f64);
+        }
+    }
+    format!("{n}B")
+}

@@ -1,0 +1,84 @@
+//! The Redis-protocol (RESP2 and RESP3) front end: any Redis client works unchanged.
+//!
+//! - [`frame`]: RESP values and a general incremental decoder/encoder (what clients and
+//!   tests use);
+//! - [`request`]: the server's incremental request parser (multibulk and inline commands),
+//!   zero-copy, with Redis's exact protocol errors and limits;
+//! - [`reply`]: the hot-path reply writer, RESP2 or RESP3 per connection;
+//! - [`command`]: the command table (names, arity, flags) and case-insensitive lookup;
+//! - `exec`: what each command does, over the shared [`crate::keyspace::Keyspace`];
+//! - `connection`: one client: read, parse every complete request, execute, write replies
+//!   once per batch;
+//! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
+//! - `info`: the INFO text.
+//!
+//! What the front end guarantees: replies come in request order; a protocol error is
+//! answered with Redis's message and closes only that connection; over `max_clients`, a new
+//! connection gets `-ERR max number of clients reached` and is closed; on shutdown the server
+//! stops accepting, lets every connection finish the requests it has read, and returns once
+//! all connections are closed.
+
+pub mod command;
+mod connection;
+mod exec;
+pub mod frame;
+mod info;
+pub mod reply;
+pub mod request;
+pub mod server;
+
+pub use frame::{Frame, FrameError};
+pub use request::{ProtocolError, RequestParser};
+pub use server::{RespContext, serve};
+
+/// Protocol limits of the RESP front end (Redis's defaults unless noted).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RespLimits {
+    /// Most clients connected at once (Redis `maxclients`, 10000).
+    pub max_clients: usize,
+    /// Largest bulk string in a request (Redis `proto-max-bulk-len`, 512 MiB).
+    pub max_bulk_len: usize,
+    /// Most arguments in one request (1 Mi; Redis only bounds it by `INT_MAX`).
+    pub max_multibulk_len: usize,
+    /// Longest inline command, and longest `*`/`$` header line (Redis's 64 KiB).
+    pub max_inline_len: usize,
+    /// Most bytes buffered for one connection's unfinished request before the connection is
+    /// closed (Redis `client-query-buffer-limit`, 1 GiB).
+    pub max_query_buffer: usize,
+}
+
+impl Default for RespLimits {
+    fn default() -> Self {
+        Self {
+            max_clients: 10_000,
+            max_bulk_len: 512 * 1024 * 1024,
+            max_multibulk_len: 1024 * 1024,
+            max_inline_len: 64 * 1024,
+            max_query_buffer: 1024 * 1024 * 1024,
+        }
+    }
+}
+
+/// Configuration of the RESP front end.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RespConfig {
+    /// Protocol limits.
+    pub limits: RespLimits,
+    /// The password of the `default` user; `None` disables authentication.
+    pub requirepass: Option<String>,
+}
+
+impl From<&crate::config::RespSection> for RespConfig {
+    fn from(r: &crate::config::RespSection) -> Self {
+        RespConfig {
+            limits: RespLimits {
+                max_clients: r.max_clients,
+                max_bulk_len: r.max_bulk_len,
+                max_multibulk_len: r.max_multibulk_len,
+                max_inline_len: r.max_inline_len,
+                ..RespLimits::default()
+            },
+            requirepass: r.requirepass.clone(),
+        }
+    }
+}

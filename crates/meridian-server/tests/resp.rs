@@ -1,0 +1,1092 @@
+//! The RESP front end end to end: a server on `127.0.0.1:0` over a `MemEngine`, driven with
+//! raw bytes (exact replies, protocol errors, limits) and with the `redis` crate (what real
+//! applications use).
+
+use bytes::BytesMut;
+use meridian_core::SystemClock;
+use meridian_server::keyspace::Keyspace;
+use meridian_server::metrics::{Frontend, Metrics};
+use meridian_server::resp::{Frame, RespConfig, RespContext, RespLimits, serve};
+use meridian_storage::MemEngine;
+use redis::Commands;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// Only a guard against hangs; no test asserts how long anything takes.
+const PATIENCE: Duration = Duration::from_secs(20);
+
+struct Server {
+    addr: SocketAddr,
+    ctx: Arc<RespContext>,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(config: RespConfig) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let keyspace = Arc::new(Keyspace::new(
+            Arc::new(MemEngine::new()),
+            Arc::new(SystemClock::new()),
+        ));
+        let metrics = Arc::new(Metrics::new());
+        let ctx = RespContext::new(keyspace, metrics.clone(), config);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(serve(listener, ctx.clone(), shutdown.clone()));
+        Server {
+            addr,
+            ctx,
+            metrics,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn default() -> Server {
+        Self::start(RespConfig::default()).await
+    }
+
+    async fn connect(&self) -> Raw {
+        Raw {
+            stream: TcpStream::connect(self.addr).await.unwrap(),
+            buf: BytesMut::new(),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://{}/", self.addr)
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("server stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+/// A raw connection: write bytes, read exact replies.
+struct Raw {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl Raw {
+    async fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).await.unwrap();
+    }
+
+    /// Reads until exactly `want` has arrived and checks it.
+    async fn expect(&mut self, want: &[u8]) {
+        tokio::time::timeout(PATIENCE, async {
+            while self.buf.len() < want.len() {
+                let n = self.stream.read_buf(&mut self.buf).await.unwrap();
+                assert!(n > 0, "EOF after {:?}", String::from_utf8_lossy(&self.buf));
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out; got {:?}", String::from_utf8_lossy(&self.buf)));
+        let got = self.buf.split_to(want.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(want),
+            "exact reply"
+        );
+    }
+
+    async fn roundtrip(&mut self, req: &[u8], want: &[u8]) {
+        self.send(req).await;
+        self.expect(want).await;
+    }
+
+    /// Reads one decoded reply.
+    async fn frame(&mut self) -> Frame {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                if let Some(f) = Frame::parse(&mut self.buf).unwrap() {
+                    return f;
+                }
+                let n = self.stream.read_buf(&mut self.buf).await.unwrap();
+                assert!(n > 0, "EOF");
+            }
+        })
+        .await
+        .expect("a reply")
+    }
+
+    /// Sends a command as a multibulk request and reads its reply.
+    async fn cmd(&mut self, args: &[&[u8]]) -> Frame {
+        let req = Frame::Array(args.iter().map(|a| Frame::bulk(a.to_vec())).collect());
+        self.send(&req.to_bytes(false)).await;
+        self.frame().await
+    }
+
+    /// Asserts the server closes the connection (after any pending bytes, which must be none).
+    async fn expect_eof(&mut self) {
+        tokio::time::timeout(PATIENCE, async {
+            loop {
+                match self.stream.read_buf(&mut self.buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await
+        .expect("connection closed");
+        assert!(
+            self.buf.is_empty(),
+            "unexpected bytes before close: {:?}",
+            String::from_utf8_lossy(&self.buf)
+        );
+    }
+}
+
+fn bulk(s: &str) -> Frame {
+    Frame::bulk(s.as_bytes().to_vec())
+}
+
+/// Runs blocking `redis` crate code off the runtime.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::time::timeout(PATIENCE, tokio::task::spawn_blocking(f))
+        .await
+        .expect("finished")
+        .unwrap()
+}
+
+// ----- raw protocol -----------------------------------------------------------------------
+
+#[tokio::test]
+async fn pipelined_commands_in_one_write_get_exact_replies_in_order() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.send(
+        b"*1\r\n$4\r\nPING\r\n\
+          *3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nhello\r\n\
+          *2\r\n$3\r\nget\r\n$1\r\nk\r\n\
+          *2\r\n$4\r\nINCR\r\n$1\r\nn\r\n\
+          *3\r\n$6\r\nINCRBY\r\n$1\r\nn\r\n$2\r\n41\r\n\
+          *2\r\n$4\r\nincr\r\n$1\r\nk\r\n\
+          *3\r\n$3\r\nFOO\r\n$1\r\na\r\n$1\r\nb\r\n\
+          *1\r\n$3\r\nGET\r\n\
+          *3\r\n$3\r\nDEL\r\n$1\r\nk\r\n$7\r\nmissing\r\n\
+          *2\r\n$3\r\nGET\r\n$1\r\nk\r\n\
+          *2\r\n$4\r\nPING\r\n$2\r\nhi\r\n\
+          *2\r\n$4\r\nECHO\r\n$0\r\n\r\n\
+          *2\r\n$6\r\nSTRLEN\r\n$1\r\nn\r\n\
+          *2\r\n$4\r\nTYPE\r\n$1\r\nn\r\n\
+          *2\r\n$6\r\nSELECT\r\n$1\r\n0\r\n\
+          *2\r\n$6\r\nSELECT\r\n$1\r\n1\r\n",
+    )
+    .await;
+    c.expect(
+        b"+PONG\r\n+OK\r\n$5\r\nhello\r\n:1\r\n:42\r\n\
+          -ERR value is not an integer or out of range\r\n\
+          -ERR unknown command 'FOO', with args beginning with: 'a' 'b' \r\n\
+          -ERR wrong number of arguments for 'get' command\r\n\
+          :1\r\n$-1\r\n$2\r\nhi\r\n$0\r\n\r\n:2\r\n+string\r\n+OK\r\n\
+          -ERR DB index is out of range\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"*1\r\n$3\r\nfoo\r\n",
+        b"-ERR unknown command 'foo', with args beginning with: \r\n",
+    )
+    .await;
+    let long = "x".repeat(200);
+    c.roundtrip(
+        format!("nope {long} b\r\n").as_bytes(),
+        format!(
+            "-ERR unknown command 'nope', with args beginning with: '{}' \r\n",
+            &long[..128]
+        )
+        .as_bytes(),
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn inline_commands_work_like_telnet() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+    c.roundtrip(b"set k \"a b\\n\"\r\n", b"+OK\r\n").await;
+    c.roundtrip(b"GET k\n", b"$4\r\na b\n\r\n").await;
+    // A blank line is no command and gets no reply.
+    c.roundtrip(b"\r\n   \r\nEXISTS k k nope\r\n", b":2\r\n")
+        .await;
+    // Inline and multibulk mixed, split at awkward places.
+    for chunk in [
+        &b"ECH"[..],
+        b"O x\r\n*2\r\n$4\r",
+        b"\nECHO\r\n$1",
+        b"\r\ny\r\n",
+    ] {
+        c.send(chunk).await;
+        tokio::task::yield_now().await;
+    }
+    c.expect(b"$1\r\nx\r\n$1\r\ny\r\n").await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn protocol_errors_close_only_that_connection() {
+    let s = Server::default().await;
+    let mut healthy = s.connect().await;
+    healthy.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+    let cases: [(&[u8], &[u8]); 7] = [
+        (
+            b"*x\r\n",
+            b"-ERR Protocol error: invalid multibulk length\r\n",
+        ),
+        (
+            b"*1\r\n$-3\r\n",
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*1\r\n$abc\r\n",
+            b"-ERR Protocol error: invalid bulk length\r\n",
+        ),
+        (
+            b"*2\r\n$4\r\nECHO\r\nx\r\n",
+            b"-ERR Protocol error: expected '$', got 'x'\r\n",
+        ),
+        (
+            b"GET \"k\r\n",
+            b"-ERR Protocol error: unbalanced quotes in request\r\n",
+        ),
+        (
+            &[b'a'; 70_000],
+            b"-ERR Protocol error: too big inline request\r\n",
+        ),
+        // Replies to requests before the bad one are sent first.
+        (
+            b"PING\r\n*1\r\n$4\r\nPING\r\n*1\r\nPING\r\n",
+            b"+PONG\r\n+PONG\r\n-ERR Protocol error: expected '$', got 'P'\r\n",
+        ),
+    ];
+    for (input, want) in cases {
+        let mut c = s.connect().await;
+        c.send(input).await;
+        c.expect(want).await;
+        c.expect_eof().await;
+        healthy.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn oversized_bulk_is_refused_with_a_small_limit() {
+    let s = Server::start(RespConfig {
+        limits: RespLimits {
+            max_bulk_len: 1024,
+            max_multibulk_len: 4,
+            ..RespLimits::default()
+        },
+        ..RespConfig::default()
+    })
+    .await;
+    let mut c = s.connect().await;
+    // At the limit, sent a few bytes at a time: fine.
+    let value = vec![b'v'; 1024];
+    let mut req = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1024\r\n".to_vec();
+    req.extend_from_slice(&value);
+    req.extend_from_slice(b"\r\n");
+    for chunk in req.chunks(100) {
+        c.send(chunk).await;
+    }
+    c.expect(b"+OK\r\n").await;
+    c.roundtrip(b"STRLEN k\r\n", b":1024\r\n").await;
+    c.roundtrip(
+        b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1025\r\n",
+        b"-ERR Protocol error: invalid bulk length\r\n",
+    )
+    .await;
+    c.expect_eof().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"*5\r\n",
+        b"-ERR Protocol error: invalid multibulk length\r\n",
+    )
+    .await;
+    c.expect_eof().await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn max_clients_refuses_with_redis_error() {
+    let s = Server::start(RespConfig {
+        limits: RespLimits {
+            max_clients: 2,
+            ..RespLimits::default()
+        },
+        ..RespConfig::default()
+    })
+    .await;
+    let mut a = s.connect().await;
+    let mut b = s.connect().await;
+    a.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+    b.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+    let mut c = s.connect().await;
+    c.expect(b"-ERR max number of clients reached\r\n").await;
+    c.expect_eof().await;
+    let conns = s.metrics.connections(Frontend::Resp);
+    assert_eq!(conns.rejected.load(Ordering::Relaxed), 1);
+    assert_eq!(conns.open.load(Ordering::Relaxed), 2);
+    a.roundtrip(b"QUIT\r\n", b"+OK\r\n").await;
+    a.expect_eof().await;
+    // Once the server has let `a` go, there is room again.
+    let mut d = loop {
+        let mut d = s.connect().await;
+        d.send(b"PING\r\n").await;
+        match d.frame().await {
+            Frame::Simple(p) if &p[..] == b"PONG" => break d,
+            Frame::Error(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            other => panic!("{other:?}"),
+        }
+    };
+    let info = d.cmd(&[b"INFO", b"stats"]).await;
+    let Frame::Bulk(text) = info else { panic!() };
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    assert!(text.contains("\r\nrejected_connections:"), "{text}");
+    assert!(!text.contains("rejected_connections:0\r\n"), "{text}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn quit_replies_then_closes() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.send(b"PING\r\nQUIT\r\nPING\r\n").await;
+    c.expect(b"+PONG\r\n+OK\r\n").await;
+    c.expect_eof().await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn auth_flow() {
+    let s = Server::start(RespConfig {
+        requirepass: Some("s3cret".into()),
+        ..RespConfig::default()
+    })
+    .await;
+    let mut c = s.connect().await;
+    c.roundtrip(b"GET k\r\n", b"-NOAUTH Authentication required.\r\n")
+        .await;
+    c.roundtrip(
+        b"NOSUCH\r\n",
+        b"-ERR unknown command 'NOSUCH', with args beginning with: \r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"HELLO 3\r\n",
+        b"-NOAUTH HELLO must be called with the client already authenticated, otherwise the \
+          HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and \
+          select the RESP protocol version at the same time\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"AUTH nope\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"AUTH someone s3cret\r\n",
+        b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+    )
+    .await;
+    c.roundtrip(b"AUTH s3cret\r\n", b"+OK\r\n").await;
+    c.roundtrip(b"SET k v\r\nGET k\r\n", b"+OK\r\n$1\r\nv\r\n")
+        .await;
+    c.roundtrip(
+        b"RESET\r\nGET k\r\n",
+        b"+RESET\r\n-NOAUTH Authentication required.\r\n",
+    )
+    .await;
+    c.roundtrip(b"AUTH default s3cret\r\n", b"+OK\r\n").await;
+    // Before authenticating, big requests are refused outright (Redis's DoS guard).
+    let mut d = s.connect().await;
+    d.roundtrip(
+        b"*11\r\n",
+        b"-ERR Protocol error: unauthenticated multibulk length\r\n",
+    )
+    .await;
+    d.expect_eof().await;
+    // HELLO with AUTH authenticates and switches protocol in one go.
+    let mut e = s.connect().await;
+    e.send(b"HELLO 3 AUTH default s3cret SETNAME app\r\n").await;
+    assert!(matches!(e.frame().await, Frame::Map(_)));
+    e.roundtrip(b"CLIENT GETNAME\r\n", b"$3\r\napp\r\n").await;
+
+    let url = format!("redis://:s3cret@{}/", s.addr);
+    let v: String = blocking(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: () = con.set("x", "1").unwrap();
+        con.get("x").unwrap()
+    })
+    .await;
+    assert_eq!(v, "1");
+    let url = format!("redis://:wrong@{}/", s.addr);
+    let err = blocking(move || redis::Client::open(url).unwrap().get_connection().err())
+        .await
+        .expect("wrong password refused");
+    assert_eq!(err.kind(), redis::ErrorKind::AuthenticationFailed, "{err}");
+    s.stop().await;
+
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"AUTH pass\r\n",
+        b"-ERR AUTH <password> called without any password configured for the default user. \
+          Are you sure your configuration is correct?\r\n",
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn hello_3_switches_to_resp3_replies() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(b"HELLO 4\r\n", b"-NOPROTO unsupported protocol version\r\n")
+        .await;
+    c.roundtrip(
+        b"HELLO x\r\n",
+        b"-ERR Protocol version is not an integer or out of range\r\n",
+    )
+    .await;
+    let hello = c.cmd(&[b"HELLO", b"3"]).await;
+    let Frame::Map(pairs) = hello else {
+        panic!("{hello:?}")
+    };
+    assert!(pairs.contains(&(bulk("proto"), Frame::Integer(3))));
+    assert!(pairs.contains(&(bulk("server"), bulk("redis"))));
+    assert!(pairs.contains(&(bulk("version"), bulk("7.2.0"))));
+    c.roundtrip(b"GET missing\r\n", b"_\r\n").await;
+    c.roundtrip(b"SET k v\r\nGET k\r\n", b"+OK\r\n$1\r\nv\r\n")
+        .await;
+    c.roundtrip(
+        b"CONFIG GET maxclients\r\n",
+        b"%1\r\n$10\r\nmaxclients\r\n$5\r\n10000\r\n",
+    )
+    .await;
+    match c.cmd(&[b"INFO", b"server"]).await {
+        Frame::Verbatim { format, text } => {
+            assert_eq!(&format, b"txt");
+            assert!(text.starts_with(b"# Server\r\n"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Back to RESP2.
+    c.send(b"HELLO 2\r\n").await;
+    assert!(matches!(c.frame().await, Frame::Array(_)));
+    c.roundtrip(b"GET missing\r\n", b"$-1\r\n").await;
+
+    let url = format!("redis://{}/?protocol=resp3", s.addr);
+    let (v, missing): (String, Option<String>) = blocking(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let _: () = con.set("r3", "yes").unwrap();
+        (con.get("r3").unwrap(), con.get("nope").unwrap())
+    })
+    .await;
+    assert_eq!((v.as_str(), missing), ("yes", None));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn client_setup_commands_redis_tools_send() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    // What redis-benchmark and client libraries send on connect.
+    c.roundtrip(b"CONFIG GET save\r\n", b"*2\r\n$4\r\nsave\r\n$0\r\n\r\n")
+        .await;
+    c.roundtrip(
+        b"CONFIG GET appendonly\r\n",
+        b"*2\r\n$10\r\nappendonly\r\n$2\r\nno\r\n",
+    )
+    .await;
+    c.roundtrip(b"CLIENT SETINFO LIB-NAME redis-py\r\n", b"+OK\r\n")
+        .await;
+    c.roundtrip(b"CLIENT SETINFO lib-ver 5.0.0\r\n", b"+OK\r\n")
+        .await;
+    c.roundtrip(b"CLIENT SETNAME worker-1\r\n", b"+OK\r\n")
+        .await;
+    c.roundtrip(b"CLIENT GETNAME\r\n", b"$8\r\nworker-1\r\n")
+        .await;
+    c.roundtrip(
+        b"CLIENT SETNAME \"a b\"\r\n",
+        b"-ERR Client names cannot contain spaces, newlines or special characters.\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"CLIENT FOO\r\n",
+        b"-ERR unknown subcommand 'FOO'. Try CLIENT HELP.\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"CLIENT SETNAME\r\n",
+        b"-ERR wrong number of arguments for 'client|setname' command\r\n",
+    )
+    .await;
+    let Frame::Integer(id) = c.cmd(&[b"CLIENT", b"ID"]).await else {
+        panic!()
+    };
+    let Frame::Bulk(list) = c.cmd(&[b"CLIENT", b"LIST"]).await else {
+        panic!()
+    };
+    let list = String::from_utf8(list.to_vec()).unwrap();
+    assert!(list.contains(&format!("id={id} ")), "{list}");
+    assert!(list.contains("name=worker-1 "), "{list}");
+    assert!(list.contains("lib-name=redis-py lib-ver=5.0.0\n"), "{list}");
+    let Frame::Integer(n) = c.cmd(&[b"COMMAND", b"COUNT"]).await else {
+        panic!()
+    };
+    assert!(n > 40);
+    let Frame::Array(info) = c.cmd(&[b"COMMAND", b"INFO", b"get", b"nope"]).await else {
+        panic!()
+    };
+    assert_eq!(info[1], Frame::Null);
+    let Frame::Array(get) = &info[0] else {
+        panic!()
+    };
+    assert_eq!(get[0], bulk("get"));
+    assert_eq!(get[1], Frame::Integer(2));
+    c.roundtrip(b"COMMAND DOCS\r\n", b"*0\r\n").await;
+    let Frame::Array(all) = c.cmd(&[b"COMMAND"]).await else {
+        panic!()
+    };
+    assert_eq!(all.len() as i64, n);
+    c.roundtrip(b"CONFIG RESETSTAT\r\n", b"+OK\r\n").await;
+    let Frame::Error(e) = c.cmd(&[b"CONFIG", b"SET", b"save", b""]).await else {
+        panic!()
+    };
+    assert!(e.starts_with(b"ERR CONFIG SET is not supported"));
+    c.roundtrip(b"ROLE\r\n", b"*3\r\n$6\r\nmaster\r\n:0\r\n*0\r\n")
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn info_reports_real_figures() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.send(b"SET a 1\r\nSET b 2 EX 100\r\nGET a\r\nGET nope\r\n")
+        .await;
+    c.expect(b"+OK\r\n+OK\r\n$1\r\n1\r\n$-1\r\n").await;
+    let Frame::Bulk(text) = c.cmd(&[b"INFO"]).await else {
+        panic!()
+    };
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    for want in [
+        "# Server\r\nredis_version:7.2.0\r\n",
+        &format!("\r\ntcp_port:{}\r\n", s.addr.port()),
+        &format!("\r\nprocess_id:{}\r\n", std::process::id()),
+        "\r\nuptime_in_days:0\r\n",
+        "\r\n\r\n# Clients\r\nconnected_clients:1\r\n",
+        "\r\nmaxclients:10000\r\n",
+        "\r\ntotal_connections_received:1\r\n",
+        "\r\nkeyspace_hits:1\r\nkeyspace_misses:1\r\n",
+        "\r\nexpired_keys:0\r\n",
+        "\r\n# Keyspace\r\ndb0:keys=2,expires=1,avg_ttl=0\r\n",
+    ] {
+        assert!(text.contains(want), "{want:?} not in\n{text}");
+    }
+    assert!(text.contains("\r\nrun_id:"));
+    assert!(text.contains("\r\ninstantaneous_ops_per_sec:"));
+    let processed: u64 = text
+        .split("total_commands_processed:")
+        .nth(1)
+        .and_then(|r| r.split("\r\n").next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(processed, 4);
+    assert!(text.lines().all(|l| !l.contains('\n')));
+    assert_eq!(
+        text.matches('\n').count(),
+        text.matches("\r\n").count(),
+        "CRLF only"
+    );
+    // Sections can be picked; an empty keyspace shows only its header.
+    c.roundtrip(b"FLUSHALL\r\n", b"+OK\r\n").await;
+    c.roundtrip(b"INFO keyspace\r\n", b"$12\r\n# Keyspace\r\n\r\n")
+        .await;
+    assert_eq!(s.metrics.op(Frontend::Resp, "get").calls(), 2);
+    assert_eq!(s.metrics.op(Frontend::Resp, "set").calls(), 2);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn expiry_commands() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(b"SET k v PX 100000\r\nPTTL k\r\n", b"+OK\r\n:100000\r\n")
+        .await;
+    c.roundtrip(b"TTL k\r\nTTL nope\r\n", b":100\r\n:-2\r\n")
+        .await;
+    c.roundtrip(
+        b"PERSIST k\r\nTTL k\r\nPERSIST k\r\n",
+        b":1\r\n:-1\r\n:0\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"EXPIRE k 50 XX\r\nEXPIRE k 50 NX\r\nTTL k\r\n",
+        b":0\r\n:1\r\n:50\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"EXPIRE k 10 GT\r\nEXPIRE k 10 LT\r\nTTL k\r\n",
+        b":0\r\n:1\r\n:10\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"EXPIRE k 10 NX XX\r\n",
+        b"-ERR NX and XX, GT or LT options at the same time are not compatible\r\n",
+    )
+    .await;
+    c.roundtrip(b"EXPIRE k 10 YY\r\n", b"-ERR Unsupported option YY\r\n")
+        .await;
+    c.roundtrip(
+        b"EXPIRE k 9223372036854775807\r\n",
+        b"-ERR invalid expire time in 'expire' command\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"EXPIREAT k 4102444800\r\nEXPIRETIME k\r\nPEXPIRETIME k\r\n",
+        b":1\r\n:4102444800\r\n:4102444800000\r\n",
+    )
+    .await;
+    c.roundtrip(b"EXPIRE k -1\r\nEXISTS k\r\n", b":1\r\n:0\r\n")
+        .await;
+    c.roundtrip(
+        b"SET k v EX 0\r\n",
+        b"-ERR invalid expire time in 'set' command\r\n",
+    )
+    .await;
+    c.roundtrip(b"SET k v EX 10 PX 10\r\n", b"-ERR syntax error\r\n")
+        .await;
+    c.roundtrip(
+        b"SETEX k -1 v\r\n",
+        b"-ERR invalid expire time in 'setex' command\r\n",
+    )
+    .await;
+    c.roundtrip(b"SETEX k 10 v\r\nTTL k\r\n", b"+OK\r\n:10\r\n")
+        .await;
+    c.roundtrip(b"SET k w KEEPTTL GET\r\nTTL k\r\n", b"$1\r\nv\r\n:10\r\n")
+        .await;
+    c.roundtrip(b"GETEX k PERSIST\r\nTTL k\r\n", b"$1\r\nw\r\n:-1\r\n")
+        .await;
+    c.roundtrip(b"GETEX k EX 5\r\nTTL k\r\n", b"$1\r\nw\r\n:5\r\n")
+        .await;
+    c.roundtrip(b"GETEX k NX\r\n", b"-ERR syntax error\r\n")
+        .await;
+    c.roundtrip(b"SET k v PXAT 1\r\nEXISTS k\r\n", b"+OK\r\n:0\r\n")
+        .await;
+    c.roundtrip(
+        b"SET k v NX\r\nSET k v NX\r\nSET k w XX GET\r\n",
+        b"+OK\r\n$-1\r\n$1\r\nv\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"SETNX k z\r\nGETSET k z\r\nGETDEL k\r\nGETDEL k\r\n",
+        b":0\r\n$1\r\nw\r\n$1\r\nz\r\n$-1\r\n",
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn string_commands() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"APPEND s Hello\r\nAPPEND s \" World\"\r\n",
+        b":5\r\n:11\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"GETRANGE s -5 -1\r\nSUBSTR s 0 4\r\n",
+        b"$5\r\nWorld\r\n$5\r\nHello\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"SETRANGE s 6 Redis\r\nGET s\r\n",
+        b":11\r\n$11\r\nHello Redis\r\n",
+    )
+    .await;
+    c.roundtrip(b"SETRANGE s -1 x\r\n", b"-ERR offset is out of range\r\n")
+        .await;
+    c.roundtrip(
+        b"MSET a 1 b 2\r\nMGET a b c\r\n",
+        b"+OK\r\n*3\r\n$1\r\n1\r\n$1\r\n2\r\n$-1\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"MSET a 1 b\r\n",
+        b"-ERR wrong number of arguments for 'mset' command\r\n",
+    )
+    .await;
+    c.roundtrip(b"MSETNX a 1 z 2\r\nMSETNX y 1 z 2\r\n", b":0\r\n:1\r\n")
+        .await;
+    c.roundtrip(
+        b"INCRBYFLOAT f 10.5\r\nINCRBYFLOAT f 0.1\r\n",
+        b"$4\r\n10.5\r\n$4\r\n10.6\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"INCRBYFLOAT f x\r\n",
+        b"-ERR value is not a valid float\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"SET n 9223372036854775807\r\nINCR n\r\n",
+        b"+OK\r\n-ERR increment or decrement would overflow\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"DECRBY n -9223372036854775808\r\n",
+        b"-ERR decrement would overflow\r\n",
+    )
+    .await;
+    c.roundtrip(b"DECR x\r\nDECRBY x 5\r\n", b":-1\r\n:-6\r\n")
+        .await;
+    c.roundtrip(b"UNLINK a b nope\r\nDBSIZE\r\n", b":2\r\n:6\r\n")
+        .await;
+    c.roundtrip(b"KEYS [xy]\r\n", b"*2\r\n$1\r\nx\r\n$1\r\ny\r\n")
+        .await;
+    c.roundtrip(
+        b"SCAN 0 MATCH [xy] COUNT 100\r\n",
+        b"*2\r\n$1\r\n0\r\n*2\r\n$1\r\nx\r\n$1\r\ny\r\n",
+    )
+    .await;
+    c.roundtrip(b"SCAN 0 TYPE hash\r\n", b"*2\r\n$1\r\n0\r\n*0\r\n")
+        .await;
+    c.roundtrip(b"SCAN x\r\n", b"-ERR invalid cursor\r\n").await;
+    c.roundtrip(b"SCAN 0 COUNT 0\r\n", b"-ERR syntax error\r\n")
+        .await;
+    c.roundtrip(
+        b"FLUSHDB ASYNC\r\nDBSIZE\r\nFLUSHDB NOW\r\n",
+        b"+OK\r\n:0\r\n-ERR syntax error\r\n",
+    )
+    .await;
+    let big = vec![b'k'; 70 * 1024];
+    let reply = c.cmd(&[b"SET", &big, b"v"]).await;
+    let Frame::Error(e) = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(String::from_utf8_lossy(&e).contains("largest key accepted is 61440 bytes"));
+    s.stop().await;
+}
+
+// ----- the redis crate ----------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_crate_set_get_scan_expire_pipeline() {
+    let s = Server::default().await;
+    let url = s.url();
+    blocking(move || {
+        let client = redis::Client::open(url).unwrap();
+        let mut con = client.get_connection().unwrap();
+        let _: () = con.set("greeting", "hello").unwrap();
+        let v: String = con.get("greeting").unwrap();
+        assert_eq!(v, "hello");
+        let missing: Option<String> = con.get("nope").unwrap();
+        assert_eq!(missing, None);
+        let big = vec![7u8; 3 * 1024 * 1024];
+        let _: () = con.set("big", &big).unwrap();
+        let back: Vec<u8> = con.get("big").unwrap();
+        assert_eq!(back, big);
+
+        let _: () = con.set_ex("temp", "x", 100).unwrap();
+        let ttl: i64 = con.ttl("temp").unwrap();
+        assert_eq!(ttl, 100);
+        let ok: bool = con.expire("temp", 5).unwrap();
+        assert!(ok);
+        let pttl: i64 = con.pttl("temp").unwrap();
+        assert!((4_000..=5_000).contains(&pttl), "{pttl}");
+
+        let (a, b, n): (i64, String, i64) = redis::pipe()
+            .set("p1", 1)
+            .ignore()
+            .incr("p1", 41)
+            .set("p2", "two")
+            .ignore()
+            .get("p2")
+            .incr("counter", 1)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!((a, b.as_str(), n), (42, "two", 1));
+
+        let _: () = redis::cmd("FLUSHDB").query(&mut con).unwrap();
+        for i in 0..500 {
+            let _: () = con.set(format!("key:{i}"), i).unwrap();
+        }
+        let _: () = con.set("other", 1).unwrap();
+        let mut keys: Vec<String> = con.scan_match("key:*").unwrap().collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), 500);
+        let all: Vec<String> = con.scan().unwrap().collect();
+        assert_eq!(all.len(), 501);
+        let n: u64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
+        assert_eq!(n, 501);
+        let info: redis::InfoDict = redis::cmd("INFO").query(&mut con).unwrap();
+        assert_eq!(
+            info.get::<String>("redis_version").as_deref(),
+            Some("7.2.0")
+        );
+        assert_eq!(info.get::<u64>("connected_clients"), Some(1));
+        let pong: String = redis::cmd("PING").query(&mut con).unwrap();
+        assert_eq!(pong, "PONG");
+    })
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incr_is_atomic_under_concurrent_clients() {
+    let s = Server::default().await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let url = s.url();
+        tasks.push(tokio::task::spawn_blocking(move || {
+            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+            for _ in 0..500 {
+                let _: i64 = con.incr("counter", 1).unwrap();
+                let _: u64 = con.append("log", "x").unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(PATIENCE, t).await.unwrap().unwrap();
+    }
+    let mut c = s.connect().await;
+    c.roundtrip(b"GET counter\r\nSTRLEN log\r\n", b"$4\r\n4000\r\n:4000\r\n")
+        .await;
+    assert_eq!(
+        s.metrics.op(Frontend::Resp, "incrby").calls(),
+        4000,
+        "redis-rs sends INCRBY"
+    );
+    assert_eq!(
+        s.metrics
+            .connections(Frontend::Resp)
+            .accepted
+            .load(Ordering::Relaxed),
+        9
+    );
+    s.stop().await;
+}
+
+// ----- lifecycle and robustness -------------------------------------------------------------
+
+#[tokio::test]
+async fn shutdown_answers_what_was_read_then_closes_everyone() {
+    let s = Server::default().await;
+    let mut a = s.connect().await;
+    let mut b = s.connect().await;
+    a.roundtrip(b"SET k v\r\n", b"+OK\r\n").await;
+    b.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n").await;
+    let metrics = s.metrics.clone();
+    let ctx = s.ctx.clone();
+    s.stop().await;
+    a.expect_eof().await;
+    b.expect_eof().await;
+    assert_eq!(
+        metrics
+            .connections(Frontend::Resp)
+            .open
+            .load(Ordering::Relaxed),
+        0
+    );
+    assert_eq!(
+        ctx.keyspace().get(b"k").unwrap().as_deref(),
+        Some(&b"v"[..])
+    );
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        /// Random bytes, raw or sprinkled into valid-looking requests, never take the server
+        /// down: each garbage connection ends, and a fresh client is still served.
+        #[test]
+        fn garbage_never_kills_the_server(
+            chunks in proptest::collection::vec(
+                prop_oneof![
+                    proptest::collection::vec(any::<u8>(), 0..300),
+                    Just(b"*2\r\n$4\r\nECHO\r\n$3\r\nabc\r\n".to_vec()),
+                    Just(b"*3\r\n$3\r\nSET\r\n".to_vec()),
+                    Just(b"$5\r\n".to_vec()),
+                    Just(b"\"unbalanced".to_vec()),
+                    Just(b"*-1\r\n*0\r\n\r\n".to_vec()),
+                ],
+                1..8,
+            )
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let s = Server::default().await;
+                let mut c = s.connect().await;
+                for chunk in &chunks {
+                    if c.stream.write_all(chunk).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = c.stream.shutdown().await;
+                // The server answers what it can and closes when the input ends or breaks.
+                tokio::time::timeout(PATIENCE, async {
+                    let mut sink = Vec::new();
+                    let _ = c.stream.read_to_end(&mut sink).await;
+                })
+                .await
+                .expect("garbage connection ends");
+                let mut fresh = s.connect().await;
+                fresh.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
+                s.stop().await;
+            });
+        }
+    }
+}
+
+/// A latest-version-only hash engine, used only to measure the RESP layer apart from the
+/// ordered `MemEngine` (`MERIDIAN_BENCH_ENGINE=hash`). Not a conforming engine.
+mod bench_engine {
+    use bytes::Bytes;
+    use meridian_core::Timestamp;
+    use meridian_storage::{Engine, EngineStats, GcStats, Result, Version, WriteBatch, WriteOp};
+    use parking_lot::RwLock;
+    use rustc_hash::FxHashMap;
+    use std::hash::{BuildHasher, Hasher};
+    use std::ops::Bound;
+
+    #[derive(Debug)]
+    pub struct HashEngine {
+        shards: Vec<RwLock<FxHashMap<Bytes, Version>>>,
+    }
+
+    impl Default for HashEngine {
+        fn default() -> Self {
+            Self {
+                shards: (0..64).map(|_| RwLock::new(FxHashMap::default())).collect(),
+            }
+        }
+    }
+
+    impl HashEngine {
+        fn shard(&self, key: &[u8]) -> &RwLock<FxHashMap<Bytes, Version>> {
+            let mut h = rustc_hash::FxBuildHasher.build_hasher();
+            h.write(key);
+            &self.shards[(h.finish() % 64) as usize]
+        }
+    }
+
+    impl Engine for HashEngine {
+        fn name(&self) -> &'static str {
+            "bench-hash"
+        }
+        fn write_batch(&self, batch: WriteBatch) -> Result<()> {
+            for op in batch.ops {
+                let v = op.version();
+                let key = op.key().clone();
+                let mut shard = self.shard(&key).write();
+                match op {
+                    WriteOp::Put { .. } => match shard.get_mut(&key[..]) {
+                        Some(old) => *old = v,
+                        None => {
+                            shard.insert(key, v);
+                        }
+                    },
+                    WriteOp::Delete { .. } => {
+                        shard.remove(&key[..]);
+                    }
+                }
+            }
+            Ok(())
+        }
+        fn get(&self, key: &[u8], _at: Timestamp) -> Result<Option<Version>> {
+            Ok(self.shard(key).read().get(key).cloned())
+        }
+        fn scan(
+            &self,
+            _: Bound<Bytes>,
+            _: Bound<Bytes>,
+            _: Timestamp,
+            _: usize,
+            _: bool,
+        ) -> Result<Vec<(Bytes, Version)>> {
+            Ok(Vec::new())
+        }
+        fn versions(&self, key: &[u8]) -> Result<Vec<Version>> {
+            Ok(self.get(key, Timestamp::MAX)?.into_iter().collect())
+        }
+        fn set_gc_horizon(&self, _: Timestamp) {}
+        fn gc(&self, _: Timestamp) -> Result<GcStats> {
+            Ok(GcStats::default())
+        }
+        fn clear(&self) -> Result<()> {
+            self.shards.iter().for_each(|s| s.write().clear());
+            Ok(())
+        }
+        fn flush(&self) -> Result<()> {
+            Ok(())
+        }
+        fn stats(&self) -> EngineStats {
+            EngineStats::default()
+        }
+    }
+}
+
+/// Not a test: serves RESP on `MERIDIAN_BENCH_PORT` (default 7379) for
+/// `MERIDIAN_BENCH_SECS` (default 60) so `redis-benchmark` can be pointed at it:
+/// `cargo test --release -p meridian-server --test resp -- --ignored serve_for_benchmark`.
+#[test]
+#[ignore]
+fn serve_for_benchmark() {
+    let port: u16 = std::env::var("MERIDIAN_BENCH_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(7379);
+    let secs: u64 = std::env::var("MERIDIAN_BENCH_SECS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(60);
+    let threads: usize = std::env::var("MERIDIAN_BENCH_THREADS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();
+        let engine: Arc<dyn meridian_storage::Engine> =
+            match std::env::var("MERIDIAN_BENCH_ENGINE").as_deref() {
+                Ok("hash") => Arc::new(bench_engine::HashEngine::default()),
+                _ => Arc::new(MemEngine::new()),
+            };
+        let keyspace = Arc::new(Keyspace::new(engine, Arc::new(SystemClock::new())));
+        let ctx = RespContext::new(keyspace, Arc::new(Metrics::new()), RespConfig::default());
+        let shutdown = CancellationToken::new();
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            stop.cancel();
+        });
+        serve(listener, ctx, shutdown).await.unwrap();
+    });
+}
