@@ -1,0 +1,157 @@
+//! `meridian node`: configuration from a TOML file, overridden by flags; runs until SIGINT or
+//! SIGTERM, then drains connections and flushes the engine.
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use meridian_server::config::{EngineKind, NodeConfig};
+use meridian_server::node::{self, Listeners, NodeState};
+use meridian_storage::Durability;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `meridian node`. Each one overrides the same setting of `--config`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+EXAMPLES:
+    meridian node                                   in memory, RESP on 127.0.0.1:6379
+    meridian node --engine fjall --data-dir ./data --fsync always
+    meridian node --config node.toml --resp 0.0.0.0:6380
+
+Settings come from --config (TOML: sections [resp], [http], [storage]), then flags.
+Log verbosity follows RUST_LOG (default: info).")]
+pub struct NodeArgs {
+    /// TOML configuration file; flags override its settings.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address of the Redis-protocol (RESP) listener [default: 127.0.0.1:6379].
+    #[arg(long, value_name = "ADDR")]
+    resp: Option<SocketAddr>,
+    /// Address of the HTTP listener [default: 127.0.0.1:8379].
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// Storage engine: mem (in memory) or fjall (durable LSM) [default: mem].
+    #[arg(long, value_name = "ENGINE")]
+    engine: Option<EngineKind>,
+    /// Directory of the durable engine's files [default: ./meridian-data].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// When the durable engine fsyncs: always, everysec or never [default: everysec].
+    #[arg(long, value_name = "POLICY")]
+    fsync: Option<Durability>,
+    /// Password clients must send with AUTH (HTTP: `Authorization: Bearer <pass>`).
+    #[arg(
+        long,
+        value_name = "PASS",
+        env = "MERIDIAN_REQUIREPASS",
+        hide_env_values = true
+    )]
+    requirepass: Option<String>,
+    /// Most RESP clients connected at once [default: 10000].
+    #[arg(long, value_name = "N")]
+    max_clients: Option<usize>,
+    /// Worker threads serving requests [default: one per core].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl NodeArgs {
+    fn into_config(self) -> anyhow::Result<NodeConfig> {
+        let mut c = match &self.config {
+            Some(path) => NodeConfig::from_file(path)?,
+            None => NodeConfig::default(),
+        };
+        if let Some(v) = self.resp {
+            c.resp.listen = v;
+        }
+        if let Some(v) = self.http {
+            c.http.listen = v;
+        }
+        if let Some(v) = self.engine {
+            c.storage.engine = v;
+        }
+        if let Some(v) = self.data_dir {
+            c.storage.data_dir = v;
+        }
+        if let Some(v) = self.fsync {
+            c.storage.fsync = v;
+        }
+        if let Some(v) = self.requirepass {
+            c.resp.requirepass = Some(v);
+        }
+        if let Some(v) = self.max_clients {
+            c.resp.max_clients = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Runs a node until SIGINT or SIGTERM.
+pub fn run(args: NodeArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let threads = args.threads;
+    let config = args.into_config()?;
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = threads {
+        anyhow::ensure!(n > 0, "--threads must be at least 1");
+        runtime.worker_threads(n);
+    }
+    let runtime = runtime
+        .enable_all()
+        .thread_name("meridian-worker")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let listeners = Listeners::bind(&config).await?;
+        let state = NodeState::open(config)?;
+        let shutdown = CancellationToken::new();
+        tokio::spawn(stop_on_signal(shutdown.clone()));
+        node::run(state, listeners, shutdown).await?;
+        Ok(())
+    })
+}
+
+/// Cancels `shutdown` on the first SIGINT or SIGTERM; a second one exits at once.
+async fn stop_on_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop the node with SIGKILL");
+        return;
+    };
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    tracing::info!(
+        "shutting down: draining connections and flushing the engine (signal again to exit now)"
+    );
+    shutdown.cancel();
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    tracing::warn!("second signal: exiting without waiting");
+    std::process::exit(130);
+}
