@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Meridian vs stock redis-server, side by side, same redis-benchmark load, in alternation.
+#
+#   bash bench/redis-compare.sh [ROUNDS] [REQUESTS_P1] [REQUESTS_P16]
+#
+# Starts a release-built Meridian node (in-memory engine) and redis-server (persistence off) on
+# loopback, then for each round runs SET and GET with 500-byte values, 50 clients, random keys
+# out of 100k, at pipeline 1 and 16 against each server (the order alternates every round so
+# neither always runs on a warmer machine). Prints medians over rounds and the Meridian/Redis
+# ratios. Extra flags for the Meridian node can be given in MERIDIAN_FLAGS.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+n_p1=${2:-200000}
+n_p16=${3:-1000000}
+bash scripts/ensure-redis-tools.sh --server
+cargo build -q --release -p meridian
+
+out=bench/out; mkdir -p "$out"
+csv="$out/redis-compare-$(date +%Y%m%d-%H%M%S).csv"
+mport=$((30000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
+target/release/meridian node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" ${MERIDIAN_FLAGS:-} \
+  >"$out/meridian.log" 2>&1 &
+mpid=$!
+redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+  >"$out/redis.log" 2>&1 &
+rpid=$!
+trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+for p in "$mport" "$rport"; do
+  for _ in $(seq 1 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
+done
+
+echo "server,round,pipeline,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms" >"$csv"
+run() { # run SERVER PORT ROUND PIPELINE REQUESTS
+  redis-benchmark -p "$2" -t set,get -n "$5" -c 50 -d 500 -r 100000 -P "$4" --csv 2>/dev/null \
+    | tail -n +2 | tr -d '"' | sed "s/^/$1,$3,$4,/" >>"$csv"
+}
+for round in $(seq 1 "$rounds"); do
+  for pipeline in 1 16; do
+    n=$n_p1; [[ $pipeline -eq 16 ]] && n=$n_p16
+    if (( round % 2 )); then order="meridian redis"; else order="redis meridian"; fi
+    for s in $order; do
+      port=$mport; [[ $s == redis ]] && port=$rport
+      echo "round $round, pipeline $pipeline: $s" >&2
+      run "$s" "$port" "$round" "$pipeline" "$n"
+    done
+  done
+done
+redis-cli -p "$mport" INFO server | grep -E '^(redis|meridian)_version' >&2 || true
+echo "raw results: $csv" >&2
+python3 - "$csv" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+med = lambda xs: statistics.median(float(x) for x in xs)
+print(f"| test | pipeline | Meridian ops/s | Redis ops/s | ratio | Meridian p50/p99 ms | Redis p50/p99 ms | p99 ratio |")
+print("|---|---|---|---|---|---|---|---|")
+for test in ("SET", "GET"):
+    for p in ("1", "16"):
+        pick = lambda s, k: [r[k] for r in rows if r["server"] == s and r["test"] == test and r["pipeline"] == p]
+        m, r = med(pick("meridian", "rps")), med(pick("redis", "rps"))
+        mp50, mp99 = med(pick("meridian", "p50_ms")), med(pick("meridian", "p99_ms"))
+        rp50, rp99 = med(pick("redis", "p50_ms")), med(pick("redis", "p99_ms"))
+        print(f"| {test} | {p} | {m:,.0f} | {r:,.0f} | **{m/r:.2f}** | {mp50:.3f} / {mp99:.3f} | {rp50:.3f} / {rp99:.3f} | {mp99/rp99:.2f} |")
+print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 500-byte values, 50 clients, keys random in 100k")
+PY
