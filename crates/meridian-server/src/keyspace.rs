@@ -412,7 +412,10 @@ impl Entry {
 }
 
 fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
-    let mut v = Vec::with_capacity(data.len() + 9);
+    // Exactly the needed capacity: `Bytes::from` a full Vec keeps the one allocation, while
+    // spare capacity would make it allocate a second, shared header.
+    let header = if expiry.is_some() { 9 } else { 1 };
+    let mut v = Vec::with_capacity(data.len() + header);
     match expiry {
         Some(at) => {
             v.push(FLAG_EXPIRY);

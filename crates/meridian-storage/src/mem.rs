@@ -1,9 +1,15 @@
 //! [`MemEngine`]: the default engine, in memory, concurrent.
 //!
-//! Keys are spread over a fixed number of shards by hash; each shard is an ordered map behind
-//! its own reader-writer lock, so point operations on different shards never contend and scans
-//! merge the shards' ordered runs. A batch locks every shard it touches, in shard order, so it
-//! is applied atomically and cannot deadlock with another batch.
+//! Keys are spread over a fixed number of shards by hash; each shard sits behind its own
+//! reader-writer lock, so point operations on different shards never contend. Within a shard a
+//! hash map serves point reads and writes (one hash and one key comparison, whatever the
+//! shard's size), and an ordered set of the same keys serves scans, which merge the shards'
+//! ordered runs. The ordered set changes only when a key appears or disappears, so overwriting
+//! an existing key touches the hash map alone. Size counters live in the shards too, updated
+//! under the lock the write holds anyway, so concurrent writers share no counter cache line.
+//!
+//! A batch, a scan and `clear` lock every shard they touch in shard order, so batches are
+//! applied and observed atomically and cannot deadlock with each other.
 //!
 //! Nothing survives the process: it is the engine for caches, tests and the simulator.
 
@@ -12,26 +18,42 @@ use crate::{Engine, EngineStats, GcStats, Result, check_key};
 use bytes::Bytes;
 use meridian_core::Timestamp;
 use parking_lot::RwLock;
+use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
-use std::collections::BTreeMap;
-use std::hash::{BuildHasher, Hasher};
+use std::collections::{BTreeSet, HashMap};
+use std::hash::BuildHasher;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Versions of one key, oldest first. Almost every key has exactly one.
 type Chain = SmallVec<[(Timestamp, Option<Bytes>); 1]>;
-type Shard = BTreeMap<Bytes, Chain>;
+
+/// A key as the hash map holds it: keys up to 24 bytes sit inside the map's bucket, so a
+/// lookup compares them without chasing a pointer (a cache miss on large keyspaces).
+type MapKey = SmallVec<[u8; 24]>;
 
 const SHARDS: usize = 64;
+
+/// One shard: the keys whose hash selects it, indexed twice, and their sizes.
+#[derive(Debug, Default)]
+struct Shard {
+    /// Point lookups.
+    map: HashMap<MapKey, Chain, FxBuildHasher>,
+    /// The same keys in order, for scans.
+    order: BTreeSet<Bytes>,
+    /// Keys whose latest version is a value.
+    live: i64,
+    /// Versions stored.
+    versions: i64,
+    /// Bytes of keys and values stored.
+    bytes: i64,
+}
 
 /// The in-memory engine. See the module docs.
 #[derive(Debug)]
 pub struct MemEngine {
     shards: Box<[RwLock<Shard>]>,
     gc_horizon: AtomicU64,
-    live_keys: AtomicI64,
-    versions: AtomicI64,
-    bytes: AtomicI64,
 }
 
 impl Default for MemEngine {
@@ -40,36 +62,26 @@ impl Default for MemEngine {
     }
 }
 
-/// Changes to the engine's counters caused by one mutation of a chain.
-#[derive(Default)]
-struct Delta {
-    live: i64,
-    versions: i64,
-    bytes: i64,
-}
-
 impl MemEngine {
     /// An empty engine.
     pub fn new() -> Self {
         Self {
-            shards: (0..SHARDS).map(|_| RwLock::new(BTreeMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(Shard::default())).collect(),
             gc_horizon: AtomicU64::new(0),
-            live_keys: AtomicI64::new(0),
-            versions: AtomicI64::new(0),
-            bytes: AtomicI64::new(0),
         }
     }
 
     fn shard_of(&self, key: &[u8]) -> usize {
-        let mut h = rustc_hash::FxBuildHasher.build_hasher();
-        h.write(key);
-        (h.finish() as usize) % SHARDS
+        // The shard maps hash the same key with the same function; select the shard from
+        // re-mixed bits so the keys of one shard still spread over its map's buckets.
+        let h = FxBuildHasher
+            .hash_one(key)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> 58) as usize % SHARDS
     }
 
-    fn apply(&self, d: &Delta) {
-        self.live_keys.fetch_add(d.live, Ordering::Relaxed);
-        self.versions.fetch_add(d.versions, Ordering::Relaxed);
-        self.bytes.fetch_add(d.bytes, Ordering::Relaxed);
+    fn horizon(&self) -> Timestamp {
+        Timestamp(self.gc_horizon.load(Ordering::Relaxed))
     }
 }
 
@@ -81,59 +93,89 @@ fn is_live(chain: &Chain) -> bool {
     chain.last().is_some_and(|(_, v)| v.is_some())
 }
 
-/// Writes one version into `shard`, pruning versions below `horizon` of the same key.
-fn write_version(shard: &mut Shard, op: WriteOp, horizon: Timestamp, d: &mut Delta) {
-    let (key, ts, value) = match op {
-        WriteOp::Put { key, ts, value } => (key, ts, Some(value)),
-        WriteOp::Delete { key, ts } => (key, ts, None),
-    };
-    let added = version_size(&key, &value);
-    let chain = match shard.get_mut(&key[..]) {
-        Some(chain) => chain,
-        None => {
-            d.versions += 1;
-            d.bytes += added;
-            d.live += value.is_some() as i64;
+impl Shard {
+    /// Writes one version, pruning versions of the same key below `horizon`.
+    fn write_version(&mut self, op: WriteOp, horizon: Timestamp) {
+        let (key, ts, value) = match op {
+            WriteOp::Put { key, ts, value } => (key, ts, Some(value)),
+            WriteOp::Delete { key, ts } => (key, ts, None),
+        };
+        let added = version_size(&key, &value);
+        let Some(chain) = self.map.get_mut(&key[..]) else {
+            self.versions += 1;
+            self.bytes += added;
+            self.live += value.is_some() as i64;
             let mut chain = Chain::new();
             chain.push((ts, value));
-            if prune(&key, &mut chain, horizon, d) {
-                shard.insert(key, chain);
+            let mut counts = Counts::default();
+            let keep = prune(&key, &mut chain, horizon, &mut counts);
+            self.apply(counts);
+            if keep {
+                self.map.insert(MapKey::from_slice(&key), chain);
+                self.order.insert(key);
             }
             return;
+        };
+        let was_live = is_live(chain);
+        let (mut dv, mut db) = (0, 0);
+        match chain.binary_search_by_key(&ts, |(t, _)| *t) {
+            Ok(i) => {
+                db += added - version_size(&key, &chain[i].1);
+                chain[i].1 = value;
+            }
+            Err(i) => {
+                dv += 1;
+                db += added;
+                chain.insert(i, (ts, value));
+            }
         }
-    };
-    let was_live = is_live(chain);
-    match chain.binary_search_by_key(&ts, |(t, _)| *t) {
-        Ok(i) => {
-            d.bytes += added - version_size(&key, &chain[i].1);
-            chain[i].1 = value;
-        }
-        Err(i) => {
-            d.versions += 1;
-            d.bytes += added;
-            chain.insert(i, (ts, value));
+        let dl = is_live(chain) as i64 - was_live as i64;
+        let mut counts = Counts::default();
+        let keep = prune(&key, chain, horizon, &mut counts);
+        self.versions += dv;
+        self.bytes += db;
+        self.live += dl;
+        self.apply(counts);
+        if !keep {
+            self.map.remove(&key[..]);
+            self.order.remove(&key[..]);
         }
     }
-    d.live += is_live(chain) as i64 - was_live as i64;
-    if !prune(&key, chain, horizon, d) {
-        shard.remove(&key[..]);
+}
+
+/// What a pruning pass dropped (as negative deltas to a shard's counters).
+#[derive(Default)]
+struct Counts {
+    versions: i64,
+    bytes: i64,
+}
+
+impl Counts {
+    fn dropped(&mut self, size: i64) {
+        self.versions -= 1;
+        self.bytes -= size;
+    }
+}
+
+impl Shard {
+    fn apply(&mut self, c: Counts) {
+        self.versions += c.versions;
+        self.bytes += c.bytes;
     }
 }
 
 /// Drops versions of `chain` no read at or above `horizon` can see. Returns whether the key
 /// should stay (false when all that remains is a tombstone below the horizon).
-fn prune(key: &[u8], chain: &mut Chain, horizon: Timestamp, d: &mut Delta) -> bool {
+fn prune(key: &[u8], chain: &mut Chain, horizon: Timestamp, c: &mut Counts) -> bool {
     // Index of the newest version at or below the horizon: reads at the horizon see it.
     let visible = chain.partition_point(|(t, _)| *t <= horizon);
     if visible >= 2 {
         for (_, v) in chain.drain(..visible - 1) {
-            d.versions -= 1;
-            d.bytes -= version_size(key, &v);
+            c.dropped(version_size(key, &v));
         }
     }
     if chain.len() == 1 && chain[0].1.is_none() && chain[0].0 <= horizon {
-        d.versions -= 1;
-        d.bytes -= version_size(key, &None);
+        c.dropped(version_size(key, &None));
         chain.clear();
         return false;
     }
@@ -155,16 +197,10 @@ impl Engine for MemEngine {
 
     fn put(&self, key: Bytes, ts: Timestamp, value: Bytes) -> Result<()> {
         check_key(&key)?;
-        let horizon = Timestamp(self.gc_horizon.load(Ordering::Relaxed));
-        let mut d = Delta::default();
-        let shard = self.shard_of(&key);
-        write_version(
-            &mut self.shards[shard].write(),
-            WriteOp::Put { key, ts, value },
-            horizon,
-            &mut d,
-        );
-        self.apply(&d);
+        let horizon = self.horizon();
+        self.shards[self.shard_of(&key)]
+            .write()
+            .write_version(WriteOp::Put { key, ts, value }, horizon);
         Ok(())
     }
 
@@ -172,7 +208,7 @@ impl Engine for MemEngine {
         for op in &batch.ops {
             check_key(op.key())?;
         }
-        let horizon = Timestamp(self.gc_horizon.load(Ordering::Relaxed));
+        let horizon = self.horizon();
         let mut by_shard: Vec<(usize, WriteOp)> = batch
             .ops
             .into_iter()
@@ -186,22 +222,19 @@ impl Engine for MemEngine {
                 guards.push((*s, self.shards[*s].write()));
             }
         }
-        let mut d = Delta::default();
         let mut g = 0;
         for (s, op) in by_shard {
             while guards[g].0 != s {
                 g += 1;
             }
-            write_version(&mut guards[g].1, op, horizon, &mut d);
+            guards[g].1.write_version(op, horizon);
         }
-        drop(guards);
-        self.apply(&d);
         Ok(())
     }
 
     fn get(&self, key: &[u8], at: Timestamp) -> Result<Option<Version>> {
         let shard = self.shards[self.shard_of(key)].read();
-        Ok(shard.get(key).and_then(|chain| visible_at(chain, at)))
+        Ok(shard.map.get(key).and_then(|chain| visible_at(chain, at)))
     }
 
     fn scan(
@@ -212,7 +245,7 @@ impl Engine for MemEngine {
         limit: usize,
         include_tombstones: bool,
     ) -> Result<Vec<(Bytes, Version)>> {
-        // `BTreeMap::range` panics on inverted bounds.
+        // `BTreeSet::range` panics on inverted bounds.
         if limit == 0 || crate::is_empty_range(&start, &end) {
             return Ok(Vec::new());
         }
@@ -224,8 +257,9 @@ impl Engine for MemEngine {
         let mut all = Vec::new();
         for shard in &shards {
             let matches = shard
+                .order
                 .range::<[u8], _>((start.as_ref().map(|b| &b[..]), end.as_ref().map(|b| &b[..])))
-                .filter_map(|(k, chain)| visible_at(chain, at).map(|v| (k, v)))
+                .filter_map(|k| visible_at(&shard.map[&k[..]], at).map(|v| (k, v)))
                 .filter(|(_, v)| include_tombstones || !v.is_tombstone())
                 .take(limit)
                 .map(|(k, v)| (k.clone(), v));
@@ -240,6 +274,7 @@ impl Engine for MemEngine {
     fn versions(&self, key: &[u8]) -> Result<Vec<Version>> {
         let shard = self.shards[self.shard_of(key)].read();
         Ok(shard
+            .map
             .get(key)
             .map(|chain| {
                 chain
@@ -254,26 +289,37 @@ impl Engine for MemEngine {
     }
 
     fn set_gc_horizon(&self, horizon: Timestamp) {
-        self.gc_horizon.fetch_max(horizon.0, Ordering::Relaxed);
+        // Most calls do not move the horizon by much; skip the write (and the cache-line
+        // transfer between cores it costs) when it would not move it at all.
+        if horizon.0 > self.gc_horizon.load(Ordering::Relaxed) {
+            self.gc_horizon.fetch_max(horizon.0, Ordering::Relaxed);
+        }
     }
 
     fn gc(&self, horizon: Timestamp) -> Result<GcStats> {
         self.set_gc_horizon(horizon);
         let mut stats = GcStats::default();
         for shard in self.shards.iter() {
-            let mut d = Delta::default();
             let mut shard = shard.write();
-            let before = shard.len();
-            shard.retain(|key, chain| {
+            let shard = &mut *shard;
+            let mut counts = Counts::default();
+            let mut removed = Vec::new();
+            shard.map.retain(|key, chain| {
                 if chain.len() == 1 && !(chain[0].1.is_none() && chain[0].0 <= horizon) {
                     return true;
                 }
-                prune(key, chain, horizon, &mut d)
+                let keep = prune(key, chain, horizon, &mut counts);
+                if !keep {
+                    removed.push(key.clone());
+                }
+                keep
             });
-            stats.keys_removed += (before - shard.len()) as u64;
-            stats.versions_removed += (-d.versions) as u64;
-            drop(shard);
-            self.apply(&d);
+            for key in &removed {
+                shard.order.remove(&key[..]);
+            }
+            stats.versions_removed += (-counts.versions) as u64;
+            shard.apply(counts);
+            stats.keys_removed += removed.len() as u64;
         }
         Ok(stats)
     }
@@ -281,19 +327,9 @@ impl Engine for MemEngine {
     fn clear(&self) -> Result<()> {
         // Every shard at once (in shard order, like batches), so no batch survives in part.
         let mut shards: Vec<_> = self.shards.iter().map(|s| s.write()).collect();
-        let mut d = Delta::default();
         for shard in shards.iter_mut() {
-            for (key, chain) in shard.iter() {
-                d.live -= is_live(chain) as i64;
-                for (_, v) in chain {
-                    d.versions -= 1;
-                    d.bytes -= version_size(key, v);
-                }
-            }
-            shard.clear();
+            **shard = Shard::default();
         }
-        drop(shards);
-        self.apply(&d);
         Ok(())
     }
 
@@ -302,10 +338,17 @@ impl Engine for MemEngine {
     }
 
     fn stats(&self) -> EngineStats {
+        let (mut live, mut versions, mut bytes) = (0, 0, 0);
+        for shard in self.shards.iter() {
+            let shard = shard.read();
+            live += shard.live;
+            versions += shard.versions;
+            bytes += shard.bytes;
+        }
         EngineStats {
-            live_keys: self.live_keys.load(Ordering::Relaxed).max(0) as u64,
-            versions: self.versions.load(Ordering::Relaxed).max(0) as u64,
-            bytes: self.bytes.load(Ordering::Relaxed).max(0) as u64,
+            live_keys: live.max(0) as u64,
+            versions: versions.max(0) as u64,
+            bytes: bytes.max(0) as u64,
         }
     }
 }
