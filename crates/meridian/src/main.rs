@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 
 /// Meridian: a geo-distributed key-value store that speaks Redis and HTTP.
 #[derive(Parser, Debug)]
-#[command(name = "meridian", version, about, long_about = None)]
+#[command(name = "meridian", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
