@@ -19,7 +19,7 @@ cargo build -q --release -p meridian
 out=bench/out; mkdir -p "$out"
 csv="$out/redis-compare-$(date +%Y%m%d-%H%M%S).csv"
 mport=$((30000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
-target/release/meridian node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" ${MERIDIAN_FLAGS:-} \
+"${CARGO_TARGET_DIR:-target}/release/meridian" node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" ${MERIDIAN_FLAGS:-} \
   >"$out/meridian.log" 2>&1 &
 mpid=$!
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
@@ -28,6 +28,7 @@ rpid=$!
 trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 for p in "$mport" "$rport"; do
   for _ in $(seq 1 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli -p "$p" PING >/dev/null 2>&1 || { echo "server on port $p did not start; see $out/*.log" >&2; exit 1; }
 done
 
 echo "server,round,pipeline,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms" >"$csv"

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/ensure-redis-tools.sh
 
 cargo build -q -p meridian
-bin=target/debug/meridian
+bin="${CARGO_TARGET_DIR:-target}/debug/meridian"
 port=$((20000 + RANDOM % 20000))
 http=$((port + 1))
 log=$(mktemp)
@@ -18,6 +18,11 @@ for _ in $(seq 1 100); do
   redis-cli -p "$port" PING >/dev/null 2>&1 && break
   sleep 0.1
 done
+if ! redis-cli -p "$port" PING >/dev/null 2>&1; then
+  echo "redis-compat: the node did not start on port $port; its log:" >&2
+  cat "$log" >&2
+  exit 1
+fi
 
 cli() { redis-cli -p "$port" "$@"; }
 passed=0 failed=0
