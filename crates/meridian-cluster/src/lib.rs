@@ -1,0 +1,1 @@
+//! Cluster logic (being written).

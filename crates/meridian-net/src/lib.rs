@@ -1,0 +1,1 @@
+//! Node-to-node networking (being written).
