@@ -1,1 +1,38 @@
-//! Cluster logic (being written).
+//! Meridian's cluster logic, as pure functions: the key ring, DC-aware layouts, preference
+//! lists, quorum rules and causal contexts (spec `placement-and-quorums.md`).
+//!
+//! Nothing here does I/O, reads a clock or draws random numbers, and no result depends on
+//! hash-map iteration order: every function is deterministic, so the simulator can replay it
+//! and every node computes the same placement from the same inputs.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`ring`] | key hash, Q partitions, `bucket:key` splitting |
+//! | [`topology`] | members and their DCs, canonically ordered |
+//! | [`layout`] | DC-rule claim, rebalance, validation, handoff diff |
+//! | [`mod@preflist`] | primaries and fallbacks for one request, local DC first |
+//! | [`quorum`] | parameters, pre-checks, GET/PUT reply tallies |
+//! | [`dvv`] | dotted version vector sets: writes, merges, opaque contexts |
+//! | [`error`] | the crate's error enums |
+
+pub mod dvv;
+pub mod error;
+pub mod layout;
+pub mod preflist;
+pub mod quorum;
+pub mod ring;
+pub mod topology;
+
+pub use dvv::{
+    Clock, Content, Dot, Meta, Object, ReplicaId, Sibling, coordinator_put, descends, dominated,
+    lww, merge, merge_with,
+};
+pub use error::{ContextError, Error, LayoutError, QuorumError, RingError, TopologyError};
+pub use layout::{Layout, LayoutParts, Transfer, claim, diff, rebalance, validate};
+pub use preflist::{ApEntry, Preflist, Role, preflist};
+pub use quorum::{
+    AplSummary, FailKind, GetParams, GetReply, GetTally, Params, Props, PutParams, PutTally,
+    Quorum, ReadFanout, precheck_get, precheck_put,
+};
+pub use ring::{DEFAULT_BUCKET, Ring, bucket_and_key, key_hash};
+pub use topology::{Member, Topology};

@@ -1,0 +1,656 @@
+//! Causal contexts: dotted version vector sets (spec §7).
+//!
+//! An [`Object`] is a [`Clock`] (every write it has seen, summarised as one counter per
+//! [`ReplicaId`]) plus its live [`Sibling`]s, each tagged with the [`Dot`] of the write that
+//! made it. Clients get the clock as an opaque context ([`Clock::encode`]) and send it back
+//! with their next write.
+//!
+//! Guarantees:
+//! - [`coordinator_put`] supersedes exactly the siblings the context covers, and issues a
+//!   dot `me`-counter strictly greater than any `me`-counter in the local object or the
+//!   context, so a replica never reuses a dot (as long as its incarnation changes when its
+//!   storage is wiped);
+//! - [`merge`] is commutative, associative and idempotent, keeps every sibling the other
+//!   side's clock does not cover, and never invents one (property tests);
+//! - objects are canonical: siblings sorted by dot, no two with the same dot, so equal
+//!   states compare equal and encode identically;
+//! - [`Clock::decode`] accepts exactly what [`Clock::encode`] produces (canonical order,
+//!   minimal varints, no zero counters, no trailing bytes) and reports anything else as a
+//!   [`ContextError`]; it never panics and never allocates more than the input's size.
+//!
+//! Choices: the encoding is a hand-written format (`0x01`, LEB128 count, then per entry
+//! LEB128 partition, node, incarnation, counter), no extra dependency; an empty byte string
+//! decodes to the empty clock (a blind write). Coordinator time (`Meta::ts_us`) is passed in
+//! by the caller, who reads it from its `meridian_core::Clock`. LWW ([`lww`]) keeps
+//! `max_by(ts_us, dot)` and the full clock. Siblings are identified by their dot (a dot
+//! names one write, so two siblings with the same dot carry the same value).
+
+use crate::error::ContextError;
+use bytes::Bytes;
+use meridian_core::{NodeId, PartitionId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Who issues dots: one storage incarnation of one node's replica of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ReplicaId {
+    /// The partition.
+    pub partition: PartitionId,
+    /// The node holding the replica.
+    pub node: NodeId,
+    /// Bumped when the replica's storage is wiped, so old dots are never reissued.
+    pub incarnation: u32,
+}
+
+/// One write's identity: the `counter`-th write coordinated by `replica`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Dot {
+    /// The coordinating replica.
+    pub replica: ReplicaId,
+    /// Its write counter, from 1.
+    pub counter: u64,
+}
+
+/// A version vector: for each replica, the highest counter seen (absent = 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Clock(BTreeMap<ReplicaId, u64>);
+
+impl Clock {
+    /// The empty clock (no writes seen).
+    pub fn new() -> Clock {
+        Clock::default()
+    }
+
+    /// The counter for `r` (0 if absent).
+    pub fn get(&self, r: ReplicaId) -> u64 {
+        self.0.get(&r).copied().unwrap_or(0)
+    }
+
+    /// Whether the write `dot` is summarised by this clock.
+    pub fn covers(&self, dot: Dot) -> bool {
+        self.get(dot.replica) >= dot.counter
+    }
+
+    /// Pointwise max with `other`.
+    pub fn join(&mut self, other: &Clock) {
+        for (&r, &n) in &other.0 {
+            let e = self.0.entry(r).or_insert(0);
+            *e = (*e).max(n);
+        }
+    }
+
+    /// Whether `self ≥ other` pointwise.
+    pub fn descends(&self, other: &Clock) -> bool {
+        other.0.iter().all(|(&r, &n)| self.get(r) >= n)
+    }
+
+    /// Entries, in replica order.
+    pub fn iter(&self) -> impl Iterator<Item = (ReplicaId, u64)> + '_ {
+        self.0.iter().map(|(&r, &n)| (r, n))
+    }
+
+    /// Number of replicas with a non-zero counter.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no write has been seen.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn set(&mut self, r: ReplicaId, n: u64) {
+        if n > 0 {
+            self.0.insert(r, n);
+        }
+    }
+
+    /// The opaque client context.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![CONTEXT_VERSION];
+        put_varint(&mut out, self.0.len() as u64);
+        for (r, &n) in &self.0 {
+            put_varint(&mut out, r.partition.0.into());
+            put_varint(&mut out, r.node.0.into());
+            put_varint(&mut out, r.incarnation.into());
+            put_varint(&mut out, n);
+        }
+        out
+    }
+
+    /// Parses a client context; empty input is the empty clock.
+    pub fn decode(bytes: &[u8]) -> Result<Clock, ContextError> {
+        if bytes.is_empty() {
+            return Ok(Clock::new());
+        }
+        if bytes[0] != CONTEXT_VERSION {
+            return Err(ContextError::UnknownVersion(bytes[0]));
+        }
+        let mut cur = &bytes[1..];
+        let count = get_varint(&mut cur)?;
+        // Every entry takes at least 4 bytes: refuse counts the input cannot hold.
+        if count > (cur.len() / 4) as u64 {
+            return Err(ContextError::Truncated);
+        }
+        let mut map = BTreeMap::new();
+        let mut last: Option<ReplicaId> = None;
+        for _ in 0..count {
+            let r = ReplicaId {
+                partition: PartitionId(get_u32(&mut cur)?),
+                node: NodeId(get_u32(&mut cur)?),
+                incarnation: get_u32(&mut cur)?,
+            };
+            let n = get_varint(&mut cur)?;
+            if n == 0 || last.is_some_and(|l| l >= r) {
+                return Err(ContextError::NotCanonical);
+            }
+            last = Some(r);
+            map.insert(r, n);
+        }
+        if !cur.is_empty() {
+            return Err(ContextError::TrailingBytes(cur.len()));
+        }
+        Ok(Clock(map))
+    }
+}
+
+const CONTEXT_VERSION: u8 = 1;
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(cur: &mut &[u8]) -> Result<u64, ContextError> {
+    let mut v: u64 = 0;
+    for i in 0..10 {
+        let (&b, rest) = cur.split_first().ok_or(ContextError::Truncated)?;
+        *cur = rest;
+        if i == 9 && b > 1 {
+            return Err(ContextError::VarintOverflow);
+        }
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            if b == 0 && i > 0 {
+                return Err(ContextError::NotCanonical);
+            }
+            return Ok(v);
+        }
+    }
+    Err(ContextError::VarintOverflow)
+}
+
+fn get_u32(cur: &mut &[u8]) -> Result<u32, ContextError> {
+    u32::try_from(get_varint(cur)?).map_err(|_| ContextError::VarintOverflow)
+}
+
+/// Serde for `Bytes` as a byte string (the workspace's `bytes` has no `serde` feature).
+mod bytes_serde {
+    use bytes::Bytes;
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use serde::ser::Serializer;
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(b)
+    }
+
+    struct V;
+
+    impl<'de> Visitor<'de> for V {
+        type Value = Bytes;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+        fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
+            Ok(Bytes::copy_from_slice(v))
+        }
+        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Bytes, E> {
+            Ok(Bytes::from(v))
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
+            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
+            while let Some(b) = seq.next_element::<u8>()? {
+                v.push(b);
+            }
+            Ok(Bytes::from(v))
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
+        d.deserialize_bytes(V)
+    }
+}
+
+/// A sibling's payload.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Content {
+    /// A value.
+    Value(#[serde(with = "bytes_serde")] Bytes),
+    /// A delete marker.
+    Tombstone,
+}
+
+/// Metadata written with a sibling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Meta {
+    /// The coordinator's physical time of the write, microseconds (used by LWW).
+    pub ts_us: u64,
+}
+
+/// One concurrent version.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Sibling {
+    /// The write that made it.
+    pub dot: Dot,
+    /// Value or tombstone.
+    pub content: Content,
+    /// Its metadata.
+    pub meta: Meta,
+}
+
+/// A key's replicated state: causal history plus live siblings (sorted by dot).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Object {
+    clock: Clock,
+    siblings: Vec<Sibling>,
+}
+
+impl Object {
+    /// The causal history (what a GET returns as context).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The live siblings, sorted by dot.
+    pub fn siblings(&self) -> &[Sibling] {
+        &self.siblings
+    }
+
+    /// The live values (tombstones skipped), in dot order.
+    pub fn values(&self) -> impl Iterator<Item = &Bytes> {
+        self.siblings.iter().filter_map(|s| match &s.content {
+            Content::Value(v) => Some(v),
+            Content::Tombstone => None,
+        })
+    }
+
+    /// Whether every sibling is a tombstone (including no sibling at all): GET replies
+    /// notfound for such an object.
+    pub fn is_tombstone_only(&self) -> bool {
+        self.siblings
+            .iter()
+            .all(|s| s.content == Content::Tombstone)
+    }
+}
+
+/// A client write at replica `me`: drop the siblings `ctx` covers, issue a fresh dot,
+/// add the new sibling (`Content::Tombstone` for a delete).
+pub fn coordinator_put(
+    local: Option<Object>,
+    ctx: &Clock,
+    content: Content,
+    meta: Meta,
+    me: ReplicaId,
+) -> Object {
+    let mut o = local.unwrap_or_default();
+    o.siblings.retain(|s| !ctx.covers(s.dot));
+    let n = o.clock.get(me).max(ctx.get(me)) + 1;
+    o.clock.join(ctx);
+    o.clock.set(me, n);
+    let dot = Dot {
+        replica: me,
+        counter: n,
+    };
+    // `n` exceeds every `me`-counter seen, so the new dot sorts after every `me` sibling.
+    let at = o.siblings.partition_point(|s| s.dot < dot);
+    o.siblings.insert(at, Sibling { dot, content, meta });
+    o
+}
+
+/// Joins two replicas' states (apply, read merge, repair, handoff).
+pub fn merge(a: &Object, b: &Object) -> Object {
+    let mut siblings: Vec<Sibling> = Vec::with_capacity(a.siblings.len() + b.siblings.len());
+    let (mut i, mut j) = (0, 0);
+    // Both lists are sorted by dot: one merge walk finds the common dots in linear time.
+    loop {
+        let (x, y) = (a.siblings.get(i), b.siblings.get(j));
+        let take_x = match (x, y) {
+            (None, None) => break,
+            (Some(x), Some(y)) if x.dot == y.dot => {
+                siblings.push(x.clone());
+                i += 1;
+                j += 1;
+                continue;
+            }
+            (Some(x), Some(y)) => x.dot < y.dot,
+            (x, _) => x.is_some(),
+        };
+        if take_x {
+            let x = &a.siblings[i];
+            if !b.clock.covers(x.dot) {
+                siblings.push(x.clone());
+            }
+            i += 1;
+        } else {
+            let y = &b.siblings[j];
+            if !a.clock.covers(y.dot) {
+                siblings.push(y.clone());
+            }
+            j += 1;
+        }
+    }
+    let mut clock = a.clock.clone();
+    clock.join(&b.clock);
+    Object { clock, siblings }
+}
+
+/// [`merge`] followed by [`lww`] when `allow_mult` is false.
+pub fn merge_with(a: &Object, b: &Object, allow_mult: bool) -> Object {
+    let m = merge(a, b);
+    if allow_mult { m } else { lww(m) }
+}
+
+/// Last-writer-wins: keep only the sibling with the greatest `(ts_us, dot)`; keep the clock.
+pub fn lww(mut o: Object) -> Object {
+    if let Some(best) = o
+        .siblings
+        .iter()
+        .max_by_key(|s| (s.meta.ts_us, s.dot))
+        .cloned()
+    {
+        o.siblings = vec![best];
+    }
+    o
+}
+
+/// Whether `a` has seen everything `b` has (`a.clock ≥ b.clock`).
+pub fn descends(a: &Object, b: &Object) -> bool {
+    a.clock.descends(&b.clock)
+}
+
+/// Whether `b` is strictly older than `by` (`by` descends from `b` and the clocks differ):
+/// read repair sends the merged object to such replicas.
+pub fn dominated(b: &Object, by: &Object) -> bool {
+    descends(by, b) && by.clock != b.clock
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    fn rid(node: u32) -> ReplicaId {
+        ReplicaId {
+            partition: PartitionId(7),
+            node: NodeId(node),
+            incarnation: 0,
+        }
+    }
+
+    fn val(s: &str) -> Content {
+        Content::Value(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    fn vals(o: &Object) -> Vec<&[u8]> {
+        o.values().map(|b| b.as_ref()).collect()
+    }
+
+    fn put(local: Option<Object>, ctx: &Clock, v: &str, node: u32, ts: u64) -> Object {
+        coordinator_put(local, ctx, val(v), Meta { ts_us: ts }, rid(node))
+    }
+
+    #[test]
+    fn blind_writes_make_siblings_and_a_merged_context_collapses_them() {
+        let empty = Clock::new();
+        let a = put(None, &empty, "x", 1, 10);
+        let a2 = put(Some(a.clone()), &empty, "y", 1, 11);
+        assert_eq!(vals(&a2), [b"x", b"y"]);
+        // Another blind writer at another replica.
+        let b = put(None, &empty, "z", 2, 12);
+        let m = merge(&a2, &b);
+        assert_eq!(vals(&m), [&b"x"[..], &b"y"[..], &b"z"[..]]);
+        // A write carrying the merged context supersedes all three.
+        let c = put(Some(m.clone()), &m.clock.clone(), "w", 1, 13);
+        assert_eq!(vals(&c), [b"w"]);
+        assert_eq!(vals(&merge(&c, &b)), [b"w"]);
+        assert!(dominated(&b, &c) && !dominated(&c, &b) && !dominated(&c, &c));
+        assert!(descends(&c, &c));
+    }
+
+    #[test]
+    fn put_supersedes_only_what_the_context_covers() {
+        let a = put(None, &Clock::new(), "x", 1, 1);
+        let ctx = a.clock.clone();
+        let a2 = put(Some(a), &Clock::new(), "y", 1, 2); // concurrent, unseen by the client
+        let a3 = put(Some(a2), &ctx, "x2", 1, 3);
+        assert_eq!(vals(&a3), [&b"y"[..], &b"x2"[..]]);
+        // The dot counter never goes back, even with a context ahead of the local object.
+        let far = put(Some(a3.clone()), &a3.clock, "q", 1, 4);
+        let fresh = put(None, &far.clock, "r", 1, 5);
+        assert_eq!(far.siblings().last().unwrap().dot.counter, 4);
+        assert_eq!(fresh.siblings()[0].dot.counter, 5);
+    }
+
+    #[test]
+    fn delete_is_a_tombstone_put_and_lww_keeps_one() {
+        let a = put(None, &Clock::new(), "x", 1, 5);
+        let d = coordinator_put(
+            Some(a.clone()),
+            &a.clock,
+            Content::Tombstone,
+            Meta { ts_us: 6 },
+            rid(1),
+        );
+        assert!(d.is_tombstone_only() && !a.is_tombstone_only());
+        assert!(Object::default().is_tombstone_only());
+        // LWW: concurrent writes, the later timestamp wins and the other is lost.
+        let b = put(None, &Clock::new(), "late", 2, 9);
+        let m = merge_with(&a, &b, false);
+        assert_eq!(vals(&m), [b"late"]);
+        assert_eq!(m.clock().len(), 2, "LWW keeps the clock");
+        // Equal timestamps: the greater dot wins.
+        let c = put(None, &Clock::new(), "tie", 3, 9);
+        assert_eq!(vals(&merge_with(&b, &c, false)), [b"tie"]);
+        assert_eq!(vals(&merge_with(&b, &c, true)).len(), 2);
+    }
+
+    #[test]
+    fn context_encoding_round_trips_and_rejects_malformed_input() {
+        let mut c = Clock::new();
+        c.set(rid(1), 3);
+        c.set(rid(300), u64::MAX);
+        c.set(
+            ReplicaId {
+                partition: PartitionId(4095),
+                node: NodeId(u32::MAX),
+                incarnation: 2,
+            },
+            1,
+        );
+        let e = c.encode();
+        assert_eq!(Clock::decode(&e), Ok(c.clone()));
+        assert_eq!(Clock::decode(&[]), Ok(Clock::new()));
+        assert_eq!(Clock::new().encode(), [1, 0]);
+        assert_eq!(Clock::decode(&[2, 0]), Err(ContextError::UnknownVersion(2)));
+        for cut in 1..e.len() {
+            assert!(Clock::decode(&e[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut long = e.clone();
+        long.push(0);
+        assert_eq!(Clock::decode(&long), Err(ContextError::TrailingBytes(1)));
+        // Entries out of order.
+        assert_eq!(
+            Clock::decode(&[1, 2, 0, 2, 0, 1, 0, 1, 0, 1]),
+            Err(ContextError::NotCanonical)
+        );
+        // Zero counter.
+        assert_eq!(
+            Clock::decode(&[1, 1, 0, 1, 0, 0]),
+            Err(ContextError::NotCanonical)
+        );
+        // Overlong varint (0 as 0x80 0x00).
+        assert_eq!(
+            Clock::decode(&[1, 1, 0x80, 0, 1, 0, 1]),
+            Err(ContextError::NotCanonical)
+        );
+        // u32 field too large.
+        assert_eq!(
+            Clock::decode(&[1, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 1, 0, 1]),
+            Err(ContextError::VarintOverflow)
+        );
+        // A huge count is refused before allocating.
+        assert_eq!(
+            Clock::decode(&[1, 0xff, 0xff, 0xff, 0x0f]),
+            Err(ContextError::Truncated)
+        );
+    }
+
+    // ---- property tests over random histories ----
+
+    /// (kind, replica a, replica b, timestamp); kinds: 0 blind put at a, 1 put at a with b's
+    /// context (read-modify-write), 2 merge b into a.
+    fn history() -> impl Strategy<Value = Vec<(u8, usize, usize)>> {
+        prop::collection::vec((0u8..3, 0usize..3, 0usize..3), 0..25)
+    }
+
+    /// Runs a history on 3 replicas; returns every object produced and every dot issued.
+    fn run(ops: &[(u8, usize, usize)]) -> (Vec<Object>, Vec<Object>, Vec<Dot>) {
+        let mut reps: Vec<Option<Object>> = vec![None; 3];
+        let mut pool = vec![Object::default()];
+        let mut dots = Vec::new();
+        for (t, &(kind, a, b)) in ops.iter().enumerate() {
+            let o = match kind {
+                0 | 1 => {
+                    let ctx = if kind == 1 {
+                        reps[b]
+                            .as_ref()
+                            .map(|o| o.clock.clone())
+                            .unwrap_or_default()
+                    } else {
+                        Clock::new()
+                    };
+                    let o = put(reps[a].take(), &ctx, &format!("v{t}"), a as u32, t as u64);
+                    let new = o.siblings.iter().max_by_key(|s| s.meta.ts_us).unwrap();
+                    dots.push(new.dot);
+                    o
+                }
+                _ => merge(
+                    &reps[a].clone().unwrap_or_default(),
+                    &reps[b].clone().unwrap_or_default(),
+                ),
+            };
+            pool.push(o.clone());
+            reps[a] = Some(o);
+        }
+        let reps = reps.into_iter().map(Option::unwrap_or_default).collect();
+        (pool, reps, dots)
+    }
+
+    fn pick(pool: &[Object], i: prop::sample::Index) -> &Object {
+        &pool[i.index(pool.len())]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        #[test]
+        fn merge_is_a_semilattice(
+            ops in history(),
+            i in any::<prop::sample::Index>(),
+            j in any::<prop::sample::Index>(),
+            k in any::<prop::sample::Index>(),
+        ) {
+            let (pool, _, _) = run(&ops);
+            let (a, b, c) = (pick(&pool, i), pick(&pool, j), pick(&pool, k));
+            prop_assert_eq!(merge(a, b), merge(b, a));
+            prop_assert_eq!(merge(&merge(a, b), c), merge(a, &merge(b, c)));
+            prop_assert_eq!(&merge(a, a), a);
+        }
+
+        #[test]
+        fn merge_keeps_what_the_other_side_has_not_seen(
+            ops in history(),
+            i in any::<prop::sample::Index>(),
+            j in any::<prop::sample::Index>(),
+        ) {
+            let (pool, _, _) = run(&ops);
+            let (a, b) = (pick(&pool, i), pick(&pool, j));
+            let m = merge(a, b);
+            for x in &a.siblings {
+                if !b.clock.covers(x.dot) {
+                    prop_assert!(m.siblings.contains(x));
+                }
+            }
+            for x in &b.siblings {
+                if !a.clock.covers(x.dot) {
+                    prop_assert!(m.siblings.contains(x));
+                }
+            }
+            for x in &m.siblings {
+                prop_assert!(a.siblings.contains(x) || b.siblings.contains(x));
+                prop_assert!(m.clock.covers(x.dot));
+            }
+            prop_assert!(descends(&m, a) && descends(&m, b));
+            prop_assert!(m.siblings.windows(2).all(|w| w[0].dot < w[1].dot));
+        }
+
+        #[test]
+        fn dots_are_never_reused(ops in history()) {
+            let (_, _, dots) = run(&ops);
+            let distinct: BTreeSet<Dot> = dots.iter().copied().collect();
+            prop_assert_eq!(distinct.len(), dots.len());
+        }
+
+        #[test]
+        fn a_put_with_a_gets_context_supersedes_exactly_what_it_returned(
+            ops in history(),
+            at in 0usize..3,
+        ) {
+            let (_, reps, _) = run(&ops);
+            // A GET from all replicas: merge them.
+            let got = reps.iter().fold(Object::default(), |m, o| merge(&m, o));
+            let local = reps[at].clone();
+            let w = put(Some(local.clone()), &got.clock, "new", at as u32, 1_000);
+            // Collapses to one value everywhere once merged.
+            prop_assert_eq!(vals(&w), [b"new"]);
+            let everywhere = reps.iter().fold(w.clone(), |m, o| merge(&m, o));
+            prop_assert_eq!(vals(&everywhere), [b"new"]);
+            // With a partial GET (one replica), what it returned goes and the rest stays.
+            let partial = &reps[(at + 1) % 3];
+            let w2 = put(Some(local.clone()), &partial.clock, "new", at as u32, 1_000);
+            for s in &local.siblings {
+                let returned = partial.clock.covers(s.dot);
+                prop_assert_eq!(w2.siblings.contains(s), !returned);
+            }
+        }
+
+        #[test]
+        fn two_writers_with_one_context_make_two_siblings(ops in history()) {
+            let (_, reps, _) = run(&ops);
+            let m = reps.iter().fold(Object::default(), |m, o| merge(&m, o));
+            let a = put(Some(m.clone()), &m.clock, "a", 0, 2_000);
+            let b = put(Some(m.clone()), &m.clock, "b", 1, 2_001);
+            let both = merge(&a, &b);
+            prop_assert_eq!(vals(&both), [&b"a"[..], &b"b"[..]]);
+        }
+
+        #[test]
+        fn contexts_round_trip(ops in history(), i in any::<prop::sample::Index>()) {
+            let (pool, _, _) = run(&ops);
+            let c = &pick(&pool, i).clock;
+            prop_assert_eq!(&Clock::decode(&c.encode()).unwrap(), c);
+        }
+
+        #[test]
+        fn decode_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+            if let (Ok(c), false) = (Clock::decode(&bytes), bytes.is_empty()) {
+                prop_assert_eq!(c.encode(), bytes.clone());
+            }
+        }
+    }
+}
