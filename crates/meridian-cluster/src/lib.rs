@@ -13,10 +13,12 @@
 //! | [`mod@preflist`] | primaries and fallbacks for one request, local DC first |
 //! | [`quorum`] | parameters, pre-checks, GET/PUT reply tallies |
 //! | [`dvv`] | dotted version vector sets: writes, merges, opaque contexts |
+//! | [`failure`] | phi-accrual failure detection from heartbeat arrival times |
 //! | [`error`] | the crate's error enums |
 
 pub mod dvv;
 pub mod error;
+pub mod failure;
 pub mod layout;
 pub mod preflist;
 pub mod quorum;
@@ -28,6 +30,7 @@ pub use dvv::{
     lww, merge, merge_with,
 };
 pub use error::{ContextError, Error, LayoutError, QuorumError, RingError, TopologyError};
+pub use failure::{DetectorConfig, FailureDetector};
 pub use layout::{Layout, LayoutParts, Transfer, claim, diff, rebalance, validate};
 pub use preflist::{ApEntry, Preflist, Role, preflist};
 pub use quorum::{
