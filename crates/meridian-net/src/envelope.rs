@@ -1,0 +1,230 @@
+//! The wire format of one message: an [`Envelope`] (kind, sender, body) encoded with `postcard`
+//! into one frame, and the [`Hello`] handshake frame that opens every TCP connection.
+//!
+//! Guarantees: decoding is strict (trailing bytes are an error), and an encoded envelope larger
+//! than the frame maximum is refused before it is queued.
+
+use crate::NetError;
+use bytes::Bytes;
+use meridian_core::NodeId;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+/// What a node-to-node message type must be: serializable with serde, and sendable between
+/// tasks. Blanket-implemented for every such type.
+pub trait Message: Serialize + DeserializeOwned + Send + 'static {}
+
+impl<T: Serialize + DeserializeOwned + Send + 'static> Message for T {}
+
+/// The role of an envelope in request/response multiplexing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kind {
+    /// A request; the receiver answers with a `Response` carrying the same `id`.
+    Request {
+        /// Request id, unique per sender.
+        id: u64,
+    },
+    /// The answer to the sender's request `id`.
+    Response {
+        /// The id of the request this answers.
+        id: u64,
+    },
+    /// A message that expects no answer.
+    OneWay,
+}
+
+/// One message on the wire: its kind, its sender, and the application body.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope<M> {
+    /// Request, response or one-way.
+    pub kind: Kind,
+    /// The sending node.
+    pub from: NodeId,
+    /// The application message.
+    pub body: M,
+}
+
+/// Encodes `env` with postcard, refusing results longer than `max` bytes.
+pub fn encode<M: Serialize>(env: &Envelope<M>, max: usize) -> Result<Bytes, NetError> {
+    let bytes = postcard::to_allocvec(env)?;
+    if bytes.len() > max {
+        return Err(NetError::FrameTooLarge {
+            len: bytes.len(),
+            max,
+        });
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// Decodes one envelope from a whole frame; trailing bytes are an error.
+pub fn decode<M: DeserializeOwned>(frame: &[u8]) -> Result<Envelope<M>, NetError> {
+    decode_exact(frame)
+}
+
+/// The size of `env` once encoded, in bytes (what the WAN emulator's bandwidth cap charges).
+pub fn encoded_len<M: Serialize>(env: &Envelope<M>) -> usize {
+    postcard::experimental::serialized_size(env).unwrap_or(0)
+}
+
+pub(crate) fn decode_exact<T: DeserializeOwned>(frame: &[u8]) -> Result<T, NetError> {
+    let (value, rest) = postcard::take_from_bytes(frame)?;
+    if !rest.is_empty() {
+        return Err(NetError::Codec(format!(
+            "{} trailing bytes after the message (peer running another message version?)",
+            rest.len()
+        )));
+    }
+    Ok(value)
+}
+
+/// Magic number opening every handshake ("MRDN").
+pub const HELLO_MAGIC: u32 = 0x4d52_444e;
+
+/// Version of the wire protocol spoken by this build.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// The first frame on every TCP connection: who is connecting, and which protocol it speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Always [`HELLO_MAGIC`].
+    pub magic: u32,
+    /// The connector's [`PROTOCOL_VERSION`].
+    pub version: u16,
+    /// The connecting node.
+    pub node: NodeId,
+}
+
+impl Hello {
+    /// The handshake for `node` at this build's protocol version.
+    pub fn new(node: NodeId) -> Self {
+        Self {
+            magic: HELLO_MAGIC,
+            version: PROTOCOL_VERSION,
+            node,
+        }
+    }
+
+    /// Encodes the handshake as a frame body.
+    pub fn encode(&self) -> Bytes {
+        Bytes::from(postcard::to_allocvec(self).expect("Hello always encodes"))
+    }
+
+    /// Decodes and validates a handshake frame.
+    pub fn decode(frame: &[u8]) -> Result<Self, NetError> {
+        let hello: Hello = decode_exact(frame)
+            .map_err(|e| NetError::Codec(format!("bad handshake ({e}): not a Meridian node?")))?;
+        if hello.magic != HELLO_MAGIC {
+            return Err(NetError::Codec(format!(
+                "bad handshake magic {:#x}: not a Meridian node",
+                hello.magic
+            )));
+        }
+        if hello.version != PROTOCOL_VERSION {
+            return Err(NetError::Codec(format!(
+                "peer speaks protocol version {}, this node speaks {PROTOCOL_VERSION}",
+                hello.version
+            )));
+        }
+        Ok(hello)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+    enum Msg {
+        Get {
+            key: Vec<u8>,
+        },
+        Put {
+            key: Vec<u8>,
+            value: Vec<u8>,
+            ts: u64,
+        },
+        Ack,
+    }
+
+    fn msg() -> impl Strategy<Value = Msg> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(|key| Msg::Get { key }),
+            (
+                proptest::collection::vec(any::<u8>(), 0..64),
+                proptest::collection::vec(any::<u8>(), 0..256),
+                any::<u64>()
+            )
+                .prop_map(|(key, value, ts)| Msg::Put { key, value, ts }),
+            Just(Msg::Ack),
+        ]
+    }
+
+    fn kind() -> impl Strategy<Value = Kind> {
+        prop_oneof![
+            any::<u64>().prop_map(|id| Kind::Request { id }),
+            any::<u64>().prop_map(|id| Kind::Response { id }),
+            Just(Kind::OneWay),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn envelopes_round_trip(kind in kind(), from in any::<u32>(), body in msg()) {
+            let env = Envelope { kind, from: NodeId(from), body };
+            let bytes = encode(&env, usize::MAX).unwrap();
+            prop_assert_eq!(bytes.len(), encoded_len(&env));
+            let back: Envelope<Msg> = decode(&bytes).unwrap();
+            prop_assert_eq!(back, env);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = decode::<Msg>(&bytes);
+            let _ = Hello::decode(&bytes);
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_and_truncation_are_codec_errors() {
+        let env = Envelope {
+            kind: Kind::OneWay,
+            from: NodeId(1),
+            body: Msg::Get { key: vec![1, 2] },
+        };
+        let mut bytes = encode(&env, 1024).unwrap().to_vec();
+        assert!(matches!(
+            decode::<Msg>(&bytes[..bytes.len() - 1]),
+            Err(NetError::Codec(_))
+        ));
+        bytes.push(0);
+        assert!(matches!(decode::<Msg>(&bytes), Err(NetError::Codec(_))));
+    }
+
+    #[test]
+    fn oversized_envelope_is_refused() {
+        let env = Envelope {
+            kind: Kind::OneWay,
+            from: NodeId(1),
+            body: vec![0u8; 100],
+        };
+        assert!(matches!(
+            encode(&env, 50),
+            Err(NetError::FrameTooLarge { max: 50, .. })
+        ));
+    }
+
+    #[test]
+    fn handshake_round_trips_and_rejects_strangers() {
+        let hello = Hello::new(NodeId(9));
+        assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
+        let bad = Hello { magic: 1, ..hello };
+        let bytes = postcard::to_allocvec(&bad).unwrap();
+        assert!(matches!(Hello::decode(&bytes), Err(NetError::Codec(_))));
+        let newer = Hello {
+            version: 2,
+            ..hello
+        };
+        let bytes = postcard::to_allocvec(&newer).unwrap();
+        assert!(matches!(Hello::decode(&bytes), Err(NetError::Codec(_))));
+    }
+}

@@ -1,0 +1,381 @@
+//! Integration tests: the TCP transport on 127.0.0.1 (real time; no test asserts how long
+//! anything took, only what happened), and the WAN emulator over TCP.
+
+use bytes::{Bytes, BytesMut};
+use meridian_core::{DcId, NodeId};
+use meridian_net::tcp::{self, AddressBook, TcpConfig};
+use meridian_net::wan::{DcLink, LinkConfig, Placement, Scope, WanConfig, WanEmulator};
+use meridian_net::{Envelope, FrameCodec, Inbox, Kind, NetError, Transport};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::Encoder;
+use tokio_util::sync::CancellationToken;
+
+type Msg = (u64, Vec<u8>);
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn n(i: u32) -> NodeId {
+    NodeId(i)
+}
+
+struct Node {
+    t: Transport<Msg>,
+    inbox: Option<Inbox<Msg>>,
+    stop: CancellationToken,
+    addr: SocketAddr,
+}
+
+async fn node(id: u32, book: &AddressBook, config: TcpConfig) -> Node {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    book.set(n(id), addr);
+    let stop = CancellationToken::new();
+    let (t, inbox) = tcp::start(n(id), listener, book.clone(), config, stop.clone());
+    Node {
+        t,
+        inbox: Some(inbox),
+        stop,
+        addr,
+    }
+}
+
+fn test_config() -> TcpConfig {
+    TcpConfig {
+        backoff_initial: Duration::from_millis(10),
+        backoff_max: Duration::from_millis(100),
+        seed: 1,
+        ..TcpConfig::default()
+    }
+}
+
+/// Answers each request with `body + 1000` after `delay_ms(body)` ms, concurrently.
+fn serve(mut inbox: Inbox<Msg>, delay_ms: fn(u64) -> u64) {
+    tokio::spawn(async move {
+        while let Some(m) = inbox.recv().await {
+            if let Some(reply) = m.reply {
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(delay_ms(m.body.0))).await;
+                    let _ = reply.respond((m.body.0 + 1000, m.body.1));
+                });
+            }
+        }
+    });
+}
+
+#[tokio::test]
+async fn tcp_multiplexes_concurrent_requests_answered_out_of_order() {
+    let book = AddressBook::default();
+    let mut a = node(1, &book, test_config()).await;
+    let mut b = node(2, &book, test_config()).await;
+    serve(b.inbox.take().unwrap(), |i| 50 - i);
+    serve(a.inbox.take().unwrap(), |_| 0);
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..50u64 {
+        let t = a.t.clone();
+        set.spawn(async move { (i, t.request(n(2), (i, vec![i as u8; 100]), LONG).await) });
+    }
+    let mut order = Vec::new();
+    while let Some(r) = set.join_next().await {
+        let (i, r) = r.unwrap();
+        let (v, body) = r.unwrap();
+        assert_eq!((v, body), (i + 1000, vec![i as u8; 100]));
+        order.push(i);
+    }
+    assert_ne!(
+        order,
+        (0..50).collect::<Vec<_>>(),
+        "answers came back out of order"
+    );
+    // And the other way round, plus a one-way message.
+    assert_eq!(b.t.request(n(1), (7, vec![]), LONG).await.unwrap().0, 1007);
+    assert_eq!(a.t.pending_requests(), 0);
+    a.stop.cancel();
+    b.stop.cancel();
+}
+
+#[tokio::test]
+async fn tcp_one_way_messages_arrive_in_order() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    let mut b = node(2, &book, test_config()).await;
+    for i in 0..500u64 {
+        a.t.send(n(2), (i, vec![1; 10])).unwrap();
+    }
+    let inbox = b.inbox.as_mut().unwrap();
+    for i in 0..500u64 {
+        let m = inbox.recv().await.unwrap();
+        assert_eq!((m.from, m.body.0, m.reply.is_none()), (n(1), i, true));
+    }
+}
+
+#[tokio::test]
+async fn tcp_request_times_out_when_unanswered() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    let _b = node(2, &book, test_config()).await; // never reads its inbox
+    let after = Duration::from_millis(200);
+    let r = a.t.request(n(2), (1, vec![]), after).await;
+    assert_eq!(r, Err(NetError::Timeout { peer: n(2), after }));
+    assert_eq!(a.t.pending_requests(), 0);
+}
+
+#[tokio::test]
+async fn tcp_down_peer_is_unreachable_at_once_not_at_the_timeout() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    // An address nobody listens on.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    book.set(n(3), gone);
+    let r = a.t.request(n(3), (1, vec![]), LONG).await;
+    assert!(
+        matches!(&r, Err(NetError::Unreachable { peer, reason }) if *peer == n(3) && reason.contains("connect")),
+        "{r:?}"
+    );
+    // While backing off, sends fail at once too.
+    assert!(matches!(
+        a.t.send(n(3), (2, vec![])),
+        Err(NetError::Unreachable { .. })
+    ));
+    // No address at all.
+    let r = a.t.request(n(4), (1, vec![]), LONG).await;
+    assert!(
+        matches!(&r, Err(NetError::Unreachable { reason, .. }) if reason.contains("address book")),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn tcp_waiting_requests_fail_when_the_peer_goes_down_and_reconnect_after_restart() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    let b = node(2, &book, test_config()).await; // never answers
+    let t = a.t.clone();
+    let waiting = tokio::spawn(async move { t.request(n(2), (1, vec![]), LONG).await });
+    // Let the request reach b, then crash b.
+    while b.t.pending_requests() == 0 && b.inbox.as_ref().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    b.stop.cancel();
+    let r = waiting.await.unwrap();
+    assert!(
+        matches!(&r, Err(NetError::Unreachable { reason, .. }) if reason.contains("connection lost")),
+        "{r:?}"
+    );
+    drop(b);
+    // b restarts on a new port; the address book is updated at runtime.
+    let mut b2 = node(2, &book, test_config()).await;
+    serve(b2.inbox.take().unwrap(), |_| 0);
+    let mut attempts = 0;
+    let answer = loop {
+        attempts += 1;
+        match a.t.request(n(2), (5, vec![]), LONG).await {
+            Ok(v) => break v,
+            Err(NetError::Unreachable { .. }) if attempts < 200 => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("after {attempts} attempts: {e}"),
+        }
+    };
+    assert_eq!(answer.0, 1005);
+    assert_ne!(b2.addr, a.addr);
+}
+
+#[tokio::test]
+async fn tcp_stalled_receiver_makes_send_overloaded() {
+    let book = AddressBook::default();
+    let a = node(
+        1,
+        &book,
+        TcpConfig {
+            send_queue: 16,
+            ..test_config()
+        },
+    )
+    .await;
+    let _b = node(
+        2,
+        &book,
+        TcpConfig {
+            inbox: 4,
+            ..test_config()
+        },
+    )
+    .await; // never reads
+    let mut accepted = 0usize;
+    let err = loop {
+        match a.t.send(n(2), (accepted as u64, vec![0; 64 * 1024])) {
+            Ok(()) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 20_000, "sends never pushed back");
+        tokio::task::yield_now().await;
+        if accepted.is_multiple_of(16) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    };
+    assert_eq!(
+        err,
+        NetError::Overloaded {
+            peer: n(2),
+            queue: "TCP send queue",
+            capacity: 16
+        }
+    );
+    // What was accepted is bounded by queues and socket buffers, not by the offered load.
+    assert!(
+        accepted * 64 * 1024 < 512 * 1024 * 1024,
+        "{accepted} messages accepted"
+    );
+}
+
+async fn raw_connection(addr: SocketAddr, frames: &[Bytes]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut codec = FrameCodec::default();
+    let mut buf = BytesMut::new();
+    for f in frames {
+        codec.encode(f.clone(), &mut buf).unwrap();
+    }
+    s.write_all(&buf).await.unwrap();
+    s
+}
+
+async fn closed_by_peer(mut s: TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    matches!(
+        tokio::time::timeout(LONG, s.read(&mut byte)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+#[tokio::test]
+async fn tcp_bad_frames_close_only_their_connection() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    let mut b = node(
+        2,
+        &book,
+        TcpConfig {
+            max_frame: 1024,
+            ..test_config()
+        },
+    )
+    .await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+    assert_eq!(a.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
+    let hello = meridian_net::envelope::Hello::new(n(7)).encode();
+    // Garbage after a valid handshake.
+    let s = raw_connection(b.addr, &[hello.clone(), Bytes::from_static(&[0xff; 20])]).await;
+    assert!(closed_by_peer(s).await);
+    // Not a Meridian handshake.
+    let s = raw_connection(b.addr, &[Bytes::from_static(b"GET / HTTP/1.1")]).await;
+    assert!(closed_by_peer(s).await);
+    // A frame header announcing more than max_frame.
+    let mut s = raw_connection(b.addr, std::slice::from_ref(&hello)).await;
+    s.write_all(&(1_000_000u32).to_be_bytes()).await.unwrap();
+    assert!(closed_by_peer(s).await);
+    // A frame whose envelope claims another sender.
+    let forged = meridian_net::envelope::encode(
+        &Envelope {
+            kind: Kind::OneWay,
+            from: n(1),
+            body: (0u64, Vec::<u8>::new()),
+        },
+        1024,
+    )
+    .unwrap();
+    let s = raw_connection(b.addr, &[hello, forged]).await;
+    assert!(closed_by_peer(s).await);
+    // The real peer's connection is unaffected.
+    assert_eq!(a.t.request(n(2), (2, vec![]), LONG).await.unwrap().0, 1002);
+}
+
+#[tokio::test]
+async fn tcp_oversized_message_is_refused_to_the_sender() {
+    let book = AddressBook::default();
+    let a = node(
+        1,
+        &book,
+        TcpConfig {
+            max_frame: 1024,
+            ..test_config()
+        },
+    )
+    .await;
+    let _b = node(2, &book, test_config()).await;
+    let r = a.t.send(n(2), (1, vec![0; 2000]));
+    assert!(
+        matches!(r, Err(NetError::FrameTooLarge { max: 1024, .. })),
+        "{r:?}"
+    );
+}
+
+#[tokio::test]
+async fn tcp_shutdown_fails_waiting_requests_with_closed() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    let _b = node(2, &book, test_config()).await;
+    let t = a.t.clone();
+    let waiting = tokio::spawn(async move { t.request(n(2), (1, vec![]), LONG).await });
+    while a.t.pending_requests() == 0 {
+        tokio::task::yield_now().await;
+    }
+    a.stop.cancel();
+    assert_eq!(waiting.await.unwrap(), Err(NetError::Closed));
+    assert_eq!(a.t.send(n(2), (1, vec![])), Err(NetError::Closed));
+}
+
+#[tokio::test]
+async fn wan_emulator_wraps_tcp() {
+    let book = AddressBook::default();
+    let a = node(1, &book, test_config()).await;
+    let mut b = node(2, &book, test_config()).await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+    let wan = WanEmulator::new(WanConfig {
+        seed: 3,
+        dc_links: vec![DcLink {
+            from: DcId(0),
+            to: DcId(1),
+            both: true,
+            link: LinkConfig::wan(Duration::from_millis(20), 0.5),
+        }],
+        nodes: vec![
+            Placement {
+                node: n(1),
+                dc: DcId(0),
+            },
+            Placement {
+                node: n(2),
+                dc: DcId(1),
+            },
+        ],
+        ..WanConfig::default()
+    })
+    .unwrap();
+    a.t.layer(|w| wan.wrap(w));
+    b.t.layer(|w| wan.wrap(w));
+    for i in 0..20 {
+        assert_eq!(
+            a.t.request(n(2), (i, vec![]), LONG).await.unwrap().0,
+            1000 + i
+        );
+    }
+    wan.control().cut(Scope::Node(n(1)), Scope::Node(n(2)));
+    let after = Duration::from_millis(200);
+    assert_eq!(
+        a.t.request(n(2), (99, vec![]), after).await,
+        Err(NetError::Timeout { peer: n(2), after })
+    );
+    wan.control().heal_all();
+    assert_eq!(
+        a.t.request(n(2), (100, vec![]), LONG).await.unwrap().0,
+        1100
+    );
+    assert_eq!(wan.control().stats().cut, 1);
+}
