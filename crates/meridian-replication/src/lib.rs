@@ -1,0 +1,1 @@
+//! Replication protocols (being written).
