@@ -187,49 +187,11 @@ fn get_u32(cur: &mut &[u8]) -> Result<u32, ContextError> {
     u32::try_from(get_varint(cur)?).map_err(|_| ContextError::VarintOverflow)
 }
 
-/// Serde for `Bytes` as a byte string (the workspace's `bytes` has no `serde` feature).
-mod bytes_serde {
-    use bytes::Bytes;
-    use serde::de::{Deserializer, SeqAccess, Visitor};
-    use serde::ser::Serializer;
-    use std::fmt;
-
-    pub fn serialize<S: Serializer>(b: &Bytes, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(b)
-    }
-
-    struct V;
-
-    impl<'de> Visitor<'de> for V {
-        type Value = Bytes;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a byte string")
-        }
-        fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
-            Ok(Bytes::copy_from_slice(v))
-        }
-        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Bytes, E> {
-            Ok(Bytes::from(v))
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Bytes, A::Error> {
-            let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(4096));
-            while let Some(b) = seq.next_element::<u8>()? {
-                v.push(b);
-            }
-            Ok(Bytes::from(v))
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bytes, D::Error> {
-        d.deserialize_bytes(V)
-    }
-}
-
 /// A sibling's payload.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Content {
     /// A value.
-    Value(#[serde(with = "bytes_serde")] Bytes),
+    Value(Bytes),
     /// A delete marker.
     Tombstone,
 }

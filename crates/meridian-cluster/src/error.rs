@@ -236,4 +236,7 @@ pub enum Error {
     /// See [`ContextError`].
     #[error(transparent)]
     Context(#[from] ContextError),
+    /// See [`crate::merkle::MerkleError`].
+    #[error(transparent)]
+    Merkle(#[from] crate::merkle::MerkleError),
 }

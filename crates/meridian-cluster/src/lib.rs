@@ -14,12 +14,14 @@
 //! | [`quorum`] | parameters, pre-checks, GET/PUT reply tallies |
 //! | [`dvv`] | dotted version vector sets: writes, merges, opaque contexts |
 //! | [`failure`] | phi-accrual failure detection from heartbeat arrival times |
+//! | [`merkle`] | anti-entropy Merkle trees: incremental segment hashes, diff and exchange |
 //! | [`error`] | the crate's error enums |
 
 pub mod dvv;
 pub mod error;
 pub mod failure;
 pub mod layout;
+pub mod merkle;
 pub mod preflist;
 pub mod quorum;
 pub mod ring;
@@ -32,6 +34,10 @@ pub use dvv::{
 pub use error::{ContextError, Error, LayoutError, QuorumError, RingError, TopologyError};
 pub use failure::{DetectorConfig, FailureDetector};
 pub use layout::{Layout, LayoutParts, Transfer, claim, diff, rebalance, validate};
+pub use merkle::{
+    Exchange, HashReply, HashRequest, KeyHash, KeyHashes, MerkleConfig, MerkleError, MerkleTree,
+    SegmentId, diff_keys, diff_segments, item_hash,
+};
 pub use preflist::{ApEntry, Preflist, Role, preflist};
 pub use quorum::{
     AplSummary, FailKind, GetParams, GetReply, GetTally, Params, Props, PutParams, PutTally,
