@@ -1,1 +1,58 @@
-//! Replication protocols (being written).
+//! Meridian's replication protocols. Today: **eventual consistency** with N/R/W quorums,
+//! dotted-version-vector causal contexts (siblings or last-writer-wins), read repair and
+//! sloppy quorums with hinted handoff (spec `placement-and-quorums.md` §§3–9). Timeline and
+//! transactional buckets will get their own modules; [`bucket::BucketType`] already names
+//! them.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`bucket`] | bucket types and properties (TOML-loadable), the validated registry |
+//! | [`object_store`] | one replica's objects and hints over a storage engine |
+//! | [`messages`] | the node-to-node wire protocol |
+//! | [`node`] | [`EventualNode`]: GET/PUT coordinators, replica side, repair, handoff |
+//! | [`tokio_clock`] | a `Clock` following tokio's (possibly paused) time |
+//! | [`error`] | [`ReplicationError`], the spec's error codes with their figures |
+//!
+//! The placement, quorum-tally and DVV logic itself is pure and lives in
+//! `meridian-cluster`; this crate wires it to storage, the network and time.
+//!
+//! ```no_run
+//! # async fn demo(net: meridian_net::MemNetwork<meridian_replication::Msg>,
+//! #               layout: std::sync::Arc<parking_lot::RwLock<meridian_cluster::Layout>>)
+//! # -> Result<(), Box<dyn std::error::Error>> {
+//! use meridian_replication::{Buckets, ClusterShape, EventualNode, NodeConfig, TokioClock};
+//! use meridian_replication::{GetOptions, PutOptions};
+//! use meridian_core::{NodeId, Timestamp};
+//! use std::sync::Arc;
+//!
+//! let (transport, inbox) = net.join(NodeId(1))?;
+//! let buckets = Buckets::new(ClusterShape::of(&layout.read()))?;
+//! let node = EventualNode::new(
+//!     NodeConfig::new(NodeId(1)),
+//!     Arc::new(meridian_storage::MemEngine::new()),
+//!     Arc::new(TokioClock::new(Timestamp(0))),
+//!     transport,
+//!     layout,
+//!     buckets,
+//! );
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! node.spawn(inbox, shutdown.clone());
+//! node.put(b"users:42", "alice".into(), None, PutOptions::default()).await?;
+//! let got = node.get(b"users:42", GetOptions::default()).await?;
+//! node.put(b"users:42", "bob".into(), Some(&got.context()), PutOptions::default()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod bucket;
+pub mod error;
+pub mod messages;
+pub mod node;
+pub mod object_store;
+pub mod tokio_clock;
+
+pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
+pub use error::{ErrorClass, Missing, ReplicationError, Result};
+pub use messages::{Msg, RemoteError};
+pub use node::{EventualNode, GetOptions, GetResult, NodeConfig, NodeStats, PutOptions, PutResult};
+pub use object_store::{Hint, ObjectStore, is_reserved_key};
+pub use tokio_clock::TokioClock;

@@ -1,0 +1,330 @@
+//! The crate's one error type, [`ReplicationError`].
+//!
+//! Every variant is one of the spec's codes (`placement-and-quorums.md` §11) or a local
+//! failure, and carries the figures a user needs to act (`need`, `got`, which replicas were
+//! missing). `Display` is the snake_case code followed by its figures
+//! (`r_val_unsatisfied need=2 got=1`), so a front end can forward it after its own prefix
+//! (`-UNAVAILABLE`, `-ERR`, `-TIMEOUT`); [`ReplicationError::code`] is the code alone and
+//! [`ReplicationError::class`] tells the edge which HTTP/RESP family it belongs to.
+//!
+//! The type is serializable because a coordinator that forwards a client write (§6.1) gets
+//! the remote coordinator's result, error included, back over the wire unchanged.
+
+use meridian_cluster::QuorumError;
+use meridian_core::NodeId;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use thiserror::Error;
+
+/// The figures of a timeout error: the quorum, what arrived, and who did not answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Missing(pub Vec<NodeId>);
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("-");
+        }
+        for (i, n) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{n}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a replicated request was refused or failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum ReplicationError {
+    /// A parameter is out of range for the bucket's N (pre-check 1).
+    #[error("n_val_violation n={n}")]
+    NValViolation {
+        /// The bucket's N.
+        n: u32,
+    },
+    /// Not enough primaries (up, or replying) for PR.
+    #[error("pr_val_unsatisfied need={need} got={got}")]
+    PrValUnsatisfied {
+        /// PR.
+        need: u32,
+        /// Primaries up (pre-check) or primary oks (reply).
+        got: u32,
+    },
+    /// Not enough primaries (up, or acking durably) for PW.
+    #[error("pw_val_unsatisfied need={need} got={got}")]
+    PwValUnsatisfied {
+        /// PW.
+        need: u32,
+        /// Primaries up (pre-check) or primary dw-acks (reply).
+        got: u32,
+    },
+    /// The preference list is shorter than the quorum.
+    #[error("insufficient_vnodes need={need} got={have}")]
+    InsufficientVnodes {
+        /// Entries in the preference list.
+        have: u32,
+        /// R (GET) or max(W, DW) (PUT).
+        need: u32,
+    },
+    /// Not enough distinct physical nodes.
+    #[error("node_confirms_val_unsatisfied need={need} got={got}")]
+    NodeConfirmsValUnsatisfied {
+        /// `node_confirms`.
+        need: u32,
+        /// Distinct nodes (in the apl, or among w-acks).
+        got: u32,
+    },
+    /// Not enough distinct DCs (Meridian extension).
+    #[error("dc_confirms_val_unsatisfied need={need} got={got}")]
+    DcConfirmsValUnsatisfied {
+        /// `dc_confirms`.
+        need: u32,
+        /// Distinct DCs (in the apl, or among w-acks).
+        got: u32,
+    },
+    /// Too few ok replies for R.
+    #[error("r_val_unsatisfied need={need} got={got}")]
+    RValUnsatisfied {
+        /// R.
+        need: u32,
+        /// ok replies.
+        got: u32,
+    },
+    /// Too few acks for W.
+    #[error("w_val_unsatisfied need={need} got={got}")]
+    WValUnsatisfied {
+        /// W.
+        need: u32,
+        /// w-acks.
+        got: u32,
+    },
+    /// Too few durable acks for DW.
+    #[error("dw_val_unsatisfied need={need} got={got}")]
+    DwValUnsatisfied {
+        /// Effective DW.
+        need: u32,
+        /// dw-acks.
+        got: u32,
+    },
+    /// A replica shed the request; retry later.
+    #[error("overload")]
+    Overload,
+    /// The request timer expired before enough replies arrived.
+    #[error("timeout need={need} ok={ok} nf={nf} fail={fail} missing={missing}")]
+    Timeout {
+        /// R (GET) or W (PUT).
+        need: u32,
+        /// ok replies (GET) or w-acks (PUT).
+        ok: u32,
+        /// notfound replies not counted as ok (GET; 0 for PUT).
+        nf: u32,
+        /// Failed replies.
+        fail: u32,
+        /// The apl members (or the forwarding target) that had not answered.
+        missing: Missing,
+    },
+    /// A client write would leave more siblings than `siblings_max` (§7 limits).
+    #[error("too_many_siblings n={n} max={max}")]
+    TooManySiblings {
+        /// Siblings the write would leave.
+        n: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A client value is larger than `object_max` (§7 limits).
+    #[error("object_too_large len={len} max={max}")]
+    ObjectTooLarge {
+        /// The value's length in bytes.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The causal context the client sent back does not decode.
+    #[error("invalid_context {reason}")]
+    InvalidContext {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The key starts with the byte reserved for internal key spaces (hints), `0xFF`.
+    #[error("reserved_key keys must not start with byte 0xff")]
+    ReservedKey,
+    /// Bucket properties that fail validation.
+    #[error("invalid_bucket bucket={bucket} {reason}")]
+    InvalidBucket {
+        /// The bucket's name.
+        bucket: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A write's preference list has no primary to coordinate it: every primary of the
+    /// partition is down (see the `node` module docs for why fallbacks do not coordinate).
+    #[error("no_coordinator partition={partition} apl_len={apl_len}")]
+    NoCoordinator {
+        /// The key's partition.
+        partition: u32,
+        /// Entries (all fallbacks) in the preference list.
+        apl_len: u32,
+    },
+    /// The local storage engine failed, or a stored object does not decode.
+    #[error("storage_error {reason}")]
+    Storage {
+        /// The engine's error, in words.
+        reason: String,
+    },
+    /// A forwarded request could not reach, or got no usable answer from, its coordinator.
+    #[error("forward_failed node={node} {reason}")]
+    ForwardFailed {
+        /// The coordinator the request was forwarded to.
+        node: NodeId,
+        /// The network error, in words.
+        reason: String,
+    },
+}
+
+/// How the edge should present an error (spec §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request is malformed for this bucket (HTTP 400, RESP `-ERR`).
+    BadRequest,
+    /// A quorum cannot be met now (HTTP 503, RESP `-UNAVAILABLE`).
+    Unavailable,
+    /// Shed load (HTTP 503 + `Retry-After`, RESP `-TRYAGAIN`).
+    Overload,
+    /// The request timer expired (HTTP 504, RESP `-TIMEOUT`).
+    Timeout,
+    /// The write is too large or has too many siblings (HTTP 413, RESP `-ERR`).
+    TooLarge,
+    /// A server-side failure (HTTP 500, RESP `-ERR`).
+    Internal,
+}
+
+impl ReplicationError {
+    /// The snake_case code without figures (`"w_val_unsatisfied"`).
+    pub fn code(&self) -> &'static str {
+        use ReplicationError::*;
+        match self {
+            NValViolation { .. } => "n_val_violation",
+            PrValUnsatisfied { .. } => "pr_val_unsatisfied",
+            PwValUnsatisfied { .. } => "pw_val_unsatisfied",
+            InsufficientVnodes { .. } => "insufficient_vnodes",
+            NodeConfirmsValUnsatisfied { .. } => "node_confirms_val_unsatisfied",
+            DcConfirmsValUnsatisfied { .. } => "dc_confirms_val_unsatisfied",
+            RValUnsatisfied { .. } => "r_val_unsatisfied",
+            WValUnsatisfied { .. } => "w_val_unsatisfied",
+            DwValUnsatisfied { .. } => "dw_val_unsatisfied",
+            Overload => "overload",
+            Timeout { .. } => "timeout",
+            TooManySiblings { .. } => "too_many_siblings",
+            ObjectTooLarge { .. } => "object_too_large",
+            InvalidContext { .. } => "invalid_context",
+            ReservedKey => "reserved_key",
+            InvalidBucket { .. } => "invalid_bucket",
+            NoCoordinator { .. } => "no_coordinator",
+            Storage { .. } => "storage_error",
+            ForwardFailed { .. } => "forward_failed",
+        }
+    }
+
+    /// The family the edge maps this error to.
+    pub fn class(&self) -> ErrorClass {
+        use ReplicationError::*;
+        match self {
+            NValViolation { .. } | InvalidContext { .. } | ReservedKey | InvalidBucket { .. } => {
+                ErrorClass::BadRequest
+            }
+            Overload => ErrorClass::Overload,
+            Timeout { .. } => ErrorClass::Timeout,
+            TooManySiblings { .. } | ObjectTooLarge { .. } => ErrorClass::TooLarge,
+            Storage { .. } => ErrorClass::Internal,
+            _ => ErrorClass::Unavailable,
+        }
+    }
+}
+
+impl From<QuorumError> for ReplicationError {
+    fn from(e: QuorumError) -> Self {
+        use ReplicationError as R;
+        match e {
+            QuorumError::NValViolation { n } => R::NValViolation { n },
+            QuorumError::PrValUnsatisfied { need, got } => R::PrValUnsatisfied { need, got },
+            QuorumError::PwValUnsatisfied { need, got } => R::PwValUnsatisfied { need, got },
+            QuorumError::InsufficientVnodes { have, need } => R::InsufficientVnodes { have, need },
+            QuorumError::NodeConfirmsValUnsatisfied { need, got } => {
+                R::NodeConfirmsValUnsatisfied { need, got }
+            }
+            QuorumError::DcConfirmsValUnsatisfied { need, got } => {
+                R::DcConfirmsValUnsatisfied { need, got }
+            }
+            QuorumError::RValUnsatisfied { need, got } => R::RValUnsatisfied { need, got },
+            QuorumError::WValUnsatisfied { need, got } => R::WValUnsatisfied { need, got },
+            QuorumError::DwValUnsatisfied { need, got } => R::DwValUnsatisfied { need, got },
+            QuorumError::Overload => R::Overload,
+            QuorumError::Timeout { need, ok, nf, fail } => R::Timeout {
+                need,
+                ok,
+                nf,
+                fail,
+                missing: Missing(Vec::new()),
+            },
+        }
+    }
+}
+
+impl From<meridian_storage::StorageError> for ReplicationError {
+    fn from(e: meridian_storage::StorageError) -> Self {
+        ReplicationError::Storage {
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = ReplicationError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_is_code_and_figures() {
+        let e = ReplicationError::from(QuorumError::RValUnsatisfied { need: 2, got: 1 });
+        assert_eq!(e.to_string(), "r_val_unsatisfied need=2 got=1");
+        assert_eq!(e.code(), "r_val_unsatisfied");
+        assert_eq!(e.class(), ErrorClass::Unavailable);
+        let t = ReplicationError::Timeout {
+            need: 2,
+            ok: 1,
+            nf: 0,
+            fail: 0,
+            missing: Missing(vec![NodeId(4), NodeId(5)]),
+        };
+        assert_eq!(
+            t.to_string(),
+            "timeout need=2 ok=1 nf=0 fail=0 missing=n4,n5"
+        );
+        assert_eq!(t.class(), ErrorClass::Timeout);
+    }
+
+    #[test]
+    fn every_quorum_error_keeps_its_code() {
+        let all = [
+            QuorumError::NValViolation { n: 3 },
+            QuorumError::PrValUnsatisfied { need: 3, got: 2 },
+            QuorumError::PwValUnsatisfied { need: 3, got: 2 },
+            QuorumError::InsufficientVnodes { have: 1, need: 2 },
+            QuorumError::NodeConfirmsValUnsatisfied { need: 3, got: 2 },
+            QuorumError::DcConfirmsValUnsatisfied { need: 3, got: 2 },
+            QuorumError::RValUnsatisfied { need: 2, got: 1 },
+            QuorumError::WValUnsatisfied { need: 2, got: 1 },
+            QuorumError::DwValUnsatisfied { need: 2, got: 1 },
+            QuorumError::Overload,
+        ];
+        for q in all {
+            let r = ReplicationError::from(q);
+            assert_eq!(r.code(), q.code());
+            assert_eq!(r.to_string(), q.to_string());
+        }
+    }
+}

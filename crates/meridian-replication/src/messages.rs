@@ -1,0 +1,123 @@
+//! The node-to-node wire protocol of eventual-consistency buckets.
+//!
+//! Requests (sent with `Transport::request`) and their replies:
+//!
+//! | request | reply |
+//! |---|---|
+//! | [`Msg::Get`] | [`Msg::GetReply`] or [`Msg::Error`] |
+//! | [`Msg::Replicate`] | [`Msg::Ack`] or [`Msg::Error`] |
+//! | [`Msg::Forward`] | [`Msg::ForwardReply`] |
+//!
+//! One-way: [`Msg::Heartbeat`], [`Msg::Repair`].
+//!
+//! Messages carry whole [`Object`]s (clock plus siblings): a receiver merges, it never
+//! trusts a sender's view of what it already holds. Keys are the client's full key
+//! (`bucket:rest`). `hint_for` marks traffic for a *fallback*: the receiver keeps the object
+//! in its hint space for that primary instead of its own data.
+
+use crate::error::ReplicationError;
+use crate::node::{PutOptions, PutResult};
+use meridian_cluster::Object;
+use meridian_core::NodeId;
+use serde::{Deserialize, Serialize};
+
+/// Why a replica refused a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RemoteError {
+    /// The replica is shedding load (its inbox is backed up); counts as `overload`.
+    Overload,
+    /// The replica's storage failed.
+    Storage(String),
+    /// The request was malformed or unexpected.
+    BadRequest(String),
+}
+
+/// A message between nodes. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Msg {
+    /// Read `key` (from the hint space of `hint_for` when the receiver is a fallback).
+    Get {
+        /// The client key.
+        key: Vec<u8>,
+        /// The primary the receiver stands in for, if it is a fallback.
+        hint_for: Option<NodeId>,
+    },
+    /// The answer to [`Msg::Get`]: the stored object, or `None` (notfound).
+    GetReply(Option<Object>),
+    /// Merge `object` into `key` (a PUT's fan-out, or a hand-off) and acknowledge.
+    Replicate {
+        /// The client key.
+        key: Vec<u8>,
+        /// The coordinator's object after its write.
+        object: Object,
+        /// The primary the receiver stands in for, if it is a fallback (store as a hint).
+        hint_for: Option<NodeId>,
+        /// Whether the bucket keeps siblings (false: resolve LWW after merging).
+        allow_mult: bool,
+    },
+    /// The answer to [`Msg::Replicate`]: applied, and durable if `durable`.
+    Ack {
+        /// Whether the write is durable under the receiver's engine policy.
+        durable: bool,
+    },
+    /// Read repair (§8): merge `object` into `key`, no reply, no limits.
+    Repair {
+        /// The client key.
+        key: Vec<u8>,
+        /// The merged object of the GET.
+        object: Object,
+        /// The primary the receiver stands in for, if it is a fallback.
+        hint_for: Option<NodeId>,
+        /// Whether the bucket keeps siblings.
+        allow_mult: bool,
+    },
+    /// Liveness signal, sent one-way every heartbeat interval to every member.
+    Heartbeat {
+        /// The sender.
+        from: NodeId,
+        /// The layout epoch the sender uses (a mismatch is logged).
+        epoch: u64,
+    },
+    /// A client write forwarded to a coordinator that holds a replica (§6.1).
+    Forward {
+        /// The client key.
+        key: Vec<u8>,
+        /// The value, or `None` for a delete.
+        value: Option<Vec<u8>>,
+        /// The client's opaque context (empty for a blind write).
+        context: Vec<u8>,
+        /// The request's overrides; its timeout is the remote coordinator's budget.
+        opts: PutOptions,
+    },
+    /// The answer to [`Msg::Forward`]: the remote coordinator's result.
+    ForwardReply(Result<PutResult, ReplicationError>),
+    /// A refused request.
+    Error(RemoteError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_through_postcard() {
+        let msgs = [
+            Msg::Get {
+                key: b"b:k".to_vec(),
+                hint_for: Some(NodeId(3)),
+            },
+            Msg::GetReply(None),
+            Msg::Ack { durable: true },
+            Msg::Heartbeat {
+                from: NodeId(1),
+                epoch: 4,
+            },
+            Msg::ForwardReply(Err(ReplicationError::WValUnsatisfied { need: 2, got: 1 })),
+            Msg::Error(RemoteError::Overload),
+        ];
+        for m in msgs {
+            let bytes = postcard::to_allocvec(&m).unwrap();
+            assert_eq!(postcard::from_bytes::<Msg>(&bytes).unwrap(), m);
+        }
+    }
+}

@@ -1,0 +1,1111 @@
+//! [`EventualNode`]: one node of a cluster serving eventual-consistency buckets — the GET
+//! and PUT coordinators of spec §§5–6, the replica side of the protocol, read repair (§8),
+//! sloppy quorums with hinted handoff (§9), and heartbeats feeding a phi-accrual failure
+//! detector.
+//!
+//! ## How a request runs
+//!
+//! - **Preference list.** `preflist(layout, p, N, my_dc, up)` where `up` is the failure
+//!   detector's verdict at the node clock's `now()`; a node always considers itself up.
+//! - **GET** (§5): pre-checks, then `Get` to every apl entry (the local replica is read
+//!   directly); each reply feeds a [`GetTally`]; the client gets its answer as soon as the
+//!   tally is enough. Collection then continues until every apl member answered or the
+//!   request deadline passed, and **read repair** sends the merge of every object received
+//!   to each replica that answered notfound or an object different from (hence dominated
+//!   by) the merge. A timeout is reported as `timeout` with the apl members that did not
+//!   answer.
+//! - **PUT / DELETE** (§6): pre-checks, then the write is coordinated by a **primary** of
+//!   the key's partition: this node if it is a primary in the apl, else the request is
+//!   forwarded (`Forward`) to the first primary of the apl (local DC first, so normally a
+//!   LAN hop) which runs it and returns its result. The coordinator applies
+//!   `coordinator_put` locally (counting as its own w, dw and pw), sends `Replicate` to every
+//!   other apl member and answers per the [`PutTally`] rules. A write to a fallback carries
+//!   `hint_for`; the fallback stores it in its hint space (not as its own data), and reads
+//!   sent to a fallback read that hint space.
+//! - **Hinted handoff** (§9): every `handoff_interval` each hint whose primary the detector
+//!   says is up is sent to it as a plain `Replicate`; after the ack the hint is deleted
+//!   (only if unchanged since it was sent).
+//! - **LWW buckets** (`allow_mult = false`): every merge and coordinator write is followed by
+//!   `lww`; the clock is kept.
+//!
+//! ## Guarantees
+//!
+//! - Never answers ok with fewer acks / oks than the resolved parameters require (the
+//!   tallies decide); an error never rolls back replicas that applied a write ("maybe
+//!   written").
+//! - A request's answer arrives by its deadline (`timeout_ms`, tokio time); replica
+//!   requests still in flight at that point are abandoned.
+//! - Time comes only from the node's [`meridian_core::Clock`] and tokio timers; randomness
+//!   (the start offsets of the periodic tasks) from a ChaCha8 RNG seeded by
+//!   [`NodeConfig::seed`]; no map iteration order affects behaviour.
+//!
+//! ## Choices and deviations from the spec
+//!
+//! - **Only primaries coordinate writes.** A dot `(partition, node, incarnation, n)` must
+//!   never be issued twice. A primary's stored object carries its highest counter; a
+//!   fallback's hint is deleted after handoff, so a fallback coordinating later writes
+//!   could reissue a dot and silently lose a write. When the apl has no primary at all
+//!   (every primary of the partition down) a write fails with `no_coordinator`, where Riak
+//!   would accept it. A forwarded write that lands on a node which is not a primary in its
+//!   own apl (layouts or detector views differ) also fails with `no_coordinator` rather
+//!   than being forwarded again.
+//! - `read_fanout = quorum` is accepted and behaves as `all` (no hedging yet).
+//! - `dw`: an ack is durable once the engine's write returned, which is what the engine's
+//!   fsync policy promises (`MemEngine`: dw = w).
+//! - Hints are keyed by `(for_node, key)` rather than `(partition, for_node)`; handoff is
+//!   one transfer at a time per node, in `(for_node, key)` order, at most
+//!   `handoff_batch` hints per round.
+//! - Tombstones are never reaped (`delete_mode = keep`); the cross-DC read-repair token
+//!   bucket, anti-entropy, ownership handoff and metrics export are not implemented
+//!   (counters are available from [`EventualNode::stats`]).
+//! - A replica refuses requests with `overload` while more than `overload_backlog`
+//!   messages wait in its inbox.
+
+use crate::bucket::{BucketProps, Buckets};
+use crate::error::{Missing, ReplicationError, Result};
+use crate::messages::{Msg, RemoteError};
+use crate::object_store::{ObjectStore, is_reserved_key};
+use bytes::Bytes;
+use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
+use meridian_cluster::{
+    ApEntry, AplSummary, DetectorConfig, FailKind, FailureDetector, GetReply, GetTally, Layout,
+    Preflist, Props, PutTally, Role, bucket_and_key, precheck_get, precheck_put, preflist,
+};
+use meridian_core::{Clock, DcId, NodeId, PartitionId};
+use meridian_net::{Inbox, Incoming, NetError, Transport};
+use parking_lot::{Mutex, RwLock};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::SeedableRng;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior, sleep_until};
+use tokio_util::sync::CancellationToken;
+
+/// A node's settings (everything that is not a bucket property).
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id (must be a member of the layout's topology).
+    pub id: NodeId,
+    /// Bumped whenever this node's storage is wiped, so its dots are never reissued.
+    pub incarnation: u32,
+    /// How often a heartbeat goes to every member (default 1 s).
+    pub heartbeat_interval: Duration,
+    /// Failure detector settings.
+    pub detector: DetectorConfig,
+    /// How often hints are offered to their primaries (default 10 s, spec §9).
+    pub handoff_interval: Duration,
+    /// Timeout of one hand-off transfer (default 5 s).
+    pub handoff_timeout: Duration,
+    /// Most hints read per hand-off round (default 10 000).
+    pub handoff_batch: usize,
+    /// Client writes leaving more siblings are refused (default 100).
+    pub siblings_max: usize,
+    /// A warning is logged when a write leaves at least this many siblings (default 25).
+    pub siblings_warn: usize,
+    /// Largest inline value, bytes (default 50 MiB).
+    pub object_max: usize,
+    /// Inbox backlog above which requests are refused with `overload` (default 512).
+    pub overload_backlog: usize,
+    /// Part of a forwarded write's timeout kept for the reply's trip back (default 50 ms,
+    /// at most a tenth of the timeout).
+    pub forward_reserve: Duration,
+    /// Seed of the node's RNG.
+    pub seed: u64,
+}
+
+impl NodeConfig {
+    /// Defaults for node `id`.
+    pub fn new(id: NodeId) -> NodeConfig {
+        NodeConfig {
+            id,
+            incarnation: 0,
+            heartbeat_interval: Duration::from_secs(1),
+            detector: DetectorConfig::default(),
+            handoff_interval: Duration::from_secs(10),
+            handoff_timeout: Duration::from_secs(5),
+            handoff_batch: 10_000,
+            siblings_max: 100,
+            siblings_warn: 25,
+            object_max: 50 << 20,
+            overload_backlog: 512,
+            forward_reserve: Duration::from_millis(50),
+            seed: u64::from(id.0),
+        }
+    }
+}
+
+/// Per-request overrides of a GET.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GetOptions {
+    /// Overrides of the bucket's parameters (`r`, `pr`, `notfound_ok`, `basic_quorum`,
+    /// `timeout_ms`, ...); unset fields use the bucket's.
+    pub props: Props,
+    /// Reply a tombstone's context instead of a bare notfound (Riak's `deletedvclock`).
+    pub deleted_context: bool,
+}
+
+/// Per-request overrides of a PUT or DELETE.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutOptions {
+    /// Overrides of the bucket's parameters (`w`, `dw`, `pw`, `node_confirms`,
+    /// `dc_confirms`, `timeout_ms`, ...); unset fields use the bucket's.
+    pub props: Props,
+    /// Return the coordinator's values after the write.
+    pub return_body: bool,
+}
+
+/// The answer to a GET.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GetResult {
+    /// The key has values: one, or several concurrent siblings (in dot order).
+    Found {
+        /// The live values.
+        values: Vec<Bytes>,
+        /// The opaque causal context to send back with the next write.
+        context: Bytes,
+    },
+    /// No value: never written, or deleted.
+    NotFound {
+        /// The tombstone's context, when the key was deleted and the request asked for it.
+        deleted_context: Option<Bytes>,
+    },
+}
+
+impl GetResult {
+    /// The values (empty for notfound).
+    pub fn values(&self) -> &[Bytes] {
+        match self {
+            GetResult::Found { values, .. } => values,
+            GetResult::NotFound { .. } => &[],
+        }
+    }
+
+    /// The context to write back with (empty bytes, a blind write, for a plain notfound).
+    pub fn context(&self) -> Bytes {
+        match self {
+            GetResult::Found { context, .. } => context.clone(),
+            GetResult::NotFound { deleted_context } => deleted_context.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// The answer to a successful PUT or DELETE.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PutResult {
+    /// The context of the coordinator's object after the write (writing with it supersedes
+    /// every value the coordinator held).
+    pub context: Vec<u8>,
+    /// The coordinator's live values after the write, when `return_body` was set.
+    pub values: Option<Vec<Vec<u8>>>,
+}
+
+/// Counters of one node (the spec's metrics, not yet exported).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Read-repair messages sent (`read_repairs_total`).
+    pub read_repairs: u64,
+    /// Hints delivered and deleted (`hinted_handoffs_total`).
+    pub hinted_handoffs: u64,
+    /// Encoded bytes of delivered hints (`handoff_bytes`).
+    pub handoff_bytes: u64,
+    /// Writes forwarded to another coordinator (`coord_redirs_total`).
+    pub coord_redirs: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    read_repairs: AtomicU64,
+    hinted_handoffs: AtomicU64,
+    handoff_bytes: AtomicU64,
+    coord_redirs: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    cfg: NodeConfig,
+    store: ObjectStore,
+    clock: Arc<dyn Clock>,
+    transport: Transport<Msg>,
+    layout: Arc<RwLock<Layout>>,
+    buckets: RwLock<Buckets>,
+    detector: Mutex<FailureDetector>,
+    rng: Mutex<ChaCha8Rng>,
+    counters: Counters,
+}
+
+/// One node of an eventual-consistency cluster. Cheap to clone (clones share the node).
+/// See the module docs.
+#[derive(Debug, Clone)]
+pub struct EventualNode {
+    inner: Arc<Inner>,
+}
+
+/// A replica's answer to a `Get`, as the coordinator classifies it.
+type GetAnswer = std::result::Result<Option<Object>, FailKind>;
+/// A replica's answer to a `Replicate`: durable or not, or a failure.
+type PutAnswer = std::result::Result<bool, FailKind>;
+
+fn fail_kind(e: &NetError) -> FailKind {
+    match e {
+        NetError::Timeout { .. } => FailKind::Timeout,
+        NetError::Overloaded { .. } => FailKind::Overload,
+        _ => FailKind::Error,
+    }
+}
+
+fn remote_fail(e: &RemoteError) -> FailKind {
+    match e {
+        RemoteError::Overload => FailKind::Overload,
+        _ => FailKind::Error,
+    }
+}
+
+fn hint_for(e: &ApEntry) -> Option<NodeId> {
+    match e.role {
+        Role::Primary { .. } => None,
+        Role::Fallback { for_node, .. } => Some(for_node),
+    }
+}
+
+fn missing(apl: &Preflist, answered: &[NodeId]) -> Missing {
+    Missing(apl.nodes().filter(|n| !answered.contains(n)).collect())
+}
+
+impl EventualNode {
+    /// A node storing its objects (and hints) in `engine`, stamping writes with `clock`,
+    /// talking over `transport`, placing keys with the shared `layout` and resolving
+    /// parameters with `buckets`. Call [`EventualNode::spawn`] to start serving.
+    ///
+    /// # Panics
+    /// If `config.id` is not a member of the layout's topology.
+    pub fn new(
+        config: NodeConfig,
+        engine: Arc<dyn meridian_storage::Engine>,
+        clock: Arc<dyn Clock>,
+        transport: Transport<Msg>,
+        layout: Arc<RwLock<Layout>>,
+        buckets: Buckets,
+    ) -> EventualNode {
+        assert!(
+            layout.read().topology().contains(config.id),
+            "{} is not a member of the layout",
+            config.id
+        );
+        let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        EventualNode {
+            inner: Arc::new(Inner {
+                store: ObjectStore::new(engine, clock.clone()),
+                detector: Mutex::new(FailureDetector::new(config.detector.clone())),
+                cfg: config,
+                clock,
+                transport,
+                layout,
+                buckets: RwLock::new(buckets),
+                rng: Mutex::new(rng),
+                counters: Counters::default(),
+            }),
+        }
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.inner.cfg.id
+    }
+
+    /// This node's DC (from the current layout).
+    pub fn dc(&self) -> DcId {
+        self.dc_in(&self.inner.layout.read())
+    }
+
+    fn dc_in(&self, layout: &Layout) -> DcId {
+        layout
+            .topology()
+            .dc_of(self.id())
+            .expect("a node stays a member of its layout")
+    }
+
+    /// The replica's local objects and hints (for inspection and tools).
+    pub fn store(&self) -> &ObjectStore {
+        &self.inner.store
+    }
+
+    /// Creates or replaces a bucket at run time (validated).
+    pub fn set_bucket(&self, name: &str, props: BucketProps) -> Result<()> {
+        self.inner.buckets.write().set(name, props)
+    }
+
+    /// A snapshot of the bucket registry.
+    pub fn buckets(&self) -> Buckets {
+        self.inner.buckets.read().clone()
+    }
+
+    /// Whether this node's failure detector considers `peer` up now (itself always).
+    pub fn is_up(&self, peer: NodeId) -> bool {
+        peer == self.id()
+            || self
+                .inner
+                .detector
+                .lock()
+                .is_up(peer, self.inner.clock.now())
+    }
+
+    /// The node's counters.
+    pub fn stats(&self) -> NodeStats {
+        let c = &self.inner.counters;
+        NodeStats {
+            read_repairs: c.read_repairs.load(Ordering::Relaxed),
+            hinted_handoffs: c.hinted_handoffs.load(Ordering::Relaxed),
+            handoff_bytes: c.handoff_bytes.load(Ordering::Relaxed),
+            coord_redirs: c.coord_redirs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Hints waiting for their primaries (`hints_pending`).
+    pub fn hints_pending(&self) -> Result<usize> {
+        self.inner.store.hints_pending()
+    }
+
+    /// The key's partition and active preference list for a bucket of `n` replicas.
+    pub fn preflist_for(&self, key: &[u8], n: u32) -> (PartitionId, Preflist) {
+        let layout = self.inner.layout.read();
+        let (bucket, k) = bucket_and_key(key);
+        let p = layout.ring().partition_of(bucket, k);
+        let me = self.id();
+        let now = self.inner.clock.now();
+        let det = self.inner.detector.lock();
+        let apl = preflist(&layout, p, n as usize, self.dc_in(&layout), |node| {
+            node == me || det.is_up(node, now)
+        });
+        (p, apl)
+    }
+
+    /// Starts the node's background tasks: serving the inbox, heartbeats, hint delivery.
+    /// They stop when `shutdown` is cancelled; the handle completes then.
+    pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
+        let (a, b, c) = (self.clone(), self.clone(), self.clone());
+        let (s1, s2, s3) = (shutdown.clone(), shutdown.clone(), shutdown);
+        tokio::spawn(async move {
+            tokio::join!(a.serve(inbox, s1), b.heartbeats(s2), c.handoffs(s3));
+        })
+    }
+
+    // ----- replica side -----
+
+    async fn serve(self, mut inbox: Inbox<Msg>, shutdown: CancellationToken) {
+        loop {
+            let m = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                m = inbox.recv() => m,
+            };
+            let Some(m) = m else { break };
+            let backlog = inbox.len();
+            self.handle(m, backlog);
+        }
+    }
+
+    fn handle(&self, m: Incoming<Msg>, backlog: usize) {
+        let Incoming { from, body, reply } = m;
+        let overloaded = backlog > self.inner.cfg.overload_backlog;
+        let answer = |msg: Msg| {
+            if let Some(r) = reply {
+                let _ = r.respond(msg);
+            }
+        };
+        match body {
+            Msg::Heartbeat { from: hb, epoch } => {
+                self.inner
+                    .detector
+                    .lock()
+                    .heartbeat(hb, self.inner.clock.now());
+                let mine = self.inner.layout.read().epoch();
+                if epoch != mine {
+                    tracing::debug!(node = %self.id(), peer = %from, epoch, mine, "layout epoch mismatch");
+                }
+            }
+            Msg::Get { .. } | Msg::Replicate { .. } | Msg::Forward { .. } if overloaded => {
+                answer(Msg::Error(RemoteError::Overload));
+            }
+            Msg::Get { key, hint_for } => {
+                let r = match hint_for {
+                    Some(n) => self.inner.store.get_hint(n, &key),
+                    None => self.inner.store.get(&key),
+                };
+                answer(match r {
+                    Ok(o) => Msg::GetReply(o),
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            Msg::Replicate {
+                key,
+                object,
+                hint_for,
+                allow_mult,
+            } => {
+                answer(match self.apply(&key, &object, hint_for, allow_mult) {
+                    Ok(()) => Msg::Ack { durable: true },
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            Msg::Repair {
+                key,
+                object,
+                hint_for,
+                allow_mult,
+            } => {
+                if let Err(e) = self.apply(&key, &object, hint_for, allow_mult) {
+                    tracing::warn!(node = %self.id(), error = %e, "read repair failed");
+                }
+            }
+            Msg::Forward {
+                key,
+                value,
+                context,
+                opts,
+            } => {
+                let node = self.clone();
+                tokio::spawn(async move {
+                    let content = match value {
+                        Some(v) => Content::Value(Bytes::from(v)),
+                        None => Content::Tombstone,
+                    };
+                    let r = node.write(&key, content, &context, opts, true).await;
+                    answer(Msg::ForwardReply(r));
+                });
+            }
+            other => {
+                tracing::debug!(node = %self.id(), peer = %from, msg = ?other, "unexpected message");
+                answer(Msg::Error(RemoteError::BadRequest(
+                    "not a request this node serves".into(),
+                )));
+            }
+        }
+    }
+
+    fn apply(
+        &self,
+        key: &[u8],
+        object: &Object,
+        hint_for: Option<NodeId>,
+        allow_mult: bool,
+    ) -> Result<()> {
+        match hint_for {
+            Some(n) => self.inner.store.add_hint(n, key, object, allow_mult)?,
+            None => self.inner.store.merge_apply(key, object, allow_mult)?,
+        };
+        Ok(())
+    }
+
+    fn start_offset(&self, interval: Duration) -> Duration {
+        let ms = interval.as_millis().max(1) as u64;
+        Duration::from_millis(self.inner.rng.lock().random_range(0..ms))
+    }
+
+    async fn heartbeats(self, shutdown: CancellationToken) {
+        let every = self.inner.cfg.heartbeat_interval;
+        let first = Instant::now() + self.start_offset(every);
+        let mut tick = tokio::time::interval_at(first, every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let (epoch, members): (u64, Vec<NodeId>) = {
+                let l = self.inner.layout.read();
+                let m = l.topology().members().iter().map(|m| m.id).collect();
+                (l.epoch(), m)
+            };
+            let me = self.id();
+            for peer in members.into_iter().filter(|&p| p != me) {
+                let _ = self
+                    .inner
+                    .transport
+                    .send(peer, Msg::Heartbeat { from: me, epoch });
+            }
+        }
+    }
+
+    async fn handoffs(self, shutdown: CancellationToken) {
+        let every = self.inner.cfg.handoff_interval;
+        // No round at start-up: the first comes after one interval (plus a seeded jitter of
+        // up to a quarter interval, so nodes do not hand off in lockstep).
+        let first = Instant::now() + every + self.start_offset(every / 4);
+        let mut tick = tokio::time::interval_at(first, every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = self.handoff_round() => {
+                    if let Err(e) = r {
+                        tracing::warn!(node = %self.id(), error = %e, "hinted handoff round failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// One hinted-handoff round (normally run every `handoff_interval` by the background
+    /// task): each stored hint whose primary is up is sent to it, and deleted after the ack.
+    /// A primary that fails a transfer gets no more this round. Returns how many hints were
+    /// delivered.
+    pub async fn handoff_round(&self) -> Result<usize> {
+        let hints = self.inner.store.hints(self.inner.cfg.handoff_batch)?;
+        let mut delivered = 0;
+        let mut failed: Vec<NodeId> = Vec::new();
+        for h in hints {
+            if failed.contains(&h.for_node) || !self.is_up(h.for_node) {
+                continue;
+            }
+            let allow_mult = {
+                let (bucket, _) = bucket_and_key(&h.key);
+                self.inner
+                    .buckets
+                    .read()
+                    .resolve(bucket, &Props::default())
+                    .allow_mult
+            };
+            let msg = Msg::Replicate {
+                key: h.key.to_vec(),
+                object: h.object.clone(),
+                hint_for: None,
+                allow_mult,
+            };
+            let r = self
+                .inner
+                .transport
+                .request(h.for_node, msg, self.inner.cfg.handoff_timeout)
+                .await;
+            match r {
+                Ok(Msg::Ack { .. }) => {
+                    if self
+                        .inner
+                        .store
+                        .remove_hint(h.for_node, &h.key, &h.object)?
+                    {
+                        let bytes = crate::object_store::encode_object(&h.object).len() as u64;
+                        let c = &self.inner.counters;
+                        c.hinted_handoffs.fetch_add(1, Ordering::Relaxed);
+                        c.handoff_bytes.fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    delivered += 1;
+                }
+                other => {
+                    tracing::debug!(node = %self.id(), to = %h.for_node, reply = ?other, "hand-off transfer failed");
+                    failed.push(h.for_node);
+                }
+            }
+        }
+        Ok(delivered)
+    }
+
+    // ----- client API: GET -----
+
+    /// Reads `key` (`bucket:rest`) with the bucket's parameters overridden by `opts`.
+    ///
+    /// Returns the values (siblings possible) and their context, or notfound; or the spec's
+    /// error (`insufficient_vnodes`, `pr_val_unsatisfied`, `r_val_unsatisfied`, `overload`,
+    /// `timeout` naming the replicas that did not answer, ...).
+    pub async fn get(&self, key: &[u8], opts: GetOptions) -> Result<GetResult> {
+        if is_reserved_key(key) {
+            return Err(ReplicationError::ReservedKey);
+        }
+        let (bucket, _) = bucket_and_key(key);
+        let params = self.inner.buckets.read().resolve(bucket, &opts.props);
+        let (_, apl) = self.preflist_for(key, params.n_val);
+        let gp = precheck_get(&params, AplSummary::from(&apl))?;
+        let deadline = Instant::now() + Duration::from_millis(params.timeout_ms);
+        let allow_mult = params.allow_mult;
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, GetAnswer)>();
+        for &e in apl.entries() {
+            let hint = hint_for(&e);
+            if e.node == self.id() {
+                let r = match hint {
+                    Some(n) => self.inner.store.get_hint(n, key),
+                    None => self.inner.store.get(key),
+                };
+                let _ = tx.send((e, r.map_err(|_| FailKind::Error)));
+                continue;
+            }
+            let (t, tx, key) = (self.inner.transport.clone(), tx.clone(), key.to_vec());
+            tokio::spawn(async move {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                let msg = Msg::Get {
+                    key,
+                    hint_for: hint,
+                };
+                let a = match t.request(e.node, msg, timeout).await {
+                    Ok(Msg::GetReply(o)) => Ok(o),
+                    Ok(Msg::Error(re)) => Err(remote_fail(&re)),
+                    Ok(_) => Err(FailKind::Error),
+                    Err(ne) => Err(fail_kind(&ne)),
+                };
+                let _ = tx.send((e, a));
+            });
+        }
+        drop(tx);
+
+        let mut tally = GetTally::new(gp, apl.len() as u32);
+        let mut replies: Vec<(ApEntry, Option<Object>)> = Vec::new();
+        let mut answered: Vec<NodeId> = Vec::new();
+        let outcome = loop {
+            let next = tokio::select! {
+                biased;
+                _ = sleep_until(deadline) => None,
+                r = rx.recv() => r,
+            };
+            let Some((e, a)) = next else {
+                let mut err = ReplicationError::from(tally.timed_out());
+                if let ReplicationError::Timeout { missing: m, .. } = &mut err {
+                    *m = missing(&apl, &answered);
+                }
+                self.read_repair(key, &replies, allow_mult);
+                return Err(err);
+            };
+            answered.push(e.node);
+            match a {
+                Ok(Some(o)) => {
+                    tally.ok(e.is_primary(), o.is_tombstone_only());
+                    replies.push((e, Some(o)));
+                }
+                Ok(None) => {
+                    tally.notfound(e.is_primary());
+                    replies.push((e, None));
+                }
+                Err(k) => tally.fail(k),
+            }
+            if let Some(out) = tally.outcome() {
+                break out;
+            }
+        };
+
+        let result = match outcome {
+            Err(q) => Err(ReplicationError::from(q)),
+            Ok(GetReply::NotFound) => Ok(GetResult::NotFound {
+                deleted_context: None,
+            }),
+            Ok(GetReply::Merge) => {
+                let merged = merge_all(replies.iter().filter_map(|(_, o)| o.as_ref()), allow_mult)
+                    .unwrap_or_default();
+                let context = Bytes::from(merged.clock().encode());
+                if merged.is_tombstone_only() {
+                    Ok(GetResult::NotFound {
+                        deleted_context: opts.deleted_context.then_some(context),
+                    })
+                } else {
+                    Ok(GetResult::Found {
+                        values: merged.values().cloned().collect(),
+                        context,
+                    })
+                }
+            }
+        };
+
+        // Keep collecting until every apl member answered or the deadline, then repair.
+        let node = self.clone();
+        let key = key.to_vec();
+        let total = apl.len();
+        tokio::spawn(async move {
+            let mut replies = replies;
+            let mut seen = answered.len();
+            while seen < total {
+                let next = tokio::select! {
+                    biased;
+                    _ = sleep_until(deadline) => None,
+                    r = rx.recv() => r,
+                };
+                let Some((e, a)) = next else { break };
+                seen += 1;
+                if let Ok(o) = a {
+                    replies.push((e, o));
+                }
+            }
+            node.read_repair(&key, &replies, allow_mult);
+        });
+        result
+    }
+
+    /// Read repair (§8): sends the merge of every object received to each replica that
+    /// answered notfound or something other than the merge.
+    fn read_repair(&self, key: &[u8], replies: &[(ApEntry, Option<Object>)], allow_mult: bool) {
+        let Some(merged) = merge_all(replies.iter().filter_map(|(_, o)| o.as_ref()), allow_mult)
+        else {
+            return;
+        };
+        for (e, o) in replies {
+            if o.as_ref() == Some(&merged) {
+                continue;
+            }
+            let hint = hint_for(e);
+            if e.node == self.id() {
+                if let Err(err) = self.apply(key, &merged, hint, allow_mult) {
+                    tracing::warn!(node = %self.id(), error = %err, "local read repair failed");
+                    continue;
+                }
+            } else {
+                let msg = Msg::Repair {
+                    key: key.to_vec(),
+                    object: merged.clone(),
+                    hint_for: hint,
+                    allow_mult,
+                };
+                if self.inner.transport.send(e.node, msg).is_err() {
+                    continue;
+                }
+            }
+            self.inner
+                .counters
+                .read_repairs
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // ----- client API: PUT / DELETE -----
+
+    /// Writes `value` to `key` (`bucket:rest`). `context` is the opaque context of a previous
+    /// GET (or PUT) of the key — the values it covers are superseded — or `None` for a blind
+    /// write (which adds a sibling).
+    ///
+    /// An error never rolls back replicas that applied the write: treat it as "maybe
+    /// written".
+    pub async fn put(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        context: Option<&[u8]>,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        if value.len() > self.inner.cfg.object_max {
+            return Err(ReplicationError::ObjectTooLarge {
+                len: value.len(),
+                max: self.inner.cfg.object_max,
+            });
+        }
+        self.write(
+            key,
+            Content::Value(value),
+            context.unwrap_or_default(),
+            opts,
+            false,
+        )
+        .await
+    }
+
+    /// Deletes `key`: a write of a tombstone with `context` (a GET's context, so the
+    /// values it returned are superseded). GETs answer notfound once the tombstone is all
+    /// that is left.
+    pub async fn delete(
+        &self,
+        key: &[u8],
+        context: Option<&[u8]>,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.write(
+            key,
+            Content::Tombstone,
+            context.unwrap_or_default(),
+            opts,
+            false,
+        )
+        .await
+    }
+
+    async fn write(
+        &self,
+        key: &[u8],
+        content: Content,
+        context: &[u8],
+        opts: PutOptions,
+        forwarded: bool,
+    ) -> Result<PutResult> {
+        if is_reserved_key(key) {
+            return Err(ReplicationError::ReservedKey);
+        }
+        let ctx = CausalClock::decode(context).map_err(|e| ReplicationError::InvalidContext {
+            reason: e.to_string(),
+        })?;
+        let (bucket, _) = bucket_and_key(key);
+        let params = self.inner.buckets.read().resolve(bucket, &opts.props);
+        let (partition, apl) = self.preflist_for(key, params.n_val);
+        let pp = precheck_put(&params, AplSummary::from(&apl))?;
+        let timeout = Duration::from_millis(params.timeout_ms);
+        let deadline = Instant::now() + timeout;
+        let me = self.id();
+
+        let local_primary = apl.get(me).is_some_and(ApEntry::is_primary);
+        if !local_primary {
+            let no_coordinator = ReplicationError::NoCoordinator {
+                partition: partition.0,
+                apl_len: apl.len() as u32,
+            };
+            if forwarded {
+                return Err(no_coordinator);
+            }
+            let Some(target) = apl
+                .entries()
+                .iter()
+                .find(|e| e.is_primary())
+                .map(|e| e.node)
+            else {
+                return Err(no_coordinator);
+            };
+            return self
+                .forward(target, key, content, context, opts, timeout, pp.w)
+                .await;
+        }
+
+        // Coordinate: apply locally first (our own w, dw and pw).
+        let rid = ReplicaId {
+            partition,
+            node: me,
+            incarnation: self.inner.cfg.incarnation,
+        };
+        let object = self.inner.store.coordinator_put(
+            key,
+            &ctx,
+            content,
+            rid,
+            params.allow_mult,
+            self.inner.cfg.siblings_max,
+        )?;
+        let siblings = object.siblings().len();
+        if siblings >= self.inner.cfg.siblings_warn {
+            tracing::warn!(node = %me, key = ?String::from_utf8_lossy(key), siblings, "many siblings");
+        }
+        let mut tally = PutTally::new(pp, apl.len() as u32);
+        tally.w_ack(me, self.dc());
+        tally.dw_ack(true);
+        let mut answered = vec![me];
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, PutAnswer)>();
+        for &e in apl.entries().iter().filter(|e| e.node != me) {
+            let (t, tx) = (self.inner.transport.clone(), tx.clone());
+            let msg = Msg::Replicate {
+                key: key.to_vec(),
+                object: object.clone(),
+                hint_for: hint_for(&e),
+                allow_mult: params.allow_mult,
+            };
+            tokio::spawn(async move {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                let a = match t.request(e.node, msg, timeout).await {
+                    Ok(Msg::Ack { durable }) => Ok(durable),
+                    Ok(Msg::Error(re)) => Err(remote_fail(&re)),
+                    Ok(_) => Err(FailKind::Error),
+                    Err(ne) => Err(fail_kind(&ne)),
+                };
+                let _ = tx.send((e, a));
+            });
+        }
+        drop(tx);
+
+        let outcome = loop {
+            if let Some(out) = tally.outcome() {
+                break out;
+            }
+            let next = tokio::select! {
+                biased;
+                _ = sleep_until(deadline) => None,
+                r = rx.recv() => r,
+            };
+            let Some((e, a)) = next else {
+                let mut err = ReplicationError::from(tally.timed_out());
+                if let ReplicationError::Timeout { missing: m, .. } = &mut err {
+                    *m = missing(&apl, &answered);
+                }
+                return Err(err);
+            };
+            answered.push(e.node);
+            match a {
+                Ok(durable) => {
+                    tally.w_ack(e.node, e.dc);
+                    if durable {
+                        tally.dw_ack(e.is_primary());
+                    }
+                }
+                Err(k) => tally.fail(k),
+            }
+        };
+        outcome?;
+        Ok(PutResult {
+            context: object.clock().encode(),
+            values: opts
+                .return_body
+                .then(|| object.values().map(|v| v.to_vec()).collect()),
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn forward(
+        &self,
+        target: NodeId,
+        key: &[u8],
+        content: Content,
+        context: &[u8],
+        mut opts: PutOptions,
+        timeout: Duration,
+        w: u32,
+    ) -> Result<PutResult> {
+        self.inner
+            .counters
+            .coord_redirs
+            .fetch_add(1, Ordering::Relaxed);
+        let reserve = self.inner.cfg.forward_reserve.min(timeout / 10);
+        let budget = (timeout - reserve).as_millis().max(1) as u64;
+        opts.props.timeout_ms = Some(budget);
+        let msg = Msg::Forward {
+            key: key.to_vec(),
+            value: match content {
+                Content::Value(v) => Some(v.to_vec()),
+                Content::Tombstone => None,
+            },
+            context: context.to_vec(),
+            opts,
+        };
+        match self.inner.transport.request(target, msg, timeout).await {
+            Ok(Msg::ForwardReply(r)) => r,
+            Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
+            Ok(other) => Err(ReplicationError::ForwardFailed {
+                node: target,
+                reason: format!("unexpected reply {other:?}"),
+            }),
+            Err(NetError::Timeout { .. }) => Err(ReplicationError::Timeout {
+                need: w,
+                ok: 0,
+                nf: 0,
+                fail: 0,
+                missing: Missing(vec![target]),
+            }),
+            Err(e) => Err(ReplicationError::ForwardFailed {
+                node: target,
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+fn merge_all<'a>(objs: impl Iterator<Item = &'a Object>, allow_mult: bool) -> Option<Object> {
+    objs.fold(None, |acc: Option<Object>, o| {
+        Some(match acc {
+            None if allow_mult => o.clone(),
+            None => dvv::lww(o.clone()),
+            Some(a) => dvv::merge_with(&a, o, allow_mult),
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_cluster::{Member, Ring, Topology, claim};
+    use meridian_core::Timestamp;
+    use meridian_net::MemNetwork;
+    use meridian_storage::MemEngine;
+
+    /// A one-node "cluster" with N=1: the full request paths without a network.
+    async fn single() -> (EventualNode, CancellationToken) {
+        let topo = Topology::new([Member::new(NodeId(1), DcId(0))]).unwrap();
+        let layout = Arc::new(RwLock::new(
+            claim(&topo, Ring::new(64).unwrap(), 1).unwrap(),
+        ));
+        let shape = crate::bucket::ClusterShape::of(&layout.read());
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(
+            "default".to_owned(),
+            BucketProps {
+                n_val: Some(1),
+                ..Default::default()
+            },
+        );
+        let buckets = Buckets::from_map(shape, map).unwrap();
+        let net = MemNetwork::<Msg>::new();
+        let (t, inbox) = net.join(NodeId(1)).unwrap();
+        let node = EventualNode::new(
+            NodeConfig::new(NodeId(1)),
+            Arc::new(MemEngine::new()),
+            Arc::new(crate::TokioClock::new(Timestamp(1_000_000))),
+            t,
+            layout,
+            buckets,
+        );
+        let stop = CancellationToken::new();
+        node.spawn(inbox, stop.clone());
+        (node, stop)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn put_get_delete_on_one_node() {
+        let (n, stop) = single().await;
+        let o = GetOptions::default();
+        let w = PutOptions::default();
+        assert_eq!(
+            n.get(b"k", o).await.unwrap(),
+            GetResult::NotFound {
+                deleted_context: None
+            }
+        );
+        n.put(b"k", Bytes::from_static(b"v1"), None, w)
+            .await
+            .unwrap();
+        let g = n.get(b"k", o).await.unwrap();
+        assert_eq!(g.values(), [Bytes::from_static(b"v1")]);
+        n.put(b"k", Bytes::from_static(b"v2"), Some(&g.context()), w)
+            .await
+            .unwrap();
+        let g = n.get(b"k", o).await.unwrap();
+        assert_eq!(g.values(), [Bytes::from_static(b"v2")]);
+        n.delete(b"k", Some(&g.context()), w).await.unwrap();
+        let d = n
+            .get(
+                b"k",
+                GetOptions {
+                    deleted_context: true,
+                    ..o
+                },
+            )
+            .await
+            .unwrap();
+        assert!(matches!(
+            d,
+            GetResult::NotFound {
+                deleted_context: Some(_)
+            }
+        ));
+        stop.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_input_is_checked() {
+        let (n, stop) = single().await;
+        let w = PutOptions::default();
+        let e = n
+            .get(b"\xffh-nope", GetOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e, ReplicationError::ReservedKey);
+        let e = n
+            .put(b"k", Bytes::from_static(b"v"), Some(b"\x07junk"), w)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "invalid_context");
+        let e = n
+            .put(b"k", Bytes::from(vec![0u8; (50 << 20) + 1]), None, w)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "object_too_large");
+        let mut r2 = GetOptions::default();
+        r2.props.r = Some(meridian_cluster::Quorum::Count(2));
+        let e = n.get(b"k", r2).await.unwrap_err();
+        assert_eq!(e.to_string(), "n_val_violation n=1");
+        stop.cancel();
+    }
+}

@@ -1,0 +1,398 @@
+//! One replica's objects: dotted-version-vector [`Object`]s stored over a storage
+//! [`Engine`], plus the hint space of hinted handoff (spec §9).
+//!
+//! Layout in the engine:
+//! - a client key is stored under exactly the bytes the client sent (`bucket:rest`); its
+//!   value is `OBJECT_FORMAT ‖ postcard(Object)`, written as the key's newest version at the
+//!   node clock's `now()`;
+//! - a hint (an object this node holds as a *fallback* for a down primary) is stored under
+//!   `0xFF 'h' ‖ u32_be(for_node) ‖ key`. Client keys may not start with `0xFF`
+//!   ([`is_reserved_key`]; the node API refuses them), so the two spaces never collide, and
+//!   hints live in the same engine as the data: on a durable engine they survive restarts.
+//!
+//! Guarantees:
+//! - every read-modify-write of one engine key ([`ObjectStore::merge_apply`],
+//!   [`ObjectStore::coordinator_put`], [`ObjectStore::add_hint`],
+//!   [`ObjectStore::remove_hint`]) runs under that key's stripe mutex, so concurrent merges
+//!   of the same key never lose one another's siblings;
+//! - a merge that changes nothing writes nothing (repairs and duplicate replicates are
+//!   cheap and idempotent);
+//! - each write first raises the engine's GC horizon to `now`, so the engine may prune a
+//!   key's older versions inline and a hot key keeps one version (this store never reads
+//!   old versions);
+//! - [`ObjectStore::remove_hint`] deletes a hint only if it still holds exactly the object
+//!   that was delivered, so a write that reached the hint after the delivery started is
+//!   kept for the next round;
+//! - client-write limits (`siblings_max`) apply only in [`ObjectStore::coordinator_put`],
+//!   never on merge, repair or handoff (basho/riak_kv#1156).
+
+use crate::error::{ReplicationError, Result};
+use bytes::Bytes;
+use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
+use meridian_core::{Clock, NodeId, Timestamp};
+use meridian_storage::Engine;
+use parking_lot::{Mutex, MutexGuard};
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// The first byte of a stored object's encoding.
+pub const OBJECT_FORMAT: u8 = 1;
+
+/// The first byte of every internal key space; client keys may not start with it.
+pub const RESERVED_PREFIX: u8 = 0xFF;
+
+/// The prefix of hint keys: `0xFF 'h'`.
+pub const HINT_PREFIX: [u8; 2] = [RESERVED_PREFIX, b'h'];
+
+/// Number of lock stripes (a power of two).
+const STRIPES: usize = 256;
+
+/// Whether a client key falls in the reserved internal key space.
+pub fn is_reserved_key(key: &[u8]) -> bool {
+    key.first() == Some(&RESERVED_PREFIX)
+}
+
+/// Encodes an object for storage: a format byte, then postcard.
+pub fn encode_object(o: &Object) -> Bytes {
+    let mut out = vec![OBJECT_FORMAT];
+    out.extend(postcard::to_allocvec(o).expect("objects always serialize"));
+    Bytes::from(out)
+}
+
+/// Decodes what [`encode_object`] produced.
+pub fn decode_object(bytes: &[u8]) -> Result<Object> {
+    match bytes.split_first() {
+        Some((&OBJECT_FORMAT, rest)) => {
+            postcard::from_bytes(rest).map_err(|e| ReplicationError::Storage {
+                reason: format!("stored object does not decode: {e}"),
+            })
+        }
+        Some((v, _)) => Err(ReplicationError::Storage {
+            reason: format!("stored object has unknown format {v}"),
+        }),
+        None => Err(ReplicationError::Storage {
+            reason: "stored object is empty".into(),
+        }),
+    }
+}
+
+/// The engine key of the hint for `key` held for `for_node`.
+pub fn hint_key(for_node: NodeId, key: &[u8]) -> Bytes {
+    let mut k = Vec::with_capacity(HINT_PREFIX.len() + 4 + key.len());
+    k.extend_from_slice(&HINT_PREFIX);
+    k.extend_from_slice(&for_node.0.to_be_bytes());
+    k.extend_from_slice(key);
+    Bytes::from(k)
+}
+
+fn parse_hint_key(k: &[u8]) -> Option<(NodeId, Bytes)> {
+    let rest = k.strip_prefix(&HINT_PREFIX)?;
+    let (node, key) = rest.split_at_checked(4)?;
+    let node = u32::from_be_bytes(node.try_into().ok()?);
+    Some((NodeId(node), Bytes::copy_from_slice(key)))
+}
+
+/// One stored hint: an object kept for a primary that was down when it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hint {
+    /// The primary the object belongs to.
+    pub for_node: NodeId,
+    /// The client key.
+    pub key: Bytes,
+    /// The object to hand off.
+    pub object: Object,
+}
+
+/// A replica's objects over an engine. See the module docs.
+#[derive(Debug)]
+pub struct ObjectStore {
+    engine: Arc<dyn Engine>,
+    clock: Arc<dyn Clock>,
+    stripes: Box<[Mutex<()>]>,
+}
+
+impl ObjectStore {
+    /// A store over `engine`, stamping versions with `clock`.
+    pub fn new(engine: Arc<dyn Engine>, clock: Arc<dyn Clock>) -> ObjectStore {
+        ObjectStore {
+            engine,
+            clock,
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        }
+    }
+
+    /// The underlying engine.
+    pub fn engine(&self) -> &Arc<dyn Engine> {
+        &self.engine
+    }
+
+    fn lock(&self, engine_key: &[u8]) -> MutexGuard<'_, ()> {
+        let h = meridian_cluster::key_hash(b"", engine_key);
+        self.stripes[(h as usize) & (STRIPES - 1)].lock()
+    }
+
+    fn read(&self, engine_key: &[u8]) -> Result<Option<Object>> {
+        match self.engine.get_latest(engine_key)? {
+            Some(v) => match v.value {
+                Some(bytes) => decode_object(&bytes).map(Some),
+                None => Ok(None),
+            },
+            None => Ok(None),
+        }
+    }
+
+    fn write(&self, engine_key: Bytes, o: &Object) -> Result<()> {
+        let now = self.clock.now();
+        self.engine.set_gc_horizon(now);
+        self.engine.put(engine_key, now, encode_object(o))?;
+        Ok(())
+    }
+
+    /// The object stored for client key `key`, if any.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Object>> {
+        self.read(key)
+    }
+
+    /// Merges `incoming` into the stored object of `key` (replica apply, read repair,
+    /// handoff), resolving LWW when `allow_mult` is false; returns the merged object.
+    pub fn merge_apply(&self, key: &[u8], incoming: &Object, allow_mult: bool) -> Result<Object> {
+        self.merge_into(Bytes::copy_from_slice(key), incoming, allow_mult)
+    }
+
+    fn merge_into(&self, engine_key: Bytes, incoming: &Object, allow_mult: bool) -> Result<Object> {
+        let _g = self.lock(&engine_key);
+        let local = self.read(&engine_key)?;
+        let merged = match &local {
+            Some(l) => dvv::merge_with(l, incoming, allow_mult),
+            None if allow_mult => incoming.clone(),
+            None => dvv::lww(incoming.clone()),
+        };
+        if local.as_ref() != Some(&merged) {
+            self.write(engine_key, &merged)?;
+        }
+        Ok(merged)
+    }
+
+    /// A client write coordinated here: [`dvv::coordinator_put`] on the stored object with
+    /// the client's context `ctx`, stamped with this node's clock, LWW-resolved when
+    /// `allow_mult` is false. Refused with `too_many_siblings` (and not applied) when the
+    /// result would have more than `siblings_max` siblings.
+    pub fn coordinator_put(
+        &self,
+        key: &[u8],
+        ctx: &CausalClock,
+        content: Content,
+        me: ReplicaId,
+        allow_mult: bool,
+        siblings_max: usize,
+    ) -> Result<Object> {
+        self.coordinate(
+            Bytes::copy_from_slice(key),
+            ctx,
+            content,
+            me,
+            allow_mult,
+            siblings_max,
+        )
+    }
+
+    fn coordinate(
+        &self,
+        engine_key: Bytes,
+        ctx: &CausalClock,
+        content: Content,
+        me: ReplicaId,
+        allow_mult: bool,
+        siblings_max: usize,
+    ) -> Result<Object> {
+        let _g = self.lock(&engine_key);
+        let local = self.read(&engine_key)?;
+        let meta = Meta {
+            ts_us: self.clock.now().micros(),
+        };
+        let mut o = dvv::coordinator_put(local, ctx, content, meta, me);
+        if !allow_mult {
+            o = dvv::lww(o);
+        }
+        let n = o.siblings().len();
+        if n > siblings_max {
+            return Err(ReplicationError::TooManySiblings {
+                n,
+                max: siblings_max,
+            });
+        }
+        self.write(engine_key, &o)?;
+        Ok(o)
+    }
+
+    /// Merges `incoming` into the hint of `key` held for `for_node`; returns the hint.
+    pub fn add_hint(
+        &self,
+        for_node: NodeId,
+        key: &[u8],
+        incoming: &Object,
+        allow_mult: bool,
+    ) -> Result<Object> {
+        self.merge_into(hint_key(for_node, key), incoming, allow_mult)
+    }
+
+    /// The hint of `key` held for `for_node`, if any.
+    pub fn get_hint(&self, for_node: NodeId, key: &[u8]) -> Result<Option<Object>> {
+        self.read(&hint_key(for_node, key))
+    }
+
+    /// Deletes the hint of `key` for `for_node` if it still equals `delivered`; returns
+    /// whether it was deleted.
+    pub fn remove_hint(&self, for_node: NodeId, key: &[u8], delivered: &Object) -> Result<bool> {
+        let hk = hint_key(for_node, key);
+        let _g = self.lock(&hk);
+        if self.read(&hk)?.as_ref() != Some(delivered) {
+            return Ok(false);
+        }
+        let now = self.clock.now();
+        self.engine.set_gc_horizon(now);
+        self.engine.delete(hk, now)?;
+        Ok(true)
+    }
+
+    /// Up to `limit` stored hints, ordered by `(for_node, key)`.
+    pub fn hints(&self, limit: usize) -> Result<Vec<Hint>> {
+        let start = Bound::Included(Bytes::copy_from_slice(&HINT_PREFIX));
+        let end = Bound::Excluded(Bytes::from_static(&[RESERVED_PREFIX, b'h' + 1]));
+        let rows = self.engine.scan(start, end, Timestamp::MAX, limit, false)?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (k, v) in rows {
+            let (Some((for_node, key)), Some(bytes)) = (parse_hint_key(&k), v.value) else {
+                continue;
+            };
+            out.push(Hint {
+                for_node,
+                key,
+                object: decode_object(&bytes)?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// How many hints are stored (the spec's `hints_pending`).
+    pub fn hints_pending(&self) -> Result<usize> {
+        Ok(self.hints(usize::MAX)?.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{ManualClock, PartitionId};
+    use meridian_storage::MemEngine;
+
+    fn store() -> ObjectStore {
+        ObjectStore::new(
+            Arc::new(MemEngine::new()),
+            Arc::new(ManualClock::new(Timestamp(1_000))),
+        )
+    }
+
+    fn me(node: u32) -> ReplicaId {
+        ReplicaId {
+            partition: PartitionId(3),
+            node: NodeId(node),
+            incarnation: 0,
+        }
+    }
+
+    fn val(s: &'static str) -> Content {
+        Content::Value(Bytes::from_static(s.as_bytes()))
+    }
+
+    #[test]
+    fn encoding_round_trips_and_rejects_garbage() {
+        let s = store();
+        let o = s
+            .coordinator_put(b"b:k", &CausalClock::new(), val("v"), me(1), true, 100)
+            .unwrap();
+        assert_eq!(decode_object(&encode_object(&o)).unwrap(), o);
+        assert_eq!(s.get(b"b:k").unwrap(), Some(o));
+        assert!(decode_object(&[]).is_err());
+        assert!(decode_object(&[9, 1, 2]).is_err());
+        assert!(decode_object(&[OBJECT_FORMAT, 0xff, 0xff]).is_err());
+    }
+
+    #[test]
+    fn blind_writes_make_siblings_and_a_context_collapses_them() {
+        let s = store();
+        let empty = CausalClock::new();
+        s.coordinator_put(b"k", &empty, val("a"), me(1), true, 100)
+            .unwrap();
+        let o = s
+            .coordinator_put(b"k", &empty, val("b"), me(1), true, 100)
+            .unwrap();
+        assert_eq!(o.values().count(), 2);
+        let o = s
+            .coordinator_put(b"k", o.clock(), val("c"), me(1), true, 100)
+            .unwrap();
+        assert_eq!(o.values().cloned().collect::<Vec<_>>(), ["c"]);
+        // The sibling limit refuses a client write and leaves the object alone.
+        let e = s
+            .coordinator_put(b"k", &empty, val("d"), me(1), true, 1)
+            .unwrap_err();
+        assert_eq!(e.code(), "too_many_siblings");
+        assert_eq!(s.get(b"k").unwrap().unwrap(), o);
+    }
+
+    #[test]
+    fn merge_apply_is_idempotent_and_lww_keeps_one() {
+        let s = store();
+        let other = store();
+        let a = s
+            .coordinator_put(b"k", &CausalClock::new(), val("a"), me(1), true, 100)
+            .unwrap();
+        let b = other
+            .coordinator_put(b"k", &CausalClock::new(), val("b"), me(2), true, 100)
+            .unwrap();
+        let m = s.merge_apply(b"k", &b, true).unwrap();
+        assert_eq!(m.values().count(), 2);
+        let versions = s.engine().versions(b"k").unwrap().len();
+        assert_eq!(s.merge_apply(b"k", &b, true).unwrap(), m);
+        assert_eq!(s.merge_apply(b"k", &a, true).unwrap(), m);
+        assert_eq!(s.engine().versions(b"k").unwrap().len(), versions);
+        let l = other.merge_apply(b"k", &a, false).unwrap();
+        assert_eq!(l.values().count(), 1);
+    }
+
+    #[test]
+    fn hints_are_listed_and_removed_only_if_unchanged() {
+        let s = store();
+        let o1 = s
+            .coordinator_put(b"x:1", &CausalClock::new(), val("a"), me(1), true, 100)
+            .unwrap();
+        let o2 = s
+            .coordinator_put(b"x:2", &CausalClock::new(), val("b"), me(1), true, 100)
+            .unwrap();
+        s.add_hint(NodeId(7), b"x:1", &o1, true).unwrap();
+        s.add_hint(NodeId(2), b"x:2", &o2, true).unwrap();
+        let hints = s.hints(10).unwrap();
+        assert_eq!(
+            hints
+                .iter()
+                .map(|h| (h.for_node, h.key.clone()))
+                .collect::<Vec<_>>(),
+            [
+                (NodeId(2), Bytes::from_static(b"x:2")),
+                (NodeId(7), Bytes::from_static(b"x:1"))
+            ]
+        );
+        // A hint is not a client object.
+        assert_eq!(s.get_hint(NodeId(7), b"x:1").unwrap(), Some(o1.clone()));
+        assert!(is_reserved_key(&hint_key(NodeId(7), b"x:1")));
+        // Changed since delivery: kept.
+        let newer = s
+            .coordinator_put(b"x:1", o1.clock(), val("c"), me(1), true, 100)
+            .unwrap();
+        s.add_hint(NodeId(7), b"x:1", &newer, true).unwrap();
+        assert!(!s.remove_hint(NodeId(7), b"x:1", &o1).unwrap());
+        assert!(s.remove_hint(NodeId(7), b"x:1", &newer).unwrap());
+        assert_eq!(s.hints_pending().unwrap(), 1);
+        assert!(s.get_hint(NodeId(7), b"x:1").unwrap().is_none());
+    }
+}
