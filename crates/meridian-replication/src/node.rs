@@ -168,6 +168,9 @@ pub enum GetResult {
         values: Vec<Bytes>,
         /// The opaque causal context to send back with the next write.
         context: Bytes,
+        /// Index in `values` of the sibling with the greatest `(meta.ts_us, dot)`: the one
+        /// last-writer-wins would keep (front ends that must show one value show it).
+        latest: usize,
     },
     /// No value: never written, or deleted.
     NotFound {
@@ -182,6 +185,14 @@ impl GetResult {
         match self {
             GetResult::Found { values, .. } => values,
             GetResult::NotFound { .. } => &[],
+        }
+    }
+
+    /// The value last-writer-wins would keep (greatest `(meta.ts_us, dot)`), if any.
+    pub fn latest(&self) -> Option<&Bytes> {
+        match self {
+            GetResult::Found { values, latest, .. } => values.get(*latest),
+            GetResult::NotFound { .. } => None,
         }
     }
 
@@ -702,9 +713,18 @@ impl EventualNode {
                         deleted_context: opts.deleted_context.then_some(context),
                     })
                 } else {
+                    let live = merged
+                        .siblings()
+                        .iter()
+                        .filter(|s| matches!(s.content, Content::Value(_)));
+                    let latest = live
+                        .enumerate()
+                        .max_by_key(|(_, s)| (s.meta.ts_us, s.dot))
+                        .map_or(0, |(i, _)| i);
                     Ok(GetResult::Found {
                         values: merged.values().cloned().collect(),
                         context,
+                        latest,
                     })
                 }
             }

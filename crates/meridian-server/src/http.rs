@@ -6,6 +6,8 @@
 //! - `GET /health` → 200 `{"status":"ok"}`.
 //! - `GET /metrics` → Prometheus text.
 //! - `GET /status` → JSON: version, uptime, engine, sizes, connections.
+//! - Cluster mode (see `http_cluster`): `/kv` serves the replication node with contexts and
+//!   quorum parameters; `GET /cluster`, `GET /buckets`, `PUT /buckets/{name}`, `GET|PUT /wan`.
 //!
 //! Keys are the percent-decoded path after `/kv/`, so any byte string (slashes included) is a
 //! key. Every error is JSON `{"error":{"code":"STABLE_CODE","message":"..."}}`; codes never
@@ -23,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 use serde_json::json;
+use std::borrow::Cow;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -35,16 +38,20 @@ use tokio_util::sync::CancellationToken;
 /// An error reply: HTTP status, stable code, human message.
 #[derive(Debug)]
 pub struct ApiError {
-    status: StatusCode,
-    code: &'static str,
+    pub(crate) status: StatusCode,
+    code: Cow<'static, str>,
     message: String,
 }
 
 impl ApiError {
-    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        status: StatusCode,
+        code: impl Into<Cow<'static, str>>,
+        message: impl Into<String>,
+    ) -> Self {
         Self {
             status,
-            code,
+            code: code.into(),
             message: message.into(),
         }
     }
@@ -72,11 +79,11 @@ impl From<KeyspaceError> for ApiError {
     }
 }
 
-struct HttpState {
-    node: Arc<NodeState>,
-    get: Arc<OpStats>,
-    put: Arc<OpStats>,
-    delete: Arc<OpStats>,
+pub(crate) struct HttpState {
+    pub(crate) node: Arc<NodeState>,
+    pub(crate) get: Arc<OpStats>,
+    pub(crate) put: Arc<OpStats>,
+    pub(crate) delete: Arc<OpStats>,
 }
 
 /// Builds the router over a node's state.
@@ -93,6 +100,16 @@ pub fn router(node: Arc<NodeState>) -> Router {
         .route("/health", get(health))
         .route("/metrics", get(metrics))
         .route("/status", get(status))
+        .route("/cluster", get(crate::http_cluster::cluster))
+        .route("/buckets", get(crate::http_cluster::buckets))
+        .route(
+            "/buckets/{name}",
+            axum::routing::put(crate::http_cluster::put_bucket),
+        )
+        .route(
+            "/wan",
+            get(crate::http_cluster::wan).put(crate::http_cluster::put_wan),
+        )
         .fallback(|uri: Uri| async move {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -123,7 +140,7 @@ pub async fn serve(
 }
 
 /// The key named by the URI: everything after `/kv/`, percent-decoded to raw bytes.
-fn key_of(uri: &Uri) -> Result<Bytes, ApiError> {
+pub(crate) fn key_of(uri: &Uri) -> Result<Bytes, ApiError> {
     let raw = uri.path().strip_prefix("/kv/").unwrap_or_default();
     if raw.is_empty() {
         return Err(ApiError::new(
@@ -143,7 +160,7 @@ fn key_of(uri: &Uri) -> Result<Bytes, ApiError> {
         })
 }
 
-fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(s.len());
     let mut i = 0;
     while i < s.len() {
@@ -160,7 +177,7 @@ fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn authorize(node: &NodeState, headers: &HeaderMap) -> Result<(), ApiError> {
+pub(crate) fn authorize(node: &NodeState, headers: &HeaderMap) -> Result<(), ApiError> {
     let Some(pass) = node.config.resp.requirepass.as_deref() else {
         return Ok(());
     };
@@ -195,6 +212,9 @@ async fn get_key(
 ) -> Result<Response, ApiError> {
     authorize(&s.node, &headers)?;
     let key = key_of(&uri)?;
+    if let Some(c) = &s.node.cluster {
+        return crate::http_cluster::get_key(&s, c, &key, &uri).await;
+    }
     timed(&s.get, || match s.node.keyspace.get(&key)? {
         Some(value) => {
             Ok(([(header::CONTENT_TYPE, "application/octet-stream")], value).into_response())
@@ -215,9 +235,12 @@ async fn put_key(
     headers: HeaderMap,
     params: Result<Query<PutParams>, axum::extract::rejection::QueryRejection>,
     body: Bytes,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     authorize(&s.node, &headers)?;
     let key = key_of(&uri)?;
+    if let Some(c) = &s.node.cluster {
+        return crate::http_cluster::put_key(&s, c, &key, &uri, &headers, body).await;
+    }
     let Query(params) = params.map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -237,7 +260,7 @@ async fn put_key(
     });
     timed(&s.put, || {
         s.node.keyspace.set(key, body, options)?;
-        Ok(StatusCode::NO_CONTENT)
+        Ok(StatusCode::NO_CONTENT.into_response())
     })
 }
 
@@ -245,19 +268,22 @@ async fn delete_key(
     State(s): State<Arc<HttpState>>,
     uri: Uri,
     headers: HeaderMap,
-) -> Result<StatusCode, ApiError> {
+) -> Result<Response, ApiError> {
     authorize(&s.node, &headers)?;
     let key = key_of(&uri)?;
+    if let Some(c) = &s.node.cluster {
+        return crate::http_cluster::delete_key(&s, c, &key, &uri, &headers).await;
+    }
     timed(&s.delete, || {
         if s.node.keyspace.del(std::slice::from_ref(&key))? > 0 {
-            Ok(StatusCode::NO_CONTENT)
+            Ok(StatusCode::NO_CONTENT.into_response())
         } else {
             Err(not_found(&key))
         }
     })
 }
 
-fn not_found(key: &[u8]) -> ApiError {
+pub(crate) fn not_found(key: &[u8]) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         "NOT_FOUND",

@@ -3,9 +3,11 @@
 //! Library first: [`node::run`] takes its listeners and a shutdown token, so tests run whole
 //! nodes on port 0 and the `meridian` binary stays a few lines.
 
+pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod http;
+mod http_cluster;
 pub mod keyspace;
 pub mod metrics;
 pub mod node;

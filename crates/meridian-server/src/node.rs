@@ -6,6 +6,7 @@
 //! durable engine every acknowledged write is on disk when [`run`] returns, whatever the
 //! fsync policy.
 
+use crate::cluster::ClusterBackend;
 use crate::config::{EngineKind, NodeConfig};
 use crate::error::{Error, Result};
 use crate::keyspace::{Keyspace, KeyspaceConfig};
@@ -34,6 +35,8 @@ pub struct NodeState {
     pub metrics: Arc<Metrics>,
     /// The node's clock.
     pub clock: Arc<dyn Clock>,
+    /// Cluster mode: the front ends serve this replication node instead of `keyspace`.
+    pub cluster: Option<Arc<ClusterBackend>>,
     started: Instant,
 }
 
@@ -77,6 +80,30 @@ impl NodeState {
             keyspace,
             metrics: Arc::new(Metrics::new()),
             clock,
+            cluster: None,
+            started: Instant::now(),
+        }))
+    }
+
+    /// A node in cluster mode: its front ends serve `cluster` (whose replication node stores
+    /// its objects in `engine`, which `/status` and `/metrics` report). The keyspace is an
+    /// empty in-memory one only the commands that touch no key (TIME) use; the node runs no
+    /// expiry sweep or GC pass of its own.
+    pub fn open_cluster(
+        config: NodeConfig,
+        engine: Arc<dyn Engine>,
+        cluster: Arc<ClusterBackend>,
+    ) -> Result<Arc<Self>> {
+        config.validate()?;
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
+        let keyspace = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), clock.clone()));
+        Ok(Arc::new(Self {
+            config,
+            engine,
+            keyspace,
+            metrics: Arc::new(Metrics::new()),
+            clock,
+            cluster: Some(cluster),
             started: Instant::now(),
         }))
     }
@@ -188,15 +215,18 @@ pub async fn run(
     // request races a final flush.
     let background = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(gc_loop(node.clone(), background.clone()));
-    tasks.spawn(node.keyspace.clone().run_active_expiry(background.clone()));
+    if node.cluster.is_none() {
+        tasks.spawn(gc_loop(node.clone(), background.clone()));
+        tasks.spawn(node.keyspace.clone().run_active_expiry(background.clone()));
+    }
 
     let resp = tokio::spawn(crate::resp::serve(
         listeners.resp,
-        crate::resp::RespContext::new(
+        crate::resp::RespContext::with_cluster(
             node.keyspace.clone(),
             node.metrics.clone(),
             (&node.config.resp).into(),
+            node.cluster.clone(),
         ),
         shutdown.clone(),
     ));

@@ -960,3 +960,164 @@ mod fuzz {
         }
     }
 }
+
+// ----- cluster mode -----------------------------------------------------------------------
+
+/// Cluster mode end to end: an embedded 2-DC × 2-node cluster (ideal links, real time, port
+/// 0), driven over RESP on different nodes.
+mod cluster_mode {
+    use super::*;
+    use meridian_net::wan::LinkConfig;
+    use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+
+    async fn cluster() -> Embedded {
+        let cfg = EmbeddedConfig {
+            dcs: 2,
+            nodes_per_dc: 2,
+            wan_latency: Duration::ZERO,
+            intra_dc: LinkConfig::ideal(),
+            heartbeat: Duration::from_millis(100),
+            ..EmbeddedConfig::default()
+        };
+        start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    }
+
+    async fn connect(c: &Embedded, i: usize) -> Raw {
+        Raw {
+            stream: TcpStream::connect(c.members[i].resp.unwrap())
+                .await
+                .unwrap(),
+            buf: BytesMut::new(),
+        }
+    }
+
+    fn error(f: Frame) -> String {
+        match f {
+            Frame::Error(e) => String::from_utf8_lossy(&e).into_owned(),
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    /// `[context, [values...]]` of a MERIDIAN.GET reply, values sorted.
+    fn siblings(f: Frame) -> (Frame, Vec<Frame>) {
+        let Frame::Array(mut parts) = f else {
+            panic!("expected an array, got {f:?}")
+        };
+        assert_eq!(parts.len(), 2);
+        let Frame::Array(mut values) = parts.pop().unwrap() else {
+            panic!("values must be an array")
+        };
+        values.sort_by_key(|v| format!("{v:?}"));
+        (parts.pop().unwrap(), values)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn redis_commands_read_and_write_across_dcs() {
+        let c = cluster().await;
+        let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+        assert_eq!(
+            a.cmd(&[b"SET", b"k", b"v1"]).await,
+            Frame::Simple("OK".into())
+        );
+        assert_eq!(b.cmd(&[b"GET", b"k"]).await, bulk("v1"));
+        // A SET reads the context first, so it supersedes: still one value.
+        assert_eq!(
+            b.cmd(&[b"SET", b"k", b"v2"]).await,
+            Frame::Simple("OK".into())
+        );
+        let (_, values) = siblings(a.cmd(&[b"MERIDIAN.GET", b"k", b"R", b"all"]).await);
+        assert_eq!(values, vec![bulk("v2")]);
+        assert_eq!(
+            a.cmd(&[b"MSET", b"m1", b"x", b"m2", b"y"]).await,
+            Frame::Simple("OK".into())
+        );
+        assert_eq!(
+            b.cmd(&[b"MGET", b"m1", b"nope", b"m2"]).await,
+            Frame::Array(vec![bulk("x"), Frame::Null, bulk("y")])
+        );
+        assert_eq!(
+            b.cmd(&[b"EXISTS", b"m1", b"m2", b"nope"]).await,
+            Frame::Integer(2)
+        );
+        assert_eq!(
+            a.cmd(&[b"DEL", b"m1", b"nope", b"k"]).await,
+            Frame::Integer(2)
+        );
+        assert_eq!(b.cmd(&[b"GET", b"k"]).await, Frame::Null);
+        assert_eq!(
+            b.cmd(&[b"TYPE", b"m2"]).await,
+            Frame::Simple("string".into())
+        );
+        // Pipelined commands keep their order.
+        a.send(b"SET p1 a\r\nGET p1\r\nPING\r\n").await;
+        a.expect(b"+OK\r\n$1\r\na\r\n+PONG\r\n").await;
+        c.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn contexts_siblings_and_refusals() {
+        let c = cluster().await;
+        let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 2).await);
+        // Two blind puts: two siblings, and a plain GET shows one of them.
+        let Frame::Bulk(_) = a.cmd(&[b"MERIDIAN.PUT", b"s", b"one"]).await else {
+            panic!("a context")
+        };
+        let Frame::Bulk(_) = b.cmd(&[b"MERIDIAN.PUT", b"s", b"two", b"W", b"all"]).await else {
+            panic!("a context")
+        };
+        let (ctx, values) = siblings(a.cmd(&[b"MERIDIAN.GET", b"s", b"R", b"all"]).await);
+        assert_eq!(values, vec![bulk("one"), bulk("two")]);
+        let shown = a.cmd(&[b"GET", b"s"]).await;
+        assert!(values.contains(&shown), "{shown:?}");
+        // A put with the merged context resolves them.
+        let Frame::Bulk(ctx) = ctx else {
+            panic!("context")
+        };
+        let Frame::Bulk(_) = b
+            .cmd(&[
+                b"MERIDIAN.PUT",
+                b"s",
+                b"merged",
+                b"CONTEXT",
+                &ctx,
+                b"W",
+                b"all",
+            ])
+            .await
+        else {
+            panic!("a context")
+        };
+        let (_, values) = siblings(b.cmd(&[b"MERIDIAN.GET", b"s", b"R", b"3"]).await);
+        assert_eq!(values, vec![bulk("merged")]);
+        // Notfound: nil context, no values.
+        assert_eq!(
+            a.cmd(&[b"MERIDIAN.GET", b"absent"]).await,
+            Frame::Array(vec![Frame::Null, Frame::Array(vec![])])
+        );
+        // Refusals are errors, never dropped connections.
+        let e = error(a.cmd(&[b"INCR", b"n"]).await);
+        assert!(
+            e.contains("INCR is not supported on eventual buckets"),
+            "{e}"
+        );
+        let e = error(a.cmd(&[b"SET", b"k", b"v", b"NX"]).await);
+        assert!(e.contains("use MERIDIAN.PUT"), "{e}");
+        let e = error(a.cmd(&[b"KEYS", b"*"]).await);
+        assert!(e.contains("cluster mode"), "{e}");
+        let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"R", b"9"]).await);
+        assert!(e.starts_with("ERR n_val_violation"), "{e}");
+        let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"W", b"1"]).await);
+        assert!(e.contains("unknown option"), "{e}");
+        assert_eq!(a.cmd(&[b"PING"]).await, Frame::Simple("PONG".into()));
+        c.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn single_node_refuses_meridian_commands() {
+        let s = Server::default().await;
+        let mut c = s.connect().await;
+        let e = error(c.cmd(&[b"MERIDIAN.GET", b"k"]).await);
+        assert!(e.contains("needs cluster mode"), "{e}");
+        s.stop().await;
+    }
+}

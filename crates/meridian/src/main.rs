@@ -1,6 +1,7 @@
 //! `meridian`: the command line. Thin by design: every subcommand is a call into a library.
 
 mod node_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -16,11 +17,15 @@ struct Cli {
 enum Command {
     /// Run one node: a storage engine served over RESP (Redis protocol) and HTTP.
     Node(Box<node_cmd::NodeArgs>),
+    /// Run an embedded cluster in this process: several DCs of nodes over an emulated WAN,
+    /// each node serving RESP and HTTP on its own port.
+    Up(Box<up_cmd::UpArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Node(args) => node_cmd::run(*args),
+        Command::Up(args) => up_cmd::run(*args),
     }
 }

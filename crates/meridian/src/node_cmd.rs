@@ -59,7 +59,7 @@ pub struct NodeArgs {
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
+pub(crate) enum LogFormat {
     /// Human-readable lines.
     Text,
     /// One JSON object per line.
@@ -98,7 +98,7 @@ impl NodeArgs {
     }
 }
 
-fn init_logging(format: LogFormat) {
+pub(crate) fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
@@ -137,7 +137,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
 }
 
 /// Cancels `shutdown` on the first SIGINT or SIGTERM; a second one exits at once.
-async fn stop_on_signal(shutdown: CancellationToken) {
+pub(crate) async fn stop_on_signal(shutdown: CancellationToken) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),

@@ -1,7 +1,9 @@
 //! End-to-end tests of the `meridian` binary: real processes, real sockets on loopback.
 //!
 //! Each test starts `meridian node` on port 0 and learns its addresses from the startup log
-//! line, so tests never collide on ports and need no fixed sleeps to find the server.
+//! line, so tests never collide on ports and need no fixed sleeps to find the server. The
+//! `meridian up` tests start a 2-DC × 3-node cluster with `--base-port 0` and read every
+//! member's addresses from the table it prints once ready.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -109,6 +111,18 @@ fn http(
     headers: &[&str],
     body: &[u8],
 ) -> (u16, Vec<u8>) {
+    let (status, _, body) = http_with_head(addr, method, path, headers, body);
+    (status, body)
+}
+
+/// Like [`http`], also returning the response head (lowercased).
+fn http_with_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
     let mut req = format!(
         "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -133,7 +147,13 @@ fn http(
     {
         body = dechunk(&body);
     }
-    (status, body)
+    (status, head.to_ascii_lowercase(), body)
+}
+
+/// The value of header `name` (lowercase) in a lowercased response head.
+fn header_of(head: &str, name: &str) -> Option<String> {
+    head.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}: ")).map(str::to_owned))
 }
 
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
@@ -375,4 +395,284 @@ fn sigkill_under_load_loses_no_acknowledged_write() {
         node.kill9();
     }
     assert!(Path::new(data).exists());
+}
+
+// ----- `meridian up`: an embedded cluster ---------------------------------------------------
+
+/// One row of the table `meridian up` prints.
+struct Member {
+    name: String,
+    dc: u32,
+    resp: SocketAddr,
+    http: SocketAddr,
+}
+
+/// A running `meridian up` child process (every port chosen by the OS).
+struct Up {
+    child: Child,
+    members: Vec<Member>,
+}
+
+impl Up {
+    fn start(args: &[&str]) -> Up {
+        let mut child = Command::new(BIN)
+            .arg("up")
+            .args(["--base-port", "0"])
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn meridian up");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut members = Vec::new();
+        loop {
+            let Ok(line) = rx.recv_timeout(Duration::from_secs(120)) else {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the cluster never became ready");
+            };
+            if line.starts_with("ready") {
+                return Up { child, members };
+            }
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() == 4 && f[0] != "NAME" {
+                members.push(Member {
+                    name: f[0].to_owned(),
+                    dc: f[1].parse().unwrap(),
+                    resp: f[2].parse().unwrap(),
+                    http: f[3].parse().unwrap(),
+                });
+            }
+        }
+    }
+
+    fn in_dc(&self, dc: u32) -> &Member {
+        self.members.iter().find(|m| m.dc == dc).unwrap()
+    }
+
+    fn redis(&self, dc: u32) -> redis::Connection {
+        redis::Client::open(format!("redis://{}/", self.in_dc(dc).resp))
+            .unwrap()
+            .get_connection()
+            .unwrap()
+    }
+
+    /// GET /cluster on a member of `dc`.
+    fn cluster(&self, dc: u32) -> serde_json::Value {
+        let (status, body) = http(self.in_dc(dc).http, "GET", "/cluster", &[], b"");
+        assert_eq!(status, 200);
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    /// Waits (bounded; not a timing assertion) until `dc`'s member sees every member up.
+    fn wait_all_up(&self, dc: u32) {
+        for _ in 0..600 {
+            let c = self.cluster(dc);
+            if c["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|m| m["status"] == "up")
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("members never all up: {}", self.cluster(dc));
+    }
+
+    fn terminate(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        assert!(exit.success(), "meridian up exited with {exit}");
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const UP_ARGS: &[&str] = &["--dcs", "2", "--nodes-per-dc", "3", "--wan-latency", "5ms"];
+
+/// `MERIDIAN.GET` → (context, sorted sibling values).
+fn meridian_get(c: &mut redis::Connection, key: &str, r: &str) -> (Option<Vec<u8>>, Vec<String>) {
+    let (ctx, mut values): (Option<Vec<u8>>, Vec<String>) = redis::cmd("MERIDIAN.GET")
+        .arg(key)
+        .arg("R")
+        .arg(r)
+        .query(c)
+        .unwrap();
+    values.sort();
+    (ctx, values)
+}
+
+#[test]
+fn up_serves_a_two_dc_cluster_over_resp_and_http() {
+    let up = Up::start(UP_ARGS);
+    assert_eq!(up.members.len(), 6);
+    assert_eq!(up.members[0].name, "dc0-n0");
+    assert_eq!(up.members[5].name, "dc1-n2");
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+
+    // SET in dc0, GET in dc1.
+    let () = redis::cmd("SET")
+        .arg("greeting")
+        .arg("hello")
+        .query(&mut a)
+        .unwrap();
+    let got: Option<String> = redis::cmd("GET").arg("greeting").query(&mut b).unwrap();
+    assert_eq!(got.as_deref(), Some("hello"));
+
+    // Two blind puts → two siblings; a put with the merged context → one value.
+    let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
+        .arg("cart")
+        .arg("apple")
+        .query(&mut a)
+        .unwrap();
+    let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
+        .arg("cart")
+        .arg("pear")
+        .arg("W")
+        .arg("all")
+        .query(&mut b)
+        .unwrap();
+    let (ctx, values) = meridian_get(&mut a, "cart", "all");
+    assert_eq!(values, ["apple", "pear"]);
+    let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
+        .arg("cart")
+        .arg("apple+pear")
+        .arg("CONTEXT")
+        .arg(ctx.unwrap())
+        .arg("W")
+        .arg("all")
+        .query(&mut b)
+        .unwrap();
+    assert_eq!(meridian_get(&mut a, "cart", "all").1, ["apple+pear"]);
+
+    // Read-modify-write commands are refused clearly; the connection stays usable.
+    let err = redis::cmd("INCR")
+        .arg("n")
+        .query::<i64>(&mut a)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("not supported on eventual buckets"),
+        "{err}"
+    );
+    let pong: String = redis::cmd("PING").query(&mut a).unwrap();
+    assert_eq!(pong, "PONG");
+
+    // HTTP: the value with its context; /cluster lists 6 members, all up.
+    let (status, body) = http(up.in_dc(1).http, "GET", "/kv/greeting", &[], b"");
+    assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
+    let (h0, h1) = (up.in_dc(0).http, up.in_dc(1).http);
+    assert_eq!(http(h0, "PUT", "/kv/h?w=all", &[], b"x").0, 204);
+    assert_eq!(http(h1, "PUT", "/kv/h?w=all", &[], b"y").0, 204);
+    let (status, head, body) = http_with_head(h0, "GET", "/kv/h?r=all", &[], b"");
+    assert_eq!(status, 300, "{}", String::from_utf8_lossy(&body));
+    let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    let mut sibs: Vec<&str> = j["siblings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    sibs.sort();
+    assert_eq!(sibs, ["eA==", "eQ=="]);
+    let ctx = header_of(&head, "x-meridian-context").unwrap();
+    assert_eq!(j["context"], ctx.as_str());
+    let hdr = format!("X-Meridian-Context: {ctx}");
+    assert_eq!(http(h1, "PUT", "/kv/h?w=all", &[&hdr], b"z").0, 204);
+    let (status, head, body) = http_with_head(h0, "GET", "/kv/h?r=all", &[], b"");
+    assert_eq!((status, body.as_slice()), (200, &b"z"[..]));
+    assert!(header_of(&head, "x-meridian-context").is_some());
+    assert_eq!(http(h0, "DELETE", "/kv/h", &[], b"").0, 204);
+    assert_eq!(http(h0, "GET", "/kv/h?r=all", &[], b"").0, 404);
+    let (status, body) = http(h0, "GET", "/kv/h?r=9", &[], b"");
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    assert!(String::from_utf8_lossy(&body).contains("N_VAL_VIOLATION"));
+    let (status, body) = http(h0, "GET", "/kv/h?w=1", &[], b"");
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    // Buckets: listed, set at run time (validated) on this node.
+    let (status, body) = http(h0, "PUT", "/buckets/fast", &[], br#"{"r":"one","w":1}"#);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let (status, body) = http(h0, "PUT", "/buckets/bad", &[], br#"{"n_val":9}"#);
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    let (_, body) = http(h0, "GET", "/buckets", &[], b"");
+    let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(j["buckets"]["fast"]["r"], "one");
+    let (status, body) = http(h0, "GET", "/wan", &[], b"");
+    assert_eq!(status, 200);
+    let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(j["config"]["inter_dc"]["rtt"], "10ms");
+    up.wait_all_up(0);
+    let c = up.cluster(0);
+    assert_eq!(c["members"].as_array().unwrap().len(), 6);
+    assert_eq!(c["layout"]["q"], 64);
+    up.terminate();
+}
+
+#[test]
+fn up_partition_then_heal_keeps_both_sides_writes_as_siblings() {
+    let up = Up::start(UP_ARGS);
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+    let cut = br#"{"cut_both":[[{"dc":0},{"dc":1}]]}"#;
+    let (status, body) = http(up.in_dc(0).http, "PUT", "/wan", &[], cut);
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+
+    // Both sides accept writes with W 1 (and DW 1: DW is its own requirement, default
+    // quorum) while cut off from each other.
+    for (c, v) in [(&mut a, "left"), (&mut b, "right")] {
+        let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
+            .arg("split")
+            .arg(v)
+            .arg("W")
+            .arg("1")
+            .arg("DW")
+            .arg("1")
+            .arg("TIMEOUT")
+            .arg("5000")
+            .query(c)
+            .unwrap();
+    }
+
+    let heal = br#"{"heal_all":true}"#;
+    let (status, _) = http(up.in_dc(1).http, "PUT", "/wan", &[], heal);
+    assert_eq!(status, 200);
+    up.wait_all_up(0);
+    // Hinted handoff and read repair converge; R 3 then sees both writes (bounded retries).
+    let mut last = Vec::new();
+    for _ in 0..600 {
+        if let Ok((_, v)) = redis::cmd("MERIDIAN.GET")
+            .arg("split")
+            .arg("R")
+            .arg("3")
+            .query::<(Option<Vec<u8>>, Vec<String>)>(&mut a)
+        {
+            last = v;
+            last.sort();
+            if last == ["left", "right"] {
+                up.terminate();
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("never saw both siblings; last: {last:?}");
 }

@@ -83,7 +83,13 @@ pub(crate) async fn run(
                     if args.is_empty() {
                         continue;
                     }
-                    let (stats, error, flow) = exec::execute(ctx, &mut session, &mut reply, args);
+                    let (stats, error, flow) = match &ctx.cluster {
+                        None => exec::execute(ctx, &mut session, &mut reply, args),
+                        Some(cluster) => {
+                            exec::execute_cluster(ctx, cluster, &mut session, &mut reply, args)
+                                .await
+                        }
+                    };
                     let t1 = Instant::now();
                     stats.observe(t1 - t0, error);
                     t0 = t1;

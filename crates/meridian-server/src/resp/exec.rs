@@ -5,6 +5,7 @@
 //! authentication, then the command's own argument errors. Keyspace errors become `-ERR
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
+use crate::cluster::ClusterBackend;
 use crate::keyspace::{
     Deadline, ExpireCondition, GetExExpiry, KeyTtl, KeyspaceError, SetCondition, SetOptions,
     TtlUnit, glob_match, parse_f64, parse_i64,
@@ -123,6 +124,46 @@ pub(crate) fn execute<'c>(
         Cmd::Get => get(ctx, reply, args),
         Cmd::Set => set(ctx, reply, args),
         _ => other(ctx, session, reply, cmd, args, &mut flow),
+    };
+    let error = match result {
+        Ok(()) => false,
+        Err(e) => {
+            error_reply(reply, e);
+            true
+        }
+    };
+    (&ctx.ops[cmd as usize], error, flow)
+}
+
+/// Cluster mode: like [`execute`], but key commands run on the node's replication node
+/// (awaited here, one at a time, so replies stay in request order); see
+/// [`crate::resp::cluster_exec`].
+pub(crate) async fn execute_cluster<'c>(
+    ctx: &'c RespContext,
+    cluster: &ClusterBackend,
+    session: &mut Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> (&'c Arc<OpStats>, bool, Flow) {
+    let Some(cmd) = Cmd::lookup(args.get(0)) else {
+        unknown_command(reply, args);
+        return (&ctx.rejected_ops, true, Flow::Continue);
+    };
+    let spec = cmd.spec();
+    if !spec.arity_ok(args.len()) {
+        error_reply(reply, arity_error(spec.name));
+        return (&ctx.rejected_ops, true, Flow::Continue);
+    }
+    if !session.authed && !cmd.no_auth() {
+        reply.error("NOAUTH Authentication required.");
+        return (&ctx.rejected_ops, true, Flow::Continue);
+    }
+    session.last_cmd = cmd as u8 + 1;
+    let mut flow = Flow::Continue;
+    let result = match crate::resp::cluster_exec::run(cluster, reply, cmd, args).await {
+        Some(Ok(())) => Ok(()),
+        Some(Err(msg)) => Err(raw(msg)),
+        None => other(ctx, session, reply, cmd, args, &mut flow),
     };
     let error = match result {
         Ok(()) => false,
@@ -387,6 +428,12 @@ fn other(
             reply.bulk(b"master");
             reply.int(0);
             reply.array(0);
+        }
+        Cmd::MeridianGet | Cmd::MeridianPut | Cmd::MeridianDel => {
+            return Err(raw(format!(
+                "ERR {} needs cluster mode (start a cluster with `meridian up`)",
+                cmd.spec().name.to_ascii_uppercase()
+            )));
         }
     }
     Ok(())

@@ -11,6 +11,8 @@
 //!   once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
 //! - `info`: the INFO text.
+//! - `cluster_exec`: key commands in cluster mode, over an
+//!   [`meridian_replication::EventualNode`] (see the README's cluster-mode semantics).
 //!
 //! What the front end guarantees: replies come in request order; a protocol error is
 //! answered with Redis's message and closes only that connection; over `max_clients`, a new
@@ -18,6 +20,7 @@
 //! stops accepting, lets every connection finish the requests it has read, and returns once
 //! all connections are closed.
 
+mod cluster_exec;
 pub mod command;
 mod connection;
 mod exec;

@@ -5,6 +5,7 @@
 //! finish what it has read and close. Connection gauges (`open`, `accepted`, `rejected`) in
 //! [`Metrics`] are kept exact: a connection is counted open from accept until its task ends.
 
+use crate::cluster::ClusterBackend;
 use crate::keyspace::Keyspace;
 use crate::metrics::{Frontend, Metrics, OpStats};
 use crate::resp::command::Cmd;
@@ -55,6 +56,8 @@ pub(crate) struct ClientInfo {
 #[derive(Debug)]
 pub struct RespContext {
     pub(crate) keyspace: Arc<Keyspace>,
+    /// Cluster mode: key commands go to this replication node instead of `keyspace`.
+    pub(crate) cluster: Option<Arc<ClusterBackend>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) config: RespConfig,
     /// Metrics handle per command, indexed by [`Cmd`].
@@ -75,6 +78,17 @@ impl RespContext {
     /// The shared state of a RESP front end serving `keyspace`, recording into `metrics`.
     /// Fetches every per-command metrics handle once, here.
     pub fn new(keyspace: Arc<Keyspace>, metrics: Arc<Metrics>, config: RespConfig) -> Arc<Self> {
+        Self::with_cluster(keyspace, metrics, config, None)
+    }
+
+    /// Like [`RespContext::new`]; with `cluster`, key commands are served by that replication
+    /// node (cluster mode, see [`crate::cluster`]).
+    pub fn with_cluster(
+        keyspace: Arc<Keyspace>,
+        metrics: Arc<Metrics>,
+        config: RespConfig,
+        cluster: Option<Arc<ClusterBackend>>,
+    ) -> Arc<Self> {
         let ops = Cmd::ALL
             .iter()
             .map(|c| metrics.op(Frontend::Resp, c.spec().name))
@@ -87,6 +101,7 @@ impl RespContext {
             .to_string();
         Arc::new(Self {
             keyspace,
+            cluster,
             metrics,
             config,
             ops,

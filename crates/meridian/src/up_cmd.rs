@@ -1,0 +1,134 @@
+//! `meridian up`: an embedded cluster in one process (several DCs of nodes over an emulated
+//! WAN, each node serving RESP and HTTP); prints the member table once every node's failure
+//! detector has heard every peer, then runs until SIGINT or SIGTERM.
+
+use crate::node_cmd::{LogFormat, init_logging, stop_on_signal};
+use anyhow::Context;
+use clap::Args;
+use meridian_server::cluster::{EmbeddedConfig, start_embedded};
+use std::io::Write;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `meridian up`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+EXAMPLES:
+    meridian up --dcs 2 --nodes-per-dc 3 --wan-latency 100ms --jitter 60%
+    meridian up --base-port 0                     every port chosen by the OS
+    redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
+    curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
+
+Node i (0-based, DC by DC) serves RESP on BASE+i and HTTP on BASE+1000+i.")]
+pub struct UpArgs {
+    /// Number of data centers.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    dcs: u32,
+    /// Nodes in each data center.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    nodes_per_dc: u32,
+    /// One-way latency between DCs (e.g. 100ms, 1.5s; a bare number is milliseconds).
+    #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = parse_latency)]
+    wan_latency: Duration,
+    /// Maximum extra inter-DC delay, as a fraction of the latency (60% or 0.6).
+    #[arg(long, default_value = "0%", value_name = "FRACTION", value_parser = parse_fraction)]
+    jitter: f64,
+    /// Inter-DC loss probability (stream mode: a lost message arrives late).
+    #[arg(long, default_value = "0%", value_name = "FRACTION", value_parser = parse_fraction)]
+    loss: f64,
+    /// First port: node i serves RESP on BASE+i and HTTP on BASE+1000+i; 0 = OS-assigned.
+    #[arg(long, default_value_t = 7000, value_name = "PORT")]
+    base_port: u16,
+    /// Seed of the WAN emulator and the nodes' randomness.
+    #[arg(long, default_value_t = 1, value_name = "SEED")]
+    seed: u64,
+    /// Partitions of the ring.
+    #[arg(long, default_value_t = 64, value_name = "Q")]
+    q: u32,
+    /// Replicas per key (the layout's target N and the default bucket's n_val).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    n: u32,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+fn parse_latency(s: &str) -> Result<Duration, String> {
+    meridian_net::wan::parse_duration(s)
+}
+
+fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("'{s}' is not a fraction: write 60% or 0.6"))?;
+    if !(0.0..=100.0).contains(&v) || v.is_nan() {
+        return Err(format!("'{s}' is out of range"));
+    }
+    Ok(v)
+}
+
+/// Runs the cluster until SIGINT or SIGTERM.
+pub fn run(args: UpArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    anyhow::ensure!(args.loss <= 1.0, "--loss must be at most 100%");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("meridian-worker")
+        .build()
+        .context("starting the async runtime")?;
+    let cfg = EmbeddedConfig {
+        dcs: args.dcs,
+        nodes_per_dc: args.nodes_per_dc,
+        wan_latency: args.wan_latency,
+        jitter: args.jitter,
+        loss: args.loss,
+        base_port: args.base_port,
+        seed: args.seed,
+        q: args.q,
+        n: args.n,
+        ..EmbeddedConfig::default()
+    };
+    runtime.block_on(async move {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(stop_on_signal(shutdown.clone()));
+        let cluster = tokio::select! {
+            c = start_embedded(cfg, Duration::from_secs(60)) => c?,
+            _ = shutdown.cancelled() => return Ok(()),
+        };
+        let mut out = std::io::stdout().lock();
+        writeln!(
+            out,
+            "{:<10} {:>3}  {:<22} {:<22}",
+            "NAME", "DC", "RESP", "HTTP"
+        )?;
+        for m in &cluster.members {
+            let addr =
+                |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
+            writeln!(
+                out,
+                "{:<10} {:>3}  {:<22} {:<22}",
+                m.name,
+                m.dc.0,
+                addr(m.resp),
+                addr(m.http)
+            )?;
+        }
+        writeln!(
+            out,
+            "ready: {} nodes in {} DCs, one-way WAN latency {:?}, jitter {}%; Ctrl-C to stop",
+            cluster.members.len(),
+            args.dcs,
+            args.wan_latency,
+            args.jitter * 100.0
+        )?;
+        out.flush()?;
+        drop(out);
+        shutdown.cancelled().await;
+        cluster.shutdown().await;
+        tracing::info!("cluster stopped");
+        Ok(())
+    })
+}
