@@ -8,6 +8,10 @@
 # out of 100k, at pipeline 1 and 16 against each server (the order alternates every round so
 # neither always runs on a warmer machine). Prints medians over rounds and the Meridian/Redis
 # ratios. Extra flags for the Meridian node can be given in MERIDIAN_FLAGS.
+#
+# DURABLE=always|everysec compares durable configurations instead: Meridian on the fjall
+# engine with that fsync policy against Redis with AOF (`appendfsync` the same), both writing
+# to fresh directories under bench/out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -17,15 +21,24 @@ bash scripts/ensure-redis-tools.sh --server
 cargo build -q --release -p meridian
 
 out=bench/out; mkdir -p "$out"
+durable=${DURABLE:-}
+mflags=() rflags=(--save "" --appendonly no)
+if [[ -n "$durable" ]]; then
+  [[ "$durable" == always || "$durable" == everysec ]] || { echo "DURABLE must be always or everysec" >&2; exit 2; }
+  ddir=$(mktemp -d "$PWD/$out/durable.XXXXXX")
+  mflags=(--engine fjall --data-dir "$ddir/meridian" --fsync "$durable")
+  rflags=(--save "" --appendonly yes --appendfsync "$durable" --dir "$ddir")
+fi
 csv="$out/redis-compare-$(date +%Y%m%d-%H%M%S).csv"
 mport=$((30000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
-"${CARGO_TARGET_DIR:-target}/release/meridian" node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" ${MERIDIAN_FLAGS:-} \
+"${CARGO_TARGET_DIR:-target}/release/meridian" node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" \
+  "${mflags[@]}" ${MERIDIAN_FLAGS:-} \
   >"$out/meridian.log" 2>&1 &
 mpid=$!
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+redis-server --port "$rport" --bind 127.0.0.1 "${rflags[@]}" --daemonize no \
   >"$out/redis.log" 2>&1 &
 rpid=$!
-trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true; [[ -n "${ddir:-}" ]] && rm -rf "$ddir"' EXIT
 for p in "$mport" "$rport"; do
   for _ in $(seq 1 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$p" PING >/dev/null 2>&1 || { echo "server on port $p did not start; see $out/*.log" >&2; exit 1; }

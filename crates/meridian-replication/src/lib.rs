@@ -1,11 +1,13 @@
 //! Meridian's replication protocols. Today: **eventual consistency** with N/R/W quorums,
 //! dotted-version-vector causal contexts (siblings or last-writer-wins), read repair and
-//! sloppy quorums with hinted handoff (spec `placement-and-quorums.md` §§3–9). Timeline and
+//! sloppy quorums with hinted handoff and Merkle active anti-entropy (spec
+//! `placement-and-quorums.md` §§3–10). Timeline and
 //! transactional buckets will get their own modules; [`bucket::BucketType`] already names
 //! them.
 //!
 //! | module | concept |
 //! |---|---|
+//! | [`anti_entropy`] | per-partition Merkle trees over a replica's objects (§10) |
 //! | [`bucket`] | bucket types and properties (TOML-loadable), the validated registry |
 //! | [`object_store`] | one replica's objects and hints over a storage engine |
 //! | [`messages`] | the node-to-node wire protocol |
@@ -43,6 +45,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod anti_entropy;
 pub mod bucket;
 pub mod error;
 pub mod messages;
@@ -50,9 +53,10 @@ pub mod node;
 pub mod object_store;
 pub mod tokio_clock;
 
+pub use anti_entropy::{AaeError, AaeTrees};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
-pub use messages::{Msg, RemoteError};
+pub use messages::{AaeItem, Msg, RemoteError};
 pub use node::{EventualNode, GetOptions, GetResult, NodeConfig, NodeStats, PutOptions, PutResult};
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use tokio_clock::TokioClock;

@@ -7,6 +7,9 @@
 //! | [`Msg::Get`] | [`Msg::GetReply`] or [`Msg::Error`] |
 //! | [`Msg::Replicate`] | [`Msg::Ack`] or [`Msg::Error`] |
 //! | [`Msg::Forward`] | [`Msg::ForwardReply`] |
+//! | [`Msg::AaeHashes`] | [`Msg::AaeHashReply`] or [`Msg::Error`] |
+//! | [`Msg::AaeKeys`] | [`Msg::AaeKeysReply`] or [`Msg::Error`] |
+//! | [`Msg::AaeSync`] | [`Msg::AaeSyncReply`] or [`Msg::Error`] |
 //!
 //! One-way: [`Msg::Heartbeat`], [`Msg::Repair`].
 //!
@@ -17,8 +20,8 @@
 
 use crate::error::ReplicationError;
 use crate::node::{PutOptions, PutResult};
-use meridian_cluster::Object;
-use meridian_core::NodeId;
+use meridian_cluster::{HashReply, HashRequest, KeyHashes, Object, SegmentId};
+use meridian_core::{NodeId, PartitionId};
 use serde::{Deserialize, Serialize};
 
 /// Why a replica refused a request.
@@ -30,6 +33,15 @@ pub enum RemoteError {
     Storage(String),
     /// The request was malformed or unexpected.
     BadRequest(String),
+}
+
+/// One key of an anti-entropy sync: the sender's object, or `None` if it has none.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AaeItem {
+    /// The client key.
+    pub key: Vec<u8>,
+    /// The sender's object of the key.
+    pub object: Option<Object>,
 }
 
 /// A message between nodes. See the module docs.
@@ -91,6 +103,35 @@ pub enum Msg {
     },
     /// The answer to [`Msg::Forward`]: the remote coordinator's result.
     ForwardReply(Result<PutResult, ReplicationError>),
+    /// Anti-entropy (§10), exchange step: node hashes of the receiver's tree of
+    /// `partition`.
+    AaeHashes {
+        /// The partition whose trees are compared.
+        partition: PartitionId,
+        /// The hashes wanted.
+        request: HashRequest,
+    },
+    /// The answer to [`Msg::AaeHashes`].
+    AaeHashReply(HashReply),
+    /// Anti-entropy, last exchange step: the `(key, item hash)` lists of `segments`.
+    AaeKeys {
+        /// The partition whose trees are compared.
+        partition: PartitionId,
+        /// The differing segments.
+        segments: Vec<SegmentId>,
+    },
+    /// The answer to [`Msg::AaeKeys`], one list per requested segment, in order.
+    AaeKeysReply(Vec<KeyHashes>),
+    /// Anti-entropy repair: merge each item's object (a repair path: no limits) and answer
+    /// the resulting objects.
+    AaeSync {
+        /// The partition of every key.
+        partition: PartitionId,
+        /// The sender's objects of the differing keys.
+        items: Vec<AaeItem>,
+    },
+    /// The answer to [`Msg::AaeSync`]: the receiver's objects after merging, same order.
+    AaeSyncReply(Vec<AaeItem>),
     /// A refused request.
     Error(RemoteError),
 }
@@ -114,6 +155,25 @@ mod tests {
             },
             Msg::ForwardReply(Err(ReplicationError::WValUnsatisfied { need: 2, got: 1 })),
             Msg::Error(RemoteError::Overload),
+            Msg::AaeHashes {
+                partition: PartitionId(3),
+                request: HashRequest::Children {
+                    level: 1,
+                    parents: vec![2, 5],
+                },
+            },
+            Msg::AaeHashReply(HashReply {
+                level: 0,
+                hashes: vec![u128::MAX, 7],
+            }),
+            Msg::AaeKeys {
+                partition: PartitionId(3),
+                segments: vec![SegmentId(9)],
+            },
+            Msg::AaeSyncReply(vec![AaeItem {
+                key: b"b:k".to_vec(),
+                object: None,
+            }]),
         ];
         for m in msgs {
             let bytes = postcard::to_allocvec(&m).unwrap();

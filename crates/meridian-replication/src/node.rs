@@ -27,6 +27,13 @@
 //!   (only if unchanged since it was sent).
 //! - **LWW buckets** (`allow_mult = false`): every merge and coordinator write is followed by
 //!   `lww`; the clock is kept.
+//! - **Active anti-entropy** (§10, module [`crate::anti_entropy`]): the node keeps a Merkle
+//!   tree per held partition over its own objects (not hints), built from the engine in
+//!   [`EventualNode::new`] and updated on every object write. Every
+//!   `anti_entropy_interval` (0 disables it) it compares one `(partition, peer)` pair,
+//!   round-robin from a seeded start, with a peer the detector says is up, and syncs at most
+//!   `anti_entropy_max_keys` differing keys both ways through `merge_apply` (a repair path:
+//!   no client limits), so both replicas end with the same object.
 //!
 //! ## Guarantees
 //!
@@ -56,20 +63,24 @@
 //!   one transfer at a time per node, in `(for_node, key)` order, at most
 //!   `handoff_batch` hints per round.
 //! - Tombstones are never reaped (`delete_mode = keep`); the cross-DC read-repair token
-//!   bucket, anti-entropy, ownership handoff and metrics export are not implemented
-//!   (counters are available from [`EventualNode::stats`]).
+//!   bucket, ownership handoff and metrics export are not implemented (counters are
+//!   available from [`EventualNode::stats`]). Anti-entropy departs from the spec as its
+//!   module documents (in-memory trees rebuilt at node creation, smaller default tree, no
+//!   WAN byte cap).
 //! - A replica refuses requests with `overload` while more than `overload_backlog`
 //!   messages wait in its inbox.
 
+use crate::anti_entropy::{AaeError, AaeTrees, KEYS_PER_SYNC, SEGMENTS_PER_REQUEST};
 use crate::bucket::{BucketProps, Buckets};
 use crate::error::{Missing, ReplicationError, Result};
-use crate::messages::{Msg, RemoteError};
+use crate::messages::{AaeItem, Msg, RemoteError};
 use crate::object_store::{ObjectStore, is_reserved_key};
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
-    ApEntry, AplSummary, DetectorConfig, FailKind, FailureDetector, GetReply, GetTally, Layout,
-    Preflist, Props, PutTally, Role, bucket_and_key, precheck_get, precheck_put, preflist,
+    ApEntry, AplSummary, DetectorConfig, Exchange, FailKind, FailureDetector, GetReply, GetTally,
+    HashRequest, Layout, Preflist, Props, PutTally, Role, SegmentId, bucket_and_key, diff_keys,
+    precheck_get, precheck_put, preflist,
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Incoming, NetError, Transport};
@@ -116,6 +127,19 @@ pub struct NodeConfig {
     pub forward_reserve: Duration,
     /// Seed of the node's RNG.
     pub seed: u64,
+    /// How often an anti-entropy exchange runs (§10; default 30 s). Zero disables
+    /// anti-entropy: no trees are built or kept, and exchange requests are refused.
+    pub anti_entropy_interval: Duration,
+    /// Timeout of each anti-entropy request (default 5 s).
+    pub anti_entropy_timeout: Duration,
+    /// Most differing keys repaired per exchange (default 1000); the rest waits for later
+    /// rounds.
+    pub anti_entropy_max_keys: usize,
+    /// Shape of the anti-entropy trees (default 64 × 64 segments); every node of a cluster
+    /// must use the same.
+    pub anti_entropy_tree: meridian_cluster::MerkleConfig,
+    /// Keys read per engine scan page while building the trees (default 1024).
+    pub anti_entropy_scan_page: usize,
 }
 
 impl NodeConfig {
@@ -135,6 +159,11 @@ impl NodeConfig {
             overload_backlog: 512,
             forward_reserve: Duration::from_millis(50),
             seed: u64::from(id.0),
+            anti_entropy_interval: Duration::from_secs(30),
+            anti_entropy_timeout: Duration::from_secs(5),
+            anti_entropy_max_keys: 1000,
+            anti_entropy_tree: crate::anti_entropy::default_tree(),
+            anti_entropy_scan_page: 1024,
         }
     }
 }
@@ -226,6 +255,11 @@ pub struct NodeStats {
     pub handoff_bytes: u64,
     /// Writes forwarded to another coordinator (`coord_redirs_total`).
     pub coord_redirs: u64,
+    /// Anti-entropy exchanges completed as initiator (`aae_exchanges_total`).
+    pub aae_exchanges: u64,
+    /// Differing keys synced by anti-entropy exchanges this node initiated
+    /// (`aae_keys_repaired_total`).
+    pub aae_keys_repaired: u64,
 }
 
 #[derive(Debug, Default)]
@@ -234,6 +268,8 @@ struct Counters {
     hinted_handoffs: AtomicU64,
     handoff_bytes: AtomicU64,
     coord_redirs: AtomicU64,
+    aae_exchanges: AtomicU64,
+    aae_keys_repaired: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -247,6 +283,8 @@ struct Inner {
     detector: Mutex<FailureDetector>,
     rng: Mutex<ChaCha8Rng>,
     counters: Counters,
+    /// Index of the next `(partition, peer)` pair of anti-entropy.
+    aae_cursor: Mutex<usize>,
 }
 
 /// One node of an eventual-consistency cluster. Cheap to clone (clones share the node).
@@ -307,10 +345,39 @@ impl EventualNode {
             "{} is not a member of the layout",
             config.id
         );
-        let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let store = ObjectStore::new(engine, clock.clone());
+        if !config.anti_entropy_interval.is_zero() {
+            let (ring, held): (_, Vec<PartitionId>) = {
+                let l = layout.read();
+                let held = l
+                    .ring()
+                    .partitions()
+                    .filter(|&p| l.replicas(p).contains(&config.id))
+                    .collect();
+                (l.ring(), held)
+            };
+            // Nobody else can write through this node yet, so the scan and the attach
+            // cannot miss a write.
+            match AaeTrees::build(
+                store.engine().as_ref(),
+                config.anti_entropy_tree,
+                ring,
+                held,
+                config.anti_entropy_scan_page,
+            ) {
+                Ok(t) => {
+                    store.attach_trees(Arc::new(t));
+                }
+                Err(e) => {
+                    tracing::error!(node = %config.id, error = %e, "anti-entropy trees not built; anti-entropy disabled");
+                }
+            }
+        }
+        let aae_cursor = rng.random_range(0..1usize << 20);
         EventualNode {
             inner: Arc::new(Inner {
-                store: ObjectStore::new(engine, clock.clone()),
+                store,
                 detector: Mutex::new(FailureDetector::new(config.detector.clone())),
                 cfg: config,
                 clock,
@@ -319,6 +386,7 @@ impl EventualNode {
                 buckets: RwLock::new(buckets),
                 rng: Mutex::new(rng),
                 counters: Counters::default(),
+                aae_cursor: Mutex::new(aae_cursor),
             }),
         }
     }
@@ -373,6 +441,8 @@ impl EventualNode {
             hinted_handoffs: c.hinted_handoffs.load(Ordering::Relaxed),
             handoff_bytes: c.handoff_bytes.load(Ordering::Relaxed),
             coord_redirs: c.coord_redirs.load(Ordering::Relaxed),
+            aae_exchanges: c.aae_exchanges.load(Ordering::Relaxed),
+            aae_keys_repaired: c.aae_keys_repaired.load(Ordering::Relaxed),
         }
     }
 
@@ -395,13 +465,23 @@ impl EventualNode {
         (p, apl)
     }
 
-    /// Starts the node's background tasks: serving the inbox, heartbeats, hint delivery.
-    /// They stop when `shutdown` is cancelled; the handle completes then.
+    /// Starts the node's background tasks: serving the inbox, heartbeats, hint delivery,
+    /// anti-entropy. They stop when `shutdown` is cancelled; the handle completes then.
     pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
-        let (a, b, c) = (self.clone(), self.clone(), self.clone());
-        let (s1, s2, s3) = (shutdown.clone(), shutdown.clone(), shutdown);
+        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
+        let (s1, s2, s3, s4) = (
+            shutdown.clone(),
+            shutdown.clone(),
+            shutdown.clone(),
+            shutdown,
+        );
         tokio::spawn(async move {
-            tokio::join!(a.serve(inbox, s1), b.heartbeats(s2), c.handoffs(s3));
+            tokio::join!(
+                a.serve(inbox, s1),
+                b.heartbeats(s2),
+                c.handoffs(s3),
+                d.anti_entropy(s4)
+            );
         })
     }
 
@@ -438,7 +518,14 @@ impl EventualNode {
                     tracing::debug!(node = %self.id(), peer = %from, epoch, mine, "layout epoch mismatch");
                 }
             }
-            Msg::Get { .. } | Msg::Replicate { .. } | Msg::Forward { .. } if overloaded => {
+            Msg::Get { .. }
+            | Msg::Replicate { .. }
+            | Msg::Forward { .. }
+            | Msg::AaeHashes { .. }
+            | Msg::AaeKeys { .. }
+            | Msg::AaeSync { .. }
+                if overloaded =>
+            {
                 answer(Msg::Error(RemoteError::Overload));
             }
             Msg::Get { key, hint_for } => {
@@ -487,6 +574,18 @@ impl EventualNode {
                     let r = node.write(&key, content, &context, opts, true).await;
                     answer(Msg::ForwardReply(r));
                 });
+            }
+            Msg::AaeHashes { partition, request } => {
+                answer(self.aae_answer_hashes(partition, &request));
+            }
+            Msg::AaeKeys {
+                partition,
+                segments,
+            } => {
+                answer(self.aae_answer_keys(partition, &segments));
+            }
+            Msg::AaeSync { partition, items } => {
+                answer(self.aae_answer_sync(partition, items));
             }
             other => {
                 tracing::debug!(node = %self.id(), peer = %from, msg = ?other, "unexpected message");
@@ -616,6 +715,276 @@ impl EventualNode {
             }
         }
         Ok(delivered)
+    }
+
+    // ----- anti-entropy (§10) -----
+
+    async fn anti_entropy(self, shutdown: CancellationToken) {
+        let every = self.inner.cfg.anti_entropy_interval;
+        if every.is_zero() || self.inner.store.trees().is_none() {
+            return;
+        }
+        // Like hand-off: the first round after one interval plus a seeded jitter.
+        let first = Instant::now() + every + self.start_offset(every / 4);
+        let mut tick = tokio::time::interval_at(first, every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = self.anti_entropy_round() => {
+                    if let Err(e) = r {
+                        tracing::debug!(node = %self.id(), error = %e, "anti-entropy exchange failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The trees' counterpart of a key: its bucket's `allow_mult` and `n_val`.
+    fn bucket_params(&self, key: &[u8]) -> (bool, u32) {
+        let (bucket, _) = bucket_and_key(key);
+        let p = self.inner.buckets.read().resolve(bucket, &Props::default());
+        (p.allow_mult, p.n_val)
+    }
+
+    /// Whether `node` is one of the first `n_val` replicas of `partition` for `key`'s bucket.
+    fn holds(&self, node: NodeId, partition: PartitionId, key: &[u8]) -> bool {
+        let (_, n_val) = self.bucket_params(key);
+        let l = self.inner.layout.read();
+        l.replicas(partition)
+            .iter()
+            .position(|&r| r == node)
+            .is_some_and(|i| i < n_val as usize)
+    }
+
+    /// The next `(partition, peer)` pair, round-robin, whose peer is up; advances the
+    /// cursor past it.
+    fn aae_next_pair(&self, trees: &AaeTrees) -> Option<(PartitionId, NodeId)> {
+        let me = self.id();
+        let pairs: Vec<(PartitionId, NodeId)> = {
+            let l = self.inner.layout.read();
+            trees
+                .partitions()
+                .flat_map(|p| {
+                    l.replicas(p)
+                        .iter()
+                        .filter(|&&n| n != me)
+                        .map(move |&n| (p, n))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        };
+        if pairs.is_empty() {
+            return None;
+        }
+        let mut cursor = self.inner.aae_cursor.lock();
+        for i in 0..pairs.len() {
+            let idx = (*cursor + i) % pairs.len();
+            let (p, peer) = pairs[idx];
+            if self.is_up(peer) {
+                *cursor = idx + 1;
+                return Some((p, peer));
+            }
+        }
+        None
+    }
+
+    /// One anti-entropy exchange (normally run every `anti_entropy_interval` by the
+    /// background task) with the next `(partition, peer)` pair whose peer is up. Returns the
+    /// number of differing keys synced (0 also when anti-entropy is disabled or no peer is
+    /// up).
+    pub async fn anti_entropy_round(&self) -> std::result::Result<usize, AaeError> {
+        let Some(trees) = self.inner.store.trees().cloned() else {
+            return Ok(0);
+        };
+        let Some((p, peer)) = self.aae_next_pair(&trees) else {
+            return Ok(0);
+        };
+        self.anti_entropy_with(p, peer).await
+    }
+
+    async fn aae_request(&self, peer: NodeId, msg: Msg) -> std::result::Result<Msg, AaeError> {
+        let timeout = self.inner.cfg.anti_entropy_timeout;
+        match self.inner.transport.request(peer, msg, timeout).await {
+            Ok(Msg::Error(e)) => Err(AaeError::Peer {
+                peer,
+                reason: format!("refused: {e:?}"),
+            }),
+            Ok(m) => Ok(m),
+            Err(e) => Err(AaeError::Peer {
+                peer,
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// One anti-entropy exchange of `partition` with `peer` (module [`crate::anti_entropy`]):
+    /// compare the trees, list the differing keys (at most `anti_entropy_max_keys`), and
+    /// sync their objects both ways. Returns the number of keys synced.
+    pub async fn anti_entropy_with(
+        &self,
+        partition: PartitionId,
+        peer: NodeId,
+    ) -> std::result::Result<usize, AaeError> {
+        let Some(trees) = self.inner.store.trees().cloned() else {
+            return Ok(0);
+        };
+        let bad = |reason: String| AaeError::Peer { peer, reason };
+        let mut ex = Exchange::new(trees.config());
+        while let Some(request) = ex.request() {
+            let reply = match self
+                .aae_request(peer, Msg::AaeHashes { partition, request })
+                .await?
+            {
+                Msg::AaeHashReply(r) => r,
+                other => return Err(bad(format!("unexpected reply {other:?}"))),
+            };
+            trees
+                .with_tree(partition, |t| ex.receive(t, &reply))
+                .ok_or_else(|| bad(format!("partition {} is not held here", partition.0)))?
+                .map_err(|e| bad(e.to_string()))?;
+        }
+        let segments = ex.segments().unwrap_or_default().to_vec();
+
+        let me = self.id();
+        let max = self.inner.cfg.anti_entropy_max_keys.max(1);
+        let mut keys: Vec<Bytes> = Vec::new();
+        'segments: for chunk in segments.chunks(SEGMENTS_PER_REQUEST) {
+            let msg = Msg::AaeKeys {
+                partition,
+                segments: chunk.to_vec(),
+            };
+            let lists = match self.aae_request(peer, msg).await? {
+                Msg::AaeKeysReply(l) if l.len() == chunk.len() => l,
+                other => return Err(bad(format!("unexpected reply {other:?}"))),
+            };
+            for (&seg, remote) in chunk.iter().zip(lists) {
+                let local = trees
+                    .with_tree(partition, |t| t.key_hashes(seg))
+                    .map(|l| l.entries)
+                    .unwrap_or_default();
+                for k in diff_keys(&local, &remote.entries) {
+                    // Only keys both replicas should hold (a bucket may have a smaller
+                    // n_val than the layout's replica count).
+                    if is_reserved_key(&k)
+                        || trees.partition_of(&k) != partition
+                        || !self.holds(me, partition, &k)
+                        || !self.holds(peer, partition, &k)
+                    {
+                        continue;
+                    }
+                    keys.push(k);
+                    if keys.len() >= max {
+                        break 'segments;
+                    }
+                }
+            }
+        }
+
+        let mut synced = 0;
+        for chunk in keys.chunks(KEYS_PER_SYNC) {
+            let mut items = Vec::with_capacity(chunk.len());
+            for k in chunk {
+                items.push(AaeItem {
+                    key: k.to_vec(),
+                    object: self.inner.store.get(k)?,
+                });
+            }
+            let replies = match self
+                .aae_request(peer, Msg::AaeSync { partition, items })
+                .await?
+            {
+                Msg::AaeSyncReply(r) => r,
+                other => return Err(bad(format!("unexpected reply {other:?}"))),
+            };
+            for item in replies {
+                let Some(o) = item.object else { continue };
+                if !chunk.iter().any(|k| k[..] == item.key[..]) {
+                    continue;
+                }
+                let (allow_mult, _) = self.bucket_params(&item.key);
+                self.inner.store.merge_apply(&item.key, &o, allow_mult)?;
+            }
+            synced += chunk.len();
+            self.inner
+                .counters
+                .aae_keys_repaired
+                .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+        self.inner
+            .counters
+            .aae_exchanges
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(synced)
+    }
+
+    /// The trees, if anti-entropy is on and `partition` is held; else why not.
+    fn aae_trees(&self, partition: PartitionId) -> std::result::Result<&Arc<AaeTrees>, String> {
+        let trees = self
+            .inner
+            .store
+            .trees()
+            .ok_or_else(|| "anti-entropy is disabled".to_owned())?;
+        if trees.tree_len(partition).is_none() {
+            return Err(format!("partition {} is not held", partition.0));
+        }
+        Ok(trees)
+    }
+
+    fn aae_answer_hashes(&self, partition: PartitionId, request: &HashRequest) -> Msg {
+        let trees = match self.aae_trees(partition) {
+            Ok(t) => t,
+            Err(why) => return Msg::Error(RemoteError::BadRequest(why)),
+        };
+        match trees.with_tree(partition, |t| t.answer(request)) {
+            Some(Ok(r)) => Msg::AaeHashReply(r),
+            Some(Err(e)) => Msg::Error(RemoteError::BadRequest(e.to_string())),
+            None => Msg::Error(RemoteError::BadRequest("partition not held".into())),
+        }
+    }
+
+    fn aae_answer_keys(&self, partition: PartitionId, segments: &[SegmentId]) -> Msg {
+        let trees = match self.aae_trees(partition) {
+            Ok(t) => t,
+            Err(why) => return Msg::Error(RemoteError::BadRequest(why)),
+        };
+        let lists = trees
+            .with_tree(partition, |t| {
+                segments.iter().map(|&s| t.key_hashes(s)).collect()
+            })
+            .unwrap_or_default();
+        Msg::AaeKeysReply(lists)
+    }
+
+    fn aae_answer_sync(&self, partition: PartitionId, items: Vec<AaeItem>) -> Msg {
+        let trees = match self.aae_trees(partition) {
+            Ok(t) => t,
+            Err(why) => return Msg::Error(RemoteError::BadRequest(why)),
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for AaeItem { key, object } in items {
+            if is_reserved_key(&key)
+                || trees.partition_of(&key) != partition
+                || !self.holds(self.id(), partition, &key)
+            {
+                continue;
+            }
+            let (allow_mult, _) = self.bucket_params(&key);
+            // A repair path: merge_apply, no client limits.
+            let r = match object {
+                Some(o) => self.inner.store.merge_apply(&key, &o, allow_mult).map(Some),
+                None => self.inner.store.get(&key),
+            };
+            match r {
+                Ok(object) => out.push(AaeItem { key, object }),
+                Err(e) => return Msg::Error(RemoteError::Storage(e.to_string())),
+            }
+        }
+        Msg::AaeSyncReply(out)
     }
 
     // ----- client API: GET -----

@@ -24,8 +24,12 @@
 //!   that was delivered, so a write that reached the hint after the delivery started is
 //!   kept for the next round;
 //! - client-write limits (`siblings_max`) apply only in [`ObjectStore::coordinator_put`],
-//!   never on merge, repair or handoff (basho/riak_kv#1156).
+//!   never on merge, repair or handoff (basho/riak_kv#1156);
+//! - with anti-entropy trees attached ([`ObjectStore::attach_trees`]), every write of a
+//!   client key is recorded in them while the key's stripe lock is still held, so the trees
+//!   follow the engine's order of writes exactly; hints are never recorded.
 
+use crate::anti_entropy::AaeTrees;
 use crate::error::{ReplicationError, Result};
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
@@ -33,7 +37,7 @@ use meridian_core::{Clock, NodeId, Timestamp};
 use meridian_storage::Engine;
 use parking_lot::{Mutex, MutexGuard};
 use std::ops::Bound;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The first byte of a stored object's encoding.
 pub const OBJECT_FORMAT: u8 = 1;
@@ -109,6 +113,7 @@ pub struct ObjectStore {
     engine: Arc<dyn Engine>,
     clock: Arc<dyn Clock>,
     stripes: Box<[Mutex<()>]>,
+    trees: OnceLock<Arc<AaeTrees>>,
 }
 
 impl ObjectStore {
@@ -118,7 +123,21 @@ impl ObjectStore {
             engine,
             clock,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            trees: OnceLock::new(),
         }
+    }
+
+    /// Attaches anti-entropy trees: from now on every write of a client key is recorded in
+    /// them. The trees must describe the engine's current contents (see
+    /// [`AaeTrees::build`]). Returns false (and changes nothing) if trees were already
+    /// attached.
+    pub fn attach_trees(&self, trees: Arc<AaeTrees>) -> bool {
+        self.trees.set(trees).is_ok()
+    }
+
+    /// The attached anti-entropy trees, if any.
+    pub fn trees(&self) -> Option<&Arc<AaeTrees>> {
+        self.trees.get()
     }
 
     /// The underlying engine.
@@ -141,10 +160,17 @@ impl ObjectStore {
         }
     }
 
+    /// Writes `o` under `engine_key`; the caller holds the key's stripe lock.
     fn write(&self, engine_key: Bytes, o: &Object) -> Result<()> {
         let now = self.clock.now();
         self.engine.set_gc_horizon(now);
-        self.engine.put(engine_key, now, encode_object(o))?;
+        if let Some(t) = self.trees.get() {
+            let recorded = engine_key.clone();
+            self.engine.put(engine_key, now, encode_object(o))?;
+            t.record(&recorded, Some(o));
+        } else {
+            self.engine.put(engine_key, now, encode_object(o))?;
+        }
         Ok(())
     }
 

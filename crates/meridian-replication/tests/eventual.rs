@@ -5,9 +5,12 @@
 //! Every test runs under paused tokio time, so WAN delays, heartbeats, detector timeouts
 //! and request deadlines advance instantly and deterministically; durations asserted below
 //! are virtual. The WAN seed of every cluster is printed.
+//!
+//! Anti-entropy is off unless a test starts the cluster with [`Cluster::start_aae`], so the
+//! read-repair and hand-off tests show those mechanisms alone.
 
 use bytes::Bytes;
-use meridian_cluster::{Layout, Member, Quorum, Ring, Role, Topology, claim};
+use meridian_cluster::{Layout, Member, MerkleConfig, Object, Quorum, Ring, Role, Topology, claim};
 use meridian_core::{DcId, NodeId, Timestamp};
 use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, Scope, WanConfig, WanControl, WanEmulator};
@@ -92,6 +95,12 @@ impl Engine for FlakyEngine {
 struct Cluster {
     nodes: Vec<EventualNode>,
     engines: Vec<Arc<FlakyEngine>>,
+    configs: Vec<NodeConfig>,
+    /// Per node, cancelled to stop it (children of `stop`).
+    node_stops: Vec<CancellationToken>,
+    net: MemNetwork<Msg>,
+    emulator: WanEmulator,
+    buckets: Buckets,
     wan: WanControl,
     layout: Arc<RwLock<Layout>>,
     stop: CancellationToken,
@@ -105,8 +114,20 @@ fn dc_of(id: NodeId) -> DcId {
 }
 
 impl Cluster {
-    /// Starts the cluster and waits until every failure detector has heard from everyone.
+    /// Starts the cluster (anti-entropy off) and waits until every failure detector has heard
+    /// from everyone.
     async fn start(seed: u64, handoff_interval: Duration) -> Cluster {
+        Cluster::start_aae(seed, handoff_interval, Duration::ZERO, 1000).await
+    }
+
+    /// [`Cluster::start`] with anti-entropy every `aae_interval` (zero: off), at most
+    /// `aae_max_keys` keys per exchange, over small trees (16 × 16 segments).
+    async fn start_aae(
+        seed: u64,
+        handoff_interval: Duration,
+        aae_interval: Duration,
+        aae_max_keys: usize,
+    ) -> Cluster {
         println!("cluster seed = {seed}");
         let ids: Vec<NodeId> = (1..=DCS * PER_DC).map(NodeId).collect();
         let wan = WanEmulator::new(WanConfig {
@@ -130,38 +151,76 @@ impl Cluster {
         let buckets = Buckets::new(ClusterShape::of(&layout.read())).unwrap();
         let net = MemNetwork::<Msg>::new();
         let stop = CancellationToken::new();
-        let (mut nodes, mut engines) = (Vec::new(), Vec::new());
+        let mut c = Cluster {
+            nodes: Vec::new(),
+            engines: Vec::new(),
+            configs: Vec::new(),
+            node_stops: Vec::new(),
+            net,
+            wan: wan.control(),
+            emulator: wan,
+            buckets,
+            layout,
+            stop,
+        };
         for &id in &ids {
-            let (t, inbox) = net.join(id).unwrap();
-            t.layer(|w| wan.wrap(w));
             let mut cfg = NodeConfig::new(id);
             cfg.heartbeat_interval = Duration::from_millis(100);
             cfg.detector.first_interval = Duration::from_millis(100);
             cfg.detector.min_std_dev = Duration::from_millis(50);
             cfg.handoff_interval = handoff_interval;
             cfg.seed = seed ^ u64::from(id.0);
-            let engine = Arc::new(FlakyEngine::default());
-            let node = EventualNode::new(
-                cfg,
-                engine.clone(),
-                Arc::new(TokioClock::new(Timestamp(1_700_000_000_000_000))),
-                t,
-                layout.clone(),
-                buckets.clone(),
-            );
-            node.spawn(inbox, stop.clone());
-            nodes.push(node);
-            engines.push(engine);
+            cfg.anti_entropy_interval = aae_interval;
+            cfg.anti_entropy_max_keys = aae_max_keys;
+            cfg.anti_entropy_tree = MerkleConfig::new(16, 2).unwrap();
+            let (node, engine, node_stop) = c.launch(cfg.clone());
+            c.nodes.push(node);
+            c.engines.push(engine);
+            c.configs.push(cfg);
+            c.node_stops.push(node_stop);
         }
-        let c = Cluster {
-            nodes,
-            engines,
-            wan: wan.control(),
-            layout,
-            stop,
-        };
         c.settle().await;
         c
+    }
+
+    /// Joins a node with `cfg` and a fresh empty engine to the network and starts it.
+    fn launch(&self, cfg: NodeConfig) -> (EventualNode, Arc<FlakyEngine>, CancellationToken) {
+        let (t, inbox) = self.net.join(cfg.id).unwrap();
+        t.layer(|w| self.emulator.wrap(w));
+        let engine = Arc::new(FlakyEngine::default());
+        let node = EventualNode::new(
+            cfg,
+            engine.clone(),
+            Arc::new(TokioClock::new(Timestamp(1_700_000_000_000_000))),
+            t,
+            self.layout.clone(),
+            self.buckets.clone(),
+        );
+        let node_stop = self.stop.child_token();
+        node.spawn(inbox, node_stop.clone());
+        (node, engine, node_stop)
+    }
+
+    /// Crashes `id` and brings it back with an empty engine (a lost disk): a new
+    /// incarnation, so its dots are never reissued.
+    async fn restart_wiped(&mut self, id: NodeId) {
+        let i = (id.0 - 1) as usize;
+        self.node_stops[i].cancel();
+        self.net.leave(id);
+        sleep(Duration::from_millis(10)).await;
+        self.configs[i].incarnation += 1;
+        let (node, engine, node_stop) = self.launch(self.configs[i].clone());
+        self.nodes[i] = node;
+        self.engines[i] = engine;
+        self.node_stops[i] = node_stop;
+    }
+
+    /// The objects each primary stores for `key`.
+    fn objects(&self, key: &[u8]) -> Vec<Option<Object>> {
+        self.primaries(key)
+            .into_iter()
+            .map(|p| self.node(p).store().get(key).unwrap())
+            .collect()
     }
 
     /// Lets heartbeats flow long enough for every detector to agree with the network.
@@ -633,4 +692,143 @@ async fn notfound_ok_decides_whether_a_missed_replica_answers_notfound() {
     c.settle().await;
     let g = c.node(NodeId(1)).get(&key2, r1(false)).await.unwrap();
     assert_eq!(g.values(), [b("w")]);
+}
+
+// ----- active anti-entropy (spec §10) -----
+
+/// Anti-entropy interval of the tests below: each node holds 32 partitions with 2 peers
+/// each, so one round-robin cycle takes 64 intervals (32 s virtual).
+const AAE_EVERY: Duration = Duration::from_millis(500);
+/// Two full cycles plus the start-up jitter.
+const AAE_WAIT: Duration = Duration::from_secs(70);
+
+/// Writes `n` keys with W=1 on each side of a DC partition (values "left" / "right", and an
+/// LWW bucket "lww"), heals, and returns the keys. Nothing reads them.
+async fn diverge_without_reads(c: &Cluster, n: usize) -> Vec<Vec<u8>> {
+    c.set_bucket(
+        "lww",
+        BucketProps {
+            allow_mult: Some(false),
+            ..Default::default()
+        },
+    );
+    c.wan.cut_both(Scope::Dc(DcId(0)), Scope::Dc(DcId(1)));
+    c.settle().await;
+    let w1 = put_opts(|p| {
+        p.w = Some(Quorum::One);
+        p.dw = Some(Quorum::One);
+    });
+    let mut keys = Vec::new();
+    for i in 0..n {
+        let bucket = if i % 4 == 0 { "lww" } else { "default" };
+        let key = format!("{bucket}:aae{i}").into_bytes();
+        c.node(NodeId(1 + (i as u32 % 3)))
+            .put(&key, b("left"), None, w1)
+            .await
+            .unwrap();
+        c.node(NodeId(4 + (i as u32 % 3)))
+            .put(&key, b("right"), None, w1)
+            .await
+            .unwrap();
+        keys.push(key);
+    }
+    sleep(Duration::from_millis(500)).await;
+    c.wan.heal_all();
+    c.settle().await;
+    keys
+}
+
+#[tokio::test(start_paused = true)]
+async fn anti_entropy_converges_divergent_replicas_without_reads() {
+    // Hand-off is effectively off (hints stay on the fallbacks) and nothing is read, so
+    // only anti-entropy can converge the primaries.
+    let c = Cluster::start_aae(21, Duration::from_secs(3600), AAE_EVERY, 1000).await;
+    let keys = diverge_without_reads(&c, 24).await;
+    // Just after the heal the DCs disagree.
+    assert!(
+        keys.iter().any(|k| {
+            let o = c.objects(k);
+            o.iter().any(|x| x != &o[0])
+        }),
+        "the partition should have left divergent replicas"
+    );
+    sleep(AAE_WAIT).await;
+    for k in &keys {
+        let objs = c.objects(k);
+        assert!(objs.iter().all(|o| o == &objs[0]), "{k:?}: {objs:?}");
+        let vals: BTreeSet<Bytes> = objs[0].as_ref().unwrap().values().cloned().collect();
+        if k.starts_with(b"lww:") {
+            assert_eq!(vals.len(), 1, "{k:?}");
+        } else {
+            assert_eq!(vals, set(&[b("left"), b("right")]), "{k:?}");
+        }
+    }
+    let stats: Vec<_> = c.nodes.iter().map(EventualNode::stats).collect();
+    assert_eq!(stats.iter().map(|s| s.read_repairs).sum::<u64>(), 0);
+    assert!(stats.iter().map(|s| s.aae_keys_repaired).sum::<u64>() >= keys.len() as u64);
+    assert!(stats.iter().all(|s| s.aae_exchanges > 0), "{stats:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_anti_entropy_the_divergence_persists() {
+    let c = Cluster::start_aae(22, Duration::from_secs(3600), Duration::ZERO, 1000).await;
+    let keys = diverge_without_reads(&c, 24).await;
+    sleep(AAE_WAIT).await;
+    let diverged = keys
+        .iter()
+        .filter(|k| {
+            let o = c.objects(k);
+            o.iter().any(|x| x != &o[0])
+        })
+        .count();
+    assert_eq!(diverged, keys.len());
+    assert!(c.nodes.iter().all(|n| n.stats().aae_exchanges == 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wiped_replica_gets_everything_back() {
+    // At most 2 keys per exchange: the repair takes several rounds.
+    let mut c = Cluster::start_aae(23, Duration::from_secs(3600), AAE_EVERY, 2).await;
+    let mut keys = Vec::new();
+    for i in 0..120u32 {
+        let key = format!("default:w{i}").into_bytes();
+        c.node(NodeId(1 + i % 6))
+            .put(&key, b(&format!("v{i}")), None, PutOptions::default())
+            .await
+            .unwrap();
+        keys.push(key);
+    }
+    // A delete is data too: its tombstone must come back.
+    let g = c
+        .node(NodeId(1))
+        .get(&keys[0], GetOptions::default())
+        .await
+        .unwrap();
+    c.node(NodeId(1))
+        .delete(&keys[0], Some(&g.context()), PutOptions::default())
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(1)).await;
+    let wiped = NodeId(2);
+    let mine: Vec<&Vec<u8>> = keys
+        .iter()
+        .filter(|k| c.primaries(k).contains(&wiped))
+        .collect();
+    assert!(mine.len() > 30, "{}", mine.len());
+    for k in &mine {
+        let o = c.objects(k);
+        assert!(o.iter().all(|x| x.is_some() && x == &o[0]), "{k:?}");
+    }
+
+    c.restart_wiped(wiped).await;
+    assert!(
+        mine.iter()
+            .all(|k| c.node(wiped).store().get(k).unwrap().is_none())
+    );
+    sleep(AAE_WAIT).await;
+    for k in &mine {
+        let o = c.objects(k);
+        assert!(o.iter().all(|x| x.is_some() && x == &o[0]), "{k:?}: {o:?}");
+    }
+    assert!(c.node(NodeId(1)).stats().read_repairs == 0);
 }
