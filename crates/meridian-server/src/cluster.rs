@@ -13,6 +13,11 @@
 //! - [`start_embedded`]: one `MemNetwork` wrapped by a `WanEmulator`, one `MemEngine` +
 //!   `EventualNode` per node on the system clock, a layout from `claim`, and one RESP + HTTP
 //!   listener pair per node; it returns once every failure detector has heard every peer.
+//! - [`run_tcp`]: one node of a cluster whose nodes are separate processes (`meridian node`
+//!   with a `[cluster]` section): the TCP transport to every member's peer address, optionally
+//!   wrapped by a WAN emulator of this node's outgoing links. Every process derives the same
+//!   layout with `claim` from the same member list. It shares the node assembly (layout and
+//!   buckets, replication settings, front ends) with [`start_embedded`].
 //!
 //! Bucket changes (`PUT /buckets/{name}`) apply to the node that received them only: there is
 //! no cluster metadata service yet.
@@ -21,13 +26,14 @@ use crate::config::NodeConfig;
 use crate::error::{Error, Result};
 use crate::node::{self, Listeners, NodeState};
 use bytes::Bytes;
-use meridian_cluster::{Layout, Member, Props, Quorum, Ring, Topology, claim};
-use meridian_core::{DcId, NodeId, SystemClock};
-use meridian_net::MemNetwork;
+use meridian_cluster::{Layout, Props, Quorum, Ring, Topology, claim};
+use meridian_core::{Clock, DcId, NodeId, SystemClock};
+use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
+use meridian_net::{Inbox, MemNetwork, Transport};
+use meridian_replication::BucketProps;
 use meridian_replication::{
-    BucketProps, Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions,
-    ReplicationError,
+    Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions, ReplicationError,
 };
 use meridian_storage::MemEngine;
 use parking_lot::RwLock;
@@ -374,85 +380,48 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
         listeners.push((l, nc));
     }
 
+    let placement: Vec<(NodeId, DcId)> = ids.iter().map(|&n| (n, dc_of(n))).collect();
     let wan = WanEmulator::new(WanConfig {
         seed: cfg.seed,
         intra_dc: cfg.intra_dc.clone(),
         inter_dc: LinkConfig::wan(cfg.wan_latency * 2, cfg.jitter).with_loss(cfg.loss),
-        nodes: ids
-            .iter()
-            .map(|&node| Placement {
-                node,
-                dc: dc_of(node),
-            })
-            .collect(),
+        nodes: placements(&placement),
         ..WanConfig::default()
     })
     .map_err(|e| bad(format!("WAN settings: {e}")))?;
-    let topo = Topology::new(ids.iter().map(|&n| Member::new(n, dc_of(n))))
-        .map_err(|e| bad(format!("topology: {e}")))?;
-    let ring = Ring::new(cfg.q).map_err(|e| bad(format!("--q {}: {e}", cfg.q)))?;
-    let layout = claim(&topo, ring, cfg.n as usize)
-        .map_err(|e| bad(format!("placing {total} nodes with --n {}: {e}", cfg.n)))?;
-    let layout = Arc::new(RwLock::new(layout));
-    let default_bucket = BucketProps {
-        n_val: Some(cfg.n),
-        ..BucketProps::default()
-    };
-    let buckets = Buckets::from_map(
-        ClusterShape::of(&layout.read()),
-        BTreeMap::from([(
-            meridian_replication::DEFAULT_BUCKET_NAME.to_owned(),
-            default_bucket,
-        )]),
-    )
-    .map_err(|e| bad(format!("default bucket: {e}")))?;
+    let shared = Shared::new(&placement, cfg.q, cfg.n, BTreeMap::new(), "--")?;
+    let layout = shared.layout.clone();
 
     let net = MemNetwork::<Msg>::new();
     let replication = CancellationToken::new();
+    let front_ends = CancellationToken::new();
     let mut nodes = Vec::new();
-    let mut rnodes = Vec::new();
-    for &id in &ids {
+    let mut states = Vec::new();
+    let mut servers = Vec::new();
+    for (&id, (l, nc)) in ids.iter().zip(listeners) {
         let (t, inbox) = net
             .join(id)
             .map_err(|e| bad(format!("joining the network: {e}")))?;
         t.layer(|w| wan.wrap(w));
-        let mut rc = meridian_replication::NodeConfig::new(id);
-        rc.heartbeat_interval = cfg.heartbeat;
-        rc.detector.first_interval = cfg.heartbeat;
-        rc.detector.min_std_dev = cfg.heartbeat / 2;
-        // A busy machine pauses heartbeats; do not call a peer down for that.
-        rc.detector.acceptable_pause = cfg.heartbeat * 2;
-        rc.seed = cfg.seed ^ u64::from(id.0);
-        let engine = Arc::new(MemEngine::new());
-        let node = EventualNode::new(
-            rc,
-            engine.clone(),
-            Arc::new(SystemClock::new()),
-            t,
-            layout.clone(),
-            buckets.clone(),
-        );
-        nodes.push(node.spawn(inbox, replication.clone()));
-        rnodes.push((node, engine));
-    }
-
-    let front_ends = CancellationToken::new();
-    let mut states = Vec::new();
-    let mut servers = Vec::new();
-    for ((node, engine), (l, nc)) in rnodes.into_iter().zip(listeners) {
-        let backend = Arc::new(ClusterBackend {
-            node,
-            layout: layout.clone(),
-            members: members.clone(),
-            wan: Some(wan.control()),
-        });
-        let state = NodeState::open_cluster(nc, engine, backend)?;
-        servers.push(tokio::spawn(node::run(
-            state.clone(),
-            l,
-            front_ends.clone(),
-        )));
-        states.push(state);
+        let started = shared.start_member(
+            id,
+            Member {
+                transport: t,
+                inbox,
+                heartbeat: cfg.heartbeat,
+                seed: cfg.seed,
+                incarnation: 0,
+                members: members.clone(),
+                wan: Some(wan.control()),
+                config: nc,
+                listeners: l,
+            },
+            &replication,
+            &front_ends,
+        )?;
+        nodes.push(started.node);
+        servers.push(started.server);
+        states.push(started.state);
     }
     let embedded = Embedded {
         members,
@@ -484,6 +453,213 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok(embedded)
+}
+
+/// What every node of a cluster shares: the layout (from `claim`) and the bucket registry.
+struct Shared {
+    layout: Arc<RwLock<Layout>>,
+    buckets: Buckets,
+}
+
+/// One node to start: its transport and what its front ends serve.
+struct Member {
+    transport: Transport<Msg>,
+    inbox: Inbox<Msg>,
+    heartbeat: Duration,
+    seed: u64,
+    incarnation: u32,
+    members: Vec<MemberInfo>,
+    wan: Option<WanControl>,
+    config: NodeConfig,
+    listeners: Listeners,
+}
+
+/// A started node: its front ends' state and the tasks to await on shutdown.
+struct Started {
+    state: Arc<NodeState>,
+    node: JoinHandle<()>,
+    server: JoinHandle<Result<()>>,
+}
+
+/// The emulator's placement of each node.
+fn placements(placement: &[(NodeId, DcId)]) -> Vec<Placement> {
+    placement
+        .iter()
+        .map(|&(node, dc)| Placement { node, dc })
+        .collect()
+}
+
+impl Shared {
+    /// The layout of `placement` with `q` partitions and target `n`, and the buckets (the
+    /// `default` bucket's `n_val` defaults to `n`). `flag` prefixes the setting names in
+    /// errors (`--` for flags, `cluster.` for a config file).
+    fn new(
+        placement: &[(NodeId, DcId)],
+        q: u32,
+        n: u32,
+        mut buckets: BTreeMap<String, BucketProps>,
+        flag: &str,
+    ) -> Result<Shared> {
+        let bad = |m: String| Error::Config(m);
+        let topo = Topology::new(
+            placement
+                .iter()
+                .map(|&(n, dc)| meridian_cluster::Member::new(n, dc)),
+        )
+        .map_err(|e| bad(format!("topology: {e}")))?;
+        let ring = Ring::new(q).map_err(|e| bad(format!("{flag}q {q}: {e}")))?;
+        let layout = claim(&topo, ring, n as usize).map_err(|e| {
+            bad(format!(
+                "placing {} nodes with {flag}n {n}: {e}",
+                placement.len()
+            ))
+        })?;
+        let layout = Arc::new(RwLock::new(layout));
+        buckets
+            .entry(meridian_replication::DEFAULT_BUCKET_NAME.to_owned())
+            .or_default()
+            .n_val
+            .get_or_insert(n);
+        let buckets = Buckets::from_map(ClusterShape::of(&layout.read()), buckets)
+            .map_err(|e| bad(format!("buckets: {e}")))?;
+        Ok(Shared { layout, buckets })
+    }
+
+    /// Starts `m`'s replication node (stopped by `replication`) on a fresh `MemEngine` and
+    /// the system clock, and its front ends (stopped by `front_ends`) in cluster mode.
+    fn start_member(
+        &self,
+        id: NodeId,
+        m: Member,
+        replication: &CancellationToken,
+        front_ends: &CancellationToken,
+    ) -> Result<Started> {
+        let mut rc = meridian_replication::NodeConfig::new(id);
+        rc.incarnation = m.incarnation;
+        rc.heartbeat_interval = m.heartbeat;
+        rc.detector.first_interval = m.heartbeat;
+        rc.detector.min_std_dev = m.heartbeat / 2;
+        // A busy machine pauses heartbeats; do not call a peer down for that.
+        rc.detector.acceptable_pause = m.heartbeat * 2;
+        rc.seed = m.seed ^ u64::from(id.0);
+        let engine = Arc::new(MemEngine::new());
+        let node = EventualNode::new(
+            rc,
+            engine.clone(),
+            Arc::new(SystemClock::new()),
+            m.transport,
+            self.layout.clone(),
+            self.buckets.clone(),
+        );
+        let handle = node.spawn(m.inbox, replication.clone());
+        let backend = Arc::new(ClusterBackend {
+            node,
+            layout: self.layout.clone(),
+            members: m.members,
+            wan: m.wan,
+        });
+        let state = NodeState::open_cluster(m.config, engine, backend)?;
+        let server = tokio::spawn(node::run(state.clone(), m.listeners, front_ends.clone()));
+        Ok(Started {
+            state,
+            node: handle,
+            server,
+        })
+    }
+}
+
+/// Runs one node of a TCP cluster (`meridian node` with a `[cluster]` section) until
+/// `shutdown` is cancelled: binds the peer listener, starts the TCP transport with every
+/// member's peer address (wrapped by a WAN emulator of this node's outgoing links with
+/// `[cluster.wan]`), the replication node and the front ends on `listeners`. On shutdown
+/// the front ends drain first, then the replication node and the transport stop.
+pub async fn run_tcp(
+    config: NodeConfig,
+    listeners: Listeners,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    config.validate()?;
+    let bad = |m: String| Error::Config(m);
+    let c = config
+        .cluster
+        .clone()
+        .ok_or_else(|| bad("run_tcp needs a [cluster] section".into()))?;
+    let id = c.node_id();
+    let me = c
+        .me()
+        .cloned()
+        .ok_or_else(|| bad("cluster.id is not a member".into()))?;
+    let dcs = c.dc_ids();
+    let mut sorted = c.members.clone();
+    sorted.sort_by_key(|m| m.id);
+    let placement: Vec<(NodeId, DcId)> = sorted
+        .iter()
+        .map(|m| (NodeId(m.id), dcs[m.dc.as_str()]))
+        .collect();
+    let peer_addr = c.peer_listen.unwrap_or(me.peer);
+    let peer = node::bind_one("peer", peer_addr, "cluster.peer_listen").await?;
+    let (resp, http) = listeners.addrs().map_err(|source| Error::Io {
+        what: "reading listener addresses".into(),
+        source,
+    })?;
+    let members: Vec<MemberInfo> = sorted
+        .iter()
+        .map(|m| MemberInfo {
+            id: NodeId(m.id),
+            name: m.name.clone(),
+            dc: dcs[m.dc.as_str()],
+            resp: if m.id == c.id { Some(resp) } else { m.resp },
+            http: if m.id == c.id { Some(http) } else { m.http },
+        })
+        .collect();
+    let shared = Shared::new(&placement, c.q, c.n, config.buckets.clone(), "cluster.")?;
+
+    let replication = CancellationToken::new();
+    let book = AddressBook::new(sorted.iter().map(|m| (NodeId(m.id), m.peer)).collect());
+    let tcp_config = TcpConfig {
+        seed: c.seed ^ u64::from(c.id),
+        ..TcpConfig::default()
+    };
+    let (transport, inbox) = tcp::start::<Msg>(id, peer, book, tcp_config, replication.clone());
+    let wan = match &c.wan {
+        Some(w) => {
+            let emulator = WanEmulator::new(WanConfig {
+                nodes: placements(&placement),
+                ..w.clone()
+            })
+            .map_err(|e| bad(format!("cluster.wan: {e}")))?;
+            transport.layer(|w| emulator.wrap(w));
+            Some(emulator.control())
+        }
+        None => None,
+    };
+    // A MemEngine node starts empty: a new incarnation (seconds since the epoch) keeps it
+    // from reissuing the dots of its previous run.
+    let incarnation = (SystemClock::new().now().micros() / 1_000_000) as u32;
+    tracing::info!(node = %id, %peer_addr, members = sorted.len(), "cluster node starting");
+    let started = shared.start_member(
+        id,
+        Member {
+            transport,
+            inbox,
+            heartbeat: Duration::from_millis(c.heartbeat_ms),
+            seed: c.seed,
+            incarnation,
+            members,
+            wan,
+            config,
+            listeners,
+        },
+        &replication,
+        &shutdown,
+    )?;
+    let served = started.server.await;
+    replication.cancel();
+    let _ = started.node.await;
+    match served {
+        Ok(r) => r,
+        Err(e) => Err(Error::Config(format!("the node's front ends failed: {e}"))),
+    }
 }
 
 impl Embedded {

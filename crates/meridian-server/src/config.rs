@@ -4,8 +4,12 @@
 //! validation error names the setting and what is accepted.
 
 use crate::error::{Error, Result};
+use meridian_core::{DcId, NodeId};
+use meridian_net::wan::WanConfig;
+use meridian_replication::BucketProps;
 use meridian_storage::Durability;
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -51,6 +55,193 @@ pub struct NodeConfig {
     pub http: HttpSection,
     /// The storage engine.
     pub storage: StorageSection,
+    /// Cluster mode over TCP: this node's identity, its peers, the ring. Absent: a single
+    /// node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterSection>,
+    /// `[buckets.NAME]`: bucket properties of a cluster node (the `default` bucket's
+    /// `n_val` defaults to `cluster.n`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub buckets: BTreeMap<String, BucketProps>,
+}
+
+/// `[cluster]`: a node of a cluster whose nodes run in separate processes and talk over TCP.
+/// Every node of a cluster is given the same `members`, `q`, `n` and `seed`, so each computes
+/// the same layout.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSection {
+    /// This node's id: one of `members`.
+    pub id: u32,
+    /// This node's name; when given, must match its member entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// This node's DC name; when given, must match its member entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc: Option<String>,
+    /// Address the node-to-node listener binds (default: this node's member `peer`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_listen: Option<SocketAddr>,
+    /// Partitions of the ring (default 64).
+    #[serde(default = "default_q")]
+    pub q: u32,
+    /// The layout's target N, and the default bucket's `n_val` (default 3).
+    #[serde(default = "default_n")]
+    pub n: u32,
+    /// Seed of the node's randomness (default 1).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Heartbeat period, in milliseconds (default 500); the failure detector follows it.
+    #[serde(default = "default_heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// Every member of the cluster, this node included.
+    pub members: Vec<ClusterMember>,
+    /// Emulate WAN links on this node's outgoing messages (placements come from `members`;
+    /// DC ids in `dc_links` are the DC names' positions in sorted order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wan: Option<WanConfig>,
+}
+
+fn default_q() -> u32 {
+    64
+}
+fn default_n() -> u32 {
+    3
+}
+fn default_seed() -> u64 {
+    1
+}
+fn default_heartbeat_ms() -> u64 {
+    500
+}
+
+/// `[[cluster.members]]`: one node of the cluster.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterMember {
+    /// Its id (unique, at least 1).
+    pub id: u32,
+    /// Its name (unique), as `/cluster` shows it.
+    pub name: String,
+    /// Its DC's name.
+    pub dc: String,
+    /// Where it accepts node-to-node TCP connections.
+    pub peer: SocketAddr,
+    /// Its RESP address, for `/cluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resp: Option<SocketAddr>,
+    /// Its HTTP address, for `/cluster`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<SocketAddr>,
+}
+
+impl ClusterSection {
+    /// Each DC name's id: its position among the sorted distinct names.
+    pub fn dc_ids(&self) -> BTreeMap<&str, DcId> {
+        let names: BTreeSet<&str> = self.members.iter().map(|m| m.dc.as_str()).collect();
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (n, DcId(i as u32)))
+            .collect()
+    }
+
+    /// This node's member entry (validation guarantees there is one).
+    pub fn me(&self) -> Option<&ClusterMember> {
+        self.members.iter().find(|m| m.id == self.id)
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> NodeId {
+        NodeId(self.id)
+    }
+
+    /// Checks the section; messages name the setting.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if self.members.is_empty() {
+            return bad("cluster.members is empty: list every node, this one included".into());
+        }
+        let mut ids = BTreeSet::new();
+        let mut names = BTreeSet::new();
+        let mut peers = BTreeMap::new();
+        for m in &self.members {
+            if m.id == 0 {
+                return bad(format!(
+                    "cluster.members: member '{}' has id 0; ids start at 1",
+                    m.name
+                ));
+            }
+            if !ids.insert(m.id) {
+                return bad(format!("cluster.members: duplicate id {}", m.id));
+            }
+            if m.name.is_empty() || !names.insert(m.name.as_str()) {
+                return bad(format!(
+                    "cluster.members: member {} has an empty or duplicate name '{}'",
+                    m.id, m.name
+                ));
+            }
+            if m.dc.is_empty() {
+                return bad(format!("cluster.members: member {} has an empty dc", m.id));
+            }
+            if m.peer.port() == 0 {
+                return bad(format!(
+                    "cluster.members: member {} has peer port 0; give its real address",
+                    m.id
+                ));
+            }
+            if let Some(other) = peers.insert(m.peer, m.id) {
+                return bad(format!(
+                    "cluster.members: members {other} and {} share the peer address {}",
+                    m.id, m.peer
+                ));
+            }
+        }
+        let Some(me) = self.me() else {
+            return bad(format!(
+                "cluster.id = {} is not in cluster.members (ids: {})",
+                self.id,
+                ids.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        };
+        if let Some(name) = &self.name
+            && *name != me.name
+        {
+            return bad(format!(
+                "cluster.name = '{name}' but member {} is named '{}'",
+                self.id, me.name
+            ));
+        }
+        if let Some(dc) = &self.dc
+            && *dc != me.dc
+        {
+            return bad(format!(
+                "cluster.dc = '{dc}' but member {} is in dc '{}'",
+                self.id, me.dc
+            ));
+        }
+        if self.q == 0 {
+            return bad("cluster.q must be at least 1".into());
+        }
+        if self.n == 0 || self.n as usize > self.members.len() {
+            return bad(format!(
+                "cluster.n = {} must be between 1 and the number of members ({})",
+                self.n,
+                self.members.len()
+            ));
+        }
+        if self.heartbeat_ms == 0 {
+            return bad("cluster.heartbeat_ms must be at least 1".into());
+        }
+        if let Some(w) = &self.wan {
+            w.validate()
+                .map_err(|e| Error::Config(format!("cluster.wan: {e}")))?;
+        }
+        Ok(())
+    }
 }
 
 /// `[resp]`: the Redis-protocol front end.
@@ -140,6 +331,11 @@ impl NodeConfig {
         Ok(config)
     }
 
+    /// The configuration as TOML text ([`NodeConfig::from_toml`] reads it back).
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::Config(format!("cannot write TOML: {e}")))
+    }
+
     /// Reads and parses a TOML file.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|e| {
@@ -182,6 +378,22 @@ impl NodeConfig {
         if self.storage.engine == EngineKind::Fjall && self.storage.data_dir.as_os_str().is_empty()
         {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());
+        }
+        match &self.cluster {
+            Some(c) => {
+                c.validate()?;
+                if self.storage.engine != EngineKind::Mem {
+                    return bad(
+                        "storage.engine must be \"mem\" with [cluster] (durable cluster nodes \
+                         are not supported yet)"
+                            .into(),
+                    );
+                }
+            }
+            None if !self.buckets.is_empty() => {
+                return bad("[buckets.*] tables need a [cluster] section".into());
+            }
+            None => {}
         }
         Ok(())
     }
@@ -232,6 +444,54 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("different ports"), "{e}");
+    }
+
+    /// The `[cluster]` example of the README.
+    fn readme_cluster_example() -> String {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Cluster configuration").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + 8;
+        section[start..start + section[start..].find("```").unwrap()].to_owned()
+    }
+
+    #[test]
+    fn the_readme_cluster_example_parses_and_round_trips() {
+        let c = NodeConfig::from_toml(&readme_cluster_example()).unwrap();
+        let cl = c.cluster.as_ref().unwrap();
+        assert_eq!((cl.id, cl.members.len(), cl.q, cl.n), (1, 4, 64, 3));
+        let dcs = cl.dc_ids();
+        assert_eq!((dcs["east"], dcs["west"]), (DcId(0), DcId(1)));
+        assert_eq!(c.buckets["sessions"].n_val, Some(2));
+        let wan = cl.wan.as_ref().unwrap();
+        assert_eq!(wan.inter_dc.rtt, std::time::Duration::from_millis(100));
+        assert_eq!(NodeConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+        // No [cluster]: a single node, unchanged.
+        assert_eq!(NodeConfig::default().cluster, None);
+    }
+
+    #[test]
+    fn bad_cluster_sections_are_named() {
+        let ex = readme_cluster_example();
+        let err = |text: &str| NodeConfig::from_toml(text).unwrap_err().to_string();
+        let e = err(&ex.replace("heartbeat_ms = 500", "heartbeat = 500"));
+        assert!(e.contains("heartbeat"), "{e}");
+        let e = err(&ex.replace("id = 1  ", "id = 9  "));
+        assert!(
+            e.contains("cluster.id = 9 is not in cluster.members"),
+            "{e}"
+        );
+        let e = err(&ex.replace("id = 4", "id = 3"));
+        assert!(e.contains("duplicate id 3"), "{e}");
+        let e = err(&ex.replace("10.0.2.2:7946", "10.0.2.1:7946"));
+        assert!(e.contains("share the peer address 10.0.2.1:7946"), "{e}");
+        let e = err(&ex.replace("n = 3 ", "n = 5 "));
+        assert!(e.contains("cluster.n = 5"), "{e}");
+        let e = err(&ex.replace("dc = \"east\"                   #", "dc = \"west\" #"));
+        assert!(e.contains("cluster.dc = 'west'"), "{e}");
+        let e = err(&ex.replace("[resp]", "[storage]\nengine = \"fjall\"\n[resp]"));
+        assert!(e.contains("storage.engine"), "{e}");
+        let e = err("[buckets.x]\nr = \"one\"\n");
+        assert!(e.contains("need a [cluster] section"), "{e}");
     }
 
     #[test]

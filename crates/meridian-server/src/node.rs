@@ -183,7 +183,7 @@ impl Listeners {
     }
 }
 
-async fn bind_one(what: &str, addr: SocketAddr, flag: &str) -> Result<TcpListener> {
+pub(crate) async fn bind_one(what: &str, addr: SocketAddr, flag: &str) -> Result<TcpListener> {
     TcpListener::bind(addr).await.map_err(|source| {
         let hint = if source.kind() == std::io::ErrorKind::AddrInUse {
             format!(" (is another server running there? choose another address with {flag})")

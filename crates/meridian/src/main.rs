@@ -2,6 +2,7 @@
 
 mod node_cmd;
 mod up_cmd;
+mod up_processes;
 
 use clap::{Parser, Subcommand};
 
@@ -18,7 +19,7 @@ enum Command {
     /// Run one node: a storage engine served over RESP (Redis protocol) and HTTP.
     Node(Box<node_cmd::NodeArgs>),
     /// Run an embedded cluster in this process: several DCs of nodes over an emulated WAN,
-    /// each node serving RESP and HTTP on its own port.
+    /// each node serving RESP and HTTP on its own port (`--processes`: one process per node).
     Up(Box<up_cmd::UpArgs>),
 }
 

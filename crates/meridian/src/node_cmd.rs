@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
+use meridian_server::cluster;
 use meridian_server::config::{EngineKind, NodeConfig};
 use meridian_server::node::{self, Listeners, NodeState};
 use meridian_storage::Durability;
@@ -18,7 +19,8 @@ EXAMPLES:
     meridian node --engine fjall --data-dir ./data --fsync always
     meridian node --config node.toml --resp 0.0.0.0:6380
 
-Settings come from --config (TOML: sections [resp], [http], [storage]), then flags.
+Settings come from --config (TOML: sections [resp], [http], [storage], and [cluster] with
+[[cluster.members]] and [buckets.NAME] for a node of a multi-process cluster), then flags.
 Log verbosity follows RUST_LOG (default: info).")]
 pub struct NodeArgs {
     /// TOML configuration file; flags override its settings.
@@ -56,6 +58,10 @@ pub struct NodeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    /// Shut down gracefully when standard input reaches end of file (used by
+    /// `meridian up --processes`, so nodes do not outlive their parent).
+    #[arg(long, hide = true)]
+    stop_on_stdin_eof: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -115,6 +121,7 @@ pub(crate) fn init_logging(format: LogFormat) {
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let threads = args.threads;
+    let stdin_eof = args.stop_on_stdin_eof;
     let config = args.into_config()?;
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = threads {
@@ -128,12 +135,31 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     runtime.block_on(async move {
         let listeners = Listeners::bind(&config).await?;
-        let state = NodeState::open(config)?;
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signal(shutdown.clone()));
-        node::run(state, listeners, shutdown).await?;
+        if stdin_eof {
+            stop_on_stdin_eof(shutdown.clone());
+        }
+        if config.cluster.is_some() {
+            cluster::run_tcp(config, listeners, shutdown).await?;
+        } else {
+            let state = NodeState::open(config)?;
+            node::run(state, listeners, shutdown).await?;
+        }
         Ok(())
     })
+}
+
+/// Cancels `shutdown` when standard input closes (the parent that holds its other end died
+/// or closed it).
+fn stop_on_stdin_eof(shutdown: CancellationToken) {
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 256];
+        let mut stdin = std::io::stdin().lock();
+        while matches!(std::io::Read::read(&mut stdin, &mut sink), Ok(n) if n > 0) {}
+        tracing::info!("standard input closed: shutting down");
+        shutdown.cancel();
+    });
 }
 
 /// Cancels `shutdown` on the first SIGINT or SIGTERM; a second one exits at once.

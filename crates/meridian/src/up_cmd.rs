@@ -16,41 +16,51 @@ use tokio_util::sync::CancellationToken;
 EXAMPLES:
     meridian up --dcs 2 --nodes-per-dc 3 --wan-latency 100ms --jitter 60%
     meridian up --base-port 0                     every port chosen by the OS
+    meridian up --processes --dcs 2 --nodes-per-dc 2   one `meridian node` process per node
     redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
-Node i (0-based, DC by DC) serves RESP on BASE+i and HTTP on BASE+1000+i.")]
+Node i (0-based, DC by DC) serves RESP on BASE+i and HTTP on BASE+1000+i. With --processes,
+node i listens on 127.0.0.(i+2) and each process emulates the WAN on its outgoing links.")]
 pub struct UpArgs {
     /// Number of data centers.
     #[arg(long, default_value_t = 2, value_name = "N")]
-    dcs: u32,
+    pub(crate) dcs: u32,
     /// Nodes in each data center.
     #[arg(long, default_value_t = 3, value_name = "N")]
-    nodes_per_dc: u32,
+    pub(crate) nodes_per_dc: u32,
     /// One-way latency between DCs (e.g. 100ms, 1.5s; a bare number is milliseconds).
     #[arg(long, default_value = "100ms", value_name = "DURATION", value_parser = parse_latency)]
-    wan_latency: Duration,
+    pub(crate) wan_latency: Duration,
     /// Maximum extra inter-DC delay, as a fraction of the latency (60% or 0.6).
     #[arg(long, default_value = "0%", value_name = "FRACTION", value_parser = parse_fraction)]
-    jitter: f64,
+    pub(crate) jitter: f64,
     /// Inter-DC loss probability (stream mode: a lost message arrives late).
     #[arg(long, default_value = "0%", value_name = "FRACTION", value_parser = parse_fraction)]
-    loss: f64,
+    pub(crate) loss: f64,
     /// First port: node i serves RESP on BASE+i and HTTP on BASE+1000+i; 0 = OS-assigned.
     #[arg(long, default_value_t = 7000, value_name = "PORT")]
-    base_port: u16,
+    pub(crate) base_port: u16,
     /// Seed of the WAN emulator and the nodes' randomness.
     #[arg(long, default_value_t = 1, value_name = "SEED")]
-    seed: u64,
+    pub(crate) seed: u64,
     /// Partitions of the ring.
     #[arg(long, default_value_t = 64, value_name = "Q")]
-    q: u32,
+    pub(crate) q: u32,
     /// Replicas per key (the layout's target N and the default bucket's n_val).
     #[arg(long, default_value_t = 3, value_name = "N")]
-    n: u32,
+    pub(crate) n: u32,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
+    pub(crate) log_format: LogFormat,
+    /// Run one `meridian node` process per node, talking over TCP on 127.0.0.x loopback
+    /// addresses (node i on 127.0.0.(i+2); peers on BASE+2000+i), instead of one process.
+    #[arg(long)]
+    pub(crate) processes: bool,
+    /// With --processes: where to write each node's config and log [default: a temporary
+    /// directory, removed on exit].
+    #[arg(long, value_name = "DIR", requires = "processes")]
+    pub(crate) config_dir: Option<std::path::PathBuf>,
 }
 
 fn parse_latency(s: &str) -> Result<Duration, String> {
@@ -94,6 +104,9 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signal(shutdown.clone()));
+        if args.processes {
+            return crate::up_processes::run(&args, shutdown).await;
+        }
         let cluster = tokio::select! {
             c = start_embedded(cfg, Duration::from_secs(60)) => c?,
             _ = shutdown.cancelled() => return Ok(()),

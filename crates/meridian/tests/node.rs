@@ -3,7 +3,8 @@
 //! Each test starts `meridian node` on port 0 and learns its addresses from the startup log
 //! line, so tests never collide on ports and need no fixed sleeps to find the server. The
 //! `meridian up` tests start a 2-DC × 3-node cluster with `--base-port 0` and read every
-//! member's addresses from the table it prints once ready.
+//! member's addresses from the table it prints once ready; `up --processes` (one `meridian
+//! node --config` process per node over TCP, on 127.0.0.x) is read the same way, plus PIDs.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -405,6 +406,8 @@ struct Member {
     dc: u32,
     resp: SocketAddr,
     http: SocketAddr,
+    /// With `--processes`: the node's process.
+    pid: Option<u32>,
 }
 
 /// A running `meridian up` child process (every port chosen by the OS).
@@ -444,12 +447,13 @@ impl Up {
                 return Up { child, members };
             }
             let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() == 4 && f[0] != "NAME" {
+            if (4..=5).contains(&f.len()) && f[0] != "NAME" {
                 members.push(Member {
                     name: f[0].to_owned(),
                     dc: f[1].parse().unwrap(),
                     resp: f[2].parse().unwrap(),
                     http: f[3].parse().unwrap(),
+                    pid: f.get(4).map(|p| p.parse().unwrap()),
                 });
             }
         }
@@ -468,9 +472,7 @@ impl Up {
 
     /// GET /cluster on a member of `dc`.
     fn cluster(&self, dc: u32) -> serde_json::Value {
-        let (status, body) = http(self.in_dc(dc).http, "GET", "/cluster", &[], b"");
-        assert_eq!(status, 200);
-        serde_json::from_slice(&body).unwrap()
+        cluster_of(self.in_dc(dc).http)
     }
 
     /// Waits (bounded; not a timing assertion) until `dc`'s member sees every member up.
@@ -508,6 +510,13 @@ impl Drop for Up {
     }
 }
 
+/// GET /cluster on the node serving HTTP on `addr`.
+fn cluster_of(addr: SocketAddr) -> serde_json::Value {
+    let (status, body) = http(addr, "GET", "/cluster", &[], b"");
+    assert_eq!(status, 200);
+    serde_json::from_slice(&body).unwrap()
+}
+
 const UP_ARGS: &[&str] = &["--dcs", "2", "--nodes-per-dc", "3", "--wan-latency", "5ms"];
 
 /// `MERIDIAN.GET` → (context, sorted sibling values).
@@ -522,37 +531,30 @@ fn meridian_get(c: &mut redis::Connection, key: &str, r: &str) -> (Option<Vec<u8
     (ctx, values)
 }
 
-#[test]
-fn up_serves_a_two_dc_cluster_over_resp_and_http() {
-    let up = Up::start(UP_ARGS);
-    assert_eq!(up.members.len(), 6);
-    assert_eq!(up.members[0].name, "dc0-n0");
-    assert_eq!(up.members[5].name, "dc1-n2");
-    let (mut a, mut b) = (up.redis(0), up.redis(1));
-
-    // SET in dc0, GET in dc1.
+/// SET on `a`, GET on `b` sees it; two blind `MERIDIAN.PUT`s (one per node) become siblings,
+/// and a put with their context resolves them to one value.
+fn set_here_get_there_and_resolve_siblings(a: &mut redis::Connection, b: &mut redis::Connection) {
     let () = redis::cmd("SET")
         .arg("greeting")
         .arg("hello")
-        .query(&mut a)
+        .query(a)
         .unwrap();
-    let got: Option<String> = redis::cmd("GET").arg("greeting").query(&mut b).unwrap();
+    let got: Option<String> = redis::cmd("GET").arg("greeting").query(b).unwrap();
     assert_eq!(got.as_deref(), Some("hello"));
 
-    // Two blind puts → two siblings; a put with the merged context → one value.
     let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
         .arg("cart")
         .arg("apple")
-        .query(&mut a)
+        .query(a)
         .unwrap();
     let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
         .arg("cart")
         .arg("pear")
         .arg("W")
         .arg("all")
-        .query(&mut b)
+        .query(b)
         .unwrap();
-    let (ctx, values) = meridian_get(&mut a, "cart", "all");
+    let (ctx, values) = meridian_get(a, "cart", "all");
     assert_eq!(values, ["apple", "pear"]);
     let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
         .arg("cart")
@@ -561,9 +563,20 @@ fn up_serves_a_two_dc_cluster_over_resp_and_http() {
         .arg(ctx.unwrap())
         .arg("W")
         .arg("all")
-        .query(&mut b)
+        .query(b)
         .unwrap();
-    assert_eq!(meridian_get(&mut a, "cart", "all").1, ["apple+pear"]);
+    assert_eq!(meridian_get(a, "cart", "all").1, ["apple+pear"]);
+}
+
+#[test]
+fn up_serves_a_two_dc_cluster_over_resp_and_http() {
+    let up = Up::start(UP_ARGS);
+    assert_eq!(up.members.len(), 6);
+    assert_eq!(up.members[0].name, "dc0-n0");
+    assert_eq!(up.members[5].name, "dc1-n2");
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+
+    set_here_get_there_and_resolve_siblings(&mut a, &mut b);
 
     // Read-modify-write commands are refused clearly; the connection stays usable.
     let err = redis::cmd("INCR")
@@ -675,4 +688,121 @@ fn up_partition_then_heal_keeps_both_sides_writes_as_siblings() {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("never saw both siblings; last: {last:?}");
+}
+
+// ----- `meridian up --processes` and `meridian node` with `[cluster]` ------------------------
+
+/// Whether process `pid` still exists (a zombie counts: nobody reaped it).
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The status `/cluster` on `http` reports for the member named `name`.
+fn status_of(http: SocketAddr, name: &str) -> String {
+    let c = cluster_of(http);
+    let m = c["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {c}"))
+        .clone();
+    m["status"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn up_processes_runs_one_node_per_process_over_tcp() {
+    let up = Up::start(&[
+        "--processes",
+        "--dcs",
+        "2",
+        "--nodes-per-dc",
+        "2",
+        "--wan-latency",
+        "5ms",
+    ]);
+    assert_eq!(up.members.len(), 4);
+    let pids: Vec<u32> = up.members.iter().map(|m| m.pid.unwrap()).collect();
+    assert!(pids.iter().all(|&p| alive(p) && p != up.child.id()));
+    // Each node has its own loopback address.
+    let ips: std::collections::BTreeSet<_> = up.members.iter().map(|m| m.resp.ip()).collect();
+    assert_eq!(ips.len(), 4);
+
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+    set_here_get_there_and_resolve_siblings(&mut a, &mut b);
+
+    // /cluster: 4 members, all up, 2 DCs.
+    let c = up.cluster(1);
+    assert_eq!(c["members"].as_array().unwrap().len(), 4);
+    assert_eq!(c["dcs"].as_array().unwrap().len(), 2);
+    up.wait_all_up(1);
+
+    // SIGKILL one node of dc1: R=2 reads still succeed, and the others call it down.
+    let victim = up.members.iter().rfind(|m| m.dc == 1).unwrap();
+    let status = Command::new("kill")
+        .args(["-KILL", &victim.pid.unwrap().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let observer = up.members[0].http;
+    let mut last = String::new();
+    for _ in 0..600 {
+        last = status_of(observer, &victim.name);
+        if last == "down" {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(last, "down", "{} never reported down", victim.name);
+    for key in ["greeting", "cart"] {
+        let (_, values) = meridian_get(&mut a, key, "2");
+        assert_eq!(values.len(), 1, "{key}: {values:?}");
+    }
+
+    // SIGTERM to `up` stops every child (and reaps the killed one).
+    up.terminate();
+    for p in pids {
+        assert!(!alive(p), "node process {p} outlived meridian up");
+    }
+}
+
+#[test]
+fn bad_cluster_settings_are_rejected_with_the_setting_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let member = |id: u32, port: u16| {
+        format!(
+            "[[cluster.members]]\nid = {id}\nname = \"n{id}\"\ndc = \"east\"\npeer = \"127.0.0.1:{port}\"\n"
+        )
+    };
+    let cases: [(String, &str); 5] = [
+        (
+            format!("[cluster]\nid = 1\npeer_port = 5\n{}", member(1, 9001)),
+            "peer_port",
+        ),
+        (
+            format!("[cluster]\nid = 3\n{}{}", member(1, 9001), member(2, 9002)),
+            "cluster.id = 3 is not in cluster.members",
+        ),
+        (
+            format!("[cluster]\nid = 1\n{}{}", member(1, 9001), member(1, 9002)),
+            "duplicate id 1",
+        ),
+        (
+            format!("[cluster]\nid = 1\n{}{}", member(1, 9001), member(2, 9001)),
+            "share the peer address 127.0.0.1:9001",
+        ),
+        (
+            "[buckets.fast]\nr = \"one\"\n".to_owned(),
+            "[buckets.*] tables need a [cluster] section",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let cfg = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&cfg, text).unwrap();
+        let err = run_expecting_failure(&["node", "--config", cfg.to_str().unwrap()]);
+        assert!(
+            err.contains(want) && err.contains(&format!("bad{i}.toml")),
+            "{text}\nwanted '{want}' in: {err}"
+        );
+    }
 }
