@@ -30,7 +30,8 @@ if [[ -n "$durable" ]]; then
   rflags=(--save "" --appendonly yes --appendfsync "$durable" --dir "$ddir")
 fi
 csv="$out/redis-compare-$(date +%Y%m%d-%H%M%S).csv"
-mport=$((30000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
+# Ports below Linux's ephemeral range (32768+), where client sockets would collide.
+mport=$((20000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
 "${CARGO_TARGET_DIR:-target}/release/meridian" node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" \
   "${mflags[@]}" ${MERIDIAN_FLAGS:-} \
   >"$out/meridian.log" 2>&1 &

@@ -7,7 +7,7 @@ bash scripts/ensure-redis-tools.sh
 
 cargo build -q -p meridian
 bin="${CARGO_TARGET_DIR:-target}/debug/meridian"
-port=$((20000 + RANDOM % 20000))
+port=$((20000 + RANDOM % 10000))   # below the ephemeral range (32768+)
 http=$((port + 1))
 log=$(mktemp)
 "$bin" node --resp "127.0.0.1:$port" --http "127.0.0.1:$http" >"$log" 2>&1 &
