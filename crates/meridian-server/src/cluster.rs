@@ -17,13 +17,17 @@
 //!   with a `[cluster]` section): the TCP transport to every member's peer address, optionally
 //!   wrapped by a WAN emulator of this node's outgoing links. Every process derives the same
 //!   layout with `claim` from the same member list. It shares the node assembly (layout and
-//!   buckets, replication settings, front ends) with [`start_embedded`].
+//!   buckets, replication settings, front ends) with [`start_embedded`]. Its engine is the
+//!   configured one: on the durable engine the node keeps its objects and hints across
+//!   restarts, rebuilds its anti-entropy trees from them, and claims a new incarnation in its
+//!   data directory before serving ([`crate::identity`]).
 //!
 //! Bucket changes (`PUT /buckets/{name}`) apply to the node that received them only: there is
 //! no cluster metadata service yet.
 
-use crate::config::NodeConfig;
+use crate::config::{EngineKind, NodeConfig};
 use crate::error::{Error, Result};
+use crate::identity;
 use crate::node::{self, Listeners, NodeState};
 use bytes::Bytes;
 use meridian_cluster::{Layout, Props, Quorum, Ring, Topology, claim};
@@ -35,7 +39,7 @@ use meridian_replication::BucketProps;
 use meridian_replication::{
     Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions, ReplicationError,
 };
-use meridian_storage::MemEngine;
+use meridian_storage::{Engine, MemEngine};
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -409,7 +413,10 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
                 transport: t,
                 inbox,
                 heartbeat: cfg.heartbeat,
+                handoff: None,
+                anti_entropy: None,
                 seed: cfg.seed,
+                engine: Arc::new(MemEngine::new()),
                 incarnation: 0,
                 members: members.clone(),
                 wan: Some(wan.control()),
@@ -466,7 +473,13 @@ struct Member {
     transport: Transport<Msg>,
     inbox: Inbox<Msg>,
     heartbeat: Duration,
+    /// Hinted-handoff period (`None`: the replication default).
+    handoff: Option<Duration>,
+    /// Anti-entropy period (`None`: the replication default; zero disables it).
+    anti_entropy: Option<Duration>,
     seed: u64,
+    /// Where the node stores its objects and hints.
+    engine: Arc<dyn Engine>,
     incarnation: u32,
     members: Vec<MemberInfo>,
     wan: Option<WanControl>,
@@ -525,8 +538,8 @@ impl Shared {
         Ok(Shared { layout, buckets })
     }
 
-    /// Starts `m`'s replication node (stopped by `replication`) on a fresh `MemEngine` and
-    /// the system clock, and its front ends (stopped by `front_ends`) in cluster mode.
+    /// Starts `m`'s replication node (stopped by `replication`) on `m.engine` and the system
+    /// clock, and its front ends (stopped by `front_ends`) in cluster mode.
     fn start_member(
         &self,
         id: NodeId,
@@ -542,7 +555,13 @@ impl Shared {
         // A busy machine pauses heartbeats; do not call a peer down for that.
         rc.detector.acceptable_pause = m.heartbeat * 2;
         rc.seed = m.seed ^ u64::from(id.0);
-        let engine = Arc::new(MemEngine::new());
+        if let Some(d) = m.handoff {
+            rc.handoff_interval = d;
+        }
+        if let Some(d) = m.anti_entropy {
+            rc.anti_entropy_interval = d;
+        }
+        let engine = m.engine;
         let node = EventualNode::new(
             rc,
             engine.clone(),
@@ -633,17 +652,31 @@ pub async fn run_tcp(
         }
         None => None,
     };
-    // A MemEngine node starts empty: a new incarnation (seconds since the epoch) keeps it
-    // from reissuing the dots of its previous run.
-    let incarnation = (SystemClock::new().now().micros() / 1_000_000) as u32;
-    tracing::info!(node = %id, %peer_addr, members = sorted.len(), "cluster node starting");
+    // Every start is a new incarnation, so the node never reissues a dot of an earlier run:
+    // an in-memory node starts empty and takes the seconds since the epoch; a durable node
+    // keeps its objects and claims the next incarnation in its data directory's identity
+    // file, durably, before it serves anything (see `crate::identity`).
+    let now_secs = SystemClock::new().now().micros() / 1_000_000;
+    let engine = node::open_engine(&config)?;
+    let incarnation = match config.storage.engine {
+        EngineKind::Mem => now_secs as u32,
+        EngineKind::Fjall => {
+            let has_data = engine.stats().live_keys > 0;
+            identity::claim(&config.storage.data_dir, id, has_data, now_secs)?.incarnation
+        }
+    };
+    tracing::info!(node = %id, %peer_addr, incarnation, engine = engine.name(),
+        members = sorted.len(), "cluster node starting");
     let started = shared.start_member(
         id,
         Member {
             transport,
             inbox,
             heartbeat: Duration::from_millis(c.heartbeat_ms),
+            handoff: c.handoff_ms.map(Duration::from_millis),
+            anti_entropy: c.anti_entropy_ms.map(Duration::from_millis),
             seed: c.seed,
+            engine,
             incarnation,
             members,
             wan,

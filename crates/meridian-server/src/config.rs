@@ -94,6 +94,14 @@ pub struct ClusterSection {
     /// Heartbeat period, in milliseconds (default 500); the failure detector follows it.
     #[serde(default = "default_heartbeat_ms")]
     pub heartbeat_ms: u64,
+    /// How often stored hints are offered to their primaries, in milliseconds (default
+    /// 10 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_ms: Option<u64>,
+    /// How often an anti-entropy exchange runs, in milliseconds (default 30 000; 0 disables
+    /// anti-entropy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anti_entropy_ms: Option<u64>,
     /// Every member of the cluster, this node included.
     pub members: Vec<ClusterMember>,
     /// Emulate WAN links on this node's outgoing messages (placements come from `members`;
@@ -235,6 +243,9 @@ impl ClusterSection {
         }
         if self.heartbeat_ms == 0 {
             return bad("cluster.heartbeat_ms must be at least 1".into());
+        }
+        if self.handoff_ms == Some(0) {
+            return bad("cluster.handoff_ms must be at least 1".into());
         }
         if let Some(w) = &self.wan {
             w.validate()
@@ -380,16 +391,7 @@ impl NodeConfig {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());
         }
         match &self.cluster {
-            Some(c) => {
-                c.validate()?;
-                if self.storage.engine != EngineKind::Mem {
-                    return bad(
-                        "storage.engine must be \"mem\" with [cluster] (durable cluster nodes \
-                         are not supported yet)"
-                            .into(),
-                    );
-                }
-            }
+            Some(c) => c.validate()?,
             None if !self.buckets.is_empty() => {
                 return bad("[buckets.*] tables need a [cluster] section".into());
             }
@@ -488,8 +490,15 @@ mod tests {
         assert!(e.contains("cluster.n = 5"), "{e}");
         let e = err(&ex.replace("dc = \"east\"                   #", "dc = \"west\" #"));
         assert!(e.contains("cluster.dc = 'west'"), "{e}");
-        let e = err(&ex.replace("[resp]", "[storage]\nengine = \"fjall\"\n[resp]"));
-        assert!(e.contains("storage.engine"), "{e}");
+        let e = err(&ex.replace("handoff_ms = 10000", "handoff_ms = 0"));
+        assert!(e.contains("cluster.handoff_ms"), "{e}");
+        // Durable cluster nodes are allowed.
+        let c = NodeConfig::from_toml(&ex.replace(
+            "[resp]",
+            "[storage]\nengine = \"fjall\"\ndata_dir = \"/tmp/d\"\n[resp]",
+        ))
+        .unwrap();
+        assert_eq!(c.storage.engine, EngineKind::Fjall);
         let e = err("[buckets.x]\nr = \"one\"\n");
         assert!(e.contains("need a [cluster] section"), "{e}");
     }

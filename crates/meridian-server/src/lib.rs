@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod http;
 mod http_cluster;
+pub mod identity;
 pub mod keyspace;
 pub mod metrics;
 pub mod node;

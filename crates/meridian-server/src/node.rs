@@ -49,22 +49,7 @@ impl NodeState {
     /// Like [`NodeState::open`], with an explicit clock.
     pub fn open_with_clock(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>> {
         config.validate()?;
-        let engine: Arc<dyn Engine> = match config.storage.engine {
-            EngineKind::Mem => Arc::new(MemEngine::new()),
-            EngineKind::Fjall => {
-                let dir = &config.storage.data_dir;
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    Error::Config(format!(
-                        "cannot create data directory {}: {e}; choose another with --data-dir",
-                        dir.display()
-                    ))
-                })?;
-                Arc::new(FjallEngine::open(FjallConfig {
-                    path: dir.clone(),
-                    durability: config.storage.fsync,
-                })?)
-            }
-        };
+        let engine = open_engine(&config)?;
         let keyspace = Arc::new(Keyspace::with_config(
             engine.clone(),
             clock.clone(),
@@ -157,6 +142,26 @@ impl NodeState {
             },
         })
     }
+}
+
+/// Opens the engine `config.storage` names (creating the data directory if needed).
+pub fn open_engine(config: &NodeConfig) -> Result<Arc<dyn Engine>> {
+    Ok(match config.storage.engine {
+        EngineKind::Mem => Arc::new(MemEngine::new()),
+        EngineKind::Fjall => {
+            let dir = &config.storage.data_dir;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::Config(format!(
+                    "cannot create data directory {}: {e}; choose another with --data-dir",
+                    dir.display()
+                ))
+            })?;
+            Arc::new(FjallEngine::open(FjallConfig {
+                path: dir.clone(),
+                durability: config.storage.fsync,
+            })?)
+        }
+    })
 }
 
 /// The sockets a node serves on.

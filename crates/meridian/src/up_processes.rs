@@ -112,6 +112,8 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
             n: args.n,
             seed: args.seed,
             heartbeat_ms: 500,
+            handoff_ms: None,
+            anti_entropy_ms: None,
             members: members.clone(),
             wan: Some(wan.clone()),
         });
