@@ -90,7 +90,7 @@ pub enum LayoutError {
 /// Why an eventual-consistency request was refused or failed (spec §§4–6, §11).
 ///
 /// `Display` is the spec's code plus figures; [`QuorumError::code`] is the code alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
 pub enum QuorumError {
     /// A parameter is out of range for the bucket's N.
     #[error("n_val_violation n={n}")]

@@ -73,14 +73,18 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
     }
 }
 
-/// Turns a possibly repeating or backwards-stepping source into a strictly increasing one.
+/// Turns a possibly repeating or backwards-stepping source into a strictly increasing one:
+/// the building block of every [`Clock`] here, public so clocks over other time sources (tokio's
+/// paused time, a simulator) keep the same guarantee without re-deriving it.
 #[derive(Debug, Default)]
-struct StrictlyMonotonic {
+pub struct StrictlyMonotonic {
     last: AtomicU64,
 }
 
 impl StrictlyMonotonic {
-    fn next(&self, raw: u64) -> Timestamp {
+    /// The timestamp to return for a source reading of `raw` microseconds: `raw`, or one more
+    /// than the last timestamp returned if `raw` is not past it.
+    pub fn next(&self, raw: u64) -> Timestamp {
         let mut last = self.last.load(Ordering::Relaxed);
         loop {
             let next = raw.max(last.saturating_add(1));

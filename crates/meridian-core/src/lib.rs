@@ -8,7 +8,7 @@
 pub mod clock;
 pub mod ids;
 
-pub use clock::{Clock, ManualClock, SkewedClock, SystemClock, Timestamp};
+pub use clock::{Clock, ManualClock, SkewedClock, StrictlyMonotonic, SystemClock, Timestamp};
 pub use ids::{DcId, NodeId, PartitionId};
 
 /// A key: an arbitrary byte string, cheap to clone.

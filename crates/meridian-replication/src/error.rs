@@ -38,76 +38,12 @@ impl fmt::Display for Missing {
 /// Why a replicated request was refused or failed.
 #[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
 pub enum ReplicationError {
-    /// A parameter is out of range for the bucket's N (pre-check 1).
-    #[error("n_val_violation n={n}")]
-    NValViolation {
-        /// The bucket's N.
-        n: u32,
-    },
-    /// Not enough primaries (up, or replying) for PR.
-    #[error("pr_val_unsatisfied need={need} got={got}")]
-    PrValUnsatisfied {
-        /// PR.
-        need: u32,
-        /// Primaries up (pre-check) or primary oks (reply).
-        got: u32,
-    },
-    /// Not enough primaries (up, or acking durably) for PW.
-    #[error("pw_val_unsatisfied need={need} got={got}")]
-    PwValUnsatisfied {
-        /// PW.
-        need: u32,
-        /// Primaries up (pre-check) or primary dw-acks (reply).
-        got: u32,
-    },
-    /// The preference list is shorter than the quorum.
-    #[error("insufficient_vnodes need={need} got={have}")]
-    InsufficientVnodes {
-        /// Entries in the preference list.
-        have: u32,
-        /// R (GET) or max(W, DW) (PUT).
-        need: u32,
-    },
-    /// Not enough distinct physical nodes.
-    #[error("node_confirms_val_unsatisfied need={need} got={got}")]
-    NodeConfirmsValUnsatisfied {
-        /// `node_confirms`.
-        need: u32,
-        /// Distinct nodes (in the apl, or among w-acks).
-        got: u32,
-    },
-    /// Not enough distinct DCs (Meridian extension).
-    #[error("dc_confirms_val_unsatisfied need={need} got={got}")]
-    DcConfirmsValUnsatisfied {
-        /// `dc_confirms`.
-        need: u32,
-        /// Distinct DCs (in the apl, or among w-acks).
-        got: u32,
-    },
-    /// Too few ok replies for R.
-    #[error("r_val_unsatisfied need={need} got={got}")]
-    RValUnsatisfied {
-        /// R.
-        need: u32,
-        /// ok replies.
-        got: u32,
-    },
-    /// Too few acks for W.
-    #[error("w_val_unsatisfied need={need} got={got}")]
-    WValUnsatisfied {
-        /// W.
-        need: u32,
-        /// w-acks.
-        got: u32,
-    },
-    /// Too few durable acks for DW.
-    #[error("dw_val_unsatisfied need={need} got={got}")]
-    DwValUnsatisfied {
-        /// Effective DW.
-        need: u32,
-        /// dw-acks.
-        got: u32,
-    },
+    /// A quorum rule refused or failed the request: a pre-check (`n_val_violation`,
+    /// `pr_val_unsatisfied`, `pw_val_unsatisfied`, `insufficient_vnodes`,
+    /// `node_confirms_val_unsatisfied`, `dc_confirms_val_unsatisfied`) or a reply rule
+    /// (`r_val_unsatisfied`, `w_val_unsatisfied`, `dw_val_unsatisfied`, ...), with its figures.
+    #[error(transparent)]
+    Quorum(QuorumError),
     /// A replica shed the request; retry later.
     #[error("overload")]
     Overload,
@@ -205,15 +141,7 @@ impl ReplicationError {
     pub fn code(&self) -> &'static str {
         use ReplicationError::*;
         match self {
-            NValViolation { .. } => "n_val_violation",
-            PrValUnsatisfied { .. } => "pr_val_unsatisfied",
-            PwValUnsatisfied { .. } => "pw_val_unsatisfied",
-            InsufficientVnodes { .. } => "insufficient_vnodes",
-            NodeConfirmsValUnsatisfied { .. } => "node_confirms_val_unsatisfied",
-            DcConfirmsValUnsatisfied { .. } => "dc_confirms_val_unsatisfied",
-            RValUnsatisfied { .. } => "r_val_unsatisfied",
-            WValUnsatisfied { .. } => "w_val_unsatisfied",
-            DwValUnsatisfied { .. } => "dw_val_unsatisfied",
+            Quorum(q) => q.code(),
             Overload => "overload",
             Timeout { .. } => "timeout",
             TooManySiblings { .. } => "too_many_siblings",
@@ -231,9 +159,10 @@ impl ReplicationError {
     pub fn class(&self) -> ErrorClass {
         use ReplicationError::*;
         match self {
-            NValViolation { .. } | InvalidContext { .. } | ReservedKey | InvalidBucket { .. } => {
-                ErrorClass::BadRequest
-            }
+            Quorum(QuorumError::NValViolation { .. })
+            | InvalidContext { .. }
+            | ReservedKey
+            | InvalidBucket { .. } => ErrorClass::BadRequest,
             Overload => ErrorClass::Overload,
             Timeout { .. } => ErrorClass::Timeout,
             TooManySiblings { .. } | ObjectTooLarge { .. } => ErrorClass::TooLarge,
@@ -245,29 +174,16 @@ impl ReplicationError {
 
 impl From<QuorumError> for ReplicationError {
     fn from(e: QuorumError) -> Self {
-        use ReplicationError as R;
         match e {
-            QuorumError::NValViolation { n } => R::NValViolation { n },
-            QuorumError::PrValUnsatisfied { need, got } => R::PrValUnsatisfied { need, got },
-            QuorumError::PwValUnsatisfied { need, got } => R::PwValUnsatisfied { need, got },
-            QuorumError::InsufficientVnodes { have, need } => R::InsufficientVnodes { have, need },
-            QuorumError::NodeConfirmsValUnsatisfied { need, got } => {
-                R::NodeConfirmsValUnsatisfied { need, got }
-            }
-            QuorumError::DcConfirmsValUnsatisfied { need, got } => {
-                R::DcConfirmsValUnsatisfied { need, got }
-            }
-            QuorumError::RValUnsatisfied { need, got } => R::RValUnsatisfied { need, got },
-            QuorumError::WValUnsatisfied { need, got } => R::WValUnsatisfied { need, got },
-            QuorumError::DwValUnsatisfied { need, got } => R::DwValUnsatisfied { need, got },
-            QuorumError::Overload => R::Overload,
-            QuorumError::Timeout { need, ok, nf, fail } => R::Timeout {
+            QuorumError::Overload => ReplicationError::Overload,
+            QuorumError::Timeout { need, ok, nf, fail } => ReplicationError::Timeout {
                 need,
                 ok,
                 nf,
                 fail,
                 missing: Missing(Vec::new()),
             },
+            other => ReplicationError::Quorum(other),
         }
     }
 }

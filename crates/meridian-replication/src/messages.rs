@@ -153,7 +153,9 @@ mod tests {
                 from: NodeId(1),
                 epoch: 4,
             },
-            Msg::ForwardReply(Err(ReplicationError::WValUnsatisfied { need: 2, got: 1 })),
+            Msg::ForwardReply(Err(ReplicationError::Quorum(
+                meridian_cluster::QuorumError::WValUnsatisfied { need: 2, got: 1 },
+            ))),
             Msg::Error(RemoteError::Overload),
             Msg::AaeHashes {
                 partition: PartitionId(3),

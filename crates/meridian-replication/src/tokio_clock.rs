@@ -10,8 +10,7 @@
 //! Guarantee: strictly monotonic, as [`meridian_core::Clock`] requires (equal readings are
 //! bumped by one microsecond).
 
-use meridian_core::{Clock, Timestamp};
-use std::sync::atomic::{AtomicU64, Ordering};
+use meridian_core::{Clock, StrictlyMonotonic, Timestamp};
 use tokio::time::Instant;
 
 /// A [`Clock`] that follows tokio's (possibly paused) clock. See the module docs.
@@ -19,7 +18,7 @@ use tokio::time::Instant;
 pub struct TokioClock {
     origin: Instant,
     start: Timestamp,
-    last: AtomicU64,
+    mono: StrictlyMonotonic,
 }
 
 impl TokioClock {
@@ -29,7 +28,7 @@ impl TokioClock {
         TokioClock {
             origin: Instant::now(),
             start,
-            last: AtomicU64::new(0),
+            mono: StrictlyMonotonic::default(),
         }
     }
 }
@@ -40,17 +39,7 @@ impl Clock for TokioClock {
             .start
             .saturating_add(Instant::now().duration_since(self.origin))
             .micros();
-        let mut last = self.last.load(Ordering::Relaxed);
-        loop {
-            let next = raw.max(last.saturating_add(1));
-            match self
-                .last
-                .compare_exchange_weak(last, next, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return Timestamp(next),
-                Err(actual) => last = actual,
-            }
-        }
+        self.mono.next(raw)
     }
 }
 
