@@ -390,6 +390,7 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
         intra_dc: cfg.intra_dc.clone(),
         inter_dc: LinkConfig::wan(cfg.wan_latency * 2, cfg.jitter).with_loss(cfg.loss),
         nodes: placements(&placement),
+        real_time: true,
         ..WanConfig::default()
     })
     .map_err(|e| bad(format!("WAN settings: {e}")))?;
@@ -644,6 +645,8 @@ pub async fn run_tcp(
         Some(w) => {
             let emulator = WanEmulator::new(WanConfig {
                 nodes: placements(&placement),
+                // A process always runs on the real clock.
+                real_time: true,
                 ..w.clone()
             })
             .map_err(|e| bad(format!("cluster.wan: {e}")))?;

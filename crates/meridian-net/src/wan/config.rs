@@ -296,6 +296,12 @@ pub struct WanConfig {
     /// Messages in flight per (sender, receiver) connection before `send` fails with
     /// `Overloaded` (default 65 536).
     pub max_in_flight: usize,
+    /// The emulator runs on the real clock (not tokio's paused time). Tokio's timers fire at
+    /// the first 1 ms tick at or after their deadline, which would add up to 1 ms to every
+    /// emulated hop; with this set, each message is handed over at the tick *nearest* its due
+    /// time instead (error within ±½ ms, zero on average), and a message due within half a
+    /// tick goes at once. Leave it off under paused time, where timers are exact (default).
+    pub real_time: bool,
 }
 
 impl Default for WanConfig {
@@ -310,6 +316,7 @@ impl Default for WanConfig {
             nodes: Vec::new(),
             cuts: Vec::new(),
             max_in_flight: 65_536,
+            real_time: false,
         }
     }
 }

@@ -19,9 +19,12 @@
 //!
 //! Known limits:
 //! - Tokio timers tick in whole milliseconds: a message is handed over at the first tick at or
-//!   after its scheduled instant. WAN delays are off by less than 1 ms; sub-millisecond LAN
-//!   delays (the 167 µs default) become up to 1 ms in practice. The schedule itself (what the
-//!   model computes, and the order of deliveries) is exact.
+//!   after its scheduled instant, so on the real clock every hop would gain up to 1 ms (a
+//!   167 µs LAN hop would cost up to 1 ms). With [`WanConfig::real_time`] the timer is armed
+//!   half a tick early, so a message goes at the tick nearest its due time (±½ ms, unbiased)
+//!   and sub-half-tick LAN delays are handed over at once. Under paused time timers are exact
+//!   and `real_time` stays off. The schedule itself (what the model computes, and the order of
+//!   deliveries) is exact either way.
 //! - Partitions only drop (the spec's alternative, holding messages until the repair, is not
 //!   implemented); they apply when a message is sent, not to messages already in flight.
 //! - The bulk-transfer window limit (`min(B, socket_buffer / RTT)`, large-objects.md) is not
@@ -272,7 +275,8 @@ impl<M: Message> WanWire<M> {
             .or_insert_with(|| {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let max = self.shared.model.lock().max_in_flight();
-                tokio::spawn(deliver_loop(to, rx, self.inner.clone()));
+                let real_time = self.shared.model.lock().real_time();
+                tokio::spawn(deliver_loop(to, rx, self.inner.clone(), real_time));
                 Conn {
                     tx,
                     permits: Arc::new(Semaphore::new(max)),
@@ -358,11 +362,12 @@ async fn deliver_loop<M: Message>(
     to: NodeId,
     mut rx: mpsc::UnboundedReceiver<Scheduled<M>>,
     inner: Arc<dyn Wire<M>>,
+    real_time: bool,
 ) {
     let mut heap: BinaryHeap<Scheduled<M>> = BinaryHeap::new();
     let mut open = true;
     loop {
-        let next = heap.peek().map(|s| s.at);
+        let next = heap.peek().map(|s| timer_deadline(s.at, real_time));
         if !open && next.is_none() {
             return;
         }
@@ -382,5 +387,38 @@ async fn deliver_loop<M: Message>(
     }
 }
 
+/// Tokio's timer resolution: a timer fires at the first tick at or after its deadline.
+const TIMER_TICK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// When to arm the timer for a message due at `at`. Under paused time timers are exact, so
+/// `at` itself. On the real clock, half a tick earlier: the timer then fires at the tick
+/// nearest `at` (within ±½ tick) instead of up to a whole tick late, and a message due within
+/// half a tick is handed over at once. Order is kept either way: the heap still releases
+/// messages in (due time, send order).
+fn timer_deadline(at: Instant, real_time: bool) -> Instant {
+    if real_time {
+        at.checked_sub(TIMER_TICK / 2).unwrap_or(at)
+    } else {
+        at
+    }
+}
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod timer_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn real_time_arms_half_a_tick_early_and_paused_time_is_exact() {
+        let now = Instant::now();
+        let due = now + Duration::from_millis(100);
+        assert_eq!(timer_deadline(due, false), due);
+        assert_eq!(timer_deadline(due, true), due - Duration::from_micros(500));
+        // A LAN hop shorter than half a tick is due "now" on the real clock: no timer wait.
+        let lan = now + Duration::from_micros(167);
+        assert!(timer_deadline(lan, true) <= now);
+    }
+}

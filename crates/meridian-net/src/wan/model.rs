@@ -90,6 +90,7 @@ pub struct Model {
     placement: BTreeMap<NodeId, DcId>,
     cuts: BTreeSet<Cut>,
     max_in_flight: usize,
+    real_time: bool,
     links: BTreeMap<LinkKey, LinkState>,
     conns: BTreeMap<(NodeId, NodeId), Instant>,
     stats: WanStats,
@@ -135,6 +136,7 @@ impl Model {
             placement: config.nodes.iter().map(|p| (p.node, p.dc)).collect(),
             cuts: config.cuts.iter().copied().collect(),
             max_in_flight: config.max_in_flight,
+            real_time: config.real_time,
             links: BTreeMap::new(),
             conns: BTreeMap::new(),
             stats: WanStats::default(),
@@ -189,7 +191,13 @@ impl Model {
                 .collect(),
             cuts: self.cuts.iter().copied().collect(),
             max_in_flight: self.max_in_flight,
+            real_time: self.real_time,
         }
+    }
+
+    /// Whether deliveries are rounded to the nearest timer tick (see [`WanConfig::real_time`]).
+    pub fn real_time(&self) -> bool {
+        self.real_time
     }
 
     /// Messages allowed in flight per connection.
