@@ -105,34 +105,17 @@ pub(crate) fn execute<'c>(
     reply: &mut Reply,
     args: Args<'_>,
 ) -> (&'c Arc<OpStats>, bool, Flow) {
-    let Some(cmd) = Cmd::lookup(args.get(0)) else {
-        unknown_command(reply, args);
-        return (&ctx.rejected_ops, true, Flow::Continue);
+    let cmd = match admit(ctx, session, reply, args) {
+        Ok(cmd) => cmd,
+        Err(refused) => return refused,
     };
-    let spec = cmd.spec();
-    if !spec.arity_ok(args.len()) {
-        error_reply(reply, arity_error(spec.name));
-        return (&ctx.rejected_ops, true, Flow::Continue);
-    }
-    if !session.authed && !cmd.no_auth() {
-        reply.error("NOAUTH Authentication required.");
-        return (&ctx.rejected_ops, true, Flow::Continue);
-    }
-    session.last_cmd = cmd as u8 + 1;
     let mut flow = Flow::Continue;
     let result = match cmd {
         Cmd::Get => get(ctx, reply, args),
         Cmd::Set => set(ctx, reply, args),
         _ => other(ctx, session, reply, cmd, args, &mut flow),
     };
-    let error = match result {
-        Ok(()) => false,
-        Err(e) => {
-            error_reply(reply, e);
-            true
-        }
-    };
-    (&ctx.ops[cmd as usize], error, flow)
+    (&ctx.ops[cmd as usize], finish(reply, result), flow)
 }
 
 /// Cluster mode: like [`execute`], but key commands run on the node's replication node
@@ -145,34 +128,56 @@ pub(crate) async fn execute_cluster<'c>(
     reply: &mut Reply,
     args: Args<'_>,
 ) -> (&'c Arc<OpStats>, bool, Flow) {
-    let Some(cmd) = Cmd::lookup(args.get(0)) else {
-        unknown_command(reply, args);
-        return (&ctx.rejected_ops, true, Flow::Continue);
+    let cmd = match admit(ctx, session, reply, args) {
+        Ok(cmd) => cmd,
+        Err(refused) => return refused,
     };
-    let spec = cmd.spec();
-    if !spec.arity_ok(args.len()) {
-        error_reply(reply, arity_error(spec.name));
-        return (&ctx.rejected_ops, true, Flow::Continue);
-    }
-    if !session.authed && !cmd.no_auth() {
-        reply.error("NOAUTH Authentication required.");
-        return (&ctx.rejected_ops, true, Flow::Continue);
-    }
-    session.last_cmd = cmd as u8 + 1;
     let mut flow = Flow::Continue;
     let result = match crate::resp::cluster_exec::run(cluster, reply, cmd, args).await {
         Some(Ok(())) => Ok(()),
         Some(Err(msg)) => Err(raw(msg)),
         None => other(ctx, session, reply, cmd, args, &mut flow),
     };
-    let error = match result {
+    (&ctx.ops[cmd as usize], finish(reply, result), flow)
+}
+
+/// What a refused request returns: the metrics handle, "was an error", and go on.
+type Refused<'c> = (&'c Arc<OpStats>, bool, Flow);
+
+/// The checks every request passes before it runs, in Redis's order: a known command, its
+/// arity, authentication. Answers the refusal itself.
+fn admit<'c>(
+    ctx: &'c RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> Result<Cmd, Refused<'c>> {
+    let Some(cmd) = Cmd::lookup(args.get(0)) else {
+        unknown_command(reply, args);
+        return Err((&ctx.rejected_ops, true, Flow::Continue));
+    };
+    let spec = cmd.spec();
+    if !spec.arity_ok(args.len()) {
+        error_reply(reply, arity_error(spec.name));
+        return Err((&ctx.rejected_ops, true, Flow::Continue));
+    }
+    if !session.authed && !cmd.no_auth() {
+        reply.error("NOAUTH Authentication required.");
+        return Err((&ctx.rejected_ops, true, Flow::Continue));
+    }
+    session.last_cmd = cmd as u8 + 1;
+    Ok(cmd)
+}
+
+/// Writes a command's error, if any; returns whether there was one.
+fn finish(reply: &mut Reply, result: CmdResult) -> bool {
+    match result {
         Ok(()) => false,
         Err(e) => {
             error_reply(reply, e);
             true
         }
-    };
-    (&ctx.ops[cmd as usize], error, flow)
+    }
 }
 
 fn error_reply(reply: &mut Reply, e: CmdError) {
