@@ -18,7 +18,7 @@
 
 use crate::cluster::{ClusterBackend, apply_option};
 use crate::http::{ApiError, HttpState, authorize, not_found, percent_decode};
-use crate::metrics::OpStats;
+use crate::metrics::{Frontend, OpStats};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
@@ -48,6 +48,13 @@ impl From<ReplicationError> for ApiError {
         };
         ApiError::new(status, e.code().to_ascii_uppercase(), e.to_string())
     }
+}
+
+/// The HTTP answer to a replication error, counted in
+/// `meridian_replication_errors_total{frontend="http",code=...}`.
+fn repl(s: &HttpState, e: ReplicationError) -> ApiError {
+    s.node.metrics.replication_error(Frontend::Http, e.code());
+    e.into()
 }
 
 fn bad_query(message: String) -> ApiError {
@@ -163,7 +170,7 @@ pub(crate) async fn get_key(
             props,
             ..GetOptions::default()
         };
-        match c.node.get(key, opts).await? {
+        match c.node.get(key, opts).await.map_err(|e| repl(s, e))? {
             GetResult::NotFound { .. } => Err(not_found(key)),
             GetResult::Found {
                 mut values,
@@ -212,7 +219,11 @@ pub(crate) async fn put_key(
             props,
             ..PutOptions::default()
         };
-        let out = c.node.put(key, body, ctx.as_deref(), opts).await?;
+        let out = c
+            .node
+            .put(key, body, ctx.as_deref(), opts)
+            .await
+            .map_err(|e| repl(s, e))?;
         Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
     })
     .await
@@ -230,7 +241,12 @@ pub(crate) async fn delete_key(
     timed(&s.delete, async {
         let ctx = match ctx {
             Some(ctx) => ctx,
-            None => match c.node.get(key, GetOptions::default()).await? {
+            None => match c
+                .node
+                .get(key, GetOptions::default())
+                .await
+                .map_err(|e| repl(s, e))?
+            {
                 GetResult::NotFound { .. } => return Err(not_found(key)),
                 found => found.context().to_vec(),
             },
@@ -239,7 +255,11 @@ pub(crate) async fn delete_key(
             props,
             ..PutOptions::default()
         };
-        let out = c.node.delete(key, Some(&ctx), opts).await?;
+        let out = c
+            .node
+            .delete(key, Some(&ctx), opts)
+            .await
+            .map_err(|e| repl(s, e))?;
         Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
     })
     .await
@@ -288,7 +308,9 @@ pub(crate) async fn put_bucket(
             format!("{e}; expected JSON bucket properties such as {{\"n_val\":3,\"r\":\"one\"}}"),
         )
     })?;
-    c.node.set_bucket(&name, props.clone())?;
+    c.node
+        .set_bucket(&name, props.clone())
+        .map_err(|e| repl(&s, e))?;
     Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "this node" })).into_response())
 }
 

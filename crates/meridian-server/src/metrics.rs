@@ -4,8 +4,13 @@
 //! once, keeps it, and records each call with a few relaxed atomic increments. Latencies go
 //! into fixed buckets (10 µs to 10 s, roughly ×2.5 apart), enough for p50/p99 estimates from
 //! Prometheus while costing no allocation per call.
+//!
+//! In cluster mode the node also exports its replication layer ([`ReplicationGauges`],
+//! sampled at render time) and counts the replication errors its front ends answer, by spec
+//! code ([`Metrics::replication_error`]); a single node renders none of those series.
 
-use parking_lot::RwLock;
+use meridian_replication::NodeStats;
+use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -91,12 +96,38 @@ pub struct EngineGauges {
     pub bytes: u64,
 }
 
+/// One member as this node's failure detector sees it.
+#[derive(Clone, Debug)]
+pub struct MemberGauge {
+    /// Its name (`dc0-n1`).
+    pub name: String,
+    /// Its DC id.
+    pub dc: u32,
+    /// Whether the detector considers it up (this node itself always is).
+    pub up: bool,
+}
+
+/// The replication layer of a cluster-mode node, as last sampled.
+#[derive(Clone, Debug, Default)]
+pub struct ReplicationGauges {
+    /// The replication node's counters.
+    pub stats: NodeStats,
+    /// Hints waiting for their primaries (`None`: the store could not count them).
+    pub hints_pending: Option<u64>,
+    /// The layout's epoch.
+    pub layout_epoch: u64,
+    /// Every member, in id order.
+    pub members: Vec<MemberGauge>,
+}
+
 /// Every metric of a node.
 #[derive(Debug, Default)]
 pub struct Metrics {
     ops: RwLock<BTreeMap<(Frontend, &'static str), Arc<OpStats>>>,
     resp_conns: ConnStats,
     http_conns: ConnStats,
+    /// Replication errors answered, by front end and spec code (rare: a lock is fine).
+    replication_errors: Mutex<BTreeMap<(Frontend, &'static str), u64>>,
 }
 
 impl Metrics {
@@ -135,8 +166,36 @@ impl Metrics {
             .sum()
     }
 
+    /// Counts one replication error answered by `frontend`; `code` is the spec's snake_case
+    /// code (`ReplicationError::code`, e.g. `r_val_unsatisfied`).
+    pub fn replication_error(&self, frontend: Frontend, code: &'static str) {
+        *self
+            .replication_errors
+            .lock()
+            .entry((frontend, code))
+            .or_default() += 1;
+    }
+
+    /// Replication errors with `code` answered by `frontend` so far.
+    pub fn replication_errors(&self, frontend: Frontend, code: &str) -> u64 {
+        self.replication_errors
+            .lock()
+            .iter()
+            .find(|((f, c), _)| *f == frontend && *c == code)
+            .map_or(0, |(_, n)| *n)
+    }
+
     /// Renders everything in the Prometheus text exposition format (version 0.0.4).
     pub fn render(&self, engine: EngineGauges) -> String {
+        self.render_with(engine, None)
+    }
+
+    /// Like [`Metrics::render`], plus the replication series of a cluster-mode node.
+    pub fn render_cluster(&self, engine: EngineGauges, replication: &ReplicationGauges) -> String {
+        self.render_with(engine, Some(replication))
+    }
+
+    fn render_with(&self, engine: EngineGauges, replication: Option<&ReplicationGauges>) -> String {
         let mut out = String::with_capacity(8 * 1024);
         let ops = self.ops.read();
         out.push_str("# HELP meridian_ops_total Operations served, by front end and command.\n");
@@ -243,9 +302,119 @@ impl Metrics {
                 "# HELP {metric} {help}\n# TYPE {metric} gauge\n{metric} {value}"
             );
         }
+        if let Some(r) = replication {
+            self.render_replication(&mut out, r);
+        }
         out.push_str("# EOF\n");
         out
     }
+
+    fn render_replication(&self, out: &mut String, r: &ReplicationGauges) {
+        // Destructured so a new counter of the replication node fails to compile until it
+        // is exported here.
+        let NodeStats {
+            read_repairs,
+            hinted_handoffs,
+            handoff_bytes,
+            coord_redirs,
+            aae_exchanges,
+            aae_keys_repaired,
+        } = r.stats;
+        for (metric, help, value) in [
+            (
+                "meridian_read_repairs_total",
+                "Read-repair messages sent to stale or missing replicas.",
+                read_repairs,
+            ),
+            (
+                "meridian_hinted_handoffs_total",
+                "Hints delivered to their primaries and deleted.",
+                hinted_handoffs,
+            ),
+            (
+                "meridian_handoff_bytes_total",
+                "Encoded bytes of delivered hints.",
+                handoff_bytes,
+            ),
+            (
+                "meridian_forwarded_writes_total",
+                "Writes forwarded to another coordinator (coordinator redirects).",
+                coord_redirs,
+            ),
+            (
+                "meridian_anti_entropy_exchanges_total",
+                "Anti-entropy exchanges completed as initiator.",
+                aae_exchanges,
+            ),
+            (
+                "meridian_anti_entropy_keys_repaired_total",
+                "Differing keys synced by anti-entropy exchanges this node initiated.",
+                aae_keys_repaired,
+            ),
+        ] {
+            let _ = writeln!(
+                out,
+                "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {value}"
+            );
+        }
+        out.push_str(
+            "# HELP meridian_replication_errors_total Replication errors answered, by front end \
+             and spec code.\n# TYPE meridian_replication_errors_total counter\n",
+        );
+        for ((f, code), n) in self.replication_errors.lock().iter() {
+            let _ = writeln!(
+                out,
+                "meridian_replication_errors_total{{frontend=\"{}\",code=\"{code}\"}} {n}",
+                f.label()
+            );
+        }
+        out.push_str(
+            "# HELP meridian_hints_pending Hints stored for unreachable primaries.\n\
+             # TYPE meridian_hints_pending gauge\n",
+        );
+        if let Some(n) = r.hints_pending {
+            let _ = writeln!(out, "meridian_hints_pending {n}");
+        }
+        let up = r.members.iter().filter(|m| m.up).count();
+        let _ = writeln!(
+            out,
+            "# HELP meridian_cluster_members Cluster members by this node's failure-detector \
+             verdict.\n# TYPE meridian_cluster_members gauge\n\
+             meridian_cluster_members{{status=\"up\"}} {up}\n\
+             meridian_cluster_members{{status=\"down\"}} {}",
+            r.members.len() - up
+        );
+        out.push_str(
+            "# HELP meridian_cluster_member_up Whether this node's failure detector considers \
+             the member up (1) or down (0).\n# TYPE meridian_cluster_member_up gauge\n",
+        );
+        for m in &r.members {
+            let _ = writeln!(
+                out,
+                "meridian_cluster_member_up{{node=\"{}\",dc=\"{}\"}} {}",
+                escape_label(&m.name),
+                m.dc,
+                u8::from(m.up)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP meridian_layout_epoch Epoch of the partition layout this node uses.\n\
+             # TYPE meridian_layout_epoch gauge\nmeridian_layout_epoch {}",
+            r.layout_epoch
+        );
+    }
+}
+
+/// A label value with `\\`, `"` and newlines escaped, as the text format requires.
+fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return v.into();
+    }
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+        .into()
 }
 
 #[cfg(test)]
@@ -281,5 +450,63 @@ mod tests {
         assert!(text.contains("meridian_engine_keys 7"));
         assert_eq!(m.total_calls(Frontend::Resp), 3);
         assert_eq!(m.total_calls(Frontend::Http), 0);
+    }
+
+    #[test]
+    fn replication_series_only_in_cluster_mode() {
+        let m = Metrics::new();
+        m.replication_error(Frontend::Resp, "n_val_violation");
+        m.replication_error(Frontend::Resp, "n_val_violation");
+        m.replication_error(Frontend::Http, "r_val_unsatisfied");
+        assert_eq!(m.replication_errors(Frontend::Resp, "n_val_violation"), 2);
+        assert_eq!(m.replication_errors(Frontend::Http, "n_val_violation"), 0);
+        let single = m.render(EngineGauges::default());
+        assert!(!single.contains("replication"), "{single}");
+        assert!(!single.contains("meridian_cluster"), "{single}");
+        let r = ReplicationGauges {
+            stats: NodeStats {
+                read_repairs: 3,
+                coord_redirs: 5,
+                handoff_bytes: 120,
+                ..NodeStats::default()
+            },
+            hints_pending: Some(2),
+            layout_epoch: 1,
+            members: vec![
+                MemberGauge {
+                    name: "dc0-n0".into(),
+                    dc: 0,
+                    up: true,
+                },
+                MemberGauge {
+                    name: "dc1-\"x\"".into(),
+                    dc: 1,
+                    up: false,
+                },
+            ],
+        };
+        let text = m.render_cluster(EngineGauges::default(), &r);
+        assert!(text.starts_with(single.trim_end_matches("# EOF\n")));
+        assert!(text.ends_with("# EOF\n"));
+        for line in [
+            "# TYPE meridian_read_repairs_total counter",
+            "meridian_read_repairs_total 3",
+            "meridian_forwarded_writes_total 5",
+            "meridian_handoff_bytes_total 120",
+            "meridian_hinted_handoffs_total 0",
+            "meridian_anti_entropy_exchanges_total 0",
+            "meridian_anti_entropy_keys_repaired_total 0",
+            "meridian_replication_errors_total{frontend=\"resp\",code=\"n_val_violation\"} 2",
+            "meridian_replication_errors_total{frontend=\"http\",code=\"r_val_unsatisfied\"} 1",
+            "# TYPE meridian_hints_pending gauge",
+            "meridian_hints_pending 2",
+            "meridian_cluster_members{status=\"up\"} 1",
+            "meridian_cluster_members{status=\"down\"} 1",
+            "meridian_cluster_member_up{node=\"dc0-n0\",dc=\"0\"} 1",
+            "meridian_cluster_member_up{node=\"dc1-\\\"x\\\"\",dc=\"1\"} 0",
+            "meridian_layout_epoch 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
+        }
     }
 }

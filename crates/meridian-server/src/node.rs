@@ -10,7 +10,7 @@ use crate::cluster::ClusterBackend;
 use crate::config::{EngineKind, NodeConfig};
 use crate::error::{Error, Result};
 use crate::keyspace::{Keyspace, KeyspaceConfig};
-use crate::metrics::{EngineGauges, Frontend, Metrics};
+use crate::metrics::{EngineGauges, Frontend, MemberGauge, Metrics, ReplicationGauges};
 use meridian_core::{Clock, SystemClock};
 use meridian_storage::{Engine, FjallConfig, FjallEngine, MemEngine};
 use serde_json::json;
@@ -21,6 +21,31 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+/// Samples the replication layer of a cluster-mode node for `/metrics`.
+fn replication_gauges(c: &ClusterBackend) -> ReplicationGauges {
+    let hints_pending = match c.node.hints_pending() {
+        Ok(n) => Some(n as u64),
+        Err(e) => {
+            warn!(error = %e, "counting pending hints for /metrics");
+            None
+        }
+    };
+    ReplicationGauges {
+        stats: c.node.stats(),
+        hints_pending,
+        layout_epoch: c.layout.read().epoch(),
+        members: c
+            .members
+            .iter()
+            .map(|m| MemberGauge {
+                name: m.name.clone(),
+                dc: m.dc.0,
+                up: c.node.is_up(m.id),
+            })
+            .collect(),
+    }
+}
 
 /// Everything the front ends of one node share.
 #[derive(Debug)]
@@ -98,14 +123,19 @@ impl NodeState {
         self.started.elapsed()
     }
 
-    /// The node's metrics in Prometheus text format.
+    /// The node's metrics in Prometheus text format; in cluster mode with the replication
+    /// layer's series too (see [`crate::metrics`]).
     pub fn render_metrics(&self) -> String {
         let s = self.engine.stats();
-        self.metrics.render(EngineGauges {
+        let engine = EngineGauges {
             live_keys: s.live_keys,
             versions: s.versions,
             bytes: s.bytes,
-        })
+        };
+        match &self.cluster {
+            None => self.metrics.render(engine),
+            Some(c) => self.metrics.render_cluster(engine, &replication_gauges(c)),
+        }
     }
 
     /// A JSON summary of the node for `GET /status`.

@@ -1112,6 +1112,120 @@ mod cluster_mode {
         c.shutdown().await;
     }
 
+    /// A plain HTTP/1.1 GET with `Connection: close`: the status code and the body.
+    async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\r\n");
+        stream.write_all(req.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+        let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+        (status, body.to_owned())
+    }
+
+    /// The value of the sample named exactly `series` (name and labels) in `text`.
+    fn sample(text: &str, series: &str) -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn metrics_export_the_replication_layer() {
+        let c = cluster().await;
+        let mut a = connect(&c, 0).await;
+        // With 4 nodes and n = 3 some of these keys have no replica on node 0, whose writes
+        // it forwards to a primary (the layout and the hashing are deterministic).
+        for i in 0..32 {
+            let k = format!("key{i}");
+            assert_eq!(
+                a.cmd(&[b"SET", k.as_bytes(), b"v"]).await,
+                Frame::Simple("OK".into())
+            );
+            assert_eq!(a.cmd(&[b"GET", k.as_bytes()]).await, bulk("v"));
+        }
+        let e = error(a.cmd(&[b"MERIDIAN.GET", b"key0", b"R", b"4"]).await);
+        assert!(e.starts_with("ERR n_val_violation"), "{e}");
+        let http = c.members[0].http.unwrap();
+        let (status, body) = http_get(http, "/kv/key0?r=4").await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("N_VAL_VIOLATION"), "{body}");
+
+        let (status, text) = http_get(http, "/metrics").await;
+        assert_eq!(status, 200);
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        for metric in [
+            "meridian_read_repairs_total",
+            "meridian_hinted_handoffs_total",
+            "meridian_handoff_bytes_total",
+            "meridian_forwarded_writes_total",
+            "meridian_anti_entropy_exchanges_total",
+            "meridian_anti_entropy_keys_repaired_total",
+            "meridian_replication_errors_total",
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {metric} counter\n")),
+                "{metric}:\n{text}"
+            );
+        }
+        for metric in [
+            "meridian_hints_pending",
+            "meridian_cluster_members",
+            "meridian_cluster_member_up",
+            "meridian_layout_epoch",
+        ] {
+            assert!(
+                text.contains(&format!("# TYPE {metric} gauge\n")),
+                "{metric}:\n{text}"
+            );
+        }
+        assert!(
+            sample(&text, "meridian_forwarded_writes_total") > 0,
+            "{text}"
+        );
+        // Every replica took every write, so reads need no repair: these only have to parse.
+        let _ = sample(&text, "meridian_read_repairs_total");
+        let _ = sample(&text, "meridian_hints_pending");
+        let _ = sample(&text, "meridian_layout_epoch");
+        assert_eq!(
+            sample(
+                &text,
+                "meridian_replication_errors_total{frontend=\"resp\",code=\"n_val_violation\"}"
+            ),
+            1
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "meridian_replication_errors_total{frontend=\"http\",code=\"n_val_violation\"}"
+            ),
+            1
+        );
+        assert_eq!(sample(&text, "meridian_cluster_members{status=\"up\"}"), 4);
+        assert_eq!(
+            sample(&text, "meridian_cluster_members{status=\"down\"}"),
+            0
+        );
+        assert_eq!(
+            sample(
+                &text,
+                "meridian_cluster_member_up{node=\"dc1-n1\",dc=\"1\"}"
+            ),
+            1
+        );
+        // The same text straight from the node's state.
+        assert!(
+            c.states[0]
+                .render_metrics()
+                .contains("meridian_forwarded_writes_total")
+        );
+        c.shutdown().await;
+    }
+
     #[tokio::test]
     async fn single_node_refuses_meridian_commands() {
         let s = Server::default().await;

@@ -12,9 +12,11 @@
 //!   EXPIRE, SETNX, ...) are refused with a message saying so; SCAN, KEYS, DBSIZE, FLUSHDB
 //!   and FLUSHALL are refused (no cluster-wide listing yet).
 //! - Replication errors become `-ERR <code> <figures>` (the error's `Display`, e.g.
-//!   `-ERR r_val_unsatisfied need=2 got=1`); the connection stays open.
+//!   `-ERR r_val_unsatisfied need=2 got=1`); the connection stays open. Each one is counted
+//!   in `meridian_replication_errors_total{frontend="resp",code=...}`.
 
 use crate::cluster::{ClusterBackend, apply_option};
+use crate::metrics::{Frontend, Metrics};
 use crate::resp::command::Cmd;
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
@@ -24,7 +26,9 @@ use std::borrow::Cow;
 
 type Outcome = Result<(), Cow<'static, str>>;
 
-fn repl(e: ReplicationError) -> Cow<'static, str> {
+/// The reply to a replication error, counted in `m`.
+fn repl(m: &Metrics, e: ReplicationError) -> Cow<'static, str> {
+    m.replication_error(Frontend::Resp, e.code());
     Cow::Owned(format!("ERR {e}"))
 }
 
@@ -36,12 +40,13 @@ fn upper(cmd: Cmd) -> String {
 /// (connection and server commands).
 pub(crate) async fn run(
     c: &ClusterBackend,
+    m: &Metrics,
     reply: &mut Reply,
     cmd: Cmd,
     args: Args<'_>,
 ) -> Option<Outcome> {
     let out = match cmd {
-        Cmd::Get => get(c, reply, args.get(1)).await,
+        Cmd::Get => get(c, m, reply, args.get(1)).await,
         Cmd::Set => {
             if args.len() != 3 {
                 Err(Cow::Borrowed(
@@ -53,7 +58,7 @@ pub(crate) async fn run(
                         reply.ok();
                         Ok(())
                     }
-                    Err(e) => Err(repl(e)),
+                    Err(e) => Err(repl(m, e)),
                 }
             }
         }
@@ -62,7 +67,7 @@ pub(crate) async fn run(
             for k in args.iter_from(1) {
                 match c.del(k).await {
                     Ok(existed) => n += i64::from(existed),
-                    Err(e) => return Some(Err(repl(e))),
+                    Err(e) => return Some(Err(repl(m, e))),
                 }
             }
             reply.int(n);
@@ -73,7 +78,7 @@ pub(crate) async fn run(
             for k in args.iter_from(1) {
                 match c.get_latest(k).await {
                     Ok(v) => n += i64::from(v.is_some()),
-                    Err(e) => return Some(Err(repl(e))),
+                    Err(e) => return Some(Err(repl(m, e))),
                 }
             }
             reply.int(n);
@@ -84,7 +89,7 @@ pub(crate) async fn run(
             for k in args.iter_from(1) {
                 match c.get_latest(k).await {
                     Ok(v) => values.push(v),
-                    Err(e) => return Some(Err(repl(e))),
+                    Err(e) => return Some(Err(repl(m, e))),
                 }
             }
             reply.array(values.len());
@@ -101,7 +106,7 @@ pub(crate) async fn run(
             }
             for i in (1..args.len()).step_by(2) {
                 if let Err(e) = c.set(args.get(i), args.get(i + 1).to_vec().into()).await {
-                    return Some(Err(repl(e)));
+                    return Some(Err(repl(m, e)));
                 }
             }
             reply.ok();
@@ -110,7 +115,7 @@ pub(crate) async fn run(
         Cmd::Strlen | Cmd::Type | Cmd::Ttl | Cmd::Pttl | Cmd::Expiretime | Cmd::Pexpiretime => {
             let v = match c.get_latest(args.get(1)).await {
                 Ok(v) => v,
-                Err(e) => return Some(Err(repl(e))),
+                Err(e) => return Some(Err(repl(m, e))),
             };
             match (cmd, v) {
                 (Cmd::Strlen, v) => reply.int(v.map_or(0, |v| v.len() as i64)),
@@ -155,23 +160,28 @@ pub(crate) async fn run(
                 upper(cmd)
             )))
         }
-        Cmd::MeridianGet => meridian_get(c, reply, args).await,
-        Cmd::MeridianPut => meridian_write(c, reply, args, true).await,
-        Cmd::MeridianDel => meridian_write(c, reply, args, false).await,
+        Cmd::MeridianGet => meridian_get(c, m, reply, args).await,
+        Cmd::MeridianPut => meridian_write(c, m, reply, args, true).await,
+        Cmd::MeridianDel => meridian_write(c, m, reply, args, false).await,
         _ => return None,
     };
     Some(out)
 }
 
-async fn get(c: &ClusterBackend, reply: &mut Reply, key: &[u8]) -> Outcome {
-    let v = c.get_latest(key).await.map_err(repl)?;
+async fn get(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, key: &[u8]) -> Outcome {
+    let v = c.get_latest(key).await.map_err(|e| repl(m, e))?;
     reply.opt_bulk(v.as_deref());
     Ok(())
 }
 
 /// `MERIDIAN.GET key [R n] [PR n] [NOTFOUND_OK 0|1] [BASIC_QUORUM 0|1] [TIMEOUT ms]` →
 /// `[context, [values...]]` (nil context and no values for notfound).
-async fn meridian_get(c: &ClusterBackend, reply: &mut Reply, args: Args<'_>) -> Outcome {
+async fn meridian_get(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> Outcome {
     let mut props = Props::default();
     options(&mut props, args, 2, true, None)?;
     let got = c
@@ -184,7 +194,7 @@ async fn meridian_get(c: &ClusterBackend, reply: &mut Reply, args: Args<'_>) -> 
             },
         )
         .await
-        .map_err(repl)?;
+        .map_err(|e| repl(m, e))?;
     reply.array(2);
     match &got {
         GetResult::Found {
@@ -208,6 +218,7 @@ async fn meridian_get(c: &ClusterBackend, reply: &mut Reply, args: Args<'_>) -> 
 /// [DC_CONFIRMS n] [TIMEOUT ms]` and `MERIDIAN.DEL key [CONTEXT ctx] ...` → the new context.
 async fn meridian_write(
     c: &ClusterBackend,
+    m: &Metrics,
     reply: &mut Reply,
     args: Args<'_>,
     put: bool,
@@ -229,7 +240,7 @@ async fn meridian_write(
     } else {
         c.node.delete(key, context, opts).await
     }
-    .map_err(repl)?;
+    .map_err(|e| repl(m, e))?;
     reply.bulk(&out.context);
     Ok(())
 }

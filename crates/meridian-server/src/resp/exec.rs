@@ -133,7 +133,8 @@ pub(crate) async fn execute_cluster<'c>(
         Err(refused) => return refused,
     };
     let mut flow = Flow::Continue;
-    let result = match crate::resp::cluster_exec::run(cluster, reply, cmd, args).await {
+    let result = match crate::resp::cluster_exec::run(cluster, &ctx.metrics, reply, cmd, args).await
+    {
         Some(Ok(())) => Ok(()),
         Some(Err(msg)) => Err(raw(msg)),
         None => other(ctx, session, reply, cmd, args, &mut flow),
