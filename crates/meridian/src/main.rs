@@ -1,5 +1,6 @@
 //! `meridian`: the command line. Thin by design: every subcommand is a call into a library.
 
+mod ctl_cmd;
 mod node_cmd;
 mod up_cmd;
 mod up_processes;
@@ -21,6 +22,9 @@ enum Command {
     /// Run an embedded cluster in this process: several DCs of nodes over an emulated WAN,
     /// each node serving RESP and HTTP on its own port (`--processes`: one process per node).
     Up(Box<up_cmd::UpArgs>),
+    /// Inspect and change a running node over its HTTP admin API: status, cluster members,
+    /// bucket properties, the WAN emulator (latency, loss, partitions).
+    Ctl(Box<ctl_cmd::CtlArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -28,5 +32,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Node(args) => node_cmd::run(*args),
         Command::Up(args) => up_cmd::run(*args),
+        Command::Ctl(args) => ctl_cmd::run(*args),
     }
 }

@@ -67,7 +67,7 @@ fn parse_latency(s: &str) -> Result<Duration, String> {
     meridian_net::wan::parse_duration(s)
 }
 
-fn parse_fraction(s: &str) -> Result<f64, String> {
+pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
     let t = s.trim();
     let v = match t.strip_suffix('%') {
         Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),

@@ -1019,3 +1019,141 @@ fn durable_cluster_node_survives_sigkill_with_no_acknowledged_write_lost() {
         );
     }
 }
+
+// ----- `meridian ctl`: the HTTP admin API from the command line -----------------------------
+
+/// `meridian ctl --node NODE ARGS` → (success, stdout, stderr).
+fn ctl(node: SocketAddr, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .arg("ctl")
+        .args(["--node", &node.to_string()])
+        .args(args)
+        .env_remove("MERIDIAN_NODE")
+        .env_remove("MERIDIAN_REQUIREPASS")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// Like [`ctl`], asserting success; returns stdout.
+fn ctl_ok(node: SocketAddr, args: &[&str]) -> String {
+    let (ok, out, err) = ctl(node, args);
+    assert!(ok, "ctl {args:?} failed: {err}{out}");
+    out
+}
+
+/// `MERIDIAN.PUT key value W 2 DW 2 TIMEOUT 300`.
+fn put_w2(c: &mut redis::Connection, key: &str) -> redis::RedisResult<Vec<u8>> {
+    redis::cmd("MERIDIAN.PUT")
+        .arg(key)
+        .arg("v")
+        .arg("W")
+        .arg("2")
+        .arg("DW")
+        .arg("2")
+        .arg("TIMEOUT")
+        .arg("300")
+        .query(c)
+}
+
+#[test]
+fn ctl_shows_the_cluster_sets_buckets_and_cuts_and_heals_the_wan() {
+    let up = Up::start(&[
+        "--dcs",
+        "2",
+        "--nodes-per-dc",
+        "1",
+        "--n",
+        "2",
+        "--wan-latency",
+        "5ms",
+    ]);
+    let h = up.in_dc(0).http;
+    up.wait_all_up(0);
+
+    // The member table: both nodes, up, with their addresses.
+    let table = ctl_ok(h, &["cluster"]);
+    for m in &up.members {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(&m.name))
+            .unwrap_or_else(|| panic!("{} not in:\n{table}", m.name));
+        assert!(row.contains(&m.http.to_string()), "{row}");
+        assert!(row.contains(&m.resp.to_string()), "{row}");
+        assert!(row.split_whitespace().any(|f| f == "up"), "{row}");
+    }
+    let json: serde_json::Value = serde_json::from_str(&ctl_ok(h, &["cluster", "--json"])).unwrap();
+    assert_eq!(json["members"].as_array().unwrap().len(), 2);
+
+    // Buckets: set, then listed; an invalid change shows the node's error code.
+    let out = ctl_ok(h, &["bucket", "set", "default", "r=1"]);
+    assert!(out.contains("r=1"), "{out}");
+    let list = ctl_ok(h, &["buckets"]);
+    let row = list.lines().find(|l| l.starts_with("default")).unwrap();
+    assert!(row.contains("r=1") && row.contains("n_val=2"), "{list}");
+    let j: serde_json::Value = serde_json::from_str(&ctl_ok(h, &["buckets", "--json"])).unwrap();
+    assert_eq!(j["buckets"]["default"]["r"], 1);
+    let (ok, _, err) = ctl(h, &["bucket", "set", "default", "n_val=9"]);
+    assert!(!ok && err.contains("INVALID_BUCKET"), "{err}");
+
+    // A WAN partition between the DCs: W 2 cannot be met; healed, it can (bounded retries
+    // while the failure detectors notice).
+    let out = ctl_ok(h, &["wan", "cut", "0", "1"]);
+    assert!(
+        out.contains("dc0 -> dc1") && out.contains("dc1 -> dc0"),
+        "{out}"
+    );
+    let mut r = up.redis(0);
+    assert!(put_w2(&mut r, "ctl-key").is_err(), "W 2 across a cut");
+    let out = ctl_ok(h, &["wan", "heal", "--all"]);
+    assert!(out.contains("cuts:     none"), "{out}");
+    up.wait_all_up(0);
+    let mut last = None;
+    for _ in 0..600 {
+        match put_w2(&mut r, "ctl-key") {
+            Ok(_) => {
+                last = None;
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(last.is_none(), "W 2 after healing: {last:?}");
+
+    // Link settings change at run time.
+    let out = ctl_ok(h, &["wan", "set", "--latency", "20ms", "--jitter", "10%"]);
+    assert!(
+        out.contains("rtt 40ms") && out.contains("jitter 10%"),
+        "{out}"
+    );
+    let (ok, _, err) = ctl(h, &["wan", "set", "--loss", "200%"]);
+    assert!(!ok && err.contains("BAD_WAN"), "{err}");
+    up.terminate();
+}
+
+#[test]
+fn ctl_reports_an_unreachable_node_clearly() {
+    let (ok, _, err) = ctl("127.0.0.1:1".parse().unwrap(), &["status"]);
+    assert!(!ok);
+    assert!(
+        err.contains("cannot reach node at 127.0.0.1:1") && err.contains("meridian up"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ctl_talks_to_a_single_node_with_its_password() {
+    let node = Node::start(&["--requirepass", "s3cret"]);
+    let (ok, _, err) = ctl(node.http, &["status"]);
+    assert!(!ok && err.contains("UNAUTHORIZED"), "{err}");
+    let status = ctl_ok(node.http, &["--password", "s3cret", "status"]);
+    let j: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(j["engine"]["name"], "mem");
+    let (ok, _, err) = ctl(node.http, &["--password", "s3cret", "cluster"]);
+    assert!(!ok && err.contains("NOT_CLUSTER"), "{err}");
+}

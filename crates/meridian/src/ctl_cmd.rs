@@ -1,0 +1,721 @@
+//! `meridian ctl`: a thin client of a node's HTTP admin API (`/status`, `/cluster`,
+//! `/buckets`, `/wan`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
+//! are shown as tables or summaries (`--json` for the raw reply); an error reply's code and
+//! message are shown and the exit status is non-zero.
+
+use crate::up_cmd::parse_fraction;
+use anyhow::{Context, bail};
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+/// Flags of `meridian ctl`.
+#[derive(Args, Debug)]
+#[command(after_help = "\
+EXAMPLES:
+    meridian ctl cluster                          members, DCs, up/down, partitions
+    meridian ctl --node 127.0.0.1:8003 status
+    meridian ctl bucket set default r=one w=2 allow_mult=false
+    meridian ctl wan set --latency 100ms --jitter 60% --loss 1%
+    meridian ctl wan cut 0 1                      partition DC 0 from DC 1 (both ways)
+    meridian ctl wan heal --all
+
+`meridian up` prints each node's HTTP address; node i listens on BASE+1000+i (8000 + i by
+default).")]
+pub struct CtlArgs {
+    /// The node's HTTP address.
+    #[arg(
+        long,
+        global = true,
+        env = "MERIDIAN_NODE",
+        default_value = "127.0.0.1:8000",
+        value_name = "HOST:PORT"
+    )]
+    node: String,
+    /// The node's password (its `requirepass`), sent as `Authorization: Bearer`.
+    #[arg(
+        long,
+        global = true,
+        env = "MERIDIAN_REQUIREPASS",
+        hide_env_values = true,
+        value_name = "P"
+    )]
+    password: Option<String>,
+    #[command(subcommand)]
+    command: CtlCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum CtlCommand {
+    /// The node's status (GET /status), as JSON.
+    Status,
+    /// The cluster's members as this node sees them (GET /cluster).
+    Cluster {
+        /// Print the raw JSON reply.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The buckets this node knows, with their properties (GET /buckets).
+    Buckets {
+        /// Print the raw JSON reply.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a bucket's properties (PUT /buckets/NAME; this node only).
+    #[command(subcommand)]
+    Bucket(BucketCommand),
+    /// Show or change the WAN emulator (GET and PUT /wan; embedded clusters).
+    #[command(subcommand)]
+    Wan(WanCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum BucketCommand {
+    /// Set properties: `meridian ctl bucket set NAME key=value...` (quorums: one, quorum, all
+    /// or a number; booleans: true, false; `key=null` unsets). Properties not named keep their
+    /// current values unless --replace.
+    Set {
+        /// The bucket.
+        name: String,
+        /// `key=value` pairs, e.g. `n_val=3 r=one w=2 allow_mult=false`.
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        props: Vec<String>,
+        /// Replace every property (unnamed ones revert to their defaults) instead of merging.
+        #[arg(long)]
+        replace: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum WanCommand {
+    /// The emulator's links, partitions and counters (GET /wan).
+    Show {
+        /// Print the raw JSON reply.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change a link (PUT /wan): only the settings given change.
+    Set(WanSetArgs),
+    /// Partition A from B (both ways unless --one-way: then A's messages to B are dropped).
+    /// A side is a DC (`0`, `dc0`), a node (`node:4`, ids start at 1) or `any`.
+    Cut {
+        /// Sending side.
+        a: String,
+        /// Receiving side.
+        b: String,
+        /// Cut only the direction A → B.
+        #[arg(long)]
+        one_way: bool,
+    },
+    /// Heal a partition between A and B (both ways unless --one-way), or every one (--all).
+    Heal {
+        /// One side (as for `cut`).
+        #[arg(required_unless_present = "all", requires = "b")]
+        a: Option<String>,
+        /// The other side.
+        b: Option<String>,
+        /// Heal every partition.
+        #[arg(long, conflicts_with_all = ["a", "b", "one_way"])]
+        all: bool,
+        /// Heal only the direction A → B.
+        #[arg(long)]
+        one_way: bool,
+    },
+}
+
+/// Flags of `meridian ctl wan set`.
+#[derive(Args, Debug)]
+struct WanSetArgs {
+    /// Change the link between DCs (the default).
+    #[arg(long, conflicts_with = "intra_dc")]
+    inter_dc: bool,
+    /// Change the link between nodes of the same DC.
+    #[arg(long)]
+    intra_dc: bool,
+    /// One-way latency (e.g. 100ms, 1.5s; a bare number is milliseconds): sets rtt to twice it.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "rtt")]
+    latency: Option<Duration>,
+    /// Round-trip time of the link (twice the one-way latency).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    rtt: Option<Duration>,
+    /// Maximum extra delay as a fraction of the latency (60% or 0.6).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    jitter: Option<f64>,
+    /// Loss probability (stream mode: a lost message arrives late; datagram: dropped).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    loss: Option<f64>,
+    /// Duplication probability.
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    duplicate: Option<f64>,
+    /// Reordering probability (datagram mode only).
+    #[arg(long, value_name = "FRACTION", value_parser = parse_fraction)]
+    reorder: Option<f64>,
+    /// Link capacity in bytes per second, or `unlimited`.
+    #[arg(long, value_name = "BYTES_PER_SEC|unlimited", value_parser = parse_bandwidth)]
+    bandwidth: Option<Bandwidth>,
+    /// Delivery semantics of every link: stream (TCP-like) or datagram (UDP-like).
+    #[arg(long, value_parser = ["stream", "datagram"])]
+    mode: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Bandwidth {
+    Unlimited,
+    BytesPerSec(u64),
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    meridian_net::wan::parse_duration(s)
+}
+
+fn parse_bandwidth(s: &str) -> Result<Bandwidth, String> {
+    if s.eq_ignore_ascii_case("unlimited") {
+        return Ok(Bandwidth::Unlimited);
+    }
+    s.parse()
+        .map(Bandwidth::BytesPerSec)
+        .map_err(|_| format!("'{s}' is not a number of bytes per second or `unlimited`"))
+}
+
+/// Runs one `meridian ctl` command. A failure is printed as one plain line (its code and
+/// message, no backtrace) and the process exits with status 1.
+pub fn run(args: CtlArgs) -> anyhow::Result<()> {
+    if let Err(e) = execute(args) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+fn execute(args: CtlArgs) -> anyhow::Result<()> {
+    let client = Client {
+        node: args
+            .node
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned(),
+        password: args.password,
+    };
+    let mut out = std::io::stdout().lock();
+    match args.command {
+        CtlCommand::Status => {
+            writeln!(out, "{}", pretty(&client.get("/status")?))?;
+        }
+        CtlCommand::Cluster { json } => {
+            let c = client.get("/cluster")?;
+            if json {
+                writeln!(out, "{}", pretty(&c))?;
+            } else {
+                write!(out, "{}", cluster_table(&c))?;
+            }
+        }
+        CtlCommand::Buckets { json } => {
+            let b = client.get("/buckets")?;
+            if json {
+                writeln!(out, "{}", pretty(&b))?;
+            } else {
+                write!(out, "{}", buckets_table(&b))?;
+            }
+        }
+        CtlCommand::Bucket(BucketCommand::Set {
+            name,
+            props,
+            replace,
+        }) => {
+            let patch = parse_pairs(&props)?;
+            let mut body = Map::new();
+            if !replace {
+                let current = client.get("/buckets")?;
+                if let Some(Value::Object(p)) = current["buckets"].get(&name) {
+                    body = p.clone();
+                }
+            }
+            for (k, v) in patch {
+                if v.is_null() {
+                    body.remove(&k);
+                } else {
+                    body.insert(k, v);
+                }
+            }
+            let reply = client.request(
+                "PUT",
+                &format!("/buckets/{}", percent_encode(&name)),
+                Some(&Value::Object(body)),
+            )?;
+            writeln!(
+                out,
+                "bucket {name}: {} (on {} only: repeat with --node for each node)",
+                props_line(&reply["props"]),
+                client.node
+            )?;
+        }
+        CtlCommand::Wan(WanCommand::Show { json }) => {
+            let w = client.get("/wan")?;
+            if json {
+                writeln!(out, "{}", pretty(&w))?;
+            } else {
+                write!(out, "{}", wan_summary(&w))?;
+            }
+        }
+        CtlCommand::Wan(cmd) => {
+            let body = wan_update(cmd)?;
+            let w = client.request("PUT", "/wan", Some(&body))?;
+            write!(out, "{}", wan_summary(&w))?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The body of `PUT /wan` for a `wan set`, `cut` or `heal`.
+fn wan_update(cmd: WanCommand) -> anyhow::Result<Value> {
+    Ok(match cmd {
+        WanCommand::Show { .. } => unreachable!("handled by the caller"),
+        WanCommand::Set(s) => {
+            let mut link = Map::new();
+            if let Some(rtt) = s.rtt.or(s.latency.map(|l| l * 2)) {
+                link.insert("rtt".into(), meridian_net::wan::format_duration(rtt).into());
+            }
+            for (name, v) in [
+                ("jitter", s.jitter),
+                ("loss", s.loss),
+                ("duplicate", s.duplicate),
+                ("reorder", s.reorder),
+            ] {
+                if let Some(v) = v {
+                    link.insert(name.into(), json!(v));
+                }
+            }
+            match s.bandwidth {
+                Some(Bandwidth::Unlimited) => {
+                    link.insert("bandwidth_bytes_per_sec".into(), Value::Null);
+                }
+                Some(Bandwidth::BytesPerSec(b)) => {
+                    link.insert("bandwidth_bytes_per_sec".into(), b.into());
+                }
+                None => {}
+            }
+            let mut body = Map::new();
+            if !link.is_empty() {
+                let which = if s.intra_dc { "intra_dc" } else { "inter_dc" };
+                body.insert(which.into(), Value::Object(link));
+            }
+            if let Some(m) = s.mode {
+                body.insert("mode".into(), m.into());
+            }
+            if body.is_empty() {
+                bail!(
+                    "nothing to change: give --latency, --rtt, --jitter, --loss, --duplicate, \
+                     --reorder, --bandwidth or --mode"
+                );
+            }
+            Value::Object(body)
+        }
+        WanCommand::Cut { a, b, one_way } => {
+            let (a, b) = (parse_scope(&a)?, parse_scope(&b)?);
+            if one_way {
+                json!({ "cut": [{ "from": a, "to": b }] })
+            } else {
+                json!({ "cut_both": [[a, b]] })
+            }
+        }
+        WanCommand::Heal { a, b, all, one_way } => match (a, b) {
+            _ if all => json!({ "heal_all": true }),
+            (Some(a), Some(b)) => {
+                let (a, b) = (parse_scope(&a)?, parse_scope(&b)?);
+                if one_way {
+                    json!({ "heal": [{ "from": a, "to": b }] })
+                } else {
+                    json!({ "heal_both": [[a, b]] })
+                }
+            }
+            _ => bail!("give two sides (e.g. `wan heal 0 1`) or --all"),
+        },
+    })
+}
+
+/// A partition side as `/wan` expects it: `"any"`, `{"dc":N}` or `{"node":N}`.
+fn parse_scope(s: &str) -> anyhow::Result<Value> {
+    let t = s.trim().to_ascii_lowercase();
+    if t == "any" {
+        return Ok("any".into());
+    }
+    let (kind, num) = if let Some(n) = t.strip_prefix("node:").or(t.strip_prefix("node")) {
+        ("node", n)
+    } else if let Some(n) = t.strip_prefix("dc:").or(t.strip_prefix("dc")) {
+        ("dc", n)
+    } else {
+        ("dc", t.as_str())
+    };
+    let n: u64 = num.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "'{s}' is not a DC or a node: write a DC id (0, dc0), a node id (node:4) or any"
+        )
+    })?;
+    Ok(json!({ kind: n }))
+}
+
+/// `key=value` pairs to JSON: integers, `true`/`false` and `null` parsed, anything else (e.g.
+/// `one`, `quorum`, `all`, `eventual`) a string.
+fn parse_pairs(pairs: &[String]) -> anyhow::Result<Vec<(String, Value)>> {
+    pairs
+        .iter()
+        .map(|p| {
+            let Some((k, v)) = p.split_once('=') else {
+                bail!("'{p}' is not key=value (e.g. r=one, n_val=3, allow_mult=false)");
+            };
+            let (k, v) = (k.trim(), v.trim());
+            anyhow::ensure!(!k.is_empty(), "'{p}' has no key");
+            let value = if let Ok(n) = v.parse::<u64>() {
+                n.into()
+            } else {
+                match v.to_ascii_lowercase().as_str() {
+                    "true" => true.into(),
+                    "false" => false.into(),
+                    "null" => Value::Null,
+                    "one" | "quorum" | "all" => v.to_ascii_lowercase().into(),
+                    _ => v.into(),
+                }
+            };
+            Ok((k.to_owned(), value))
+        })
+        .collect()
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+}
+
+/// A JSON scalar without quotes.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        v => v.to_string(),
+    }
+}
+
+fn cluster_table(c: &Value) -> String {
+    let mut t = format!(
+        "{:<12} {:>4} {:>3}  {:<22} {:<22} {:<6} {:>7} {:>9}\n",
+        "NAME", "ID", "DC", "RESP", "HTTP", "STATUS", "PRIMARY", "SECONDARY"
+    );
+    for m in c["members"].as_array().into_iter().flatten() {
+        let mut name = plain(&m["name"]);
+        if m["self"] == true {
+            name.push('*');
+        }
+        t.push_str(&format!(
+            "{:<12} {:>4} {:>3}  {:<22} {:<22} {:<6} {:>7} {:>9}\n",
+            name,
+            plain(&m["id"]),
+            plain(&m["dc"]),
+            plain(&m["resp"]),
+            plain(&m["http"]),
+            plain(&m["status"]),
+            plain(&m["partitions"]["primary"]),
+            plain(&m["partitions"]["secondary"]),
+        ));
+    }
+    let l = &c["layout"];
+    t.push_str(&format!(
+        "layout epoch {}, Q {}, target N {}; * = the node answering (status as its failure \
+         detector sees it)\n",
+        plain(&l["epoch"]),
+        plain(&l["q"]),
+        plain(&l["target_n"])
+    ));
+    t
+}
+
+/// A bucket's properties as `key=value` pairs.
+fn props_line(p: &Value) -> String {
+    match p.as_object() {
+        Some(o) if !o.is_empty() => o
+            .iter()
+            .map(|(k, v)| format!("{k}={}", plain(v)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => "(defaults)".into(),
+    }
+}
+
+fn buckets_table(b: &Value) -> String {
+    let mut t = format!("{:<16} PROPERTIES\n", "BUCKET");
+    for (name, props) in b["buckets"].as_object().into_iter().flatten() {
+        t.push_str(&format!("{name:<16} {}\n", props_line(props)));
+    }
+    t.push_str(&format!("(scope: {})\n", plain(&b["scope"])));
+    t
+}
+
+fn scope_name(s: &Value) -> String {
+    if let Some(d) = s.get("dc") {
+        format!("dc{}", plain(d))
+    } else if let Some(n) = s.get("node") {
+        format!("node:{}", plain(n))
+    } else {
+        plain(s)
+    }
+}
+
+fn link_line(l: &Value) -> String {
+    let rtt = plain(&l["rtt"]);
+    let one_way = meridian_net::wan::parse_duration(&rtt)
+        .map(|d| format!("{:?}", d / 2))
+        .unwrap_or_else(|_| "?".into());
+    let pct = |v: &Value| {
+        v.as_f64()
+            .map(|f| format!("{}%", (f * 1e6).round() / 1e4))
+            .unwrap_or_else(|| plain(v))
+    };
+    let bandwidth = match &l["bandwidth_bytes_per_sec"] {
+        Value::Null => "unlimited".to_owned(),
+        v => format!("{} B/s", plain(v)),
+    };
+    format!(
+        "one-way latency {one_way} (rtt {rtt}), jitter {}, loss {}, duplicate {}, reorder {}, \
+         bandwidth {bandwidth}",
+        pct(&l["jitter"]),
+        pct(&l["loss"]),
+        pct(&l["duplicate"]),
+        pct(&l["reorder"]),
+    )
+}
+
+fn wan_summary(w: &Value) -> String {
+    let c = &w["config"];
+    let mut t = format!("mode:     {}\n", plain(&c["mode"]));
+    t.push_str(&format!("inter-DC: {}\n", link_line(&c["inter_dc"])));
+    t.push_str(&format!("intra-DC: {}\n", link_line(&c["intra_dc"])));
+    for (field, label) in [("dc_links", "DC pair"), ("node_links", "node pair")] {
+        for l in c[field].as_array().into_iter().flatten() {
+            let arrow = if l["both"] == true { "<->" } else { "->" };
+            t.push_str(&format!(
+                "{label} {} {arrow} {}: {}\n",
+                plain(&l["from"]),
+                plain(&l["to"]),
+                link_line(&l["link"])
+            ));
+        }
+    }
+    let cuts: Vec<String> = c["cuts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| format!("{} -> {}", scope_name(&k["from"]), scope_name(&k["to"])))
+        .collect();
+    t.push_str(&format!(
+        "cuts:     {}\n",
+        if cuts.is_empty() {
+            "none".to_owned()
+        } else {
+            cuts.join(", ")
+        }
+    ));
+    if let Some(s) = w["stats"].as_object() {
+        let counters: Vec<String> = s.iter().map(|(k, v)| format!("{k} {}", plain(v))).collect();
+        t.push_str(&format!("messages: {}\n", counters.join(", ")));
+    }
+    t
+}
+
+/// Percent-encodes a path segment.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// A minimal HTTP/1.1 client of one node: one request per connection.
+struct Client {
+    node: String,
+    password: Option<String>,
+}
+
+impl Client {
+    fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.request("GET", path, None)
+    }
+
+    /// Sends a request; returns the JSON reply, or an error naming the reply's code and
+    /// message.
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let mut s = self.connect()?;
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: \
+             application/json\r\nContent-Length: {}\r\n",
+            self.node,
+            body.len()
+        );
+        if !body.is_empty() {
+            req.push_str("Content-Type: application/json\r\n");
+        }
+        if let Some(p) = &self.password {
+            req.push_str(&format!("Authorization: Bearer {p}\r\n"));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        let mut raw = Vec::new();
+        s.write_all(req.as_bytes())
+            .and_then(|()| s.read_to_end(&mut raw))
+            .with_context(|| format!("{method} {path} on {}", self.node))?;
+        let (status, reply) = parse_response(&raw)
+            .with_context(|| format!("{method} {path} on {}: malformed reply", self.node))?;
+        let json: Option<Value> = serde_json::from_slice(&reply).ok();
+        if (200..300).contains(&status) {
+            return json.with_context(|| {
+                format!(
+                    "{method} {path} on {}: the reply is not JSON: {}",
+                    self.node,
+                    String::from_utf8_lossy(&reply)
+                )
+            });
+        }
+        let error = json.as_ref().map(|j| &j["error"]);
+        match error.and_then(|e| Some((e["code"].as_str()?, e["message"].as_str()?))) {
+            Some((code, message)) => {
+                let hint = if status == 401 {
+                    " (give --password or set MERIDIAN_REQUIREPASS)"
+                } else {
+                    ""
+                };
+                bail!("{code}: {message}{hint} (HTTP {status} from {method} {path})")
+            }
+            None => bail!(
+                "HTTP {status} from {method} {path} on {}: {}",
+                self.node,
+                String::from_utf8_lossy(&reply).trim()
+            ),
+        }
+    }
+
+    fn connect(&self) -> anyhow::Result<TcpStream> {
+        let unreachable = |why: String| {
+            anyhow::anyhow!(
+                "cannot reach node at {}: {why}is it running? (meridian up prints the HTTP \
+                 ports)",
+                self.node
+            )
+        };
+        let addrs: Vec<_> = self
+            .node
+            .to_socket_addrs()
+            .map_err(|e| unreachable(format!("{e}; ")))?
+            .collect();
+        let mut last = None;
+        for a in addrs {
+            match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_secs(60)))?;
+                    s.set_write_timeout(Some(Duration::from_secs(60)))?;
+                    return Ok(s);
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(unreachable(match last {
+            Some(e) if e.kind() == ErrorKind::ConnectionRefused => String::new(),
+            Some(e) => format!("{e}; "),
+            None => "no address; ".into(),
+        }))
+    }
+}
+
+/// (status, body) of a raw HTTP/1.1 response (chunked bodies decoded).
+fn parse_response(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    let body = &raw[split + 4..];
+    if head.contains("transfer-encoding: chunked") {
+        let mut out = Vec::new();
+        let mut b = body;
+        loop {
+            let eol = b.windows(2).position(|w| w == b"\r\n")?;
+            let line = std::str::from_utf8(&b[..eol]).ok()?;
+            let len = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+            if len == 0 {
+                return Some((status, out));
+            }
+            out.extend_from_slice(b.get(eol + 2..eol + 2 + len)?);
+            b = b.get(eol + 2 + len + 2..)?;
+        }
+    }
+    Some((status, body.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_parse_numbers_quorums_and_booleans() {
+        let p =
+            parse_pairs(&["n_val=3".into(), "r=ONE".into(), "allow_mult=false".into()]).unwrap();
+        assert_eq!(
+            p,
+            [
+                ("n_val".to_owned(), json!(3)),
+                ("r".to_owned(), json!("one")),
+                ("allow_mult".to_owned(), json!(false)),
+            ]
+        );
+        assert!(parse_pairs(&["r".into()]).is_err());
+    }
+
+    #[test]
+    fn scopes_are_dcs_nodes_or_any() {
+        assert_eq!(parse_scope("1").unwrap(), json!({"dc": 1}));
+        assert_eq!(parse_scope("dc0").unwrap(), json!({"dc": 0}));
+        assert_eq!(parse_scope("node:4").unwrap(), json!({"node": 4}));
+        assert_eq!(parse_scope("any").unwrap(), json!("any"));
+        assert!(parse_scope("east").is_err());
+    }
+
+    #[test]
+    fn wan_set_builds_a_link_patch() {
+        let set = |latency: &str| WanSetArgs {
+            inter_dc: false,
+            intra_dc: false,
+            latency: Some(parse_duration(latency).unwrap()),
+            rtt: None,
+            jitter: Some(0.6),
+            loss: None,
+            duplicate: None,
+            reorder: None,
+            bandwidth: Some(Bandwidth::Unlimited),
+            mode: None,
+        };
+        let body = wan_update(WanCommand::Set(set("100ms"))).unwrap();
+        assert_eq!(
+            body,
+            json!({"inter_dc": {"rtt": "200ms", "jitter": 0.6, "bandwidth_bytes_per_sec": null}})
+        );
+        let cut = WanCommand::Cut {
+            a: "0".into(),
+            b: "1".into(),
+            one_way: true,
+        };
+        assert_eq!(
+            wan_update(cut).unwrap(),
+            json!({"cut": [{"from": {"dc": 0}, "to": {"dc": 1}}]})
+        );
+    }
+
+    #[test]
+    fn chunked_replies_are_decoded() {
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n3\r\n\":1\r\n1\r\n}\r\n0\r\n\r\n";
+        assert_eq!(parse_response(raw).unwrap(), (200, b"{\"a\":1}".to_vec()));
+        assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
+    }
+}
