@@ -37,9 +37,10 @@ use meridian_core::{DcId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// A replica count, possibly symbolic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+/// A replica count, possibly symbolic. In human-readable formats (TOML, JSON) it is written as
+/// configuration files write it: `"one"`, `"quorum"`, `"all"` or a number; binary formats
+/// (postcard, on the wire) get a tagged form, since they cannot read an untagged one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Quorum {
     /// 1.
     One,
@@ -63,6 +64,62 @@ impl Quorum {
     }
 }
 
+/// [`Quorum`]'s form in binary formats.
+#[derive(Serialize, Deserialize)]
+enum Tagged {
+    One,
+    Quorum,
+    All,
+    Count(u32),
+}
+
+impl Serialize for Quorum {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (s.is_human_readable(), *self) {
+            (true, Quorum::One) => s.serialize_str("one"),
+            (true, Quorum::Quorum) => s.serialize_str("quorum"),
+            (true, Quorum::All) => s.serialize_str("all"),
+            (true, Quorum::Count(k)) => s.serialize_u32(k),
+            (false, Quorum::One) => Tagged::One.serialize(s),
+            (false, Quorum::Quorum) => Tagged::Quorum.serialize(s),
+            (false, Quorum::All) => Tagged::All.serialize(s),
+            (false, Quorum::Count(k)) => Tagged::Count(k).serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Quorum {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u32),
+            Name(String),
+        }
+        if !d.is_human_readable() {
+            return Ok(match Tagged::deserialize(d)? {
+                Tagged::One => Quorum::One,
+                Tagged::Quorum => Quorum::Quorum,
+                Tagged::All => Quorum::All,
+                Tagged::Count(k) => Quorum::Count(k),
+            });
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Number(k) => Quorum::Count(k),
+            Written::Name(name) => match name.as_str() {
+                "one" => Quorum::One,
+                "quorum" => Quorum::Quorum,
+                "all" => Quorum::All,
+                other => {
+                    return Err(serde::de::Error::custom(format!(
+                        "invalid quorum value {other:?}: expected one, quorum, all or a number"
+                    )));
+                }
+            },
+        })
+    }
+}
+
 /// Where GETs are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,8 +130,11 @@ pub enum ReadFanout {
     Quorum,
 }
 
-/// Parameters as set on a bucket or a request: `None` means "not set here".
+/// Parameters as set on a bucket or a request: `None` means "not set here". Serializable both
+/// as configuration (TOML bucket tables, JSON) and on the wire (a forwarded write carries its
+/// overrides), so every field is always written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Props {
     /// Replicas.
     pub n_val: Option<u32>,
@@ -619,6 +679,35 @@ impl PutTally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Props travel both as configuration (human-readable) and inside forwarded writes
+    /// (postcard): both forms must round-trip, and the human one must read as configured.
+    #[test]
+    fn props_round_trip_on_the_wire_and_in_configuration() {
+        let props = Props {
+            n_val: Some(3),
+            r: Some(Quorum::One),
+            w: Some(Quorum::Count(2)),
+            dw: Some(Quorum::All),
+            pr: Some(Quorum::Quorum),
+            timeout_ms: Some(500),
+            ..Props::default()
+        };
+        let wire = postcard::to_allocvec(&props).unwrap();
+        assert_eq!(postcard::from_bytes::<Props>(&wire).unwrap(), props);
+
+        let json = serde_json::to_value(props).unwrap();
+        assert_eq!(json["r"], "one");
+        assert_eq!(json["w"], 2);
+        assert_eq!(json["dw"], "all");
+        assert_eq!(serde_json::from_value::<Props>(json).unwrap(), props);
+        let written: Props = serde_json::from_str(r#"{"r": "quorum", "w": 1}"#).unwrap();
+        assert_eq!(
+            (written.r, written.w),
+            (Some(Quorum::Quorum), Some(Quorum::Count(1)))
+        );
+        assert!(serde_json::from_str::<Props>(r#"{"r": "most"}"#).is_err());
+    }
     use QuorumError as E;
 
     fn q(k: u32) -> Quorum {

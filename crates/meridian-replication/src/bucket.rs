@@ -15,7 +15,7 @@
 //!   ([`meridian_cluster::Params::resolve`]).
 
 use crate::error::{ReplicationError, Result};
-use meridian_cluster::{Layout, Params, Props, Quorum, ReadFanout};
+use meridian_cluster::{Layout, Params, Props};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -36,56 +36,56 @@ pub enum BucketType {
     Transactional,
 }
 
-/// A bucket's properties as configured: every parameter optional (unset means the spec's
-/// default).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
+/// A bucket's properties as configured: its type, the quorum parameters ([`Props`], every
+/// one optional: unset means the spec's default), and the DC rule. Serialized flat, as a TOML
+/// `[buckets.NAME]` table writes it (`type = "eventual"`, `n_val = 3`, `r = "quorum"`, ...);
+/// unknown keys are refused when parsing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "BucketTable")]
 pub struct BucketProps {
-    /// The consistency model (TOML key `type`).
+    /// The consistency model (key `type`).
     #[serde(rename = "type")]
     pub bucket_type: BucketType,
-    /// Replicas (default 3).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n_val: Option<u32>,
-    /// Replies needed for a GET (default `quorum`).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub r: Option<Quorum>,
-    /// Acks needed for a PUT (default `quorum`).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub w: Option<Quorum>,
-    /// Durable acks (default `quorum`; with `MemEngine` a durable ack is an ack).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub dw: Option<Quorum>,
-    /// GET replies that must come from primaries (default 0).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub pr: Option<Quorum>,
-    /// PUT acks that must come from primaries (default 0).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub pw: Option<Quorum>,
-    /// Acks from at least this many distinct nodes (default 0).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub node_confirms: Option<Quorum>,
-    /// Acks from at least this many distinct DCs (default 0).
-    #[serde(with = "opt_quorum", skip_serializing_if = "Option::is_none")]
-    pub dc_confirms: Option<Quorum>,
-    /// Whether a notfound counts as an ok reply (default true).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub notfound_ok: Option<bool>,
-    /// Fail a GET early after a majority of not-ok replies (default false).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub basic_quorum: Option<bool>,
-    /// Keep siblings (true, default) or resolve last-writer-wins (false).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub allow_mult: Option<bool>,
-    /// Where GETs go (default `all`; `quorum` is accepted and currently behaves as `all`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_fanout: Option<ReadFanout>,
-    /// Whole-request timeout in milliseconds (default 60000).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
+    /// Default request parameters (N, R, W, DW, PR, PW, confirms, notfound_ok, basic_quorum,
+    /// allow_mult, read_fanout, timeout_ms).
+    #[serde(flatten)]
+    pub props: Props,
     /// Whether N must be at least the number of DCs (default true; spec §2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dc_rule: Option<bool>,
+}
+
+/// [`BucketProps`] as parsed: the same keys plus whatever else the table held, so unknown keys
+/// can be refused (serde's `deny_unknown_fields` does not work with flattened fields).
+#[derive(Deserialize)]
+struct BucketTable {
+    #[serde(rename = "type", default)]
+    bucket_type: BucketType,
+    #[serde(flatten)]
+    props: Props,
+    #[serde(default)]
+    dc_rule: Option<bool>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, serde::de::IgnoredAny>,
+}
+
+impl TryFrom<BucketTable> for BucketProps {
+    type Error = String;
+
+    fn try_from(t: BucketTable) -> std::result::Result<Self, String> {
+        if let Some(key) = t.unknown.keys().next() {
+            return Err(format!(
+                "unknown bucket property `{key}`: expected type, n_val, r, w, dw, pr, pw, \
+                 node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
+                 timeout_ms or dc_rule"
+            ));
+        }
+        Ok(BucketProps {
+            bucket_type: t.bucket_type,
+            props: t.props,
+            dc_rule: t.dc_rule,
+        })
+    }
 }
 
 /// What bucket validation needs to know about the cluster.
@@ -110,21 +110,7 @@ impl ClusterShape {
 impl BucketProps {
     /// The quorum parameters as a [`Props`] (for [`Params::resolve`]).
     pub fn props(&self) -> Props {
-        Props {
-            n_val: self.n_val,
-            r: self.r,
-            w: self.w,
-            dw: self.dw,
-            pr: self.pr,
-            pw: self.pw,
-            node_confirms: self.node_confirms,
-            dc_confirms: self.dc_confirms,
-            notfound_ok: self.notfound_ok,
-            basic_quorum: self.basic_quorum,
-            allow_mult: self.allow_mult,
-            read_fanout: self.read_fanout,
-            timeout_ms: self.timeout_ms,
-        }
+        self.props
     }
 
     /// Checks these properties for a bucket called `name` in a cluster of `shape`.
@@ -254,49 +240,10 @@ impl Buckets {
     }
 }
 
-/// Serde for `Option<Quorum>` as `"one" | "quorum" | "all" | <number>`.
-mod opt_quorum {
-    use meridian_cluster::Quorum;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(untagged)]
-    enum Repr {
-        Number(u32),
-        Name(String),
-    }
-
-    pub fn serialize<S: Serializer>(q: &Option<Quorum>, s: S) -> Result<S::Ok, S::Error> {
-        match q {
-            None => s.serialize_none(),
-            Some(Quorum::One) => s.serialize_str("one"),
-            Some(Quorum::Quorum) => s.serialize_str("quorum"),
-            Some(Quorum::All) => s.serialize_str("all"),
-            Some(Quorum::Count(k)) => s.serialize_u32(*k),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Quorum>, D::Error> {
-        let r = Repr::deserialize(d)?;
-        Ok(Some(match r {
-            Repr::Number(k) => Quorum::Count(k),
-            Repr::Name(s) => match s.as_str() {
-                "one" => Quorum::One,
-                "quorum" => Quorum::Quorum,
-                "all" => Quorum::All,
-                other => {
-                    return Err(serde::de::Error::custom(format!(
-                        "invalid quorum value {other:?}: expected one, quorum, all or a number"
-                    )));
-                }
-            },
-        }))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use meridian_cluster::Quorum;
 
     const SHAPE: ClusterShape = ClusterShape {
         target_n: 3,
@@ -348,9 +295,27 @@ mod tests {
     #[test]
     fn unknown_fields_and_bad_quorums_are_rejected() {
         let e = toml::from_str::<Config>("[buckets.x]\nn_vall = 3\n").unwrap_err();
-        assert!(e.to_string().contains("n_vall"), "{e}");
+        assert!(
+            e.to_string().contains("unknown bucket property `n_vall`"),
+            "{e}"
+        );
         let e = toml::from_str::<Config>("[buckets.x]\nr = \"most\"\n").unwrap_err();
         assert!(e.to_string().contains("most"), "{e}");
+    }
+
+    #[test]
+    fn a_bucket_table_round_trips_flat() {
+        let text = "type = \"eventual\"\nn_val = 3\nr = \"one\"\nw = 2\nallow_mult = false\ndc_rule = false\n";
+        let props: BucketProps = toml::from_str(text).unwrap();
+        assert_eq!(props.props.r, Some(Quorum::One));
+        assert_eq!(props.props.w, Some(Quorum::Count(2)));
+        let written = toml::to_string(&props).unwrap();
+        assert!(!written.contains("props"), "written flat:\n{written}");
+        assert!(
+            !written.contains("dw"),
+            "unset parameters are left out:\n{written}"
+        );
+        assert_eq!(toml::from_str::<BucketProps>(&written).unwrap(), props);
     }
 
     #[test]
@@ -359,31 +324,43 @@ mod tests {
         let cases = [
             (
                 BucketProps {
-                    n_val: Some(4),
+                    props: Props {
+                        n_val: Some(4),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 "n_val=4 exceeds the layout's target_n=3",
             ),
             (
                 BucketProps {
-                    r: Some(Quorum::Count(4)),
+                    props: Props {
+                        r: Some(Quorum::Count(4)),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 "r=4 exceeds n_val=3",
             ),
             (
                 BucketProps {
-                    w: Some(Quorum::Count(0)),
+                    props: Props {
+                        w: Some(Quorum::Count(0)),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 "w must be at least 1",
             ),
             (
                 BucketProps {
-                    n_val: Some(1),
-                    r: Some(Quorum::One),
-                    w: Some(Quorum::One),
-                    dw: Some(Quorum::One),
+                    props: Props {
+                        n_val: Some(1),
+                        r: Some(Quorum::One),
+                        w: Some(Quorum::One),
+                        dw: Some(Quorum::One),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 "set dc_rule = false",
@@ -397,7 +374,10 @@ mod tests {
             ),
             (
                 BucketProps {
-                    timeout_ms: Some(0),
+                    props: Props {
+                        timeout_ms: Some(0),
+                        ..Default::default()
+                    },
                     ..Default::default()
                 },
                 "timeout_ms must be positive",
@@ -412,11 +392,14 @@ mod tests {
         b.set(
             "one",
             BucketProps {
-                n_val: Some(1),
-                r: Some(Quorum::One),
-                w: Some(Quorum::One),
-                dw: Some(Quorum::One),
                 dc_rule: Some(false),
+                props: Props {
+                    n_val: Some(1),
+                    r: Some(Quorum::One),
+                    w: Some(Quorum::One),
+                    dw: Some(Quorum::One),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         )
@@ -427,10 +410,13 @@ mod tests {
     #[test]
     fn props_round_trip_through_toml() {
         let p = BucketProps {
-            n_val: Some(3),
-            r: Some(Quorum::All),
-            pw: Some(Quorum::Count(2)),
-            allow_mult: Some(false),
+            props: Props {
+                n_val: Some(3),
+                r: Some(Quorum::All),
+                pw: Some(Quorum::Count(2)),
+                allow_mult: Some(false),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let text = toml::to_string(&p).unwrap();

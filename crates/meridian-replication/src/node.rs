@@ -1411,7 +1411,10 @@ mod tests {
         map.insert(
             "default".to_owned(),
             BucketProps {
-                n_val: Some(1),
+                props: Props {
+                    n_val: Some(1),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
         );

@@ -10,7 +10,9 @@
 //! read-repair and hand-off tests show those mechanisms alone.
 
 use bytes::Bytes;
-use meridian_cluster::{Layout, Member, MerkleConfig, Object, Quorum, Ring, Role, Topology, claim};
+use meridian_cluster::{
+    Layout, Member, MerkleConfig, Object, Props, Quorum, Ring, Role, Topology, claim,
+};
 use meridian_core::{DcId, NodeId, Timestamp};
 use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, Scope, WanConfig, WanControl, WanEmulator};
@@ -246,7 +248,7 @@ impl Cluster {
     /// Sets a bucket on every node.
     fn set_bucket(&self, name: &str, props: BucketProps) {
         for n in &self.nodes {
-            n.set_bucket(name, props.clone()).unwrap();
+            n.set_bucket(name, props).unwrap();
         }
     }
 
@@ -374,7 +376,10 @@ async fn concurrent_blind_writes_make_siblings_and_a_context_collapses_them() {
     c.set_bucket(
         "lww",
         BucketProps {
-            allow_mult: Some(false),
+            props: Props {
+                allow_mult: Some(false),
+                ..Default::default()
+            },
             ..Default::default()
         },
     );
@@ -708,7 +713,10 @@ async fn diverge_without_reads(c: &Cluster, n: usize) -> Vec<Vec<u8>> {
     c.set_bucket(
         "lww",
         BucketProps {
-            allow_mult: Some(false),
+            props: Props {
+                allow_mult: Some(false),
+                ..Default::default()
+            },
             ..Default::default()
         },
     );

@@ -532,6 +532,7 @@ impl Shared {
         buckets
             .entry(meridian_replication::DEFAULT_BUCKET_NAME.to_owned())
             .or_default()
+            .props
             .n_val
             .get_or_insert(n);
         let buckets = Buckets::from_map(ClusterShape::of(&layout.read()), buckets)

@@ -463,7 +463,7 @@ mod tests {
         assert_eq!((cl.id, cl.members.len(), cl.q, cl.n), (1, 4, 64, 3));
         let dcs = cl.dc_ids();
         assert_eq!((dcs["east"], dcs["west"]), (DcId(0), DcId(1)));
-        assert_eq!(c.buckets["sessions"].n_val, Some(2));
+        assert_eq!(c.buckets["sessions"].props.n_val, Some(2));
         let wan = cl.wan.as_ref().unwrap();
         assert_eq!(wan.inter_dc.rtt, std::time::Duration::from_millis(100));
         assert_eq!(NodeConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);

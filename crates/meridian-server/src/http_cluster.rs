@@ -288,9 +288,18 @@ pub(crate) async fn buckets(
     let b = c.node.buckets();
     let map: serde_json::Map<String, serde_json::Value> = b
         .names()
-        .filter_map(|n| Some((n.to_owned(), serde_json::to_value(b.get(n)?).ok()?)))
+        .filter_map(|n| Some((n.to_owned(), set_properties(b.get(n)?)?)))
         .collect();
     Ok(axum::Json(json!({ "buckets": map, "scope": "this node" })).into_response())
+}
+
+/// A bucket's properties as JSON, without the unset ones (what is configured on it).
+fn set_properties(props: &meridian_replication::BucketProps) -> Option<serde_json::Value> {
+    let mut v = serde_json::to_value(props).ok()?;
+    if let Some(map) = v.as_object_mut() {
+        map.retain(|_, value| !value.is_null());
+    }
+    Some(v)
 }
 
 /// `PUT /buckets/{name}` with JSON `BucketProps`: validated, applied on this node only.
@@ -308,9 +317,7 @@ pub(crate) async fn put_bucket(
             format!("{e}; expected JSON bucket properties such as {{\"n_val\":3,\"r\":\"one\"}}"),
         )
     })?;
-    c.node
-        .set_bucket(&name, props.clone())
-        .map_err(|e| repl(&s, e))?;
+    c.node.set_bucket(&name, props).map_err(|e| repl(&s, e))?;
     Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "this node" })).into_response())
 }
 

@@ -15,6 +15,19 @@ use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_meridian");
 
+/// A child's output, line by line, through a channel (so a test can wait with a timeout).
+fn lines_of(out: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 /// A running `meridian node` child process.
 struct Node {
     child: Child,
@@ -41,15 +54,7 @@ impl Node {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn meridian");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = lines_of(child.stderr.take().unwrap());
         let mut seen = Vec::new();
         loop {
             let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) else {
@@ -434,15 +439,7 @@ impl Up {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn meridian up");
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let rx = lines_of(child.stdout.take().unwrap());
         let mut members = Vec::new();
         loop {
             let Ok(line) = rx.recv_timeout(Duration::from_secs(120)) else {
