@@ -40,6 +40,10 @@ pub struct ReplicaId {
     pub node: NodeId,
     /// Bumped when the replica's storage is wiped, so old dots are never reissued.
     pub incarnation: u32,
+    /// The layout epoch in which the node took the partition back after handing it off
+    /// (and deleting its copy) earlier in the same incarnation; 0 otherwise. Like
+    /// `incarnation`, it keeps a replica whose storage was emptied from reissuing dots.
+    pub epoch: u64,
 }
 
 /// One write's identity: the `counter`-th write coordinated by `replica`.
@@ -113,6 +117,7 @@ impl Clock {
             put_varint(&mut out, r.partition.0.into());
             put_varint(&mut out, r.node.0.into());
             put_varint(&mut out, r.incarnation.into());
+            put_varint(&mut out, r.epoch);
             put_varint(&mut out, n);
         }
         out
@@ -128,8 +133,8 @@ impl Clock {
         }
         let mut cur = &bytes[1..];
         let count = get_varint(&mut cur)?;
-        // Every entry takes at least 4 bytes: refuse counts the input cannot hold.
-        if count > (cur.len() / 4) as u64 {
+        // Every entry takes at least 5 bytes: refuse counts the input cannot hold.
+        if count > (cur.len() / 5) as u64 {
             return Err(ContextError::Truncated);
         }
         let mut map = BTreeMap::new();
@@ -139,6 +144,7 @@ impl Clock {
                 partition: PartitionId(get_u32(&mut cur)?),
                 node: NodeId(get_u32(&mut cur)?),
                 incarnation: get_u32(&mut cur)?,
+                epoch: get_varint(&mut cur)?,
             };
             let n = get_varint(&mut cur)?;
             if n == 0 || last.is_some_and(|l| l >= r) {
@@ -154,7 +160,7 @@ impl Clock {
     }
 }
 
-const CONTEXT_VERSION: u8 = 1;
+const CONTEXT_VERSION: u8 = 2;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -351,6 +357,7 @@ mod tests {
             partition: PartitionId(7),
             node: NodeId(node),
             incarnation: 0,
+            epoch: 0,
         }
     }
 
@@ -431,14 +438,15 @@ mod tests {
                 partition: PartitionId(4095),
                 node: NodeId(u32::MAX),
                 incarnation: 2,
+                epoch: 7,
             },
             1,
         );
         let e = c.encode();
         assert_eq!(Clock::decode(&e), Ok(c.clone()));
         assert_eq!(Clock::decode(&[]), Ok(Clock::new()));
-        assert_eq!(Clock::new().encode(), [1, 0]);
-        assert_eq!(Clock::decode(&[2, 0]), Err(ContextError::UnknownVersion(2)));
+        assert_eq!(Clock::new().encode(), [2, 0]);
+        assert_eq!(Clock::decode(&[1, 0]), Err(ContextError::UnknownVersion(1)));
         for cut in 1..e.len() {
             assert!(Clock::decode(&e[..cut]).is_err(), "cut at {cut}");
         }
@@ -447,27 +455,27 @@ mod tests {
         assert_eq!(Clock::decode(&long), Err(ContextError::TrailingBytes(1)));
         // Entries out of order.
         assert_eq!(
-            Clock::decode(&[1, 2, 0, 2, 0, 1, 0, 1, 0, 1]),
+            Clock::decode(&[2, 2, 0, 2, 0, 0, 1, 0, 1, 0, 0, 1]),
             Err(ContextError::NotCanonical)
         );
         // Zero counter.
         assert_eq!(
-            Clock::decode(&[1, 1, 0, 1, 0, 0]),
+            Clock::decode(&[2, 1, 0, 1, 0, 0, 0]),
             Err(ContextError::NotCanonical)
         );
         // Overlong varint (0 as 0x80 0x00).
         assert_eq!(
-            Clock::decode(&[1, 1, 0x80, 0, 1, 0, 1]),
+            Clock::decode(&[2, 1, 0x80, 0, 1, 0, 0, 1]),
             Err(ContextError::NotCanonical)
         );
         // u32 field too large.
         assert_eq!(
-            Clock::decode(&[1, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 1, 0, 1]),
+            Clock::decode(&[2, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 1, 0, 0, 1]),
             Err(ContextError::VarintOverflow)
         );
         // A huge count is refused before allocating.
         assert_eq!(
-            Clock::decode(&[1, 0xff, 0xff, 0xff, 0x0f]),
+            Clock::decode(&[2, 0xff, 0xff, 0xff, 0x0f]),
             Err(ContextError::Truncated)
         );
     }

@@ -41,6 +41,7 @@ fn put_then_get_with_one_primary_down() {
         partition: p,
         node: coord.node,
         incarnation: 0,
+        epoch: 0,
     };
     let v1 = Content::Value(Bytes::from_static(b"v1"));
     let obj = coordinator_put(None, &Clock::new(), v1, Meta { ts_us: 1 }, me);
