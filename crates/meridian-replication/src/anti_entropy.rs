@@ -4,8 +4,8 @@
 //! ## Trees
 //!
 //! A node keeps one [`MerkleTree`] ([`meridian_cluster::merkle`]) per partition it holds a
-//! replica of (every partition whose `layout.replicas(p)` names it, fixed when the node is
-//! created). A tree's entries are the node's **own objects** of that partition: key =
+//! replica of (every partition whose `layout.replicas(p)` names it; on a layout change the
+//! node calls [`AaeTrees::set_held`] and fills the new trees from its store). A tree's entries are the node's **own objects** of that partition: key =
 //! the client key, digest = [`digest`], the object's causal clock encoding
 //! ([`meridian_cluster::dvv::Clock::encode`]). Tombstones are objects like any other, so
 //! deletes are compared and repaired too. **Hints are not in the trees**: they are kept for
@@ -51,8 +51,8 @@
 //! ## Deviations from the spec
 //!
 //! - The trees live in memory; there is no periodic `aae_rebuild` (they are rebuilt from the
-//!   engine whenever the node is created) and the set of held partitions is fixed at
-//!   creation (ownership handoff is not implemented).
+//!   engine whenever the node is created, and a partition gained in a layout change gets its
+//!   tree from a scan of the store).
 //! - The default shape is 64 × 64 segments ([`default_tree`], 64 KiB per tree) instead of
 //!   the spec's 256 × 256 (1 MiB per tree), because every held partition's tree is resident;
 //!   [`MerkleConfig::SPEC`] can be configured. Both replicas of an exchange must use the
@@ -65,8 +65,8 @@ use bytes::Bytes;
 use meridian_cluster::{MerkleConfig, MerkleTree, Object, Ring, bucket_and_key};
 use meridian_core::{NodeId, PartitionId, Timestamp};
 use meridian_storage::Engine;
-use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
 /// Segments whose key lists one [`crate::Msg::AaeKeys`] asks for.
@@ -107,7 +107,7 @@ pub fn digest(o: &Object) -> Vec<u8> {
 pub struct AaeTrees {
     config: MerkleConfig,
     ring: Ring,
-    trees: BTreeMap<PartitionId, Mutex<MerkleTree>>,
+    trees: RwLock<BTreeMap<PartitionId, Mutex<MerkleTree>>>,
 }
 
 impl AaeTrees {
@@ -120,10 +120,11 @@ impl AaeTrees {
         AaeTrees {
             config,
             ring,
-            trees: held
-                .into_iter()
-                .map(|p| (p, Mutex::new(MerkleTree::new(config))))
-                .collect(),
+            trees: RwLock::new(
+                held.into_iter()
+                    .map(|p| (p, Mutex::new(MerkleTree::new(config))))
+                    .collect(),
+            ),
         }
     }
 
@@ -168,10 +169,12 @@ impl AaeTrees {
         Ok(AaeTrees {
             config,
             ring,
-            trees: entries
-                .into_iter()
-                .map(|(p, e)| (p, Mutex::new(MerkleTree::from_entries(config, e))))
-                .collect(),
+            trees: RwLock::new(
+                entries
+                    .into_iter()
+                    .map(|(p, e)| (p, Mutex::new(MerkleTree::from_entries(config, e))))
+                    .collect(),
+            ),
         })
     }
 
@@ -181,8 +184,30 @@ impl AaeTrees {
     }
 
     /// The held partitions, ascending.
-    pub fn partitions(&self) -> impl Iterator<Item = PartitionId> + '_ {
-        self.trees.keys().copied()
+    pub fn partitions(&self) -> impl Iterator<Item = PartitionId> + use<> {
+        self.trees
+            .read()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    /// Makes `held` the set of partitions with a tree: trees of other partitions are dropped
+    /// and new partitions get an empty tree, which the caller must then fill with the
+    /// objects it already stores ([`crate::ObjectStore::record_partitions`]). Returns the
+    /// new partitions.
+    pub fn set_held(&self, held: &BTreeSet<PartitionId>) -> BTreeSet<PartitionId> {
+        let mut trees = self.trees.write();
+        trees.retain(|p, _| held.contains(p));
+        let mut added = BTreeSet::new();
+        for &p in held {
+            trees.entry(p).or_insert_with(|| {
+                added.insert(p);
+                Mutex::new(MerkleTree::new(self.config))
+            });
+        }
+        added
     }
 
     /// The partition of a client key.
@@ -197,7 +222,7 @@ impl AaeTrees {
         if key.first() == Some(&RESERVED_PREFIX) {
             return;
         }
-        if let Some(t) = self.trees.get(&self.partition_of(key)) {
+        if let Some(t) = self.trees.read().get(&self.partition_of(key)) {
             let d = object.map(digest);
             t.lock().update(key, d.as_deref());
         }
@@ -206,7 +231,7 @@ impl AaeTrees {
     /// Runs `f` on the tree of partition `p`, if held (the tree is locked meanwhile: keep
     /// `f` short).
     pub fn with_tree<R>(&self, p: PartitionId, f: impl FnOnce(&MerkleTree) -> R) -> Option<R> {
-        self.trees.get(&p).map(|t| f(&t.lock()))
+        self.trees.read().get(&p).map(|t| f(&t.lock()))
     }
 
     /// Number of keys in the tree of partition `p`, if held.
@@ -258,6 +283,7 @@ mod tests {
             partition: p,
             node: NodeId(1),
             incarnation: 0,
+            epoch: 0,
         }
     }
 
@@ -353,6 +379,7 @@ mod tests {
                             partition: t.partition_of(&k),
                             node: NodeId(2),
                             incarnation: 0,
+                            epoch: 0,
                         },
                         true,
                         100,

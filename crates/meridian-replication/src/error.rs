@@ -117,6 +117,29 @@ pub enum ReplicationError {
         /// The network error, in words.
         reason: String,
     },
+    /// A membership or cluster-metadata change was refused (unknown or duplicate node, a
+    /// handoff still in progress, a layout that cannot be built).
+    #[error("membership_refused {reason}")]
+    MembershipRefused {
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The node that serializes cluster-metadata changes (the claimant: the lowest node id
+    /// of the layout) did not answer.
+    #[error("claimant_unreachable node={node} {reason}")]
+    ClaimantUnreachable {
+        /// The claimant.
+        node: NodeId,
+        /// The network error, in words.
+        reason: String,
+    },
+    /// This node has not been admitted to a cluster yet (it was started to join one and no
+    /// member has sent it the cluster's metadata).
+    #[error("not_joined node={node} this node is waiting to be added with a join request")]
+    NotJoined {
+        /// This node.
+        node: NodeId,
+    },
 }
 
 /// How the edge should present an error (spec §11).
@@ -152,6 +175,9 @@ impl ReplicationError {
             NoCoordinator { .. } => "no_coordinator",
             Storage { .. } => "storage_error",
             ForwardFailed { .. } => "forward_failed",
+            MembershipRefused { .. } => "membership_refused",
+            ClaimantUnreachable { .. } => "claimant_unreachable",
+            NotJoined { .. } => "not_joined",
         }
     }
 
@@ -162,7 +188,8 @@ impl ReplicationError {
             Quorum(QuorumError::NValViolation { .. })
             | InvalidContext { .. }
             | ReservedKey
-            | InvalidBucket { .. } => ErrorClass::BadRequest,
+            | InvalidBucket { .. }
+            | MembershipRefused { .. } => ErrorClass::BadRequest,
             Overload => ErrorClass::Overload,
             Timeout { .. } => ErrorClass::Timeout,
             TooManySiblings { .. } | ObjectTooLarge { .. } => ErrorClass::TooLarge,

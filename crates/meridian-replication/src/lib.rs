@@ -10,6 +10,7 @@
 //! | [`anti_entropy`] | per-partition Merkle trees over a replica's objects (§10) |
 //! | [`bucket`] | bucket types and properties (TOML-loadable), the validated registry |
 //! | [`object_store`] | one replica's objects and hints over a storage engine |
+//! | [`membership`] | the versioned cluster metadata (layout, members, buckets) and its changes |
 //! | [`messages`] | the node-to-node wire protocol |
 //! | [`node`] | [`EventualNode`]: GET/PUT coordinators, replica side, repair, handoff |
 //! | [`tokio_clock`] | a `Clock` following tokio's (possibly paused) time |
@@ -20,22 +21,22 @@
 //!
 //! ```no_run
 //! # async fn demo(net: meridian_net::MemNetwork<meridian_replication::Msg>,
-//! #               layout: std::sync::Arc<parking_lot::RwLock<meridian_cluster::Layout>>)
+//! #               layout: meridian_cluster::Layout,
+//! #               members: Vec<meridian_replication::MemberRecord>)
 //! # -> Result<(), Box<dyn std::error::Error>> {
-//! use meridian_replication::{Buckets, ClusterShape, EventualNode, NodeConfig, TokioClock};
-//! use meridian_replication::{GetOptions, PutOptions};
+//! use meridian_replication::{Buckets, ClusterMeta, ClusterShape, EventualNode, NodeConfig};
+//! use meridian_replication::{GetOptions, PutOptions, TokioClock};
 //! use meridian_core::{NodeId, Timestamp};
 //! use std::sync::Arc;
 //!
 //! let (transport, inbox) = net.join(NodeId(1))?;
-//! let buckets = Buckets::new(ClusterShape::of(&layout.read()))?;
+//! let buckets = Buckets::new(ClusterShape::of(&layout))?;
 //! let node = EventualNode::new(
 //!     NodeConfig::new(NodeId(1)),
 //!     Arc::new(meridian_storage::MemEngine::new()),
 //!     Arc::new(TokioClock::new(Timestamp(0))),
 //!     transport,
-//!     layout,
-//!     buckets,
+//!     ClusterMeta::new(layout, members, &buckets)?,
 //! );
 //! let shutdown = tokio_util::sync::CancellationToken::new();
 //! node.spawn(inbox, shutdown.clone());
@@ -48,6 +49,7 @@
 pub mod anti_entropy;
 pub mod bucket;
 pub mod error;
+pub mod membership;
 pub mod messages;
 pub mod node;
 pub mod object_store;
@@ -56,6 +58,7 @@ pub mod tokio_clock;
 pub use anti_entropy::{AaeError, AaeTrees};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
+pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use messages::{AaeItem, Msg, RemoteError};
 pub use node::{EventualNode, GetOptions, GetResult, NodeConfig, NodeStats, PutOptions, PutResult};
 pub use object_store::{Hint, ObjectStore, is_reserved_key};

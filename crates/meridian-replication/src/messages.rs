@@ -10,8 +10,10 @@
 //! | [`Msg::AaeHashes`] | [`Msg::AaeHashReply`] or [`Msg::Error`] |
 //! | [`Msg::AaeKeys`] | [`Msg::AaeKeysReply`] or [`Msg::Error`] |
 //! | [`Msg::AaeSync`] | [`Msg::AaeSyncReply`] or [`Msg::Error`] |
+//! | [`Msg::Handoff`] | [`Msg::Ack`] or [`Msg::Error`] |
+//! | [`Msg::Change`] | [`Msg::ChangeReply`] |
 //!
-//! One-way: [`Msg::Heartbeat`], [`Msg::Repair`].
+//! One-way: [`Msg::Heartbeat`], [`Msg::Repair`], [`Msg::Meta`], [`Msg::Drained`].
 //!
 //! Messages carry whole [`Object`]s (clock plus siblings): a receiver merges, it never
 //! trusts a sender's view of what it already holds. Keys are the client's full key
@@ -19,6 +21,7 @@
 //! in its hint space for that primary instead of its own data.
 
 use crate::error::ReplicationError;
+use crate::membership::{ClusterMeta, MetaChange};
 use crate::node::{PutOptions, PutResult};
 use meridian_cluster::{HashReply, HashRequest, KeyHashes, Object, SegmentId};
 use meridian_core::{NodeId, PartitionId};
@@ -87,7 +90,27 @@ pub enum Msg {
     Heartbeat {
         /// The sender.
         from: NodeId,
-        /// The layout epoch the sender uses (a mismatch is logged).
+        /// The version of the sender's cluster metadata (a receiver with a newer one sends
+        /// it back in a [`Msg::Meta`]).
+        version: u64,
+    },
+    /// A cluster-metadata document: the receiver adopts it if it is newer than its own.
+    Meta(Box<ClusterMeta>),
+    /// A cluster-metadata change, sent to the claimant, which applies and publishes it.
+    Change(MetaChange),
+    /// The answer to [`Msg::Change`]: the new document, or why the change was refused.
+    ChangeReply(Result<Box<ClusterMeta>, ReplicationError>),
+    /// Ownership handoff: merge these objects (keys the sender no longer owns; a repair
+    /// path, no limits) and acknowledge.
+    Handoff {
+        /// The objects, each `Some`.
+        items: Vec<AaeItem>,
+    },
+    /// Sent to the claimant: the sender holds nothing it does not own under layout `epoch`.
+    Drained {
+        /// The sender.
+        from: NodeId,
+        /// The layout epoch.
         epoch: u64,
     },
     /// A client write forwarded to a coordinator that holds a replica (§6.1).
@@ -151,8 +174,13 @@ mod tests {
             Msg::Ack { durable: true },
             Msg::Heartbeat {
                 from: NodeId(1),
-                epoch: 4,
+                version: 4,
             },
+            Msg::Drained {
+                from: NodeId(2),
+                epoch: 3,
+            },
+            Msg::Change(MetaChange::Leave(NodeId(3))),
             Msg::ForwardReply(Err(ReplicationError::Quorum(
                 meridian_cluster::QuorumError::WValUnsatisfied { need: 2, got: 1 },
             ))),

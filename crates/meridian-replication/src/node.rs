@@ -70,12 +70,16 @@
 //! - A replica refuses requests with `overload` while more than `overload_backlog`
 //!   messages wait in its inbox.
 
+mod handoff;
+
 use crate::anti_entropy::{AaeError, AaeTrees, KEYS_PER_SYNC, SEGMENTS_PER_REQUEST};
 use crate::bucket::{BucketProps, Buckets};
 use crate::error::{Missing, ReplicationError, Result};
+use crate::membership::{ClusterMeta, MetaChange};
 use crate::messages::{AaeItem, Msg, RemoteError};
 use crate::object_store::{ObjectStore, is_reserved_key};
 use bytes::Bytes;
+use handoff::Ownership;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
     ApEntry, AplSummary, DetectorConfig, Exchange, FailKind, FailureDetector, GetReply, GetTally,
@@ -84,13 +88,13 @@ use meridian_cluster::{
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Incoming, NetError, Transport};
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -260,6 +264,8 @@ pub struct NodeStats {
     /// Differing keys synced by anti-entropy exchanges this node initiated
     /// (`aae_keys_repaired_total`).
     pub aae_keys_repaired: u64,
+    /// Objects handed off to their new owners after a layout change (and deleted here).
+    pub ownership_handoffs: u64,
 }
 
 #[derive(Debug, Default)]
@@ -270,21 +276,52 @@ struct Counters {
     coord_redirs: AtomicU64,
     aae_exchanges: AtomicU64,
     aae_keys_repaired: AtomicU64,
+    ownership_handoffs: AtomicU64,
 }
 
 #[derive(Debug)]
 struct Inner {
     cfg: NodeConfig,
+    /// This node's DC (from its member record; fixed for the node's life).
+    dc: DcId,
     store: ObjectStore,
     clock: Arc<dyn Clock>,
     transport: Transport<Msg>,
-    layout: Arc<RwLock<Layout>>,
-    buckets: RwLock<Buckets>,
+    /// The cluster metadata this node follows, and the bucket registry derived from it.
+    view: RwLock<View>,
+    /// Ownership-handoff bookkeeping (module `handoff`).
+    ownership: Mutex<Ownership>,
+    /// Set when the node may hold objects it does not own (a layout change, or a write of a
+    /// key it does not own); the handoff task then scans and hands them off.
+    drain_needed: AtomicBool,
+    /// Wakes the handoff task early (a layout change).
+    drain_wake: tokio::sync::Notify,
+    /// Called with every adopted metadata document (address books, member tables).
+    hooks: MetaHooks,
     detector: Mutex<FailureDetector>,
     rng: Mutex<ChaCha8Rng>,
     counters: Counters,
     /// Index of the next `(partition, peer)` pair of anti-entropy.
     aae_cursor: Mutex<usize>,
+}
+
+/// What a node believes about the cluster: the metadata document and its bucket registry.
+#[derive(Debug)]
+struct View {
+    meta: ClusterMeta,
+    buckets: Buckets,
+}
+
+/// A callback run with each adopted metadata document.
+type MetaHook = Box<dyn Fn(&ClusterMeta) + Send + Sync>;
+
+#[derive(Default)]
+struct MetaHooks(Mutex<Vec<MetaHook>>);
+
+impl std::fmt::Debug for MetaHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MetaHooks({})", self.0.lock().len())
+    }
 }
 
 /// One node of an eventual-consistency cluster. Cheap to clone (clones share the node).
@@ -327,43 +364,41 @@ fn missing(apl: &Preflist, answered: &[NodeId]) -> Missing {
 
 impl EventualNode {
     /// A node storing its objects (and hints) in `engine`, stamping writes with `clock`,
-    /// talking over `transport`, placing keys with the shared `layout` and resolving
-    /// parameters with `buckets`. Call [`EventualNode::spawn`] to start serving.
+    /// talking over `transport`, and following the cluster metadata `meta` (layout, members,
+    /// buckets) until a newer version arrives. Call [`EventualNode::spawn`] to start
+    /// serving. A node started to join a cluster gets a version-0 document
+    /// ([`ClusterMeta::joining`]) and serves no client request until a member sends it the
+    /// cluster's.
     ///
     /// # Panics
-    /// If `config.id` is not a member of the layout's topology.
+    /// If `meta` has no member record for `config.id`, or its buckets do not validate
+    /// (documents from [`ClusterMeta::new`] always do).
     pub fn new(
         config: NodeConfig,
         engine: Arc<dyn meridian_storage::Engine>,
         clock: Arc<dyn Clock>,
         transport: Transport<Msg>,
-        layout: Arc<RwLock<Layout>>,
-        buckets: Buckets,
+        meta: ClusterMeta,
     ) -> EventualNode {
-        assert!(
-            layout.read().topology().contains(config.id),
-            "{} is not a member of the layout",
-            config.id
-        );
+        let dc = meta
+            .member(config.id)
+            .unwrap_or_else(|| panic!("{} has no member record", config.id))
+            .dc;
+        let buckets = meta
+            .bucket_registry()
+            .expect("the metadata's buckets validate");
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
         let store = ObjectStore::new(engine, clock.clone());
+        let held = handoff::held(&meta.layout, config.id);
         if !config.anti_entropy_interval.is_zero() {
-            let (ring, held): (_, Vec<PartitionId>) = {
-                let l = layout.read();
-                let held = l
-                    .ring()
-                    .partitions()
-                    .filter(|&p| l.replicas(p).contains(&config.id))
-                    .collect();
-                (l.ring(), held)
-            };
+            let ring = meta.layout.ring();
             // Nobody else can write through this node yet, so the scan and the attach
             // cannot miss a write.
             match AaeTrees::build(
                 store.engine().as_ref(),
                 config.anti_entropy_tree,
                 ring,
-                held,
+                held.iter().copied(),
                 config.anti_entropy_scan_page,
             ) {
                 Ok(t) => {
@@ -380,10 +415,14 @@ impl EventualNode {
                 store,
                 detector: Mutex::new(FailureDetector::new(config.detector.clone())),
                 cfg: config,
+                dc,
                 clock,
                 transport,
-                layout,
-                buckets: RwLock::new(buckets),
+                view: RwLock::new(View { meta, buckets }),
+                ownership: Mutex::new(Ownership::default()),
+                drain_needed: AtomicBool::new(false),
+                drain_wake: tokio::sync::Notify::new(),
+                hooks: MetaHooks::default(),
                 rng: Mutex::new(rng),
                 counters: Counters::default(),
                 aae_cursor: Mutex::new(aae_cursor),
@@ -396,16 +435,24 @@ impl EventualNode {
         self.inner.cfg.id
     }
 
-    /// This node's DC (from the current layout).
+    /// This node's DC.
     pub fn dc(&self) -> DcId {
-        self.dc_in(&self.inner.layout.read())
+        self.inner.dc
     }
 
-    fn dc_in(&self, layout: &Layout) -> DcId {
-        layout
-            .topology()
-            .dc_of(self.id())
-            .expect("a node stays a member of its layout")
+    /// The current layout (held read-locked: keep the guard short).
+    pub fn layout(&self) -> MappedRwLockReadGuard<'_, Layout> {
+        RwLockReadGuard::map(self.inner.view.read(), |v| &v.meta.layout)
+    }
+
+    /// The bucket registry (held read-locked: keep the guard short).
+    fn registry(&self) -> MappedRwLockReadGuard<'_, Buckets> {
+        RwLockReadGuard::map(self.inner.view.read(), |v| &v.buckets)
+    }
+
+    /// A copy of the cluster metadata this node follows.
+    pub fn meta(&self) -> ClusterMeta {
+        self.inner.view.read().meta.clone()
     }
 
     /// The replica's local objects and hints (for inspection and tools).
@@ -413,14 +460,20 @@ impl EventualNode {
         &self.inner.store
     }
 
-    /// Creates or replaces a bucket at run time (validated).
-    pub fn set_bucket(&self, name: &str, props: BucketProps) -> Result<()> {
-        self.inner.buckets.write().set(name, props)
+    /// Creates or replaces a bucket in the whole cluster (validated by the claimant, which
+    /// publishes it to every member; this node has adopted it when the call returns).
+    pub async fn set_bucket(&self, name: &str, props: BucketProps) -> Result<()> {
+        self.change(MetaChange::SetBucket {
+            name: name.to_owned(),
+            props: props.into(),
+        })
+        .await
+        .map(drop)
     }
 
     /// A snapshot of the bucket registry.
     pub fn buckets(&self) -> Buckets {
-        self.inner.buckets.read().clone()
+        self.registry().clone()
     }
 
     /// Whether this node's failure detector considers `peer` up now (itself always).
@@ -443,6 +496,7 @@ impl EventualNode {
             coord_redirs: c.coord_redirs.load(Ordering::Relaxed),
             aae_exchanges: c.aae_exchanges.load(Ordering::Relaxed),
             aae_keys_repaired: c.aae_keys_repaired.load(Ordering::Relaxed),
+            ownership_handoffs: c.ownership_handoffs.load(Ordering::Relaxed),
         }
     }
 
@@ -453,13 +507,13 @@ impl EventualNode {
 
     /// The key's partition and active preference list for a bucket of `n` replicas.
     pub fn preflist_for(&self, key: &[u8], n: u32) -> (PartitionId, Preflist) {
-        let layout = self.inner.layout.read();
+        let layout = self.layout();
         let (bucket, k) = bucket_and_key(key);
         let p = layout.ring().partition_of(bucket, k);
         let me = self.id();
         let now = self.inner.clock.now();
         let det = self.inner.detector.lock();
-        let apl = preflist(&layout, p, n as usize, self.dc_in(&layout), |node| {
+        let apl = preflist(&layout, p, n as usize, self.inner.dc, |node| {
             node == me || det.is_up(node, now)
         });
         (p, apl)
@@ -508,22 +562,30 @@ impl EventualNode {
             }
         };
         match body {
-            Msg::Heartbeat { from: hb, epoch } => {
+            Msg::Heartbeat { from: hb, version } => {
                 self.inner
                     .detector
                     .lock()
                     .heartbeat(hb, self.inner.clock.now());
-                let mine = self.inner.layout.read().epoch();
-                if epoch != mine {
-                    tracing::debug!(node = %self.id(), peer = %from, epoch, mine, "layout epoch mismatch");
-                }
+                self.on_peer_version(hb, version);
             }
+            Msg::Meta(meta) => {
+                self.adopt(*meta);
+            }
+            Msg::Change(change) => {
+                let node = self.clone();
+                tokio::spawn(async move {
+                    answer(Msg::ChangeReply(node.claimant_apply(&change).map(Box::new)));
+                });
+            }
+            Msg::Drained { from: peer, epoch } => self.on_drained(peer, epoch),
             Msg::Get { .. }
             | Msg::Replicate { .. }
             | Msg::Forward { .. }
             | Msg::AaeHashes { .. }
             | Msg::AaeKeys { .. }
             | Msg::AaeSync { .. }
+            | Msg::Handoff { .. }
                 if overloaded =>
             {
                 answer(Msg::Error(RemoteError::Overload));
@@ -587,6 +649,9 @@ impl EventualNode {
             Msg::AaeSync { partition, items } => {
                 answer(self.aae_answer_sync(partition, items));
             }
+            Msg::Handoff { items } => {
+                answer(self.accept_handoff(items));
+            }
             other => {
                 tracing::debug!(node = %self.id(), peer = %from, msg = ?other, "unexpected message");
                 answer(Msg::Error(RemoteError::BadRequest(
@@ -604,9 +669,14 @@ impl EventualNode {
         allow_mult: bool,
     ) -> Result<()> {
         match hint_for {
-            Some(n) => self.inner.store.add_hint(n, key, object, allow_mult)?,
-            None => self.inner.store.merge_apply(key, object, allow_mult)?,
-        };
+            Some(n) => {
+                self.inner.store.add_hint(n, key, object, allow_mult)?;
+            }
+            None => {
+                self.inner.store.merge_apply(key, object, allow_mult)?;
+                self.note_if_not_owned(key);
+            }
+        }
         Ok(())
     }
 
@@ -625,17 +695,17 @@ impl EventualNode {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let (epoch, members): (u64, Vec<NodeId>) = {
-                let l = self.inner.layout.read();
-                let m = l.topology().members().iter().map(|m| m.id).collect();
-                (l.epoch(), m)
+            let (version, members): (u64, Vec<NodeId>) = {
+                let v = self.inner.view.read();
+                let m = v.meta.members.iter().map(|m| m.id).collect();
+                (v.meta.version, m)
             };
             let me = self.id();
             for peer in members.into_iter().filter(|&p| p != me) {
                 let _ = self
                     .inner
                     .transport
-                    .send(peer, Msg::Heartbeat { from: me, epoch });
+                    .send(peer, Msg::Heartbeat { from: me, version });
             }
         }
     }
@@ -651,12 +721,22 @@ impl EventualNode {
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
+                // A layout change: hand off at once rather than after up to an interval.
+                _ = self.inner.drain_wake.notified() => {}
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,
                 r = self.handoff_round() => {
                     if let Err(e) = r {
                         tracing::warn!(node = %self.id(), error = %e, "hinted handoff round failed");
+                    }
+                }
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = self.ownership_round() => {
+                    if let Err(e) = r {
+                        tracing::warn!(node = %self.id(), error = %e, "ownership handoff round failed");
                     }
                 }
             }
@@ -672,14 +752,22 @@ impl EventualNode {
         let mut delivered = 0;
         let mut failed: Vec<NodeId> = Vec::new();
         for h in hints {
+            if !self.layout().topology().contains(h.for_node) {
+                // Its primary left the cluster: the hint becomes this node's data, which
+                // ownership handoff delivers to the key's current owners.
+                self.inner.store.merge_apply(&h.key, &h.object, true)?;
+                self.inner
+                    .store
+                    .remove_hint(h.for_node, &h.key, &h.object)?;
+                self.note_if_not_owned(&h.key);
+                continue;
+            }
             if failed.contains(&h.for_node) || !self.is_up(h.for_node) {
                 continue;
             }
             let allow_mult = {
                 let (bucket, _) = bucket_and_key(&h.key);
-                self.inner
-                    .buckets
-                    .read()
+                self.registry()
                     .resolve(bucket, &Props::default())
                     .allow_mult
             };
@@ -747,14 +835,14 @@ impl EventualNode {
     /// The trees' counterpart of a key: its bucket's `allow_mult` and `n_val`.
     fn bucket_params(&self, key: &[u8]) -> (bool, u32) {
         let (bucket, _) = bucket_and_key(key);
-        let p = self.inner.buckets.read().resolve(bucket, &Props::default());
+        let p = self.registry().resolve(bucket, &Props::default());
         (p.allow_mult, p.n_val)
     }
 
     /// Whether `node` is one of the first `n_val` replicas of `partition` for `key`'s bucket.
     fn holds(&self, node: NodeId, partition: PartitionId, key: &[u8]) -> bool {
         let (_, n_val) = self.bucket_params(key);
-        let l = self.inner.layout.read();
+        let l = self.layout();
         l.replicas(partition)
             .iter()
             .position(|&r| r == node)
@@ -766,7 +854,7 @@ impl EventualNode {
     fn aae_next_pair(&self, trees: &AaeTrees) -> Option<(PartitionId, NodeId)> {
         let me = self.id();
         let pairs: Vec<(PartitionId, NodeId)> = {
-            let l = self.inner.layout.read();
+            let l = self.layout();
             trees
                 .partitions()
                 .flat_map(|p| {
@@ -998,12 +1086,15 @@ impl EventualNode {
         if is_reserved_key(key) {
             return Err(ReplicationError::ReservedKey);
         }
+        self.check_joined()?;
         let (bucket, _) = bucket_and_key(key);
-        let params = self.inner.buckets.read().resolve(bucket, &opts.props);
-        let (_, apl) = self.preflist_for(key, params.n_val);
+        let params = self.registry().resolve(bucket, &opts.props);
+        let (p, apl) = self.preflist_for(key, params.n_val);
         let gp = precheck_get(&params, AplSummary::from(&apl))?;
         let deadline = Instant::now() + Duration::from_millis(params.timeout_ms);
         let allow_mult = params.allow_mult;
+        // During ownership handoff, previous owners may still hold what the new ones lack.
+        let mut previous = self.previous_owners(key, p, params.n_val, &apl, deadline);
 
         let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, GetAnswer)>();
         for &e in apl.entries() {
@@ -1048,7 +1139,7 @@ impl EventualNode {
                 if let ReplicationError::Timeout { missing: m, .. } = &mut err {
                     *m = missing(&apl, &answered);
                 }
-                self.read_repair(key, &replies, allow_mult);
+                self.read_repair(key, &replies, &[], allow_mult);
                 return Err(err);
             };
             answered.push(e.node);
@@ -1068,14 +1159,28 @@ impl EventualNode {
             }
         };
 
+        let extra: Vec<Object> = match outcome {
+            Ok(_) => previous.collect(deadline).await,
+            Err(_) => Vec::new(),
+        };
+        let outcome = match outcome {
+            Ok(GetReply::NotFound) if !extra.is_empty() => Ok(GetReply::Merge),
+            o => o,
+        };
         let result = match outcome {
             Err(q) => Err(ReplicationError::from(q)),
             Ok(GetReply::NotFound) => Ok(GetResult::NotFound {
                 deleted_context: None,
             }),
             Ok(GetReply::Merge) => {
-                let merged = merge_all(replies.iter().filter_map(|(_, o)| o.as_ref()), allow_mult)
-                    .unwrap_or_default();
+                let merged = merge_all(
+                    replies
+                        .iter()
+                        .filter_map(|(_, o)| o.as_ref())
+                        .chain(extra.iter()),
+                    allow_mult,
+                )
+                .unwrap_or_default();
                 let context = Bytes::from(merged.clock().encode());
                 if merged.is_tombstone_only() {
                     Ok(GetResult::NotFound {
@@ -1118,16 +1223,23 @@ impl EventualNode {
                     replies.push((e, o));
                 }
             }
-            node.read_repair(&key, &replies, allow_mult);
+            node.read_repair(&key, &replies, &extra, allow_mult);
         });
         result
     }
 
-    /// Read repair (§8): sends the merge of every object received to each replica that
+    /// Read repair (§8): sends the merge of every object received (`extra`: from previous
+    /// owners during a handoff, which are not repaired themselves) to each replica that
     /// answered notfound or something other than the merge.
-    fn read_repair(&self, key: &[u8], replies: &[(ApEntry, Option<Object>)], allow_mult: bool) {
-        let Some(merged) = merge_all(replies.iter().filter_map(|(_, o)| o.as_ref()), allow_mult)
-        else {
+    fn read_repair(
+        &self,
+        key: &[u8],
+        replies: &[(ApEntry, Option<Object>)],
+        extra: &[Object],
+        allow_mult: bool,
+    ) {
+        let objects = replies.iter().filter_map(|(_, o)| o.as_ref());
+        let Some(merged) = merge_all(objects.chain(extra), allow_mult) else {
             return;
         };
         for (e, o) in replies {
@@ -1219,11 +1331,12 @@ impl EventualNode {
         if is_reserved_key(key) {
             return Err(ReplicationError::ReservedKey);
         }
+        self.check_joined()?;
         let ctx = CausalClock::decode(context).map_err(|e| ReplicationError::InvalidContext {
             reason: e.to_string(),
         })?;
         let (bucket, _) = bucket_and_key(key);
-        let params = self.inner.buckets.read().resolve(bucket, &opts.props);
+        let params = self.registry().resolve(bucket, &opts.props);
         let (partition, apl) = self.preflist_for(key, params.n_val);
         let pp = precheck_put(&params, AplSummary::from(&apl))?;
         let timeout = Duration::from_millis(params.timeout_ms);
@@ -1257,6 +1370,7 @@ impl EventualNode {
             partition,
             node: me,
             incarnation: self.inner.cfg.incarnation,
+            epoch: self.replica_epoch(partition),
         };
         let object = self.inner.store.coordinator_put(
             key,
@@ -1403,10 +1517,8 @@ mod tests {
     /// A one-node "cluster" with N=1: the full request paths without a network.
     async fn single() -> (EventualNode, CancellationToken) {
         let topo = Topology::new([Member::new(NodeId(1), DcId(0))]).unwrap();
-        let layout = Arc::new(RwLock::new(
-            claim(&topo, Ring::new(64).unwrap(), 1).unwrap(),
-        ));
-        let shape = crate::bucket::ClusterShape::of(&layout.read());
+        let layout = claim(&topo, Ring::new(64).unwrap(), 1).unwrap();
+        let shape = crate::bucket::ClusterShape::of(&layout);
         let mut map = std::collections::BTreeMap::new();
         map.insert(
             "default".to_owned(),
@@ -1426,8 +1538,20 @@ mod tests {
             Arc::new(MemEngine::new()),
             Arc::new(crate::TokioClock::new(Timestamp(1_000_000))),
             t,
-            layout,
-            buckets,
+            ClusterMeta::new(
+                layout,
+                vec![crate::MemberRecord {
+                    id: NodeId(1),
+                    name: "n1".into(),
+                    dc: DcId(0),
+                    dc_name: "dc0".into(),
+                    peer: None,
+                    resp: None,
+                    http: None,
+                }],
+                &buckets,
+            )
+            .unwrap(),
         );
         let stop = CancellationToken::new();
         node.spawn(inbox, stop.clone());

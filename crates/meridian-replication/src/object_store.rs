@@ -33,9 +33,10 @@ use crate::anti_entropy::AaeTrees;
 use crate::error::{ReplicationError, Result};
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
-use meridian_core::{Clock, NodeId, Timestamp};
+use meridian_core::{Clock, NodeId, PartitionId, Timestamp};
 use meridian_storage::Engine;
 use parking_lot::{Mutex, MutexGuard};
+use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
@@ -106,6 +107,9 @@ pub struct Hint {
     /// The object to hand off.
     pub object: Object,
 }
+
+/// A page of client objects and where the next page starts (`None`: no more).
+pub type ObjectPage = (Vec<(Bytes, Object)>, Option<Bytes>);
 
 /// A replica's objects over an engine. See the module docs.
 #[derive(Debug)]
@@ -251,6 +255,89 @@ impl ObjectStore {
         Ok(o)
     }
 
+    /// One page of client objects: up to `limit` keys after `after` (`None`: from the
+    /// start), in key order, hints and other reserved keys excluded, undecodable objects
+    /// skipped with a warning. Also returns where the next page starts (`None`: this was the
+    /// last).
+    pub fn objects_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<ObjectPage> {
+        let limit = limit.max(1);
+        let start = match after {
+            Some(k) => Bound::Excluded(Bytes::copy_from_slice(k)),
+            None => Bound::Unbounded,
+        };
+        let end = Bound::Excluded(Bytes::from_static(&[RESERVED_PREFIX]));
+        let rows = self.engine.scan(start, end, Timestamp::MAX, limit, false)?;
+        let next = if rows.len() == limit {
+            rows.last().map(|(k, _)| k.clone())
+        } else {
+            None
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (k, v) in rows {
+            if let Some(bytes) = v.value {
+                match decode_object(&bytes) {
+                    Ok(o) => out.push((k, o)),
+                    Err(e) => {
+                        tracing::warn!(key = ?k, error = %e, "skipping an undecodable object")
+                    }
+                }
+            }
+        }
+        Ok((out, next))
+    }
+
+    /// Deletes client key `key` if its object still equals `delivered` (ownership handoff:
+    /// a write that arrived after the transfer started is kept for the next round); returns
+    /// whether it was deleted.
+    pub fn remove_if_unchanged(&self, key: &[u8], delivered: &Object) -> Result<bool> {
+        let _g = self.lock(key);
+        if self.read(key)?.as_ref() != Some(delivered) {
+            return Ok(false);
+        }
+        let now = self.clock.now();
+        self.engine.set_gc_horizon(now);
+        self.engine.delete(Bytes::copy_from_slice(key), now)?;
+        if let Some(t) = self.trees.get() {
+            t.record(key, None);
+        }
+        Ok(true)
+    }
+
+    /// Records in the attached trees every stored object of `partitions` (after
+    /// [`AaeTrees::set_held`] added their empty trees), reading the engine in pages of
+    /// `page` keys. Each key is re-read under its stripe lock, so a write racing the scan is
+    /// recorded in order. Returns the number of keys recorded.
+    pub fn record_partitions(
+        &self,
+        partitions: &BTreeSet<PartitionId>,
+        page: usize,
+    ) -> Result<usize> {
+        let Some(trees) = self.trees.get() else {
+            return Ok(0);
+        };
+        let mut recorded = 0;
+        let mut after: Option<Bytes> = None;
+        loop {
+            let (rows, next) = self.objects_after(after.as_deref(), page)?;
+            for (k, _) in &rows {
+                if partitions.contains(&trees.partition_of(k)) {
+                    let _g = self.lock(k);
+                    trees.record(k, self.read(k)?.as_ref());
+                    recorded += 1;
+                }
+            }
+            match next {
+                Some(k) => after = Some(k),
+                None => break,
+            }
+        }
+        Ok(recorded)
+    }
+
     /// Merges `incoming` into the hint of `key` held for `for_node`; returns the hint.
     pub fn add_hint(
         &self,
@@ -324,6 +411,7 @@ mod tests {
             partition: PartitionId(3),
             node: NodeId(node),
             incarnation: 0,
+            epoch: 0,
         }
     }
 

@@ -10,20 +10,17 @@
 //! read-repair and hand-off tests show those mechanisms alone.
 
 use bytes::Bytes;
-use meridian_cluster::{
-    Layout, Member, MerkleConfig, Object, Props, Quorum, Ring, Role, Topology, claim,
-};
+use meridian_cluster::{Member, MerkleConfig, Object, Props, Quorum, Ring, Role, Topology, claim};
 use meridian_core::{DcId, NodeId, Timestamp};
 use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, Scope, WanConfig, WanControl, WanEmulator};
 use meridian_replication::{
-    BucketProps, Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, NodeConfig,
-    PutOptions, TokioClock,
+    BucketProps, Buckets, ClusterMeta, ClusterShape, EventualNode, GetOptions, GetResult,
+    MemberRecord, MetaChange, Msg, NodeConfig, PutOptions, TokioClock,
 };
 use meridian_storage::{
     Engine, EngineStats, GcStats, MemEngine, StorageError, Version, WriteBatch,
 };
-use parking_lot::RwLock;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -102,9 +99,9 @@ struct Cluster {
     node_stops: Vec<CancellationToken>,
     net: MemNetwork<Msg>,
     emulator: WanEmulator,
-    buckets: Buckets,
+    /// The cluster's first metadata version (what every node starts from).
+    meta: ClusterMeta,
     wan: WanControl,
-    layout: Arc<RwLock<Layout>>,
     stop: CancellationToken,
 }
 
@@ -113,6 +110,18 @@ const PER_DC: u32 = 3;
 
 fn dc_of(id: NodeId) -> DcId {
     DcId((id.0 - 1) / PER_DC)
+}
+
+fn record(id: NodeId) -> MemberRecord {
+    MemberRecord {
+        id,
+        name: format!("n{}", id.0),
+        dc: dc_of(id),
+        dc_name: format!("dc{}", dc_of(id).0),
+        peer: None,
+        resp: None,
+        http: None,
+    }
 }
 
 impl Cluster {
@@ -147,10 +156,10 @@ impl Cluster {
         })
         .unwrap();
         let topo = Topology::new(ids.iter().map(|&n| Member::new(n, dc_of(n)))).unwrap();
-        let layout = Arc::new(RwLock::new(
-            claim(&topo, Ring::new(64).unwrap(), 3).unwrap(),
-        ));
-        let buckets = Buckets::new(ClusterShape::of(&layout.read())).unwrap();
+        let layout = claim(&topo, Ring::new(64).unwrap(), 3).unwrap();
+        let buckets = Buckets::new(ClusterShape::of(&layout)).unwrap();
+        let meta =
+            ClusterMeta::new(layout, ids.iter().map(|&n| record(n)).collect(), &buckets).unwrap();
         let net = MemNetwork::<Msg>::new();
         let stop = CancellationToken::new();
         let mut c = Cluster {
@@ -161,8 +170,7 @@ impl Cluster {
             net,
             wan: wan.control(),
             emulator: wan,
-            buckets,
-            layout,
+            meta,
             stop,
         };
         for &id in &ids {
@@ -187,6 +195,15 @@ impl Cluster {
 
     /// Joins a node with `cfg` and a fresh empty engine to the network and starts it.
     fn launch(&self, cfg: NodeConfig) -> (EventualNode, Arc<FlakyEngine>, CancellationToken) {
+        self.launch_with(cfg, self.meta.clone())
+    }
+
+    /// [`Cluster::launch`] from metadata `meta`.
+    fn launch_with(
+        &self,
+        cfg: NodeConfig,
+        meta: ClusterMeta,
+    ) -> (EventualNode, Arc<FlakyEngine>, CancellationToken) {
         let (t, inbox) = self.net.join(cfg.id).unwrap();
         t.layer(|w| self.emulator.wrap(w));
         let engine = Arc::new(FlakyEngine::default());
@@ -195,12 +212,68 @@ impl Cluster {
             engine.clone(),
             Arc::new(TokioClock::new(Timestamp(1_700_000_000_000_000))),
             t,
-            self.layout.clone(),
-            self.buckets.clone(),
+            meta,
         );
         let node_stop = self.stop.child_token();
         node.spawn(inbox, node_stop.clone());
         (node, engine, node_stop)
+    }
+
+    /// Starts node `id` in `dc` (waiting to join) and has the claimant admit it.
+    async fn join(&mut self, id: NodeId, dc: DcId) -> ClusterMeta {
+        let mut cfg = self.configs[0].clone();
+        cfg.id = id;
+        cfg.seed ^= u64::from(id.0);
+        let mut rec = record(id);
+        rec.dc = dc;
+        rec.dc_name = format!("dc{}", dc.0);
+        self.wan.place(id, dc);
+        let mut joining = self.nodes[0].meta();
+        joining.version = 0;
+        joining.members.push(rec.clone());
+        let (node, engine, stop) = self.launch_with(cfg.clone(), joining);
+        assert_eq!(
+            node.get(b"k", GetOptions::default())
+                .await
+                .unwrap_err()
+                .code(),
+            "not_joined"
+        );
+        self.nodes.push(node);
+        self.engines.push(engine);
+        self.configs.push(cfg);
+        self.node_stops.push(stop);
+        self.nodes[0].change(MetaChange::Join(rec)).await.unwrap()
+    }
+
+    /// Waits (at most 5 virtual minutes) until the claimant ended the handoff and every
+    /// running node follows the same metadata version.
+    async fn wait_handoff(&self) {
+        for _ in 0..3000 {
+            let metas: Vec<ClusterMeta> = self.nodes.iter().map(|n| n.meta()).collect();
+            if metas
+                .iter()
+                .all(|m| m.previous.is_none() && m.version == metas[0].version)
+            {
+                return;
+            }
+            sleep(Duration::from_millis(100)).await;
+        }
+        panic!(
+            "handoff did not complete: {:?}",
+            self.nodes[0].meta().previous.map(|p| p.epoch())
+        );
+    }
+
+    /// The client keys stored on `id` that it does not own under its current layout.
+    fn not_owned(&self, id: NodeId) -> Vec<Bytes> {
+        let n = self.node(id);
+        let (objects, _) = n.store().objects_after(None, usize::MAX).unwrap();
+        objects
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| !self.primaries(k).contains(&id))
+            .collect()
     }
 
     /// Crashes `id` and brings it back with an empty engine (a lost disk): a new
@@ -240,16 +313,22 @@ impl Cluster {
 
     /// The N=3 primaries of `key`, in claim order.
     fn primaries(&self, key: &[u8]) -> Vec<NodeId> {
-        let l = self.layout.read();
+        let l = self.nodes[0].layout();
         let (b, k) = meridian_cluster::bucket_and_key(key);
         l.replicas(l.ring().partition_of(b, k))[..3].to_vec()
     }
 
-    /// Sets a bucket on every node.
-    fn set_bucket(&self, name: &str, props: BucketProps) {
-        for n in &self.nodes {
-            n.set_bucket(name, props).unwrap();
+    /// Sets a bucket (through the claimant) and waits until every node has it.
+    async fn set_bucket(&self, name: &str, props: BucketProps) {
+        self.nodes[3].set_bucket(name, props).await.unwrap();
+        let version = self.nodes[3].meta().version;
+        for _ in 0..100 {
+            if self.nodes.iter().all(|n| n.meta().version >= version) {
+                return;
+            }
+            sleep(Duration::from_millis(50)).await;
         }
+        panic!("bucket {name} did not reach every node");
     }
 
     /// The live values each primary stores for `key`.
@@ -382,7 +461,8 @@ async fn concurrent_blind_writes_make_siblings_and_a_context_collapses_them() {
             },
             ..Default::default()
         },
-    );
+    )
+    .await;
     let key = b"lww:alice";
     let (a, bb) = tokio::join!(
         c.node(NodeId(1)).put(key, b("apple"), None, wo),
@@ -719,7 +799,8 @@ async fn diverge_without_reads(c: &Cluster, n: usize) -> Vec<Vec<u8>> {
             },
             ..Default::default()
         },
-    );
+    )
+    .await;
     c.wan.cut_both(Scope::Dc(DcId(0)), Scope::Dc(DcId(1)));
     c.settle().await;
     let w1 = put_opts(|p| {
@@ -839,4 +920,206 @@ async fn a_wiped_replica_gets_everything_back() {
         assert!(o.iter().all(|x| x.is_some() && x == &o[0]), "{k:?}: {o:?}");
     }
     assert!(c.node(NodeId(1)).stats().read_repairs == 0);
+}
+
+// ----- membership changes and ownership handoff -----
+
+/// Reads every key with R = all (every owner must answer with the value) and checks it.
+async fn assert_all_readable(c: &Cluster, keys: &[(Vec<u8>, Bytes)], via: NodeId) {
+    for (k, v) in keys {
+        let got = c
+            .node(via)
+            .get(k, get_opts(|p| p.r = Some(Quorum::All)))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(k)));
+        assert_eq!(got.values(), std::slice::from_ref(v), "{}", String::from_utf8_lossy(k));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_joining_node_receives_its_partitions_and_no_acknowledged_write_is_lost() {
+    let mut c = Cluster::start(31, Duration::from_secs(1)).await;
+    let mut written = Vec::new();
+    for i in 0..300u32 {
+        let key = format!("default:j{i}").into_bytes();
+        let v = b(&format!("v{i}"));
+        c.node(NodeId(1 + i % 6))
+            .put(&key, v.clone(), None, PutOptions::default())
+            .await
+            .unwrap();
+        written.push((key, v));
+    }
+    let before = c.nodes[0].layout().clone();
+
+    let meta = c.join(NodeId(7), DcId(1)).await;
+    assert_eq!(meta.layout.epoch(), before.epoch() + 1);
+    assert!(meta.previous.is_some(), "the handoff runs");
+    let moved = meridian_cluster::diff(&before, &meta.layout);
+    assert!(
+        !moved.is_empty() && moved.iter().all(|t| t.to == NodeId(7)),
+        "{moved:?}"
+    );
+
+    // While data moves, reads find every acknowledged write (previous owners are asked
+    // too) and writes keep succeeding.
+    for (i, (k, v)) in written.iter().enumerate().step_by(7) {
+        let via = NodeId(1 + (i as u32) % 7);
+        let got = c.node(via).get(k, GetOptions::default()).await.unwrap();
+        assert_eq!(got.values(), std::slice::from_ref(v), "{}", String::from_utf8_lossy(k));
+    }
+    for i in 0..60u32 {
+        let key = format!("default:during{i}").into_bytes();
+        let v = b(&format!("d{i}"));
+        c.node(NodeId(1 + i % 7))
+            .put(&key, v.clone(), None, PutOptions::default())
+            .await
+            .unwrap();
+        written.push((key, v));
+    }
+
+    c.wait_handoff().await;
+    let layout = c.nodes[0].layout().clone();
+    assert!(layout.loads()[&NodeId(7)] > 0);
+    for id in 1..=7 {
+        assert_eq!(
+            c.not_owned(NodeId(id)),
+            Vec::<Bytes>::new(),
+            "n{id} keeps keys it lost"
+        );
+        assert_eq!(c.node(NodeId(id)).meta().layout, layout, "n{id} layout");
+    }
+    let handed: u64 = c.nodes.iter().map(|n| n.stats().ownership_handoffs).sum();
+    assert!(handed > 0);
+    // Node 7 holds every key of its partitions, and all replicas answer for every key.
+    assert_all_readable(&c, &written, NodeId(7)).await;
+    assert_all_readable(&c, &written, NodeId(2)).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leaving_node_hands_everything_off_and_can_rejoin_without_reissuing_dots() {
+    let mut c = Cluster::start(32, Duration::from_secs(1)).await;
+    let _ = c.join(NodeId(7), DcId(1)).await;
+    c.wait_handoff().await;
+    let mut written = Vec::new();
+    for i in 0..200u32 {
+        let key = format!("default:l{i}").into_bytes();
+        let v = b(&format!("v{i}"));
+        c.node(NodeId(1 + i % 7))
+            .put(&key, v.clone(), None, PutOptions::default())
+            .await
+            .unwrap();
+        written.push((key, v));
+    }
+    let owned_by_7: Vec<(Vec<u8>, Bytes)> = written
+        .iter()
+        .filter(|(k, _)| c.primaries(k).contains(&NodeId(7)))
+        .cloned()
+        .collect();
+    assert!(owned_by_7.len() > 20, "{}", owned_by_7.len());
+
+    // The leave goes through a non-claimant node.
+    let left = c
+        .node(NodeId(5))
+        .change(MetaChange::Leave(NodeId(7)))
+        .await
+        .unwrap();
+    assert!(!left.layout.topology().contains(NodeId(7)));
+    let err = c
+        .node(NodeId(5))
+        .change(MetaChange::Leave(NodeId(6)))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.code(),
+        "membership_refused",
+        "one change at a time: {err}"
+    );
+    c.wait_handoff().await;
+    assert!(c.nodes[0].meta().member(NodeId(7)).is_none());
+    let (left_over, _) = c
+        .node(NodeId(7))
+        .store()
+        .objects_after(None, usize::MAX)
+        .unwrap();
+    assert!(
+        left_over.is_empty(),
+        "{} objects left on the leaver",
+        left_over.len()
+    );
+    assert_all_readable(&c, &written, NodeId(1)).await;
+
+    // Back in, same process and incarnation: partitions it emptied come back with a new
+    // replica id.
+    let mut rec = record(NodeId(7));
+    (rec.dc, rec.dc_name) = (DcId(1), "dc1".into());
+    let meta = c.nodes[0].change(MetaChange::Join(rec)).await.unwrap();
+    c.wait_handoff().await;
+    let epoch = meta.layout.epoch();
+    let (k, v) = written
+        .iter()
+        .find(|(k, _)| c.primaries(k)[0] == NodeId(7) && owned_by_7.iter().any(|(o, _)| o == k))
+        .expect("node 7 leads one of its old partitions again")
+        .clone();
+    let got = c
+        .node(NodeId(7))
+        .get(&k, GetOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(got.values(), [v]);
+    c.node(NodeId(7))
+        .put(
+            &k,
+            b("after-rejoin"),
+            Some(&got.context()),
+            PutOptions::default(),
+        )
+        .await
+        .unwrap();
+    let o = c.node(NodeId(7)).store().get(&k).unwrap().unwrap();
+    let dots: Vec<_> = o.siblings().iter().map(|s| s.dot.replica).collect();
+    assert_eq!(dots.len(), 1);
+    assert_eq!((dots[0].node, dots[0].epoch), (NodeId(7), epoch));
+    let got = c
+        .node(NodeId(2))
+        .get(&k, get_opts(|p| p.r = Some(Quorum::All)))
+        .await
+        .unwrap();
+    assert_eq!(got.values(), [b("after-rejoin")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn bucket_changes_reach_every_node_and_bad_changes_are_refused() {
+    let c = Cluster::start(33, Duration::from_secs(1)).await;
+    let lww = BucketProps {
+        props: Props {
+            allow_mult: Some(false),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    // Through a node that is not the claimant.
+    c.node(NodeId(5)).set_bucket("cfg", lww).await.unwrap();
+    sleep(Duration::from_secs(1)).await;
+    for n in &c.nodes {
+        assert_eq!(n.buckets().get("cfg"), Some(&lww), "{}", n.id());
+    }
+    let bad = BucketProps {
+        props: Props {
+            n_val: Some(9),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let e = c.node(NodeId(4)).set_bucket("bad", bad).await.unwrap_err();
+    assert_eq!(e.code(), "invalid_bucket");
+    let e = c
+        .node(NodeId(4))
+        .change(MetaChange::Leave(NodeId(42)))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not a member"), "{e}");
+    // The claimant unreachable: a clear error naming it.
+    c.wan.isolate(NodeId(1));
+    let e = c.node(NodeId(4)).set_bucket("x", lww).await.unwrap_err();
+    assert_eq!(e.code(), "claimant_unreachable", "{e}");
 }

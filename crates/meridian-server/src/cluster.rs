@@ -2,9 +2,9 @@
 //! [`crate::keyspace::Keyspace`], and [`start_embedded`] runs a whole cluster in one process
 //! (what `meridian up` does).
 //!
-//! - [`ClusterBackend`]: what a node's front ends need in cluster mode — the replication node,
-//!   the shared layout, every member's name and addresses (for `GET /cluster`) and, in an
-//!   embedded cluster, the WAN emulator's control (for `/wan`).
+//! - [`ClusterBackend`]: what a node's front ends need in cluster mode — the replication node
+//!   (which follows the cluster metadata: layout, members with their addresses, buckets) and,
+//!   behind a WAN emulator, its control (for `/wan`).
 //! - The Redis-compatible view of an eventual bucket ([`ClusterBackend::get_latest`],
 //!   [`ClusterBackend::set`], [`ClusterBackend::del`]): a GET shows the sibling with the
 //!   greatest `(meta.ts_us, dot)` (the one last-writer-wins would keep), a SET first reads the
@@ -13,34 +13,38 @@
 //! - [`start_embedded`]: one `MemNetwork` wrapped by a `WanEmulator`, one `MemEngine` +
 //!   `EventualNode` per node on the system clock, a layout from `claim`, and one RESP + HTTP
 //!   listener pair per node; it returns once every failure detector has heard every peer.
+//!   [`Embedded::add_node`] starts one more node and has the cluster admit it (a join).
 //! - [`run_tcp`]: one node of a cluster whose nodes are separate processes (`meridian node`
 //!   with a `[cluster]` section): the TCP transport to every member's peer address, optionally
 //!   wrapped by a WAN emulator of this node's outgoing links. Every process derives the same
-//!   layout with `claim` from the same member list. It shares the node assembly (layout and
-//!   buckets, replication settings, front ends) with [`start_embedded`]. Its engine is the
+//!   first metadata version (`claim` layout, members, buckets) from the same member list;
+//!   later versions (joins, leaves, bucket changes) come from the claimant, and each adopted
+//!   version updates the transport's address book. A node configured with `join = true`
+//!   waits, serving nothing, until a member admits it. It shares the node assembly
+//!   (metadata, replication settings, front ends) with [`start_embedded`]. Its engine is the
 //!   configured one: on the durable engine the node keeps its objects and hints across
 //!   restarts, rebuilds its anti-entropy trees from them, and claims a new incarnation in its
 //!   data directory before serving ([`crate::identity`]).
 //!
-//! Bucket changes (`PUT /buckets/{name}`) apply to the node that received them only: there is
-//! no cluster metadata service yet.
+//! Bucket and membership changes go through the claimant and reach every member
+//! ([`meridian_replication::membership`]). The WAN emulator is per process: `PUT /wan`
+//! changes the links of the process that received it (all nodes of an embedded cluster).
 
 use crate::config::{EngineKind, NodeConfig};
 use crate::error::{Error, Result};
 use crate::identity;
 use crate::node::{self, Listeners, NodeState};
 use bytes::Bytes;
-use meridian_cluster::{Layout, Props, Quorum, Ring, Topology, claim};
+use meridian_cluster::{Props, Quorum, Ring, Topology, claim};
 use meridian_core::{Clock, DcId, NodeId, SystemClock};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
 use meridian_net::{Inbox, MemNetwork, Transport};
-use meridian_replication::BucketProps;
+use meridian_replication::{BucketProps, ClusterMeta, MemberRecord, MetaChange};
 use meridian_replication::{
     Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions, ReplicationError,
 };
 use meridian_storage::{Engine, MemEngine};
-use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -48,31 +52,12 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// One member of the cluster as `GET /cluster` shows it.
-#[derive(Debug, Clone)]
-pub struct MemberInfo {
-    /// The node's id.
-    pub id: NodeId,
-    /// Its name (`dc0-n0`).
-    pub name: String,
-    /// Its DC.
-    pub dc: DcId,
-    /// Its RESP address, when known.
-    pub resp: Option<SocketAddr>,
-    /// Its HTTP address, when known.
-    pub http: Option<SocketAddr>,
-}
-
 /// What a node's front ends serve in cluster mode. See the module docs.
 #[derive(Debug, Clone)]
 pub struct ClusterBackend {
     /// The replication node the front ends call.
     pub node: EventualNode,
-    /// The layout shared with the node.
-    pub layout: Arc<RwLock<Layout>>,
-    /// Every member, in id order.
-    pub members: Vec<MemberInfo>,
-    /// The WAN emulator's control, when the node runs in an embedded cluster.
+    /// The WAN emulator's control, when the node's messages go through one.
     pub wan: Option<WanControl>,
 }
 
@@ -117,9 +102,10 @@ impl ClusterBackend {
     }
 
     /// `GET /cluster`: members with this node's failure-detector verdict, DCs, layout epoch,
-    /// Q, and per-node partition ownership.
+    /// Q, per-node partition ownership, and the state of a running ownership handoff.
     pub fn describe(&self) -> serde_json::Value {
-        let layout = self.layout.read();
+        let meta = self.node.meta();
+        let layout = &meta.layout;
         let mut primary: BTreeMap<NodeId, usize> = BTreeMap::new();
         let mut secondary: BTreeMap<NodeId, usize> = BTreeMap::new();
         for replicas in layout.all_replicas() {
@@ -131,7 +117,7 @@ impl ClusterBackend {
                 } += 1;
             }
         }
-        let members: Vec<_> = self
+        let members: Vec<_> = meta
             .members
             .iter()
             .map(|m| {
@@ -139,10 +125,13 @@ impl ClusterBackend {
                     "id": m.id.0,
                     "name": m.name,
                     "dc": m.dc.0,
+                    "dc_name": m.dc_name,
+                    "peer": m.peer.map(|a| a.to_string()),
                     "resp": m.resp.map(|a| a.to_string()),
                     "http": m.http.map(|a| a.to_string()),
                     "status": if self.node.is_up(m.id) { "up" } else { "down" },
                     "self": m.id == self.node.id(),
+                    "member": if layout.topology().contains(m.id) { "yes" } else { "leaving" },
                     "partitions": {
                         "primary": primary.get(&m.id).copied().unwrap_or(0),
                         "secondary": secondary.get(&m.id).copied().unwrap_or(0),
@@ -160,8 +149,22 @@ impl ClusterBackend {
                 })
             })
             .collect();
+        let handoff = match &meta.previous {
+            Some(prev) => serde_json::json!({
+                "running": true,
+                "from_epoch": prev.epoch(),
+                // Only the claimant tracks who reported their handoff done.
+                "claimant_waits_for": (meta.claimant() == self.node.id()).then(|| {
+                    self.node.handoff_pending().iter().map(|n| n.0).collect::<Vec<_>>()
+                }),
+            }),
+            None => serde_json::json!({ "running": false }),
+        };
         serde_json::json!({
             "node": self.node.id().0,
+            "joined": meta.version > 0,
+            "metadata_version": meta.version,
+            "claimant": meta.claimant().0,
             "members": members,
             "dcs": dcs,
             "layout": {
@@ -169,6 +172,7 @@ impl ClusterBackend {
                 "q": layout.ring().q(),
                 "target_n": layout.target_n(),
             },
+            "handoff": handoff,
         })
     }
 }
@@ -289,6 +293,9 @@ pub struct EmbeddedConfig {
     pub n: u32,
     /// Heartbeat period of every node.
     pub heartbeat: Duration,
+    /// Hinted- and ownership-handoff period of every node (`None`: the replication default,
+    /// 10 s; a layout change starts a handoff round at once regardless).
+    pub handoff: Option<Duration>,
     /// Settings of each node's front ends (listen addresses are overwritten).
     pub node: NodeConfig,
 }
@@ -308,26 +315,37 @@ impl Default for EmbeddedConfig {
             q: 64,
             n: 3,
             heartbeat: Duration::from_millis(500),
+            handoff: None,
             node: NodeConfig::default(),
         }
     }
 }
 
 /// A running embedded cluster. Stop it with [`Embedded::shutdown`].
-#[derive(Debug)]
 pub struct Embedded {
-    /// Every member with its bound addresses, in id order (node `i` has id `i + 1`).
-    pub members: Vec<MemberInfo>,
+    /// Every member with its bound addresses, in id order (node `i` has id `i + 1`; nodes
+    /// added with [`Embedded::add_node`] follow).
+    pub members: Vec<MemberRecord>,
     /// Each node's shared state, in member order.
     pub states: Vec<Arc<NodeState>>,
     /// The WAN emulator's control.
     pub wan: WanControl,
-    /// The shared layout.
-    pub layout: Arc<RwLock<Layout>>,
+    emulator: WanEmulator,
+    net: MemNetwork<Msg>,
+    cfg: EmbeddedConfig,
     front_ends: CancellationToken,
     replication: CancellationToken,
     servers: Vec<JoinHandle<Result<()>>>,
     nodes: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Embedded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Embedded")
+            .field("members", &self.members)
+            .field("cfg", &self.cfg)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The name of node `index` of DC `dc` (`dc0-n0`).
@@ -356,117 +374,86 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
     let mut listeners = Vec::new();
     let mut members = Vec::new();
     for (i, &id) in ids.iter().enumerate() {
-        let port = |off: u32| {
-            if cfg.base_port == 0 {
-                0
-            } else {
-                (u32::from(cfg.base_port) + off + i as u32) as u16
-            }
-        };
-        let mut nc = cfg.node.clone();
-        nc.resp.listen = SocketAddr::new(cfg.host, port(0));
-        nc.http.listen = SocketAddr::new(cfg.host, port(1000));
-        let l = Listeners::bind(&nc).await?;
-        let (resp, http) = l.addrs().map_err(|source| Error::Io {
-            what: "reading listener addresses".into(),
-            source,
-        })?;
-        nc.resp.listen = resp;
-        nc.http.listen = http;
         let dc = dc_of(id);
-        members.push(MemberInfo {
-            id,
-            name: member_name(dc.0, id.0 - 1 - dc.0 * cfg.nodes_per_dc),
-            dc,
-            resp: Some(resp),
-            http: Some(http),
-        });
+        let name = member_name(dc.0, id.0 - 1 - dc.0 * cfg.nodes_per_dc);
+        let (record, l, nc) = bind_member(&cfg, i, id, dc, name).await?;
+        members.push(record);
         listeners.push((l, nc));
     }
 
-    let placement: Vec<(NodeId, DcId)> = ids.iter().map(|&n| (n, dc_of(n))).collect();
     let wan = WanEmulator::new(WanConfig {
         seed: cfg.seed,
         intra_dc: cfg.intra_dc.clone(),
         inter_dc: LinkConfig::wan(cfg.wan_latency * 2, cfg.jitter).with_loss(cfg.loss),
-        nodes: placements(&placement),
+        nodes: placements(&members),
         real_time: true,
         ..WanConfig::default()
     })
     .map_err(|e| bad(format!("WAN settings: {e}")))?;
-    let shared = Shared::new(&placement, cfg.q, cfg.n, BTreeMap::new(), "--")?;
-    let layout = shared.layout.clone();
+    let meta = first_meta(&members, cfg.q, cfg.n, BTreeMap::new(), "--")?;
 
-    let net = MemNetwork::<Msg>::new();
-    let replication = CancellationToken::new();
-    let front_ends = CancellationToken::new();
-    let mut nodes = Vec::new();
-    let mut states = Vec::new();
-    let mut servers = Vec::new();
-    for (&id, (l, nc)) in ids.iter().zip(listeners) {
-        let (t, inbox) = net
-            .join(id)
-            .map_err(|e| bad(format!("joining the network: {e}")))?;
-        t.layer(|w| wan.wrap(w));
-        let started = shared.start_member(
-            id,
-            Member {
-                transport: t,
-                inbox,
-                heartbeat: cfg.heartbeat,
-                handoff: None,
-                anti_entropy: None,
-                seed: cfg.seed,
-                engine: Arc::new(MemEngine::new()),
-                incarnation: 0,
-                members: members.clone(),
-                wan: Some(wan.control()),
-                config: nc,
-                listeners: l,
-            },
-            &replication,
-            &front_ends,
-        )?;
-        nodes.push(started.node);
-        servers.push(started.server);
-        states.push(started.state);
-    }
-    let embedded = Embedded {
-        members,
-        states,
+    let mut embedded = Embedded {
+        members: members.clone(),
+        states: Vec::new(),
         wan: wan.control(),
-        layout,
-        front_ends,
-        replication,
-        servers,
-        nodes,
+        emulator: wan,
+        net: MemNetwork::<Msg>::new(),
+        cfg,
+        front_ends: CancellationToken::new(),
+        replication: CancellationToken::new(),
+        servers: Vec::new(),
+        nodes: Vec::new(),
     };
+    for (&id, (l, nc)) in ids.iter().zip(listeners) {
+        if let Err(e) = embedded.start_node(id, meta.clone(), l, nc) {
+            embedded.shutdown().await;
+            return Err(e);
+        }
+    }
 
     // Ready once every detector has heard every peer.
-    let deadline = tokio::time::Instant::now() + ready_timeout;
-    loop {
-        let all_up = embedded.states.iter().all(|s| {
-            let c = s.cluster.as_ref().expect("cluster state");
-            ids.iter().all(|&p| c.node.is_up(p))
-        });
-        if all_up {
-            break;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            embedded.shutdown().await;
-            return Err(Error::Config(format!(
-                "the cluster's failure detectors did not see every peer within {ready_timeout:?}"
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    if let Err(e) = embedded.wait_all_up(ready_timeout).await {
+        embedded.shutdown().await;
+        return Err(e);
     }
     Ok(embedded)
 }
 
-/// What every node of a cluster shares: the layout (from `claim`) and the bucket registry.
-struct Shared {
-    layout: Arc<RwLock<Layout>>,
-    buckets: Buckets,
+/// Binds the listeners of the `i`-th node of an embedded cluster and makes its record.
+async fn bind_member(
+    cfg: &EmbeddedConfig,
+    i: usize,
+    id: NodeId,
+    dc: DcId,
+    name: String,
+) -> Result<(MemberRecord, Listeners, NodeConfig)> {
+    let port = |off: u32| {
+        if cfg.base_port == 0 {
+            0
+        } else {
+            (u32::from(cfg.base_port) + off + i as u32) as u16
+        }
+    };
+    let mut nc = cfg.node.clone();
+    nc.resp.listen = SocketAddr::new(cfg.host, port(0));
+    nc.http.listen = SocketAddr::new(cfg.host, port(1000));
+    let l = Listeners::bind(&nc).await?;
+    let (resp, http) = l.addrs().map_err(|source| Error::Io {
+        what: "reading listener addresses".into(),
+        source,
+    })?;
+    nc.resp.listen = resp;
+    nc.http.listen = http;
+    let record = MemberRecord {
+        id,
+        name,
+        dc,
+        dc_name: format!("dc{}", dc.0),
+        peer: None,
+        resp: Some(resp),
+        http: Some(http),
+    };
+    Ok((record, l, nc))
 }
 
 /// One node to start: its transport and what its front ends serve.
@@ -482,7 +469,8 @@ struct Member {
     /// Where the node stores its objects and hints.
     engine: Arc<dyn Engine>,
     incarnation: u32,
-    members: Vec<MemberInfo>,
+    /// The cluster metadata it starts from.
+    meta: ClusterMeta,
     wan: Option<WanControl>,
     config: NodeConfig,
     listeners: Listeners,
@@ -495,98 +483,101 @@ struct Started {
     server: JoinHandle<Result<()>>,
 }
 
-/// The emulator's placement of each node.
-fn placements(placement: &[(NodeId, DcId)]) -> Vec<Placement> {
-    placement
+/// The emulator's placement of each member.
+fn placements(members: &[MemberRecord]) -> Vec<Placement> {
+    members
         .iter()
-        .map(|&(node, dc)| Placement { node, dc })
+        .map(|m| Placement {
+            node: m.id,
+            dc: m.dc,
+        })
         .collect()
 }
 
-impl Shared {
-    /// The layout of `placement` with `q` partitions and target `n`, and the buckets (the
-    /// `default` bucket's `n_val` defaults to `n`). `flag` prefixes the setting names in
-    /// errors (`--` for flags, `cluster.` for a config file).
-    fn new(
-        placement: &[(NodeId, DcId)],
-        q: u32,
-        n: u32,
-        mut buckets: BTreeMap<String, BucketProps>,
-        flag: &str,
-    ) -> Result<Shared> {
-        let bad = |m: String| Error::Config(m);
-        let topo = Topology::new(
-            placement
-                .iter()
-                .map(|&(n, dc)| meridian_cluster::Member::new(n, dc)),
-        )
-        .map_err(|e| bad(format!("topology: {e}")))?;
-        let ring = Ring::new(q).map_err(|e| bad(format!("{flag}q {q}: {e}")))?;
-        let layout = claim(&topo, ring, n as usize).map_err(|e| {
-            bad(format!(
-                "placing {} nodes with {flag}n {n}: {e}",
-                placement.len()
-            ))
-        })?;
-        let layout = Arc::new(RwLock::new(layout));
-        buckets
-            .entry(meridian_replication::DEFAULT_BUCKET_NAME.to_owned())
-            .or_default()
-            .props
-            .n_val
-            .get_or_insert(n);
-        let buckets = Buckets::from_map(ClusterShape::of(&layout.read()), buckets)
-            .map_err(|e| bad(format!("buckets: {e}")))?;
-        Ok(Shared { layout, buckets })
-    }
+/// The first metadata version of a cluster of `members`: a `claim` layout with `q`
+/// partitions and target `n`, and the buckets (the `default` bucket's `n_val` defaults to
+/// `n`). `flag` prefixes the setting names in errors (`--` for flags, `cluster.` for a config
+/// file).
+fn first_meta(
+    members: &[MemberRecord],
+    q: u32,
+    n: u32,
+    mut buckets: BTreeMap<String, BucketProps>,
+    flag: &str,
+) -> Result<ClusterMeta> {
+    let bad = |m: String| Error::Config(m);
+    let topo = Topology::new(
+        members
+            .iter()
+            .map(|m| meridian_cluster::Member::new(m.id, m.dc)),
+    )
+    .map_err(|e| bad(format!("topology: {e}")))?;
+    let ring = Ring::new(q).map_err(|e| bad(format!("{flag}q {q}: {e}")))?;
+    let layout = claim(&topo, ring, n as usize).map_err(|e| {
+        bad(format!(
+            "placing {} nodes with {flag}n {n}: {e}",
+            members.len()
+        ))
+    })?;
+    buckets
+        .entry(meridian_replication::DEFAULT_BUCKET_NAME.to_owned())
+        .or_default()
+        .props
+        .n_val
+        .get_or_insert(n);
+    let buckets = Buckets::from_map(ClusterShape::of(&layout), buckets)
+        .map_err(|e| bad(format!("buckets: {e}")))?;
+    ClusterMeta::new(layout, members.to_vec(), &buckets).map_err(|e| bad(e.to_string()))
+}
 
-    /// Starts `m`'s replication node (stopped by `replication`) on `m.engine` and the system
-    /// clock, and its front ends (stopped by `front_ends`) in cluster mode.
-    fn start_member(
-        &self,
-        id: NodeId,
-        m: Member,
-        replication: &CancellationToken,
-        front_ends: &CancellationToken,
-    ) -> Result<Started> {
-        let mut rc = meridian_replication::NodeConfig::new(id);
-        rc.incarnation = m.incarnation;
-        rc.heartbeat_interval = m.heartbeat;
-        rc.detector.first_interval = m.heartbeat;
-        rc.detector.min_std_dev = m.heartbeat / 2;
-        // A busy machine pauses heartbeats; do not call a peer down for that.
-        rc.detector.acceptable_pause = m.heartbeat * 2;
-        rc.seed = m.seed ^ u64::from(id.0);
-        if let Some(d) = m.handoff {
-            rc.handoff_interval = d;
-        }
-        if let Some(d) = m.anti_entropy {
-            rc.anti_entropy_interval = d;
-        }
-        let engine = m.engine;
-        let node = EventualNode::new(
-            rc,
-            engine.clone(),
-            Arc::new(SystemClock::new()),
-            m.transport,
-            self.layout.clone(),
-            self.buckets.clone(),
-        );
-        let handle = node.spawn(m.inbox, replication.clone());
-        let backend = Arc::new(ClusterBackend {
-            node,
-            layout: self.layout.clone(),
-            members: m.members,
-            wan: m.wan,
-        });
-        let state = NodeState::open_cluster(m.config, engine, backend)?;
-        let server = tokio::spawn(node::run(state.clone(), m.listeners, front_ends.clone()));
-        Ok(Started {
-            state,
-            node: handle,
-            server,
-        })
+/// Starts `m`'s replication node (stopped by `replication`) on `m.engine` and the system
+/// clock, and its front ends (stopped by `front_ends`) in cluster mode.
+fn start_member(
+    id: NodeId,
+    m: Member,
+    replication: &CancellationToken,
+    front_ends: &CancellationToken,
+) -> Result<Started> {
+    let mut rc = meridian_replication::NodeConfig::new(id);
+    rc.incarnation = m.incarnation;
+    rc.heartbeat_interval = m.heartbeat;
+    rc.detector.first_interval = m.heartbeat;
+    rc.detector.min_std_dev = m.heartbeat / 2;
+    // A busy machine pauses heartbeats; do not call a peer down for that.
+    rc.detector.acceptable_pause = m.heartbeat * 2;
+    rc.seed = m.seed ^ u64::from(id.0);
+    if let Some(d) = m.handoff {
+        rc.handoff_interval = d;
     }
+    if let Some(d) = m.anti_entropy {
+        rc.anti_entropy_interval = d;
+    }
+    let engine = m.engine;
+    let node = EventualNode::new(
+        rc,
+        engine.clone(),
+        Arc::new(SystemClock::new()),
+        m.transport,
+        m.meta,
+    );
+    if let Some(w) = &m.wan {
+        // New members are placed in their DC before anything is sent to them.
+        let w = w.clone();
+        node.on_meta(move |meta| {
+            for r in &meta.members {
+                w.place(r.id, r.dc);
+            }
+        });
+    }
+    let handle = node.spawn(m.inbox, replication.clone());
+    let backend = Arc::new(ClusterBackend { node, wan: m.wan });
+    let state = NodeState::open_cluster(m.config, engine, backend)?;
+    let server = tokio::spawn(node::run(state.clone(), m.listeners, front_ends.clone()));
+    Ok(Started {
+        state,
+        node: handle,
+        server,
+    })
 }
 
 /// Runs one node of a TCP cluster (`meridian node` with a `[cluster]` section) until
@@ -611,41 +602,60 @@ pub async fn run_tcp(
         .cloned()
         .ok_or_else(|| bad("cluster.id is not a member".into()))?;
     let dcs = c.dc_ids();
-    let mut sorted = c.members.clone();
-    sorted.sort_by_key(|m| m.id);
-    let placement: Vec<(NodeId, DcId)> = sorted
-        .iter()
-        .map(|m| (NodeId(m.id), dcs[m.dc.as_str()]))
-        .collect();
     let peer_addr = c.peer_listen.unwrap_or(me.peer);
     let peer = node::bind_one("peer", peer_addr, "cluster.peer_listen").await?;
     let (resp, http) = listeners.addrs().map_err(|source| Error::Io {
         what: "reading listener addresses".into(),
         source,
     })?;
-    let members: Vec<MemberInfo> = sorted
+    let mut records: Vec<MemberRecord> = c
+        .members
         .iter()
-        .map(|m| MemberInfo {
+        .map(|m| MemberRecord {
             id: NodeId(m.id),
             name: m.name.clone(),
             dc: dcs[m.dc.as_str()],
+            dc_name: m.dc.clone(),
+            peer: Some(m.peer),
             resp: if m.id == c.id { Some(resp) } else { m.resp },
             http: if m.id == c.id { Some(http) } else { m.http },
         })
         .collect();
-    let shared = Shared::new(&placement, c.q, c.n, config.buckets.clone(), "cluster.")?;
+    records.sort_by_key(|m| m.id);
+    let meta = if c.join {
+        // What the configuration says of the cluster this node joins; replaced by the
+        // members' metadata once an operator admits it.
+        let others: Vec<MemberRecord> = records.iter().filter(|r| r.id != id).cloned().collect();
+        let mut m =
+            first_meta(&others, c.q, c.n, config.buckets.clone(), "cluster.").map_err(|e| {
+                bad(format!(
+                    "a joining node's cluster.members must list the cluster's current members: {e}"
+                ))
+            })?;
+        m.version = 0;
+        m.members = records.clone();
+        m
+    } else {
+        first_meta(&records, c.q, c.n, config.buckets.clone(), "cluster.")?
+    };
 
     let replication = CancellationToken::new();
-    let book = AddressBook::new(sorted.iter().map(|m| (NodeId(m.id), m.peer)).collect());
+    let book = AddressBook::new(
+        records
+            .iter()
+            .filter_map(|m| Some((m.id, m.peer?)))
+            .collect(),
+    );
     let tcp_config = TcpConfig {
         seed: c.seed ^ u64::from(c.id),
         ..TcpConfig::default()
     };
-    let (transport, inbox) = tcp::start::<Msg>(id, peer, book, tcp_config, replication.clone());
+    let (transport, inbox) =
+        tcp::start::<Msg>(id, peer, book.clone(), tcp_config, replication.clone());
     let wan = match &c.wan {
         Some(w) => {
             let emulator = WanEmulator::new(WanConfig {
-                nodes: placements(&placement),
+                nodes: placements(&records),
                 // A process always runs on the real clock.
                 real_time: true,
                 ..w.clone()
@@ -670,8 +680,8 @@ pub async fn run_tcp(
         }
     };
     tracing::info!(node = %id, %peer_addr, incarnation, engine = engine.name(),
-        members = sorted.len(), "cluster node starting");
-    let started = shared.start_member(
+        members = records.len(), joining = c.join, "cluster node starting");
+    let started = start_member(
         id,
         Member {
             transport,
@@ -682,7 +692,7 @@ pub async fn run_tcp(
             seed: c.seed,
             engine,
             incarnation,
-            members,
+            meta,
             wan,
             config,
             listeners,
@@ -690,6 +700,20 @@ pub async fn run_tcp(
         &replication,
         &shutdown,
     )?;
+    // Peers that join later are reachable once their metadata arrives.
+    started
+        .state
+        .cluster
+        .as_ref()
+        .expect("cluster state")
+        .node
+        .on_meta(move |m| {
+            for r in &m.members {
+                if let Some(p) = r.peer {
+                    book.set(r.id, p);
+                }
+            }
+        });
     let served = started.server.await;
     replication.cancel();
     let _ = started.node.await;
@@ -700,6 +724,113 @@ pub async fn run_tcp(
 }
 
 impl Embedded {
+    /// Starts node `id` of this cluster from `meta` on its bound listeners.
+    fn start_node(
+        &mut self,
+        id: NodeId,
+        meta: ClusterMeta,
+        listeners: Listeners,
+        config: NodeConfig,
+    ) -> Result<()> {
+        let (t, inbox) = self
+            .net
+            .join(id)
+            .map_err(|e| Error::Config(format!("joining the network: {e}")))?;
+        t.layer(|w| self.emulator.wrap(w));
+        let started = start_member(
+            id,
+            Member {
+                transport: t,
+                inbox,
+                heartbeat: self.cfg.heartbeat,
+                handoff: self.cfg.handoff,
+                anti_entropy: None,
+                seed: self.cfg.seed,
+                engine: Arc::new(MemEngine::new()),
+                incarnation: 0,
+                meta,
+                wan: Some(self.emulator.control()),
+                config,
+                listeners,
+            },
+            &self.replication,
+            &self.front_ends,
+        )?;
+        self.nodes.push(started.node);
+        self.servers.push(started.server);
+        self.states.push(started.state);
+        Ok(())
+    }
+
+    /// Waits until every node's detector considers every member up.
+    async fn wait_all_up(&self, timeout: Duration) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let all_up = self.states.iter().all(|s| {
+                let c = s.cluster.as_ref().expect("cluster state");
+                self.members.iter().all(|m| c.node.is_up(m.id))
+            });
+            if all_up {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Config(format!(
+                    "the cluster's failure detectors did not see every peer within {timeout:?}"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The replication node of member `i` (in [`Embedded::members`] order).
+    pub fn node(&self, i: usize) -> &EventualNode {
+        &self.states[i].cluster.as_ref().expect("cluster state").node
+    }
+
+    /// Starts one more node in DC `dc_name` (a new name creates a DC) and has the cluster
+    /// admit it: a join through the claimant, after which partitions move to it and the
+    /// other nodes hand their data off. Returns its record once every detector sees it.
+    pub async fn add_node(
+        &mut self,
+        dc_name: &str,
+        ready_timeout: Duration,
+    ) -> Result<MemberRecord> {
+        let i = self.members.len();
+        let id = NodeId(self.members.iter().map(|m| m.id.0).max().unwrap_or(0) + 1);
+        let current = self.node(0).meta();
+        let dc = current
+            .members
+            .iter()
+            .find(|m| m.dc_name == dc_name)
+            .map(|m| m.dc)
+            .unwrap_or_else(|| {
+                DcId(
+                    current
+                        .members
+                        .iter()
+                        .map(|m| m.dc.0 + 1)
+                        .max()
+                        .unwrap_or(0),
+                )
+            });
+        let in_dc = current.members.iter().filter(|m| m.dc == dc).count() as u32;
+        let (record, l, nc) = bind_member(&self.cfg, i, id, dc, member_name(dc.0, in_dc)).await?;
+        let mut record = record;
+        record.dc_name = dc_name.to_owned();
+        self.wan.place(id, dc);
+        let mut joining = current;
+        joining.version = 0;
+        joining.members.push(record.clone());
+        self.start_node(id, joining, l, nc)?;
+        self.members.push(record.clone());
+        self.node(0)
+            .change(MetaChange::Join(record.clone()))
+            .await
+            .map_err(|e| Error::Config(format!("join refused: {e}")))?;
+        self.wait_all_up(ready_timeout).await?;
+        Ok(record)
+    }
+
     /// Stops the front ends (draining connections), then the replication nodes.
     pub async fn shutdown(self) {
         self.front_ends.cancel();

@@ -104,6 +104,11 @@ pub struct ClusterSection {
     pub anti_entropy_ms: Option<u64>,
     /// Every member of the cluster, this node included.
     pub members: Vec<ClusterMember>,
+    /// This node joins a running cluster: `members` lists the cluster's current members and
+    /// this node. It serves nothing until an operator admits it (`meridian ctl join`, that
+    /// is `POST /cluster/members` on any member); then partitions move to it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join: bool,
     /// Emulate WAN links on this node's outgoing messages (placements come from `members`;
     /// DC ids in `dc_links` are the DC names' positions in sorted order).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -101,6 +101,14 @@ pub fn router(node: Arc<NodeState>) -> Router {
         .route("/metrics", get(metrics))
         .route("/status", get(status))
         .route("/cluster", get(crate::http_cluster::cluster))
+        .route(
+            "/cluster/members",
+            axum::routing::post(crate::http_cluster::join),
+        )
+        .route(
+            "/cluster/members/{id}",
+            axum::routing::delete(crate::http_cluster::leave),
+        )
         .route("/buckets", get(crate::http_cluster::buckets))
         .route(
             "/buckets/{name}",

@@ -11,8 +11,11 @@
 //! - Replication errors: JSON errors whose `code` is the spec's code in upper case
 //!   (`R_VAL_UNSATISFIED`, `TIMEOUT`, ...): 400 for bad parameters, 503 for quorum, overload
 //!   and timeout failures, 413 for too large, 500 for storage errors.
-//! - `GET /cluster`, `GET /buckets`, `PUT /buckets/{name}` (JSON `BucketProps`, validated,
-//!   applied to this node only), `GET /wan`, `PUT /wan` (embedded clusters only).
+//! - `GET /cluster`; `POST /cluster/members` (JSON member record: `id`, `name`, `dc` name,
+//!   `peer`, optional `resp`/`http`) admits a node; `DELETE /cluster/members/{id}` removes
+//!   one; both go through the claimant and answer the new metadata version and layout epoch.
+//! - `GET /buckets`, `PUT /buckets/{name}` (JSON `BucketProps`, validated by the claimant and
+//!   applied to the whole cluster), `GET /wan`, `PUT /wan` (nodes behind a WAN emulator).
 //!
 //! On a single node (no cluster) the cluster routes answer 404 `NOT_CLUSTER`.
 
@@ -24,9 +27,11 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use meridian_cluster::Props;
+use meridian_core::{DcId, NodeId};
 use meridian_net::wan::{Cut, DeliveryMode, LinkConfig, Scope, WanControl};
 use meridian_replication::{
-    BucketProps, ErrorClass, GetOptions, GetResult, PutOptions, ReplicationError,
+    BucketProps, ErrorClass, GetOptions, GetResult, MemberRecord, MetaChange, PutOptions,
+    ReplicationError,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -290,7 +295,7 @@ pub(crate) async fn buckets(
         .names()
         .filter_map(|n| Some((n.to_owned(), set_properties(b.get(n)?)?)))
         .collect();
-    Ok(axum::Json(json!({ "buckets": map, "scope": "this node" })).into_response())
+    Ok(axum::Json(json!({ "buckets": map, "scope": "cluster" })).into_response())
 }
 
 /// A bucket's properties as JSON, without the unset ones (what is configured on it).
@@ -302,7 +307,8 @@ fn set_properties(props: &meridian_replication::BucketProps) -> Option<serde_jso
     Some(v)
 }
 
-/// `PUT /buckets/{name}` with JSON `BucketProps`: validated, applied on this node only.
+/// `PUT /buckets/{name}` with JSON `BucketProps`: validated by the claimant and published to
+/// every member.
 pub(crate) async fn put_bucket(
     State(s): State<Arc<HttpState>>,
     Path(name): Path<String>,
@@ -317,8 +323,105 @@ pub(crate) async fn put_bucket(
             format!("{e}; expected JSON bucket properties such as {{\"n_val\":3,\"r\":\"one\"}}"),
         )
     })?;
-    c.node.set_bucket(&name, props).map_err(|e| repl(&s, e))?;
-    Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "this node" })).into_response())
+    c.node
+        .set_bucket(&name, props)
+        .await
+        .map_err(|e| repl(&s, e))?;
+    Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "cluster" })).into_response())
+}
+
+/// The body of `POST /cluster/members`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinRequest {
+    id: u32,
+    name: String,
+    dc: String,
+    peer: Option<std::net::SocketAddr>,
+    resp: Option<std::net::SocketAddr>,
+    http: Option<std::net::SocketAddr>,
+}
+
+/// The answer to a membership change: what changed and where the cluster is now.
+fn changed(meta: &meridian_replication::ClusterMeta) -> Response {
+    axum::Json(json!({
+        "metadata_version": meta.version,
+        "layout_epoch": meta.layout.epoch(),
+        "members": meta.layout.topology().members().iter().map(|m| m.id.0).collect::<Vec<_>>(),
+        "handoff": if meta.previous.is_some() { "running" } else { "none" },
+    }))
+    .into_response()
+}
+
+/// `POST /cluster/members`: admits a node (started with `join = true`) to the cluster.
+pub(crate) async fn join(
+    State(s): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let c = backend(&s, &headers)?;
+    let r: JoinRequest = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BAD_MEMBER",
+            format!(
+                "{e}; expected {{\"id\": 7, \"name\": \"dc1-n3\", \"dc\": \"dc1\", \
+                 \"peer\": \"127.0.0.9:7000\", \"resp\": ..., \"http\": ...}}"
+            ),
+        )
+    })?;
+    if r.id == 0 || r.name.is_empty() || r.dc.is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BAD_MEMBER",
+            "id must be at least 1, name and dc must not be empty",
+        ));
+    }
+    if r.peer.is_none() && c.node.meta().members.iter().any(|m| m.peer.is_some()) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BAD_MEMBER",
+            "peer is required: the other members reach this cluster's nodes over TCP",
+        ));
+    }
+    let record = MemberRecord {
+        id: NodeId(r.id),
+        name: r.name,
+        // The claimant assigns the DC id from the name.
+        dc: DcId(0),
+        dc_name: r.dc,
+        peer: r.peer,
+        resp: r.resp,
+        http: r.http,
+    };
+    let meta = c
+        .node
+        .change(MetaChange::Join(record))
+        .await
+        .map_err(|e| repl(&s, e))?;
+    Ok(changed(&meta))
+}
+
+/// `DELETE /cluster/members/{id}`: removes a node; its data moves to the new owners.
+pub(crate) async fn leave(
+    State(s): State<Arc<HttpState>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let c = backend(&s, &headers)?;
+    let id: u32 = id.parse().map_err(|_| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "BAD_MEMBER",
+            format!("'{id}' is not a node id (a positive number)"),
+        )
+    })?;
+    let meta = c
+        .node
+        .change(MetaChange::Leave(NodeId(id)))
+        .await
+        .map_err(|e| repl(&s, e))?;
+    Ok(changed(&meta))
 }
 
 fn wan_of(c: &ClusterBackend) -> Result<&WanControl, ApiError> {

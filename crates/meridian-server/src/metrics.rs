@@ -319,6 +319,7 @@ impl Metrics {
             coord_redirs,
             aae_exchanges,
             aae_keys_repaired,
+            ownership_handoffs,
         } = r.stats;
         for (metric, help, value) in [
             (
@@ -350,6 +351,11 @@ impl Metrics {
                 "meridian_anti_entropy_keys_repaired_total",
                 "Differing keys synced by anti-entropy exchanges this node initiated.",
                 aae_keys_repaired,
+            ),
+            (
+                "meridian_ownership_handoffs_total",
+                "Objects handed off to their new owners after a layout change.",
+                ownership_handoffs,
             ),
         ] {
             let _ = writeln!(

@@ -34,8 +34,10 @@ fn replication_gauges(c: &ClusterBackend) -> ReplicationGauges {
     ReplicationGauges {
         stats: c.node.stats(),
         hints_pending,
-        layout_epoch: c.layout.read().epoch(),
+        layout_epoch: c.node.layout().epoch(),
         members: c
+            .node
+            .meta()
             .members
             .iter()
             .map(|m| MemberGauge {

@@ -1,5 +1,5 @@
 //! `meridian ctl`: a thin client of a node's HTTP admin API (`/status`, `/cluster`,
-//! `/buckets`, `/wan`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
+//! `/cluster/members`, `/buckets`, `/wan`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
 //! are shown as tables or summaries (`--json` for the raw reply); an error reply's code and
 //! message are shown and the exit status is non-zero.
 
@@ -18,6 +18,8 @@ EXAMPLES:
     meridian ctl cluster                          members, DCs, up/down, partitions
     meridian ctl --node 127.0.0.1:8003 status
     meridian ctl bucket set default r=one w=2 allow_mult=false
+    meridian ctl join 7 --name dc1-n3 --dc dc1 --peer 127.0.0.9:7000
+    meridian ctl leave 7
     meridian ctl wan set --latency 100ms --jitter 60% --loss 1%
     meridian ctl wan cut 0 1                      partition DC 0 from DC 1 (both ways)
     meridian ctl wan heal --all
@@ -63,9 +65,36 @@ enum CtlCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Change a bucket's properties (PUT /buckets/NAME; this node only).
+    /// Change a bucket's properties in the whole cluster (PUT /buckets/NAME).
     #[command(subcommand)]
     Bucket(BucketCommand),
+    /// Admit a node to the cluster (POST /cluster/members). Start it first with `join = true`
+    /// in its `[cluster]` section; partitions then move to it and data follows.
+    Join {
+        /// The new node's id (unique, at least 1).
+        id: u32,
+        /// Its name.
+        #[arg(long)]
+        name: String,
+        /// Its DC's name (a new name creates a DC, which re-places most partitions).
+        #[arg(long)]
+        dc: String,
+        /// Its node-to-node address.
+        #[arg(long, value_name = "HOST:PORT")]
+        peer: String,
+        /// Its RESP address (shown by `ctl cluster`).
+        #[arg(long, value_name = "HOST:PORT")]
+        resp: Option<String>,
+        /// Its HTTP address (shown by `ctl cluster`).
+        #[arg(long, value_name = "HOST:PORT")]
+        http: Option<String>,
+    },
+    /// Remove a node from the cluster (DELETE /cluster/members/ID): its partitions move to
+    /// the others and it hands its data off before the change completes.
+    Leave {
+        /// The node's id.
+        id: u32,
+    },
     /// Show or change the WAN emulator (GET and PUT /wan; embedded clusters).
     #[command(subcommand)]
     Wan(WanCommand),
@@ -246,9 +275,32 @@ fn execute(args: CtlArgs) -> anyhow::Result<()> {
             )?;
             writeln!(
                 out,
-                "bucket {name}: {} (on {} only: repeat with --node for each node)",
-                props_line(&reply["props"]),
-                client.node
+                "bucket {name}: {} (whole cluster)",
+                props_line(&reply["props"])
+            )?;
+        }
+        CtlCommand::Join {
+            id,
+            name,
+            dc,
+            peer,
+            resp,
+            http,
+        } => {
+            let body = json!({ "id": id, "name": name, "dc": dc, "peer": peer, "resp": resp, "http": http });
+            let reply = client.request("POST", "/cluster/members", Some(&body))?;
+            write!(
+                out,
+                "{}",
+                change_summary(&format!("node {id} joins"), &reply)
+            )?;
+        }
+        CtlCommand::Leave { id } => {
+            let reply = client.request("DELETE", &format!("/cluster/members/{id}"), None)?;
+            write!(
+                out,
+                "{}",
+                change_summary(&format!("node {id} leaves"), &reply)
             )?;
         }
         CtlCommand::Wan(WanCommand::Show { json }) => {
@@ -267,6 +319,24 @@ fn execute(args: CtlArgs) -> anyhow::Result<()> {
     }
     out.flush()?;
     Ok(())
+}
+
+/// What `ctl join` and `ctl leave` print: the change and where the cluster is now.
+fn change_summary(what: &str, reply: &Value) -> String {
+    let members: Vec<String> = reply["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m.to_string())
+        .collect();
+    format!(
+        "{what}: metadata version {}, layout epoch {}, members [{}]; handoff {} \
+         (`meridian ctl cluster` shows when it is done)\n",
+        reply["metadata_version"],
+        reply["layout_epoch"],
+        members.join(", "),
+        reply["handoff"].as_str().unwrap_or("?"),
+    )
 }
 
 /// The body of `PUT /wan` for a `wan set`, `cut` or `heal`.
@@ -399,7 +469,7 @@ fn plain(v: &Value) -> String {
 
 fn cluster_table(c: &Value) -> String {
     let mut t = format!(
-        "{:<12} {:>4} {:>3}  {:<22} {:<22} {:<6} {:>7} {:>9}\n",
+        "{:<12} {:>4} {:>3}  {:<22} {:<22} {:<13} {:>7} {:>9}\n",
         "NAME", "ID", "DC", "RESP", "HTTP", "STATUS", "PRIMARY", "SECONDARY"
     );
     for m in c["members"].as_array().into_iter().flatten() {
@@ -407,26 +477,49 @@ fn cluster_table(c: &Value) -> String {
         if m["self"] == true {
             name.push('*');
         }
+        let mut status = plain(&m["status"]);
+        if m["member"] == "leaving" {
+            status.push_str(" leaving");
+        }
         t.push_str(&format!(
-            "{:<12} {:>4} {:>3}  {:<22} {:<22} {:<6} {:>7} {:>9}\n",
+            "{:<12} {:>4} {:>3}  {:<22} {:<22} {:<13} {:>7} {:>9}\n",
             name,
             plain(&m["id"]),
             plain(&m["dc"]),
             plain(&m["resp"]),
             plain(&m["http"]),
-            plain(&m["status"]),
+            status,
             plain(&m["partitions"]["primary"]),
             plain(&m["partitions"]["secondary"]),
         ));
     }
     let l = &c["layout"];
     t.push_str(&format!(
-        "layout epoch {}, Q {}, target N {}; * = the node answering (status as its failure \
-         detector sees it)\n",
+        "layout epoch {}, Q {}, target N {}, metadata version {}, claimant {}; * = the node \
+         answering (status as its failure detector sees it)\n",
         plain(&l["epoch"]),
         plain(&l["q"]),
-        plain(&l["target_n"])
+        plain(&l["target_n"]),
+        plain(&c["metadata_version"]),
+        plain(&c["claimant"]),
     ));
+    let h = &c["handoff"];
+    if h["running"] == true {
+        t.push_str(&format!(
+            "handoff from epoch {} running{}\n",
+            plain(&h["from_epoch"]),
+            match h["claimant_waits_for"].as_array() {
+                Some(w) => format!(
+                    "; the claimant waits for nodes {}",
+                    w.iter().map(plain).collect::<Vec<_>>().join(", ")
+                ),
+                None => String::new(),
+            }
+        ));
+    }
+    if c["joined"] == false {
+        t.push_str("this node has not joined yet: admit it with `meridian ctl join`\n");
+    }
     t
 }
 

@@ -115,6 +115,7 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
             handoff_ms: None,
             anti_entropy_ms: None,
             members: members.clone(),
+            join: false,
             wan: Some(wan.clone()),
         });
         c.validate()

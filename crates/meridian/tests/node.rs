@@ -1154,3 +1154,167 @@ fn ctl_talks_to_a_single_node_with_its_password() {
     let (ok, _, err) = ctl(node.http, &["--password", "s3cret", "cluster"]);
     assert!(!ok && err.contains("NOT_CLUSTER"), "{err}");
 }
+
+// ----- membership changes through the admin API, over TCP ---------------------------------
+
+/// The `/cluster` of `http` once `done` holds for it (bounded polling).
+fn wait_cluster(http: SocketAddr, what: &str, done: impl Fn(&serde_json::Value) -> bool) {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..1200 {
+        last = cluster_of(http);
+        if done(&last) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} never happened: {last}");
+}
+
+fn settled(c: &serde_json::Value, members: usize) -> bool {
+    let m = c["members"].as_array().unwrap();
+    c["handoff"]["running"] == false && m.len() == members && m.iter().all(|m| m["status"] == "up")
+}
+
+#[test]
+fn nodes_join_and_leave_a_tcp_cluster_through_the_admin_api_without_losing_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut held = Vec::new();
+    let addrs: Vec<[SocketAddr; 3]> = (0..4u8)
+        .map(|i| {
+            let ip = std::net::Ipv4Addr::new(127, 0, 0, 50 + i);
+            [(); 3].map(|_| {
+                let l = std::net::TcpListener::bind((ip, 0)).unwrap();
+                let a = l.local_addr().unwrap();
+                held.push(l);
+                a
+            })
+        })
+        .collect();
+    drop(held);
+    let names = ["dc0-n0", "dc0-n1", "dc1-n0", "dc1-n1"];
+    let member = |i: usize| {
+        let [resp, http, peer] = addrs[i];
+        format!(
+            "[[cluster.members]]\nid = {}\nname = \"{}\"\ndc = \"{}\"\npeer = \"{peer}\"\n\
+             resp = \"{resp}\"\nhttp = \"{http}\"\n\n",
+            i + 1,
+            names[i],
+            &names[i][..3]
+        )
+    };
+    // Nodes 1-3 form the cluster; node 4 is started to join it.
+    let config = |i: usize| {
+        let [resp, http, _] = addrs[i];
+        let (join, members) = if i == 3 {
+            ("join = true\n", (0..4).map(member).collect::<String>())
+        } else {
+            ("", (0..3).map(member).collect::<String>())
+        };
+        let text = format!(
+            "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
+             [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 500\n{join}\n\
+             {members}",
+            i + 1
+        );
+        let path = dir.path().join(format!("{}.toml", names[i]));
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node::spawn(&["--config", &config(i)]))
+        .collect();
+    wait_cluster(nodes[0].http, "3 members up", |c| settled(c, 3));
+
+    let mut r = nodes[1].redis();
+    let mut acked = Vec::new();
+    for i in 0..150 {
+        let (k, v) = (format!("j{i}"), format!("v{i}"));
+        let _: Vec<u8> = redis::cmd("MERIDIAN.PUT")
+            .arg(&k)
+            .arg(&v)
+            .arg("W")
+            .arg("2")
+            .query(&mut r)
+            .unwrap();
+        acked.push((k, v));
+    }
+
+    // A joining node serves nothing until it is admitted.
+    let joiner = Node::spawn(&["--config", &config(3)]);
+    let c = cluster_of(joiner.http);
+    assert_eq!(
+        (c["joined"].clone(), c["metadata_version"].clone()),
+        (false.into(), 0.into())
+    );
+    let err = redis::cmd("GET")
+        .arg("j1")
+        .query::<Option<Vec<u8>>>(&mut joiner.redis())
+        .unwrap_err();
+    assert!(err.to_string().contains("not_joined"), "{err}");
+
+    let [resp4, http4, peer4] = addrs[3];
+    let out = ctl_ok(
+        nodes[2].http,
+        &[
+            "join",
+            "4",
+            "--name",
+            "dc1-n1",
+            "--dc",
+            "dc1",
+            "--peer",
+            &peer4.to_string(),
+            "--resp",
+            &resp4.to_string(),
+            "--http",
+            &http4.to_string(),
+        ],
+    );
+    assert!(
+        out.contains("node 4 joins") && out.contains("layout epoch 2"),
+        "{out}"
+    );
+    let (ok, _, err) = ctl(nodes[0].http, &["leave", "4"]);
+    assert!(
+        !ok && err.contains("MEMBERSHIP_REFUSED"),
+        "one change at a time: {err}"
+    );
+    for n in [&nodes[0].http, &joiner.http] {
+        wait_cluster(*n, "the join's handoff", |c| settled(c, 4));
+    }
+    let c = cluster_of(joiner.http);
+    let me = c["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == 4)
+        .unwrap()
+        .clone();
+    assert!(me["partitions"]["primary"].as_u64().unwrap() > 0, "{c}");
+    // Every write, from the new node, with every replica answering.
+    let mut r4 = joiner.redis();
+    for (k, v) in &acked {
+        let (_, values) = meridian_get(&mut r4, k, "3");
+        assert_eq!(values, std::slice::from_ref(v), "{k}");
+    }
+
+    // Node 2 leaves: its data moves, then it holds nothing.
+    let out = ctl_ok(joiner.http, &["leave", "2"]);
+    assert!(out.contains("node 2 leaves"), "{out}");
+    wait_cluster(nodes[0].http, "the leave's handoff", |c| {
+        c["handoff"]["running"] == false && c["members"].as_array().unwrap().len() == 3
+    });
+    let (_, body) = http(nodes[1].http, "GET", "/status", &[], b"");
+    let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(j["engine"]["live_keys"], 0, "the leaver kept data: {j}");
+    let mut r1 = nodes[0].redis();
+    for (k, v) in &acked {
+        let (_, values) = meridian_get(&mut r1, k, "3");
+        assert_eq!(values, std::slice::from_ref(v), "{k}");
+    }
+    let table = ctl_ok(nodes[0].http, &["cluster"]);
+    assert!(
+        !table.contains("dc0-n1") && table.contains("dc1-n1"),
+        "{table}"
+    );
+}

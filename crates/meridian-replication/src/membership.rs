@@ -1,0 +1,444 @@
+//! Cluster metadata: the one versioned document every node of a cluster agrees on — the
+//! layout (who owns which partition), the previous layout while ownership handoff runs, the
+//! member table (names, DCs, addresses) and the bucket registry — and the changes that
+//! produce its next version (join, leave, set a bucket, handoff complete).
+//!
+//! ## How it is kept consistent
+//!
+//! - Every change goes through one node, the **claimant** (the lowest node id of the current
+//!   layout, as in Riak): [`ClusterMeta::apply`] is a pure function of the current document
+//!   and the change, and the claimant publishes the result with `version + 1`.
+//! - Nodes exchange the document by version: a heartbeat carries the sender's version; a
+//!   node that hears a lower version pushes its document to that peer, and the claimant
+//!   pushes every new version to every member at once. A node adopts a document only if it
+//!   is newer ([`ClusterMeta::supersedes`]: greater `(version, author)`, so two claimants that
+//!   disagreed during a partition still converge on one document).
+//! - Only one layout change runs at a time: a join or leave is refused while `previous` is
+//!   set, that is until every node reported its handoff done and the claimant published the
+//!   [`MetaChange::HandoffComplete`] version.
+//!
+//! The document is pure data (no I/O); [`crate::node::EventualNode`] applies it.
+
+use crate::bucket::{BucketProps, BucketType, Buckets, ClusterShape};
+use crate::error::{ReplicationError, Result};
+use meridian_cluster::{Layout, Member, Props, Topology, rebalance};
+use meridian_core::{DcId, NodeId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+/// One member of the cluster: identity, DC and the addresses clients and peers use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberRecord {
+    /// The node's id.
+    pub id: NodeId,
+    /// Its name (`dc0-n0`, or the name in its config).
+    pub name: String,
+    /// Its DC.
+    pub dc: DcId,
+    /// The DC's name (as configured; `dc0`... in an embedded cluster).
+    pub dc_name: String,
+    /// Where peers reach it (absent for in-process clusters).
+    pub peer: Option<SocketAddr>,
+    /// Its RESP address, when known.
+    pub resp: Option<SocketAddr>,
+    /// Its HTTP address, when known.
+    pub http: Option<SocketAddr>,
+}
+
+/// A change to the cluster metadata, applied by the claimant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MetaChange {
+    /// Add a node (its DC by name: an unknown name creates a DC). Partitions move to it.
+    Join(MemberRecord),
+    /// Remove a node; its partitions move to the others, which receive its data.
+    Leave(NodeId),
+    /// Create or replace a bucket.
+    SetBucket {
+        /// The bucket's name.
+        name: String,
+        /// Its properties.
+        props: WireBucket,
+    },
+    /// Every node has handed off what it no longer owns under layout `epoch`: drop the
+    /// previous layout and the members that left.
+    HandoffComplete {
+        /// The layout epoch whose handoff finished.
+        epoch: u64,
+    },
+}
+
+/// [`BucketProps`] in a form every serde format can carry (the TOML form is flattened, which
+/// binary formats cannot encode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireBucket {
+    /// The consistency model.
+    pub bucket_type: BucketType,
+    /// The quorum parameters.
+    pub props: Props,
+    /// The DC rule.
+    pub dc_rule: Option<bool>,
+}
+
+impl From<BucketProps> for WireBucket {
+    fn from(b: BucketProps) -> Self {
+        WireBucket {
+            bucket_type: b.bucket_type,
+            props: b.props,
+            dc_rule: b.dc_rule,
+        }
+    }
+}
+
+impl From<WireBucket> for BucketProps {
+    fn from(w: WireBucket) -> Self {
+        BucketProps {
+            bucket_type: w.bucket_type,
+            props: w.props,
+            dc_rule: w.dc_rule,
+        }
+    }
+}
+
+/// The cluster metadata document. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterMeta {
+    /// Bumped by every change; 0 for a node that has not joined yet.
+    pub version: u64,
+    /// The claimant that produced this version (breaks ties between equal versions).
+    pub author: NodeId,
+    /// The current layout: reads and writes are placed with it.
+    pub layout: Layout,
+    /// The layout before the last membership change, while its ownership handoff runs:
+    /// reads also consult its owners, which may still hold data not yet handed off.
+    pub previous: Option<Layout>,
+    /// Every member of `layout` and `previous`, by id.
+    pub members: Vec<MemberRecord>,
+    /// The bucket registry (validated against the layout's shape).
+    pub buckets: BTreeMap<String, WireBucket>,
+}
+
+impl ClusterMeta {
+    /// Version 1 of a cluster: `layout`, its `members` (one record per node of the layout's
+    /// topology) and the `buckets`. Every node built from the same configuration computes the
+    /// same document.
+    pub fn new(layout: Layout, members: Vec<MemberRecord>, buckets: &Buckets) -> Result<Self> {
+        let mut members = members;
+        members.sort_by_key(|m| m.id);
+        for m in layout.topology().members() {
+            if !members.iter().any(|r| r.id == m.id) {
+                return Err(refused(format!("no member record for {}", m.id)));
+            }
+        }
+        let author = claimant_of(&layout);
+        Ok(ClusterMeta {
+            version: 1,
+            author,
+            layout,
+            previous: None,
+            members,
+            buckets: buckets
+                .names()
+                .map(|n| (n.to_owned(), (*buckets.get(n).expect("listed")).into()))
+                .collect(),
+        })
+    }
+
+    /// The placeholder of a node started to join an existing cluster: version 0, so any
+    /// member's document replaces it. `layout` and `members` describe what the node knows of
+    /// the cluster (its configuration); it serves no client request until it is admitted.
+    pub fn joining(layout: Layout, members: Vec<MemberRecord>, buckets: &Buckets) -> Result<Self> {
+        let mut m = ClusterMeta::new(layout, members, buckets)?;
+        m.version = 0;
+        Ok(m)
+    }
+
+    /// The node that serializes changes: the lowest id of the current layout.
+    pub fn claimant(&self) -> NodeId {
+        claimant_of(&self.layout)
+    }
+
+    /// Whether this document should replace `other`.
+    pub fn supersedes(&self, other: &ClusterMeta) -> bool {
+        (self.version, self.author) > (other.version, other.author)
+    }
+
+    /// The record of `id`, if it is a member (of the current or the previous layout).
+    pub fn member(&self, id: NodeId) -> Option<&MemberRecord> {
+        self.members.iter().find(|m| m.id == id)
+    }
+
+    /// The validated bucket registry of this document.
+    pub fn bucket_registry(&self) -> Result<Buckets> {
+        Buckets::from_map(
+            ClusterShape::of(&self.layout),
+            self.buckets
+                .iter()
+                .map(|(n, w)| (n.clone(), BucketProps::from(*w)))
+                .collect(),
+        )
+    }
+
+    /// The next version after `change`, produced by claimant `author`. Pure: the caller
+    /// publishes it.
+    ///
+    /// # Errors
+    /// [`ReplicationError::MembershipRefused`] saying why (duplicate or unknown node, a
+    /// handoff in progress, too few nodes left for the layout's N, a bucket that no longer
+    /// fits); [`ReplicationError::InvalidBucket`] for a bad bucket.
+    pub fn apply(&self, change: &MetaChange, author: NodeId) -> Result<ClusterMeta> {
+        let mut next = self.clone();
+        next.version = self.version + 1;
+        next.author = author;
+        match change {
+            MetaChange::Join(record) => {
+                self.no_handoff_running("join")?;
+                if self.layout.topology().contains(record.id) {
+                    return Err(refused(format!("{} is already a member", record.id)));
+                }
+                let mut record = record.clone();
+                record.dc = self.dc_named(&record.dc_name);
+                let mut topo: Vec<Member> = self.layout.topology().members().to_vec();
+                topo.push(Member::new(record.id, record.dc));
+                next.members.retain(|m| m.id != record.id);
+                next.members.push(record);
+                next.members.sort_by_key(|m| m.id);
+                next.relayout(topo)?;
+            }
+            MetaChange::Leave(id) => {
+                self.no_handoff_running("leave")?;
+                if !self.layout.topology().contains(*id) {
+                    return Err(refused(format!("{id} is not a member")));
+                }
+                let topo: Vec<Member> = self
+                    .layout
+                    .topology()
+                    .members()
+                    .iter()
+                    .copied()
+                    .filter(|m| m.id != *id)
+                    .collect();
+                next.relayout(topo)?;
+            }
+            MetaChange::SetBucket { name, props } => {
+                let mut registry = self.bucket_registry()?;
+                registry.set(name, (*props).into())?;
+                next.buckets.insert(name.clone(), *props);
+            }
+            MetaChange::HandoffComplete { epoch } => {
+                if self.previous.is_none() || self.layout.epoch() != *epoch {
+                    return Err(refused(format!(
+                        "no handoff of layout epoch {epoch} is running (current epoch {}, handoff {})",
+                        self.layout.epoch(),
+                        if self.previous.is_some() {
+                            "running"
+                        } else {
+                            "done"
+                        }
+                    )));
+                }
+                next.previous = None;
+                let topo = next.layout.topology().clone();
+                next.members.retain(|m| topo.contains(m.id));
+            }
+        }
+        Ok(next)
+    }
+
+    fn no_handoff_running(&self, what: &str) -> Result<()> {
+        match &self.previous {
+            Some(_) => Err(refused(format!(
+                "cannot {what} while the handoff of layout epoch {} is still running; retry when \
+                 GET /cluster shows it done",
+                self.layout.epoch()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The id of the DC called `name`: an existing member's, else the next free id.
+    fn dc_named(&self, name: &str) -> DcId {
+        self.members
+            .iter()
+            .find(|m| m.dc_name == name)
+            .map(|m| m.dc)
+            .unwrap_or_else(|| DcId(self.members.iter().map(|m| m.dc.0 + 1).max().unwrap_or(0)))
+    }
+
+    /// Rebalances onto `members` (few moves), keeping the old layout as `previous`, and checks
+    /// that every bucket still fits the new shape.
+    fn relayout(&mut self, members: Vec<Member>) -> Result<()> {
+        let topo = Topology::new(members).map_err(|e| refused(format!("topology: {e}")))?;
+        let layout = rebalance(&self.layout, &topo).map_err(|e| refused(e.to_string()))?;
+        let shape = ClusterShape::of(&layout);
+        for (name, w) in &self.buckets {
+            BucketProps::from(*w).validate(name, shape).map_err(|e| {
+                refused(format!(
+                    "after the change, bucket {name} would not fit: {e}"
+                ))
+            })?;
+        }
+        self.previous = Some(std::mem::replace(&mut self.layout, layout));
+        Ok(())
+    }
+}
+
+fn claimant_of(layout: &Layout) -> NodeId {
+    layout
+        .topology()
+        .members()
+        .iter()
+        .map(|m| m.id)
+        .min()
+        .expect("a layout has members")
+}
+
+fn refused(reason: String) -> ReplicationError {
+    ReplicationError::MembershipRefused { reason }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_cluster::{Quorum, Ring, claim};
+
+    fn record(id: u32, dc: u32) -> MemberRecord {
+        MemberRecord {
+            id: NodeId(id),
+            name: format!("n{id}"),
+            dc: DcId(dc),
+            dc_name: format!("dc{dc}"),
+            peer: None,
+            resp: None,
+            http: None,
+        }
+    }
+
+    /// 2 DCs × 2 nodes, Q = 64, N = 3.
+    fn meta() -> ClusterMeta {
+        let records: Vec<_> = (1..=4).map(|i| record(i, (i - 1) / 2)).collect();
+        let topo = Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).unwrap();
+        let layout = claim(&topo, Ring::new(64).unwrap(), 3).unwrap();
+        let buckets = Buckets::new(ClusterShape::of(&layout)).unwrap();
+        ClusterMeta::new(layout, records, &buckets).unwrap()
+    }
+
+    #[test]
+    fn join_moves_few_partitions_and_keeps_the_previous_layout_until_handoff_completes() {
+        let m = meta();
+        assert_eq!((m.version, m.claimant()), (1, NodeId(1)));
+        let mut joiner = record(5, 9);
+        joiner.dc_name = "dc1".into();
+        let j = m.apply(&MetaChange::Join(joiner), NodeId(1)).unwrap();
+        assert_eq!(j.version, 2);
+        assert_eq!(j.member(NodeId(5)).unwrap().dc, DcId(1), "DC found by name");
+        assert_eq!(j.layout.epoch(), m.layout.epoch() + 1);
+        assert_eq!(j.previous.as_ref(), Some(&m.layout));
+        let moved = meridian_cluster::diff(&m.layout, &j.layout).len();
+        assert!(moved > 0 && moved <= 64 * 3 / 5 + 4, "moved {moved}");
+        assert!(j.supersedes(&m) && !m.supersedes(&j));
+
+        // One change at a time.
+        let err = j
+            .apply(&MetaChange::Leave(NodeId(2)), NodeId(1))
+            .unwrap_err();
+        assert_eq!(err.code(), "membership_refused");
+        assert!(err.to_string().contains("handoff"), "{err}");
+        // A stale completion is refused; the right one clears `previous`.
+        assert!(
+            j.apply(&MetaChange::HandoffComplete { epoch: 1 }, NodeId(1))
+                .is_err()
+        );
+        let done = j
+            .apply(
+                &MetaChange::HandoffComplete {
+                    epoch: j.layout.epoch(),
+                },
+                NodeId(1),
+            )
+            .unwrap();
+        assert!(done.previous.is_none());
+        assert_eq!(done.members.len(), 5);
+    }
+
+    #[test]
+    fn leave_drops_the_member_once_handoff_completes() {
+        let m = meta();
+        let l = m.apply(&MetaChange::Leave(NodeId(1)), NodeId(1)).unwrap();
+        assert!(!l.layout.topology().contains(NodeId(1)));
+        assert_eq!(
+            l.claimant(),
+            NodeId(2),
+            "the claimant moves with the layout"
+        );
+        assert!(
+            l.member(NodeId(1)).is_some(),
+            "still told about the handoff"
+        );
+        let done = l
+            .apply(
+                &MetaChange::HandoffComplete {
+                    epoch: l.layout.epoch(),
+                },
+                NodeId(2),
+            )
+            .unwrap();
+        assert!(done.member(NodeId(1)).is_none());
+    }
+
+    #[test]
+    fn bad_changes_are_refused_with_the_reason() {
+        let m = meta();
+        let dup = m
+            .apply(&MetaChange::Join(record(2, 0)), NodeId(1))
+            .unwrap_err();
+        assert!(dup.to_string().contains("already a member"), "{dup}");
+        let unknown = m
+            .apply(&MetaChange::Leave(NodeId(9)), NodeId(1))
+            .unwrap_err();
+        assert!(unknown.to_string().contains("not a member"), "{unknown}");
+        // 4 nodes, N = 3: one may leave, then nothing more.
+        let three = m
+            .apply(&MetaChange::Leave(NodeId(4)), NodeId(1))
+            .and_then(|l| {
+                l.apply(
+                    &MetaChange::HandoffComplete {
+                        epoch: l.layout.epoch(),
+                    },
+                    NodeId(1),
+                )
+            })
+            .unwrap();
+        let too_few = three
+            .apply(&MetaChange::Leave(NodeId(3)), NodeId(1))
+            .unwrap_err();
+        assert_eq!(too_few.code(), "membership_refused");
+        let props = Props {
+            r: Some(Quorum::Count(5)),
+            ..Props::default()
+        };
+        let bad = m
+            .apply(
+                &MetaChange::SetBucket {
+                    name: "b".into(),
+                    props: WireBucket {
+                        bucket_type: BucketType::Eventual,
+                        props,
+                        dc_rule: None,
+                    },
+                },
+                NodeId(1),
+            )
+            .unwrap_err();
+        assert_eq!(bad.code(), "invalid_bucket");
+    }
+
+    #[test]
+    fn the_document_round_trips_through_postcard() {
+        let m = meta()
+            .apply(&MetaChange::Join(record(5, 1)), NodeId(1))
+            .unwrap();
+        let bytes = postcard::to_allocvec(&m).unwrap();
+        assert_eq!(postcard::from_bytes::<ClusterMeta>(&bytes).unwrap(), m);
+    }
+}

@@ -1,0 +1,578 @@
+//! Membership changes on a running node: adopting cluster metadata, the claimant's side of a
+//! change, and **ownership handoff** (spec §9) — after a layout change, every object a node
+//! stores but no longer owns is streamed to the key's owners and deleted once they all
+//! acknowledged it.
+//!
+//! ## Guarantees
+//!
+//! - **No acknowledged write is lost by a layout change.** A node deletes an object it does
+//!   not own only after every owner of the key (the first `n_val` replicas of its partition
+//!   in the node's current layout) acknowledged a copy, and only if the object is unchanged
+//!   since it was sent (a write that arrives meanwhile waits for the next round). A key whose
+//!   owner is down stays until that owner is back. A write of a key the node does not own
+//!   (a coordinator with an older layout, read repair, a hint whose primary left) marks the
+//!   node for another handoff round, so late arrivals are handed off too.
+//! - **Reads see data that has not moved yet.** While the metadata keeps the previous
+//!   layout, a GET also asks the key's previous owners that are not in its preference list,
+//!   merges their objects into the answer and read-repairs the new owners with the merge.
+//!   The previous layout is dropped only when every node that the claimant's detector says
+//!   is up has reported that it holds nothing it does not own ([`crate::Msg::Drained`]).
+//! - **No dot is issued twice.** A node that deleted objects of a partition during a handoff
+//!   and later owns that partition again coordinates with a replica id carrying the layout
+//!   epoch in which it took it back ([`meridian_cluster::ReplicaId::epoch`]), since its
+//!   copy of the earlier dots is gone.
+//! - Handoff runs in the background task of hinted handoff, at once after a layout change
+//!   and then every `handoff_interval` until nothing is left; transfers are batched
+//!   ([`HANDOFF_BATCH_KEYS`] keys or [`HANDOFF_BATCH_BYTES`] bytes per message).
+
+use super::{EventualNode, View};
+use crate::error::{ReplicationError, Result};
+use crate::membership::{ClusterMeta, MetaChange};
+use crate::messages::{AaeItem, Msg, RemoteError};
+use crate::object_store::encode_object;
+use bytes::Bytes;
+use meridian_cluster::{Layout, Object, Preflist, bucket_and_key};
+use meridian_core::{NodeId, PartitionId};
+use parking_lot::RwLockWriteGuard;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+
+/// Most keys per handoff message.
+pub const HANDOFF_BATCH_KEYS: usize = 256;
+/// Encoded bytes per handoff message above which a batch is sent early.
+pub const HANDOFF_BATCH_BYTES: usize = 4 << 20;
+/// Keys read per engine page while looking for objects to hand off.
+const SCAN_PAGE: usize = 1024;
+
+/// Ownership bookkeeping of one node.
+#[derive(Debug, Default)]
+pub(super) struct Ownership {
+    /// Partitions whose objects this incarnation deleted after handing them off.
+    deleted_from: BTreeSet<PartitionId>,
+    /// Partitions owned again after such deletes: the layout epoch naming their replica.
+    regained: BTreeMap<PartitionId, u64>,
+    /// Claimant only: the layout epoch being drained and the nodes that reported done.
+    drained: (u64, BTreeSet<NodeId>),
+}
+
+/// The partitions whose replica list names `me`.
+pub(super) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
+    layout
+        .ring()
+        .partitions()
+        .filter(|&p| layout.replicas(p).contains(&me))
+        .collect()
+}
+
+/// GETs sent to a key's previous owners during a handoff; see [`PreviousReads::collect`].
+pub(super) struct PreviousReads {
+    rx: Option<mpsc::UnboundedReceiver<Option<Object>>>,
+    expected: usize,
+}
+
+impl PreviousReads {
+    /// The objects the previous owners answered by `deadline` (failures and notfounds are
+    /// left out: they only add what the preference list may lack).
+    pub(super) async fn collect(&mut self, deadline: Instant) -> Vec<Object> {
+        let mut out = Vec::new();
+        let Some(rx) = self.rx.as_mut() else {
+            return out;
+        };
+        for _ in 0..self.expected {
+            let next = tokio::select! {
+                biased;
+                _ = sleep_until(deadline) => None,
+                r = rx.recv() => r,
+            };
+            match next {
+                Some(Some(o)) => out.push(o),
+                Some(None) => {}
+                None => break,
+            }
+        }
+        out
+    }
+}
+
+impl EventualNode {
+    /// Runs `hook` with the current metadata now and with every document adopted later (in
+    /// adoption order, before the node acts on it): front ends keep address books and member
+    /// tables with it.
+    pub fn on_meta(&self, hook: impl Fn(&ClusterMeta) + Send + Sync + 'static) {
+        hook(&self.inner.view.read().meta);
+        self.inner.hooks.0.lock().push(Box::new(hook));
+    }
+
+    /// Applies a membership or bucket change to the whole cluster: sent to the claimant
+    /// (the lowest node id of the layout), which validates it, publishes the next metadata
+    /// version to every member and answers it; this node adopts it before returning.
+    ///
+    /// # Errors
+    /// `membership_refused` (with the reason), `invalid_bucket`, `claimant_unreachable`,
+    /// `not_joined`.
+    pub async fn change(&self, change: MetaChange) -> Result<ClusterMeta> {
+        self.check_joined()?;
+        let claimant = self.inner.view.read().meta.claimant();
+        if claimant == self.id() {
+            return self.claimant_apply(&change);
+        }
+        let unreachable = |reason: String| ReplicationError::ClaimantUnreachable {
+            node: claimant,
+            reason,
+        };
+        let timeout = self.inner.cfg.handoff_timeout;
+        match self
+            .inner
+            .transport
+            .request(claimant, Msg::Change(change), timeout)
+            .await
+        {
+            Ok(Msg::ChangeReply(Ok(meta))) => {
+                self.adopt((*meta).clone());
+                Ok(*meta)
+            }
+            Ok(Msg::ChangeReply(Err(e))) => Err(e),
+            Ok(other) => Err(unreachable(format!("unexpected reply {other:?}"))),
+            Err(e) => Err(unreachable(e.to_string())),
+        }
+    }
+
+    /// The claimant's side of [`EventualNode::change`]: apply, adopt, publish.
+    pub(super) fn claimant_apply(&self, change: &MetaChange) -> Result<ClusterMeta> {
+        let view = self.inner.view.write();
+        if view.meta.version == 0 {
+            return Err(ReplicationError::NotJoined { node: self.id() });
+        }
+        let claimant = view.meta.claimant();
+        if claimant != self.id() {
+            return Err(ReplicationError::MembershipRefused {
+                reason: format!(
+                    "{} is not the claimant; send changes to {claimant}",
+                    self.id()
+                ),
+            });
+        }
+        let next = view.meta.apply(change, self.id())?;
+        let mut recipients: BTreeSet<NodeId> = view.meta.members.iter().map(|m| m.id).collect();
+        recipients.extend(next.members.iter().map(|m| m.id));
+        tracing::info!(node = %self.id(), version = next.version, epoch = next.layout.epoch(),
+            change = ?change, "cluster metadata changed");
+        if !self.install(view, next.clone()) {
+            return Err(ReplicationError::MembershipRefused {
+                reason: "the new metadata does not validate".into(),
+            });
+        }
+        for peer in recipients.into_iter().filter(|&p| p != self.id()) {
+            let _ = self
+                .inner
+                .transport
+                .send(peer, Msg::Meta(Box::new(next.clone())));
+        }
+        Ok(next)
+    }
+
+    /// Adopts `meta` if it supersedes the node's document; returns whether it did.
+    pub fn adopt(&self, meta: ClusterMeta) -> bool {
+        let view = self.inner.view.write();
+        if !meta.supersedes(&view.meta) {
+            return false;
+        }
+        self.install(view, meta)
+    }
+
+    /// Replaces the document under the held lock, then (lock released) updates ownership
+    /// bookkeeping and anti-entropy trees, runs the hooks and schedules a handoff round.
+    fn install(&self, mut view: RwLockWriteGuard<'_, View>, meta: ClusterMeta) -> bool {
+        let buckets = match meta.bucket_registry() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(node = %self.id(), version = meta.version, error = %e,
+                    "refusing cluster metadata whose buckets do not validate");
+                return false;
+            }
+        };
+        let me = self.id();
+        let before = held(&view.meta.layout, me);
+        let after = held(&meta.layout, me);
+        let layout_changed = view.meta.layout != meta.layout;
+        view.meta = meta;
+        view.buckets = buckets;
+        let snapshot = view.meta.clone();
+        drop(view);
+
+        if layout_changed {
+            let epoch = snapshot.layout.epoch();
+            let mut o = self.inner.ownership.lock();
+            let regained: Vec<PartitionId> = o
+                .deleted_from
+                .iter()
+                .copied()
+                .filter(|p| after.contains(p))
+                .collect();
+            for p in regained {
+                o.deleted_from.remove(&p);
+                o.regained.insert(p, epoch);
+            }
+            drop(o);
+            if let Some(trees) = self.inner.store.trees()
+                && after != before
+            {
+                let added = trees.set_held(&after);
+                if let Err(e) = self
+                    .inner
+                    .store
+                    .record_partitions(&added, self.inner.cfg.anti_entropy_scan_page)
+                {
+                    tracing::warn!(node = %me, error = %e, "anti-entropy trees of gained partitions incomplete");
+                }
+            }
+        }
+        for hook in self.inner.hooks.0.lock().iter() {
+            hook(&snapshot);
+        }
+        if layout_changed || snapshot.previous.is_some() {
+            self.inner.drain_needed.store(true, Ordering::SeqCst);
+            self.inner.drain_wake.notify_one();
+        }
+        true
+    }
+
+    /// A peer's heartbeat said its metadata version: send ours if it is behind.
+    pub(super) fn on_peer_version(&self, peer: NodeId, version: u64) {
+        let meta = {
+            let v = self.inner.view.read();
+            if v.meta.version <= version || v.meta.version == 0 {
+                return;
+            }
+            v.meta.clone()
+        };
+        let _ = self.inner.transport.send(peer, Msg::Meta(Box::new(meta)));
+    }
+
+    /// Refuses client requests until the node has a cluster's metadata.
+    pub(super) fn check_joined(&self) -> Result<()> {
+        if self.inner.view.read().meta.version == 0 {
+            return Err(ReplicationError::NotJoined { node: self.id() });
+        }
+        Ok(())
+    }
+
+    /// The `epoch` of this node's replica id for partition `p` (see the module docs).
+    pub(super) fn replica_epoch(&self, p: PartitionId) -> u64 {
+        self.inner
+            .ownership
+            .lock()
+            .regained
+            .get(&p)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Marks the node for a handoff round if it does not own `key`.
+    pub(super) fn note_if_not_owned(&self, key: &[u8]) {
+        let (b, k) = bucket_and_key(key);
+        let p = self.layout().ring().partition_of(b, k);
+        if !self.holds(self.id(), p, key) {
+            self.inner.drain_needed.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Starts GETs of `key` at its previous owners that are not in `apl` (none when no
+    /// handoff is running).
+    pub(super) fn previous_owners(
+        &self,
+        key: &[u8],
+        p: PartitionId,
+        n_val: u32,
+        apl: &Preflist,
+        deadline: Instant,
+    ) -> PreviousReads {
+        let owners: Vec<NodeId> = {
+            let v = self.inner.view.read();
+            let Some(prev) = &v.meta.previous else {
+                return PreviousReads {
+                    rx: None,
+                    expected: 0,
+                };
+            };
+            prev.replicas(p)
+                .iter()
+                .take(n_val as usize)
+                .copied()
+                .filter(|&n| apl.get(n).is_none())
+                .collect()
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut expected = 0;
+        for owner in owners {
+            if owner == self.id() {
+                let _ = tx.send(self.inner.store.get(key).ok().flatten());
+                expected += 1;
+            } else if self.is_up(owner) {
+                let (t, tx, key) = (self.inner.transport.clone(), tx.clone(), key.to_vec());
+                tokio::spawn(async move {
+                    let timeout = deadline.saturating_duration_since(Instant::now());
+                    let msg = Msg::Get {
+                        key,
+                        hint_for: None,
+                    };
+                    let o = match t.request(owner, msg, timeout).await {
+                        Ok(Msg::GetReply(o)) => o,
+                        _ => None,
+                    };
+                    let _ = tx.send(o);
+                });
+                expected += 1;
+            }
+        }
+        PreviousReads {
+            rx: Some(rx),
+            expected,
+        }
+    }
+
+    /// A peer's handoff batch: merge each object (a repair path) and acknowledge.
+    pub(super) fn accept_handoff(&self, items: Vec<AaeItem>) -> Msg {
+        for AaeItem { key, object } in items {
+            let Some(o) = object else { continue };
+            if crate::is_reserved_key(&key) {
+                continue;
+            }
+            let (allow_mult, _) = self.bucket_params(&key);
+            if let Err(e) = self.apply(&key, &o, None, allow_mult) {
+                return Msg::Error(RemoteError::Storage(e.to_string()));
+            }
+        }
+        Msg::Ack { durable: true }
+    }
+
+    /// One ownership-handoff round (normally run by the background task after each layout
+    /// change and every `handoff_interval`): if the node may hold objects it does not own,
+    /// scan them out, send each to its owners and delete it once all acknowledged; then, if
+    /// nothing is left while a handoff is running, tell the claimant. Returns the number of
+    /// objects handed off (and deleted).
+    pub async fn ownership_round(&self) -> Result<usize> {
+        let (version, epoch, running, claimant) = {
+            let v = self.inner.view.read();
+            let m = &v.meta;
+            (
+                m.version,
+                m.layout.epoch(),
+                m.previous.is_some(),
+                m.claimant(),
+            )
+        };
+        if version == 0 {
+            return Ok(0);
+        }
+        let mut handed = 0;
+        let mut complete = true;
+        if self.inner.drain_needed.swap(false, Ordering::SeqCst) {
+            let mut after: Option<Bytes> = None;
+            loop {
+                let (rows, next) = self
+                    .inner
+                    .store
+                    .objects_after(after.as_deref(), SCAN_PAGE)?;
+                let me = self.id();
+                let orphans: Vec<(Bytes, Object)> = rows
+                    .into_iter()
+                    .filter(|(k, _)| {
+                        let (b, rest) = bucket_and_key(k);
+                        let p = self.layout().ring().partition_of(b, rest);
+                        !self.holds(me, p, k)
+                    })
+                    .collect();
+                if !orphans.is_empty() {
+                    let (n, all) = self.hand_off(orphans).await?;
+                    handed += n;
+                    complete &= all;
+                }
+                match next {
+                    Some(k) => after = Some(k),
+                    None => break,
+                }
+            }
+            if !complete {
+                self.inner.drain_needed.store(true, Ordering::SeqCst);
+            }
+        }
+        if complete && running {
+            if claimant == self.id() {
+                self.on_drained(self.id(), epoch);
+            } else {
+                let _ = self.inner.transport.send(
+                    claimant,
+                    Msg::Drained {
+                        from: self.id(),
+                        epoch,
+                    },
+                );
+            }
+        }
+        if running && claimant == self.id() {
+            self.maybe_complete_handoff(epoch);
+        }
+        Ok(handed)
+    }
+
+    /// Sends `orphans` to their owners; deletes each one every owner acknowledged. Returns
+    /// how many were deleted and whether all were.
+    async fn hand_off(&self, orphans: Vec<(Bytes, Object)>) -> Result<(usize, bool)> {
+        let me = self.id();
+        // Owners of each key (never this node: it does not own them).
+        let owners: Vec<Vec<NodeId>> = orphans
+            .iter()
+            .map(|(k, _)| {
+                let (_, n_val) = self.bucket_params(k);
+                let (b, rest) = bucket_and_key(k);
+                let l = self.layout();
+                let p = l.ring().partition_of(b, rest);
+                l.replicas(p)
+                    .iter()
+                    .take(n_val as usize)
+                    .copied()
+                    .filter(|&n| n != me)
+                    .collect()
+            })
+            .collect();
+        let mut targets: BTreeSet<NodeId> = owners.iter().flatten().copied().collect();
+        targets.retain(|&n| self.is_up(n));
+        // Per key, the owners that acknowledged it.
+        let mut acked: Vec<BTreeSet<NodeId>> = vec![BTreeSet::new(); orphans.len()];
+        for &target in &targets {
+            let mine: Vec<usize> = (0..orphans.len())
+                .filter(|&i| owners[i].contains(&target))
+                .collect();
+            let mut start = 0;
+            while start < mine.len() {
+                let mut bytes = 0;
+                let mut end = start;
+                while end < mine.len() && end - start < HANDOFF_BATCH_KEYS {
+                    bytes += encode_object(&orphans[mine[end]].1).len();
+                    end += 1;
+                    if bytes >= HANDOFF_BATCH_BYTES {
+                        break;
+                    }
+                }
+                let items = mine[start..end]
+                    .iter()
+                    .map(|&i| AaeItem {
+                        key: orphans[i].0.to_vec(),
+                        object: Some(orphans[i].1.clone()),
+                    })
+                    .collect();
+                let r = self
+                    .inner
+                    .transport
+                    .request(
+                        target,
+                        Msg::Handoff { items },
+                        self.inner.cfg.handoff_timeout,
+                    )
+                    .await;
+                match r {
+                    Ok(Msg::Ack { .. }) => {
+                        for &i in &mine[start..end] {
+                            acked[i].insert(target);
+                        }
+                        let c = &self.inner.counters;
+                        c.handoff_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+                    }
+                    other => {
+                        tracing::debug!(node = %me, to = %target, reply = ?other, "ownership handoff transfer failed");
+                        break;
+                    }
+                }
+                start = end;
+            }
+        }
+        let mut deleted = 0;
+        let mut all = true;
+        for (i, (k, o)) in orphans.iter().enumerate() {
+            if owners[i].is_empty() || owners[i].iter().any(|n| !acked[i].contains(n)) {
+                all = false;
+                continue;
+            }
+            if self.inner.store.remove_if_unchanged(k, o)? {
+                let (b, rest) = bucket_and_key(k);
+                let p = self.layout().ring().partition_of(b, rest);
+                self.inner.ownership.lock().deleted_from.insert(p);
+                deleted += 1;
+            } else {
+                all = false;
+            }
+        }
+        self.inner
+            .counters
+            .ownership_handoffs
+            .fetch_add(deleted as u64, Ordering::Relaxed);
+        Ok((deleted, all))
+    }
+
+    /// Claimant: `peer` reports it holds nothing it does not own under layout `epoch`.
+    pub(super) fn on_drained(&self, peer: NodeId, epoch: u64) {
+        {
+            let mut o = self.inner.ownership.lock();
+            if o.drained.0 != epoch {
+                o.drained = (epoch, BTreeSet::new());
+            }
+            o.drained.1.insert(peer);
+        }
+        self.maybe_complete_handoff(epoch);
+    }
+
+    /// Claimant: publishes [`MetaChange::HandoffComplete`] once every node of the old and the
+    /// new layout that the detector says is up has reported done.
+    fn maybe_complete_handoff(&self, epoch: u64) {
+        let required: BTreeSet<NodeId> = {
+            let v = self.inner.view.read();
+            let m = &v.meta;
+            let Some(prev) = &m.previous else { return };
+            if m.claimant() != self.id() || m.layout.epoch() != epoch {
+                return;
+            }
+            let all = m.layout.topology().members().iter();
+            all.chain(prev.topology().members()).map(|x| x.id).collect()
+        };
+        let pending: Vec<NodeId> = {
+            let o = self.inner.ownership.lock();
+            required
+                .into_iter()
+                .filter(|n| !(o.drained.0 == epoch && o.drained.1.contains(n)))
+                .filter(|&n| n == self.id() || self.is_up(n))
+                .collect()
+        };
+        if pending.is_empty() {
+            match self.claimant_apply(&MetaChange::HandoffComplete { epoch }) {
+                Ok(m) => {
+                    tracing::info!(node = %self.id(), epoch, version = m.version, "ownership handoff complete")
+                }
+                Err(e) => {
+                    tracing::debug!(node = %self.id(), error = %e, "handoff completion refused")
+                }
+            }
+        }
+    }
+
+    /// The nodes the claimant still waits for before it ends the running handoff (empty when
+    /// none runs or this node is not the claimant).
+    pub fn handoff_pending(&self) -> Vec<NodeId> {
+        let v = self.inner.view.read();
+        let m = &v.meta;
+        let Some(prev) = &m.previous else {
+            return Vec::new();
+        };
+        let epoch = m.layout.epoch();
+        let o = self.inner.ownership.lock();
+        let all = m.layout.topology().members().iter();
+        all.chain(prev.topology().members())
+            .map(|x| x.id)
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter(|n| !(o.drained.0 == epoch && o.drained.1.contains(n)))
+            .collect()
+    }
+}
