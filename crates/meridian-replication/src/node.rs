@@ -63,10 +63,14 @@
 //!   one transfer at a time per node, in `(for_node, key)` order, at most
 //!   `handoff_batch` hints per round.
 //! - Tombstones are never reaped (`delete_mode = keep`); the cross-DC read-repair token
-//!   bucket, ownership handoff and metrics export are not implemented (counters are
-//!   available from [`EventualNode::stats`]). Anti-entropy departs from the spec as its
-//!   module documents (in-memory trees rebuilt at node creation, smaller default tree, no
-//!   WAN byte cap).
+//!   bucket is not implemented. Anti-entropy departs from the spec as its module documents
+//!   (in-memory trees rebuilt at node creation, smaller default tree, no WAN byte cap).
+//! - **Membership** (submodule `handoff`): the node follows a versioned
+//!   [`ClusterMeta`] (layout, previous layout during a handoff, members, buckets); changes go
+//!   through the claimant ([`EventualNode::change`]); after a layout change the node hands
+//!   off what it no longer owns (see that module for the guarantees). Ownership handoff
+//!   sends whole objects in batched messages rather than the chunked stream of
+//!   `large-objects.md` (not built yet).
 //! - A replica refuses requests with `overload` while more than `overload_backlog`
 //!   messages wait in its inbox.
 
