@@ -160,6 +160,9 @@ pub struct Props {
     pub allow_mult: Option<bool>,
     /// Where GETs are sent.
     pub read_fanout: Option<ReadFanout>,
+    /// With `read_fanout = quorum`: after this many milliseconds without enough replies, the
+    /// next apl entry is asked too.
+    pub hedge_ms: Option<u64>,
     /// Whole-request timeout, milliseconds.
     pub timeout_ms: Option<u64>,
 }
@@ -191,6 +194,8 @@ pub struct Params {
     pub allow_mult: bool,
     /// Default `all`.
     pub read_fanout: ReadFanout,
+    /// Default 50.
+    pub hedge_ms: u64,
     /// Default 60000.
     pub timeout_ms: u64,
 }
@@ -210,6 +215,7 @@ impl Default for Params {
             basic_quorum: false,
             allow_mult: true,
             read_fanout: ReadFanout::All,
+            hedge_ms: 50,
             timeout_ms: 60_000,
         }
     }
@@ -237,6 +243,7 @@ impl Params {
             basic_quorum: pick!(basic_quorum),
             allow_mult: pick!(allow_mult),
             read_fanout: pick!(read_fanout),
+            hedge_ms: pick!(hedge_ms),
             timeout_ms: pick!(timeout_ms),
         }
     }

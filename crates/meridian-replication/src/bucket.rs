@@ -47,7 +47,7 @@ pub struct BucketProps {
     #[serde(rename = "type")]
     pub bucket_type: BucketType,
     /// Default request parameters (N, R, W, DW, PR, PW, confirms, notfound_ok, basic_quorum,
-    /// allow_mult, read_fanout, timeout_ms).
+    /// allow_mult, read_fanout, hedge_ms, timeout_ms).
     #[serde(flatten)]
     pub props: Props,
     /// Whether N must be at least the number of DCs (default true; spec §2).
@@ -77,7 +77,7 @@ impl TryFrom<BucketTable> for BucketProps {
             return Err(format!(
                 "unknown bucket property `{key}`: expected type, n_val, r, w, dw, pr, pw, \
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
-                 timeout_ms or dc_rule"
+                 hedge_ms, timeout_ms or dc_rule"
             ));
         }
         Ok(BucketProps {

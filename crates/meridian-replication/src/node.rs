@@ -56,7 +56,9 @@
 //!   would accept it. A forwarded write that lands on a node which is not a primary in its
 //!   own apl (layouts or detector views differ) also fails with `no_coordinator` rather
 //!   than being forwarded again.
-//! - `read_fanout = quorum` is accepted and behaves as `all` (no hedging yet).
+//! - `read_fanout = quorum` sends the GET to the first R apl entries (local first) and asks
+//!   the next entry when a reply fails or does not count as ok, and every `hedge_ms` while
+//!   the tally is undecided; read repair then covers only the replicas that were asked.
 //! - `dw`: an ack is durable once the engine's write returned, which is what the engine's
 //!   fsync policy promises (`MemEngine`: dw = w).
 //! - Hints are keyed by `(for_node, key)` rather than `(partition, for_node)`; handoff is
@@ -87,8 +89,8 @@ use handoff::Ownership;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
     ApEntry, AplSummary, DetectorConfig, Exchange, FailKind, FailureDetector, GetReply, GetTally,
-    HashRequest, Layout, Preflist, Props, PutTally, Role, SegmentId, bucket_and_key, diff_keys,
-    precheck_get, precheck_put, preflist,
+    HashRequest, Layout, Preflist, Props, PutTally, ReadFanout, Role, SegmentId, bucket_and_key,
+    diff_keys, precheck_get, precheck_put, preflist,
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Incoming, NetError, Transport};
@@ -1101,7 +1103,7 @@ impl EventualNode {
         let mut previous = self.previous_owners(key, p, params.n_val, &apl, deadline);
 
         let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, GetAnswer)>();
-        for &e in apl.entries() {
+        let ask = |e: ApEntry| {
             let hint = hint_for(&e);
             if e.node == self.id() {
                 let r = match hint {
@@ -1109,7 +1111,7 @@ impl EventualNode {
                     None => self.inner.store.get(key),
                 };
                 let _ = tx.send((e, r.map_err(|_| FailKind::Error)));
-                continue;
+                return;
             }
             let (t, tx, key) = (self.inner.transport.clone(), tx.clone(), key.to_vec());
             tokio::spawn(async move {
@@ -1126,8 +1128,16 @@ impl EventualNode {
                 };
                 let _ = tx.send((e, a));
             });
-        }
-        drop(tx);
+        };
+        // `all`: the whole apl at once. `quorum`: R first, more on failure or hedge timeout.
+        let entries = apl.entries();
+        let mut asked = match params.read_fanout {
+            ReadFanout::All => entries.len(),
+            ReadFanout::Quorum => (gp.r as usize).min(entries.len()),
+        };
+        entries[..asked].iter().for_each(|&e| ask(e));
+        let hedge = Duration::from_millis(params.hedge_ms.max(1));
+        let mut hedge_at = Instant::now() + hedge;
 
         let mut tally = GetTally::new(gp, apl.len() as u32);
         let mut replies: Vec<(ApEntry, Option<Object>)> = Vec::new();
@@ -1137,6 +1147,12 @@ impl EventualNode {
                 biased;
                 _ = sleep_until(deadline) => None,
                 r = rx.recv() => r,
+                _ = sleep_until(hedge_at), if asked < entries.len() => {
+                    ask(entries[asked]);
+                    asked += 1;
+                    hedge_at += hedge;
+                    continue;
+                }
             };
             let Some((e, a)) = next else {
                 let mut err = ReplicationError::from(tally.timed_out());
@@ -1147,19 +1163,28 @@ impl EventualNode {
                 return Err(err);
             };
             answered.push(e.node);
-            match a {
+            let counts_ok = match a {
                 Ok(Some(o)) => {
                     tally.ok(e.is_primary(), o.is_tombstone_only());
                     replies.push((e, Some(o)));
+                    true
                 }
                 Ok(None) => {
                     tally.notfound(e.is_primary());
                     replies.push((e, None));
+                    gp.notfound_ok
                 }
-                Err(k) => tally.fail(k),
-            }
+                Err(k) => {
+                    tally.fail(k);
+                    false
+                }
+            };
             if let Some(out) = tally.outcome() {
                 break out;
+            }
+            if !counts_ok && asked < entries.len() {
+                ask(entries[asked]);
+                asked += 1;
             }
         };
 
@@ -1208,10 +1233,10 @@ impl EventualNode {
             }
         };
 
-        // Keep collecting until every apl member answered or the deadline, then repair.
+        // Keep collecting until every asked replica answered or the deadline, then repair.
         let node = self.clone();
         let key = key.to_vec();
-        let total = apl.len();
+        let total = asked;
         tokio::spawn(async move {
             let mut replies = replies;
             let mut seen = answered.len();

@@ -1123,3 +1123,52 @@ async fn bucket_changes_reach_every_node_and_bad_changes_are_refused() {
     let e = c.node(NodeId(4)).set_bucket("x", lww).await.unwrap_err();
     assert_eq!(e.code(), "claimant_unreachable", "{e}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn quorum_fanout_asks_r_replicas_and_hedges_after_hedge_ms() {
+    let c = Cluster::start(34, Duration::from_secs(3600)).await;
+    // Two DC-0 primaries (1 and another), one in DC 1.
+    let key = key_where(&c, "default:hedge", |p| {
+        p.contains(&NodeId(1)) && p.iter().filter(|&&n| dc_of(n) == DcId(0)).count() == 2
+    });
+    c.node(NodeId(1))
+        .put(&key, b("v"), None, put_opts(|p| p.w = Some(Quorum::All)))
+        .await
+        .unwrap();
+    let quorum = |hedge_ms: u64| {
+        get_opts(move |p| {
+            p.r = Some(Quorum::Count(2));
+            p.read_fanout = Some(meridian_cluster::ReadFanout::Quorum);
+            p.hedge_ms = Some(hedge_ms);
+        })
+    };
+    // Both local primaries answer: a LAN round trip, no WAN.
+    let t = Instant::now();
+    let got = c.node(NodeId(1)).get(&key, quorum(50)).await.unwrap();
+    assert_eq!(got.values(), [b("v")]);
+    assert!(t.elapsed() < Duration::from_millis(20), "{:?}", t.elapsed());
+
+    // The other local primary goes silent (not yet known down): the remote replica is asked
+    // after hedge_ms and answers one WAN round trip (100 ms) later.
+    let other = c
+        .primaries(&key)
+        .into_iter()
+        .find(|&n| n != NodeId(1) && dc_of(n) == DcId(0))
+        .unwrap();
+    c.wan.isolate(other);
+    for (hedge, low, high) in [(50, 150, 200), (400, 500, 560)] {
+        let t = Instant::now();
+        let got = c.node(NodeId(1)).get(&key, quorum(hedge)).await.unwrap();
+        assert_eq!(got.values(), [b("v")]);
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(low) && took < Duration::from_millis(high),
+            "hedge {hedge} ms: took {took:?}"
+        );
+    }
+    // `all` does not wait for a hedge: the remote reply completes R at once.
+    let t = Instant::now();
+    let all = get_opts(|p| p.r = Some(Quorum::Count(2)));
+    c.node(NodeId(1)).get(&key, all).await.unwrap();
+    assert!(t.elapsed() < Duration::from_millis(120), "{:?}", t.elapsed());
+}

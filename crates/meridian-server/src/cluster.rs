@@ -202,7 +202,8 @@ pub fn parse_flag(v: &[u8]) -> Option<bool> {
 }
 
 /// Applies one request option (`r`, `pr`, `w`, `dw`, `pw`, `node_confirms`, `dc_confirms`,
-/// `notfound_ok`, `basic_quorum`, `timeout`/`timeout_ms`; names in any case) to `props`.
+/// `notfound_ok`, `basic_quorum`, `read_fanout`, `hedge_ms`, `timeout`/`timeout_ms`; names in any
+/// case) to `props`.
 /// `reads` selects which names are valid: GET options or PUT/DELETE options.
 pub fn apply_option(
     props: &mut Props,
@@ -232,11 +233,35 @@ pub fn apply_option(
         ("pr", true) => props.pr = Some(quorum()?),
         ("notfound_ok", true) => props.notfound_ok = Some(flag()?),
         ("basic_quorum", true) => props.basic_quorum = Some(flag()?),
+        ("read_fanout", true) => {
+            props.read_fanout = Some(if value.eq_ignore_ascii_case(b"all") {
+                meridian_cluster::ReadFanout::All
+            } else if value.eq_ignore_ascii_case(b"quorum") {
+                meridian_cluster::ReadFanout::Quorum
+            } else {
+                return Err(format!(
+                    "invalid value '{}' for read_fanout: expected all or quorum",
+                    String::from_utf8_lossy(value)
+                ));
+            });
+        }
         ("w", false) => props.w = Some(quorum()?),
         ("dw", false) => props.dw = Some(quorum()?),
         ("pw", false) => props.pw = Some(quorum()?),
         ("node_confirms", false) => props.node_confirms = Some(quorum()?),
         ("dc_confirms", false) => props.dc_confirms = Some(quorum()?),
+        ("hedge_ms", true) => {
+            let ms = std::str::from_utf8(value)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "invalid hedge_ms '{}': expected a number of milliseconds",
+                        String::from_utf8_lossy(value)
+                    )
+                })?;
+            props.hedge_ms = Some(ms);
+        }
         ("timeout" | "timeout_ms", _) => {
             let ms = std::str::from_utf8(value)
                 .ok()
@@ -255,7 +280,7 @@ pub fn apply_option(
                 "unknown option '{}'; valid: {}",
                 String::from_utf8_lossy(name),
                 if reads {
-                    "R, PR, NOTFOUND_OK, BASIC_QUORUM, TIMEOUT"
+                    "R, PR, NOTFOUND_OK, BASIC_QUORUM, READ_FANOUT, HEDGE_MS, TIMEOUT"
                 } else {
                     "W, DW, PW, NODE_CONFIRMS, DC_CONFIRMS, TIMEOUT"
                 }

@@ -1,7 +1,7 @@
 //! The HTTP API in cluster mode.
 //!
-//! - `GET /kv/{key}?r=&pr=&notfound_ok=&basic_quorum=&timeout_ms=` → 200 with the value and
-//!   `X-Meridian-Context: <hex>` when there is one value; `300 Multiple Choices` with JSON
+//! - `GET /kv/{key}?r=&pr=&notfound_ok=&basic_quorum=&read_fanout=&hedge_ms=&timeout_ms=` →
+//!   200 with the value and `X-Meridian-Context: <hex>` when there is one value; `300 Multiple Choices` with JSON
 //!   `{"context": "<hex>", "siblings": ["<base64>", ...]}` for siblings; 404 for notfound.
 //! - `PUT /kv/{key}?w=&dw=&pw=&node_confirms=&dc_confirms=&timeout_ms=` (body = value,
 //!   optional `X-Meridian-Context` request header; without it the write is blind and adds a
