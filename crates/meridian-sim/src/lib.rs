@@ -1,5 +1,11 @@
-//! Meridian's simulator support: Jepsen-style history recording and the consistency checkers
-//! that judge a run.
+//! Meridian's deterministic simulator: the real cluster code (every node an
+//! `EventualNode` on an in-process network behind the WAN emulator) run in virtual time from
+//! one seed, with fault schedules, Jepsen-style history recording and the consistency
+//! checkers that judge a run.
+//!
+//! [`scenario::run`] is the entry point: `(scenario, seed)` → a [`scenario::Report`] with the
+//! operations, the faults injected, the checkers' verdicts and the recorded history. The same
+//! seed gives the same history, byte for byte.
 //!
 //! Simulated clients record every invocation and completion into a [`Recorder`]; after the
 //! run heals and quiesces, the checkers judge the [`History`] (and the replicas' final state)
@@ -7,20 +13,31 @@
 //! times and values. Histories save to and load from JSON lines, so a failing run can be kept
 //! and re-checked.
 //!
-//! Everything here is pure and deterministic: no clock, no randomness, no I/O besides the
-//! explicit JSON-lines save/load, and no output that depends on hash-map iteration order.
+//! Everything here is deterministic: time is tokio's paused clock, randomness comes from
+//! ChaCha8 RNGs seeded from the run's seed, there are no threads and no output depends on
+//! hash-map iteration order; the only I/O is the explicit JSON-lines save/load.
 //!
 //! | module | concept |
 //! |---|---|
+//! | [`scenario`] | named scenarios and [`scenario::run`]: cluster + workload + faults + checkers |
+//! | [`cluster`] | [`cluster::SimCluster`]: the real nodes in virtual time, crash/restart, skewed clocks |
+//! | [`disk`] | [`SimDisk`]: a node's storage across crashes, an in-memory `Engine` with an fsync policy whose crashes lose un-synced writes |
+//! | [`faults`] | fault kinds, seeded schedules, applying and undoing them |
+//! | [`workload`] | simulated clients per DC recording every operation |
 //! | [`history`] | operations, outcomes, events, [`History`] (JSON lines), [`Recorder`] |
 //! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability |
 //! | [`text`] | readable, round-trippable text for keys and values |
 //! | [`error`] | the crate's [`enum@Error`] |
 
 pub mod checker;
+pub mod cluster;
+pub mod disk;
 pub mod error;
+pub mod faults;
 pub mod history;
+pub mod scenario;
 pub mod text;
+pub mod workload;
 
 pub use checker::convergence::check as check_convergence;
 pub use checker::linearizability::check as check_linearizability;
@@ -29,6 +46,7 @@ pub use checker::quorum_reads::check as check_quorum_reads;
 pub use checker::{
     FinalState, ReplicaStates, Status, Undecided, Verdict, Violation, merge_replicas,
 };
+pub use disk::{CrashReport, DiskStats, MountedEngine, SimDisk, SyncPolicy};
 pub use error::Error;
 pub use history::{
     ClientId, Event, History, Micros, Op, OpId, OpResult, Operation, Outcome, Recorder,

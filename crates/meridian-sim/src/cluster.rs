@@ -1,0 +1,347 @@
+//! [`SimCluster`]: the real replication nodes ([`EventualNode`]) of a multi-DC cluster in one
+//! process, on an in-process network behind the WAN emulator, run by the caller's paused-clock
+//! tokio runtime so every delay is virtual.
+//!
+//! Each node has a [`SimDisk`] (its storage across crashes, with an fsync policy) and a clock
+//! derived from virtual time with its own skew ([`SkewedClock`] over [`TokioClock`]), which a
+//! fault can jump forward. A crash stops the node's tasks, takes it off the network and
+//! crashes (or wipes) its disk; a restart mounts the disk again under a new incarnation and
+//! starts a new node from the cluster's first metadata version (peers push newer ones).
+//!
+//! Determinism: everything is created in a fixed order, randomness comes from seeds derived
+//! from [`SimConfig::seed`], and the nodes' own code takes time from the clocks and tokio's
+//! paused timers only, so one seed replays one run exactly.
+
+use crate::disk::{SimDisk, SyncPolicy};
+use meridian_cluster::{Member, Ring, Topology, claim};
+use meridian_core::{Clock, DcId, NodeId, SkewedClock, Timestamp};
+use meridian_net::MemNetwork;
+use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
+use meridian_replication::{
+    BucketProps, Buckets, ClusterMeta, ClusterShape, EventualNode, MemberRecord, Msg, NodeConfig,
+    TokioClock,
+};
+use parking_lot::RwLock;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// The shape and settings of a simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    /// Seed of every random choice (WAN, nodes, disks).
+    pub seed: u64,
+    /// Number of DCs.
+    pub dcs: u32,
+    /// Nodes per DC.
+    pub nodes_per_dc: u32,
+    /// Ring partitions.
+    pub q: u32,
+    /// The layout's target N.
+    pub n: u32,
+    /// One-way latency between DCs.
+    pub wan_latency: Duration,
+    /// Jitter of the inter-DC link (fraction of the latency).
+    pub jitter: f64,
+    /// One-way latency inside a DC.
+    pub lan_latency: Duration,
+    /// Each disk's fsync policy.
+    pub sync: SyncPolicy,
+    /// Heartbeat period.
+    pub heartbeat: Duration,
+    /// Hinted/ownership handoff period.
+    pub handoff: Duration,
+    /// Anti-entropy exchange period.
+    pub anti_entropy: Duration,
+    /// Buckets besides `default`.
+    pub buckets: BTreeMap<String, BucketProps>,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            dcs: 2,
+            nodes_per_dc: 3,
+            q: 64,
+            n: 3,
+            wan_latency: Duration::from_millis(100),
+            jitter: 0.0,
+            lan_latency: Duration::from_millis(1),
+            sync: SyncPolicy::Always,
+            heartbeat: Duration::from_millis(500),
+            handoff: Duration::from_secs(2),
+            anti_entropy: Duration::from_secs(2),
+            buckets: BTreeMap::new(),
+        }
+    }
+}
+
+/// One simulated machine: its disk and clock outlive crashes; its node does not.
+struct Machine {
+    id: NodeId,
+    dc: DcId,
+    disk: SimDisk,
+    clock: Arc<SkewedClock<TokioClock>>,
+    incarnation: u32,
+    stop: Option<CancellationToken>,
+}
+
+/// The live nodes, shared with workload clients (a crashed node is absent).
+pub type LiveNodes = Arc<RwLock<BTreeMap<NodeId, EventualNode>>>;
+
+/// A running simulated cluster. See the module docs.
+pub struct SimCluster {
+    cfg: SimConfig,
+    net: MemNetwork<Msg>,
+    emulator: WanEmulator,
+    wan: WanControl,
+    meta: ClusterMeta,
+    machines: Vec<Machine>,
+    live: LiveNodes,
+    stop: CancellationToken,
+    rng: ChaCha8Rng,
+}
+
+impl SimCluster {
+    /// Builds and starts the cluster. Call inside a (paused-clock) tokio runtime.
+    ///
+    /// # Panics
+    /// If the configuration cannot be placed (e.g. fewer nodes than `n`) or a bucket does not
+    /// validate: scenarios are fixed code, so this is a programming error.
+    pub fn start(cfg: SimConfig) -> SimCluster {
+        let ids: Vec<NodeId> = (1..=cfg.dcs * cfg.nodes_per_dc).map(NodeId).collect();
+        let dc_of = |id: NodeId| DcId((id.0 - 1) / cfg.nodes_per_dc);
+        let records: Vec<MemberRecord> = ids
+            .iter()
+            .map(|&id| MemberRecord {
+                id,
+                name: format!("n{}", id.0),
+                dc: dc_of(id),
+                dc_name: format!("dc{}", dc_of(id).0),
+                peer: None,
+                resp: None,
+                http: None,
+            })
+            .collect();
+        let emulator = WanEmulator::new(WanConfig {
+            seed: cfg.seed,
+            intra_dc: LinkConfig::wan(cfg.lan_latency * 2, 0.0),
+            inter_dc: LinkConfig::wan(cfg.wan_latency * 2, cfg.jitter),
+            nodes: records
+                .iter()
+                .map(|r| Placement {
+                    node: r.id,
+                    dc: r.dc,
+                })
+                .collect(),
+            ..WanConfig::default()
+        })
+        .expect("valid WAN settings");
+        let topo = Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).expect("topology");
+        let layout = claim(&topo, Ring::new(cfg.q).expect("ring"), cfg.n as usize).expect("layout");
+        let mut buckets = cfg.buckets.clone();
+        buckets
+            .entry(meridian_replication::DEFAULT_BUCKET_NAME.to_owned())
+            .or_default()
+            .props
+            .n_val
+            .get_or_insert(cfg.n);
+        let registry = Buckets::from_map(ClusterShape::of(&layout), buckets).expect("buckets");
+        let meta = ClusterMeta::new(layout, records, &registry).expect("metadata");
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5157_c1a5);
+        let machines = ids
+            .iter()
+            .map(|&id| Machine {
+                id,
+                dc: dc_of(id),
+                disk: SimDisk::new(cfg.sync),
+                clock: Arc::new(SkewedClock::new(
+                    TokioClock::new(Timestamp(1_700_000_000_000_000)),
+                    0,
+                    0.0,
+                )),
+                incarnation: 1,
+                stop: None,
+            })
+            .collect();
+        let wan = emulator.control();
+        let mut c = SimCluster {
+            cfg,
+            net: MemNetwork::new(),
+            emulator,
+            wan,
+            meta,
+            machines,
+            live: Arc::new(RwLock::new(BTreeMap::new())),
+            stop: CancellationToken::new(),
+            rng: ChaCha8Rng::seed_from_u64(rand::Rng::random(&mut rng)),
+        };
+        for i in 0..c.machines.len() {
+            c.launch(i);
+        }
+        if c.cfg.sync == SyncPolicy::EverySec {
+            let disks: Vec<SimDisk> = c.machines.iter().map(|m| m.disk.clone()).collect();
+            let stop = c.stop.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        biased;
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => disks.iter().for_each(SimDisk::sync),
+                    }
+                }
+            });
+        }
+        c
+    }
+
+    fn launch(&mut self, i: usize) {
+        let m = &mut self.machines[i];
+        let (t, inbox) = self.net.join(m.id).expect("a machine joins once per life");
+        t.layer(|w| self.emulator.wrap(w));
+        let mut nc = NodeConfig::new(m.id);
+        nc.incarnation = m.incarnation;
+        nc.seed = self.cfg.seed ^ (u64::from(m.id.0) << 32) ^ u64::from(m.incarnation);
+        nc.heartbeat_interval = self.cfg.heartbeat;
+        nc.detector.first_interval = self.cfg.heartbeat;
+        nc.detector.min_std_dev = self.cfg.heartbeat / 2;
+        nc.handoff_interval = self.cfg.handoff;
+        nc.anti_entropy_interval = self.cfg.anti_entropy;
+        nc.anti_entropy_tree = meridian_cluster::MerkleConfig::new(16, 2).expect("tree shape");
+        let node = EventualNode::new(
+            nc,
+            m.disk.mount(),
+            m.clock.clone() as Arc<dyn Clock>,
+            t,
+            self.meta.clone(),
+        );
+        let stop = self.stop.child_token();
+        node.spawn(inbox, stop.clone());
+        m.stop = Some(stop);
+        self.live.write().insert(m.id, node);
+    }
+
+    /// The nodes, by id, of the machines that are up.
+    pub fn live(&self) -> LiveNodes {
+        self.live.clone()
+    }
+
+    /// Every machine's id and DC.
+    pub fn machines(&self) -> Vec<(NodeId, DcId)> {
+        self.machines.iter().map(|m| (m.id, m.dc)).collect()
+    }
+
+    /// The WAN emulator's control (partitions, loss, latency).
+    pub fn wan(&self) -> &WanControl {
+        &self.wan
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    fn index(&self, id: NodeId) -> usize {
+        self.machines
+            .iter()
+            .position(|m| m.id == id)
+            .unwrap_or_else(|| panic!("{id} is not a machine of this cluster"))
+    }
+
+    /// Whether `id` is up.
+    pub fn is_up(&self, id: NodeId) -> bool {
+        self.machines[self.index(id)].stop.is_some()
+    }
+
+    /// Crashes `id`: its tasks stop, it leaves the network, its disk loses what the fsync
+    /// policy allows (`wipe`: everything). Returns a description for the run's log.
+    pub fn crash(&mut self, id: NodeId, wipe: bool) -> String {
+        let i = self.index(id);
+        let Some(stop) = self.machines[i].stop.take() else {
+            return format!("{id} already down");
+        };
+        stop.cancel();
+        self.live.write().remove(&id);
+        self.net.leave(id);
+        let m = &self.machines[i];
+        if wipe {
+            m.disk.wipe();
+            format!("{id} crashed, disk wiped")
+        } else {
+            let r = m.disk.crash(&mut self.rng);
+            format!(
+                "{id} crashed, kept {} and lost {} unsynced write batches",
+                r.kept_batches, r.lost_batches
+            )
+        }
+    }
+
+    /// Restarts a crashed `id` under its next incarnation.
+    pub fn restart(&mut self, id: NodeId) {
+        let i = self.index(id);
+        if self.machines[i].stop.is_some() {
+            return;
+        }
+        self.machines[i].incarnation += 1;
+        self.launch(i);
+    }
+
+    /// Restarts every crashed machine.
+    pub fn restart_all(&mut self) {
+        for m in self.machines.iter().map(|m| m.id).collect::<Vec<_>>() {
+            self.restart(m);
+        }
+    }
+
+    /// Sets `id`'s clock offset from true (virtual) time, in microseconds; raising it is a
+    /// forward jump.
+    pub fn set_clock_offset(&self, id: NodeId, offset_us: i64) {
+        self.machines[self.index(id)].clock.set_offset(offset_us);
+    }
+
+    /// For every key, each owner's live values (owners: the first `n_val` replicas of the
+    /// key's partition in the first live node's layout; a down owner is skipped).
+    pub fn replica_values(
+        &self,
+        keys: &[bytes::Bytes],
+        n_val: usize,
+    ) -> BTreeMap<bytes::Bytes, BTreeMap<String, Vec<bytes::Bytes>>> {
+        let live = self.live.read();
+        let Some(any) = live.values().next() else {
+            return BTreeMap::new();
+        };
+        let layout = any.layout().clone();
+        let mut out = BTreeMap::new();
+        for key in keys {
+            let (b, k) = meridian_cluster::bucket_and_key(key);
+            let p = layout.ring().partition_of(b, k);
+            let mut per = BTreeMap::new();
+            for owner in layout.replicas(p).iter().take(n_val) {
+                let Some(node) = live.get(owner) else { continue };
+                let values = match node.store().get(key) {
+                    Ok(Some(o)) => o.values().cloned().collect(),
+                    _ => Vec::new(),
+                };
+                per.insert(format!("n{}", owner.0), values);
+            }
+            out.insert(key.clone(), per);
+        }
+        out
+    }
+
+    /// Stops every node.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+}
+
+impl Drop for SimCluster {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}

@@ -1,0 +1,332 @@
+//! Simulated clients: in each DC, clients issue reads, read-modify-writes, blind writes and
+//! deletes against a node of their DC at a fixed rate (open loop: an operation starts at its
+//! scheduled time whether or not the client's earlier ones finished), and record every
+//! invocation and completion in a [`Recorder`] with virtual timestamps.
+//!
+//! - A read-modify-write is recorded as two operations: the read, then the write carrying the
+//!   read's causal context — so the write **supersedes exactly the values the read returned**
+//!   (what the checkers need). A delete is the same with a tombstone. A blind write carries no
+//!   context and supersedes nothing.
+//! - Every written value is unique (`c<client>-<n>`), as the checkers require.
+//! - Outcomes: a successful request is `Ok`; a failed read is `Fail` (it returned nothing);
+//!   a failed write is `Unknown` unless it failed before anything was sent (a client-side
+//!   refusal or a pre-check), since a replica may have applied it ("maybe written").
+//! - Each client's choices come from its own ChaCha8 RNG seeded from the run's seed.
+
+use crate::cluster::LiveNodes;
+use crate::history::{ClientId, Op, Outcome, Recorder};
+use bytes::Bytes;
+use meridian_cluster::QuorumError;
+use meridian_core::{DcId, NodeId};
+use meridian_replication::{
+    EventualNode, GetOptions, GetResult, PutOptions, ReplicationError,
+};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// What the clients do.
+#[derive(Debug, Clone)]
+pub struct WorkloadConfig {
+    /// Clients in each DC.
+    pub clients_per_dc: u32,
+    /// Operations per second per client.
+    pub rate: f64,
+    /// Distinct keys (`<bucket>:k<i>`).
+    pub keys: u32,
+    /// The keys' bucket.
+    pub bucket: String,
+    /// Share of plain reads.
+    pub reads: f64,
+    /// Share of blind writes (no context).
+    pub blind_writes: f64,
+    /// Share of deletes (with a read's context); the rest are read-modify-writes.
+    pub deletes: f64,
+    /// Request timeout.
+    pub timeout: Duration,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            clients_per_dc: 4,
+            rate: 20.0,
+            keys: 40,
+            bucket: "default".into(),
+            reads: 0.4,
+            blind_writes: 0.1,
+            deletes: 0.05,
+            timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl WorkloadConfig {
+    /// Every key the clients use.
+    pub fn all_keys(&self) -> Vec<Bytes> {
+        (0..self.keys)
+            .map(|i| Bytes::from(format!("{}:k{i}", self.bucket)))
+            .collect()
+    }
+}
+
+/// Counters of a run's operations.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpCounts {
+    /// Completed `Ok`.
+    pub ok: u64,
+    /// Completed `Fail`.
+    pub failed: u64,
+    /// Completed `Unknown`.
+    pub unknown: u64,
+}
+
+/// Virtual microseconds since `origin`.
+pub fn micros_since(origin: Instant) -> u64 {
+    Instant::now().duration_since(origin).as_micros() as u64
+}
+
+/// Whether a write error happened before anything was sent (so the write surely did not
+/// happen).
+fn refused_before_sending(e: &ReplicationError) -> bool {
+    matches!(
+        e,
+        ReplicationError::Quorum(
+            QuorumError::NValViolation { .. }
+                | QuorumError::PrValUnsatisfied { .. }
+                | QuorumError::PwValUnsatisfied { .. }
+                | QuorumError::InsufficientVnodes { .. }
+                | QuorumError::NodeConfirmsValUnsatisfied { .. }
+        ) | ReplicationError::InvalidContext { .. }
+            | ReplicationError::ReservedKey
+            | ReplicationError::ObjectTooLarge { .. }
+            | ReplicationError::TooManySiblings { .. }
+            | ReplicationError::NoCoordinator { .. }
+            | ReplicationError::NotJoined { .. }
+    )
+}
+
+/// What one scheduled operation does (drawn by its client when it is due).
+#[derive(Debug, Clone)]
+enum Plan {
+    Read,
+    BlindWrite(Bytes),
+    /// Read, then write the value (`None`: delete) with the read's context.
+    ReadModifyWrite(Option<Bytes>),
+}
+
+/// The shared state of a run's operations.
+#[derive(Clone)]
+struct Runner {
+    recorder: Recorder,
+    origin: Instant,
+    cfg: WorkloadConfig,
+}
+
+impl Runner {
+    fn get_opts(&self) -> GetOptions {
+        let mut o = GetOptions::default();
+        o.props.timeout_ms = Some(self.cfg.timeout.as_millis() as u64);
+        o
+    }
+
+    fn put_opts(&self) -> PutOptions {
+        let mut o = PutOptions::default();
+        o.props.timeout_ms = Some(self.cfg.timeout.as_millis() as u64);
+        o
+    }
+
+    /// A recorded read; returns its result if it succeeded.
+    async fn read(
+        &self,
+        client: ClientId,
+        dc: DcId,
+        node: &EventualNode,
+        key: &Bytes,
+    ) -> Option<GetResult> {
+        let op = self
+            .recorder
+            .invoke(client, dc, key.clone(), Op::Read, micros_since(self.origin));
+        let r = node.get(key, self.get_opts()).await;
+        let outcome = match &r {
+            Ok(g) => Outcome::read(g.values().iter().cloned()),
+            Err(e) => Outcome::fail(e.to_string()),
+        };
+        self.recorder.complete(op, outcome, micros_since(self.origin));
+        r.ok()
+    }
+
+    /// A recorded write (`value: None`: a delete) with the context of `read`, superseding
+    /// exactly the values it returned.
+    async fn write(
+        &self,
+        client: ClientId,
+        dc: DcId,
+        node: &EventualNode,
+        key: &Bytes,
+        value: Option<Bytes>,
+        read: Option<&GetResult>,
+    ) {
+        let supersedes: Vec<Bytes> = read.map(|g| g.values().to_vec()).unwrap_or_default();
+        let context = read.map(GetResult::context);
+        let op = match &value {
+            Some(v) => Op::write(v.clone(), supersedes),
+            None => Op::delete(supersedes),
+        };
+        let id = self
+            .recorder
+            .invoke(client, dc, key.clone(), op, micros_since(self.origin));
+        let r = match value {
+            Some(v) => node.put(key, v, context.as_deref(), self.put_opts()).await,
+            None => node.delete(key, context.as_deref(), self.put_opts()).await,
+        };
+        let outcome = match r {
+            Ok(_) => Outcome::done(),
+            Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
+            Err(e) => Outcome::unknown(e.to_string()),
+        };
+        self.recorder.complete(id, outcome, micros_since(self.origin));
+    }
+
+    async fn execute(self, client: ClientId, dc: DcId, node: EventualNode, key: Bytes, plan: Plan) {
+        match plan {
+            Plan::Read => {
+                self.read(client, dc, &node, &key).await;
+            }
+            Plan::BlindWrite(v) => self.write(client, dc, &node, &key, Some(v), None).await,
+            Plan::ReadModifyWrite(value) => {
+                // A write after a failed read would be blind; skip it to keep the mix honest.
+                if let Some(read) = self.read(client, dc, &node, &key).await {
+                    self.write(client, dc, &node, &key, value, Some(&read)).await;
+                }
+            }
+        }
+    }
+}
+
+/// One client: it draws an operation at each scheduled time and starts it, whether or not
+/// its earlier ones finished (open loop, no coordinated omission).
+struct Client {
+    id: ClientId,
+    dc: DcId,
+    nodes_in_dc: Vec<NodeId>,
+    live: LiveNodes,
+    runner: Runner,
+    rng: ChaCha8Rng,
+    written: u64,
+}
+
+impl Client {
+    fn coordinator(&mut self) -> Option<EventualNode> {
+        let live = self.live.read();
+        let up: Vec<&EventualNode> = self
+            .nodes_in_dc
+            .iter()
+            .filter_map(|n| live.get(n))
+            .collect();
+        if up.is_empty() {
+            return None;
+        }
+        Some(up[self.rng.random_range(0..up.len())].clone())
+    }
+
+    fn next_value(&mut self) -> Bytes {
+        self.written += 1;
+        Bytes::from(format!("c{}-{}", self.id.0, self.written))
+    }
+
+    fn plan(&mut self) -> (Bytes, Plan) {
+        let cfg = &self.runner.cfg;
+        let key = Bytes::from(format!(
+            "{}:k{}",
+            cfg.bucket,
+            self.rng.random_range(0..cfg.keys)
+        ));
+        let (reads, blind, deletes) = (cfg.reads, cfg.blind_writes, cfg.deletes);
+        let roll: f64 = self.rng.random();
+        let plan = if roll < reads {
+            Plan::Read
+        } else if roll < reads + blind {
+            Plan::BlindWrite(self.next_value())
+        } else if roll >= 1.0 - deletes {
+            Plan::ReadModifyWrite(None)
+        } else {
+            Plan::ReadModifyWrite(Some(self.next_value()))
+        };
+        (key, plan)
+    }
+
+    async fn run(mut self, until: CancellationToken) {
+        let every = Duration::from_secs_f64(1.0 / self.runner.cfg.rate.max(1e-6));
+        // Clients start spread over one period so they do not move in lockstep.
+        let mut next = Instant::now() + every.mul_f64(self.rng.random::<f64>());
+        loop {
+            tokio::select! {
+                biased;
+                _ = until.cancelled() => break,
+                _ = tokio::time::sleep_until(next) => {}
+            }
+            next += every;
+            let Some(node) = self.coordinator() else {
+                continue;
+            };
+            let (key, plan) = self.plan();
+            tokio::spawn(self.runner.clone().execute(self.id, self.dc, node, key, plan));
+        }
+    }
+}
+
+/// Starts the clients (`machines`: every node with its DC). They stop starting operations
+/// when `until` is cancelled; operations already started finish within the request timeout.
+pub fn spawn_clients(
+    cfg: &WorkloadConfig,
+    seed: u64,
+    machines: &[(NodeId, DcId)],
+    live: LiveNodes,
+    recorder: Recorder,
+    origin: Instant,
+    until: CancellationToken,
+) {
+    let dcs = machines.iter().map(|m| m.1.0).max().map_or(0, |d| d + 1);
+    let runner = Runner {
+        recorder,
+        origin,
+        cfg: cfg.clone(),
+    };
+    for dc in 0..dcs {
+        let nodes_in_dc: Vec<NodeId> = machines
+            .iter()
+            .filter(|m| m.1 == DcId(dc))
+            .map(|m| m.0)
+            .collect();
+        for i in 0..cfg.clients_per_dc {
+            let id = ClientId(dc * cfg.clients_per_dc + i + 1);
+            let client = Client {
+                id,
+                dc: DcId(dc),
+                nodes_in_dc: nodes_in_dc.clone(),
+                live: live.clone(),
+                runner: runner.clone(),
+                rng: ChaCha8Rng::seed_from_u64(seed ^ (u64::from(id.0) << 40) ^ 0xc11e),
+                written: 0,
+            };
+            tokio::spawn(client.run(until.clone()));
+        }
+    }
+}
+
+/// The outcome counts of a history's operations (an operation that never completed counts
+/// as unknown).
+pub fn count(history: &crate::History) -> OpCounts {
+    let mut c = OpCounts::default();
+    for op in history.operations().unwrap_or_default() {
+        match op.outcome {
+            Outcome::Ok(_) => c.ok += 1,
+            Outcome::Fail(_) => c.failed += 1,
+            Outcome::Unknown(_) => c.unknown += 1,
+        }
+    }
+    c
+}
