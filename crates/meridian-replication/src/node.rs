@@ -550,6 +550,7 @@ impl EventualNode {
     async fn serve(self, mut inbox: Inbox<Msg>, shutdown: CancellationToken) {
         loop {
             let m = tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 m = inbox.recv() => m,
             };
@@ -698,6 +699,7 @@ impl EventualNode {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
@@ -725,12 +727,14 @@ impl EventualNode {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
                 // A layout change: hand off at once rather than after up to an interval.
                 _ = self.inner.drain_wake.notified() => {}
             }
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 r = self.handoff_round() => {
                     if let Err(e) = r {
@@ -739,6 +743,7 @@ impl EventualNode {
                 }
             }
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 r = self.ownership_round() => {
                     if let Err(e) = r {
@@ -824,10 +829,12 @@ impl EventualNode {
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 r = self.anti_entropy_round() => {
                     if let Err(e) = r {
