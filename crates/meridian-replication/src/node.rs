@@ -89,8 +89,8 @@ use handoff::Ownership;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
     ApEntry, AplSummary, DetectorConfig, Exchange, FailKind, FailureDetector, GetReply, GetTally,
-    HashRequest, Layout, Preflist, Props, PutTally, ReadFanout, Role, SegmentId, bucket_and_key,
-    diff_keys, precheck_get, precheck_put, preflist,
+    HashRequest, Layout, Preflist, Props, PutTally, QuorumError, ReadFanout, Role, SegmentId,
+    bucket_and_key, diff_keys, precheck_get, precheck_put, preflist,
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Incoming, NetError, Transport};
@@ -1424,45 +1424,78 @@ impl EventualNode {
         tally.w_ack(me, self.dc());
         tally.dw_ack(true);
         let mut answered = vec![me];
+        // During an ownership handoff the write must also reach a write quorum of the key's
+        // previous owners, so a coordinator still placing keys with the previous layout (its
+        // metadata not yet updated) reads it too.
+        let previous = self.previous_replicas(partition, params.n_val);
+        let need_previous = if previous.is_empty() {
+            0
+        } else {
+            pp.w.max(pp.pw).min(previous.len() as u32) as usize
+        };
+        let mut previous_acks: Vec<NodeId> =
+            previous.iter().copied().filter(|&n| n == me).collect();
 
-        let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, PutAnswer)>();
-        for &e in apl.entries().iter().filter(|e| e.node != me) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Option<ApEntry>, NodeId, PutAnswer)>();
+        let replicate = |to: NodeId, entry: Option<ApEntry>, hint: Option<NodeId>| {
             let (t, tx) = (self.inner.transport.clone(), tx.clone());
             let msg = Msg::Replicate {
                 key: key.to_vec(),
                 object: object.clone(),
-                hint_for: hint_for(&e),
+                hint_for: hint,
                 allow_mult: params.allow_mult,
             };
             tokio::spawn(async move {
                 let timeout = deadline.saturating_duration_since(Instant::now());
-                let a = match t.request(e.node, msg, timeout).await {
+                let a = match t.request(to, msg, timeout).await {
                     Ok(Msg::Ack { durable }) => Ok(durable),
                     Ok(Msg::Error(re)) => Err(remote_fail(&re)),
                     Ok(_) => Err(FailKind::Error),
                     Err(ne) => Err(fail_kind(&ne)),
                 };
-                let _ = tx.send((e, a));
+                let _ = tx.send((entry, to, a));
             });
+        };
+        for &e in apl.entries().iter().filter(|e| e.node != me) {
+            replicate(e.node, Some(e), hint_for(&e));
+        }
+        for &n in previous
+            .iter()
+            .filter(|&&n| n != me && apl.get(n).is_none())
+        {
+            replicate(n, None, None);
         }
         drop(tx);
 
         let outcome = loop {
-            if let Some(out) = tally.outcome() {
+            if let Some(out) = tally.outcome()
+                && (out.is_err() || previous_acks.len() >= need_previous)
+            {
                 break out;
             }
             let next = tokio::select! {
                 biased;
                 _ = sleep_until(deadline) => None,
-                r = rx.recv() => r,
+                r = rx.recv() => Some(r),
             };
-            let Some((e, a)) = next else {
+            let Some(next) = next else {
                 let mut err = ReplicationError::from(tally.timed_out());
                 if let ReplicationError::Timeout { missing: m, .. } = &mut err {
                     *m = missing(&apl, &answered);
                 }
                 return Err(err);
             };
+            let Some((entry, from, a)) = next else {
+                // Every reply is in: the tally is decided, the previous owners fell short.
+                return Err(ReplicationError::Quorum(QuorumError::WValUnsatisfied {
+                    need: need_previous as u32,
+                    got: previous_acks.len() as u32,
+                }));
+            };
+            if a.is_ok() && previous.contains(&from) && !previous_acks.contains(&from) {
+                previous_acks.push(from);
+            }
+            let Some(e) = entry else { continue };
             answered.push(e.node);
             match a {
                 Ok(durable) => {

@@ -6,7 +6,8 @@
 //! derived from virtual time with its own skew ([`SkewedClock`] over [`TokioClock`]), which a
 //! fault can jump forward. A crash stops the node's tasks, takes it off the network and
 //! crashes (or wipes) its disk; a restart mounts the disk again under a new incarnation and
-//! starts a new node from the cluster's first metadata version (peers push newer ones).
+//! starts a new node from the metadata it had last adopted (kept across the crash, as a
+//! durable node keeps its ring; peers push anything newer).
 //!
 //! Determinism: everything is created in a fixed order, randomness comes from seeds derived
 //! from [`SimConfig::seed`], and the nodes' own code takes time from the clocks and tokio's
@@ -18,8 +19,8 @@ use meridian_core::{Clock, DcId, NodeId, SkewedClock, Timestamp};
 use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
 use meridian_replication::{
-    BucketProps, Buckets, ClusterMeta, ClusterShape, EventualNode, MemberRecord, Msg, NodeConfig,
-    TokioClock,
+    BucketProps, Buckets, ClusterMeta, ClusterShape, EventualNode, MemberRecord, MetaChange, Msg,
+    NodeConfig, TokioClock,
 };
 use parking_lot::RwLock;
 use rand::SeedableRng;
@@ -88,6 +89,8 @@ struct Machine {
     clock: Arc<SkewedClock<TokioClock>>,
     incarnation: u32,
     stop: Option<CancellationToken>,
+    /// The metadata the node last adopted (kept across a crash, as a node persists it).
+    meta: ClusterMeta,
 }
 
 /// The live nodes, shared with workload clients (a crashed node is absent).
@@ -141,7 +144,8 @@ impl SimCluster {
             ..WanConfig::default()
         })
         .expect("valid WAN settings");
-        let topo = Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).expect("topology");
+        let topo =
+            Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).expect("topology");
         let layout = claim(&topo, Ring::new(cfg.q).expect("ring"), cfg.n as usize).expect("layout");
         let mut buckets = cfg.buckets.clone();
         buckets
@@ -166,6 +170,7 @@ impl SimCluster {
                 )),
                 incarnation: 1,
                 stop: None,
+                meta: meta.clone(),
             })
             .collect();
         let wan = emulator.control();
@@ -218,7 +223,7 @@ impl SimCluster {
             m.disk.mount(),
             m.clock.clone() as Arc<dyn Clock>,
             t,
-            self.meta.clone(),
+            m.meta.clone(),
         );
         let stop = self.stop.child_token();
         node.spawn(inbox, stop.clone());
@@ -266,7 +271,9 @@ impl SimCluster {
             return format!("{id} already down");
         };
         stop.cancel();
-        self.live.write().remove(&id);
+        if let Some(node) = self.live.write().remove(&id) {
+            self.machines[i].meta = node.meta();
+        }
         self.net.leave(id);
         let m = &self.machines[i];
         if wipe {
@@ -298,6 +305,60 @@ impl SimCluster {
         }
     }
 
+    /// Applies a membership change through a live node (the claimant forwards it), retrying
+    /// every half second while it is refused (a previous handoff still running), at most
+    /// `attempts` times.
+    pub async fn change_membership(
+        &self,
+        change: MetaChange,
+        attempts: u32,
+    ) -> Result<(), meridian_replication::ReplicationError> {
+        let mut last = None;
+        for _ in 0..attempts.max(1) {
+            let node = self.live.read().values().next().cloned();
+            let Some(node) = node else { break };
+            match node.change(change.clone()).await {
+                Ok(_) => return Ok(()),
+                Err(e) => last = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        Err(
+            last.unwrap_or(meridian_replication::ReplicationError::MembershipRefused {
+                reason: "no live node to ask".into(),
+            }),
+        )
+    }
+
+    /// Adds `id` back to the cluster (after a leave) with its original member record.
+    pub async fn rejoin(&self, id: NodeId) -> Result<(), meridian_replication::ReplicationError> {
+        let record = self
+            .meta
+            .member(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("{id} was never a member"));
+        if self
+            .live
+            .read()
+            .values()
+            .next()
+            .is_some_and(|n| n.layout().topology().contains(id))
+        {
+            return Ok(());
+        }
+        // Up to two minutes: the leave's handoff must finish first.
+        self.change_membership(MetaChange::Join(record), 240).await
+    }
+
+    /// Rejoins every machine that left the cluster.
+    pub async fn rejoin_all(&self) {
+        for (id, _) in self.machines() {
+            if let Err(e) = self.rejoin(id).await {
+                tracing::warn!(node = %id, error = %e, "rejoin at the end of the run refused");
+            }
+        }
+    }
+
     /// Sets `id`'s clock offset from true (virtual) time, in microseconds; raising it is a
     /// forward jump.
     pub fn set_clock_offset(&self, id: NodeId, offset_us: i64) {
@@ -322,7 +383,9 @@ impl SimCluster {
             let p = layout.ring().partition_of(b, k);
             let mut per = BTreeMap::new();
             for owner in layout.replicas(p).iter().take(n_val) {
-                let Some(node) = live.get(owner) else { continue };
+                let Some(node) = live.get(owner) else {
+                    continue;
+                };
                 let values = match node.store().get(key) {
                     Ok(Some(o)) => o.values().cloned().collect(),
                     _ => Vec::new(),

@@ -13,6 +13,7 @@
 use crate::cluster::SimCluster;
 use meridian_core::{DcId, NodeId};
 use meridian_net::wan::{DeliveryMode, LinkConfig, Scope};
+use meridian_replication::MetaChange;
 use rand::Rng;
 use std::fmt;
 use std::time::Duration;
@@ -77,13 +78,23 @@ pub enum Fault {
         /// How far behind.
         behind: Duration,
     },
+    /// The node leaves the cluster through the admin path (its partitions and data move to
+    /// the others) and joins again at the end of the fault (they move back).
+    LeaveRejoin {
+        /// The node.
+        node: NodeId,
+    },
 }
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Fault::Crash { node, wipe } => {
-                write!(f, "crash {node}{}", if *wipe { " (disk wiped)" } else { "" })
+                write!(
+                    f,
+                    "crash {node}{}",
+                    if *wipe { " (disk wiped)" } else { "" }
+                )
             }
             Fault::PartitionDcs { a, b, one_way } => write!(
                 f,
@@ -105,6 +116,7 @@ impl fmt::Display for Fault {
             Fault::SlowNode { node, extra } => write!(f, "slow {node} (+{extra:?})"),
             Fault::ClockJump { node, forward } => write!(f, "clock of {node} jumps +{forward:?}"),
             Fault::ClockSkew { node, behind } => write!(f, "clock of {node} {behind:?} behind"),
+            Fault::LeaveRejoin { node } => write!(f, "{node} leaves, then rejoins"),
         }
     }
 }
@@ -135,6 +147,8 @@ pub struct FaultKinds {
     pub slow: bool,
     /// Clock jumps and skew.
     pub clock: bool,
+    /// A node leaves and rejoins (ownership handoff both ways).
+    pub membership: bool,
 }
 
 impl FaultKinds {
@@ -146,6 +160,7 @@ impl FaultKinds {
         lossy: false,
         slow: false,
         clock: false,
+        membership: false,
     };
 
     /// Every kind.
@@ -156,6 +171,7 @@ impl FaultKinds {
         lossy: true,
         slow: true,
         clock: true,
+        membership: true,
     };
 
     /// Parses `crash,wipe,partition,lossy,slow,clock`, `all` or `none`.
@@ -171,10 +187,11 @@ impl FaultKinds {
                 "lossy" => k.lossy = true,
                 "slow" => k.slow = true,
                 "clock" => k.clock = true,
+                "membership" => k.membership = true,
                 other => {
                     return Err(format!(
                         "unknown fault kind '{other}': expected crash, wipe, partition, lossy, \
-                         slow, clock, all or none"
+                         slow, clock, membership, all or none"
                     ));
                 }
             }
@@ -196,6 +213,7 @@ impl fmt::Display for FaultKinds {
             (self.lossy, "lossy"),
             (self.slow, "slow"),
             (self.clock, "clock"),
+            (self.membership, "membership"),
         ]
         .into_iter()
         .filter_map(|(on, n)| on.then_some(n))
@@ -274,6 +292,9 @@ pub fn generate(
                 behind: Duration::from_millis(rng.random_range(10..5_000)),
             });
         }
+        if kinds.membership {
+            options.push(Fault::LeaveRejoin { node });
+        }
         let fault = options.swap_remove(rng.random_range(0..options.len()));
         if matches!(fault, Fault::Crash { wipe: true, .. }) {
             wiped = true;
@@ -289,7 +310,7 @@ pub fn generate(
 }
 
 /// Starts `f` on `c`; returns a line for the run's log.
-pub fn apply(c: &mut SimCluster, f: &Fault) -> String {
+pub async fn apply(c: &mut SimCluster, f: &Fault) -> String {
     let wan = c.wan().clone();
     let inter = wan.config().inter_dc;
     match f {
@@ -323,14 +344,14 @@ pub fn apply(c: &mut SimCluster, f: &Fault) -> String {
                 if other == *node {
                     continue;
                 }
-                let base = if Some(dc) == c.machines().iter().find(|m| m.0 == *node).map(|m| m.1)
-                {
+                let base = if Some(dc) == c.machines().iter().find(|m| m.0 == *node).map(|m| m.1) {
                     wan.config().intra_dc
                 } else {
                     inter.clone()
                 };
                 let slow = base.clone().with_rtt(base.rtt + *extra * 2);
-                wan.set_node_link(*node, other, slow.clone()).expect("valid link");
+                wan.set_node_link(*node, other, slow.clone())
+                    .expect("valid link");
                 wan.set_node_link(other, *node, slow).expect("valid link");
             }
         }
@@ -340,12 +361,19 @@ pub fn apply(c: &mut SimCluster, f: &Fault) -> String {
         Fault::ClockSkew { node, behind } => {
             c.set_clock_offset(*node, -(behind.as_micros() as i64));
         }
+        Fault::LeaveRejoin { node } => {
+            // One attempt: a leave refused (a handoff still running) is itself an outcome.
+            return match c.change_membership(MetaChange::Leave(*node), 1).await {
+                Ok(()) => format!("{f}"),
+                Err(e) => format!("{f}: leave refused ({e})"),
+            };
+        }
     }
     format!("{f}")
 }
 
 /// Ends `f` on `c` (clock faults stay); `baseline` is the inter-DC link before any fault.
-pub fn undo(c: &mut SimCluster, f: &Fault, baseline: &LinkConfig) {
+pub async fn undo(c: &mut SimCluster, f: &Fault, baseline: &LinkConfig) {
     let wan = c.wan().clone();
     match f {
         Fault::Crash { node, .. } => c.restart(*node),
@@ -371,6 +399,11 @@ pub fn undo(c: &mut SimCluster, f: &Fault, baseline: &LinkConfig) {
             }
         }
         Fault::ClockJump { .. } | Fault::ClockSkew { .. } => {}
+        Fault::LeaveRejoin { node } => {
+            if let Err(e) = c.rejoin(*node).await {
+                tracing::warn!(%node, error = %e, "simulated rejoin refused");
+            }
+        }
     }
 }
 
@@ -388,8 +421,18 @@ mod tests {
     fn schedules_are_seeded_sequential_and_wipe_at_most_once() {
         let d = Duration::from_secs(600);
         for seed in 0..200 {
-            let a = generate(&mut ChaCha8Rng::seed_from_u64(seed), FaultKinds::ALL, &machines(), d);
-            let b = generate(&mut ChaCha8Rng::seed_from_u64(seed), FaultKinds::ALL, &machines(), d);
+            let a = generate(
+                &mut ChaCha8Rng::seed_from_u64(seed),
+                FaultKinds::ALL,
+                &machines(),
+                d,
+            );
+            let b = generate(
+                &mut ChaCha8Rng::seed_from_u64(seed),
+                FaultKinds::ALL,
+                &machines(),
+                d,
+            );
             assert_eq!(a, b);
             assert!(!a.is_empty());
             for w in a.windows(2) {
@@ -402,7 +445,12 @@ mod tests {
                 .count();
             assert!(wipes <= 1);
         }
-        let none = generate(&mut ChaCha8Rng::seed_from_u64(1), FaultKinds::NONE, &machines(), d);
+        let none = generate(
+            &mut ChaCha8Rng::seed_from_u64(1),
+            FaultKinds::NONE,
+            &machines(),
+            d,
+        );
         assert!(none.is_empty());
     }
 
@@ -412,7 +460,11 @@ mod tests {
         let k = FaultKinds::parse("crash, partition").unwrap();
         assert!(k.crash && k.partition && !k.wipe);
         assert_eq!(k.to_string(), "crash,partition");
-        assert!(FaultKinds::parse("meteor").unwrap_err().contains("unknown fault kind"));
+        assert!(
+            FaultKinds::parse("meteor")
+                .unwrap_err()
+                .contains("unknown fault kind")
+        );
         // Only the requested kinds appear.
         let only = generate(
             &mut ChaCha8Rng::seed_from_u64(3),
@@ -420,9 +472,9 @@ mod tests {
             &machines(),
             Duration::from_secs(60),
         );
-        assert!(only.iter().all(|f| matches!(
-            f.fault,
-            Fault::ClockJump { .. } | Fault::ClockSkew { .. }
-        )));
+        assert!(
+            only.iter()
+                .all(|f| matches!(f.fault, Fault::ClockJump { .. } | Fault::ClockSkew { .. }))
+        );
     }
 }

@@ -8,7 +8,8 @@
 //!
 //! Quiescence: after the workload stops, every fault is undone (links restored, crashed
 //! nodes restarted), the cluster runs for [`QUIESCE`] of virtual time (detectors, hinted
-//! handoff, read repair), then anti-entropy is driven to a fixpoint: every node exchanges
+//! handoff, read repair) and until any ownership handoff finished, then anti-entropy is driven
+//! to a fixpoint: every node exchanges
 //! every partition it holds with every other replica, round after round, until a round
 //! repairs nothing (at most [`MAX_AAE_ROUNDS`]).
 
@@ -30,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Virtual time the cluster runs after healing, before anti-entropy is driven.
 pub const QUIESCE: Duration = Duration::from_secs(15);
+/// Longest wait for a running ownership handoff to finish at the end of a run.
+pub const HANDOFF_WAIT: Duration = Duration::from_secs(120);
 /// Most forced anti-entropy rounds at the end of a run.
 pub const MAX_AAE_ROUNDS: usize = 4;
 
@@ -141,8 +144,19 @@ pub fn scenarios() -> Vec<Scenario> {
             about: "node crashes and restarts (fsync always), clock jumps and skew; PR=PW=2 \
                     bucket",
             cluster: with_buckets(),
-            workload: strict,
+            workload: strict.clone(),
             faults: FaultKinds::parse("crash,clock").expect("valid kinds"),
+            duration: Duration::from_secs(60),
+            checks: all_checks,
+            expect_lost_writes: false,
+        },
+        Scenario {
+            name: "membership",
+            about: "nodes leave and rejoin under load (ownership handoff both ways), with \
+                    crashes; PR=PW=2 bucket",
+            cluster: with_buckets(),
+            workload: strict.clone(),
+            faults: FaultKinds::parse("membership,crash").expect("valid kinds"),
             duration: Duration::from_secs(60),
             checks: all_checks,
             expect_lost_writes: false,
@@ -301,8 +315,16 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
     );
     let baseline_link = cluster.wan().config().inter_dc;
     let mut log = Vec::new();
-    drive_faults(&mut cluster, &schedule, origin, &baseline_link, &mut log).await;
-    tokio::time::sleep_until(origin + scenario.duration).await;
+    // The workload ends on time even if a fault's undo (a rejoin waiting for a handoff) is
+    // still retrying; the heal below finishes the job.
+    let end = origin + scenario.duration;
+    tokio::select! {
+        biased;
+        _ = drive_faults(&mut cluster, &schedule, origin, &baseline_link, &mut log) => {
+            tokio::time::sleep_until(end).await;
+        }
+        _ = tokio::time::sleep_until(end) => {}
+    }
     until.cancel();
     // Operations already started end by their timeout (a write's read plus the write).
     tokio::time::sleep(scenario.workload.timeout * 2 + Duration::from_secs(1)).await;
@@ -311,14 +333,17 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
     let wan = cluster.wan().clone();
     wan.heal_all();
     wan.set_mode(meridian_net::wan::DeliveryMode::Stream);
-    wan.set_inter_dc(baseline_link).expect("the original link is valid");
+    wan.set_inter_dc(baseline_link)
+        .expect("the original link is valid");
     for (a, _) in cluster.machines() {
         for (b, _) in cluster.machines() {
             wan.clear_node_link(a, b);
         }
     }
     cluster.restart_all();
+    cluster.rejoin_all().await;
     tokio::time::sleep(QUIESCE).await;
+    wait_handoff(&cluster).await;
     force_anti_entropy(&cluster).await;
 
     let keys = scenario.workload.all_keys();
@@ -373,11 +398,32 @@ async fn drive_faults(
 ) {
     for f in schedule {
         tokio::time::sleep_until(origin + f.at).await;
-        let what = faults::apply(cluster, &f.fault);
-        log.push(format!("t={:.1}s for {:.1}s: {what}", f.at.as_secs_f64(), f.duration.as_secs_f64()));
+        let what = faults::apply(cluster, &f.fault).await;
+        log.push(format!(
+            "t={:.1}s for {:.1}s: {what}",
+            f.at.as_secs_f64(),
+            f.duration.as_secs_f64()
+        ));
         tokio::time::sleep_until(origin + f.at + f.duration).await;
-        faults::undo(cluster, &f.fault, baseline);
+        faults::undo(cluster, &f.fault, baseline).await;
     }
+}
+
+/// Waits (at most [`HANDOFF_WAIT`]) until no node reports an ownership handoff running and
+/// all follow the same metadata version.
+async fn wait_handoff(cluster: &SimCluster) {
+    let deadline = Instant::now() + HANDOFF_WAIT;
+    while Instant::now() < deadline {
+        let metas: Vec<_> = cluster.live().read().values().map(|n| n.meta()).collect();
+        if metas
+            .iter()
+            .all(|m| m.previous.is_none() && m.version == metas[0].version)
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    tracing::warn!("ownership handoff still running when the run ended");
 }
 
 /// Every live node exchanges every held partition with every other replica, until a round

@@ -18,9 +18,7 @@ use crate::history::{ClientId, Op, Outcome, Recorder};
 use bytes::Bytes;
 use meridian_cluster::QuorumError;
 use meridian_core::{DcId, NodeId};
-use meridian_replication::{
-    EventualNode, GetOptions, GetResult, PutOptions, ReplicationError,
-};
+use meridian_replication::{EventualNode, GetOptions, GetResult, PutOptions, ReplicationError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
@@ -154,7 +152,8 @@ impl Runner {
             Ok(g) => Outcome::read(g.values().iter().cloned()),
             Err(e) => Outcome::fail(e.to_string()),
         };
-        self.recorder.complete(op, outcome, micros_since(self.origin));
+        self.recorder
+            .complete(op, outcome, micros_since(self.origin));
         r.ok()
     }
 
@@ -187,7 +186,8 @@ impl Runner {
             Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
             Err(e) => Outcome::unknown(e.to_string()),
         };
-        self.recorder.complete(id, outcome, micros_since(self.origin));
+        self.recorder
+            .complete(id, outcome, micros_since(self.origin));
     }
 
     async fn execute(self, client: ClientId, dc: DcId, node: EventualNode, key: Bytes, plan: Plan) {
@@ -199,7 +199,8 @@ impl Runner {
             Plan::ReadModifyWrite(value) => {
                 // A write after a failed read would be blind; skip it to keep the mix honest.
                 if let Some(read) = self.read(client, dc, &node, &key).await {
-                    self.write(client, dc, &node, &key, value, Some(&read)).await;
+                    self.write(client, dc, &node, &key, value, Some(&read))
+                        .await;
                 }
             }
         }
@@ -273,7 +274,11 @@ impl Client {
                 continue;
             };
             let (key, plan) = self.plan();
-            tokio::spawn(self.runner.clone().execute(self.id, self.dc, node, key, plan));
+            tokio::spawn(
+                self.runner
+                    .clone()
+                    .execute(self.id, self.dc, node, key, plan),
+            );
         }
     }
 }

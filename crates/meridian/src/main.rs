@@ -2,6 +2,7 @@
 
 mod ctl_cmd;
 mod node_cmd;
+mod sim_cmd;
 mod up_cmd;
 mod up_processes;
 
@@ -25,6 +26,9 @@ enum Command {
     /// Inspect and change a running node over its HTTP admin API: status, cluster members,
     /// bucket properties, the WAN emulator (latency, loss, partitions).
     Ctl(Box<ctl_cmd::CtlArgs>),
+    /// Run the deterministic simulator: the real cluster in virtual time under a seeded
+    /// fault schedule, judged by the consistency checkers (one seed, or a sweep).
+    Sim(Box<sim_cmd::SimArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,5 +37,6 @@ fn main() -> anyhow::Result<()> {
         Command::Node(args) => node_cmd::run(*args),
         Command::Up(args) => up_cmd::run(*args),
         Command::Ctl(args) => ctl_cmd::run(*args),
+        Command::Sim(args) => sim_cmd::run_cmd(*args),
     }
 }

@@ -12,11 +12,16 @@
 //!   owner is down stays until that owner is back. A write of a key the node does not own
 //!   (a coordinator with an older layout, read repair, a hint whose primary left) marks the
 //!   node for another handoff round, so late arrivals are handed off too.
-//! - **Reads see data that has not moved yet.** While the metadata keeps the previous
-//!   layout, a GET also asks the key's previous owners that are not in its preference list,
-//!   merges their objects into the answer and read-repairs the new owners with the merge.
-//!   The previous layout is dropped only when every node that the claimant's detector says
-//!   is up has reported that it holds nothing it does not own ([`crate::Msg::Drained`]).
+//! - **Reads see data that has not moved yet, and writes reach both layouts.** While the
+//!   metadata keeps the previous layout, a GET also asks the key's previous owners that are
+//!   not in its preference list, merges their objects into the answer and read-repairs the
+//!   new owners with the merge; a PUT also needs a write quorum among the key's previous
+//!   owners (joint quorums), so a coordinator whose metadata still has only the previous
+//!   layout reads what a coordinator with the new one wrote, and the other way round.
+//!   The previous layout is dropped only when every node of both layouts has reported that
+//!   it delivered everything it does not own ([`crate::Msg::Drained`]); a node the claimant's
+//!   detector calls down is waited for only for a grace period (ten heartbeats plus two
+//!   handoff intervals: a node that just became claimant has heard nobody yet).
 //! - **No dot is issued twice.** A node that deleted objects of a partition during a handoff
 //!   and later owns that partition again coordinates with a replica id carrying the layout
 //!   epoch in which it took it back ([`meridian_cluster::ReplicaId::epoch`]), since its
@@ -31,7 +36,7 @@ use crate::membership::{ClusterMeta, MetaChange};
 use crate::messages::{AaeItem, Msg, RemoteError};
 use crate::object_store::encode_object;
 use bytes::Bytes;
-use meridian_cluster::{Layout, Object, Preflist, bucket_and_key};
+use meridian_cluster::{Layout, Object, Preflist, Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
 use parking_lot::RwLockWriteGuard;
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,8 +58,41 @@ pub(super) struct Ownership {
     deleted_from: BTreeSet<PartitionId>,
     /// Partitions owned again after such deletes: the layout epoch naming their replica.
     regained: BTreeMap<PartitionId, u64>,
-    /// Claimant only: the layout epoch being drained and the nodes that reported done.
-    drained: (u64, BTreeSet<NodeId>),
+    /// Claimant only: the layout epoch being drained, the nodes that reported done, and
+    /// when this node started waiting for them.
+    drained: Drained,
+}
+
+/// The claimant's tally of a running handoff.
+#[derive(Debug)]
+struct Drained {
+    epoch: u64,
+    done: BTreeSet<NodeId>,
+    since: Instant,
+}
+
+impl Default for Drained {
+    fn default() -> Self {
+        Drained {
+            epoch: 0,
+            done: BTreeSet::new(),
+            since: Instant::now(),
+        }
+    }
+}
+
+impl Drained {
+    /// The tally of `epoch`, starting it if this is a new one.
+    fn of(&mut self, epoch: u64) -> &mut Drained {
+        if self.epoch != epoch {
+            *self = Drained {
+                epoch,
+                done: BTreeSet::new(),
+                since: Instant::now(),
+            };
+        }
+        self
+    }
 }
 
 /// The partitions whose replica list names `me`.
@@ -197,13 +235,9 @@ impl EventualNode {
         let before = held(&view.meta.layout, me);
         let after = held(&meta.layout, me);
         let layout_changed = view.meta.layout != meta.layout;
-        view.meta = meta;
-        view.buckets = buckets;
-        let snapshot = view.meta.clone();
-        drop(view);
-
         if layout_changed {
-            let epoch = snapshot.layout.epoch();
+            // Before anyone can coordinate with the new layout (the write lock is held).
+            let epoch = meta.layout.epoch();
             let mut o = self.inner.ownership.lock();
             let regained: Vec<PartitionId> = o
                 .deleted_from
@@ -215,18 +249,22 @@ impl EventualNode {
                 o.deleted_from.remove(&p);
                 o.regained.insert(p, epoch);
             }
-            drop(o);
-            if let Some(trees) = self.inner.store.trees()
-                && after != before
+        }
+        view.meta = meta;
+        view.buckets = buckets;
+        let snapshot = view.meta.clone();
+        drop(view);
+
+        if let Some(trees) = self.inner.store.trees()
+            && after != before
+        {
+            let added = trees.set_held(&after);
+            if let Err(e) = self
+                .inner
+                .store
+                .record_partitions(&added, self.inner.cfg.anti_entropy_scan_page)
             {
-                let added = trees.set_held(&after);
-                if let Err(e) = self
-                    .inner
-                    .store
-                    .record_partitions(&added, self.inner.cfg.anti_entropy_scan_page)
-                {
-                    tracing::warn!(node = %me, error = %e, "anti-entropy trees of gained partitions incomplete");
-                }
+                tracing::warn!(node = %me, error = %e, "anti-entropy trees of gained partitions incomplete");
             }
         }
         for hook in self.inner.hooks.0.lock().iter() {
@@ -279,6 +317,21 @@ impl EventualNode {
         }
     }
 
+    /// The first `n_val` replicas of partition `p` in the previous layout, while a handoff
+    /// runs (else none).
+    pub(super) fn previous_replicas(&self, p: PartitionId, n_val: u32) -> Vec<NodeId> {
+        let v = self.inner.view.read();
+        match &v.meta.previous {
+            Some(prev) => prev
+                .replicas(p)
+                .iter()
+                .take(n_val as usize)
+                .copied()
+                .collect(),
+            None => Vec::new(),
+        }
+    }
+
     /// Starts GETs of `key` at its previous owners that are not in `apl` (none when no
     /// handoff is running).
     pub(super) fn previous_owners(
@@ -289,21 +342,17 @@ impl EventualNode {
         apl: &Preflist,
         deadline: Instant,
     ) -> PreviousReads {
-        let owners: Vec<NodeId> = {
-            let v = self.inner.view.read();
-            let Some(prev) = &v.meta.previous else {
-                return PreviousReads {
-                    rx: None,
-                    expected: 0,
-                };
+        let owners: Vec<NodeId> = self
+            .previous_replicas(p, n_val)
+            .into_iter()
+            .filter(|&n| apl.get(n).is_none())
+            .collect();
+        if owners.is_empty() {
+            return PreviousReads {
+                rx: None,
+                expected: 0,
             };
-            prev.replicas(p)
-                .iter()
-                .take(n_val as usize)
-                .copied()
-                .filter(|&n| apl.get(n).is_none())
-                .collect()
-        };
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let mut expected = 0;
         for owner in owners {
@@ -351,8 +400,10 @@ impl EventualNode {
     /// One ownership-handoff round (normally run by the background task after each layout
     /// change and every `handoff_interval`): if the node may hold objects it does not own,
     /// scan them out, send each to its owners and delete it once all acknowledged; then, if
-    /// nothing is left while a handoff is running, tell the claimant. Returns the number of
-    /// objects handed off (and deleted).
+    /// every one was delivered while a handoff is running, tell the claimant (objects changed
+    /// by writes that arrived meanwhile are deleted in later rounds: under joint quorums
+    /// those writes reached the new owners too). Returns the number of objects handed off
+    /// (and deleted).
     pub async fn ownership_round(&self) -> Result<usize> {
         let (version, epoch, running, claimant) = {
             let v = self.inner.view.read();
@@ -369,6 +420,7 @@ impl EventualNode {
         }
         let mut handed = 0;
         let mut complete = true;
+        // Set again by writes of keys not owned here, and by objects not yet deleted.
         if self.inner.drain_needed.swap(false, Ordering::SeqCst) {
             let mut after: Option<Bytes> = None;
             loop {
@@ -418,8 +470,9 @@ impl EventualNode {
         Ok(handed)
     }
 
-    /// Sends `orphans` to their owners; deletes each one every owner acknowledged. Returns
-    /// how many were deleted and whether all were.
+    /// Sends `orphans` to their owners; deletes each one every owner acknowledged (if it did
+    /// not change meanwhile). Returns how many were deleted and whether every one was
+    /// delivered to all its owners.
     async fn hand_off(&self, orphans: Vec<(Bytes, Object)>) -> Result<(usize, bool)> {
         let me = self.id();
         // Owners of each key (never this node: it does not own them).
@@ -490,42 +543,68 @@ impl EventualNode {
             }
         }
         let mut deleted = 0;
-        let mut all = true;
+        let mut delivered = true;
+        // Deletes happen under the metadata read lock: a layout installed while the
+        // transfers ran may have given a key back to this node (then it must stay), and
+        // `deleted_from` must be updated before the next layout is installed, or a regained
+        // partition would keep its old replica id and reissue dots.
+        let view = self.inner.view.read();
         for (i, (k, o)) in orphans.iter().enumerate() {
             if owners[i].is_empty() || owners[i].iter().any(|n| !acked[i].contains(n)) {
-                all = false;
+                delivered = false;
+                continue;
+            }
+            let (b, rest) = bucket_and_key(k);
+            let p = view.meta.layout.ring().partition_of(b, rest);
+            let n_val = view.buckets.resolve(b, &Props::default()).n_val as usize;
+            if view
+                .meta
+                .layout
+                .replicas(p)
+                .iter()
+                .take(n_val)
+                .any(|&n| n == me)
+            {
                 continue;
             }
             if self.inner.store.remove_if_unchanged(k, o)? {
-                let (b, rest) = bucket_and_key(k);
-                let p = self.layout().ring().partition_of(b, rest);
                 self.inner.ownership.lock().deleted_from.insert(p);
                 deleted += 1;
             } else {
-                all = false;
+                // Changed since it was sent: by a write that (with joint quorums) also
+                // reached the new owners. Delete it in a later round.
+                self.inner.drain_needed.store(true, Ordering::SeqCst);
             }
         }
+        drop(view);
         self.inner
             .counters
             .ownership_handoffs
             .fetch_add(deleted as u64, Ordering::Relaxed);
-        Ok((deleted, all))
+        Ok((deleted, delivered))
     }
 
     /// Claimant: `peer` reports it holds nothing it does not own under layout `epoch`.
     pub(super) fn on_drained(&self, peer: NodeId, epoch: u64) {
-        {
-            let mut o = self.inner.ownership.lock();
-            if o.drained.0 != epoch {
-                o.drained = (epoch, BTreeSet::new());
-            }
-            o.drained.1.insert(peer);
-        }
+        self.inner
+            .ownership
+            .lock()
+            .drained
+            .of(epoch)
+            .done
+            .insert(peer);
         self.maybe_complete_handoff(epoch);
     }
 
+    /// How long the claimant waits for a node its detector calls down before ending a
+    /// handoff without it: a node that just became claimant (a rejoin) has heard nobody yet.
+    fn down_grace(&self) -> std::time::Duration {
+        self.inner.cfg.heartbeat_interval * 10 + self.inner.cfg.handoff_interval * 2
+    }
+
     /// Claimant: publishes [`MetaChange::HandoffComplete`] once every node of the old and the
-    /// new layout that the detector says is up has reported done.
+    /// new layout has reported done — or, after [`Self::down_grace`], every one the detector
+    /// says is up (a dead node's leftovers are handed off whenever it returns).
     fn maybe_complete_handoff(&self, epoch: u64) {
         let required: BTreeSet<NodeId> = {
             let v = self.inner.view.read();
@@ -538,11 +617,15 @@ impl EventualNode {
             all.chain(prev.topology().members()).map(|x| x.id).collect()
         };
         let pending: Vec<NodeId> = {
-            let o = self.inner.ownership.lock();
+            let mut o = self.inner.ownership.lock();
+            let d = o.drained.of(epoch);
+            let waited = Instant::now().duration_since(d.since) >= self.down_grace();
+            let done = d.done.clone();
+            drop(o);
             required
                 .into_iter()
-                .filter(|n| !(o.drained.0 == epoch && o.drained.1.contains(n)))
-                .filter(|&n| n == self.id() || self.is_up(n))
+                .filter(|n| !done.contains(n))
+                .filter(|&n| n == self.id() || !waited || self.is_up(n))
                 .collect()
         };
         if pending.is_empty() {
@@ -567,12 +650,13 @@ impl EventualNode {
         };
         let epoch = m.layout.epoch();
         let o = self.inner.ownership.lock();
+        let done = (o.drained.epoch == epoch).then_some(&o.drained.done);
         let all = m.layout.topology().members().iter();
         all.chain(prev.topology().members())
             .map(|x| x.id)
             .collect::<BTreeSet<_>>()
             .into_iter()
-            .filter(|n| !(o.drained.0 == epoch && o.drained.1.contains(n)))
+            .filter(|n| !done.is_some_and(|d| d.contains(n)))
             .collect()
     }
 }

@@ -39,7 +39,10 @@ use crate::error::Error;
 use crate::history::{History, Op, OpId, OpResult, Operation, Outcome};
 use crate::text;
 use meridian_core::Value;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+// The visited cache is only probed, never iterated, so its hash order cannot leak out.
+#[allow(clippy::disallowed_types)]
+use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Search limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +279,7 @@ impl<'a> Register<'a> {
         let acknowledged = self.ops.iter().filter(|op| op.ret.is_some()).count();
         let mut remaining = acknowledged;
         let mut stack: Vec<(usize, State)> = Vec::new(); // (call entry, state before)
+        #[allow(clippy::disallowed_types)]
         let mut cache: HashSet<(Box<[u64]>, State)> = HashSet::new();
         // The stuck prefix that got furthest: (deadline it could not meet, acknowledged
         // operations taken), then the prefix and the register after it.

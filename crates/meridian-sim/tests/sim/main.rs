@@ -1,0 +1,6 @@
+//! The simulator's integration tests, one binary: the checkers on generated histories, whole
+//! simulated runs of the named scenarios, and the determinism lints.
+
+mod checkers;
+mod lint;
+mod scenarios;
