@@ -169,6 +169,26 @@ fn prune(chain: &mut Vec<Version>, horizon: Timestamp) -> bool {
     !(chain.len() == 1 && chain[0].is_tombstone() && chain[0].ts <= horizon)
 }
 
+/// Every key of `engine` with its whole version chain (tombstones included).
+fn snapshot(engine: &MemEngine) -> Contents {
+    let keys = engine
+        .scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            Timestamp::MAX,
+            usize::MAX,
+            true,
+        )
+        .expect("a MemEngine scan cannot fail");
+    keys.into_iter()
+        .map(|(k, _)| {
+            let chain = engine.versions(&k).expect("a MemEngine read cannot fail");
+            (k, chain)
+        })
+        .filter(|(_, chain)| !chain.is_empty())
+        .collect()
+}
+
 /// A fresh [`MemEngine`] (horizon 0) holding exactly `contents`.
 fn build(contents: &Contents) -> MemEngine {
     let engine = MemEngine::new();
@@ -199,6 +219,9 @@ struct DiskState {
     /// Mounts handed out so far; ids are never reused, even across wipes.
     mounts: u64,
     durable: Contents,
+    /// Under [`SyncPolicy::Always`] nothing is journaled: the live engine holds the durable
+    /// contents (newer than `durable`) while this is set.
+    live_is_durable: bool,
     journal: Vec<Entry>,
     durable_batches: u64,
     pending_batches: u64,
@@ -213,6 +236,7 @@ impl DiskState {
             mount: None,
             mounts: 0,
             durable: Contents::new(),
+            live_is_durable: false,
             journal: Vec::new(),
             durable_batches: 0,
             pending_batches: 0,
@@ -235,11 +259,21 @@ impl DiskState {
     fn record(&mut self, entry: Entry) {
         let batch = u64::from(entry.is_batch());
         if self.policy == SyncPolicy::Always {
-            entry.apply(&mut self.durable);
+            // The live contents are the durable ones: captured by `settle` when needed.
             self.durable_batches += batch;
+            self.live_is_durable = true;
         } else {
             self.journal.push(entry);
             self.pending_batches += batch;
+        }
+    }
+
+    /// Under [`SyncPolicy::Always`], copies the live contents (which are all durable) into
+    /// `durable` before the live engine is dropped or rebuilt.
+    fn settle(&mut self) {
+        if self.live_is_durable {
+            self.durable = snapshot(&self.live);
+            self.live_is_durable = false;
         }
     }
 
@@ -287,6 +321,7 @@ impl SimDisk {
     pub fn mount(&self) -> Arc<MountedEngine> {
         let mut guard = self.state.write();
         let s = &mut *guard;
+        s.settle();
         let mut contents = s.durable.clone();
         for entry in s.journal.iter().cloned() {
             entry.apply(&mut contents);
@@ -314,6 +349,7 @@ impl SimDisk {
         let s = &mut *guard;
         s.crashes += 1;
         s.mount = None;
+        s.settle();
         s.live = MemEngine::new();
         let cut = if s.journal.is_empty() {
             0
@@ -382,6 +418,11 @@ impl Engine for MountedEngine {
         let mut s = self.state.write();
         s.check(self.id)?;
         if batch.is_empty() {
+            return Ok(());
+        }
+        if s.policy == SyncPolicy::Always {
+            s.live.write_batch(batch)?;
+            s.record(Entry::Batch(Vec::new()));
             return Ok(());
         }
         let mut keys: Vec<Bytes> = batch.ops.iter().map(|op| op.key().clone()).collect();
