@@ -38,6 +38,15 @@ pub enum Fault {
         /// Only `a → b`.
         one_way: bool,
     },
+    /// Messages from node `a` to node `b` are dropped (and back, unless `one_way`).
+    PartitionNodes {
+        /// One side.
+        a: NodeId,
+        /// The other side.
+        b: NodeId,
+        /// Only `a → b`.
+        one_way: bool,
+    },
     /// The node can neither send nor receive.
     Isolate {
         /// The node.
@@ -103,6 +112,13 @@ impl fmt::Display for Fault {
                 if *one_way { "->" } else { "<->" },
                 b.0
             ),
+            Fault::PartitionNodes { a, b, one_way } => {
+                write!(
+                    f,
+                    "partition {a} {} {b}",
+                    if *one_way { "->" } else { "<->" }
+                )
+            }
             Fault::Isolate { node } => write!(f, "isolate {node}"),
             Fault::Lossy {
                 loss,
@@ -139,7 +155,7 @@ pub struct FaultKinds {
     pub crash: bool,
     /// One disk wipe per run at most.
     pub wipe: bool,
-    /// DC partitions (both ways and one way) and isolated nodes.
+    /// DC and node-pair partitions (both ways and one way) and isolated nodes.
     pub partition: bool,
     /// Loss, duplication and reordering on the WAN.
     pub lossy: bool,
@@ -265,6 +281,14 @@ pub fn generate(
                 });
             }
             options.push(Fault::Isolate { node });
+            let other = machines[rng.random_range(0..machines.len())].0;
+            if other != node {
+                options.push(Fault::PartitionNodes {
+                    a: node,
+                    b: other,
+                    one_way: rng.random_bool(0.3),
+                });
+            }
         }
         if kinds.lossy {
             options.push(Fault::Lossy {
@@ -320,6 +344,13 @@ pub async fn apply(c: &mut SimCluster, f: &Fault) -> String {
                 wan.cut(Scope::Dc(*a), Scope::Dc(*b));
             } else {
                 wan.cut_both(Scope::Dc(*a), Scope::Dc(*b));
+            }
+        }
+        Fault::PartitionNodes { a, b, one_way } => {
+            if *one_way {
+                wan.cut(Scope::Node(*a), Scope::Node(*b));
+            } else {
+                wan.cut_both(Scope::Node(*a), Scope::Node(*b));
             }
         }
         Fault::Isolate { node } => wan.isolate(*node),
@@ -382,6 +413,13 @@ pub async fn undo(c: &mut SimCluster, f: &Fault, baseline: &LinkConfig) {
                 wan.heal(Scope::Dc(*a), Scope::Dc(*b));
             } else {
                 wan.heal_both(Scope::Dc(*a), Scope::Dc(*b));
+            }
+        }
+        Fault::PartitionNodes { a, b, one_way } => {
+            if *one_way {
+                wan.heal(Scope::Node(*a), Scope::Node(*b));
+            } else {
+                wan.heal_both(Scope::Node(*a), Scope::Node(*b));
             }
         }
         Fault::Isolate { .. } => wan.heal_all(),
