@@ -67,6 +67,9 @@ pub struct Scenario {
     /// A negative control: the run is expected to lose acknowledged writes (the verdict is
     /// inverted: losing none is the failure).
     pub expect_lost_writes: bool,
+    /// A fault schedule written by hand; when set it replaces the one generated from the
+    /// seed and `faults`.
+    pub schedule: Option<Vec<ScheduledFault>>,
 }
 
 fn strict_bucket() -> BucketProps {
@@ -127,6 +130,7 @@ pub fn scenarios() -> Vec<Scenario> {
             duration: Duration::from_secs(30),
             checks: all_checks,
             expect_lost_writes: false,
+            schedule: None,
         },
         Scenario {
             name: "partitions",
@@ -138,6 +142,7 @@ pub fn scenarios() -> Vec<Scenario> {
             duration: Duration::from_secs(60),
             checks: all_checks,
             expect_lost_writes: false,
+            schedule: None,
         },
         Scenario {
             name: "crashes",
@@ -149,6 +154,7 @@ pub fn scenarios() -> Vec<Scenario> {
             duration: Duration::from_secs(60),
             checks: all_checks,
             expect_lost_writes: false,
+            schedule: None,
         },
         Scenario {
             name: "membership",
@@ -160,6 +166,7 @@ pub fn scenarios() -> Vec<Scenario> {
             duration: Duration::from_secs(60),
             checks: all_checks,
             expect_lost_writes: false,
+            schedule: None,
         },
         Scenario {
             name: "chaos",
@@ -174,6 +181,7 @@ pub fn scenarios() -> Vec<Scenario> {
             duration: Duration::from_secs(60),
             checks: no_quorum,
             expect_lost_writes: false,
+            schedule: None,
         },
         Scenario {
             name: "lww-partition",
@@ -196,6 +204,7 @@ pub fn scenarios() -> Vec<Scenario> {
                 convergence: true,
             },
             expect_lost_writes: true,
+            schedule: None,
         },
         Scenario {
             name: "perf",
@@ -215,6 +224,7 @@ pub fn scenarios() -> Vec<Scenario> {
             duration: Duration::from_secs(600),
             checks: no_quorum,
             expect_lost_writes: false,
+            schedule: None,
         },
     ]
 }
@@ -295,12 +305,15 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17);
-    let schedule = faults::generate(
-        &mut rng,
-        scenario.faults,
-        &cluster.machines(),
-        scenario.duration,
-    );
+    let schedule = match &scenario.schedule {
+        Some(by_hand) => by_hand.clone(),
+        None => faults::generate(
+            &mut rng,
+            scenario.faults,
+            &cluster.machines(),
+            scenario.duration,
+        ),
+    };
     let recorder = Recorder::new();
     let origin = Instant::now();
     let until = CancellationToken::new();

@@ -1,6 +1,8 @@
 //! Simulations of the named scenarios: the real cluster in virtual time. Every run prints its
 //! scenario and seed; `meridian sim --scenario NAME --seed S` replays it.
 
+use meridian_core::{DcId, NodeId};
+use meridian_sim::faults::{Fault, ScheduledFault};
 use meridian_sim::scenario::{Scenario, run, scenario, scenarios};
 use std::time::Duration;
 
@@ -95,4 +97,57 @@ fn lww_under_partitions_loses_acknowledged_writes_and_the_checker_sees_it() {
         );
         assert!(r.passed);
     }
+}
+
+#[test]
+fn a_hand_written_schedule_runs_as_written() {
+    // Crash a node, partition the DCs, then make a node leave and rejoin: at fixed times.
+    let secs = Duration::from_secs;
+    let mut s = scenario("baseline").unwrap();
+    s.duration = secs(30);
+    s.schedule = Some(vec![
+        ScheduledFault {
+            at: secs(2),
+            duration: secs(4),
+            fault: Fault::Crash {
+                node: NodeId(2),
+                wipe: false,
+            },
+        },
+        ScheduledFault {
+            at: secs(8),
+            duration: secs(5),
+            fault: Fault::PartitionDcs {
+                a: DcId(0),
+                b: DcId(1),
+                one_way: false,
+            },
+        },
+        ScheduledFault {
+            at: secs(16),
+            duration: secs(6),
+            fault: Fault::LeaveRejoin { node: NodeId(5) },
+        },
+    ]);
+    let r = run(&s, 3);
+    println!("{r}");
+    assert!(r.passed, "{r}");
+    assert_eq!(r.faults.len(), 3);
+    assert!(
+        r.faults[0].starts_with("t=2.0s for 4.0s: n2 crashed"),
+        "{:?}",
+        r.faults
+    );
+    assert!(
+        r.faults[1].contains("partition dc0 <-> dc1"),
+        "{:?}",
+        r.faults
+    );
+    assert!(
+        r.faults[2].contains("n5 leaves, then rejoins"),
+        "{:?}",
+        r.faults
+    );
+    // The partition made some strict (PR = PW = 2) requests fail rather than lie.
+    assert!(r.ops.failed + r.ops.unknown > 0, "{r}");
 }
