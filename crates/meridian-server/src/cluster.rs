@@ -697,13 +697,31 @@ pub async fn run_tcp(
     // file, durably, before it serves anything (see `crate::identity`).
     let now_secs = SystemClock::new().now().micros() / 1_000_000;
     let engine = node::open_engine(&config)?;
-    let incarnation = match config.storage.engine {
-        EngineKind::Mem => now_secs as u32,
-        EngineKind::Fjall => {
-            let has_data = engine.stats().live_keys > 0;
-            identity::claim(&config.storage.data_dir, id, has_data, now_secs)?.incarnation
-        }
+    let durable = config.storage.engine == EngineKind::Fjall;
+    let data_dir = config.storage.data_dir.clone();
+    let incarnation = if durable {
+        let has_data = engine.stats().live_keys > 0;
+        identity::claim(&data_dir, id, has_data, now_secs)?.incarnation
+    } else {
+        now_secs as u32
     };
+    // A durable node resumes from the metadata it last adopted, when that is newer than what
+    // its configuration says (a join or leave happened since the cluster was configured).
+    let mut meta = meta;
+    if durable
+        && let Some(mut saved) = identity::load_meta(&data_dir)?
+        && saved.supersedes(&meta)
+    {
+        if saved.member(id).is_none() {
+            // It left the cluster: it keeps running outside it until admitted again.
+            saved
+                .members
+                .extend(records.iter().find(|r| r.id == id).cloned());
+        }
+        tracing::info!(node = %id, version = saved.version, epoch = saved.layout.epoch(),
+            "resuming from the cluster metadata saved in the data directory");
+        meta = saved;
+    }
     tracing::info!(node = %id, %peer_addr, incarnation, engine = engine.name(),
         members = records.len(), joining = c.join, "cluster node starting");
     let started = start_member(
@@ -725,20 +743,22 @@ pub async fn run_tcp(
         &replication,
         &shutdown,
     )?;
+    let node = &started.state.cluster.as_ref().expect("cluster state").node;
     // Peers that join later are reachable once their metadata arrives.
-    started
-        .state
-        .cluster
-        .as_ref()
-        .expect("cluster state")
-        .node
-        .on_meta(move |m| {
-            for r in &m.members {
-                if let Some(p) = r.peer {
-                    book.set(r.id, p);
-                }
+    node.on_meta(move |m| {
+        for r in &m.members {
+            if let Some(p) = r.peer {
+                book.set(r.id, p);
+            }
+        }
+    });
+    if durable {
+        node.on_meta(move |m| {
+            if let Err(e) = identity::save_meta(&data_dir, m) {
+                tracing::warn!(error = %e, "could not save the cluster metadata");
             }
         });
+    }
     let served = started.server.await;
     replication.cancel();
     let _ = started.node.await;

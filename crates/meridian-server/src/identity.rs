@@ -30,14 +30,26 @@
 //! - it is written atomically and durably (temporary file, fsync, rename, fsync of the
 //!   directory), so a crash at any point leaves the old or the new identity, never a torn
 //!   one, and the incarnation in use is always on disk before its first dot is issued.
+//!
+//! ## Cluster metadata
+//!
+//! A durable node also keeps the last cluster metadata it adopted (layout, members, buckets)
+//! in [`META_FILE`] (JSON), written the same atomic way on every adoption ([`save_meta`]). On a
+//! restart it starts from that document when it is newer than what its configuration
+//! describes ([`load_meta`]), so a node that was down during a join or leave does not serve
+//! with a layout the cluster has left behind until a peer tells it.
 
 use crate::error::{Error, Result};
 use meridian_core::NodeId;
+use meridian_replication::ClusterMeta;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The identity file's name inside the data directory.
 pub const IDENTITY_FILE: &str = "meridian-identity";
+
+/// The cluster-metadata file's name inside the data directory.
+pub const META_FILE: &str = "meridian-cluster-meta";
 
 /// What the identity file records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,16 +160,59 @@ pub fn claim(dir: &Path, node: NodeId, has_data: bool, now_secs: u64) -> Result<
     Ok(id)
 }
 
-/// Writes `text` as the identity file: temporary file, fsync, rename, fsync the directory.
-fn write_atomically(dir: &Path, text: &str) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{IDENTITY_FILE}.tmp"));
+/// Writes `bytes` as file `name` of `dir`: temporary file, fsync, rename, fsync the directory.
+fn write_file_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
     {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
+        f.write_all(bytes)?;
         f.sync_all()?;
     }
-    std::fs::rename(&tmp, path_in(dir))?;
+    std::fs::rename(&tmp, dir.join(name))?;
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// Writes `text` as the identity file.
+fn write_atomically(dir: &Path, text: &str) -> std::io::Result<()> {
+    write_file_atomically(dir, IDENTITY_FILE, text.as_bytes())
+}
+
+/// Saves `meta` as the data directory's cluster metadata, atomically and durably.
+pub fn save_meta(dir: &Path, meta: &ClusterMeta) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(meta)
+        .map_err(|e| Error::Config(format!("encoding the cluster metadata: {e}")))?;
+    write_file_atomically(dir, META_FILE, &bytes).map_err(|source| Error::Io {
+        what: format!("writing {}", dir.join(META_FILE).display()),
+        source,
+    })
+}
+
+/// The cluster metadata saved in `dir`, if any.
+///
+/// # Errors
+/// An unreadable file, or one that does not decode (with what to do about it).
+pub fn load_meta(dir: &Path) -> Result<Option<ClusterMeta>> {
+    let path = dir.join(META_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(Error::Io {
+                what: format!("reading {}", path.display()),
+                source,
+            });
+        }
+    };
+    let bad = |why: String| {
+        Error::Config(format!(
+            "{} is not valid cluster metadata ({why}); remove it to start from the \
+             configuration (peers send the current metadata)",
+            path.display()
+        ))
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
 }
 
 #[cfg(test)]
@@ -213,5 +268,43 @@ mod tests {
         std::fs::write(path_in(other.path()), "node_id = x\n").unwrap();
         let e = read(other.path()).unwrap_err().to_string();
         assert!(e.contains("corrupt"), "{e}");
+    }
+
+    #[test]
+    fn cluster_metadata_round_trips_and_a_bad_file_says_what_to_do() {
+        use meridian_cluster::{Member, Ring, Topology, claim as place};
+        use meridian_replication::{Buckets, ClusterShape, MemberRecord, MetaChange};
+        let dir = tempfile::tempdir().unwrap();
+        assert!(load_meta(dir.path()).unwrap().is_none());
+        let records: Vec<MemberRecord> = (1..=4)
+            .map(|i| MemberRecord {
+                id: NodeId(i),
+                name: format!("n{i}"),
+                dc: meridian_core::DcId((i - 1) / 2),
+                dc_name: format!("dc{}", (i - 1) / 2),
+                peer: Some(format!("127.0.0.{i}:7000").parse().unwrap()),
+                resp: None,
+                http: None,
+            })
+            .collect();
+        let topo = Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).unwrap();
+        let layout = place(&topo, Ring::new(64).unwrap(), 3).unwrap();
+        let buckets = Buckets::new(ClusterShape::of(&layout)).unwrap();
+        let meta = ClusterMeta::new(layout, records, &buckets)
+            .unwrap()
+            .apply(&MetaChange::Leave(NodeId(4)), NodeId(1))
+            .unwrap();
+        save_meta(dir.path(), &meta).unwrap();
+        assert_eq!(load_meta(dir.path()).unwrap(), Some(meta.clone()));
+        // Saving again replaces it atomically.
+        save_meta(dir.path(), &meta).unwrap();
+        assert_eq!(load_meta(dir.path()).unwrap(), Some(meta));
+
+        std::fs::write(dir.path().join(META_FILE), b"{ not json").unwrap();
+        let e = load_meta(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("not valid cluster metadata") && e.contains("remove it"),
+            "{e}"
+        );
     }
 }
