@@ -964,7 +964,9 @@ mod fuzz {
 // ----- cluster mode -----------------------------------------------------------------------
 
 /// Cluster mode end to end: an embedded 2-DC × 2-node cluster (ideal links, real time, port
-/// 0), driven over RESP on different nodes.
+/// 0), driven over RESP on different nodes. The pipelining tests put an emulated WAN between
+/// the DCs, whose delays are never shorter than configured: time bounds derived from them
+/// hold on a slow machine, and a loose upper bound still separates overlapped from serial.
 mod cluster_mode {
     use super::*;
     use meridian_net::wan::LinkConfig;
@@ -1222,6 +1224,216 @@ mod cluster_mode {
             c.states[0]
                 .render_metrics()
                 .contains("meridian_forwarded_writes_total")
+        );
+        c.shutdown().await;
+    }
+
+    /// The multibulk encoding of one request.
+    fn request(args: &[&[u8]]) -> Vec<u8> {
+        Frame::Array(args.iter().map(|a| Frame::bulk(a.to_vec())).collect())
+            .to_bytes(false)
+            .to_vec()
+    }
+
+    /// The value of `series` in node `i`'s metrics.
+    fn node_sample(c: &Embedded, i: usize, series: &str) -> u64 {
+        sample(&c.states[i].render_metrics(), series)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_key_commands_answer_in_order_with_errors_in_their_slots() {
+        let c = cluster().await;
+        let mut a = connect(&c, 0).await;
+        let ops = |op: &str| format!("meridian_ops_total{{frontend=\"resp\",op=\"{op}\"}}");
+        let errors =
+            |op: &str| format!("meridian_op_errors_total{{frontend=\"resp\",op=\"{op}\"}}");
+        let (sets, gets) = (
+            node_sample(&c, 0, &ops("set")),
+            node_sample(&c, 0, &ops("get")),
+        );
+        let mut batch = Vec::new();
+        for i in 0..200 {
+            batch.extend(request(&[
+                b"SET",
+                format!("key{i}").as_bytes(),
+                format!("value{i}").as_bytes(),
+            ]));
+        }
+        // Failures of every kind between them: a refusal and a replication error (run
+        // concurrently), an arity error, an unknown command and a PING (barriers).
+        batch.extend(request(&[b"INCR", b"key0"]));
+        batch.extend(request(&[b"MERIDIAN.GET", b"key1", b"R", b"9"]));
+        batch.extend(request(&[b"GET"]));
+        batch.extend(request(&[b"NOSUCH", b"x"]));
+        batch.extend(request(&[b"PING"]));
+        for i in 0..200 {
+            batch.extend(request(&[b"GET", format!("key{i}").as_bytes()]));
+        }
+        a.send(&batch).await;
+        for i in 0..200 {
+            assert_eq!(a.frame().await, Frame::Simple("OK".into()), "SET key{i}");
+        }
+        let e = error(a.frame().await);
+        assert!(e.contains("INCR is not supported"), "{e}");
+        let e = error(a.frame().await);
+        assert!(e.starts_with("ERR n_val_violation"), "{e}");
+        let e = error(a.frame().await);
+        assert!(e.contains("wrong number of arguments for 'get'"), "{e}");
+        let e = error(a.frame().await);
+        assert!(e.contains("unknown command 'NOSUCH'"), "{e}");
+        assert_eq!(a.frame().await, Frame::Simple("PONG".into()));
+        for i in 0..200 {
+            assert_eq!(a.frame().await, bulk(&format!("value{i}")), "GET key{i}");
+        }
+        // Every command was counted once, under its own name.
+        assert_eq!(node_sample(&c, 0, &ops("set")), sets + 200);
+        assert_eq!(node_sample(&c, 0, &ops("get")), gets + 200);
+        assert_eq!(node_sample(&c, 0, &errors("incr")), 1);
+        assert_eq!(node_sample(&c, 0, &errors("meridian.get")), 1);
+        // The connection is still in step.
+        assert_eq!(a.cmd(&[b"GET", b"key7"]).await, bulk("value7"));
+        c.shutdown().await;
+    }
+
+    /// One-way latency between the DCs of [`wan_cluster`].
+    const WAN: Duration = Duration::from_millis(50);
+
+    /// 2 DCs × 2 nodes, `WAN` apart: with N = 3 every key has a replica in each DC, so a
+    /// request that needs every replica waits at least one round trip (2 × `WAN`).
+    async fn wan_cluster() -> Embedded {
+        let cfg = EmbeddedConfig {
+            dcs: 2,
+            nodes_per_dc: 2,
+            wan_latency: WAN,
+            intra_dc: LinkConfig::ideal(),
+            heartbeat: Duration::from_millis(100),
+            ..EmbeddedConfig::default()
+        };
+        start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    }
+
+    /// A plain HTTP/1.1 request with a JSON body: the status code and the body.
+    async fn http_put(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "PUT {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        stream.write_all(req.as_bytes()).await.unwrap();
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+        (
+            head.split(' ').nth(1).unwrap().parse().unwrap(),
+            body.to_owned(),
+        )
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_commands_on_one_key_keep_their_order() {
+        let c = wan_cluster().await;
+        // Plain SET and GET read every replica and SET writes every replica: a GET running
+        // beside the SET before it would finish its reads before the SET's write starts,
+        // and answer nil.
+        for m in &c.members {
+            let (status, body) = http_put(
+                m.http.unwrap(),
+                "/buckets/default",
+                r#"{"type":"eventual","r":"all","w":"all"}"#,
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+        }
+        let mut a = connect(&c, 0).await;
+        let mut batch = Vec::new();
+        for req in [
+            &[&b"SET"[..], b"k", b"a"][..],
+            &[b"GET", b"k"],
+            &[b"SET", b"k", b"b"],
+            &[b"GET", b"k"],
+            &[b"MSET", b"j", b"c", b"k", b"d"],
+            &[b"MGET", b"k", b"j"],
+            &[b"DEL", b"j"],
+            &[b"EXISTS", b"j", b"k"],
+        ] {
+            batch.extend(request(req));
+        }
+        a.send(&batch).await;
+        assert_eq!(a.frame().await, Frame::Simple("OK".into()));
+        assert_eq!(a.frame().await, bulk("a"));
+        assert_eq!(a.frame().await, Frame::Simple("OK".into()));
+        assert_eq!(a.frame().await, bulk("b"));
+        assert_eq!(a.frame().await, Frame::Simple("OK".into()));
+        assert_eq!(a.frame().await, Frame::Array(vec![bulk("d"), bulk("c")]));
+        assert_eq!(a.frame().await, Frame::Integer(1));
+        assert_eq!(a.frame().await, Frame::Integer(1));
+        c.shutdown().await;
+    }
+
+    /// Sends `n` pipelined writes that each wait for every replica, in one write; returns
+    /// how long all the replies took.
+    async fn pipelined_remote_writes(a: &mut Raw, prefix: &str, n: usize) -> Duration {
+        let mut batch = Vec::new();
+        for i in 0..n {
+            let key = format!("{prefix}{i}");
+            batch.extend(request(&[
+                b"MERIDIAN.PUT",
+                key.as_bytes(),
+                b"v",
+                b"W",
+                b"all",
+            ]));
+        }
+        let t0 = std::time::Instant::now();
+        a.send(&batch).await;
+        for i in 0..n {
+            let reply = a.frame().await;
+            assert!(matches!(reply, Frame::Bulk(_)), "write {i}: {reply:?}");
+        }
+        t0.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn pipelined_writes_overlap_their_round_trips() {
+        let c = wan_cluster().await;
+        let mut a = connect(&c, 0).await;
+        let round_trip = 2 * WAN;
+        // One after another these would take at least 20 round trips (the emulator never
+        // delivers early); overlapped, about one or two. The bound is loose for a busy
+        // machine and still far below the serial time.
+        let took = pipelined_remote_writes(&mut a, "overlap", 20).await;
+        assert!(took < 10 * round_trip, "20 pipelined writes took {took:?}");
+        // Each write's latency counts from its own start: every one waited a round trip, so
+        // none is in the histogram's buckets below it.
+        let put = "frontend=\"resp\",op=\"meridian.put\"";
+        assert_eq!(
+            node_sample(&c, 0, &format!("meridian_ops_total{{{put}}}")),
+            20
+        );
+        assert_eq!(
+            node_sample(
+                &c,
+                0,
+                &format!("meridian_op_latency_seconds_bucket{{{put},le=\"0.05\"}}")
+            ),
+            0
+        );
+        c.shutdown().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_runs_a_bounded_number_of_commands_at_once() {
+        let c = wan_cluster().await;
+        let mut a = connect(&c, 0).await;
+        // At most 64 run at once, and a command starts only when the oldest has finished:
+        // 4 × 64 + 1 writes take at least 5 waves of a round trip each. Unbounded, they
+        // would all overlap in one or two.
+        let took = pipelined_remote_writes(&mut a, "bound", 4 * 64 + 1).await;
+        assert!(
+            took >= 5 * 2 * WAN - Duration::from_millis(20),
+            "4 × 64 + 1 pipelined writes took only {took:?}"
         );
         c.shutdown().await;
     }

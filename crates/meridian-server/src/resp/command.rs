@@ -93,6 +93,23 @@ impl CommandSpec {
             argc >= (-self.arity) as usize
         }
     }
+
+    /// Positions of the key arguments in a request of `argc` arguments (Redis's
+    /// first/last/step rule; a negative last counts from the end). Empty for keyless commands.
+    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> + use<> {
+        let first = self.first_key.max(0) as usize;
+        let last = if self.last_key < 0 {
+            argc as i64 + i64::from(self.last_key)
+        } else {
+            i64::from(self.last_key)
+        };
+        let end = if first == 0 {
+            0
+        } else {
+            (last + 1).clamp(0, argc as i64) as usize
+        };
+        (first..end.max(first)).step_by(self.step.max(1) as usize)
+    }
 }
 
 commands! {
@@ -176,6 +193,18 @@ mod tests {
             assert_eq!(*c as usize, i);
             assert_eq!(Cmd::lookup(c.spec().name.as_bytes()), Some(*c));
         }
+    }
+
+    #[test]
+    fn key_positions() {
+        let keys = |c: Cmd, argc| c.spec().key_positions(argc).collect::<Vec<_>>();
+        assert_eq!(keys(Cmd::Get, 2), [1]);
+        assert_eq!(keys(Cmd::Set, 5), [1]);
+        assert_eq!(keys(Cmd::Del, 4), [1, 2, 3]);
+        assert_eq!(keys(Cmd::Mset, 5), [1, 3]);
+        assert_eq!(keys(Cmd::MeridianPut, 7), [1]);
+        assert!(keys(Cmd::Ping, 2).is_empty());
+        assert!(keys(Cmd::Scan, 4).is_empty());
     }
 
     #[test]

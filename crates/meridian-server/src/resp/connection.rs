@@ -4,19 +4,39 @@
 //! each read it parses and executes every complete request in the buffer, appending replies
 //! to the output buffer, and writes that buffer with one `write_all` when no complete
 //! request is left (so a pipeline of N requests costs one read and one write, not N). Only
-//! if the output grows past 1 MiB mid-batch is it written early, to bound memory. Arguments
-//! are slices of the read buffer, never copied. Requests are answered in order.
+//! if the output grows past 1 MiB mid-batch is it written early, to bound memory. Requests
+//! are answered in order.
+//!
+//! Single node: each request runs to completion before the next is parsed; its arguments
+//! are slices of the read buffer, never copied.
+//!
+//! Cluster mode: a key command waits for a replication round (quorums across nodes, maybe
+//! across a WAN), so the key commands of one batch run concurrently, at most
+//! `MAX_IN_FLIGHT` at once, polled by the connection's own task. Each owns its request's
+//! bytes (split off the read buffer: a reference count, not a copy) and writes its own
+//! reply, copied to the output in request order as the oldest finishes. A command first
+//! waits for every earlier running command that touches one of its keys, so `SET k 1` then
+//! `GET k` sees the SET. Every other command (connection and server commands such as AUTH,
+//! HELLO, CLIENT, SELECT, QUIT, which may change the session) and every refused request is
+//! a barrier: it waits for everything earlier, then runs alone. A batch's only request runs
+//! in place, as on a single node. The batch's replies are written once all its commands
+//! have finished.
 //!
 //! The connection ends on EOF, QUIT, a protocol error (after the error reply and every
 //! earlier reply are written), an I/O error, a request that outgrows the query-buffer
 //! limit, or shutdown (checked only while waiting for input, so requests already read are
 //! answered).
 
+use crate::cluster::ClusterBackend;
 use crate::resp::exec::{self, Flow, Session};
 use crate::resp::reply::Reply;
 use crate::resp::request::RequestParser;
 use crate::resp::server::{ClientInfo, RespContext};
 use bytes::{Buf, BytesMut};
+use futures_util::stream::{FuturesOrdered, StreamExt};
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use std::collections::VecDeque;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -35,6 +55,13 @@ const SHRINK_ABOVE: usize = 1024 * 1024;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The most the read buffer grows ahead of data for one large argument.
 const MAX_PREALLOC: usize = 64 * 1024 * 1024;
+/// Cluster mode: the most key commands one connection runs at once. Several client
+/// pipelines' worth (redis-benchmark -P 16, a driver's batch), while one client can ask
+/// only so much of the cluster at a time and hold only so many replies.
+const MAX_IN_FLIGHT: usize = 64;
+/// Cluster mode: the reply buffers of finished commands kept for the next ones, in bytes
+/// of capacity; enough for a pipeline of small replies, small beside the I/O buffers.
+const SPARE_REPLIES: usize = IO_BUF;
 
 /// Serves one client until it goes away or `shutdown` is cancelled.
 pub(crate) async fn run(
@@ -48,6 +75,8 @@ pub(crate) async fn run(
     let mut buf = BytesMut::with_capacity(IO_BUF);
     let mut reply = Reply::new(IO_BUF);
     let mut session = Session::new(ctx, info);
+    // Allocates nothing until cluster mode runs a command concurrently.
+    let mut in_flight = InFlight::default();
     // One waiter for the connection's life, rather than one per read.
     let cancelled = shutdown.cancelled();
     tokio::pin!(cancelled);
@@ -72,50 +101,69 @@ pub(crate) async fn run(
         }
         ctx.net_input.fetch_add(n as u64, Ordering::Relaxed);
 
-        let mut pos = 0;
         let mut close = false;
-        let mut t0 = Instant::now();
-        loop {
-            match parser.parse(&buf[pos..], session.authed) {
-                Ok(Some(len)) => {
-                    let args = parser.args(&buf[pos..]);
-                    pos += len;
-                    if args.is_empty() {
-                        continue;
-                    }
-                    let (stats, error, flow) = match &ctx.cluster {
-                        None => exec::execute(ctx, &mut session, &mut reply, args),
-                        Some(cluster) => {
-                            exec::execute_cluster(ctx, cluster, &mut session, &mut reply, args)
-                                .await
+        match &ctx.cluster {
+            None => {
+                let mut pos = 0;
+                let mut t0 = Instant::now();
+                loop {
+                    match parser.parse(&buf[pos..], session.authed) {
+                        Ok(Some(len)) => {
+                            let args = parser.args(&buf[pos..]);
+                            pos += len;
+                            if args.is_empty() {
+                                continue;
+                            }
+                            let (stats, error, flow) =
+                                exec::execute(ctx, &mut session, &mut reply, args);
+                            let t1 = Instant::now();
+                            stats.observe(t1 - t0, error);
+                            t0 = t1;
+                            if flow == Flow::Close {
+                                close = true;
+                                break;
+                            }
+                            if reply.out.len() >= FLUSH_AT {
+                                if write(ctx, &mut stream, &mut reply, &shutdown)
+                                    .await
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                                t0 = Instant::now();
+                            }
                         }
-                    };
-                    let t1 = Instant::now();
-                    stats.observe(t1 - t0, error);
-                    t0 = t1;
-                    if flow == Flow::Close {
-                        close = true;
-                        break;
-                    }
-                    if reply.out.len() >= FLUSH_AT {
-                        if write(ctx, &mut stream, &mut reply, &shutdown)
-                            .await
-                            .is_err()
-                        {
-                            return;
+                        Ok(None) => break,
+                        Err(e) => {
+                            reply.error(&format!("ERR {e}"));
+                            close = true;
+                            break;
                         }
-                        t0 = Instant::now();
                     }
                 }
-                Ok(None) => break,
-                Err(e) => {
-                    reply.error(&format!("ERR {e}"));
-                    close = true;
-                    break;
+                buf.advance(pos);
+            }
+            Some(cluster) => {
+                let mut io = Io {
+                    ctx,
+                    stream: &mut stream,
+                    shutdown: &shutdown,
+                };
+                let batch = cluster_batch(
+                    &mut io,
+                    cluster,
+                    &mut parser,
+                    &mut buf,
+                    &mut reply,
+                    &mut session,
+                    &mut in_flight,
+                );
+                match batch.await {
+                    Ok(c) => close = c,
+                    Err(_) => return,
                 }
             }
         }
-        buf.advance(pos);
         if buf.len() > limits.max_query_buffer {
             tracing::warn!(
                 client = %session.info.addr,
@@ -142,6 +190,193 @@ pub(crate) async fn run(
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// Where a cluster-mode batch writes its replies early (past `FLUSH_AT`).
+struct Io<'a> {
+    ctx: &'a RespContext,
+    stream: &'a mut TcpStream,
+    shutdown: &'a CancellationToken,
+}
+
+/// Cluster mode: the connection's bookkeeping of its running key commands (none between
+/// batches), kept for its allocations.
+#[derive(Default)]
+struct InFlight {
+    /// Commands dispatched so far; a command's sequence number is the count before it.
+    dispatched: u64,
+    /// Commands finished so far: they finish in sequence order.
+    finished: u64,
+    /// Hash of a key → the last dispatched running command touching it. A hash collision
+    /// only makes a command wait needlessly.
+    owner: FxHashMap<u64, u64>,
+    /// `(sequence, key hash)` of every key of every running command, oldest first, to clear
+    /// `owner` as they finish.
+    keys: VecDeque<(u64, u64)>,
+    /// The key hashes of the command being dispatched.
+    scratch: Vec<u64>,
+    /// Reply buffers of finished commands, and their total capacity.
+    spare: Vec<BytesMut>,
+    spare_bytes: usize,
+}
+
+impl InFlight {
+    fn reply_buffer(&mut self) -> BytesMut {
+        match self.spare.pop() {
+            Some(b) => {
+                self.spare_bytes -= b.capacity();
+                b
+            }
+            None => BytesMut::new(),
+        }
+    }
+
+    fn recycle(&mut self, mut b: BytesMut) {
+        if self.spare_bytes + b.capacity() <= SPARE_REPLIES {
+            b.clear();
+            self.spare_bytes += b.capacity();
+            self.spare.push(b);
+        }
+    }
+}
+
+/// Cluster mode: runs every complete request at the front of `buf`, consuming them, and
+/// appends their replies to `reply` in request order (see the module docs). Returns whether
+/// to close the connection; an error means the client is gone.
+async fn cluster_batch(
+    io: &mut Io<'_>,
+    cluster: &ClusterBackend,
+    parser: &mut RequestParser,
+    buf: &mut BytesMut,
+    reply: &mut Reply,
+    session: &mut Session,
+    st: &mut InFlight,
+) -> std::io::Result<bool> {
+    let ctx = io.ctx;
+    let mut running = FuturesOrdered::new();
+    let close = loop {
+        let len = match parser.parse(buf, session.authed) {
+            Ok(Some(len)) => len,
+            Ok(None) => break false,
+            Err(e) => {
+                finish_all(io, &mut running, st, reply).await?;
+                reply.error(&format!("ERR {e}"));
+                break true;
+            }
+        };
+        let args = parser.args(buf);
+        if args.is_empty() {
+            buf.advance(len);
+            continue;
+        }
+        // Nothing to overlap with: skip the copies and bookkeeping of concurrent execution.
+        let alone = running.is_empty() && len == buf.len();
+        if alone || exec::concurrent_command(args).is_none() {
+            finish_all(io, &mut running, st, reply).await?;
+            let t0 = Instant::now();
+            let (stats, error, flow) =
+                exec::execute_cluster(ctx, cluster, session, reply, args).await;
+            stats.observe(t0.elapsed(), error);
+            buf.advance(len);
+            if flow == Flow::Close {
+                break true;
+            }
+        } else {
+            let mut slot = Reply {
+                out: st.reply_buffer(),
+                resp3: reply.resp3,
+            };
+            let t0 = Instant::now();
+            let cmd = match exec::admit(ctx, session, &mut slot, args) {
+                Ok(cmd) => cmd,
+                Err((stats, error, _)) => {
+                    stats.observe(t0.elapsed(), error);
+                    finish_all(io, &mut running, st, reply).await?;
+                    reply.out.extend_from_slice(&slot.out);
+                    st.recycle(slot.out);
+                    buf.advance(len);
+                    continue;
+                }
+            };
+            st.scratch.clear();
+            st.scratch.extend(
+                cmd.spec()
+                    .key_positions(args.len())
+                    .map(|i| FxBuildHasher.hash_one(args.get(i))),
+            );
+            let last_on_same_key = st.scratch.iter().filter_map(|h| st.owner.get(h)).max();
+            if let Some(&last) = last_on_same_key {
+                while st.finished <= last {
+                    finish_oldest(io, &mut running, st, reply).await?;
+                }
+            }
+            while running.len() >= MAX_IN_FLIGHT {
+                finish_oldest(io, &mut running, st, reply).await?;
+            }
+            let seq = st.dispatched;
+            st.dispatched += 1;
+            for &h in &st.scratch {
+                st.owner.insert(h, seq);
+                st.keys.push_back((seq, h));
+            }
+            let args = parser.owned_args(buf.split_to(len).freeze());
+            running.push_back(exec::run_concurrent(
+                ctx,
+                cluster,
+                cmd,
+                args,
+                slot,
+                Instant::now(),
+            ));
+        }
+        if reply.out.len() >= FLUSH_AT {
+            write(ctx, io.stream, reply, io.shutdown).await?;
+        }
+    };
+    finish_all(io, &mut running, st, reply).await?;
+    Ok(close)
+}
+
+/// Waits for the oldest running command and appends its reply (written early past
+/// `FLUSH_AT`).
+async fn finish_oldest<F: Future<Output = Reply>>(
+    io: &mut Io<'_>,
+    running: &mut FuturesOrdered<F>,
+    st: &mut InFlight,
+    reply: &mut Reply,
+) -> std::io::Result<()> {
+    let Some(done) = running.next().await else {
+        return Ok(());
+    };
+    reply.out.extend_from_slice(&done.out);
+    st.recycle(done.out);
+    let seq = st.finished;
+    st.finished += 1;
+    while let Some(&(s, h)) = st.keys.front()
+        && s == seq
+    {
+        st.keys.pop_front();
+        if st.owner.get(&h) == Some(&seq) {
+            st.owner.remove(&h);
+        }
+    }
+    if reply.out.len() >= FLUSH_AT {
+        write(io.ctx, io.stream, reply, io.shutdown).await?;
+    }
+    Ok(())
+}
+
+/// Waits for every running command, appending their replies in order.
+async fn finish_all<F: Future<Output = Reply>>(
+    io: &mut Io<'_>,
+    running: &mut FuturesOrdered<F>,
+    st: &mut InFlight,
+    reply: &mut Reply,
+) -> std::io::Result<()> {
+    while !running.is_empty() {
+        finish_oldest(io, running, st, reply).await?;
+    }
+    Ok(())
 }
 
 /// Writes the pending replies. A client that stops reading cannot hold shutdown up: once

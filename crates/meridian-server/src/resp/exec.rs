@@ -14,7 +14,7 @@ use crate::metrics::OpStats;
 use crate::resp::command::Cmd;
 use crate::resp::info;
 use crate::resp::reply::Reply;
-use crate::resp::request::Args;
+use crate::resp::request::{Args, OwnedArgs};
 use crate::resp::server::{ClientInfo, REDIS_VERSION, RespContext};
 use bytes::Bytes;
 use meridian_core::Timestamp;
@@ -22,6 +22,7 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// Whether the connection goes on after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,9 +119,10 @@ pub(crate) fn execute<'c>(
     (&ctx.ops[cmd as usize], finish(reply, result), flow)
 }
 
-/// Cluster mode: like [`execute`], but key commands run on the node's replication node
-/// (awaited here, one at a time, so replies stay in request order); see
-/// [`crate::resp::cluster_exec`].
+/// Cluster mode: like [`execute`], but key commands run on the node's replication node,
+/// awaited here; see [`crate::resp::cluster_exec`]. The connection uses this for a request
+/// that runs alone: a connection or server command (a barrier), or a batch's only request;
+/// key commands of a pipeline go through [`run_concurrent`] instead.
 pub(crate) async fn execute_cluster<'c>(
     ctx: &'c RespContext,
     cluster: &ClusterBackend,
@@ -142,12 +144,47 @@ pub(crate) async fn execute_cluster<'c>(
     (&ctx.ops[cmd as usize], finish(reply, result), flow)
 }
 
+/// Cluster mode: the command a request names when it is one the connection may run
+/// concurrently with others (see [`crate::resp::cluster_exec::handles`]), before any check.
+#[inline]
+pub(crate) fn concurrent_command(args: Args<'_>) -> Option<Cmd> {
+    Cmd::lookup(args.get(0)).filter(|&c| crate::resp::cluster_exec::handles(c))
+}
+
+/// Cluster mode: runs a key command that [`admit`] accepted, on the replication node, with
+/// its own `reply` (the connection copies it out in request order) and its own metrics:
+/// latency from `start` to its completion, not to the completion of the pipeline around it.
+pub(crate) async fn run_concurrent(
+    ctx: &RespContext,
+    cluster: &ClusterBackend,
+    cmd: Cmd,
+    args: OwnedArgs,
+    mut reply: Reply,
+    start: Instant,
+) -> Reply {
+    let result =
+        match crate::resp::cluster_exec::run(cluster, &ctx.metrics, &mut reply, cmd, args.get())
+            .await
+        {
+            Some(Ok(())) => Ok(()),
+            Some(Err(msg)) => Err(raw(msg)),
+            // `concurrent_command` only lets through what `cluster_exec::run` handles.
+            None => Err(raw(format!(
+                "ERR {} cannot run in a pipeline",
+                cmd.spec().name.to_ascii_uppercase()
+            ))),
+        };
+    let error = finish(&mut reply, result);
+    ctx.ops[cmd as usize].observe(start.elapsed(), error);
+    reply
+}
+
 /// What a refused request returns: the metrics handle, "was an error", and go on.
-type Refused<'c> = (&'c Arc<OpStats>, bool, Flow);
+pub(crate) type Refused<'c> = (&'c Arc<OpStats>, bool, Flow);
 
 /// The checks every request passes before it runs, in Redis's order: a known command, its
 /// arity, authentication. Answers the refusal itself.
-fn admit<'c>(
+pub(crate) fn admit<'c>(
     ctx: &'c RespContext,
     session: &mut Session,
     reply: &mut Reply,

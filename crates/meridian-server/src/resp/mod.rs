@@ -7,8 +7,8 @@
 //! - [`reply`]: the hot-path reply writer, RESP2 or RESP3 per connection;
 //! - [`command`]: the command table (names, arity, flags) and case-insensitive lookup;
 //! - `exec`: what each command does, over the shared [`crate::keyspace::Keyspace`];
-//! - `connection`: one client: read, parse every complete request, execute, write replies
-//!   once per batch;
+//! - `connection`: one client: read, parse every complete request, execute (in cluster mode,
+//!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
 //! - `info`: the INFO text.
 //! - `cluster_exec`: key commands in cluster mode, over an

@@ -10,12 +10,15 @@
 //! arrives in many pieces is scanned once, not once per piece.
 //!
 //! Arguments of multibulk requests are ranges into the caller's buffer (no copies); inline
-//! arguments are unescaped into a scratch buffer the parser owns. A request with no
+//! arguments are unescaped into a scratch buffer the parser owns. Cluster mode, which runs
+//! requests concurrently, takes them as `OwnedArgs` instead: the request's bytes split off
+//! the read buffer (a reference count, not a copy) plus the ranges. A request with no
 //! arguments (`*0`, `*-1`, a blank line) parses as an empty request, which the server skips
 //! without a reply, as Redis does.
 
 use crate::keyspace::parse_i64;
 use crate::resp::RespLimits;
+use bytes::Bytes;
 use thiserror::Error;
 
 /// Headers of bulk strings larger than this are refused before authentication (Redis).
@@ -96,6 +99,25 @@ impl<'a> Args<'a> {
         self.ranges[i.min(self.ranges.len())..]
             .iter()
             .map(move |&(s, e)| &base[s..e])
+    }
+}
+
+/// The arguments of one request, owning their bytes: cluster mode runs a connection's key
+/// commands concurrently, so their arguments must outlive the read buffer's next reuse.
+#[derive(Debug)]
+pub(crate) struct OwnedArgs {
+    base: Bytes,
+    ranges: Box<[(usize, usize)]>,
+}
+
+impl OwnedArgs {
+    /// The arguments, borrowed.
+    #[inline]
+    pub(crate) fn get(&self) -> Args<'_> {
+        Args {
+            base: &self.base,
+            ranges: &self.ranges,
+        }
     }
 }
 
@@ -235,6 +257,20 @@ impl RequestParser {
         Args {
             base: if self.inline { &self.scratch } else { buf },
             ranges: &self.args,
+        }
+    }
+
+    /// Like [`RequestParser::args`], but owning `request`: the whole request's bytes, split
+    /// from the input the last successful [`RequestParser::parse`] saw (multibulk arguments
+    /// stay ranges into it; inline ones, unescaped, are copied).
+    pub(crate) fn owned_args(&self, request: Bytes) -> OwnedArgs {
+        OwnedArgs {
+            base: if self.inline {
+                Bytes::copy_from_slice(&self.scratch)
+            } else {
+                request
+            },
+            ranges: self.args.as_slice().into(),
         }
     }
 
@@ -394,6 +430,31 @@ mod tests {
             let args = p.args(input);
             assert_eq!(args.get(2), b"0123456789");
         }
+    }
+
+    #[test]
+    fn owned_args_outlive_the_input_and_the_scratch_buffer() {
+        let mut p = parser();
+        let mut buf =
+            bytes::BytesMut::from(&b"SET a  \"b c\"\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\nPING\r\n"[..]);
+        let mut owned = Vec::new();
+        while let Some(n) = p.parse(&buf, true).unwrap() {
+            owned.push(p.owned_args(buf.split_to(n).freeze()));
+        }
+        buf.clear();
+        buf.extend_from_slice(b"overwritten");
+        let got: Vec<Vec<&[u8]>> = owned
+            .iter()
+            .map(|a| a.get().iter_from(0).collect())
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                vec![&b"SET"[..], b"a", b"b c"],
+                vec![&b"GET"[..], b"k"],
+                vec![&b"PING"[..]],
+            ]
+        );
     }
 
     #[test]
