@@ -259,11 +259,7 @@ impl ObjectStore {
     /// start), in key order, hints and other reserved keys excluded, undecodable objects
     /// skipped with a warning. Also returns where the next page starts (`None`: this was the
     /// last).
-    pub fn objects_after(
-        &self,
-        after: Option<&[u8]>,
-        limit: usize,
-    ) -> Result<ObjectPage> {
+    pub fn objects_after(&self, after: Option<&[u8]>, limit: usize) -> Result<ObjectPage> {
         let limit = limit.max(1);
         let start = match after {
             Some(k) => Bound::Excluded(Bytes::copy_from_slice(k)),

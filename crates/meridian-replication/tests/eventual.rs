@@ -932,7 +932,12 @@ async fn assert_all_readable(c: &Cluster, keys: &[(Vec<u8>, Bytes)], via: NodeId
             .get(k, get_opts(|p| p.r = Some(Quorum::All)))
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(k)));
-        assert_eq!(got.values(), std::slice::from_ref(v), "{}", String::from_utf8_lossy(k));
+        assert_eq!(
+            got.values(),
+            std::slice::from_ref(v),
+            "{}",
+            String::from_utf8_lossy(k)
+        );
     }
 }
 
@@ -965,7 +970,12 @@ async fn a_joining_node_receives_its_partitions_and_no_acknowledged_write_is_los
     for (i, (k, v)) in written.iter().enumerate().step_by(7) {
         let via = NodeId(1 + (i as u32) % 7);
         let got = c.node(via).get(k, GetOptions::default()).await.unwrap();
-        assert_eq!(got.values(), std::slice::from_ref(v), "{}", String::from_utf8_lossy(k));
+        assert_eq!(
+            got.values(),
+            std::slice::from_ref(v),
+            "{}",
+            String::from_utf8_lossy(k)
+        );
     }
     for i in 0..60u32 {
         let key = format!("default:during{i}").into_bytes();
@@ -1170,5 +1180,9 @@ async fn quorum_fanout_asks_r_replicas_and_hedges_after_hedge_ms() {
     let t = Instant::now();
     let all = get_opts(|p| p.r = Some(Quorum::Count(2)));
     c.node(NodeId(1)).get(&key, all).await.unwrap();
-    assert!(t.elapsed() < Duration::from_millis(120), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(120),
+        "{:?}",
+        t.elapsed()
+    );
 }
