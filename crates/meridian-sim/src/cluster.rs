@@ -3,8 +3,8 @@
 //! tokio runtime so every delay is virtual.
 //!
 //! Each node has a [`SimDisk`] (its storage across crashes, with an fsync policy) and a clock
-//! derived from virtual time with its own skew ([`SkewedClock`] over [`TokioClock`]), which a
-//! fault can jump forward. A crash stops the node's tasks, takes it off the network and
+//! derived from virtual time with its own seeded offset (±20 ms) and drift (±50 ppm)
+//! ([`SkewedClock`] over [`TokioClock`]), which a fault can jump forward or set back. A crash stops the node's tasks, takes it off the network and
 //! crashes (or wipes) its disk; a restart mounts the disk again under a new incarnation and
 //! starts a new node from the metadata it had last adopted (kept across the crash, as a
 //! durable node keeps its ring; peers push anything newer).
@@ -163,10 +163,12 @@ impl SimCluster {
                 id,
                 dc: dc_of(id),
                 disk: SimDisk::new(cfg.sync),
+                // Loosely synchronized clocks: each node off by up to ±20 ms and drifting by
+                // up to ±50 ppm (faults add jumps and larger skews).
                 clock: Arc::new(SkewedClock::new(
                     TokioClock::new(Timestamp(1_700_000_000_000_000)),
-                    0,
-                    0.0,
+                    rand::Rng::random_range(&mut rng, -20_000..=20_000),
+                    rand::Rng::random_range(&mut rng, -50.0..=50.0),
                 )),
                 incarnation: 1,
                 stop: None,
