@@ -811,6 +811,25 @@ fn bad_cluster_settings_are_rejected_with_the_setting_named() {
     }
 }
 
+/// `[resp, http, peer]` addresses for `n` nodes, node `i` on 127.0.0.(`first` + i), on ports
+/// the OS reports free (each probe held until all are chosen).
+fn node_addresses(first: u8, n: u8) -> Vec<[SocketAddr; 3]> {
+    let mut held = Vec::new();
+    let addrs = (0..n)
+        .map(|i| {
+            let ip = std::net::Ipv4Addr::new(127, 0, 0, first + i);
+            [(); 3].map(|_| {
+                let l = std::net::TcpListener::bind((ip, 0)).unwrap();
+                let a = l.local_addr().unwrap();
+                held.push(l);
+                a
+            })
+        })
+        .collect();
+    drop(held);
+    addrs
+}
+
 /// Three `meridian node --config` processes (dc0: 2 nodes, dc1: 1 node, N = 3) on the durable
 /// engine with `fsync = always`, over TCP on 127.0.0.x. Writers put distinct keys with
 /// `W 2 DW 2` to the two survivors while the third is SIGKILLed and later restarted with the
@@ -821,20 +840,7 @@ fn bad_cluster_settings_are_rejected_with_the_setting_named() {
 #[test]
 fn durable_cluster_node_survives_sigkill_with_no_acknowledged_write_lost() {
     let dir = tempfile::tempdir().unwrap();
-    // Ports the OS reports free, each probe held until all are chosen.
-    let mut held = Vec::new();
-    let addrs: Vec<[SocketAddr; 3]> = (0..3u8)
-        .map(|i| {
-            let ip = std::net::Ipv4Addr::new(127, 0, 0, 40 + i);
-            [(); 3].map(|_| {
-                let l = std::net::TcpListener::bind((ip, 0)).unwrap();
-                let a = l.local_addr().unwrap();
-                held.push(l);
-                a
-            })
-        })
-        .collect();
-    drop(held);
+    let addrs = node_addresses(40, 3);
     let names = ["dc0-n0", "dc0-n1", "dc1-n0"];
     let mut members = String::new();
     for (i, [resp, http, peer]) in addrs.iter().enumerate() {
@@ -1178,19 +1184,7 @@ fn settled(c: &serde_json::Value, members: usize) -> bool {
 #[test]
 fn nodes_join_and_leave_a_tcp_cluster_through_the_admin_api_without_losing_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let mut held = Vec::new();
-    let addrs: Vec<[SocketAddr; 3]> = (0..4u8)
-        .map(|i| {
-            let ip = std::net::Ipv4Addr::new(127, 0, 0, 50 + i);
-            [(); 3].map(|_| {
-                let l = std::net::TcpListener::bind((ip, 0)).unwrap();
-                let a = l.local_addr().unwrap();
-                held.push(l);
-                a
-            })
-        })
-        .collect();
-    drop(held);
+    let addrs = node_addresses(50, 4);
     let names = ["dc0-n0", "dc0-n1", "dc1-n0", "dc1-n1"];
     let member = |i: usize| {
         let [resp, http, peer] = addrs[i];
