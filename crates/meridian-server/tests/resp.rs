@@ -1400,11 +1400,11 @@ mod cluster_mode {
         let c = wan_cluster().await;
         let mut a = connect(&c, 0).await;
         let round_trip = 2 * WAN;
-        // One after another these would take at least 20 round trips (the emulator never
-        // delivers early); overlapped, about one or two. The bound is loose for a busy
-        // machine and still far below the serial time.
+        // One after another these cannot take less than 20 round trips (the emulator never
+        // delivers early), so anything below that proves they overlapped; overlapped they
+        // take about one or two, so a busy machine has a 10x margin.
         let took = pipelined_remote_writes(&mut a, "overlap", 20).await;
-        assert!(took < 10 * round_trip, "20 pipelined writes took {took:?}");
+        assert!(took < 20 * round_trip, "20 pipelined writes took {took:?}");
         // Each write's latency counts from its own start: every one waited a round trip, so
         // none is in the histogram's buckets below it.
         let put = "frontend=\"resp\",op=\"meridian.put\"";
