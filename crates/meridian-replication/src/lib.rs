@@ -13,6 +13,7 @@
 //! | [`membership`] | the versioned cluster metadata (layout, members, buckets) and its changes |
 //! | [`messages`] | the node-to-node wire protocol |
 //! | [`node`] | [`EventualNode`]: GET/PUT coordinators, replica side, repair, handoff |
+//! | [`timeline`] | timeline's pure core: record, version, merge, master write, migration |
 //! | [`tokio_clock`] | a `Clock` following tokio's (possibly paused) time |
 //! | [`error`] | [`ReplicationError`], the spec's error codes with their figures |
 //!
@@ -53,6 +54,7 @@ pub mod membership;
 pub mod messages;
 pub mod node;
 pub mod object_store;
+pub mod timeline;
 pub mod tokio_clock;
 
 pub use anti_entropy::{AaeError, AaeTrees};
