@@ -25,7 +25,7 @@
 //! | [`faults`] | fault kinds, seeded schedules, applying and undoing them |
 //! | [`workload`] | simulated clients per DC recording every operation |
 //! | [`history`] | operations, outcomes, events, [`History`] (JSON lines), [`Recorder`] |
-//! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability |
+//! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability; timeline invariants (order, forks, single writer, migration, reads, TAS) |
 //! | [`text`] | readable, round-trippable text for keys and values |
 //! | [`error`] | the crate's [`enum@Error`] |
 
@@ -43,6 +43,10 @@ pub use checker::convergence::check as check_convergence;
 pub use checker::linearizability::check as check_linearizability;
 pub use checker::lost_writes::check as check_lost_writes;
 pub use checker::quorum_reads::check as check_quorum_reads;
+pub use checker::timeline::{
+    Applied, IssueKind, Issued, TlEvent, TlHistory, TlOp, TlOperation, TlResult, TlVersion,
+    check_all as check_timeline,
+};
 pub use checker::{
     FinalState, ReplicaStates, Status, Undecided, Verdict, Violation, merge_replicas,
 };

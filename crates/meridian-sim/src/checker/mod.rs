@@ -7,6 +7,7 @@
 //! | [`quorum_reads`] | with R+W>N on primaries, a read that starts after a write is acknowledged sees it or a causal successor | history |
 //! | [`convergence`] | every replica of a key holds the same sibling set | [`ReplicaStates`] |
 //! | [`linearizability`] | each key behaves as one atomic register (read/write/delete/cas) | history |
+//! | [`timeline`] | timeline buckets: per-key order, no forks, single writer, migration rule, read and TAS guarantees, linearizable write/TAS/read_latest | issue + apply logs, timeline history |
 //!
 //! Every checker returns a [`Verdict`]: pass, fail with [`Violation`]s (key, op ids, times and
 //! values in prose), or undecided (a search budget ran out). An `Err` means the input itself
@@ -18,6 +19,7 @@ mod graph;
 pub mod linearizability;
 pub mod lost_writes;
 pub mod quorum_reads;
+pub mod timeline;
 
 use crate::text;
 use meridian_core::{Key, Value};
