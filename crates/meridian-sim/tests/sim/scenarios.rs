@@ -27,7 +27,7 @@ fn one_seed_gives_the_same_history_byte_for_byte() {
     assert_ne!(history_bytes(&s, 7), history_bytes(&s, 8));
 }
 
-/// The bounded sweep CI runs: `SIM_SEEDS` seeds (default 12) of each checked scenario, with
+/// The bounded sweep CI runs: `SIM_SEEDS` seeds (default 50) of each checked scenario, with
 /// the workload shortened to 20 s of virtual time. The long sweep is
 /// `meridian sim --seeds 1..500 --scenario NAME`.
 #[test]
@@ -35,7 +35,7 @@ fn seed_sweep_finds_no_violation() {
     let seeds: u64 = std::env::var("SIM_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(50);
     let mut failures = Vec::new();
     for mut s in scenarios() {
         if s.expect_lost_writes || s.name == "perf" {
