@@ -425,69 +425,53 @@ impl History {
     /// second completion, a completion earlier than its invocation, or a result that does not
     /// fit the operation.
     pub fn operations(&self) -> Result<Vec<Operation>, Error> {
-        let mut ops: Vec<Operation> = Vec::new();
-        let mut index: BTreeMap<OpId, usize> = BTreeMap::new();
-        for event in &self.events {
-            match event {
-                Event::Invoke {
-                    op_id,
-                    client,
-                    dc,
-                    key,
-                    op,
-                    at,
-                } => {
-                    let Entry::Vacant(slot) = index.entry(*op_id) else {
-                        return Err(Error::DuplicateInvoke { op: *op_id });
-                    };
-                    slot.insert(ops.len());
-                    ops.push(Operation {
-                        id: *op_id,
-                        client: *client,
-                        dc: *dc,
-                        key: key.clone(),
-                        op: op.clone(),
-                        invoked_at: *at,
-                        completed_at: None,
-                        outcome: Outcome::Unknown("never completed".to_string()),
-                    });
-                }
-                Event::Complete { op_id, outcome, at } => {
-                    let Some(&i) = index.get(op_id) else {
-                        return Err(Error::CompleteWithoutInvoke { op: *op_id });
-                    };
-                    let operation = &mut ops[i];
-                    if operation.completed_at.is_some() {
-                        return Err(Error::DuplicateComplete { op: *op_id });
-                    }
-                    if *at < operation.invoked_at {
-                        return Err(Error::CompletedBeforeInvoked {
-                            op: *op_id,
-                            invoked_at: operation.invoked_at,
-                            completed_at: *at,
-                        });
-                    }
-                    if let Outcome::Ok(result) = outcome {
-                        let fits = matches!(
-                            (&operation.op, result),
-                            (Op::Read, OpResult::Read(_))
-                                | (Op::Write { .. } | Op::Delete { .. }, OpResult::Done)
-                                | (Op::Cas { .. }, OpResult::Done | OpResult::CasRejected)
-                        );
-                        if !fits {
-                            return Err(Error::ResultMismatch {
-                                op: *op_id,
-                                op_kind: operation.op.kind(),
-                                result: result.to_string(),
-                            });
-                        }
-                    }
-                    operation.completed_at = Some(*at);
-                    operation.outcome = outcome.clone();
-                }
-            }
-        }
-        Ok(ops)
+        let steps = self.events.iter().map(|e| match e {
+            Event::Invoke {
+                op_id,
+                client,
+                dc,
+                key,
+                op,
+                at,
+            } => Step::Invoke {
+                op_id: *op_id,
+                client: *client,
+                dc: *dc,
+                key,
+                op,
+                at: *at,
+            },
+            Event::Complete { op_id, outcome, at } => Step::Complete {
+                op_id: *op_id,
+                result: outcome,
+                at: *at,
+            },
+        });
+        let fits = |op: &Op, outcome: &Outcome| match outcome {
+            Outcome::Ok(result) => matches!(
+                (op, result),
+                (Op::Read, OpResult::Read(_))
+                    | (Op::Write { .. } | Op::Delete { .. }, OpResult::Done)
+                    | (Op::Cas { .. }, OpResult::Done | OpResult::CasRejected)
+            )
+            .then_some(())
+            .ok_or_else(|| (op.kind(), result.to_string())),
+            _ => Ok(()),
+        };
+        let paired = pair_steps(steps, Outcome::Unknown("never completed".into()), fits)?;
+        Ok(paired
+            .into_iter()
+            .map(|p| Operation {
+                id: p.id,
+                client: p.client,
+                dc: p.dc,
+                key: p.key,
+                op: p.op,
+                invoked_at: p.invoked_at,
+                completed_at: p.completed_at,
+                outcome: p.result,
+            })
+            .collect())
     }
 
     /// [`History::operations`] grouped by key, keys in byte order, each key's operations in
@@ -538,6 +522,107 @@ impl History {
         let file = std::fs::File::open(path)?;
         History::load(std::io::BufReader::new(file))
     }
+}
+
+/// One event of a history, borrowed and generic over the operation type `O` and the result
+/// type `R`, so every history kind (this module's, the timeline checker's) pairs invocations
+/// with completions through [`pair_steps`].
+pub(crate) enum Step<'a, O, R> {
+    /// An invocation.
+    Invoke {
+        op_id: OpId,
+        client: ClientId,
+        dc: DcId,
+        key: &'a Key,
+        op: &'a O,
+        at: Micros,
+    },
+    /// A completion.
+    Complete {
+        op_id: OpId,
+        result: &'a R,
+        at: Micros,
+    },
+}
+
+/// An invocation paired with its completion (`completed_at: None` and the `never` result when
+/// it never completed).
+pub(crate) struct Paired<O, R> {
+    pub(crate) id: OpId,
+    pub(crate) client: ClientId,
+    pub(crate) dc: DcId,
+    pub(crate) key: Key,
+    pub(crate) op: O,
+    pub(crate) invoked_at: Micros,
+    pub(crate) completed_at: Option<Micros>,
+    pub(crate) result: R,
+}
+
+/// Pairs `steps` into operations in invocation order. `fits` says whether a result suits its
+/// operation (else `Err((op kind, result text))`).
+///
+/// Errors: an id invoked twice, a completion without invocation (in event order), a second
+/// completion, a completion earlier than its invocation, or a result that does not fit.
+pub(crate) fn pair_steps<'a, O: Clone + 'a, R: Clone + 'a>(
+    steps: impl IntoIterator<Item = Step<'a, O, R>>,
+    never: R,
+    fits: impl Fn(&O, &R) -> Result<(), (&'static str, String)>,
+) -> Result<Vec<Paired<O, R>>, Error> {
+    let mut ops: Vec<Paired<O, R>> = Vec::new();
+    let mut index: BTreeMap<OpId, usize> = BTreeMap::new();
+    for step in steps {
+        match step {
+            Step::Invoke {
+                op_id,
+                client,
+                dc,
+                key,
+                op,
+                at,
+            } => {
+                let Entry::Vacant(slot) = index.entry(op_id) else {
+                    return Err(Error::DuplicateInvoke { op: op_id });
+                };
+                slot.insert(ops.len());
+                ops.push(Paired {
+                    id: op_id,
+                    client,
+                    dc,
+                    key: key.clone(),
+                    op: op.clone(),
+                    invoked_at: at,
+                    completed_at: None,
+                    result: never.clone(),
+                });
+            }
+            Step::Complete { op_id, result, at } => {
+                let Some(&i) = index.get(&op_id) else {
+                    return Err(Error::CompleteWithoutInvoke { op: op_id });
+                };
+                let operation = &mut ops[i];
+                if operation.completed_at.is_some() {
+                    return Err(Error::DuplicateComplete { op: op_id });
+                }
+                if at < operation.invoked_at {
+                    return Err(Error::CompletedBeforeInvoked {
+                        op: op_id,
+                        invoked_at: operation.invoked_at,
+                        completed_at: at,
+                    });
+                }
+                if let Err((op_kind, result)) = fits(&operation.op, result) {
+                    return Err(Error::ResultMismatch {
+                        op: op_id,
+                        op_kind,
+                        result,
+                    });
+                }
+                operation.completed_at = Some(at);
+                operation.result = result.clone();
+            }
+        }
+    }
+    Ok(ops)
 }
 
 /// The shared, append-only history that many simulated clients record into.

@@ -94,7 +94,7 @@
 use super::linearizability;
 use super::{Undecided, Verdict};
 use crate::error::Error;
-use crate::history::{ClientId, Event, History, Micros, Op, OpId, Outcome};
+use crate::history::{ClientId, Event, History, Micros, Op, OpId, Outcome, Step, pair_steps};
 use crate::text;
 use meridian_core::{DcId, Key, NodeId, Value};
 use std::collections::btree_map::Entry;
@@ -492,69 +492,52 @@ impl TlHistory {
     /// that does not fit the operation (reads return [`TlResult::Read`], writes and deletes
     /// [`TlResult::Written`], TAS that or [`TlResult::Mismatch`]).
     pub fn operations(&self) -> Result<Vec<TlOperation>, Error> {
-        let mut ops: Vec<TlOperation> = Vec::new();
-        let mut index: BTreeMap<OpId, usize> = BTreeMap::new();
-        for event in &self.events {
-            match event {
-                TlEvent::Invoke {
-                    op_id,
-                    client,
-                    dc,
-                    key,
-                    op,
-                    at,
-                } => {
-                    let Entry::Vacant(slot) = index.entry(*op_id) else {
-                        return Err(Error::DuplicateInvoke { op: *op_id });
-                    };
-                    slot.insert(ops.len());
-                    ops.push(TlOperation {
-                        id: *op_id,
-                        client: *client,
-                        dc: *dc,
-                        key: key.clone(),
-                        op: op.clone(),
-                        invoked_at: *at,
-                        completed_at: None,
-                        result: TlResult::Unknown("never completed".to_string()),
-                    });
-                }
-                TlEvent::Complete { op_id, result, at } => {
-                    let Some(&i) = index.get(op_id) else {
-                        return Err(Error::CompleteWithoutInvoke { op: *op_id });
-                    };
-                    let operation = &mut ops[i];
-                    if operation.completed_at.is_some() {
-                        return Err(Error::DuplicateComplete { op: *op_id });
-                    }
-                    if *at < operation.invoked_at {
-                        return Err(Error::CompletedBeforeInvoked {
-                            op: *op_id,
-                            invoked_at: operation.invoked_at,
-                            completed_at: *at,
-                        });
-                    }
-                    let fits = match result {
-                        TlResult::Read { .. } => operation.op.is_read(),
-                        TlResult::Written { .. } => !operation.op.is_read(),
-                        TlResult::Mismatch { .. } => {
-                            matches!(operation.op, TlOp::TestAndSet { .. })
-                        }
-                        TlResult::Failed(_) | TlResult::Unknown(_) => true,
-                    };
-                    if !fits {
-                        return Err(Error::ResultMismatch {
-                            op: *op_id,
-                            op_kind: operation.op.kind(),
-                            result: result.to_string(),
-                        });
-                    }
-                    operation.completed_at = Some(*at);
-                    operation.result = result.clone();
-                }
-            }
-        }
-        Ok(ops)
+        let steps = self.events.iter().map(|e| match e {
+            TlEvent::Invoke {
+                op_id,
+                client,
+                dc,
+                key,
+                op,
+                at,
+            } => Step::Invoke {
+                op_id: *op_id,
+                client: *client,
+                dc: *dc,
+                key,
+                op,
+                at: *at,
+            },
+            TlEvent::Complete { op_id, result, at } => Step::Complete {
+                op_id: *op_id,
+                result,
+                at: *at,
+            },
+        });
+        let fits = |op: &TlOp, result: &TlResult| {
+            let fits = match result {
+                TlResult::Read { .. } => op.is_read(),
+                TlResult::Written { .. } => !op.is_read(),
+                TlResult::Mismatch { .. } => matches!(op, TlOp::TestAndSet { .. }),
+                TlResult::Failed(_) | TlResult::Unknown(_) => true,
+            };
+            fits.then_some(())
+                .ok_or_else(|| (op.kind(), result.to_string()))
+        };
+        let paired = pair_steps(steps, TlResult::Unknown("never completed".into()), fits)?;
+        Ok(paired
+            .into_iter()
+            .map(|p| TlOperation {
+                id: p.id,
+                client: p.client,
+                dc: p.dc,
+                key: p.key,
+                op: p.op,
+                invoked_at: p.invoked_at,
+                completed_at: p.completed_at,
+                result: p.result,
+            })
+            .collect())
     }
 
     /// [`TlHistory::operations`] grouped by key, keys in byte order, each key's operations in
