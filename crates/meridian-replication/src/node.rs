@@ -733,23 +733,18 @@ impl EventualNode {
                 // A layout change: hand off at once rather than after up to an interval.
                 _ = self.inner.drain_wake.notified() => {}
             }
+            let rounds = async {
+                if let Err(e) = self.handoff_round().await {
+                    tracing::warn!(node = %self.id(), error = %e, "hinted handoff round failed");
+                }
+                if let Err(e) = self.ownership_round().await {
+                    tracing::warn!(node = %self.id(), error = %e, "ownership handoff round failed");
+                }
+            };
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                r = self.handoff_round() => {
-                    if let Err(e) = r {
-                        tracing::warn!(node = %self.id(), error = %e, "hinted handoff round failed");
-                    }
-                }
-            }
-            tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => break,
-                r = self.ownership_round() => {
-                    if let Err(e) = r {
-                        tracing::warn!(node = %self.id(), error = %e, "ownership handoff round failed");
-                    }
-                }
+                () = rounds => {}
             }
         }
     }
