@@ -15,6 +15,7 @@
 //!   ([`meridian_cluster::Params::resolve`]).
 
 use crate::error::{ReplicationError, Result};
+use crate::timeline::TimelineProps;
 use meridian_cluster::{Layout, Params, Props};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -22,15 +23,15 @@ use std::collections::BTreeMap;
 /// The name of the bucket every registry has.
 pub const DEFAULT_BUCKET_NAME: &str = "default";
 
-/// A bucket's consistency model. Only `eventual` is implemented; the other names are
-/// reserved so configurations can be written for them, and validation refuses them for now.
+/// A bucket's consistency model. `eventual` and `timeline` are implemented; `transactional` is
+/// reserved so configurations can be written for it, and validation refuses it for now.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BucketType {
     /// N/R/W quorums, causal contexts, siblings or LWW (spec `placement-and-quorums.md`).
     #[default]
     Eventual,
-    /// Per-record master, ordered propagation (not implemented yet).
+    /// Per-record master, ordered propagation (spec `timeline.md`).
     Timeline,
     /// Clock-SI transactions (not implemented yet).
     Transactional,
@@ -53,6 +54,20 @@ pub struct BucketProps {
     /// Whether N must be at least the number of DCs (default true; spec §2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dc_rule: Option<bool>,
+    /// Timeline properties (`migration_threshold`, `timeline_w`, `initial_master`,
+    /// `master_timeout_ms`, `read_latest_fanout`); only timeline buckets read them.
+    #[serde(flatten)]
+    pub timeline: TimelineProps,
+}
+
+impl BucketProps {
+    /// The properties of a timeline bucket with the spec's defaults.
+    pub fn timeline() -> BucketProps {
+        BucketProps {
+            bucket_type: BucketType::Timeline,
+            ..BucketProps::default()
+        }
+    }
 }
 
 /// [`BucketProps`] as parsed: the same keys plus whatever else the table held, so unknown keys
@@ -66,6 +81,8 @@ struct BucketTable {
     #[serde(default)]
     dc_rule: Option<bool>,
     #[serde(flatten)]
+    timeline: TimelineProps,
+    #[serde(flatten)]
     unknown: BTreeMap<String, serde::de::IgnoredAny>,
 }
 
@@ -77,13 +94,15 @@ impl TryFrom<BucketTable> for BucketProps {
             return Err(format!(
                 "unknown bucket property `{key}`: expected type, n_val, r, w, dw, pr, pw, \
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
-                 hedge_ms, timeout_ms or dc_rule"
+                 hedge_ms, timeout_ms, dc_rule, migration_threshold, timeline_w, \
+                 initial_master, master_timeout_ms or read_latest_fanout"
             ));
         }
         Ok(BucketProps {
             bucket_type: t.bucket_type,
             props: t.props,
             dc_rule: t.dc_rule,
+            timeline: t.timeline,
         })
     }
 }
@@ -119,14 +138,16 @@ impl BucketProps {
             bucket: name.to_owned(),
             reason,
         };
-        if self.bucket_type != BucketType::Eventual {
-            return Err(bad(format!(
-                "type {:?} is not implemented yet (only eventual)",
-                self.bucket_type
-            )));
+        if self.bucket_type == BucketType::Transactional {
+            return Err(bad(
+                "type transactional is not implemented yet (use eventual or timeline)".into(),
+            ));
         }
         let p = Params::resolve(&Props::default(), &self.props());
         let n = p.n_val;
+        if self.bucket_type == BucketType::Timeline {
+            self.timeline.validate(n).map_err(|e| bad(e.reason))?;
+        }
         if n == 0 {
             return Err(bad("n_val must be at least 1".into()));
         }
@@ -293,6 +314,41 @@ mod tests {
     }
 
     #[test]
+    fn loads_timeline_buckets_with_their_properties() {
+        let c: Config = toml::from_str(
+            r#"
+            [buckets.profiles]
+            type = "timeline"
+            migration_threshold = 5
+            initial_master = "inserter_dc"
+            master_timeout_ms = 2000
+            "#,
+        )
+        .unwrap();
+        let b = Buckets::from_map(SHAPE, c.buckets).unwrap();
+        let p = b.get("profiles").unwrap();
+        assert_eq!(p.bucket_type, BucketType::Timeline);
+        assert_eq!(p.timeline.migration_threshold, 5);
+        assert_eq!(
+            p.timeline.initial_master,
+            crate::timeline::InitialMaster::InserterDc
+        );
+        assert_eq!(p.timeline.master_timeout_ms, 2000);
+        assert_eq!(
+            p.timeline.timeline_w, 1,
+            "unset keys keep the spec's default"
+        );
+        let e =
+            toml::from_str::<Config>("[buckets.x]\ntype = \"timeline\"\nmigration_treshold = 2\n")
+                .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown bucket property `migration_treshold`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn unknown_fields_and_bad_quorums_are_rejected() {
         let e = toml::from_str::<Config>("[buckets.x]\nn_vall = 3\n").unwrap_err();
         assert!(
@@ -367,10 +423,20 @@ mod tests {
             ),
             (
                 BucketProps {
-                    bucket_type: BucketType::Timeline,
+                    bucket_type: BucketType::Transactional,
                     ..Default::default()
                 },
                 "not implemented",
+            ),
+            (
+                BucketProps {
+                    timeline: TimelineProps {
+                        timeline_w: 4,
+                        ..Default::default()
+                    },
+                    ..BucketProps::timeline()
+                },
+                "timeline_w=4 exceeds n_val=3",
             ),
             (
                 BucketProps {

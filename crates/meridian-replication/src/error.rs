@@ -10,8 +10,9 @@
 //! The type is serializable because a coordinator that forwards a client write (§6.1) gets
 //! the remote coordinator's result, error included, back over the wire unchanged.
 
+use crate::timeline::{ReplicaRef, Version};
 use meridian_cluster::QuorumError;
-use meridian_core::NodeId;
+use meridian_core::{DcId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use thiserror::Error;
@@ -140,6 +141,101 @@ pub enum ReplicationError {
         /// This node.
         node: NodeId,
     },
+    /// A timeline request needs the record's master (write, test-and-set, delete,
+    /// read-latest), and the master is down per the failure detector or did not answer
+    /// within `master_timeout_ms` (`timeline.md` §7). `read_any` still works.
+    #[error(
+        "master_unavailable key={key} master={master} dc={dc} {reason}{}",
+        if *.maybe_applied { " (the write may have applied)" } else { "" }
+    )]
+    MasterUnavailable {
+        /// The client key (lossy UTF-8).
+        key: String,
+        /// The master this node tried.
+        master: NodeId,
+        /// The master's DC.
+        dc: DcId,
+        /// What failed, in words.
+        reason: String,
+        /// The request reached the master, or may have: a write's outcome is unknown.
+        maybe_applied: bool,
+    },
+    /// `read_critical(required)` found only an older version locally, and the master that
+    /// holds a fresh enough one is unreachable.
+    #[error(
+        "stale_version_unavailable required={required} local={} master={master} {reason}",
+        match .local { Some(v) => v.to_string(), None => "none".to_owned() }
+    )]
+    StaleVersionUnavailable {
+        /// The version the read needs.
+        required: Version,
+        /// The local replica's version, if it holds the record.
+        local: Option<Version>,
+        /// The master that could not serve it.
+        master: NodeId,
+        /// What failed, in words.
+        reason: String,
+    },
+    /// An insert of a new timeline key needs its partition's insert arbiter (§5), which is
+    /// down or did not answer. There is no fallback: two arbiters could both admit it.
+    #[error(
+        "insert_arbiter_unavailable partition={partition} node={node} {reason}{}",
+        if *.maybe_applied { " (the insert may have applied)" } else { "" }
+    )]
+    InsertArbiterUnavailable {
+        /// The key's partition.
+        partition: u32,
+        /// The arbiter (the partition's first primary).
+        node: NodeId,
+        /// What failed, in words.
+        reason: String,
+        /// The request reached the arbiter, or may have.
+        maybe_applied: bool,
+    },
+    /// A timeline test-and-set found another version (`None`: the record is absent).
+    #[error(
+        "version_mismatch current={}",
+        match .current { Some(v) => v.to_string(), None => "none".to_owned() }
+    )]
+    VersionMismatch {
+        /// The record's current version at the master.
+        current: Option<Version>,
+    },
+    /// A timeline insert-if-absent found a live record.
+    #[error("already_exists current={current}")]
+    AlreadyExists {
+        /// The live record's version.
+        current: Version,
+    },
+    /// Internal to the timeline write path: the receiver is not the record's master; the
+    /// coordinator retries once at `hint`.
+    #[error("not_master hint={hint} await={await_ver}")]
+    NotMaster {
+        /// The master per the receiver's record.
+        hint: ReplicaRef,
+        /// The receiver's version of the record (the new master waits until it has it).
+        await_ver: Version,
+    },
+    /// A forced re-master could not run: no replica in the DC holds the record, or none is
+    /// reachable.
+    #[error("force_master_refused key={key} {reason}")]
+    ForceMasterRefused {
+        /// The client key (lossy UTF-8).
+        key: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// The operation does not exist for the key's bucket type (a timeline read mode on an
+    /// eventual bucket, a causal context on a timeline bucket, ...).
+    #[error("wrong_bucket_type bucket={bucket} is {actual}: {hint}")]
+    WrongBucketType {
+        /// The bucket's name.
+        bucket: String,
+        /// Its type.
+        actual: String,
+        /// What to do instead.
+        hint: String,
+    },
 }
 
 /// How the edge should present an error (spec §11).
@@ -157,6 +253,8 @@ pub enum ErrorClass {
     TooLarge,
     /// A server-side failure (HTTP 500, RESP `-ERR`).
     Internal,
+    /// A test-and-set precondition failed (HTTP 412, RESP `-CONFLICT`).
+    Conflict,
 }
 
 impl ReplicationError {
@@ -178,6 +276,14 @@ impl ReplicationError {
             MembershipRefused { .. } => "membership_refused",
             ClaimantUnreachable { .. } => "claimant_unreachable",
             NotJoined { .. } => "not_joined",
+            MasterUnavailable { .. } => "master_unavailable",
+            StaleVersionUnavailable { .. } => "stale_version_unavailable",
+            InsertArbiterUnavailable { .. } => "insert_arbiter_unavailable",
+            VersionMismatch { .. } => "version_mismatch",
+            AlreadyExists { .. } => "already_exists",
+            NotMaster { .. } => "not_master",
+            WrongBucketType { .. } => "wrong_bucket_type",
+            ForceMasterRefused { .. } => "force_master_refused",
         }
     }
 
@@ -189,7 +295,10 @@ impl ReplicationError {
             | InvalidContext { .. }
             | ReservedKey
             | InvalidBucket { .. }
-            | MembershipRefused { .. } => ErrorClass::BadRequest,
+            | MembershipRefused { .. }
+            | WrongBucketType { .. }
+            | ForceMasterRefused { .. } => ErrorClass::BadRequest,
+            VersionMismatch { .. } | AlreadyExists { .. } => ErrorClass::Conflict,
             Overload => ErrorClass::Overload,
             Timeout { .. } => ErrorClass::Timeout,
             TooManySiblings { .. } | ObjectTooLarge { .. } => ErrorClass::TooLarge,

@@ -1,9 +1,12 @@
-//! Meridian's replication protocols. Today: **eventual consistency** with N/R/W quorums,
-//! dotted-version-vector causal contexts (siblings or last-writer-wins), read repair and
-//! sloppy quorums with hinted handoff and Merkle active anti-entropy (spec
-//! `placement-and-quorums.md` §§3–10). Timeline and
-//! transactional buckets will get their own modules; [`bucket::BucketType`] already names
-//! them.
+//! Meridian's replication protocols:
+//! - **eventual consistency** with N/R/W quorums, dotted-version-vector causal contexts
+//!   (siblings or last-writer-wins), read repair and sloppy quorums with hinted handoff and
+//!   Merkle active anti-entropy (spec `placement-and-quorums.md` §§3–10);
+//! - **timeline consistency** (spec `timeline.md`, PNUTS): a per-record master, ordered
+//!   propagation, read-any / read-critical / read-latest, test-and-set and master migration.
+//!
+//! One node type, [`EventualNode`], serves both; a bucket's [`bucket::BucketType`] decides
+//! which operations its keys take. Transactional buckets are not built yet.
 //!
 //! | module | concept |
 //! |---|---|
@@ -12,8 +15,8 @@
 //! | [`object_store`] | one replica's objects and hints over a storage engine |
 //! | [`membership`] | the versioned cluster metadata (layout, members, buckets) and its changes |
 //! | [`messages`] | the node-to-node wire protocol |
-//! | [`node`] | [`EventualNode`]: GET/PUT coordinators, replica side, repair, handoff |
-//! | [`timeline`] | timeline's pure core: record, version, merge, master write, migration |
+//! | [`node`] | [`EventualNode`]: GET/PUT coordinators, replica side, repair, handoff; timeline routing, propagation, catch-up |
+//! | [`timeline`] | timeline's pure core (record, version, merge, master write, migration) and record store |
 //! | [`tokio_clock`] | a `Clock` following tokio's (possibly paused) time |
 //! | [`error`] | [`ReplicationError`], the spec's error codes with their figures |
 //!
@@ -62,6 +65,9 @@ pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use messages::{AaeItem, Msg, RemoteError};
-pub use node::{EventualNode, GetOptions, GetResult, NodeConfig, NodeStats, PutOptions, PutResult};
+pub use node::{
+    EventualNode, GetOptions, GetResult, NodeConfig, NodeStats, PutOptions, PutResult, ReadMode,
+    TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult,
+};
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use tokio_clock::TokioClock;

@@ -78,6 +78,9 @@ pub struct WireBucket {
     pub props: Props,
     /// The DC rule.
     pub dc_rule: Option<bool>,
+    /// Timeline properties (documents written before timeline buckets existed lack them).
+    #[serde(default)]
+    pub timeline: crate::timeline::TimelineProps,
 }
 
 impl From<BucketProps> for WireBucket {
@@ -86,6 +89,7 @@ impl From<BucketProps> for WireBucket {
             bucket_type: b.bucket_type,
             props: b.props,
             dc_rule: b.dc_rule,
+            timeline: b.timeline,
         }
     }
 }
@@ -96,6 +100,7 @@ impl From<WireBucket> for BucketProps {
             bucket_type: w.bucket_type,
             props: w.props,
             dc_rule: w.dc_rule,
+            timeline: w.timeline,
         }
     }
 }
@@ -425,6 +430,7 @@ mod tests {
                         bucket_type: BucketType::Eventual,
                         props,
                         dc_rule: None,
+                        timeline: Default::default(),
                     },
                 },
                 NodeId(1),

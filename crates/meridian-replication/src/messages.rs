@@ -12,6 +12,11 @@
 //! | [`Msg::AaeSync`] | [`Msg::AaeSyncReply`] or [`Msg::Error`] |
 //! | [`Msg::Handoff`] | [`Msg::Ack`] or [`Msg::Error`] |
 //! | [`Msg::Change`] | [`Msg::ChangeReply`] |
+//! | [`Msg::TlWrite`] | [`Msg::TlWriteReply`] or [`Msg::Error`] |
+//! | [`Msg::TlForce`] | [`Msg::TlWriteReply`] or [`Msg::Error`] |
+//! | [`Msg::TlRead`] | [`Msg::TlReadReply`] or [`Msg::Error`] |
+//! | [`Msg::TlReplicate`] | [`Msg::Ack`] or [`Msg::Error`] |
+//! | [`Msg::TlSync`] | [`Msg::TlSyncReply`] or [`Msg::Error`] |
 //!
 //! One-way: [`Msg::Heartbeat`], [`Msg::Repair`], [`Msg::Meta`], [`Msg::Drained`].
 //!
@@ -23,8 +28,9 @@
 use crate::error::ReplicationError;
 use crate::membership::{ClusterMeta, MetaChange};
 use crate::node::{PutOptions, PutResult};
+use crate::timeline::{Content as TlContent, Expect, Record, ReplicaRef, Version};
 use meridian_cluster::{HashReply, HashRequest, KeyHashes, Object, SegmentId};
-use meridian_core::{NodeId, PartitionId};
+use meridian_core::{DcId, NodeId, PartitionId};
 use serde::{Deserialize, Serialize};
 
 /// Why a replica refused a request.
@@ -155,6 +161,66 @@ pub enum Msg {
     },
     /// The answer to [`Msg::AaeSync`]: the receiver's objects after merging, same order.
     AaeSyncReply(Vec<AaeItem>),
+    /// Timeline (§3, §5): a client write for the record's master, or for the partition's
+    /// insert arbiter when the coordinator found no record.
+    TlWrite {
+        /// The client key.
+        key: Vec<u8>,
+        /// The value, or a tombstone for a delete.
+        content: TlContent,
+        /// The precondition (test-and-set, insert-if-absent).
+        expect: Expect,
+        /// The DC of the coordinator that took the client's request.
+        origin_dc: DcId,
+        /// 0 from the coordinator; 1 once forwarded (it is never forwarded again).
+        hops: u8,
+        /// The version that names the receiver master, which it should wait for.
+        await_ver: Option<Version>,
+    },
+    /// The answer to [`Msg::TlWrite`] and [`Msg::TlForce`]: the record issued and the
+    /// replica that issued it, or why not (`not_master` with a hint, `version_mismatch`, ...).
+    TlWriteReply(Result<(Record, ReplicaRef), ReplicationError>),
+    /// Timeline: the receiver's record of `key`; with `latest`, only if the receiver is its
+    /// master (or, for an absent record, the insert arbiter), else `not_master`.
+    TlRead {
+        /// The client key.
+        key: Vec<u8>,
+        /// Serve only as master (`read_latest`).
+        latest: bool,
+        /// The version that names the receiver master, which it should wait for.
+        await_ver: Option<Version>,
+    },
+    /// The answer to [`Msg::TlRead`].
+    TlReadReply(Result<Option<Record>, ReplicationError>),
+    /// Timeline propagation (§4): apply each record that is newer than the local one, then
+    /// acknowledge.
+    TlReplicate {
+        /// `(key, record)`, at most one per key, in key order.
+        records: Vec<(Vec<u8>, Record)>,
+    },
+    /// Timeline catch-up (§8): the sender's versions of its records in `(after, upto]` that
+    /// the receiver also replicates; the receiver answers what either side lacks.
+    TlSync {
+        /// `(key, version)` of the sender's records in the range.
+        items: Vec<(Vec<u8>, Version)>,
+        /// The range's exclusive start (`None`: the first key).
+        after: Option<Vec<u8>>,
+        /// The range's inclusive end (`None`: the last key).
+        upto: Option<Vec<u8>>,
+    },
+    /// The answer to [`Msg::TlSync`].
+    TlSyncReply {
+        /// The receiver's records newer than the sender's, or that the sender lacks.
+        newer: Vec<(Vec<u8>, Record)>,
+        /// Keys whose sender record is newer, or that the receiver lacks.
+        want: Vec<Vec<u8>>,
+    },
+    /// Timeline forced re-master (§7): the receiver takes mastership of `key` in a new master
+    /// epoch.
+    TlForce {
+        /// The client key.
+        key: Vec<u8>,
+    },
     /// A refused request.
     Error(RemoteError),
 }

@@ -77,6 +77,11 @@
 //!   messages wait in its inbox.
 
 mod handoff;
+mod timeline;
+
+pub use timeline::{
+    ReadMode, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult,
+};
 
 use crate::anti_entropy::{AaeError, AaeTrees, KEYS_PER_SYNC, SEGMENTS_PER_REQUEST};
 use crate::bucket::{BucketProps, Buckets};
@@ -150,6 +155,21 @@ pub struct NodeConfig {
     pub anti_entropy_tree: meridian_cluster::MerkleConfig,
     /// Keys read per engine scan page while building the trees (default 1024).
     pub anti_entropy_scan_page: usize,
+    /// Timeline: first retransmission delay of an unacknowledged batch (default 200 ms).
+    pub tl_retry: Duration,
+    /// Timeline: the longest retransmission delay (default 5 s).
+    pub tl_retry_max: Duration,
+    /// Timeline: most records per propagation batch (default 256).
+    pub tl_batch: usize,
+    /// Timeline: how often a catch-up exchange runs (default 10 s; zero disables it).
+    pub tl_sync_interval: Duration,
+    /// Timeline: records compared per catch-up page (default 512).
+    pub tl_sync_page: usize,
+    /// Timeline: how long a new master waits for the record that hands it the mastership
+    /// (default 2 s).
+    pub tl_migrate_wait: Duration,
+    /// Timeline: master hints cached for keys this node does not replicate (default 100 000).
+    pub tl_hint_cache: usize,
 }
 
 impl NodeConfig {
@@ -174,6 +194,13 @@ impl NodeConfig {
             anti_entropy_max_keys: 1000,
             anti_entropy_tree: crate::anti_entropy::default_tree(),
             anti_entropy_scan_page: 1024,
+            tl_retry: Duration::from_millis(200),
+            tl_retry_max: Duration::from_secs(5),
+            tl_batch: 256,
+            tl_sync_interval: Duration::from_secs(10),
+            tl_sync_page: 512,
+            tl_migrate_wait: Duration::from_secs(2),
+            tl_hint_cache: 100_000,
         }
     }
 }
@@ -309,6 +336,8 @@ struct Inner {
     counters: Counters,
     /// Index of the next `(partition, peer)` pair of anti-entropy.
     aae_cursor: Mutex<usize>,
+    /// Timeline buckets' records, queues and counters (module `timeline`).
+    tl: timeline::Timeline,
 }
 
 /// What a node believes about the cluster: the metadata document and its bucket registry.
@@ -416,6 +445,10 @@ impl EventualNode {
             }
         }
         let aae_cursor = rng.random_range(0..1usize << 20);
+        let tl = timeline::Timeline::new(
+            crate::timeline::TlStore::new(store.engine().clone(), clock.clone()),
+            rng.random_range(0..1usize << 20),
+        );
         EventualNode {
             inner: Arc::new(Inner {
                 store,
@@ -432,6 +465,7 @@ impl EventualNode {
                 rng: Mutex::new(rng),
                 counters: Counters::default(),
                 aae_cursor: Mutex::new(aae_cursor),
+                tl,
             }),
         }
     }
@@ -506,6 +540,19 @@ impl EventualNode {
         }
     }
 
+    /// Refuses the eventual operations on a bucket of another type.
+    fn eventual_only(&self, bucket: &[u8]) -> Result<()> {
+        let ty = self.registry().props_for(bucket).bucket_type;
+        if ty == crate::bucket::BucketType::Eventual {
+            return Ok(());
+        }
+        Err(ReplicationError::WrongBucketType {
+            bucket: String::from_utf8_lossy(bucket).into_owned(),
+            actual: format!("{ty:?}").to_lowercase(),
+            hint: "use the timeline operations (read modes and versions) on its keys".into(),
+        })
+    }
+
     /// Hints waiting for their primaries (`hints_pending`).
     pub fn hints_pending(&self) -> Result<usize> {
         self.inner.store.hints_pending()
@@ -529,18 +576,17 @@ impl EventualNode {
     /// anti-entropy. They stop when `shutdown` is cancelled; the handle completes then.
     pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
-        let (s1, s2, s3, s4) = (
-            shutdown.clone(),
-            shutdown.clone(),
-            shutdown.clone(),
-            shutdown,
-        );
+        let (e, f) = (self.clone(), self.clone());
+        let s = shutdown;
+        let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
         tokio::spawn(async move {
             tokio::join!(
                 a.serve(inbox, s1),
                 b.heartbeats(s2),
                 c.handoffs(s3),
-                d.anti_entropy(s4)
+                d.anti_entropy(s4),
+                e.tl_streams(s5),
+                f.tl_catch_up(s)
             );
         })
     }
@@ -593,6 +639,10 @@ impl EventualNode {
             | Msg::AaeKeys { .. }
             | Msg::AaeSync { .. }
             | Msg::Handoff { .. }
+            | Msg::TlWrite { .. }
+            | Msg::TlRead { .. }
+            | Msg::TlReplicate { .. }
+            | Msg::TlSync { .. }
                 if overloaded =>
             {
                 answer(Msg::Error(RemoteError::Overload));
@@ -658,6 +708,56 @@ impl EventualNode {
             }
             Msg::Handoff { items } => {
                 answer(self.accept_handoff(items));
+            }
+            Msg::TlWrite {
+                key,
+                content,
+                expect,
+                origin_dc,
+                hops,
+                await_ver,
+            } => {
+                let node = self.clone();
+                tokio::spawn(async move {
+                    let op = timeline::WriteMsg {
+                        content,
+                        expect,
+                        origin_dc,
+                    };
+                    let r = node.tl_master_write(&key, op, hops, await_ver).await;
+                    answer(Msg::TlWriteReply(r));
+                });
+            }
+            Msg::TlRead {
+                key,
+                latest,
+                await_ver,
+            } => {
+                if latest {
+                    let node = self.clone();
+                    tokio::spawn(async move {
+                        answer(Msg::TlReadReply(
+                            node.tl_serve_read(&key, latest, await_ver).await,
+                        ));
+                    });
+                } else {
+                    answer(Msg::TlReadReply(self.tl_local(&key)));
+                }
+            }
+            Msg::TlReplicate { records } => {
+                answer(match self.tl_apply(records) {
+                    Ok(_) => Msg::Ack { durable: true },
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            Msg::TlSync { items, after, upto } => {
+                answer(match self.tl_serve_sync(from, items, after, upto) {
+                    Ok(m) => m,
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            Msg::TlForce { key } => {
+                answer(Msg::TlWriteReply(self.tl_serve_force(&key)));
             }
             other => {
                 tracing::debug!(node = %self.id(), peer = %from, msg = ?other, "unexpected message");
@@ -1096,6 +1196,7 @@ impl EventualNode {
         }
         self.check_joined()?;
         let (bucket, _) = bucket_and_key(key);
+        self.eventual_only(bucket)?;
         let params = self.registry().resolve(bucket, &opts.props);
         let (p, apl) = self.preflist_for(key, params.n_val);
         let gp = precheck_get(&params, AplSummary::from(&apl))?;
@@ -1367,6 +1468,7 @@ impl EventualNode {
             reason: e.to_string(),
         })?;
         let (bucket, _) = bucket_and_key(key);
+        self.eventual_only(bucket)?;
         let params = self.registry().resolve(bucket, &opts.props);
         let (partition, apl) = self.preflist_for(key, params.n_val);
         let pp = precheck_put(&params, AplSummary::from(&apl))?;

@@ -50,6 +50,7 @@ impl From<ReplicationError> for ApiError {
             }
             ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorClass::Conflict => StatusCode::PRECONDITION_FAILED,
         };
         ApiError::new(status, e.code().to_ascii_uppercase(), e.to_string())
     }

@@ -33,15 +33,17 @@
 //! - the migration rule also applies to the insert (it is the record's first write), which
 //!   matters only for T = 1;
 //! - counter overflows never wrap: a `seq` that would overflow starts a new generation, a
-//!   `mepoch` that would overflow moves to the next generation at epoch 0; the generation
+//!   `mepoch` that would overflow stays at `u32::MAX` and moves to the next generation; the generation
 //!   itself saturates (it counts microseconds: 584 000 years).
 
 mod record;
+mod store;
 
 pub use record::{
     Content, DecodeError, ParseVersionError, RECORD_FORMAT, Record, ReplicaRef, Version,
     decode_record, encode_record,
 };
+pub use store::{RecordPage, TIMELINE_PREFIX, TlStore, record_key};
 
 use meridian_core::{DcId, NodeId};
 use serde::{Deserialize, Serialize};
@@ -165,6 +167,9 @@ pub enum Merge {
     Apply,
     /// Drop the incoming record: the local one is newer.
     Stale,
+    /// Drop the incoming record: a forced re-master raised the local master epoch above the
+    /// incoming one, which would otherwise win by version (see [`merge`]).
+    Fenced,
     /// Nothing to do: the incoming record equals the local one (a retransmission).
     Duplicate,
     /// Same version, different record: two issuers of one version, which is a bug. Keep the
@@ -180,22 +185,31 @@ impl Merge {
 }
 
 /// The merge rule of every apply, catch-up and anti-entropy exchange (§1, §4): keep the record
-/// with the larger [`Version`].
+/// with the larger version in **precedence order** ([`Version::precedence`]: master epoch,
+/// then generation, then sequence).
 ///
-/// - no local record, or `incoming.ver > local.ver`: [`Merge::Apply`];
-/// - `incoming.ver < local.ver`: [`Merge::Stale`];
+/// - no local record, or `incoming` takes precedence: [`Merge::Apply`];
+/// - `incoming` is older and from a lower master epoch than `local`, while plain version order
+///   would have kept it: [`Merge::Fenced`] (a deposed master's re-insert; count and log it);
+/// - otherwise `incoming` is older: [`Merge::Stale`];
 /// - equal versions and equal records: [`Merge::Duplicate`];
 /// - equal versions and records that differ in anything (content, master or `recent`):
 ///   [`Merge::Fork`] (keep local).
 ///
+/// Precedence differs from the spec's plain `(gen, mepoch, seq)` order only between master
+/// epochs: the spec's order lets a master cut off by a forced re-master outrank the new master
+/// by deleting and re-inserting (a new generation in its old epoch). Along any history that
+/// no forced re-master interrupts the epoch never decreases, so both orders agree.
+///
 /// Taken as "the record kept", this is a max: commutative and associative over records of
-/// distinct versions, idempotent, and never lower than the local version.
+/// distinct versions, idempotent, and never lower than the local record.
 pub fn merge(local: Option<&Record>, incoming: &Record) -> Merge {
     let Some(local) = local else {
         return Merge::Apply;
     };
-    match incoming.ver.cmp(&local.ver) {
+    match incoming.ver.precedence().cmp(&local.ver.precedence()) {
         std::cmp::Ordering::Greater => Merge::Apply,
+        std::cmp::Ordering::Less if incoming.ver > local.ver => Merge::Fenced,
         std::cmp::Ordering::Less => Merge::Stale,
         std::cmp::Ordering::Equal if incoming == local => Merge::Duplicate,
         std::cmp::Ordering::Equal => Merge::Fork,
@@ -429,7 +443,7 @@ pub fn master_write(
 /// It is greater than every version of `current`'s generation and master epoch, so it
 /// supersedes whatever the old master issued, and that master's later writes in the old
 /// epoch lose to it (they are fenced). Should `mepoch` be `u32::MAX`, the version is
-/// `(gen + 1, 0, 1)` instead, which supersedes them too.
+/// `(gen + 1, u32::MAX, 1)` instead, which supersedes them too.
 ///
 /// The caller picks `current` as the highest version among the reachable replicas of the new
 /// master's DC (§7); reusing an older one could issue a version twice.
@@ -437,7 +451,7 @@ pub fn force_remaster(current: &Record, new_master: ReplicaRef) -> Record {
     let old = current.ver;
     let ver = match old.mepoch.checked_add(1) {
         Some(mepoch) => Version::new(old.generation, mepoch, 1),
-        None => Version::new(old.generation.saturating_add(1), 0, 1),
+        None => Version::new(old.generation.saturating_add(1), u32::MAX, 1),
     };
     Record {
         content: current.content.clone(),
@@ -803,6 +817,31 @@ mod tests {
             assert_eq!(merge(Some(&forced), &old), Merge::Stale);
             assert_eq!(merge(Some(&old), &forced), Merge::Apply);
         }
+        // Deleting and re-inserting starts a new generation, still in epoch 0: fenced too,
+        // though plain version order would rank it above the forced record.
+        let deleted = master_write(
+            Some(&old),
+            write(Content::Tombstone, 0, Expect::Any),
+            &props,
+            rr(0, 0),
+            70,
+            &reps,
+            all_up,
+        )
+        .unwrap();
+        let reinserted = master_write(
+            Some(&deleted),
+            write(val("back"), 0, Expect::Any),
+            &props,
+            rr(0, 0),
+            80,
+            &reps,
+            all_up,
+        )
+        .unwrap();
+        assert!(reinserted.ver > forced.ver);
+        assert_eq!(merge(Some(&forced), &reinserted), Merge::Fenced);
+        assert_eq!(merge(Some(&reinserted), &forced), Merge::Apply);
         // The new master writes on in epoch 1.
         let next = master_write(
             Some(&forced),
@@ -817,7 +856,7 @@ mod tests {
         assert_eq!(next.ver, V(50, 1, 2));
         // Epoch overflow moves to the next generation.
         let worn = rec(val("a"), V(50, u32::MAX, 9), rr(0, 0), &[]);
-        assert_eq!(force_remaster(&worn, rr(1, 1)).ver, V(51, 0, 1));
+        assert_eq!(force_remaster(&worn, rr(1, 1)).ver, V(51, u32::MAX, 1));
     }
 
     #[test]
@@ -940,8 +979,8 @@ mod tests {
             prop_assert_eq!(kept(&a, &a), a.clone());
             // Never backwards, and the kept version is the max.
             let ab = kept(&a, &b);
-            prop_assert_eq!(ab.ver, a.ver.max(b.ver));
-            prop_assert!(ab.ver >= a.ver);
+            prop_assert_eq!(ab.ver.precedence(), a.ver.precedence().max(b.ver.precedence()));
+            prop_assert!(ab.ver.precedence() >= a.ver.precedence());
             // Forks exactly when versions tie and records differ; the local one stays.
             prop_assert_eq!(merge(Some(&a), &b) == Merge::Fork, a.ver == b.ver && a != b);
             if a.ver == b.ver {
@@ -970,13 +1009,13 @@ mod tests {
                 let m = merge(local.as_ref(), r);
                 prop_assert_ne!(m, Merge::Fork);
                 if let Some(l) = &local {
-                    prop_assert_eq!(m.applies(), r.ver > l.ver);
+                    prop_assert_eq!(m.applies(), r.ver.precedence() > l.ver.precedence());
                 }
                 if m.applies() {
                     local = Some(r.clone());
                 }
             }
-            let max = recs.iter().max_by_key(|r| r.ver).unwrap();
+            let max = recs.iter().max_by_key(|r| r.ver.precedence()).unwrap();
             prop_assert_eq!(local.as_ref(), Some(max));
         }
 

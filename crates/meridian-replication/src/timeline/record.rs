@@ -50,6 +50,13 @@ impl Version {
             seq,
         }
     }
+
+    /// The order replicas merge by ([`super::merge`]): `(mepoch, generation, seq)`. A forced
+    /// re-master's higher epoch thus outranks every version of the deposed master's epoch,
+    /// new generations included.
+    pub const fn precedence(&self) -> (u32, u64, u64) {
+        (self.mepoch, self.generation, self.seq)
+    }
 }
 
 impl fmt::Display for Version {

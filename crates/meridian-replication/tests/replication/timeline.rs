@@ -1,0 +1,538 @@
+//! Timeline buckets on the embedded cluster (spec `timeline.md`): routing to the master,
+//! propagation, the three read modes, test-and-set, inserts through the arbiter, migration,
+//! failure behaviour, forced re-master and catch-up.
+
+use super::*;
+use meridian_replication::timeline::{Content, Expect, Record, TimelineProps, Version};
+use meridian_replication::{ReadMode, ReplicationError};
+
+/// A cluster with bucket `tl` of type timeline (`master_timeout_ms` 2 s, T = 3).
+async fn timeline_cluster(seed: u64) -> Cluster {
+    let c = Cluster::start(seed, Duration::from_secs(3600)).await;
+    c.set_bucket(
+        "tl",
+        BucketProps {
+            timeline: TimelineProps {
+                master_timeout_ms: 2000,
+                ..TimelineProps::default()
+            },
+            ..BucketProps::timeline()
+        },
+    )
+    .await;
+    c
+}
+
+fn val(s: &str) -> Content {
+    Content::Value(b(s))
+}
+
+/// A node of `dc` that is not a replica of `key` (a pure coordinator), if any.
+fn coordinator_in(c: &Cluster, key: &[u8], dc: u32) -> Option<NodeId> {
+    let prim = c.primaries(key);
+    (1..=DCS * PER_DC)
+        .map(NodeId)
+        .find(|n| dc_of(*n) == DcId(dc) && !prim.contains(n))
+}
+
+/// Every primary's record of `key`.
+fn records(c: &Cluster, key: &[u8]) -> Vec<Option<Record>> {
+    c.primaries(key)
+        .into_iter()
+        .map(|p| c.node(p).tl_local(key).unwrap())
+        .collect()
+}
+
+/// Waits (virtual time) until every primary holds the same record of `key`.
+async fn converged(c: &Cluster, key: &[u8]) -> Record {
+    for _ in 0..600 {
+        let rs = records(c, key);
+        if rs[0].is_some() && rs.iter().all(|r| r == &rs[0]) {
+            return rs[0].clone().unwrap();
+        }
+        sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "replicas of {:?} did not converge: {:?}",
+        String::from_utf8_lossy(key),
+        records(c, key)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn writes_go_through_one_master_and_reach_every_replica_in_order() {
+    let c = timeline_cluster(11).await;
+    let key = key_where(&c, "tl:k", |p| dc_of(p[0]) == DcId(0));
+    let arbiter = c.primaries(&key)[0];
+    let via = coordinator_in(&c, &key, 0).unwrap_or(NodeId(1));
+    // The insert goes to the arbiter, which becomes the master (initial_master default).
+    let w1 = c
+        .node(via)
+        .tl_put(&key, val("v1"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w1.record.master.node, arbiter);
+    assert_eq!(w1.issued_by.node, arbiter);
+    assert_eq!(w1.record.ver.seq, 1);
+    // Two more writes from both DCs: one sequence, one master.
+    let w2 = c
+        .node(NodeId(4))
+        .tl_put(&key, val("v2"), Expect::Any)
+        .await
+        .unwrap();
+    let w3 = c
+        .node(NodeId(2))
+        .tl_put(&key, val("v3"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(
+        [w2.record.ver.seq, w3.record.ver.seq],
+        [2, 3],
+        "the master numbers writes in order"
+    );
+    assert!(w2.remote, "a write from the other DC crosses the WAN");
+    let r = converged(&c, &key).await;
+    assert_eq!(r.ver, w3.record.ver);
+    assert_eq!(r.content, val("v3"));
+    // Read modes from every node.
+    for n in 1..=6 {
+        let node = c.node(NodeId(n));
+        let any = node.tl_get(&key, ReadMode::Any).await.unwrap();
+        assert_eq!(any.version(), Some(w3.record.ver));
+        let latest = node.tl_get(&key, ReadMode::Latest).await.unwrap();
+        assert_eq!(latest.served_by, arbiter);
+        assert_eq!(latest.value(), Some(&b("v3")));
+        let crit = node
+            .tl_get(&key, ReadMode::Critical(w2.record.ver))
+            .await
+            .unwrap();
+        assert!(crit.version().unwrap() >= w2.record.ver);
+    }
+    // Eventual operations refuse timeline buckets, and the reverse.
+    let e = c
+        .node(NodeId(1))
+        .get(&key, GetOptions::default())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "wrong_bucket_type");
+    let e = c
+        .node(NodeId(1))
+        .tl_get(b"plain:k", ReadMode::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "wrong_bucket_type");
+    assert_eq!(c.node(NodeId(1)).stats().read_repairs, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn read_latest_sees_a_write_at_once_while_read_any_may_lag() {
+    let c = timeline_cluster(12).await;
+    let key = key_where(&c, "tl:lag", |p| dc_of(p[0]) == DcId(0));
+    let far = c
+        .primaries(&key)
+        .into_iter()
+        .find(|n| dc_of(*n) == DcId(1))
+        .unwrap();
+    c.node(NodeId(1))
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    let w = c
+        .node(NodeId(1))
+        .tl_put(&key, val("b"), Expect::Any)
+        .await
+        .unwrap();
+    // Right after the ack the far replica still has the old version (100 ms away)...
+    let any = c.node(far).tl_get(&key, ReadMode::Any).await.unwrap();
+    assert!(
+        any.version().unwrap() < w.record.ver,
+        "read_any served the stale local copy"
+    );
+    // ...but read_critical(w) and read_latest go to the master and see it, one RTT (100 ms
+    // in this cluster) later.
+    let t0 = Instant::now();
+    let crit = c
+        .node(far)
+        .tl_get(&key, ReadMode::Critical(w.record.ver))
+        .await
+        .unwrap();
+    assert_eq!(crit.version(), Some(w.record.ver));
+    assert!(crit.remote);
+    assert!(t0.elapsed() >= Duration::from_millis(100));
+    let latest = c.node(far).tl_get(&key, ReadMode::Latest).await.unwrap();
+    assert_eq!(latest.value(), Some(&b("b")));
+    // Once propagated, read_critical is served locally.
+    converged(&c, &key).await;
+    let crit = c
+        .node(far)
+        .tl_get(&key, ReadMode::Critical(w.record.ver))
+        .await
+        .unwrap();
+    assert!(!crit.remote);
+    assert_eq!(crit.served_by, far);
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_writes_from_the_other_dc_move_the_master_there() {
+    let c = timeline_cluster(13).await;
+    let key = key_where(&c, "tl:mig", |p| dc_of(p[0]) == DcId(0));
+    c.node(NodeId(1))
+        .tl_put(&key, val("home"), Expect::Any)
+        .await
+        .unwrap();
+    let first_dc1 = c
+        .primaries(&key)
+        .into_iter()
+        .find(|n| dc_of(*n) == DcId(1))
+        .unwrap();
+    let mut last = None;
+    for i in 0..3 {
+        let w = c
+            .node(NodeId(5))
+            .tl_put(&key, val(&format!("away{i}")), Expect::Any)
+            .await
+            .unwrap();
+        assert!(w.remote, "write {i} is served by the dc0 master");
+        last = Some(w);
+    }
+    let last = last.unwrap();
+    assert_eq!(
+        last.record.master.node, first_dc1,
+        "the third write carries the migration"
+    );
+    let migrations: u64 = c.nodes.iter().map(|n| n.tl_stats().migrations).sum();
+    assert_eq!(migrations, 1);
+    // The next write from dc1 is local; one from dc0 is now remote, and the hint of a
+    // coordinator that still believes the old master costs one forward.
+    converged(&c, &key).await;
+    let w = c
+        .node(NodeId(5))
+        .tl_put(&key, val("local"), Expect::Any)
+        .await
+        .unwrap();
+    assert!(!w.remote);
+    assert_eq!(w.issued_by.node, first_dc1);
+    let w = c
+        .node(NodeId(1))
+        .tl_put(&key, val("from0"), Expect::Any)
+        .await
+        .unwrap();
+    assert!(w.remote);
+    assert_eq!(w.record.ver.seq, last.record.ver.seq + 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_new_master_waits_for_the_hand_over_instead_of_bouncing() {
+    let c = timeline_cluster(14).await;
+    let key = key_where(&c, "tl:hand", |p| dc_of(p[0]) == DcId(0));
+    let old = c.primaries(&key)[0];
+    c.node(old)
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    // Migrate to dc1, then immediately write from dc0 through a node whose replica still
+    // names the old master: the old master forwards with `await`, the new one waits for
+    // the migration record instead of refusing.
+    for i in 0..3 {
+        c.node(NodeId(4))
+            .tl_put(&key, val(&format!("m{i}")), Expect::Any)
+            .await
+            .unwrap();
+    }
+    let w = c
+        .node(old)
+        .tl_put(&key, val("after"), Expect::Any)
+        .await
+        .unwrap();
+    assert_ne!(w.issued_by.node, old);
+    assert_eq!(dc_of(w.issued_by.node), DcId(1));
+    let r = converged(&c, &key).await;
+    assert_eq!(r.content, val("after"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn test_and_set_lets_exactly_one_of_concurrent_writers_win() {
+    let c = timeline_cluster(15).await;
+    let key = key_where(&c, "tl:tas", |_| true);
+    let base = c
+        .node(NodeId(1))
+        .tl_put(&key, val("0"), Expect::Any)
+        .await
+        .unwrap();
+    let v = base.record.ver;
+    let calls = (1..=6).map(|n| {
+        let node = c.node(NodeId(n)).clone();
+        let key = key.clone();
+        async move {
+            node.tl_put(&key, val(&format!("by{n}")), Expect::Version(v))
+                .await
+        }
+    });
+    let results = futures_util::future::join_all(calls).await;
+    let wins: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(wins.len(), 1, "{results:?}");
+    let winner = wins[0].record.ver;
+    for r in &results {
+        if let Err(e) = r {
+            assert_eq!(
+                e,
+                &ReplicationError::VersionMismatch {
+                    current: Some(winner)
+                }
+            );
+        }
+    }
+    // Insert-if-absent over a live record: already_exists.
+    let e = c
+        .node(NodeId(2))
+        .tl_put(&key, val("x"), Expect::Absent)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "already_exists");
+    // TAS on an absent key: version_mismatch with no current version.
+    let e = c
+        .node(NodeId(2))
+        .tl_put(b"tl:never", val("x"), Expect::Version(v))
+        .await
+        .unwrap_err();
+    assert_eq!(e, ReplicationError::VersionMismatch { current: None });
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrent_inserts_from_both_dcs_make_one_generation() {
+    let c = timeline_cluster(16).await;
+    let key = key_where(&c, "tl:ins", |_| true);
+    let calls = (1..=6).map(|n| {
+        let node = c.node(NodeId(n)).clone();
+        let key = key.clone();
+        async move {
+            node.tl_put(&key, val(&format!("i{n}")), Expect::Absent)
+                .await
+        }
+    });
+    let results = futures_util::future::join_all(calls).await;
+    let ok: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+    assert_eq!(ok.len(), 1, "{results:?}");
+    for r in &results {
+        if let Err(e) = r {
+            assert_eq!(e.code(), "already_exists");
+        }
+    }
+    let r = converged(&c, &key).await;
+    assert_eq!(r.ver, ok[0].record.ver);
+    // Plain concurrent writes of a fresh key also share one generation.
+    let key2 = key_where(&c, "tl:ins2", |_| true);
+    let calls = (1..=6).map(|n| {
+        let node = c.node(NodeId(n)).clone();
+        let key = key2.clone();
+        async move { node.tl_put(&key, val(&format!("w{n}")), Expect::Any).await }
+    });
+    let results = futures_util::future::join_all(calls).await;
+    let vers: Vec<Version> = results
+        .iter()
+        .map(|r| r.as_ref().unwrap().record.ver)
+        .collect();
+    assert!(
+        vers.iter().all(|v| v.generation == vers[0].generation),
+        "{vers:?}"
+    );
+    let mut seqs: Vec<u64> = vers.iter().map(|v| v.seq).collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 6]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn deletes_are_writes_and_a_reinsert_starts_a_new_generation() {
+    let c = timeline_cluster(17).await;
+    let key = key_where(&c, "tl:del", |_| true);
+    let w = c
+        .node(NodeId(1))
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    let d = c
+        .node(NodeId(4))
+        .tl_put(&key, Content::Tombstone, Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(d.record.ver.seq, w.record.ver.seq + 1);
+    let got = c
+        .node(NodeId(2))
+        .tl_get(&key, ReadMode::Latest)
+        .await
+        .unwrap();
+    assert!(got.value().is_none());
+    assert_eq!(got.version(), Some(d.record.ver));
+    let again = c
+        .node(NodeId(5))
+        .tl_put(&key, val("b"), Expect::Absent)
+        .await
+        .unwrap();
+    assert!(again.record.ver.generation > w.record.ver.generation);
+    assert_eq!(again.record.ver.seq, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_master_fails_writes_and_read_latest_but_not_read_any() {
+    let c = timeline_cluster(18).await;
+    let key = key_where(&c, "tl:part", |p| dc_of(p[0]) == DcId(0));
+    let w = c
+        .node(NodeId(1))
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    let far = c
+        .primaries(&key)
+        .into_iter()
+        .find(|n| dc_of(*n) == DcId(1))
+        .unwrap();
+    c.wan.cut_both(Scope::Dc(DcId(0)), Scope::Dc(DcId(1)));
+    // Before the detector notices: the request times out after master_timeout_ms.
+    let t0 = Instant::now();
+    let e = c
+        .node(far)
+        .tl_put(&key, val("b"), Expect::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "master_unavailable", "{e}");
+    assert!(e.to_string().contains(&format!("dc={}", DcId(0))), "{e}");
+    let waited = t0.elapsed();
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    // Once the detector marks the master down, failures are immediate.
+    sleep(Duration::from_secs(5)).await;
+    let t0 = Instant::now();
+    let e = c
+        .node(far)
+        .tl_get(&key, ReadMode::Latest)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "master_unavailable");
+    assert!(t0.elapsed() < Duration::from_millis(50));
+    let e = c
+        .node(far)
+        .tl_get(
+            &key,
+            ReadMode::Critical(Version {
+                seq: w.record.ver.seq + 1,
+                ..w.record.ver
+            }),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "stale_version_unavailable");
+    // read_any and a fresh-enough read_critical keep working.
+    let any = c.node(far).tl_get(&key, ReadMode::Any).await.unwrap();
+    assert_eq!(any.version(), Some(w.record.ver));
+    let crit = c
+        .node(far)
+        .tl_get(&key, ReadMode::Critical(w.record.ver))
+        .await
+        .unwrap();
+    assert_eq!(crit.version(), Some(w.record.ver));
+    // The master's side goes on; after the heal the far replica catches up by itself.
+    let w2 = c
+        .node(NodeId(1))
+        .tl_put(&key, val("c"), Expect::Any)
+        .await
+        .unwrap();
+    c.wan.heal_all();
+    let r = converged(&c, &key).await;
+    assert_eq!(r.ver, w2.record.ver);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_forced_re_master_fences_the_cut_off_master() {
+    let c = timeline_cluster(19).await;
+    let key = key_where(&c, "tl:force", |p| dc_of(p[0]) == DcId(0));
+    let old = c.primaries(&key)[0];
+    c.node(old)
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    c.wan.cut_both(Scope::Dc(DcId(0)), Scope::Dc(DcId(1)));
+    sleep(Duration::from_secs(5)).await;
+    // The cut-off master keeps accepting writes in its DC: these will be lost.
+    let lost = c
+        .node(old)
+        .tl_put(&key, val("lost"), Expect::Any)
+        .await
+        .unwrap();
+    let forced = c
+        .node(NodeId(5))
+        .tl_force_master(&key, DcId(1))
+        .await
+        .unwrap();
+    assert_eq!(dc_of(forced.record.master.node), DcId(1));
+    assert_eq!(forced.record.ver.mepoch, 1);
+    let w = c
+        .node(NodeId(5))
+        .tl_put(&key, val("new"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w.issued_by.node, forced.record.master.node);
+    // The old master deletes and re-inserts (a new generation in its old epoch): fenced too.
+    c.node(old)
+        .tl_put(&key, Content::Tombstone, Expect::Any)
+        .await
+        .unwrap();
+    let reinsert = c
+        .node(old)
+        .tl_put(&key, val("again"), Expect::Any)
+        .await
+        .unwrap();
+    assert!(
+        reinsert.record.ver > w.record.ver,
+        "plain version order would let it win"
+    );
+    c.wan.heal_all();
+    let r = converged(&c, &key).await;
+    assert_eq!(r.content, val("new"));
+    assert!(r.ver.precedence() > lost.record.ver.precedence());
+    let fenced: u64 = c.nodes.iter().map(|n| n.tl_stats().fenced).sum();
+    assert!(fenced > 0);
+    // The old master stepped down: its writes now go to the new one.
+    let w = c
+        .node(old)
+        .tl_put(&key, val("later"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w.issued_by.node, forced.record.master.node);
+    // Forcing to a DC without a replica holding the record is refused with a reason.
+    let e = c
+        .node(NodeId(1))
+        .tl_force_master(b"tl:nothing-here", DcId(1))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "force_master_refused");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wiped_replica_catches_up_by_version() {
+    let mut c = timeline_cluster(20).await;
+    let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("tl:cu{i}").into_bytes()).collect();
+    for (i, k) in keys.iter().enumerate() {
+        c.node(NodeId(1 + (i as u32 % 6)))
+            .tl_put(k, val(&format!("x{i}")), Expect::Any)
+            .await
+            .unwrap();
+    }
+    sleep(Duration::from_secs(1)).await;
+    c.restart_wiped(NodeId(5)).await;
+    assert!(keys.iter().all(|k| !c.primaries(k).contains(&NodeId(5))
+        || c.node(NodeId(5)).tl_local(k).unwrap().is_none()));
+    // Catch-up rounds (every 10 s, one page per peer) restore every record it replicates.
+    for k in &keys {
+        converged(&c, k).await;
+    }
+    assert!(
+        c.node(NodeId(5)).tl_stats().caught_up > 0
+            || c.nodes.iter().map(|n| n.tl_stats().caught_up).sum::<u64>() > 0
+    );
+}
