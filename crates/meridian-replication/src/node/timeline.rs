@@ -218,6 +218,10 @@ pub(super) struct Timeline {
     observer: RwLock<Option<TlObserver>>,
     /// Catch-up position: peer index and the last key compared.
     sync_cursor: Mutex<(usize, Option<Bytes>)>,
+    /// Keys this node masters and knows it holds the latest record of: it issued or was
+    /// handed that record during this run. Records naming it master that it found on disk
+    /// at start are confirmed with the peers first (see [`EventualNode::tl_confirm`]).
+    confirmed: Mutex<BTreeSet<Bytes>>,
 }
 
 impl std::fmt::Debug for Timeline {
@@ -239,6 +243,7 @@ impl Timeline {
             counters: TlCounters::default(),
             observer: RwLock::new(None),
             sync_cursor: Mutex::new((sync_start, None)),
+            confirmed: Mutex::new(BTreeSet::new()),
         }
     }
 }
@@ -284,6 +289,9 @@ enum Decision {
     Elsewhere(ReplicaRef, Option<Version>),
     Refused(ReplicationError),
 }
+
+/// Most keys remembered as confirmed (see [`Timeline`]'s `confirmed`).
+const CONFIRMED_MAX: usize = 1 << 20;
 
 fn lossy(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
@@ -817,6 +825,7 @@ impl EventualNode {
         let deadline = Instant::now() + self.inner.cfg.tl_migrate_wait;
         loop {
             let pl = self.tl_placement(key)?;
+            self.tl_confirm(key, &pl).await?;
             let applied = self.inner.tl.applied.notified();
             tokio::pin!(applied);
             applied.as_mut().enable();
@@ -862,6 +871,7 @@ impl EventualNode {
             };
             match decision {
                 Decision::Issued(record, _, prev) => {
+                    self.mark_confirmed(key, &record);
                     if prev.is_some_and(|p| p.node != record.master.node) {
                         self.inner
                             .tl
@@ -972,10 +982,11 @@ impl EventualNode {
         }
         let deadline = Instant::now() + self.inner.cfg.tl_migrate_wait;
         loop {
+            let pl = self.tl_placement(key)?;
+            self.tl_confirm(key, &pl).await?;
             let applied = self.inner.tl.applied.notified();
             tokio::pin!(applied);
             applied.as_mut().enable();
-            let pl = self.tl_placement(key)?;
             let cur = self.inner.tl.store.get(key)?;
             let (hint, have) = match &cur {
                 Some(r) if r.master.node == self.id() => return Ok(cur),
@@ -1000,6 +1011,71 @@ impl EventualNode {
         }
     }
 
+    /// Notes that this node holds the latest record of a key it masters (it issued it, or
+    /// it was handed the record by replication, which only ever moves forward).
+    fn mark_confirmed(&self, key: &[u8], record: &Record) {
+        if record.master.node != self.id() {
+            return;
+        }
+        let mut c = self.inner.tl.confirmed.lock();
+        if c.len() >= CONFIRMED_MAX && !c.contains(key) {
+            // Forgetting only costs a re-confirmation round trip.
+            c.clear();
+        }
+        c.insert(Bytes::copy_from_slice(key));
+    }
+
+    /// Before this node first acts as master of a record it found on disk at start, it asks
+    /// the other primaries for their copies and applies any newer one. A crash under a lossy
+    /// fsync policy may have taken the tail of its records after they were replicated;
+    /// issuing again from the older copy would give one version two contents (a fork that
+    /// version-based catch-up cannot see). Peers that do not answer are skipped: the
+    /// residual risk is a lost tail held only by a replica unreachable right now.
+    async fn tl_confirm(&self, key: &[u8], pl: &Placement) -> Result<()> {
+        let me = self.id();
+        if self.inner.tl.confirmed.lock().contains(key) {
+            return Ok(());
+        }
+        let Some(local) = self.inner.tl.store.get(key)? else {
+            return Ok(());
+        };
+        if local.master.node != me {
+            return Ok(());
+        }
+        let timeout =
+            Duration::from_millis(pl.props.master_timeout_ms).min(self.inner.cfg.tl_migrate_wait);
+        let mut calls = futures_util::stream::FuturesUnordered::new();
+        for peer in pl
+            .replicas
+            .iter()
+            .filter(|r| r.node != me && self.is_up(r.node))
+        {
+            let t = self.inner.transport.clone();
+            let msg = Msg::TlRead {
+                key: key.to_vec(),
+                latest: false,
+                await_ver: None,
+            };
+            let node = peer.node;
+            calls.push(async move { t.request(node, msg, timeout).await });
+        }
+        let mut newer_copies = Vec::new();
+        use futures_util::StreamExt;
+        while let Some(r) = calls.next().await {
+            if let Ok(Msg::TlReadReply(Ok(Some(rec)))) = r
+                && newer(&rec.ver, &local.ver)
+            {
+                newer_copies.push((key.to_vec(), rec));
+            }
+        }
+        if !newer_copies.is_empty() {
+            tracing::warn!(node = %me, key = %lossy(key), "a peer holds a newer record than this restarted master: adopting it");
+            self.tl_apply(newer_copies)?;
+        }
+        self.mark_confirmed(key, &local);
+        Ok(())
+    }
+
     /// Serves a `TlForce`: takes the mastership of `key` in the next master epoch.
     pub(super) fn tl_serve_force(&self, key: &[u8]) -> Result<(Record, ReplicaRef)> {
         let pl = self.tl_placement(key)?;
@@ -1012,6 +1088,7 @@ impl EventualNode {
             }),
         })??;
         tracing::warn!(node = %me.node, key = %lossy(key), ver = %r.ver, "forced re-master: this node is the master now");
+        self.mark_confirmed(key, &r);
         let k = Bytes::copy_from_slice(key);
         self.trace(TlTrace::Issued {
             key: k.clone(),
@@ -1173,6 +1250,7 @@ impl EventualNode {
             match m {
                 Merge::Apply => {
                     stored += 1;
+                    self.mark_confirmed(&key, &rec);
                     self.trace(TlTrace::Applied {
                         key: Bytes::from(key),
                         node: self.id(),

@@ -205,9 +205,18 @@ impl Cluster {
         cfg: NodeConfig,
         meta: ClusterMeta,
     ) -> (EventualNode, Arc<FlakyEngine>, CancellationToken) {
+        self.launch_on(cfg, meta, Arc::new(FlakyEngine::default()))
+    }
+
+    /// [`Cluster::launch_with`] over an existing `engine` (a disk that survived a crash).
+    fn launch_on(
+        &self,
+        cfg: NodeConfig,
+        meta: ClusterMeta,
+        engine: Arc<FlakyEngine>,
+    ) -> (EventualNode, Arc<FlakyEngine>, CancellationToken) {
         let (t, inbox) = self.net.join(cfg.id).unwrap();
         t.layer(|w| self.emulator.wrap(w));
-        let engine = Arc::new(FlakyEngine::default());
         let node = EventualNode::new(
             cfg,
             engine.clone(),
@@ -286,6 +295,21 @@ impl Cluster {
         sleep(Duration::from_millis(10)).await;
         self.configs[i].incarnation += 1;
         let (node, engine, node_stop) = self.launch(self.configs[i].clone());
+        self.nodes[i] = node;
+        self.engines[i] = engine;
+        self.node_stops[i] = node_stop;
+    }
+
+    /// Crashes `id` and restarts it over `engine` (what its disk kept), as a new
+    /// incarnation.
+    async fn restart_on(&mut self, id: NodeId, engine: Arc<FlakyEngine>) {
+        let i = (id.0 - 1) as usize;
+        self.node_stops[i].cancel();
+        self.net.leave(id);
+        sleep(Duration::from_millis(10)).await;
+        self.configs[i].incarnation += 1;
+        let (node, engine, node_stop) =
+            self.launch_on(self.configs[i].clone(), self.meta.clone(), engine);
         self.nodes[i] = node;
         self.engines[i] = engine;
         self.node_stops[i] = node_stop;

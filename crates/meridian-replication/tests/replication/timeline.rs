@@ -3,7 +3,7 @@
 //! failure behaviour, forced re-master and catch-up.
 
 use super::*;
-use meridian_replication::timeline::{Content, Expect, Record, TimelineProps, Version};
+use meridian_replication::timeline::{Content, Expect, Record, TimelineProps, TlStore, Version};
 use meridian_replication::{ReadMode, ReplicationError};
 
 /// A cluster with bucket `tl` of type timeline (`master_timeout_ms` 2 s, T = 3).
@@ -535,4 +535,45 @@ async fn a_wiped_replica_catches_up_by_version() {
         c.node(NodeId(5)).tl_stats().caught_up > 0
             || c.nodes.iter().map(|n| n.tl_stats().caught_up).sum::<u64>() > 0
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restarted_master_that_lost_its_tail_adopts_the_peers_copy_instead_of_forking() {
+    let mut c = timeline_cluster(21).await;
+    let key = key_where(&c, "tl:tail", |p| dc_of(p[0]) == DcId(0));
+    let master = c.primaries(&key)[0];
+    let old = c
+        .node(master)
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    let lost = c
+        .node(master)
+        .tl_put(&key, val("b"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    // The master's disk kept only the first record (an un-synced tail lost in a crash).
+    let disk = Arc::new(FlakyEngine::default());
+    TlStore::new(disk.clone(), Arc::new(TokioClock::new(Timestamp(1))))
+        .apply(&key, &old.record)
+        .unwrap();
+    c.restart_on(master, disk).await;
+    c.settle().await;
+    assert_eq!(
+        c.node(master).tl_local(&key).unwrap().unwrap().ver,
+        old.record.ver
+    );
+    // Its next write continues after the replicated "b", not from "a".
+    let w = c
+        .node(master)
+        .tl_put(&key, val("c"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w.issued_by.node, master);
+    assert_eq!(w.record.ver.seq, lost.record.ver.seq + 1);
+    let r = converged(&c, &key).await;
+    assert_eq!(r.content, val("c"));
+    let forks: u64 = c.nodes.iter().map(|n| n.tl_stats().forks).sum();
+    assert_eq!(forks, 0);
 }
