@@ -149,7 +149,9 @@ pub enum TlTrace {
     },
 }
 
-/// A callback receiving [`TlTrace`] events; it runs under the key's lock, so keep it short.
+/// A callback receiving [`TlTrace`] events. It runs synchronously right after the store, on
+/// the storing task, so keep it short; on a multi-threaded runtime two events of one key may
+/// be reported out of storage order (the simulator's single thread cannot interleave them).
 pub type TlObserver = Arc<dyn Fn(TlTrace) + Send + Sync>;
 
 /// The timeline counters of one node.
