@@ -5,11 +5,14 @@
 //! - [`ClusterBackend`]: what a node's front ends need in cluster mode — the replication node
 //!   (which follows the cluster metadata: layout, members with their addresses, buckets) and,
 //!   behind a WAN emulator, its control (for `/wan`).
-//! - The Redis-compatible view of an eventual bucket ([`ClusterBackend::get_latest`],
-//!   [`ClusterBackend::set`], [`ClusterBackend::del`]): a GET shows the sibling with the
-//!   greatest `(meta.ts_us, dot)` (the one last-writer-wins would keep), a SET first reads the
-//!   key's context with the bucket's R so it supersedes what it read, a DEL reads the context
-//!   and deletes with it.
+//! - The Redis-compatible view of a bucket ([`ClusterBackend::get_latest`],
+//!   [`ClusterBackend::set`], [`ClusterBackend::del`]). On an eventual bucket a GET shows the
+//!   sibling with the greatest `(meta.ts_us, dot)` (the one last-writer-wins would keep), a SET
+//!   first reads the key's context with the bucket's R so it supersedes what it read, a DEL
+//!   reads the context and deletes with it. On a timeline bucket (`timeline.md`) a GET is the
+//!   bucket's default read mode, `read_any`; a SET is a `write`; a DEL reads the master's
+//!   version and writes a tombstone over exactly that version
+//!   ([`ClusterBackend::tl_delete`]).
 //! - [`start_embedded`]: one `MemNetwork` wrapped by a `WanEmulator`, one `MemEngine` +
 //!   `EventualNode` per node on the system clock, a layout from `claim`, and one RESP + HTTP
 //!   listener pair per node; it returns once every failure detector has heard every peer.
@@ -40,9 +43,11 @@ use meridian_core::{Clock, DcId, NodeId, SystemClock};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
 use meridian_net::{Inbox, MemNetwork, Transport};
+use meridian_replication::timeline::{Content, Expect};
 use meridian_replication::{BucketProps, ClusterMeta, MemberRecord, MetaChange};
 use meridian_replication::{
-    Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions, ReplicationError,
+    Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions, ReadMode,
+    ReplicationError, TlWriteResult,
 };
 use meridian_storage::{Engine, MemEngine};
 use std::collections::BTreeMap;
@@ -64,17 +69,29 @@ pub struct ClusterBackend {
 impl ClusterBackend {
     /// The value a plain GET shows: the sibling with the greatest `(meta.ts_us, dot)`, or
     /// `None` for notfound (tombstones included).
+    /// On a timeline bucket: the value `read_any` sees (nil for a tombstone).
     pub async fn get_latest(
         &self,
         key: &[u8],
     ) -> std::result::Result<Option<Bytes>, ReplicationError> {
+        if self.node.is_timeline(key) {
+            let got = self.node.tl_get(key, ReadMode::Any).await?;
+            return Ok(got.value().cloned());
+        }
         let got = self.node.get(key, GetOptions::default()).await?;
         Ok(got.latest().cloned())
     }
 
     /// A plain SET: reads the key's context (a tombstone's included) with the bucket's R,
-    /// then writes `value` with it, so the write supersedes everything the read saw.
+    /// then writes `value` with it, so the write supersedes everything the read saw. On a
+    /// timeline bucket: a `write`, which its master serializes (no read needed).
     pub async fn set(&self, key: &[u8], value: Bytes) -> std::result::Result<(), ReplicationError> {
+        if self.node.is_timeline(key) {
+            self.node
+                .tl_put(key, Content::Value(value), Expect::Any)
+                .await?;
+            return Ok(());
+        }
         let read = GetOptions {
             deleted_context: true,
             ..GetOptions::default()
@@ -87,8 +104,11 @@ impl ClusterBackend {
     }
 
     /// A plain DEL of one key: reads its context, deletes with it. Returns whether the key
-    /// had a value.
+    /// had a value. On a timeline bucket: [`ClusterBackend::tl_delete`].
     pub async fn del(&self, key: &[u8]) -> std::result::Result<bool, ReplicationError> {
+        if self.node.is_timeline(key) {
+            return Ok(self.tl_delete(key).await?.is_some());
+        }
         match self.node.get(key, GetOptions::default()).await? {
             GetResult::NotFound { .. } => Ok(false),
             found @ GetResult::Found { .. } => {
@@ -99,6 +119,61 @@ impl ClusterBackend {
                 Ok(true)
             }
         }
+    }
+
+    /// A plain delete of a timeline key: reads the master's record (`read_latest`) and, if
+    /// it holds a value, writes a tombstone with test-and-set on the version read. Returns
+    /// the tombstone written, or `None` when there was no value (nothing is written then).
+    ///
+    /// Why not a blind tombstone write: a DEL answers whether the key had a value, and a
+    /// blind write of an absent key would make the insert arbiter create a generation only
+    /// to hold a tombstone. The test-and-set makes the answer exact when writes race; after
+    /// [`TL_DELETE_ATTEMPTS`] lost races the last attempt deletes whatever is there (a
+    /// plain delete is ordered after the writes it raced, as any write would be).
+    pub async fn tl_delete(
+        &self,
+        key: &[u8],
+    ) -> std::result::Result<Option<TlWriteResult>, ReplicationError> {
+        let mut attempt = 1;
+        loop {
+            let latest = self.node.tl_get(key, ReadMode::Latest).await?;
+            let Some(ver) = latest.record.filter(|r| !r.is_tombstone()).map(|r| r.ver) else {
+                return Ok(None);
+            };
+            let expect = if attempt < TL_DELETE_ATTEMPTS {
+                Expect::Version(ver)
+            } else {
+                Expect::Any
+            };
+            match self.node.tl_put(key, Content::Tombstone, expect).await {
+                Err(ReplicationError::VersionMismatch { .. }) => attempt += 1,
+                r => return r.map(Some),
+            }
+        }
+    }
+
+    /// The name of DC `dc` as the members' records give it (`dc1`, `east`), for error
+    /// messages and admin replies; the id's own form (`dc1`) when no member names it.
+    pub fn dc_name(&self, dc: DcId) -> String {
+        self.node
+            .meta()
+            .members
+            .iter()
+            .find(|m| m.dc == dc)
+            .map_or_else(|| dc.to_string(), |m| m.dc_name.clone())
+    }
+
+    /// The DC a user names: a member's DC name (`east`), a DC id (`1`) or its display form
+    /// (`dc1`). `None` when no member is in that DC.
+    pub fn resolve_dc(&self, name: &str) -> Option<DcId> {
+        let meta = self.node.meta();
+        let name = name.trim();
+        if let Some(m) = meta.members.iter().find(|m| m.dc_name == name) {
+            return Some(m.dc);
+        }
+        let digits = name.strip_prefix("dc").unwrap_or(name);
+        let id = DcId(digits.parse().ok()?);
+        meta.members.iter().any(|m| m.dc == id).then_some(id)
     }
 
     /// `GET /cluster`: members with this node's failure-detector verdict, DCs, layout epoch,
@@ -176,6 +251,10 @@ impl ClusterBackend {
         })
     }
 }
+
+/// How many times [`ClusterBackend::tl_delete`] tries a test-and-set delete before it
+/// deletes unconditionally.
+const TL_DELETE_ATTEMPTS: u32 = 3;
 
 /// Parses a quorum value: `one`, `quorum`, `all` (any case) or a number.
 pub fn parse_quorum(v: &[u8]) -> Option<Quorum> {
@@ -323,6 +402,10 @@ pub struct EmbeddedConfig {
     pub handoff: Option<Duration>,
     /// Settings of each node's front ends (listen addresses are overwritten).
     pub node: NodeConfig,
+    /// Buckets the cluster starts with (`[buckets.NAME]` of a node's configuration; the
+    /// `default` bucket's `n_val` defaults to `n`). Later changes go through
+    /// `PUT /buckets/{name}`.
+    pub buckets: BTreeMap<String, BucketProps>,
 }
 
 impl Default for EmbeddedConfig {
@@ -342,6 +425,7 @@ impl Default for EmbeddedConfig {
             heartbeat: Duration::from_millis(500),
             handoff: None,
             node: NodeConfig::default(),
+            buckets: BTreeMap::new(),
         }
     }
 }
@@ -415,7 +499,7 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
         ..WanConfig::default()
     })
     .map_err(|e| bad(format!("WAN settings: {e}")))?;
-    let meta = first_meta(&members, cfg.q, cfg.n, BTreeMap::new(), "--")?;
+    let meta = first_meta(&members, cfg.q, cfg.n, cfg.buckets.clone(), "--")?;
 
     let mut embedded = Embedded {
         members: members.clone(),

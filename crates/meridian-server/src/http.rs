@@ -7,7 +7,9 @@
 //! - `GET /metrics` → Prometheus text.
 //! - `GET /status` → JSON: version, uptime, engine, sizes, connections.
 //! - Cluster mode (see `http_cluster`): `/kv` serves the replication node with contexts and
-//!   quorum parameters; `GET /cluster`, `GET /buckets`, `PUT /buckets/{name}`, `GET|PUT /wan`.
+//!   quorum parameters (eventual buckets) or read modes and versions (timeline buckets);
+//!   `GET /cluster`, `GET /buckets`, `PUT /buckets/{name}`, `GET|PUT /wan`,
+//!   `POST /timeline/force-master`.
 //!
 //! Keys are the percent-decoded path after `/kv/`, so any byte string (slashes included) is a
 //! key. Every error is JSON `{"error":{"code":"STABLE_CODE","message":"..."}}`; codes never
@@ -20,7 +22,7 @@ use crate::node::NodeState;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Query, State};
-use axum::http::{HeaderMap, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -35,12 +37,16 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
-/// An error reply: HTTP status, stable code, human message.
+/// An error reply: HTTP status, stable code, human message; some errors add top-level
+/// fields to the body and headers (a timeline error's spec fields and current version).
 #[derive(Debug)]
 pub struct ApiError {
     pub(crate) status: StatusCode,
     code: Cow<'static, str>,
     message: String,
+    /// Added beside `error` in the body.
+    fields: serde_json::Map<String, serde_json::Value>,
+    headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ApiError {
@@ -53,14 +59,34 @@ impl ApiError {
             status,
             code: code.into(),
             message: message.into(),
+            fields: serde_json::Map::new(),
+            headers: Vec::new(),
         }
+    }
+
+    /// Adds a top-level field to the body.
+    pub(crate) fn with_field(mut self, name: &str, value: serde_json::Value) -> Self {
+        self.fields.insert(name.to_owned(), value);
+        self
+    }
+
+    /// Adds a header to the reply.
+    pub(crate) fn with_header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.push((name, value));
+        self
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code, "message": self.message } });
-        (self.status, axum::Json(body)).into_response()
+        let mut body = self.fields;
+        body.insert(
+            "error".into(),
+            json!({ "code": self.code, "message": self.message }),
+        );
+        let mut r = (self.status, axum::Json(body)).into_response();
+        r.headers_mut().extend(self.headers);
+        r
     }
 }
 
@@ -117,6 +143,10 @@ pub fn router(node: Arc<NodeState>) -> Router {
         .route(
             "/wan",
             get(crate::http_cluster::wan).put(crate::http_cluster::put_wan),
+        )
+        .route(
+            "/timeline/force-master",
+            axum::routing::post(crate::http_cluster::force_master),
         )
         .fallback(|uri: Uri| async move {
             ApiError::new(

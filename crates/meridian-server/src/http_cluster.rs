@@ -8,9 +8,28 @@
 //!   sibling) → 204 with the new context in `X-Meridian-Context`.
 //! - `DELETE /kv/{key}?...` with `X-Meridian-Context` → 204 with the tombstone's context;
 //!   without the header the node reads the context first (404 if there is no value).
+//! - Timeline buckets (`timeline.md` §2, §7; the key's bucket type decides):
+//!   `GET /kv/{key}?read=any|latest|critical&version=<ver>` (or the spec's
+//!   `req_version=any|latest|<ver>`; none: the bucket's default, `any`) → 200 with the value
+//!   and `X-Meridian-Version` (`gen.mepoch.seq`, also as a quoted `ETag`) and
+//!   `X-Meridian-Master` (`n3@dc1`); 404 when absent or deleted (a tombstone's version in
+//!   the header). `PUT` → 204 with the new version; `If-Match: <ver>` makes it a
+//!   test-and-set, `If-None-Match: *` an insert-if-absent (412 `VERSION_MISMATCH` /
+//!   `ALREADY_EXISTS` with `current` in the body and `X-Meridian-Version`). `DELETE` (a
+//!   tombstone write; `If-Match` too) → 204 with the tombstone's version, 404 when there is no
+//!   value. Quorum parameters and contexts are refused there, and read modes and
+//!   preconditions on eventual buckets (400 `WRONG_BUCKET_TYPE`), so a test-and-set is never
+//!   silently a blind write.
+//! - `POST /timeline/force-master` with `{"bucket":"b","key":"k","dc":"dc1"}`: forces the
+//!   key's mastership to that DC (`tl_force_master`; may lose acknowledged writes, and the
+//!   reply says so).
 //! - Replication errors: JSON errors whose `code` is the spec's code in upper case
 //!   (`R_VAL_UNSATISFIED`, `TIMEOUT`, ...): 400 for bad parameters, 503 for quorum, overload
-//!   and timeout failures, 413 for too large, 500 for storage errors.
+//!   and timeout failures, 412 for failed preconditions, 413 for too large, 500 for storage
+//!   errors. The timeline codes also carry the spec's flat fields at the top level of the
+//!   body (§7): `{"code":"master_unavailable","key":..,"master":"n3","dc":"dc1",
+//!   "maybe_applied":false,"error":{...}}`, `current` for a conflict, `required`/`local` for
+//!   `stale_version_unavailable`, `partition`/`node` for `insert_arbiter_unavailable`.
 //! - `GET /cluster`; `POST /cluster/members` (JSON member record: `id`, `name`, `dc` name,
 //!   `peer`, optional `resp`/`http`) admits a node; `DELETE /cluster/members/{id}` removes
 //!   one; both go through the claimant and answer the new metadata version and layout epoch.
@@ -29,9 +48,10 @@ use axum::response::{IntoResponse, Response};
 use meridian_cluster::Props;
 use meridian_core::{DcId, NodeId};
 use meridian_net::wan::{Cut, DeliveryMode, LinkConfig, Scope, WanControl};
+use meridian_replication::timeline::{Content, Expect, Version};
 use meridian_replication::{
-    BucketProps, ErrorClass, GetOptions, GetResult, MemberRecord, MetaChange, PutOptions,
-    ReplicationError,
+    BucketProps, DEFAULT_BUCKET_NAME, ErrorClass, GetOptions, GetResult, MemberRecord, MetaChange,
+    PutOptions, ReadMode, ReplicationError, TlWriteResult,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -40,6 +60,12 @@ use std::time::Instant;
 
 /// The header carrying a causal context (hex).
 pub const CONTEXT_HEADER: &str = "x-meridian-context";
+
+/// The header carrying a timeline record's version (`gen.mepoch.seq`).
+pub const VERSION_HEADER: &str = "x-meridian-version";
+
+/// The header naming a timeline record's master (`n3@dc1`).
+pub const MASTER_HEADER: &str = "x-meridian-master";
 
 impl From<ReplicationError> for ApiError {
     fn from(e: ReplicationError) -> Self {
@@ -170,6 +196,10 @@ pub(crate) async fn get_key(
     key: &[u8],
     uri: &Uri,
 ) -> Result<Response, ApiError> {
+    let q = TlQuery::parse(uri)?;
+    if c.node.is_timeline(key) || q.names_timeline() {
+        return tl_get_key(s, c, key, &q).await;
+    }
     let props = props_of(uri, true)?;
     timed(&s.get, async {
         let opts = GetOptions {
@@ -218,6 +248,10 @@ pub(crate) async fn put_key(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let expect = precondition_of(headers)?;
+    if c.node.is_timeline(key) || expect != Expect::Any {
+        return tl_put_key(s, c, key, uri, headers, Content::Value(body), expect).await;
+    }
     let props = props_of(uri, false)?;
     let ctx = context_of(headers)?;
     timed(&s.put, async {
@@ -242,6 +276,10 @@ pub(crate) async fn delete_key(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    let expect = precondition_of(headers)?;
+    if c.node.is_timeline(key) || expect != Expect::Any {
+        return tl_put_key(s, c, key, uri, headers, Content::Tombstone, expect).await;
+    }
     let props = props_of(uri, false)?;
     let ctx = context_of(headers)?;
     timed(&s.delete, async {
@@ -269,6 +307,421 @@ pub(crate) async fn delete_key(
         Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
     })
     .await
+}
+
+// ----- timeline buckets -------------------------------------------------------------------
+
+/// The answer to a replication error of a timeline request, counted like [`repl`]: the usual
+/// envelope plus the spec's flat fields (§7) and, on a conflict, the current version as a
+/// header.
+fn tl_repl(s: &HttpState, c: &ClusterBackend, e: ReplicationError) -> ApiError {
+    s.node.metrics.replication_error(Frontend::Http, e.code());
+    let ver = |v: &Option<Version>| v.map_or(serde_json::Value::Null, |v| v.to_string().into());
+    let code = e.code();
+    let mut fields = serde_json::Map::new();
+    let mut current = None;
+    match &e {
+        ReplicationError::MasterUnavailable {
+            key,
+            master,
+            dc,
+            maybe_applied,
+            ..
+        } => {
+            fields.insert("key".into(), key.clone().into());
+            fields.insert("master".into(), master.to_string().into());
+            fields.insert("dc".into(), c.dc_name(*dc).into());
+            fields.insert("maybe_applied".into(), (*maybe_applied).into());
+        }
+        ReplicationError::StaleVersionUnavailable {
+            required,
+            local,
+            master,
+            ..
+        } => {
+            fields.insert("required".into(), required.to_string().into());
+            fields.insert("local".into(), ver(local));
+            fields.insert("master".into(), master.to_string().into());
+        }
+        ReplicationError::InsertArbiterUnavailable {
+            partition,
+            node,
+            maybe_applied,
+            ..
+        } => {
+            fields.insert("partition".into(), (*partition).into());
+            fields.insert("node".into(), node.to_string().into());
+            fields.insert("maybe_applied".into(), (*maybe_applied).into());
+        }
+        ReplicationError::VersionMismatch { current: v } => {
+            fields.insert("current".into(), ver(v));
+            current = *v;
+        }
+        ReplicationError::AlreadyExists { current: v } => {
+            fields.insert("current".into(), v.to_string().into());
+            current = Some(*v);
+        }
+        _ => {}
+    }
+    let mut api = ApiError::from(e);
+    if !fields.is_empty() {
+        api = api.with_field("code", code.into());
+        for (k, v) in fields {
+            api = api.with_field(&k, v);
+        }
+    }
+    if let Some(v) = current {
+        let (name, value) = version_header(v);
+        api = api.with_header(name, value);
+    }
+    api
+}
+
+/// The refusal of a timeline parameter on `key`'s eventual bucket. Explicit, so a
+/// test-and-set is never silently a blind write.
+fn eventual_refusal(key: &[u8], hint: &str) -> ReplicationError {
+    let (bucket, _) = meridian_cluster::bucket_and_key(key);
+    ReplicationError::WrongBucketType {
+        bucket: String::from_utf8_lossy(bucket).into_owned(),
+        actual: "eventual".into(),
+        hint: hint.into(),
+    }
+}
+
+fn version_header(v: Version) -> (HeaderName, HeaderValue) {
+    (
+        HeaderName::from_static(VERSION_HEADER),
+        HeaderValue::from_str(&v.to_string()).expect("a version is a valid header value"),
+    )
+}
+
+/// The headers of a timeline record: its version (also as a strong `ETag`, so generic HTTP
+/// clients can send it back in `If-Match`) and its master.
+fn record_headers(r: &meridian_replication::timeline::Record) -> [(HeaderName, HeaderValue); 3] {
+    let v = r.ver.to_string();
+    [
+        version_header(r.ver),
+        (
+            header::ETAG,
+            HeaderValue::from_str(&format!("\"{v}\"")).expect("a quoted version is valid"),
+        ),
+        (
+            HeaderName::from_static(MASTER_HEADER),
+            HeaderValue::from_str(&r.master.to_string()).expect("n3@dc1 is a valid header"),
+        ),
+    ]
+}
+
+fn bad_version(e: impl std::fmt::Display) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "BAD_VERSION", e.to_string())
+}
+
+/// A version as a header or parameter gives it: `gen.mepoch.seq`, optionally quoted as an
+/// entity tag (`"1.0.3"`, `W/"1.0.3"`).
+fn parse_version(text: &str) -> Result<Version, ApiError> {
+    let t = text.trim();
+    let t = t.strip_prefix("W/").unwrap_or(t);
+    let t = t
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(t);
+    t.parse::<Version>().map_err(bad_version)
+}
+
+/// The timeline parameters of a GET's query string; anything else is kept to refuse.
+#[derive(Debug, Default)]
+struct TlQuery {
+    read: Option<String>,
+    version: Option<String>,
+    req_version: Option<String>,
+    /// Other parameters (quorum options), by name.
+    other: Vec<String>,
+}
+
+impl TlQuery {
+    fn parse(uri: &Uri) -> Result<TlQuery, ApiError> {
+        let mut q = TlQuery::default();
+        for pair in uri.query().unwrap_or_default().split('&') {
+            if pair.is_empty() {
+                continue;
+            }
+            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let decoded = percent_decode(value.as_bytes())
+                .and_then(|v| String::from_utf8(v).ok())
+                .ok_or_else(|| bad_query(format!("malformed %-escape in '{pair}'")));
+            match name.to_ascii_lowercase().as_str() {
+                "read" => q.read = Some(decoded?),
+                "version" => q.version = Some(decoded?),
+                "req_version" => q.req_version = Some(decoded?),
+                _ => q.other.push(name.to_owned()),
+            }
+        }
+        Ok(q)
+    }
+
+    fn names_timeline(&self) -> bool {
+        self.read.is_some() || self.version.is_some() || self.req_version.is_some()
+    }
+
+    /// The read mode: `req_version=any|latest|<ver>`, or `read=any|latest|critical` with
+    /// `version=<ver>` (a version alone means critical); neither is `any`, the default mode
+    /// of timeline buckets.
+    fn mode(&self) -> Result<ReadMode, ApiError> {
+        if let Some(other) = self.other.first() {
+            return Err(bad_query(format!(
+                "unknown parameter '{other}' for a timeline bucket: reads take read=any|latest|\
+                 critical with version=<gen.mepoch.seq>, or req_version=any|latest|<version> \
+                 (quorum parameters are for eventual buckets)"
+            )));
+        }
+        if let Some(rv) = &self.req_version {
+            if self.read.is_some() || self.version.is_some() {
+                return Err(bad_query(
+                    "give either req_version or read/version, not both".into(),
+                ));
+            }
+            return Ok(match rv.to_ascii_lowercase().as_str() {
+                "any" => ReadMode::Any,
+                "latest" => ReadMode::Latest,
+                _ => ReadMode::Critical(parse_version(rv)?),
+            });
+        }
+        let read = self.read.as_deref().map(str::to_ascii_lowercase);
+        match (read.as_deref(), &self.version) {
+            (None | Some("any"), None) => Ok(ReadMode::Any),
+            (Some("latest"), None) => Ok(ReadMode::Latest),
+            (None | Some("critical"), Some(v)) => Ok(ReadMode::Critical(parse_version(v)?)),
+            (Some("critical"), None) => Err(bad_query(
+                "read=critical needs version=<gen.mepoch.seq>: the version the read must reach"
+                    .into(),
+            )),
+            (Some("any" | "latest"), Some(_)) => Err(bad_query(
+                "version=<ver> goes with read=critical (or alone), not with read=any or latest"
+                    .into(),
+            )),
+            (Some(other), _) => Err(bad_query(format!(
+                "invalid read '{other}': expected any, latest or critical"
+            ))),
+        }
+    }
+}
+
+/// The precondition a write's headers give: `If-Match: <ver>` (test-and-set) or
+/// `If-None-Match: *` (insert-if-absent).
+fn precondition_of(headers: &HeaderMap) -> Result<Expect, ApiError> {
+    let bad = |m: &str| ApiError::new(StatusCode::BAD_REQUEST, "BAD_PRECONDITION", m);
+    let text = |name: header::HeaderName| -> Result<Option<&str>, ApiError> {
+        headers
+            .get(&name)
+            .map(|v| v.to_str().map_err(|_| bad("the precondition is not text")))
+            .transpose()
+    };
+    match (text(header::IF_MATCH)?, text(header::IF_NONE_MATCH)?) {
+        (None, None) => Ok(Expect::Any),
+        (Some(_), Some(_)) => Err(bad("give either If-Match or If-None-Match, not both")),
+        (Some(v), None) if v.trim() == "*" => Err(bad(
+            "If-Match: * is not supported: give the version a read returned (X-Meridian-Version)",
+        )),
+        (Some(v), None) => Ok(Expect::Version(parse_version(v)?)),
+        (None, Some(v)) if v.trim() == "*" => Ok(Expect::Absent),
+        (None, Some(_)) => Err(bad(
+            "If-None-Match takes only * (insert if absent); use If-Match for a version",
+        )),
+    }
+}
+
+async fn tl_get_key(
+    s: &HttpState,
+    c: &ClusterBackend,
+    key: &[u8],
+    q: &TlQuery,
+) -> Result<Response, ApiError> {
+    if !c.node.is_timeline(key) {
+        return Err(tl_repl(
+            s,
+            c,
+            eventual_refusal(key, "read modes and versions need a timeline bucket"),
+        ));
+    }
+    let mode = q.mode()?;
+    timed(&s.get, async {
+        let got = c
+            .node
+            .tl_get(key, mode)
+            .await
+            .map_err(|e| tl_repl(s, c, e))?;
+        match got.record {
+            Some(r) if !r.is_tombstone() => {
+                let value = r.content.value().cloned().unwrap_or_default();
+                let [a, b, m] = record_headers(&r);
+                Ok((
+                    [
+                        (
+                            header::CONTENT_TYPE,
+                            HeaderValue::from_static("application/octet-stream"),
+                        ),
+                        a,
+                        b,
+                        m,
+                    ],
+                    value,
+                )
+                    .into_response())
+            }
+            Some(tombstone) => {
+                let (name, value) = version_header(tombstone.ver);
+                Err(not_found(key)
+                    .with_field("version", tombstone.ver.to_string().into())
+                    .with_header(name, value))
+            }
+            None => Err(not_found(key)),
+        }
+    })
+    .await
+}
+
+/// A timeline write (`PUT`) or delete (`DELETE`, a tombstone) under `expect`.
+async fn tl_put_key(
+    s: &HttpState,
+    c: &ClusterBackend,
+    key: &[u8],
+    uri: &Uri,
+    headers: &HeaderMap,
+    content: Content,
+    expect: Expect,
+) -> Result<Response, ApiError> {
+    if !c.node.is_timeline(key) {
+        return Err(tl_repl(
+            s,
+            c,
+            eventual_refusal(
+                key,
+                "If-Match and If-None-Match are timeline preconditions; eventual writes take \
+                 X-Meridian-Context",
+            ),
+        ));
+    }
+    if let Some(q) = uri.query().filter(|q| !q.is_empty()) {
+        return Err(bad_query(format!(
+            "timeline writes take no parameters (got '{q}'): preconditions go in If-Match / \
+             If-None-Match (quorum parameters are for eventual buckets)"
+        )));
+    }
+    if headers.contains_key(CONTEXT_HEADER) {
+        let (bucket, _) = meridian_cluster::bucket_and_key(key);
+        return Err(tl_repl(
+            s,
+            c,
+            ReplicationError::WrongBucketType {
+                bucket: String::from_utf8_lossy(bucket).into_owned(),
+                actual: "timeline".into(),
+                hint: "X-Meridian-Context is a causal context of eventual buckets; timeline \
+                       writes take If-Match: <version> for a test-and-set"
+                    .into(),
+            },
+        ));
+    }
+    let delete = content.is_tombstone();
+    let stats = if delete { &s.delete } else { &s.put };
+    timed(stats, async {
+        let written: Option<TlWriteResult> = if delete && expect == Expect::Any {
+            // A plain DELETE answers 404 when there is nothing to delete, as on eventual
+            // buckets (see `ClusterBackend::tl_delete`).
+            c.tl_delete(key).await
+        } else {
+            c.node.tl_put(key, content, expect).await.map(Some)
+        }
+        .map_err(|e| tl_repl(s, c, e))?;
+        match written {
+            Some(w) => Ok((StatusCode::NO_CONTENT, record_headers(&w.record)).into_response()),
+            None => Err(not_found(key)),
+        }
+    })
+    .await
+}
+
+/// The body of `POST /timeline/force-master`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ForceMaster {
+    /// The key's bucket; without it `key` is the full key (`bucket:rest`).
+    bucket: Option<String>,
+    key: String,
+    /// A DC name (`dc1`, `east`) or id (`1`).
+    dc: serde_json::Value,
+}
+
+/// What `POST /timeline/force-master` warns of, in every reply.
+const FORCE_WARNING: &str = "a forced re-master may lose acknowledged writes: whatever the old \
+                             master had not propagated to the new one is discarded when the \
+                             old master returns";
+
+/// The full key of `key` in `bucket` (the inverse of `bucket_and_key`: a key of the default
+/// bucket without `:` is its own full key).
+fn full_key(bucket: Option<&str>, key: &str) -> String {
+    match bucket {
+        None => key.to_owned(),
+        Some(b) if b == DEFAULT_BUCKET_NAME && !key.contains(':') => key.to_owned(),
+        Some(b) => format!("{b}:{key}"),
+    }
+}
+
+/// `POST /timeline/force-master`: forces the mastership of a timeline key to a DC
+/// (`timeline.md` §7). This may lose acknowledged writes; the reply repeats the warning.
+pub(crate) async fn force_master(
+    State(s): State<Arc<HttpState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let c = backend(&s, &headers)?;
+    let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "BAD_FORCE_MASTER", m);
+    let r: ForceMaster = serde_json::from_slice(&body).map_err(|e| {
+        bad(format!(
+            "{e}; expected {{\"bucket\": \"b\", \"key\": \"k\", \"dc\": \"dc1\"}}"
+        ))
+    })?;
+    if r.key.is_empty() {
+        return Err(bad("key must not be empty".into()));
+    }
+    let dc_text = match &r.dc {
+        serde_json::Value::String(t) => t.clone(),
+        serde_json::Value::Number(n) => n.to_string(),
+        other => return Err(bad(format!("dc must be a DC name or id, not {other}"))),
+    };
+    let dc = c.resolve_dc(&dc_text).ok_or_else(|| {
+        let mut names: Vec<String> = c
+            .node
+            .meta()
+            .members
+            .iter()
+            .map(|m| m.dc_name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        bad(format!(
+            "no member is in DC '{dc_text}'; the DCs are {}",
+            names.join(", ")
+        ))
+    })?;
+    let key = full_key(r.bucket.as_deref(), &r.key);
+    let w = c
+        .node
+        .tl_force_master(key.as_bytes(), dc)
+        .await
+        .map_err(|e| tl_repl(&s, &c, e))?;
+    tracing::warn!(%key, dc = %c.dc_name(dc), version = %w.record.ver, master = %w.record.master,
+        "forced re-master (acknowledged writes of the old master may be lost)");
+    Ok(axum::Json(json!({
+        "key": key,
+        "dc": c.dc_name(dc),
+        "version": w.record.ver.to_string(),
+        "master": {
+            "node": w.record.master.node.0,
+            "dc": c.dc_name(w.record.master.dc),
+        },
+        "warning": FORCE_WARNING,
+    }))
+    .into_response())
 }
 
 fn backend(s: &HttpState, headers: &HeaderMap) -> Result<Arc<ClusterBackend>, ApiError> {
@@ -527,6 +980,72 @@ pub(crate) async fn put_wan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_keys_invert_bucket_and_key() {
+        assert_eq!(full_key(Some("tl"), "k"), "tl:k");
+        assert_eq!(full_key(Some("default"), "k"), "k");
+        assert_eq!(full_key(Some("default"), "a:b"), "default:a:b");
+        assert_eq!(full_key(None, "tl:k"), "tl:k");
+        for (b, k) in [
+            ("tl", "k"),
+            ("default", "k"),
+            ("default", "a:b"),
+            ("x", "y:z"),
+        ] {
+            let full = full_key(Some(b), k);
+            assert_eq!(
+                meridian_cluster::bucket_and_key(full.as_bytes()),
+                (b.as_bytes(), k.as_bytes())
+            );
+        }
+    }
+
+    #[test]
+    fn versions_parse_bare_or_as_entity_tags() {
+        let v = Version::new(17, 1, 3);
+        for text in ["17.1.3", "\"17.1.3\"", " W/\"17.1.3\" "] {
+            assert_eq!(parse_version(text).unwrap(), v, "{text}");
+        }
+        for text in ["17.1", "a.b.c", "\"17.1.3", "-1.0.0"] {
+            let e = parse_version(text).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{text}");
+        }
+    }
+
+    #[test]
+    fn read_modes_from_the_query() {
+        let mode = |q: &str| {
+            let uri: Uri = format!("/kv/k?{q}").parse().unwrap();
+            TlQuery::parse(&uri).unwrap().mode()
+        };
+        let v = Version::new(5, 0, 2);
+        assert_eq!(mode("").unwrap(), ReadMode::Any);
+        assert_eq!(mode("read=ANY").unwrap(), ReadMode::Any);
+        assert_eq!(mode("read=latest").unwrap(), ReadMode::Latest);
+        assert_eq!(
+            mode("read=critical&version=5.0.2").unwrap(),
+            ReadMode::Critical(v)
+        );
+        assert_eq!(mode("version=5.0.2").unwrap(), ReadMode::Critical(v));
+        assert_eq!(mode("req_version=latest").unwrap(), ReadMode::Latest);
+        assert_eq!(mode("req_version=any").unwrap(), ReadMode::Any);
+        assert_eq!(mode("req_version=5.0.2").unwrap(), ReadMode::Critical(v));
+        for bad in [
+            "read=critical",
+            "read=latest&version=5.0.2",
+            "read=newest",
+            "req_version=latest&read=any",
+            "read=critical&version=5.0",
+            "r=2",
+        ] {
+            assert_eq!(
+                mode(bad).unwrap_err().status,
+                StatusCode::BAD_REQUEST,
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn encodings() {

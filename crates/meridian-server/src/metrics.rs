@@ -7,9 +7,10 @@
 //!
 //! In cluster mode the node also exports its replication layer ([`ReplicationGauges`],
 //! sampled at render time) and counts the replication errors its front ends answer, by spec
-//! code ([`Metrics::replication_error`]); a single node renders none of those series.
+//! code ([`Metrics::replication_error`]), plus its timeline counters (`meridian_timeline_*`,
+//! from `EventualNode::tl_stats`); a single node renders none of those series.
 
-use meridian_replication::NodeStats;
+use meridian_replication::{NodeStats, TimelineStats};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -118,6 +119,8 @@ pub struct ReplicationGauges {
     pub layout_epoch: u64,
     /// Every member, in id order.
     pub members: Vec<MemberGauge>,
+    /// The node's timeline counters (timeline buckets).
+    pub timeline: TimelineStats,
 }
 
 /// Every metric of a node.
@@ -409,6 +412,99 @@ impl Metrics {
              # TYPE meridian_layout_epoch gauge\nmeridian_layout_epoch {}",
             r.layout_epoch
         );
+        render_timeline(out, r);
+    }
+}
+
+/// The timeline series (`timeline.md` §4, §6): rendered on every cluster node, zero until a
+/// timeline bucket is used, so dashboards and alerts need no special case.
+fn render_timeline(out: &mut String, r: &ReplicationGauges) {
+    // Destructured so a new timeline counter fails to compile until it is exported here.
+    let TimelineStats {
+        wrong_master_forwards,
+        migrations,
+        forks,
+        fenced,
+        local_reads,
+        remote_reads,
+        local_writes,
+        remote_writes,
+        ref lag_by_dc,
+        caught_up,
+    } = r.timeline;
+    for (metric, help, value) in [
+        (
+            "meridian_timeline_wrong_master_total",
+            "Timeline writes this node received for a record it does not master and forwarded \
+             to the master.",
+            wrong_master_forwards,
+        ),
+        (
+            "meridian_timeline_master_migrations_total",
+            "Timeline writes this node issued that moved the record's mastership to another DC.",
+            migrations,
+        ),
+        (
+            "meridian_timeline_forks_total",
+            "Timeline records refused because another record had the same version (a bug if \
+             ever non-zero).",
+            forks,
+        ),
+        (
+            "meridian_timeline_fenced_total",
+            "Timeline records refused because a forced re-master fenced their master epoch.",
+            fenced,
+        ),
+        (
+            "meridian_timeline_caught_up_total",
+            "Timeline records copied by catch-up (applied here or sent to a peer).",
+            caught_up,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} counter\n{metric} {value}"
+        );
+    }
+    for (metric, help, read, write) in [
+        (
+            "meridian_timeline_remote_ops_total",
+            "Timeline operations coordinated here whose critical path crossed DCs.",
+            remote_reads,
+            remote_writes,
+        ),
+        (
+            "meridian_timeline_local_ops_total",
+            "Timeline operations coordinated here whose critical path stayed in this DC.",
+            local_reads,
+            local_writes,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} counter\n\
+             {metric}{{op=\"read\"}} {read}\n{metric}{{op=\"write\"}} {write}"
+        );
+    }
+    out.push_str(
+        "# HELP meridian_timeline_replication_lag_records Timeline records this node masters \
+         that a peer in the DC has not acknowledged yet.\n\
+         # TYPE meridian_timeline_replication_lag_records gauge\n",
+    );
+    // Every DC of the cluster, so a DC that has caught up reads 0 rather than vanishing.
+    let mut dcs: Vec<u32> = r.members.iter().map(|m| m.dc).collect();
+    dcs.extend(lag_by_dc.keys().map(|d| d.0));
+    dcs.sort_unstable();
+    dcs.dedup();
+    for dc in dcs {
+        let lag = lag_by_dc
+            .get(&meridian_core::DcId(dc))
+            .copied()
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "meridian_timeline_replication_lag_records{{dc=\"{dc}\"}} {lag}"
+        );
     }
 }
 
@@ -490,6 +586,17 @@ mod tests {
                     up: false,
                 },
             ],
+            timeline: TimelineStats {
+                wrong_master_forwards: 4,
+                migrations: 2,
+                fenced: 1,
+                local_reads: 5,
+                remote_reads: 6,
+                local_writes: 7,
+                remote_writes: 8,
+                lag_by_dc: [(meridian_core::DcId(1), 9)].into(),
+                ..TimelineStats::default()
+            },
         };
         let text = m.render_cluster(EngineGauges::default(), &r);
         assert!(text.starts_with(single.trim_end_matches("# EOF\n")));
@@ -511,6 +618,19 @@ mod tests {
             "meridian_cluster_member_up{node=\"dc0-n0\",dc=\"0\"} 1",
             "meridian_cluster_member_up{node=\"dc1-\\\"x\\\"\",dc=\"1\"} 0",
             "meridian_layout_epoch 1",
+            "# TYPE meridian_timeline_wrong_master_total counter",
+            "meridian_timeline_wrong_master_total 4",
+            "meridian_timeline_master_migrations_total 2",
+            "meridian_timeline_forks_total 0",
+            "meridian_timeline_fenced_total 1",
+            "meridian_timeline_caught_up_total 0",
+            "meridian_timeline_remote_ops_total{op=\"read\"} 6",
+            "meridian_timeline_remote_ops_total{op=\"write\"} 8",
+            "meridian_timeline_local_ops_total{op=\"read\"} 5",
+            "meridian_timeline_local_ops_total{op=\"write\"} 7",
+            "# TYPE meridian_timeline_replication_lag_records gauge",
+            "meridian_timeline_replication_lag_records{dc=\"0\"} 0",
+            "meridian_timeline_replication_lag_records{dc=\"1\"} 9",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
         }

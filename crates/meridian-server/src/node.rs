@@ -46,6 +46,7 @@ fn replication_gauges(c: &ClusterBackend) -> ReplicationGauges {
                 up: c.node.is_up(m.id),
             })
             .collect(),
+        timeline: c.node.tl_stats(),
     }
 }
 

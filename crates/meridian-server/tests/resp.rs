@@ -1444,6 +1444,822 @@ mod cluster_mode {
         let mut c = s.connect().await;
         let e = error(c.cmd(&[b"MERIDIAN.GET", b"k"]).await);
         assert!(e.contains("needs cluster mode"), "{e}");
+        for req in [
+            &[&b"MERIDIAN.SET"[..], b"k", b"v"][..],
+            &[b"TL.GETLATEST", b"k"],
+            &[b"TL.GETCRIT", b"k", b"1.0.1"],
+            &[b"TL.TAS", b"k", b"1.0.1", b"v"],
+        ] {
+            let e = error(c.cmd(req).await);
+            assert!(e.contains("needs cluster mode"), "{req:?}: {e}");
+        }
         s.stop().await;
+    }
+
+    /// Timeline buckets (`timeline.md`) over RESP, HTTP and `/metrics`, on the 2-DC × 2-node
+    /// cluster with a timeline bucket `tl` configured at start.
+    mod timeline {
+        use super::*;
+        use meridian_core::DcId;
+        use meridian_net::wan::Scope;
+        use meridian_replication::timeline::Version;
+        use meridian_replication::{BucketProps, ReadMode};
+
+        /// How long a timeline request waits for an unreachable master: short, so the
+        /// partition test does not wait the default 10 s per request.
+        const MASTER_TIMEOUT_MS: u64 = 1000;
+
+        async fn tl_cluster() -> Embedded {
+            let mut tl = BucketProps::timeline();
+            tl.timeline.master_timeout_ms = MASTER_TIMEOUT_MS;
+            let cfg = EmbeddedConfig {
+                dcs: 2,
+                nodes_per_dc: 2,
+                wan_latency: Duration::ZERO,
+                intra_dc: LinkConfig::ideal(),
+                heartbeat: Duration::from_millis(100),
+                buckets: [("tl".to_owned(), tl)].into(),
+                ..EmbeddedConfig::default()
+            };
+            start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+        }
+
+        fn text(f: &Frame) -> Option<String> {
+            match f {
+                Frame::Bulk(b) => Some(String::from_utf8(b.to_vec()).unwrap()),
+                Frame::Null => None,
+                other => panic!("expected a bulk string or nil, got {other:?}"),
+            }
+        }
+
+        /// `[value, version]` of a timeline read.
+        fn read(f: Frame) -> (Option<String>, Option<Version>) {
+            let Frame::Array(parts) = f else {
+                panic!("expected [value, version], got {f:?}")
+            };
+            assert_eq!(parts.len(), 2, "{parts:?}");
+            (
+                text(&parts[0]),
+                text(&parts[1]).map(|v| v.parse().expect("a version")),
+            )
+        }
+
+        /// The version a timeline write replied.
+        fn written(f: Frame) -> Version {
+            text(&f)
+                .unwrap_or_else(|| panic!("expected a version, got nil"))
+                .parse()
+                .unwrap()
+        }
+
+        fn newer(a: Version, b: Version) -> bool {
+            a.precedence() > b.precedence()
+        }
+
+        /// Waits (bounded; not a timing assertion) until all N = 3 replicas of `key` hold
+        /// version `ver`, so reads anywhere are deterministic.
+        async fn wait_replicated(c: &Embedded, key: &[u8], ver: Version) {
+            tokio::time::timeout(PATIENCE, async {
+                loop {
+                    let holding = (0..c.members.len())
+                        .filter(|&i| {
+                            c.node(i)
+                                .tl_local(key)
+                                .unwrap()
+                                .is_some_and(|r| r.ver == ver)
+                        })
+                        .count();
+                    if holding == 3 {
+                        return;
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("{ver} never reached every replica"));
+        }
+
+        /// One HTTP/1.1 request with `Connection: close`: status, lowercased headers, body.
+        async fn http(
+            addr: SocketAddr,
+            method: &str,
+            path: &str,
+            headers: &[(&str, &str)],
+            body: &[u8],
+        ) -> (u16, Vec<(String, String)>, Vec<u8>) {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            let mut req = format!(
+                "{method} {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\
+                 Content-Length: {}\r\n",
+                body.len()
+            );
+            for (k, v) in headers {
+                req.push_str(&format!("{k}: {v}\r\n"));
+            }
+            req.push_str("\r\n");
+            let mut bytes = req.into_bytes();
+            bytes.extend_from_slice(body);
+            stream.write_all(&bytes).await.unwrap();
+            let mut raw = Vec::new();
+            tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw))
+                .await
+                .expect("a reply")
+                .unwrap();
+            let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+            let head = String::from_utf8(raw[..split].to_vec()).unwrap();
+            let mut lines = head.split("\r\n");
+            let status = lines
+                .next()
+                .unwrap()
+                .split(' ')
+                .nth(1)
+                .unwrap()
+                .parse()
+                .unwrap();
+            let headers = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+                .collect();
+            (status, headers, raw[split + 4..].to_vec())
+        }
+
+        fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        }
+
+        fn version_of(headers: &[(String, String)]) -> Version {
+            header(headers, "x-meridian-version")
+                .unwrap_or_else(|| panic!("no x-meridian-version in {headers:?}"))
+                .parse()
+                .unwrap()
+        }
+
+        fn json(body: &[u8]) -> serde_json::Value {
+            serde_json::from_slice(body)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(body)))
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn resp_round_trip_with_versions_read_modes_and_test_and_set() {
+            let c = tl_cluster().await;
+            // a in DC 0, b in DC 1.
+            let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+            assert_eq!(
+                a.cmd(&[b"SET", b"tl:k", b"v1"]).await,
+                Frame::Simple("OK".into())
+            );
+            // The master's version reflects the acknowledged write, from either DC.
+            let (value, v1) = read(b.cmd(&[b"MERIDIAN.GET", b"tl:k", b"LATEST"]).await);
+            assert_eq!(value.as_deref(), Some("v1"));
+            let v1 = v1.expect("a live record has a version");
+            assert_eq!(
+                read(a.cmd(&[b"TL.GETLATEST", b"tl:k"]).await),
+                (Some("v1".into()), Some(v1))
+            );
+
+            // Test-and-set: the expected version wins once; the stale one gets the current.
+            let v1s = v1.to_string();
+            let v2 = written(
+                b.cmd(&[
+                    b"MERIDIAN.SET",
+                    b"tl:k",
+                    b"v2",
+                    b"IFVERSION",
+                    v1s.as_bytes(),
+                ])
+                .await,
+            );
+            assert!(newer(v2, v1), "{v2} after {v1}");
+            let e = error(
+                a.cmd(&[
+                    b"MERIDIAN.SET",
+                    b"tl:k",
+                    b"v3",
+                    b"ifversion",
+                    v1s.as_bytes(),
+                ])
+                .await,
+            );
+            assert_eq!(e, format!("CONFLICT version_mismatch current={v2}"));
+            let e = error(a.cmd(&[b"TL.TAS", b"tl:k", v1s.as_bytes(), b"v3"]).await);
+            assert_eq!(e, format!("CONFLICT version_mismatch current={v2}"));
+
+            // read_critical(v2) answers v2 or newer from both DCs (here exactly v2).
+            let v2s = v2.to_string();
+            for conn in [&mut a, &mut b] {
+                assert_eq!(
+                    read(
+                        conn.cmd(&[b"MERIDIAN.GET", b"tl:k", b"CRITICAL", v2s.as_bytes()])
+                            .await
+                    ),
+                    (Some("v2".into()), Some(v2))
+                );
+                assert_eq!(
+                    read(conn.cmd(&[b"TL.GETCRIT", b"tl:k", v2s.as_bytes()]).await),
+                    (Some("v2".into()), Some(v2))
+                );
+            }
+            let v3 = written(a.cmd(&[b"TL.TAS", b"tl:k", v2s.as_bytes(), b"v3"]).await);
+            assert!(newer(v3, v2), "{v3} after {v2}");
+            // A version the master never issued cannot be reached.
+            let future = Version::new(v3.generation, v3.mepoch, v3.seq + 100).to_string();
+            let e = error(b.cmd(&[b"TL.GETCRIT", b"tl:k", future.as_bytes()]).await);
+            assert!(
+                e.starts_with(&format!(
+                    "UNAVAILABLE stale_version_unavailable required={future}"
+                )),
+                "{e}"
+            );
+
+            // Plain GET is read_any: possibly stale, so wait for v3 to reach every replica;
+            // then both DCs read it locally.
+            wait_replicated(&c, b"tl:k", v3).await;
+            for conn in [&mut a, &mut b] {
+                assert_eq!(conn.cmd(&[b"GET", b"tl:k"]).await, bulk("v3"));
+                assert_eq!(
+                    read(conn.cmd(&[b"MERIDIAN.GET", b"tl:k", b"ANY"]).await),
+                    (Some("v3".into()), Some(v3))
+                );
+                assert_eq!(
+                    read(conn.cmd(&[b"MERIDIAN.GET", b"tl:k"]).await),
+                    (Some("v3".into()), Some(v3))
+                );
+            }
+            assert_eq!(
+                a.cmd(&[b"MGET", b"tl:k", b"tl:absent"]).await,
+                Frame::Array(vec![bulk("v3"), Frame::Null])
+            );
+            assert_eq!(
+                a.cmd(&[b"EXISTS", b"tl:k", b"tl:absent"]).await,
+                Frame::Integer(1)
+            );
+
+            // Insert-if-absent: refused over a live record, in each command's own way.
+            assert_eq!(a.cmd(&[b"SET", b"tl:k", b"x", b"NX"]).await, Frame::Null);
+            assert_eq!(a.cmd(&[b"SETNX", b"tl:k", b"x"]).await, Frame::Integer(0));
+            for req in [
+                &[&b"MERIDIAN.SET"[..], b"tl:k", b"x", b"NX"][..],
+                &[b"MERIDIAN.SET", b"tl:k", b"x", b"IFVERSION", b"NONE"],
+                &[b"TL.TAS", b"tl:k", b"none", b"x"],
+            ] {
+                let e = error(b.cmd(req).await);
+                assert_eq!(
+                    e,
+                    format!("CONFLICT already_exists current={v3}"),
+                    "{req:?}"
+                );
+            }
+            assert_eq!(
+                read(a.cmd(&[b"TL.GETLATEST", b"tl:k"]).await),
+                (Some("v3".into()), Some(v3)),
+                "refused inserts change nothing"
+            );
+            assert_eq!(
+                a.cmd(&[b"SET", b"tl:new", b"n", b"nx"]).await,
+                Frame::Simple("OK".into())
+            );
+            assert_eq!(
+                a.cmd(&[b"SETNX", b"tl:new2", b"n"]).await,
+                Frame::Integer(1)
+            );
+            let n = written(b.cmd(&[b"TL.TAS", b"tl:new3", b"NONE", b"n"]).await);
+            assert_eq!(
+                read(b.cmd(&[b"TL.GETLATEST", b"tl:new3"]).await),
+                (Some("n".into()), Some(n))
+            );
+
+            // DEL writes a tombstone, which has a version; deleting nothing writes nothing.
+            assert_eq!(
+                a.cmd(&[b"DEL", b"tl:k", b"tl:absent"]).await,
+                Frame::Integer(1)
+            );
+            let (value, tomb) = read(b.cmd(&[b"TL.GETLATEST", b"tl:k"]).await);
+            assert_eq!(value, None);
+            let tomb = tomb.expect("a tombstone keeps a version");
+            assert!(newer(tomb, v3), "{tomb} after {v3}");
+            assert_eq!(a.cmd(&[b"DEL", b"tl:k"]).await, Frame::Integer(0));
+            assert_eq!(a.cmd(&[b"MERIDIAN.DEL", b"tl:k"]).await, Frame::Null);
+            assert_eq!(
+                read(a.cmd(&[b"MERIDIAN.GET", b"tl:absent", b"LATEST"]).await),
+                (None, None)
+            );
+            assert!(c.node(0).tl_local(b"tl:absent").unwrap().is_none());
+            // A versioned delete.
+            let e = error(
+                a.cmd(&[b"MERIDIAN.DEL", b"tl:new3", b"IFVERSION", v1s.as_bytes()])
+                    .await,
+            );
+            assert!(e.starts_with("CONFLICT version_mismatch current="), "{e}");
+            let ns = n.to_string();
+            let gone = written(
+                a.cmd(&[b"MERIDIAN.DEL", b"tl:new3", b"IFVERSION", ns.as_bytes()])
+                    .await,
+            );
+            assert_eq!(
+                read(b.cmd(&[b"TL.GETLATEST", b"tl:new3"]).await),
+                (None, Some(gone))
+            );
+
+            // Pipelined commands on one key keep their order (each waits for the one before).
+            let mut batch = Vec::new();
+            for req in [
+                &[&b"SET"[..], b"tl:p", b"a"][..],
+                &[b"MERIDIAN.GET", b"tl:p", b"LATEST"],
+                &[b"MERIDIAN.SET", b"tl:p", b"b"],
+                &[b"TL.GETLATEST", b"tl:p"],
+                &[b"DEL", b"tl:p"],
+                &[b"TL.GETLATEST", b"tl:p"],
+                &[b"PING"],
+            ] {
+                batch.extend(request(req));
+            }
+            a.send(&batch).await;
+            assert_eq!(a.frame().await, Frame::Simple("OK".into()));
+            let (value, pa) = read(a.frame().await);
+            assert_eq!(value.as_deref(), Some("a"));
+            let pb = written(a.frame().await);
+            assert!(newer(pb, pa.unwrap()));
+            assert_eq!(read(a.frame().await), (Some("b".into()), Some(pb)));
+            assert_eq!(a.frame().await, Frame::Integer(1));
+            let (value, pdel) = read(a.frame().await);
+            assert!(value.is_none() && newer(pdel.unwrap(), pb));
+            assert_eq!(a.frame().await, Frame::Simple("PONG".into()));
+            c.shutdown().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn wrong_bucket_types_and_malformed_versions_are_clear_errors() {
+            let c = tl_cluster().await;
+            let mut a = connect(&c, 0).await;
+            assert_eq!(
+                a.cmd(&[b"SET", b"tl:k", b"v"]).await,
+                Frame::Simple("OK".into())
+            );
+            // Timeline commands on the (eventual) default bucket.
+            for req in [
+                &[&b"MERIDIAN.SET"[..], b"k", b"v"][..],
+                &[b"MERIDIAN.SET", b"k", b"v", b"IFVERSION", b"1.0.1"],
+                &[b"TL.GETLATEST", b"k"],
+                &[b"TL.GETCRIT", b"k", b"1.0.1"],
+                &[b"TL.TAS", b"k", b"1.0.1", b"v"],
+                &[b"MERIDIAN.GET", b"k", b"LATEST"],
+                &[b"MERIDIAN.GET", b"k", b"critical", b"1.0.1"],
+            ] {
+                let e = error(a.cmd(req).await);
+                assert!(
+                    e.starts_with("ERR wrong_bucket_type bucket=default is eventual"),
+                    "{req:?}: {e}"
+                );
+            }
+            // Eventual-only requests on the timeline bucket.
+            let e = error(a.cmd(&[b"MERIDIAN.PUT", b"tl:k", b"v"]).await);
+            assert!(
+                e.starts_with("ERR wrong_bucket_type bucket=tl is timeline")
+                    && e.contains("MERIDIAN.SET"),
+                "{e}"
+            );
+            for req in [
+                &[&b"MERIDIAN.GET"[..], b"tl:k", b"R", b"2"][..],
+                &[b"MERIDIAN.GET", b"tl:k", b"CRITICAL"],
+                &[b"MERIDIAN.GET", b"tl:k", b"LATEST", b"ANY"],
+                &[b"MERIDIAN.DEL", b"tl:k", b"CONTEXT", b"00"],
+                &[b"MERIDIAN.SET", b"tl:k", b"v", b"IFVERSION"],
+                &[b"MERIDIAN.SET", b"tl:k", b"v", b"W", b"2"],
+            ] {
+                let e = error(a.cmd(req).await);
+                assert!(e.starts_with("ERR syntax error"), "{req:?}: {e}");
+            }
+            let e = error(a.cmd(&[b"SET", b"tl:k", b"v", b"EX", b"10"]).await);
+            assert!(
+                e.starts_with("ERR SET option 'EX' is not supported on timeline buckets"),
+                "{e}"
+            );
+            let e = error(a.cmd(&[b"INCR", b"tl:n"]).await);
+            assert!(
+                e.contains("INCR is not supported on timeline buckets"),
+                "{e}"
+            );
+            // Malformed versions name the text and the expected form.
+            for (req, want) in [
+                (
+                    &[&b"MERIDIAN.SET"[..], b"tl:k", b"v", b"IFVERSION", b"1.2"][..],
+                    "ERR invalid version `1.2`: expected gen.mepoch.seq",
+                ),
+                (
+                    &[b"TL.GETCRIT", b"tl:k", b"x.0.1"],
+                    "ERR invalid version `x.0.1`: gen is not a decimal number",
+                ),
+                (
+                    &[b"MERIDIAN.GET", b"tl:k", b"CRITICAL", b"1.99999999999.1"],
+                    "ERR invalid version `1.99999999999.1`: mepoch exceeds",
+                ),
+                (
+                    &[b"TL.TAS", b"tl:k", b"-1.0.1", b"v"],
+                    "ERR invalid version `-1.0.1`: gen is not a decimal number",
+                ),
+            ] {
+                let e = error(a.cmd(req).await);
+                assert!(e.starts_with(want), "{req:?}: {e}");
+            }
+            // Nothing was written by the refused requests.
+            let (value, _) = read(a.cmd(&[b"TL.GETLATEST", b"tl:k"]).await);
+            assert_eq!(value.as_deref(), Some("v"));
+            assert_eq!(a.cmd(&[b"PING"]).await, Frame::Simple("PONG".into()));
+
+            // HTTP: the same refusals, as 400s with stable codes.
+            let h = c.members[0].http.unwrap();
+            for (method, path, headers, code) in [
+                ("GET", "/kv/k?read=latest", &[][..], "WRONG_BUCKET_TYPE"),
+                ("GET", "/kv/k?req_version=1.0.1", &[], "WRONG_BUCKET_TYPE"),
+                (
+                    "PUT",
+                    "/kv/k",
+                    &[("If-Match", "1.0.1")],
+                    "WRONG_BUCKET_TYPE",
+                ),
+                (
+                    "PUT",
+                    "/kv/tl:k",
+                    &[("X-Meridian-Context", "00")],
+                    "WRONG_BUCKET_TYPE",
+                ),
+                (
+                    "GET",
+                    "/kv/tl:k?read=critical&version=abc",
+                    &[],
+                    "BAD_VERSION",
+                ),
+                ("GET", "/kv/tl:k?req_version=1.0", &[], "BAD_VERSION"),
+                ("GET", "/kv/tl:k?read=critical", &[], "BAD_QUERY"),
+                ("GET", "/kv/tl:k?r=2", &[], "BAD_QUERY"),
+                ("PUT", "/kv/tl:k?w=2", &[], "BAD_QUERY"),
+                ("PUT", "/kv/tl:k", &[("If-Match", "abc")], "BAD_VERSION"),
+                ("PUT", "/kv/tl:k", &[("If-Match", "*")], "BAD_PRECONDITION"),
+                (
+                    "DELETE",
+                    "/kv/tl:k",
+                    &[("If-None-Match", "1.0.1")],
+                    "BAD_PRECONDITION",
+                ),
+            ] {
+                let (status, _, body) = http(h, method, path, headers, b"x").await;
+                assert_eq!(
+                    status,
+                    400,
+                    "{method} {path}: {}",
+                    String::from_utf8_lossy(&body)
+                );
+                assert_eq!(json(&body)["error"]["code"], code, "{method} {path}");
+            }
+            let (status, _, body) = http(h, "GET", "/kv/tl:k?read=latest", &[], b"").await;
+            assert_eq!(status, 200);
+            assert_eq!(body, b"v", "the refused writes changed nothing");
+
+            // Each wrong_bucket_type answer was counted once, by front end.
+            let count = |frontend: &str| {
+                node_sample(
+                    &c,
+                    0,
+                    &format!(
+                        "meridian_replication_errors_total{{frontend=\"{frontend}\",\
+                         code=\"wrong_bucket_type\"}}"
+                    ),
+                )
+            };
+            assert_eq!(count("resp"), 8);
+            assert_eq!(count("http"), 4);
+            c.shutdown().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn http_round_trip_with_preconditions_and_read_modes() {
+            let c = tl_cluster().await;
+            let (h, h2) = (c.members[0].http.unwrap(), c.members[3].http.unwrap());
+            // Insert-if-absent, then refused with the current version.
+            let (status, hd, _) =
+                http(h, "PUT", "/kv/tl:h", &[("If-None-Match", "*")], b"one").await;
+            assert_eq!(status, 204);
+            let v1 = version_of(&hd);
+            assert_eq!(header(&hd, "etag"), Some(format!("\"{v1}\"").as_str()));
+            let (status, hd, body) =
+                http(h2, "PUT", "/kv/tl:h", &[("If-None-Match", "*")], b"two").await;
+            assert_eq!(status, 412);
+            assert_eq!(version_of(&hd), v1);
+            let j = json(&body);
+            assert_eq!(j["error"]["code"], "ALREADY_EXISTS");
+            assert_eq!(j["code"], "already_exists");
+            assert_eq!(j["current"], v1.to_string());
+
+            // read=latest from the other DC: the value, its version and its master.
+            let (status, hd, body) = http(h2, "GET", "/kv/tl:h?read=latest", &[], b"").await;
+            assert_eq!(status, 200);
+            assert_eq!(body, b"one");
+            assert_eq!(version_of(&hd), v1);
+            let master = header(&hd, "x-meridian-master").expect("the master");
+            assert!(
+                master.starts_with('n') && master.contains("@dc"),
+                "{master}"
+            );
+
+            // If-Match: a test-and-set; a stale version is 412 with the current one.
+            let v1s = v1.to_string();
+            let (status, hd, _) = http(h, "PUT", "/kv/tl:h", &[("If-Match", &v1s)], b"two").await;
+            assert_eq!(status, 204);
+            let v2 = version_of(&hd);
+            assert!(newer(v2, v1));
+            let (status, hd, body) =
+                http(h2, "PUT", "/kv/tl:h", &[("If-Match", &v1s)], b"lost").await;
+            assert_eq!(status, 412);
+            assert_eq!(version_of(&hd), v2);
+            let j = json(&body);
+            assert_eq!(j["error"]["code"], "VERSION_MISMATCH");
+            assert_eq!(j["current"], v2.to_string());
+            // The ETag form of the version works too.
+            let etag = format!("\"{v2}\"");
+            let (status, hd, _) =
+                http(h2, "PUT", "/kv/tl:h", &[("If-Match", &etag)], b"three").await;
+            assert_eq!(status, 204);
+            let v3 = version_of(&hd);
+            assert!(newer(v3, v2));
+
+            // Every read mode, in both spellings.
+            let v3s = v3.to_string();
+            for (addr, path) in [
+                (h, "/kv/tl:h?req_version=latest".to_owned()),
+                (h2, format!("/kv/tl:h?read=critical&version={v3s}")),
+                (h, format!("/kv/tl:h?req_version={v3s}")),
+                (h2, format!("/kv/tl:h?version={v3s}")),
+            ] {
+                let (status, hd, body) = http(addr, "GET", &path, &[], b"").await;
+                assert_eq!(status, 200, "{path}");
+                assert_eq!(
+                    (body.as_slice(), version_of(&hd)),
+                    (&b"three"[..], v3),
+                    "{path}"
+                );
+            }
+            wait_replicated(&c, b"tl:h", v3).await;
+            for (addr, path) in [
+                (h, "/kv/tl:h"),
+                (h2, "/kv/tl:h?read=any"),
+                (h2, "/kv/tl:h?req_version=any"),
+            ] {
+                let (status, hd, body) = http(addr, "GET", path, &[], b"").await;
+                assert_eq!(status, 200, "{path}");
+                assert_eq!(
+                    (body.as_slice(), version_of(&hd)),
+                    (&b"three"[..], v3),
+                    "{path}"
+                );
+            }
+
+            // DELETE: a tombstone write with its own version; If-Match guards it too.
+            let (status, _, body) = http(h, "DELETE", "/kv/tl:h", &[("If-Match", &v1s)], b"").await;
+            assert_eq!(status, 412, "{}", String::from_utf8_lossy(&body));
+            let (status, hd, _) = http(h, "DELETE", "/kv/tl:h", &[], b"").await;
+            assert_eq!(status, 204);
+            let tomb = version_of(&hd);
+            assert!(newer(tomb, v3));
+            let (status, hd, body) = http(h2, "GET", "/kv/tl:h?read=latest", &[], b"").await;
+            assert_eq!(status, 404);
+            assert_eq!(version_of(&hd), tomb);
+            assert_eq!(json(&body)["version"], tomb.to_string());
+            let (status, _, _) = http(h, "DELETE", "/kv/tl:h", &[], b"").await;
+            assert_eq!(status, 404, "nothing left to delete");
+            // A tombstone counts as absent for an insert, which starts a new generation.
+            let (status, hd, _) =
+                http(h2, "PUT", "/kv/tl:h", &[("If-None-Match", "*")], b"again").await;
+            assert_eq!(status, 204);
+            let again = version_of(&hd);
+            assert!(again.generation > tomb.generation, "{again} after {tomb}");
+            c.shutdown().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn metrics_export_the_timeline_counters() {
+            let c = tl_cluster().await;
+            let mut a = connect(&c, 0).await;
+            for i in 0..5 {
+                let k = format!("tl:m{i}");
+                assert_eq!(
+                    a.cmd(&[b"SET", k.as_bytes(), b"v"]).await,
+                    Frame::Simple("OK".into())
+                );
+                let (value, _) = read(a.cmd(&[b"TL.GETLATEST", k.as_bytes()]).await);
+                assert_eq!(value.as_deref(), Some("v"));
+            }
+            let (status, text) = http_get(c.members[0].http.unwrap(), "/metrics").await;
+            assert_eq!(status, 200);
+            for metric in [
+                "meridian_timeline_wrong_master_total",
+                "meridian_timeline_master_migrations_total",
+                "meridian_timeline_forks_total",
+                "meridian_timeline_fenced_total",
+                "meridian_timeline_caught_up_total",
+                "meridian_timeline_remote_ops_total",
+                "meridian_timeline_local_ops_total",
+            ] {
+                assert!(
+                    text.contains(&format!("# TYPE {metric} counter\n")),
+                    "{metric}:\n{text}"
+                );
+            }
+            assert!(
+                text.contains("# TYPE meridian_timeline_replication_lag_records gauge\n"),
+                "{text}"
+            );
+            // Node 0 coordinated exactly 5 writes and 5 reads, each local or remote.
+            let ops = |op: &str| {
+                sample(
+                    &text,
+                    &format!("meridian_timeline_local_ops_total{{op=\"{op}\"}}"),
+                ) + sample(
+                    &text,
+                    &format!("meridian_timeline_remote_ops_total{{op=\"{op}\"}}"),
+                )
+            };
+            assert_eq!(ops("write"), 5);
+            assert_eq!(ops("read"), 5);
+            assert_eq!(sample(&text, "meridian_timeline_forks_total"), 0);
+            assert_eq!(sample(&text, "meridian_timeline_fenced_total"), 0);
+            // The lag gauge has a series per DC (values depend on propagation timing).
+            for dc in 0..2 {
+                let _ = sample(
+                    &text,
+                    &format!("meridian_timeline_replication_lag_records{{dc=\"{dc}\"}}"),
+                );
+            }
+            c.shutdown().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn force_master_over_http_moves_the_mastership() {
+            let c = tl_cluster().await;
+            let h = c.members[0].http.unwrap();
+            let mut a = connect(&c, 0).await;
+            let v1 = written(a.cmd(&[b"MERIDIAN.SET", b"tl:fm", b"kept"]).await);
+            let before = c
+                .node(0)
+                .tl_get(b"tl:fm", ReadMode::Latest)
+                .await
+                .unwrap()
+                .record
+                .unwrap();
+            assert_eq!(before.ver, v1);
+            // Move it to the other DC, once every replica holds the record (so the new
+            // master loses nothing and the test is deterministic).
+            let target = 1 - before.master.dc.0;
+            wait_replicated(&c, b"tl:fm", v1).await;
+            let body = format!(r#"{{"bucket":"tl","key":"fm","dc":"dc{target}"}}"#);
+            let (status, _, reply) =
+                http(h, "POST", "/timeline/force-master", &[], body.as_bytes()).await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
+            let j = json(&reply);
+            assert_eq!(j["key"], "tl:fm");
+            assert_eq!(j["master"]["dc"], format!("dc{target}"));
+            assert!(
+                j["warning"]
+                    .as_str()
+                    .unwrap()
+                    .contains("lose acknowledged writes"),
+                "{j}"
+            );
+            let forced: Version = j["version"].as_str().unwrap().parse().unwrap();
+            assert_eq!(forced.mepoch, v1.mepoch + 1, "a new master epoch");
+            assert!(newer(forced, v1));
+            wait_replicated(&c, b"tl:fm", forced).await;
+            for i in 0..c.members.len() {
+                if let Some(r) = c.node(i).tl_local(b"tl:fm").unwrap() {
+                    assert_eq!(r.master.dc, DcId(target), "node {i} follows the new master");
+                }
+            }
+            // The value survived; writes go on in the new epoch.
+            let mut b = connect(&c, 3).await;
+            assert_eq!(
+                read(b.cmd(&[b"TL.GETLATEST", b"tl:fm"]).await),
+                (Some("kept".into()), Some(forced))
+            );
+            let v2 = written(b.cmd(&[b"MERIDIAN.SET", b"tl:fm", b"after"]).await);
+            assert!(newer(v2, forced) && v2.mepoch == forced.mepoch, "{v2}");
+            // The DC may also be given by its id, and the key as a full key (no `bucket`).
+            let (status, _, reply) = http(
+                h,
+                "POST",
+                "/timeline/force-master",
+                &[],
+                format!(r#"{{"key":"tl:fm","dc":{target}}}"#).as_bytes(),
+            )
+            .await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&reply));
+            // Refusals.
+            for (body, code) in [
+                (
+                    r#"{"bucket":"tl","key":"fm","dc":"dc9"}"#,
+                    "BAD_FORCE_MASTER",
+                ),
+                (r#"{"bucket":"tl","key":"fm"}"#, "BAD_FORCE_MASTER"),
+                (r#"{"key":"plain","dc":"dc0"}"#, "WRONG_BUCKET_TYPE"),
+                (
+                    r#"{"bucket":"tl","key":"never-written","dc":"dc0"}"#,
+                    "FORCE_MASTER_REFUSED",
+                ),
+            ] {
+                let (status, _, reply) =
+                    http(h, "POST", "/timeline/force-master", &[], body.as_bytes()).await;
+                assert_eq!(status, 400, "{body}: {}", String::from_utf8_lossy(&reply));
+                assert_eq!(json(&reply)["error"]["code"], code, "{body}");
+            }
+            c.shutdown().await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn an_unreachable_master_fails_writes_clearly_while_read_any_works() {
+            let c = tl_cluster().await;
+            let mut b = connect(&c, 2).await;
+            // A key whose master is in DC 1 (inserted from DC 1; the insert arbiter, which
+            // becomes the master, is in either DC depending on the key).
+            let mut found = None;
+            for i in 0..64 {
+                let key = format!("tl:mu{i}");
+                let v = written(b.cmd(&[b"MERIDIAN.SET", key.as_bytes(), b"before"]).await);
+                let r = c
+                    .node(2)
+                    .tl_get(key.as_bytes(), ReadMode::Latest)
+                    .await
+                    .unwrap()
+                    .record
+                    .unwrap();
+                if r.master.dc == DcId(1) {
+                    found = Some((key, v, r.master.node));
+                    break;
+                }
+            }
+            let (key, v1, master) = found.expect("some key is mastered in DC 1");
+            wait_replicated(&c, key.as_bytes(), v1).await;
+
+            c.wan.cut_both(Scope::Dc(DcId(0)), Scope::Dc(DcId(1)));
+            let mut a = connect(&c, 0).await;
+            let e = error(a.cmd(&[b"SET", key.as_bytes(), b"during"]).await);
+            assert!(
+                e.starts_with(&format!(
+                    "UNAVAILABLE master_unavailable dc=dc1 node={master} key={key}"
+                )),
+                "{e}"
+            );
+            let e = error(a.cmd(&[b"MERIDIAN.GET", key.as_bytes(), b"LATEST"]).await);
+            assert!(
+                e.starts_with("UNAVAILABLE master_unavailable dc=dc1"),
+                "{e}"
+            );
+            let (status, _, body) = http(
+                c.members[0].http.unwrap(),
+                "PUT",
+                &format!("/kv/{key}"),
+                &[],
+                b"during",
+            )
+            .await;
+            assert_eq!(status, 503, "{}", String::from_utf8_lossy(&body));
+            let j = json(&body);
+            assert_eq!(j["code"], "master_unavailable");
+            assert_eq!(j["key"], key);
+            assert_eq!(j["master"], master.to_string());
+            assert_eq!(j["dc"], "dc1");
+            assert_eq!(j["error"]["code"], "MASTER_UNAVAILABLE");
+            // read_any and a satisfiable read_critical still work in the cut-off DC.
+            assert_eq!(a.cmd(&[b"GET", key.as_bytes()]).await, bulk("before"));
+            let v1s = v1.to_string();
+            assert_eq!(
+                read(
+                    a.cmd(&[b"TL.GETCRIT", key.as_bytes(), v1s.as_bytes()])
+                        .await
+                ),
+                (Some("before".into()), Some(v1))
+            );
+            // Healed, writes from DC 0 reach the master again (bounded retries while the
+            // failure detectors notice).
+            c.wan.heal_all();
+            let v2 = tokio::time::timeout(PATIENCE, async {
+                loop {
+                    match a.cmd(&[b"MERIDIAN.SET", key.as_bytes(), b"after"]).await {
+                        f @ Frame::Bulk(_) => return written(f),
+                        Frame::Error(e) => assert!(e.starts_with(b"UNAVAILABLE"), "{e:?}"),
+                        other => panic!("{other:?}"),
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            })
+            .await
+            .expect("writes work again after the heal");
+            assert!(newer(v2, v1));
+            assert_eq!(
+                read(a.cmd(&[b"TL.GETLATEST", key.as_bytes()]).await),
+                (Some("after".into()), Some(v2))
+            );
+            c.shutdown().await;
+        }
     }
 }

@@ -1,5 +1,5 @@
 //! `meridian ctl`: a thin client of a node's HTTP admin API (`/status`, `/cluster`,
-//! `/cluster/members`, `/buckets`, `/wan`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
+//! `/cluster/members`, `/buckets`, `/wan`, `/timeline/force-master`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
 //! are shown as tables or summaries (`--json` for the raw reply); an error reply's code and
 //! message are shown and the exit status is non-zero.
 
@@ -23,6 +23,7 @@ EXAMPLES:
     meridian ctl wan set --latency 100ms --jitter 60% --loss 1%
     meridian ctl wan cut 0 1                      partition DC 0 from DC 1 (both ways)
     meridian ctl wan heal --all
+    meridian ctl timeline force-master --bucket users --key alice --dc dc1 --yes
 
 `meridian up` prints each node's HTTP address; node i listens on BASE+1000+i (8000 + i by
 default).")]
@@ -98,6 +99,62 @@ enum CtlCommand {
     /// Show or change the WAN emulator (GET and PUT /wan; embedded clusters).
     #[command(subcommand)]
     Wan(WanCommand),
+    /// Timeline buckets: administrative actions.
+    #[command(subcommand)]
+    Timeline(TimelineCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum TimelineCommand {
+    /// Force a key's mastership to a DC (POST /timeline/force-master), e.g. when its master's
+    /// DC is cut off. THIS MAY LOSE ACKNOWLEDGED WRITES: whatever the old master had not
+    /// propagated to the new master is discarded when the old master returns. Asks for
+    /// confirmation unless --yes.
+    ForceMaster {
+        /// The key's bucket.
+        #[arg(long)]
+        bucket: String,
+        /// The key (without the `bucket:` prefix).
+        #[arg(long)]
+        key: String,
+        /// The DC to move the mastership to: its name (`dc1`, `east`) or id (`1`).
+        #[arg(long)]
+        dc: String,
+        /// Do not ask for confirmation (scripts; the warning is still printed).
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+/// What `ctl timeline force-master` prints before it runs.
+const FORCE_MASTER_WARNING: &str = "warning: forcing a re-master MAY LOSE ACKNOWLEDGED WRITES: \
+     every write the current master acknowledged but had not propagated to the new master is \
+     discarded when the old master becomes reachable again.";
+
+/// Asks for confirmation of a forced re-master: `--yes` confirms; otherwise an interactive
+/// user must type `yes`, and without a terminal the command refuses (a script must say
+/// `--yes`, so it never loses writes by accident).
+fn confirm_force(
+    yes: bool,
+    interactive: bool,
+    mut input: impl std::io::BufRead,
+    mut err: impl Write,
+) -> anyhow::Result<()> {
+    writeln!(err, "{FORCE_MASTER_WARNING}")?;
+    if yes {
+        return Ok(());
+    }
+    if !interactive {
+        bail!("refusing to force a re-master without confirmation: run it again with --yes");
+    }
+    write!(err, "Type 'yes' to force the re-master: ")?;
+    err.flush()?;
+    let mut line = String::new();
+    input.read_line(&mut line)?;
+    if line.trim() != "yes" {
+        bail!("aborted: nothing was changed");
+    }
+    Ok(())
 }
 
 #[derive(Subcommand, Debug)]
@@ -315,6 +372,28 @@ fn execute(args: CtlArgs) -> anyhow::Result<()> {
             let body = wan_update(cmd)?;
             let w = client.request("PUT", "/wan", Some(&body))?;
             write!(out, "{}", wan_summary(&w))?;
+        }
+        CtlCommand::Timeline(TimelineCommand::ForceMaster {
+            bucket,
+            key,
+            dc,
+            yes,
+        }) => {
+            use std::io::IsTerminal;
+            let stdin = std::io::stdin();
+            let interactive = stdin.is_terminal();
+            confirm_force(yes, interactive, stdin.lock(), std::io::stderr())?;
+            let body = json!({ "bucket": bucket, "key": key, "dc": dc });
+            let r = client.request("POST", "/timeline/force-master", Some(&body))?;
+            writeln!(
+                out,
+                "{}: the master is now node {} in {}, version {}\n{}",
+                plain(&r["key"]),
+                plain(&r["master"]["node"]),
+                plain(&r["master"]["dc"]),
+                plain(&r["version"]),
+                plain(&r["warning"]),
+            )?;
         }
     }
     out.flush()?;
@@ -803,6 +882,34 @@ mod tests {
             wan_update(cut).unwrap(),
             json!({"cut": [{"from": {"dc": 0}, "to": {"dc": 1}}]})
         );
+    }
+
+    #[test]
+    fn force_master_needs_a_confirmation() {
+        let run = |yes, interactive, input: &str| {
+            let mut err = Vec::new();
+            let r = confirm_force(yes, interactive, input.as_bytes(), &mut err);
+            (
+                r.map_err(|e| e.to_string()),
+                String::from_utf8(err).unwrap(),
+            )
+        };
+        // The warning comes first, whatever follows.
+        for (yes, interactive, input) in
+            [(true, false, ""), (false, false, ""), (false, true, "no\n")]
+        {
+            let (_, err) = run(yes, interactive, input);
+            assert!(err.contains("MAY LOSE ACKNOWLEDGED WRITES"), "{err}");
+        }
+        assert!(run(true, false, "").0.is_ok());
+        let (r, _) = run(false, false, "yes\n");
+        assert!(
+            r.unwrap_err().contains("--yes"),
+            "no terminal: never reads stdin"
+        );
+        assert!(run(false, true, "yes\n").0.is_ok());
+        assert!(run(false, true, "y\n").0.unwrap_err().contains("aborted"));
+        assert!(run(false, true, "").0.unwrap_err().contains("aborted"));
     }
 
     #[test]

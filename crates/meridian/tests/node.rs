@@ -1140,6 +1140,109 @@ fn ctl_shows_the_cluster_sets_buckets_and_cuts_and_heals_the_wan() {
 }
 
 #[test]
+fn ctl_timeline_force_master_warns_and_needs_yes() {
+    let up = Up::start(&[
+        "--dcs",
+        "2",
+        "--nodes-per-dc",
+        "1",
+        "--n",
+        "2",
+        "--wan-latency",
+        "5ms",
+    ]);
+    let h = up.in_dc(0).http;
+    up.wait_all_up(0);
+    let out = ctl_ok(h, &["bucket", "set", "tl", "type=timeline", "n_val=2"]);
+    assert!(out.contains("type=timeline"), "{out}");
+    // The bucket reaches the other node through the claimant: retry (bounded) until a
+    // timeline write is accepted there.
+    let mut r1 = up.redis(1);
+    let mut version = None;
+    for _ in 0..600 {
+        match redis::cmd("MERIDIAN.SET")
+            .arg("tl:k")
+            .arg("v")
+            .query::<String>(&mut r1)
+        {
+            Ok(v) => {
+                version = Some(v);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    let version = version.expect("a timeline write on the bucket");
+    // Both replicas (one per DC) hold it before the mastership moves, so nothing is lost.
+    let mut r0 = up.redis(0);
+    for _ in 0..600 {
+        let (_, v): (Option<String>, Option<String>) = redis::cmd("MERIDIAN.GET")
+            .arg("tl:k")
+            .arg("ANY")
+            .query(&mut r0)
+            .unwrap();
+        if v.as_deref() == Some(version.as_str()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Without --yes and without a terminal: the warning, a refusal, nothing changed.
+    let args = [
+        "timeline",
+        "force-master",
+        "--bucket",
+        "tl",
+        "--key",
+        "k",
+        "--dc",
+        "dc0",
+    ];
+    let (ok, out, err) = ctl(h, &args);
+    assert!(!ok, "{out}");
+    assert!(err.contains("MAY LOSE ACKNOWLEDGED WRITES"), "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    let (_, v): (Option<String>, Option<String>) = redis::cmd("MERIDIAN.GET")
+        .arg("tl:k")
+        .arg("LATEST")
+        .query(&mut r0)
+        .unwrap();
+    assert_eq!(
+        v.as_deref(),
+        Some(version.as_str()),
+        "refused: no new epoch"
+    );
+
+    // With --yes: it runs, and says where the master is now.
+    let mut yes = args.to_vec();
+    yes.push("--yes");
+    let (ok, out, err) = ctl(h, &yes);
+    assert!(ok, "{err}{out}");
+    assert!(err.contains("MAY LOSE ACKNOWLEDGED WRITES"), "{err}");
+    assert!(out.starts_with("tl:k: the master is now node"), "{out}");
+    assert!(out.contains(" in dc0, version "), "{out}");
+    let (value, v): (Option<String>, Option<String>) = redis::cmd("MERIDIAN.GET")
+        .arg("tl:k")
+        .arg("LATEST")
+        .query(&mut r0)
+        .unwrap();
+    assert_eq!(value.as_deref(), Some("v"));
+    let mepoch = |v: &str| v.split('.').nth(1).unwrap().parse::<u32>().unwrap();
+    assert_eq!(
+        mepoch(&v.unwrap()),
+        mepoch(&version) + 1,
+        "a new master epoch"
+    );
+    // A DC with no member is named as such.
+    let mut bad = args.to_vec();
+    bad[7] = "dc7";
+    bad.push("--yes");
+    let (ok, _, err) = ctl(h, &bad);
+    assert!(!ok && err.contains("BAD_FORCE_MASTER"), "{err}");
+    up.terminate();
+}
+
+#[test]
 fn ctl_reports_an_unreachable_node_clearly() {
     let (ok, _, err) = ctl("127.0.0.1:1".parse().unwrap(), &["status"]);
     assert!(!ok);

@@ -169,6 +169,10 @@ commands! {
     MeridianGet "meridian.get" -2 ["readonly"] 1 1 1;
     MeridianPut "meridian.put" -3 ["write" "denyoom"] 1 1 1;
     MeridianDel "meridian.del" -2 ["write"] 1 1 1;
+    MeridianSet "meridian.set" -3 ["write" "denyoom"] 1 1 1;
+    TlGetlatest "tl.getlatest" 2 ["readonly"] 1 1 1;
+    TlGetcrit "tl.getcrit" 3 ["readonly"] 1 1 1;
+    TlTas "tl.tas" 4 ["write" "denyoom"] 1 1 1;
 }
 
 impl Cmd {
@@ -188,6 +192,7 @@ mod tests {
         assert_eq!(Cmd::lookup(b"gEt"), Some(Cmd::Get));
         assert_eq!(Cmd::lookup(b"INCRBYFLOAT"), Some(Cmd::Incrbyfloat));
         assert_eq!(Cmd::lookup(b"nope"), None);
+        assert_eq!(Cmd::lookup(b"TL.GETLATEST"), Some(Cmd::TlGetlatest));
         assert_eq!(Cmd::lookup(b"a-command-name-longer-than-the-buffer"), None);
         for (i, c) in Cmd::ALL.iter().enumerate() {
             assert_eq!(*c as usize, i);
@@ -203,6 +208,8 @@ mod tests {
         assert_eq!(keys(Cmd::Del, 4), [1, 2, 3]);
         assert_eq!(keys(Cmd::Mset, 5), [1, 3]);
         assert_eq!(keys(Cmd::MeridianPut, 7), [1]);
+        assert_eq!(keys(Cmd::MeridianSet, 5), [1]);
+        assert_eq!(keys(Cmd::TlTas, 4), [1]);
         assert!(keys(Cmd::Ping, 2).is_empty());
         assert!(keys(Cmd::Scan, 4).is_empty());
     }

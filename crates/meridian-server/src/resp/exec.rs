@@ -472,7 +472,13 @@ fn other(
             reply.int(0);
             reply.array(0);
         }
-        Cmd::MeridianGet | Cmd::MeridianPut | Cmd::MeridianDel => {
+        Cmd::MeridianGet
+        | Cmd::MeridianPut
+        | Cmd::MeridianDel
+        | Cmd::MeridianSet
+        | Cmd::TlGetlatest
+        | Cmd::TlGetcrit
+        | Cmd::TlTas => {
             return Err(raw(format!(
                 "ERR {} needs cluster mode (start a cluster with `meridian up`)",
                 cmd.spec().name.to_ascii_uppercase()
