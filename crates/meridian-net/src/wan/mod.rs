@@ -21,8 +21,9 @@
 //! - Tokio timers tick in whole milliseconds: a message is handed over at the first tick at or
 //!   after its scheduled instant, so on the real clock every hop would gain up to 1 ms (a
 //!   167 µs LAN hop would cost up to 1 ms). With [`WanConfig::real_time`] the timer is armed
-//!   half a tick early, so a message goes at the tick nearest its due time (±½ ms, unbiased)
-//!   and sub-half-tick LAN delays are handed over at once. Under paused time timers are exact
+//!   half a tick early, so a message goes at the tick nearest its due time (±½ ms, unbiased),
+//!   and a message already due (sub-half-tick LAN delays) is handed over directly, without a
+//!   timer (an expired timer would still wait for the driver's next tick). Under paused time timers are exact
 //!   and `real_time` stays off. The schedule itself (what the model computes, and the order of
 //!   deliveries) is exact either way.
 //! - Partitions only drop (the spec's alternative, holding messages until the repair, is not
@@ -367,6 +368,28 @@ async fn deliver_loop<M: Message>(
     let mut heap: BinaryHeap<Scheduled<M>> = BinaryHeap::new();
     let mut open = true;
     loop {
+        if real_time {
+            // A timer whose deadline has already passed still waits for the timer driver's
+            // next turn (up to a whole tick): hand due messages over directly instead, after
+            // taking in what arrived meanwhile so due-time order is kept.
+            while open {
+                match rx.try_recv() {
+                    Ok(s) => heap.push(s),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => open = false,
+                }
+            }
+            if heap
+                .peek()
+                .is_some_and(|s| timer_deadline(s.at, true) <= Instant::now())
+            {
+                let Scheduled { env, _permit, .. } = heap.pop().expect("peeked");
+                if let Err(e) = inner.transmit_wait(to, env).await {
+                    tracing::debug!(%to, error = %e, "WAN emulator could not deliver a message");
+                }
+                continue;
+            }
+        }
         let next = heap.peek().map(|s| timer_deadline(s.at, real_time));
         if !open && next.is_none() {
             return;

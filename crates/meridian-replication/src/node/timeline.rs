@@ -107,7 +107,9 @@ pub struct TlWriteResult {
     pub record: Record,
     /// The replica that issued it.
     pub issued_by: ReplicaRef,
-    /// Whether the write's critical path crossed DCs.
+    /// Whether the write's critical path crossed DCs, as the coordinator sees it: the node
+    /// it sent the write to, or the node that issued it, is in another DC (a forward between
+    /// two nodes of this DC through a third DC is not seen).
     pub remote: bool,
 }
 
@@ -209,8 +211,9 @@ struct Outbound {
 /// The timeline state of a node.
 pub(super) struct Timeline {
     store: TlStore,
-    /// Master hints of keys this node is not a replica of.
-    hints: Mutex<BTreeMap<Bytes, ReplicaRef>>,
+    /// Master hints of keys this node is not a replica of, with the version of the record
+    /// that named that master (the master waits for it if it has not applied it yet).
+    hints: Mutex<BTreeMap<Bytes, (ReplicaRef, Version)>>,
     outbound: Mutex<Outbound>,
     /// Wakes the propagation task (new records queued, a batch acknowledged).
     wake: tokio::sync::Notify,
@@ -478,7 +481,7 @@ impl EventualNode {
             match self.inner.transport.request(r.node, msg, timeout).await {
                 Ok(Msg::TlReadReply(Ok(record))) => {
                     if let Some(rec) = &record {
-                        self.remember_master(key, rec.master);
+                        self.remember_master(key, rec);
                     }
                     return Ok(TlReadResult {
                         record,
@@ -512,16 +515,15 @@ impl EventualNode {
         pl: &Placement,
         local: Option<&TlReadResult>,
     ) -> Result<TlReadResult> {
-        let target = match local {
+        let (target, mut await_ver) = match local {
             Some(l) => match &l.record {
-                Some(r) => Target::Master(r.master),
-                None => Target::Arbiter(pl.arbiter()),
+                Some(r) => (Target::Master(r.master), Some(r.ver)),
+                None => (Target::Arbiter(pl.arbiter()), None),
             },
             None => self.master_target(key, pl).await?,
         };
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
         let mut to = target.replica();
-        let mut await_ver = None;
         for attempt in 0..2 {
             let r = if to.node == self.id() {
                 self.tl_serve_read(key, true, await_ver).await
@@ -557,7 +559,7 @@ impl EventualNode {
             match r {
                 Ok(record) => {
                     if let Some(rec) = &record {
-                        self.remember_master(key, rec.master);
+                        self.remember_master(key, rec);
                     }
                     return Ok(TlReadResult {
                         record,
@@ -622,27 +624,30 @@ impl EventualNode {
         }
     }
 
-    /// Where a write or read_latest of `key` goes first (§3's `master_hint`).
-    async fn master_target(&self, key: &[u8], pl: &Placement) -> Result<Target> {
+    /// Where a write or read_latest of `key` goes first (§3's `master_hint`), and the
+    /// version of the record that named that master: the target waits until it has applied
+    /// it, so a hint fresher than the target's own copy (just after a migration) costs no
+    /// bounce through the old master.
+    async fn master_target(&self, key: &[u8], pl: &Placement) -> Result<(Target, Option<Version>)> {
         if !pl.holds(self.id())
-            && let Some(m) = self.inner.tl.hints.lock().get(key)
+            && let Some((m, v)) = self.inner.tl.hints.lock().get(key)
         {
-            return Ok(Target::Master(*m));
+            return Ok((Target::Master(*m), Some(*v)));
         }
         let near = self.tl_read_any(key, pl).await?;
         Ok(match near.record {
-            Some(r) => Target::Master(r.master),
-            None => Target::Arbiter(pl.arbiter()),
+            Some(r) => (Target::Master(r.master), Some(r.ver)),
+            None => (Target::Arbiter(pl.arbiter()), None),
         })
     }
 
-    fn remember_master(&self, key: &[u8], master: ReplicaRef) {
+    fn remember_master(&self, key: &[u8], record: &Record) {
         let mut h = self.inner.tl.hints.lock();
         if h.len() >= self.inner.cfg.tl_hint_cache && !h.contains_key(key) {
             // A full cache starts over: hints are only an optimisation.
             h.clear();
         }
-        h.insert(Bytes::copy_from_slice(key), master);
+        h.insert(Bytes::copy_from_slice(key), (record.master, record.ver));
     }
 
     /// Drops the cached hint of a key whose master failed, so the next request asks a
@@ -708,14 +713,16 @@ impl EventualNode {
                 max: self.inner.cfg.object_max,
             });
         }
-        let target = self.master_target(key, &pl).await?;
+        let (target, hint_ver) = self.master_target(key, &pl).await?;
         let op = WriteMsg {
             content,
             expect,
             origin_dc: self.dc(),
         };
         let mut to = target.replica();
-        let mut r = self.tl_send_write(key, &pl, target, to, &op, 0, None).await;
+        let mut r = self
+            .tl_send_write(key, &pl, target, to, &op, 0, hint_ver)
+            .await;
         if let Err(ReplicationError::NotMaster { hint, await_ver }) = r {
             to = hint;
             r = self
@@ -744,7 +751,7 @@ impl EventualNode {
             r => r?,
         };
         if !pl.holds(self.id()) {
-            self.remember_master(key, record.master);
+            self.remember_master(key, &record);
         }
         let remote = to.dc != self.dc() || issued_by.dc != self.dc();
         let c = &self.inner.tl.counters;
@@ -891,6 +898,18 @@ impl EventualNode {
                 }
                 Decision::Refused(e) => return Err(e),
                 Decision::Elsewhere(hint, ver) => {
+                    let behind = match (await_ver, ver) {
+                        (Some(a), Some(have)) => newer(&a, &have),
+                        (Some(_), None) => true,
+                        (None, _) => false,
+                    };
+                    let now = Instant::now();
+                    if behind && now < deadline {
+                        // The sender knows a newer record (one naming this node master, as
+                        // far as it knows): wait for it rather than forward on an old copy.
+                        let _ = tokio::time::timeout(deadline - now, applied).await;
+                        continue;
+                    }
                     if hops == 0 {
                         self.inner
                             .tl
@@ -904,16 +923,6 @@ impl EventualNode {
                         };
                         return Box::pin(self.tl_send_write(key, &pl, target, hint, &op, 1, ver))
                             .await;
-                    }
-                    let behind = match (await_ver, ver) {
-                        (Some(a), Some(have)) => newer(&a, &have),
-                        (Some(_), None) => true,
-                        (None, _) => false,
-                    };
-                    let now = Instant::now();
-                    if behind && now < deadline {
-                        let _ = tokio::time::timeout(deadline - now, applied).await;
-                        continue;
                     }
                     return Err(ReplicationError::NotMaster {
                         hint,
@@ -1175,7 +1184,7 @@ impl EventualNode {
                 }
             }
         };
-        self.remember_master(key, record.master);
+        self.remember_master(key, &record);
         Ok(TlWriteResult {
             remote: issued_by.dc != self.dc(),
             record,

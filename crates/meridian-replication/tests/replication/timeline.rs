@@ -577,3 +577,55 @@ async fn a_restarted_master_that_lost_its_tail_adopts_the_peers_copy_instead_of_
     let forks: u64 = c.nodes.iter().map(|n| n.tl_stats().forks).sum();
     assert_eq!(forks, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_fresher_than_the_new_master_waits_there_instead_of_bouncing() {
+    let c = timeline_cluster(22).await;
+    // A key mastered in dc0 with a dc1 node that is not one of its replicas.
+    let key = (0..10_000)
+        .map(|i| format!("tl:fresh{i}").into_bytes())
+        .find(|k| dc_of(c.primaries(k)[0]) == DcId(0) && coordinator_in(&c, k, 1).is_some())
+        .unwrap();
+    let via = coordinator_in(&c, &key, 1).unwrap();
+    let old_master = c.primaries(&key)[0];
+    let new_master = c
+        .primaries(&key)
+        .into_iter()
+        .find(|n| dc_of(*n) == DcId(1))
+        .unwrap();
+    c.node(NodeId(1))
+        .tl_put(&key, val("home"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    // The old master's records reach the new one late (300 ms RTT on that link alone), so
+    // the reply naming the new master reaches the coordinator before the hand-over record.
+    c.wan
+        .set_node_link(
+            old_master,
+            new_master,
+            LinkConfig::wan(Duration::from_millis(300), 0.0),
+        )
+        .unwrap();
+    let mut last = None;
+    for i in 0..3 {
+        last = Some(
+            c.node(via)
+                .tl_put(&key, val(&format!("m{i}")), Expect::Any)
+                .await
+                .unwrap(),
+        );
+    }
+    let migrated = last.unwrap();
+    assert_eq!(migrated.record.master.node, new_master);
+    assert!(c.node(new_master).tl_local(&key).unwrap().unwrap().ver < migrated.record.ver);
+    // The new master waits for that record instead of forwarding to the old master.
+    let w = c
+        .node(via)
+        .tl_put(&key, val("next"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w.issued_by.node, new_master);
+    assert_eq!(c.node(new_master).tl_stats().wrong_master_forwards, 0);
+    assert_eq!(w.record.ver.seq, migrated.record.ver.seq + 1);
+}
