@@ -20,7 +20,7 @@ use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
 use meridian_replication::{
     BucketProps, Buckets, ClusterMeta, ClusterShape, EventualNode, MemberRecord, MetaChange, Msg,
-    NodeConfig, TokioClock,
+    NodeConfig, TlObserver, TokioClock,
 };
 use parking_lot::RwLock;
 use rand::SeedableRng;
@@ -96,6 +96,11 @@ struct Machine {
 /// The live nodes, shared with workload clients (a crashed node is absent).
 pub type LiveNodes = Arc<RwLock<BTreeMap<NodeId, EventualNode>>>;
 
+/// How many times each machine has crashed so far, shared with workload clients: a client
+/// whose coordinator crashed while an operation ran never hears its answer (a real client
+/// sees its connection drop), whatever the dying node's code returned.
+pub type CrashCounts = Arc<RwLock<BTreeMap<NodeId, u32>>>;
+
 /// A running simulated cluster. See the module docs.
 pub struct SimCluster {
     cfg: SimConfig,
@@ -107,6 +112,9 @@ pub struct SimCluster {
     live: LiveNodes,
     stop: CancellationToken,
     rng: ChaCha8Rng,
+    /// The timeline observer every node (restarted ones too) reports to.
+    tl_observer: Option<TlObserver>,
+    crashes: CrashCounts,
 }
 
 impl SimCluster {
@@ -186,6 +194,8 @@ impl SimCluster {
             live: Arc::new(RwLock::new(BTreeMap::new())),
             stop: CancellationToken::new(),
             rng: ChaCha8Rng::seed_from_u64(rand::Rng::random(&mut rng)),
+            tl_observer: None,
+            crashes: CrashCounts::default(),
         };
         for i in 0..c.machines.len() {
             c.launch(i);
@@ -227,15 +237,32 @@ impl SimCluster {
             t,
             m.meta.clone(),
         );
+        if let Some(o) = &self.tl_observer {
+            node.set_timeline_observer(o.clone());
+        }
         let stop = self.stop.child_token();
         node.spawn(inbox, stop.clone());
         m.stop = Some(stop);
         self.live.write().insert(m.id, node);
     }
 
+    /// Installs `observer` on every live node and on every node started later (restarts), so
+    /// it sees every timeline record any node issues or stores.
+    pub fn set_timeline_observer(&mut self, observer: TlObserver) {
+        for node in self.live.read().values() {
+            node.set_timeline_observer(observer.clone());
+        }
+        self.tl_observer = Some(observer);
+    }
+
     /// The nodes, by id, of the machines that are up.
     pub fn live(&self) -> LiveNodes {
         self.live.clone()
+    }
+
+    /// Each machine's crash count (absent: never crashed).
+    pub fn crash_counts(&self) -> CrashCounts {
+        self.crashes.clone()
     }
 
     /// Every machine's id and DC.
@@ -273,6 +300,7 @@ impl SimCluster {
             return format!("{id} already down");
         };
         stop.cancel();
+        *self.crashes.write().entry(id).or_insert(0) += 1;
         if let Some(node) = self.live.write().remove(&id) {
             self.machines[i].meta = node.meta();
         }
@@ -399,6 +427,35 @@ impl SimCluster {
         out
     }
 
+    /// For every key, the timeline record each of its primaries holds (primaries: the first
+    /// `n_val` replicas of the key's partition in the first live node's layout; a down primary
+    /// is skipped; `None`: it holds no record).
+    pub fn timeline_records(
+        &self,
+        keys: &[bytes::Bytes],
+        n_val: usize,
+    ) -> BTreeMap<bytes::Bytes, BTreeMap<NodeId, Option<meridian_replication::timeline::Record>>>
+    {
+        let live = self.live.read();
+        let Some(any) = live.values().next() else {
+            return BTreeMap::new();
+        };
+        let layout = any.layout().clone();
+        let mut out = BTreeMap::new();
+        for key in keys {
+            let (b, k) = meridian_cluster::bucket_and_key(key);
+            let p = layout.ring().partition_of(b, k);
+            let mut per = BTreeMap::new();
+            for owner in layout.replicas(p).iter().take(n_val) {
+                if let Some(node) = live.get(owner) {
+                    per.insert(*owner, node.tl_local(key).ok().flatten());
+                }
+            }
+            out.insert(key.clone(), per);
+        }
+        out
+    }
+
     /// Stops every node.
     pub fn shutdown(&self) {
         self.stop.cancel();
@@ -408,5 +465,7 @@ impl SimCluster {
 impl Drop for SimCluster {
     fn drop(&mut self) {
         self.stop.cancel();
+        // An observer may hold the live map, which holds the nodes, which hold the observer.
+        self.live.write().clear();
     }
 }

@@ -20,10 +20,11 @@
 //! | module | concept |
 //! |---|---|
 //! | [`scenario`] | named scenarios and [`scenario::run`]: cluster + workload + faults + checkers |
-//! | [`cluster`] | [`cluster::SimCluster`]: the real nodes in virtual time, crash/restart, skewed clocks |
+//! | [`cluster`] | [`cluster::SimCluster`]: the real nodes in virtual time, crash/restart, skewed clocks, timeline observers |
 //! | [`disk`] | [`SimDisk`]: a node's storage across crashes, an in-memory `Engine` with an fsync policy whose crashes lose un-synced writes |
 //! | [`faults`] | fault kinds, seeded schedules, applying and undoing them |
 //! | [`workload`] | simulated clients per DC recording every operation |
+//! | [`tl_workload`] | simulated clients of a timeline bucket (sessions, locality), and the recorder of a timeline run's issue log, apply log and client history |
 //! | [`history`] | operations, outcomes, events, [`History`] (JSON lines), [`Recorder`] |
 //! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability; timeline invariants (order, forks, single writer, migration, reads, TAS) |
 //! | [`text`] | readable, round-trippable text for keys and values |
@@ -37,6 +38,7 @@ pub mod faults;
 pub mod history;
 pub mod scenario;
 pub mod text;
+pub mod tl_workload;
 pub mod workload;
 
 pub use checker::convergence::check as check_convergence;

@@ -1,6 +1,7 @@
 //! `meridian sim`: runs the deterministic simulator — one seed (a summary: operations, faults,
 //! verdicts) or a sweep of seeds (every failing seed with the command that replays it). A
-//! failing run's history is saved as JSON lines.
+//! failing run's history is saved as JSON lines; a failing timeline run's issue log, apply log
+//! and client history as readable text (`*.timeline.txt`).
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -16,6 +17,7 @@ EXAMPLES:
     meridian sim --scenario chaos --seed 42
     meridian sim --scenario partitions --seeds 1..500
     meridian sim --scenario baseline --faults crash,partition --duration 10m
+    meridian sim --scenario timeline-chaos --seeds 1..300
     meridian sim --list")]
 pub struct SimArgs {
     /// The scenario (see --list).
@@ -100,11 +102,12 @@ fn execute(args: SimArgs) -> anyhow::Result<()> {
     if args.list {
         for s in scenarios() {
             println!(
-                "{:<14} {:>5}s  faults: {:<34} {}",
+                "{:<20} {:>5}s  faults: {:<34} {}{}",
                 s.name,
                 s.duration.as_secs(),
                 s.faults.to_string(),
-                s.about
+                s.about,
+                if s.ci { "" } else { " [not in the CI sweep]" }
             );
         }
         return Ok(());
@@ -156,10 +159,23 @@ fn execute(args: SimArgs) -> anyhow::Result<()> {
         if !r.passed {
             std::fs::create_dir_all(&args.out)
                 .with_context(|| format!("creating {}", args.out.display()))?;
-            let path = args.out.join(format!("{}-seed-{seed}.jsonl", s.name));
-            r.history
-                .save_to_path(&path)
-                .with_context(|| format!("writing {}", path.display()))?;
+            let path = match &r.timeline {
+                Some(tl) => {
+                    let path = args
+                        .out
+                        .join(format!("{}-seed-{seed}.timeline.txt", s.name));
+                    std::fs::write(&path, tl.dump())
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    path
+                }
+                None => {
+                    let path = args.out.join(format!("{}-seed-{seed}.jsonl", s.name));
+                    r.history
+                        .save_to_path(&path)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    path
+                }
+            };
             if !single {
                 print!("{r}");
             }

@@ -62,6 +62,13 @@
 //!   call that won reports the winner's version or a later one, unless it started before the
 //!   expected version existed (then it reported an older one). The spec's "with the winner's
 //!   ver" is thus relaxed to "≥" because later writes may land before the loser is served.
+//! - [`check_converged`] (2, 9; after quiescence): every primary of a key holds the same
+//!   record, and it is the highest version issued (in merge precedence), so none was lost.
+//! - [`check_fail_fast`] (9, §7): no operation ran until its client gave up.
+//! - [`check_migration_with`]: [`check_migration`] told, per write, where a migration could
+//!   go ([`MigrationTarget`]: the first up replica of the origin DC as the master saw it, or
+//!   that the master was no longer a primary), so it excuses a due migration with no replica
+//!   up and checks the new master is exactly that replica.
 //! - [`check_linearizability`] (3): per key, the `write`, `test_and_set_write`, `delete` and
 //!   `read_latest` operations, converted into a register over *versions* and judged by
 //!   [`super::linearizability`] (Wing & Gong / Lowe). The register holds the version of the
@@ -559,11 +566,22 @@ pub fn check_all(
     history: &TlHistory,
     t: usize,
 ) -> Result<Vec<Verdict>, Error> {
+    check_all_with(issued, applied, history, t, &MigrationTargets::new())
+}
+
+/// [`check_all`] with [`check_migration_with`]'s knowledge of the migration targets.
+pub fn check_all_with(
+    issued: &[Issued],
+    applied: &[Applied],
+    history: &TlHistory,
+    t: usize,
+    targets: &MigrationTargets,
+) -> Result<Vec<Verdict>, Error> {
     Ok(vec![
         check_order(issued, applied),
         check_forks(issued, applied),
         check_single_writer(issued),
-        check_migration(issued, t),
+        check_migration_with(issued, t, targets),
         check_reads(issued, history)?,
         check_tas(issued, history)?,
         check_linearizability(issued, history)?,
@@ -1138,20 +1156,64 @@ fn show_window(window: &Window) -> String {
 /// record opening a new reign continues the window of the highest reign before it; a deposed
 /// master's fenced record continues its own reign's window.
 pub fn check_migration(issued: &[Issued], t: usize) -> Verdict {
+    check_migration_with(issued, t, &BTreeMap::new())
+}
+
+/// What the issuing master knew about where a write's migration could go, as seen by
+/// whoever can see placement and the failure detector (the simulator's observer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigrationTarget {
+    /// The first replica of the key in the write's origin DC that the master believed up, in
+    /// claim order (`None`: it believed none up, so no migration could happen).
+    FirstUp(Option<NodeId>),
+    /// The master was no longer a primary of the key (a layout change took it off the
+    /// preference list): it hands the mastership to a primary with this write, whatever the
+    /// threshold says (`meridian-replication`'s documented deviation).
+    NotAPrimary,
+}
+
+/// [`MigrationTarget`]s of writes, keyed by key and issued version.
+pub type MigrationTargets = BTreeMap<(Key, TlVersion), MigrationTarget>;
+
+/// [`check_migration`], knowing [`MigrationTargets`]: a due migration that did not happen is
+/// excused when the issuing master believed no replica of the origin DC up (the spec's "first
+/// up replica of k in d" does not exist), a migration must go to exactly the recorded target,
+/// and a write by a master that is no longer a primary may move the mastership to any replica.
+/// Writes missing from `targets` are judged as by [`check_migration`].
+pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTargets) -> Verdict {
     let mut verdict = Verdict::new("timeline-migration");
     let issues = issues_by_key(issued);
-    let (mut writes, mut migrations) = (0usize, 0usize);
+    let (mut writes, mut migrations, mut excused, mut handovers) = (0usize, 0, 0, 0);
     for (&key, recs) in &issues {
         let mut f = Findings::new(key);
         let mut recent_of: BTreeMap<Reign, Window> = BTreeMap::new();
+        // Each issued version's window, and its content, for forced re-masters.
+        let mut window_of: Vec<(&Issued, Window)> = Vec::new();
         for &r in recs {
             let here = reign(r.ver);
+            // A forced re-master copies the record its new master held: continue that
+            // version's window (found by content, unique per write), not the window of the
+            // deposed master's later writes, which that replica may never have received.
+            let forced_from = (r.kind == IssueKind::ForceMaster)
+                .then(|| {
+                    window_of
+                        .iter()
+                        .rev()
+                        .find(|(i, _)| {
+                            i.content.is_some() && i.content == r.content && i.ver < r.ver
+                        })
+                        .map(|(_, w)| w.clone())
+                })
+                .flatten();
             let before: Window = match r.kind {
                 IssueKind::Insert => Vec::new(),
-                _ => recent_of
-                    .get(&here)
-                    .or_else(|| recent_of.last_key_value().map(|(_, w)| w))
-                    .cloned()
+                _ => forced_from
+                    .or_else(|| {
+                        recent_of
+                            .get(&here)
+                            .or_else(|| recent_of.last_key_value().map(|(_, w)| w))
+                            .cloned()
+                    })
                     .unwrap_or_default(),
             };
             let recent: Window = match r.kind {
@@ -1172,7 +1234,31 @@ pub fn check_migration(issued: &[Issued], t: usize) -> Verdict {
                     let window = show_window(&recent);
                     let from = format!("{} ({})", r.by_node, r.by_dc);
                     let to = format!("{} ({})", r.new_master_node, r.new_master_dc);
+                    let target = targets.get(&(key.clone(), r.ver)).copied();
+                    let first_up = match target {
+                        Some(MigrationTarget::FirstUp(n)) => Some(n),
+                        _ => None,
+                    };
                     match (due, moved) {
+                        _ if target == Some(MigrationTarget::NotAPrimary) => handovers += 1,
+                        (true, false) if first_up == Some(None) => excused += 1,
+                        (true, true) if first_up.is_some_and(|n| n != Some(r.new_master_node)) => f
+                            .add(
+                                r.at,
+                                Vec::new(),
+                                format!(
+                                    "migration to the wrong replica: {} at {}µs moved the \
+                                     master from {from} to {to}, but the first replica of the \
+                                     key in {} that {} believed up was {}",
+                                    r.ver,
+                                    r.at,
+                                    r.origin_dc,
+                                    r.by_node,
+                                    first_up
+                                        .flatten()
+                                        .map_or("none".to_string(), |n| n.to_string())
+                                ),
+                            ),
                         (true, false) => f.add(
                             r.at,
                             Vec::new(),
@@ -1236,13 +1322,22 @@ pub fn check_migration(issued: &[Issued], t: usize) -> Verdict {
                 }
                 IssueKind::ForceMaster => {}
             }
+            window_of.push((r, recent.clone()));
             recent_of.insert(here, recent);
         }
         f.report(&mut verdict);
     }
     verdict.checked = format!(
-        "{writes} writes on {} keys with T = {t} ({migrations} migrations)",
-        issues.len()
+        "{writes} writes on {} keys with T = {t} ({migrations} migrations{})",
+        issues.len(),
+        [
+            (excused, "due with no replica of the origin DC up"),
+            (handovers, "by masters no longer primaries")
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!(", {n} {what}"))
+        .collect::<String>()
     );
     verdict
 }
@@ -1678,6 +1773,139 @@ pub fn check_linearizability_with(
     verdict.undecided.extend(undecided);
     verdict.undecided.sort_by(|a, b| a.key.cmp(&b.key));
     Ok(verdict)
+}
+
+/// Failing fast (spec §7, invariant 9): every operation ended before `limit` µs had passed
+/// since its invocation. An unreachable master makes requests fail with
+/// `master_unavailable` after `master_timeout_ms` (plus the coordinator's one retry); they must
+/// not hang until the client gives up. Operations the history ended before are not judged.
+pub fn check_fail_fast(history: &TlHistory, limit: Micros) -> Result<Verdict, Error> {
+    let mut verdict = Verdict::new("timeline-fail-fast");
+    let mut judged = 0usize;
+    let mut slowest: Micros = 0;
+    for (key, ops) in history.operations_by_key()? {
+        let mut f = Findings::new(&key);
+        for op in &ops {
+            let Some(done) = op.completed_at else {
+                continue;
+            };
+            judged += 1;
+            let took = done.saturating_sub(op.invoked_at);
+            slowest = slowest.max(took);
+            if took >= limit {
+                f.add(
+                    done,
+                    vec![op.id],
+                    format!("{op} took {took}µs, at least the {limit}µs limit: it hung"),
+                );
+            }
+        }
+        f.report(&mut verdict);
+    }
+    verdict.checked = format!("{judged} operations, the slowest took {slowest}µs");
+    Ok(verdict)
+}
+
+/// A primary's record of a key after quiescence, as [`check_converged`] sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlFinal {
+    /// The record's version.
+    pub ver: TlVersion,
+    /// The record's value; `None` for a tombstone.
+    pub content: Option<Value>,
+    /// The master the record names.
+    pub master: NodeId,
+}
+
+/// The final records of each key's primaries (`None`: that primary holds no record).
+pub type TlFinals = BTreeMap<Key, BTreeMap<NodeId, Option<TlFinal>>>;
+
+/// The order replicas merge by: `(mepoch, gen, seq)` (`Version::precedence` in
+/// `meridian-replication`). It differs from [`TlVersion`]'s order only across a forced
+/// re-master, whose higher `mepoch` outranks a deposed master's later generations.
+fn precedence(v: TlVersion) -> (u32, u64, u64) {
+    (v.mepoch, v.r#gen, v.seq)
+}
+
+/// Convergence after heal and quiescence (invariants 2 and 9, "after the heal, all replicas
+/// converge to the master's record"): every primary of each key holds the same record
+/// (version, content and master), or none holds one; and, with `no_loss`, that record is the
+/// key's highest issued version in merge precedence, with the content it was issued with, so
+/// no version a master issued was lost (a deposed master's fenced versions rank below the
+/// forced re-master's epoch, so they do not count).
+pub fn check_converged(issued: &[Issued], finals: &TlFinals, no_loss: bool) -> Verdict {
+    let mut verdict = Verdict::new("timeline-convergence");
+    let issues = issues_by_key(issued);
+    let mut records = 0usize;
+    let keys: BTreeSet<&Key> = issues.keys().copied().chain(finals.keys()).collect();
+    for key in keys {
+        let by_node = finals.get(key);
+        let held: Vec<(NodeId, &Option<TlFinal>)> = by_node
+            .into_iter()
+            .flatten()
+            .map(|(n, r)| (*n, r))
+            .collect();
+        records += held.len();
+        let show = |r: &Option<TlFinal>| match r {
+            Some(r) => format!(
+                "{} {} (master {})",
+                r.ver,
+                show_content(r.content.as_ref()),
+                r.master
+            ),
+            None => "no record".to_string(),
+        };
+        if held.windows(2).any(|w| w[0].1 != w[1].1) {
+            let list: Vec<String> = held
+                .iter()
+                .map(|(n, r)| format!("{n} holds {}", show(r)))
+                .collect();
+            verdict.violation(
+                key,
+                Vec::new(),
+                format!("replicas diverge after quiescence: {}", list.join("; ")),
+            );
+            continue;
+        }
+        if !no_loss {
+            continue;
+        }
+        let top = issues
+            .get(key)
+            .and_then(|l| l.iter().max_by_key(|i| (precedence(i.ver), i.at)).copied());
+        let Some(top) = top else { continue };
+        let Some((_, first)) = held.first() else {
+            continue;
+        };
+        let agrees = first
+            .as_ref()
+            .is_some_and(|r| r.ver == top.ver && r.content == top.content);
+        if !agrees {
+            verdict.violation(
+                key,
+                Vec::new(),
+                format!(
+                    "lost version: every primary holds {}, but {} issued {} with {} at {}µs, \
+                     the highest version of the key",
+                    show(first),
+                    top.by_node,
+                    top.ver,
+                    show_content(top.content.as_ref()),
+                    top.at
+                ),
+            );
+        }
+    }
+    verdict.checked = format!(
+        "{records} final records of {} keys{}",
+        finals.len(),
+        if no_loss {
+            " against the highest issued versions"
+        } else {
+            ""
+        }
+    );
+    verdict
 }
 
 #[cfg(test)]
@@ -2127,6 +2355,116 @@ mod tests {
             &check_single_writer(&t.issued),
             "in a new reign 0.9 below the current reign 1.1",
         );
+    }
+
+    #[test]
+    fn a_forced_re_master_continues_the_window_of_the_record_it_copied() {
+        // n1 (dc0) masters k. Cut off, it takes two more writes from dc0 (1.0.3, 1.0.4) that
+        // n3 (dc1) never receives; n3 is forced master from its copy 1.0.2 (recent [0, 1]),
+        // and the next write from dc0 makes [0, 0, 1]: no migration is due. Continuing the
+        // deposed master's window [0, 0, 0] would wrongly call it a missed migration.
+        let mut t = Trace::default();
+        t.issue(v(1, 0, 1), (1, 0), 1, Some("a"), 10).kind = IssueKind::Insert;
+        t.issue(v(1, 0, 2), (1, 0), 0, Some("b"), 20);
+        t.issue(v(1, 0, 3), (1, 0), 0, Some("c"), 30);
+        t.issue(v(1, 0, 4), (1, 0), 0, Some("d"), 35);
+        t.issue(v(1, 1, 1), (3, 1), 1, Some("b"), 40).kind = IssueKind::ForceMaster;
+        t.issue(v(1, 1, 2), (3, 1), 0, Some("e"), 50);
+        let verdict = check_migration(&t.issued, 3);
+        assert!(verdict.passed(), "{verdict}");
+        // One more write from dc0 completes three in a row: now the master must move.
+        t.issue(v(1, 1, 3), (3, 1), 0, Some("f"), 60);
+        fails(&check_migration(&t.issued, 3), "missed migration");
+    }
+
+    #[test]
+    fn migration_targets_excuse_a_migration_to_no_one_and_pin_the_replica() {
+        let mut t = Trace::default();
+        t.issue(v(1, 0, 1), (1, 0), 1, Some("a"), 10).kind = IssueKind::Insert;
+        t.issue(v(1, 0, 2), (1, 0), 1, Some("b"), 20);
+        t.issue(v(1, 0, 3), (1, 0), 1, Some("c"), 30);
+        fails(&check_migration(&t.issued, 3), "missed migration");
+        // n1 believed no replica of dc1 up: the migration had nowhere to go.
+        let mut targets = MigrationTargets::new();
+        targets.insert((Key::from("k"), v(1, 0, 3)), MigrationTarget::FirstUp(None));
+        let verdict = check_migration_with(&t.issued, 3, &targets);
+        assert!(verdict.passed(), "{verdict}");
+        assert!(
+            verdict.checked.contains("1 due with no replica"),
+            "{verdict}"
+        );
+        // A migration must go to the first up replica of the origin DC.
+        hand_to(&mut t.issued[2], (4, 1));
+        let first_up = |n| MigrationTarget::FirstUp(Some(NodeId(n)));
+        targets.insert((Key::from("k"), v(1, 0, 3)), first_up(3));
+        fails(
+            &check_migration_with(&t.issued, 3, &targets),
+            "migration to the wrong replica: 1.0.3 at 30µs moved the master from n1 (dc0) to \
+             n4 (dc1), but the first replica of the key in dc1 that n1 believed up was n3",
+        );
+        targets.insert((Key::from("k"), v(1, 0, 3)), first_up(4));
+        assert!(check_migration_with(&t.issued, 3, &targets).passed());
+        // A master a layout change took off the key's preference list hands over at once.
+        let mut t = Trace::default();
+        t.issue(v(1, 0, 1), (1, 0), 0, Some("a"), 10).kind = IssueKind::Insert;
+        hand_to(t.issue(v(1, 0, 2), (1, 0), 0, Some("b"), 20), (2, 0));
+        fails(&check_migration(&t.issued, 3), "migration without 3");
+        let targets =
+            MigrationTargets::from([((Key::from("k"), v(1, 0, 2)), MigrationTarget::NotAPrimary)]);
+        let verdict = check_migration_with(&t.issued, 3, &targets);
+        assert!(verdict.passed(), "{verdict}");
+        assert!(verdict.checked.contains("1 by masters no longer primaries"));
+    }
+
+    /// A primary's final record: version, content, master.
+    type Held<'a> = Option<(TlVersion, Option<&'a str>, u32)>;
+
+    fn finals(list: &[(u32, Held<'_>)]) -> TlFinals {
+        let per = list
+            .iter()
+            .map(|(n, r)| {
+                let r = r.map(|(ver, c, m)| TlFinal {
+                    ver,
+                    content: content(c),
+                    master: NodeId(m),
+                });
+                (NodeId(*n), r)
+            })
+            .collect();
+        BTreeMap::from([(Key::from("k"), per)])
+    }
+
+    #[test]
+    fn convergence_needs_equal_records_holding_the_highest_version() {
+        let t = base();
+        let top = Some((v(1, 0, 3), Some("c"), 1));
+        let ok = finals(&[(1, top), (2, top), (3, top)]);
+        let verdict = check_converged(&t.issued, &ok, true);
+        assert!(verdict.passed(), "{verdict}");
+        let lagging = finals(&[(1, top), (2, top), (3, Some((v(1, 0, 2), Some("b"), 1)))]);
+        fails(
+            &check_converged(&t.issued, &lagging, true),
+            "replicas diverge after quiescence: n1 holds 1.0.3 \"c\" (master n1)",
+        );
+        let missing = finals(&[(1, top), (2, top), (3, None)]);
+        fails(
+            &check_converged(&t.issued, &missing, false),
+            "n3 holds no record",
+        );
+        // Equal, but below what a master issued: a lost version (unless not asserted).
+        let old = Some((v(1, 0, 2), Some("b"), 1));
+        let lost = finals(&[(1, old), (2, old), (3, old)]);
+        fails(
+            &check_converged(&t.issued, &lost, true),
+            "lost version: every primary holds 1.0.2 \"b\" (master n1), but n1 issued 1.0.3",
+        );
+        assert!(check_converged(&t.issued, &lost, false).passed());
+        // A deposed master's fenced versions rank below the forced epoch.
+        let f = forced();
+        let top = Some((v(1, 1, 2), Some("c"), 3));
+        let ok = finals(&[(1, top), (2, top), (3, top)]);
+        let verdict = check_converged(&f.issued, &ok, true);
+        assert!(verdict.passed(), "{verdict}");
     }
 
     /// Hand-made client operations on key `k`.
