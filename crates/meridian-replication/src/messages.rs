@@ -164,6 +164,8 @@ pub enum Msg {
     /// Timeline (§3, §5): a client write for the record's master, or for the partition's
     /// insert arbiter when the coordinator found no record.
     TlWrite {
+        /// The write's id: a duplicated request is answered with the first one's result.
+        id: crate::node::WriteId,
         /// The client key.
         key: Vec<u8>,
         /// The value, or a tombstone for a delete.
@@ -214,6 +216,9 @@ pub enum Msg {
         newer: Vec<(Vec<u8>, Record)>,
         /// Keys whose sender record is newer, or that the receiver lacks.
         want: Vec<Vec<u8>>,
+        /// False when the reply was capped before the end of the range: the sender's pass
+        /// is then not complete.
+        complete: bool,
     },
     /// Timeline forced re-master (§7): the receiver takes mastership of `key` in a new master
     /// epoch.

@@ -80,7 +80,7 @@ mod handoff;
 mod timeline;
 
 pub use timeline::{
-    ReadMode, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult,
+    ReadMode, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult, WriteId,
 };
 
 use crate::anti_entropy::{AaeError, AaeTrees, KEYS_PER_SYNC, SEGMENTS_PER_REQUEST};
@@ -170,6 +170,9 @@ pub struct NodeConfig {
     pub tl_migrate_wait: Duration,
     /// Timeline: master hints cached for keys this node does not replicate (default 100 000).
     pub tl_hint_cache: usize,
+    /// Timeline: how long a master that may not hold a key's latest record waits for the
+    /// other primaries' copies before it acts (default 1 s; see `tl_confirm`).
+    pub tl_confirm_timeout: Duration,
 }
 
 impl NodeConfig {
@@ -201,6 +204,7 @@ impl NodeConfig {
             tl_sync_page: 512,
             tl_migrate_wait: Duration::from_secs(2),
             tl_hint_cache: 100_000,
+            tl_confirm_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -710,6 +714,7 @@ impl EventualNode {
                 answer(self.accept_handoff(items));
             }
             Msg::TlWrite {
+                id,
                 key,
                 content,
                 expect,
@@ -720,6 +725,7 @@ impl EventualNode {
                 let node = self.clone();
                 tokio::spawn(async move {
                     let op = timeline::WriteMsg {
+                        id,
                         content,
                         expect,
                         origin_dc,

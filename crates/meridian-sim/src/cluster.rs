@@ -20,7 +20,7 @@ use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
 use meridian_replication::{
     BucketProps, Buckets, ClusterMeta, ClusterShape, EventualNode, MemberRecord, MetaChange, Msg,
-    NodeConfig, TlObserver, TokioClock,
+    NodeConfig, TlObserver, TlTrace, TokioClock,
 };
 use parking_lot::RwLock;
 use rand::SeedableRng;
@@ -88,6 +88,9 @@ struct Machine {
     disk: SimDisk,
     clock: Arc<SkewedClock<TokioClock>>,
     incarnation: u32,
+    /// How many times a crash took state its node had stored (a wipe, or unsynced batches
+    /// lost): each time the node resumes as a new replica life (see `life_observer`).
+    lives_lost: u32,
     stop: Option<CancellationToken>,
     /// The metadata the node last adopted (kept across a crash, as a node persists it).
     meta: ClusterMeta,
@@ -179,6 +182,7 @@ impl SimCluster {
                     rand::Rng::random_range(&mut rng, -50.0..=50.0),
                 )),
                 incarnation: 1,
+                lives_lost: 0,
                 stop: None,
                 meta: meta.clone(),
             })
@@ -238,7 +242,7 @@ impl SimCluster {
             m.meta.clone(),
         );
         if let Some(o) = &self.tl_observer {
-            node.set_timeline_observer(o.clone());
+            node.set_timeline_observer(Self::life_observer(o, m.id, m.lives_lost));
         }
         let stop = self.stop.child_token();
         node.spawn(inbox, stop.clone());
@@ -246,11 +250,38 @@ impl SimCluster {
         self.live.write().insert(m.id, node);
     }
 
+    /// The observer a node gets after `lives_lost` crashes that took stored state (a disk
+    /// wipe, or unsynced batches under a lossy fsync policy): the node resumes from what its
+    /// disk kept, which can be older than what it had applied before (that is what the wipe
+    /// or the policy gives up), so its applies are logged as those of a new replica,
+    /// [`life_id`], and the timeline-order checker judges each life's sequence on its own. A
+    /// crash that lost nothing keeps the node's id: it must never go back.
+    fn life_observer(o: &TlObserver, id: NodeId, lives_lost: u32) -> TlObserver {
+        if lives_lost == 0 {
+            return o.clone();
+        }
+        let o = o.clone();
+        let life = life_id(id, lives_lost);
+        Arc::new(move |t| match t {
+            TlTrace::Applied { key, record, .. } => o(TlTrace::Applied {
+                key,
+                node: life,
+                record,
+            }),
+            issued => o(issued),
+        })
+    }
+
     /// Installs `observer` on every live node and on every node started later (restarts), so
     /// it sees every timeline record any node issues or stores.
     pub fn set_timeline_observer(&mut self, observer: TlObserver) {
-        for node in self.live.read().values() {
-            node.set_timeline_observer(observer.clone());
+        for (id, node) in self.live.read().iter() {
+            let lost = self
+                .machines
+                .iter()
+                .find(|m| m.id == *id)
+                .map_or(0, |m| m.lives_lost);
+            node.set_timeline_observer(Self::life_observer(&observer, *id, lost));
         }
         self.tl_observer = Some(observer);
     }
@@ -305,12 +336,16 @@ impl SimCluster {
             self.machines[i].meta = node.meta();
         }
         self.net.leave(id);
-        let m = &self.machines[i];
+        let m = &mut self.machines[i];
         if wipe {
             m.disk.wipe();
+            m.lives_lost += 1;
             format!("{id} crashed, disk wiped")
         } else {
             let r = m.disk.crash(&mut self.rng);
+            if r.lost_batches > 0 {
+                m.lives_lost += 1;
+            }
             format!(
                 "{id} crashed, kept {} and lost {} unsynced write batches",
                 r.kept_batches, r.lost_batches
@@ -468,4 +503,11 @@ impl Drop for SimCluster {
         // An observer may hold the live map, which holds the nodes, which hold the observer.
         self.live.write().clear();
     }
+}
+
+/// The replica id under which the apply log records node `id` after `lives_lost` (> 0)
+/// crashes that took stored state (see `SimCluster::life_observer`): `id + 10 000 ·
+/// lives_lost`.
+pub fn life_id(id: NodeId, lives_lost: u32) -> NodeId {
+    NodeId(id.0 + 10_000 * lives_lost)
 }

@@ -57,7 +57,6 @@ use crate::timeline::{
 use bytes::Bytes;
 use meridian_cluster::bucket_and_key;
 use meridian_core::{DcId, NodeId, PartitionId};
-use meridian_net::NetError;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -221,12 +220,70 @@ pub(super) struct Timeline {
     applied: tokio::sync::Notify,
     counters: TlCounters,
     observer: RwLock<Option<TlObserver>>,
-    /// Catch-up position: peer index and the last key compared.
-    sync_cursor: Mutex<(usize, Option<Bytes>)>,
-    /// Keys this node masters and knows it holds the latest record of: it issued or was
-    /// handed that record during this run. Records naming it master that it found on disk
-    /// at start are confirmed with the peers first (see [`EventualNode::tl_confirm`]).
-    confirmed: Mutex<BTreeSet<Bytes>>,
+    /// Catch-up position.
+    sync_cursor: Mutex<SyncCursor>,
+    /// Keys whose latest record this node issued during this run (a write or a forced
+    /// re-master). For any other record naming it master, an earlier run of this node may
+    /// have issued versions beyond it that a crash lost (see [`EventualNode::tl_confirm`] and
+    /// the new-generation rule in `decide`).
+    issued_here: Mutex<BTreeSet<Bytes>>,
+    /// Keys already confirmed with the peers this run.
+    peer_checked: Mutex<BTreeSet<Bytes>>,
+    /// Peers with which a full catch-up pass completed since this node started, under the
+    /// layout epoch given (a layout change starts over): for a partition whose other
+    /// primaries are all here, this node holds every record they held then.
+    synced_with: Mutex<(u64, BTreeSet<NodeId>)>,
+    /// Results of recent writes by request id, so a duplicated request is answered, not
+    /// applied twice.
+    recent_writes: Mutex<RecentWrites>,
+    /// Ids of this node's write requests.
+    next_write: AtomicU64,
+}
+
+/// Where catch-up stands: the peer (an index into the other members), the last key of the
+/// pass so far, and whether every exchange of the pass succeeded.
+#[derive(Debug)]
+struct SyncCursor {
+    peer: usize,
+    after: Option<Bytes>,
+    pass_ok: bool,
+}
+
+/// A bounded map of recent write results by request id, oldest evicted first.
+#[derive(Debug, Default)]
+struct RecentWrites {
+    results: BTreeMap<WriteId, (Record, ReplicaRef)>,
+    order: std::collections::VecDeque<WriteId>,
+}
+
+impl RecentWrites {
+    fn insert(&mut self, id: WriteId, result: (Record, ReplicaRef)) {
+        if self.results.insert(id, result).is_none() {
+            self.order.push_back(id);
+        }
+        while self.order.len() > RECENT_WRITES_MAX {
+            if let Some(old) = self.order.pop_front() {
+                self.results.remove(&old);
+            }
+        }
+    }
+}
+
+/// Most write results remembered for duplicate detection.
+const RECENT_WRITES_MAX: usize = 16_384;
+
+/// The id of one client write: the coordinator, its incarnation and a counter. Every
+/// forward and retry of the write carries it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct WriteId {
+    /// The coordinator.
+    pub node: NodeId,
+    /// Its incarnation.
+    pub incarnation: u32,
+    /// Its counter.
+    pub seq: u64,
 }
 
 impl std::fmt::Debug for Timeline {
@@ -247,8 +304,16 @@ impl Timeline {
             applied: tokio::sync::Notify::new(),
             counters: TlCounters::default(),
             observer: RwLock::new(None),
-            sync_cursor: Mutex::new((sync_start, None)),
-            confirmed: Mutex::new(BTreeSet::new()),
+            sync_cursor: Mutex::new(SyncCursor {
+                peer: sync_start,
+                after: None,
+                pass_ok: true,
+            }),
+            issued_here: Mutex::new(BTreeSet::new()),
+            peer_checked: Mutex::new(BTreeSet::new()),
+            synced_with: Mutex::new((0, BTreeSet::new())),
+            recent_writes: Mutex::new(RecentWrites::default()),
+            next_write: AtomicU64::new(0),
         }
     }
 }
@@ -289,14 +354,26 @@ impl Target {
 /// What the master's write path decided under the key's lock.
 enum Decision {
     Issued(Record, TlIssueKind, Option<ReplicaRef>),
+    /// The request was already applied (a duplicate): its result.
+    Duplicate((Record, ReplicaRef)),
     /// Another replica should take it: the master (or the arbiter), and the version the
     /// receiver should wait for.
     Elsewhere(ReplicaRef, Option<Version>),
     Refused(ReplicationError),
 }
 
-/// Most keys remembered as confirmed (see [`Timeline`]'s `confirmed`).
+/// Most keys remembered in each of [`Timeline`]'s `issued_here` and `peer_checked`.
 const CONFIRMED_MAX: usize = 1 << 20;
+
+/// Adds `key` to a bounded set of keys; a full set starts over (forgetting only costs a
+/// repeated check).
+fn remember(set: &Mutex<BTreeSet<Bytes>>, key: &[u8]) {
+    let mut c = set.lock();
+    if c.len() >= CONFIRMED_MAX && !c.contains(key) {
+        c.clear();
+    }
+    c.insert(Bytes::copy_from_slice(key));
+}
 
 fn lossy(key: &[u8]) -> String {
     String::from_utf8_lossy(key).into_owned()
@@ -463,7 +540,8 @@ impl EventualNode {
                 remote: false,
             });
         }
-        let timeout = Duration::from_millis(pl.props.master_timeout_ms);
+        // One budget for all attempts, so a read never takes more than master_timeout_ms.
+        let deadline = Instant::now() + Duration::from_millis(pl.props.master_timeout_ms);
         let mut order: Vec<ReplicaRef> = pl
             .replicas
             .iter()
@@ -473,6 +551,10 @@ impl EventualNode {
         order.sort_by_key(|r| r.dc != self.dc());
         let mut failed = Vec::new();
         for r in order {
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            if timeout.is_zero() {
+                break;
+            }
             let msg = Msg::TlRead {
                 key: key.to_vec(),
                 latest: false,
@@ -513,11 +595,16 @@ impl EventualNode {
         &self,
         key: &[u8],
         pl: &Placement,
-        local: Option<&TlReadResult>,
+        local: Option<std::result::Result<&TlReadResult, ()>>,
     ) -> Result<TlReadResult> {
         let (target, mut await_ver) = match local {
-            Some(l) => match &l.record {
+            Some(Ok(l)) => match &l.record {
                 Some(r) => (Target::Master(r.master), Some(r.ver)),
+                None => (Target::Arbiter(pl.arbiter()), None),
+            },
+            // The replicas did not answer: a cached hint, else the arbiter (which redirects).
+            Some(Err(())) => match self.inner.tl.hints.lock().get(key) {
+                Some((m, v)) => (Target::Master(*m), Some(*v)),
                 None => (Target::Arbiter(pl.arbiter()), None),
             },
             None => self.master_target(key, pl).await?,
@@ -605,7 +692,8 @@ impl EventualNode {
                 master: master.node,
                 reason,
             };
-        match self.tl_read_latest(key, pl, local.as_ref()).await {
+        let known = Some(local.as_ref().ok_or(()));
+        match self.tl_read_latest(key, pl, known).await {
             Ok(r) if r.version().is_some_and(|v| at_least(&v, &min)) => Ok(r),
             Ok(r) => Err(stale(
                 ReplicaRef {
@@ -715,6 +803,11 @@ impl EventualNode {
         }
         let (target, hint_ver) = self.master_target(key, &pl).await?;
         let op = WriteMsg {
+            id: WriteId {
+                node: self.id(),
+                incarnation: self.inner.cfg.incarnation,
+                seq: self.inner.tl.next_write.fetch_add(1, Ordering::Relaxed),
+            },
             content,
             expect,
             origin_dc: self.dc(),
@@ -796,6 +889,7 @@ impl EventualNode {
         }
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
         let msg = Msg::TlWrite {
+            id: op.id,
             key: key.to_vec(),
             content: op.content.clone(),
             expect: op.expect,
@@ -814,10 +908,9 @@ impl EventualNode {
                 &format!("unexpected reply {other:?}"),
                 true,
             )),
-            Err(e) => {
-                let maybe = matches!(e, NetError::Timeout { .. });
-                Err(self.unavailable(key, to, pl, target, &e.to_string(), maybe))
-            }
+            // The request left this node: whatever the transport says (a timeout, a peer that
+            // left or dropped the connection after receiving it), the write may have applied.
+            Err(e) => Err(self.unavailable(key, to, pl, target, &e.to_string(), true)),
         }
     }
 
@@ -848,16 +941,34 @@ impl EventualNode {
             let decision = {
                 let up = |n: NodeId| self.is_up(n);
                 let mut decision = None;
+                let fresh = !self.inner.tl.issued_here.lock().contains(key);
                 let stored = self.inner.tl.store.write_with(key, |cur| {
-                    let d = self.decide(cur, wop, &pl, me, now_us, &up);
+                    // Checked and recorded under the key's lock: a duplicate of this request
+                    // waits for the lock, then finds the result.
+                    if let Some(done) = self.inner.tl.recent_writes.lock().results.get(&op.id) {
+                        return Err(Decision::Duplicate(done.clone()));
+                    }
+                    let d = self.decide(cur, wop, &pl, me, now_us, &up, fresh);
                     match d {
                         Decision::Issued(r, kind, prev) => {
                             decision = Some((kind, prev));
+                            self.inner
+                                .tl
+                                .recent_writes
+                                .lock()
+                                .insert(op.id, (r.clone(), me));
                             Ok(r)
                         }
                         other => Err(other),
                     }
-                })?;
+                });
+                let stored = match stored {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.inner.tl.recent_writes.lock().results.remove(&op.id);
+                        return Err(e);
+                    }
+                };
                 match stored {
                     Ok(record) => {
                         let (kind, prev) = decision.expect("set with the record");
@@ -897,6 +1008,7 @@ impl EventualNode {
                     return Ok((record, me));
                 }
                 Decision::Refused(e) => return Err(e),
+                Decision::Duplicate(done) => return Ok(done),
                 Decision::Elsewhere(hint, ver) => {
                     let behind = match (await_ver, ver) {
                         (Some(a), Some(have)) => newer(&a, &have),
@@ -933,7 +1045,9 @@ impl EventualNode {
         }
     }
 
-    /// The decision of the write path on the current record (under the key's lock).
+    /// The decision of the write path on the current record (under the key's lock). `fresh`:
+    /// this node has not issued nor been handed the key's record during this run.
+    #[allow(clippy::too_many_arguments)]
     fn decide(
         &self,
         cur: Option<&Record>,
@@ -942,6 +1056,7 @@ impl EventualNode {
         me: ReplicaRef,
         now_us: u64,
         up: &impl Fn(NodeId) -> bool,
+        fresh: bool,
     ) -> Decision {
         match cur {
             None if pl.arbiter().node != me.node => return Decision::Elsewhere(pl.arbiter(), None),
@@ -960,6 +1075,22 @@ impl EventualNode {
                         .or_else(|| pl.replicas.iter().find(|x| up(x.node)).copied())
                 {
                     r.master = m;
+                }
+                // This node's first write over a record it did not issue during this run opens
+                // a new generation: an earlier run of this node may have issued (and a crash
+                // under a lossy fsync policy lost) versions after the one it holds, and a
+                // version must never be issued twice. A record it was handed by a migration is
+                // no exception: a retransmission can hand it over again after a restart.
+                if fresh
+                    && let Some(c) = cur
+                    && r.ver.generation == c.ver.generation
+                    && r.ver.mepoch == c.ver.mepoch
+                {
+                    r.ver = Version::new(
+                        now_us.max(c.ver.generation.saturating_add(1)),
+                        c.ver.mepoch,
+                        1,
+                    );
                 }
                 let kind = if cur.is_none() {
                     TlIssueKind::Insert
@@ -1022,45 +1153,49 @@ impl EventualNode {
         }
     }
 
-    /// Notes that this node holds the latest record of a key it masters (it issued it, or
-    /// it was handed the record by replication, which only ever moves forward).
+    /// Notes that this node issued the latest record of a key it masters.
     fn mark_confirmed(&self, key: &[u8], record: &Record) {
         if record.master.node != self.id() {
             return;
         }
-        let mut c = self.inner.tl.confirmed.lock();
-        if c.len() >= CONFIRMED_MAX && !c.contains(key) {
-            // Forgetting only costs a re-confirmation round trip.
-            c.clear();
-        }
-        c.insert(Bytes::copy_from_slice(key));
+        remember(&self.inner.tl.issued_here, key);
     }
 
-    /// Before this node first acts as master of a record it found on disk at start, it asks
-    /// the other primaries for their copies and applies any newer one. A crash under a lossy
-    /// fsync policy may have taken the tail of its records after they were replicated;
-    /// issuing again from the older copy would give one version two contents (a fork that
-    /// version-based catch-up cannot see). Peers that do not answer are skipped: the
-    /// residual risk is a lost tail held only by a replica unreachable right now.
+    /// Whether this node holds every record its peers held, for the partition of `pl`, as
+    /// of a full catch-up pass with each other primary since it started.
+    fn partition_synced(&self, pl: &Placement) -> bool {
+        let epoch = self.layout().epoch();
+        let s = self.inner.tl.synced_with.lock();
+        s.0 == epoch
+            && pl
+                .replicas
+                .iter()
+                .all(|r| r.node == self.id() || s.1.contains(&r.node))
+    }
+
+    /// Before this node acts as master (or insert arbiter) of a key whose latest record it may
+    /// not hold, it asks the other primaries for their copies and applies any newer one. That
+    /// is the case for a record naming it master that it read from disk after a start (a crash
+    /// may have taken the tail its peers hold), and for an absent record on a node that was
+    /// wiped, or that gained the partition in a layout change, before it completed a catch-up
+    /// pass with every other primary. All primaries are asked, whatever the detector says
+    /// (right after a start it has heard nobody); one that does not answer within
+    /// `tl_confirm_timeout` is skipped, which is the residual risk: a record held only by a
+    /// replica unreachable right now.
     async fn tl_confirm(&self, key: &[u8], pl: &Placement) -> Result<()> {
         let me = self.id();
-        if self.inner.tl.confirmed.lock().contains(key) {
-            return Ok(());
-        }
-        let Some(local) = self.inner.tl.store.get(key)? else {
-            return Ok(());
-        };
-        if local.master.node != me {
-            return Ok(());
-        }
-        let timeout =
-            Duration::from_millis(pl.props.master_timeout_ms).min(self.inner.cfg.tl_migrate_wait);
-        let mut calls = futures_util::stream::FuturesUnordered::new();
-        for peer in pl
-            .replicas
-            .iter()
-            .filter(|r| r.node != me && self.is_up(r.node))
+        if self.inner.tl.issued_here.lock().contains(key)
+            || self.inner.tl.peer_checked.lock().contains(key)
         {
+            return Ok(());
+        }
+        let local = self.inner.tl.store.get(key)?;
+        if local.as_ref().is_some_and(|r| r.master.node != me) || self.partition_synced(pl) {
+            return Ok(());
+        }
+        let timeout = self.inner.cfg.tl_confirm_timeout;
+        let mut calls = futures_util::stream::FuturesUnordered::new();
+        for peer in pl.replicas.iter().filter(|r| r.node != me) {
             let t = self.inner.transport.clone();
             let msg = Msg::TlRead {
                 key: key.to_vec(),
@@ -1070,20 +1205,17 @@ impl EventualNode {
             let node = peer.node;
             calls.push(async move { t.request(node, msg, timeout).await });
         }
-        let mut newer_copies = Vec::new();
+        let mut copies = Vec::new();
         use futures_util::StreamExt;
         while let Some(r) = calls.next().await {
-            if let Ok(Msg::TlReadReply(Ok(Some(rec)))) = r
-                && newer(&rec.ver, &local.ver)
-            {
-                newer_copies.push((key.to_vec(), rec));
+            if let Ok(Msg::TlReadReply(Ok(Some(rec)))) = r {
+                copies.push((key.to_vec(), rec));
             }
         }
-        if !newer_copies.is_empty() {
-            tracing::warn!(node = %me, key = %lossy(key), "a peer holds a newer record than this restarted master: adopting it");
-            self.tl_apply(newer_copies)?;
+        if !copies.is_empty() {
+            self.tl_apply(copies)?;
         }
-        self.mark_confirmed(key, &local);
+        remember(&self.inner.tl.peer_checked, key);
         Ok(())
     }
 
@@ -1261,7 +1393,6 @@ impl EventualNode {
             match m {
                 Merge::Apply => {
                     stored += 1;
-                    self.mark_confirmed(&key, &rec);
                     self.trace(TlTrace::Applied {
                         key: Bytes::from(key),
                         node: self.id(),
@@ -1371,19 +1502,40 @@ impl EventualNode {
         if every.is_zero() {
             return;
         }
-        let first = Instant::now() + self.start_offset(every);
-        let mut tick = tokio::time::interval_at(first, every);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        // Until a full pass with every peer has completed (after a start, a layout change, or
+        // while a peer is away) rounds follow each other at the retry pace: until then this
+        // node confirms with its peers before acting as master, which costs a round trip.
+        let quick = self.inner.cfg.tl_retry;
+        let mut next = Instant::now() + self.start_offset(quick);
         loop {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
+                _ = tokio::time::sleep_until(next) => {}
             }
             if let Err(e) = self.tl_sync_round().await {
                 tracing::debug!(node = %self.id(), error = %e, "timeline catch-up round failed");
             }
+            next = Instant::now()
+                + if self.tl_synced_with_all() {
+                    every
+                } else {
+                    quick
+                };
         }
+    }
+
+    /// Whether a full catch-up pass with every other member completed under the current
+    /// layout epoch.
+    pub fn tl_synced_with_all(&self) -> bool {
+        let layout = self.layout();
+        let s = self.inner.tl.synced_with.lock();
+        s.0 == layout.epoch()
+            && layout
+                .topology()
+                .members()
+                .iter()
+                .all(|m| m.id == self.id() || s.1.contains(&m.id))
     }
 
     /// One catch-up exchange (§8): compares one page of this node's records with the next
@@ -1403,26 +1555,40 @@ impl EventualNode {
         if peers.is_empty() {
             return Ok(0);
         }
+        let epoch = self.layout().epoch();
         let (peer, after) = {
-            let c = self.inner.tl.sync_cursor.lock();
-            (peers[c.0 % peers.len()], c.1.clone())
+            let mut c = self.inner.tl.sync_cursor.lock();
+            if c.after.is_none() {
+                c.pass_ok = true;
+            }
+            (peers[c.peer % peers.len()], c.after.clone())
         };
         let (page, next) =
             self.inner
                 .tl
                 .store
                 .page(after.as_deref(), None, self.inner.cfg.tl_sync_page)?;
-        {
+        // Moves the cursor on, and records a pass that completed without a failure.
+        let advance = |ok: bool| {
             let mut c = self.inner.tl.sync_cursor.lock();
+            c.pass_ok &= ok;
             match &next {
-                Some(k) => c.1 = Some(k.clone()),
+                Some(k) => c.after = Some(k.clone()),
                 None => {
-                    c.0 = c.0.wrapping_add(1);
-                    c.1 = None;
+                    if c.pass_ok {
+                        let mut s = self.inner.tl.synced_with.lock();
+                        if s.0 != epoch {
+                            *s = (epoch, BTreeSet::new());
+                        }
+                        s.1.insert(peer);
+                    }
+                    c.peer = c.peer.wrapping_add(1);
+                    c.after = None;
                 }
             }
-        }
+        };
         if !self.is_up(peer) {
+            advance(false);
             return Ok(0);
         }
         let mut items = Vec::new();
@@ -1434,24 +1600,34 @@ impl EventualNode {
         let msg = Msg::TlSync {
             items,
             after: after.map(|a| a.to_vec()),
-            upto: next.map(|n| n.to_vec()),
+            upto: next.as_ref().map(|n| n.to_vec()),
         };
         let timeout = self.inner.cfg.anti_entropy_timeout;
-        let (newer_there, want) = match self.inner.transport.request(peer, msg, timeout).await {
-            Ok(Msg::TlSyncReply { newer, want }) => (newer, want),
-            Ok(other) => {
-                return Err(ReplicationError::Storage {
-                    reason: format!("unexpected catch-up reply from {peer}: {other:?}"),
-                });
-            }
-            Err(e) => {
-                return Err(ReplicationError::ForwardFailed {
-                    node: peer,
-                    reason: e.to_string(),
-                });
-            }
-        };
-        let mut copied = self.tl_apply(newer_there)?;
+        let (newer_there, want, complete) =
+            match self.inner.transport.request(peer, msg, timeout).await {
+                Ok(Msg::TlSyncReply {
+                    newer,
+                    want,
+                    complete,
+                }) => (newer, want, complete),
+                Ok(other) => {
+                    advance(false);
+                    return Err(ReplicationError::Storage {
+                        reason: format!("unexpected catch-up reply from {peer}: {other:?}"),
+                    });
+                }
+                Err(e) => {
+                    advance(false);
+                    return Err(ReplicationError::ForwardFailed {
+                        node: peer,
+                        reason: e.to_string(),
+                    });
+                }
+            };
+        let applied = self.tl_apply(newer_there);
+        // The pass counts only if this exchange covered the whole range and applied.
+        advance(complete && applied.is_ok());
+        let mut copied = applied?;
         let mut out = self.inner.tl.outbound.lock();
         let q = out.pending.entry(peer).or_default();
         for k in want {
@@ -1480,6 +1656,7 @@ impl EventualNode {
     ) -> Result<Msg> {
         let theirs: BTreeMap<Vec<u8>, Version> = items.into_iter().collect();
         let mut newer_here = Vec::new();
+        let mut complete = true;
         let mut seen = BTreeSet::new();
         let mut cursor = after.map(Bytes::from);
         loop {
@@ -1500,7 +1677,11 @@ impl EventualNode {
             }
             match next {
                 Some(n) if newer_here.len() < self.inner.cfg.tl_sync_page * 8 => cursor = Some(n),
-                _ => break,
+                Some(_) => {
+                    complete = false;
+                    break;
+                }
+                None => break,
             }
         }
         let mut want = Vec::new();
@@ -1521,6 +1702,7 @@ impl EventualNode {
         Ok(Msg::TlSyncReply {
             newer: newer_here,
             want,
+            complete,
         })
     }
 }
@@ -1528,6 +1710,7 @@ impl EventualNode {
 /// A client write as the master path receives it.
 #[derive(Debug, Clone)]
 pub(super) struct WriteMsg {
+    pub(super) id: WriteId,
     pub(super) content: Content,
     pub(super) expect: Expect,
     pub(super) origin_dc: DcId,

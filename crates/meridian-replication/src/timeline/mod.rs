@@ -168,7 +168,7 @@ pub enum Merge {
     /// Drop the incoming record: the local one is newer.
     Stale,
     /// Drop the incoming record: a forced re-master raised the local master epoch above the
-    /// incoming one, which would otherwise win by version (see [`merge`]).
+    /// incoming one (see [`merge`]).
     Fenced,
     /// Nothing to do: the incoming record equals the local one (a retransmission).
     Duplicate,
@@ -189,8 +189,9 @@ impl Merge {
 /// then generation, then sequence).
 ///
 /// - no local record, or `incoming` takes precedence: [`Merge::Apply`];
-/// - `incoming` is older and from a lower master epoch than `local`, while plain version order
-///   would have kept it: [`Merge::Fenced`] (a deposed master's re-insert; count and log it);
+/// - `incoming` is from a lower master epoch than `local`: [`Merge::Fenced`] (a deposed
+///   master's record, or a retransmission of one from before the forced re-master; count and
+///   log it);
 /// - otherwise `incoming` is older: [`Merge::Stale`];
 /// - equal versions and equal records: [`Merge::Duplicate`];
 /// - equal versions and records that differ in anything (content, master or `recent`):
@@ -209,7 +210,7 @@ pub fn merge(local: Option<&Record>, incoming: &Record) -> Merge {
     };
     match incoming.ver.precedence().cmp(&local.ver.precedence()) {
         std::cmp::Ordering::Greater => Merge::Apply,
-        std::cmp::Ordering::Less if incoming.ver > local.ver => Merge::Fenced,
+        std::cmp::Ordering::Less if incoming.ver.mepoch < local.ver.mepoch => Merge::Fenced,
         std::cmp::Ordering::Less => Merge::Stale,
         std::cmp::Ordering::Equal if incoming == local => Merge::Duplicate,
         std::cmp::Ordering::Equal => Merge::Fork,
@@ -814,7 +815,7 @@ mod tests {
                 all_up,
             )
             .unwrap();
-            assert_eq!(merge(Some(&forced), &old), Merge::Stale);
+            assert_eq!(merge(Some(&forced), &old), Merge::Fenced);
             assert_eq!(merge(Some(&old), &forced), Merge::Apply);
         }
         // Deleting and re-inserting starts a new generation, still in epoch 0: fenced too,

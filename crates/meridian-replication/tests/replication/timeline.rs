@@ -219,7 +219,10 @@ async fn three_writes_from_the_other_dc_move_the_master_there() {
         .await
         .unwrap();
     assert!(w.remote);
-    assert_eq!(w.record.ver.seq, last.record.ver.seq + 2);
+    // The new master's first write opened a new generation (it did not issue the record it
+    // was handed during this run); the dc0 write follows in it.
+    assert!(w.record.ver.generation > last.record.ver.generation);
+    assert_eq!(w.record.ver.seq, 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -538,7 +541,7 @@ async fn a_wiped_replica_catches_up_by_version() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_restarted_master_that_lost_its_tail_adopts_the_peers_copy_instead_of_forking() {
+async fn a_restarted_master_that_lost_its_tail_never_reissues_a_version() {
     let mut c = timeline_cluster(21).await;
     let key = key_where(&c, "tl:tail", |p| dc_of(p[0]) == DcId(0));
     let master = c.primaries(&key)[0];
@@ -547,35 +550,75 @@ async fn a_restarted_master_that_lost_its_tail_adopts_the_peers_copy_instead_of_
         .tl_put(&key, val("a"), Expect::Any)
         .await
         .unwrap();
-    let lost = c
+    let replicated = c
         .node(master)
         .tl_put(&key, val("b"), Expect::Any)
         .await
         .unwrap();
     converged(&c, &key).await;
-    // The master's disk kept only the first record (an un-synced tail lost in a crash).
+    // Cut off, the master acknowledges "c", which reaches nobody...
+    c.wan.isolate(master);
+    let unreplicated = c
+        .node(master)
+        .tl_put(&key, val("c"), Expect::Any)
+        .await
+        .unwrap();
+    // ...then crashes, and its disk kept only "a" (an un-synced tail lost).
     let disk = Arc::new(FlakyEngine::default());
     TlStore::new(disk.clone(), Arc::new(TokioClock::new(Timestamp(1))))
         .apply(&key, &old.record)
         .unwrap();
+    // No catch-up rounds on the restarted node: the confirmation alone must do it.
+    c.configs[(master.0 - 1) as usize].tl_sync_interval = Duration::ZERO;
     c.restart_on(master, disk).await;
+    c.wan.heal_all();
     c.settle().await;
     assert_eq!(
         c.node(master).tl_local(&key).unwrap().unwrap().ver,
         old.record.ver
     );
-    // Its next write continues after the replicated "b", not from "a".
+    // Its first master action confirms with the peers, so it starts from "b", not "a" (a
+    // test-and-set on "b" succeeds); and it opens a new generation, so "c"'s version is
+    // never issued again.
     let w = c
         .node(master)
-        .tl_put(&key, val("c"), Expect::Any)
+        .tl_put(&key, val("d"), Expect::Version(replicated.record.ver))
         .await
         .unwrap();
     assert_eq!(w.issued_by.node, master);
-    assert_eq!(w.record.ver.seq, lost.record.ver.seq + 1);
+    assert!(w.record.ver > replicated.record.ver);
+    assert!(w.record.ver.generation > unreplicated.record.ver.generation);
     let r = converged(&c, &key).await;
-    assert_eq!(r.content, val("c"));
+    assert_eq!(r.content, val("d"));
     let forks: u64 = c.nodes.iter().map(|n| n.tl_stats().forks).sum();
     assert_eq!(forks, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wiped_arbiter_confirms_with_its_peers_before_admitting_an_insert() {
+    let mut c = timeline_cluster(23).await;
+    let key = key_where(&c, "tl:wipe", |p| dc_of(p[0]) == DcId(0));
+    let arbiter = c.primaries(&key)[0];
+    let other = c.primaries(&key)[1];
+    c.node(other)
+        .tl_put(&key, val("live"), Expect::Any)
+        .await
+        .unwrap();
+    let live = converged(&c, &key).await;
+    // The master (the arbiter) loses its disk; it comes back empty.
+    c.configs[(arbiter.0 - 1) as usize].tl_sync_interval = Duration::ZERO;
+    c.restart_wiped(arbiter).await;
+    c.settle().await;
+    assert!(c.node(arbiter).tl_local(&key).unwrap().is_none());
+    // Insert-if-absent through it must still see the live record: already_exists.
+    let e = c
+        .node(arbiter)
+        .tl_put(&key, val("dup"), Expect::Absent)
+        .await
+        .unwrap_err();
+    assert_eq!(e, ReplicationError::AlreadyExists { current: live.ver });
+    let latest = c.node(other).tl_get(&key, ReadMode::Latest).await.unwrap();
+    assert_eq!(latest.value(), Some(&b("live")));
 }
 
 #[tokio::test(start_paused = true)]
@@ -627,5 +670,40 @@ async fn a_hint_fresher_than_the_new_master_waits_there_instead_of_bouncing() {
         .unwrap();
     assert_eq!(w.issued_by.node, new_master);
     assert_eq!(c.node(new_master).tl_stats().wrong_master_forwards, 0);
-    assert_eq!(w.record.ver.seq, migrated.record.ver.seq + 1);
+    assert!(w.record.ver > migrated.record.ver);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_duplicated_write_request_is_applied_once() {
+    let c = timeline_cluster(24).await;
+    let key = key_where(&c, "tl:dup", |p| dc_of(p[0]) == DcId(0));
+    let master = c.primaries(&key)[0];
+    let via = (1..=DCS * PER_DC)
+        .map(NodeId)
+        .find(|n| *n != master && dc_of(*n) == DcId(0))
+        .unwrap();
+    let first = c
+        .node(via)
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    // Every message from the coordinator to the master arrives twice (datagram delivery).
+    c.wan.set_mode(meridian_net::wan::DeliveryMode::Datagram);
+    c.wan
+        .set_node_link(
+            via,
+            master,
+            LinkConfig::wan(Duration::from_millis(2), 0.0).with_duplicate(1.0),
+        )
+        .unwrap();
+    let w = c
+        .node(via)
+        .tl_put(&key, val("b"), Expect::Any)
+        .await
+        .unwrap();
+    sleep(Duration::from_secs(1)).await;
+    let held = c.node(master).tl_local(&key).unwrap().unwrap();
+    assert_eq!(held.ver, w.record.ver, "one version issued for one write");
+    assert_eq!(w.record.ver.seq, first.record.ver.seq + 1);
 }

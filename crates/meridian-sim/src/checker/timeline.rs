@@ -16,7 +16,8 @@
 //! Times are virtual µs on the simulation's global clock, for all three. Content is the value,
 //! or `None` for a tombstone; the record's `master` and `recent` are not part of it.
 //!
-//! **Reigns.** A version's *reign* is its `(gen, mepoch)`. Normally a key has one live reign,
+//! **Reigns.** A version's *reign* is its `(gen, mepoch)`, ordered by `mepoch` first like
+//! versions. Normally a key has one live reign,
 //! and every reign has one writer: the master named by the reign's last record. After a forced
 //! re-master (§7) a deposed master cut off from the cluster may still issue versions in its old
 //! reign until it learns of the higher `mepoch`; the spec accepts this (those writes are
@@ -40,9 +41,10 @@
 //!   named by the reign's previous record, so the pen changes hands only through a migration
 //!   recorded in a replicated write; a new reign above the others is opened only by a forced
 //!   re-master (same `gen`, higher `mepoch`, [`IssueKind::ForceMaster`], naming itself), or by
-//!   a new generation after a tombstone: a re-insert by the tombstone's master
-//!   ([`IssueKind::Write`]) or an insert by the arbiter ([`IssueKind::Insert`]); a new reign
-//!   below the highest one is reported. Each version issued once is [`check_forks`]' part.
+//!   a new generation: a write by the previous record's master ([`IssueKind::Write`]: a
+//!   re-insert over a tombstone, or the master's first write after a restart or a hand-over,
+//!   which the protocol issues in a new generation) or an insert by the arbiter over a
+//!   tombstone ([`IssueKind::Insert`]); a new reign below the highest one is reported. Each version issued once is [`check_forks`]' part.
 //! - [`check_migration`] (6): replaying each record's `recent` (origin DCs of the last `T`
 //!   writes, newest first, `T` the bucket's `migration_threshold`), a client write moves the
 //!   master iff `T > 0`, the last `T` origins are all one DC `d` and `d` is not the issuing
@@ -108,9 +110,12 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-/// A record version, compared lexicographically by `gen`, `mepoch`, `seq` and printed
-/// `gen.mepoch.seq` (spec §1).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A record version, printed `gen.mepoch.seq` (spec §1) and ordered as replicas merge:
+/// `mepoch`, then `gen`, then `seq` (`Version::precedence` in `meridian-replication`). The
+/// spec's plain order compares `gen` first; the two agree except across a forced re-master,
+/// where the spec's order would let a deposed master's new generation outrank the new
+/// master epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TlVersion {
     /// The generation: a fresh insert, or a re-insert after a delete, starts one.
     pub r#gen: u64,
@@ -127,6 +132,18 @@ impl TlVersion {
     }
 }
 
+impl Ord for TlVersion {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.mepoch, self.r#gen, self.seq).cmp(&(other.mepoch, other.r#gen, other.seq))
+    }
+}
+
+impl PartialOrd for TlVersion {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl fmt::Display for TlVersion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{}.{}", self.r#gen, self.mepoch, self.seq)
@@ -134,14 +151,14 @@ impl fmt::Display for TlVersion {
 }
 
 /// A version's reign: `(gen, mepoch)`.
-type Reign = (u64, u32);
+type Reign = (u32, u64);
 
 fn reign(v: TlVersion) -> Reign {
-    (v.r#gen, v.mepoch)
+    (v.mepoch, v.r#gen)
 }
 
 fn show_reign(r: Reign) -> String {
-    format!("{}.{}", r.0, r.1)
+    format!("{}.{}", r.1, r.0)
 }
 
 /// What kind of record a master issued; it decides how mastership and `recent` carry over.
@@ -734,19 +751,21 @@ pub fn check_order(issued: &[Issued], applied: &[Applied]) -> Verdict {
     for &key in &keys {
         let mut f = Findings::new(key);
         let mut first: BTreeMap<TlVersion, &Issued> = BTreeMap::new();
-        let mut reign_high: BTreeMap<Reign, &Issued> = BTreeMap::new();
+        // The highest version issued in each master epoch: a deposed master's chain.
+        let mut epoch_high: BTreeMap<u32, &Issued> = BTreeMap::new();
         let mut top: Option<&Issued> = None;
         for &r in issues.get(key).map_or(&[][..], Vec::as_slice) {
             if first.contains_key(&r.ver) {
                 continue; // issued twice: timeline-forks reports it
             }
             first.insert(r.ver, r);
-            let own = reign_high.get(&reign(r.ver)).copied();
+            let own = epoch_high.get(&r.ver.mepoch).copied();
             match top {
                 Some(t) if r.ver < t.ver => {
-                    // Below the highest version: only a deposed master extending its own reign.
+                    // Below the highest version: only a deposed master extending the chain of
+                    // its own (lower) master epoch.
                     let bound = match own {
-                        Some(o) if reign(r.ver) < reign(t.ver) => o,
+                        Some(o) if r.ver.mepoch < t.ver.mepoch => o,
                         _ => t,
                     };
                     if r.ver < bound.ver {
@@ -766,7 +785,7 @@ pub fn check_order(issued: &[Issued], applied: &[Applied]) -> Verdict {
                 _ => top = Some(r),
             }
             if own.is_none_or(|o| o.ver < r.ver) {
-                reign_high.insert(reign(r.ver), r);
+                epoch_high.insert(r.ver.mepoch, r);
             }
         }
         for (node, list) in applies.get(key).into_iter().flatten() {
@@ -957,8 +976,8 @@ pub fn check_forks(issued: &[Issued], applied: &[Applied]) -> Verdict {
 }
 
 /// Single writer (invariant 7): per key and reign, each version is issued by the master the
-/// reign's previous record names; new reigns open only through a forced re-master or a new
-/// generation after a tombstone.
+/// reign's previous record names; new reigns open only through a forced re-master, a new
+/// generation by the record's master, or an insert over a tombstone.
 pub fn check_single_writer(issued: &[Issued]) -> Verdict {
     let mut verdict = Verdict::new("timeline-single-writer");
     let issues = issues_by_key(issued);
@@ -1034,6 +1053,18 @@ pub fn check_single_writer(issued: &[Issued]) -> Verdict {
                 }
                 None => match highest {
                     None => {}
+                    // A deposed master's first write in its own, fenced master epoch may open a
+                    // new generation (its first write over a record it did not issue during
+                    // its current run does): fenced like its other versions.
+                    Some((h, _))
+                        if here < h
+                            && r.kind == IssueKind::Write
+                            && reigns.range(..here).next_back().is_some_and(|(k, prev)| {
+                                k.0 == here.0 && prev.new_master_node == r.by_node
+                            }) =>
+                    {
+                        fenced += 1;
+                    }
                     Some((h, last)) if here < h => f.add(
                         r.at,
                         Vec::new(),
@@ -1050,7 +1081,12 @@ pub fn check_single_writer(issued: &[Issued]) -> Verdict {
                             last.at
                         ),
                     ),
-                    Some((h, last)) if here.0 == h.0 => {
+                    Some((h, _)) if r.kind == IssueKind::ForceMaster && here.0 > h.0 => {
+                        // It copies the record its new master held, which need not be the
+                        // highest one (a deposed master may have gone on): any generation.
+                        forced += 1;
+                    }
+                    Some((h, last)) if here.1 == h.1 || here.0 > h.0 => {
                         if r.kind == IssueKind::ForceMaster {
                             forced += 1;
                         } else {
@@ -1066,7 +1102,12 @@ pub fn check_single_writer(issued: &[Issued]) -> Verdict {
                         }
                     }
                     Some((_, last)) => {
-                        if last.content.is_some() {
+                        // A live record's master may open a new generation itself: its first
+                        // write over a record it did not issue during its current run does,
+                        // so that a crash that lost versions cannot make it issue one twice.
+                        let masters_own =
+                            r.kind == IssueKind::Write && r.by_node == last.new_master_node;
+                        if last.content.is_some() && !masters_own {
                             f.add(
                                 r.at,
                                 Vec::new(),
@@ -1200,7 +1241,13 @@ pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTarg
                         .iter()
                         .rev()
                         .find(|(i, _)| {
-                            i.content.is_some() && i.content == r.content && i.ver < r.ver
+                            // A value is unique per write; a tombstone is the last record of
+                            // its generation, which the forced version keeps.
+                            let same = match &r.content {
+                                Some(_) => i.content == r.content,
+                                None => i.content.is_none() && i.ver.r#gen == r.ver.r#gen,
+                            };
+                            same && i.ver < r.ver
                         })
                         .map(|(_, w)| w.clone())
                 })
@@ -1209,8 +1256,18 @@ pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTarg
                 IssueKind::Insert => Vec::new(),
                 _ => forced_from
                     .or_else(|| {
+                        // Its own reign, else the previous generation of its master epoch (a
+                        // deposed master's chain goes on below the forced epoch), else the
+                        // highest reign.
                         recent_of
                             .get(&here)
+                            .or_else(|| {
+                                recent_of
+                                    .range(..here)
+                                    .next_back()
+                                    .filter(|(k, _)| k.0 == here.0)
+                                    .map(|(_, w)| w)
+                            })
                             .or_else(|| recent_of.last_key_value().map(|(_, w)| w))
                             .cloned()
                     })
@@ -2009,9 +2066,11 @@ mod tests {
     }
 
     #[test]
-    fn versions_order_lexicographically_and_print_dotted() {
+    fn versions_order_by_epoch_then_generation_and_print_dotted() {
         assert!(v(1, 0, 9) < v(1, 1, 0));
-        assert!(v(1, 7, 9) < v(2, 0, 1));
+        assert!(v(1, 7, 9) < v(2, 7, 1));
+        // A higher master epoch outranks a later generation of a lower one.
+        assert!(v(2, 0, 1) < v(1, 1, 1));
         assert_eq!(v(1_700, 2, 15).to_string(), "1700.2.15");
     }
 
@@ -2348,13 +2407,21 @@ mod tests {
         let mut t = forced();
         hand_to(&mut t.issued[2], (1, 0));
         fails(&check_single_writer(&t.issued), "named n1 master");
-        // A new reign below the current one is no deposed master: that reign never existed.
+        // A new reign below the current one by a node that never mastered that epoch is no
+        // deposed master.
         let mut t = forced();
-        t.issued[3].ver = v(0, 9, 1);
+        t.issued[3].ver = v(2, 0, 1);
+        t.issued[3].by_node = NodeId(2);
         fails(
             &check_single_writer(&t.issued),
-            "in a new reign 0.9 below the current reign 1.1",
+            "in a new reign 2.0 below the current reign 1.1",
         );
+        // The deposed master itself may open a new generation in its fenced epoch (its first
+        // write after a restart or a hand-over does): fenced, not a violation.
+        let mut t = forced();
+        t.issued[3].ver = v(2, 0, 1);
+        let verdict = check_single_writer(&t.issued);
+        assert!(verdict.passed(), "{verdict}");
     }
 
     #[test]

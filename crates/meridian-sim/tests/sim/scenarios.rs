@@ -266,53 +266,41 @@ fn a_forced_re_master_deposes_the_old_master_and_the_client_checks_notice() {
     );
 }
 
-/// Seeds that find open bugs of the timeline protocol (`meridian-replication`), kept as
-/// regressions: each fails until its bug is fixed; then move it to the CI sweep (turn on
-/// `wan_duplicates` / `trust_failures` in the timeline scenarios).
+/// Seeds that found bugs of the timeline protocol, kept as regressions (the bugs are fixed).
 ///
-/// `timeline-strict` seed 2: a duplicated write request is applied twice. The lossy WAN
-/// (datagram mode, duplicate 0.10) delivered client c6's `write "c6-203"` to master n3 twice:
-/// n3 issued `…0.4` and `…0.5` for the one operation, both at 23.028 s; the client was told
-/// `…0.4`, and a later TAS saw `…0.5` (not linearizable). The master write path has no
-/// request identity, so it is not idempotent (replication and catch-up are).
+/// `timeline-chaos` seed 2 (then with duplication and trusted failures as a separate
+/// scenario): a duplicated write request was applied twice. The lossy WAN (datagram mode)
+/// delivered client c6's `write "c6-203"` to master n3 twice: n3 issued `…0.4` and `…0.5` for
+/// the one operation. Write requests now carry an id, and a master answers a duplicate with
+/// the first result.
 #[test]
-#[ignore = "open bug: a duplicated timeline write request is applied twice"]
-fn open_bug_a_duplicated_write_request_is_applied_twice() {
-    let r = run(&scenario("timeline-strict").unwrap(), 2);
+fn regression_a_duplicated_write_request_is_applied_once() {
+    let r = run(&scenario("timeline-chaos").unwrap(), 2);
     assert!(
         r.passed,
-        "replay: meridian sim --scenario timeline-strict --seed 2\n{r}"
+        "replay: meridian sim --scenario timeline-chaos --seed 2\n{r}"
     );
 }
 
-/// `timeline-strict` seed 8: a write is reported surely not applied although it was. Client
-/// c4 (dc1) wrote `"c4-369"` to k12's master n2 (dc0); n2 issued and stored `…0.1` at
-/// 39.196 s (n3 and n5 applied it) and crashed at 39.2 s before replying. The coordinator's
-/// pending request failed with `NetError::Unreachable` ("the node left"), which
-/// `tl_send_write` maps to `master_unavailable` with `maybe_applied = false` (only
-/// `NetError::Timeout` counts as "may have applied"). The same happens when the node the
-/// request went to forwarded it (hops = 1) and then crashed (`timeline-crashes` seed 19 with
-/// `trust_failures`: issued by n1 96 ms after the client was told it failed).
+/// `timeline-chaos` seed 8: a write was reported surely not applied although it was (the
+/// master issued it, then crashed before replying; the transport said "the node left", which
+/// counted as "not sent"). Any transport failure after sending now means "may have applied".
 #[test]
-#[ignore = "open bug: a request to a master that crashes after receiving it is reported not applied"]
-fn open_bug_a_write_to_a_crashing_master_is_reported_not_applied() {
-    let r = run(&scenario("timeline-strict").unwrap(), 8);
+fn regression_a_write_to_a_crashing_master_is_reported_maybe_applied() {
+    let r = run(&scenario("timeline-chaos").unwrap(), 8);
     assert!(
         r.passed,
-        "replay: meridian sim --scenario timeline-strict --seed 8\n{r}"
+        "replay: meridian sim --scenario timeline-chaos --seed 8\n{r}"
     );
 }
 
 /// `timeline-fsync` seed 1 (fsync once a second, the server's default durability): a master
-/// that crashes loses the records it issued since the last sync and issues their versions
-/// again. n1 issued k0's `…0.27` with `"c1-482"` at 52.5 s (acknowledged; n2 applied it),
-/// crashed at 52.6 s losing 4 unsynced batches, restarted and issued `…0.27` again with
-/// `"c3-530"` at 57.6 s: a fork (n2 refuses it, `timeline_forks_total`), an acknowledged
-/// write lost, and n1 going back. In other seeds an insert arbiter that lost an insert starts
-/// a second generation while the record is live elsewhere. 47 of seeds 1..=50 fail.
+/// that crashed lost the records it issued since the last sync and issued their versions
+/// again (a fork: one version, two contents). A restarted master now confirms a record with
+/// its peers before acting on it, and its first write over a record it did not issue during
+/// this run opens a new generation.
 #[test]
-#[ignore = "open bug: a timeline master that loses unsynced records reissues their versions"]
-fn open_bug_a_master_losing_unsynced_records_reissues_versions() {
+fn regression_a_master_losing_unsynced_records_never_reissues_a_version() {
     let r = run(&scenario("timeline-fsync").unwrap(), 1);
     assert!(
         r.passed,
@@ -321,13 +309,10 @@ fn open_bug_a_master_losing_unsynced_records_reissues_versions() {
 }
 
 /// `timeline-force` seed 1: the deposed masters issued 194 versions after the forced
-/// re-master, all discarded at the heal, but `timeline_fenced_total` stays 0: `merge` counts
-/// a record as fenced only when the plain order ranks it higher (a deposed master's new
-/// generation), and drops the common case (same generation, lower `mepoch`) as merely stale.
-/// Spec §7 / invariant 10: the discarded writes are logged and counted.
+/// re-master, all discarded at the heal, but `timeline_fenced_total` stayed 0 (only a deposed
+/// master's new generation counted). Every record of a lower master epoch counts now.
 #[test]
-#[ignore = "open bug: a deposed master's discarded writes are not counted"]
-fn open_bug_a_deposed_masters_discarded_writes_are_not_counted() {
+fn regression_a_deposed_masters_discarded_writes_are_counted() {
     let r = run(&scenario("timeline-force").unwrap(), 1);
     let fenced = r.tl_stats.as_ref().unwrap().fenced;
     assert!(
