@@ -8,11 +8,14 @@
 //! - **Write / test-and-set / delete** (§3): the coordinator finds the master hint: its own
 //!   record's master when it is a replica of the key, else its hint cache, else the record of
 //!   the nearest replica (`read_any`, a LAN round trip). No record anywhere near: the write goes
-//!   to the partition's **insert arbiter** (its first primary, §5). The receiver runs
-//!   [`master_write`] under the key's lock. A receiver that is not the master forwards once
+//!   to the partition's **insert arbiter** (its first primary, §5). The request carries the
+//!   version of the record that named the hinted master (`await`), and a write id. The
+//!   receiver runs [`master_write`] under the key's lock. A receiver whose copy is older than
+//!   `await` waits up to `migrate_wait` for it (a hint can be fresher than the new master's
+//!   copy right after a migration); one that is still not the master forwards once
 //!   (`hops = 1`, `await` = its version); a forwarded request that still finds another master
-//!   waits up to `migrate_wait` for the version that names it master, then answers
-//!   `not_master`, and the coordinator retries once at that hint.
+//!   answers `not_master`, and the coordinator retries once at that hint. A duplicated
+//!   request (same write id) is answered with the first one's result.
 //! - **Reads** (§2): `read_any` reads the local replica, or the nearest up replica (own DC
 //!   first); `read_critical(v)` does the same and goes to the master only when that copy is
 //!   older than `v`; `read_latest` asks the master, which answers only while it is master.
@@ -24,9 +27,19 @@
 //! - **Catch-up** (§8): every `tl_sync_interval` the node compares one page of its records'
 //!   versions with one peer (round-robin), and both sides copy the newer record of every key
 //!   where they differ. This also repairs what a crash took from the in-memory queues.
+//! - **Restarts, wipes and layout changes**: a master may not hold the latest record of a key
+//!   when it read the record from disk after a start (a crash under a lossy fsync policy can
+//!   take the tail), or finds none on a node that was wiped or gained the partition and has
+//!   not completed a catch-up pass with every other primary. Before it acts (write, insert,
+//!   read_latest) it then asks the other primaries for their copies and applies any newer
+//!   one ([`EventualNode::tl_confirm`]). And its first write over a record it did not issue
+//!   during this run opens a new generation, so no version is ever issued twice, even one a
+//!   crash erased everywhere. Catch-up runs at the retry pace until a pass with every peer has
+//!   completed.
 //! - **Failures** (§7): a master the detector marks down fails the request at once with
 //!   `master_unavailable`; one that does not answer fails it after `master_timeout_ms`, marked
-//!   "may have applied" for writes. `read_any` keeps working from any replica.
+//!   "may have applied" for writes (as is every transport failure once the request was sent).
+//!   `read_any` keeps working from any replica, within one `master_timeout_ms` budget.
 //! - **Forced re-master** (§7, [`EventualNode::tl_force_master`]): the reachable replica of
 //!   the chosen DC with the highest version writes the record in the next master epoch; the
 //!   old master's later records lose every merge ([`crate::timeline::Merge::Fenced`]).
@@ -43,7 +56,15 @@
 //! - Tombstones are never reaped.
 //! - After a layout change a master that is no longer a primary of the key hands mastership
 //!   to a primary with its next write; records are not moved by ownership handoff, but
-//!   catch-up copies them to new primaries from the remaining ones.
+//!   catch-up copies them to new primaries from the remaining ones (and confirmation covers
+//!   the time until it has).
+//! - A master's first write after a restart or a hand-over opens a new generation (see
+//!   above), where the spec continues `seq`. Versions still increase, and clients see no
+//!   difference beyond the number.
+//! - With `timeline_w = 1` (the default, as in the study) a write the master acknowledged
+//!   and had not yet sent anywhere is lost if the master's disk is (a wipe, or a crash under
+//!   a lossy fsync policy); `timeline_w = 2` keeps it on a second replica before the ack.
+//! - The forced re-master works per key (`--partition` is not built).
 
 use super::EventualNode;
 use crate::bucket::BucketType;
