@@ -514,17 +514,13 @@ pub fn run(scenario: &Scenario, seed: u64) -> Report {
     rt.block_on(run_in_runtime(scenario, seed))
 }
 
-async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
-    if let Some(tl) = &scenario.timeline {
-        return run_timeline(scenario, tl, seed).await;
-    }
-    let start = Instant::now();
+/// Starts the scenario's cluster for `seed`, lets every detector hear every peer, and draws
+/// the fault schedule (unless the scenario has one written by hand).
+async fn start_cluster(scenario: &Scenario, seed: u64) -> (SimCluster, Vec<ScheduledFault>) {
     let mut cfg = scenario.cluster.clone();
     cfg.seed = seed;
-    let mut cluster = SimCluster::start(cfg);
-    // Let every detector hear every peer.
+    let cluster = SimCluster::start(cfg);
     tokio::time::sleep(Duration::from_secs(3)).await;
-
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17);
     let schedule = match &scenario.schedule {
         Some(by_hand) => by_hand.clone(),
@@ -535,6 +531,15 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
             scenario.duration,
         ),
     };
+    (cluster, schedule)
+}
+
+async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
+    if let Some(tl) = &scenario.timeline {
+        return run_timeline(scenario, tl, seed).await;
+    }
+    let start = Instant::now();
+    let (mut cluster, schedule) = start_cluster(scenario, seed).await;
     let recorder = Recorder::new();
     let origin = Instant::now();
     let until = CancellationToken::new();
@@ -804,21 +809,7 @@ fn spawn_forced_remasters(
 /// the timeline checkers on the issue log, apply log, client history and final records.
 async fn run_timeline(scenario: &Scenario, tl: &TimelineRun, seed: u64) -> Report {
     let start = Instant::now();
-    let mut cfg = scenario.cluster.clone();
-    cfg.seed = seed;
-    let mut cluster = SimCluster::start(cfg);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-
-    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17);
-    let schedule = match &scenario.schedule {
-        Some(by_hand) => by_hand.clone(),
-        None => faults::generate(
-            &mut rng,
-            scenario.faults,
-            &cluster.machines(),
-            scenario.duration,
-        ),
-    };
+    let (mut cluster, schedule) = start_cluster(scenario, seed).await;
     let props = scenario
         .cluster
         .buckets

@@ -533,21 +533,11 @@ struct Client {
 
 impl Client {
     fn coordinator(&mut self) -> Option<EventualNode> {
-        let live = self.live.read();
-        let up: Vec<&EventualNode> = self
-            .nodes_in_dc
-            .iter()
-            .filter_map(|n| live.get(n))
-            .collect();
-        if up.is_empty() {
-            return None;
-        }
-        Some(up[self.rng.random_range(0..up.len())].clone())
+        crate::workload::pick_coordinator(&self.live, &self.nodes_in_dc, &mut self.rng)
     }
 
     fn next_value(&mut self) -> Bytes {
-        self.written += 1;
-        Bytes::from(format!("c{}-{}", self.id.0, self.written))
+        crate::workload::unique_value(self.id, &mut self.written)
     }
 
     fn pick_key(&mut self) -> Bytes {

@@ -221,21 +221,11 @@ struct Client {
 
 impl Client {
     fn coordinator(&mut self) -> Option<EventualNode> {
-        let live = self.live.read();
-        let up: Vec<&EventualNode> = self
-            .nodes_in_dc
-            .iter()
-            .filter_map(|n| live.get(n))
-            .collect();
-        if up.is_empty() {
-            return None;
-        }
-        Some(up[self.rng.random_range(0..up.len())].clone())
+        pick_coordinator(&self.live, &self.nodes_in_dc, &mut self.rng)
     }
 
     fn next_value(&mut self) -> Bytes {
-        self.written += 1;
-        Bytes::from(format!("c{}-{}", self.id.0, self.written))
+        unique_value(self.id, &mut self.written)
     }
 
     fn plan(&mut self) -> (Bytes, Plan) {
@@ -334,4 +324,24 @@ pub fn count(history: &crate::History) -> OpCounts {
         }
     }
     c
+}
+
+/// A random up node of `nodes_in_dc` (a client's coordinator), `None` if all are down.
+pub(crate) fn pick_coordinator(
+    live: &LiveNodes,
+    nodes_in_dc: &[NodeId],
+    rng: &mut ChaCha8Rng,
+) -> Option<EventualNode> {
+    let live = live.read();
+    let up: Vec<&EventualNode> = nodes_in_dc.iter().filter_map(|n| live.get(n)).collect();
+    if up.is_empty() {
+        return None;
+    }
+    Some(up[rng.random_range(0..up.len())].clone())
+}
+
+/// Client `id`'s next written value, `c<id>-<n>`: unique per run, as the checkers need.
+pub(crate) fn unique_value(id: ClientId, written: &mut u64) -> Bytes {
+    *written += 1;
+    Bytes::from(format!("c{}-{}", id.0, written))
 }

@@ -357,6 +357,16 @@ impl Placement {
     }
 }
 
+/// One request to a master (or the arbiter), for error reporting.
+struct Ask<'a> {
+    key: &'a [u8],
+    pl: &'a Placement,
+    target: Target,
+    to: ReplicaRef,
+    /// A write (its outcome is unknown when the transport fails).
+    write: bool,
+}
+
 /// Where a write goes first.
 #[derive(Debug, Clone, Copy)]
 enum Target {
@@ -650,18 +660,17 @@ impl EventualNode {
                     latest: true,
                     await_ver,
                 };
-                match self.inner.transport.request(to.node, msg, timeout).await {
+                let ask = Ask {
+                    key,
+                    pl,
+                    target,
+                    to,
+                    write: false,
+                };
+                match self.tl_ask(&ask, msg, timeout).await {
                     Ok(Msg::TlReadReply(r)) => r,
-                    Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
-                    Ok(other) => Err(self.unavailable(
-                        key,
-                        to,
-                        pl,
-                        target,
-                        &format!("unexpected reply {other:?}"),
-                        false,
-                    )),
-                    Err(e) => Err(self.unavailable(key, to, pl, target, &e.to_string(), false)),
+                    Ok(other) => Err(self.unexpected(&ask, &other)),
+                    Err(e) => Err(e),
                 }
             };
             match r {
@@ -769,6 +778,42 @@ impl EventualNode {
         ) {
             self.inner.tl.hints.lock().remove(key);
         }
+    }
+
+    /// Sends `msg` to `ask.to` and returns the reply. A shed request is `overload`; a
+    /// transport failure is `master_unavailable` (`insert_arbiter_unavailable` when asking the
+    /// arbiter), and for a write "may have applied": once the request left this node, a
+    /// timeout or a peer that left after receiving it says nothing about the outcome.
+    async fn tl_ask(&self, ask: &Ask<'_>, msg: Msg, timeout: Duration) -> Result<Msg> {
+        match self
+            .inner
+            .transport
+            .request(ask.to.node, msg, timeout)
+            .await
+        {
+            Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
+            Ok(m) => Ok(m),
+            Err(e) => Err(self.unavailable(
+                ask.key,
+                ask.to,
+                ask.pl,
+                ask.target,
+                &e.to_string(),
+                ask.write,
+            )),
+        }
+    }
+
+    /// The error for a reply of the wrong kind to a [`EventualNode::tl_ask`].
+    fn unexpected(&self, ask: &Ask<'_>, reply: &Msg) -> ReplicationError {
+        self.unavailable(
+            ask.key,
+            ask.to,
+            ask.pl,
+            ask.target,
+            &format!("unexpected reply {reply:?}"),
+            ask.write,
+        )
     }
 
     fn unavailable(
@@ -918,20 +963,17 @@ impl EventualNode {
             hops,
             await_ver,
         };
-        match self.inner.transport.request(to.node, msg, timeout).await {
+        let ask = Ask {
+            key,
+            pl,
+            target,
+            to,
+            write: true,
+        };
+        match self.tl_ask(&ask, msg, timeout).await {
             Ok(Msg::TlWriteReply(r)) => r,
-            Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
-            Ok(other) => Err(self.unavailable(
-                key,
-                to,
-                pl,
-                target,
-                &format!("unexpected reply {other:?}"),
-                true,
-            )),
-            // The request left this node: whatever the transport says (a timeout, a peer that
-            // left or dropped the connection after receiving it), the write may have applied.
-            Err(e) => Err(self.unavailable(key, to, pl, target, &e.to_string(), true)),
+            Ok(other) => Err(self.unexpected(&ask, &other)),
+            Err(e) => Err(e),
         }
     }
 
