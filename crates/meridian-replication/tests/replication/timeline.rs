@@ -707,3 +707,53 @@ async fn a_duplicated_write_request_is_applied_once() {
     assert_eq!(held.ver, w.record.ver, "one version issued for one write");
     assert_eq!(w.record.ver.seq, first.record.ver.seq + 1);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_stopped_for_ten_thousand_writes_catches_up_and_never_goes_back() {
+    let mut c = timeline_cluster(25).await;
+    // Keys mastered in dc0 with a replica on n5 (dc1), which will be down.
+    let down = NodeId(5);
+    let keys: Vec<Vec<u8>> = (0..10_000)
+        .map(|i| format!("tl:long{i}").into_bytes())
+        .filter(|k| c.primaries(k).contains(&down) && dc_of(c.primaries(k)[0]) == DcId(0))
+        .take(50)
+        .collect();
+    for k in &keys {
+        c.node(NodeId(1))
+            .tl_put(k, val("0"), Expect::Any)
+            .await
+            .unwrap();
+    }
+    for k in &keys {
+        converged(&c, k).await;
+    }
+    let before: Vec<Version> = keys
+        .iter()
+        .map(|k| c.node(down).tl_local(k).unwrap().unwrap().ver)
+        .collect();
+    // n5 stops (its disk survives); 10^4 writes go on without it.
+    let disk = c.engines[(down.0 - 1) as usize].clone();
+    c.node_stops[(down.0 - 1) as usize].cancel();
+    c.net.leave(down);
+    let mut last = Vec::new();
+    for round in 0..200 {
+        last.clear();
+        for k in &keys {
+            let w = c
+                .node(NodeId(2))
+                .tl_put(k, val(&format!("{round}")), Expect::Any)
+                .await
+                .unwrap();
+            last.push(w.record.ver);
+        }
+    }
+    // Back with what it had: it resumes from its disk and converges, never going back.
+    c.restart_on(down, disk).await;
+    for (i, k) in keys.iter().enumerate() {
+        let r = converged(&c, k).await;
+        assert_eq!(r.ver, last[i]);
+        assert!(r.ver > before[i]);
+        assert_eq!(r.content, val("199"));
+    }
+    assert_eq!(c.node(down).tl_stats().forks, 0);
+}
