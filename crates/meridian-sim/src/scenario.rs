@@ -433,6 +433,15 @@ fn timeline_scenarios() -> Vec<Scenario> {
             60,
             tl_run(),
         ),
+        timeline_scenario(
+            "timeline-membership",
+            "timeline-chaos plus a node leaving and rejoining under load (ownership handoff of \
+             the eventual data; timeline records follow by catch-up and confirmation)",
+            SyncPolicy::Always,
+            "crash,partition,lossy,slow,clock,membership",
+            60,
+            tl_run(),
+        ),
         force,
         fsync,
     ]

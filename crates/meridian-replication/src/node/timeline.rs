@@ -1720,7 +1720,6 @@ impl EventualNode {
         let theirs: BTreeMap<Vec<u8>, Version> = items.into_iter().collect();
         let mut newer_here = Vec::new();
         let mut complete = true;
-        let mut seen = BTreeSet::new();
         let mut cursor = after.map(Bytes::from);
         loop {
             let (page, next) = self.inner.tl.store.page(
@@ -1732,7 +1731,6 @@ impl EventualNode {
                 if !self.tl_placement(&k).is_ok_and(|pl| pl.holds(from)) {
                     continue;
                 }
-                seen.insert(k.to_vec());
                 match theirs.get(k.as_ref()) {
                     Some(v) if !newer(&r.ver, v) => {}
                     _ => newer_here.push((k.to_vec(), r)),
@@ -1747,18 +1745,17 @@ impl EventualNode {
                 None => break,
             }
         }
+        // Judged by this node's own copy, whatever its view of placement: a key the sender
+        // holds at this node's version is never asked for again.
         let mut want = Vec::new();
         for (k, v) in &theirs {
-            let wanted = if seen.contains(k) {
-                self.inner
-                    .tl
-                    .store
-                    .get(k)?
-                    .is_none_or(|mine| newer(v, &mine.ver))
-            } else {
-                true
-            };
-            if wanted {
+            if self
+                .inner
+                .tl
+                .store
+                .get(k)?
+                .is_none_or(|mine| newer(v, &mine.ver))
+            {
                 want.push(k.clone());
             }
         }

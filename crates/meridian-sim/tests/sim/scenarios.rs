@@ -320,3 +320,16 @@ fn regression_a_deposed_masters_discarded_writes_are_counted() {
         "replay: meridian sim --scenario timeline-force --seed 1\n{r}"
     );
 }
+
+/// `timeline-membership` seed 177: catch-up never reached a fixpoint (4 records re-queued on
+/// every round). The receiver of a catch-up exchange asked for every key it had not scanned as
+/// shared with the sender, even ones it held at the sender's version; it now asks only for
+/// keys whose own copy is older or missing.
+#[test]
+fn regression_catch_up_reaches_a_fixpoint_after_a_membership_change() {
+    let r = run(&scenario("timeline-membership").unwrap(), 177);
+    assert!(
+        r.passed,
+        "replay: meridian sim --scenario timeline-membership --seed 177\n{r}"
+    );
+}
