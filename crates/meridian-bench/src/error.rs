@@ -1,0 +1,22 @@
+//! The crate's one error type, [`BenchError`]: every variant says what was wrong and what to do.
+
+use thiserror::Error;
+
+/// Why a workload, design or statistics input was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum BenchError {
+    /// A workload property file or value is malformed or out of range.
+    #[error("invalid workload property `{property}`: {reason}")]
+    InvalidProperty {
+        /// The property's name (`requestdistribution`, `readproportion`, ...).
+        property: String,
+        /// What is wrong, and what is accepted.
+        reason: String,
+    },
+    /// A factorial design or its results cannot be analysed.
+    #[error("invalid design: {reason}")]
+    InvalidDesign {
+        /// What is wrong.
+        reason: String,
+    },
+}

@@ -1,0 +1,22 @@
+//! Meridian's measuring instrument (issue 6, spec `experiments.md`): the pure parts the
+//! `meridian bench` and `meridian experiment` commands are built from.
+//!
+//! | module | concept |
+//! |---|---|
+//! | [`generator`] | key popularity: uniform, scrambled zipfian, latest, hotspot, pareto |
+//! | [`workload`] | YCSB core workload properties (files A–F read unchanged) and the operation mix |
+//! | [`locality`] | home DCs of keys and a client's locality-biased key choice |
+//! | [`stats`] | HDR latency statistics per operation and local/remote, percentiles, JSON/CSV |
+//! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
+//! | [`error`] | [`BenchError`], the crate's one error type |
+//!
+//! Everything here is deterministic given its seed: no clock reads, no global randomness.
+
+pub mod doe;
+pub mod error;
+pub mod generator;
+pub mod locality;
+pub mod stats;
+pub mod workload;
+
+pub use error::BenchError;
