@@ -1,4 +1,4 @@
-//! Meridian's measuring instrument (issue 6, spec `experiments.md`): the pure parts the
+//! Meridian's measuring instrument (issue 6, spec `experiments.md`): the parts the
 //! `meridian bench` and `meridian experiment` commands are built from.
 //!
 //! | module | concept |
@@ -6,16 +6,19 @@
 //! | [`generator`] | key popularity: uniform, scrambled zipfian, latest, hotspot, pareto |
 //! | [`workload`] | YCSB core workload properties (files A–F read unchanged) and the operation mix |
 //! | [`locality`] | home DCs of keys and a client's locality-biased key choice |
+//! | [`runner`] | the load generator: closed, paced and open-loop arrivals against a [`runner::Target`] |
 //! | [`stats`] | HDR latency statistics per operation and local/remote, percentiles, JSON/CSV |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
 //! | [`error`] | [`BenchError`], the crate's one error type |
 //!
-//! Everything here is deterministic given its seed: no clock reads, no global randomness.
+//! Everything here is deterministic given its seed: no global randomness, and no OS clock (the
+//! runner's time is tokio's, so it runs in real time or under a paused, virtual clock).
 
 pub mod doe;
 pub mod error;
 pub mod generator;
 pub mod locality;
+pub mod runner;
 pub mod stats;
 pub mod workload;
 

@@ -1,0 +1,1120 @@
+//! The load generator core (spec `experiments.md` §4, issue 6 point 1): drives a
+//! [`CoreWorkload`] against any [`Target`] with one of three [`Arrival`] processes and records
+//! every operation into [`stats::Recorder`]s.
+//!
+//! - [`Arrival::Closed`] (`max`): each client thread runs its next op as soon as the previous
+//!   one completes.
+//! - [`Arrival::Paced`] (basho_bench `{rate, λ}`): each thread sleeps `Exp(mean 1/λ)`, then runs
+//!   one op; latency is measured from the op's actual start. **This is a closed loop**: a slow
+//!   op delays the thread's next op, so throughput drops and stalls are under-reported
+//!   (coordinated omission), exactly as in the geo study.
+//! - [`Arrival::Open`]: Poisson arrivals independent of completions; each op runs as its own
+//!   task and its latency is measured from its **intended** start, so a stalled target shows up
+//!   in the latencies of every op that should have started during the stall. A cap on in-flight
+//!   ops bounds memory; arrivals over the cap are *counted* ([`RunResult::ops_dropped`] and error
+//!   code [`DROPPED`]), never silently skipped, and starts later than their intended time are
+//!   counted in [`RunResult::late_starts`]. Tokio's timers fire on a 1 ms grid, so an open-loop
+//!   op may start up to 1 ms after its intended start; that lag is *in* its latency (it did
+//!   start late) and is reported in [`RunResult::max_start_lag`].
+//!
+//! Guarantees:
+//! - **One clock:** every time comes from [`tokio::time::Instant`], so the same code runs in
+//!   real time, under a paused test clock and in the simulator's virtual time; no OS clock read.
+//! - **Deterministic choices:** client `c` draws from `ChaCha8Rng::seed_from_u64(seed)` on stream
+//!   `c`, so its sequence of ops, keys, values and sleeps depends only on the seed, the
+//!   workload and `c` — never on the target's timing or the scheduler.
+//! - **Warm-up excluded:** samples whose intended start is before [`RunConfig::warmup`] are not
+//!   in the report (the [`stats::Recorder`] cut); the run lasts `warmup + duration`.
+//! - **Bounded end:** no op starts after `warmup + duration`; ops still running then get
+//!   [`RunConfig::drain_timeout`] to finish, after which they are abandoned and recorded with
+//!   error code [`ABANDONED`], so a hung target cannot hang the run.
+//!
+//! A target must take non-zero (virtual) time or yield to a timer: under a paused clock a
+//! closed loop against a target that never waits would never see time advance.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::BenchError;
+use crate::generator::KeyChooser;
+use crate::locality::{LocalityChooser, home_dc};
+use crate::stats::{self, Locality, Recorder};
+use crate::workload::{CoreWorkload, Op, OpChooser, ScanLengthChooser};
+
+/// Error code of an open-loop arrival refused because [`RunConfig::max_in_flight`] ops were
+/// already running.
+pub const DROPPED: &str = "DROPPED";
+/// Error code of an op still running [`RunConfig::drain_timeout`] after the run's end.
+pub const ABANDONED: &str = "ABANDONED";
+/// Error code of an op whose target task panicked (open loop).
+pub const PANICKED: &str = "PANICKED";
+/// An open-loop op that starts more than this after its intended start counts as late.
+pub const LATE_START_THRESHOLD: Duration = Duration::from_millis(1);
+/// Interval between two progress callbacks.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What an op carries besides its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    /// Nothing (reads).
+    None,
+    /// The value to write (updates, inserts, read-modify-writes).
+    Value(Vec<u8>),
+    /// The number of records to scan (scans).
+    ScanLength(u64),
+}
+
+/// One operation for a [`Target`] to execute.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The operation type.
+    pub op: Op,
+    /// The key number (its home DC is `keynum mod dcs`).
+    pub keynum: u64,
+    /// The key's bytes (YCSB's `user…` name).
+    pub key: Vec<u8>,
+    /// Value or scan length.
+    pub payload: Payload,
+    /// The issuing client's DC: a target talks only to nodes in that DC.
+    pub dc: u32,
+    /// The issuing client's index (open loop: the DC's generator).
+    pub client: u32,
+    /// The op's position in its client's sequence, from 0.
+    pub seq: u64,
+}
+
+/// A successful op's result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// The op's critical path crossed a DC boundary.
+    pub remote: bool,
+}
+
+/// Something that executes requests: the embedded cluster, a RESP server, a fake in tests.
+///
+/// `Err` carries a short error code (`TIMEOUT`, `UNAVAILABLE`, ...) that reports count by.
+pub trait Target: Send + Sync + 'static {
+    /// Executes one request.
+    fn execute(&self, request: Request) -> impl Future<Output = Result<Outcome, String>> + Send;
+}
+
+/// When ops start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrival {
+    /// `threads` client threads, each running ops back to back (`max`).
+    Closed {
+        /// Client threads in all, spread round-robin over the DCs.
+        threads: u32,
+    },
+    /// `threads` client threads, each sleeping `Exp(mean 1 / rate_per_thread)` before each op
+    /// (basho_bench `{rate, λ}`; a closed loop, latency from the op's start).
+    Paced {
+        /// Client threads in all, spread round-robin over the DCs.
+        threads: u32,
+        /// λ, in ops per second per thread.
+        rate_per_thread: f64,
+    },
+    /// Poisson arrivals at `rate` ops/s in all, split evenly over the DCs (one generator per
+    /// DC); latency from the intended start.
+    Open {
+        /// Total arrival rate, ops per second.
+        rate: f64,
+    },
+}
+
+/// How to run a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// The arrival process; client DCs are `0..workload.dcs`.
+    pub arrival: Arrival,
+    /// The measured phase, after the warm-up.
+    pub duration: Duration,
+    /// The excluded phase at the start of the run.
+    pub warmup: Duration,
+    /// The run's seed; client `c` uses stream `c` of `ChaCha8Rng::seed_from_u64(seed)`.
+    pub seed: u64,
+    /// Open loop: most ops running at once (all DCs together); arrivals beyond are dropped
+    /// and counted.
+    pub max_in_flight: usize,
+    /// How long ops still running at the run's end may take before being abandoned.
+    pub drain_timeout: Duration,
+}
+
+impl RunConfig {
+    /// A configuration with no warm-up, seed 0, at most 10 000 ops in flight and a 10 s drain.
+    pub fn new(arrival: Arrival, duration: Duration) -> Self {
+        RunConfig {
+            arrival,
+            duration,
+            warmup: Duration::ZERO,
+            seed: 0,
+            max_in_flight: 10_000,
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+
+    fn validate(&self, workload: &CoreWorkload) -> Result<(), BenchError> {
+        let bad = |reason: String| Err(BenchError::InvalidDesign { reason });
+        match self.arrival {
+            Arrival::Closed { threads } | Arrival::Paced { threads, .. } if threads == 0 => {
+                return bad("a closed or paced run needs at least one thread".into());
+            }
+            Arrival::Paced {
+                rate_per_thread, ..
+            } if !(rate_per_thread.is_finite() && rate_per_thread > 0.0) => {
+                return bad(format!(
+                    "rate per thread {rate_per_thread} must be a positive number of ops/s"
+                ));
+            }
+            Arrival::Open { rate } if !(rate.is_finite() && rate > 0.0) => {
+                return bad(format!(
+                    "open-loop rate {rate} must be a positive number of ops/s"
+                ));
+            }
+            _ => {}
+        }
+        if self.duration.is_zero() {
+            return bad("the measured duration must be positive".into());
+        }
+        if self.max_in_flight == 0 || self.max_in_flight > Semaphore::MAX_PERMITS {
+            return bad(format!(
+                "max_in_flight {} must be in 1..={}",
+                self.max_in_flight,
+                Semaphore::MAX_PERMITS
+            ));
+        }
+        workload.validate()?;
+        if workload.dcs == 0 || workload.record_count < u64::from(workload.dcs) {
+            return bad(format!(
+                "recordcount {} must be at least the number of DCs {} (and at least 1)",
+                workload.record_count, workload.dcs
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A live snapshot, passed to the progress callback about once per [`PROGRESS_INTERVAL`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Time since the run start.
+    pub elapsed: Duration,
+    /// Still in the warm-up.
+    pub warming_up: bool,
+    /// Successful ops completed since the run start (warm-up included).
+    pub completed: u64,
+    /// Failed ops since the run start (warm-up included).
+    pub errors: u64,
+    /// Successful ops per second over the last interval.
+    pub throughput: f64,
+    /// p99 latency (µs) of the ops completed in the last interval; 0 if none.
+    pub p99_us: u64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunResult {
+    /// The statistics of the measured phase.
+    pub report: stats::Report,
+    /// Successful ops per second over the measured phase.
+    pub mean_throughput: f64,
+    /// Ops handed to the target (warm-up included).
+    pub ops_started: u64,
+    /// Open loop: arrivals refused by the in-flight cap (warm-up included).
+    pub ops_dropped: u64,
+    /// Ops abandoned at the end of the drain (warm-up included).
+    pub ops_abandoned: u64,
+    /// Open loop: ops that started more than [`LATE_START_THRESHOLD`] after their intended start.
+    pub late_starts: u64,
+    /// Open loop: the largest gap between an op's intended and actual start.
+    pub max_start_lag: Duration,
+    /// From the run start until the last op finished or was abandoned.
+    pub elapsed: Duration,
+}
+
+/// Op name as reports write it (the serde name of [`Op`]).
+pub fn op_name(op: Op) -> &'static str {
+    match op {
+        Op::Read => "read",
+        Op::Update => "update",
+        Op::Insert => "insert",
+        Op::Scan => "scan",
+        Op::ReadModifyWrite => "readmodifywrite",
+    }
+}
+
+/// A client's random choices: everything that makes a [`Request`], from its own RNG.
+struct RequestSource {
+    rng: ChaCha8Rng,
+    ops: OpChooser,
+    keys: Keys,
+    scans: ScanLengthChooser,
+    workload: Arc<CoreWorkload>,
+    client: u32,
+    dc: u32,
+    seq: u64,
+    /// Inserts of this client use key numbers `record_count + client + k · clients`, so
+    /// clients never insert the same key.
+    next_insert: u64,
+    clients: u64,
+}
+
+enum Keys {
+    Plain(KeyChooser),
+    Local(LocalityChooser),
+}
+
+impl RequestSource {
+    fn new(
+        workload: &Arc<CoreWorkload>,
+        seed: u64,
+        client: u32,
+        clients: u32,
+        dc: u32,
+    ) -> Result<Self, BenchError> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Streams of one key are independent sequences: clients share no randomness.
+        rng.set_stream(u64::from(client));
+        let keys = match workload.locality {
+            Some(l) => Keys::Local(LocalityChooser::new(
+                workload.dcs,
+                l,
+                &workload.request_distribution,
+            )?),
+            None => Keys::Plain(workload.key_chooser()?),
+        };
+        Ok(RequestSource {
+            rng,
+            ops: workload.op_chooser(),
+            keys,
+            scans: workload.scan_length_chooser()?,
+            workload: Arc::clone(workload),
+            client,
+            dc,
+            seq: 0,
+            next_insert: workload.record_count + u64::from(client),
+            clients: u64::from(clients),
+        })
+    }
+
+    /// An `Exp(mean)` sleep, by inversion (`1 - u` is in `(0, 1]`, so the log is finite).
+    fn exponential(&mut self, mean: f64) -> Duration {
+        let u: f64 = self.rng.random();
+        Duration::from_secs_f64(-(1.0 - u).ln() * mean)
+    }
+
+    fn next(&mut self) -> Request {
+        let op = self.ops.next_op(&mut self.rng);
+        let n = self.workload.record_count;
+        let keynum = if op == Op::Insert {
+            let k = self.next_insert;
+            self.next_insert += self.clients;
+            k
+        } else {
+            match &mut self.keys {
+                Keys::Plain(c) => c.next_key(&mut self.rng, n),
+                Keys::Local(c) => c.next_key(&mut self.rng, self.dc, n),
+            }
+        };
+        // Versions differ across clients and ops, so readers can tell writes apart.
+        let version = (u64::from(self.client) << 40) | self.seq;
+        let payload = match op {
+            Op::Read => Payload::None,
+            Op::Scan => Payload::ScanLength(self.scans.next_length(&mut self.rng)),
+            Op::Update | Op::Insert | Op::ReadModifyWrite => {
+                Payload::Value(self.workload.value(keynum, version))
+            }
+        };
+        let request = Request {
+            op,
+            keynum,
+            key: self.workload.key_name(keynum).into_bytes(),
+            payload,
+            dc: self.dc,
+            client: self.client,
+            seq: self.seq,
+        };
+        self.seq += 1;
+        request
+    }
+}
+
+/// Live figures since the last progress tick (coarse: 2 significant digits keep it small).
+struct Live {
+    completed: u64,
+    errors: u64,
+    interval_completed: u64,
+    interval: Histogram<u64>,
+}
+
+/// One client's statistics, shared with its open-loop op tasks and the progress ticker; the
+/// lock is held only to record a sample, so it is uncontended but once per second.
+struct ClientStats {
+    recorder: Recorder,
+    live: Live,
+}
+
+type Shared = Arc<Mutex<ClientStats>>;
+
+fn lock(stats: &Shared) -> MutexGuard<'_, ClientStats> {
+    // A panic while recording leaves the counters consistent enough to keep reporting.
+    stats
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn new_shared(warmup: Duration) -> Shared {
+    let interval = Histogram::new_with_bounds(1, stats::MAX_LATENCY_US, 2)
+        .expect("constant bounds 1 µs ..= 1 h with 2 significant digits are valid");
+    Arc::new(Mutex::new(ClientStats {
+        recorder: Recorder::new(warmup),
+        live: Live {
+            completed: 0,
+            errors: 0,
+            interval_completed: 0,
+            interval,
+        },
+    }))
+}
+
+/// Counters of one client (summed at the end).
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    started: u64,
+    dropped: u64,
+    abandoned: u64,
+    late: u64,
+    max_lag: Duration,
+}
+
+/// Everything an op needs to execute and record itself.
+struct OpContext<T> {
+    target: Arc<T>,
+    stats: Shared,
+    start: Instant,
+    abandon_at: Instant,
+    dcs: u32,
+}
+
+// Not derived: a derive would require `T: Clone`, but only the `Arc` is cloned.
+impl<T> Clone for OpContext<T> {
+    fn clone(&self) -> Self {
+        OpContext {
+            target: Arc::clone(&self.target),
+            stats: Arc::clone(&self.stats),
+            start: self.start,
+            abandon_at: self.abandon_at,
+            dcs: self.dcs,
+        }
+    }
+}
+
+/// The locality an error is filed under: the target says nothing, so use the key's home.
+fn expected_locality(keynum: u64, dc: u32, dcs: u32) -> Locality {
+    if home_dc(keynum, dcs) == dc {
+        Locality::Local
+    } else {
+        Locality::Remote
+    }
+}
+
+/// Runs `request`, meant to start at `intended`, and records it; returns whether it was
+/// abandoned.
+async fn execute_and_record<T: Target>(
+    ctx: &OpContext<T>,
+    request: Request,
+    intended: Instant,
+) -> bool {
+    let name = op_name(request.op);
+    let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
+    let result = tokio::time::timeout_at(ctx.abandon_at, ctx.target.execute(request)).await;
+    let latency = Instant::now().saturating_duration_since(intended);
+    let intended_since_start = intended.saturating_duration_since(ctx.start);
+    let mut guard = lock(&ctx.stats);
+    let stats = &mut *guard;
+    match result {
+        Ok(Ok(outcome)) => {
+            let locality = if outcome.remote {
+                Locality::Remote
+            } else {
+                Locality::Local
+            };
+            stats
+                .recorder
+                .record(name, locality, intended_since_start, latency);
+            stats.live.completed += 1;
+            stats.live.interval_completed += 1;
+            let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+            stats.live.interval.saturating_record(us);
+            false
+        }
+        Ok(Err(code)) => {
+            stats
+                .recorder
+                .record_error(name, fallback, intended_since_start, &code);
+            stats.live.errors += 1;
+            false
+        }
+        Err(_elapsed) => {
+            stats
+                .recorder
+                .record_error(name, fallback, intended_since_start, ABANDONED);
+            stats.live.errors += 1;
+            true
+        }
+    }
+}
+
+/// A closed or paced client: `mean_sleep` is `None` for closed.
+async fn closed_client<T: Target>(
+    ctx: OpContext<T>,
+    mut source: RequestSource,
+    end: Instant,
+    mean_sleep: Option<f64>,
+) -> Counters {
+    let mut counters = Counters::default();
+    loop {
+        if let Some(mean) = mean_sleep {
+            let wake = Instant::now() + source.exponential(mean);
+            if wake >= end {
+                break;
+            }
+            tokio::time::sleep_until(wake).await;
+        }
+        // Closed loop: the op's intended start is its actual start.
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        let request = source.next();
+        counters.started += 1;
+        if execute_and_record(&ctx, request, now).await {
+            counters.abandoned += 1;
+        }
+    }
+    counters
+}
+
+/// One DC's open-loop generator: Poisson arrivals at `rate`, each op its own task.
+async fn open_client<T: Target>(
+    ctx: OpContext<T>,
+    mut source: RequestSource,
+    end: Instant,
+    rate: f64,
+    in_flight: Arc<Semaphore>,
+) -> Counters {
+    let mut counters = Counters::default();
+    let mut tasks: JoinSet<bool> = JoinSet::new();
+    let mean = 1.0 / rate;
+    let mut intended = ctx.start;
+    loop {
+        // Arrival times accumulate from the schedule, not from when we woke: falling behind
+        // never thins the arrival process.
+        intended += source.exponential(mean);
+        if intended >= end {
+            break;
+        }
+        tokio::time::sleep_until(intended).await;
+        while let Some(done) = tasks.try_join_next() {
+            counters.abandoned += u64::from(reap(&ctx, done));
+        }
+        let lag = Instant::now().saturating_duration_since(intended);
+        if lag > LATE_START_THRESHOLD {
+            counters.late += 1;
+        }
+        counters.max_lag = counters.max_lag.max(lag);
+        // The request is drawn even when dropped: the op/key sequence stays seed-determined.
+        let request = source.next();
+        let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
+            counters.dropped += 1;
+            let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
+            let mut stats = lock(&ctx.stats);
+            stats.recorder.record_error(
+                op_name(request.op),
+                fallback,
+                intended.saturating_duration_since(ctx.start),
+                DROPPED,
+            );
+            stats.live.errors += 1;
+            continue;
+        };
+        counters.started += 1;
+        let op_ctx = ctx.clone();
+        tasks.spawn(async move {
+            let abandoned = execute_and_record(&op_ctx, request, intended).await;
+            drop(permit);
+            abandoned
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        counters.abandoned += u64::from(reap(&ctx, done));
+    }
+    counters
+}
+
+/// A finished op task's "abandoned" flag; a panicked target is counted as an error.
+fn reap<T>(ctx: &OpContext<T>, done: Result<bool, tokio::task::JoinError>) -> bool {
+    match done {
+        Ok(abandoned) => abandoned,
+        Err(e) if e.is_panic() => {
+            // The op's name and intended start died with the task: file the panic under
+            // `unknown`, at the time it was noticed (so the warm-up cut still applies).
+            let mut stats = lock(&ctx.stats);
+            let at = Instant::now().saturating_duration_since(ctx.start);
+            stats
+                .recorder
+                .record_error("unknown", Locality::Local, at, PANICKED);
+            stats.live.errors += 1;
+            false
+        }
+        Err(_) => false,
+    }
+}
+
+/// Runs `workload` against `target` as `config` says; calls `progress` about once per second.
+///
+/// # Errors
+/// [`BenchError`] if the workload or configuration is invalid (nothing has run then).
+///
+/// # Panics
+/// If a closed or paced client task panics (that is, the target panicked).
+pub async fn run<T, F>(
+    target: Arc<T>,
+    workload: &CoreWorkload,
+    config: &RunConfig,
+    mut progress: F,
+) -> Result<RunResult, BenchError>
+where
+    T: Target,
+    F: FnMut(&Progress) + Send,
+{
+    config.validate(workload)?;
+    let workload = Arc::new(workload.clone());
+    let dcs = workload.dcs;
+    let clients = match config.arrival {
+        Arrival::Closed { threads } | Arrival::Paced { threads, .. } => threads,
+        Arrival::Open { .. } => dcs,
+    };
+    // Build every client's chooser before the clock starts: zipfian setup is not free.
+    let mut sources = Vec::with_capacity(clients as usize);
+    for client in 0..clients {
+        let dc = client % dcs;
+        sources.push(RequestSource::new(
+            &workload,
+            config.seed,
+            client,
+            clients,
+            dc,
+        )?);
+    }
+    let start = Instant::now();
+    let end = start + config.warmup + config.duration;
+    let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
+    let mut all_stats = Vec::with_capacity(sources.len());
+    let mut tasks: JoinSet<Counters> = JoinSet::new();
+    for source in sources {
+        let stats = new_shared(config.warmup);
+        all_stats.push(Arc::clone(&stats));
+        let ctx = OpContext {
+            target: Arc::clone(&target),
+            stats,
+            start,
+            abandon_at: end + config.drain_timeout,
+            dcs,
+        };
+        match config.arrival {
+            Arrival::Closed { .. } => tasks.spawn(closed_client(ctx, source, end, None)),
+            Arrival::Paced {
+                rate_per_thread, ..
+            } => tasks.spawn(closed_client(ctx, source, end, Some(1.0 / rate_per_thread))),
+            Arrival::Open { rate } => tasks.spawn(open_client(
+                ctx,
+                source,
+                end,
+                rate / f64::from(dcs),
+                Arc::clone(&in_flight),
+            )),
+        };
+    }
+
+    let mut totals = Counters::default();
+    let mut next_tick = start + PROGRESS_INTERVAL;
+    let mut last_tick = start;
+    loop {
+        tokio::select! {
+            biased;
+            done = tasks.join_next() => match done {
+                Some(Ok(c)) => {
+                    totals.started += c.started;
+                    totals.dropped += c.dropped;
+                    totals.abandoned += c.abandoned;
+                    totals.late += c.late;
+                    totals.max_lag = totals.max_lag.max(c.max_lag);
+                }
+                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Some(Err(_)) => {}
+                None => break,
+            },
+            () = tokio::time::sleep_until(next_tick) => {
+                let now = Instant::now();
+                progress(&snapshot(&all_stats, now - start, now - last_tick, config.warmup));
+                last_tick = now;
+                next_tick += PROGRESS_INTERVAL;
+            }
+        }
+    }
+    let elapsed = Instant::now() - start;
+
+    let mut merged = Recorder::new(config.warmup);
+    for stats in &all_stats {
+        merged.merge(&lock(stats).recorder)?;
+    }
+    Ok(RunResult {
+        report: merged.report(),
+        mean_throughput: merged.mean_throughput(config.warmup + config.duration),
+        ops_started: totals.started,
+        ops_dropped: totals.dropped,
+        ops_abandoned: totals.abandoned,
+        late_starts: totals.late,
+        max_start_lag: totals.max_lag,
+        elapsed,
+    })
+}
+
+/// Sums the clients' live figures and resets their interval histograms: one small histogram
+/// add per client per second, whatever the load.
+fn snapshot(
+    all_stats: &[Shared],
+    elapsed: Duration,
+    interval: Duration,
+    warmup: Duration,
+) -> Progress {
+    let mut hist = Histogram::<u64>::new_with_bounds(1, stats::MAX_LATENCY_US, 2)
+        .expect("constant bounds 1 µs ..= 1 h with 2 significant digits are valid");
+    let (mut completed, mut errors, mut interval_completed) = (0, 0, 0);
+    for stats in all_stats {
+        let mut s = lock(stats);
+        completed += s.live.completed;
+        errors += s.live.errors;
+        interval_completed += s.live.interval_completed;
+        s.live.interval_completed = 0;
+        hist.add(&s.live.interval)
+            .expect("histograms with identical bounds always add");
+        s.live.interval.reset();
+    }
+    let secs = interval.as_secs_f64();
+    Progress {
+        elapsed,
+        warming_up: elapsed < warmup,
+        completed,
+        errors,
+        throughput: if secs > 0.0 {
+            interval_completed as f64 / secs
+        } else {
+            0.0
+        },
+        p99_us: if hist.is_empty() {
+            0
+        } else {
+            hist.value_at_quantile(0.99)
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::Scope;
+
+    /// A fake target: every op takes `latency`; ops on key `slow_key` take `slow`; ops running
+    /// while the target is stalled (`stall`) finish only after the stall; keys homed outside
+    /// the client's DC are remote; keys divisible by `fail_every` fail with `FAIL`.
+    struct Fake {
+        latency: Duration,
+        slow_key: Option<(u64, Duration)>,
+        stall: Option<(Duration, Duration)>,
+        fail_every: Option<u64>,
+        dcs: u32,
+        start: Instant,
+        log: Mutex<Vec<(Request, Duration)>>,
+    }
+
+    impl Fake {
+        fn new(latency: Duration) -> Self {
+            Fake {
+                latency,
+                slow_key: None,
+                stall: None,
+                fail_every: None,
+                dcs: 1,
+                start: Instant::now(),
+                log: Mutex::new(Vec::new()),
+            }
+        }
+
+        fn log(&self) -> Vec<(Request, Duration)> {
+            self.log.lock().unwrap().clone()
+        }
+    }
+
+    impl Target for Fake {
+        async fn execute(&self, request: Request) -> Result<Outcome, String> {
+            let began = Instant::now();
+            let since = began - self.start;
+            let keynum = request.keynum;
+            let remote = home_dc(keynum, self.dcs) != request.dc;
+            self.log.lock().unwrap().push((request, since));
+            let mut done = began + self.latency;
+            if let Some((k, slow)) = self.slow_key
+                && k == keynum
+            {
+                done = began + slow;
+            }
+            if let Some((from, to)) = self.stall
+                && since < to
+                && since + self.latency > from
+            {
+                done = self.start + to + self.latency;
+            }
+            tokio::time::sleep_until(done).await;
+            match self.fail_every {
+                Some(m) if keynum.is_multiple_of(m) => Err("FAIL".into()),
+                _ => Ok(Outcome { remote }),
+            }
+        }
+    }
+
+    fn workload() -> CoreWorkload {
+        CoreWorkload {
+            record_count: 1000,
+            read_proportion: 2.0 / 3.0,
+            update_proportion: 1.0 / 3.0,
+            field_count: 1,
+            field_length: 16,
+            ..CoreWorkload::default()
+        }
+    }
+
+    fn total<'a>(report: &'a stats::Report, op: &str) -> &'a stats::Summary {
+        report
+            .summaries
+            .iter()
+            .find(|s| s.op == op && s.scope == Scope::Total)
+            .unwrap()
+    }
+
+    fn successes(report: &stats::Report) -> u64 {
+        report
+            .summaries
+            .iter()
+            .filter(|s| s.scope == Scope::Total)
+            .map(|s| s.count)
+            .sum()
+    }
+
+    fn all_ops_p99(result: &RunResult, ops: &[&str]) -> u64 {
+        ops.iter()
+            .map(|op| total(&result.report, op).p99_us)
+            .max()
+            .unwrap()
+    }
+
+    async fn go(target: &Arc<Fake>, w: &CoreWorkload, config: &RunConfig) -> RunResult {
+        run(Arc::clone(target), w, config, |_| {}).await.unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn closed_loop_throughput_is_threads_over_latency() {
+        let target = Arc::new(Fake::new(Duration::from_millis(10)));
+        let config = RunConfig::new(Arrival::Closed { threads: 4 }, Duration::from_secs(10));
+        let r = go(&target, &workload(), &config).await;
+        // Each thread starts an op every 10 ms in [0, 10 s): exactly 1000 ops per thread.
+        assert_eq!(r.ops_started, 4000);
+        assert_eq!(successes(&r.report), 4000);
+        assert!(
+            (r.mean_throughput - 400.0).abs() < 1e-9,
+            "{}",
+            r.mean_throughput
+        );
+        // HDR reports the bucket's highest equivalent value: within 0.1 %.
+        assert_eq!(total(&r.report, "read").p50_us / 10, 1000);
+        assert_eq!(r.ops_dropped + r.ops_abandoned + r.late_starts, 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn open_loop_completes_rate_times_duration() {
+        let target = Arc::new(Fake::new(Duration::from_millis(10)));
+        let config = RunConfig::new(Arrival::Open { rate: 200.0 }, Duration::from_secs(50));
+        let r = go(&target, &workload(), &config).await;
+        // Poisson count with mean 10 000: σ = 100, allow 4σ.
+        let n = successes(&r.report);
+        assert!((9_600..=10_400).contains(&n), "{n}");
+        assert_eq!(r.ops_started, n);
+        // Measured from the intended start: the 10 ms plus at most the timer's 1 ms lag.
+        let p99 = total(&r.report, "read").p99_us;
+        assert!((10_000..=11_011).contains(&p99), "{p99}");
+        assert_eq!(r.late_starts, 0);
+        assert!(r.max_start_lag <= LATE_START_THRESHOLD);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn open_loop_shows_a_stall_closed_loop_hides() {
+        let stall = Some((Duration::from_secs(5), Duration::from_secs(6)));
+        let ops = ["read", "update"];
+
+        let mut fake = Fake::new(Duration::from_millis(10));
+        fake.stall = stall;
+        let target = Arc::new(fake);
+        let open = RunConfig::new(Arrival::Open { rate: 100.0 }, Duration::from_secs(20));
+        let r = go(&target, &workload(), &open).await;
+        // ~100 of ~2000 ops should have started during the 1 s stall; measured from their
+        // intended start they waited up to 1 s, so the p99 is hundreds of milliseconds.
+        let p99 = all_ops_p99(&r, &ops);
+        assert!(p99 > 500_000, "open-loop p99 {p99} µs hides the stall");
+
+        let mut fake = Fake::new(Duration::from_millis(10));
+        fake.stall = stall;
+        let target = Arc::new(fake);
+        let closed = RunConfig::new(Arrival::Closed { threads: 1 }, Duration::from_secs(20));
+        let r = go(&target, &workload(), &closed).await;
+        // The closed loop issued one op during the stall: it saw the stall once, then
+        // "coordinated" with the target. The p99 shows nothing; only the max does.
+        let p99 = all_ops_p99(&r, &ops);
+        assert!(p99 <= 10_100, "closed-loop p99 {p99} µs");
+        let max = ops
+            .iter()
+            .map(|op| total(&r.report, op).max_us)
+            .max()
+            .unwrap();
+        assert!(max >= 900_000, "{max}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_slow_key_only_slows_its_own_ops_in_open_loop() {
+        let mut fake = Fake::new(Duration::from_millis(10));
+        fake.slow_key = Some((7, Duration::from_secs(1)));
+        let target = Arc::new(fake);
+        let w = CoreWorkload {
+            record_count: 10,
+            ..workload()
+        };
+        let config = RunConfig::new(Arrival::Open { rate: 100.0 }, Duration::from_secs(10));
+        let r = go(&target, &w, &config).await;
+        let slow = target.log().iter().filter(|(q, _)| q.keynum == 7).count() as u64;
+        assert!(slow > 50, "{slow}");
+        // ~10 % of the ops take 1 s, the rest 10 ms: the median is untouched.
+        let read = total(&r.report, "read");
+        assert!((10_000..=11_011).contains(&read.p50_us), "{}", read.p50_us);
+        assert!(
+            (1_000_000..=1_002_000).contains(&read.max_us),
+            "{}",
+            read.max_us
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn paced_loop_mean_inter_arrival_is_one_over_lambda() {
+        let target = Arc::new(Fake::new(Duration::ZERO));
+        let config = RunConfig::new(
+            Arrival::Paced {
+                threads: 2,
+                rate_per_thread: 15.0,
+            },
+            Duration::from_secs(200),
+        );
+        let r = go(&target, &workload(), &config).await;
+        let log = target.log();
+        for client in 0..2 {
+            let starts: Vec<Duration> = log
+                .iter()
+                .filter(|(q, _)| q.client == client)
+                .map(|(_, t)| *t)
+                .collect();
+            let gaps = starts.len() - 1;
+            let mean = (starts[gaps] - starts[0]).as_secs_f64() / gaps as f64;
+            // ~3000 gaps of Exp(1/15): the mean's σ is ~1.8 %; allow 8 %.
+            assert!((mean * 15.0 - 1.0).abs() < 0.08, "client {client}: {mean}");
+        }
+        assert_eq!(r.ops_started, log.len() as u64);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn warmup_is_excluded() {
+        let target = Arc::new(Fake::new(Duration::from_millis(10)));
+        let mut config = RunConfig::new(Arrival::Closed { threads: 1 }, Duration::from_secs(3));
+        config.warmup = Duration::from_secs(2);
+        let r = go(&target, &workload(), &config).await;
+        assert_eq!(r.ops_started, 500);
+        assert_eq!(r.report.warmup_excluded, 200);
+        assert_eq!(successes(&r.report), 300);
+        assert!((r.mean_throughput - 100.0).abs() < 1e-9);
+        assert_eq!(r.report.throughput_per_s[..2], [0, 0]);
+    }
+
+    fn sequences(log: &[(Request, Duration)]) -> Vec<(u32, u64, Op, u64)> {
+        let mut seq: Vec<_> = log
+            .iter()
+            .map(|(q, _)| (q.client, q.seq, q.op, q.keynum))
+            .collect();
+        seq.sort_unstable();
+        seq
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn same_seed_same_ops_and_keys() {
+        let mut runs = Vec::new();
+        for seed in [7, 7, 8] {
+            for arrival in [
+                Arrival::Closed { threads: 3 },
+                Arrival::Open { rate: 300.0 },
+            ] {
+                let target = Arc::new(Fake::new(Duration::from_millis(3)));
+                let mut config = RunConfig::new(arrival, Duration::from_secs(2));
+                config.seed = seed;
+                go(&target, &workload(), &config).await;
+                runs.push(sequences(&target.log()));
+            }
+        }
+        assert_eq!(runs[0], runs[2]);
+        assert_eq!(runs[1], runs[3]);
+        assert_ne!(runs[0], runs[4]);
+        assert_ne!(runs[1], runs[5]);
+        // Clients draw different sequences from one seed.
+        let keys =
+            |c: u32| -> Vec<u64> { runs[0].iter().filter(|s| s.0 == c).map(|s| s.3).collect() };
+        assert_ne!(keys(0), keys(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_are_counted_by_code() {
+        let mut fake = Fake::new(Duration::from_millis(10));
+        fake.fail_every = Some(10);
+        let target = Arc::new(fake);
+        let config = RunConfig::new(Arrival::Closed { threads: 2 }, Duration::from_secs(5));
+        let r = go(&target, &workload(), &config).await;
+        let failed = target
+            .log()
+            .iter()
+            .filter(|(q, _)| q.keynum.is_multiple_of(10))
+            .count() as u64;
+        assert!(failed > 0);
+        assert_eq!(r.report.errors_by_code.get("FAIL"), Some(&failed));
+        assert_eq!(successes(&r.report) + failed, r.ops_started);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn locality_drives_remote_share() {
+        let mut fake = Fake::new(Duration::from_millis(10));
+        fake.dcs = 2;
+        let target = Arc::new(fake);
+        let w = CoreWorkload {
+            locality: Some(0.9),
+            dcs: 2,
+            ..workload()
+        };
+        let config = RunConfig::new(Arrival::Closed { threads: 4 }, Duration::from_secs(20));
+        let r = go(&target, &w, &config).await;
+        let count = |scope| -> u64 {
+            r.report
+                .summaries
+                .iter()
+                .filter(|s| s.scope == scope)
+                .map(|s| s.count)
+                .sum()
+        };
+        let share = count(Scope::Remote) as f64 / count(Scope::Total) as f64;
+        assert!((share - 0.1).abs() < 0.015, "{share}");
+        // Clients are spread over both DCs.
+        let log = target.log();
+        assert!(log.iter().any(|(q, _)| q.dc == 0) && log.iter().any(|(q, _)| q.dc == 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_flight_cap_drops_and_counts() {
+        let target = Arc::new(Fake::new(Duration::from_secs(1)));
+        let mut config = RunConfig::new(Arrival::Open { rate: 100.0 }, Duration::from_secs(10));
+        config.max_in_flight = 10;
+        let r = go(&target, &workload(), &config).await;
+        // At most 10 ops per second get through; the other ~90 % are dropped, and said so.
+        assert!(r.ops_started <= 110, "{}", r.ops_started);
+        assert!(r.ops_dropped > 700, "{}", r.ops_dropped);
+        assert_eq!(r.report.errors_by_code.get(DROPPED), Some(&r.ops_dropped));
+        assert_eq!(successes(&r.report), r.ops_started);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn hung_ops_are_abandoned_after_the_drain() {
+        let mut fake = Fake::new(Duration::from_millis(10));
+        fake.slow_key = Some((0, Duration::from_secs(3600)));
+        let target = Arc::new(fake);
+        let w = CoreWorkload {
+            record_count: 2,
+            ..workload()
+        };
+        let mut config = RunConfig::new(Arrival::Closed { threads: 1 }, Duration::from_secs(5));
+        config.drain_timeout = Duration::from_secs(1);
+        let r = go(&target, &w, &config).await;
+        assert_eq!(r.ops_abandoned, 1);
+        assert_eq!(r.report.errors_by_code.get(ABANDONED), Some(&1));
+        assert_eq!(r.elapsed, Duration::from_secs(6));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn progress_reports_each_second() {
+        let target = Arc::new(Fake::new(Duration::from_millis(10)));
+        let mut config = RunConfig::new(Arrival::Closed { threads: 2 }, Duration::from_secs(5));
+        config.warmup = Duration::from_secs(2);
+        let mut seen = Vec::new();
+        run(Arc::clone(&target), &workload(), &config, |p| {
+            seen.push(p.clone())
+        })
+        .await
+        .unwrap();
+        // Ticks at 1 s, 2 s, … 7 s (the last one may race the end of the run).
+        assert!((6..=7).contains(&seen.len()), "{}", seen.len());
+        assert!(seen[0].warming_up && !seen[2].warming_up);
+        for (i, p) in seen[..6].iter().enumerate() {
+            assert_eq!(p.elapsed, Duration::from_secs(i as u64 + 1));
+            assert!((p.throughput - 200.0).abs() <= 2.0, "{p:?}");
+            // 10 ms in a 2-significant-digit histogram.
+            assert_eq!(p.p99_us / 1000, 10, "{p:?}");
+        }
+        assert!(seen[5].completed >= 1190, "{:?}", seen[5]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn invalid_configs_are_refused() {
+        let target = Arc::new(Fake::new(Duration::from_millis(10)));
+        let d = Duration::from_secs(1);
+        for (arrival, w) in [
+            (Arrival::Closed { threads: 0 }, workload()),
+            (Arrival::Open { rate: 0.0 }, workload()),
+            (
+                Arrival::Paced {
+                    threads: 1,
+                    rate_per_thread: f64::NAN,
+                },
+                workload(),
+            ),
+            (
+                Arrival::Closed { threads: 1 },
+                CoreWorkload {
+                    record_count: 0,
+                    ..workload()
+                },
+            ),
+        ] {
+            let config = RunConfig::new(arrival, d);
+            assert!(run(Arc::clone(&target), &w, &config, |_| {}).await.is_err());
+        }
+        assert!(target.log().is_empty());
+    }
+}
