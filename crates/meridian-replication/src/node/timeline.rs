@@ -645,15 +645,6 @@ impl EventualNode {
         for attempt in 0..2 {
             let r = if to.node == self.id() {
                 self.tl_serve_read(key, true, await_ver).await
-            } else if !self.is_up(to.node) {
-                Err(self.unavailable(
-                    key,
-                    to,
-                    pl,
-                    target,
-                    "the failure detector marks it down",
-                    false,
-                ))
             } else {
                 let msg = Msg::TlRead {
                     key: key.to_vec(),
@@ -780,11 +771,23 @@ impl EventualNode {
         }
     }
 
-    /// Sends `msg` to `ask.to` and returns the reply. A shed request is `overload`; a
+    /// Sends `msg` to `ask.to` and returns the reply. A target the detector marks down fails
+    /// at once, unsent. A shed request is `overload`; a
     /// transport failure is `master_unavailable` (`insert_arbiter_unavailable` when asking the
     /// arbiter), and for a write "may have applied": once the request left this node, a
     /// timeout or a peer that left after receiving it says nothing about the outcome.
     async fn tl_ask(&self, ask: &Ask<'_>, msg: Msg, timeout: Duration) -> Result<Msg> {
+        if !self.is_up(ask.to.node) {
+            // Fail fast; the request never left, so nothing can have applied.
+            return Err(self.unavailable(
+                ask.key,
+                ask.to,
+                ask.pl,
+                ask.target,
+                "the failure detector marks it down",
+                false,
+            ));
+        }
         match self
             .inner
             .transport
@@ -942,16 +945,6 @@ impl EventualNode {
     ) -> Result<(Record, ReplicaRef)> {
         if to.node == self.id() {
             return Box::pin(self.tl_master_write(key, op.clone(), hops, await_ver)).await;
-        }
-        if !self.is_up(to.node) {
-            return Err(self.unavailable(
-                key,
-                to,
-                pl,
-                target,
-                "the failure detector marks it down",
-                false,
-            ));
         }
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
         let msg = Msg::TlWrite {
