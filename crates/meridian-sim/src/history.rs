@@ -342,23 +342,44 @@ impl fmt::Display for Operation {
     }
 }
 
-/// A recorded history: the events in the order they were appended.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct History {
-    events: Vec<Event>,
-    /// One more than the largest invoked op id, for [`History::invoke`].
+/// An event of an [`EventLog`]: it may invoke an operation under an id.
+pub trait LogEvent {
+    /// The id this event invokes, if it is an invocation.
+    fn invoked(&self) -> Option<OpId>;
+}
+
+/// A recorded history: the events in the order they were appended, and the next fresh
+/// operation id. [`History`] (operations on eventual buckets) and
+/// [`TlHistory`](crate::checker::timeline::TlHistory) (timeline operations) are its two kinds;
+/// each adds its own `invoke`, `complete` and `operations`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventLog<E> {
+    events: Vec<E>,
+    /// One more than the largest invoked op id, for the next invocation.
     next_op: u64,
 }
 
-impl History {
+impl<E> Default for EventLog<E> {
+    fn default() -> Self {
+        EventLog {
+            events: Vec::new(),
+            next_op: 0,
+        }
+    }
+}
+
+/// A recorded history of operations on eventual buckets.
+pub type History = EventLog<Event>;
+
+impl<E: LogEvent> EventLog<E> {
     /// An empty history.
-    pub fn new() -> History {
-        History::default()
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// A history of these events (not validated; see [`History::operations`]).
-    pub fn from_events(events: Vec<Event>) -> History {
-        let mut history = History::new();
+    /// A history of these events (not validated; see the kinds' `operations`).
+    pub fn from_events(events: Vec<E>) -> Self {
+        let mut history = Self::new();
         for event in events {
             history.push(event);
         }
@@ -366,12 +387,12 @@ impl History {
     }
 
     /// The events, in append order.
-    pub fn events(&self) -> &[Event] {
+    pub fn events(&self) -> &[E] {
         &self.events
     }
 
     /// The events, by value.
-    pub fn into_events(self) -> Vec<Event> {
+    pub fn into_events(self) -> Vec<E> {
         self.events
     }
 
@@ -386,13 +407,29 @@ impl History {
     }
 
     /// Appends one event as is.
-    pub fn push(&mut self, event: Event) {
-        if let Event::Invoke { op_id, .. } = &event {
+    pub fn push(&mut self, event: E) {
+        if let Some(op_id) = event.invoked() {
             self.next_op = self.next_op.max(op_id.0.saturating_add(1));
         }
         self.events.push(event);
     }
 
+    /// The id the next invocation gets (ids increase from 0).
+    pub(crate) fn fresh_id(&self) -> OpId {
+        OpId(self.next_op)
+    }
+}
+
+impl LogEvent for Event {
+    fn invoked(&self) -> Option<OpId> {
+        match self {
+            Event::Invoke { op_id, .. } => Some(*op_id),
+            Event::Complete { .. } => None,
+        }
+    }
+}
+
+impl History {
     /// Records the invocation of `op` and returns its fresh id (ids increase from 0).
     pub fn invoke(
         &mut self,
@@ -402,7 +439,7 @@ impl History {
         op: Op,
         at: Micros,
     ) -> OpId {
-        let op_id = OpId(self.next_op);
+        let op_id = self.fresh_id();
         self.push(Event::Invoke {
             op_id,
             client,

@@ -590,21 +590,15 @@ impl Client {
     }
 
     async fn run(mut self, until: CancellationToken) {
-        let every = Duration::from_secs_f64(1.0 / self.cfg.rate.max(1e-6));
-        let mut next = Instant::now() + every.mul_f64(self.rng.random::<f64>());
-        loop {
-            tokio::select! {
-                biased;
-                _ = until.cancelled() => break,
-                _ = tokio::time::sleep_until(next) => {}
-            }
-            next += every;
+        let phase = self.rng.random::<f64>();
+        crate::workload::open_loop(self.cfg.rate, phase, until, || {
             let Some(node) = self.coordinator() else {
-                continue;
+                return;
             };
             let (key, plan) = self.plan();
             tokio::spawn(self.ctx.clone().execute(node, key, plan));
-        }
+        })
+        .await;
     }
 }
 

@@ -250,18 +250,10 @@ impl Client {
     }
 
     async fn run(mut self, until: CancellationToken) {
-        let every = Duration::from_secs_f64(1.0 / self.runner.cfg.rate.max(1e-6));
-        // Clients start spread over one period so they do not move in lockstep.
-        let mut next = Instant::now() + every.mul_f64(self.rng.random::<f64>());
-        loop {
-            tokio::select! {
-                biased;
-                _ = until.cancelled() => break,
-                _ = tokio::time::sleep_until(next) => {}
-            }
-            next += every;
+        let phase = self.rng.random::<f64>();
+        open_loop(self.runner.cfg.rate, phase, until, || {
             let Some(node) = self.coordinator() else {
-                continue;
+                return;
             };
             let (key, plan) = self.plan();
             tokio::spawn(
@@ -269,7 +261,30 @@ impl Client {
                     .clone()
                     .execute(self.id, self.dc, node, key, plan),
             );
+        })
+        .await;
+    }
+}
+
+/// A client's open loop: calls `start` (which starts one operation without waiting for it)
+/// every `1 / rate` seconds until `until` is cancelled, the first call after `phase` (in
+/// `[0, 1)`) of a period, so clients drawn with different phases do not move in lockstep.
+pub(crate) async fn open_loop(
+    rate: f64,
+    phase: f64,
+    until: CancellationToken,
+    mut start: impl FnMut(),
+) {
+    let every = Duration::from_secs_f64(1.0 / rate.max(1e-6));
+    let mut next = Instant::now() + every.mul_f64(phase);
+    loop {
+        tokio::select! {
+            biased;
+            _ = until.cancelled() => break,
+            _ = tokio::time::sleep_until(next) => {}
         }
+        next += every;
+        start();
     }
 }
 

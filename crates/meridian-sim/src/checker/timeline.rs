@@ -103,7 +103,9 @@
 use super::linearizability;
 use super::{Undecided, Verdict};
 use crate::error::Error;
-use crate::history::{ClientId, Event, History, Micros, Op, OpId, Outcome, Step, pair_steps};
+use crate::history::{
+    ClientId, Event, EventLog, History, LogEvent, Micros, Op, OpId, Outcome, Step, pair_steps,
+};
 use crate::text;
 use meridian_core::{DcId, Key, NodeId, Value};
 use std::collections::btree_map::Entry;
@@ -447,42 +449,18 @@ impl fmt::Display for TlOperation {
 }
 
 /// A recorded history of timeline operations: the events in the order they were appended.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TlHistory {
-    events: Vec<TlEvent>,
-    /// One more than the largest invoked op id, for [`TlHistory::invoke`].
-    next_op: u64,
+pub type TlHistory = EventLog<TlEvent>;
+
+impl LogEvent for TlEvent {
+    fn invoked(&self) -> Option<OpId> {
+        match self {
+            TlEvent::Invoke { op_id, .. } => Some(*op_id),
+            TlEvent::Complete { .. } => None,
+        }
+    }
 }
 
 impl TlHistory {
-    /// An empty history.
-    pub fn new() -> TlHistory {
-        TlHistory::default()
-    }
-
-    /// The events, in append order.
-    pub fn events(&self) -> &[TlEvent] {
-        &self.events
-    }
-
-    /// The number of events.
-    pub fn len(&self) -> usize {
-        self.events.len()
-    }
-
-    /// Whether there are no events.
-    pub fn is_empty(&self) -> bool {
-        self.events.is_empty()
-    }
-
-    /// Appends one event as is (validated by [`TlHistory::operations`]).
-    pub fn push(&mut self, event: TlEvent) {
-        if let TlEvent::Invoke { op_id, .. } = &event {
-            self.next_op = self.next_op.max(op_id.0.saturating_add(1));
-        }
-        self.events.push(event);
-    }
-
     /// Records the invocation of `op` and returns its fresh id (ids increase from 0).
     pub fn invoke(
         &mut self,
@@ -492,7 +470,7 @@ impl TlHistory {
         op: TlOp,
         at: Micros,
     ) -> OpId {
-        let op_id = OpId(self.next_op);
+        let op_id = self.fresh_id();
         self.push(TlEvent::Invoke {
             op_id,
             client,
@@ -516,7 +494,7 @@ impl TlHistory {
     /// that does not fit the operation (reads return [`TlResult::Read`], writes and deletes
     /// [`TlResult::Written`], TAS that or [`TlResult::Mismatch`]).
     pub fn operations(&self) -> Result<Vec<TlOperation>, Error> {
-        let steps = self.events.iter().map(|e| match e {
+        let steps = self.events().iter().map(|e| match e {
             TlEvent::Invoke {
                 op_id,
                 client,
