@@ -1617,7 +1617,14 @@ impl EventualNode {
             if c.after.is_none() {
                 c.pass_ok = true;
             }
-            (peers[c.peer % peers.len()], c.after.clone())
+            let peer = peers[c.peer % peers.len()];
+            if !self.is_up(peer) {
+                // Skip a peer that is down without scanning: its pass restarts when it is back.
+                c.peer = c.peer.wrapping_add(1);
+                c.after = None;
+                return Ok(0);
+            }
+            (peer, c.after.clone())
         };
         let (page, next) =
             self.inner
@@ -1643,10 +1650,6 @@ impl EventualNode {
                 }
             }
         };
-        if !self.is_up(peer) {
-            advance(false);
-            return Ok(0);
-        }
         let mut items = Vec::new();
         for (k, r) in &page {
             if self.tl_placement(k).is_ok_and(|pl| pl.holds(peer)) {
