@@ -19,4 +19,24 @@ pub enum BenchError {
         /// What is wrong.
         reason: String,
     },
+    /// A file or directory could not be read or written.
+    #[error("{path}: {reason}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The operating system's reason, and what to do.
+        reason: String,
+    },
+    /// A target (cluster, server) could not be reached or refused the benchmark's setup.
+    #[error("target: {reason}")]
+    Target {
+        /// What failed, and what to do.
+        reason: String,
+    },
+    /// A plot could not be drawn or written.
+    #[error("plot: {reason}")]
+    Plot {
+        /// What failed.
+        reason: String,
+    },
 }

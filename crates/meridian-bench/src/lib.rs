@@ -8,6 +8,9 @@
 //! | [`locality`] | home DCs of keys and a client's locality-biased key choice |
 //! | [`runner`] | the load generator: closed, paced and open-loop arrivals against a [`runner::Target`] |
 //! | [`stats`] | HDR latency statistics per operation and local/remote, percentiles, JSON/CSV |
+//! | [`experiment`] | design files, resumable factorial runs and their reports |
+//! | [`plot`] | PNG and SVG plots: latency CDFs, box plots, throughput over time |
+//! | [`resp`] | a pipelined RESP client target: any Redis-protocol server |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
 //! | [`error`] | [`BenchError`], the crate's one error type |
 //!
@@ -16,8 +19,11 @@
 
 pub mod doe;
 pub mod error;
+pub mod experiment;
 pub mod generator;
 pub mod locality;
+pub mod plot;
+pub mod resp;
 pub mod runner;
 pub mod stats;
 pub mod workload;

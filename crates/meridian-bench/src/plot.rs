@@ -1,0 +1,1 @@
+//! Plots drawn by the tool itself, as PNG and SVG.

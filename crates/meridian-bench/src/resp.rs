@@ -1,0 +1,1 @@
+//! A pipelined RESP client [`crate::runner::Target`]: drives any Redis-protocol server.
