@@ -283,6 +283,11 @@ pub struct PutResult {
     pub context: Vec<u8>,
     /// The coordinator's live values after the write, when `return_body` was set.
     pub values: Option<Vec<Vec<u8>>>,
+    /// Whether the write's critical path crossed a DC boundary: it was forwarded to a
+    /// coordinator in another DC, or the acknowledgement that completed the write quorum came
+    /// from another DC (spec `experiments.md` §3, "local vs remote").
+    #[serde(default)]
+    pub remote: bool,
 }
 
 /// Counters of one node (the spec's metrics, not yet exported).
@@ -1197,6 +1202,12 @@ impl EventualNode {
     /// error (`insufficient_vnodes`, `pr_val_unsatisfied`, `r_val_unsatisfied`, `overload`,
     /// `timeout` naming the replicas that did not answer, ...).
     pub async fn get(&self, key: &[u8], opts: GetOptions) -> Result<GetResult> {
+        self.get_with_path(key, opts).await.map(|(r, _)| r)
+    }
+
+    /// [`Self::get`], also saying whether the read's critical path crossed a DC boundary:
+    /// the reply that completed the read quorum came from another DC.
+    pub async fn get_with_path(&self, key: &[u8], opts: GetOptions) -> Result<(GetResult, bool)> {
         if is_reserved_key(key) {
             return Err(ReplicationError::ReservedKey);
         }
@@ -1251,6 +1262,9 @@ impl EventualNode {
         let mut tally = GetTally::new(gp, apl.len() as u32);
         let mut replies: Vec<(ApEntry, Option<Object>)> = Vec::new();
         let mut answered: Vec<NodeId> = Vec::new();
+        // The tally is decided by the last answer counted, so its DC says where the read
+        // waited.
+        let mut remote;
         let outcome = loop {
             let next = tokio::select! {
                 biased;
@@ -1272,6 +1286,7 @@ impl EventualNode {
                 return Err(err);
             };
             answered.push(e.node);
+            remote = e.dc != self.dc();
             let counts_ok = match a {
                 Ok(Some(o)) => {
                     tally.ok(e.is_primary(), o.is_tombstone_only());
@@ -1363,7 +1378,7 @@ impl EventualNode {
             }
             node.read_repair(&key, &replies, &extra, allow_mult);
         });
-        result
+        result.map(|r| (r, remote))
     }
 
     /// Read repair (§8): sends the merge of every object received (`extra`: from previous
@@ -1491,12 +1506,7 @@ impl EventualNode {
             if forwarded {
                 return Err(no_coordinator);
             }
-            let Some(target) = apl
-                .entries()
-                .iter()
-                .find(|e| e.is_primary())
-                .map(|e| e.node)
-            else {
+            let Some(target) = apl.entries().iter().find(|e| e.is_primary()).copied() else {
                 return Err(no_coordinator);
             };
             return self
@@ -1525,6 +1535,9 @@ impl EventualNode {
         }
         let mut tally = PutTally::new(pp, apl.len() as u32);
         tally.w_ack(me, self.dc());
+        // The outcome is checked after every answer, so the last ack's DC says where the
+        // write waited.
+        let mut remote = false;
         tally.dw_ack(true);
         let mut answered = vec![me];
         // During an ownership handoff the write must also reach a write quorum of the key's
@@ -1602,6 +1615,7 @@ impl EventualNode {
             answered.push(e.node);
             match a {
                 Ok(durable) => {
+                    remote = e.dc != self.dc();
                     tally.w_ack(e.node, e.dc);
                     if durable {
                         tally.dw_ack(e.is_primary());
@@ -1616,13 +1630,14 @@ impl EventualNode {
             values: opts
                 .return_body
                 .then(|| object.values().map(|v| v.to_vec()).collect()),
+            remote,
         })
     }
 
     #[allow(clippy::too_many_arguments)]
     async fn forward(
         &self,
-        target: NodeId,
+        target: ApEntry,
         key: &[u8],
         content: Content,
         context: &[u8],
@@ -1646,8 +1661,13 @@ impl EventualNode {
             context: context.to_vec(),
             opts,
         };
+        let target_remote = target.dc != self.dc();
+        let target = target.node;
         match self.inner.transport.request(target, msg, timeout).await {
-            Ok(Msg::ForwardReply(r)) => r,
+            Ok(Msg::ForwardReply(r)) => r.map(|mut r| {
+                r.remote |= target_remote;
+                r
+            }),
             Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
             Ok(other) => Err(ReplicationError::ForwardFailed {
                 node: target,

@@ -807,3 +807,60 @@ async fn quorum_fanout_asks_r_replicas_and_hedges_after_hedge_ms() {
         t.elapsed()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_critical_path_says_whether_a_request_crossed_dcs() {
+    let c = Cluster::start(12, Duration::from_secs(10)).await;
+    let in_dc = |ps: &[NodeId], dc: u32| ps.iter().filter(|&&n| dc_of(n) == DcId(dc)).count();
+    // Two replicas in DC 0 and one in DC 1 (the study's 2+1 split).
+    let key = key_where(&c, "default:path", |ps| {
+        in_dc(ps, 0) == 2 && in_dc(ps, 1) == 1
+    });
+    let dc0 = *c
+        .primaries(&key)
+        .iter()
+        .find(|&&n| dc_of(n) == DcId(0))
+        .unwrap();
+    let dc1 = *c
+        .primaries(&key)
+        .iter()
+        .find(|&&n| dc_of(n) == DcId(1))
+        .unwrap();
+    // dw = 1 as in the study (§9): the durable quorum would otherwise wait for a second ack.
+    let w = |n| {
+        put_opts(move |p| {
+            p.w = Some(Quorum::Count(n));
+            p.dw = Some(Quorum::Count(1));
+        })
+    };
+    let r = |n| get_opts(move |p| p.r = Some(Quorum::Count(n)));
+
+    // W=1 and W=2 from DC 0 are answered inside DC 0; W=3 waits for DC 1.
+    for (n, remote) in [(1, false), (2, false), (3, true)] {
+        let put = c.node(dc0).put(&key, b("v"), None, w(n)).await.unwrap();
+        assert_eq!(put.remote, remote, "W={n} coordinated in DC 0");
+        let (_, path) = c.node(dc0).get_with_path(&key, r(n)).await.unwrap();
+        assert_eq!(path, remote, "R={n} coordinated in DC 0");
+    }
+    // From DC 1, W=1 and R=1 stay local; W=2 and R=2 need DC 0.
+    for (n, remote) in [(1, false), (2, true)] {
+        let put = c.node(dc1).put(&key, b("v"), None, w(n)).await.unwrap();
+        assert_eq!(put.remote, remote, "W={n} coordinated in DC 1");
+        let (_, path) = c.node(dc1).get_with_path(&key, r(n)).await.unwrap();
+        assert_eq!(path, remote, "R={n} coordinated in DC 1");
+    }
+    // A write sent to a DC-1 node that is not a replica is forwarded within DC 1, or crosses.
+    let non_replica = (1..=6)
+        .map(NodeId)
+        .find(|n| dc_of(*n) == DcId(1) && !c.primaries(&key).contains(n))
+        .unwrap();
+    let put = c
+        .node(non_replica)
+        .put(&key, b("v"), None, w(1))
+        .await
+        .unwrap();
+    assert!(
+        !put.remote,
+        "forwarded to the DC-1 replica, acknowledged there"
+    );
+}
