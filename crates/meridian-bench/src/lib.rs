@@ -11,12 +11,16 @@
 //! | [`experiment`] | design files, resumable factorial runs and their reports |
 //! | [`plot`] | PNG and SVG plots: latency CDFs, box plots, throughput over time |
 //! | [`resp`] | a pipelined RESP client target: any Redis-protocol server |
+//! | [`cell`] | one cell on a Meridian cluster: load, timeline warm-up, measurement |
+//! | [`cluster`] | the study's consistency modes on the embedded (real-time) or simulated (virtual-time) cluster |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
 //! | [`error`] | [`BenchError`], the crate's one error type |
 //!
 //! Everything here is deterministic given its seed: no global randomness, and no OS clock (the
 //! runner's time is tokio's, so it runs in real time or under a paused, virtual clock).
 
+pub mod cell;
+pub mod cluster;
 pub mod doe;
 pub mod error;
 pub mod experiment;

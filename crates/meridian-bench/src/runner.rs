@@ -32,7 +32,9 @@
 //! A target must take non-zero (virtual) time or yield to a timer: under a paused clock a
 //! closed loop against a target that never waits would never see time advance.
 
+use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -146,6 +148,9 @@ pub struct RunConfig {
     pub max_in_flight: usize,
     /// How long ops still running at the run's end may take before being abandoned.
     pub drain_timeout: Duration,
+    /// YCSB's `operationcount`: no op starts once this many have started (warm-up
+    /// included); `None`, or 0, runs for the whole duration.
+    pub max_ops: Option<u64>,
 }
 
 impl RunConfig {
@@ -158,6 +163,7 @@ impl RunConfig {
             seed: 0,
             max_in_flight: 10_000,
             drain_timeout: Duration::from_secs(10),
+            max_ops: None,
         }
     }
 
@@ -395,9 +401,31 @@ struct Counters {
     max_lag: Duration,
 }
 
+/// The ops left to start under [`RunConfig::max_ops`], shared by every client.
+struct OpBudget {
+    left: Option<AtomicU64>,
+}
+
+impl OpBudget {
+    fn new(max_ops: Option<u64>) -> Self {
+        OpBudget {
+            left: max_ops.filter(|&n| n > 0).map(AtomicU64::new),
+        }
+    }
+
+    /// Takes one op from the budget; false once it is spent.
+    fn take(&self) -> bool {
+        self.left.as_ref().is_none_or(|left| {
+            left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                .is_ok()
+        })
+    }
+}
+
 /// Everything an op needs to execute and record itself.
 struct OpContext<T> {
     target: Arc<T>,
+    budget: Arc<OpBudget>,
     stats: Shared,
     start: Instant,
     abandon_at: Instant,
@@ -409,6 +437,7 @@ impl<T> Clone for OpContext<T> {
     fn clone(&self) -> Self {
         OpContext {
             target: Arc::clone(&self.target),
+            budget: Arc::clone(&self.budget),
             stats: Arc::clone(&self.stats),
             start: self.start,
             abandon_at: self.abandon_at,
@@ -494,6 +523,9 @@ async fn closed_client<T: Target>(
         if now >= end {
             break;
         }
+        if !ctx.budget.take() {
+            break;
+        }
         let request = source.next();
         counters.started += 1;
         if execute_and_record(&ctx, request, now).await {
@@ -531,6 +563,9 @@ async fn open_client<T: Target>(
             counters.late += 1;
         }
         counters.max_lag = counters.max_lag.max(lag);
+        if !ctx.budget.take() {
+            break;
+        }
         // The request is drawn even when dropped: the op/key sequence stays seed-determined.
         let request = source.next();
         let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
@@ -618,6 +653,7 @@ where
     let start = Instant::now();
     let end = start + config.warmup + config.duration;
     let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
+    let budget = Arc::new(OpBudget::new(config.max_ops));
     let mut all_stats = Vec::with_capacity(sources.len());
     let mut tasks: JoinSet<Counters> = JoinSet::new();
     for source in sources {
@@ -625,6 +661,7 @@ where
         all_stats.push(Arc::clone(&stats));
         let ctx = OpContext {
             target: Arc::clone(&target),
+            budget: Arc::clone(&budget),
             stats,
             start,
             abandon_at: end + config.drain_timeout,
@@ -679,7 +716,8 @@ where
     }
     Ok(RunResult {
         report: merged.report(),
-        mean_throughput: merged.mean_throughput(config.warmup + config.duration),
+        // A run cut short by `max_ops` is measured up to its last op.
+        mean_throughput: merged.mean_throughput(elapsed.min(config.warmup + config.duration)),
         ops_started: totals.started,
         ops_dropped: totals.dropped,
         ops_abandoned: totals.abandoned,
@@ -687,6 +725,114 @@ where
         max_start_lag: totals.max_lag,
         elapsed,
     })
+}
+
+/// What a load phase did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadResult {
+    /// Records inserted.
+    pub inserted: u64,
+    /// Records that could not be inserted after [`LOAD_ATTEMPTS`] attempts, by the last
+    /// attempt's error code.
+    pub failed: BTreeMap<String, u64>,
+    /// Wall (or virtual) time the load took.
+    pub elapsed: Duration,
+}
+
+/// Attempts per record in a load phase: a record missing after the load would turn every
+/// later read of it into an error, so a transient failure is retried.
+pub const LOAD_ATTEMPTS: u32 = 3;
+
+/// YCSB's load phase: inserts records `0..recordcount` once each with `threads` clients in
+/// a closed loop. Record `i` is inserted by a client of its home DC (`i mod dcs`), so a
+/// timeline key starts mastered by its insert arbiter as in the study. `progress(done,
+/// total)` is called about once per second.
+///
+/// # Errors
+/// [`BenchError`] if the workload is invalid or `threads` is 0.
+pub async fn load<T: Target>(
+    target: Arc<T>,
+    workload: &CoreWorkload,
+    threads: u32,
+    mut progress: impl FnMut(u64, u64) + Send,
+) -> Result<LoadResult, BenchError> {
+    workload.validate()?;
+    if threads == 0 {
+        return Err(BenchError::InvalidDesign {
+            reason: "the load phase needs at least one thread".into(),
+        });
+    }
+    let total = workload.record_count;
+    let dcs = workload.dcs.max(1);
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks: JoinSet<(u64, BTreeMap<String, u64>)> = JoinSet::new();
+    for t in 0..u64::from(threads) {
+        let (target, done, workload) = (Arc::clone(&target), Arc::clone(&done), workload.clone());
+        tasks.spawn(async move {
+            let (mut inserted, mut failed) = (0, BTreeMap::new());
+            let mut keynum = t;
+            let mut seq = 0;
+            while keynum < total {
+                let mut last = String::new();
+                for _ in 0..LOAD_ATTEMPTS {
+                    let request = Request {
+                        op: Op::Insert,
+                        keynum,
+                        key: workload.key_name(keynum).into_bytes(),
+                        payload: Payload::Value(workload.value(keynum, 0)),
+                        dc: home_dc(keynum, dcs),
+                        client: t as u32,
+                        seq,
+                    };
+                    seq += 1;
+                    match target.execute(request).await {
+                        Ok(_) => {
+                            last.clear();
+                            break;
+                        }
+                        Err(code) => last = code,
+                    }
+                }
+                if last.is_empty() {
+                    inserted += 1;
+                } else {
+                    *failed.entry(last).or_insert(0) += 1;
+                }
+                done.fetch_add(1, Ordering::Relaxed);
+                keynum += u64::from(threads);
+            }
+            (inserted, failed)
+        });
+    }
+    let mut result = LoadResult {
+        inserted: 0,
+        failed: BTreeMap::new(),
+        elapsed: Duration::ZERO,
+    };
+    let mut next_tick = start + PROGRESS_INTERVAL;
+    loop {
+        tokio::select! {
+            biased;
+            finished = tasks.join_next() => match finished {
+                Some(Ok((inserted, failed))) => {
+                    result.inserted += inserted;
+                    for (code, n) in failed {
+                        *result.failed.entry(code).or_insert(0) += n;
+                    }
+                }
+                Some(Err(e)) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                Some(Err(_)) => {}
+                None => break,
+            },
+            () = tokio::time::sleep_until(next_tick) => {
+                progress(done.load(Ordering::Relaxed), total);
+                next_tick += PROGRESS_INTERVAL;
+            }
+        }
+    }
+    result.elapsed = Instant::now() - start;
+    Ok(result)
 }
 
 /// Sums the clients' live figures and resets their interval histograms: one small histogram
@@ -1116,5 +1262,69 @@ mod tests {
             assert!(run(Arc::clone(&target), &w, &config, |_| {}).await.is_err());
         }
         assert!(target.log().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn operationcount_stops_the_run_after_that_many_ops() {
+        let fake = Arc::new(Fake::new(Duration::from_millis(1)));
+        let mut config = RunConfig::new(Arrival::Closed { threads: 4 }, Duration::from_secs(60));
+        config.max_ops = Some(500);
+        let r = go(&fake, &workload(), &config).await;
+        assert_eq!(r.ops_started, 500);
+        assert_eq!(fake.log().len(), 500);
+        assert_eq!(successes(&r.report), 500);
+        // 4 threads × 1 ms per op: 125 ms, not the 60 s duration; throughput over that span.
+        assert!(r.elapsed < Duration::from_secs(1), "{:?}", r.elapsed);
+        assert!(r.mean_throughput > 1000.0, "{}", r.mean_throughput);
+
+        let mut open = RunConfig::new(Arrival::Open { rate: 1000.0 }, Duration::from_secs(60));
+        open.max_ops = Some(300);
+        let r = go(
+            &Arc::new(Fake::new(Duration::from_millis(1))),
+            &workload(),
+            &open,
+        )
+        .await;
+        assert_eq!(r.ops_started, 300);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn load_inserts_every_record_once_from_its_home_dc() {
+        let mut fake = Fake::new(Duration::from_millis(2));
+        fake.dcs = 2;
+        fake.fail_every = Some(97);
+        let fake = Arc::new(fake);
+        let mut w = workload();
+        w.dcs = 2;
+        let mut ticks = 0;
+        let r = load(Arc::clone(&fake), &w, 2, |done, total| {
+            assert!(done <= total);
+            ticks += 1;
+        })
+        .await
+        .unwrap();
+        let log = fake.log();
+        let mut keys: Vec<u64> = log.iter().map(|(q, _)| q.keynum).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(
+            keys,
+            (0..1000).collect::<Vec<_>>(),
+            "every record, none else"
+        );
+        assert!(
+            log.iter()
+                .all(|(q, _)| q.op == Op::Insert && q.dc == home_dc(q.keynum, 2))
+        );
+        // Keys 0, 97, ... always fail: tried LOAD_ATTEMPTS times, then counted.
+        let failing = (0..1000u64).filter(|k| k % 97 == 0).count() as u64;
+        assert_eq!(r.failed.get("FAIL"), Some(&failing));
+        assert_eq!(r.inserted, 1000 - failing);
+        assert_eq!(
+            log.len() as u64,
+            1000 - failing + failing * u64::from(LOAD_ATTEMPTS)
+        );
+        assert!(ticks >= 1, "progress was reported");
+        assert!(load(fake, &w, 0, |_, _| {}).await.is_err());
     }
 }

@@ -49,6 +49,9 @@ pub struct SimConfig {
     pub jitter: f64,
     /// One-way latency inside a DC.
     pub lan_latency: Duration,
+    /// Jitter of the intra-DC links (fraction of the latency; the spec's LAN is 167 µs RTT
+    /// with 90 µs of jitter, 0.54).
+    pub lan_jitter: f64,
     /// Each disk's fsync policy.
     pub sync: SyncPolicy,
     /// Heartbeat period.
@@ -72,6 +75,7 @@ impl Default for SimConfig {
             wan_latency: Duration::from_millis(100),
             jitter: 0.0,
             lan_latency: Duration::from_millis(1),
+            lan_jitter: 0.0,
             sync: SyncPolicy::Always,
             heartbeat: Duration::from_millis(500),
             handoff: Duration::from_secs(2),
@@ -143,7 +147,7 @@ impl SimCluster {
             .collect();
         let emulator = WanEmulator::new(WanConfig {
             seed: cfg.seed,
-            intra_dc: LinkConfig::wan(cfg.lan_latency * 2, 0.0),
+            intra_dc: LinkConfig::wan(cfg.lan_latency * 2, cfg.lan_jitter),
             inter_dc: LinkConfig::wan(cfg.wan_latency * 2, cfg.jitter),
             nodes: records
                 .iter()
