@@ -34,8 +34,8 @@ pub use anova::{
 };
 pub use report::{PlotFn, SUPPRESS_BELOW, render_summary, write_report};
 pub use run::{
-    DesignRun, Event, Executor, RunFailure, RunOptions, RunOutcome, RunRecord, percentiles_csv,
-    run_design, run_design_with,
+    DesignRun, Event, Executor, RunFailure, RunOptions, RunOutcome, RunRecord, load_records,
+    percentiles_csv, run_design, run_design_with, write_atomic,
 };
 
 use std::collections::BTreeMap;

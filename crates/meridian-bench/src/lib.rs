@@ -8,7 +8,9 @@
 //! | [`locality`] | home DCs of keys and a client's locality-biased key choice |
 //! | [`runner`] | the load generator: closed, paced and open-loop arrivals against a [`runner::Target`] |
 //! | [`stats`] | HDR latency statistics per operation and local/remote, percentiles, JSON/CSV |
+//! | [`executor`] | design runs as cells on Meridian clusters (parameter names and defaults) |
 //! | [`experiment`] | design files, resumable factorial runs and their reports |
+//! | [`output`] | what runs leave on disk: reports, settings and the choice of plots |
 //! | [`plot`] | PNG and SVG plots: latency CDFs, box plots, throughput over time |
 //! | [`resp`] | a pipelined RESP client target: any Redis-protocol server |
 //! | [`cell`] | one cell on a Meridian cluster: load, timeline warm-up, measurement |
@@ -23,9 +25,11 @@ pub mod cell;
 pub mod cluster;
 pub mod doe;
 pub mod error;
+pub mod executor;
 pub mod experiment;
 pub mod generator;
 pub mod locality;
+pub mod output;
 pub mod plot;
 pub mod resp;
 pub mod runner;

@@ -230,6 +230,8 @@ pub struct Progress {
 pub struct RunResult {
     /// The statistics of the measured phase.
     pub report: stats::Report,
+    /// The merged samples the report was made from (histograms for CDF plots).
+    pub recorder: Recorder,
     /// Successful ops per second over the measured phase.
     pub mean_throughput: f64,
     /// Ops handed to the target (warm-up included).
@@ -714,10 +716,13 @@ where
     for stats in &all_stats {
         merged.merge(&lock(stats).recorder)?;
     }
+    let report = merged.report();
+    // A run cut short by `max_ops` is measured up to its last op.
+    let mean_throughput = merged.mean_throughput(elapsed.min(config.warmup + config.duration));
     Ok(RunResult {
-        report: merged.report(),
-        // A run cut short by `max_ops` is measured up to its last op.
-        mean_throughput: merged.mean_throughput(elapsed.min(config.warmup + config.duration)),
+        report,
+        recorder: merged,
+        mean_throughput,
         ops_started: totals.started,
         ops_dropped: totals.dropped,
         ops_abandoned: totals.abandoned,

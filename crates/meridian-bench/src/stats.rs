@@ -201,7 +201,7 @@ fn csv_field(s: &str) -> String {
 /// Collects one run's (or one thread's) samples; see the module header for the guarantees.
 ///
 /// Recording a sample of an op and error code already seen allocates nothing.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Recorder {
     warmup_end: Duration,
     warmup_excluded: u64,
@@ -210,7 +210,7 @@ pub struct Recorder {
 }
 
 /// One op's samples, indexed by [`Locality`] (`Local` = 0, `Remote` = 1).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct OpStats {
     histograms: [Option<Histogram<u64>>; 2],
     /// Error code → count.

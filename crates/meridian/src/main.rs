@@ -1,6 +1,9 @@
 //! `meridian`: the command line. Thin by design: every subcommand is a call into a library.
 
+mod bench_cmd;
 mod ctl_cmd;
+mod demo_cmd;
+mod experiment_cmd;
 mod node_cmd;
 mod sim_cmd;
 mod up_cmd;
@@ -29,6 +32,16 @@ enum Command {
     /// Run the deterministic simulator: the real cluster in virtual time under a seeded
     /// fault schedule, judged by the consistency checkers (one seed, or a sweep).
     Sim(Box<sim_cmd::SimArgs>),
+    /// Start the embedded 2-DC cluster, run a short mixed workload in each consistency mode
+    /// and print how local and remote latencies compare (plots in `results/demo`).
+    Demo(Box<demo_cmd::DemoArgs>),
+    /// Benchmark one YCSB workload against the embedded cluster, the simulated cluster in
+    /// virtual time or any RESP server: HDR percentiles per op and local/remote, JSON, CSV
+    /// and plots.
+    Bench(Box<bench_cmd::BenchArgs>),
+    /// Run a design file's factorial experiment (resumable) and write its report:
+    /// percentiles, allocation of variation, confidence intervals and box plots.
+    Experiment(Box<experiment_cmd::ExperimentArgs>),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -38,5 +51,8 @@ fn main() -> anyhow::Result<()> {
         Command::Up(args) => up_cmd::run(*args),
         Command::Ctl(args) => ctl_cmd::run(*args),
         Command::Sim(args) => sim_cmd::run_cmd(*args),
+        Command::Demo(args) => demo_cmd::run(*args),
+        Command::Bench(args) => bench_cmd::run(*args),
+        Command::Experiment(args) => experiment_cmd::run(*args),
     }
 }

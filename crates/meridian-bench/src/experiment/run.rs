@@ -130,7 +130,7 @@ fn io_err(path: &Path, what: &str, e: impl std::fmt::Display) -> BenchError {
 
 /// Writes `content` to `path` via a temporary sibling and a rename, so readers see either
 /// the old file or the whole new one.
-pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> Result<(), BenchError> {
+pub fn write_atomic(path: &Path, content: &[u8]) -> Result<(), BenchError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -143,6 +143,16 @@ pub(crate) fn write_atomic(path: &Path, content: &[u8]) -> Result<(), BenchError
 
 fn create_dir(path: &Path) -> Result<(), BenchError> {
     std::fs::create_dir_all(path).map_err(|e| io_err(path, "cannot create the directory", e))
+}
+
+/// The records of every finished run of `design` in `dir`, in run order (for a report
+/// without running anything).
+pub fn load_records(design: &Design, dir: &Path) -> Vec<RunRecord> {
+    design
+        .runs()
+        .iter()
+        .filter_map(|run| load_done(&dir.join(run.rel_dir()), run))
+        .collect()
 }
 
 /// Loads a finished run's record, if `result.json` exists, parses and is for `run`.

@@ -642,7 +642,10 @@ impl EventualNode {
         };
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
         let mut to = target.replica();
+        // A stale master in another DC that redirects to one in ours still cost a WAN trip.
+        let mut crossed = false;
         for attempt in 0..2 {
+            crossed |= to.dc != self.dc();
             let r = if to.node == self.id() {
                 self.tl_serve_read(key, true, await_ver).await
             } else {
@@ -672,7 +675,7 @@ impl EventualNode {
                     return Ok(TlReadResult {
                         record,
                         served_by: to.node,
-                        remote: to.dc != self.dc(),
+                        remote: crossed,
                     });
                 }
                 Err(ReplicationError::NotMaster { hint, await_ver: v }) if attempt == 0 => {

@@ -1,0 +1,120 @@
+//! `meridian experiment PLAN.toml`: runs a design file's factorial runs on Meridian clusters
+//! (resumable: finished runs are kept), then writes `summary.md` with per-run percentiles,
+//! the allocation of variation, CVs, confidence intervals and box plots.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use meridian_bench::cell::Clock;
+use meridian_bench::executor::ClusterExecutor;
+use meridian_bench::experiment::{
+    Design, DesignRun, Event, RunOptions, analyze_design, load_records, run_design_with,
+    write_report,
+};
+use meridian_bench::output;
+
+use crate::bench_cmd::{Display, host_settings};
+
+/// Arguments of `meridian experiment`.
+#[derive(Args, Debug)]
+pub struct ExperimentArgs {
+    /// The design file (TOML: `design`, `factors`, `fixed`, `load`, `phases`, `wan`).
+    plan: PathBuf,
+    /// Results directory (default `results/<design name>`); runs already there are skipped.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The clock of runs whose design does not set `clock`.
+    #[arg(long, default_value = "virtual", value_parser = ["virtual", "real"])]
+    clock: String,
+    /// Reuse an output directory made by a different design (its runs are redone).
+    #[arg(long)]
+    force: bool,
+    /// Only rewrite the report from the results already in the directory.
+    #[arg(long)]
+    report_only: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs `meridian experiment`.
+pub fn run(args: ExperimentArgs) -> Result<()> {
+    let design = Design::load(&args.plan)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join(design.display_name()));
+    let clock = if args.clock == "real" {
+        Clock::Real
+    } else {
+        Clock::Virtual
+    };
+    let total = design.runs().len();
+    let display = Mutex::new(Display::new(args.quiet, 1.0));
+    let run = {
+        let mut executor = ClusterExecutor {
+            default_clock: clock,
+            host: host_settings(),
+            on_phase: Box::new(|p| display.lock().expect("display").phase(p)),
+            progress: Box::new(|p| display.lock().expect("display").progress(p)),
+        };
+        let mut on_event = |e: Event| {
+            let d = display.lock().expect("display");
+            match e {
+                Event::Starting { run, index, .. } => {
+                    d.finish();
+                    eprintln!("[{}/{total}] {}", index + 1, run.label());
+                }
+                Event::Skipped { run } => eprintln!("  done already: {}", run.label()),
+                Event::Finished { run, elapsed_s } => {
+                    d.finish();
+                    eprintln!("  finished {} ({elapsed_s:.1} s measured)", run.label());
+                }
+                Event::Failed { run, error } => {
+                    d.finish();
+                    eprintln!("  FAILED {}: {error}", run.label());
+                }
+            }
+        };
+        let options = RunOptions { force: args.force };
+        if args.report_only {
+            let records = load_records(&design, &out);
+            let skipped = records.len();
+            DesignRun {
+                records,
+                failures: Vec::new(),
+                executed: 0,
+                skipped,
+            }
+        } else {
+            run_design_with(&design, &out, &mut executor, &mut on_event, options)?
+        }
+    };
+    display.lock().expect("display").finish();
+    let analysis = analyze_design(&design, &run.records)?;
+    let summary = write_report(
+        &design,
+        &run.records,
+        &analysis,
+        &out,
+        &output::design_plots,
+    )
+    .context("writing the report")?;
+    println!(
+        "{} runs done ({} this time, {} kept), {} failed; report: {}",
+        run.records.len(),
+        run.executed,
+        run.skipped,
+        run.failures.len(),
+        summary.display()
+    );
+    if !run.failures.is_empty() {
+        anyhow::bail!(
+            "{} runs failed (see error.txt in their directories); run the same command again to retry them",
+            run.failures.len()
+        );
+    }
+    Ok(())
+}
