@@ -12,6 +12,8 @@
 //! Guarantees:
 //! - A client of DC `d` sends every request to a node of DC `d` (round-robin by client), as
 //!   the study's benchmark instances talked only to their own DC.
+//! - In virtual time each request first pays the client's LAN round trip to its coordinator
+//!   ([`NodeTarget::with_client_hop`]); the real-time embedded cluster is called in process.
 //! - Each op's `remote` flag is the coordinator's: the node reports whether the op's critical
 //!   path crossed a DC boundary.
 //! - Errors become short codes ([`ReplicationError::code`], e.g. `timeout`,
@@ -219,6 +221,7 @@ impl ClusterSpec {
 pub struct NodeTarget {
     dc_nodes: Arc<Vec<Vec<EventualNode>>>,
     mode: Mode,
+    client_hop: Option<Duration>,
 }
 
 impl NodeTarget {
@@ -232,7 +235,17 @@ impl NodeTarget {
         Ok(NodeTarget {
             dc_nodes: Arc::new(dc_nodes),
             mode,
+            client_hop: None,
         })
+    }
+
+    /// Makes every request first wait `rtt`: the client's round trip to its coordinator,
+    /// which the geo study's benchmark machines paid over the LAN. The virtual cluster needs
+    /// it: without it a request served by the coordinator's own replica takes no virtual
+    /// time at all, and a closed loop of such requests would never let time advance.
+    pub fn with_client_hop(mut self, rtt: Duration) -> Self {
+        self.client_hop = Some(rtt);
+        self
     }
 
     /// The nodes of every DC.
@@ -340,6 +353,9 @@ fn code(e: &ReplicationError) -> String {
 
 impl Target for NodeTarget {
     async fn execute(&self, request: Request) -> Result<Outcome, String> {
+        if let Some(rtt) = self.client_hop {
+            tokio::time::sleep(rtt).await;
+        }
         let node = self.coordinator(request.dc, request.client);
         let key = bucket_key(&request.key);
         let remote = match (request.op, request.payload) {
@@ -466,7 +482,8 @@ impl VirtualCluster {
                 }
             }
         }
-        let target = NodeTarget::new(dc_nodes, spec.mode)?;
+        // Tokio's timers tick every millisecond, so the LAN round trip costs 1 virtual ms.
+        let target = NodeTarget::new(dc_nodes, spec.mode)?.with_client_hop(lan.rtt);
         Ok(VirtualCluster { cluster, target })
     }
 

@@ -15,7 +15,7 @@
 //! | `objects`, `value_bytes`, `rw`, `popularity`, `locality` | workload (`rw` = `"2:1"` reads:updates; `popularity` = a YCSB `requestdistribution` or `pareto`) | 10 000, 500, `"2:1"`, `uniform`, 0.5 |
 //! | `generator`, `threads`, `rate_per_thread`, `rate` | arrivals: `paced` (threads × λ), `max` (closed loop), `open` (Poisson at `rate` ops/s) | `paced`, 64, 15 |
 //! | `measure_s`, `warmup_s` | measured phase and its excluded start | 60, 5 |
-//! | `load_threads`, `warmup_passes`, `warmup_until` | load, and the timeline warm-up (passes at most, stop below this migration fraction) | 64, 15, 0.01 |
+//! | `load_threads`, `warmup_passes`, `warmup_until`, `warmup_threads` | load, and the timeline warm-up (passes at most, stop below this migration fraction, closed-loop threads) | 64, 15, 0.01, 64 |
 //!
 //! An unknown name among factors or `fixed` is refused (a typo would otherwise be silently
 //! ignored); the free-form tables may hold other keys for other runners.
@@ -57,6 +57,7 @@ pub const PARAMETERS: &[&str] = &[
     "load_threads",
     "warmup_passes",
     "warmup_until",
+    "warmup_threads",
 ];
 
 /// Looks parameters up in a run's params, then the design's free-form tables.
@@ -230,7 +231,7 @@ pub fn cell_config(
         warmup: WarmupConfig {
             max_passes: p.count("warmup_passes", 15)? as u32,
             until_migrations: p.number("warmup_until", 0.01)?,
-            ..WarmupConfig::default()
+            threads: p.count("warmup_threads", 64)? as u32,
         },
         clock,
     })

@@ -44,6 +44,7 @@ use rand_chacha::ChaCha8Rng;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::BenchError;
 use crate::generator::KeyChooser;
@@ -363,14 +364,20 @@ struct Live {
     interval: Histogram<u64>,
 }
 
-/// One client's statistics, shared with its open-loop op tasks and the progress ticker; the
-/// lock is held only to record a sample, so it is uncontended but once per second.
+/// The statistics of a shard of clients (client `c` records into shard `c mod shards`),
+/// shared with their open-loop op tasks and the progress ticker. The lock is held only to
+/// record a sample. Sharding rather than one recorder per client keeps the histograms few
+/// (each is ~200 KB at 3 significant digits up to an hour): with hundreds of clients,
+/// per-client histograms cost hundreds of MB and a cache miss per sample.
 struct ClientStats {
     recorder: Recorder,
     live: Live,
 }
 
 type Shared = Arc<Mutex<ClientStats>>;
+
+/// Stats shards: enough that worker threads rarely meet on one lock.
+const STATS_SHARDS: usize = 16;
 
 fn lock(stats: &Shared) -> MutexGuard<'_, ClientStats> {
     // A panic while recording leaves the counters consistent enough to keep reporting.
@@ -430,7 +437,10 @@ struct OpContext<T> {
     budget: Arc<OpBudget>,
     stats: Shared,
     start: Instant,
-    abandon_at: Instant,
+    /// Cancelled [`RunConfig::drain_timeout`] after the run's end: ops still running are
+    /// abandoned. A token rather than a timer per op: arming a timer for every op costs more
+    /// than the op's own bookkeeping under load.
+    abandon: CancellationToken,
     dcs: u32,
 }
 
@@ -442,7 +452,7 @@ impl<T> Clone for OpContext<T> {
             budget: Arc::clone(&self.budget),
             stats: Arc::clone(&self.stats),
             start: self.start,
-            abandon_at: self.abandon_at,
+            abandon: self.abandon.clone(),
             dcs: self.dcs,
         }
     }
@@ -466,7 +476,11 @@ async fn execute_and_record<T: Target>(
 ) -> bool {
     let name = op_name(request.op);
     let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
-    let result = tokio::time::timeout_at(ctx.abandon_at, ctx.target.execute(request)).await;
+    let result = tokio::select! {
+        biased;
+        r = ctx.target.execute(request) => Ok(r),
+        () = ctx.abandon.cancelled() => Err(()),
+    };
     let latency = Instant::now().saturating_duration_since(intended);
     let intended_since_start = intended.saturating_duration_since(ctx.start);
     let mut guard = lock(&ctx.stats);
@@ -656,17 +670,20 @@ where
     let end = start + config.warmup + config.duration;
     let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
     let budget = Arc::new(OpBudget::new(config.max_ops));
-    let mut all_stats = Vec::with_capacity(sources.len());
+    let shards = sources.len().clamp(1, STATS_SHARDS);
+    let all_stats: Vec<Shared> = (0..shards).map(|_| new_shared(config.warmup)).collect();
+    let abandon_at = end + config.drain_timeout;
+    let abandon = CancellationToken::new();
     let mut tasks: JoinSet<Counters> = JoinSet::new();
-    for source in sources {
-        let stats = new_shared(config.warmup);
-        all_stats.push(Arc::clone(&stats));
+    for (client, source) in sources.into_iter().enumerate() {
         let ctx = OpContext {
             target: Arc::clone(&target),
             budget: Arc::clone(&budget),
-            stats,
+            stats: Arc::clone(&all_stats[client % shards]),
             start,
-            abandon_at: end + config.drain_timeout,
+            // A child per client: waiting ops register with their client's token, not
+            // all with one.
+            abandon: abandon.child_token(),
             dcs,
         };
         match config.arrival {
@@ -702,6 +719,9 @@ where
                 Some(Err(_)) => {}
                 None => break,
             },
+            () = tokio::time::sleep_until(abandon_at), if !abandon.is_cancelled() => {
+                abandon.cancel();
+            }
             () = tokio::time::sleep_until(next_tick) => {
                 let now = Instant::now();
                 progress(&snapshot(&all_stats, now - start, now - last_tick, config.warmup));

@@ -1415,3 +1415,172 @@ fn nodes_join_and_leave_a_tcp_cluster_through_the_admin_api_without_losing_write
         "{table}"
     );
 }
+
+// ----- meridian bench / experiment -----
+
+/// Runs `meridian ARGS` to completion and returns its stdout; fails the test on failure.
+fn run_ok(args: &[&str]) -> String {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{args:?} failed:\n{stdout}\n{stderr}");
+    stdout.to_string()
+}
+
+#[test]
+fn bench_runs_a_ycsb_workload_in_virtual_time_and_writes_report_and_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let stdout = run_ok(&[
+        "bench",
+        "--target",
+        "virtual",
+        "--mode",
+        "lt_rec",
+        "--workload",
+        "b",
+        "-p",
+        "recordcount=300",
+        "-p",
+        "operationcount=0",
+        "-p",
+        "locality=0.9",
+        "--duration",
+        "5",
+        "--warmup",
+        "1",
+        "--threads",
+        "8",
+        "--rate-per-thread",
+        "15",
+        "--quiet",
+        "--out",
+        out,
+    ]);
+    assert!(
+        stdout.contains("| read |") && stdout.contains("| update |"),
+        "{stdout}"
+    );
+    for f in [
+        "report.json",
+        "report.csv",
+        "settings.json",
+        "cdf.png",
+        "cdf.svg",
+        "boxes.png",
+        "throughput.svg",
+    ] {
+        assert!(
+            dir.path().join(f).is_file(),
+            "{f} missing; stdout:\n{stdout}"
+        );
+    }
+    let settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("settings.json")).unwrap()).unwrap();
+    assert_eq!(settings["clock"], "virtual");
+    assert!(
+        settings["phases"]["warmup_passes"].as_u64().unwrap() >= 1,
+        "{settings}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+    assert!(
+        report["errors_by_code"].as_object().unwrap().is_empty(),
+        "{report}"
+    );
+}
+
+#[test]
+fn bench_drives_a_node_over_resp_like_any_redis_server() {
+    let node = Node::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("resp://{}", node.resp);
+    let stdout = run_ok(&[
+        "bench",
+        "--target",
+        &target,
+        "--workload",
+        "a",
+        "-p",
+        "recordcount=200",
+        "--load",
+        "--threads",
+        "4",
+        "--connections",
+        "2",
+        "--pipeline",
+        "2",
+        "--warmup",
+        "0",
+        "--quiet",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    // Workload A's operationcount (1000) ends the run.
+    assert!(stdout.contains("1000 ops started"), "{stdout}");
+    assert!(!stdout.contains("errors:"), "{stdout}");
+}
+
+#[test]
+fn bench_and_experiment_refuse_bad_input_with_what_to_do() {
+    let err = run_expecting_failure(&["bench", "--target", "tcp://x"]);
+    assert!(err.contains("use embedded, virtual or resp://"), "{err}");
+    let err = run_expecting_failure(&["bench", "--workload", "z"]);
+    assert!(err.contains("use a, b, c, d, e or f"), "{err}");
+    let err = run_expecting_failure(&["bench", "-p", "readproportion=lots"]);
+    assert!(err.contains("readproportion"), "{err}");
+    let err = run_expecting_failure(&["bench", "--mode", "strong"]);
+    assert!(err.contains("ind1, ind2, lt_qqer, lt_rec"), "{err}");
+    let err = run_expecting_failure(&["bench", "--target", "resp://127.0.0.1:1", "--quiet"]);
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+    let err = run_expecting_failure(&["experiment", "/nonexistent/plan.toml"]);
+    assert!(err.contains("/nonexistent/plan.toml"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, "design = { kind = \"full_factorial\" }\nfactors = { mode = [\"ind1\"] }\nfixed = { wan_rtt = 100 }\n").unwrap();
+    let out = dir.path().join("out");
+    let err = run_expecting_failure(&[
+        "experiment",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ]);
+    assert!(err.contains("unknown parameter `wan_rtt`"), "{err}");
+}
+
+#[test]
+fn experiment_runs_a_design_then_resumes_without_redoing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("tiny.toml");
+    std::fs::write(
+        &plan,
+        "design = { kind = \"full_factorial\", replications = 2 }\n\
+         factors = { mode = [\"ind2\", \"lt_qqer\"] }\n\
+         fixed = { objects = 100, threads = 8, measure_s = 3, warmup_s = 1, warmup_passes = 2 }\n",
+    )
+    .unwrap();
+    let out = dir.path().join("results");
+    let args = [
+        "experiment",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--quiet",
+    ];
+    let first = run_ok(&args);
+    assert!(
+        first.contains("4 runs done (4 this time, 0 kept), 0 failed"),
+        "{first}"
+    );
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(summary.contains("# Experiment `tiny`"), "{summary}");
+    assert!(out.join("plots").join("boxplots.png").is_file());
+    let again = run_ok(&args);
+    assert!(
+        again.contains("4 runs done (0 this time, 4 kept)"),
+        "{again}"
+    );
+}
