@@ -468,12 +468,12 @@ fn expected_locality(keynum: u64, dc: u32, dcs: u32) -> Locality {
 }
 
 /// Runs `request`, meant to start at `intended`, and records it; returns whether it was
-/// abandoned.
+/// abandoned, and when it completed (a closed loop's next start: one clock read fewer per op).
 async fn execute_and_record<T: Target>(
     ctx: &OpContext<T>,
     request: Request,
     intended: Instant,
-) -> bool {
+) -> (bool, Instant) {
     let name = op_name(request.op);
     let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
     let result = tokio::select! {
@@ -481,7 +481,8 @@ async fn execute_and_record<T: Target>(
         r = ctx.target.execute(request) => Ok(r),
         () = ctx.abandon.cancelled() => Err(()),
     };
-    let latency = Instant::now().saturating_duration_since(intended);
+    let completed = Instant::now();
+    let latency = completed.saturating_duration_since(intended);
     let intended_since_start = intended.saturating_duration_since(ctx.start);
     let mut guard = lock(&ctx.stats);
     let stats = &mut *guard;
@@ -499,21 +500,21 @@ async fn execute_and_record<T: Target>(
             stats.live.interval_completed += 1;
             let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
             stats.live.interval.saturating_record(us);
-            false
+            (false, completed)
         }
         Ok(Err(code)) => {
             stats
                 .recorder
                 .record_error(name, fallback, intended_since_start, &code);
             stats.live.errors += 1;
-            false
+            (false, completed)
         }
         Err(_elapsed) => {
             stats
                 .recorder
                 .record_error(name, fallback, intended_since_start, ABANDONED);
             stats.live.errors += 1;
-            true
+            (true, completed)
         }
     }
 }
@@ -526,16 +527,18 @@ async fn closed_client<T: Target>(
     mean_sleep: Option<f64>,
 ) -> Counters {
     let mut counters = Counters::default();
+    let mut now = Instant::now();
     loop {
         if let Some(mean) = mean_sleep {
-            let wake = Instant::now() + source.exponential(mean);
+            let wake = now + source.exponential(mean);
             if wake >= end {
                 break;
             }
             tokio::time::sleep_until(wake).await;
+            now = Instant::now();
         }
-        // Closed loop: the op's intended start is its actual start.
-        let now = Instant::now();
+        // Closed loop: the op's intended start is its actual start (for a closed loop, the
+        // previous op's completion).
         if now >= end {
             break;
         }
@@ -544,9 +547,9 @@ async fn closed_client<T: Target>(
         }
         let request = source.next();
         counters.started += 1;
-        if execute_and_record(&ctx, request, now).await {
-            counters.abandoned += 1;
-        }
+        let (abandoned, completed) = execute_and_record(&ctx, request, now).await;
+        counters.abandoned += u64::from(abandoned);
+        now = completed;
     }
     counters
 }
@@ -600,7 +603,7 @@ async fn open_client<T: Target>(
         counters.started += 1;
         let op_ctx = ctx.clone();
         tasks.spawn(async move {
-            let abandoned = execute_and_record(&op_ctx, request, intended).await;
+            let (abandoned, _) = execute_and_record(&op_ctx, request, intended).await;
             drop(permit);
             abandoned
         });
