@@ -237,13 +237,18 @@ pub fn design_plots(dir: &Path, records: &[RunRecord]) -> Result<Vec<PathBuf>, B
         } else {
             format!("boxplots_{key}")
         };
-        let title = if key.is_empty() {
+        let levels: Vec<String> = recs[0]
+            .run
+            .cell
+            .levels
+            .iter()
+            .filter(|(f, _)| f != "mode" && f != "locality")
+            .map(|(f, l)| format!("{f} = {l}"))
+            .collect();
+        let title = if levels.is_empty() {
             "latency by mode".to_owned()
         } else {
-            format!(
-                "latency by mode, {}",
-                key.replace('_', " ").replace(" =", "=")
-            )
+            format!("latency by mode, {}", levels.join(", "))
         };
         written.extend(plot::box_plots(
             &dir.join("plots").join(name),
