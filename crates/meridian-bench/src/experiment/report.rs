@@ -65,6 +65,14 @@ fn cell_text(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// A cell's factor levels as table cells, in factor order.
+fn level_cells(cell: &super::Cell) -> Vec<String> {
+    cell.levels
+        .iter()
+        .map(|(_, l)| cell_text(&l.to_string()))
+        .collect()
+}
+
 fn table_header(out: &mut String, columns: &[String], right_from: usize) {
     let _ = writeln!(out, "| {} |", columns.join(" | "));
     let aligns: Vec<&str> = (0..columns.len())
@@ -210,13 +218,7 @@ pub fn render_summary(
     }
     table_header(&mut out, &columns, first_numeric);
     for r in &sorted {
-        let mut cells: Vec<String> = r
-            .run
-            .cell
-            .levels
-            .iter()
-            .map(|(_, l)| cell_text(&l.to_string()))
-            .collect();
+        let mut cells: Vec<String> = level_cells(&r.run.cell);
         cells.push(cell_text(&r.outcome.runner));
         cells.push(r.run.replication.to_string());
         cells.push(r.run.seed.to_string());
@@ -256,13 +258,7 @@ pub fn render_summary(
         columns.extend(counters.iter().map(|c| cell_text(c)));
         table_header(&mut out, &columns, first_numeric);
         for r in &sorted {
-            let mut cells: Vec<String> = r
-                .run
-                .cell
-                .levels
-                .iter()
-                .map(|(_, l)| cell_text(&l.to_string()))
-                .collect();
+            let mut cells: Vec<String> = level_cells(&r.run.cell);
             cells.push(r.run.replication.to_string());
             cells.extend(counters.iter().map(|c| {
                 r.outcome
@@ -288,11 +284,7 @@ pub fn render_summary(
     columns.extend(analysis.responses.iter().map(|r| cell_text(r)));
     table_header(&mut out, &columns, first_numeric);
     for cs in &analysis.cells {
-        let mut cells: Vec<String> = cells_of_design[cs.cell]
-            .levels
-            .iter()
-            .map(|(_, l)| cell_text(&l.to_string()))
-            .collect();
+        let mut cells: Vec<String> = level_cells(&cells_of_design[cs.cell]);
         cells.push(
             cs.responses
                 .iter()
