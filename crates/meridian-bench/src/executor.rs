@@ -12,7 +12,7 @@
 //! | `dcs`, `nodes` (all DCs) or `nodes_per_dc` | cluster shape | 2, 6 |
 //! | `n_val`, `ring_q`, `migration_threshold` | replication | 3, 64, 3 |
 //! | `wan_rtt_ms`, `jitter_pct`, `loss` | inter-DC link: RTT, jitter in % of the RTT, loss fraction | 100, 0, 0 |
-//! | `objects`, `value_bytes`, `rw`, `popularity`, `locality` | workload (`rw` = `"2:1"` reads:updates; `popularity` = a YCSB `requestdistribution` or `pareto`) | 10 000, 500, `"2:1"`, `uniform`, 0.5 |
+//! | `objects`, `value_bytes`, `rw`, `popularity`, `locality` | workload (`rw` = `"2:1"` reads:updates; `popularity` = a YCSB `requestdistribution`, `pareto` or `zipf`) | 10 000, 500, `"2:1"`, `uniform`, 0.5 |
 //! | `generator`, `threads`, `rate_per_thread`, `rate` | arrivals: `paced` (threads × λ), `max` (closed loop), `open` (Poisson at `rate` ops/s) | `paced`, 64, 15 |
 //! | `measure_s`, `warmup_s` | measured phase and its excluded start | 60, 5 |
 //! | `load_threads`, `warmup_passes`, `warmup_until`, `warmup_threads` | load, and the timeline warm-up (passes at most, stop below this migration fraction, closed-loop threads) | 64, 15, 0.01, 64 |

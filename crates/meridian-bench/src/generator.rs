@@ -88,6 +88,16 @@ pub enum Distribution {
         #[serde(default)]
         permutation_seed: u64,
     },
+    /// Zipf's law over ranks with exponent `s` ≥ 0 (rank r drawn with probability ∝ r^-s;
+    /// `s ≥ 1` is the heavy skew YCSB's zipfian cannot express, e.g. the replica-choice study's
+    /// Zipf(2)), ranks mapped to keys by a permutation seeded with `permutation_seed`.
+    Zipf {
+        /// The exponent s.
+        s: f64,
+        /// Seed of the rank→key permutation.
+        #[serde(default)]
+        permutation_seed: u64,
+    },
 }
 
 impl Distribution {
@@ -145,6 +155,15 @@ impl Distribution {
                     return bad(
                         "paretoalpha",
                         format!("{alpha} must be a finite number > 1 (1.16 gives 80/20)"),
+                    );
+                }
+                Ok(())
+            }
+            Distribution::Zipf { s, .. } => {
+                if !(s >= 0.0 && s.is_finite()) {
+                    return bad(
+                        "zipfexponent",
+                        format!("{s} must be a finite number >= 0 (0 is uniform)"),
                     );
                 }
                 Ok(())
@@ -427,6 +446,49 @@ impl Pareto {
     }
 }
 
+/// Zipf's law over ranks (`P(rank r) ∝ (r+1)^-s`, rank 0 the most popular), by rejection
+/// sampling (`rand_distr::Zipf`, O(1) expected per draw for every `s`), through a seeded
+/// rank→key permutation. The sampler is rebuilt when the key count changes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZipfLaw {
+    s: f64,
+    permutation: Permutation,
+    sampler: Option<(u64, rand_distr::Zipf<f64>)>,
+}
+
+impl ZipfLaw {
+    /// A generator with exponent `s` (≥ 0, checked by [`Distribution::validate`]).
+    pub fn new(s: f64, permutation_seed: u64) -> Self {
+        ZipfLaw {
+            s,
+            permutation: Permutation::new(permutation_seed),
+            sampler: None,
+        }
+    }
+
+    /// Draws a rank in `0..n` (0 the most popular).
+    pub fn next_rank<R: Rng + ?Sized>(&mut self, rng: &mut R, n: u64) -> u64 {
+        assert!(n > 0, "cannot draw a key from an empty key space");
+        let s = self.s;
+        let zipf = match &self.sampler {
+            Some((m, z)) if *m == n => z,
+            _ => {
+                let z = rand_distr::Zipf::new(n as f64, s)
+                    .expect("n >= 1 and a finite s >= 0, checked by Distribution::validate");
+                &self.sampler.insert((n, z)).1
+            }
+        };
+        // The sampler yields 1..=n as a float.
+        ((rand_distr::Distribution::sample(zipf, rng) as u64).clamp(1, n)) - 1
+    }
+
+    /// Draws a key in `0..n`: a rank, through the seeded permutation.
+    pub fn next_key<R: Rng + ?Sized>(&mut self, rng: &mut R, n: u64) -> u64 {
+        let rank = self.next_rank(rng, n);
+        self.permutation.apply(rank, n)
+    }
+}
+
 /// The runtime state of a [`Distribution`]: draws key numbers in `0..n`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum KeyChooser {
@@ -442,6 +504,8 @@ pub enum KeyChooser {
     Hotspot(Hotspot),
     /// Pareto over permuted ranks.
     Pareto(Pareto),
+    /// Zipf's law over permuted ranks.
+    Zipf(ZipfLaw),
 }
 
 impl KeyChooser {
@@ -467,6 +531,10 @@ impl KeyChooser {
                 alpha,
                 permutation_seed,
             } => KeyChooser::Pareto(Pareto::new(alpha, permutation_seed)),
+            Distribution::Zipf {
+                s,
+                permutation_seed,
+            } => KeyChooser::Zipf(ZipfLaw::new(s, permutation_seed)),
         })
     }
 
@@ -480,6 +548,7 @@ impl KeyChooser {
             KeyChooser::Latest(g) => g.next_key(rng, n),
             KeyChooser::Hotspot(g) => g.next_key(rng, n),
             KeyChooser::Pareto(g) => g.next_key(rng, n),
+            KeyChooser::Zipf(g) => g.next_key(rng, n),
         }
     }
 }
@@ -511,6 +580,10 @@ mod tests {
             Distribution::Pareto {
                 alpha: 1.16,
                 permutation_seed: 3,
+            },
+            Distribution::Zipf {
+                s: 2.0,
+                permutation_seed: 5,
             },
         ]
     }
@@ -776,6 +849,47 @@ mod tests {
         fn permutation_in_range(x in 0u64..1_000_000, extra in 0u64..1_000_000, seed: u64) {
             let n = x + 1 + extra;
             prop_assert!(Permutation::new(seed).apply(x, n) < n);
+        }
+    }
+
+    #[test]
+    fn zipf_two_gives_the_top_rank_its_share_through_the_permutation() {
+        // P(rank 0) = 1 / H(n, 2); H(1000, 2) = 1.64393...
+        let d = Distribution::Zipf {
+            s: 2.0,
+            permutation_seed: 9,
+        };
+        let c = counts(&d, 1000, 200_000, 4);
+        let (top_key, top) = c.iter().enumerate().max_by_key(|(_, v)| **v).unwrap();
+        let share = *top as f64 / 200_000.0;
+        assert!((share - 1.0 / 1.643_934).abs() < 0.005, "top share {share}");
+        assert_eq!(top_key as u64, Permutation::new(9).apply(0, 1000));
+        // Rank 1 gets a quarter of rank 0.
+        let second = c.iter().filter(|&&v| v != *top).max().unwrap();
+        let ratio = *second as f64 / *top as f64;
+        assert!((ratio - 0.25).abs() < 0.02, "rank 1 / rank 0 = {ratio}");
+        // s = 0 is uniform; a negative or infinite exponent is refused by name.
+        let flat = counts(
+            &Distribution::Zipf {
+                s: 0.0,
+                permutation_seed: 1,
+            },
+            10,
+            100_000,
+            5,
+        );
+        assert!(
+            flat.iter().all(|&v| (9_000..11_000).contains(&v)),
+            "{flat:?}"
+        );
+        for s in [-1.0, f64::INFINITY, f64::NAN] {
+            let err = Distribution::Zipf {
+                s,
+                permutation_seed: 0,
+            }
+            .validate()
+            .unwrap_err();
+            assert!(err.to_string().contains("zipfexponent"), "{err}");
         }
     }
 }

@@ -156,6 +156,8 @@ pub const KNOWN_PROPERTIES: &[&str] = &[
     "hotspotopnfraction",
     "paretoalpha",
     "paretoseed",
+    "zipfexponent",
+    "zipfseed",
     "minscanlength",
     "maxscanlength",
     "scanlengthdistribution",
@@ -300,10 +302,16 @@ impl CoreWorkload {
                 alpha: p.f64("paretoalpha", DEFAULT_PARETO_ALPHA)?,
                 permutation_seed: p.u64("paretoseed", 0)?,
             },
+            "zipf" => Distribution::Zipf {
+                s: p.f64("zipfexponent", 1.0)?,
+                permutation_seed: p.u64("zipfseed", 0)?,
+            },
             other => {
                 return Err(invalid(
                     "requestdistribution",
-                    format!("`{other}` is not one of uniform, zipfian, latest, hotspot, pareto"),
+                    format!(
+                        "`{other}` is not one of uniform, zipfian, latest, hotspot, pareto, zipf"
+                    ),
                 ));
             }
         };
