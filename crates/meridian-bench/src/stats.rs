@@ -100,6 +100,9 @@ pub struct Summary {
     pub errors: u64,
     /// Mean latency.
     pub mean_us: f64,
+    /// Standard deviation of the latencies (0 in results written before it was recorded).
+    #[serde(default)]
+    pub stdev_us: f64,
     /// Smallest latency.
     pub min_us: u64,
     /// Largest latency.
@@ -116,6 +119,20 @@ pub struct Summary {
     pub p99_9_us: u64,
     /// p1, p2, …, p99 (99 entries, the layout of the study's `percentiles.csv`).
     pub percentiles_us: Vec<u64>,
+}
+
+impl Summary {
+    /// The accuracy achieved for the mean, in percent: the half-width of its two-sided
+    /// `confidence` interval relative to the mean, `100·z·s / (x̄·√n)` (spec §3, Jain's
+    /// sample-size formula solved for r). `None` without samples, a zero mean or a recorded
+    /// standard deviation.
+    pub fn mean_accuracy_pct(&self, confidence: f64) -> Option<f64> {
+        if self.count == 0 || self.mean_us <= 0.0 || self.stdev_us <= 0.0 {
+            return None;
+        }
+        let z = crate::doe::normal_quantile(1.0 - (1.0 - confidence) / 2.0).ok()?;
+        Some(100.0 * z * self.stdev_us / (self.mean_us * (self.count as f64).sqrt()))
+    }
 }
 
 /// Everything a run's statistics report contains (spec §7: percentiles per op, total and
@@ -477,6 +494,7 @@ pub fn summarize(op: &str, scope: Scope, hist: &Histogram<u64>, errors: u64) -> 
         count,
         errors,
         mean_us: if count == 0 { 0.0 } else { hist.mean() },
+        stdev_us: if count == 0 { 0.0 } else { hist.stdev() },
         min_us: if count == 0 { 0 } else { hist.min() },
         max_us: if count == 0 { 0 } else { hist.max() },
         p10_us: at(10.0),
@@ -780,5 +798,33 @@ mod tests {
         assert!((row[0] - 10e-6).abs() < 1e-12);
         assert!((row[98] - 990e-6).abs() < 1e-12);
         assert!((row[99] - 999e-6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_accuracy_of_a_mean_follows_jains_formula() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).unwrap();
+        // 10 000 samples: half 1000 µs, half 3000 µs: mean 2000, s = 1000.
+        h.record_n(1000, 5000).unwrap();
+        h.record_n(3000, 5000).unwrap();
+        let s = summarize("read", Scope::Total, &h, 0);
+        assert!(
+            (s.mean_us - 2000.0).abs() < 2.0 && (s.stdev_us - 1000.0).abs() < 2.0,
+            "{s:?}"
+        );
+        // 100 · 2.576 · 1000 / (2000 · 100) = 1.288 %.
+        let a = s.mean_accuracy_pct(0.99).unwrap();
+        assert!((a - 1.288).abs() < 0.01, "{a}");
+        // Four times the samples halve it; no samples, no accuracy.
+        h.record_n(1000, 15_000).unwrap();
+        h.record_n(3000, 15_000).unwrap();
+        let a4 = summarize("read", Scope::Total, &h, 0)
+            .mean_accuracy_pct(0.99)
+            .unwrap();
+        assert!((a4 - a / 2.0).abs() < 0.01, "{a4}");
+        let empty = Histogram::<u64>::new_with_bounds(1, MAX_LATENCY_US, 3).unwrap();
+        assert_eq!(
+            summarize("read", Scope::Total, &empty, 0).mean_accuracy_pct(0.99),
+            None
+        );
     }
 }

@@ -180,6 +180,7 @@ fn a_design_runs_on_clusters_resumes_and_reports() {
     let text = std::fs::read_to_string(summary).unwrap();
     assert!(text.contains("Allocation of variation"), "{text}");
     assert!(text.contains("boxplots"), "plots are linked");
+    assert!(text.contains("Accuracy of the mean latencies"), "{text}");
     // The WAN latency explains most of lt_rec's update latency variation with ind1 flat:
     // the interaction and both main effects show up in the allocation.
     let row = analysis
