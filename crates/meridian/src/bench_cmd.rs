@@ -145,7 +145,12 @@ impl Display {
     pub fn progress(&self, p: &Progress) {
         self.bar
             .set_prefix(if p.warming_up { "warm-up" } else { "measure" });
-        self.bar.set_position(p.elapsed.as_secs());
+        let at = p.elapsed.as_secs();
+        // An experiment's runs have their own lengths: grow the bar rather than overflow it.
+        if self.bar.length().is_some_and(|len| at > len) {
+            self.bar.set_length(at);
+        }
+        self.bar.set_position(at);
         self.bar.set_message(format!(
             "{:.0} ops/s  p99 {:.2} ms  errors {}",
             p.throughput,
