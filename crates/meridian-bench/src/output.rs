@@ -52,7 +52,8 @@ fn ops(report: &Report) -> Vec<String> {
     ops
 }
 
-/// Writes one run: `report.json`, `report.csv`, `settings.json`, and the plots `cdf`
+/// Writes one run: `report.json`, `report.csv`, `histograms.hlog` (the HdrHistogram interval
+/// log), `settings.json`, and the plots `cdf`
 /// (every op, local and remote), `boxes` (one facet per op: total, local, remote) and
 /// `throughput`. Returns every path written.
 pub fn write_run(
@@ -70,6 +71,8 @@ pub fn write_run(
     };
     put("report.json", result.report.to_json().as_bytes())?;
     put("report.csv", result.report.to_csv().as_bytes())?;
+    let measured = result.elapsed.saturating_sub(result.recorder.warmup_end());
+    put("histograms.hlog", &result.recorder.interval_log(measured)?)?;
     let settings = serde_json::to_string_pretty(settings).unwrap_or_default();
     put("settings.json", settings.as_bytes())?;
     written.extend(write_comparison(dir, title, &[(String::new(), result)])?);

@@ -197,5 +197,11 @@ fn a_design_runs_on_clusters_resumes_and_reports() {
                 .unwrap()
                 .starts_with("consist,loc,pop,r_w,delay")
         );
+        let log = dir.path().join(r.run.rel_dir()).join("histograms.hlog");
+        let log = std::fs::read_to_string(log).unwrap();
+        assert!(
+            log.contains("read.total") && log.contains("update.local"),
+            "{log}"
+        );
     }
 }

@@ -1465,6 +1465,7 @@ fn bench_runs_a_ycsb_workload_in_virtual_time_and_writes_report_and_plots() {
     );
     for f in [
         "report.json",
+        "histograms.hlog",
         "report.csv",
         "settings.json",
         "cdf.png",

@@ -40,6 +40,10 @@ pub struct RunOutcome {
     pub runner: String,
     /// Wall (or virtual) time the run took, seconds, as measured by the executor.
     pub elapsed_s: f64,
+    /// The run's HdrHistogram interval log ([`crate::stats::Recorder::interval_log`]),
+    /// written beside the record as `histograms.hlog`; not part of `result.json`.
+    #[serde(skip)]
+    pub histogram_log: Option<Vec<u8>>,
 }
 
 /// A finished run: what was run and what it measured (the content of `result.json`).
@@ -286,6 +290,9 @@ fn write_run_files(design: &Design, run_dir: &Path, record: &RunRecord) -> Resul
         &run_dir.join("percentiles.csv"),
         percentiles_csv(design, record).as_bytes(),
     )?;
+    if let Some(log) = &record.outcome.histogram_log {
+        write_atomic(&run_dir.join("histograms.hlog"), log)?;
+    }
     let json = serde_json::to_string_pretty(record).map_err(|e| {
         io_err(
             &run_dir.join("result.json"),
@@ -423,6 +430,7 @@ pub(crate) mod tests {
             }
             let base = 1000 + 100 * run.cell.index as u64 + run.replication as u64;
             Ok(RunOutcome {
+                histogram_log: None,
                 report: fake_report(base, 50_000),
                 mean_throughput: 500.0 + run.cell.index as f64,
                 counters: BTreeMap::from([("migrations".to_string(), 3.0)]),
@@ -609,6 +617,7 @@ pub(crate) mod tests {
         let run = design.runs()[0].clone();
         let record = RunRecord {
             outcome: RunOutcome {
+                histogram_log: None,
                 report: fake_report(2000, 0),
                 mean_throughput: 1.0,
                 counters: BTreeMap::new(),
