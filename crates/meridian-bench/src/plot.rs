@@ -560,22 +560,40 @@ fn styled_chart<'a, DB: DrawingBackend>(
         .y_label_area_size(75)
         .build_cartesian_2d(x.coord(), y.coord())
         .map_err(|e| e.to_string())?;
-    let x_fmt = |v: &f64| x.label(*v);
-    let y_fmt = |v: &f64| y.label(*v);
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
+    draw_mesh(
+        &mut chart,
+        &|v: &f64| x.label(*v),
+        &|v: &f64| y.label(*v),
+        Some(x_desc),
+        y_desc,
+    )?;
+    Ok(chart)
+}
+
+/// Draws the grid, axes and tick labels in the common style; `x_desc: None` is a categorical
+/// x axis (no vertical grid lines, no description).
+fn draw_mesh<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<Axis, Axis>>,
+    x_fmt: &dyn Fn(&f64) -> String,
+    y_fmt: &dyn Fn(&f64) -> String,
+    x_desc: Option<&str>,
+    y_desc: &str,
+) -> Result<(), String> {
+    let mut mesh = chart.configure_mesh();
+    match x_desc {
+        Some(desc) => mesh.x_desc(desc),
+        None => mesh.disable_x_mesh(),
+    };
+    mesh.y_desc(y_desc)
+        .x_label_formatter(x_fmt)
+        .y_label_formatter(y_fmt)
         .bold_line_style(GRID_BOLD.stroke_width(1))
         .light_line_style(GRID_LIGHT.stroke_width(1))
         .axis_style(BLACK.stroke_width(1))
         .label_style((FONT_FAMILY, 15).into_font())
         .axis_desc_style((FONT_FAMILY, 17).into_font())
         .draw()
-        .map_err(|e| e.to_string())?;
-    Ok(chart)
+        .map_err(|e| e.to_string())
 }
 
 /// Draws the legend of `chart`'s labelled series in its lower right corner.
@@ -937,21 +955,13 @@ fn styled_chart_labeled<'a, DB: DrawingBackend>(
         .caption(caption, (FONT_FAMILY, 20).into_font())
         .build_cartesian_2d(x.axis.coord(), y.coord())
         .map_err(|e| e.to_string())?;
-    let x_fmt = |v: &f64| x.label(*v);
-    let y_fmt = |v: &f64| y.label(*v);
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .y_desc(y_desc)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .bold_line_style(GRID_BOLD.stroke_width(1))
-        .light_line_style(GRID_LIGHT.stroke_width(1))
-        .axis_style(BLACK.stroke_width(1))
-        .label_style((FONT_FAMILY, 15).into_font())
-        .axis_desc_style((FONT_FAMILY, 17).into_font())
-        .draw()
-        .map_err(|e| e.to_string())?;
+    draw_mesh(
+        &mut chart,
+        &|v: &f64| x.label(*v),
+        &|v: &f64| y.label(*v),
+        None,
+        y_desc,
+    )?;
     Ok(chart)
 }
 
