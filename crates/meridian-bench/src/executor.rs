@@ -89,12 +89,22 @@ impl Params<'_> {
         Ok(default)
     }
 
-    fn count(&self, name: &str, default: u64) -> Result<u64, BenchError> {
-        let v = self.number(name, default as f64)?;
-        if v < 0.0 || v.fract() != 0.0 || v > u32::MAX as f64 * 1e3 {
-            return Err(Self::bad(name, "a non-negative integer", &v));
+    /// A non-negative integer parameter of at most `u32::MAX` (counts of nodes, threads,
+    /// objects, bytes, passes: none needs more, and none may be silently truncated).
+    fn count(&self, name: &str, default: u32) -> Result<u32, BenchError> {
+        let v = self.number(name, f64::from(default))?;
+        if v < 0.0 || v.fract() != 0.0 || v > f64::from(u32::MAX) {
+            return Err(Self::bad(
+                name,
+                &format!("an integer in 0..={}", u32::MAX),
+                &v,
+            ));
         }
-        Ok(v as u64)
+        Ok(v as u32)
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.params.contains_key(name) || self.tables.iter().any(|t| t.contains_key(name))
     }
 
     fn text(&self, name: &str) -> Result<Option<String>, BenchError> {
@@ -149,31 +159,30 @@ pub fn cell_config(
         Some("real") => Clock::Real,
         Some(other) => return Err(Params::bad("clock", "`virtual` or `real`", &other)),
     };
-    let dcs = p.count("dcs", 2)? as u32;
-    let nodes_per_dc =
-        if p.params.contains_key("nodes") || p.tables.iter().any(|t| t.contains_key("nodes")) {
-            let nodes = p.count("nodes", 6)? as u32;
-            if dcs == 0 || !nodes.is_multiple_of(dcs) {
-                return Err(Params::bad(
-                    "nodes",
-                    &format!("a multiple of dcs = {dcs}"),
-                    &nodes,
-                ));
-            }
-            nodes / dcs
-        } else {
-            p.count("nodes_per_dc", 3)? as u32
-        };
+    let dcs = p.count("dcs", 2)?;
+    let nodes_per_dc = if p.has("nodes") {
+        let nodes = p.count("nodes", 6)?;
+        if dcs == 0 || !nodes.is_multiple_of(dcs) {
+            return Err(Params::bad(
+                "nodes",
+                &format!("a multiple of dcs = {dcs}"),
+                &nodes,
+            ));
+        }
+        nodes / dcs
+    } else {
+        p.count("nodes_per_dc", 3)?
+    };
     let cluster = ClusterSpec {
         dcs,
         nodes_per_dc,
-        n: p.count("n_val", 3)? as u32,
-        q: p.count("ring_q", 64)? as u32,
+        n: p.count("n_val", 3)?,
+        q: p.count("ring_q", 64)?,
         wan_rtt: Duration::from_secs_f64(p.number("wan_rtt_ms", 100.0)?.max(0.0) / 1e3),
         jitter: p.number("jitter_pct", 0.0)? / 100.0,
         loss: p.number("loss", 0.0)?,
         mode,
-        migration_threshold: p.count("migration_threshold", 3)? as u32,
+        migration_threshold: p.count("migration_threshold", 3)?,
         seed: run.seed,
     };
 
@@ -203,7 +212,7 @@ pub fn cell_config(
     );
     let workload: CoreWorkload = CoreWorkload::from_properties(&props)?.workload;
 
-    let threads = p.count("threads", 64)? as u32;
+    let threads = p.count("threads", 64)?;
     let arrival = match p.text("generator")?.as_deref().unwrap_or("paced") {
         "paced" => Arrival::Paced {
             threads,
@@ -227,11 +236,11 @@ pub fn cell_config(
         cluster,
         workload,
         run: measured,
-        load_threads: p.count("load_threads", 64)? as u32,
+        load_threads: p.count("load_threads", 64)?,
         warmup: WarmupConfig {
-            max_passes: p.count("warmup_passes", 15)? as u32,
+            max_passes: p.count("warmup_passes", 15)?,
             until_migrations: p.number("warmup_until", 0.01)?,
-            threads: p.count("warmup_threads", 64)? as u32,
+            threads: p.count("warmup_threads", 64)?,
         },
         clock,
     })

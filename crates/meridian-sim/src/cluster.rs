@@ -441,29 +441,16 @@ impl SimCluster {
         keys: &[bytes::Bytes],
         n_val: usize,
     ) -> BTreeMap<bytes::Bytes, BTreeMap<String, Vec<bytes::Bytes>>> {
-        let live = self.live.read();
-        let Some(any) = live.values().next() else {
-            return BTreeMap::new();
-        };
-        let layout = any.layout().clone();
-        let mut out = BTreeMap::new();
-        for key in keys {
-            let (b, k) = meridian_cluster::bucket_and_key(key);
-            let p = layout.ring().partition_of(b, k);
-            let mut per = BTreeMap::new();
-            for owner in layout.replicas(p).iter().take(n_val) {
-                let Some(node) = live.get(owner) else {
-                    continue;
-                };
-                let values = match node.store().get(key) {
-                    Ok(Some(o)) => o.values().cloned().collect(),
-                    _ => Vec::new(),
-                };
-                per.insert(format!("n{}", owner.0), values);
-            }
-            out.insert(key.clone(), per);
-        }
-        out
+        self.per_owner(keys, n_val, |node, key| match node.store().get(key) {
+            Ok(Some(o)) => o.values().cloned().collect(),
+            _ => Vec::new(),
+        })
+        .into_iter()
+        .map(|(k, per)| {
+            let per = per.into_iter().map(|(n, v)| (format!("n{}", n.0), v));
+            (k, per.collect())
+        })
+        .collect()
     }
 
     /// For every key, the timeline record each of its primaries holds (primaries: the first
@@ -475,24 +462,35 @@ impl SimCluster {
         n_val: usize,
     ) -> BTreeMap<bytes::Bytes, BTreeMap<NodeId, Option<meridian_replication::timeline::Record>>>
     {
+        self.per_owner(keys, n_val, |node, key| node.tl_local(key).ok().flatten())
+    }
+
+    /// `read(owner, key)` for every key and each of its first `n_val` owners that is up, in
+    /// the first live node's layout.
+    fn per_owner<T>(
+        &self,
+        keys: &[bytes::Bytes],
+        n_val: usize,
+        read: impl Fn(&EventualNode, &[u8]) -> T,
+    ) -> BTreeMap<bytes::Bytes, BTreeMap<NodeId, T>> {
         let live = self.live.read();
         let Some(any) = live.values().next() else {
             return BTreeMap::new();
         };
         let layout = any.layout().clone();
-        let mut out = BTreeMap::new();
-        for key in keys {
-            let (b, k) = meridian_cluster::bucket_and_key(key);
-            let p = layout.ring().partition_of(b, k);
-            let mut per = BTreeMap::new();
-            for owner in layout.replicas(p).iter().take(n_val) {
-                if let Some(node) = live.get(owner) {
-                    per.insert(*owner, node.tl_local(key).ok().flatten());
-                }
-            }
-            out.insert(key.clone(), per);
-        }
-        out
+        keys.iter()
+            .map(|key| {
+                let (b, k) = meridian_cluster::bucket_and_key(key);
+                let p = layout.ring().partition_of(b, k);
+                let per = layout
+                    .replicas(p)
+                    .iter()
+                    .take(n_val)
+                    .filter_map(|owner| live.get(owner).map(|node| (*owner, read(node, key))))
+                    .collect();
+                (key.clone(), per)
+            })
+            .collect()
     }
 
     /// Stops every node.

@@ -562,17 +562,14 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
         until.clone(),
     );
     let baseline_link = cluster.wan().config().inter_dc;
-    let mut log = Vec::new();
-    // The workload ends on time even if a fault's undo (a rejoin waiting for a handoff) is
-    // still retrying; the heal below finishes the job.
-    let end = origin + scenario.duration;
-    tokio::select! {
-        biased;
-        _ = drive_faults(&mut cluster, &schedule, origin, &baseline_link, &mut log) => {
-            tokio::time::sleep_until(end).await;
-        }
-        _ = tokio::time::sleep_until(end) => {}
-    }
+    let log = faults_until(
+        &mut cluster,
+        &schedule,
+        origin,
+        scenario.duration,
+        &baseline_link,
+    )
+    .await;
     until.cancel();
     // Operations already started end by their timeout (a write's read plus the write).
     tokio::time::sleep(scenario.workload.timeout * 2 + Duration::from_secs(1)).await;
@@ -650,6 +647,28 @@ async fn heal(
 }
 
 /// Applies and undoes each scheduled fault at its virtual time.
+/// Applies the schedule's faults (each undone after its duration) until `origin + duration`,
+/// and returns their log. The workload ends on time even if a fault's undo (a rejoin waiting
+/// for a handoff) is still retrying; the heal after the run finishes the job.
+async fn faults_until(
+    cluster: &mut SimCluster,
+    schedule: &[ScheduledFault],
+    origin: Instant,
+    duration: Duration,
+    baseline: &meridian_net::wan::LinkConfig,
+) -> Vec<String> {
+    let mut log = Vec::new();
+    let end = origin + duration;
+    tokio::select! {
+        biased;
+        _ = drive_faults(cluster, schedule, origin, baseline, &mut log) => {
+            tokio::time::sleep_until(end).await;
+        }
+        _ = tokio::time::sleep_until(end) => {}
+    }
+    log
+}
+
 async fn drive_faults(
     cluster: &mut SimCluster,
     schedule: &[ScheduledFault],
@@ -855,15 +874,14 @@ async fn run_timeline(scenario: &Scenario, tl: &TimelineRun, seed: u64) -> Repor
     let notes = Arc::new(Mutex::new(Vec::new()));
     spawn_forced_remasters(&tl.force, &cluster, &keys, origin, notes.clone());
     let baseline_link = cluster.wan().config().inter_dc;
-    let mut log = Vec::new();
-    let end = origin + scenario.duration;
-    tokio::select! {
-        biased;
-        _ = drive_faults(&mut cluster, &schedule, origin, &baseline_link, &mut log) => {
-            tokio::time::sleep_until(end).await;
-        }
-        _ = tokio::time::sleep_until(end) => {}
-    }
+    let log = faults_until(
+        &mut cluster,
+        &schedule,
+        origin,
+        scenario.duration,
+        &baseline_link,
+    )
+    .await;
     until.cancel();
     tokio::time::sleep(tl.workload.timeout + Duration::from_secs(1)).await;
 

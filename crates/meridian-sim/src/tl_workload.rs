@@ -614,36 +614,27 @@ pub fn spawn_clients(
     rec: TlRecorder,
     until: CancellationToken,
 ) {
-    let dcs = machines.iter().map(|m| m.1.0).max().map_or(0, |d| d + 1);
-    for dc in 0..dcs {
-        let nodes_in_dc: Vec<NodeId> = machines
-            .iter()
-            .filter(|m| m.1 == DcId(dc))
-            .map(|m| m.0)
-            .collect();
-        for i in 0..cfg.clients_per_dc {
-            let id = ClientId(dc * cfg.clients_per_dc + i + 1);
-            let client = Client {
-                id,
-                dc: DcId(dc),
-                dcs,
-                nodes_in_dc: nodes_in_dc.clone(),
-                live: live.clone(),
-                cfg: cfg.clone(),
-                ctx: Ctx {
-                    rec: rec.clone(),
-                    timeout: cfg.timeout,
-                    client: id,
-                    dc: DcId(dc),
-                    session: Session::default(),
-                    crashes: crashes.clone(),
-                    trust_failures: cfg.trust_failures,
-                },
-                rng: ChaCha8Rng::seed_from_u64(seed ^ (u64::from(id.0) << 40) ^ 0x71e1),
-                written: 0,
-            };
-            tokio::spawn(client.run(until.clone()));
-        }
+    for slot in crate::workload::client_slots(machines, cfg.clients_per_dc) {
+        let client = Client {
+            id: slot.id,
+            dc: slot.dc,
+            dcs: slot.dcs,
+            nodes_in_dc: slot.nodes_in_dc,
+            live: live.clone(),
+            cfg: cfg.clone(),
+            ctx: Ctx {
+                rec: rec.clone(),
+                timeout: cfg.timeout,
+                client: slot.id,
+                dc: slot.dc,
+                session: Session::default(),
+                crashes: crashes.clone(),
+                trust_failures: cfg.trust_failures,
+            },
+            rng: ChaCha8Rng::seed_from_u64(seed ^ (u64::from(slot.id.0) << 40) ^ 0x71e1),
+            written: 0,
+        };
+        tokio::spawn(client.run(until.clone()));
     }
 }
 

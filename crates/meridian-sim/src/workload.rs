@@ -299,32 +299,57 @@ pub fn spawn_clients(
     origin: Instant,
     until: CancellationToken,
 ) {
-    let dcs = machines.iter().map(|m| m.1.0).max().map_or(0, |d| d + 1);
     let runner = Runner {
         recorder,
         origin,
         cfg: cfg.clone(),
     };
+    for slot in client_slots(machines, cfg.clients_per_dc) {
+        let client = Client {
+            id: slot.id,
+            dc: slot.dc,
+            nodes_in_dc: slot.nodes_in_dc,
+            live: live.clone(),
+            runner: runner.clone(),
+            rng: ChaCha8Rng::seed_from_u64(seed ^ (u64::from(slot.id.0) << 40) ^ 0xc11e),
+            written: 0,
+        };
+        tokio::spawn(client.run(until.clone()));
+    }
+}
+
+/// Where one workload client runs.
+pub(crate) struct ClientSlot {
+    /// Its id: clients are numbered from 1, DC by DC.
+    pub id: ClientId,
+    /// Its DC.
+    pub dc: DcId,
+    /// The number of DCs.
+    pub dcs: u32,
+    /// The nodes of its DC, its coordinators.
+    pub nodes_in_dc: Vec<NodeId>,
+}
+
+/// `per_dc` clients in every DC of `machines` (every node with its DC), in id order.
+pub(crate) fn client_slots(machines: &[(NodeId, DcId)], per_dc: u32) -> Vec<ClientSlot> {
+    let dcs = machines.iter().map(|m| m.1.0).max().map_or(0, |d| d + 1);
+    let mut slots = Vec::new();
     for dc in 0..dcs {
         let nodes_in_dc: Vec<NodeId> = machines
             .iter()
             .filter(|m| m.1 == DcId(dc))
             .map(|m| m.0)
             .collect();
-        for i in 0..cfg.clients_per_dc {
-            let id = ClientId(dc * cfg.clients_per_dc + i + 1);
-            let client = Client {
-                id,
+        for i in 0..per_dc {
+            slots.push(ClientSlot {
+                id: ClientId(dc * per_dc + i + 1),
                 dc: DcId(dc),
+                dcs,
                 nodes_in_dc: nodes_in_dc.clone(),
-                live: live.clone(),
-                runner: runner.clone(),
-                rng: ChaCha8Rng::seed_from_u64(seed ^ (u64::from(id.0) << 40) ^ 0xc11e),
-                written: 0,
-            };
-            tokio::spawn(client.run(until.clone()));
+            });
         }
     }
+    slots
 }
 
 /// The outcome counts of a history's operations (an operation that never completed counts

@@ -414,6 +414,17 @@ fn newer(a: &Version, b: &Version) -> bool {
     a.precedence() > b.precedence()
 }
 
+/// Whether a node holding `have` is behind a sender that knows `awaited`: it should wait for
+/// the newer record (one naming it master, as far as the sender knows) rather than act on its
+/// old copy.
+fn is_behind(awaited: Option<Version>, have: Option<Version>) -> bool {
+    match (awaited, have) {
+        (Some(a), Some(h)) => newer(&a, &h),
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
 fn at_least(a: &Version, b: &Version) -> bool {
     a.precedence() >= b.precedence()
 }
@@ -1069,11 +1080,7 @@ impl EventualNode {
                 Decision::Refused(e) => return Err(e),
                 Decision::Duplicate(done) => return Ok(done),
                 Decision::Elsewhere(hint, ver) => {
-                    let behind = match (await_ver, ver) {
-                        (Some(a), Some(have)) => newer(&a, &have),
-                        (Some(_), None) => true,
-                        (None, _) => false,
-                    };
+                    let behind = is_behind(await_ver, ver);
                     let now = Instant::now();
                     if behind && now < deadline {
                         // The sender knows a newer record (one naming this node master, as
@@ -1195,11 +1202,7 @@ impl EventualNode {
                 Some(r) => (r.master, Some(r.ver)),
                 None => (pl.arbiter(), None),
             };
-            let behind = match (await_ver, have) {
-                (Some(a), Some(h)) => newer(&a, &h),
-                (Some(_), None) => true,
-                (None, _) => false,
-            };
+            let behind = is_behind(await_ver, have);
             let now = Instant::now();
             if behind && now < deadline {
                 let _ = tokio::time::timeout(deadline - now, applied).await;
