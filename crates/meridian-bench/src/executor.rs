@@ -291,9 +291,8 @@ impl Executor for ClusterExecutor<'_> {
             "late_starts": r.run.late_starts,
             "wall_s": wall.elapsed().as_secs_f64(),
         });
-        let measured = r.run.elapsed.saturating_sub(r.run.recorder.warmup_end());
         Ok(RunOutcome {
-            histogram_log: Some(r.run.recorder.interval_log(measured)?),
+            histogram_log: Some(r.run.recorder.interval_log(r.run.measured)?),
             report: r.run.report,
             mean_throughput: r.run.mean_throughput,
             counters: r.counters,

@@ -12,7 +12,7 @@
 //!
 //! [`Distribution`] is the serde-facing configuration; [`KeyChooser`] is its runtime state.
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
@@ -538,6 +538,16 @@ impl KeyChooser {
         })
     }
 
+    /// Computes what the first draw over `n` keys would (zipfian constants, the Zipf
+    /// sampler), with a throwaway RNG: a prepared chooser can be cloned into every client, and
+    /// its draws are those of an unprepared one.
+    pub fn prepare(&mut self, n: u64) {
+        if n > 0 {
+            let mut scratch = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+            self.next_key(&mut scratch, n);
+        }
+    }
+
     /// Draws a key number in `0..n` (`n ≥ 1`).
     pub fn next_key<R: Rng + ?Sized>(&mut self, rng: &mut R, n: u64) -> u64 {
         assert!(n > 0, "cannot draw a key from an empty key space");
@@ -890,6 +900,23 @@ mod tests {
             .validate()
             .unwrap_err();
             assert!(err.to_string().contains("zipfexponent"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_prepared_chooser_draws_what_an_unprepared_one_does() {
+        for d in all_distributions() {
+            let mut fresh = KeyChooser::new(&d).unwrap();
+            let mut prepared = KeyChooser::new(&d).unwrap();
+            prepared.prepare(10_000);
+            let (mut a, mut b) = (ChaCha8Rng::seed_from_u64(3), ChaCha8Rng::seed_from_u64(3));
+            for _ in 0..1000 {
+                assert_eq!(
+                    fresh.next_key(&mut a, 10_000),
+                    prepared.next_key(&mut b, 10_000),
+                    "{d:?}"
+                );
+            }
         }
     }
 }

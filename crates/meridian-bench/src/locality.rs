@@ -64,9 +64,11 @@ impl LocalityChooser {
         })
     }
 
-    /// The number of DCs.
-    pub fn dcs(&self) -> u32 {
-        self.dcs
+    /// Prepares each DC's chooser for its share of `n` keys ([`KeyChooser::prepare`]).
+    pub fn prepare(&mut self, n: u64) {
+        for (dc, chooser) in (0..self.dcs).zip(&mut self.choosers) {
+            chooser.prepare(home_set_size(dc, self.dcs, n));
+        }
     }
 
     /// Whether `key` is local to a client in `client_dc`.

@@ -71,8 +71,10 @@ pub fn write_run(
     };
     put("report.json", result.report.to_json().as_bytes())?;
     put("report.csv", result.report.to_csv().as_bytes())?;
-    let measured = result.elapsed.saturating_sub(result.recorder.warmup_end());
-    put("histograms.hlog", &result.recorder.interval_log(measured)?)?;
+    put(
+        "histograms.hlog",
+        &result.recorder.interval_log(result.measured)?,
+    )?;
     let settings = serde_json::to_string_pretty(settings).unwrap_or_default();
     put("settings.json", settings.as_bytes())?;
     written.extend(write_comparison(dir, title, &[(String::new(), result)])?);

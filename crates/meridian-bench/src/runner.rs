@@ -22,7 +22,9 @@
 //!   real time, under a paused test clock and in the simulator's virtual time; no OS clock read.
 //! - **Deterministic choices:** client `c` draws from `ChaCha8Rng::seed_from_u64(seed)` on stream
 //!   `c`, so its sequence of ops, keys, values and sleeps depends only on the seed, the
-//!   workload and `c` — never on the target's timing or the scheduler.
+//!   workload and `c` — never on the target's timing or the scheduler — except in workloads
+//!   with inserts, whose key numbers and readable key range follow the inserts completed so
+//!   far, as in YCSB (in virtual time that too replays exactly).
 //! - **Warm-up excluded:** samples whose intended start is before [`RunConfig::warmup`] are not
 //!   in the report (the [`stats::Recorder`] cut); the run lasts `warmup + duration`.
 //! - **Bounded end:** no op starts after `warmup + duration`; ops still running then get
@@ -150,7 +152,8 @@ pub struct RunConfig {
     /// How long ops still running at the run's end may take before being abandoned.
     pub drain_timeout: Duration,
     /// YCSB's `operationcount`: no op starts once this many have started (warm-up
-    /// included); `None`, or 0, runs for the whole duration.
+    /// included; in an open loop, arrivals dropped by the in-flight cap count too); `None`,
+    /// or 0, runs for the whole duration.
     pub max_ops: Option<u64>,
 }
 
@@ -247,6 +250,9 @@ pub struct RunResult {
     pub max_start_lag: Duration,
     /// From the run start until the last op finished or was abandoned.
     pub elapsed: Duration,
+    /// The measured phase: from the warm-up end to the configured end, or to the last op's
+    /// completion if `max_ops` ended the run earlier. Throughput and the histogram log span it.
+    pub measured: Duration,
 }
 
 /// Op name as reports write it (the serde name of [`Op`]).
@@ -270,36 +276,91 @@ struct RequestSource {
     client: u32,
     dc: u32,
     seq: u64,
-    /// Inserts of this client use key numbers `record_count + client + k · clients`, so
-    /// clients never insert the same key.
-    next_insert: u64,
-    clients: u64,
+    keys_space: Arc<KeySpace>,
 }
 
+/// The run's key space, shared by every client as YCSB shares it: inserts take the next key
+/// number, and reads, updates and scans draw from the records loaded plus the inserts
+/// acknowledged so far (YCSB's `AcknowledgedCounterGenerator`), so a workload such as D reads
+/// what it inserted. An insert is acknowledged when it completes, successfully or not (as
+/// YCSB does); the limit only moves past a key once every key below it is acknowledged.
+struct KeySpace {
+    next_insert: AtomicU64,
+    limit: AtomicU64,
+    /// Acknowledged inserts above the limit, waiting for the ones below them.
+    pending: Mutex<std::collections::BTreeSet<u64>>,
+}
+
+impl KeySpace {
+    fn new(record_count: u64) -> Self {
+        KeySpace {
+            next_insert: AtomicU64::new(record_count),
+            limit: AtomicU64::new(record_count),
+            pending: Mutex::new(std::collections::BTreeSet::new()),
+        }
+    }
+
+    /// The number of keys reads may draw from.
+    fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Acquire)
+    }
+
+    fn next_insert(&self) -> u64 {
+        self.next_insert.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn acknowledge(&self, keynum: u64) {
+        let mut pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending.insert(keynum);
+        let mut limit = self.limit.load(Ordering::Acquire);
+        while pending.remove(&limit) {
+            limit += 1;
+        }
+        self.limit.store(limit, Ordering::Release);
+    }
+}
+
+#[derive(Clone)]
 enum Keys {
     Plain(KeyChooser),
     Local(LocalityChooser),
 }
 
+impl Keys {
+    /// The workload's key choice, prepared for its record count: built once per run and
+    /// cloned into every client, so no client computes zipfian constants during the run.
+    fn prepared(workload: &CoreWorkload) -> Result<Keys, BenchError> {
+        let n = workload.record_count;
+        Ok(match workload.locality {
+            Some(l) => {
+                let mut c = LocalityChooser::new(workload.dcs, l, &workload.request_distribution)?;
+                c.prepare(n);
+                Keys::Local(c)
+            }
+            None => {
+                let mut c = workload.key_chooser()?;
+                c.prepare(n);
+                Keys::Plain(c)
+            }
+        })
+    }
+}
+
 impl RequestSource {
     fn new(
         workload: &Arc<CoreWorkload>,
+        keys: Keys,
+        keys_space: &Arc<KeySpace>,
         seed: u64,
         client: u32,
-        clients: u32,
         dc: u32,
     ) -> Result<Self, BenchError> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         // Streams of one key are independent sequences: clients share no randomness.
         rng.set_stream(u64::from(client));
-        let keys = match workload.locality {
-            Some(l) => Keys::Local(LocalityChooser::new(
-                workload.dcs,
-                l,
-                &workload.request_distribution,
-            )?),
-            None => Keys::Plain(workload.key_chooser()?),
-        };
         Ok(RequestSource {
             rng,
             ops: workload.op_chooser(),
@@ -309,8 +370,7 @@ impl RequestSource {
             client,
             dc,
             seq: 0,
-            next_insert: workload.record_count + u64::from(client),
-            clients: u64::from(clients),
+            keys_space: Arc::clone(keys_space),
         })
     }
 
@@ -322,11 +382,9 @@ impl RequestSource {
 
     fn next(&mut self) -> Request {
         let op = self.ops.next_op(&mut self.rng);
-        let n = self.workload.record_count;
+        let n = self.keys_space.limit();
         let keynum = if op == Op::Insert {
-            let k = self.next_insert;
-            self.next_insert += self.clients;
-            k
+            self.keys_space.next_insert()
         } else {
             match &mut self.keys {
                 Keys::Plain(c) => c.next_key(&mut self.rng, n),
@@ -434,6 +492,7 @@ impl OpBudget {
 /// Everything an op needs to execute and record itself.
 struct OpContext<T> {
     target: Arc<T>,
+    keys_space: Arc<KeySpace>,
     budget: Arc<OpBudget>,
     stats: Shared,
     start: Instant,
@@ -449,6 +508,7 @@ impl<T> Clone for OpContext<T> {
     fn clone(&self) -> Self {
         OpContext {
             target: Arc::clone(&self.target),
+            keys_space: Arc::clone(&self.keys_space),
             budget: Arc::clone(&self.budget),
             stats: Arc::clone(&self.stats),
             start: self.start,
@@ -476,11 +536,15 @@ async fn execute_and_record<T: Target>(
 ) -> (bool, Instant) {
     let name = op_name(request.op);
     let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
+    let inserted = (request.op == Op::Insert).then_some(request.keynum);
     let result = tokio::select! {
         biased;
         r = ctx.target.execute(request) => Ok(r),
         () = ctx.abandon.cancelled() => Err(()),
     };
+    if let Some(keynum) = inserted {
+        ctx.keys_space.acknowledge(keynum);
+    }
     let completed = Instant::now();
     let latency = completed.saturating_duration_since(intended);
     let intended_since_start = intended.saturating_duration_since(ctx.start);
@@ -577,14 +641,14 @@ async fn open_client<T: Target>(
         while let Some(done) = tasks.try_join_next() {
             counters.abandoned += u64::from(reap(&ctx, done));
         }
+        if !ctx.budget.take() {
+            break;
+        }
         let lag = Instant::now().saturating_duration_since(intended);
         if lag > LATE_START_THRESHOLD {
             counters.late += 1;
         }
         counters.max_lag = counters.max_lag.max(lag);
-        if !ctx.budget.take() {
-            break;
-        }
         // The request is drawn even when dropped: the op/key sequence stays seed-determined.
         let request = source.next();
         let Ok(permit) = Arc::clone(&in_flight).try_acquire_owned() else {
@@ -657,15 +721,18 @@ where
         Arrival::Closed { threads } | Arrival::Paced { threads, .. } => threads,
         Arrival::Open { .. } => dcs,
     };
-    // Build every client's chooser before the clock starts: zipfian setup is not free.
+    let keys_space = Arc::new(KeySpace::new(workload.record_count));
+    // Prepare the key choice once, before the clock starts: zipfian setup is not free.
+    let keys = Keys::prepared(&workload)?;
     let mut sources = Vec::with_capacity(clients as usize);
     for client in 0..clients {
         let dc = client % dcs;
         sources.push(RequestSource::new(
             &workload,
+            keys.clone(),
+            &keys_space,
             config.seed,
             client,
-            clients,
             dc,
         )?);
     }
@@ -681,6 +748,7 @@ where
     for (client, source) in sources.into_iter().enumerate() {
         let ctx = OpContext {
             target: Arc::clone(&target),
+            keys_space: Arc::clone(&keys_space),
             budget: Arc::clone(&budget),
             stats: Arc::clone(&all_stats[client % shards]),
             start,
@@ -740,8 +808,8 @@ where
         merged.merge(&lock(stats).recorder)?;
     }
     let report = merged.report();
-    // A run cut short by `max_ops` is measured up to its last op.
-    let mean_throughput = merged.mean_throughput(elapsed.min(config.warmup + config.duration));
+    let measurement_end = elapsed.min(config.warmup + config.duration);
+    let mean_throughput = merged.mean_throughput(measurement_end);
     Ok(RunResult {
         report,
         recorder: merged,
@@ -752,6 +820,7 @@ where
         late_starts: totals.late,
         max_start_lag: totals.max_lag,
         elapsed,
+        measured: measurement_end.saturating_sub(config.warmup),
     })
 }
 
@@ -1354,5 +1423,58 @@ mod tests {
         );
         assert!(ticks >= 1, "progress was reported");
         assert!(load(fake, &w, 0, |_, _| {}).await.is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn inserted_keys_become_readable_once_acknowledged() {
+        let fake = Arc::new(Fake::new(Duration::from_millis(1)));
+        let mut w = workload();
+        w.record_count = 100;
+        w.read_proportion = 0.5;
+        w.update_proportion = 0.0;
+        w.insert_proportion = 0.5;
+        w.request_distribution = crate::generator::Distribution::Latest { theta: 0.99 };
+        let config = RunConfig::new(Arrival::Closed { threads: 4 }, Duration::from_secs(2));
+        let r = go(&fake, &w, &config).await;
+        let log = fake.log();
+        let mut inserts: Vec<u64> = log
+            .iter()
+            .filter(|(q, _)| q.op == Op::Insert)
+            .map(|(q, _)| q.keynum)
+            .collect();
+        inserts.sort_unstable();
+        // Inserts take consecutive new key numbers, each once.
+        assert_eq!(
+            inserts,
+            (100..100 + inserts.len() as u64).collect::<Vec<_>>()
+        );
+        // `latest` reads follow the inserts: most reads are of inserted keys.
+        let reads: Vec<u64> = log
+            .iter()
+            .filter(|(q, _)| q.op == Op::Read)
+            .map(|(q, _)| q.keynum)
+            .collect();
+        let of_inserted = reads.iter().filter(|&&k| k >= 100).count();
+        assert!(
+            of_inserted * 2 > reads.len(),
+            "{of_inserted} of {}",
+            reads.len()
+        );
+        // No read ever draws a key not yet acknowledged: every read key was inserted first.
+        let max_inserted = *inserts.last().unwrap();
+        assert!(reads.iter().all(|&k| k <= max_inserted));
+        assert!(r.ops_started > 1000);
+    }
+
+    #[test]
+    fn the_acknowledged_limit_waits_for_the_keys_below_it() {
+        let k = KeySpace::new(10);
+        let (a, b, c) = (k.next_insert(), k.next_insert(), k.next_insert());
+        assert_eq!((a, b, c), (10, 11, 12));
+        k.acknowledge(11);
+        k.acknowledge(12);
+        assert_eq!(k.limit(), 10, "11 and 12 wait for 10");
+        k.acknowledge(10);
+        assert_eq!(k.limit(), 13);
     }
 }
