@@ -45,7 +45,11 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --daemoni
 rpid=$!
 trap 'kill $rpid 2>/dev/null || true; wait $rpid 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do redis-cli -p "$port" PING >/dev/null 2>&1 && break; sleep 0.1; done
-redis-cli -p "$port" PING >/dev/null 2>&1 || { echo "redis-server did not start; see $out/resp-loadgen-redis.log" >&2; exit 1; }
+# The server answering must be ours (a taken port would have us measure, and flush, another).
+if ! kill -0 "$rpid" 2>/dev/null || ! redis-cli -p "$port" INFO server | grep -q "^process_id:$rpid"; then
+  echo "redis-server did not start on port $port (taken?); see $out/resp-loadgen-redis.log" >&2
+  exit 1
+fi
 addr="127.0.0.1:$port"
 
 # ours JSON line -> "ops_per_s,p50_ms,p99_ms,errors"
@@ -133,10 +137,12 @@ redis-cli -p "$port" FLUSHALL >/dev/null
 echo "| tool | ops/s | p50 / p99 ms | errors |"
 echo "|---|---|---|---|"
 if [[ -z "$skip" ]]; then
-  "$ycsb" load redis -P "$workload" -p redis.addr="$addr" -p threadcount="$ycsb_threads" \
-    >"$out/go-ycsb-load.log" 2>&1
-  "$ycsb" run redis -P "$workload" -p redis.addr="$addr" -p threadcount="$ycsb_threads" \
-    -p operationcount="$ycsb_ops" >"$out/go-ycsb-run.log" 2>&1
+  # Pinned: hashes (plain Redis has no JSON type), one connection per thread, errors shown.
+  ycsb_props=(-p redis.addr="$addr" -p redis.datatype=hash -p redis.pool_size="$ycsb_threads"
+    -p threadcount="$ycsb_threads" -p silence=false)
+  "$ycsb" load redis -P "$workload" "${ycsb_props[@]}" >"$out/go-ycsb-load.log" 2>&1
+  "$ycsb" run redis -P "$workload" "${ycsb_props[@]}" -p operationcount="$ycsb_ops" \
+    >"$out/go-ycsb-run.log" 2>&1
   # go-ycsb prints e.g. "TOTAL  - Takes(s): 2.0, Count: 200000, OPS: 99000.5, Avg(us): 500, ..."
   total=$(grep -E '^TOTAL' "$out/go-ycsb-run.log" | tail -n1 || true)
   ops=$(sed -nE 's/.*OPS: ([0-9.]+).*/\1/p' <<<"$total")

@@ -28,9 +28,9 @@ use std::time::Duration;
 
 use meridian_bench::generator::Distribution;
 use meridian_bench::resp::{CommandSet, RespConfig, RespTarget};
-use meridian_bench::runner::{self, Arrival, Payload, Request, RunConfig, Target};
+use meridian_bench::runner::{self, Arrival, RunConfig};
 use meridian_bench::stats::Scope;
-use meridian_bench::workload::{CoreWorkload, Op, canonical};
+use meridian_bench::workload::{CoreWorkload, canonical};
 
 struct Args {
     addr: String,
@@ -157,37 +157,17 @@ fn workload(args: &Args) -> Result<CoreWorkload, String> {
     }
 }
 
-/// Writes every record once (YCSB's load phase), `threads` at a time.
+/// YCSB's load phase through the runner's: every record once, failures retried, any record
+/// still missing an error.
 async fn load(target: &Arc<RespTarget>, w: &CoreWorkload, threads: u32) -> Result<(), String> {
-    let mut tasks = tokio::task::JoinSet::new();
-    for t in 0..threads {
-        let target = Arc::clone(target);
-        let w = w.clone();
-        tasks.spawn(async move {
-            let mut keynum = u64::from(t);
-            while keynum < w.record_count {
-                let request = Request {
-                    op: Op::Insert,
-                    keynum,
-                    key: w.key_name(keynum).into_bytes(),
-                    payload: Payload::Value(w.value(keynum, 0)),
-                    dc: 0,
-                    client: t,
-                    seq: keynum,
-                };
-                target
-                    .execute(request)
-                    .await
-                    .map_err(|code| format!("loading key {keynum} failed: {code}"))?;
-                keynum += u64::from(threads);
-            }
-            Ok::<(), String>(())
-        });
+    let l = runner::load(Arc::clone(target), w, threads, |_, _| {})
+        .await
+        .map_err(|e| e.to_string())?;
+    if l.failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("loading failed for records, by error code: {:?}", l.failed))
     }
-    while let Some(done) = tasks.join_next().await {
-        done.map_err(|e| e.to_string())??;
-    }
-    Ok(())
 }
 
 async fn main_async(args: Args) -> Result<String, String> {
