@@ -166,7 +166,10 @@ async fn load(target: &Arc<RespTarget>, w: &CoreWorkload, threads: u32) -> Resul
     if l.failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("loading failed for records, by error code: {:?}", l.failed))
+        Err(format!(
+            "loading failed for records, by error code: {:?}",
+            l.failed
+        ))
     }
 }
 

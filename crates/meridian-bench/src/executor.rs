@@ -60,10 +60,10 @@ pub const PARAMETERS: &[&str] = &[
     "warmup_threads",
 ];
 
-/// Looks parameters up in a run's params, then the design's free-form tables.
+/// A run's parameters, through [`Design::param`].
 struct Params<'a> {
-    params: BTreeMap<String, Level>,
-    tables: [&'a toml::Table; 3],
+    design: &'a Design,
+    run: &'a RunSpec,
 }
 
 impl Params<'_> {
@@ -73,20 +73,14 @@ impl Params<'_> {
         }
     }
 
+    fn get(&self, name: &str) -> Option<Level> {
+        self.design.param(self.run, name)
+    }
+
     fn number(&self, name: &str, default: f64) -> Result<f64, BenchError> {
-        if let Some(l) = self.params.get(name) {
-            return l.as_f64().ok_or_else(|| Self::bad(name, "a number", l));
-        }
-        for t in self.tables {
-            if let Some(v) = t.get(name) {
-                return match v {
-                    toml::Value::Integer(i) => Ok(*i as f64),
-                    toml::Value::Float(f) => Ok(*f),
-                    other => Err(Self::bad(name, "a number", other)),
-                };
-            }
-        }
-        Ok(default)
+        self.get(name).map_or(Ok(default), |l| {
+            l.as_f64().ok_or_else(|| Self::bad(name, "a number", &l))
+        })
     }
 
     /// A non-negative integer parameter of at most `u32::MAX` (counts of nodes, threads,
@@ -104,25 +98,17 @@ impl Params<'_> {
     }
 
     fn has(&self, name: &str) -> bool {
-        self.params.contains_key(name) || self.tables.iter().any(|t| t.contains_key(name))
+        self.get(name).is_some()
     }
 
     fn text(&self, name: &str) -> Result<Option<String>, BenchError> {
-        if let Some(l) = self.params.get(name) {
-            return l
-                .as_str()
-                .map(|s| Some(s.to_owned()))
-                .ok_or_else(|| Self::bad(name, "a string", l));
-        }
-        for t in self.tables {
-            if let Some(v) = t.get(name) {
-                return v
-                    .as_str()
-                    .map(|s| Some(s.to_owned()))
-                    .ok_or_else(|| Self::bad(name, "a string", v));
-            }
-        }
-        Ok(None)
+        self.get(name)
+            .map(|l| {
+                l.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| Self::bad(name, "a string", &l))
+            })
+            .transpose()
     }
 }
 
@@ -132,8 +118,11 @@ pub fn cell_config(
     run: &RunSpec,
     default_clock: Clock,
 ) -> Result<CellConfig, BenchError> {
-    let params = run.params();
-    if let Some(unknown) = params.keys().find(|k| !PARAMETERS.contains(&k.as_str())) {
+    if let Some(unknown) = run
+        .params()
+        .into_keys()
+        .find(|k| !PARAMETERS.contains(&k.as_str()))
+    {
         return Err(BenchError::InvalidDesign {
             reason: format!(
                 "unknown parameter `{unknown}`; the cluster executor reads: {}",
@@ -141,10 +130,7 @@ pub fn cell_config(
             ),
         });
     }
-    let p = Params {
-        params,
-        tables: [&design.load, &design.phases, &design.wan],
-    };
+    let p = Params { design, run };
     let mode: Mode = p
         .text("mode")?
         .ok_or_else(|| BenchError::InvalidDesign {

@@ -34,8 +34,8 @@ pub use anova::{
 };
 pub use report::{PlotFn, SUPPRESS_BELOW, render_summary, write_report};
 pub use run::{
-    DesignRun, Event, Executor, RunFailure, RunOptions, RunOutcome, RunRecord, load_records,
-    percentiles_csv, run_design, run_design_with, write_atomic,
+    DesignRun, Event, Executor, RunFailure, RunOptions, RunOutcome, RunRecord, check_results_dir,
+    load_records, percentiles_csv, run_design, run_design_with, write_atomic,
 };
 
 use std::collections::BTreeMap;
@@ -637,6 +637,23 @@ pub struct RunSpec {
     pub seed: u64,
     /// The design's fixed parameters.
     pub fixed: BTreeMap<String, Level>,
+}
+
+impl Design {
+    /// The value of parameter `name` for `run`: a factor level or fixed parameter, else a key
+    /// of the `load`, `phases` or `wan` table (in that order); `None` if absent or not a
+    /// scalar. The one lookup executors and reports share, so both see the same value.
+    pub fn param(&self, run: &RunSpec, name: &str) -> Option<Level> {
+        run.cell
+            .level(name)
+            .or_else(|| run.fixed.get(name))
+            .cloned()
+            .or_else(|| {
+                [&self.load, &self.phases, &self.wan]
+                    .into_iter()
+                    .find_map(|t| t.get(name).and_then(Level::from_toml))
+            })
+    }
 }
 
 impl RunSpec {

@@ -10,8 +10,8 @@ use clap::Args;
 use meridian_bench::cell::Clock;
 use meridian_bench::executor::ClusterExecutor;
 use meridian_bench::experiment::{
-    Design, DesignRun, Event, RunOptions, analyze_design, load_records, run_design_with,
-    write_report,
+    Design, DesignRun, Event, RunOptions, analyze_design, check_results_dir, load_records,
+    run_design_with, write_report,
 };
 use meridian_bench::output;
 
@@ -80,6 +80,7 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
         };
         let options = RunOptions { force: args.force };
         if args.report_only {
+            check_results_dir(&design, &out)?;
             let records = load_records(&design, &out);
             let skipped = records.len();
             DesignRun {

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Design, Level, RunSpec};
+use super::{Design, RunSpec};
 use crate::BenchError;
 use crate::stats::{Report, Scope, percentiles_seconds};
 
@@ -159,6 +159,30 @@ pub fn load_records(design: &Design, dir: &Path) -> Vec<RunRecord> {
         .collect()
 }
 
+/// `outcome`, if every number in it is finite: JSON writes NaN as `null`, which would not
+/// read back, so such a run would count as never done and be redone forever.
+fn finite(outcome: RunOutcome) -> Result<RunOutcome, BenchError> {
+    let summaries = outcome
+        .report
+        .summaries
+        .iter()
+        .flat_map(|s| [(s.op.as_str(), s.mean_us), (s.op.as_str(), s.stdev_us)]);
+    let bad = [
+        ("mean_throughput", outcome.mean_throughput),
+        ("elapsed_s", outcome.elapsed_s),
+    ]
+    .into_iter()
+    .chain(outcome.counters.iter().map(|(k, v)| (k.as_str(), *v)))
+    .chain(summaries)
+    .find(|(_, v)| !v.is_finite());
+    match bad {
+        Some((name, v)) => Err(BenchError::Target {
+            reason: format!("the run reported a non-finite `{name}` ({v}); it is not recorded"),
+        }),
+        None => Ok(outcome),
+    }
+}
+
 /// Loads a finished run's record, if `result.json` exists, parses and is for `run`.
 fn load_done(run_dir: &Path, run: &RunSpec) -> Option<RunRecord> {
     let text = std::fs::read_to_string(run_dir.join("result.json")).ok()?;
@@ -166,34 +190,76 @@ fn load_done(run_dir: &Path, run: &RunSpec) -> Option<RunRecord> {
     record.run.is_same_run(run).then_some(record)
 }
 
-/// Checks (or writes) `dir/design.toml` so results of different designs never mix.
-fn claim_dir(design: &Design, dir: &Path, force: bool) -> Result<(), BenchError> {
-    create_dir(dir)?;
+/// How a results directory relates to a design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DirState {
+    /// No `design.toml` yet.
+    New,
+    /// Made by this design. Compared by meaning, not text: comments, layout, the name and the
+    /// analysed responses do not change what the runs measure.
+    Same,
+    /// Made by another design.
+    Different,
+}
+
+fn dir_state(design: &Design, dir: &Path) -> Result<DirState, BenchError> {
     let path = dir.join("design.toml");
     match std::fs::read_to_string(&path) {
-        Ok(existing) => {
-            // Compared by meaning, not text: comments, layout, the name and the analysed
-            // responses do not change what the runs measure.
-            let same = existing == design.text
+        Ok(existing) => Ok(
+            if existing == design.text
                 || Design::parse(&existing)
-                    .is_ok_and(|old| old.fingerprint() == design.fingerprint());
-            if same && existing == design.text {
-                return Ok(());
-            }
-            if !same && !force {
-                return Err(BenchError::InvalidDesign {
-                    reason: format!(
-                        "results in {} were made by a different design; use another --out or delete it (or pass --force to reuse it)",
-                        dir.display()
-                    ),
-                });
-            }
-            write_atomic(&path, design.text.as_bytes())
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            write_atomic(&path, design.text.as_bytes())
-        }
+                    .is_ok_and(|old| old.fingerprint() == design.fingerprint())
+            {
+                DirState::Same
+            } else {
+                DirState::Different
+            },
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(DirState::New),
         Err(e) => Err(io_err(&path, "cannot read", e)),
+    }
+}
+
+fn different_design(dir: &Path) -> BenchError {
+    BenchError::InvalidDesign {
+        reason: format!(
+            "results in {} were made by a different design; use another --out or delete it \
+             (or pass --force to redo every run there)",
+            dir.display()
+        ),
+    }
+}
+
+/// Checks (or writes) `dir/design.toml` so results of different designs never mix; returns
+/// whether the runs already there may be kept (false when `force` took over a directory of
+/// another design: every run is redone).
+fn claim_dir(design: &Design, dir: &Path, force: bool) -> Result<bool, BenchError> {
+    create_dir(dir)?;
+    let state = dir_state(design, dir)?;
+    if state == DirState::Different && !force {
+        return Err(different_design(dir));
+    }
+    let path = dir.join("design.toml");
+    if std::fs::read_to_string(&path).ok().as_deref() != Some(design.text.as_str()) {
+        write_atomic(&path, design.text.as_bytes())?;
+    }
+    Ok(state != DirState::Different)
+}
+
+/// Checks that `dir` holds results of `design` (for a report without running anything).
+///
+/// # Errors
+/// [`BenchError::InvalidDesign`] if `dir` has no `design.toml` or one of another design.
+pub fn check_results_dir(design: &Design, dir: &Path) -> Result<(), BenchError> {
+    match dir_state(design, dir)? {
+        DirState::Same => Ok(()),
+        DirState::Different => Err(different_design(dir)),
+        DirState::New => Err(BenchError::InvalidDesign {
+            reason: format!(
+                "{} holds no results of this design (no design.toml): check --out",
+                dir.display()
+            ),
+        }),
     }
 }
 
@@ -225,7 +291,7 @@ pub fn run_design_with(
     on_event: &mut dyn FnMut(Event),
     options: RunOptions,
 ) -> Result<DesignRun, BenchError> {
-    claim_dir(design, dir, options.force)?;
+    let keep_done = claim_dir(design, dir, options.force)?;
     let runs = design.runs();
     let total = runs.len();
     let mut records = Vec::with_capacity(total);
@@ -233,7 +299,7 @@ pub fn run_design_with(
     let (mut executed, mut skipped) = (0, 0);
     for (index, run) in runs.into_iter().enumerate() {
         let run_dir = dir.join(run.rel_dir());
-        if let Some(record) = load_done(&run_dir, &run) {
+        if let Some(record) = load_done(&run_dir, &run).filter(|_| keep_done) {
             skipped += 1;
             records.push(record);
             on_event(Event::Skipped { run });
@@ -245,7 +311,7 @@ pub fn run_design_with(
             total,
         });
         create_dir(&run_dir)?;
-        match executor.execute(design, &run) {
+        match executor.execute(design, &run).and_then(finite) {
             Ok(outcome) => {
                 let record = RunRecord {
                     run: run.clone(),
@@ -326,28 +392,16 @@ fn csv_field(s: &str) -> String {
 /// and `reorder` fall back to the design's `wan` table. Missing text columns are empty,
 /// missing network columns 0; `corrupt` is always 0 (the emulator does not corrupt).
 pub fn percentiles_csv(design: &Design, record: &RunRecord) -> String {
-    let params = record.run.params();
+    let param = |key: &str| design.param(&record.run, key);
+    // Unknown settings stay empty rather than guessed; the emulator faults the study varied
+    // and Meridian does not (loss aside) are 0 unless set.
     let text = |key: &str| {
-        params
-            .get(key)
+        param(key)
             .map(|l| csv_field(&l.to_string()))
             .unwrap_or_default()
     };
-    let number = |key: &str, wan_key: Option<&str>| {
-        params
-            .get(key)
-            .cloned()
-            .or_else(|| {
-                wan_key
-                    .and_then(|k| design.wan.get(k))
-                    .and_then(|v| match v {
-                        toml::Value::Integer(i) => Some(Level::Int(*i)),
-                        toml::Value::Float(f) => Some(Level::Float(*f)),
-                        _ => None,
-                    })
-            })
-            .map_or_else(|| "0".to_string(), |l| csv_field(&l.to_string()))
-    };
+    let number =
+        |key: &str| param(key).map_or_else(|| "0".to_string(), |l| csv_field(&l.to_string()));
     let mut out = String::from("consist,loc,pop,r_w,delay,delay_var,loss,dupl,corrupt,reorder,op");
     for p in 1..=99 {
         let _ = write!(out, ",p{p}");
@@ -358,12 +412,12 @@ pub fn percentiles_csv(design: &Design, record: &RunRecord) -> String {
         text("locality"),
         text("popularity"),
         text("rw"),
-        number("wan_rtt_ms", None),
-        number("jitter_pct", None),
-        number("loss", Some("loss")),
-        number("dup", Some("dup")),
+        text("wan_rtt_ms"),
+        text("jitter_pct"),
+        number("loss"),
+        number("dup"),
         "0".to_string(),
-        number("reorder", Some("reorder")),
+        number("reorder"),
     ]
     .join(",");
     for s in record
@@ -551,12 +605,12 @@ pub(crate) mod tests {
         assert!(lines[0].ends_with(",p99,p99_9"));
         assert_eq!(lines[0].split(',').count(), 11 + 100);
         assert!(
-            lines[1].starts_with("ind1,0.9,,2:1,0,0,0.01,0,0,0,read,"),
+            lines[1].starts_with("ind1,0.9,,2:1,0,,0.01,0,0,0,read,"),
             "{}",
             lines[1]
         );
         assert!(
-            lines[2].starts_with("ind1,0.9,,2:1,0,0,0.01,0,0,0,update,"),
+            lines[2].starts_with("ind1,0.9,,2:1,0,,0.01,0,0,0,update,"),
             "{}",
             lines[2]
         );
@@ -609,6 +663,34 @@ pub(crate) mod tests {
             std::fs::read_to_string(dir.path().join("design.toml")).unwrap(),
             other.text
         );
+        check_results_dir(&other, dir.path()).unwrap();
+        assert!(check_results_dir(&design, dir.path()).is_err());
+        let empty = tempfile::tempdir().unwrap();
+        let err = check_results_dir(&design, empty.path()).unwrap_err();
+        assert!(err.to_string().contains("no design.toml"), "{err}");
+    }
+
+    #[test]
+    fn forcing_a_design_whose_runs_keep_their_seeds_still_redoes_them() {
+        // Only a free-form table changes: cells, seeds and `fixed` are the same, so each old
+        // record looks like a finished run of the new design; forcing must redo them anyway.
+        let dir = tempfile::tempdir().unwrap();
+        let design = Design::parse(SMALL).unwrap();
+        let mut exec = Fake {
+            calls: 0,
+            fail: vec![],
+        };
+        run_design(&design, dir.path(), &mut exec, &mut |_| {}).unwrap();
+        let other = Design::parse(&format!("{SMALL}phases = {{ measure_s = 99 }}\n")).unwrap();
+        assert!(run_design(&other, dir.path(), &mut exec, &mut |_| {}).is_err());
+        exec.calls = 0;
+        let options = RunOptions { force: true };
+        let out = run_design_with(&other, dir.path(), &mut exec, &mut |_| {}, options).unwrap();
+        assert_eq!((exec.calls, out.skipped), (12, 0));
+        // Resuming the forced design now keeps its runs.
+        exec.calls = 0;
+        let again = run_design(&other, dir.path(), &mut exec, &mut |_| {}).unwrap();
+        assert_eq!((exec.calls, again.skipped), (0, 12));
     }
 
     #[test]
@@ -638,5 +720,22 @@ pub(crate) mod tests {
         assert_eq!(row[5], cell.level("jitter_pct").unwrap().to_string());
         assert_eq!(&row[6..10], ["0.0", "0.0", "0", "0.0"]);
         assert_eq!(row[10], "read");
+    }
+
+    #[test]
+    fn a_run_with_a_non_finite_figure_fails_instead_of_being_written() {
+        let mut outcome = RunOutcome {
+            histogram_log: None,
+            report: fake_report(1000, 0),
+            mean_throughput: 10.0,
+            counters: BTreeMap::from([("migrations".to_owned(), 1.0)]),
+            settings: serde_json::Value::Null,
+            runner: "virtual".into(),
+            elapsed_s: 1.0,
+        };
+        assert!(finite(outcome.clone()).is_ok());
+        outcome.counters.insert("bad".into(), f64::NAN);
+        let err = finite(outcome).unwrap_err().to_string();
+        assert!(err.contains("`bad`"), "{err}");
     }
 }
