@@ -38,6 +38,7 @@ pub use run::{
     load_records, percentiles_csv, run_design, run_design_with, write_atomic,
 };
 
+use meridian_core::splitmix64;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -702,14 +703,6 @@ impl RunSpec {
     pub fn label(&self) -> String {
         format!("{} #{}", self.cell.name(), self.replication)
     }
-}
-
-/// splitmix64's output function (Steele, Lea, Flood 2014).
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A run's seed: a splitmix64 chain over `order_seed`, the cell name's length and bytes (in

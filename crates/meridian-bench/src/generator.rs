@@ -12,6 +12,7 @@
 //!
 //! [`Distribution`] is the serde-facing configuration; [`KeyChooser`] is its runtime state.
 
+use meridian_core::splitmix64;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
@@ -370,13 +371,6 @@ impl Hotspot {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Permutation {
     seed: u64,
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 impl Permutation {

@@ -10,6 +10,7 @@
 //!   refused with [`BenchError::InvalidProperty`] naming the property;
 //! - every random choice takes the caller's RNG: same seed, same operations.
 
+use meridian_core::mix::{GOLDEN_GAMMA, splitmix64};
 use std::collections::BTreeMap;
 
 use rand::Rng;
@@ -461,13 +462,10 @@ pub fn key_name(keynum: u64, order: InsertOrder) -> String {
 /// versions so that a reader can tell which write it saw.
 pub fn record_value(keynum: u64, version: u64, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(len);
-    let mut state = keynum.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ version.rotate_left(32);
+    let mut state = keynum.wrapping_mul(GOLDEN_GAMMA) ^ version.rotate_left(32);
     while out.len() < len {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
+        let z = splitmix64(state);
+        state = state.wrapping_add(GOLDEN_GAMMA);
         for b in z.to_le_bytes() {
             if out.len() == len {
                 break;

@@ -7,9 +7,11 @@
 
 pub mod clock;
 pub mod ids;
+pub mod mix;
 
 pub use clock::{Clock, ManualClock, SkewedClock, StrictlyMonotonic, SystemClock, Timestamp};
 pub use ids::{DcId, NodeId, PartitionId};
+pub use mix::splitmix64;
 
 /// A key: an arbitrary byte string, cheap to clone.
 pub type Key = bytes::Bytes;

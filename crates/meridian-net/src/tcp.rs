@@ -30,6 +30,7 @@ use crate::frame::{DEFAULT_MAX_FRAME, FrameCodec};
 use crate::transport::{BoxFuture, Dispatcher, Inbox, Transport, Wire};
 use bytes::{Bytes, BytesMut};
 use meridian_core::NodeId;
+use meridian_core::splitmix64;
 use parking_lot::{Mutex, RwLock};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -267,13 +268,6 @@ impl<M: Message> Wire<M> for TcpWire<M> {
             tx.send(frame).await.map_err(|_| NetError::Closed)
         })
     }
-}
-
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 /// The wait after the `failures`-th consecutive failed connect.

@@ -23,6 +23,7 @@
 //! consumes the same four draws (delay, loss, duplicate, reorder) whatever the probabilities.
 
 use super::config::{Cut, DcLink, DeliveryMode, LinkConfig, NodeLink, Placement, WanConfig};
+use meridian_core::splitmix64;
 use meridian_core::{DcId, NodeId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -95,13 +96,6 @@ pub struct Model {
     conns: BTreeMap<(NodeId, NodeId), Instant>,
     stats: WanStats,
     ideal: LinkConfig,
-}
-
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 fn link_seed(seed: u64, key: LinkKey) -> u64 {
