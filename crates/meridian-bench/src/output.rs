@@ -28,6 +28,12 @@ pub fn write_file(path: &Path, contents: &[u8]) -> Result<(), BenchError> {
     crate::experiment::write_atomic(path, contents)
 }
 
+/// Every op name of `reports`, sorted, once.
+fn ops_of<'a>(reports: impl Iterator<Item = &'a Report>) -> Vec<String> {
+    let ops: std::collections::BTreeSet<&str> = reports.flat_map(Report::ops).collect();
+    ops.into_iter().map(str::to_owned).collect()
+}
+
 /// The box of one summary: its percentile vector, or "no data" when it has no sample.
 fn box_of(label: &str, s: Option<&Summary>) -> BoxSpec {
     BoxSpec {
@@ -37,19 +43,6 @@ fn box_of(label: &str, s: Option<&Summary>) -> BoxSpec {
             .map(|s| s.percentiles_us.clone())
             .unwrap_or_default(),
     }
-}
-
-fn summary<'a>(report: &'a Report, op: &str, scope: Scope) -> Option<&'a Summary> {
-    report
-        .summaries
-        .iter()
-        .find(|s| s.op == op && s.scope == scope)
-}
-
-fn ops(report: &Report) -> Vec<String> {
-    let mut ops: Vec<String> = report.summaries.iter().map(|s| s.op.clone()).collect();
-    ops.dedup();
-    ops
 }
 
 /// Writes one run: `report.json`, `report.csv`, `histograms.hlog` (the HdrHistogram interval
@@ -89,9 +82,7 @@ pub fn write_comparison(
     title: &str,
     runs: &[(String, &RunResult)],
 ) -> Result<Vec<PathBuf>, BenchError> {
-    let mut all_ops: Vec<String> = runs.iter().flat_map(|(_, r)| ops(&r.report)).collect();
-    all_ops.sort();
-    all_ops.dedup();
+    let all_ops = ops_of(runs.iter().map(|(_, r)| &r.report));
     let join = |a: &str, b: &str| {
         if a.is_empty() {
             b.to_owned()
@@ -133,7 +124,7 @@ pub fn write_comparison(
                 title: op.clone(),
                 boxes: [Scope::Total, Scope::Local, Scope::Remote]
                     .into_iter()
-                    .map(|s| box_of(s.as_str(), summary(report, op, s)))
+                    .map(|s| box_of(s.as_str(), report.summary(op, s)))
                     .collect(),
             })
             .collect()
@@ -147,7 +138,7 @@ pub fn write_comparison(
                         title: format!("{op} · {}", scope.as_str()),
                         boxes: runs
                             .iter()
-                            .map(|(label, r)| box_of(label, summary(&r.report, op, scope)))
+                            .map(|(label, r)| box_of(label, r.report.summary(op, scope)))
                             .collect(),
                     })
             })
@@ -209,9 +200,7 @@ pub fn design_plots(dir: &Path, records: &[RunRecord]) -> Result<Vec<PathBuf>, B
     }
     let mut written = Vec::new();
     for ((_, key), recs) in figures {
-        let mut all_ops: Vec<String> = recs.iter().flat_map(|r| ops(&r.outcome.report)).collect();
-        all_ops.sort();
-        all_ops.dedup();
+        let all_ops = ops_of(recs.iter().map(|r| &r.outcome.report));
         let mut localities: Vec<Option<String>> = Vec::new();
         for r in &recs {
             let l = level(r, "locality");
@@ -227,7 +216,7 @@ pub fn design_plots(dir: &Path, records: &[RunRecord]) -> Result<Vec<PathBuf>, B
                     .filter(|r| &level(r, "locality") == loc)
                     .map(|r| {
                         let label = level(r, "mode").unwrap_or_else(|| r.run.cell.name());
-                        box_of(&label, summary(&r.outcome.report, op, Scope::Total))
+                        box_of(&label, r.outcome.report.summary(op, Scope::Total))
                     })
                     .collect();
                 let title = match loc {
@@ -268,9 +257,7 @@ pub fn design_plots(dir: &Path, records: &[RunRecord]) -> Result<Vec<PathBuf>, B
 /// A Markdown table comparing runs: per op, local and remote p50 / p99 (ms), their counts,
 /// and the run's throughput and errors.
 pub fn comparison_table(runs: &[(String, &RunResult)]) -> String {
-    let mut all_ops: Vec<String> = runs.iter().flat_map(|(_, r)| ops(&r.report)).collect();
-    all_ops.sort();
-    all_ops.dedup();
+    let all_ops = ops_of(runs.iter().map(|(_, r)| &r.report));
     let ms = |us: u64| us as f64 / 1e3;
     let mut out = String::from(
         "| run | op | local p50 | local p99 | remote p50 | remote p99 | remote share | ops/s | errors |\n\
@@ -279,8 +266,8 @@ pub fn comparison_table(runs: &[(String, &RunResult)]) -> String {
     for (label, r) in runs {
         let errors: u64 = r.report.errors_by_code.values().sum();
         for op in &all_ops {
-            let l = summary(&r.report, op, Scope::Local);
-            let m = summary(&r.report, op, Scope::Remote);
+            let l = r.report.summary(op, Scope::Local);
+            let m = r.report.summary(op, Scope::Remote);
             let cell = |s: Option<&Summary>, f: fn(&Summary) -> u64| match s {
                 Some(s) if s.count > 0 => format!("{:.2}", ms(f(s))),
                 _ => "–".into(),

@@ -153,6 +153,20 @@ pub struct Report {
 }
 
 impl Report {
+    /// The summary of `op` in `scope`, if the run had that op.
+    pub fn summary(&self, op: &str, scope: Scope) -> Option<&Summary> {
+        self.summaries
+            .iter()
+            .find(|s| s.op == op && s.scope == scope)
+    }
+
+    /// The op names, in order.
+    pub fn ops(&self) -> Vec<&str> {
+        let mut ops: Vec<&str> = self.summaries.iter().map(|s| s.op.as_str()).collect();
+        ops.dedup();
+        ops
+    }
+
     /// The report as pretty-printed JSON.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self)

@@ -178,9 +178,7 @@ impl Response {
             Response::Latency { op, scope, stat } => record
                 .outcome
                 .report
-                .summaries
-                .iter()
-                .find(|s| &s.op == op && s.scope == *scope)
+                .summary(op, *scope)
                 .map(|s| stat.of_ms(s)),
         }
     }

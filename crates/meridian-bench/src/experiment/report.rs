@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use super::run::write_atomic;
 use super::{Design, DesignAnalysis, RunRecord};
 use crate::BenchError;
-use crate::stats::{Scope, Summary};
+use crate::stats::Scope;
 
 /// Effect columns whose fraction is below this for every response are suppressed.
 pub const SUPPRESS_BELOW: f64 = 0.01;
@@ -86,15 +86,6 @@ fn table_header(out: &mut String, columns: &[String], right_from: usize) {
 
 fn row(out: &mut String, cells: &[String]) {
     let _ = writeln!(out, "| {} |", cells.join(" | "));
-}
-
-fn summary_of<'a>(record: &'a RunRecord, op: &str, scope: Scope) -> Option<&'a Summary> {
-    record
-        .outcome
-        .report
-        .summaries
-        .iter()
-        .find(|s| s.op == op && s.scope == scope)
 }
 
 fn ms(us: u64) -> String {
@@ -192,7 +183,7 @@ pub fn render_summary(
     sorted.sort_by_key(|r| (r.run.cell.index, r.run.replication));
     let ops: BTreeSet<&str> = records
         .iter()
-        .flat_map(|r| r.outcome.report.summaries.iter().map(|s| s.op.as_str()))
+        .flat_map(|r| r.outcome.report.ops())
         .collect();
     let _ = writeln!(out, "## Runs\n");
     let _ = writeln!(
@@ -228,20 +219,23 @@ pub fn render_summary(
         cells.push(num(r.outcome.elapsed_s));
         cells.push(num(r.outcome.mean_throughput));
         for op in &ops {
-            match summary_of(r, op, Scope::Total) {
+            match r.outcome.report.summary(op, Scope::Total) {
                 Some(t) => {
                     cells.extend([ms(t.p50_us), ms(t.p90_us), ms(t.p99_us), ms(t.p99_9_us)]);
                 }
                 None => cells.extend(std::iter::repeat_n("—".to_string(), 4)),
             }
             for scope in [Scope::Local, Scope::Remote] {
-                match summary_of(r, op, scope).filter(|s| s.count > 0) {
+                match r.outcome.report.summary(op, scope).filter(|s| s.count > 0) {
                     Some(s) => cells.extend([ms(s.p50_us), ms(s.p99_us)]),
                     None => cells.extend(std::iter::repeat_n("—".to_string(), 2)),
                 }
             }
             cells.push(
-                summary_of(r, op, Scope::Total).map_or("—".to_string(), |t| t.errors.to_string()),
+                r.outcome
+                    .report
+                    .summary(op, Scope::Total)
+                    .map_or("—".to_string(), |t| t.errors.to_string()),
             );
         }
         row(&mut out, &cells);
@@ -393,7 +387,9 @@ pub fn render_summary(
             let cells = ops
                 .iter()
                 .map(|op| {
-                    summary_of(r, op, Scope::Total)
+                    r.outcome
+                        .report
+                        .summary(op, Scope::Total)
                         .and_then(|s| s.mean_accuracy_pct(ACCURACY_CONFIDENCE))
                         .map_or("—".to_string(), |a| format!("±{a:.2}"))
                 })
