@@ -35,7 +35,7 @@ pub use anova::{
 pub use report::{PlotFn, SUPPRESS_BELOW, render_summary, write_report};
 pub use run::{
     DesignRun, Event, Executor, RunFailure, RunOptions, RunOutcome, RunRecord, check_results_dir,
-    load_records, percentiles_csv, run_design, run_design_with, write_atomic,
+    load_records, percentiles_csv, run_design, run_design_with,
 };
 
 use meridian_core::splitmix64;

@@ -16,16 +16,29 @@ use crate::plot::{self, BoxFacet, BoxSpec, CdfSeries, ThroughputSeries};
 use crate::runner::RunResult;
 use crate::stats::{Report, Scope, Summary};
 
-/// Writes `contents` to `path` atomically (a temporary sibling, then a rename), creating
-/// its directory.
+/// Writes `contents` to `path` whole or not at all, creating its directory: a temporary
+/// sibling, synced, then renamed into place, so a crash leaves the old file or the new one
+/// (and a result file that exists is complete: resuming an experiment relies on it).
 pub fn write_file(path: &Path, contents: &[u8]) -> Result<(), BenchError> {
+    use std::io::Write as _;
+    let io = |p: &Path, what: &str, e: std::io::Error| BenchError::Io {
+        path: p.display().to_string(),
+        reason: format!("{what}: {e}; check the directory is writable and the disk has room"),
+    };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| BenchError::Io {
-            path: dir.display().to_string(),
-            reason: format!("cannot create the directory: {e}"),
-        })?;
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, "cannot create the directory", e))?;
     }
-    crate::experiment::write_atomic(path, contents)
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut file = std::fs::File::create(&tmp).map_err(|e| io(&tmp, "cannot create", e))?;
+    file.write_all(contents)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io(&tmp, "cannot write", e))?;
+    std::fs::rename(&tmp, path)
+        .map_err(|e| io(path, "cannot rename the temporary file into place", e))
 }
 
 /// Every op name of `reports`, sorted, once.

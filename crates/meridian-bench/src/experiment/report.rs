@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::run::write_atomic;
 use super::{Design, DesignAnalysis, RunRecord};
 use crate::BenchError;
+use crate::output::write_file;
 use crate::stats::Scope;
 
 /// Effect columns whose fraction is below this for every response are suppressed.
@@ -30,14 +30,10 @@ pub fn write_report(
     dir: &Path,
     plots: &PlotFn<'_>,
 ) -> Result<PathBuf, BenchError> {
-    std::fs::create_dir_all(dir).map_err(|e| BenchError::Io {
-        path: dir.display().to_string(),
-        reason: format!("cannot create the directory: {e}"),
-    })?;
     let images = plots(dir, records)?;
     let text = render_summary(design, records, analysis, dir, &images);
     let path = dir.join("summary.md");
-    write_atomic(&path, text.as_bytes())?;
+    write_file(&path, text.as_bytes())?;
     Ok(path)
 }
 

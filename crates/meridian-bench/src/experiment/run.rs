@@ -5,6 +5,7 @@
 //! is written last and atomically (temporary name, then rename), so a crash at any point
 //! leaves either a finished run or one that is executed again.
 
+use crate::output::write_file;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -132,19 +133,6 @@ fn io_err(path: &Path, what: &str, e: impl std::fmt::Display) -> BenchError {
     }
 }
 
-/// Writes `content` to `path` via a temporary sibling and a rename, so readers see either
-/// the old file or the whole new one.
-pub fn write_atomic(path: &Path, content: &[u8]) -> Result<(), BenchError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, content).map_err(|e| io_err(&tmp, "cannot write", e))?;
-    std::fs::rename(&tmp, path)
-        .map_err(|e| io_err(path, "cannot rename the temporary file into place", e))
-}
-
 fn create_dir(path: &Path) -> Result<(), BenchError> {
     std::fs::create_dir_all(path).map_err(|e| io_err(path, "cannot create the directory", e))
 }
@@ -241,7 +229,7 @@ fn claim_dir(design: &Design, dir: &Path, force: bool) -> Result<bool, BenchErro
     }
     let path = dir.join("design.toml");
     if std::fs::read_to_string(&path).ok().as_deref() != Some(design.text.as_str()) {
-        write_atomic(&path, design.text.as_bytes())?;
+        write_file(&path, design.text.as_bytes())?;
     }
     Ok(state != DirState::Different)
 }
@@ -326,7 +314,7 @@ pub fn run_design_with(
                 records.push(record);
             }
             Err(error) => {
-                write_atomic(
+                write_file(
                     &run_dir.join("error.txt"),
                     format!("{}\n{error}\n", run.label()).as_bytes(),
                 )?;
@@ -348,16 +336,16 @@ pub fn run_design_with(
 }
 
 fn write_run_files(design: &Design, run_dir: &Path, record: &RunRecord) -> Result<(), BenchError> {
-    write_atomic(
+    write_file(
         &run_dir.join("report.csv"),
         record.outcome.report.to_csv().as_bytes(),
     )?;
-    write_atomic(
+    write_file(
         &run_dir.join("percentiles.csv"),
         percentiles_csv(design, record).as_bytes(),
     )?;
     if let Some(log) = &record.outcome.histogram_log {
-        write_atomic(&run_dir.join("histograms.hlog"), log)?;
+        write_file(&run_dir.join("histograms.hlog"), log)?;
     }
     let json = serde_json::to_string_pretty(record).map_err(|e| {
         io_err(
@@ -367,7 +355,7 @@ fn write_run_files(design: &Design, run_dir: &Path, record: &RunRecord) -> Resul
         )
     })?;
     // Last: its presence marks the run as done.
-    write_atomic(&run_dir.join("result.json"), json.as_bytes())?;
+    write_file(&run_dir.join("result.json"), json.as_bytes())?;
     let error = run_dir.join("error.txt");
     if error.exists() {
         std::fs::remove_file(&error).map_err(|e| io_err(&error, "cannot remove", e))?;
