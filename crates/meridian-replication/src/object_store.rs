@@ -218,7 +218,7 @@ impl ObjectStore {
     ) -> Result<Object> {
         self.coordinate(
             Bytes::copy_from_slice(key),
-            ctx,
+            Some(ctx),
             content,
             me,
             allow_mult,
@@ -226,10 +226,34 @@ impl ObjectStore {
         )
     }
 
+    /// A client write coordinated here that supersedes everything this replica holds for
+    /// `key`: [`Self::coordinator_put`] with the stored object's own clock as the context,
+    /// read under the key's stripe lock (what a Redis `SET` means, without a quorum read
+    /// first: Riak's coordinating vnode does the same with its local object). Values this
+    /// replica has not seen yet stay as siblings, exactly as if a read had missed them.
+    pub fn coordinator_overwrite(
+        &self,
+        key: &[u8],
+        content: Content,
+        me: ReplicaId,
+        allow_mult: bool,
+        siblings_max: usize,
+    ) -> Result<Object> {
+        self.coordinate(
+            Bytes::copy_from_slice(key),
+            None,
+            content,
+            me,
+            allow_mult,
+            siblings_max,
+        )
+    }
+
+    /// `ctx: None` takes the stored object's clock as the context.
     fn coordinate(
         &self,
         engine_key: Bytes,
-        ctx: &CausalClock,
+        ctx: Option<&CausalClock>,
         content: Content,
         me: ReplicaId,
         allow_mult: bool,
@@ -239,6 +263,14 @@ impl ObjectStore {
         let local = self.read(&engine_key)?;
         let meta = Meta {
             ts_us: self.clock.now().micros(),
+        };
+        let own;
+        let ctx = match ctx {
+            Some(c) => c,
+            None => {
+                own = local.as_ref().map(|o| o.clock().clone()).unwrap_or_default();
+                &own
+            }
         };
         let mut o = dvv::coordinator_put(local, ctx, content, meta, me);
         if !allow_mult {
@@ -413,6 +445,27 @@ mod tests {
 
     fn val(s: &'static str) -> Content {
         Content::Value(Bytes::from_static(s.as_bytes()))
+    }
+
+    #[test]
+    fn overwrite_supersedes_everything_held_here() {
+        let s = store();
+        // Two concurrent blind writes from different coordinators: two siblings.
+        s.coordinator_put(b"k", &CausalClock::new(), val("a"), me(1), true, 100)
+            .unwrap();
+        s.coordinator_put(b"k", &CausalClock::new(), val("b"), me(2), true, 100)
+            .unwrap();
+        assert_eq!(s.get(b"k").unwrap().unwrap().siblings().len(), 2);
+        let o = s
+            .coordinator_overwrite(b"k", val("c"), me(1), true, 100)
+            .unwrap();
+        assert_eq!(o.values().collect::<Vec<_>>(), [&Bytes::from_static(b"c")]);
+        assert_eq!(s.get(b"k").unwrap().unwrap(), o);
+        // On an absent key it is a plain first write.
+        let o = s
+            .coordinator_overwrite(b"new", val("x"), me(1), true, 100)
+            .unwrap();
+        assert_eq!(o.siblings().len(), 1);
     }
 
     #[test]
