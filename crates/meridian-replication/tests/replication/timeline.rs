@@ -813,7 +813,9 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
     // Refusals by bucket type, all bad requests.
     let quorum = Props::default();
     let refusals = [
-        d.read(ev, ReadOpts::Mode(ReadMode::Latest)).await.unwrap_err(),
+        d.read(ev, ReadOpts::Mode(ReadMode::Latest))
+            .await
+            .unwrap_err(),
         d.read(tl, ReadOpts::Quorum(quorum)).await.unwrap_err(),
         d.write(ev, b("x"), WriteOpts::Timeline(Expect::Absent))
             .await
@@ -845,10 +847,7 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
         assert_eq!(e.code(), "wrong_bucket_type", "{i}: {e}");
         assert_eq!(e.class(), ErrorClass::BadRequest);
         let want = if i % 2 == 0 { "eventual" } else { "timeline" };
-        assert!(
-            e.to_string().contains(&format!(" is {want}: ")),
-            "{i}: {e}"
-        );
+        assert!(e.to_string().contains(&format!(" is {want}: ")), "{i}: {e}");
     }
     let e = d.refuse_read_modify_write(tl, "INCR");
     assert!(
@@ -878,10 +877,17 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
             ..
         }
     ));
-    let e = d.set_with(ev, b("x"), opts.iter().copied()).await.unwrap_err();
+    let e = d
+        .set_with(ev, b("x"), opts.iter().copied())
+        .await
+        .unwrap_err();
     assert!(e.to_string().ends_with("use MERIDIAN.PUT"), "{e}");
     // SET NX on timeline: an insert-if-absent.
-    assert!(!d.set_with(tl, b("x"), [&b"nx"[..]].into_iter()).await.unwrap());
+    assert!(
+        !d.set_with(tl, b("x"), [&b"nx"[..]].into_iter())
+            .await
+            .unwrap()
+    );
     // Nothing the refusals carried was written.
     assert_eq!(d.get(tl).await.unwrap(), Some(b("v3")));
     assert_eq!(d.get(ev).await.unwrap(), Some(b("v3")));

@@ -18,9 +18,9 @@
 //! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`
 //!   (`NX` makes it insert-if-absent and answers nil over a live record, as Redis does);
 //!   `SETNX` likewise; `DEL` reads the master's version and writes a tombstone over it
-//!   ([`ClusterBackend::tl_delete`]). `EXISTS`, `MGET`, `MSET`, `STRLEN`, `TYPE`, `TTL` go
-//!   through the same calls. Other read-modify-write commands are refused, naming the
-//!   versioned commands that do it.
+//!   ([`meridian_replication::Dispatch::delete`]). `EXISTS`, `MGET`, `MSET`, `STRLEN`,
+//!   `TYPE`, `TTL` go through the same calls. Other read-modify-write commands are refused,
+//!   naming the versioned commands that do it.
 //! - `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` and the spec's `TL.GETLATEST key`,
 //!   `TL.GETCRIT key ver` reply `[value, version]`: value nil for a tombstone or an absent
 //!   record, version nil only when absent (a tombstone has one, so a client can read past
