@@ -18,7 +18,10 @@
 //!   `threads = connections × pipeline` keeps exactly `pipeline` requests in flight on every
 //!   connection, like `redis-benchmark -c connections -P pipeline`.
 //! - **Short error codes:** a server error reply `-WRONGTYPE ...` fails the op with its first
-//!   word (`WRONGTYPE`, `ERR`, `UNAVAILABLE`, ...); transport failures use [`CONNECTION`],
+//!   word (`WRONGTYPE`, `ERR`, and a Meridian cluster's classes `UNAVAILABLE` — quorum or
+//!   master unreachable —, `TRYAGAIN` — overload —, `CONFLICT`), except the server's own
+//!   request timer, `-TIMEOUT need=...`, which is [`SERVER_TIMEOUT`] so it is never counted
+//!   as this client's deadline; transport failures use [`CONNECTION`],
 //!   [`PROTOCOL`] and [`TIMEOUT`]; a read of a missing key is [`NOT_FOUND`] (as in YCSB's
 //!   Redis binding, an empty read is not a success); scans are [`UNSUPPORTED`].
 //! - **No hang, no panic:** every request finishes within [`RespConfig::timeout`] (plus at
@@ -63,6 +66,9 @@ use crate::workload::Op;
 
 /// Error code of a request that did not complete within [`RespConfig::timeout`].
 pub const TIMEOUT: &str = "TIMEOUT";
+/// Error code of a server that answered `-TIMEOUT ...`: its own request timer expired
+/// before a quorum answered (distinct from [`TIMEOUT`], this client's deadline).
+pub const SERVER_TIMEOUT: &str = "SERVER_TIMEOUT";
 /// Error code of a request whose connection could not be opened or was lost.
 pub const CONNECTION: &str = "CONNECTION";
 /// Error code of a request whose connection received a malformed or unsolicited reply.
@@ -502,6 +508,8 @@ fn error_code(message: &[u8]) -> String {
     let word = message.split(|&b| b == b' ').next().unwrap_or_default();
     if word.is_empty() {
         "ERR".to_string()
+    } else if word == TIMEOUT.as_bytes() {
+        SERVER_TIMEOUT.to_string()
     } else {
         String::from_utf8_lossy(word).into_owned()
     }
@@ -1337,6 +1345,15 @@ mod tests {
         assert_eq!(
             code(b"-UNAVAILABLE master_unavailable dc=1\r\n"),
             "UNAVAILABLE"
+        );
+        assert_eq!(
+            code(b"-UNAVAILABLE r_val_unsatisfied need=2 got=1\r\n"),
+            "UNAVAILABLE"
+        );
+        assert_eq!(code(b"-TRYAGAIN overload\r\n"), "TRYAGAIN");
+        assert_eq!(
+            code(b"-TIMEOUT need=2 ok=1 nf=0 fail=0 missing=n4\r\n"),
+            SERVER_TIMEOUT
         );
         assert_eq!(code(b"-\r\n"), "ERR");
         assert_eq!(code(b"!21\r\nSYNTAX invalid syntax\r\n"), "SYNTAX");

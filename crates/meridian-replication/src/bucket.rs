@@ -37,6 +37,23 @@ pub enum BucketType {
     Transactional,
 }
 
+impl BucketType {
+    /// The type's name as configurations and error messages write it (`eventual`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BucketType::Eventual => "eventual",
+            BucketType::Timeline => "timeline",
+            BucketType::Transactional => "transactional",
+        }
+    }
+}
+
+impl std::fmt::Display for BucketType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A bucket's properties as configured: its type, the quorum parameters ([`Props`], every
 /// one optional: unset means the spec's default), and the DC rule. Serialized flat, as a TOML
 /// `[buckets.NAME]` table writes it (`type = "eventual"`, `n_val = 3`, `r = "quorum"`, ...);

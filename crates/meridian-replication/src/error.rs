@@ -10,6 +10,7 @@
 //! The type is serializable because a coordinator that forwards a client write (§6.1) gets
 //! the remote coordinator's result, error included, back over the wire unchanged.
 
+use crate::bucket::BucketType;
 use crate::timeline::{ReplicaRef, Version};
 use meridian_cluster::QuorumError;
 use meridian_core::{DcId, NodeId};
@@ -236,6 +237,19 @@ pub enum ReplicationError {
         /// What to do instead.
         hint: String,
     },
+    /// A command that has no meaning on the key's bucket type (a read-modify-write such as
+    /// `INCR` on either type, a `SET` option). Unlike the other variants its `Display` is a
+    /// sentence led by the command, not by the code (`unsupported`), because that is what a
+    /// Redis client shows: `INCR is not supported on eventual buckets (no atomic ...)`.
+    #[error("{command} is not supported on {bucket_type} buckets{hint}")]
+    Unsupported {
+        /// The command or option, as the client named it (`INCR`, `SET option 'EX'`).
+        command: String,
+        /// The key's bucket type.
+        bucket_type: BucketType,
+        /// Why, and what to use instead, starting with its separator (`"; use GET"`).
+        hint: String,
+    },
 }
 
 /// How the edge should present an error (spec §11).
@@ -284,6 +298,7 @@ impl ReplicationError {
             NotMaster { .. } => "not_master",
             WrongBucketType { .. } => "wrong_bucket_type",
             ForceMasterRefused { .. } => "force_master_refused",
+            Unsupported { .. } => "unsupported",
         }
     }
 
@@ -297,6 +312,7 @@ impl ReplicationError {
             | InvalidBucket { .. }
             | MembershipRefused { .. }
             | WrongBucketType { .. }
+            | Unsupported { .. }
             | ForceMasterRefused { .. } => ErrorClass::BadRequest,
             VersionMismatch { .. } | AlreadyExists { .. } => ErrorClass::Conflict,
             Overload => ErrorClass::Overload,

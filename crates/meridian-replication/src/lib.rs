@@ -6,12 +6,14 @@
 //!   propagation, read-any / read-critical / read-latest, test-and-set and master migration.
 //!
 //! One node type, [`EventualNode`], serves both; a bucket's [`bucket::BucketType`] decides
-//! which operations its keys take. Transactional buckets are not built yet.
+//! which operations its keys take, and [`Dispatch`] is where client requests meet that
+//! decision. Transactional buckets are not built yet.
 //!
 //! | module | concept |
 //! |---|---|
 //! | [`anti_entropy`] | per-partition Merkle trees over a replica's objects (§10) |
 //! | [`bucket`] | bucket types and properties (TOML-loadable), the validated registry |
+//! | [`dispatch`] | [`Dispatch`], the facade front ends call: reads the bucket type once per request and hands the request to its protocol; bucket-type refusals |
 //! | [`object_store`] | one replica's objects and hints over a storage engine |
 //! | [`membership`] | the versioned cluster metadata (layout, members, buckets) and its changes |
 //! | [`messages`] | the node-to-node wire protocol |
@@ -52,6 +54,7 @@
 
 pub mod anti_entropy;
 pub mod bucket;
+pub mod dispatch;
 pub mod error;
 pub mod membership;
 pub mod messages;
@@ -62,6 +65,7 @@ pub mod tokio_clock;
 
 pub use anti_entropy::{AaeError, AaeTrees};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
+pub use dispatch::{DeleteOpts, Deleted, Dispatch, Read, ReadOpts, WriteOpts, Written};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use messages::{AaeItem, Msg, RemoteError};

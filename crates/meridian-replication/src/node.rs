@@ -525,6 +525,12 @@ impl EventualNode {
         self.registry().clone()
     }
 
+    /// The type of `key`'s bucket (one registry lookup, no copy): what the dispatch facade
+    /// reads once per request.
+    pub fn bucket_type(&self, key: &[u8]) -> crate::bucket::BucketType {
+        self.registry().props_for(bucket_and_key(key).0).bucket_type
+    }
+
     /// Whether this node's failure detector considers `peer` up now (itself always).
     pub fn is_up(&self, peer: NodeId) -> bool {
         peer == self.id()

@@ -5,14 +5,9 @@
 //! - [`ClusterBackend`]: what a node's front ends need in cluster mode — the replication node
 //!   (which follows the cluster metadata: layout, members with their addresses, buckets) and,
 //!   behind a WAN emulator, its control (for `/wan`).
-//! - The Redis-compatible view of a bucket ([`ClusterBackend::get_latest`],
-//!   [`ClusterBackend::set`], [`ClusterBackend::del`]). On an eventual bucket a GET shows the
-//!   sibling with the greatest `(meta.ts_us, dot)` (the one last-writer-wins would keep), a SET
-//!   first reads the key's context with the bucket's R so it supersedes what it read, a DEL
-//!   reads the context and deletes with it. On a timeline bucket (`timeline.md`) a GET is the
-//!   bucket's default read mode, `read_any`; a SET is a `write`; a DEL reads the master's
-//!   version and writes a tombstone over exactly that version
-//!   ([`ClusterBackend::tl_delete`]).
+//! - Key requests go through [`ClusterBackend::dispatch`]
+//!   ([`meridian_replication::Dispatch`]), which decides per key which protocol serves them;
+//!   their errors reach the wire through [`crate::wire_error`].
 //! - [`start_embedded`]: one `MemNetwork` wrapped by a `WanEmulator`, one `MemEngine` +
 //!   `EventualNode` per node on the system clock, a layout from `claim`, and one RESP + HTTP
 //!   listener pair per node; it returns once every failure detector has heard every peer.
@@ -37,18 +32,13 @@ use crate::config::{EngineKind, NodeConfig};
 use crate::error::{Error, Result};
 use crate::identity;
 use crate::node::{self, Listeners, NodeState};
-use bytes::Bytes;
 use meridian_cluster::{Props, Quorum, Ring, Topology, claim};
 use meridian_core::{Clock, DcId, NodeId, SystemClock};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
 use meridian_net::{Inbox, MemNetwork, Transport};
-use meridian_replication::timeline::{Content, Expect};
 use meridian_replication::{BucketProps, ClusterMeta, MemberRecord, MetaChange};
-use meridian_replication::{
-    Buckets, ClusterShape, EventualNode, GetOptions, GetResult, Msg, PutOptions, ReadMode,
-    ReplicationError, TlWriteResult,
-};
+use meridian_replication::{Buckets, ClusterShape, Dispatch, EventualNode, Msg};
 use meridian_storage::{Engine, MemEngine};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -60,95 +50,21 @@ use tokio_util::sync::CancellationToken;
 /// What a node's front ends serve in cluster mode. See the module docs.
 #[derive(Debug, Clone)]
 pub struct ClusterBackend {
-    /// The replication node the front ends call.
+    /// The replication node (membership, buckets, admin requests).
     pub node: EventualNode,
+    /// The facade the front ends send key requests through (the same node).
+    pub dispatch: Dispatch,
     /// The WAN emulator's control, when the node's messages go through one.
     pub wan: Option<WanControl>,
 }
 
 impl ClusterBackend {
-    /// The value a plain GET shows: the sibling with the greatest `(meta.ts_us, dot)`, or
-    /// `None` for notfound (tombstones included).
-    /// On a timeline bucket: the value `read_any` sees (nil for a tombstone).
-    pub async fn get_latest(
-        &self,
-        key: &[u8],
-    ) -> std::result::Result<Option<Bytes>, ReplicationError> {
-        if self.node.is_timeline(key) {
-            let got = self.node.tl_get(key, ReadMode::Any).await?;
-            return Ok(got.value().cloned());
-        }
-        let got = self.node.get(key, GetOptions::default()).await?;
-        Ok(got.latest().cloned())
-    }
-
-    /// A plain SET: reads the key's context (a tombstone's included) with the bucket's R,
-    /// then writes `value` with it, so the write supersedes everything the read saw. On a
-    /// timeline bucket: a `write`, which its master serializes (no read needed).
-    pub async fn set(&self, key: &[u8], value: Bytes) -> std::result::Result<(), ReplicationError> {
-        if self.node.is_timeline(key) {
-            self.node
-                .tl_put(key, Content::Value(value), Expect::Any)
-                .await?;
-            return Ok(());
-        }
-        let read = GetOptions {
-            deleted_context: true,
-            ..GetOptions::default()
-        };
-        let ctx = self.node.get(key, read).await?.context();
-        self.node
-            .put(key, value, Some(&ctx), PutOptions::default())
-            .await?;
-        Ok(())
-    }
-
-    /// A plain DEL of one key: reads its context, deletes with it. Returns whether the key
-    /// had a value. On a timeline bucket: [`ClusterBackend::tl_delete`].
-    pub async fn del(&self, key: &[u8]) -> std::result::Result<bool, ReplicationError> {
-        if self.node.is_timeline(key) {
-            return Ok(self.tl_delete(key).await?.is_some());
-        }
-        match self.node.get(key, GetOptions::default()).await? {
-            GetResult::NotFound { .. } => Ok(false),
-            found @ GetResult::Found { .. } => {
-                let ctx = found.context();
-                self.node
-                    .delete(key, Some(&ctx), PutOptions::default())
-                    .await?;
-                Ok(true)
-            }
-        }
-    }
-
-    /// A plain delete of a timeline key: reads the master's record (`read_latest`) and, if
-    /// it holds a value, writes a tombstone with test-and-set on the version read. Returns
-    /// the tombstone written, or `None` when there was no value (nothing is written then).
-    ///
-    /// Why not a blind tombstone write: a DEL answers whether the key had a value, and a
-    /// blind write of an absent key would make the insert arbiter create a generation only
-    /// to hold a tombstone. The test-and-set makes the answer exact when writes race; after
-    /// [`TL_DELETE_ATTEMPTS`] lost races the last attempt deletes whatever is there (a
-    /// plain delete is ordered after the writes it raced, as any write would be).
-    pub async fn tl_delete(
-        &self,
-        key: &[u8],
-    ) -> std::result::Result<Option<TlWriteResult>, ReplicationError> {
-        let mut attempt = 1;
-        loop {
-            let latest = self.node.tl_get(key, ReadMode::Latest).await?;
-            let Some(ver) = latest.record.filter(|r| !r.is_tombstone()).map(|r| r.ver) else {
-                return Ok(None);
-            };
-            let expect = if attempt < TL_DELETE_ATTEMPTS {
-                Expect::Version(ver)
-            } else {
-                Expect::Any
-            };
-            match self.node.tl_put(key, Content::Tombstone, expect).await {
-                Err(ReplicationError::VersionMismatch { .. }) => attempt += 1,
-                r => return r.map(Some),
-            }
+    /// The backend of `node` (and its WAN emulator's control).
+    pub fn new(node: EventualNode, wan: Option<WanControl>) -> ClusterBackend {
+        ClusterBackend {
+            dispatch: Dispatch::new(node.clone()),
+            node,
+            wan,
         }
     }
 
@@ -251,10 +167,6 @@ impl ClusterBackend {
         })
     }
 }
-
-/// How many times [`ClusterBackend::tl_delete`] tries a test-and-set delete before it
-/// deletes unconditionally.
-const TL_DELETE_ATTEMPTS: u32 = 3;
 
 /// Parses a quorum value: `one`, `quorum`, `all` (any case) or a number.
 pub fn parse_quorum(v: &[u8]) -> Option<Quorum> {
@@ -679,7 +591,7 @@ fn start_member(
         });
     }
     let handle = node.spawn(m.inbox, replication.clone());
-    let backend = Arc::new(ClusterBackend { node, wan: m.wan });
+    let backend = Arc::new(ClusterBackend::new(node, m.wan));
     let state = NodeState::open_cluster(m.config, engine, backend)?;
     let server = tokio::spawn(node::run(state.clone(), m.listeners, front_ends.clone()));
     Ok(Started {

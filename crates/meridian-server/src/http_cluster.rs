@@ -8,7 +8,7 @@
 //!   sibling) → 204 with the new context in `X-Meridian-Context`.
 //! - `DELETE /kv/{key}?...` with `X-Meridian-Context` → 204 with the tombstone's context;
 //!   without the header the node reads the context first (404 if there is no value).
-//! - Timeline buckets (`timeline.md` §2, §7; the key's bucket type decides):
+//! - Timeline buckets (`timeline.md` §2, §7):
 //!   `GET /kv/{key}?read=any|latest|critical&version=<ver>` (or the spec's
 //!   `req_version=any|latest|<ver>`; none: the bucket's default, `any`) → 200 with the value
 //!   and `X-Meridian-Version` (`gen.mepoch.seq`, also as a quoted `ETag`) and
@@ -17,19 +17,21 @@
 //!   test-and-set, `If-None-Match: *` an insert-if-absent (412 `VERSION_MISMATCH` /
 //!   `ALREADY_EXISTS` with `current` in the body and `X-Meridian-Version`). `DELETE` (a
 //!   tombstone write; `If-Match` too) → 204 with the tombstone's version, 404 when there is no
-//!   value. Quorum parameters and contexts are refused there, and read modes and
-//!   preconditions on eventual buckets (400 `WRONG_BUCKET_TYPE`), so a test-and-set is never
-//!   silently a blind write.
+//!   value.
+//! - Which of these applies is the dispatch facade's decision
+//!   ([`meridian_replication::Dispatch`], one bucket-type read per request): this module
+//!   parses the query string and headers into its options (read mode or quorum parameters;
+//!   precondition or context and quorum parameters) and formats its results. Quorum
+//!   parameters and contexts on timeline buckets, and read modes and preconditions on
+//!   eventual ones, are refused by the facade (400 `WRONG_BUCKET_TYPE`), so a test-and-set is
+//!   never silently a blind write; a precondition together with a context or quorum
+//!   parameters is a 400 `BAD_QUERY` on either type.
 //! - `POST /timeline/force-master` with `{"bucket":"b","key":"k","dc":"dc1"}`: forces the
 //!   key's mastership to that DC (`tl_force_master`; may lose acknowledged writes, and the
 //!   reply says so).
-//! - Replication errors: JSON errors whose `code` is the spec's code in upper case
-//!   (`R_VAL_UNSATISFIED`, `TIMEOUT`, ...): 400 for bad parameters, 503 for quorum, overload
-//!   and timeout failures, 412 for failed preconditions, 413 for too large, 500 for storage
-//!   errors. The timeline codes also carry the spec's flat fields at the top level of the
-//!   body (§7): `{"code":"master_unavailable","key":..,"master":"n3","dc":"dc1",
-//!   "maybe_applied":false,"error":{...}}`, `current` for a conflict, `required`/`local` for
-//!   `stale_version_unavailable`, `partition`/`node` for `insert_arbiter_unavailable`.
+//! - Replication errors: mapped by [`crate::wire_error`] (400, 503 + `Retry-After`, 504, 412,
+//!   413, 500 by error class), JSON errors whose `code` is the spec's code in upper case
+//!   (`R_VAL_UNSATISFIED`, `TIMEOUT`, ...), with the timeline codes' flat fields (§7).
 //! - `GET /cluster`; `POST /cluster/members` (JSON member record: `id`, `name`, `dc` name,
 //!   `peer`, optional `resp`/`http`) admits a node; `DELETE /cluster/members/{id}` removes
 //!   one; both go through the claimant and answer the new metadata version and layout epoch.
@@ -40,7 +42,8 @@
 
 use crate::cluster::{ClusterBackend, apply_option};
 use crate::http::{ApiError, HttpState, authorize, not_found, percent_decode};
-use crate::metrics::{Frontend, OpStats};
+use crate::metrics::OpStats;
+use crate::wire_error;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
@@ -48,10 +51,10 @@ use axum::response::{IntoResponse, Response};
 use meridian_cluster::Props;
 use meridian_core::{DcId, NodeId};
 use meridian_net::wan::{Cut, DeliveryMode, LinkConfig, Scope, WanControl};
-use meridian_replication::timeline::{Content, Expect, Version};
+use meridian_replication::timeline::{Expect, Version};
 use meridian_replication::{
-    BucketProps, DEFAULT_BUCKET_NAME, ErrorClass, GetOptions, GetResult, MemberRecord, MetaChange,
-    PutOptions, ReadMode, ReplicationError, TlWriteResult,
+    BucketProps, DEFAULT_BUCKET_NAME, DeleteOpts, Deleted, GetResult, MemberRecord, MetaChange,
+    Read, ReadMode, ReadOpts, ReplicationError, WriteOpts, Written,
 };
 use serde::Deserialize;
 use serde_json::json;
@@ -67,26 +70,10 @@ pub const VERSION_HEADER: &str = "x-meridian-version";
 /// The header naming a timeline record's master (`n3@dc1`).
 pub const MASTER_HEADER: &str = "x-meridian-master";
 
-impl From<ReplicationError> for ApiError {
-    fn from(e: ReplicationError) -> Self {
-        let status = match e.class() {
-            ErrorClass::BadRequest => StatusCode::BAD_REQUEST,
-            ErrorClass::Unavailable | ErrorClass::Overload | ErrorClass::Timeout => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
-            ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorClass::Conflict => StatusCode::PRECONDITION_FAILED,
-        };
-        ApiError::new(status, e.code().to_ascii_uppercase(), e.to_string())
-    }
-}
-
-/// The HTTP answer to a replication error, counted in
+/// The HTTP answer to a replication error ([`wire_error`]), counted in
 /// `meridian_replication_errors_total{frontend="http",code=...}`.
-fn repl(s: &HttpState, e: ReplicationError) -> ApiError {
-    s.node.metrics.replication_error(Frontend::Http, e.code());
-    e.into()
+fn repl(s: &HttpState, c: &ClusterBackend, e: ReplicationError) -> ApiError {
+    wire_error::http(c, &s.node.metrics, &e)
 }
 
 fn bad_query(message: String) -> ApiError {
@@ -190,29 +177,68 @@ async fn timed<T>(
     result
 }
 
+/// The read options of a GET's query string: timeline parameters (`read`, `version`,
+/// `req_version`) make a read mode, anything else quorum parameters; the facade refuses the
+/// kind the key's bucket does not take.
+fn read_opts(uri: &Uri) -> Result<ReadOpts, ApiError> {
+    let q = TlQuery::parse(uri)?;
+    if q.names_timeline() {
+        Ok(ReadOpts::Mode(q.mode()?))
+    } else if q.other.is_empty() {
+        Ok(ReadOpts::Default)
+    } else {
+        Ok(ReadOpts::Quorum(props_of(uri, true)?))
+    }
+}
+
+/// What a write's headers and query string ask for: a precondition (`If-Match`,
+/// `If-None-Match`: timeline), a context or quorum parameters (eventual), or neither.
+enum WriteParams {
+    None,
+    Eventual(Option<Vec<u8>>, Props),
+    Timeline(Expect),
+}
+
+fn write_params(uri: &Uri, headers: &HeaderMap) -> Result<WriteParams, ApiError> {
+    let expect = precondition_of(headers)?;
+    let query = uri.query().filter(|q| !q.is_empty());
+    let ctx = context_of(headers)?;
+    if expect != Expect::Any {
+        if query.is_some() || headers.contains_key(CONTEXT_HEADER) {
+            return Err(bad_query(
+                "give either a precondition (If-Match / If-None-Match, timeline buckets) or a \
+                 context and quorum parameters (eventual buckets), not both"
+                    .into(),
+            ));
+        }
+        return Ok(WriteParams::Timeline(expect));
+    }
+    if query.is_none() && ctx.is_none() {
+        return Ok(WriteParams::None);
+    }
+    Ok(WriteParams::Eventual(ctx, props_of(uri, false)?))
+}
+
 pub(crate) async fn get_key(
     s: &HttpState,
     c: &ClusterBackend,
     key: &[u8],
     uri: &Uri,
 ) -> Result<Response, ApiError> {
-    let q = TlQuery::parse(uri)?;
-    if c.node.is_timeline(key) || q.names_timeline() {
-        return tl_get_key(s, c, key, &q).await;
-    }
-    let props = props_of(uri, true)?;
+    let opts = read_opts(uri)?;
     timed(&s.get, async {
-        let opts = GetOptions {
-            props,
-            ..GetOptions::default()
-        };
-        match c.node.get(key, opts).await.map_err(|e| repl(s, e))? {
-            GetResult::NotFound { .. } => Err(not_found(key)),
-            GetResult::Found {
+        match c
+            .dispatch
+            .read(key, opts)
+            .await
+            .map_err(|e| repl(s, c, e))?
+        {
+            Read::Eventual(GetResult::NotFound { .. }) => Err(not_found(key)),
+            Read::Eventual(GetResult::Found {
                 mut values,
                 context,
                 ..
-            } => {
+            }) => {
                 let ctx = context_header(&context);
                 if values.len() == 1 {
                     let value = values.pop().unwrap_or_default();
@@ -235,6 +261,32 @@ pub(crate) async fn get_key(
                     Ok((StatusCode::MULTIPLE_CHOICES, [ctx], axum::Json(body)).into_response())
                 }
             }
+            Read::Timeline(got) => match got.record {
+                Some(r) if !r.is_tombstone() => {
+                    let value = r.content.value().cloned().unwrap_or_default();
+                    let [a, b, m] = record_headers(&r);
+                    Ok((
+                        [
+                            (
+                                header::CONTENT_TYPE,
+                                HeaderValue::from_static("application/octet-stream"),
+                            ),
+                            a,
+                            b,
+                            m,
+                        ],
+                        value,
+                    )
+                        .into_response())
+                }
+                Some(tombstone) => {
+                    let (name, value) = version_header(tombstone.ver);
+                    Err(not_found(key)
+                        .with_field("version", tombstone.ver.to_string().into())
+                        .with_header(name, value))
+                }
+                None => Err(not_found(key)),
+            },
         }
     })
     .await
@@ -248,23 +300,29 @@ pub(crate) async fn put_key(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let expect = precondition_of(headers)?;
-    if c.node.is_timeline(key) || expect != Expect::Any {
-        return tl_put_key(s, c, key, uri, headers, Content::Value(body), expect).await;
-    }
-    let props = props_of(uri, false)?;
-    let ctx = context_of(headers)?;
+    let params = write_params(uri, headers)?;
     timed(&s.put, async {
-        let opts = PutOptions {
-            props,
-            ..PutOptions::default()
+        let opts = match &params {
+            WriteParams::None => WriteOpts::Default,
+            WriteParams::Eventual(ctx, props) => WriteOpts::Eventual {
+                context: ctx.as_deref(),
+                props: *props,
+            },
+            WriteParams::Timeline(expect) => WriteOpts::Timeline(*expect),
         };
-        let out = c
-            .node
-            .put(key, body, ctx.as_deref(), opts)
+        match c
+            .dispatch
+            .write(key, body, opts)
             .await
-            .map_err(|e| repl(s, e))?;
-        Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
+            .map_err(|e| repl(s, c, e))?
+        {
+            Written::Eventual(out) => {
+                Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
+            }
+            Written::Timeline(w) => {
+                Ok((StatusCode::NO_CONTENT, record_headers(&w.record)).into_response())
+            }
+        }
     })
     .await
 }
@@ -276,117 +334,36 @@ pub(crate) async fn delete_key(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let expect = precondition_of(headers)?;
-    if c.node.is_timeline(key) || expect != Expect::Any {
-        return tl_put_key(s, c, key, uri, headers, Content::Tombstone, expect).await;
-    }
-    let props = props_of(uri, false)?;
-    let ctx = context_of(headers)?;
+    let params = write_params(uri, headers)?;
     timed(&s.delete, async {
-        let ctx = match ctx {
-            Some(ctx) => ctx,
-            None => match c
-                .node
-                .get(key, GetOptions::default())
-                .await
-                .map_err(|e| repl(s, e))?
-            {
-                GetResult::NotFound { .. } => return Err(not_found(key)),
-                found => found.context().to_vec(),
+        let opts = match &params {
+            WriteParams::None => DeleteOpts::Plain,
+            WriteParams::Eventual(ctx, props) => DeleteOpts::Eventual {
+                context: ctx.as_deref(),
+                props: *props,
             },
+            WriteParams::Timeline(expect) => DeleteOpts::Timeline(*expect),
         };
-        let opts = PutOptions {
-            props,
-            ..PutOptions::default()
-        };
-        let out = c
-            .node
-            .delete(key, Some(&ctx), opts)
+        match c
+            .dispatch
+            .delete(key, opts)
             .await
-            .map_err(|e| repl(s, e))?;
-        Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
+            .map_err(|e| repl(s, c, e))?
+        {
+            // Nothing to delete: 404, on either bucket type.
+            Deleted::Nothing => Err(not_found(key)),
+            Deleted::Eventual(out) => {
+                Ok((StatusCode::NO_CONTENT, [context_header(&out.context)]).into_response())
+            }
+            Deleted::Timeline(w) => {
+                Ok((StatusCode::NO_CONTENT, record_headers(&w.record)).into_response())
+            }
+        }
     })
     .await
 }
 
 // ----- timeline buckets -------------------------------------------------------------------
-
-/// The answer to a replication error of a timeline request, counted like [`repl`]: the usual
-/// envelope plus the spec's flat fields (§7) and, on a conflict, the current version as a
-/// header.
-fn tl_repl(s: &HttpState, c: &ClusterBackend, e: ReplicationError) -> ApiError {
-    s.node.metrics.replication_error(Frontend::Http, e.code());
-    let ver = |v: &Option<Version>| v.map_or(serde_json::Value::Null, |v| v.to_string().into());
-    let code = e.code();
-    let mut fields = serde_json::Map::new();
-    let mut current = None;
-    match &e {
-        ReplicationError::MasterUnavailable {
-            key,
-            master,
-            dc,
-            maybe_applied,
-            ..
-        } => {
-            fields.insert("key".into(), key.clone().into());
-            fields.insert("master".into(), master.to_string().into());
-            fields.insert("dc".into(), c.dc_name(*dc).into());
-            fields.insert("maybe_applied".into(), (*maybe_applied).into());
-        }
-        ReplicationError::StaleVersionUnavailable {
-            required,
-            local,
-            master,
-            ..
-        } => {
-            fields.insert("required".into(), required.to_string().into());
-            fields.insert("local".into(), ver(local));
-            fields.insert("master".into(), master.to_string().into());
-        }
-        ReplicationError::InsertArbiterUnavailable {
-            partition,
-            node,
-            maybe_applied,
-            ..
-        } => {
-            fields.insert("partition".into(), (*partition).into());
-            fields.insert("node".into(), node.to_string().into());
-            fields.insert("maybe_applied".into(), (*maybe_applied).into());
-        }
-        ReplicationError::VersionMismatch { current: v } => {
-            fields.insert("current".into(), ver(v));
-            current = *v;
-        }
-        ReplicationError::AlreadyExists { current: v } => {
-            fields.insert("current".into(), v.to_string().into());
-            current = Some(*v);
-        }
-        _ => {}
-    }
-    let mut api = ApiError::from(e);
-    if !fields.is_empty() {
-        api = api.with_field("code", code.into());
-        for (k, v) in fields {
-            api = api.with_field(&k, v);
-        }
-    }
-    if let Some(v) = current {
-        let (name, value) = version_header(v);
-        api = api.with_header(name, value);
-    }
-    api
-}
-
-/// The refusal of a timeline parameter on `key`'s eventual bucket. Explicit, so a
-/// test-and-set is never silently a blind write.
-fn eventual_refusal(key: &[u8], hint: &str) -> ReplicationError {
-    let (bucket, _) = meridian_cluster::bucket_and_key(key);
-    ReplicationError::WrongBucketType {
-        bucket: String::from_utf8_lossy(bucket).into_owned(),
-        actual: "eventual".into(),
-        hint: hint.into(),
-    }
-}
 
 fn version_header(v: Version) -> (HeaderName, HeaderValue) {
     (
@@ -469,9 +446,9 @@ impl TlQuery {
     fn mode(&self) -> Result<ReadMode, ApiError> {
         if let Some(other) = self.other.first() {
             return Err(bad_query(format!(
-                "unknown parameter '{other}' for a timeline bucket: reads take read=any|latest|\
-                 critical with version=<gen.mepoch.seq>, or req_version=any|latest|<version> \
-                 (quorum parameters are for eventual buckets)"
+                "parameter '{other}' does not go with a read mode: timeline reads take \
+                 read=any|latest|critical with version=<gen.mepoch.seq>, or \
+                 req_version=any|latest|<version> (quorum parameters are for eventual buckets)"
             )));
         }
         if let Some(rv) = &self.req_version {
@@ -528,116 +505,6 @@ fn precondition_of(headers: &HeaderMap) -> Result<Expect, ApiError> {
             "If-None-Match takes only * (insert if absent); use If-Match for a version",
         )),
     }
-}
-
-async fn tl_get_key(
-    s: &HttpState,
-    c: &ClusterBackend,
-    key: &[u8],
-    q: &TlQuery,
-) -> Result<Response, ApiError> {
-    if !c.node.is_timeline(key) {
-        return Err(tl_repl(
-            s,
-            c,
-            eventual_refusal(key, "read modes and versions need a timeline bucket"),
-        ));
-    }
-    let mode = q.mode()?;
-    timed(&s.get, async {
-        let got = c
-            .node
-            .tl_get(key, mode)
-            .await
-            .map_err(|e| tl_repl(s, c, e))?;
-        match got.record {
-            Some(r) if !r.is_tombstone() => {
-                let value = r.content.value().cloned().unwrap_or_default();
-                let [a, b, m] = record_headers(&r);
-                Ok((
-                    [
-                        (
-                            header::CONTENT_TYPE,
-                            HeaderValue::from_static("application/octet-stream"),
-                        ),
-                        a,
-                        b,
-                        m,
-                    ],
-                    value,
-                )
-                    .into_response())
-            }
-            Some(tombstone) => {
-                let (name, value) = version_header(tombstone.ver);
-                Err(not_found(key)
-                    .with_field("version", tombstone.ver.to_string().into())
-                    .with_header(name, value))
-            }
-            None => Err(not_found(key)),
-        }
-    })
-    .await
-}
-
-/// A timeline write (`PUT`) or delete (`DELETE`, a tombstone) under `expect`.
-async fn tl_put_key(
-    s: &HttpState,
-    c: &ClusterBackend,
-    key: &[u8],
-    uri: &Uri,
-    headers: &HeaderMap,
-    content: Content,
-    expect: Expect,
-) -> Result<Response, ApiError> {
-    if !c.node.is_timeline(key) {
-        return Err(tl_repl(
-            s,
-            c,
-            eventual_refusal(
-                key,
-                "If-Match and If-None-Match are timeline preconditions; eventual writes take \
-                 X-Meridian-Context",
-            ),
-        ));
-    }
-    if let Some(q) = uri.query().filter(|q| !q.is_empty()) {
-        return Err(bad_query(format!(
-            "timeline writes take no parameters (got '{q}'): preconditions go in If-Match / \
-             If-None-Match (quorum parameters are for eventual buckets)"
-        )));
-    }
-    if headers.contains_key(CONTEXT_HEADER) {
-        let (bucket, _) = meridian_cluster::bucket_and_key(key);
-        return Err(tl_repl(
-            s,
-            c,
-            ReplicationError::WrongBucketType {
-                bucket: String::from_utf8_lossy(bucket).into_owned(),
-                actual: "timeline".into(),
-                hint: "X-Meridian-Context is a causal context of eventual buckets; timeline \
-                       writes take If-Match: <version> for a test-and-set"
-                    .into(),
-            },
-        ));
-    }
-    let delete = content.is_tombstone();
-    let stats = if delete { &s.delete } else { &s.put };
-    timed(stats, async {
-        let written: Option<TlWriteResult> = if delete && expect == Expect::Any {
-            // A plain DELETE answers 404 when there is nothing to delete, as on eventual
-            // buckets (see `ClusterBackend::tl_delete`).
-            c.tl_delete(key).await
-        } else {
-            c.node.tl_put(key, content, expect).await.map(Some)
-        }
-        .map_err(|e| tl_repl(s, c, e))?;
-        match written {
-            Some(w) => Ok((StatusCode::NO_CONTENT, record_headers(&w.record)).into_response()),
-            None => Err(not_found(key)),
-        }
-    })
-    .await
 }
 
 /// The body of `POST /timeline/force-master`.
@@ -708,7 +575,7 @@ pub(crate) async fn force_master(
         .node
         .tl_force_master(key.as_bytes(), dc)
         .await
-        .map_err(|e| tl_repl(&s, &c, e))?;
+        .map_err(|e| repl(&s, &c, e))?;
     tracing::warn!(%key, dc = %c.dc_name(dc), version = %w.record.ver, master = %w.record.master,
         "forced re-master (acknowledged writes of the old master may be lost)");
     Ok(axum::Json(json!({
@@ -780,7 +647,7 @@ pub(crate) async fn put_bucket(
     c.node
         .set_bucket(&name, props)
         .await
-        .map_err(|e| repl(&s, e))?;
+        .map_err(|e| repl(&s, &c, e))?;
     Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "cluster" })).into_response())
 }
 
@@ -852,7 +719,7 @@ pub(crate) async fn join(
         .node
         .change(MetaChange::Join(record))
         .await
-        .map_err(|e| repl(&s, e))?;
+        .map_err(|e| repl(&s, &c, e))?;
     Ok(changed(&meta))
 }
 
@@ -874,7 +741,7 @@ pub(crate) async fn leave(
         .node
         .change(MetaChange::Leave(NodeId(id)))
         .await
-        .map_err(|e| repl(&s, e))?;
+        .map_err(|e| repl(&s, &c, e))?;
     Ok(changed(&meta))
 }
 

@@ -1814,18 +1814,24 @@ mod cluster_mode {
                     "{req:?}: {e}"
                 );
             }
-            // Eventual-only requests on the timeline bucket.
-            let e = error(a.cmd(&[b"MERIDIAN.PUT", b"tl:k", b"v"]).await);
-            assert!(
-                e.starts_with("ERR wrong_bucket_type bucket=tl is timeline")
-                    && e.contains("MERIDIAN.SET"),
-                "{e}"
-            );
+            // Eventual-only requests on the timeline bucket: a context or quorum option is
+            // as much a wrong bucket type as a read mode on an eventual bucket.
             for req in [
-                &[&b"MERIDIAN.GET"[..], b"tl:k", b"R", b"2"][..],
-                &[b"MERIDIAN.GET", b"tl:k", b"CRITICAL"],
-                &[b"MERIDIAN.GET", b"tl:k", b"LATEST", b"ANY"],
+                &[&b"MERIDIAN.PUT"[..], b"tl:k", b"v"][..],
+                &[b"MERIDIAN.GET", b"tl:k", b"R", b"2"],
                 &[b"MERIDIAN.DEL", b"tl:k", b"CONTEXT", b"00"],
+            ] {
+                let e = error(a.cmd(req).await);
+                assert!(
+                    e.starts_with("ERR wrong_bucket_type bucket=tl is timeline"),
+                    "{req:?}: {e}"
+                );
+            }
+            let e = error(a.cmd(&[b"MERIDIAN.PUT", b"tl:k", b"v"]).await);
+            assert!(e.contains("MERIDIAN.SET"), "{e}");
+            for req in [
+                &[&b"MERIDIAN.GET"[..], b"tl:k", b"CRITICAL"][..],
+                &[b"MERIDIAN.GET", b"tl:k", b"LATEST", b"ANY"],
                 &[b"MERIDIAN.SET", b"tl:k", b"v", b"IFVERSION"],
                 &[b"MERIDIAN.SET", b"tl:k", b"v", b"W", b"2"],
             ] {
@@ -1894,8 +1900,10 @@ mod cluster_mode {
                 ),
                 ("GET", "/kv/tl:k?req_version=1.0", &[], "BAD_VERSION"),
                 ("GET", "/kv/tl:k?read=critical", &[], "BAD_QUERY"),
-                ("GET", "/kv/tl:k?r=2", &[], "BAD_QUERY"),
-                ("PUT", "/kv/tl:k?w=2", &[], "BAD_QUERY"),
+                ("GET", "/kv/tl:k?r=2", &[], "WRONG_BUCKET_TYPE"),
+                ("PUT", "/kv/tl:k?w=2", &[], "WRONG_BUCKET_TYPE"),
+                ("GET", "/kv/tl:k?read=latest&r=2", &[], "BAD_QUERY"),
+                ("PUT", "/kv/tl:k?w=2", &[("If-Match", "1.0.1")], "BAD_QUERY"),
                 ("PUT", "/kv/tl:k", &[("If-Match", "abc")], "BAD_VERSION"),
                 ("PUT", "/kv/tl:k", &[("If-Match", "*")], "BAD_PRECONDITION"),
                 (
@@ -1929,8 +1937,8 @@ mod cluster_mode {
                     ),
                 )
             };
-            assert_eq!(count("resp"), 8);
-            assert_eq!(count("http"), 4);
+            assert_eq!(count("resp"), 11);
+            assert_eq!(count("http"), 6);
             c.shutdown().await;
         }
 

@@ -757,3 +757,149 @@ async fn a_replica_stopped_for_ten_thousand_writes_catches_up_and_never_goes_bac
     }
     assert_eq!(c.node(down).tl_stats().forks, 0);
 }
+
+/// The dispatch facade reads the bucket type and picks the protocol: the same calls serve
+/// an eventual and a timeline key, and what only the other type understands is refused
+/// with the facade's `wrong_bucket_type` / `unsupported`, writing nothing.
+#[tokio::test(start_paused = true)]
+async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
+    use meridian_cluster::Props;
+    use meridian_replication::{
+        BucketType, DeleteOpts, Deleted, Dispatch, ErrorClass, Read, ReadOpts, WriteOpts, Written,
+    };
+    let c = timeline_cluster(41).await;
+    let d = Dispatch::new(c.node(NodeId(1)).clone());
+    let (ev, tl) = (&b"plain:k"[..], &b"tl:k"[..]);
+
+    // The Redis view: the same calls on both types.
+    for key in [ev, tl] {
+        assert_eq!(d.get(key).await.unwrap(), None);
+        d.set(key, b("v1")).await.unwrap();
+        d.set(key, b("v2")).await.unwrap();
+        assert_eq!(d.get(key).await.unwrap(), Some(b("v2")));
+        assert!(d.exists(key).await.unwrap());
+    }
+    assert!(matches!(
+        d.read(ev, ReadOpts::Default).await.unwrap(),
+        Read::Eventual(_)
+    ));
+    let Read::Timeline(got) = d.read(tl, ReadOpts::Default).await.unwrap() else {
+        panic!("a timeline read")
+    };
+    let ver = got.version().unwrap();
+    // Versions and contexts go to their own protocol.
+    let Written::Timeline(w) = d
+        .write(tl, b("v3"), WriteOpts::Timeline(Expect::Version(ver)))
+        .await
+        .unwrap()
+    else {
+        panic!("a timeline write")
+    };
+    assert!(w.record.ver > ver);
+    assert!(matches!(
+        d.write(ev, b("v3"), WriteOpts::Default).await.unwrap(),
+        Written::Eventual(_)
+    ));
+    // SETNX: an insert-if-absent on timeline, refused on eventual.
+    assert!(!d.set_nx(tl, b("x")).await.unwrap());
+    assert!(d.set_nx(b"tl:new", b("x")).await.unwrap());
+    let e = d.set_nx(ev, b("x")).await.unwrap_err();
+    assert_eq!(e.code(), "unsupported");
+    assert_eq!(
+        e.to_string(),
+        "SETNX is not supported on eventual buckets (no atomic read-modify-write across replicas)"
+    );
+
+    // Refusals by bucket type, all bad requests.
+    let quorum = Props::default();
+    let refusals = [
+        d.read(ev, ReadOpts::Mode(ReadMode::Latest))
+            .await
+            .unwrap_err(),
+        d.read(tl, ReadOpts::Quorum(quorum)).await.unwrap_err(),
+        d.write(ev, b("x"), WriteOpts::Timeline(Expect::Absent))
+            .await
+            .unwrap_err(),
+        d.write(
+            tl,
+            b("x"),
+            WriteOpts::Eventual {
+                context: None,
+                props: quorum,
+            },
+        )
+        .await
+        .unwrap_err(),
+        d.delete(ev, DeleteOpts::Timeline(Expect::Version(ver)))
+            .await
+            .unwrap_err(),
+        d.delete(
+            tl,
+            DeleteOpts::Eventual {
+                context: Some(b"00"),
+                props: quorum,
+            },
+        )
+        .await
+        .unwrap_err(),
+    ];
+    for (i, e) in refusals.iter().enumerate() {
+        assert_eq!(e.code(), "wrong_bucket_type", "{i}: {e}");
+        assert_eq!(e.class(), ErrorClass::BadRequest);
+        let want = if i % 2 == 0 { "eventual" } else { "timeline" };
+        assert!(e.to_string().contains(&format!(" is {want}: ")), "{i}: {e}");
+    }
+    let e = d.refuse_read_modify_write(tl, "INCR");
+    assert!(
+        e.to_string()
+            .starts_with("INCR is not supported on timeline buckets; read with MERIDIAN.GET"),
+        "{e}"
+    );
+    let e = d.refuse_substring(ev, "GETRANGE");
+    assert_eq!(
+        e.to_string(),
+        "GETRANGE is not supported on eventual buckets; use GET"
+    );
+    let opts = [&b"NX"[..], b"EX", b"10"];
+    let e = d
+        .set_with(tl, b("x"), opts.iter().copied())
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("SET option 'EX' is not supported on timeline buckets"),
+        "{e}"
+    );
+    assert!(matches!(
+        e,
+        ReplicationError::Unsupported {
+            bucket_type: BucketType::Timeline,
+            ..
+        }
+    ));
+    let e = d
+        .set_with(ev, b("x"), opts.iter().copied())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().ends_with("use MERIDIAN.PUT"), "{e}");
+    // SET NX on timeline: an insert-if-absent.
+    assert!(
+        !d.set_with(tl, b("x"), [&b"nx"[..]].into_iter())
+            .await
+            .unwrap()
+    );
+    // Nothing the refusals carried was written.
+    assert_eq!(d.get(tl).await.unwrap(), Some(b("v3")));
+    assert_eq!(d.get(ev).await.unwrap(), Some(b("v3")));
+
+    // Plain deletes on both: the second finds nothing.
+    for key in [ev, tl] {
+        assert!(d.del(key).await.unwrap());
+        assert!(!d.del(key).await.unwrap(), "{key:?}");
+        assert!(matches!(
+            d.delete(key, DeleteOpts::Plain).await.unwrap(),
+            Deleted::Nothing
+        ));
+        assert_eq!(d.get(key).await.unwrap(), None);
+    }
+}

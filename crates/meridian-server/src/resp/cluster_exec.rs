@@ -18,9 +18,9 @@
 //! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`
 //!   (`NX` makes it insert-if-absent and answers nil over a live record, as Redis does);
 //!   `SETNX` likewise; `DEL` reads the master's version and writes a tombstone over it
-//!   ([`ClusterBackend::tl_delete`]). `EXISTS`, `MGET`, `MSET`, `STRLEN`, `TYPE`, `TTL` go
-//!   through the same calls. Other read-modify-write commands are refused, naming the
-//!   versioned commands that do it.
+//!   ([`meridian_replication::Dispatch::delete`]). `EXISTS`, `MGET`, `MSET`, `STRLEN`,
+//!   `TYPE`, `TTL` go through the same calls. Other read-modify-write commands are refused,
+//!   naming the versioned commands that do it.
 //! - `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` and the spec's `TL.GETLATEST key`,
 //!   `TL.GETCRIT key ver` reply `[value, version]`: value nil for a tombstone or an absent
 //!   record, version nil only when absent (a tombstone has one, so a client can read past
@@ -32,65 +32,41 @@
 //! - `MERIDIAN.PUT`, contexts and quorum options are refused on timeline buckets
 //!   (`wrong_bucket_type`), and read modes, versions and `MERIDIAN.SET` on eventual ones.
 //!
-//! Errors: replication errors become `-ERR <code> <figures>` (the error's `Display`, e.g.
-//! `-ERR r_val_unsatisfied need=2 got=1`), except the codes only timeline operations
-//! produce, which take their class's prefix so clients can tell "retry elsewhere/later"
-//! and "your version is stale" from a bad request: `-UNAVAILABLE master_unavailable dc=<dc>
-//! node=<id> key=<key> <reason>`, `-UNAVAILABLE stale_version_unavailable ...`,
-//! `-UNAVAILABLE insert_arbiter_unavailable ...`, `-CONFLICT version_mismatch
-//! current=<ver|none>`, `-CONFLICT already_exists current=<ver>`. The eventual codes keep
-//! `-ERR` because clients and the README already match on it. A malformed version is
-//! `-ERR invalid version ...`. The connection stays open. Each replication error is counted
-//! in `meridian_replication_errors_total{frontend="resp",code=...}`.
+//! Which of these meanings applies is decided by the dispatch facade
+//! ([`meridian_replication::Dispatch`]), which reads the key's bucket type once per request:
+//! this module only parses arguments into its requests and formats its results, and the
+//! refusals that depend on the bucket type (`wrong_bucket_type`, `unsupported`) come from it.
+//!
+//! Errors: replication errors are written by [`crate::wire_error`] (`-ERR` for bad requests,
+//! `-UNAVAILABLE <code> need=.. got=..`, `-TRYAGAIN overload`, `-TIMEOUT need=.. ok=..`,
+//! `-CONFLICT version_mismatch current=<ver|none>`, `-UNAVAILABLE master_unavailable dc=<dc>
+//! node=<id> key=<key> <reason>`) and counted in
+//! `meridian_replication_errors_total{frontend="resp",code=...}`. A malformed argument is
+//! `-ERR syntax error ...` or `-ERR invalid version ...`. The connection stays open.
 
 use crate::cluster::{ClusterBackend, apply_option};
-use crate::metrics::{Frontend, Metrics};
+use crate::metrics::Metrics;
 use crate::resp::command::Cmd;
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
+use crate::wire_error;
 use bytes::Bytes;
-use meridian_cluster::{Props, bucket_and_key};
-use meridian_replication::timeline::{Content, Expect, Version};
+use meridian_cluster::Props;
+use meridian_replication::timeline::{Expect, Version};
 use meridian_replication::{
-    GetOptions, GetResult, PutOptions, ReadMode, ReplicationError, TlReadResult,
+    DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError, WriteOpts, Written,
 };
 use std::borrow::Cow;
 
 type Outcome = Result<(), Cow<'static, str>>;
 
-/// The reply to a replication error, counted in `m`. See the module docs for the prefixes.
+/// The reply to a replication error, counted in `m` ([`wire_error`]).
 fn repl(c: &ClusterBackend, m: &Metrics, e: ReplicationError) -> Cow<'static, str> {
-    m.replication_error(Frontend::Resp, e.code());
-    Cow::Owned(resp_error(c, &e))
+    wire_error::resp(c, m, &e)
 }
 
-/// The error line (without the `-`) of a replication error.
-fn resp_error(c: &ClusterBackend, e: &ReplicationError) -> String {
-    use ReplicationError::*;
-    match e {
-        // The spec's form (§7) leads with the DC and the node, the figures an operator acts
-        // on; the DC by its configured name.
-        MasterUnavailable {
-            key,
-            master,
-            dc,
-            reason,
-            maybe_applied,
-        } => format!(
-            "UNAVAILABLE master_unavailable dc={} node={master} key={key} {reason}{}",
-            c.dc_name(*dc),
-            if *maybe_applied {
-                " (the write may have applied)"
-            } else {
-                ""
-            }
-        ),
-        StaleVersionUnavailable { .. } | InsertArbiterUnavailable { .. } => {
-            format!("UNAVAILABLE {e}")
-        }
-        VersionMismatch { .. } | AlreadyExists { .. } => format!("CONFLICT {e}"),
-        _ => format!("ERR {e}"),
-    }
+fn value(v: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(v)
 }
 
 fn upper(cmd: Cmd) -> String {
@@ -175,29 +151,41 @@ pub(crate) async fn run(
     cmd: Cmd,
     args: Args<'_>,
 ) -> Option<Outcome> {
+    let d = &c.dispatch;
     let out = match cmd {
-        Cmd::Get => get(c, m, reply, args.get(1)).await,
-        Cmd::Set => {
-            if args.len() != 3 && c.node.is_timeline(args.get(1)) {
-                tl_set_with_options(c, m, reply, args).await
-            } else if args.len() != 3 {
-                Err(Cow::Borrowed(
-                    "ERR SET options are not supported on eventual buckets; use MERIDIAN.PUT",
-                ))
-            } else {
-                match c.set(args.get(1), args.get(2).to_vec().into()).await {
-                    Ok(()) => {
-                        reply.ok();
-                        Ok(())
-                    }
-                    Err(e) => Err(repl(c, m, e)),
-                }
+        Cmd::Get => match d.get(args.get(1)).await {
+            Ok(v) => {
+                reply.opt_bulk(v.as_deref());
+                Ok(())
             }
-        }
+            Err(e) => Err(repl(c, m, e)),
+        },
+        Cmd::Set if args.len() == 3 => match d.set(args.get(1), value(args.get(2))).await {
+            Ok(()) => {
+                reply.ok();
+                Ok(())
+            }
+            Err(e) => Err(repl(c, m, e)),
+        },
+        Cmd::Set => match d
+            .set_with(args.get(1), value(args.get(2)), args.iter_from(3))
+            .await
+        {
+            Ok(true) => {
+                reply.ok();
+                Ok(())
+            }
+            Ok(false) => {
+                // Redis's answer to a SET NX that did not set.
+                reply.null();
+                Ok(())
+            }
+            Err(e) => Err(repl(c, m, e)),
+        },
         Cmd::Del | Cmd::Unlink => {
             let mut n = 0;
             for k in args.iter_from(1) {
-                match c.del(k).await {
+                match d.del(k).await {
                     Ok(existed) => n += i64::from(existed),
                     Err(e) => return Some(Err(repl(c, m, e))),
                 }
@@ -208,8 +196,8 @@ pub(crate) async fn run(
         Cmd::Exists | Cmd::Touch => {
             let mut n = 0;
             for k in args.iter_from(1) {
-                match c.get_latest(k).await {
-                    Ok(v) => n += i64::from(v.is_some()),
+                match d.exists(k).await {
+                    Ok(found) => n += i64::from(found),
                     Err(e) => return Some(Err(repl(c, m, e))),
                 }
             }
@@ -219,7 +207,7 @@ pub(crate) async fn run(
         Cmd::Mget => {
             let mut values = Vec::with_capacity(args.len() - 1);
             for k in args.iter_from(1) {
-                match c.get_latest(k).await {
+                match d.get(k).await {
                     Ok(v) => values.push(v),
                     Err(e) => return Some(Err(repl(c, m, e))),
                 }
@@ -237,7 +225,7 @@ pub(crate) async fn run(
                 )));
             }
             for i in (1..args.len()).step_by(2) {
-                if let Err(e) = c.set(args.get(i), args.get(i + 1).to_vec().into()).await {
+                if let Err(e) = d.set(args.get(i), value(args.get(i + 1))).await {
                     return Some(Err(repl(c, m, e)));
                 }
             }
@@ -245,7 +233,7 @@ pub(crate) async fn run(
             Ok(())
         }
         Cmd::Strlen | Cmd::Type | Cmd::Ttl | Cmd::Pttl | Cmd::Expiretime | Cmd::Pexpiretime => {
-            let v = match c.get_latest(args.get(1)).await {
+            let v = match d.get(args.get(1)).await {
                 Ok(v) => v,
                 Err(e) => return Some(Err(repl(c, m, e))),
             };
@@ -258,15 +246,13 @@ pub(crate) async fn run(
             }
             Ok(())
         }
-        Cmd::Setnx if c.node.is_timeline(args.get(1)) => {
-            match tl_insert(c, args.get(1), args.get(2)).await {
-                Ok(written) => {
-                    reply.int(i64::from(written));
-                    Ok(())
-                }
-                Err(e) => Err(repl(c, m, e)),
+        Cmd::Setnx => match d.set_nx(args.get(1), value(args.get(2))).await {
+            Ok(written) => {
+                reply.int(i64::from(written));
+                Ok(())
             }
-        }
+            Err(e) => Err(repl(c, m, e)),
+        },
         Cmd::Incr
         | Cmd::Decr
         | Cmd::Incrby
@@ -277,7 +263,6 @@ pub(crate) async fn run(
         | Cmd::Getdel
         | Cmd::Getex
         | Cmd::Getset
-        | Cmd::Setnx
         | Cmd::Setex
         | Cmd::Psetex
         | Cmd::Msetnx
@@ -285,29 +270,14 @@ pub(crate) async fn run(
         | Cmd::Pexpire
         | Cmd::Expireat
         | Cmd::Pexpireat
-        | Cmd::Persist => Err(Cow::Owned(if c.node.is_timeline(args.get(1)) {
-            format!(
-                "ERR {} is not supported on timeline buckets; read with MERIDIAN.GET key \
-                 LATEST and write with MERIDIAN.SET key value IFVERSION <version> (a \
-                 test-and-set) instead",
-                upper(cmd)
-            )
-        } else {
-            format!(
-                "ERR {} is not supported on eventual buckets (no atomic read-modify-write \
-                 across replicas)",
-                upper(cmd)
-            )
-        })),
-        Cmd::Getrange | Cmd::Substr => Err(Cow::Owned(format!(
-            "ERR {} is not supported on {} buckets; use GET",
-            upper(cmd),
-            if c.node.is_timeline(args.get(1)) {
-                "timeline"
-            } else {
-                "eventual"
-            }
-        ))),
+        | Cmd::Persist => Err(repl(
+            c,
+            m,
+            d.refuse_read_modify_write(args.get(1), &upper(cmd)),
+        )),
+        Cmd::Getrange | Cmd::Substr => {
+            Err(repl(c, m, d.refuse_substring(args.get(1), &upper(cmd))))
+        }
         Cmd::Scan | Cmd::Keys | Cmd::Dbsize | Cmd::Flushdb | Cmd::Flushall => {
             Err(Cow::Owned(format!(
                 "ERR {} is not supported in cluster mode (keys are spread over the ring and \
@@ -315,38 +285,53 @@ pub(crate) async fn run(
                 upper(cmd)
             )))
         }
-        Cmd::MeridianGet if c.node.is_timeline(args.get(1)) || names_read_mode(args) => {
-            match tl_read_mode(args, 2) {
-                Ok(mode) => tl_get(c, m, reply, args.get(1), mode).await,
-                Err(e) => Err(e),
-            }
-        }
-        Cmd::MeridianGet => meridian_get(c, m, reply, args).await,
-        Cmd::MeridianPut if c.node.is_timeline(args.get(1)) => Err(repl(
-            c,
-            m,
-            wrong_type(
-                args.get(1),
-                "MERIDIAN.PUT takes causal contexts and quorums, which timeline buckets do \
-                 not have: use SET key value or MERIDIAN.SET key value [IFVERSION <version>]",
-            ),
-        )),
-        Cmd::MeridianPut => meridian_write(c, m, reply, args, true).await,
-        Cmd::MeridianDel if c.node.is_timeline(args.get(1)) => {
-            tl_meridian_del(c, m, reply, args).await
-        }
-        Cmd::MeridianDel => meridian_write(c, m, reply, args, false).await,
-        Cmd::MeridianSet => match tl_set_options(args, 3) {
-            Ok(expect) => tl_put(c, m, reply, args.get(1), args.get(2), expect).await,
+        Cmd::MeridianGet => match read_opts(args) {
+            Ok(opts) => read(c, m, reply, args.get(1), opts).await,
             Err(e) => Err(e),
         },
-        Cmd::TlGetlatest => tl_get(c, m, reply, args.get(1), ReadMode::Latest).await,
+        Cmd::MeridianPut => match eventual_opts(args, 3) {
+            Ok((context, props)) => {
+                write(c, m, reply, args, WriteOpts::Eventual { context, props }).await
+            }
+            Err(e) => Err(e),
+        },
+        Cmd::MeridianDel => match delete_opts(args) {
+            Ok(opts) => delete(c, m, reply, args.get(1), opts).await,
+            Err(e) => Err(e),
+        },
+        Cmd::MeridianSet => match tl_set_options(args, 3) {
+            Ok(expect) => write(c, m, reply, args, WriteOpts::Timeline(expect)).await,
+            Err(e) => Err(e),
+        },
+        Cmd::TlGetlatest => read(c, m, reply, args.get(1), ReadOpts::Mode(ReadMode::Latest)).await,
         Cmd::TlGetcrit => match version_arg(args.get(2)) {
-            Ok(v) => tl_get(c, m, reply, args.get(1), ReadMode::Critical(v)).await,
+            Ok(v) => {
+                read(
+                    c,
+                    m,
+                    reply,
+                    args.get(1),
+                    ReadOpts::Mode(ReadMode::Critical(v)),
+                )
+                .await
+            }
             Err(e) => Err(e),
         },
         Cmd::TlTas => match expect_arg(args.get(2)) {
-            Ok(expect) => tl_put(c, m, reply, args.get(1), args.get(3), expect).await,
+            Ok(expect) => {
+                let value = value(args.get(3));
+                match c
+                    .dispatch
+                    .write(args.get(1), value, WriteOpts::Timeline(expect))
+                    .await
+                {
+                    Ok(w) => {
+                        written(reply, &w);
+                        Ok(())
+                    }
+                    Err(e) => Err(repl(c, m, e)),
+                }
+            }
             Err(e) => Err(e),
         },
         _ => {
@@ -357,80 +342,92 @@ pub(crate) async fn run(
     Some(out)
 }
 
-async fn get(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, key: &[u8]) -> Outcome {
-    let v = c.get_latest(key).await.map_err(|e| repl(c, m, e))?;
-    reply.opt_bulk(v.as_deref());
-    Ok(())
-}
-
-/// `MERIDIAN.GET key [R n] [PR n] [NOTFOUND_OK 0|1] [BASIC_QUORUM 0|1] [TIMEOUT ms]` →
-/// `[context, [values...]]` (nil context and no values for notfound).
-async fn meridian_get(
+/// `MERIDIAN.GET`, `TL.GETLATEST`, `TL.GETCRIT`: eventual → `[context, [values...]]` (nil
+/// context and no values for notfound); timeline → `[value, version]` (value nil for a
+/// tombstone or an absent record, version nil only when absent: a tombstone has one, so a
+/// client can read past its own delete).
+async fn read(
     c: &ClusterBackend,
     m: &Metrics,
     reply: &mut Reply,
-    args: Args<'_>,
+    key: &[u8],
+    opts: ReadOpts,
 ) -> Outcome {
-    let mut props = Props::default();
-    options(&mut props, args, 2, true, None)?;
     let got = c
-        .node
-        .get(
-            args.get(1),
-            GetOptions {
-                props,
-                ..GetOptions::default()
-            },
-        )
+        .dispatch
+        .read(key, opts)
         .await
         .map_err(|e| repl(c, m, e))?;
     reply.array(2);
     match &got {
-        GetResult::Found {
+        Read::Eventual(GetResult::Found {
             values, context, ..
-        } => {
+        }) => {
             reply.bulk(context);
             reply.array(values.len());
             for v in values {
                 reply.bulk(v);
             }
         }
-        GetResult::NotFound { .. } => {
+        Read::Eventual(GetResult::NotFound { .. }) => {
             reply.null();
             reply.array(0);
+        }
+        Read::Timeline(got) => {
+            reply.opt_bulk(got.value().map(|v| &v[..]));
+            match got.version() {
+                Some(v) => reply.bulk(v.to_string().as_bytes()),
+                None => reply.null(),
+            }
         }
     }
     Ok(())
 }
 
-/// `MERIDIAN.PUT key value [CONTEXT ctx] [W n] [DW n] [PW n] [NODE_CONFIRMS n]
-/// [DC_CONFIRMS n] [TIMEOUT ms]` and `MERIDIAN.DEL key [CONTEXT ctx] ...` → the new context.
-async fn meridian_write(
+/// `MERIDIAN.PUT` (the new context) and `MERIDIAN.SET` (the new version).
+async fn write(
     c: &ClusterBackend,
     m: &Metrics,
     reply: &mut Reply,
     args: Args<'_>,
-    put: bool,
+    opts: WriteOpts<'_>,
 ) -> Outcome {
-    let first = if put { 3 } else { 2 };
-    let mut props = Props::default();
-    let mut context: Option<&[u8]> = None;
-    options(&mut props, args, first, false, Some(&mut context))?;
-    let context = context.filter(|c| !c.is_empty());
-    let opts = PutOptions {
-        props,
-        ..PutOptions::default()
-    };
-    let key = args.get(1);
-    let out = if put {
-        c.node
-            .put(key, args.get(2).to_vec().into(), context, opts)
-            .await
-    } else {
-        c.node.delete(key, context, opts).await
+    let w = c
+        .dispatch
+        .write(args.get(1), value(args.get(2)), opts)
+        .await
+        .map_err(|e| repl(c, m, e))?;
+    written(reply, &w);
+    Ok(())
+}
+
+/// The reply to a write: the new context (eventual) or version (timeline).
+fn written(reply: &mut Reply, w: &Written) {
+    match w {
+        Written::Eventual(out) => reply.bulk(&out.context),
+        Written::Timeline(out) => reply.bulk(out.record.ver.to_string().as_bytes()),
     }
-    .map_err(|e| repl(c, m, e))?;
-    reply.bulk(&out.context);
+}
+
+/// `MERIDIAN.DEL`: the tombstone's context (eventual) or version (timeline); nil when a
+/// plain delete found no value.
+async fn delete(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    key: &[u8],
+    opts: DeleteOpts<'_>,
+) -> Outcome {
+    match c
+        .dispatch
+        .delete(key, opts)
+        .await
+        .map_err(|e| repl(c, m, e))?
+    {
+        Deleted::Nothing => reply.null(),
+        Deleted::Eventual(out) => reply.bulk(&out.context),
+        Deleted::Timeline(out) => reply.bulk(out.record.ver.to_string().as_bytes()),
+    }
     Ok(())
 }
 
@@ -461,14 +458,47 @@ fn options<'a>(
     Ok(())
 }
 
-// ----- timeline buckets -------------------------------------------------------------------
+// ----- argument parsing ---------------------------------------------------------------------
 
-/// A `wrong_bucket_type` refusal of `key`'s (timeline) bucket, with what to do instead.
-fn wrong_type(key: &[u8], hint: &str) -> ReplicationError {
-    ReplicationError::WrongBucketType {
-        bucket: String::from_utf8_lossy(bucket_and_key(key).0).into_owned(),
-        actual: "timeline".into(),
-        hint: hint.into(),
+/// The options of `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` (a timeline read mode) or
+/// `MERIDIAN.GET key [R n] [PR n] ...` (quorum options); the facade refuses the kind the
+/// key's bucket does not take.
+fn read_opts(args: Args<'_>) -> Result<ReadOpts, Cow<'static, str>> {
+    if args.len() == 2 {
+        Ok(ReadOpts::Default)
+    } else if names_read_mode(args) {
+        tl_read_mode(args, 2).map(ReadOpts::Mode)
+    } else {
+        let mut props = Props::default();
+        options(&mut props, args, 2, true, None)?;
+        Ok(ReadOpts::Quorum(props))
+    }
+}
+
+/// The `[CONTEXT ctx] [W n] [DW n] [PW n] [NODE_CONFIRMS n] [DC_CONFIRMS n] [TIMEOUT ms]`
+/// options of `MERIDIAN.PUT` / `MERIDIAN.DEL` from `args[first..]` (an empty context is none).
+fn eventual_opts(
+    args: Args<'_>,
+    first: usize,
+) -> Result<(Option<&[u8]>, Props), Cow<'static, str>> {
+    let mut props = Props::default();
+    let mut context: Option<&[u8]> = None;
+    options(&mut props, args, first, false, Some(&mut context))?;
+    Ok((context.filter(|c| !c.is_empty()), props))
+}
+
+/// The options of `MERIDIAN.DEL key`: none (a plain delete), `IFVERSION ver` (a timeline
+/// test-and-set) or the eventual options.
+fn delete_opts(args: Args<'_>) -> Result<DeleteOpts<'_>, Cow<'static, str>> {
+    match args.len() {
+        2 => Ok(DeleteOpts::Plain),
+        4 if args.get(2).eq_ignore_ascii_case(b"IFVERSION") => Ok(DeleteOpts::Timeline(
+            Expect::Version(version_arg(args.get(3))?),
+        )),
+        _ => {
+            let (context, props) = eventual_opts(args, 2)?;
+            Ok(DeleteOpts::Eventual { context, props })
+        }
     }
 }
 
@@ -494,8 +524,8 @@ fn expect_arg(a: &[u8]) -> Result<Expect, Cow<'static, str>> {
     }
 }
 
-/// Whether an eventual-bucket `MERIDIAN.GET` names a timeline read mode, so it is refused as
-/// `wrong_bucket_type` rather than as an unknown quorum option.
+/// Whether a `MERIDIAN.GET` names a timeline read mode (on an eventual bucket the facade
+/// refuses it as `wrong_bucket_type` rather than as an unknown quorum option).
 fn names_read_mode(args: Args<'_>) -> bool {
     args.len() > 2
         && [&b"LATEST"[..], b"ANY", b"CRITICAL"]
@@ -506,8 +536,9 @@ fn names_read_mode(args: Args<'_>) -> bool {
 /// The read mode of `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` (from `args[first..]`);
 /// none given is the bucket's default, `ANY`.
 fn tl_read_mode(args: Args<'_>, first: usize) -> Result<ReadMode, Cow<'static, str>> {
-    const USAGE: &str = "ERR syntax error: MERIDIAN.GET on a timeline bucket takes ANY, LATEST \
-                         or CRITICAL <version> (quorum options are for eventual buckets)";
+    const USAGE: &str = "ERR syntax error: MERIDIAN.GET takes ANY, LATEST or CRITICAL <version> \
+                         (timeline buckets) or quorum options in NAME value pairs (eventual \
+                         buckets)";
     let word = |i: usize, w: &[u8]| args.get(i).eq_ignore_ascii_case(w);
     match args.len() - first {
         0 => Ok(ReadMode::Any),
@@ -529,117 +560,4 @@ fn tl_set_options(args: Args<'_>, first: usize) -> Result<Expect, Cow<'static, s
         2 if word(first, b"IFVERSION") => expect_arg(args.get(first + 1)),
         _ => Err(Cow::Borrowed(USAGE)),
     }
-}
-
-/// Writes the `[value, version]` reply of a timeline read.
-fn read_reply(reply: &mut Reply, got: &TlReadResult) {
-    reply.array(2);
-    reply.opt_bulk(got.value().map(|v| &v[..]));
-    match got.version() {
-        Some(v) => reply.bulk(v.to_string().as_bytes()),
-        None => reply.null(),
-    }
-}
-
-async fn tl_get(
-    c: &ClusterBackend,
-    m: &Metrics,
-    reply: &mut Reply,
-    key: &[u8],
-    mode: ReadMode,
-) -> Outcome {
-    let got = c.node.tl_get(key, mode).await.map_err(|e| repl(c, m, e))?;
-    read_reply(reply, &got);
-    Ok(())
-}
-
-/// A timeline write of `value` under `expect`; replies the new version.
-async fn tl_put(
-    c: &ClusterBackend,
-    m: &Metrics,
-    reply: &mut Reply,
-    key: &[u8],
-    value: &[u8],
-    expect: Expect,
-) -> Outcome {
-    let content = Content::Value(Bytes::copy_from_slice(value));
-    let out = c
-        .node
-        .tl_put(key, content, expect)
-        .await
-        .map_err(|e| repl(c, m, e))?;
-    reply.bulk(out.record.ver.to_string().as_bytes());
-    Ok(())
-}
-
-/// Insert-if-absent: whether it wrote (`false`: a live record is there).
-async fn tl_insert(c: &ClusterBackend, key: &[u8], value: &[u8]) -> Result<bool, ReplicationError> {
-    let content = Content::Value(Bytes::copy_from_slice(value));
-    match c.node.tl_put(key, content, Expect::Absent).await {
-        Ok(_) => Ok(true),
-        Err(ReplicationError::AlreadyExists { .. }) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// `SET key value NX` on a timeline bucket (the only option that has a meaning there).
-async fn tl_set_with_options(
-    c: &ClusterBackend,
-    m: &Metrics,
-    reply: &mut Reply,
-    args: Args<'_>,
-) -> Outcome {
-    for o in args.iter_from(3) {
-        if !o.eq_ignore_ascii_case(b"NX") {
-            return Err(Cow::Owned(format!(
-                "ERR SET option '{}' is not supported on timeline buckets (no expiry, no XX, \
-                 no GET); use SET key value [NX], or MERIDIAN.SET key value IFVERSION \
-                 <version> for a test-and-set",
-                String::from_utf8_lossy(o)
-            )));
-        }
-    }
-    if tl_insert(c, args.get(1), args.get(2))
-        .await
-        .map_err(|e| repl(c, m, e))?
-    {
-        reply.ok();
-    } else {
-        // Redis's answer to a SET NX that did not set.
-        reply.null();
-    }
-    Ok(())
-}
-
-/// `MERIDIAN.DEL key [IFVERSION ver]` on a timeline bucket: the tombstone's version; nil
-/// when a plain delete found no value.
-async fn tl_meridian_del(
-    c: &ClusterBackend,
-    m: &Metrics,
-    reply: &mut Reply,
-    args: Args<'_>,
-) -> Outcome {
-    let key = args.get(1);
-    let written = match args.len() {
-        2 => c.tl_delete(key).await,
-        4 if args.get(2).eq_ignore_ascii_case(b"IFVERSION") => {
-            let v = version_arg(args.get(3))?;
-            c.node
-                .tl_put(key, Content::Tombstone, Expect::Version(v))
-                .await
-                .map(Some)
-        }
-        _ => {
-            return Err(Cow::Borrowed(
-                "ERR syntax error: MERIDIAN.DEL on a timeline bucket takes only IFVERSION \
-                 <version> (contexts and quorum options are for eventual buckets)",
-            ));
-        }
-    }
-    .map_err(|e| repl(c, m, e))?;
-    match written {
-        Some(w) => reply.bulk(w.record.ver.to_string().as_bytes()),
-        None => reply.null(),
-    }
-    Ok(())
 }

@@ -11,8 +11,9 @@
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
 //! - `info`: the INFO text.
-//! - `cluster_exec`: key commands in cluster mode, over an
-//!   [`meridian_replication::EventualNode`] (see the README's cluster-mode semantics).
+//! - `cluster_exec`: key commands in cluster mode, parsed into requests of the dispatch
+//!   facade ([`meridian_replication::Dispatch`]) and formatted back (see the README's
+//!   cluster-mode semantics).
 //!
 //! What the front end guarantees: replies come in request order; a protocol error is
 //! answered with Redis's message and closes only that connection; over `max_clients`, a new
