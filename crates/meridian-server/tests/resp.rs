@@ -2263,3 +2263,6 @@ mod cluster_mode {
         }
     }
 }
+
+#[path = "resp/cluster_slots.rs"]
+mod cluster_slots;
