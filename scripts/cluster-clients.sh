@@ -62,7 +62,8 @@ failed=$((failed + ${py_fail:-1}))
 
 # redis-cli in cluster mode (the README's example) sees 64 ranges.
 if command -v redis-cli >/dev/null 2>&1; then
-  expect cli-slots 64 "$(redis-cli -c -p "$base" CLUSTER SLOTS | grep -c '^[0-9]*$' | awk '{print int($1/2)}')"
+  expect cli-slots cluster_slots_ok:16384 "$(redis-cli -c -p "$base" CLUSTER INFO | tr -d '\r' | grep '^cluster_slots_ok:')"
+  expect cli-enabled cluster_enabled:1 "$(redis-cli -p "$base" INFO cluster | tr -d '\r' | grep '^cluster_enabled:')"
   expect cli-redirect-free OK "$(redis-cli -c -p "$((base + 2))" SET '{user1}.name' ada)"
   expect cli-get ada "$(redis-cli -c -p "$base" GET '{user1}.name')"
 fi
