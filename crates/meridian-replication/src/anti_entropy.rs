@@ -148,13 +148,13 @@ impl AaeTrees {
             let full = rows.len() == page;
             let mut last = None;
             for (k, v) in rows {
-                if let Some(bytes) = v.value {
-                    if let Some(list) = entries.get_mut(&ring.partition_of(&k)) {
-                        match decode_object(&bytes) {
-                            Ok(o) => list.push((k.clone(), digest(&o))),
-                            Err(e) => {
-                                tracing::warn!(key = ?k, error = %e, "anti-entropy build skips an undecodable object")
-                            }
+                if let Some(bytes) = v.value
+                    && let Some(list) = entries.get_mut(&ring.partition_of(&k))
+                {
+                    match decode_object(&bytes) {
+                        Ok(o) => list.push((k.clone(), digest(&o))),
+                        Err(e) => {
+                            tracing::warn!(key = ?k, error = %e, "anti-entropy build skips an undecodable object")
                         }
                     }
                 }

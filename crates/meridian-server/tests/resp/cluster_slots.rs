@@ -327,7 +327,7 @@ async fn cluster_commands_reply_in_redis_shapes() {
 async fn commands_processed(c: &Embedded) -> Vec<u64> {
     let mut out = Vec::new();
     for i in 0..c.members.len() {
-        let info = text(&connect(&c, i).await.cmd(&[b"INFO", b"stats"]).await);
+        let info = text(&connect(c, i).await.cmd(&[b"INFO", b"stats"]).await);
         let n = info
             .lines()
             .find_map(|l| l.strip_prefix("total_commands_processed:"))
@@ -365,10 +365,10 @@ async fn a_cluster_client_seeded_in_a_dc_sends_every_key_command_to_that_dc() {
             };
             let addr = owner[usize::from(slot_of(key.as_bytes()))].unwrap();
             assert_eq!(dc_of(&c, addr), dc, "{key} maps to {addr}");
-            if !cons.contains_key(&addr) {
-                cons.insert(addr, connect_to(addr).await);
-            }
-            let con = cons.get_mut(&addr).unwrap();
+            let con = match cons.entry(addr) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(connect_to(addr).await),
+            };
             let set = con.cmd(&[b"SET", key.as_bytes(), b"v"]).await;
             assert_eq!(set, Frame::Simple("OK".into()));
             assert_eq!(con.cmd(&[b"GET", key.as_bytes()]).await, bulk("v"));
