@@ -7,7 +7,7 @@
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`ring`] | key hash, Q partitions, `bucket:key` splitting |
+//! | [`ring`] | Redis Cluster hash slots (CRC16, hash tags), Q partitions as slot ranges, `bucket:key` splitting |
 //! | [`topology`] | members and their DCs, canonically ordered |
 //! | [`layout`] | DC-rule claim, rebalance, validation, handoff diff |
 //! | [`mod@preflist`] | primaries and fallbacks for one request, local DC first |
@@ -43,5 +43,7 @@ pub use quorum::{
     AplSummary, FailKind, GetParams, GetReply, GetTally, Params, Props, PutParams, PutTally,
     Quorum, ReadFanout, precheck_get, precheck_put,
 };
-pub use ring::{DEFAULT_BUCKET, Ring, bucket_and_key, key_hash};
+pub use ring::{
+    DEFAULT_BUCKET, Ring, SLOTS, bucket_and_key, crc16_xmodem, hash_tag, key_hash, slot_of,
+};
 pub use topology::{Member, Topology};

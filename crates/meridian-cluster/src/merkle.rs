@@ -9,9 +9,9 @@
 //!
 //! **Hashes** (all 128-bit, all `xxh3_128`):
 //! - a key's segment is `key_hash(bucket, key) mod segments` ([`MerkleConfig::segment_of`]),
-//!   with the flat key split by [`bucket_and_key`] and hashed by [`key_hash`], exactly as the
-//!   ring does. The ring takes the *top* `log2 Q ≤ 12` bits for the partition and the segment
-//!   takes the *low* bits, so the keys of one partition spread over all segments;
+//!   with the flat key split by [`bucket_and_key`] and hashed by [`key_hash`] (xxh3, not the
+//!   ring's placement: the ring places keys by their Redis hash slot, `crate::ring::slot_of`),
+//!   so the keys of one partition, even those sharing a hash tag, spread over all segments;
 //! - a key's **item hash** is `xxh3_128(u64_le(len(key)) ‖ key ‖ digest)` ([`item_hash`]), where
 //!   `digest` is the caller's canonical encoding of the object's causal clock (for instance
 //!   [`crate::Clock::encode`]). Tombstones must be included while they exist, or deletes would
@@ -848,7 +848,7 @@ mod tests {
     }
 
     #[test]
-    fn segment_is_the_low_bits_of_the_ring_key_hash() {
+    fn segment_is_the_low_bits_of_the_key_hash() {
         let c = MerkleConfig::SPEC;
         let h = key_hash(b"img", b"cat.png");
         assert_eq!(c.segment_of(b"img:cat.png"), SegmentId((h & 0xffff) as u32));

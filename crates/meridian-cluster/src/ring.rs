@@ -1,10 +1,18 @@
-//! The key ring (spec §1): a stable 64-bit key hash and its mapping onto Q partitions.
+//! The key ring (spec §1): Redis Cluster's hash slots and their mapping onto Q partitions.
 //!
 //! Guarantees:
-//! - [`key_hash`] is `xxh3_64(u32_le(len(bucket)) ‖ bucket ‖ key)`, byte-for-byte, on every
-//!   platform and version (golden values are pinned by tests); `std::hash::Hash` is never used.
-//! - A [`Ring`] always has a valid Q: a power of two in `64..=4096`. [`Ring::partition`] takes
-//!   the top `log2 Q` bits of the hash, so partitions are contiguous hash ranges in ring order.
+//! - A key's **slot** ([`slot_of`]) is Redis Cluster's `crc16_xmodem(tag(name)) mod 16384`,
+//!   where `name` is the full client key (`bucket:rest`, or the bare key of the default
+//!   bucket: the exact bytes a RESP client sends) and `tag` is Redis's hash-tag rule
+//!   ([`hash_tag`]). So cluster-aware Redis clients compute the same slot as the server, and
+//!   keys sharing a hash tag share a partition. Golden values from Redis's documentation are
+//!   pinned by tests; `std::hash::Hash` is never used.
+//! - A [`Ring`] always has a valid Q: a power of two in `64..=4096`.
+//!   [`Ring::partition_of_slot`] takes the top `log2 Q` of the slot's 14 bits, so each
+//!   partition is one contiguous slot range ([`Ring::slot_range`]), which `CLUSTER SLOTS`
+//!   reports.
+//! - [`key_hash`] (xxh3) is **not** placement: it only spreads keys over Merkle segments and
+//!   lock stripes, where any stable hash does.
 //! - [`bucket_and_key`] splits a flat client key `bucket:rest` at its **first** colon; a key
 //!   without a colon belongs to the bucket [`DEFAULT_BUCKET`]. (Choice: the bucket part may be
 //!   empty, `":k"` is bucket `""`, key `k`; the rest may contain further colons.)
@@ -17,7 +25,8 @@ use xxhash_rust::xxh3::Xxh3;
 /// The bucket of a flat key that has no `bucket:` prefix.
 pub const DEFAULT_BUCKET: &[u8] = b"default";
 
-/// The spec's key hash: `xxh3_64(u32_le(len(bucket)) ‖ bucket ‖ key)`.
+/// A stable 64-bit key hash, `xxh3_64(u32_le(len(bucket)) ‖ bucket ‖ key)`, for what is not
+/// placement (Merkle segments, lock stripes); placement uses [`slot_of`].
 ///
 /// The length prefix keeps `("ab", "c")` and `("a", "bc")` apart.
 ///
@@ -30,6 +39,55 @@ pub fn key_hash(bucket: &[u8], key: &[u8]) -> u64 {
     h.update(bucket);
     h.update(key);
     h.digest()
+}
+
+/// The number of hash slots (Redis Cluster's).
+pub const SLOTS: u16 = 16384;
+
+/// CRC-16/XMODEM (polynomial 0x1021, initial value 0, no reflection), as Redis Cluster's
+/// `crc16`, one byte at a time through a table built at compile time.
+pub fn crc16_xmodem(bytes: &[u8]) -> u16 {
+    bytes.iter().fold(0u16, |crc, &b| {
+        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
+    })
+}
+
+const CRC16_TABLE: [u16; 256] = {
+    let mut table = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let mut crc = (i as u16) << 8;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+            bit += 1;
+        }
+        table[i] = crc;
+        i += 1;
+    }
+    table
+};
+
+/// Redis Cluster's hash tag: the bytes between the first `{` and the next `}` when that is
+/// non-empty, else the whole key (`foo{}{bar}` is hashed whole, `foo{{bar}}zap` as `{bar`).
+pub fn hash_tag(key: &[u8]) -> &[u8] {
+    if let Some(open) = key.iter().position(|&b| b == b'{')
+        && let Some(len) = key[open + 1..].iter().position(|&b| b == b'}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
+}
+
+/// The hash slot of a full client key: `crc16_xmodem(hash_tag(key)) mod 16384` (Redis's
+/// `CLUSTER KEYSLOT`).
+pub fn slot_of(key: &[u8]) -> u16 {
+    crc16_xmodem(hash_tag(key)) & (SLOTS - 1)
 }
 
 /// Splits a flat key `bucket:rest` at its first colon; without a colon the whole key is in
@@ -70,14 +128,27 @@ impl Ring {
         self.q
     }
 
-    /// The partition owning hash `h`: `h >> (64 − log2 Q)`.
-    pub fn partition(self, h: u64) -> PartitionId {
-        PartitionId((h >> (64 - self.q.trailing_zeros())) as u32)
+    /// How many slot bits a partition's slot range spans: `14 − log2 Q`.
+    fn shift(self) -> u32 {
+        SLOTS.trailing_zeros() - self.q.trailing_zeros()
     }
 
-    /// The partition of `key` in `bucket` (hash, then [`Ring::partition`]).
-    pub fn partition_of(self, bucket: &[u8], key: &[u8]) -> PartitionId {
-        self.partition(key_hash(bucket, key))
+    /// The partition owning `slot`: `slot >> (14 − log2 Q)` (slots past 16383 wrap).
+    pub fn partition_of_slot(self, slot: u16) -> PartitionId {
+        PartitionId(u32::from(slot & (SLOTS - 1)) >> self.shift())
+    }
+
+    /// The partition of a full client key (`bucket:rest`, or a bare key of the default
+    /// bucket): [`slot_of`], then [`Ring::partition_of_slot`].
+    pub fn partition_of(self, full_key: &[u8]) -> PartitionId {
+        self.partition_of_slot(slot_of(full_key))
+    }
+
+    /// The first and last slot of partition `p` (inclusive; `p` taken modulo Q).
+    pub fn slot_range(self, p: PartitionId) -> (u16, u16) {
+        let first = (p.0 & (self.q - 1)) << self.shift();
+        let last = first + (1 << self.shift()) - 1;
+        (first as u16, last as u16)
     }
 
     /// The partition `steps` places after `p` in ring order, wrapping at Q.
@@ -127,7 +198,7 @@ mod tests {
 
     #[test]
     fn hash_golden_values_are_stable() {
-        // Pinned so a dependency or refactor cannot silently move every key.
+        // Pinned so a dependency or refactor cannot silently move Merkle segments.
         // The reference XXH3-64 test vector for empty input, seed 0.
         assert_eq!(xxh3_64(b""), 0x2d06_8005_38d3_94c2);
         assert_eq!(key_hash(b"", b""), xxh3_64(&[0, 0, 0, 0]));
@@ -147,15 +218,55 @@ mod tests {
     }
 
     #[test]
-    fn partition_takes_top_bits() {
+    fn slots_match_redis_cluster() {
+        // From Redis's documentation (CLUSTER KEYSLOT and the cluster specification).
+        assert_eq!(crc16_xmodem(b"123456789"), 0x31c3);
+        assert_eq!(slot_of(b"somekey"), 11058);
+        assert_eq!(slot_of(b"foo"), 12182);
+        assert_eq!(slot_of(b"{foo}"), 12182);
+        assert_eq!(slot_of(b"bar"), 5061);
+        assert_eq!(slot_of(b"hello"), 866);
+        assert_eq!(slot_of(b""), 0);
+        assert_eq!(
+            slot_of(b"{user1000}.following"),
+            slot_of(b"{user1000}.followers")
+        );
+        assert_eq!(slot_of(b"{user1000}.following"), slot_of(b"user1000"));
+        // An empty tag hashes the whole key; only the first `{` counts.
+        assert_eq!(hash_tag(b"foo{}{bar}"), b"foo{}{bar}");
+        assert_eq!(hash_tag(b"foo{{bar}}zap"), b"{bar");
+        assert_eq!(hash_tag(b"foo{bar}{zap}"), b"bar");
+        assert_eq!(hash_tag(b"foo{bar"), b"foo{bar");
+        assert_eq!(hash_tag(b"img:{u1}.a"), b"u1");
+        assert_eq!(slot_of(b"foo{{bar}}zap"), slot_of(b"{bar"));
+        // The full client key is hashed, bucket prefix included.
+        assert_ne!(slot_of(b"img:cat.png"), slot_of(b"cat.png"));
+        assert_eq!(slot_of(b"img:{cat}.png"), slot_of(b"cat"));
+    }
+
+    #[test]
+    fn partitions_are_contiguous_slot_ranges() {
+        for q in [64, 256, 4096] {
+            let r = Ring::new(q).unwrap();
+            let mut next = 0u32;
+            for p in r.partitions() {
+                let (first, last) = r.slot_range(p);
+                assert_eq!(u32::from(first), next);
+                assert_eq!(r.partition_of_slot(first), p);
+                assert_eq!(r.partition_of_slot(last), p);
+                next = u32::from(last) + 1;
+            }
+            assert_eq!(next, u32::from(SLOTS));
+        }
         let r = Ring::new(64).unwrap();
-        assert_eq!(r.partition(0), PartitionId(0));
-        assert_eq!(r.partition(u64::MAX), PartitionId(63));
-        assert_eq!(r.partition(1 << 58), PartitionId(1));
-        assert_eq!(r.partition((1 << 58) - 1), PartitionId(0));
-        let r = Ring::new(4096).unwrap();
-        assert_eq!(r.partition(u64::MAX), PartitionId(4095));
-        assert_eq!(r.partition(1 << 52), PartitionId(1));
+        assert_eq!(r.slot_range(PartitionId(0)), (0, 255));
+        assert_eq!(r.slot_range(PartitionId(63)), (16128, 16383));
+        assert_eq!(r.partition_of(b"somekey"), PartitionId(11058 >> 8));
+        assert_eq!(r.partition_of(b"foo"), PartitionId(12182 >> 8));
+        assert_eq!(
+            Ring::new(4096).unwrap().partition_of_slot(5),
+            PartitionId(1)
+        );
     }
 
     #[test]

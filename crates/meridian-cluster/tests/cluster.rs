@@ -4,8 +4,8 @@
 use bytes::Bytes;
 use meridian_cluster::{
     AplSummary, Clock, Content, GetReply, GetTally, Member, Meta, Object, Params, PutTally,
-    ReplicaId, Ring, Topology, bucket_and_key, claim, coordinator_put, diff, merge, precheck_get,
-    precheck_put, preflist, rebalance,
+    ReplicaId, Ring, Topology, claim, coordinator_put, diff, merge, precheck_get, precheck_put,
+    preflist, rebalance,
 };
 use meridian_core::{DcId, NodeId};
 use std::collections::BTreeMap;
@@ -24,8 +24,7 @@ fn topology(extra: &[(u32, u32)]) -> Topology {
 fn put_then_get_with_one_primary_down() {
     let topo = topology(&[]);
     let layout = claim(&topo, Ring::new(64).unwrap(), 3).unwrap();
-    let (bucket, key) = bucket_and_key(b"img:cat.png");
-    let p = layout.ring().partition_of(bucket, key);
+    let p = layout.ring().partition_of(b"img:cat.png");
     let down = layout.replicas(p)[1];
     let up = |n: NodeId| n != down;
     let apl = preflist(&layout, p, 3, DcId(0), up);

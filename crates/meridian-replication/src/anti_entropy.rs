@@ -62,7 +62,7 @@
 use crate::error::{ReplicationError, Result};
 use crate::object_store::{RESERVED_PREFIX, decode_object};
 use bytes::Bytes;
-use meridian_cluster::{MerkleConfig, MerkleTree, Object, Ring, bucket_and_key};
+use meridian_cluster::{MerkleConfig, MerkleTree, Object, Ring};
 use meridian_core::{NodeId, PartitionId, Timestamp};
 use meridian_storage::Engine;
 use parking_lot::{Mutex, RwLock};
@@ -148,14 +148,13 @@ impl AaeTrees {
             let full = rows.len() == page;
             let mut last = None;
             for (k, v) in rows {
-                if let Some(bytes) = v.value {
-                    let (b, rest) = bucket_and_key(&k);
-                    if let Some(list) = entries.get_mut(&ring.partition_of(b, rest)) {
-                        match decode_object(&bytes) {
-                            Ok(o) => list.push((k.clone(), digest(&o))),
-                            Err(e) => {
-                                tracing::warn!(key = ?k, error = %e, "anti-entropy build skips an undecodable object")
-                            }
+                if let Some(bytes) = v.value
+                    && let Some(list) = entries.get_mut(&ring.partition_of(&k))
+                {
+                    match decode_object(&bytes) {
+                        Ok(o) => list.push((k.clone(), digest(&o))),
+                        Err(e) => {
+                            tracing::warn!(key = ?k, error = %e, "anti-entropy build skips an undecodable object")
                         }
                     }
                 }
@@ -212,8 +211,7 @@ impl AaeTrees {
 
     /// The partition of a client key.
     pub fn partition_of(&self, key: &[u8]) -> PartitionId {
-        let (b, k) = bucket_and_key(key);
-        self.ring.partition_of(b, k)
+        self.ring.partition_of(key)
     }
 
     /// Records the new state of client key `key` (`None`: no object any more). Keys of

@@ -576,8 +576,7 @@ impl EventualNode {
     /// The key's partition and active preference list for a bucket of `n` replicas.
     pub fn preflist_for(&self, key: &[u8], n: u32) -> (PartitionId, Preflist) {
         let layout = self.layout();
-        let (bucket, k) = bucket_and_key(key);
-        let p = layout.ring().partition_of(bucket, k);
+        let p = layout.ring().partition_of(key);
         let me = self.id();
         let now = self.inner.clock.now();
         let det = self.inner.detector.lock();

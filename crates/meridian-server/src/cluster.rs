@@ -440,6 +440,27 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
     Ok(embedded)
 }
 
+/// The RESP address a node announces to clients (`CLUSTER SLOTS`, `/cluster`): the bound
+/// address, unless it is a wildcard (`0.0.0.0`, `::`), which no client can connect to; then
+/// the configured address, else the bound port on the peer address's host, else loopback.
+fn announced(
+    bound: SocketAddr,
+    configured: Option<SocketAddr>,
+    peer: Option<SocketAddr>,
+) -> SocketAddr {
+    if !bound.ip().is_unspecified() {
+        return bound;
+    }
+    if let Some(c) = configured.filter(|c| !c.ip().is_unspecified()) {
+        return c;
+    }
+    let host = peer
+        .map(|p| p.ip())
+        .filter(|ip| !ip.is_unspecified())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    SocketAddr::new(host, bound.port())
+}
+
 /// Binds the listeners of the `i`-th node of an embedded cluster and makes its record.
 async fn bind_member(
     cfg: &EmbeddedConfig,
@@ -471,7 +492,7 @@ async fn bind_member(
         dc,
         dc_name: format!("dc{}", dc.0),
         peer: None,
-        resp: Some(resp),
+        resp: Some(announced(resp, None, None)),
         http: Some(http),
     };
     Ok((record, l, nc))
@@ -638,7 +659,11 @@ pub async fn run_tcp(
             dc: dcs[m.dc.as_str()],
             dc_name: m.dc.clone(),
             peer: Some(m.peer),
-            resp: if m.id == c.id { Some(resp) } else { m.resp },
+            resp: if m.id == c.id {
+                Some(announced(resp, m.resp, Some(m.peer)))
+            } else {
+                m.resp
+            },
             http: if m.id == c.id { Some(http) } else { m.http },
         })
         .collect();
@@ -886,5 +911,32 @@ impl Embedded {
         for n in self.nodes {
             let _ = n.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::announced;
+    use std::net::SocketAddr;
+
+    #[test]
+    fn a_wildcard_listener_announces_a_connectable_address() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            announced(a("10.0.0.5:7000"), None, None),
+            a("10.0.0.5:7000")
+        );
+        assert_eq!(
+            announced(a("0.0.0.0:7000"), Some(a("10.0.0.5:7000")), None),
+            a("10.0.0.5:7000")
+        );
+        assert_eq!(
+            announced(a("0.0.0.0:7000"), None, Some(a("10.0.0.6:9000"))),
+            a("10.0.0.6:7000")
+        );
+        assert_eq!(
+            announced(a("0.0.0.0:7000"), None, None),
+            a("127.0.0.1:7000")
+        );
     }
 }

@@ -31,6 +31,15 @@
 //!   directory), so a crash at any point leaves the old or the new identity, never a torn
 //!   one, and the incarnation in use is always on disk before its first dot is issued.
 //!
+//! ## Placement scheme
+//!
+//! The file also records how the directory's keys were placed on the ring
+//! ([`PLACEMENT`]: Redis Cluster hash slots, `crc16-slots`). Earlier versions placed keys by
+//! an xxh3 hash and wrote no such line; their partitions hold other keys, so a node reading
+//! such a directory would serve, hand off and repair the wrong partitions. [`claim`] refuses
+//! a directory that holds data under an identity without the marker (what it is, why, what
+//! to do) instead of misreading it; an empty one is simply claimed with the current scheme.
+//!
 //! ## Cluster metadata
 //!
 //! A durable node also keeps the last cluster metadata it adopted (layout, members, buckets)
@@ -48,29 +57,38 @@ use std::path::{Path, PathBuf};
 /// The identity file's name inside the data directory.
 pub const IDENTITY_FILE: &str = "meridian-identity";
 
+/// The placement scheme this version writes and accepts: keys placed by their Redis Cluster
+/// hash slot (`meridian_cluster::slot_of`).
+pub const PLACEMENT: &str = "crc16-slots";
+
 /// The cluster-metadata file's name inside the data directory.
 pub const META_FILE: &str = "meridian-cluster-meta";
 
 /// What the identity file records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     /// The node the directory belongs to.
     pub node: NodeId,
     /// The incarnation of the node's current (or last) run.
     pub incarnation: u32,
+    /// The placement scheme the directory's keys were placed with (`None`: a file written
+    /// before the marker existed, i.e. the old xxh3 ring).
+    pub placement: Option<String>,
 }
 
 impl Identity {
     fn encode(&self) -> String {
         format!(
             "# Meridian cluster node identity: do not edit, delete or copy to another node.\n\
-             node_id = {}\nincarnation = {}\n",
-            self.node.0, self.incarnation
+             node_id = {}\nincarnation = {}\nplacement = {}\n",
+            self.node.0,
+            self.incarnation,
+            self.placement.as_deref().unwrap_or(PLACEMENT)
         )
     }
 
     fn decode(text: &str) -> std::result::Result<Identity, String> {
-        let (mut node, mut incarnation) = (None, None);
+        let (mut node, mut incarnation, mut placement) = (None, None, None);
         for line in text.lines().map(str::trim) {
             if line.is_empty() || line.starts_with('#') {
                 continue;
@@ -78,18 +96,24 @@ impl Identity {
             let (k, v) = line
                 .split_once('=')
                 .ok_or_else(|| format!("malformed line '{line}'"))?;
-            let v: u32 = v
-                .trim()
-                .parse()
-                .map_err(|_| format!("malformed value in '{line}'"))?;
+            let number = || {
+                v.trim()
+                    .parse::<u32>()
+                    .map_err(|_| format!("malformed value in '{line}'"))
+            };
             match k.trim() {
-                "node_id" => node = Some(NodeId(v)),
-                "incarnation" => incarnation = Some(v),
+                "node_id" => node = Some(NodeId(number()?)),
+                "incarnation" => incarnation = Some(number()?),
+                "placement" => placement = Some(v.trim().to_owned()),
                 other => return Err(format!("unknown field '{other}'")),
             }
         }
         match (node, incarnation) {
-            (Some(node), Some(incarnation)) => Ok(Identity { node, incarnation }),
+            (Some(node), Some(incarnation)) => Ok(Identity {
+                node,
+                incarnation,
+                placement,
+            }),
             _ => Err("node_id or incarnation missing".into()),
         }
     }
@@ -135,6 +159,21 @@ pub fn claim(dir: &Path, node: NodeId, has_data: bool, now_secs: u64) -> Result<
                 node.0
             )));
         }
+        Some(p) if has_data && p.placement.as_deref() != Some(PLACEMENT) => {
+            return Err(Error::Config(format!(
+                "storage.data_dir {} holds data placed by {} (see {}), but this version \
+                 places keys by Redis Cluster hash slots ({PLACEMENT}): its partitions hold \
+                 other keys, so serving it would misplace them. Start this node on an empty \
+                 data directory (it receives its partitions from its replicas), or export \
+                 the keys with the older version and write them again",
+                dir.display(),
+                match &p.placement {
+                    Some(other) => format!("the '{other}' scheme"),
+                    None => "the old xxh3 ring (no placement line)".to_owned(),
+                },
+                path_in(dir).display(),
+            )));
+        }
         Some(p) => p.incarnation.checked_add(1).ok_or_else(|| {
             Error::Config(format!(
                 "node {} has used every incarnation in {}",
@@ -152,7 +191,11 @@ pub fn claim(dir: &Path, node: NodeId, has_data: bool, now_secs: u64) -> Result<
         None => 0,
     }
     .max(clock);
-    let id = Identity { node, incarnation };
+    let id = Identity {
+        node,
+        incarnation,
+        placement: Some(PLACEMENT.to_owned()),
+    };
     write_atomically(dir, &id.encode()).map_err(|source| Error::Io {
         what: format!("writing {}", path_in(dir).display()),
         source,
@@ -268,6 +311,44 @@ mod tests {
         std::fs::write(path_in(other.path()), "node_id = x\n").unwrap();
         let e = read(other.path()).unwrap_err().to_string();
         assert!(e.contains("corrupt"), "{e}");
+    }
+
+    #[test]
+    fn a_directory_of_the_old_xxh3_ring_is_refused_not_misread() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = claim(dir.path(), NodeId(1), false, 7).unwrap();
+        assert_eq!(id.placement.as_deref(), Some(PLACEMENT));
+        let text = std::fs::read_to_string(path_in(dir.path())).unwrap();
+        assert!(text.contains("placement = crc16-slots"), "{text}");
+
+        // An identity file as the previous version wrote it: no placement line.
+        let old = "# Meridian cluster node identity: do not edit, delete or copy to another \
+                   node.\nnode_id = 1\nincarnation = 9\n";
+        std::fs::write(path_in(dir.path()), old).unwrap();
+        let e = claim(dir.path(), NodeId(1), true, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("old xxh3 ring")
+                && e.contains("hash slots")
+                && e.contains("empty data directory"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(path_in(dir.path())).unwrap(), old);
+        // Another scheme's name is refused too.
+        std::fs::write(path_in(dir.path()), format!("{old}placement = other\n")).unwrap();
+        let e = claim(dir.path(), NodeId(1), true, 10)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'other' scheme"), "{e}");
+        // Without data nothing can be misread: the directory is claimed with the marker.
+        std::fs::write(path_in(dir.path()), old).unwrap();
+        let id = claim(dir.path(), NodeId(1), false, 10).unwrap();
+        assert_eq!(
+            (id.incarnation, id.placement.as_deref()),
+            (10, Some(PLACEMENT))
+        );
+        assert_eq!(read(dir.path()).unwrap(), Some(id));
     }
 
     #[test]

@@ -2271,3 +2271,6 @@ mod cluster_mode {
         }
     }
 }
+
+#[path = "resp/cluster_slots.rs"]
+mod cluster_slots;

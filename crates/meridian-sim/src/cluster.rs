@@ -480,8 +480,7 @@ impl SimCluster {
         let layout = any.layout().clone();
         keys.iter()
             .map(|key| {
-                let (b, k) = meridian_cluster::bucket_and_key(key);
-                let p = layout.ring().partition_of(b, k);
+                let p = layout.ring().partition_of(key);
                 let per = layout
                     .replicas(p)
                     .iter()

@@ -275,8 +275,7 @@ impl TlRecorder {
             {
                 let target = {
                     let layout = node.layout();
-                    let (b, k) = meridian_cluster::bucket_and_key(key);
-                    let p = layout.ring().partition_of(b, k);
+                    let p = layout.ring().partition_of(key);
                     let all = layout.replicas(p);
                     let primaries = &all[..(*n_val).min(all.len())];
                     if !primaries.contains(&by.node) {

@@ -310,8 +310,7 @@ impl EventualNode {
 
     /// Marks the node for a handoff round if it does not own `key`.
     pub(super) fn note_if_not_owned(&self, key: &[u8]) {
-        let (b, k) = bucket_and_key(key);
-        let p = self.layout().ring().partition_of(b, k);
+        let p = self.layout().ring().partition_of(key);
         if !self.holds(self.id(), p, key) {
             self.inner.drain_needed.store(true, Ordering::SeqCst);
         }
@@ -432,8 +431,7 @@ impl EventualNode {
                 let orphans: Vec<(Bytes, Object)> = rows
                     .into_iter()
                     .filter(|(k, _)| {
-                        let (b, rest) = bucket_and_key(k);
-                        let p = self.layout().ring().partition_of(b, rest);
+                        let p = self.layout().ring().partition_of(k);
                         !self.holds(me, p, k)
                     })
                     .collect();
@@ -480,9 +478,8 @@ impl EventualNode {
             .iter()
             .map(|(k, _)| {
                 let (_, n_val) = self.bucket_params(k);
-                let (b, rest) = bucket_and_key(k);
                 let l = self.layout();
-                let p = l.ring().partition_of(b, rest);
+                let p = l.ring().partition_of(k);
                 l.replicas(p)
                     .iter()
                     .take(n_val as usize)
@@ -554,8 +551,8 @@ impl EventualNode {
                 delivered = false;
                 continue;
             }
-            let (b, rest) = bucket_and_key(k);
-            let p = view.meta.layout.ring().partition_of(b, rest);
+            let (b, _) = bucket_and_key(k);
+            let p = view.meta.layout.ring().partition_of(k);
             let n_val = view.buckets.resolve(b, &Props::default()).n_val as usize;
             if view
                 .meta

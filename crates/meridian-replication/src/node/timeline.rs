@@ -498,7 +498,7 @@ impl EventualNode {
 
     /// The placement of a timeline key; `wrong_bucket_type` for other buckets.
     fn tl_placement(&self, key: &[u8]) -> Result<Placement> {
-        let (bucket, k) = bucket_and_key(key);
+        let (bucket, _) = bucket_and_key(key);
         let (n, props, ty) = {
             let reg = self.registry();
             let b = reg.props_for(bucket);
@@ -513,7 +513,7 @@ impl EventualNode {
             });
         }
         let layout = self.layout();
-        let partition = layout.ring().partition_of(bucket, k);
+        let partition = layout.ring().partition_of(key);
         let list = layout.replicas(partition);
         let topo = layout.topology();
         let replicas = list[..(n as usize).min(list.len())]

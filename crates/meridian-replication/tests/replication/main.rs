@@ -339,8 +339,7 @@ impl Cluster {
     /// The N=3 primaries of `key`, in claim order.
     fn primaries(&self, key: &[u8]) -> Vec<NodeId> {
         let l = self.nodes[0].layout();
-        let (b, k) = meridian_cluster::bucket_and_key(key);
-        l.replicas(l.ring().partition_of(b, k))[..3].to_vec()
+        l.replicas(l.ring().partition_of(key))[..3].to_vec()
     }
 
     /// Sets a bucket (through the claimant) and waits until every node has it.

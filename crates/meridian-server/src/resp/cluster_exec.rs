@@ -138,7 +138,11 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
         | Cmd::Quit
         | Cmd::Reset
         | Cmd::Time
-        | Cmd::Role => false,
+        | Cmd::Role
+        | Cmd::Cluster
+        | Cmd::Readonly
+        | Cmd::Readwrite
+        | Cmd::Asking => false,
     }
 }
 

@@ -166,6 +166,10 @@ commands! {
     Reset "reset" 1 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
     Time "time" 1 ["loading" "stale" "fast"] 0 0 0;
     Role "role" 1 ["noscript" "loading" "stale" "fast"] 0 0 0;
+    Cluster "cluster" -2 ["loading" "stale"] 0 0 0;
+    Readonly "readonly" 1 ["loading" "stale" "fast"] 0 0 0;
+    Readwrite "readwrite" 1 ["loading" "stale" "fast"] 0 0 0;
+    Asking "asking" 1 ["fast"] 0 0 0;
     MeridianGet "meridian.get" -2 ["readonly"] 1 1 1;
     MeridianPut "meridian.put" -3 ["write" "denyoom"] 1 1 1;
     MeridianDel "meridian.del" -2 ["write"] 1 1 1;

@@ -11,6 +11,7 @@ use crate::keyspace::{
     TtlUnit, glob_match, parse_f64, parse_i64,
 };
 use crate::metrics::OpStats;
+use crate::resp::cluster_cmd;
 use crate::resp::command::Cmd;
 use crate::resp::info;
 use crate::resp::reply::Reply;
@@ -472,6 +473,10 @@ fn other(
             reply.int(0);
             reply.array(0);
         }
+        Cmd::Cluster => cluster_cmd::cluster(ctx, reply, args).map_err(raw)?,
+        Cmd::Readonly | Cmd::Readwrite | Cmd::Asking => {
+            cluster_cmd::connection_mode(ctx, reply, cmd).map_err(raw)?;
+        }
         Cmd::MeridianGet
         | Cmd::MeridianPut
         | Cmd::MeridianDel
@@ -887,7 +892,10 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("appendonly", "no".into()),
         ("bind", "*".into()),
         ("client-query-buffer-limit", l.max_query_buffer.to_string()),
-        ("cluster-enabled", "no".into()),
+        (
+            "cluster-enabled",
+            if ctx.cluster.is_some() { "yes" } else { "no" }.into(),
+        ),
         ("databases", "1".into()),
         ("hz", "10".into()),
         ("io-threads", "1".into()),

@@ -67,7 +67,12 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("# Server\r\nredis_version", &REDIS_VERSION);
             line("redis_git_sha1", &"00000000");
             line("redis_git_dirty", &0);
-            line("redis_mode", &"standalone");
+            let mode = if ctx.cluster.is_some() {
+                "cluster"
+            } else {
+                "standalone"
+            };
+            line("redis_mode", &mode);
             line("meridian_version", &env!("CARGO_PKG_VERSION"));
             line("meridian_engine", &ctx.keyspace.engine().name());
             line(
@@ -146,7 +151,10 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("master_replid", &ctx.run_id);
             line("master_repl_offset", &0);
         }
-        "cluster" => line("# Cluster\r\ncluster_enabled", &0),
+        "cluster" => line(
+            "# Cluster\r\ncluster_enabled",
+            &u8::from(ctx.cluster.is_some()),
+        ),
         _ => {
             out.push_str("# Keyspace\r\n");
             if ks.keys > 0 {

@@ -11,6 +11,8 @@
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
 //! - `info`: the INFO text.
+//! - `cluster_cmd`: the Redis Cluster protocol (`CLUSTER SLOTS`/`SHARDS`/`NODES`/..., each
+//!   node describing the cluster from its own DC), `READONLY`, `READWRITE`, `ASKING`.
 //! - `cluster_exec`: key commands in cluster mode, parsed into requests of the dispatch
 //!   facade ([`meridian_replication::Dispatch`]) and formatted back (see the README's
 //!   cluster-mode semantics).
@@ -21,6 +23,7 @@
 //! stops accepting, lets every connection finish the requests it has read, and returns once
 //! all connections are closed.
 
+mod cluster_cmd;
 mod cluster_exec;
 pub mod command;
 mod connection;
@@ -31,6 +34,7 @@ pub mod reply;
 pub mod request;
 pub mod server;
 
+pub use cluster_cmd::redis_node_id;
 pub use frame::{Frame, FrameError};
 pub use request::{ProtocolError, RequestParser};
 pub use server::{RespContext, serve};

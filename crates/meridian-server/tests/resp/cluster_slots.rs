@@ -1,0 +1,410 @@
+//! The Redis Cluster protocol end to end: an embedded 2-DC × 2-node cluster (port 0) answers
+//! `CLUSTER SLOTS`/`SHARDS`/`NODES`/`INFO`/`KEYSLOT`/`MYID`, `READONLY`, `READWRITE`,
+//! `ASKING` in Redis 7's shapes (RESP2 and RESP3), covers every slot exactly once, and each
+//! node maps every slot to a node of its own DC, so a cluster-aware client connected in a DC
+//! sends every single-key command to that DC.
+
+use super::*;
+use meridian_cluster::slot_of;
+use meridian_core::{DcId, NodeId};
+use meridian_net::wan::LinkConfig;
+use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::resp::redis_node_id;
+use std::collections::BTreeMap;
+
+async fn cluster() -> Embedded {
+    let cfg = EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::ZERO,
+        intra_dc: LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        ..EmbeddedConfig::default()
+    };
+    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+}
+
+async fn connect_to(addr: SocketAddr) -> Raw {
+    Raw {
+        stream: TcpStream::connect(addr).await.unwrap(),
+        buf: BytesMut::new(),
+    }
+}
+
+async fn connect(c: &Embedded, i: usize) -> Raw {
+    connect_to(c.members[i].resp.unwrap()).await
+}
+
+fn int(f: &Frame) -> i64 {
+    match f {
+        Frame::Integer(i) => *i,
+        other => panic!("expected an integer, got {other:?}"),
+    }
+}
+
+fn text(f: &Frame) -> String {
+    match f {
+        Frame::Bulk(b) | Frame::Simple(b) | Frame::Error(b) => {
+            String::from_utf8_lossy(b).into_owned()
+        }
+        Frame::Verbatim { text, .. } => String::from_utf8_lossy(text).into_owned(),
+        other => panic!("expected a string, got {other:?}"),
+    }
+}
+
+fn array(f: Frame) -> Vec<Frame> {
+    match f {
+        Frame::Array(a) => a,
+        other => panic!("expected an array, got {other:?}"),
+    }
+}
+
+/// A map reply as pairs: RESP3's map, or RESP2's flat array.
+fn pairs(f: Frame) -> Vec<(String, Frame)> {
+    match f {
+        Frame::Map(m) => m.into_iter().map(|(k, v)| (text(&k), v)).collect(),
+        Frame::Array(a) => {
+            assert!(a.len().is_multiple_of(2), "a flat map has pairs");
+            let mut it = a.into_iter();
+            let mut out = Vec::new();
+            while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                out.push((text(&k), v));
+            }
+            out
+        }
+        other => panic!("expected a map, got {other:?}"),
+    }
+}
+
+fn is_node_id(s: &str) -> bool {
+    s.len() == 40 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// One `CLUSTER SLOTS` range: `(first, last, [(ip:port, id)...])`, master first.
+type SlotRange = (u16, u16, Vec<(SocketAddr, String)>);
+
+/// `CLUSTER SLOTS` parsed, checking Redis 7's node shape (ip, port, id, metadata map).
+fn parse_slots(reply: Frame) -> Vec<SlotRange> {
+    array(reply)
+        .into_iter()
+        .map(|range| {
+            let mut parts = array(range).into_iter();
+            let first = int(&parts.next().unwrap()) as u16;
+            let last = int(&parts.next().unwrap()) as u16;
+            let nodes = parts
+                .map(|n| {
+                    let n = array(n);
+                    assert_eq!(n.len(), 4, "ip, port, id, metadata: {n:?}");
+                    assert!(
+                        matches!(&n[3], Frame::Map(m) if m.is_empty())
+                            || matches!(&n[3], Frame::Array(a) if a.is_empty()),
+                        "{n:?}"
+                    );
+                    let addr: SocketAddr =
+                        format!("{}:{}", text(&n[0]), int(&n[1])).parse().unwrap();
+                    let id = text(&n[2]);
+                    assert!(is_node_id(&id), "{id}");
+                    (addr, id)
+                })
+                .collect::<Vec<_>>();
+            assert!(!nodes.is_empty());
+            (first, last, nodes)
+        })
+        .collect()
+}
+
+/// The DC of the member listening on `addr`.
+fn dc_of(c: &Embedded, addr: SocketAddr) -> DcId {
+    c.members
+        .iter()
+        .find(|m| m.resp == Some(addr))
+        .unwrap_or_else(|| panic!("{addr} is no member's RESP address"))
+        .dc
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_slot_is_covered_once_and_led_by_the_answering_nodes_dc() {
+    let c = cluster().await;
+    for i in 0..c.members.len() {
+        let my_dc = c.members[i].dc;
+        let mut con = connect(&c, i).await;
+        let ranges = parse_slots(con.cmd(&[b"CLUSTER", b"SLOTS"]).await);
+        assert_eq!(ranges.len(), 64, "one range per partition");
+        let mut next = 0u32;
+        for (first, last, nodes) in &ranges {
+            assert_eq!(u32::from(*first), next, "contiguous, in order, no overlap");
+            assert!(first <= last);
+            next = u32::from(*last) + 1;
+            assert_eq!(nodes.len(), 3, "N = 3 replicas: a master and two replicas");
+            assert_eq!(dc_of(&c, nodes[0].0), my_dc, "the master is in my DC");
+            let mut ids: Vec<&String> = nodes.iter().map(|(_, id)| id).collect();
+            ids.dedup();
+            assert_eq!(ids.len(), 3, "distinct nodes");
+            // The master is the first replica of the partition in this DC (claim order).
+            let l = c.node(i).layout();
+            let p = l.ring().partition_of_slot(*first);
+            let lead = l
+                .replicas(p)
+                .iter()
+                .copied()
+                .find(|&n| l.topology().dc_of(n) == Some(my_dc))
+                .unwrap();
+            assert_eq!(nodes[0].1, redis_node_id(lead));
+        }
+        assert_eq!(next, 16384, "every slot covered");
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_commands_reply_in_redis_shapes() {
+    let c = cluster().await;
+    let mut a = connect(&c, 0).await;
+    // KEYSLOT: Redis's documented values and hash tags.
+    for (key, slot) in [
+        (&b"somekey"[..], 11058),
+        (b"foo", 12182),
+        (b"{foo}bar", 12182),
+        (b"foo{}{bar}", i64::from(slot_of(b"foo{}{bar}"))),
+        (b"foo{{bar}}zap", i64::from(slot_of(b"{bar"))),
+    ] {
+        assert_eq!(int(&a.cmd(&[b"CLUSTER", b"KEYSLOT", key]).await), slot);
+    }
+    assert_eq!(
+        a.cmd(&[b"CLUSTER", b"KEYSLOT", b"{user1000}.following"])
+            .await,
+        a.cmd(&[b"CLUSTER", b"KEYSLOT", b"{user1000}.followers"])
+            .await
+    );
+    // MYID: stable, 40 hex, the same name the other commands use.
+    let myid = text(&a.cmd(&[b"cluster", b"myid"]).await);
+    assert_eq!(myid, redis_node_id(NodeId(1)));
+    assert!(is_node_id(&myid));
+
+    // NODES: one line per member; myself, master/slave, epoch, connected, slot ranges.
+    let nodes = text(&a.cmd(&[b"CLUSTER", b"NODES"]).await);
+    let lines: Vec<&str> = nodes.lines().collect();
+    assert_eq!(lines.len(), 4, "{nodes}");
+    let epoch = c.node(0).layout().epoch();
+    let mut slots = 0;
+    for line in &lines {
+        let f: Vec<&str> = line.split(' ').collect();
+        assert!(f.len() >= 8, "{line}");
+        assert!(is_node_id(f[0]), "{line}");
+        let addr: SocketAddr = f[1].split('@').next().unwrap().parse().unwrap();
+        let member = c.members.iter().find(|m| m.resp == Some(addr)).unwrap();
+        assert_eq!(f[0], redis_node_id(member.id));
+        assert_eq!(f[2].contains("myself"), member.id == NodeId(1), "{line}");
+        let master = f[2].contains("master");
+        assert_eq!(master, member.dc == DcId(0), "DC 0's view: {line}");
+        assert!(master || f[2].contains("slave"), "{line}");
+        assert_eq!(f[3] == "-", master, "{line}");
+        assert_eq!(f[6], epoch.to_string());
+        assert_eq!(f[7], "connected");
+        for range in &f[8..] {
+            let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+            slots += hi.parse::<u32>().unwrap() - lo.parse::<u32>().unwrap() + 1;
+        }
+    }
+    assert_eq!(slots, 16384, "{nodes}");
+
+    // INFO: Redis's fields.
+    let info = text(&a.cmd(&[b"CLUSTER", b"INFO"]).await);
+    for want in [
+        "cluster_state:ok\r\n",
+        "cluster_slots_assigned:16384\r\n",
+        "cluster_slots_ok:16384\r\n",
+        "cluster_known_nodes:4\r\n",
+        "cluster_size:2\r\n",
+    ] {
+        assert!(info.contains(want), "{want} in {info}");
+    }
+    assert!(text(&a.cmd(&[b"INFO", b"cluster"]).await).contains("cluster_enabled:1\r\n"));
+
+    // SHARDS: a map per shard with `slots` and `nodes`, each node a map (RESP2: flat).
+    let shards = array(a.cmd(&[b"CLUSTER", b"SHARDS"]).await);
+    assert_eq!(shards.len(), 2, "one shard per DC-0 node");
+    let mut shard_slots = 0;
+    for shard in shards {
+        let shard = pairs(shard);
+        assert_eq!(shard[0].0, "slots");
+        assert_eq!(shard[1].0, "nodes");
+        let bounds: Vec<i64> = array(shard[0].1.clone()).iter().map(int).collect();
+        for b in bounds.chunks(2) {
+            shard_slots += b[1] - b[0] + 1;
+        }
+        let nodes = array(shard[1].1.clone());
+        let keys: Vec<String> = pairs(nodes[0].clone()).into_iter().map(|p| p.0).collect();
+        assert_eq!(
+            keys,
+            [
+                "id",
+                "port",
+                "ip",
+                "endpoint",
+                "role",
+                "replication-offset",
+                "health"
+            ]
+        );
+        let roles: Vec<String> = nodes
+            .into_iter()
+            .map(|n| {
+                let n = pairs(n);
+                assert_eq!(text(&n[6].1), "online");
+                text(&n[4].1)
+            })
+            .collect();
+        assert_eq!(roles[0], "master");
+        assert!(roles[1..].iter().all(|r| r == "replica"), "{roles:?}");
+    }
+    assert_eq!(shard_slots, 16384);
+
+    // The connection-mode commands, and what is refused.
+    for cmd in [&b"READONLY"[..], b"READWRITE", b"ASKING"] {
+        assert_eq!(a.cmd(&[cmd]).await, Frame::Simple("OK".into()));
+    }
+    let e = text(&a.cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT", b"7"]).await);
+    assert!(
+        e.starts_with("ERR CLUSTER COUNTKEYSINSLOT is not supported"),
+        "{e}"
+    );
+    let e = text(&a.cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT", b"16384"]).await);
+    assert_eq!(e, "ERR Invalid or out of range slot");
+    let e = text(&a.cmd(&[b"CLUSTER", b"BOGUS"]).await);
+    assert_eq!(e, "ERR unknown subcommand 'BOGUS'. Try CLUSTER HELP.");
+    let e = text(&a.cmd(&[b"CLUSTER", b"SLOTS", b"x"]).await);
+    assert_eq!(
+        e,
+        "ERR wrong number of arguments for 'cluster|slots' command"
+    );
+
+    // Never MOVED or CROSSSLOT: keys of different slots in one command are served.
+    assert_ne!(slot_of(b"a"), slot_of(b"b"));
+    assert_eq!(
+        a.cmd(&[b"MSET", b"a", b"1", b"b", b"2"]).await,
+        Frame::Simple("OK".into())
+    );
+    assert_eq!(
+        a.cmd(&[b"MGET", b"a", b"b", b"{a}x"]).await,
+        Frame::Array(vec![bulk("1"), bulk("2"), Frame::Null])
+    );
+
+    // RESP3: maps are maps, the node metadata an empty map, NODES a verbatim string.
+    let mut r3 = connect(&c, 3).await;
+    let _ = r3.cmd(&[b"HELLO", b"3"]).await;
+    let Frame::Map(first) = array(r3.cmd(&[b"CLUSTER", b"SHARDS"]).await).remove(0) else {
+        panic!("RESP3 shards are maps")
+    };
+    assert_eq!(text(&first[0].0), "slots");
+    let ranges = parse_slots(r3.cmd(&[b"CLUSTER", b"SLOTS"]).await);
+    assert!(ranges.iter().all(|r| dc_of(&c, r.2[0].0) == DcId(1)));
+    assert!(matches!(
+        r3.cmd(&[b"CLUSTER", b"NODES"]).await,
+        Frame::Verbatim { .. }
+    ));
+    let myid = text(&r3.cmd(&[b"CLUSTER", b"MYID"]).await);
+    assert_eq!(myid, redis_node_id(NodeId(4)));
+
+    // The redis crate reads the same replies.
+    let url = format!("redis://{}/", c.members[1].resp.unwrap());
+    let (slot, ranges): (i64, Vec<redis::Value>) = blocking(move || {
+        let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let slot = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg("somekey")
+            .query(&mut con)
+            .unwrap();
+        let ranges = redis::cmd("CLUSTER").arg("SLOTS").query(&mut con).unwrap();
+        (slot, ranges)
+    })
+    .await;
+    assert_eq!((slot, ranges.len()), (11058, 64));
+    c.shutdown().await;
+}
+
+/// `total_commands_processed` of every node.
+async fn commands_processed(c: &Embedded) -> Vec<u64> {
+    let mut out = Vec::new();
+    for i in 0..c.members.len() {
+        let info = text(&connect(c, i).await.cmd(&[b"INFO", b"stats"]).await);
+        let n = info
+            .lines()
+            .find_map(|l| l.strip_prefix("total_commands_processed:"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        out.push(n);
+    }
+    out
+}
+
+/// What a cluster-aware client does: read the slot map from a seed node, then send each
+/// single-key command to the master of the key's slot. From a seed in DC `d`, every
+/// command lands on a node of DC `d` (counted by each node's INFO, not just computed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_client_seeded_in_a_dc_sends_every_key_command_to_that_dc() {
+    let c = cluster().await;
+    for seed in [3, 0] {
+        let dc = c.members[seed].dc;
+        let ranges = parse_slots(connect(&c, seed).await.cmd(&[b"CLUSTER", b"SLOTS"]).await);
+        let mut owner = vec![None; 16384];
+        for (first, last, nodes) in &ranges {
+            for s in *first..=*last {
+                assert!(owner[usize::from(s)].replace(nodes[0].0).is_none());
+            }
+        }
+        let before = commands_processed(&c).await;
+        let mut cons: BTreeMap<SocketAddr, Raw> = BTreeMap::new();
+        let mut sent: BTreeMap<SocketAddr, u64> = BTreeMap::new();
+        for k in 0..200 {
+            let key = if k % 4 == 0 {
+                format!("{{user{}}}.following", k / 4)
+            } else {
+                format!("dc{}-key-{k}", dc.0)
+            };
+            let addr = owner[usize::from(slot_of(key.as_bytes()))].unwrap();
+            assert_eq!(dc_of(&c, addr), dc, "{key} maps to {addr}");
+            let con = match cons.entry(addr) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(connect_to(addr).await),
+            };
+            let set = con.cmd(&[b"SET", key.as_bytes(), b"v"]).await;
+            assert_eq!(set, Frame::Simple("OK".into()));
+            assert_eq!(con.cmd(&[b"GET", key.as_bytes()]).await, bulk("v"));
+            *sent.entry(addr).or_default() += 2;
+        }
+        let after = commands_processed(&c).await;
+        for (i, m) in c.members.iter().enumerate() {
+            let addr = m.resp.unwrap();
+            // The first INFO is counted by the second.
+            let delta = after[i] - before[i] - 1;
+            assert_eq!(delta, sent.get(&addr).copied().unwrap_or(0), "node {i}");
+            if m.dc != dc {
+                assert_eq!(delta, 0, "node {i} is in another DC");
+            }
+        }
+        assert_eq!(sent.values().sum::<u64>(), 400);
+    }
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_standalone_node_has_cluster_support_disabled() {
+    let s = Server::default().await;
+    let mut con = s.connect().await;
+    for req in [
+        &[&b"CLUSTER"[..], b"SLOTS"][..],
+        &[b"CLUSTER", b"KEYSLOT", b"k"],
+        &[b"READONLY"],
+        &[b"ASKING"],
+    ] {
+        assert_eq!(
+            text(&con.cmd(req).await),
+            "ERR This instance has cluster support disabled"
+        );
+    }
+    let info = text(&con.cmd(&[b"INFO", b"cluster"]).await);
+    assert!(info.contains("cluster_enabled:0\r\n"), "{info}");
+    s.stop().await;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Cluster-aware Redis clients against `meridian up` (2 DCs x 2 nodes, loopback only):
+# redis-py's RedisCluster from PyPI (scripts/cluster_clients.py: SET/GET, MGET with hash tags,
+# pipelines, every single-key command sent to the seed node's DC), `redis-cli -c`, and
+# `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target="${CARGO_TARGET_DIR:-target}"
+
+# A venv with redis-py, under the target directory (python3-venv from Debian when missing).
+venv="$target/cluster-clients-venv"
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  echo "installing python3-venv from Debian's packages" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq >/dev/null
+  $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+fi
+if ! "$venv/bin/python" -c 'import redis' >/dev/null 2>&1; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check 'redis>=5'
+fi
+
+cargo build -q -p meridian
+bin="$target/debug/meridian"
+base=$((20000 + RANDOM % 9000))   # RESP base..base+3, HTTP base+1000..: below 32768
+log=$(mktemp)
+"$bin" up --dcs 2 --nodes-per-dc 2 --base-port "$base" --wan-latency 2ms >"$log" 2>&1 &
+pid=$!
+cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"; }
+trap cleanup EXIT
+for _ in $(seq 1 300); do
+  grep -q '^ready:' "$log" && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+if ! grep -q '^ready:' "$log"; then
+  echo "cluster-clients: the cluster did not start on ports $base..; its log:" >&2
+  cat "$log" >&2
+  exit 1
+fi
+
+passed=0 failed=0
+expect() { # expect NAME WANT GOT
+  if [[ "$2" == "$3" ]]; then passed=$((passed + 1)); echo "ok   $1"; else
+    failed=$((failed + 1)); echo "FAIL $1: want [$2] got [$3]" >&2; fi
+}
+
+# redis-py's RedisCluster.
+if out=$("$venv/bin/python" scripts/cluster_clients.py "http://127.0.0.1:$((base + 1000))" 2>&1); then
+  py_failed=0
+else
+  py_failed=1
+fi
+echo "$out"
+summary=$(echo "$out" | tail -n 1)
+py_passed=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\1/p')
+py_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p')
+passed=$((passed + ${py_passed:-0}))
+failed=$((failed + ${py_fail:-1}))
+[[ $py_failed -eq 1 && ${py_fail:-1} -eq 0 ]] && failed=$((failed + 1))
+
+# redis-cli in cluster mode (the README's example) sees 64 ranges.
+if command -v redis-cli >/dev/null 2>&1; then
+  expect cli-slots cluster_slots_ok:16384 "$(redis-cli -c -p "$base" CLUSTER INFO | tr -d '\r' | grep '^cluster_slots_ok:')"
+  expect cli-enabled cluster_enabled:1 "$(redis-cli -p "$base" INFO cluster | tr -d '\r' | grep '^cluster_enabled:')"
+  expect cli-redirect-free OK "$(redis-cli -c -p "$((base + 2))" SET '{user1}.name' ada)"
+  expect cli-get ada "$(redis-cli -c -p "$base" GET '{user1}.name')"
+fi
+
+# redis-benchmark --cluster reads CLUSTER NODES and sends each command to its slot's master.
+if command -v redis-benchmark >/dev/null 2>&1; then
+  out=$(redis-benchmark --cluster -p "$base" -t set,get -n 2000 -q 2>&1 | tr '\r' '\n' || true)
+  if echo "$out" | grep -qa '^SET: .*requests per second' && echo "$out" | grep -qa '^GET: .*requests per second' \
+     && ! echo "$out" | grep -qai 'error'; then
+    expect benchmark-cluster ok ok
+  else
+    expect benchmark-cluster ok "$out"
+  fi
+fi
+
+expect still-up 0 "$(kill -0 "$pid" 2>/dev/null; echo $?)"
+echo "cluster-clients: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

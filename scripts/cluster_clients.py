@@ -1,0 +1,168 @@
+"""Real cluster-aware Redis clients against a running `meridian up` cluster (loopback).
+
+Run by scripts/cluster-clients.sh: python cluster_clients.py HTTP_URL. Uses redis-py's
+RedisCluster (from PyPI): SET/GET, MGET with hash tags (mget_nonatomic and same-tag mget),
+pipelines, and checks that a client seeded in a DC sends every single-key command to that DC
+(by redis-py's own routing, get_node_from_key, and by each node's command counters).
+Prints `N passed, M failed`; exits non-zero on any failure.
+"""
+
+import json
+import sys
+import traceback
+import urllib.request
+
+import redis
+from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
+
+PASSED = 0
+FAILED = 0
+
+
+def check(name, fn):
+    global PASSED, FAILED
+    try:
+        fn()
+        PASSED += 1
+        print(f"ok   {name}")
+    except Exception:  # noqa: BLE001 - every failure is reported, then counted
+        FAILED += 1
+        print(f"FAIL {name}")
+        traceback.print_exc()
+
+
+def members(http):
+    with urllib.request.urlopen(f"{http}/cluster", timeout=10) as r:
+        doc = json.load(r)
+    out = {}
+    for m in doc["members"]:
+        host, port = m["resp"].rsplit(":", 1)
+        out[(host, int(port))] = m["dc"]
+    return out
+
+
+def commands_processed(clients):
+    """`total_commands_processed` of every node, over one kept connection per node (a new
+    connection's handshake would be counted too)."""
+    return {a: int(c.info("stats")["total_commands_processed"]) for a, c in clients.items()}
+
+
+def main():
+    http = sys.argv[1]
+    dc_of = members(http)
+    by_dc = {}
+    for addr, dc in sorted(dc_of.items()):
+        by_dc.setdefault(dc, []).append(addr)
+    assert len(by_dc) >= 2, f"need two DCs, got {by_dc}"
+    counters = {a: redis.Redis(host=a[0], port=a[1], single_connection_client=True) for a in dc_of}
+    for c in counters.values():
+        c.ping()
+
+    for dc in sorted(by_dc, reverse=True):
+        seed_host, seed_port = by_dc[dc][-1]
+        rc = RedisCluster(
+            startup_nodes=[ClusterNode(seed_host, seed_port)],
+            decode_responses=True,
+            socket_timeout=10,
+        )
+        tag = f"dc{dc}"
+
+        def set_get():
+            for i in range(50):
+                assert rc.set(f"{tag}:k{i}", f"v{i}") is True
+            for i in range(50):
+                assert rc.get(f"{tag}:k{i}") == f"v{i}"
+            assert rc.get(f"{tag}:missing") is None
+
+        def routing_stays_in_dc():
+            for i in range(1000):
+                key = f"{tag}:{{user{i}}}.following" if i % 3 == 0 else f"{tag}-key-{i}"
+                node = rc.get_node_from_key(key)
+                assert dc_of[(node.host, node.port)] == dc, f"{key} -> {node.name}"
+            slots = rc.cluster_slots(target_nodes=RedisCluster.RANDOM)
+            covered = sorted(r for r in slots)
+            assert covered[0][0] == 0 and covered[-1][1] == 16383, covered[:1]
+            assert sum(e - s + 1 for s, e in covered) == 16384
+
+        def keyslot_matches_the_client():
+            for key in ["somekey", "foo", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
+                        f"{tag}:{{x}}y", "img:cat.png"]:
+                assert rc.cluster_keyslot(key) == key_slot(key.encode()), key
+            assert rc.cluster_keyslot("somekey") == 11058
+            assert rc.cluster_keyslot("foo") == 12182
+
+        def mget_with_hash_tags():
+            keys = [f"{tag}:m{i}" for i in range(20)]
+            rc.mset_nonatomic({k: k.upper() for k in keys})
+            assert rc.mget_nonatomic(keys + [f"{tag}:none"]) == [k.upper() for k in keys] + [None]
+            same = [f"{{{tag}-user}}.{i}" for i in range(10)]
+            assert len({key_slot(k.encode()) for k in same}) == 1
+            for k in same:
+                rc.set(k, k[::-1])
+            assert rc.mget(same) == [k[::-1] for k in same]
+
+        def pipelines():
+            p = rc.pipeline()
+            for i in range(100):
+                p.set(f"{tag}:p{i}", i)
+            for i in range(100):
+                p.get(f"{tag}:p{i}")
+            res = p.execute()
+            assert res[:100] == [True] * 100 and res[100:] == [str(i) for i in range(100)], res[:5]
+
+        def commands_go_to_the_seeds_dc():
+            # Connections are opened lazily: warm them, then count.
+            for n in rc.get_nodes():
+                if dc_of[(n.host, n.port)] == dc:
+                    rc.ping(target_nodes=n)
+            before = commands_processed(counters)
+            for i in range(300):
+                rc.set(f"{tag}:c{i}", i)
+                assert rc.get(f"{tag}:c{i}") == str(i)
+            rc.mget_nonatomic([f"{tag}:c{i}" for i in range(300)])
+            p = rc.pipeline()
+            for i in range(50):
+                p.get(f"{tag}:c{i}")
+            p.execute()
+            after = commands_processed(counters)
+            local = 0
+            for addr, d in dc_of.items():
+                delta = after[addr] - before[addr] - 1  # the first INFO
+                if d == dc:
+                    local += delta
+                else:
+                    assert delta == 0, f"{addr} in DC {d} got {delta} commands"
+            assert local >= 650, local
+
+        def cluster_views():
+            nodes = rc.cluster_nodes()
+            assert len(nodes) == len(dc_of), nodes
+            masters = [a for a, n in nodes.items() if "master" in n["flags"]]
+            for a in masters:
+                host, port = a.split("@")[0].rsplit(":", 1)
+                assert dc_of[(host, int(port))] == dc, (a, nodes[a])
+            info = rc.cluster_info(target_nodes=rc.get_node(seed_host, seed_port))
+            assert info["cluster_state"] == "ok" and int(info["cluster_slots_ok"]) == 16384, info
+            shards = rc.execute_command("CLUSTER SHARDS", target_nodes=rc.get_node(seed_host, seed_port))
+            assert sum(len(s["slots"]) // 2 >= 1 for s in shards) == len(shards)
+            assert rc.readonly() is True and rc.readwrite() is True
+
+        for name, fn in [
+            ("set-get", set_get),
+            ("routing-stays-in-dc", routing_stays_in_dc),
+            ("keyslot-matches-redis-py", keyslot_matches_the_client),
+            ("mget-hash-tags", mget_with_hash_tags),
+            ("pipelines", pipelines),
+            ("commands-go-to-the-seeds-dc", commands_go_to_the_seeds_dc),
+            ("cluster-views", cluster_views),
+        ]:
+            check(f"dc{dc} {name}", fn)
+        rc.close()
+
+    print(f"cluster-clients (redis-py {redis.__version__}): {PASSED} passed, {FAILED} failed")
+    return 0 if FAILED == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
