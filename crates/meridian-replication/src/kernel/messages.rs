@@ -1,36 +1,30 @@
-//! The node-to-node wire protocol of eventual-consistency buckets.
+//! The node-to-node wire type: one [`Msg`] variant per protocol, each wrapping that protocol's
+//! own message enum, plus the shared [`Msg::Error`] reply and the kernel's own
+//! [`KernelMsg`] (heartbeats and cluster-metadata changes through the claimant).
 //!
-//! Requests (sent with `Transport::request`) and their replies:
+//! | variant | protocol | module |
+//! |---|---|---|
+//! | [`Msg::Kernel`] | heartbeats, metadata, claimant changes, drained reports | [`crate::kernel`] |
+//! | [`Msg::Eventual`] | quorum GET/PUT, forward, replicate, read repair | [`crate::eventual`] |
+//! | [`Msg::Timeline`] | master writes, reads, propagation, catch-up | [`crate::timeline`] |
+//! | [`Msg::Handoff`] | ownership handoff after a layout change | [`crate::handoff`] |
+//! | [`Msg::Aae`] | anti-entropy tree exchange and sync | [`crate::anti_entropy`] |
+//! | [`Msg::Error`] | a refused request (any protocol) | here |
 //!
-//! | request | reply |
-//! |---|---|
-//! | [`Msg::Get`] | [`Msg::GetReply`] or [`Msg::Error`] |
-//! | [`Msg::Replicate`] | [`Msg::Ack`] or [`Msg::Error`] |
-//! | [`Msg::Forward`] | [`Msg::ForwardReply`] |
-//! | [`Msg::AaeHashes`] | [`Msg::AaeHashReply`] or [`Msg::Error`] |
-//! | [`Msg::AaeKeys`] | [`Msg::AaeKeysReply`] or [`Msg::Error`] |
-//! | [`Msg::AaeSync`] | [`Msg::AaeSyncReply`] or [`Msg::Error`] |
-//! | [`Msg::Handoff`] | [`Msg::Ack`] or [`Msg::Error`] |
-//! | [`Msg::Change`] | [`Msg::ChangeReply`] |
-//! | [`Msg::TlWrite`] | [`Msg::TlWriteReply`] or [`Msg::Error`] |
-//! | [`Msg::TlForce`] | [`Msg::TlWriteReply`] or [`Msg::Error`] |
-//! | [`Msg::TlRead`] | [`Msg::TlReadReply`] or [`Msg::Error`] |
-//! | [`Msg::TlReplicate`] | [`Msg::Ack`] or [`Msg::Error`] |
-//! | [`Msg::TlSync`] | [`Msg::TlSyncReply`] or [`Msg::Error`] |
+//! Kernel requests and their replies: [`KernelMsg::Change`] is answered by
+//! [`KernelMsg::ChangeReply`]; [`KernelMsg::Heartbeat`], [`KernelMsg::Meta`] and
+//! [`KernelMsg::Drained`] are one-way.
 //!
-//! One-way: [`Msg::Heartbeat`], [`Msg::Repair`], [`Msg::Meta`], [`Msg::Drained`].
-//!
-//! Messages carry whole [`Object`]s (clock plus siblings): a receiver merges, it never
-//! trusts a sender's view of what it already holds. Keys are the client's full key
-//! (`bucket:rest`). `hint_for` marks traffic for a *fallback*: the receiver keeps the object
-//! in its hint space for that primary instead of its own data.
+//! Encoding: postcard, so the outer variant costs one byte on the wire and a protocol's enum
+//! is stored inline (no box, no extra allocation when decoding).
 
+use crate::anti_entropy::messages::AaeMsg;
 use crate::error::ReplicationError;
+use crate::eventual::messages::EventualMsg;
+use crate::handoff::messages::HandoffMsg;
 use crate::membership::{ClusterMeta, MetaChange};
-use crate::node::{PutOptions, PutResult};
-use crate::timeline::{Content as TlContent, Expect, Record, ReplicaRef, Version};
-use meridian_cluster::{HashReply, HashRequest, KeyHashes, Object, SegmentId};
-use meridian_core::{DcId, NodeId, PartitionId};
+use crate::timeline::messages::TimelineMsg;
+use meridian_core::NodeId;
 use serde::{Deserialize, Serialize};
 
 /// Why a replica refused a request.
@@ -44,74 +38,41 @@ pub enum RemoteError {
     BadRequest(String),
 }
 
-/// One key of an anti-entropy sync: the sender's object, or `None` if it has none.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AaeItem {
-    /// The client key.
-    pub key: Vec<u8>,
-    /// The sender's object of the key.
-    pub object: Option<Object>,
-}
-
-/// A message between nodes. See the module docs.
+/// A message between nodes: which protocol it belongs to, and that protocol's message. The
+/// kernel routes each incoming variant to the protocol that owns it (see [`crate::kernel`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Msg {
-    /// Read `key` (from the hint space of `hint_for` when the receiver is a fallback).
-    Get {
-        /// The client key.
-        key: Vec<u8>,
-        /// The primary the receiver stands in for, if it is a fallback.
-        hint_for: Option<NodeId>,
-    },
-    /// The answer to [`Msg::Get`]: the stored object, or `None` (notfound).
-    GetReply(Option<Object>),
-    /// Merge `object` into `key` (a PUT's fan-out, or a hand-off) and acknowledge.
-    Replicate {
-        /// The client key.
-        key: Vec<u8>,
-        /// The coordinator's object after its write.
-        object: Object,
-        /// The primary the receiver stands in for, if it is a fallback (store as a hint).
-        hint_for: Option<NodeId>,
-        /// Whether the bucket keeps siblings (false: resolve LWW after merging).
-        allow_mult: bool,
-    },
-    /// The answer to [`Msg::Replicate`]: applied, and durable if `durable`.
-    Ack {
-        /// Whether the write is durable under the receiver's engine policy.
-        durable: bool,
-    },
-    /// Read repair (§8): merge `object` into `key`, no reply, no limits.
-    Repair {
-        /// The client key.
-        key: Vec<u8>,
-        /// The merged object of the GET.
-        object: Object,
-        /// The primary the receiver stands in for, if it is a fallback.
-        hint_for: Option<NodeId>,
-        /// Whether the bucket keeps siblings.
-        allow_mult: bool,
-    },
+    /// The kernel's own messages: heartbeats and cluster metadata.
+    Kernel(KernelMsg),
+    /// The eventual-consistency protocol.
+    Eventual(EventualMsg),
+    /// The timeline protocol.
+    Timeline(TimelineMsg),
+    /// Ownership handoff.
+    Handoff(HandoffMsg),
+    /// Active anti-entropy.
+    Aae(AaeMsg),
+    /// A refused request (any protocol's).
+    Error(RemoteError),
+}
+
+/// The kernel's messages: liveness and cluster metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KernelMsg {
     /// Liveness signal, sent one-way every heartbeat interval to every member.
     Heartbeat {
         /// The sender.
         from: NodeId,
         /// The version of the sender's cluster metadata (a receiver with a newer one sends
-        /// it back in a [`Msg::Meta`]).
+        /// it back in a [`KernelMsg::Meta`]).
         version: u64,
     },
     /// A cluster-metadata document: the receiver adopts it if it is newer than its own.
     Meta(Box<ClusterMeta>),
     /// A cluster-metadata change, sent to the claimant, which applies and publishes it.
     Change(MetaChange),
-    /// The answer to [`Msg::Change`]: the new document, or why the change was refused.
+    /// The answer to [`KernelMsg::Change`]: the new document, or why the change was refused.
     ChangeReply(Result<Box<ClusterMeta>, ReplicationError>),
-    /// Ownership handoff: merge these objects (keys the sender no longer owns; a repair
-    /// path, no limits) and acknowledge.
-    Handoff {
-        /// The objects, each `Some`.
-        items: Vec<AaeItem>,
-    },
     /// Sent to the claimant: the sender holds nothing it does not own under layout `epoch`.
     Drained {
         /// The sender.
@@ -119,116 +80,25 @@ pub enum Msg {
         /// The layout epoch.
         epoch: u64,
     },
-    /// A client write forwarded to a coordinator that holds a replica (§6.1).
-    Forward {
-        /// The client key.
-        key: Vec<u8>,
-        /// The value, or `None` for a delete.
-        value: Option<Vec<u8>>,
-        /// The client's opaque context (empty for a blind write).
-        context: Vec<u8>,
-        /// The request's overrides; its timeout is the remote coordinator's budget.
-        opts: PutOptions,
-    },
-    /// The answer to [`Msg::Forward`]: the remote coordinator's result.
-    ForwardReply(Result<PutResult, ReplicationError>),
-    /// Anti-entropy (§10), exchange step: node hashes of the receiver's tree of
-    /// `partition`.
-    AaeHashes {
-        /// The partition whose trees are compared.
-        partition: PartitionId,
-        /// The hashes wanted.
-        request: HashRequest,
-    },
-    /// The answer to [`Msg::AaeHashes`].
-    AaeHashReply(HashReply),
-    /// Anti-entropy, last exchange step: the `(key, item hash)` lists of `segments`.
-    AaeKeys {
-        /// The partition whose trees are compared.
-        partition: PartitionId,
-        /// The differing segments.
-        segments: Vec<SegmentId>,
-    },
-    /// The answer to [`Msg::AaeKeys`], one list per requested segment, in order.
-    AaeKeysReply(Vec<KeyHashes>),
-    /// Anti-entropy repair: merge each item's object (a repair path: no limits) and answer
-    /// the resulting objects.
-    AaeSync {
-        /// The partition of every key.
-        partition: PartitionId,
-        /// The sender's objects of the differing keys.
-        items: Vec<AaeItem>,
-    },
-    /// The answer to [`Msg::AaeSync`]: the receiver's objects after merging, same order.
-    AaeSyncReply(Vec<AaeItem>),
-    /// Timeline (§3, §5): a client write for the record's master, or for the partition's
-    /// insert arbiter when the coordinator found no record.
-    TlWrite {
-        /// The write's id: a duplicated request is answered with the first one's result.
-        id: crate::node::WriteId,
-        /// The client key.
-        key: Vec<u8>,
-        /// The value, or a tombstone for a delete.
-        content: TlContent,
-        /// The precondition (test-and-set, insert-if-absent).
-        expect: Expect,
-        /// The DC of the coordinator that took the client's request.
-        origin_dc: DcId,
-        /// 0 from the coordinator; 1 once forwarded (it is never forwarded again).
-        hops: u8,
-        /// The version that names the receiver master, which it should wait for.
-        await_ver: Option<Version>,
-    },
-    /// The answer to [`Msg::TlWrite`] and [`Msg::TlForce`]: the record issued and the
-    /// replica that issued it, or why not (`not_master` with a hint, `version_mismatch`, ...).
-    TlWriteReply(Result<(Record, ReplicaRef), ReplicationError>),
-    /// Timeline: the receiver's record of `key`; with `latest`, only if the receiver is its
-    /// master (or, for an absent record, the insert arbiter), else `not_master`.
-    TlRead {
-        /// The client key.
-        key: Vec<u8>,
-        /// Serve only as master (`read_latest`).
-        latest: bool,
-        /// The version that names the receiver master, which it should wait for.
-        await_ver: Option<Version>,
-    },
-    /// The answer to [`Msg::TlRead`].
-    TlReadReply(Result<Option<Record>, ReplicationError>),
-    /// Timeline propagation (§4): apply each record that is newer than the local one, then
-    /// acknowledge.
-    TlReplicate {
-        /// `(key, record)`, at most one per key, in key order.
-        records: Vec<(Vec<u8>, Record)>,
-    },
-    /// Timeline catch-up (§8): the sender's versions of its records in `(after, upto]` that
-    /// the receiver also replicates; the receiver answers what either side lacks.
-    TlSync {
-        /// `(key, version)` of the sender's records in the range.
-        items: Vec<(Vec<u8>, Version)>,
-        /// The range's exclusive start (`None`: the first key).
-        after: Option<Vec<u8>>,
-        /// The range's inclusive end (`None`: the last key).
-        upto: Option<Vec<u8>>,
-    },
-    /// The answer to [`Msg::TlSync`].
-    TlSyncReply {
-        /// The receiver's records newer than the sender's, or that the sender lacks.
-        newer: Vec<(Vec<u8>, Record)>,
-        /// Keys whose sender record is newer, or that the receiver lacks.
-        want: Vec<Vec<u8>>,
-        /// False when the reply was capped before the end of the range: the sender's pass
-        /// is then not complete.
-        complete: bool,
-    },
-    /// Timeline forced re-master (§7): the receiver takes mastership of `key` in a new master
-    /// epoch.
-    TlForce {
-        /// The client key.
-        key: Vec<u8>,
-    },
-    /// A refused request.
-    Error(RemoteError),
 }
+
+macro_rules! wrap {
+    ($($variant:ident($inner:ty)),*) => {$(
+        impl From<$inner> for Msg {
+            fn from(m: $inner) -> Msg {
+                Msg::$variant(m)
+            }
+        }
+    )*};
+}
+wrap!(
+    Kernel(KernelMsg),
+    Eventual(EventualMsg),
+    Timeline(TimelineMsg),
+    Handoff(HandoffMsg),
+    Aae(AaeMsg),
+    Error(RemoteError)
+);
 
 #[cfg(test)]
 mod tests {
@@ -237,44 +107,44 @@ mod tests {
     #[test]
     fn messages_round_trip_through_postcard() {
         let msgs = [
-            Msg::Get {
+            Msg::Eventual(EventualMsg::Get {
                 key: b"b:k".to_vec(),
                 hint_for: Some(NodeId(3)),
-            },
-            Msg::GetReply(None),
-            Msg::Ack { durable: true },
-            Msg::Heartbeat {
+            }),
+            Msg::Eventual(EventualMsg::GetReply(None)),
+            Msg::Eventual(EventualMsg::Ack { durable: true }),
+            Msg::Kernel(KernelMsg::Heartbeat {
                 from: NodeId(1),
                 version: 4,
-            },
-            Msg::Drained {
+            }),
+            Msg::Kernel(KernelMsg::Drained {
                 from: NodeId(2),
                 epoch: 3,
-            },
-            Msg::Change(MetaChange::Leave(NodeId(3))),
-            Msg::ForwardReply(Err(ReplicationError::Quorum(
+            }),
+            Msg::Kernel(KernelMsg::Change(MetaChange::Leave(NodeId(3)))),
+            Msg::Eventual(EventualMsg::ForwardReply(Err(ReplicationError::Quorum(
                 meridian_cluster::QuorumError::WValUnsatisfied { need: 2, got: 1 },
-            ))),
+            )))),
             Msg::Error(RemoteError::Overload),
-            Msg::AaeHashes {
+            Msg::Aae(AaeMsg::Hashes {
                 partition: PartitionId(3),
                 request: HashRequest::Children {
                     level: 1,
                     parents: vec![2, 5],
                 },
-            },
-            Msg::AaeHashReply(HashReply {
+            }),
+            Msg::Aae(AaeMsg::HashReply(HashReply {
                 level: 0,
                 hashes: vec![u128::MAX, 7],
-            }),
-            Msg::AaeKeys {
+            })),
+            Msg::Aae(AaeMsg::Keys {
                 partition: PartitionId(3),
                 segments: vec![SegmentId(9)],
-            },
-            Msg::AaeSyncReply(vec![AaeItem {
+            }),
+            Msg::Aae(AaeMsg::SyncReply(vec![AaeItem {
                 key: b"b:k".to_vec(),
                 object: None,
-            }]),
+            }])),
         ];
         for m in msgs {
             let bytes = postcard::to_allocvec(&m).unwrap();
