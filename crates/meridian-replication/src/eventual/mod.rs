@@ -734,10 +734,17 @@ fn merge_all<'a>(objs: impl Iterator<Item = &'a Object>, allow_mult: bool) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bucket::{BucketProps, Buckets};
+    use crate::kernel::{EventualNode, NodeConfig};
+    use crate::membership::ClusterMeta;
+    use meridian_cluster::Props;
     use meridian_cluster::{Member, Ring, Topology, claim};
+    use meridian_core::DcId;
     use meridian_core::Timestamp;
     use meridian_net::MemNetwork;
     use meridian_storage::MemEngine;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
 
     /// A one-node "cluster" with N=1: the full request paths without a network.
     async fn single() -> (EventualNode, CancellationToken) {

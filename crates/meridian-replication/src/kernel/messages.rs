@@ -103,6 +103,9 @@ wrap!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::anti_entropy::messages::AaeItem;
+    use meridian_cluster::{HashReply, HashRequest, SegmentId};
+    use meridian_core::PartitionId;
 
     #[test]
     fn messages_round_trip_through_postcard() {
