@@ -25,9 +25,15 @@ fn main() {
             if let Some(tl) = &r.timeline {
                 std::fs::write(stem.with_extension("timeline.txt"), tl.dump()).expect("write");
             }
-            std::fs::write(stem.with_extension("report.txt"), format!("{r}\nmessages {}\n", r.messages))
-                .expect("write");
-            println!("{} seed {seed}: passed={} messages={}", s.name, r.passed, r.messages);
+            std::fs::write(
+                stem.with_extension("report.txt"),
+                format!("{r}\nmessages {}\n", r.messages),
+            )
+            .expect("write");
+            println!(
+                "{} seed {seed}: passed={} messages={}",
+                s.name, r.passed, r.messages
+            );
         }
     }
 }

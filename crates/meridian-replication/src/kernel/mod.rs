@@ -6,7 +6,7 @@
 //!
 //! | part | owns | module |
 //! |---|---|---|
-//! | kernel | identity (id, DC, [`NodeConfig`]), the cluster metadata view (layout, members, bucket registry) and its adoption hooks, the claimant's side of changes, the failure detector and heartbeats, the transport and routing, the seeded RNG, the clock, the object store (engine handle), counters, the spawn of every protocol's background tasks | here, [`meta`](self) submodule |
+//! | kernel | identity (id, DC, [`NodeConfig`]), the cluster metadata view (layout, members, bucket registry) and its adoption hooks, the claimant's side of changes, the failure detector and heartbeats, the transport and routing, the seeded RNG, the clock, the object store (engine handle), counters, the spawn of every protocol's background tasks | here and `kernel/meta.rs` |
 //! | eventual | quorum GET/PUT/DELETE coordinators, forwarding, the replica side, read repair | [`crate::eventual`] |
 //! | timeline | per-record masters, propagation, catch-up, forced re-master | [`crate::timeline`] |
 //! | handoff | hinted handoff (hints to their primaries) and ownership handoff (after a layout change) | [`crate::handoff`] |
