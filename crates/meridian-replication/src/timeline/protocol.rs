@@ -32,7 +32,7 @@
 //!   take the tail), or finds none on a node that was wiped or gained the partition and has
 //!   not completed a catch-up pass with every other primary. Before it acts (write, insert,
 //!   read_latest) it then asks the other primaries for their copies and applies any newer
-//!   one ([`Node::tl_confirm`]). And its first write over a record it did not issue
+//!   one (`Node::tl_confirm`). And its first write over a record it did not issue
 //!   during this run opens a new generation, so no version is ever issued twice, even one a
 //!   crash erased everywhere. Catch-up runs at the retry pace until a pass with every peer has
 //!   completed.
