@@ -25,7 +25,7 @@
 
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
-use crate::node::{
+use crate::{
     EventualNode, GetOptions, GetResult, PutOptions, PutResult, ReadMode, TlReadResult,
     TlWriteResult,
 };

@@ -5,20 +5,25 @@
 //! - **timeline consistency** (spec `timeline.md`, PNUTS): a per-record master, ordered
 //!   propagation, read-any / read-critical / read-latest, test-and-set and master migration.
 //!
-//! One node type, [`EventualNode`], serves both; a bucket's [`bucket::BucketType`] decides
-//! which operations its keys take, and [`Dispatch`] is where client requests meet that
-//! decision. Transactional buckets are not built yet.
+//! One node type, [`Node`] (historically [`EventualNode`]), serves both; a bucket's
+//! [`bucket::BucketType`] decides which operations its keys take, and [`Dispatch`] is where
+//! client requests meet that decision. Transactional buckets are not built yet.
+//!
+//! A node is a **kernel** plus one module per **protocol**; each protocol has its own message
+//! enum (one variant of [`Msg`]) and state, and the kernel routes incoming messages to it
+//! through [`kernel::Protocol`] (see [`kernel`] for how a new protocol plugs in).
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`anti_entropy`] | per-partition Merkle trees over a replica's objects (§10) |
+//! | [`kernel`] | [`Node`] (= [`EventualNode`]): identity, metadata view and claimant, failure detector and heartbeats, transport and routing, RNG, clock, counters, task spawn; the wire type [`Msg`] |
+//! | [`eventual`] | protocol: quorum GET/PUT/DELETE coordinators, forwarding, replica side, read repair; [`eventual::types`] |
+//! | [`timeline`] | protocol: routing to masters, propagation, catch-up, re-master ([`timeline::protocol`]) over its pure core and record store |
+//! | [`handoff`] | protocols: hinted handoff ([`handoff::hinted`]) and ownership handoff after a layout change ([`handoff::ownership`]) |
+//! | [`anti_entropy`] | protocol: per-partition Merkle trees over a replica's objects and their exchange (§10) |
 //! | [`bucket`] | bucket types and properties (TOML-loadable), the validated registry |
 //! | [`dispatch`] | [`Dispatch`], the facade front ends call: reads the bucket type once per request and hands the request to its protocol; bucket-type refusals |
 //! | [`object_store`] | one replica's objects and hints over a storage engine |
-//! | [`membership`] | the versioned cluster metadata (layout, members, buckets) and its changes |
-//! | [`messages`] | the node-to-node wire protocol |
-//! | [`node`] | [`EventualNode`]: GET/PUT coordinators, replica side, repair, handoff; timeline routing, propagation, catch-up |
-//! | [`timeline`] | timeline's pure core (record, version, merge, master write, migration) and record store |
+//! | [`membership`] | the versioned cluster metadata document (layout, members, buckets) and its changes |
 //! | [`tokio_clock`] | a `Clock` following tokio's (possibly paused) time |
 //! | [`error`] | [`ReplicationError`], the spec's error codes with their figures |
 //!
@@ -56,22 +61,28 @@ pub mod anti_entropy;
 pub mod bucket;
 pub mod dispatch;
 pub mod error;
+pub mod eventual;
+pub mod handoff;
+pub mod kernel;
 pub mod membership;
-pub mod messages;
-pub mod node;
 pub mod object_store;
 pub mod timeline;
 pub mod tokio_clock;
 
+pub use anti_entropy::messages::{AaeItem, AaeMsg};
 pub use anti_entropy::{AaeError, AaeTrees};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
 pub use dispatch::{DeleteOpts, Deleted, Dispatch, Read, ReadOpts, WriteOpts, Written};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
-pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
-pub use messages::{AaeItem, Msg, RemoteError};
-pub use node::{
-    EventualNode, GetOptions, GetResult, NodeConfig, NodeStats, PutOptions, PutResult, ReadMode,
-    TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult,
+pub use eventual::{EventualMsg, GetOptions, GetResult, PutOptions, PutResult};
+pub use handoff::HandoffMsg;
+pub use kernel::{
+    EventualNode, KernelMsg, Msg, Node, NodeConfig, NodeStats, Protocol, RemoteError,
 };
+pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
+pub use timeline::{
+    ReadMode, TimelineMsg, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace,
+    TlWriteResult,
+};
 pub use tokio_clock::TokioClock;

@@ -17,7 +17,7 @@
 //!   set, that is until every node reported its handoff done and the claimant published the
 //!   [`MetaChange::HandoffComplete`] version.
 //!
-//! The document is pure data (no I/O); [`crate::node::EventualNode`] applies it.
+//! The document is pure data (no I/O); the node kernel ([`crate::kernel`]) adopts it.
 
 use crate::bucket::{BucketProps, BucketType, Buckets, ClusterShape};
 use crate::error::{ReplicationError, Result};

@@ -1,4 +1,9 @@
-//! Timeline consistency's pure core (spec `timeline.md`; PNUTS' per-record master): the
+//! The **timeline** protocol (spec `timeline.md`; PNUTS' per-record master). Its node side —
+//! routing to masters, the master's write path, propagation, catch-up, forced re-master — is
+//! [`protocol`], its wire messages [`messages`]; the rest of this module and [`TlStore`] are
+//! its pure core and record store.
+//!
+//! Timeline consistency's pure core: the
 //! record state ([`Record`], [`Version`]), the merge rule every replica applies, the master's
 //! version assignment, the migration rule and the forced re-master, plus the bucket
 //! properties they read ([`TimelineProps`]).
@@ -36,9 +41,16 @@
 //!   `mepoch` that would overflow stays at `u32::MAX` and moves to the next generation; the generation
 //!   itself saturates (it counts microseconds: 584 000 years).
 
+pub mod messages;
+pub mod protocol;
 mod record;
 mod store;
 
+pub use messages::TimelineMsg;
+pub(crate) use protocol::Timeline;
+pub use protocol::{
+    ReadMode, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult, WriteId,
+};
 pub use record::{
     Content, DecodeError, ParseVersionError, RECORD_FORMAT, Record, ReplicaRef, Version,
     decode_record, encode_record,

@@ -31,13 +31,13 @@
 //! over its held partitions and, within each, the other replicas of the layout (seeded
 //! start), skipping peers the failure detector says are down. Then, over the node's
 //! transport:
-//! 1. [`Msg::AaeHashes`](crate::Msg::AaeHashes) rounds drive an [`Exchange`](meridian_cluster::Exchange) (roots, then
+//! 1. [`AaeMsg::Hashes`](messages::AaeMsg::Hashes) rounds drive an [`Exchange`](meridian_cluster::Exchange) (roots, then
 //!    differing branches, then segments); the peer answers with [`MerkleTree::answer`];
-//! 2. [`Msg::AaeKeys`](crate::Msg::AaeKeys) fetches the `(key, item hash)` lists of the
+//! 2. [`AaeMsg::Keys`](messages::AaeMsg::Keys) fetches the `(key, item hash)` lists of the
 //!    differing segments; [`diff_keys`](meridian_cluster::diff_keys) against the local lists gives the differing keys, at
 //!    most `anti_entropy_max_keys` per round (the rest is found again next round, so a large
 //!    divergence is repaired over several rounds);
-//! 3. [`Msg::AaeSync`](crate::Msg::AaeSync) carries the initiator's objects of those keys
+//! 3. [`AaeMsg::Sync`](messages::AaeMsg::Sync) carries the initiator's objects of those keys
 //!    (or `None`); the peer merges each into its store and answers its resulting object,
 //!    which the initiator merges in turn. Merge is commutative, associative and idempotent,
 //!    and the LWW resolution is a function of the merged object, so both replicas end with
@@ -59,9 +59,13 @@
 //!   same shape (a mismatch fails the exchange and is logged).
 //! - `aae_wan_bytes_per_s` is not implemented; the per-round key limit bounds the traffic.
 
+mod exchange;
+pub mod messages;
+
 use crate::error::{ReplicationError, Result};
 use crate::object_store::{RESERVED_PREFIX, decode_object};
 use bytes::Bytes;
+pub(crate) use exchange::Aae;
 use meridian_cluster::{MerkleConfig, MerkleTree, Object, Ring};
 use meridian_core::{NodeId, PartitionId, Timestamp};
 use meridian_storage::Engine;
@@ -69,10 +73,10 @@ use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
-/// Segments whose key lists one [`crate::Msg::AaeKeys`] asks for.
+/// Segments whose key lists one [`messages::AaeMsg::Keys`] asks for.
 pub const SEGMENTS_PER_REQUEST: usize = 64;
 
-/// Keys one [`crate::Msg::AaeSync`] carries.
+/// Keys one [`messages::AaeMsg::Sync`] carries.
 pub const KEYS_PER_SYNC: usize = 64;
 
 /// Why an anti-entropy exchange stopped early (the next rounds retry).

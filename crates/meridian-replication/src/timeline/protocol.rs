@@ -32,7 +32,7 @@
 //!   take the tail), or finds none on a node that was wiped or gained the partition and has
 //!   not completed a catch-up pass with every other primary. Before it acts (write, insert,
 //!   read_latest) it then asks the other primaries for their copies and applies any newer
-//!   one ([`EventualNode::tl_confirm`]). And its first write over a record it did not issue
+//!   one (`Node::tl_confirm`). And its first write over a record it did not issue
 //!   during this run opens a new generation, so no version is ever issued twice, even one a
 //!   crash erased everywhere. Catch-up runs at the retry pace until a pass with every peer has
 //!   completed.
@@ -40,7 +40,7 @@
 //!   `master_unavailable`; one that does not answer fails it after `master_timeout_ms`, marked
 //!   "may have applied" for writes (as is every transport failure once the request was sent).
 //!   `read_any` keeps working from any replica, within one `master_timeout_ms` budget.
-//! - **Forced re-master** (§7, [`EventualNode::tl_force_master`]): the reachable replica of
+//! - **Forced re-master** (§7, [`Node::tl_force_master`]): the reachable replica of
 //!   the chosen DC with the highest version writes the record in the next master epoch; the
 //!   old master's later records lose every merge ([`crate::timeline::Merge::Fenced`]).
 //!
@@ -66,10 +66,11 @@
 //!   a lossy fsync policy); `timeline_w = 2` keeps it on a second replica before the ack.
 //! - The forced re-master works per key (`--partition` is not built).
 
-use super::EventualNode;
+use super::messages::TimelineMsg;
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
-use crate::messages::{Msg, RemoteError};
+use crate::kernel::{Incoming, Node, Protocol};
+use crate::kernel::{Msg, RemoteError};
 use crate::object_store::is_reserved_key;
 use crate::timeline::{
     Content, Expect, Merge, Record, ReplicaRef, TimelineProps, TlStore, Version, WriteOp,
@@ -229,7 +230,7 @@ struct Outbound {
 }
 
 /// The timeline state of a node.
-pub(super) struct Timeline {
+pub(crate) struct Timeline {
     store: TlStore,
     /// Master hints of keys this node is not a replica of, with the version of the record
     /// that named that master (the master waits for it if it has not applied it yet).
@@ -245,7 +246,7 @@ pub(super) struct Timeline {
     sync_cursor: Mutex<SyncCursor>,
     /// Keys whose latest record this node issued during this run (a write or a forced
     /// re-master). For any other record naming it master, an earlier run of this node may
-    /// have issued versions beyond it that a crash lost (see [`EventualNode::tl_confirm`] and
+    /// have issued versions beyond it that a crash lost (see [`Node::tl_confirm`] and
     /// the new-generation rule in `decide`).
     issued_here: Mutex<BTreeSet<Bytes>>,
     /// Keys already confirmed with the peers this run.
@@ -316,7 +317,7 @@ impl std::fmt::Debug for Timeline {
 }
 
 impl Timeline {
-    pub(super) fn new(store: TlStore, sync_start: usize) -> Timeline {
+    pub(crate) fn new(store: TlStore, sync_start: usize) -> Timeline {
         Timeline {
             store,
             hints: Mutex::new(BTreeMap::new()),
@@ -429,24 +430,101 @@ fn at_least(a: &Version, b: &Version) -> bool {
     a.precedence() >= b.precedence()
 }
 
-impl EventualNode {
+impl Protocol for Timeline {
+    type Msg = TimelineMsg;
+
+    fn handle(&self, node: &Node, req: Incoming, msg: TimelineMsg) {
+        match msg {
+            TimelineMsg::Write {
+                id,
+                key,
+                content,
+                expect,
+                origin_dc,
+                hops,
+                await_ver,
+            } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let op = WriteMsg {
+                        id,
+                        content,
+                        expect,
+                        origin_dc,
+                    };
+                    let r = node.tl_master_write(&key, op, hops, await_ver).await;
+                    req.answer(TimelineMsg::WriteReply(r));
+                });
+            }
+            TimelineMsg::Read {
+                key,
+                latest,
+                await_ver,
+            } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                if latest {
+                    let node = node.clone();
+                    tokio::spawn(async move {
+                        req.answer(TimelineMsg::ReadReply(
+                            node.tl_serve_read(&key, latest, await_ver).await,
+                        ));
+                    });
+                } else {
+                    req.answer(TimelineMsg::ReadReply(node.tl_local(&key)));
+                }
+            }
+            TimelineMsg::Replicate { records } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                req.answer(match node.tl_apply(records) {
+                    Ok(_) => Msg::Timeline(TimelineMsg::Ack),
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            TimelineMsg::Sync { items, after, upto } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                let from = req.from;
+                req.answer(match node.tl_serve_sync(from, items, after, upto) {
+                    Ok(m) => m,
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            TimelineMsg::Force { key } => {
+                req.answer(TimelineMsg::WriteReply(node.tl_serve_force(&key)));
+            }
+            other @ (TimelineMsg::WriteReply(_)
+            | TimelineMsg::ReadReply(_)
+            | TimelineMsg::SyncReply { .. }
+            | TimelineMsg::Ack) => req.unexpected(node, &other),
+        }
+    }
+}
+
+impl Node {
     // ----- configuration and inspection -----
 
     /// Installs a callback that sees every record this node issues or stores (the
     /// simulator's issue and apply logs).
     pub fn set_timeline_observer(&self, observer: TlObserver) {
-        *self.inner.tl.observer.write() = Some(observer);
+        *self.tl_state().observer.write() = Some(observer);
     }
 
     /// This node's timeline record of `key` (inspection and tools; no routing).
     pub fn tl_local(&self, key: &[u8]) -> Result<Option<Record>> {
-        self.inner.tl.store.get(key)
+        self.tl_state().store.get(key)
     }
 
     /// Records queued for peers and not yet acknowledged.
     pub fn tl_pending(&self) -> usize {
-        self.inner
-            .tl
+        self.tl_state()
             .outbound
             .lock()
             .pending
@@ -457,11 +535,11 @@ impl EventualNode {
 
     /// The node's timeline counters.
     pub fn tl_stats(&self) -> TimelineStats {
-        let c = &self.inner.tl.counters;
+        let c = &self.tl_state().counters;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let mut lag_by_dc = BTreeMap::new();
         {
-            let out = self.inner.tl.outbound.lock();
+            let out = self.tl_state().outbound.lock();
             let layout = self.layout();
             for (peer, pending) in &out.pending {
                 if let Some(dc) = layout.topology().dc_of(*peer) {
@@ -491,7 +569,7 @@ impl EventualNode {
     }
 
     fn trace(&self, t: TlTrace) {
-        if let Some(o) = self.inner.tl.observer.read().as_ref() {
+        if let Some(o) = self.tl_state().observer.read().as_ref() {
             o(t);
         }
     }
@@ -561,7 +639,7 @@ impl EventualNode {
         };
         self.forget_master_on_failure(key, &r);
         if let Ok(r) = &r {
-            let c = &self.inner.tl.counters;
+            let c = &self.tl_state().counters;
             let n = if r.remote {
                 &c.remote_reads
             } else {
@@ -577,7 +655,7 @@ impl EventualNode {
     async fn tl_read_any(&self, key: &[u8], pl: &Placement) -> Result<TlReadResult> {
         if pl.holds(self.id()) {
             return Ok(TlReadResult {
-                record: self.inner.tl.store.get(key)?,
+                record: self.tl_state().store.get(key)?,
                 served_by: self.id(),
                 remote: false,
             });
@@ -597,13 +675,13 @@ impl EventualNode {
             if timeout.is_zero() {
                 break;
             }
-            let msg = Msg::TlRead {
+            let msg = Msg::Timeline(TimelineMsg::Read {
                 key: key.to_vec(),
                 latest: false,
                 await_ver: None,
-            };
-            match self.inner.transport.request(r.node, msg, timeout).await {
-                Ok(Msg::TlReadReply(Ok(record))) => {
+            });
+            match self.kernel().transport.request(r.node, msg, timeout).await {
+                Ok(Msg::Timeline(TimelineMsg::ReadReply(Ok(record)))) => {
                     if let Some(rec) = &record {
                         self.remember_master(key, rec);
                     }
@@ -645,7 +723,7 @@ impl EventualNode {
                 None => (Target::Arbiter(pl.arbiter()), None),
             },
             // The replicas did not answer: a cached hint, else the arbiter (which redirects).
-            Some(Err(())) => match self.inner.tl.hints.lock().get(key) {
+            Some(Err(())) => match self.tl_state().hints.lock().get(key) {
                 Some((m, v)) => (Target::Master(*m), Some(*v)),
                 None => (Target::Arbiter(pl.arbiter()), None),
             },
@@ -660,11 +738,11 @@ impl EventualNode {
             let r = if to.node == self.id() {
                 self.tl_serve_read(key, true, await_ver).await
             } else {
-                let msg = Msg::TlRead {
+                let msg = Msg::Timeline(TimelineMsg::Read {
                     key: key.to_vec(),
                     latest: true,
                     await_ver,
-                };
+                });
                 let ask = Ask {
                     key,
                     pl,
@@ -673,7 +751,7 @@ impl EventualNode {
                     write: false,
                 };
                 match self.tl_ask(&ask, msg, timeout).await {
-                    Ok(Msg::TlReadReply(r)) => r,
+                    Ok(Msg::Timeline(TimelineMsg::ReadReply(r))) => r,
                     Ok(other) => Err(self.unexpected(&ask, &other)),
                     Err(e) => Err(e),
                 }
@@ -753,7 +831,7 @@ impl EventualNode {
     /// bounce through the old master.
     async fn master_target(&self, key: &[u8], pl: &Placement) -> Result<(Target, Option<Version>)> {
         if !pl.holds(self.id())
-            && let Some((m, v)) = self.inner.tl.hints.lock().get(key)
+            && let Some((m, v)) = self.tl_state().hints.lock().get(key)
         {
             return Ok((Target::Master(*m), Some(*v)));
         }
@@ -765,8 +843,8 @@ impl EventualNode {
     }
 
     fn remember_master(&self, key: &[u8], record: &Record) {
-        let mut h = self.inner.tl.hints.lock();
-        if h.len() >= self.inner.cfg.tl_hint_cache && !h.contains_key(key) {
+        let mut h = self.tl_state().hints.lock();
+        if h.len() >= self.kernel().cfg.tl_hint_cache && !h.contains_key(key) {
             // A full cache starts over: hints are only an optimisation.
             h.clear();
         }
@@ -781,7 +859,7 @@ impl EventualNode {
             Err(ReplicationError::MasterUnavailable { .. }
                 | ReplicationError::StaleVersionUnavailable { .. })
         ) {
-            self.inner.tl.hints.lock().remove(key);
+            self.tl_state().hints.lock().remove(key);
         }
     }
 
@@ -803,7 +881,7 @@ impl EventualNode {
             ));
         }
         match self
-            .inner
+            .kernel()
             .transport
             .request(ask.to.node, msg, timeout)
             .await
@@ -821,7 +899,7 @@ impl EventualNode {
         }
     }
 
-    /// The error for a reply of the wrong kind to a [`EventualNode::tl_ask`].
+    /// The error for a reply of the wrong kind to a [`Node::tl_ask`].
     fn unexpected(&self, ask: &Ask<'_>, reply: &Msg) -> ReplicationError {
         self.unavailable(
             ask.key,
@@ -868,7 +946,7 @@ impl EventualNode {
     /// `version_mismatch` / `already_exists` when the precondition fails;
     /// `master_unavailable` / `insert_arbiter_unavailable` when the master (arbiter) is down
     /// or silent (with "may have applied" when the request was sent); `object_too_large`;
-    /// the input errors of [`EventualNode::tl_get`].
+    /// the input errors of [`Node::tl_get`].
     pub async fn tl_put(
         &self,
         key: &[u8],
@@ -877,19 +955,19 @@ impl EventualNode {
     ) -> Result<TlWriteResult> {
         let pl = self.tl_check(key)?;
         if let Some(v) = content.value()
-            && v.len() > self.inner.cfg.object_max
+            && v.len() > self.kernel().cfg.object_max
         {
             return Err(ReplicationError::ObjectTooLarge {
                 len: v.len(),
-                max: self.inner.cfg.object_max,
+                max: self.kernel().cfg.object_max,
             });
         }
         let (target, hint_ver) = self.master_target(key, &pl).await?;
         let op = WriteMsg {
             id: WriteId {
                 node: self.id(),
-                incarnation: self.inner.cfg.incarnation,
-                seq: self.inner.tl.next_write.fetch_add(1, Ordering::Relaxed),
+                incarnation: self.kernel().cfg.incarnation,
+                seq: self.tl_state().next_write.fetch_add(1, Ordering::Relaxed),
             },
             content,
             expect,
@@ -930,7 +1008,7 @@ impl EventualNode {
             self.remember_master(key, &record);
         }
         let remote = to.dc != self.dc() || issued_by.dc != self.dc();
-        let c = &self.inner.tl.counters;
+        let c = &self.tl_state().counters;
         let n = if remote {
             &c.remote_writes
         } else {
@@ -961,7 +1039,7 @@ impl EventualNode {
             return Box::pin(self.tl_master_write(key, op.clone(), hops, await_ver)).await;
         }
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
-        let msg = Msg::TlWrite {
+        let msg = Msg::Timeline(TimelineMsg::Write {
             id: op.id,
             key: key.to_vec(),
             content: op.content.clone(),
@@ -969,7 +1047,7 @@ impl EventualNode {
             origin_dc: op.origin_dc,
             hops,
             await_ver,
-        };
+        });
         let ask = Ask {
             key,
             pl,
@@ -978,7 +1056,7 @@ impl EventualNode {
             write: true,
         };
         match self.tl_ask(&ask, msg, timeout).await {
-            Ok(Msg::TlWriteReply(r)) => r,
+            Ok(Msg::Timeline(TimelineMsg::WriteReply(r))) => r,
             Ok(other) => Err(self.unexpected(&ask, &other)),
             Err(e) => Err(e),
         }
@@ -987,22 +1065,22 @@ impl EventualNode {
     // ----- master side -----
 
     /// The master's (or insert arbiter's) write path (§3, §5).
-    pub(super) async fn tl_master_write(
+    pub(crate) async fn tl_master_write(
         &self,
         key: &[u8],
         op: WriteMsg,
         hops: u8,
         await_ver: Option<Version>,
     ) -> Result<(Record, ReplicaRef)> {
-        let deadline = Instant::now() + self.inner.cfg.tl_migrate_wait;
+        let deadline = Instant::now() + self.kernel().cfg.tl_migrate_wait;
         loop {
             let pl = self.tl_placement(key)?;
             self.tl_confirm(key, &pl).await?;
-            let applied = self.inner.tl.applied.notified();
+            let applied = self.tl_state().applied.notified();
             tokio::pin!(applied);
             applied.as_mut().enable();
             let me = self.me();
-            let now_us = self.inner.clock.now().micros();
+            let now_us = self.kernel().clock.now().micros();
             let wop = WriteOp {
                 content: op.content.clone(),
                 origin_dc: op.origin_dc,
@@ -1011,19 +1089,18 @@ impl EventualNode {
             let decision = {
                 let up = |n: NodeId| self.is_up(n);
                 let mut decision = None;
-                let fresh = !self.inner.tl.issued_here.lock().contains(key);
-                let stored = self.inner.tl.store.write_with(key, |cur| {
+                let fresh = !self.tl_state().issued_here.lock().contains(key);
+                let stored = self.tl_state().store.write_with(key, |cur| {
                     // Checked and recorded under the key's lock: a duplicate of this request
                     // waits for the lock, then finds the result.
-                    if let Some(done) = self.inner.tl.recent_writes.lock().results.get(&op.id) {
+                    if let Some(done) = self.tl_state().recent_writes.lock().results.get(&op.id) {
                         return Err(Decision::Duplicate(done.clone()));
                     }
                     let d = self.decide(cur, wop, &pl, me, now_us, &up, fresh);
                     match d {
                         Decision::Issued(r, kind, prev) => {
                             decision = Some((kind, prev));
-                            self.inner
-                                .tl
+                            self.tl_state()
                                 .recent_writes
                                 .lock()
                                 .insert(op.id, (r.clone(), me));
@@ -1035,7 +1112,7 @@ impl EventualNode {
                 let stored = match stored {
                     Ok(s) => s,
                     Err(e) => {
-                        self.inner.tl.recent_writes.lock().results.remove(&op.id);
+                        self.tl_state().recent_writes.lock().results.remove(&op.id);
                         return Err(e);
                     }
                 };
@@ -1063,13 +1140,12 @@ impl EventualNode {
                 Decision::Issued(record, _, prev) => {
                     self.mark_confirmed(key, &record);
                     if prev.is_some_and(|p| p.node != record.master.node) {
-                        self.inner
-                            .tl
+                        self.tl_state()
                             .counters
                             .migrations
                             .fetch_add(1, Ordering::Relaxed);
                     }
-                    self.inner.tl.applied.notify_waiters();
+                    self.tl_state().applied.notify_waiters();
                     let key = Bytes::copy_from_slice(key);
                     self.tl_enqueue(&key, &record, &pl);
                     if pl.props.timeline_w > 1 {
@@ -1089,8 +1165,7 @@ impl EventualNode {
                         continue;
                     }
                     if hops == 0 {
-                        self.inner
-                            .tl
+                        self.tl_state()
                             .counters
                             .wrong_master_forwards
                             .fetch_add(1, Ordering::Relaxed);
@@ -1179,23 +1254,23 @@ impl EventualNode {
 
     /// Serves a `TlRead`: the local record; with `latest`, only as its master (or as the
     /// arbiter of an absent record), waiting up to `migrate_wait` for `await_ver`.
-    pub(super) async fn tl_serve_read(
+    pub(crate) async fn tl_serve_read(
         &self,
         key: &[u8],
         latest: bool,
         await_ver: Option<Version>,
     ) -> Result<Option<Record>> {
         if !latest {
-            return self.inner.tl.store.get(key);
+            return self.tl_state().store.get(key);
         }
-        let deadline = Instant::now() + self.inner.cfg.tl_migrate_wait;
+        let deadline = Instant::now() + self.kernel().cfg.tl_migrate_wait;
         loop {
             let pl = self.tl_placement(key)?;
             self.tl_confirm(key, &pl).await?;
-            let applied = self.inner.tl.applied.notified();
+            let applied = self.tl_state().applied.notified();
             tokio::pin!(applied);
             applied.as_mut().enable();
-            let cur = self.inner.tl.store.get(key)?;
+            let cur = self.tl_state().store.get(key)?;
             let (hint, have) = match &cur {
                 Some(r) if r.master.node == self.id() => return Ok(cur),
                 None if pl.arbiter().node == self.id() => return Ok(None),
@@ -1220,14 +1295,14 @@ impl EventualNode {
         if record.master.node != self.id() {
             return;
         }
-        remember(&self.inner.tl.issued_here, key);
+        remember(&self.tl_state().issued_here, key);
     }
 
     /// Whether this node holds every record its peers held, for the partition of `pl`, as
     /// of a full catch-up pass with each other primary since it started.
     fn partition_synced(&self, pl: &Placement) -> bool {
         let epoch = self.layout().epoch();
-        let s = self.inner.tl.synced_with.lock();
+        let s = self.tl_state().synced_with.lock();
         s.0 == epoch
             && pl
                 .replicas
@@ -1246,46 +1321,46 @@ impl EventualNode {
     /// replica unreachable right now.
     async fn tl_confirm(&self, key: &[u8], pl: &Placement) -> Result<()> {
         let me = self.id();
-        if self.inner.tl.issued_here.lock().contains(key)
-            || self.inner.tl.peer_checked.lock().contains(key)
+        if self.tl_state().issued_here.lock().contains(key)
+            || self.tl_state().peer_checked.lock().contains(key)
         {
             return Ok(());
         }
-        let local = self.inner.tl.store.get(key)?;
+        let local = self.tl_state().store.get(key)?;
         if local.as_ref().is_some_and(|r| r.master.node != me) || self.partition_synced(pl) {
             return Ok(());
         }
-        let timeout = self.inner.cfg.tl_confirm_timeout;
+        let timeout = self.kernel().cfg.tl_confirm_timeout;
         let mut calls = futures_util::stream::FuturesUnordered::new();
         for peer in pl.replicas.iter().filter(|r| r.node != me) {
-            let t = self.inner.transport.clone();
-            let msg = Msg::TlRead {
+            let t = self.kernel().transport.clone();
+            let msg = Msg::Timeline(TimelineMsg::Read {
                 key: key.to_vec(),
                 latest: false,
                 await_ver: None,
-            };
+            });
             let node = peer.node;
             calls.push(async move { t.request(node, msg, timeout).await });
         }
         let mut copies = Vec::new();
         use futures_util::StreamExt;
         while let Some(r) = calls.next().await {
-            if let Ok(Msg::TlReadReply(Ok(Some(rec)))) = r {
+            if let Ok(Msg::Timeline(TimelineMsg::ReadReply(Ok(Some(rec))))) = r {
                 copies.push((key.to_vec(), rec));
             }
         }
         if !copies.is_empty() {
             self.tl_apply(copies)?;
         }
-        remember(&self.inner.tl.peer_checked, key);
+        remember(&self.tl_state().peer_checked, key);
         Ok(())
     }
 
     /// Serves a `TlForce`: takes the mastership of `key` in the next master epoch.
-    pub(super) fn tl_serve_force(&self, key: &[u8]) -> Result<(Record, ReplicaRef)> {
+    pub(crate) fn tl_serve_force(&self, key: &[u8]) -> Result<(Record, ReplicaRef)> {
         let pl = self.tl_placement(key)?;
         let me = self.me();
-        let r = self.inner.tl.store.write_with(key, |cur| match cur {
+        let r = self.tl_state().store.write_with(key, |cur| match cur {
             Some(c) => Ok(force_remaster(c, me)),
             None => Err(ReplicationError::ForceMasterRefused {
                 key: lossy(key),
@@ -1307,7 +1382,7 @@ impl EventualNode {
             node: me.node,
             record: r.clone(),
         });
-        self.inner.tl.applied.notify_waiters();
+        self.tl_state().applied.notify_waiters();
         self.tl_enqueue(&k, &r, &pl);
         Ok((r, me))
     }
@@ -1326,15 +1401,15 @@ impl EventualNode {
         let mut tried = Vec::new();
         for r in pl.replicas.iter().filter(|r| r.dc == dc) {
             let rec = if r.node == self.id() {
-                self.inner.tl.store.get(key).ok().flatten()
+                self.tl_state().store.get(key).ok().flatten()
             } else {
-                let msg = Msg::TlRead {
+                let msg = Msg::Timeline(TimelineMsg::Read {
                     key: key.to_vec(),
                     latest: false,
                     await_ver: None,
-                };
-                match self.inner.transport.request(r.node, msg, timeout).await {
-                    Ok(Msg::TlReadReply(Ok(rec))) => rec,
+                });
+                match self.kernel().transport.request(r.node, msg, timeout).await {
+                    Ok(Msg::Timeline(TimelineMsg::ReadReply(Ok(rec)))) => rec,
                     _ => None,
                 }
             };
@@ -1361,9 +1436,9 @@ impl EventualNode {
         let (record, issued_by) = if to.node == self.id() {
             self.tl_serve_force(key)?
         } else {
-            let msg = Msg::TlForce { key: key.to_vec() };
-            match self.inner.transport.request(to.node, msg, timeout).await {
-                Ok(Msg::TlWriteReply(r)) => r?,
+            let msg = Msg::Timeline(TimelineMsg::Force { key: key.to_vec() });
+            match self.kernel().transport.request(to.node, msg, timeout).await {
+                Ok(Msg::Timeline(TimelineMsg::WriteReply(r))) => r?,
                 Ok(other) => {
                     return Err(ReplicationError::ForceMasterRefused {
                         key: lossy(key),
@@ -1392,7 +1467,7 @@ impl EventualNode {
     fn tl_enqueue(&self, key: &Bytes, record: &Record, pl: &Placement) {
         let me = self.id();
         {
-            let mut out = self.inner.tl.outbound.lock();
+            let mut out = self.tl_state().outbound.lock();
             for peer in pl.replicas.iter().filter(|r| r.node != me) {
                 let q = out.pending.entry(peer.node).or_default();
                 match q.get(key) {
@@ -1403,7 +1478,7 @@ impl EventualNode {
                 }
             }
         }
-        self.inner.tl.wake.notify_one();
+        self.tl_state().wake.notify_one();
     }
 
     /// Waits for `timeline_w − 1` peers to acknowledge `record` (sent directly, besides the
@@ -1413,10 +1488,10 @@ impl EventualNode {
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
         let mut calls = futures_util::stream::FuturesUnordered::new();
         for peer in pl.replicas.iter().filter(|r| r.node != self.id()) {
-            let t = self.inner.transport.clone();
-            let msg = Msg::TlReplicate {
+            let t = self.kernel().transport.clone();
+            let msg = Msg::Timeline(TimelineMsg::Replicate {
                 records: vec![(key.to_vec(), record.clone())],
-            };
+            });
             let node = peer.node;
             calls.push(async move { (node, t.request(node, msg, timeout).await) });
         }
@@ -1429,7 +1504,7 @@ impl EventualNode {
             .collect();
         use futures_util::StreamExt;
         while let Some((node, r)) = calls.next().await {
-            if matches!(r, Ok(Msg::Ack { .. })) {
+            if matches!(r, Ok(Msg::Timeline(TimelineMsg::Ack))) {
                 acks += 1;
                 missing.retain(|n| *n != node);
                 if acks >= need {
@@ -1447,11 +1522,11 @@ impl EventualNode {
     }
 
     /// Applies replicated or caught-up records (the replica side of §4 and §8).
-    pub(super) fn tl_apply(&self, records: Vec<(Vec<u8>, Record)>) -> Result<usize> {
+    pub(crate) fn tl_apply(&self, records: Vec<(Vec<u8>, Record)>) -> Result<usize> {
         let mut stored = 0;
         for (key, rec) in records {
-            let m = self.inner.tl.store.apply(&key, &rec)?;
-            let c = &self.inner.tl.counters;
+            let m = self.tl_state().store.apply(&key, &rec)?;
+            let c = &self.tl_state().counters;
             match m {
                 Merge::Apply => {
                     stored += 1;
@@ -1473,20 +1548,20 @@ impl EventualNode {
             }
         }
         if stored > 0 {
-            self.inner.tl.applied.notify_waiters();
+            self.tl_state().applied.notify_waiters();
         }
         Ok(stored)
     }
 
     /// The propagation task: sends each peer's queued records, one batch in flight per peer.
-    pub(super) async fn tl_streams(self, shutdown: CancellationToken) {
-        let mut tick = tokio::time::interval(self.inner.cfg.tl_retry);
+    pub(crate) async fn tl_streams(self, shutdown: CancellationToken) {
+        let mut tick = tokio::time::interval(self.kernel().cfg.tl_retry);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled() => break,
-                _ = self.inner.tl.wake.notified() => {}
+                _ = self.tl_state().wake.notified() => {}
                 _ = tick.tick() => {}
             }
             self.tl_pump();
@@ -1495,10 +1570,10 @@ impl EventualNode {
 
     fn tl_pump(&self) {
         let now = Instant::now();
-        let batch_max = self.inner.cfg.tl_batch.max(1);
+        let batch_max = self.kernel().cfg.tl_batch.max(1);
         let mut starts = Vec::new();
         {
-            let mut out = self.inner.tl.outbound.lock();
+            let mut out = self.tl_state().outbound.lock();
             let Outbound {
                 pending,
                 inflight,
@@ -1525,17 +1600,17 @@ impl EventualNode {
     }
 
     async fn tl_send_batch(self, peer: NodeId, batch: Vec<(Bytes, Record)>) {
-        let msg = Msg::TlReplicate {
+        let msg = Msg::Timeline(TimelineMsg::Replicate {
             records: batch.iter().map(|(k, r)| (k.to_vec(), r.clone())).collect(),
-        };
+        });
         let r = self
-            .inner
+            .kernel()
             .transport
-            .request(peer, msg, self.inner.cfg.handoff_timeout)
+            .request(peer, msg, self.kernel().cfg.handoff_timeout)
             .await;
-        let mut out = self.inner.tl.outbound.lock();
+        let mut out = self.tl_state().outbound.lock();
         out.inflight.remove(&peer);
-        if matches!(r, Ok(Msg::Ack { .. })) {
+        if matches!(r, Ok(Msg::Timeline(TimelineMsg::Ack))) {
             out.backoff.remove(&peer);
             if let Some(q) = out.pending.get_mut(&peer) {
                 for (k, sent) in &batch {
@@ -1545,9 +1620,9 @@ impl EventualNode {
                 }
             }
             drop(out);
-            self.inner.tl.wake.notify_one();
+            self.tl_state().wake.notify_one();
         } else {
-            let cfg = &self.inner.cfg;
+            let cfg = &self.kernel().cfg;
             let delay = match out.backoff.get(&peer) {
                 Some((_, d)) => (*d * 2).min(cfg.tl_retry_max),
                 None => cfg.tl_retry,
@@ -1558,16 +1633,16 @@ impl EventualNode {
 
     // ----- catch-up -----
 
-    /// The catch-up task: one [`EventualNode::tl_sync_round`] every `tl_sync_interval`.
-    pub(super) async fn tl_catch_up(self, shutdown: CancellationToken) {
-        let every = self.inner.cfg.tl_sync_interval;
+    /// The catch-up task: one [`Node::tl_sync_round`] every `tl_sync_interval`.
+    pub(crate) async fn tl_catch_up(self, shutdown: CancellationToken) {
+        let every = self.kernel().cfg.tl_sync_interval;
         if every.is_zero() {
             return;
         }
         // Until a full pass with every peer has completed (after a start, a layout change, or
         // while a peer is away) rounds follow each other at the retry pace: until then this
         // node confirms with its peers before acting as master, which costs a round trip.
-        let quick = self.inner.cfg.tl_retry;
+        let quick = self.kernel().cfg.tl_retry;
         let mut next = Instant::now() + self.start_offset(quick);
         loop {
             tokio::select! {
@@ -1591,7 +1666,7 @@ impl EventualNode {
     /// layout epoch.
     pub fn tl_synced_with_all(&self) -> bool {
         let layout = self.layout();
-        let s = self.inner.tl.synced_with.lock();
+        let s = self.tl_state().synced_with.lock();
         s.0 == layout.epoch()
             && layout
                 .topology()
@@ -1619,7 +1694,7 @@ impl EventualNode {
         }
         let epoch = self.layout().epoch();
         let (peer, after) = {
-            let mut c = self.inner.tl.sync_cursor.lock();
+            let mut c = self.tl_state().sync_cursor.lock();
             if c.after.is_none() {
                 c.pass_ok = true;
             }
@@ -1633,19 +1708,18 @@ impl EventualNode {
             (peer, c.after.clone())
         };
         let (page, next) =
-            self.inner
-                .tl
+            self.tl_state()
                 .store
-                .page(after.as_deref(), None, self.inner.cfg.tl_sync_page)?;
+                .page(after.as_deref(), None, self.kernel().cfg.tl_sync_page)?;
         // Moves the cursor on, and records a pass that completed without a failure.
         let advance = |ok: bool| {
-            let mut c = self.inner.tl.sync_cursor.lock();
+            let mut c = self.tl_state().sync_cursor.lock();
             c.pass_ok &= ok;
             match &next {
                 Some(k) => c.after = Some(k.clone()),
                 None => {
                     if c.pass_ok {
-                        let mut s = self.inner.tl.synced_with.lock();
+                        let mut s = self.tl_state().synced_with.lock();
                         if s.0 != epoch {
                             *s = (epoch, BTreeSet::new());
                         }
@@ -1662,19 +1736,19 @@ impl EventualNode {
                 items.push((k.to_vec(), r.ver));
             }
         }
-        let msg = Msg::TlSync {
+        let msg = Msg::Timeline(TimelineMsg::Sync {
             items,
             after: after.map(|a| a.to_vec()),
             upto: next.as_ref().map(|n| n.to_vec()),
-        };
-        let timeout = self.inner.cfg.anti_entropy_timeout;
+        });
+        let timeout = self.kernel().cfg.anti_entropy_timeout;
         let (newer_there, want, complete) =
-            match self.inner.transport.request(peer, msg, timeout).await {
-                Ok(Msg::TlSyncReply {
+            match self.kernel().transport.request(peer, msg, timeout).await {
+                Ok(Msg::Timeline(TimelineMsg::SyncReply {
                     newer,
                     want,
                     complete,
-                }) => (newer, want, complete),
+                })) => (newer, want, complete),
                 Ok(other) => {
                     advance(false);
                     return Err(ReplicationError::Storage {
@@ -1693,18 +1767,17 @@ impl EventualNode {
         // The pass counts only if this exchange covered the whole range and applied.
         advance(complete && applied.is_ok());
         let mut copied = applied?;
-        let mut out = self.inner.tl.outbound.lock();
+        let mut out = self.tl_state().outbound.lock();
         let q = out.pending.entry(peer).or_default();
         for k in want {
-            if let Some(r) = self.inner.tl.store.get(&k)? {
+            if let Some(r) = self.tl_state().store.get(&k)? {
                 q.insert(Bytes::from(k), r);
                 copied += 1;
             }
         }
         drop(out);
-        self.inner.tl.wake.notify_one();
-        self.inner
-            .tl
+        self.tl_state().wake.notify_one();
+        self.tl_state()
             .counters
             .caught_up
             .fetch_add(copied as u64, Ordering::Relaxed);
@@ -1712,7 +1785,7 @@ impl EventualNode {
     }
 
     /// Serves a `TlSync` from `from`.
-    pub(super) fn tl_serve_sync(
+    pub(crate) fn tl_serve_sync(
         &self,
         from: NodeId,
         items: Vec<(Vec<u8>, Version)>,
@@ -1724,10 +1797,10 @@ impl EventualNode {
         let mut complete = true;
         let mut cursor = after.map(Bytes::from);
         loop {
-            let (page, next) = self.inner.tl.store.page(
+            let (page, next) = self.tl_state().store.page(
                 cursor.as_deref(),
                 upto.as_deref(),
-                self.inner.cfg.tl_sync_page,
+                self.kernel().cfg.tl_sync_page,
             )?;
             for (k, r) in page {
                 if !self.tl_placement(&k).is_ok_and(|pl| pl.holds(from)) {
@@ -1739,7 +1812,9 @@ impl EventualNode {
                 }
             }
             match next {
-                Some(n) if newer_here.len() < self.inner.cfg.tl_sync_page * 8 => cursor = Some(n),
+                Some(n) if newer_here.len() < self.kernel().cfg.tl_sync_page * 8 => {
+                    cursor = Some(n)
+                }
                 Some(_) => {
                     complete = false;
                     break;
@@ -1752,8 +1827,7 @@ impl EventualNode {
         let mut want = Vec::new();
         for (k, v) in &theirs {
             if self
-                .inner
-                .tl
+                .tl_state()
                 .store
                 .get(k)?
                 .is_none_or(|mine| newer(v, &mine.ver))
@@ -1761,19 +1835,19 @@ impl EventualNode {
                 want.push(k.clone());
             }
         }
-        Ok(Msg::TlSyncReply {
+        Ok(Msg::Timeline(TimelineMsg::SyncReply {
             newer: newer_here,
             want,
             complete,
-        })
+        }))
     }
 }
 
 /// A client write as the master path receives it.
 #[derive(Debug, Clone)]
-pub(super) struct WriteMsg {
-    pub(super) id: WriteId,
-    pub(super) content: Content,
-    pub(super) expect: Expect,
-    pub(super) origin_dc: DcId,
+pub(crate) struct WriteMsg {
+    pub(crate) id: WriteId,
+    pub(crate) content: Content,
+    pub(crate) expect: Expect,
+    pub(crate) origin_dc: DcId,
 }

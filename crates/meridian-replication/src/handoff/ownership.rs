@@ -19,7 +19,7 @@
 //!   owners (joint quorums), so a coordinator whose metadata still has only the previous
 //!   layout reads what a coordinator with the new one wrote, and the other way round.
 //!   The previous layout is dropped only when every node of both layouts has reported that
-//!   it delivered everything it does not own ([`crate::Msg::Drained`]); a node the claimant's
+//!   it delivered everything it does not own ([`KernelMsg::Drained`]); a node the claimant's
 //!   detector calls down is waited for only for a grace period (ten heartbeats plus two
 //!   handoff intervals: a node that just became claimant has heard nobody yet).
 //! - **No dot is issued twice.** A node that deleted objects of a partition during a handoff
@@ -30,15 +30,17 @@
 //!   and then every `handoff_interval` until nothing is left; transfers are batched
 //!   ([`HANDOFF_BATCH_KEYS`] keys or [`HANDOFF_BATCH_BYTES`] bytes per message).
 
-use super::{EventualNode, View};
-use crate::error::{ReplicationError, Result};
-use crate::membership::{ClusterMeta, MetaChange};
-use crate::messages::{AaeItem, Msg, RemoteError};
+use super::messages::HandoffMsg;
+use crate::anti_entropy::messages::AaeItem;
+use crate::error::Result;
+use crate::eventual::messages::EventualMsg;
+use crate::kernel::Node;
+use crate::kernel::{KernelMsg, Msg, RemoteError};
+use crate::membership::MetaChange;
 use crate::object_store::encode_object;
 use bytes::Bytes;
 use meridian_cluster::{Layout, Object, Preflist, Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
-use parking_lot::RwLockWriteGuard;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
@@ -53,7 +55,7 @@ const SCAN_PAGE: usize = 1024;
 
 /// Ownership bookkeeping of one node.
 #[derive(Debug, Default)]
-pub(super) struct Ownership {
+pub(crate) struct Ownership {
     /// Partitions whose objects this incarnation deleted after handing them off.
     deleted_from: BTreeSet<PartitionId>,
     /// Partitions owned again after such deletes: the layout epoch naming their replica.
@@ -96,7 +98,7 @@ impl Drained {
 }
 
 /// The partitions whose replica list names `me`.
-pub(super) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
+pub(crate) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
     layout
         .ring()
         .partitions()
@@ -105,7 +107,7 @@ pub(super) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
 }
 
 /// GETs sent to a key's previous owners during a handoff; see [`PreviousReads::collect`].
-pub(super) struct PreviousReads {
+pub(crate) struct PreviousReads {
     rx: Option<mpsc::UnboundedReceiver<Option<Object>>>,
     expected: usize,
 }
@@ -113,7 +115,7 @@ pub(super) struct PreviousReads {
 impl PreviousReads {
     /// The objects the previous owners answered by `deadline` (failures and notfounds are
     /// left out: they only add what the preference list may lack).
-    pub(super) async fn collect(&mut self, deadline: Instant) -> Vec<Object> {
+    pub(crate) async fn collect(&mut self, deadline: Instant) -> Vec<Object> {
         let mut out = Vec::new();
         let Some(rx) = self.rx.as_mut() else {
             return out;
@@ -134,172 +136,34 @@ impl PreviousReads {
     }
 }
 
-impl EventualNode {
-    /// Runs `hook` with the current metadata now and with every document adopted later (in
-    /// adoption order, before the node acts on it): front ends keep address books and member
-    /// tables with it.
-    pub fn on_meta(&self, hook: impl Fn(&ClusterMeta) + Send + Sync + 'static) {
-        hook(&self.inner.view.read().meta);
-        self.inner.hooks.0.lock().push(Box::new(hook));
-    }
-
-    /// Applies a membership or bucket change to the whole cluster: sent to the claimant
-    /// (the lowest node id of the layout), which validates it, publishes the next metadata
-    /// version to every member and answers it; this node adopts it before returning.
-    ///
-    /// # Errors
-    /// `membership_refused` (with the reason), `invalid_bucket`, `claimant_unreachable`,
-    /// `not_joined`.
-    pub async fn change(&self, change: MetaChange) -> Result<ClusterMeta> {
-        self.check_joined()?;
-        let claimant = self.inner.view.read().meta.claimant();
-        if claimant == self.id() {
-            return self.claimant_apply(&change);
-        }
-        let unreachable = |reason: String| ReplicationError::ClaimantUnreachable {
-            node: claimant,
-            reason,
-        };
-        let timeout = self.inner.cfg.handoff_timeout;
-        match self
-            .inner
-            .transport
-            .request(claimant, Msg::Change(change), timeout)
-            .await
-        {
-            Ok(Msg::ChangeReply(Ok(meta))) => {
-                self.adopt((*meta).clone());
-                Ok(*meta)
-            }
-            Ok(Msg::ChangeReply(Err(e))) => Err(e),
-            Ok(other) => Err(unreachable(format!("unexpected reply {other:?}"))),
-            Err(e) => Err(unreachable(e.to_string())),
+impl Node {
+    /// Adoption hook of a layout change (called under the metadata write lock): partitions
+    /// this incarnation emptied and owns again under `after` get a replica id carrying `epoch`.
+    pub(crate) fn ownership_regain(&self, after: &BTreeSet<PartitionId>, epoch: u64) {
+        let mut o = self.handoff_state().ownership.lock();
+        let regained: Vec<PartitionId> = o
+            .deleted_from
+            .iter()
+            .copied()
+            .filter(|p| after.contains(p))
+            .collect();
+        for p in regained {
+            o.deleted_from.remove(&p);
+            o.regained.insert(p, epoch);
         }
     }
 
-    /// The claimant's side of [`EventualNode::change`]: apply, adopt, publish.
-    pub(super) fn claimant_apply(&self, change: &MetaChange) -> Result<ClusterMeta> {
-        let view = self.inner.view.write();
-        if view.meta.version == 0 {
-            return Err(ReplicationError::NotJoined { node: self.id() });
-        }
-        let claimant = view.meta.claimant();
-        if claimant != self.id() {
-            return Err(ReplicationError::MembershipRefused {
-                reason: format!(
-                    "{} is not the claimant; send changes to {claimant}",
-                    self.id()
-                ),
-            });
-        }
-        let next = view.meta.apply(change, self.id())?;
-        let mut recipients: BTreeSet<NodeId> = view.meta.members.iter().map(|m| m.id).collect();
-        recipients.extend(next.members.iter().map(|m| m.id));
-        tracing::info!(node = %self.id(), version = next.version, epoch = next.layout.epoch(),
-            change = ?change, "cluster metadata changed");
-        if !self.install(view, next.clone()) {
-            return Err(ReplicationError::MembershipRefused {
-                reason: "the new metadata does not validate".into(),
-            });
-        }
-        for peer in recipients.into_iter().filter(|&p| p != self.id()) {
-            let _ = self
-                .inner
-                .transport
-                .send(peer, Msg::Meta(Box::new(next.clone())));
-        }
-        Ok(next)
-    }
-
-    /// Adopts `meta` if it supersedes the node's document; returns whether it did.
-    pub fn adopt(&self, meta: ClusterMeta) -> bool {
-        let view = self.inner.view.write();
-        if !meta.supersedes(&view.meta) {
-            return false;
-        }
-        self.install(view, meta)
-    }
-
-    /// Replaces the document under the held lock, then (lock released) updates ownership
-    /// bookkeeping and anti-entropy trees, runs the hooks and schedules a handoff round.
-    fn install(&self, mut view: RwLockWriteGuard<'_, View>, meta: ClusterMeta) -> bool {
-        let buckets = match meta.bucket_registry() {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::warn!(node = %self.id(), version = meta.version, error = %e,
-                    "refusing cluster metadata whose buckets do not validate");
-                return false;
-            }
-        };
-        let me = self.id();
-        let before = held(&view.meta.layout, me);
-        let after = held(&meta.layout, me);
-        let layout_changed = view.meta.layout != meta.layout;
-        if layout_changed {
-            // Before anyone can coordinate with the new layout (the write lock is held).
-            let epoch = meta.layout.epoch();
-            let mut o = self.inner.ownership.lock();
-            let regained: Vec<PartitionId> = o
-                .deleted_from
-                .iter()
-                .copied()
-                .filter(|p| after.contains(p))
-                .collect();
-            for p in regained {
-                o.deleted_from.remove(&p);
-                o.regained.insert(p, epoch);
-            }
-        }
-        view.meta = meta;
-        view.buckets = buckets;
-        let snapshot = view.meta.clone();
-        drop(view);
-
-        if let Some(trees) = self.inner.store.trees()
-            && after != before
-        {
-            let added = trees.set_held(&after);
-            if let Err(e) = self
-                .inner
-                .store
-                .record_partitions(&added, self.inner.cfg.anti_entropy_scan_page)
-            {
-                tracing::warn!(node = %me, error = %e, "anti-entropy trees of gained partitions incomplete");
-            }
-        }
-        for hook in self.inner.hooks.0.lock().iter() {
-            hook(&snapshot);
-        }
-        if layout_changed || snapshot.previous.is_some() {
-            self.inner.drain_needed.store(true, Ordering::SeqCst);
-            self.inner.drain_wake.notify_one();
-        }
-        true
-    }
-
-    /// A peer's heartbeat said its metadata version: send ours if it is behind.
-    pub(super) fn on_peer_version(&self, peer: NodeId, version: u64) {
-        let meta = {
-            let v = self.inner.view.read();
-            if v.meta.version <= version || v.meta.version == 0 {
-                return;
-            }
-            v.meta.clone()
-        };
-        let _ = self.inner.transport.send(peer, Msg::Meta(Box::new(meta)));
-    }
-
-    /// Refuses client requests until the node has a cluster's metadata.
-    pub(super) fn check_joined(&self) -> Result<()> {
-        if self.inner.view.read().meta.version == 0 {
-            return Err(ReplicationError::NotJoined { node: self.id() });
-        }
-        Ok(())
+    /// Adoption hook of a layout change or a running handoff: schedules a handoff round now.
+    pub(crate) fn schedule_drain(&self) {
+        self.handoff_state()
+            .drain_needed
+            .store(true, Ordering::SeqCst);
+        self.handoff_state().drain_wake.notify_one();
     }
 
     /// The `epoch` of this node's replica id for partition `p` (see the module docs).
-    pub(super) fn replica_epoch(&self, p: PartitionId) -> u64 {
-        self.inner
+    pub(crate) fn replica_epoch(&self, p: PartitionId) -> u64 {
+        self.handoff_state()
             .ownership
             .lock()
             .regained
@@ -309,17 +173,19 @@ impl EventualNode {
     }
 
     /// Marks the node for a handoff round if it does not own `key`.
-    pub(super) fn note_if_not_owned(&self, key: &[u8]) {
+    pub(crate) fn note_if_not_owned(&self, key: &[u8]) {
         let p = self.layout().ring().partition_of(key);
         if !self.holds(self.id(), p, key) {
-            self.inner.drain_needed.store(true, Ordering::SeqCst);
+            self.handoff_state()
+                .drain_needed
+                .store(true, Ordering::SeqCst);
         }
     }
 
     /// The first `n_val` replicas of partition `p` in the previous layout, while a handoff
     /// runs (else none).
-    pub(super) fn previous_replicas(&self, p: PartitionId, n_val: u32) -> Vec<NodeId> {
-        let v = self.inner.view.read();
+    pub(crate) fn previous_replicas(&self, p: PartitionId, n_val: u32) -> Vec<NodeId> {
+        let v = self.kernel().view.read();
         match &v.meta.previous {
             Some(prev) => prev
                 .replicas(p)
@@ -333,7 +199,7 @@ impl EventualNode {
 
     /// Starts GETs of `key` at its previous owners that are not in `apl` (none when no
     /// handoff is running).
-    pub(super) fn previous_owners(
+    pub(crate) fn previous_owners(
         &self,
         key: &[u8],
         p: PartitionId,
@@ -356,18 +222,18 @@ impl EventualNode {
         let mut expected = 0;
         for owner in owners {
             if owner == self.id() {
-                let _ = tx.send(self.inner.store.get(key).ok().flatten());
+                let _ = tx.send(self.kernel().store.get(key).ok().flatten());
                 expected += 1;
             } else if self.is_up(owner) {
-                let (t, tx, key) = (self.inner.transport.clone(), tx.clone(), key.to_vec());
+                let (t, tx, key) = (self.kernel().transport.clone(), tx.clone(), key.to_vec());
                 tokio::spawn(async move {
                     let timeout = deadline.saturating_duration_since(Instant::now());
-                    let msg = Msg::Get {
+                    let msg = Msg::Eventual(EventualMsg::Get {
                         key,
                         hint_for: None,
-                    };
+                    });
                     let o = match t.request(owner, msg, timeout).await {
-                        Ok(Msg::GetReply(o)) => o,
+                        Ok(Msg::Eventual(EventualMsg::GetReply(o))) => o,
                         _ => None,
                     };
                     let _ = tx.send(o);
@@ -382,7 +248,7 @@ impl EventualNode {
     }
 
     /// A peer's handoff batch: merge each object (a repair path) and acknowledge.
-    pub(super) fn accept_handoff(&self, items: Vec<AaeItem>) -> Msg {
+    pub(crate) fn accept_handoff(&self, items: Vec<AaeItem>) -> Msg {
         for AaeItem { key, object } in items {
             let Some(o) = object else { continue };
             if crate::is_reserved_key(&key) {
@@ -393,7 +259,7 @@ impl EventualNode {
                 return Msg::Error(RemoteError::Storage(e.to_string()));
             }
         }
-        Msg::Ack { durable: true }
+        Msg::Handoff(HandoffMsg::Ack)
     }
 
     /// One ownership-handoff round (normally run by the background task after each layout
@@ -405,7 +271,7 @@ impl EventualNode {
     /// (and deleted).
     pub async fn ownership_round(&self) -> Result<usize> {
         let (version, epoch, running, claimant) = {
-            let v = self.inner.view.read();
+            let v = self.kernel().view.read();
             let m = &v.meta;
             (
                 m.version,
@@ -420,11 +286,15 @@ impl EventualNode {
         let mut handed = 0;
         let mut complete = true;
         // Set again by writes of keys not owned here, and by objects not yet deleted.
-        if self.inner.drain_needed.swap(false, Ordering::SeqCst) {
+        if self
+            .handoff_state()
+            .drain_needed
+            .swap(false, Ordering::SeqCst)
+        {
             let mut after: Option<Bytes> = None;
             loop {
                 let (rows, next) = self
-                    .inner
+                    .kernel()
                     .store
                     .objects_after(after.as_deref(), SCAN_PAGE)?;
                 let me = self.id();
@@ -446,19 +316,21 @@ impl EventualNode {
                 }
             }
             if !complete {
-                self.inner.drain_needed.store(true, Ordering::SeqCst);
+                self.handoff_state()
+                    .drain_needed
+                    .store(true, Ordering::SeqCst);
             }
         }
         if complete && running {
             if claimant == self.id() {
                 self.on_drained(self.id(), epoch);
             } else {
-                let _ = self.inner.transport.send(
+                let _ = self.kernel().transport.send(
                     claimant,
-                    Msg::Drained {
+                    Msg::Kernel(KernelMsg::Drained {
                         from: self.id(),
                         epoch,
-                    },
+                    }),
                 );
             }
         }
@@ -515,20 +387,20 @@ impl EventualNode {
                     })
                     .collect();
                 let r = self
-                    .inner
+                    .kernel()
                     .transport
                     .request(
                         target,
-                        Msg::Handoff { items },
-                        self.inner.cfg.handoff_timeout,
+                        Msg::Handoff(HandoffMsg::Objects { items }),
+                        self.kernel().cfg.handoff_timeout,
                     )
                     .await;
                 match r {
-                    Ok(Msg::Ack { .. }) => {
+                    Ok(Msg::Handoff(HandoffMsg::Ack)) => {
                         for &i in &mine[start..end] {
                             acked[i].insert(target);
                         }
-                        let c = &self.inner.counters;
+                        let c = &self.kernel().counters;
                         c.handoff_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
                     }
                     other => {
@@ -545,7 +417,7 @@ impl EventualNode {
         // transfers ran may have given a key back to this node (then it must stay), and
         // `deleted_from` must be updated before the next layout is installed, or a regained
         // partition would keep its old replica id and reissue dots.
-        let view = self.inner.view.read();
+        let view = self.kernel().view.read();
         for (i, (k, o)) in orphans.iter().enumerate() {
             if owners[i].is_empty() || owners[i].iter().any(|n| !acked[i].contains(n)) {
                 delivered = false;
@@ -564,17 +436,19 @@ impl EventualNode {
             {
                 continue;
             }
-            if self.inner.store.remove_if_unchanged(k, o)? {
-                self.inner.ownership.lock().deleted_from.insert(p);
+            if self.kernel().store.remove_if_unchanged(k, o)? {
+                self.handoff_state().ownership.lock().deleted_from.insert(p);
                 deleted += 1;
             } else {
                 // Changed since it was sent: by a write that (with joint quorums) also
                 // reached the new owners. Delete it in a later round.
-                self.inner.drain_needed.store(true, Ordering::SeqCst);
+                self.handoff_state()
+                    .drain_needed
+                    .store(true, Ordering::SeqCst);
             }
         }
         drop(view);
-        self.inner
+        self.kernel()
             .counters
             .ownership_handoffs
             .fetch_add(deleted as u64, Ordering::Relaxed);
@@ -582,8 +456,8 @@ impl EventualNode {
     }
 
     /// Claimant: `peer` reports it holds nothing it does not own under layout `epoch`.
-    pub(super) fn on_drained(&self, peer: NodeId, epoch: u64) {
-        self.inner
+    pub(crate) fn on_drained(&self, peer: NodeId, epoch: u64) {
+        self.handoff_state()
             .ownership
             .lock()
             .drained
@@ -596,7 +470,7 @@ impl EventualNode {
     /// How long the claimant waits for a node its detector calls down before ending a
     /// handoff without it: a node that just became claimant (a rejoin) has heard nobody yet.
     fn down_grace(&self) -> std::time::Duration {
-        self.inner.cfg.heartbeat_interval * 10 + self.inner.cfg.handoff_interval * 2
+        self.kernel().cfg.heartbeat_interval * 10 + self.kernel().cfg.handoff_interval * 2
     }
 
     /// Claimant: publishes [`MetaChange::HandoffComplete`] once every node of the old and the
@@ -604,7 +478,7 @@ impl EventualNode {
     /// says is up (a dead node's leftovers are handed off whenever it returns).
     fn maybe_complete_handoff(&self, epoch: u64) {
         let required: BTreeSet<NodeId> = {
-            let v = self.inner.view.read();
+            let v = self.kernel().view.read();
             let m = &v.meta;
             let Some(prev) = &m.previous else { return };
             if m.claimant() != self.id() || m.layout.epoch() != epoch {
@@ -614,7 +488,7 @@ impl EventualNode {
             all.chain(prev.topology().members()).map(|x| x.id).collect()
         };
         let pending: Vec<NodeId> = {
-            let mut o = self.inner.ownership.lock();
+            let mut o = self.handoff_state().ownership.lock();
             let d = o.drained.of(epoch);
             let waited = Instant::now().duration_since(d.since) >= self.down_grace();
             let done = d.done.clone();
@@ -640,13 +514,13 @@ impl EventualNode {
     /// The nodes the claimant still waits for before it ends the running handoff (empty when
     /// none runs or this node is not the claimant).
     pub fn handoff_pending(&self) -> Vec<NodeId> {
-        let v = self.inner.view.read();
+        let v = self.kernel().view.read();
         let m = &v.meta;
         let Some(prev) = &m.previous else {
             return Vec::new();
         };
         let epoch = m.layout.epoch();
-        let o = self.inner.ownership.lock();
+        let o = self.handoff_state().ownership.lock();
         let done = (o.drained.epoch == epoch).then_some(&o.drained.done);
         let all = m.layout.topology().members().iter();
         all.chain(prev.topology().members())

@@ -1,0 +1,859 @@
+//! The **eventual** protocol: eventual-consistency buckets on a node — the GET and PUT
+//! coordinators of spec §§5–6 ([`Node::get`], [`Node::put`], [`Node::delete`]), forwarding
+//! to a primary, the replica side, read repair (§8) and sloppy quorums whose fallbacks keep
+//! hints (delivered by [`crate::handoff::hinted`]). Messages: [`EventualMsg`]; request and
+//! result types: [`types`].
+//!
+//! ## How a request runs
+//!
+//! - **Preference list.** `preflist(layout, p, N, my_dc, up)` where `up` is the failure
+//!   detector's verdict at the node clock's `now()`; a node always considers itself up.
+//! - **GET** (§5): pre-checks, then `Get` to every apl entry (the local replica is read
+//!   directly); each reply feeds a [`GetTally`]; the client gets its answer as soon as the
+//!   tally is enough. Collection then continues until every apl member answered or the
+//!   request deadline passed, and **read repair** sends the merge of every object received
+//!   to each replica that answered notfound or an object different from (hence dominated
+//!   by) the merge. A timeout is reported as `timeout` with the apl members that did not
+//!   answer.
+//! - **PUT / DELETE** (§6): pre-checks, then the write is coordinated by a **primary** of
+//!   the key's partition: this node if it is a primary in the apl, else the request is
+//!   forwarded (`Forward`) to the first primary of the apl (local DC first, so normally a
+//!   LAN hop) which runs it and returns its result. The coordinator applies
+//!   `coordinator_put` locally (counting as its own w, dw and pw), sends `Replicate` to every
+//!   other apl member and answers per the [`PutTally`] rules. A write to a fallback carries
+//!   `hint_for`; the fallback stores it in its hint space (not as its own data), and reads
+//!   sent to a fallback read that hint space.
+//! - **Hinted handoff** (§9, module [`crate::handoff::hinted`]): every `handoff_interval`
+//!   each hint whose primary the detector says is up is sent to it as a plain `Replicate`;
+//!   after the ack the hint is deleted (only if unchanged since it was sent).
+//! - **LWW buckets** (`allow_mult = false`): every merge and coordinator write is followed by
+//!   `lww`; the clock is kept.
+//! - **Active anti-entropy** (§10, module [`crate::anti_entropy`]): the node keeps a Merkle
+//!   tree per held partition over its own objects (not hints), built from the engine in
+//!   [`Node::new`] and updated on every object write. Every
+//!   `anti_entropy_interval` (0 disables it) it compares one `(partition, peer)` pair,
+//!   round-robin from a seeded start, with a peer the detector says is up, and syncs at most
+//!   `anti_entropy_max_keys` differing keys both ways through `merge_apply` (a repair path:
+//!   no client limits), so both replicas end with the same object.
+//!
+//! ## Guarantees
+//!
+//! - Never answers ok with fewer acks / oks than the resolved parameters require (the
+//!   tallies decide); an error never rolls back replicas that applied a write ("maybe
+//!   written").
+//! - A request's answer arrives by its deadline (`timeout_ms`, tokio time); replica
+//!   requests still in flight at that point are abandoned.
+//! - Time comes only from the node's [`meridian_core::Clock`] and tokio timers (see the
+//!   kernel's determinism rules).
+//!
+//! ## Choices and deviations from the spec
+//!
+//! - **Only primaries coordinate writes.** A dot `(partition, node, incarnation, n)` must
+//!   never be issued twice. A primary's stored object carries its highest counter; a
+//!   fallback's hint is deleted after handoff, so a fallback coordinating later writes
+//!   could reissue a dot and silently lose a write. When the apl has no primary at all
+//!   (every primary of the partition down) a write fails with `no_coordinator`, where Riak
+//!   would accept it. A forwarded write that lands on a node which is not a primary in its
+//!   own apl (layouts or detector views differ) also fails with `no_coordinator` rather
+//!   than being forwarded again.
+//! - `read_fanout = quorum` sends the GET to the first R apl entries (local first) and asks
+//!   the next entry when a reply fails or does not count as ok, and every `hedge_ms` while
+//!   the tally is undecided; read repair then covers only the replicas that were asked.
+//! - `dw`: an ack is durable once the engine's write returned, which is what the engine's
+//!   fsync policy promises (`MemEngine`: dw = w).
+//! - Tombstones are never reaped (`delete_mode = keep`); the cross-DC read-repair token
+//!   bucket is not implemented. Anti-entropy departs from the spec as its module documents
+//!   (in-memory trees rebuilt at node creation, smaller default tree, no WAN byte cap).
+//! - **Membership** (the kernel and [`crate::handoff::ownership`]): during an ownership
+//!   handoff a GET also asks the key's previous owners and a PUT also needs a write quorum
+//!   among them. Ownership handoff sends whole objects in batched messages rather than the
+//!   chunked stream of `large-objects.md` (not built yet).
+//! - A replica refuses `Get`, `Replicate` and `Forward` with `overload` while more than
+//!   `overload_backlog` messages wait in its inbox; `Repair` is always applied.
+
+pub mod messages;
+pub mod types;
+
+use crate::error::{Missing, ReplicationError, Result};
+use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
+use crate::object_store::is_reserved_key;
+use bytes::Bytes;
+use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
+use meridian_cluster::{
+    ApEntry, AplSummary, FailKind, GetReply, GetTally, Preflist, PutTally, QuorumError, ReadFanout,
+    Role, bucket_and_key, precheck_get, precheck_put,
+};
+use meridian_core::NodeId;
+use meridian_net::NetError;
+pub use messages::EventualMsg;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+pub use types::{GetOptions, GetResult, PutOptions, PutResult};
+
+/// The eventual protocol's state on a node: none of its own yet (objects live in the
+/// kernel's object store, counters in the kernel's).
+#[derive(Debug, Default)]
+pub(crate) struct Eventual;
+
+impl Protocol for Eventual {
+    type Msg = EventualMsg;
+
+    fn handle(&self, node: &Node, req: Incoming, msg: EventualMsg) {
+        match msg {
+            EventualMsg::Get { key, hint_for } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                let store = &node.kernel().store;
+                let r = match hint_for {
+                    Some(n) => store.get_hint(n, &key),
+                    None => store.get(&key),
+                };
+                req.answer(match r {
+                    Ok(o) => Msg::Eventual(EventualMsg::GetReply(o)),
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            EventualMsg::Replicate {
+                key,
+                object,
+                hint_for,
+                allow_mult,
+            } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                req.answer(match node.apply(&key, &object, hint_for, allow_mult) {
+                    Ok(()) => Msg::Eventual(EventualMsg::Ack { durable: true }),
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
+            }
+            EventualMsg::Repair {
+                key,
+                object,
+                hint_for,
+                allow_mult,
+            } => {
+                if let Err(e) = node.apply(&key, &object, hint_for, allow_mult) {
+                    tracing::warn!(node = %node.id(), error = %e, "read repair failed");
+                }
+            }
+            EventualMsg::Forward {
+                key,
+                value,
+                context,
+                opts,
+            } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let content = match value {
+                        Some(v) => Content::Value(Bytes::from(v)),
+                        None => Content::Tombstone,
+                    };
+                    let r = node.write(&key, content, &context, opts, true).await;
+                    req.answer(EventualMsg::ForwardReply(r));
+                });
+            }
+            other @ (EventualMsg::GetReply(_)
+            | EventualMsg::Ack { .. }
+            | EventualMsg::ForwardReply(_)) => req.unexpected(node, &other),
+        }
+    }
+}
+
+/// A replica's answer to a `Get`, as the coordinator classifies it.
+type GetAnswer = std::result::Result<Option<Object>, FailKind>;
+/// A replica's answer to a `Replicate`: durable or not, or a failure.
+type PutAnswer = std::result::Result<bool, FailKind>;
+
+fn fail_kind(e: &NetError) -> FailKind {
+    match e {
+        NetError::Timeout { .. } => FailKind::Timeout,
+        NetError::Overloaded { .. } => FailKind::Overload,
+        _ => FailKind::Error,
+    }
+}
+
+fn remote_fail(e: &RemoteError) -> FailKind {
+    match e {
+        RemoteError::Overload => FailKind::Overload,
+        _ => FailKind::Error,
+    }
+}
+
+fn hint_for(e: &ApEntry) -> Option<NodeId> {
+    match e.role {
+        Role::Primary { .. } => None,
+        Role::Fallback { for_node, .. } => Some(for_node),
+    }
+}
+
+fn missing(apl: &Preflist, answered: &[NodeId]) -> Missing {
+    Missing(apl.nodes().filter(|n| !answered.contains(n)).collect())
+}
+impl Node {
+    /// Refuses the eventual operations on a bucket of another type.
+    fn eventual_only(&self, bucket: &[u8]) -> Result<()> {
+        let ty = self.registry().props_for(bucket).bucket_type;
+        if ty == crate::bucket::BucketType::Eventual {
+            return Ok(());
+        }
+        Err(ReplicationError::WrongBucketType {
+            bucket: String::from_utf8_lossy(bucket).into_owned(),
+            actual: format!("{ty:?}").to_lowercase(),
+            hint: "use the timeline operations (read modes and versions) on its keys".into(),
+        })
+    }
+    /// Applies a replicated or repaired object: to the hint space of `hint_for`, else as
+    /// this replica's own data (noting a key this node does not own for handoff).
+    pub(crate) fn apply(
+        &self,
+        key: &[u8],
+        object: &Object,
+        hint_for: Option<NodeId>,
+        allow_mult: bool,
+    ) -> Result<()> {
+        match hint_for {
+            Some(n) => {
+                self.kernel().store.add_hint(n, key, object, allow_mult)?;
+            }
+            None => {
+                self.kernel().store.merge_apply(key, object, allow_mult)?;
+                self.note_if_not_owned(key);
+            }
+        }
+        Ok(())
+    }
+    // ----- client API: GET -----
+
+    /// Reads `key` (`bucket:rest`) with the bucket's parameters overridden by `opts`.
+    ///
+    /// Returns the values (siblings possible) and their context, or notfound; or the spec's
+    /// error (`insufficient_vnodes`, `pr_val_unsatisfied`, `r_val_unsatisfied`, `overload`,
+    /// `timeout` naming the replicas that did not answer, ...).
+    pub async fn get(&self, key: &[u8], opts: GetOptions) -> Result<GetResult> {
+        self.get_with_path(key, opts).await.map(|(r, _)| r)
+    }
+
+    /// [`Self::get`], also saying whether the read's critical path crossed a DC boundary:
+    /// the reply that completed the read quorum came from another DC.
+    pub async fn get_with_path(&self, key: &[u8], opts: GetOptions) -> Result<(GetResult, bool)> {
+        if is_reserved_key(key) {
+            return Err(ReplicationError::ReservedKey);
+        }
+        self.check_joined()?;
+        let (bucket, _) = bucket_and_key(key);
+        self.eventual_only(bucket)?;
+        let params = self.registry().resolve(bucket, &opts.props);
+        let (p, apl) = self.preflist_for(key, params.n_val);
+        let gp = precheck_get(&params, AplSummary::from(&apl))?;
+        let deadline = Instant::now() + Duration::from_millis(params.timeout_ms);
+        let allow_mult = params.allow_mult;
+        // During ownership handoff, previous owners may still hold what the new ones lack.
+        let mut previous = self.previous_owners(key, p, params.n_val, &apl, deadline);
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, GetAnswer)>();
+        let ask = |e: ApEntry| {
+            let hint = hint_for(&e);
+            if e.node == self.id() {
+                let r = match hint {
+                    Some(n) => self.kernel().store.get_hint(n, key),
+                    None => self.kernel().store.get(key),
+                };
+                let _ = tx.send((e, r.map_err(|_| FailKind::Error)));
+                return;
+            }
+            let (t, tx, key) = (self.kernel().transport.clone(), tx.clone(), key.to_vec());
+            tokio::spawn(async move {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                let msg = Msg::Eventual(EventualMsg::Get {
+                    key,
+                    hint_for: hint,
+                });
+                let a = match t.request(e.node, msg, timeout).await {
+                    Ok(Msg::Eventual(EventualMsg::GetReply(o))) => Ok(o),
+                    Ok(Msg::Error(re)) => Err(remote_fail(&re)),
+                    Ok(_) => Err(FailKind::Error),
+                    Err(ne) => Err(fail_kind(&ne)),
+                };
+                let _ = tx.send((e, a));
+            });
+        };
+        // `all`: the whole apl at once. `quorum`: R first, more on failure or hedge timeout.
+        let entries = apl.entries();
+        let mut asked = match params.read_fanout {
+            ReadFanout::All => entries.len(),
+            ReadFanout::Quorum => (gp.r as usize).min(entries.len()),
+        };
+        entries[..asked].iter().for_each(|&e| ask(e));
+        let hedge = Duration::from_millis(params.hedge_ms.max(1));
+        let mut hedge_at = Instant::now() + hedge;
+
+        let mut tally = GetTally::new(gp, apl.len() as u32);
+        let mut replies: Vec<(ApEntry, Option<Object>)> = Vec::new();
+        let mut answered: Vec<NodeId> = Vec::new();
+        // The tally is decided by the last answer counted, so its DC says where the read
+        // waited.
+        let mut remote;
+        let outcome = loop {
+            let next = tokio::select! {
+                biased;
+                _ = sleep_until(deadline) => None,
+                r = rx.recv() => r,
+                _ = sleep_until(hedge_at), if asked < entries.len() => {
+                    ask(entries[asked]);
+                    asked += 1;
+                    hedge_at += hedge;
+                    continue;
+                }
+            };
+            let Some((e, a)) = next else {
+                let mut err = ReplicationError::from(tally.timed_out());
+                if let ReplicationError::Timeout { missing: m, .. } = &mut err {
+                    *m = missing(&apl, &answered);
+                }
+                self.read_repair(key, &replies, &[], allow_mult);
+                return Err(err);
+            };
+            answered.push(e.node);
+            remote = e.dc != self.dc();
+            let counts_ok = match a {
+                Ok(Some(o)) => {
+                    tally.ok(e.is_primary(), o.is_tombstone_only());
+                    replies.push((e, Some(o)));
+                    true
+                }
+                Ok(None) => {
+                    tally.notfound(e.is_primary());
+                    replies.push((e, None));
+                    gp.notfound_ok
+                }
+                Err(k) => {
+                    tally.fail(k);
+                    false
+                }
+            };
+            if let Some(out) = tally.outcome() {
+                break out;
+            }
+            if !counts_ok && asked < entries.len() {
+                ask(entries[asked]);
+                asked += 1;
+            }
+        };
+
+        let extra: Vec<Object> = match outcome {
+            Ok(_) => previous.collect(deadline).await,
+            Err(_) => Vec::new(),
+        };
+        let outcome = match outcome {
+            Ok(GetReply::NotFound) if !extra.is_empty() => Ok(GetReply::Merge),
+            o => o,
+        };
+        let result = match outcome {
+            Err(q) => Err(ReplicationError::from(q)),
+            Ok(GetReply::NotFound) => Ok(GetResult::NotFound {
+                deleted_context: None,
+            }),
+            Ok(GetReply::Merge) => {
+                let merged = merge_all(
+                    replies
+                        .iter()
+                        .filter_map(|(_, o)| o.as_ref())
+                        .chain(extra.iter()),
+                    allow_mult,
+                )
+                .unwrap_or_default();
+                let context = Bytes::from(merged.clock().encode());
+                if merged.is_tombstone_only() {
+                    Ok(GetResult::NotFound {
+                        deleted_context: opts.deleted_context.then_some(context),
+                    })
+                } else {
+                    let live = merged
+                        .siblings()
+                        .iter()
+                        .filter(|s| matches!(s.content, Content::Value(_)));
+                    let latest = live
+                        .enumerate()
+                        .max_by_key(|(_, s)| (s.meta.ts_us, s.dot))
+                        .map_or(0, |(i, _)| i);
+                    Ok(GetResult::Found {
+                        values: merged.values().cloned().collect(),
+                        context,
+                        latest,
+                    })
+                }
+            }
+        };
+
+        // Keep collecting until every asked replica answered or the deadline, then repair.
+        let node = self.clone();
+        let key = key.to_vec();
+        let total = asked;
+        tokio::spawn(async move {
+            let mut replies = replies;
+            let mut seen = answered.len();
+            while seen < total {
+                let next = tokio::select! {
+                    biased;
+                    _ = sleep_until(deadline) => None,
+                    r = rx.recv() => r,
+                };
+                let Some((e, a)) = next else { break };
+                seen += 1;
+                if let Ok(o) = a {
+                    replies.push((e, o));
+                }
+            }
+            node.read_repair(&key, &replies, &extra, allow_mult);
+        });
+        result.map(|r| (r, remote))
+    }
+
+    /// Read repair (§8): sends the merge of every object received (`extra`: from previous
+    /// owners during a handoff, which are not repaired themselves) to each replica that
+    /// answered notfound or something other than the merge.
+    fn read_repair(
+        &self,
+        key: &[u8],
+        replies: &[(ApEntry, Option<Object>)],
+        extra: &[Object],
+        allow_mult: bool,
+    ) {
+        let objects = replies.iter().filter_map(|(_, o)| o.as_ref());
+        let Some(merged) = merge_all(objects.chain(extra), allow_mult) else {
+            return;
+        };
+        for (e, o) in replies {
+            if o.as_ref() == Some(&merged) {
+                continue;
+            }
+            let hint = hint_for(e);
+            if e.node == self.id() {
+                if let Err(err) = self.apply(key, &merged, hint, allow_mult) {
+                    tracing::warn!(node = %self.id(), error = %err, "local read repair failed");
+                    continue;
+                }
+            } else {
+                let msg = Msg::Eventual(EventualMsg::Repair {
+                    key: key.to_vec(),
+                    object: merged.clone(),
+                    hint_for: hint,
+                    allow_mult,
+                });
+                if self.kernel().transport.send(e.node, msg).is_err() {
+                    continue;
+                }
+            }
+            self.kernel()
+                .counters
+                .read_repairs
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // ----- client API: PUT / DELETE -----
+
+    /// Writes `value` to `key` (`bucket:rest`). `context` is the opaque context of a previous
+    /// GET (or PUT) of the key — the values it covers are superseded — or `None` for a blind
+    /// write (which adds a sibling).
+    ///
+    /// An error never rolls back replicas that applied the write: treat it as "maybe
+    /// written".
+    pub async fn put(
+        &self,
+        key: &[u8],
+        value: Bytes,
+        context: Option<&[u8]>,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        if value.len() > self.kernel().cfg.object_max {
+            return Err(ReplicationError::ObjectTooLarge {
+                len: value.len(),
+                max: self.kernel().cfg.object_max,
+            });
+        }
+        self.write(
+            key,
+            Content::Value(value),
+            context.unwrap_or_default(),
+            opts,
+            false,
+        )
+        .await
+    }
+
+    /// Deletes `key`: a write of a tombstone with `context` (a GET's context, so the
+    /// values it returned are superseded). GETs answer notfound once the tombstone is all
+    /// that is left.
+    pub async fn delete(
+        &self,
+        key: &[u8],
+        context: Option<&[u8]>,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.write(
+            key,
+            Content::Tombstone,
+            context.unwrap_or_default(),
+            opts,
+            false,
+        )
+        .await
+    }
+
+    async fn write(
+        &self,
+        key: &[u8],
+        content: Content,
+        context: &[u8],
+        opts: PutOptions,
+        forwarded: bool,
+    ) -> Result<PutResult> {
+        if is_reserved_key(key) {
+            return Err(ReplicationError::ReservedKey);
+        }
+        self.check_joined()?;
+        let ctx = CausalClock::decode(context).map_err(|e| ReplicationError::InvalidContext {
+            reason: e.to_string(),
+        })?;
+        let (bucket, _) = bucket_and_key(key);
+        self.eventual_only(bucket)?;
+        let params = self.registry().resolve(bucket, &opts.props);
+        let (partition, apl) = self.preflist_for(key, params.n_val);
+        let pp = precheck_put(&params, AplSummary::from(&apl))?;
+        let timeout = Duration::from_millis(params.timeout_ms);
+        let deadline = Instant::now() + timeout;
+        let me = self.id();
+
+        let local_primary = apl.get(me).is_some_and(ApEntry::is_primary);
+        if !local_primary {
+            let no_coordinator = ReplicationError::NoCoordinator {
+                partition: partition.0,
+                apl_len: apl.len() as u32,
+            };
+            if forwarded {
+                return Err(no_coordinator);
+            }
+            let Some(target) = apl.entries().iter().find(|e| e.is_primary()).copied() else {
+                return Err(no_coordinator);
+            };
+            return self
+                .forward(target, key, content, context, opts, timeout, pp.w)
+                .await;
+        }
+
+        // Coordinate: apply locally first (our own w, dw and pw).
+        let rid = ReplicaId {
+            partition,
+            node: me,
+            incarnation: self.kernel().cfg.incarnation,
+            epoch: self.replica_epoch(partition),
+        };
+        let object = self.kernel().store.coordinator_put(
+            key,
+            &ctx,
+            content,
+            rid,
+            params.allow_mult,
+            self.kernel().cfg.siblings_max,
+        )?;
+        let siblings = object.siblings().len();
+        if siblings >= self.kernel().cfg.siblings_warn {
+            tracing::warn!(node = %me, key = ?String::from_utf8_lossy(key), siblings, "many siblings");
+        }
+        let mut tally = PutTally::new(pp, apl.len() as u32);
+        tally.w_ack(me, self.dc());
+        // The outcome is checked after every answer, so the last ack's DC says where the
+        // write waited.
+        let mut remote = false;
+        tally.dw_ack(true);
+        let mut answered = vec![me];
+        // During an ownership handoff the write must also reach a write quorum of the key's
+        // previous owners, so a coordinator still placing keys with the previous layout (its
+        // metadata not yet updated) reads it too.
+        let previous = self.previous_replicas(partition, params.n_val);
+        let need_previous = if previous.is_empty() {
+            0
+        } else {
+            pp.w.max(pp.pw).min(previous.len() as u32) as usize
+        };
+        let mut previous_acks: Vec<NodeId> =
+            previous.iter().copied().filter(|&n| n == me).collect();
+
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Option<ApEntry>, NodeId, PutAnswer)>();
+        let replicate = |to: NodeId, entry: Option<ApEntry>, hint: Option<NodeId>| {
+            let (t, tx) = (self.kernel().transport.clone(), tx.clone());
+            let msg = Msg::Eventual(EventualMsg::Replicate {
+                key: key.to_vec(),
+                object: object.clone(),
+                hint_for: hint,
+                allow_mult: params.allow_mult,
+            });
+            tokio::spawn(async move {
+                let timeout = deadline.saturating_duration_since(Instant::now());
+                let a = match t.request(to, msg, timeout).await {
+                    Ok(Msg::Eventual(EventualMsg::Ack { durable })) => Ok(durable),
+                    Ok(Msg::Error(re)) => Err(remote_fail(&re)),
+                    Ok(_) => Err(FailKind::Error),
+                    Err(ne) => Err(fail_kind(&ne)),
+                };
+                let _ = tx.send((entry, to, a));
+            });
+        };
+        for &e in apl.entries().iter().filter(|e| e.node != me) {
+            replicate(e.node, Some(e), hint_for(&e));
+        }
+        for &n in previous
+            .iter()
+            .filter(|&&n| n != me && apl.get(n).is_none())
+        {
+            replicate(n, None, None);
+        }
+        drop(tx);
+
+        let outcome = loop {
+            if let Some(out) = tally.outcome()
+                && (out.is_err() || previous_acks.len() >= need_previous)
+            {
+                break out;
+            }
+            let next = tokio::select! {
+                biased;
+                _ = sleep_until(deadline) => None,
+                r = rx.recv() => Some(r),
+            };
+            let Some(next) = next else {
+                let mut err = ReplicationError::from(tally.timed_out());
+                if let ReplicationError::Timeout { missing: m, .. } = &mut err {
+                    *m = missing(&apl, &answered);
+                }
+                return Err(err);
+            };
+            let Some((entry, from, a)) = next else {
+                // Every reply is in: the tally is decided, the previous owners fell short.
+                return Err(ReplicationError::Quorum(QuorumError::WValUnsatisfied {
+                    need: need_previous as u32,
+                    got: previous_acks.len() as u32,
+                }));
+            };
+            if a.is_ok() && previous.contains(&from) && !previous_acks.contains(&from) {
+                previous_acks.push(from);
+            }
+            let Some(e) = entry else { continue };
+            answered.push(e.node);
+            match a {
+                Ok(durable) => {
+                    remote = e.dc != self.dc();
+                    tally.w_ack(e.node, e.dc);
+                    if durable {
+                        tally.dw_ack(e.is_primary());
+                    }
+                }
+                Err(k) => tally.fail(k),
+            }
+        };
+        outcome?;
+        Ok(PutResult {
+            context: object.clock().encode(),
+            values: opts
+                .return_body
+                .then(|| object.values().map(|v| v.to_vec()).collect()),
+            remote,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn forward(
+        &self,
+        target: ApEntry,
+        key: &[u8],
+        content: Content,
+        context: &[u8],
+        mut opts: PutOptions,
+        timeout: Duration,
+        w: u32,
+    ) -> Result<PutResult> {
+        self.kernel()
+            .counters
+            .coord_redirs
+            .fetch_add(1, Ordering::Relaxed);
+        let reserve = self.kernel().cfg.forward_reserve.min(timeout / 10);
+        let budget = (timeout - reserve).as_millis().max(1) as u64;
+        opts.props.timeout_ms = Some(budget);
+        let msg = Msg::Eventual(EventualMsg::Forward {
+            key: key.to_vec(),
+            value: match content {
+                Content::Value(v) => Some(v.to_vec()),
+                Content::Tombstone => None,
+            },
+            context: context.to_vec(),
+            opts,
+        });
+        let target_remote = target.dc != self.dc();
+        let target = target.node;
+        match self.kernel().transport.request(target, msg, timeout).await {
+            Ok(Msg::Eventual(EventualMsg::ForwardReply(r))) => r.map(|mut r| {
+                r.remote |= target_remote;
+                r
+            }),
+            Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
+            Ok(other) => Err(ReplicationError::ForwardFailed {
+                node: target,
+                reason: format!("unexpected reply {other:?}"),
+            }),
+            Err(NetError::Timeout { .. }) => Err(ReplicationError::Timeout {
+                need: w,
+                ok: 0,
+                nf: 0,
+                fail: 0,
+                missing: Missing(vec![target]),
+            }),
+            Err(e) => Err(ReplicationError::ForwardFailed {
+                node: target,
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+fn merge_all<'a>(objs: impl Iterator<Item = &'a Object>, allow_mult: bool) -> Option<Object> {
+    objs.fold(None, |acc: Option<Object>, o| {
+        Some(match acc {
+            None if allow_mult => o.clone(),
+            None => dvv::lww(o.clone()),
+            Some(a) => dvv::merge_with(&a, o, allow_mult),
+        })
+    })
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bucket::{BucketProps, Buckets};
+    use crate::kernel::{EventualNode, NodeConfig};
+    use crate::membership::ClusterMeta;
+    use meridian_cluster::Props;
+    use meridian_cluster::{Member, Ring, Topology, claim};
+    use meridian_core::DcId;
+    use meridian_core::Timestamp;
+    use meridian_net::MemNetwork;
+    use meridian_storage::MemEngine;
+    use std::sync::Arc;
+    use tokio_util::sync::CancellationToken;
+
+    /// A one-node "cluster" with N=1: the full request paths without a network.
+    async fn single() -> (EventualNode, CancellationToken) {
+        let topo = Topology::new([Member::new(NodeId(1), DcId(0))]).unwrap();
+        let layout = claim(&topo, Ring::new(64).unwrap(), 1).unwrap();
+        let shape = crate::bucket::ClusterShape::of(&layout);
+        let mut map = std::collections::BTreeMap::new();
+        map.insert(
+            "default".to_owned(),
+            BucketProps {
+                props: Props {
+                    n_val: Some(1),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        );
+        let buckets = Buckets::from_map(shape, map).unwrap();
+        let net = MemNetwork::<Msg>::new();
+        let (t, inbox) = net.join(NodeId(1)).unwrap();
+        let node = EventualNode::new(
+            NodeConfig::new(NodeId(1)),
+            Arc::new(MemEngine::new()),
+            Arc::new(crate::TokioClock::new(Timestamp(1_000_000))),
+            t,
+            ClusterMeta::new(
+                layout,
+                vec![crate::MemberRecord {
+                    id: NodeId(1),
+                    name: "n1".into(),
+                    dc: DcId(0),
+                    dc_name: "dc0".into(),
+                    peer: None,
+                    resp: None,
+                    http: None,
+                }],
+                &buckets,
+            )
+            .unwrap(),
+        );
+        let stop = CancellationToken::new();
+        node.spawn(inbox, stop.clone());
+        (node, stop)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn put_get_delete_on_one_node() {
+        let (n, stop) = single().await;
+        let o = GetOptions::default();
+        let w = PutOptions::default();
+        assert_eq!(
+            n.get(b"k", o).await.unwrap(),
+            GetResult::NotFound {
+                deleted_context: None
+            }
+        );
+        n.put(b"k", Bytes::from_static(b"v1"), None, w)
+            .await
+            .unwrap();
+        let g = n.get(b"k", o).await.unwrap();
+        assert_eq!(g.values(), [Bytes::from_static(b"v1")]);
+        n.put(b"k", Bytes::from_static(b"v2"), Some(&g.context()), w)
+            .await
+            .unwrap();
+        let g = n.get(b"k", o).await.unwrap();
+        assert_eq!(g.values(), [Bytes::from_static(b"v2")]);
+        n.delete(b"k", Some(&g.context()), w).await.unwrap();
+        let d = n
+            .get(
+                b"k",
+                GetOptions {
+                    deleted_context: true,
+                    ..o
+                },
+            )
+            .await
+            .unwrap();
+        assert!(matches!(
+            d,
+            GetResult::NotFound {
+                deleted_context: Some(_)
+            }
+        ));
+        stop.cancel();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_input_is_checked() {
+        let (n, stop) = single().await;
+        let w = PutOptions::default();
+        let e = n
+            .get(b"\xffh-nope", GetOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(e, ReplicationError::ReservedKey);
+        let e = n
+            .put(b"k", Bytes::from_static(b"v"), Some(b"\x07junk"), w)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "invalid_context");
+        let e = n
+            .put(b"k", Bytes::from(vec![0u8; (50 << 20) + 1]), None, w)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), "object_too_large");
+        let mut r2 = GetOptions::default();
+        r2.props.r = Some(meridian_cluster::Quorum::Count(2));
+        let e = n.get(b"k", r2).await.unwrap_err();
+        assert_eq!(e.to_string(), "n_val_violation n=1");
+        stop.cancel();
+    }
+}

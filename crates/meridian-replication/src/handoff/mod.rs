@@ -1,0 +1,84 @@
+//! **Handoff**: moving objects to the nodes that should hold them, in one background task.
+//!
+//! - [`hinted`] (spec §9): a fallback that took writes for a down primary keeps them as hints
+//!   and, every `handoff_interval`, delivers each hint whose primary the detector says is up
+//!   (as a plain eventual `Replicate`), deleting it after the ack if unchanged since it was sent.
+//! - [`ownership`]: after a layout change each node streams the objects it no longer owns to
+//!   their owners ([`HandoffMsg::Objects`]) and deletes each once every owner acked it
+//!   unchanged; reads and writes span both layouts meanwhile.
+//!
+//! Both rounds run in turn in one task, at once after a layout change and then every
+//! `handoff_interval`.
+
+pub mod hinted;
+pub mod messages;
+pub mod ownership;
+
+use crate::kernel::{Incoming, Node, Protocol};
+pub use messages::HandoffMsg;
+use ownership::Ownership;
+use parking_lot::Mutex;
+use std::sync::atomic::AtomicBool;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+/// Handoff's state on a node.
+#[derive(Debug, Default)]
+pub(crate) struct Handoff {
+    /// Ownership-handoff bookkeeping (module [`ownership`]).
+    pub(crate) ownership: Mutex<Ownership>,
+    /// Set when the node may hold objects it does not own (a layout change, or a write of a
+    /// key it does not own); the handoff task then scans and hands them off.
+    pub(crate) drain_needed: AtomicBool,
+    /// Wakes the handoff task early (a layout change).
+    pub(crate) drain_wake: tokio::sync::Notify,
+}
+
+impl Protocol for Handoff {
+    type Msg = HandoffMsg;
+
+    fn handle(&self, node: &Node, req: Incoming, msg: HandoffMsg) {
+        match msg {
+            HandoffMsg::Objects { items } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                req.answer(node.accept_handoff(items));
+            }
+            other @ HandoffMsg::Ack => req.unexpected(node, &other),
+        }
+    }
+}
+
+impl Node {
+    pub(crate) async fn handoffs(self, shutdown: CancellationToken) {
+        let every = self.kernel().cfg.handoff_interval;
+        // No round at start-up: the first comes after one interval (plus a seeded jitter of
+        // up to a quarter interval, so nodes do not hand off in lockstep).
+        let first = Instant::now() + every + self.start_offset(every / 4);
+        let mut tick = tokio::time::interval_at(first, every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+                // A layout change: hand off at once rather than after up to an interval.
+                _ = self.handoff_state().drain_wake.notified() => {}
+            }
+            let rounds = async {
+                if let Err(e) = self.handoff_round().await {
+                    tracing::warn!(node = %self.id(), error = %e, "hinted handoff round failed");
+                }
+                if let Err(e) = self.ownership_round().await {
+                    tracing::warn!(node = %self.id(), error = %e, "ownership handoff round failed");
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                () = rounds => {}
+            }
+        }
+    }
+}

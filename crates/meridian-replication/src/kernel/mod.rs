@@ -1,0 +1,644 @@
+//! The node **kernel**: what every protocol of a node shares, and the one place incoming
+//! messages are routed to the protocol that owns them.
+//!
+//! A node ([`Node`], also known by its historical name [`EventualNode`]) is this kernel plus
+//! one state per protocol:
+//!
+//! | part | owns | module |
+//! |---|---|---|
+//! | kernel | identity (id, DC, [`NodeConfig`]), the cluster metadata view (layout, members, bucket registry) and its adoption hooks, the claimant's side of changes, the failure detector and heartbeats, the transport and routing, the seeded RNG, the clock, the object store (engine handle), counters, the spawn of every protocol's background tasks | here and `kernel/meta.rs` |
+//! | eventual | quorum GET/PUT/DELETE coordinators, forwarding, the replica side, read repair | [`crate::eventual`] |
+//! | timeline | per-record masters, propagation, catch-up, forced re-master | [`crate::timeline`] |
+//! | handoff | hinted handoff (hints to their primaries) and ownership handoff (after a layout change) | [`crate::handoff`] |
+//! | anti-entropy | Merkle trees and their round-robin exchange | [`crate::anti_entropy`] |
+//!
+//! ## Routing: how a protocol registers
+//!
+//! Every protocol has its own message enum, wrapped by one variant of the wire type
+//! [`Msg`] (`Msg::Eventual(EventualMsg)`, `Msg::Timeline(TimelineMsg)`, ...), and a state
+//! that implements [`Protocol`] for that enum. The kernel's serving task reads the inbox and
+//! `route` matches on the outer variant, handing the inner message to that protocol's
+//! [`Protocol::handle`] together with an [`Incoming`] (sender, reply handle, and whether
+//! the inbox is backed up). Dispatch is static — a `match`, no trait objects, no boxing,
+//! no allocation beyond the decoded message itself. A protocol answers through its
+//! [`Incoming`] with its own enum (converted into [`Msg`] by `From`), or with
+//! [`Msg::Error`]; under overload it refuses the requests it chooses
+//! ([`Incoming::refuse_if_overloaded`]).
+//!
+//! Adding a protocol inside this crate is therefore: a module with its message enum, its
+//! state and `impl Protocol for State`; one variant (and its `From`) in [`Msg`]; one field in
+//! the node's state and one `route` arm; and, if it has background work, one entry in
+//! [`Node::spawn`]. No other protocol's code changes.
+//!
+//! **External crates** (the coming `meridian-txn`; large objects) cannot add a variant to
+//! [`Msg`] without a dependency cycle. The chosen path, not built yet because nothing needs
+//! it: an escape hatch `Msg::Ext { protocol: u16, payload: Bytes }` carrying the protocol's
+//! own postcard-encoded enum, and a registry of `Arc<dyn ExtProtocol>` keyed by `protocol`,
+//! filled by `Node::register(id, handler)` before `spawn`. That costs a second decode and
+//! one dynamic call per message of that protocol only; the built-in protocols keep the
+//! static `match`. When a crate's protocol becomes hot, the alternative is to move the kernel
+//! into its own crate generic over the wire type (`Node<M: Wire>`), with the top crate
+//! defining the full enum — a larger change this layout keeps possible.
+//!
+//! ## Determinism
+//!
+//! Time comes only from the node's [`meridian_core::Clock`] and tokio timers; randomness
+//! (the start offsets of the periodic tasks, the protocols' round-robin starts) from one
+//! ChaCha8 RNG seeded by [`NodeConfig::seed`], drawn in a fixed order at creation and at
+//! spawn; no map iteration order affects behaviour.
+//!
+//! ## Guarantees of the kernel
+//!
+//! - A node follows one versioned [`ClusterMeta`] (layout, previous layout during a
+//!   handoff, members, buckets); changes go through the claimant ([`Node::change`]), which
+//!   publishes each version; heartbeats carry the version and a node that hears an older
+//!   one pushes its document.
+//! - A replica refuses requests with `overload` while more than `overload_backlog`
+//!   messages wait in its inbox (each protocol says which of its messages are requests).
+
+pub mod messages;
+mod meta;
+
+use crate::anti_entropy::{Aae, AaeTrees};
+use crate::bucket::{BucketProps, Buckets};
+use crate::error::Result;
+use crate::eventual::Eventual;
+use crate::handoff::Handoff;
+use crate::membership::{ClusterMeta, MetaChange};
+use crate::object_store::ObjectStore;
+use crate::timeline::Timeline;
+use meridian_cluster::{
+    DetectorConfig, FailureDetector, Layout, Preflist, Props, bucket_and_key, preflist,
+};
+use meridian_core::{Clock, DcId, NodeId, PartitionId};
+use meridian_net::{Inbox, Responder, Transport};
+pub use messages::{KernelMsg, Msg, RemoteError};
+use parking_lot::{MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::SeedableRng;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+/// A node's settings (everything that is not a bucket property).
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This node's id (must be a member of the layout's topology).
+    pub id: NodeId,
+    /// Bumped whenever this node's storage is wiped, so its dots are never reissued.
+    pub incarnation: u32,
+    /// How often a heartbeat goes to every member (default 1 s).
+    pub heartbeat_interval: Duration,
+    /// Failure detector settings.
+    pub detector: DetectorConfig,
+    /// How often hints are offered to their primaries (default 10 s, spec §9).
+    pub handoff_interval: Duration,
+    /// Timeout of one hand-off transfer (default 5 s).
+    pub handoff_timeout: Duration,
+    /// Most hints read per hand-off round (default 10 000).
+    pub handoff_batch: usize,
+    /// Client writes leaving more siblings are refused (default 100).
+    pub siblings_max: usize,
+    /// A warning is logged when a write leaves at least this many siblings (default 25).
+    pub siblings_warn: usize,
+    /// Largest inline value, bytes (default 50 MiB).
+    pub object_max: usize,
+    /// Inbox backlog above which requests are refused with `overload` (default 512).
+    pub overload_backlog: usize,
+    /// Part of a forwarded write's timeout kept for the reply's trip back (default 50 ms,
+    /// at most a tenth of the timeout).
+    pub forward_reserve: Duration,
+    /// Seed of the node's RNG.
+    pub seed: u64,
+    /// How often an anti-entropy exchange runs (§10; default 30 s). Zero disables
+    /// anti-entropy: no trees are built or kept, and exchange requests are refused.
+    pub anti_entropy_interval: Duration,
+    /// Timeout of each anti-entropy request (default 5 s).
+    pub anti_entropy_timeout: Duration,
+    /// Most differing keys repaired per exchange (default 1000); the rest waits for later
+    /// rounds.
+    pub anti_entropy_max_keys: usize,
+    /// Shape of the anti-entropy trees (default 64 × 64 segments); every node of a cluster
+    /// must use the same.
+    pub anti_entropy_tree: meridian_cluster::MerkleConfig,
+    /// Keys read per engine scan page while building the trees (default 1024).
+    pub anti_entropy_scan_page: usize,
+    /// Timeline: first retransmission delay of an unacknowledged batch (default 200 ms).
+    pub tl_retry: Duration,
+    /// Timeline: the longest retransmission delay (default 5 s).
+    pub tl_retry_max: Duration,
+    /// Timeline: most records per propagation batch (default 256).
+    pub tl_batch: usize,
+    /// Timeline: how often a catch-up exchange runs (default 10 s; zero disables it).
+    pub tl_sync_interval: Duration,
+    /// Timeline: records compared per catch-up page (default 512).
+    pub tl_sync_page: usize,
+    /// Timeline: how long a new master waits for the record that hands it the mastership
+    /// (default 2 s).
+    pub tl_migrate_wait: Duration,
+    /// Timeline: master hints cached for keys this node does not replicate (default 100 000).
+    pub tl_hint_cache: usize,
+    /// Timeline: how long a master that may not hold a key's latest record waits for the
+    /// other primaries' copies before it acts (default 1 s; see `tl_confirm`).
+    pub tl_confirm_timeout: Duration,
+}
+
+impl NodeConfig {
+    /// Defaults for node `id`.
+    pub fn new(id: NodeId) -> NodeConfig {
+        NodeConfig {
+            id,
+            incarnation: 0,
+            heartbeat_interval: Duration::from_secs(1),
+            detector: DetectorConfig::default(),
+            handoff_interval: Duration::from_secs(10),
+            handoff_timeout: Duration::from_secs(5),
+            handoff_batch: 10_000,
+            siblings_max: 100,
+            siblings_warn: 25,
+            object_max: 50 << 20,
+            overload_backlog: 512,
+            forward_reserve: Duration::from_millis(50),
+            seed: u64::from(id.0),
+            anti_entropy_interval: Duration::from_secs(30),
+            anti_entropy_timeout: Duration::from_secs(5),
+            anti_entropy_max_keys: 1000,
+            anti_entropy_tree: crate::anti_entropy::default_tree(),
+            anti_entropy_scan_page: 1024,
+            tl_retry: Duration::from_millis(200),
+            tl_retry_max: Duration::from_secs(5),
+            tl_batch: 256,
+            tl_sync_interval: Duration::from_secs(10),
+            tl_sync_page: 512,
+            tl_migrate_wait: Duration::from_secs(2),
+            tl_hint_cache: 100_000,
+            tl_confirm_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Counters of one node (the spec's metrics, not yet exported).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    /// Read-repair messages sent (`read_repairs_total`).
+    pub read_repairs: u64,
+    /// Hints delivered and deleted (`hinted_handoffs_total`).
+    pub hinted_handoffs: u64,
+    /// Encoded bytes of delivered hints (`handoff_bytes`).
+    pub handoff_bytes: u64,
+    /// Writes forwarded to another coordinator (`coord_redirs_total`).
+    pub coord_redirs: u64,
+    /// Anti-entropy exchanges completed as initiator (`aae_exchanges_total`).
+    pub aae_exchanges: u64,
+    /// Differing keys synced by anti-entropy exchanges this node initiated
+    /// (`aae_keys_repaired_total`).
+    pub aae_keys_repaired: u64,
+    /// Objects handed off to their new owners after a layout change (and deleted here).
+    pub ownership_handoffs: u64,
+}
+
+/// The node's counters, shared by the protocols (each bumps its own).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) read_repairs: AtomicU64,
+    pub(crate) hinted_handoffs: AtomicU64,
+    pub(crate) handoff_bytes: AtomicU64,
+    pub(crate) coord_redirs: AtomicU64,
+    pub(crate) aae_exchanges: AtomicU64,
+    pub(crate) aae_keys_repaired: AtomicU64,
+    pub(crate) ownership_handoffs: AtomicU64,
+}
+
+/// What every protocol of a node shares. See the module docs.
+#[derive(Debug)]
+pub(crate) struct Kernel {
+    pub(crate) cfg: NodeConfig,
+    /// This node's DC (from its member record; fixed for the node's life).
+    pub(crate) dc: DcId,
+    /// The replica's objects and hints over the engine (the engine handle of every protocol).
+    pub(crate) store: ObjectStore,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) transport: Transport<Msg>,
+    /// The cluster metadata this node follows, and the bucket registry derived from it.
+    pub(crate) view: RwLock<View>,
+    /// Called with every adopted metadata document (address books, member tables).
+    pub(crate) hooks: MetaHooks,
+    pub(crate) detector: Mutex<FailureDetector>,
+    pub(crate) rng: Mutex<ChaCha8Rng>,
+    pub(crate) counters: Counters,
+}
+
+/// A node: the kernel and one state per protocol.
+#[derive(Debug)]
+struct Inner {
+    kernel: Kernel,
+    eventual: Eventual,
+    /// Hinted and ownership handoff (module [`crate::handoff`]).
+    handoff: Handoff,
+    /// Anti-entropy's exchange cursor (module [`crate::anti_entropy`]).
+    aae: Aae,
+    /// Timeline buckets' records, queues and counters (module [`crate::timeline`]).
+    tl: Timeline,
+}
+
+/// What a node believes about the cluster: the metadata document and its bucket registry.
+#[derive(Debug)]
+pub(crate) struct View {
+    pub(crate) meta: ClusterMeta,
+    pub(crate) buckets: Buckets,
+}
+
+/// A callback run with each adopted metadata document.
+pub(crate) type MetaHook = Box<dyn Fn(&ClusterMeta) + Send + Sync>;
+
+#[derive(Default)]
+pub(crate) struct MetaHooks(pub(crate) Mutex<Vec<MetaHook>>);
+
+impl std::fmt::Debug for MetaHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MetaHooks({})", self.0.lock().len())
+    }
+}
+
+/// One node: the kernel and its protocols. Cheap to clone (clones share the node). See the
+/// module docs; the client operations are documented with their protocols
+/// ([`crate::eventual`], [`crate::timeline`], [`crate::handoff`], [`crate::anti_entropy`]).
+#[derive(Debug, Clone)]
+pub struct Node {
+    inner: Arc<Inner>,
+}
+
+/// The node's historical name (it served only eventual buckets once); the same type.
+pub type EventualNode = Node;
+
+impl Node {
+    /// A node storing its objects (and hints) in `engine`, stamping writes with `clock`,
+    /// talking over `transport`, and following the cluster metadata `meta` (layout, members,
+    /// buckets) until a newer version arrives. Call [`EventualNode::spawn`] to start
+    /// serving. A node started to join a cluster gets a version-0 document
+    /// ([`ClusterMeta::joining`]) and serves no client request until a member sends it the
+    /// cluster's.
+    ///
+    /// # Panics
+    /// If `meta` has no member record for `config.id`, or its buckets do not validate
+    /// (documents from [`ClusterMeta::new`] always do).
+    pub fn new(
+        config: NodeConfig,
+        engine: Arc<dyn meridian_storage::Engine>,
+        clock: Arc<dyn Clock>,
+        transport: Transport<Msg>,
+        meta: ClusterMeta,
+    ) -> Node {
+        let dc = meta
+            .member(config.id)
+            .unwrap_or_else(|| panic!("{} has no member record", config.id))
+            .dc;
+        let buckets = meta
+            .bucket_registry()
+            .expect("the metadata's buckets validate");
+        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let store = ObjectStore::new(engine, clock.clone());
+        let held = crate::handoff::ownership::held(&meta.layout, config.id);
+        if !config.anti_entropy_interval.is_zero() {
+            let ring = meta.layout.ring();
+            // Nobody else can write through this node yet, so the scan and the attach
+            // cannot miss a write.
+            match AaeTrees::build(
+                store.engine().as_ref(),
+                config.anti_entropy_tree,
+                ring,
+                held.iter().copied(),
+                config.anti_entropy_scan_page,
+            ) {
+                Ok(t) => {
+                    store.attach_trees(Arc::new(t));
+                }
+                Err(e) => {
+                    tracing::error!(node = %config.id, error = %e, "anti-entropy trees not built; anti-entropy disabled");
+                }
+            }
+        }
+        // The draw order (anti-entropy, then timeline) is part of a seed's replay.
+        let aae = Aae::new(rng.random_range(0..1usize << 20));
+        let tl = Timeline::new(
+            crate::timeline::TlStore::new(store.engine().clone(), clock.clone()),
+            rng.random_range(0..1usize << 20),
+        );
+        Node {
+            inner: Arc::new(Inner {
+                kernel: Kernel {
+                    store,
+                    detector: Mutex::new(FailureDetector::new(config.detector.clone())),
+                    cfg: config,
+                    dc,
+                    clock,
+                    transport,
+                    view: RwLock::new(View { meta, buckets }),
+                    hooks: MetaHooks::default(),
+                    rng: Mutex::new(rng),
+                    counters: Counters::default(),
+                },
+                eventual: Eventual,
+                handoff: Handoff::default(),
+                aae,
+                tl,
+            }),
+        }
+    }
+
+    /// The shared part of the node.
+    pub(crate) fn kernel(&self) -> &Kernel {
+        &self.inner.kernel
+    }
+
+    /// Ownership and hinted handoff's state.
+    pub(crate) fn handoff_state(&self) -> &Handoff {
+        &self.inner.handoff
+    }
+
+    /// Anti-entropy's state.
+    pub(crate) fn aae_state(&self) -> &Aae {
+        &self.inner.aae
+    }
+
+    /// Timeline's state.
+    pub(crate) fn tl_state(&self) -> &Timeline {
+        &self.inner.tl
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.kernel().cfg.id
+    }
+
+    /// This node's DC.
+    pub fn dc(&self) -> DcId {
+        self.kernel().dc
+    }
+
+    /// The current layout (held read-locked: keep the guard short).
+    pub fn layout(&self) -> MappedRwLockReadGuard<'_, Layout> {
+        RwLockReadGuard::map(self.kernel().view.read(), |v| &v.meta.layout)
+    }
+
+    /// The bucket registry (held read-locked: keep the guard short).
+    pub(crate) fn registry(&self) -> MappedRwLockReadGuard<'_, Buckets> {
+        RwLockReadGuard::map(self.kernel().view.read(), |v| &v.buckets)
+    }
+
+    /// A copy of the cluster metadata this node follows.
+    pub fn meta(&self) -> ClusterMeta {
+        self.kernel().view.read().meta.clone()
+    }
+
+    /// The replica's local objects and hints (for inspection and tools).
+    pub fn store(&self) -> &ObjectStore {
+        &self.kernel().store
+    }
+
+    /// Creates or replaces a bucket in the whole cluster (validated by the claimant, which
+    /// publishes it to every member; this node has adopted it when the call returns).
+    pub async fn set_bucket(&self, name: &str, props: BucketProps) -> Result<()> {
+        self.change(MetaChange::SetBucket {
+            name: name.to_owned(),
+            props: props.into(),
+        })
+        .await
+        .map(drop)
+    }
+
+    /// A snapshot of the bucket registry.
+    pub fn buckets(&self) -> Buckets {
+        self.registry().clone()
+    }
+
+    /// The type of `key`'s bucket (one registry lookup, no copy): what the dispatch facade
+    /// reads once per request.
+    pub fn bucket_type(&self, key: &[u8]) -> crate::bucket::BucketType {
+        self.registry().props_for(bucket_and_key(key).0).bucket_type
+    }
+
+    /// Whether this node's failure detector considers `peer` up now (itself always).
+    pub fn is_up(&self, peer: NodeId) -> bool {
+        peer == self.id()
+            || self
+                .kernel()
+                .detector
+                .lock()
+                .is_up(peer, self.kernel().clock.now())
+    }
+
+    /// The node's counters.
+    pub fn stats(&self) -> NodeStats {
+        let c = &self.kernel().counters;
+        NodeStats {
+            read_repairs: c.read_repairs.load(Ordering::Relaxed),
+            hinted_handoffs: c.hinted_handoffs.load(Ordering::Relaxed),
+            handoff_bytes: c.handoff_bytes.load(Ordering::Relaxed),
+            coord_redirs: c.coord_redirs.load(Ordering::Relaxed),
+            aae_exchanges: c.aae_exchanges.load(Ordering::Relaxed),
+            aae_keys_repaired: c.aae_keys_repaired.load(Ordering::Relaxed),
+            ownership_handoffs: c.ownership_handoffs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Hints waiting for their primaries (`hints_pending`).
+    pub fn hints_pending(&self) -> Result<usize> {
+        self.kernel().store.hints_pending()
+    }
+
+    /// The key's partition and active preference list for a bucket of `n` replicas.
+    pub fn preflist_for(&self, key: &[u8], n: u32) -> (PartitionId, Preflist) {
+        let layout = self.layout();
+        let p = layout.ring().partition_of(key);
+        let me = self.id();
+        let now = self.kernel().clock.now();
+        let det = self.kernel().detector.lock();
+        let apl = preflist(&layout, p, n as usize, self.kernel().dc, |node| {
+            node == me || det.is_up(node, now)
+        });
+        (p, apl)
+    }
+
+    /// Starts the node's background tasks: serving the inbox (the kernel), heartbeats (the
+    /// kernel), hinted and ownership handoff, anti-entropy, timeline propagation and catch-up.
+    /// They stop when `shutdown` is cancelled; the handle completes then.
+    pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
+        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
+        let (e, f) = (self.clone(), self.clone());
+        let s = shutdown;
+        let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
+        // Polled in this order, so the tasks draw their start offsets from the RNG in this
+        // order: a new protocol's task goes last.
+        tokio::spawn(async move {
+            tokio::join!(
+                a.serve(inbox, s1),
+                b.heartbeats(s2),
+                c.handoffs(s3),
+                d.anti_entropy(s4),
+                e.tl_streams(s5),
+                f.tl_catch_up(s)
+            );
+        })
+    }
+
+    async fn serve(self, mut inbox: Inbox<Msg>, shutdown: CancellationToken) {
+        loop {
+            let m = tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                m = inbox.recv() => m,
+            };
+            let Some(m) = m else { break };
+            let backlog = inbox.len();
+            self.route(m, backlog);
+        }
+    }
+
+    /// Hands an incoming message to the protocol that owns it: the registration point of
+    /// every protocol (see the module docs).
+    fn route(&self, m: meridian_net::Incoming<Msg>, backlog: usize) {
+        let meridian_net::Incoming { from, body, reply } = m;
+        let req = Incoming {
+            from,
+            overloaded: backlog > self.kernel().cfg.overload_backlog,
+            reply,
+        };
+        let i = &*self.inner;
+        match body {
+            Msg::Kernel(m) => i.kernel.handle(self, req, m),
+            Msg::Eventual(m) => i.eventual.handle(self, req, m),
+            Msg::Timeline(m) => i.tl.handle(self, req, m),
+            Msg::Handoff(m) => i.handoff.handle(self, req, m),
+            Msg::Aae(m) => i.aae.handle(self, req, m),
+            Msg::Error(e) => req.unexpected(self, &e),
+        }
+    }
+
+    /// A seeded start offset in `[0, interval)` for a periodic task.
+    pub(crate) fn start_offset(&self, interval: Duration) -> Duration {
+        let ms = interval.as_millis().max(1) as u64;
+        Duration::from_millis(self.kernel().rng.lock().random_range(0..ms))
+    }
+
+    async fn heartbeats(self, shutdown: CancellationToken) {
+        let every = self.kernel().cfg.heartbeat_interval;
+        let first = Instant::now() + self.start_offset(every);
+        let mut tick = tokio::time::interval_at(first, every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                _ = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            let (version, members): (u64, Vec<NodeId>) = {
+                let v = self.kernel().view.read();
+                let m = v.meta.members.iter().map(|m| m.id).collect();
+                (v.meta.version, m)
+            };
+            let me = self.id();
+            for peer in members.into_iter().filter(|&p| p != me) {
+                let _ = self.kernel().transport.send(
+                    peer,
+                    Msg::Kernel(KernelMsg::Heartbeat { from: me, version }),
+                );
+            }
+        }
+    }
+
+    /// The bucket parameters the trees and handoff need of a key: its bucket's `allow_mult` and `n_val`.
+    pub(crate) fn bucket_params(&self, key: &[u8]) -> (bool, u32) {
+        let (bucket, _) = bucket_and_key(key);
+        let p = self.registry().resolve(bucket, &Props::default());
+        (p.allow_mult, p.n_val)
+    }
+
+    /// Whether `node` is one of the first `n_val` replicas of `partition` for `key`'s bucket.
+    pub(crate) fn holds(&self, node: NodeId, partition: PartitionId, key: &[u8]) -> bool {
+        let (_, n_val) = self.bucket_params(key);
+        let l = self.layout();
+        l.replicas(partition)
+            .iter()
+            .position(|&r| r == node)
+            .is_some_and(|i| i < n_val as usize)
+    }
+}
+
+/// A protocol: the state of one module and the handler of its message enum. The kernel calls
+/// [`Protocol::handle`] for every incoming message of the protocol's [`Msg`] variant.
+pub trait Protocol {
+    /// The protocol's message enum (one variant of [`Msg`]).
+    type Msg;
+
+    /// Serves one incoming message: answer through `req` (a one-way message has no reply
+    /// handle and answers go nowhere), spawn a task for anything that waits.
+    fn handle(&self, node: &Node, req: Incoming, msg: Self::Msg);
+}
+
+/// An incoming message's envelope as a protocol sees it.
+#[derive(Debug)]
+pub struct Incoming {
+    /// The sending node.
+    pub from: NodeId,
+    /// Whether the inbox is backed up beyond `overload_backlog`.
+    pub overloaded: bool,
+    reply: Option<Responder<Msg>>,
+}
+
+impl Incoming {
+    /// Answers the request (nothing for a one-way message).
+    pub fn answer(self, msg: impl Into<Msg>) {
+        if let Some(r) = self.reply {
+            let _ = r.respond(msg.into());
+        }
+    }
+
+    /// When the node is overloaded, answers `overload` and returns `None`; else gives the
+    /// request back.
+    pub fn refuse_if_overloaded(self) -> Option<Incoming> {
+        if self.overloaded {
+            self.answer(RemoteError::Overload);
+            return None;
+        }
+        Some(self)
+    }
+
+    /// Answers a message the node does not serve (a reply sent as a request, ...).
+    pub fn unexpected(self, node: &Node, msg: &dyn std::fmt::Debug) {
+        tracing::debug!(node = %node.id(), peer = %self.from, msg = ?msg, "unexpected message");
+        self.answer(RemoteError::BadRequest(
+            "not a request this node serves".into(),
+        ));
+    }
+}
+
+impl Protocol for Kernel {
+    type Msg = KernelMsg;
+
+    fn handle(&self, node: &Node, req: Incoming, msg: KernelMsg) {
+        match msg {
+            KernelMsg::Heartbeat { from: hb, version } => {
+                self.detector.lock().heartbeat(hb, self.clock.now());
+                node.on_peer_version(hb, version);
+            }
+            KernelMsg::Meta(meta) => {
+                node.adopt(*meta);
+            }
+            KernelMsg::Change(change) => {
+                let node = node.clone();
+                tokio::spawn(async move {
+                    req.answer(KernelMsg::ChangeReply(
+                        node.claimant_apply(&change).map(Box::new),
+                    ));
+                });
+            }
+            KernelMsg::Drained { from: peer, epoch } => node.on_drained(peer, epoch),
+            other @ KernelMsg::ChangeReply(_) => req.unexpected(node, &other),
+        }
+    }
+}

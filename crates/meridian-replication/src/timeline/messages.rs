@@ -1,0 +1,87 @@
+//! The timeline protocol's messages ([`crate::Msg::Timeline`]).
+//!
+//! | request | reply |
+//! |---|---|
+//! | [`TimelineMsg::Write`] | [`TimelineMsg::WriteReply`] or [`crate::Msg::Error`] |
+//! | [`TimelineMsg::Force`] | [`TimelineMsg::WriteReply`] or [`crate::Msg::Error`] |
+//! | [`TimelineMsg::Read`] | [`TimelineMsg::ReadReply`] or [`crate::Msg::Error`] |
+//! | [`TimelineMsg::Replicate`] | [`TimelineMsg::Ack`] or [`crate::Msg::Error`] |
+//! | [`TimelineMsg::Sync`] | [`TimelineMsg::SyncReply`] or [`crate::Msg::Error`] |
+
+use super::protocol::WriteId;
+use super::{Content as TlContent, Expect, Record, ReplicaRef, Version};
+use crate::error::ReplicationError;
+use meridian_core::DcId;
+use serde::{Deserialize, Serialize};
+
+/// A message of the timeline protocol. See the module docs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TimelineMsg {
+    /// Timeline (§3, §5): a client write for the record's master, or for the partition's
+    /// insert arbiter when the coordinator found no record.
+    Write {
+        /// The write's id: a duplicated request is answered with the first one's result.
+        id: WriteId,
+        /// The client key.
+        key: Vec<u8>,
+        /// The value, or a tombstone for a delete.
+        content: TlContent,
+        /// The precondition (test-and-set, insert-if-absent).
+        expect: Expect,
+        /// The DC of the coordinator that took the client's request.
+        origin_dc: DcId,
+        /// 0 from the coordinator; 1 once forwarded (it is never forwarded again).
+        hops: u8,
+        /// The version that names the receiver master, which it should wait for.
+        await_ver: Option<Version>,
+    },
+    /// The answer to [`TimelineMsg::Write`] and [`TimelineMsg::Force`]: the record issued and the
+    /// replica that issued it, or why not (`not_master` with a hint, `version_mismatch`, ...).
+    WriteReply(Result<(Record, ReplicaRef), ReplicationError>),
+    /// Timeline: the receiver's record of `key`; with `latest`, only if the receiver is its
+    /// master (or, for an absent record, the insert arbiter), else `not_master`.
+    Read {
+        /// The client key.
+        key: Vec<u8>,
+        /// Serve only as master (`read_latest`).
+        latest: bool,
+        /// The version that names the receiver master, which it should wait for.
+        await_ver: Option<Version>,
+    },
+    /// The answer to [`TimelineMsg::Read`].
+    ReadReply(Result<Option<Record>, ReplicationError>),
+    /// Timeline propagation (§4): apply each record that is newer than the local one, then
+    /// acknowledge.
+    Replicate {
+        /// `(key, record)`, at most one per key, in key order.
+        records: Vec<(Vec<u8>, Record)>,
+    },
+    /// Timeline catch-up (§8): the sender's versions of its records in `(after, upto]` that
+    /// the receiver also replicates; the receiver answers what either side lacks.
+    Sync {
+        /// `(key, version)` of the sender's records in the range.
+        items: Vec<(Vec<u8>, Version)>,
+        /// The range's exclusive start (`None`: the first key).
+        after: Option<Vec<u8>>,
+        /// The range's inclusive end (`None`: the last key).
+        upto: Option<Vec<u8>>,
+    },
+    /// The answer to [`TimelineMsg::Sync`].
+    SyncReply {
+        /// The receiver's records newer than the sender's, or that the sender lacks.
+        newer: Vec<(Vec<u8>, Record)>,
+        /// Keys whose sender record is newer, or that the receiver lacks.
+        want: Vec<Vec<u8>>,
+        /// False when the reply was capped before the end of the range: the sender's pass
+        /// is then not complete.
+        complete: bool,
+    },
+    /// Timeline forced re-master (§7): the receiver takes mastership of `key` in a new master
+    /// epoch.
+    Force {
+        /// The client key.
+        key: Vec<u8>,
+    },
+    /// The answer to [`TimelineMsg::Replicate`]: applied.
+    Ack,
+}
