@@ -16,8 +16,10 @@
 //! - **The Redis view of a bucket.** [`Dispatch::get`] is what a plain GET shows: on an
 //!   eventual bucket the sibling last-writer-wins would keep (greatest `(meta.ts_us, dot)`),
 //!   on a timeline bucket the value `read_any` sees. [`Dispatch::set`] on an eventual bucket
-//!   reads the key's context (a tombstone's included) with the bucket's R and writes with it,
-//!   so the write supersedes what the read saw; on a timeline bucket it is a `write`.
+//!   is a write that supersedes every value its coordinating primary holds, taking that
+//!   replica's own clock as the context under the key's lock (`PutOptions::supersede_local`:
+//!   no quorum read first, as Riak's coordinating vnode does); on a timeline bucket it is a
+//!   `write`.
 //!   [`Dispatch::del`] deletes with the context it read (eventual) or writes a tombstone over
 //!   the master's version ([`Dispatch::delete`] with [`DeleteOpts::Plain`]).
 //! - **Results say which protocol answered** ([`Read`], [`Written`], [`Deleted`]) where their
@@ -170,14 +172,12 @@ impl Dispatch {
                     .await?;
             }
             _ => {
-                let read = GetOptions {
-                    deleted_context: true,
-                    ..GetOptions::default()
+                // No quorum read first: the coordinating primary supersedes what it holds.
+                let opts = PutOptions {
+                    supersede_local: true,
+                    ..PutOptions::default()
                 };
-                let ctx = self.node.get(key, read).await?.context();
-                self.node
-                    .put(key, value, Some(&ctx), PutOptions::default())
-                    .await?;
+                self.node.put(key, value, None, opts).await?;
             }
         }
         Ok(())

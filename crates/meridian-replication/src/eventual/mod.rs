@@ -556,14 +556,13 @@ impl Node {
             incarnation: self.kernel().cfg.incarnation,
             epoch: self.replica_epoch(partition),
         };
-        let object = self.kernel().store.coordinator_put(
-            key,
-            &ctx,
-            content,
-            rid,
-            params.allow_mult,
-            self.kernel().cfg.siblings_max,
-        )?;
+        let store = &self.kernel().store;
+        let siblings_max = self.kernel().cfg.siblings_max;
+        let object = if opts.supersede_local {
+            store.coordinator_overwrite(key, content, rid, params.allow_mult, siblings_max)?
+        } else {
+            store.coordinator_put(key, &ctx, content, rid, params.allow_mult, siblings_max)?
+        };
         let siblings = object.siblings().len();
         if siblings >= self.kernel().cfg.siblings_warn {
             tracing::warn!(node = %me, key = ?String::from_utf8_lossy(key), siblings, "many siblings");
@@ -587,6 +586,31 @@ impl Node {
         let mut previous_acks: Vec<NodeId> =
             previous.iter().copied().filter(|&n| n == me).collect();
 
+        // Decided by the local apply alone (W = DW = 1, no handoff): the other replicas'
+        // acks can no longer change the reply, so they are sent the object one-way: no
+        // task, timer or ack per replica. A copy lost on the way is repaired by read repair
+        // or anti-entropy, as it was when its failed request arrived after the reply.
+        if need_previous == 0 && matches!(tally.outcome(), Some(Ok(_))) {
+            let transport = &self.kernel().transport;
+            for &e in apl.entries().iter().filter(|e| e.node != me) {
+                let msg = Msg::Eventual(EventualMsg::Replicate {
+                    key: key.to_vec(),
+                    object: object.clone(),
+                    hint_for: hint_for(&e),
+                    allow_mult: params.allow_mult,
+                });
+                if let Err(err) = transport.send(e.node, msg) {
+                    tracing::debug!(node = %me, peer = %e.node, error = %err, "replicate not sent");
+                }
+            }
+            return Ok(PutResult {
+                context: object.clock().encode(),
+                values: opts
+                    .return_body
+                    .then(|| object.values().map(|v| v.to_vec()).collect()),
+                remote: false,
+            });
+        }
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<ApEntry>, NodeId, PutAnswer)>();
         let replicate = |to: NodeId, entry: Option<ApEntry>, hint: Option<NodeId>| {
             let (t, tx) = (self.kernel().transport.clone(), tx.clone());

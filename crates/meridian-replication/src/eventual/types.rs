@@ -24,6 +24,11 @@ pub struct PutOptions {
     pub props: Props,
     /// Return the coordinator's values after the write.
     pub return_body: bool,
+    /// Ignore the request's context and supersede every value the coordinating replica holds
+    /// for the key, taking its own stored clock as the context under the key's lock (a Redis
+    /// `SET`: no quorum read first). Values the coordinator has not seen yet stay siblings,
+    /// as they would after a read that missed them.
+    pub supersede_local: bool,
 }
 
 /// The answer to a GET.

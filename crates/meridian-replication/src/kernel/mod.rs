@@ -599,9 +599,10 @@ impl Incoming {
     }
 
     /// When the node is overloaded, answers `overload` and returns `None`; else gives the
-    /// request back.
+    /// request back. A one-way message is never refused: nobody would hear the refusal, and
+    /// dropping it would only defer its work to a repair.
     pub fn refuse_if_overloaded(self) -> Option<Incoming> {
-        if self.overloaded {
+        if self.overloaded && self.reply.is_some() {
             self.answer(RemoteError::Overload);
             return None;
         }
