@@ -39,8 +39,9 @@
 //! **Cost.** A change touches one segment and recomputes the `depth` inner nodes above it
 //! (`O(depth)` node updates, each hashing `fanout · 16` bytes; 8 KiB per write with the spec's
 //! shape), plus an `O(log n)` map update. [`MerkleTree::from_entries`] is `O(n + nodes)`.
-//! Memory: `16 · (segments + inner nodes)` bytes (about 1 MiB for the spec's shape) plus the
-//! per-key map.
+//! Memory: `16 · (segments + inner nodes)` bytes (about 1 MiB for the spec's shape), plus, once
+//! the tree holds a key, `24 · segments` bytes of per-segment key lists (96 KiB for the node's
+//! default 64×64 shape, 1.5 MiB for the spec's) and the keys themselves.
 //!
 //! **Compare.** [`diff_segments`] compares two local trees top-down. For replicas on different
 //! nodes, [`Exchange`] runs the spec's protocol step by step: the initiator asks for the root
@@ -51,7 +52,7 @@
 //! `(key, item hash)` lists of one segment, uses [`MerkleTree::key_hashes`] and [`diff_keys`].
 //!
 //! Everything here is pure and deterministic: no I/O, clocks, randomness or hash-map iteration
-//! order (the per-key map is a `BTreeMap`); results are sorted.
+//! order (each segment's keys are a sorted list); results are sorted.
 
 use crate::ring::{bucket_and_key, key_hash};
 use bytes::Bytes;
@@ -262,15 +263,30 @@ fn inner_hash(children: &[u128]) -> u128 {
 /// It keeps each key's current item hash, so [`Self::insert`], [`Self::remove`] and
 /// [`Self::update`] are exact, idempotent and `O(depth)` node updates each. Two trees are
 /// equal (`==`) exactly when they have the same shape and the same `(key, item hash)` pairs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct MerkleTree {
     config: MerkleConfig,
     /// `levels[0] = [root]`, …, `levels[depth]` = the segment hashes.
     levels: Vec<Vec<u128>>,
-    /// Non-empty segments only: key → item hash.
-    keys: BTreeMap<SegmentId, BTreeMap<Bytes, u128>>,
+    /// Indexed by segment: its keys with their item hashes, sorted by key. Empty (no
+    /// allocation at all) until the first key arrives; then one slot per segment, so a write
+    /// finds its segment with one index instead of a walk down a map of segments (which was
+    /// the cluster write path's costliest step: a chain of cache misses per write).
+    keys: Vec<Vec<(Bytes, u128)>>,
     len: usize,
 }
+
+impl PartialEq for MerkleTree {
+    fn eq(&self, other: &Self) -> bool {
+        let segments = self.config.segments();
+        self.config == other.config
+            && self.len == other.len
+            && self.levels == other.levels
+            && (0..segments).all(|s| self.segment(SegmentId(s)) == other.segment(SegmentId(s)))
+    }
+}
+
+impl Eq for MerkleTree {}
 
 impl MerkleTree {
     /// An empty tree of the given shape (every segment hash is 0).
@@ -281,7 +297,7 @@ impl MerkleTree {
         let mut t = MerkleTree {
             config,
             levels,
-            keys: BTreeMap::new(),
+            keys: Vec::new(),
             len: 0,
         };
         t.recompute_inner();
@@ -353,7 +369,9 @@ impl MerkleTree {
     /// The item hash stored for `key`, if present.
     pub fn get(&self, key: &[u8]) -> Option<u128> {
         let seg = self.config.segment_of(key);
-        self.keys.get(&seg)?.get(key).copied()
+        let entries = self.segment(seg);
+        let i = entries.binary_search_by(|(k, _)| k[..].cmp(key)).ok()?;
+        Some(entries[i].1)
     }
 
     /// The root hash.
@@ -399,10 +417,12 @@ impl MerkleTree {
 
     /// The keys of `segment` with their item hashes, in key order.
     pub fn segment_entries(&self, segment: SegmentId) -> impl Iterator<Item = (&Bytes, u128)> {
-        self.keys
-            .get(&segment)
-            .into_iter()
-            .flat_map(|m| m.iter().map(|(k, &h)| (k, h)))
+        self.segment(segment).iter().map(|(k, h)| (k, *h))
+    }
+
+    /// The sorted `(key, item hash)` entries of `segment` (empty outside the tree).
+    fn segment(&self, segment: SegmentId) -> &[(Bytes, u128)] {
+        self.keys.get(segment.0 as usize).map_or(&[], Vec::as_slice)
     }
 
     /// The `(key, item hash)` list of `segment`, for the last stage of an exchange.
@@ -499,25 +519,22 @@ impl MerkleTree {
     /// Sets (or removes) `key`'s item hash in the map and XORs the segment hash accordingly;
     /// does not touch inner nodes. Returns the previous item hash.
     fn set_item(&mut self, seg: SegmentId, key: &[u8], new: Option<u128>) -> Option<u128> {
-        let old = match new {
-            Some(h) => {
-                let m = self.keys.entry(seg).or_default();
-                match m.get_mut(key) {
-                    Some(slot) => Some(std::mem::replace(slot, h)),
-                    None => {
-                        m.insert(Bytes::copy_from_slice(key), h);
-                        None
-                    }
-                }
+        if self.keys.is_empty() {
+            if new.is_none() {
+                return None;
             }
-            None => {
-                let m = self.keys.get_mut(&seg)?;
-                let old = m.remove(key)?;
-                if m.is_empty() {
-                    self.keys.remove(&seg);
-                }
-                Some(old)
+            self.keys = vec![Vec::new(); self.config.segments() as usize];
+        }
+        let entries = &mut self.keys[seg.0 as usize];
+        let at = entries.binary_search_by(|(k, _)| k[..].cmp(key));
+        let old = match (at, new) {
+            (Ok(i), Some(h)) => Some(std::mem::replace(&mut entries[i].1, h)),
+            (Ok(i), None) => Some(entries.remove(i).1),
+            (Err(i), Some(h)) => {
+                entries.insert(i, (Bytes::copy_from_slice(key), h));
+                None
             }
+            (Err(_), None) => None,
         };
         match (old.is_some(), new.is_some()) {
             (false, true) => self.len += 1,

@@ -393,9 +393,15 @@ impl Node {
         };
 
         // Keep collecting until every asked replica answered or the deadline, then repair.
+        let total = asked;
+        if answered.len() >= total {
+            // Every asked replica has answered (a read decided by its local replica alone):
+            // repair now rather than wake a task for it.
+            self.read_repair(key, &replies, &extra, allow_mult);
+            return result.map(|r| (r, remote));
+        }
         let node = self.clone();
         let key = key.to_vec();
-        let total = asked;
         tokio::spawn(async move {
             let mut replies = replies;
             let mut seen = answered.len();
