@@ -14,8 +14,9 @@
 # Each round runs SET then GET (500-byte values, 50 clients, keys random in 100k) at pipelines 1
 # and 16 against every target, the target order rotating each round. It prints medians over
 # rounds, the ratio to Redis Cluster, and the CPU time the servers used per operation (all
-# their processes, from /proc). Then it loads 100k keys into each cluster and prints resident
-# memory per stored replica byte beside Redis Cluster's `used_memory`.
+# their processes, from /proc). Then it writes 1M SETs into each cluster and prints resident
+# memory per stored value byte (every replica's copy counted) beside Redis Cluster's
+# `used_memory`.
 #
 # Ports: 21000-21099 (Redis), 22000-22999 (Meridian); below the ephemeral range.
 set -euo pipefail
@@ -60,8 +61,8 @@ done
 rpids=$(for i in 0 1 2 3 4 5; do redis-cli -p $((rbase + i)) INFO server | sed -n 's/^process_id:\([0-9]*\).*/\1/p'; done | tr -d '\r' | xargs)
 
 # --- Meridian -------------------------------------------------------------------------------
-set_bucket() { # set_bucket HTTP_PORT JSON
-  curl -sf -X PUT "127.0.0.1:$1/buckets/default" -H 'content-type: application/json' -d "$2" >/dev/null
+set_bucket() { # set_bucket HOST:HTTP_PORT JSON
+  curl -sf -X PUT "$1/buckets/default" -H 'content-type: application/json' -d "$2" >/dev/null
 }
 start_up() { # start_up NAME BASE N [FLAGS...]: starts a cluster, echoes its server pids
   local name=$1 base=$2 n=$3; shift 3
@@ -72,15 +73,17 @@ start_up() { # start_up NAME BASE N [FLAGS...]: starts a cluster, echoes its ser
   echo "$p"
 }
 up_pid=$(start_up up 22000 2)
-set_bucket 23000 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1}'
+set_bucket 127.0.0.1:23000 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1,"read_fanout":"quorum"}'
 proc_parent=$(start_up processes 22100 2 --processes --config-dir "$out/processes")
-set_bucket 23100 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1}'
+set_bucket 127.0.0.2:23100 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1,"read_fanout":"quorum"}'
 proc_pids=$(pgrep -P "$proc_parent" | xargs)
 n3_pid=$(start_up up-n3 22200 3)
 "$bin" node --resp 127.0.0.1:22300 --http 127.0.0.1:22301 >"$out/single.log" 2>&1 &
 single_pid=$!; pids+=("$single_pid")
 for _ in $(seq 1 100); do redis-cli -p 22300 PING >/dev/null 2>&1 && break; sleep 0.1; done
 
+# `up --processes` puts node i on 127.0.0.(i+2).
+declare -A host=([redis]=127.0.0.1 [up]=127.0.0.1 [processes]=127.0.0.2 [up-n3]=127.0.0.1 [single]=127.0.0.1)
 declare -A port=([redis]=$rbase [up]=22000 [processes]=22100 [up-n3]=22200 [single]=22300)
 declare -A spids=([redis]="$rpids" [up]="$up_pid" [processes]="$proc_pids" [up-n3]="$n3_pid" [single]="$single_pid")
 targets=(redis up processes up-n3 single)
@@ -101,7 +104,7 @@ bench() { # bench TARGET ROUND PIPELINE REQUESTS TEST
   # shellcheck disable=SC2086
   before=$(cpu_ticks ${spids[$target]})
   local line
-  line=$(redis-benchmark "${cluster[@]}" -h 127.0.0.1 -p "${port[$target]}" -t "$5" -n "$4" -c 50 -d 500 \
+  line=$(redis-benchmark "${cluster[@]}" -h "${host[$target]}" -p "${port[$target]}" -t "$5" -n "$4" -c 50 -d 500 \
     -r 100000 -P "$3" --csv 2>"$out/last-bench.err" | tail -n 1 | tr -d '"')
   # shellcheck disable=SC2086
   after=$(cpu_ticks ${spids[$target]})
@@ -148,19 +151,35 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
-# --- memory: 100k keys of 500 bytes in every cluster ---------------------------------------------
+# --- memory: what each cluster holds after 1M SETs over its keyspace ----------------------------
+# `redis-benchmark --cluster` tags each key with its node's slot ({tag}:key), so the keyspace is
+# 100k keys per tag: count what is actually stored (all replicas) rather than assume it.
 rss_kb() { local t=0 p; for p in "$@"; do t=$((t + $(awk '/^VmRSS/ {print $2}' "/proc/$p/status"))); done; echo "$t"; }
-redis_used() { local t=0 i; for i in 0 1 2 3 4 5; do
-  t=$((t + $(redis-cli -p $((rbase + i)) INFO memory | tr -d '\r' | sed -n 's/^used_memory:\([0-9]*\)/\1/p')))
+redis_sum() { local t=0 i; for i in 0 1 2 3 4 5; do # redis_sum SECTION FIELD
+  t=$((t + $(redis-cli -p $((rbase + i)) INFO "$1" | tr -d '\r' | sed -n "s/^$2:\([0-9]*\).*/\1/p")))
 done; echo "$t"; }
-echo "target,replicas,rss_kb,redis_used_memory" >"$out/memory.csv"
+redis_keys() { local t=0 i; for i in 0 1 2 3 4 5; do
+  t=$((t + $(redis-cli -p $((rbase + i)) DBSIZE | tr -d '\r')))
+done; echo "$t"; }
+meridian_keys() { # meridian_keys TARGET: stored objects, every replica counted
+  local t=0 i h
+  for i in 0 1 2 3 4 5; do
+    h=127.0.0.1; [[ $1 == processes ]] && h=127.0.0.$((i + 2))
+    t=$((t + $(curl -sf "$h:$((${http[$1]} + i))/metrics" | sed -n 's/^meridian_engine_keys \([0-9]*\)/\1/p')))
+  done
+  echo "$t"
+}
+declare -A http=([up]=23000 [processes]=23100 [up-n3]=23200)
+echo "target,stored_copies,rss_kb,redis_used_memory" >"$out/memory.csv"
 for t in redis up processes up-n3; do
-  # 1M random SETs over 100k keys leave every key written (each is missed with p = e^-10).
-  redis-benchmark --cluster -h 127.0.0.1 -p "${port[$t]}" -t set -n 1000000 -c 50 -d 500 -r 100000 -P 16 -q \
+  redis-benchmark --cluster -h "${host[$t]}" -p "${port[$t]}" -t set -n 1000000 -c 50 -d 500 -r 100000 -P 16 -q \
     >/dev/null 2>&1
-  replicas=2; [[ $t == up-n3 ]] && replicas=3
-  # shellcheck disable=SC2086
-  echo "$t,$replicas,$(rss_kb ${spids[$t]}),$([[ $t == redis ]] && redis_used || echo 0)" >>"$out/memory.csv"
+  if [[ $t == redis ]]; then
+    echo "$t,$(redis_keys),$(rss_kb $rpids),$(redis_sum memory used_memory)" >>"$out/memory.csv"
+  else
+    # shellcheck disable=SC2086
+    echo "$t,$(meridian_keys "$t"),$(rss_kb ${spids[$t]}),0" >>"$out/memory.csv"
+  fi
 done
 
 python3 - "$csv" "$out/memory.csv" "$(getconf CLK_TCK)" <<'PY'
@@ -188,13 +207,13 @@ for t in ("redis", "up", "processes", "up-n3", "single"):
                   f"{med(pick(t, test, p, 'p50_ms')):.3f} / {med(pick(t, test, p, 'p99_ms')):.3f} | "
                   f"{cpu_us(t, test, p):.1f} | {cpu_us(t, test, p) / single:.1f}× |")
 print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 500-byte values, 50 clients, keys random in 100k")
-stored = lambda replicas: 100_000 * 500 * replicas
-print("\n| target | stored replica bytes | resident KiB | bytes per stored byte |")
+print("\n| target | stored copies (500-byte values) | resident MiB | resident bytes per stored value byte |")
 print("|---|---|---|---|")
 for r in csv.DictReader(open(sys.argv[2])):
-    n = int(r["replicas"])
+    copies = int(r["stored_copies"])
     rss = int(r["rss_kb"]) * 1024
-    extra = f" (used_memory {int(r['redis_used_memory']) / stored(n):.2f})" if r["target"] == "redis" else ""
-    print(f"| {r['target']} | {stored(n):,} | {int(r['rss_kb']):,} | {rss / stored(n):.2f}{extra} |")
+    extra = (f" (`used_memory`: {int(r['redis_used_memory']) / (copies * 500):.2f})"
+             if r["target"] == "redis" else "")
+    print(f"| {r['target']} | {copies:,} | {rss / 2**20:,.0f} | {rss / (copies * 500):.2f}{extra} |")
 PY
 echo "raw results: $csv, $out/memory.csv" >&2
