@@ -27,11 +27,11 @@
 
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
+use crate::timeline::{Content, Expect};
 use crate::{
     EventualNode, GetOptions, GetResult, PutOptions, PutResult, ReadMode, TlReadResult,
     TlWriteResult,
 };
-use crate::timeline::{Content, Expect};
 use bytes::Bytes;
 use meridian_cluster::{Props, bucket_and_key};
 

@@ -272,7 +272,10 @@ impl ObjectStore {
         let ctx = match ctx {
             Some(c) => c,
             None => {
-                own = local.as_ref().map(|o| o.clock().clone()).unwrap_or_default();
+                own = local
+                    .as_ref()
+                    .map(|o| o.clock().clone())
+                    .unwrap_or_default();
                 &own
             }
         };

@@ -510,5 +510,13 @@ impl Drop for SimCluster {
 /// crashes that took stored state (see `SimCluster::life_observer`): `id + 10 000 ·
 /// lives_lost`.
 pub fn life_id(id: NodeId, lives_lost: u32) -> NodeId {
-    NodeId(id.0 + 10_000 * lives_lost)
+    NodeId(id.0 + LIFE_STRIDE * lives_lost)
 }
+
+/// The machine whose life [`life_id`] names (the inverse of `life_id`): `(id, lives_lost)`.
+pub fn machine_of(life: NodeId) -> (NodeId, u32) {
+    (NodeId(life.0 % LIFE_STRIDE), life.0 / LIFE_STRIDE)
+}
+
+/// Machine ids stay below this; [`life_id`] adds multiples of it.
+const LIFE_STRIDE: u32 = 10_000;

@@ -45,6 +45,11 @@
 //!   re-insert over a tombstone, or the master's first write after a restart or a hand-over,
 //!   which the protocol issues in a new generation) or an insert by the arbiter over a
 //!   tombstone ([`IssueKind::Insert`]); a new reign below the highest one is reported. Each version issued once is [`check_forks`]' part.
+//!   With the apply log ([`check_single_writer_with`], as [`check_all`] runs it), a version
+//!   that a crash erased before any other replica stored it (its issuer's life ended with a
+//!   loss, and no other life ever applied it) took no effect: it is still judged, but the
+//!   next version is judged against the record before it (a hand-over lost that way never
+//!   reached the new master, so the old master, restarted, is master again).
 //! - [`check_migration`] (6): replaying each record's `recent` (origin DCs of the last `T`
 //!   writes, newest first, `T` the bucket's `migration_threshold`), a client write moves the
 //!   master iff `T > 0`, the last `T` origins are all one DC `d` and `d` is not the issuing
@@ -83,6 +88,9 @@
 //!
 //! - The checkers trust the logs for what was issued and applied; they cannot see a record
 //!   that was never logged.
+//! - Nor what a restarted node's disk kept: a version stored only in its issuer's life that
+//!   ended with a loss counts as erased even if that crash happened to keep it (a lossy crash
+//!   loses a tail of the unsynced batches, not necessarily the one holding that version).
 //! - Fenced versions are allowed anywhere below the key's highest reign: the checkers cannot
 //!   tell whether the deposed master really was cut off. A forced re-master deliberately
 //!   breaks the client guarantees (acknowledged writes of the old master are lost), so expect
@@ -575,7 +583,7 @@ pub fn check_all_with(
     Ok(vec![
         check_order(issued, applied),
         check_forks(issued, applied),
-        check_single_writer(issued),
+        check_single_writer_with(issued, applied),
         check_migration_with(issued, t, targets),
         check_reads(issued, history)?,
         check_tas(issued, history)?,
@@ -955,10 +963,67 @@ pub fn check_forks(issued: &[Issued], applied: &[Applied]) -> Verdict {
 
 /// Single writer (invariant 7): per key and reign, each version is issued by the master the
 /// reign's previous record names; new reigns open only through a forced re-master, a new
-/// generation by the record's master, or an insert over a tombstone.
+/// generation by the record's master, or an insert over a tombstone. Without the apply log
+/// every issued version counts (see [`check_single_writer_with`]).
 pub fn check_single_writer(issued: &[Issued]) -> Verdict {
+    check_single_writer_with(issued, &[])
+}
+
+/// The versions of each key that a crash erased: issued by a node that then lost the life in
+/// which it issued them (a crash under a lossy fsync policy, or a wipe, logged under a new
+/// [`crate::cluster::life_id`]) before any other replica stored them. Nothing outside that
+/// life ever held such a version, so it took no effect: a hand-over it carried never reached
+/// the new master, which never accepted writes under it, and the old master, restarted from
+/// what its disk kept, is again the master of the record it holds (it opens a new generation
+/// with its first write, so the erased version is never issued again).
+fn erased_versions<'a>(
+    issued: &'a [Issued],
+    applied: &[Applied],
+) -> BTreeSet<(&'a Key, TlVersion)> {
+    use crate::cluster::machine_of;
+    // Every life each machine ran under, as logged.
+    let mut lives: BTreeMap<NodeId, BTreeSet<u32>> = BTreeMap::new();
+    for a in applied {
+        let (m, life) = machine_of(a.node);
+        lives.entry(m).or_default().insert(life);
+    }
+    let mut holders: BTreeMap<(&Key, TlVersion), BTreeSet<NodeId>> = BTreeMap::new();
+    for a in applied {
+        holders.entry((&a.key, a.ver)).or_default().insert(a.node);
+    }
+    let mut erased = BTreeSet::new();
+    for i in issued {
+        let Some(h) = holders.get(&(&i.key, i.ver)) else {
+            continue;
+        };
+        // Stored by exactly one life, the issuer's own (its local apply)...
+        let mut it = h.iter();
+        let (Some(&only), None) = (it.next(), it.next()) else {
+            continue;
+        };
+        let (m, life) = machine_of(only);
+        // ...which then ended with a loss: the issuer ran under a later life.
+        if m == i.by_node
+            && lives
+                .get(&m)
+                .is_some_and(|l| l.range(life + 1..).next().is_some())
+        {
+            erased.insert((&i.key, i.ver));
+        }
+    }
+    erased
+}
+
+/// [`check_single_writer`], told by the apply log which versions a crash erased before any
+/// other replica stored them ([`erased_versions`]). Such a version must still have been issued
+/// by the right node, but it does not become its reign's last record: the next version is
+/// judged against the record before it. A version some other replica (or a later life of the
+/// issuer) stored is never erased, so a hand-over that reached anyone still binds the old
+/// master.
+pub fn check_single_writer_with(issued: &[Issued], applied: &[Applied]) -> Verdict {
     let mut verdict = Verdict::new("timeline-single-writer");
     let issues = issues_by_key(issued);
+    let erased = erased_versions(issued, applied);
     let (mut handovers, mut forced, mut fenced) = (0usize, 0usize, 0usize);
     for (&key, recs) in &issues {
         let mut f = Findings::new(key);
@@ -1134,6 +1199,10 @@ pub fn check_single_writer(issued: &[Issued]) -> Verdict {
                     }
                 },
             }
+            if erased.contains(&(key, r.ver)) {
+                // Erased by a crash before anyone else stored it: it took no effect.
+                continue;
+            }
             if r.kind == IssueKind::Write && r.new_master_node != r.by_node {
                 handovers += 1;
                 handed.insert((here, r.by_node), r);
@@ -1144,9 +1213,10 @@ pub fn check_single_writer(issued: &[Issued]) -> Verdict {
     }
     verdict.checked = format!(
         "{} issued versions on {} keys ({handovers} hand-overs, {forced} forced re-masters, \
-         {fenced} versions by deposed masters)",
+         {fenced} versions by deposed masters, {} erased by crashes)",
         issued.len(),
-        issues.len()
+        issues.len(),
+        erased.len()
     );
     verdict
 }
@@ -2301,6 +2371,55 @@ mod tests {
         fails(
             &check_migration(&t.issued, 3),
             "inserted 1.0.1 at 10µs naming n5 (dc2)",
+        );
+    }
+
+    /// n1 (dc0) masters k and hands it to n3 (dc1) with 1.0.4; `n3_got_it`: n3 stored it.
+    /// n1 then crashes losing its unsynced writes (its next life logs as n10001), and writes
+    /// again in a new generation over 1.0.3, the record its disk kept.
+    fn lost_hand_over(n3_got_it: bool) -> Trace {
+        let mut t = base();
+        hand_to(t.issue(v(1, 0, 4), (1, 0), 1, Some("d"), 40), (3, 1));
+        t.apply(1, v(1, 0, 4), Some("d"), 40);
+        if n3_got_it {
+            t.apply(3, v(1, 0, 4), Some("d"), 45);
+        }
+        t.issue(v(2, 0, 1), (1, 0), 0, Some("e"), 60);
+        t.apply(10_001, v(2, 0, 1), Some("e"), 60);
+        t
+    }
+
+    #[test]
+    fn a_hand_over_a_crash_erased_everywhere_does_not_bind_the_old_master() {
+        // Regression (timeline-fsync seed 20, 20 s): the issue log alone shows n1 writing
+        // after it handed the record over.
+        let t = lost_hand_over(false);
+        fails(
+            &check_single_writer(&t.issued),
+            "two writers: n1 re-inserted with 2.0.1",
+        );
+        // The apply log shows nobody else ever held 1.0.4, and n1 lost the life that did.
+        let writer = check_single_writer_with(&t.issued, &t.applied);
+        assert!(writer.passed(), "{writer}");
+        assert!(writer.checked.contains("1 erased by crashes"), "{writer}");
+        for verdict in [
+            check_order(&t.issued, &t.applied),
+            check_forks(&t.issued, &t.applied),
+        ] {
+            assert!(verdict.passed(), "{verdict}");
+        }
+        // A hand-over the new master stored binds the old master, crash or not.
+        let t = lost_hand_over(true);
+        fails(
+            &check_single_writer_with(&t.issued, &t.applied),
+            "two writers: n1 re-inserted with 2.0.1",
+        );
+        // So does one the old master's life still holds (it never lost a life).
+        let mut t = lost_hand_over(false);
+        t.applied.last_mut().unwrap().node = NodeId(1);
+        fails(
+            &check_single_writer_with(&t.issued, &t.applied),
+            "two writers: n1 re-inserted with 2.0.1",
         );
     }
 

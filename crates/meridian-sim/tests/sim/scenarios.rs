@@ -308,6 +308,24 @@ fn regression_a_master_losing_unsynced_records_never_reissues_a_version() {
     );
 }
 
+/// `timeline-fsync` seed 20 with the CI sweep's 20 s workload: master n4 of `tl:k11` issued
+/// `…8286951.0.2` handing the record to n1, then crashed before sending it anywhere and lost
+/// it with its unsynced batches. Restarted, n4 held `…0.1` naming itself, confirmed it with
+/// n1 and n3 (neither had anything newer), and wrote `…0637061.0.1` in a new generation: the
+/// protocol's behaviour, one writer at every instant. The single-writer checker judged by the
+/// issue log alone and took the erased hand-over as binding; it now reads the apply log, and
+/// a version only the issuer's lost life ever stored takes no effect.
+#[test]
+fn regression_a_hand_over_a_crash_erased_binds_nobody() {
+    let mut s = scenario("timeline-fsync").unwrap();
+    s.duration = Duration::from_secs(20);
+    let r = run(&s, 20);
+    assert!(
+        r.passed,
+        "replay: meridian sim --scenario timeline-fsync --seed 20 --duration 20s\n{r}"
+    );
+}
+
 /// `timeline-force` seed 1: the deposed masters issued 194 versions after the forced
 /// re-master, all discarded at the heal, but `timeline_fenced_total` stayed 0 (only a deposed
 /// master's new generation counted). Every record of a lower master epoch counts now.
