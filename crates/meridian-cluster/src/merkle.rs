@@ -520,9 +520,7 @@ impl MerkleTree {
     /// does not touch inner nodes. Returns the previous item hash.
     fn set_item(&mut self, seg: SegmentId, key: &[u8], new: Option<u128>) -> Option<u128> {
         if self.keys.is_empty() {
-            if new.is_none() {
-                return None;
-            }
+            new?;
             self.keys = vec![Vec::new(); self.config.segments() as usize];
         }
         let entries = &mut self.keys[seg.0 as usize];
