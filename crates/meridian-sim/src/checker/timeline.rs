@@ -584,7 +584,7 @@ pub fn check_all_with(
         check_order(issued, applied),
         check_forks(issued, applied),
         check_single_writer_with(issued, applied),
-        check_migration_with(issued, t, targets),
+        check_migration_with_applied(issued, applied, t, targets),
         check_reads(issued, history)?,
         check_tas(issued, history)?,
         check_linearizability(issued, history)?,
@@ -1270,6 +1270,20 @@ pub type MigrationTargets = BTreeMap<(Key, TlVersion), MigrationTarget>;
 /// and a write by a master that is no longer a primary may move the mastership to any replica.
 /// Writes missing from `targets` are judged as by [`check_migration`].
 pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTargets) -> Verdict {
+    check_migration_with_applied(issued, &[], t, targets)
+}
+
+/// [`check_migration_with`], told by the apply log which versions a crash erased before any
+/// other replica stored them (as in [`check_single_writer_with`]): such a version is judged,
+/// but its origin does not enter the window of the versions after it (the master that issued
+/// it restarted without it, so its next write extends the record before it).
+pub fn check_migration_with_applied(
+    issued: &[Issued],
+    applied: &[Applied],
+    t: usize,
+    targets: &MigrationTargets,
+) -> Verdict {
+    let erased = erased_versions(issued, applied);
     let mut verdict = Verdict::new("timeline-migration");
     let issues = issues_by_key(issued);
     let (mut writes, mut migrations, mut excused, mut handovers) = (0usize, 0, 0, 0);
@@ -1426,6 +1440,9 @@ pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTarg
                     }
                 }
                 IssueKind::ForceMaster => {}
+            }
+            if erased.contains(&(key, r.ver)) {
+                continue;
             }
             window_of.push((r, recent.clone()));
             recent_of.insert(here, recent);
@@ -2408,6 +2425,16 @@ mod tests {
         ] {
             assert!(verdict.passed(), "{verdict}");
         }
+        // Nor does an erased write count in the migration window: n1's dc1 write 1.0.4 (from
+        // the lost life) and its next dc1 write 2.0.1 follow 1.0.3 from dc1, yet only two of
+        // the surviving last three came from dc1, so 2.0.1 rightly kept the master.
+        let mut t = lost_hand_over(false);
+        t.issued[3].new_master_node = NodeId(1);
+        t.issued[3].new_master_dc = DcId(0);
+        t.issued[4].origin_dc = DcId(1);
+        fails(&check_migration(&t.issued, 3), "missed migration");
+        let migration = check_migration_with_applied(&t.issued, &t.applied, 3, &BTreeMap::new());
+        assert!(migration.passed(), "{migration}");
         // A hand-over the new master stored binds the old master, crash or not.
         let t = lost_hand_over(true);
         fails(
