@@ -584,7 +584,7 @@ pub fn check_all_with(
         check_order(issued, applied),
         check_forks(issued, applied),
         check_single_writer_with(issued, applied),
-        check_migration_with(issued, t, targets),
+        check_migration_with_applied(issued, applied, t, targets),
         check_reads(issued, history)?,
         check_tas(issued, history)?,
         check_linearizability(issued, history)?,
@@ -972,26 +972,28 @@ pub fn check_single_writer(issued: &[Issued]) -> Verdict {
 /// The versions of each key that a crash erased: issued by a node that then lost the life in
 /// which it issued them (a crash under a lossy fsync policy, or a wipe, logged under a new
 /// [`crate::cluster::life_id`]) before any other replica stored them. Nothing outside that
-/// life ever held such a version, so it took no effect: a hand-over it carried never reached
-/// the new master, which never accepted writes under it, and the old master, restarted from
-/// what its disk kept, is again the master of the record it holds (it opens a new generation
-/// with its first write, so the erased version is never issued again).
+/// life ever held such a version, and after that life's last logged apply nothing acted on it
+/// again: a hand-over it carried never reached the new master, which never accepted writes
+/// under it, and the old master, restarted from what its disk kept, is again the master of
+/// the record it holds (it opens a new generation with its first write, so the erased version
+/// is never issued again). Mapped to that time: until then (in the same life) it is in effect.
 fn erased_versions<'a>(
     issued: &'a [Issued],
     applied: &[Applied],
-) -> BTreeSet<(&'a Key, TlVersion)> {
+) -> BTreeMap<(&'a Key, TlVersion), Micros> {
     use crate::cluster::machine_of;
-    // Every life each machine ran under, as logged.
-    let mut lives: BTreeMap<NodeId, BTreeSet<u32>> = BTreeMap::new();
+    // Every life each machine ran under, as logged, with the time of its last apply.
+    let mut lives: BTreeMap<NodeId, BTreeMap<u32, Micros>> = BTreeMap::new();
     for a in applied {
         let (m, life) = machine_of(a.node);
-        lives.entry(m).or_default().insert(life);
+        let last = lives.entry(m).or_default().entry(life).or_insert(a.at);
+        *last = (*last).max(a.at);
     }
     let mut holders: BTreeMap<(&Key, TlVersion), BTreeSet<NodeId>> = BTreeMap::new();
     for a in applied {
         holders.entry((&a.key, a.ver)).or_default().insert(a.node);
     }
-    let mut erased = BTreeSet::new();
+    let mut erased = BTreeMap::new();
     for i in issued {
         let Some(h) = holders.get(&(&i.key, i.ver)) else {
             continue;
@@ -1004,14 +1006,23 @@ fn erased_versions<'a>(
         let (m, life) = machine_of(only);
         // ...which then ended with a loss: the issuer ran under a later life.
         if m == i.by_node
-            && lives
-                .get(&m)
-                .is_some_and(|l| l.range(life + 1..).next().is_some())
+            && let Some(l) = lives.get(&m)
+            && l.range(life + 1..).next().is_some()
         {
-            erased.insert((&i.key, i.ver));
+            erased.insert((&i.key, i.ver), l[&life]);
         }
     }
     erased
+}
+
+/// Whether `v` of `key` was erased by a crash before `at` ([`erased_versions`]).
+fn erased_before(
+    erased: &BTreeMap<(&Key, TlVersion), Micros>,
+    key: &Key,
+    v: TlVersion,
+    at: Micros,
+) -> bool {
+    erased.get(&(key, v)).is_some_and(|&end| end < at)
 }
 
 /// [`check_single_writer`], told by the apply log which versions a crash erased before any
@@ -1027,12 +1038,27 @@ pub fn check_single_writer_with(issued: &[Issued], applied: &[Applied]) -> Verdi
     let (mut handovers, mut forced, mut fenced) = (0usize, 0usize, 0usize);
     for (&key, recs) in &issues {
         let mut f = Findings::new(key);
-        // The last record of each reign: the master it names is the reign's only writer.
-        let mut reigns: BTreeMap<Reign, &Issued> = BTreeMap::new();
+        // The records of each reign in issue order; the last one in effect names the reign's
+        // only writer.
+        let mut chains: BTreeMap<Reign, Vec<&Issued>> = BTreeMap::new();
         // The last record with which each node handed a reign over to another.
         let mut handed: BTreeMap<(Reign, NodeId), &Issued> = BTreeMap::new();
         for &r in recs {
             let here = reign(r.ver);
+            // Versions a crash erased before this issue took no effect from then on.
+            for chain in chains.values_mut() {
+                while chain
+                    .last()
+                    .is_some_and(|l| erased_before(&erased, key, l.ver, r.at))
+                {
+                    chain.pop();
+                }
+            }
+            chains.retain(|_, c| !c.is_empty());
+            let reigns: BTreeMap<Reign, &Issued> = chains
+                .iter()
+                .map(|(&k, c)| (k, *c.last().expect("non-empty")))
+                .collect();
             let highest = reigns.last_key_value().map(|(&h, &last)| (h, last));
             if r.kind == IssueKind::ForceMaster && r.new_master_node != r.by_node {
                 f.add(
@@ -1199,15 +1225,11 @@ pub fn check_single_writer_with(issued: &[Issued], applied: &[Applied]) -> Verdi
                     }
                 },
             }
-            if erased.contains(&(key, r.ver)) {
-                // Erased by a crash before anyone else stored it: it took no effect.
-                continue;
-            }
             if r.kind == IssueKind::Write && r.new_master_node != r.by_node {
                 handovers += 1;
                 handed.insert((here, r.by_node), r);
             }
-            reigns.insert(here, r);
+            chains.entry(here).or_default().push(r);
         }
         f.report(&mut verdict);
     }
@@ -1270,16 +1292,47 @@ pub type MigrationTargets = BTreeMap<(Key, TlVersion), MigrationTarget>;
 /// and a write by a master that is no longer a primary may move the mastership to any replica.
 /// Writes missing from `targets` are judged as by [`check_migration`].
 pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTargets) -> Verdict {
+    check_migration_with_applied(issued, &[], t, targets)
+}
+
+/// [`check_migration_with`], told by the apply log which versions a crash erased before any
+/// other replica stored them (as in [`check_single_writer_with`]): such a version is judged,
+/// but its origin does not enter the window of the versions after it (the master that issued
+/// it restarted without it, so its next write extends the record before it).
+pub fn check_migration_with_applied(
+    issued: &[Issued],
+    applied: &[Applied],
+    t: usize,
+    targets: &MigrationTargets,
+) -> Verdict {
+    let erased = erased_versions(issued, applied);
     let mut verdict = Verdict::new("timeline-migration");
     let issues = issues_by_key(issued);
     let (mut writes, mut migrations, mut excused, mut handovers) = (0usize, 0, 0, 0);
     for (&key, recs) in &issues {
         let mut f = Findings::new(key);
-        let mut recent_of: BTreeMap<Reign, Window> = BTreeMap::new();
+        // Each reign's versions in issue order, with their windows; the last one in effect
+        // carries the reign's window.
+        let mut chains: BTreeMap<Reign, Vec<(TlVersion, Window)>> = BTreeMap::new();
         // Each issued version's window, and its content, for forced re-masters.
         let mut window_of: Vec<(&Issued, Window)> = Vec::new();
         for &r in recs {
             let here = reign(r.ver);
+            // Versions a crash erased before this issue took no effect from then on.
+            for chain in chains.values_mut() {
+                while chain
+                    .last()
+                    .is_some_and(|(v, _)| erased_before(&erased, key, *v, r.at))
+                {
+                    chain.pop();
+                }
+            }
+            chains.retain(|_, c| !c.is_empty());
+            window_of.retain(|(i, _)| !erased_before(&erased, key, i.ver, r.at));
+            let recent_of: BTreeMap<Reign, Window> = chains
+                .iter()
+                .map(|(&k, c)| (k, c.last().expect("non-empty").1.clone()))
+                .collect();
             // A forced re-master copies the record its new master held: continue that
             // version's window (found by content, unique per write), not the window of the
             // deposed master's later writes, which that replica may never have received.
@@ -1428,7 +1481,7 @@ pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTarg
                 IssueKind::ForceMaster => {}
             }
             window_of.push((r, recent.clone()));
-            recent_of.insert(here, recent);
+            chains.entry(here).or_default().push((r.ver, recent));
         }
         f.report(&mut verdict);
     }
@@ -2408,6 +2461,16 @@ mod tests {
         ] {
             assert!(verdict.passed(), "{verdict}");
         }
+        // Nor does an erased write count in the migration window: n1's dc1 write 1.0.4 (from
+        // the lost life) and its next dc1 write 2.0.1 follow 1.0.3 from dc1, yet only two of
+        // the surviving last three came from dc1, so 2.0.1 rightly kept the master.
+        let mut t = lost_hand_over(false);
+        t.issued[3].new_master_node = NodeId(1);
+        t.issued[3].new_master_dc = DcId(0);
+        t.issued[4].origin_dc = DcId(1);
+        fails(&check_migration(&t.issued, 3), "missed migration");
+        let migration = check_migration_with_applied(&t.issued, &t.applied, 3, &BTreeMap::new());
+        assert!(migration.passed(), "{migration}");
         // A hand-over the new master stored binds the old master, crash or not.
         let t = lost_hand_over(true);
         fails(
