@@ -64,20 +64,20 @@ rpids=$(for i in 0 1 2 3 4 5; do redis-cli -p $((rbase + i)) INFO server | sed -
 set_bucket() { # set_bucket HOST:HTTP_PORT JSON
   curl -sf -X PUT "$1/buckets/default" -H 'content-type: application/json' -d "$2" >/dev/null
 }
-start_up() { # start_up NAME BASE N [FLAGS...]: starts a cluster, echoes its server pids
+started=
+start_up() { # start_up NAME BASE N [FLAGS...]: starts a cluster; its pid in $started
   local name=$1 base=$2 n=$3; shift 3
   "$bin" up --dcs 2 --nodes-per-dc 3 --n "$n" --base-port "$base" "$@" >"$out/$name.log" 2>&1 &
-  local p=$!
-  pids+=("$p")
+  started=$!
+  pids+=("$started")
   wait_for "$out/$name.log" '^ready'
-  echo "$p"
 }
-up_pid=$(start_up up 22000 2)
+start_up up 22000 2; up_pid=$started
 set_bucket 127.0.0.1:23000 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1,"read_fanout":"quorum"}'
-proc_parent=$(start_up processes 22100 2 --processes --config-dir "$out/processes")
+start_up processes 22100 2 --processes --config-dir "$out/processes"; proc_parent=$started
 set_bucket 127.0.0.2:23100 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1,"read_fanout":"quorum"}'
 proc_pids=$(pgrep -P "$proc_parent" | xargs)
-n3_pid=$(start_up up-n3 22200 3)
+start_up up-n3 22200 3; n3_pid=$started
 "$bin" node --resp 127.0.0.1:22300 --http 127.0.0.1:22301 >"$out/single.log" 2>&1 &
 single_pid=$!; pids+=("$single_pid")
 for _ in $(seq 1 100); do redis-cli -p 22300 PING >/dev/null 2>&1 && break; sleep 0.1; done

@@ -213,8 +213,14 @@ impl MerkleConfig {
     /// `key_hash(bucket, key) mod segments`. This is how the caller selects the keys of a
     /// segment when scanning its engine.
     pub fn segment_of(self, key: &[u8]) -> SegmentId {
+        self.segment_of_hash(Self::hash_of(key))
+    }
+
+    /// The [`key_hash`] of a flat key (`bucket:key`, split by [`bucket_and_key`]); its low
+    /// bits are the key's segment.
+    pub fn hash_of(key: &[u8]) -> u64 {
         let (bucket, k) = bucket_and_key(key);
-        self.segment_of_hash(key_hash(bucket, k))
+        key_hash(bucket, k)
     }
 
     /// The segment of a key whose [`key_hash`] is `h`: its low `log2 segments` bits.
@@ -268,12 +274,28 @@ pub struct MerkleTree {
     config: MerkleConfig,
     /// `levels[0] = [root]`, …, `levels[depth]` = the segment hashes.
     levels: Vec<Vec<u128>>,
-    /// Indexed by segment: its keys with their item hashes, sorted by key. Empty (no
-    /// allocation at all) until the first key arrives; then one slot per segment, so a write
-    /// finds its segment with one index instead of a walk down a map of segments (which was
-    /// the cluster write path's costliest step: a chain of cache misses per write).
-    keys: Vec<Vec<(Bytes, u128)>>,
+    /// Indexed by segment: its keys with their item hashes, sorted by (key hash, key). Empty
+    /// (no allocation at all) until the first key arrives; then one slot per segment, so a
+    /// write finds its segment with one index and its key by a binary search over the inline
+    /// 64-bit hashes, touching one key's bytes — not a walk down maps of segments and keys
+    /// (profiled: the cluster write path's costliest step, a chain of cache misses per write,
+    /// worst when a hash tag puts many keys in one partition).
+    keys: Vec<Vec<Entry>>,
     len: usize,
+}
+
+/// One key of a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    /// The key's [`key_hash`] (what the segment list is sorted by, before the key).
+    hash: u64,
+    key: Bytes,
+    item: u128,
+}
+
+/// Where `key` (of hash `hash`) is, or would be, in a segment's sorted list.
+fn find(entries: &[Entry], hash: u64, key: &[u8]) -> Result<usize, usize> {
+    entries.binary_search_by(|e| e.hash.cmp(&hash).then_with(|| e.key[..].cmp(key)))
 }
 
 impl PartialEq for MerkleTree {
@@ -316,8 +338,7 @@ impl MerkleTree {
         let mut t = MerkleTree::new(config);
         for (k, d) in entries {
             let (k, d) = (k.as_ref(), d.as_ref());
-            let seg = config.segment_of(k);
-            t.set_item(seg, k, Some(item_hash(k, d)));
+            t.set_item(MerkleConfig::hash_of(k), k, Some(item_hash(k, d)));
         }
         t.recompute_inner();
         t
@@ -357,21 +378,21 @@ impl MerkleTree {
     /// Returns the previous item hash. Recomputes only the path from the key's segment to the
     /// root, and nothing when the item hash is unchanged.
     pub fn update(&mut self, key: &[u8], digest: Option<&[u8]>) -> Option<u128> {
-        let seg = self.config.segment_of(key);
+        let hash = MerkleConfig::hash_of(key);
         let new = digest.map(|d| item_hash(key, d));
-        let old = self.set_item(seg, key, new);
+        let old = self.set_item(hash, key, new);
         if old != new {
-            self.recompute_path(seg);
+            self.recompute_path(self.config.segment_of_hash(hash));
         }
         old
     }
 
     /// The item hash stored for `key`, if present.
     pub fn get(&self, key: &[u8]) -> Option<u128> {
-        let seg = self.config.segment_of(key);
-        let entries = self.segment(seg);
-        let i = entries.binary_search_by(|(k, _)| k[..].cmp(key)).ok()?;
-        Some(entries[i].1)
+        let hash = MerkleConfig::hash_of(key);
+        let entries = self.segment(self.config.segment_of_hash(hash));
+        let i = find(entries, hash, key).ok()?;
+        Some(entries[i].item)
     }
 
     /// The root hash.
@@ -417,11 +438,18 @@ impl MerkleTree {
 
     /// The keys of `segment` with their item hashes, in key order.
     pub fn segment_entries(&self, segment: SegmentId) -> impl Iterator<Item = (&Bytes, u128)> {
-        self.segment(segment).iter().map(|(k, h)| (k, *h))
+        // Stored by hash for the write path; this (rare, anti-entropy) reader sorts by key.
+        let mut entries: Vec<(&Bytes, u128)> = self
+            .segment(segment)
+            .iter()
+            .map(|e| (&e.key, e.item))
+            .collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        entries.into_iter()
     }
 
     /// The sorted `(key, item hash)` entries of `segment` (empty outside the tree).
-    fn segment(&self, segment: SegmentId) -> &[(Bytes, u128)] {
+    fn segment(&self, segment: SegmentId) -> &[Entry] {
         self.keys.get(segment.0 as usize).map_or(&[], Vec::as_slice)
     }
 
@@ -518,18 +546,19 @@ impl MerkleTree {
 
     /// Sets (or removes) `key`'s item hash in the map and XORs the segment hash accordingly;
     /// does not touch inner nodes. Returns the previous item hash.
-    fn set_item(&mut self, seg: SegmentId, key: &[u8], new: Option<u128>) -> Option<u128> {
+    fn set_item(&mut self, hash: u64, key: &[u8], new: Option<u128>) -> Option<u128> {
+        let seg = self.config.segment_of_hash(hash);
         if self.keys.is_empty() {
             new?;
             self.keys = vec![Vec::new(); self.config.segments() as usize];
         }
         let entries = &mut self.keys[seg.0 as usize];
-        let at = entries.binary_search_by(|(k, _)| k[..].cmp(key));
-        let old = match (at, new) {
-            (Ok(i), Some(h)) => Some(std::mem::replace(&mut entries[i].1, h)),
-            (Ok(i), None) => Some(entries.remove(i).1),
-            (Err(i), Some(h)) => {
-                entries.insert(i, (Bytes::copy_from_slice(key), h));
+        let old = match (find(entries, hash, key), new) {
+            (Ok(i), Some(h)) => Some(std::mem::replace(&mut entries[i].item, h)),
+            (Ok(i), None) => Some(entries.remove(i).item),
+            (Err(i), Some(item)) => {
+                let key = Bytes::copy_from_slice(key);
+                entries.insert(i, Entry { hash, key, item });
                 None
             }
             (Err(_), None) => None,
