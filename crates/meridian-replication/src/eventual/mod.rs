@@ -301,10 +301,12 @@ impl Node {
         // waited.
         let mut remote;
         let outcome = loop {
+            // An answer already waiting is taken before the timers are polled, so a read
+            // its local replica answers registers no timer at all.
             let next = tokio::select! {
                 biased;
-                _ = sleep_until(deadline) => None,
                 r = rx.recv() => r,
+                _ = sleep_until(deadline) => None,
                 _ = sleep_until(hedge_at), if asked < entries.len() => {
                     ask(entries[asked]);
                     asked += 1;
