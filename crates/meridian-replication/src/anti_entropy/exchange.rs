@@ -14,7 +14,6 @@ use meridian_core::{NodeId, PartitionId};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 /// Anti-entropy's state on a node.
@@ -70,9 +69,7 @@ impl Node {
             return;
         }
         // Like hand-off: the first round after one interval plus a seeded jitter.
-        let first = Instant::now() + every + self.start_offset(every / 4);
-        let mut tick = tokio::time::interval_at(first, every);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tick = self.ticker(every, every / 4, every);
         loop {
             tokio::select! {
                 biased;

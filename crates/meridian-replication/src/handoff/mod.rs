@@ -19,7 +19,6 @@ pub use messages::HandoffMsg;
 use ownership::Ownership;
 use parking_lot::Mutex;
 use std::sync::atomic::AtomicBool;
-use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 /// Handoff's state on a node.
@@ -55,9 +54,7 @@ impl Node {
         let every = self.kernel().cfg.handoff_interval;
         // No round at start-up: the first comes after one interval (plus a seeded jitter of
         // up to a quarter interval, so nodes do not hand off in lockstep).
-        let first = Instant::now() + every + self.start_offset(every / 4);
-        let mut tick = tokio::time::interval_at(first, every);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut tick = self.ticker(every, every / 4, every);
         loop {
             tokio::select! {
                 biased;

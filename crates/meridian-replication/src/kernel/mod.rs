@@ -525,11 +525,24 @@ impl Node {
         Duration::from_millis(self.kernel().rng.lock().random_range(0..ms))
     }
 
-    async fn heartbeats(self, shutdown: CancellationToken) {
-        let every = self.kernel().cfg.heartbeat_interval;
-        let first = Instant::now() + self.start_offset(every);
+    /// The ticker of a periodic task: its first tick after `delay` plus a seeded jitter in
+    /// `[0, jitter)` (so nodes do not act in lockstep), then every `every`; a late tick delays
+    /// the next ones rather than bunching them.
+    pub(crate) fn ticker(
+        &self,
+        delay: Duration,
+        jitter: Duration,
+        every: Duration,
+    ) -> tokio::time::Interval {
+        let first = Instant::now() + delay + self.start_offset(jitter);
         let mut tick = tokio::time::interval_at(first, every);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        tick
+    }
+
+    async fn heartbeats(self, shutdown: CancellationToken) {
+        let every = self.kernel().cfg.heartbeat_interval;
+        let mut tick = self.ticker(Duration::ZERO, every, every);
         loop {
             tokio::select! {
                 biased;
