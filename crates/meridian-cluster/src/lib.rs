@@ -12,6 +12,7 @@
 //! | [`layout`] | DC-rule claim, rebalance, validation, handoff diff |
 //! | [`mod@preflist`] | primaries and fallbacks for one request, local DC first |
 //! | [`quorum`] | parameters, pre-checks, GET/PUT reply tallies |
+//! | [`selection`] | replica selection per bucket, and the load replicas report with reads |
 //! | [`dvv`] | dotted version vector sets: writes, merges, opaque contexts |
 //! | [`failure`] | phi-accrual failure detection from heartbeat arrival times |
 //! | [`merkle`] | anti-entropy Merkle trees: incremental segment hashes, diff and exchange |
@@ -25,6 +26,7 @@ pub mod merkle;
 pub mod preflist;
 pub mod quorum;
 pub mod ring;
+pub mod selection;
 pub mod topology;
 
 pub use dvv::{
@@ -46,4 +48,5 @@ pub use quorum::{
 pub use ring::{
     DEFAULT_BUCKET, Ring, SLOTS, bucket_and_key, crc16_xmodem, hash_tag, key_hash, slot_of,
 };
+pub use selection::{ReplicaLoad, ReplicaSelection};
 pub use topology::{Member, Topology};

@@ -33,6 +33,7 @@
 
 use crate::error::QuorumError;
 use crate::preflist::Preflist;
+use crate::selection::ReplicaSelection;
 use meridian_core::{DcId, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -165,6 +166,8 @@ pub struct Props {
     pub hedge_ms: Option<u64>,
     /// Whole-request timeout, milliseconds.
     pub timeout_ms: Option<u64>,
+    /// Which replicas a read asks first.
+    pub replica_selection: Option<ReplicaSelection>,
 }
 
 /// Fully resolved parameters (symbolic values kept until N is applied).
@@ -198,6 +201,8 @@ pub struct Params {
     pub hedge_ms: u64,
     /// Default 60000.
     pub timeout_ms: u64,
+    /// Default `local_first`.
+    pub replica_selection: ReplicaSelection,
 }
 
 impl Default for Params {
@@ -217,6 +222,7 @@ impl Default for Params {
             read_fanout: ReadFanout::All,
             hedge_ms: 50,
             timeout_ms: 60_000,
+            replica_selection: ReplicaSelection::LocalFirst,
         }
     }
 }
@@ -245,6 +251,7 @@ impl Params {
             read_fanout: pick!(read_fanout),
             hedge_ms: pick!(hedge_ms),
             timeout_ms: pick!(timeout_ms),
+            replica_selection: pick!(replica_selection),
         }
     }
 

@@ -111,6 +111,7 @@ impl TryFrom<BucketTable> for BucketProps {
             return Err(format!(
                 "unknown bucket property `{key}`: expected type, n_val, r, w, dw, pr, pw, \
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
+                 replica_selection, \
                  hedge_ms, timeout_ms, dc_rule, migration_threshold, timeline_w, \
                  initial_master, master_timeout_ms or read_latest_fanout"
             ));

@@ -16,7 +16,7 @@
 
 use super::types::{PutOptions, PutResult};
 use crate::error::ReplicationError;
-use meridian_cluster::Object;
+use meridian_cluster::{Object, ReplicaLoad};
 use meridian_core::NodeId;
 use serde::{Deserialize, Serialize};
 
@@ -30,8 +30,14 @@ pub enum EventualMsg {
         /// The primary the receiver stands in for, if it is a fallback.
         hint_for: Option<NodeId>,
     },
-    /// The answer to [`EventualMsg::Get`]: the stored object, or `None` (notfound).
-    GetReply(Option<Object>),
+    /// The answer to [`EventualMsg::Get`]: the stored object, or `None` (notfound), with the
+    /// replica's load when it served the read (replica selection's feedback).
+    GetReply {
+        /// The stored object.
+        object: Option<Object>,
+        /// The replica's queue length and service time for this read.
+        load: ReplicaLoad,
+    },
     /// Merge `object` into `key` (a PUT's fan-out, or a hand-off) and acknowledge.
     Replicate {
         /// The client key.

@@ -81,7 +81,7 @@ use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
     ApEntry, AplSummary, FailKind, GetReply, GetTally, Preflist, PutTally, QuorumError, ReadFanout,
-    Role, bucket_and_key, precheck_get, precheck_put,
+    ReplicaLoad, Role, bucket_and_key, precheck_get, precheck_put,
 };
 use meridian_core::NodeId;
 use meridian_net::NetError;
@@ -107,12 +107,17 @@ impl Protocol for Eventual {
                     return;
                 };
                 let store = &node.kernel().store;
+                let started = Instant::now();
                 let r = match hint_for {
                     Some(n) => store.get_hint(n, &key),
                     None => store.get(&key),
                 };
+                let load = ReplicaLoad {
+                    queue: u32::try_from(req.backlog).unwrap_or(u32::MAX),
+                    service_us: u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX),
+                };
                 req.answer(match r {
-                    Ok(o) => Msg::Eventual(EventualMsg::GetReply(o)),
+                    Ok(object) => Msg::Eventual(EventualMsg::GetReply { object, load }),
                     Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
                 });
             }
@@ -159,7 +164,7 @@ impl Protocol for Eventual {
                     req.answer(EventualMsg::ForwardReply(r));
                 });
             }
-            other @ (EventualMsg::GetReply(_)
+            other @ (EventualMsg::GetReply { .. }
             | EventualMsg::Ack { .. }
             | EventualMsg::ForwardReply(_)) => req.unexpected(node, &other),
         }
@@ -268,15 +273,18 @@ impl Node {
                 let _ = tx.send((e, r.map_err(|_| FailKind::Error)));
                 return;
             }
-            let (t, tx, key) = (self.kernel().transport.clone(), tx.clone(), key.to_vec());
+            let (node, tx, key) = (self.clone(), tx.clone(), key.to_vec());
             tokio::spawn(async move {
                 let timeout = deadline.saturating_duration_since(Instant::now());
                 let msg = Msg::Eventual(EventualMsg::Get {
                     key,
                     hint_for: hint,
                 });
-                let a = match t.request(e.node, msg, timeout).await {
-                    Ok(Msg::Eventual(EventualMsg::GetReply(o))) => Ok(o),
+                let a = match node.kernel().transport.request(e.node, msg, timeout).await {
+                    Ok(Msg::Eventual(EventualMsg::GetReply { object, load })) => {
+                        node.note_load(e.node, load);
+                        Ok(object)
+                    }
                     Ok(Msg::Error(re)) => Err(remote_fail(&re)),
                     Ok(_) => Err(FailKind::Error),
                     Err(ne) => Err(fail_kind(&ne)),
@@ -284,8 +292,12 @@ impl Node {
                 let _ = tx.send((e, a));
             });
         };
-        // `all`: the whole apl at once. `quorum`: R first, more on failure or hedge timeout.
-        let entries = apl.entries();
+        // The bucket's replica selection orders the replicas; `all` asks them all at once,
+        // `quorum` the first R, more on failure or hedge timeout.
+        let mut entries = apl.entries().to_vec();
+        params
+            .replica_selection
+            .order(&mut entries, |n| self.replica_load(n));
         let mut asked = match params.read_fanout {
             ReadFanout::All => entries.len(),
             ReadFanout::Quorum => (gp.r as usize).min(entries.len()),

@@ -233,7 +233,7 @@ impl Node {
                         hint_for: None,
                     });
                     let o = match t.request(owner, msg, timeout).await {
-                        Ok(Msg::Eventual(EventualMsg::GetReply(o))) => o,
+                        Ok(Msg::Eventual(EventualMsg::GetReply { object, .. })) => object,
                         _ => None,
                     };
                     let _ = tx.send(o);

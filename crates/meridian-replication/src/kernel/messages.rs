@@ -114,7 +114,13 @@ mod tests {
                 key: b"b:k".to_vec(),
                 hint_for: Some(NodeId(3)),
             }),
-            Msg::Eventual(EventualMsg::GetReply(None)),
+            Msg::Eventual(EventualMsg::GetReply {
+                object: None,
+                load: meridian_cluster::ReplicaLoad {
+                    queue: 3,
+                    service_us: 12,
+                },
+            }),
             Msg::Eventual(EventualMsg::Ack { durable: true }),
             Msg::Kernel(KernelMsg::Heartbeat {
                 from: NodeId(1),

@@ -68,7 +68,7 @@ use crate::membership::{ClusterMeta, MetaChange};
 use crate::object_store::ObjectStore;
 use crate::timeline::Timeline;
 use meridian_cluster::{
-    DetectorConfig, FailureDetector, Layout, Preflist, Props, bucket_and_key, preflist,
+    DetectorConfig, FailureDetector, Layout, Preflist, Props, ReplicaLoad, bucket_and_key, preflist,
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Responder, Transport};
@@ -77,6 +77,7 @@ use parking_lot::{MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -230,6 +231,8 @@ pub(crate) struct Kernel {
     pub(crate) detector: Mutex<FailureDetector>,
     pub(crate) rng: Mutex<ChaCha8Rng>,
     pub(crate) counters: Counters,
+    /// The load each peer last reported with a read reply (what replica selection reads).
+    pub(crate) loads: Mutex<BTreeMap<NodeId, ReplicaLoad>>,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -341,6 +344,7 @@ impl Node {
                     hooks: MetaHooks::default(),
                     rng: Mutex::new(rng),
                     counters: Counters::default(),
+                    loads: Mutex::new(BTreeMap::new()),
                 },
                 eventual: Eventual,
                 handoff: Handoff::default(),
@@ -505,6 +509,7 @@ impl Node {
         let meridian_net::Incoming { from, body, reply } = m;
         let req = Incoming {
             from,
+            backlog,
             overloaded: backlog > self.kernel().cfg.overload_backlog,
             reply,
         };
@@ -517,6 +522,17 @@ impl Node {
             Msg::Aae(m) => i.aae.handle(self, req, m),
             Msg::Error(e) => req.unexpected(self, &e),
         }
+    }
+
+    /// Keeps the load `peer` reported with a read reply.
+    pub(crate) fn note_load(&self, peer: NodeId, load: ReplicaLoad) {
+        self.kernel().loads.lock().insert(peer, load);
+    }
+
+    /// The load `peer` last reported with a read reply, if it has answered one: what replica
+    /// selection strategies order a read's replicas by.
+    pub fn replica_load(&self, peer: NodeId) -> Option<ReplicaLoad> {
+        self.kernel().loads.lock().get(&peer).copied()
     }
 
     /// A seeded start offset in `[0, interval)` for a periodic task.
@@ -598,6 +614,8 @@ pub trait Protocol {
 pub struct Incoming {
     /// The sending node.
     pub from: NodeId,
+    /// Messages waiting in the inbox behind this one (the queue length a read reply reports).
+    pub backlog: usize,
     /// Whether the inbox is backed up beyond `overload_backlog`.
     pub overloaded: bool,
     reply: Option<Responder<Msg>>,

@@ -864,3 +864,32 @@ async fn the_critical_path_says_whether_a_request_crossed_dcs() {
         "forwarded to the DC-1 replica, acknowledged there"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn read_replies_carry_each_replicas_load_back_to_the_coordinator() {
+    let c = Cluster::start(12, Duration::from_secs(10)).await;
+    let key = b"default:loaded".to_vec();
+    let me = NodeId(1);
+    c.node(me)
+        .put(&key, b("v"), None, PutOptions::default())
+        .await
+        .unwrap();
+    let (_, apl) = c.node(me).preflist_for(&key, 3);
+    let peers: Vec<NodeId> = apl.nodes().filter(|&n| n != me).collect();
+    assert!(!peers.is_empty());
+    for &p in &peers {
+        assert_eq!(c.node(me).replica_load(p), None, "{p}: nothing heard yet");
+    }
+    // `read_fanout = all` (the default) asks every replica; each reply brings its load.
+    let all = get_opts(|p| p.r = Some(Quorum::Count(3)));
+    c.node(me).get(&key, all).await.unwrap();
+    for &p in &peers {
+        let load = c.node(me).replica_load(p).expect("a reply's load is kept");
+        assert!(
+            load.queue < 1024,
+            "{p}: a queue length, not garbage: {load:?}"
+        );
+    }
+    // Other coordinators heard nothing.
+    assert_eq!(c.node(peers[0]).replica_load(me), None);
+}
