@@ -89,6 +89,12 @@ impl Preflist {
         &self.entries
     }
 
+    /// Reorders the entries in place (replica selection: the order a read asks them in; the
+    /// set of entries, and so every count over them, is unchanged).
+    pub fn reorder(&mut self, f: impl FnOnce(&mut [ApEntry])) {
+        f(&mut self.entries);
+    }
+
     /// The nodes, in list order.
     pub fn nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.entries.iter().map(|e| e.node)

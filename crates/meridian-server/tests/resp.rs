@@ -972,7 +972,9 @@ mod cluster_mode {
     use meridian_net::wan::LinkConfig;
     use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
 
-    async fn cluster() -> Embedded {
+    /// An embedded 2-DC × 2-node cluster on port 0, no WAN delay (shared with
+    /// `cluster_slots`).
+    pub(crate) async fn cluster() -> Embedded {
         let cfg = EmbeddedConfig {
             dcs: 2,
             nodes_per_dc: 2,
@@ -984,7 +986,8 @@ mod cluster_mode {
         start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
     }
 
-    async fn connect(c: &Embedded, i: usize) -> Raw {
+    /// A raw RESP connection to member `i`.
+    pub(crate) async fn connect(c: &Embedded, i: usize) -> Raw {
         Raw {
             stream: TcpStream::connect(c.members[i].resp.unwrap())
                 .await

@@ -255,7 +255,7 @@ impl Node {
         let (bucket, _) = bucket_and_key(key);
         self.eventual_only(bucket)?;
         let params = self.registry().resolve(bucket, &opts.props);
-        let (p, apl) = self.preflist_for(key, params.n_val);
+        let (p, mut apl) = self.preflist_for(key, params.n_val);
         let gp = precheck_get(&params, AplSummary::from(&apl))?;
         let deadline = Instant::now() + Duration::from_millis(params.timeout_ms);
         let allow_mult = params.allow_mult;
@@ -294,10 +294,8 @@ impl Node {
         };
         // The bucket's replica selection orders the replicas; `all` asks them all at once,
         // `quorum` the first R, more on failure or hedge timeout.
-        let mut entries = apl.entries().to_vec();
-        params
-            .replica_selection
-            .order(&mut entries, |n| self.replica_load(n));
+        apl.reorder(|e| params.replica_selection.order(e, |n| self.replica_load(n)));
+        let entries = apl.entries();
         let mut asked = match params.read_fanout {
             ReadFanout::All => entries.len(),
             ReadFanout::Quorum => (gp.r as usize).min(entries.len()),

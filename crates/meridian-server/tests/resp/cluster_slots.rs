@@ -4,35 +4,19 @@
 //! node maps every slot to a node of its own DC, so a cluster-aware client connected in a DC
 //! sends every single-key command to that DC.
 
+use super::cluster_mode::{cluster, connect};
 use super::*;
 use meridian_cluster::slot_of;
 use meridian_core::{DcId, NodeId};
-use meridian_net::wan::LinkConfig;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::Embedded;
 use meridian_server::resp::redis_node_id;
 use std::collections::BTreeMap;
-
-async fn cluster() -> Embedded {
-    let cfg = EmbeddedConfig {
-        dcs: 2,
-        nodes_per_dc: 2,
-        wan_latency: Duration::ZERO,
-        intra_dc: LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        ..EmbeddedConfig::default()
-    };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
-}
 
 async fn connect_to(addr: SocketAddr) -> Raw {
     Raw {
         stream: TcpStream::connect(addr).await.unwrap(),
         buf: BytesMut::new(),
     }
-}
-
-async fn connect(c: &Embedded, i: usize) -> Raw {
-    connect_to(c.members[i].resp.unwrap()).await
 }
 
 fn int(f: &Frame) -> i64 {
@@ -407,4 +391,51 @@ async fn a_standalone_node_has_cluster_support_disabled() {
     let info = text(&con.cmd(&[b"INFO", b"cluster"]).await);
     assert!(info.contains("cluster_enabled:0\r\n"), "{info}");
     s.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_cluster_arguments_get_errors_and_the_node_keeps_serving() {
+    let c = cluster().await;
+    let mut con = connect(&c, 0).await;
+    let huge = vec![b'{'; 1 << 20];
+    let cases: Vec<(Vec<&[u8]>, &str)> = vec![
+        (vec![b"CLUSTER"], "ERR wrong number of arguments"),
+        (vec![b"CLUSTER", b"NOPE"], "ERR unknown subcommand"),
+        (
+            vec![b"CLUSTER", b"SLOTS", b"extra"],
+            "ERR wrong number of arguments",
+        ),
+        (
+            vec![b"CLUSTER", b"KEYSLOT"],
+            "ERR wrong number of arguments",
+        ),
+        (
+            vec![b"CLUSTER", b"COUNTKEYSINSLOT", b"16384"],
+            "ERR Invalid or out of range slot",
+        ),
+        (
+            vec![b"CLUSTER", b"COUNTKEYSINSLOT", b"-1"],
+            "ERR Invalid or out of range slot",
+        ),
+        (
+            vec![b"CLUSTER", b"COUNTKEYSINSLOT", b"99999999999999999999999"],
+            "ERR Invalid or out of range slot",
+        ),
+        (
+            vec![b"CLUSTER", b"GETKEYSINSLOT", b"\xff\xfe", b"10"],
+            "ERR Invalid or out of range slot",
+        ),
+        (vec![b"CLUSTER", b"\xff\x00"], "ERR unknown subcommand"),
+    ];
+    for (req, want) in &cases {
+        let got = text(&con.cmd(req).await);
+        assert!(got.starts_with(want), "{req:?}: {got}");
+    }
+    // A 1 MiB key of unbalanced braces hashes whole, like Redis.
+    let slot = int(&con.cmd(&[b"CLUSTER", b"KEYSLOT", &huge]).await);
+    assert_eq!(slot, i64::from(slot_of(&huge)));
+    // The connection and the node still serve.
+    assert_eq!(text(&con.cmd(&[b"SET", b"k", b"v"]).await), "OK");
+    assert_eq!(text(&con.cmd(&[b"GET", b"k"]).await), "v");
+    c.shutdown().await;
 }
