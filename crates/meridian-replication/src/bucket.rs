@@ -17,14 +17,14 @@
 use crate::error::{ReplicationError, Result};
 use crate::timeline::TimelineProps;
 use meridian_cluster::{Layout, Params, Props};
+use meridian_txn::TxnProps;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The name of the bucket every registry has.
 pub const DEFAULT_BUCKET_NAME: &str = "default";
 
-/// A bucket's consistency model. `eventual` and `timeline` are implemented; `transactional` is
-/// reserved so configurations can be written for it, and validation refuses it for now.
+/// A bucket's consistency model.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BucketType {
@@ -33,7 +33,7 @@ pub enum BucketType {
     Eventual,
     /// Per-record master, ordered propagation (spec `timeline.md`).
     Timeline,
-    /// Clock-SI transactions (not implemented yet).
+    /// Snapshot-isolation transactions, Clock-SI or a timestamp oracle (spec `transactions.md`).
     Transactional,
 }
 
@@ -75,9 +75,22 @@ pub struct BucketProps {
     /// `master_timeout_ms`, `read_latest_fanout`); only timeline buckets read them.
     #[serde(flatten)]
     pub timeline: TimelineProps,
+    /// Transaction properties (`timestamps`, `snapshot_delta_us`, `tso_batching`,
+    /// `tso_max_rate`, `tso_dc`, `txn_backups`); only transactional buckets read them.
+    #[serde(flatten)]
+    pub txn: TxnProps,
 }
 
 impl BucketProps {
+    /// The properties of a transactional bucket (Clock-SI unless `txn` says otherwise).
+    pub fn transactional(txn: TxnProps) -> BucketProps {
+        BucketProps {
+            bucket_type: BucketType::Transactional,
+            txn,
+            ..BucketProps::default()
+        }
+    }
+
     /// The properties of a timeline bucket with the spec's defaults.
     pub fn timeline() -> BucketProps {
         BucketProps {
@@ -100,6 +113,8 @@ struct BucketTable {
     #[serde(flatten)]
     timeline: TimelineProps,
     #[serde(flatten)]
+    txn: TxnProps,
+    #[serde(flatten)]
     unknown: BTreeMap<String, serde::de::IgnoredAny>,
 }
 
@@ -113,7 +128,8 @@ impl TryFrom<BucketTable> for BucketProps {
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
                  replica_selection, \
                  hedge_ms, timeout_ms, dc_rule, migration_threshold, timeline_w, \
-                 initial_master, master_timeout_ms or read_latest_fanout"
+                 initial_master, master_timeout_ms, read_latest_fanout, timestamps, \
+                 snapshot_delta_us, tso_batching, tso_max_rate, tso_dc or txn_backups"
             ));
         }
         Ok(BucketProps {
@@ -121,6 +137,7 @@ impl TryFrom<BucketTable> for BucketProps {
             props: t.props,
             dc_rule: t.dc_rule,
             timeline: t.timeline,
+            txn: t.txn,
         })
     }
 }
@@ -157,9 +174,7 @@ impl BucketProps {
             reason,
         };
         if self.bucket_type == BucketType::Transactional {
-            return Err(bad(
-                "type transactional is not implemented yet (use eventual or timeline)".into(),
-            ));
+            self.txn.validate().map_err(bad)?;
         }
         let p = Params::resolve(&Props::default(), &self.props());
         let n = p.n_val;
@@ -440,11 +455,11 @@ mod tests {
                 "set dc_rule = false",
             ),
             (
-                BucketProps {
-                    bucket_type: BucketType::Transactional,
+                BucketProps::transactional(TxnProps {
+                    txn_backups: Some(1),
                     ..Default::default()
-                },
-                "not implemented",
+                }),
+                "txn_backups=1: only 0 is supported",
             ),
             (
                 BucketProps {

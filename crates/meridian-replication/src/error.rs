@@ -237,6 +237,9 @@ pub enum ReplicationError {
         /// What to do instead.
         hint: String,
     },
+    /// A transaction aborted (retryable, no effect) or could not run (spec `transactions.md`).
+    #[error(transparent)]
+    Txn(meridian_txn::TxnError),
     /// A command that has no meaning on the key's bucket type (a read-modify-write such as
     /// `INCR` on either type, a `SET` option). Unlike the other variants its `Display` is a
     /// sentence led by the command, not by the code (`unsupported`), because that is what a
@@ -299,6 +302,14 @@ impl ReplicationError {
             WrongBucketType { .. } => "wrong_bucket_type",
             ForceMasterRefused { .. } => "force_master_refused",
             Unsupported { .. } => "unsupported",
+            Txn(t) => match t {
+                meridian_txn::TxnError::Aborted(_) => "txn_aborted",
+                meridian_txn::TxnError::SnapshotTooOld { .. } => "snapshot_too_old",
+                meridian_txn::TxnError::TxnTooLarge { .. } => "txn_too_large",
+                meridian_txn::TxnError::ClockWentBackward { .. } => "clock_went_backward",
+                meridian_txn::TxnError::Storage(_) => "txn_storage",
+                meridian_txn::TxnError::BadRequest(_) => "txn_bad_request",
+            },
         }
     }
 
@@ -315,6 +326,14 @@ impl ReplicationError {
             | Unsupported { .. }
             | ForceMasterRefused { .. } => ErrorClass::BadRequest,
             VersionMismatch { .. } | AlreadyExists { .. } => ErrorClass::Conflict,
+            Txn(t) => match t {
+                meridian_txn::TxnError::Aborted(_)
+                | meridian_txn::TxnError::SnapshotTooOld { .. } => ErrorClass::Conflict,
+                meridian_txn::TxnError::TxnTooLarge { .. } => ErrorClass::TooLarge,
+                meridian_txn::TxnError::Storage(_) => ErrorClass::Internal,
+                meridian_txn::TxnError::BadRequest(_) => ErrorClass::BadRequest,
+                meridian_txn::TxnError::ClockWentBackward { .. } => ErrorClass::Unavailable,
+            },
             Overload => ErrorClass::Overload,
             Timeout { .. } => ErrorClass::Timeout,
             TooManySiblings { .. } | ObjectTooLarge { .. } => ErrorClass::TooLarge,
@@ -345,6 +364,12 @@ impl From<meridian_storage::StorageError> for ReplicationError {
         ReplicationError::Storage {
             reason: e.to_string(),
         }
+    }
+}
+
+impl From<meridian_txn::TxnError> for ReplicationError {
+    fn from(e: meridian_txn::TxnError) -> Self {
+        ReplicationError::Txn(e)
     }
 }
 

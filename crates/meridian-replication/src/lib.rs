@@ -7,7 +7,8 @@
 //!
 //! One node type, [`Node`] (historically [`EventualNode`]), serves both; a bucket's
 //! [`bucket::BucketType`] decides which operations its keys take, and [`Dispatch`] is where
-//! client requests meet that decision. Transactional buckets are not built yet.
+//! client requests meet that decision. Transactional buckets run the `txn` module (Clock-SI or a
+//! timestamp oracle), whose protocol core is the `meridian-txn` crate.
 //!
 //! A node is a **kernel** plus one module per **protocol**; each protocol has its own message
 //! enum (one variant of [`Msg`]) and state, and the kernel routes incoming messages to it
@@ -68,6 +69,7 @@ pub mod membership;
 pub mod object_store;
 pub mod timeline;
 pub mod tokio_clock;
+pub mod txn;
 
 pub use anti_entropy::messages::{AaeItem, AaeMsg};
 pub use anti_entropy::{AaeError, AaeTrees};
@@ -80,9 +82,11 @@ pub use kernel::{
     EventualNode, KernelMsg, Msg, Node, NodeConfig, NodeStats, Protocol, RemoteError,
 };
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
+pub use meridian_txn::{Controls as TxnControls, TimestampSource, TsoBatching, TxnError, TxnProps};
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use timeline::{
     ReadMode, TimelineMsg, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace,
     TlWriteResult,
 };
 pub use tokio_clock::TokioClock;
+pub use txn::{Transaction, TxnOptions, TxnStats};

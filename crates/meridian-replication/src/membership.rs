@@ -81,6 +81,9 @@ pub struct WireBucket {
     /// Timeline properties (documents written before timeline buckets existed lack them).
     #[serde(default)]
     pub timeline: crate::timeline::TimelineProps,
+    /// Transaction properties.
+    #[serde(default)]
+    pub txn: meridian_txn::TxnProps,
 }
 
 impl From<BucketProps> for WireBucket {
@@ -90,6 +93,7 @@ impl From<BucketProps> for WireBucket {
             props: b.props,
             dc_rule: b.dc_rule,
             timeline: b.timeline,
+            txn: b.txn,
         }
     }
 }
@@ -101,6 +105,7 @@ impl From<WireBucket> for BucketProps {
             props: w.props,
             dc_rule: w.dc_rule,
             timeline: w.timeline,
+            txn: w.txn,
         }
     }
 }
@@ -431,6 +436,7 @@ mod tests {
                         props,
                         dc_rule: None,
                         timeline: Default::default(),
+                        txn: Default::default(),
                     },
                 },
                 NodeId(1),

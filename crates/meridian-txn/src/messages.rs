@@ -89,6 +89,8 @@ pub enum TxnMsg {
     TsoGet {
         /// How many (the batched client's waiting callers).
         count: u32,
+        /// The bucket's `tso_max_rate` (the oracle's capacity, RPCs per second).
+        max_rate: Option<u32>,
     },
     /// A range `first .. first + count`.
     TsoRange(Result<(u64, u32), TxnError>),

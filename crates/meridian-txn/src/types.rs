@@ -60,26 +60,25 @@ pub enum TsoBatching {
 /// A transactional bucket's properties (TOML keys of a `[buckets.NAME]` table; every one
 /// optional). Other bucket types ignore them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TxnProps {
     /// `clock_si` (default) or `tso`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub timestamps: Option<TimestampSource>,
     /// Clock-SI's snapshot age Δ in µs (default 0).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub snapshot_delta_us: Option<u64>,
     /// The TSO client: `unbatched` (default) or `batched`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tso_batching: Option<TsoBatching>,
     /// The oracle's capacity in RPCs per second (a token bucket; default unlimited).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tso_max_rate: Option<u32>,
     /// The DC whose lowest-numbered node runs the oracle (default: the lowest DC).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tso_dc: Option<u32>,
     /// Backups each partition leader ships its prepare and commit records to before it
     /// votes (default 0, as in the paper). Only 0 is accepted today (see the crate docs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub txn_backups: Option<u32>,
 }
 

@@ -52,6 +52,8 @@ pub enum Msg {
     Handoff(HandoffMsg),
     /// Active anti-entropy.
     Aae(AaeMsg),
+    /// Transactions (Clock-SI and the oracle baseline).
+    Txn(meridian_txn::TxnMsg),
     /// A refused request (any protocol's).
     Error(RemoteError),
 }
@@ -97,6 +99,7 @@ wrap!(
     Timeline(TimelineMsg),
     Handoff(HandoffMsg),
     Aae(AaeMsg),
+    Txn(meridian_txn::TxnMsg),
     Error(RemoteError)
 );
 

@@ -11,6 +11,7 @@
 //! | timeline | per-record masters, propagation, catch-up, forced re-master | [`crate::timeline`] |
 //! | handoff | hinted handoff (hints to their primaries) and ownership handoff (after a layout change) | [`crate::handoff`] |
 //! | anti-entropy | Merkle trees and their round-robin exchange | [`crate::anti_entropy`] |
+//! | transactions | partition leaders (snapshot reads, certification, prepare/commit), coordinators (2PC, decision log), the timestamp oracle | [`crate::txn`] (core in `meridian-txn`) |
 //!
 //! ## Routing: how a protocol registers
 //!
@@ -146,6 +147,8 @@ pub struct NodeConfig {
     /// Timeline: how long a master that may not hold a key's latest record waits for the
     /// other primaries' copies before it acts (default 1 s; see `tl_confirm`).
     pub tl_confirm_timeout: Duration,
+    /// Transactions: waits, timeouts and limits (spec `transactions.md` defaults).
+    pub txn: meridian_txn::TxnLimits,
 }
 
 impl NodeConfig {
@@ -178,6 +181,7 @@ impl NodeConfig {
             tl_migrate_wait: Duration::from_secs(2),
             tl_hint_cache: 100_000,
             tl_confirm_timeout: Duration::from_secs(1),
+            txn: meridian_txn::TxnLimits::default(),
         }
     }
 }
@@ -246,6 +250,8 @@ struct Inner {
     aae: Aae,
     /// Timeline buckets' records, queues and counters (module [`crate::timeline`]).
     tl: Timeline,
+    /// Transactional buckets: leader, coordinator and oracle state (module [`crate::txn`]).
+    txn: crate::txn::Txn,
 }
 
 /// What a node believes about the cluster: the metadata document and its bucket registry.
@@ -331,6 +337,7 @@ impl Node {
             crate::timeline::TlStore::new(store.engine().clone(), clock.clone()),
             rng.random_range(0..1usize << 20),
         );
+        let txn = crate::txn::Txn::new(store.engine().clone(), clock.now(), config.txn);
         Node {
             inner: Arc::new(Inner {
                 kernel: Kernel {
@@ -350,6 +357,7 @@ impl Node {
                 handoff: Handoff::default(),
                 aae,
                 tl,
+                txn,
             }),
         }
     }
@@ -372,6 +380,11 @@ impl Node {
     /// Timeline's state.
     pub(crate) fn tl_state(&self) -> &Timeline {
         &self.inner.tl
+    }
+
+    /// The transaction protocol's state.
+    pub(crate) fn txn_inner(&self) -> &crate::txn::Txn {
+        &self.inner.txn
     }
 
     /// This node's id.
@@ -473,9 +486,10 @@ impl Node {
     /// They stop when `shutdown` is cancelled; the handle completes then.
     pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
-        let (e, f) = (self.clone(), self.clone());
+        let (e, f, g) = (self.clone(), self.clone(), self.clone());
         let s = shutdown;
         let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
+        let s6 = s.clone();
         // Polled in this order, so the tasks draw their start offsets from the RNG in this
         // order: a new protocol's task goes last.
         tokio::spawn(async move {
@@ -485,7 +499,8 @@ impl Node {
                 c.handoffs(s3),
                 d.anti_entropy(s4),
                 e.tl_streams(s5),
-                f.tl_catch_up(s)
+                f.tl_catch_up(s6),
+                g.txn_recovery(s)
             );
         })
     }
@@ -520,6 +535,7 @@ impl Node {
             Msg::Timeline(m) => i.tl.handle(self, req, m),
             Msg::Handoff(m) => i.handoff.handle(self, req, m),
             Msg::Aae(m) => i.aae.handle(self, req, m),
+            Msg::Txn(m) => i.txn.handle(self, req, m),
             Msg::Error(e) => req.unexpected(self, &e),
         }
     }

@@ -104,6 +104,8 @@ struct Cluster {
     meta: ClusterMeta,
     wan: WanControl,
     stop: CancellationToken,
+    /// When the cluster started: every node's clock reads the same time, a restarted one too.
+    epoch: Instant,
 }
 
 const DCS: u32 = 2;
@@ -173,6 +175,7 @@ impl Cluster {
             emulator: wan,
             meta,
             stop,
+            epoch: Instant::now(),
         };
         for &id in &ids {
             let mut cfg = NodeConfig::new(id);
@@ -220,7 +223,9 @@ impl Cluster {
         let node = EventualNode::new(
             cfg,
             engine.clone(),
-            Arc::new(TokioClock::new(Timestamp(1_700_000_000_000_000))),
+            Arc::new(TokioClock::new(Timestamp(
+                1_700_000_000_000_000 + self.epoch.elapsed().as_micros() as u64,
+            ))),
             t,
             meta,
         );
@@ -407,3 +412,4 @@ fn key_where(c: &Cluster, prefix: &str, pred: impl Fn(&[NodeId]) -> bool) -> Vec
 
 mod eventual;
 mod timeline;
+mod txn;

@@ -1,0 +1,329 @@
+//! Transactional buckets on the embedded cluster (2 DCs × 3 nodes, 100 ms RTT between DCs,
+//! 2 ms inside, virtual time): commits, first-committer-wins, WATCH, read-your-commits, the
+//! bank invariant under concurrent transfers and audits (Clock-SI and both oracle clients),
+//! the WAN cost of a cross-DC transfer, and recovery after a participant or coordinator crash.
+
+use super::*;
+use meridian_replication::{
+    ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions, TxnProps,
+};
+
+async fn bank_cluster(seed: u64, txn: TxnProps) -> Cluster {
+    let c = Cluster::start(seed, Duration::from_secs(3600)).await;
+    c.set_bucket("bank", BucketProps::transactional(txn)).await;
+    c
+}
+
+fn acct(i: usize) -> Bytes {
+    b(&format!("bank:acct{i}"))
+}
+
+fn num(v: &Option<Bytes>) -> i64 {
+    v.as_ref()
+        .map(|v| std::str::from_utf8(v).unwrap().parse().unwrap())
+        .unwrap_or(0)
+}
+
+/// The leader of `key`.
+fn leader(c: &Cluster, key: &[u8]) -> NodeId {
+    c.nodes[0].txn_leader(key).1
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_commit_is_read_everywhere_and_the_snapshot_is_fixed() {
+    let c = bank_cluster(1, TxnProps::default()).await;
+    let (a, z) = (acct(1), acct(2));
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    assert_eq!(t.read(std::slice::from_ref(&a)).await.unwrap(), vec![None]);
+    t.write(a.clone(), Some(b("10"))).unwrap();
+    t.write(z.clone(), Some(b("20"))).unwrap();
+    // A transaction reads its own writes.
+    assert_eq!(t.read(std::slice::from_ref(&a)).await.unwrap(), vec![Some(b("10"))]);
+    let ts = t.commit().await.unwrap();
+    // Another node, in the other DC, with the session token: sees both.
+    let mut r = c.nodes[4].begin(TxnOptions {
+        read_only: true,
+        session: Some(ts),
+    });
+    assert_eq!(
+        r.read(&[a.clone(), z.clone()]).await.unwrap(),
+        vec![Some(b("10")), Some(b("20"))]
+    );
+    assert!(r.snapshot().unwrap() > ts);
+    // A snapshot taken before a later commit keeps its view.
+    let mut old = c.nodes[1].begin(TxnOptions::default());
+    assert_eq!(old.read(std::slice::from_ref(&a)).await.unwrap(), vec![Some(b("10"))]);
+    let mut w = c.nodes[2].begin(TxnOptions::default());
+    w.write(a.clone(), Some(b("11"))).unwrap();
+    w.commit().await.unwrap();
+    assert_eq!(old.read(std::slice::from_ref(&a)).await.unwrap(), vec![Some(b("10"))]);
+    // ... and cannot write what changed after it: first committer wins.
+    old.write(a.clone(), Some(b("12"))).unwrap();
+    let e = old.commit().await.unwrap_err();
+    assert!(matches!(&e, TxnError::Aborted(_)), "{e:?}");
+    assert_eq!(e.conflict_key(), Some(&a[..]));
+    assert!(e.is_retryable());
+    assert!(c.nodes[0].txn_stats().commits >= 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn of_two_overlapping_writers_exactly_one_commits() {
+    let c = bank_cluster(2, TxnProps::default()).await;
+    let k = acct(7);
+    for round in 0..5 {
+        let mut t1 = c.nodes[0].begin(TxnOptions::default());
+        let mut t2 = c.nodes[4].begin(TxnOptions::default());
+        let v1 = t1.read(std::slice::from_ref(&k)).await.unwrap();
+        let v2 = t2.read(std::slice::from_ref(&k)).await.unwrap();
+        t1.write(k.clone(), Some(b(&(num(&v1[0]) + 1).to_string())))
+            .unwrap();
+        t2.write(k.clone(), Some(b(&(num(&v2[0]) + 1).to_string())))
+            .unwrap();
+        let (r1, r2) = tokio::join!(t1.commit(), t2.commit());
+        assert_eq!(
+            r1.is_ok() as u32 + r2.is_ok() as u32,
+            1,
+            "round {round}: {r1:?} {r2:?}"
+        );
+    }
+    let mut r = c.nodes[3].begin(TxnOptions::default());
+    assert_eq!(num(&r.read(&[k]).await.unwrap()[0]), 5, "no lost update");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watched_key_changed_by_another_aborts_the_commit() {
+    let c = bank_cluster(3, TxnProps::default()).await;
+    let (w, other) = (acct(3), acct(4));
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    t.watch(std::slice::from_ref(&w)).await.unwrap();
+    let mut u = c.nodes[5].begin(TxnOptions::default());
+    u.write(w.clone(), Some(b("1"))).unwrap();
+    u.commit().await.unwrap();
+    t.write(other.clone(), Some(b("x"))).unwrap();
+    let e = t.commit().await.unwrap_err();
+    assert_eq!(e.conflict_key(), Some(&w[..]));
+    let mut r = c.nodes[1].begin(TxnOptions::default());
+    assert_eq!(
+        r.read(&[other]).await.unwrap(),
+        vec![None],
+        "nothing applied"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn transactions_refuse_keys_of_other_bucket_types() {
+    let c = bank_cluster(4, TxnProps::default()).await;
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    let e = t.write(b("plain"), Some(b("1"))).unwrap_err();
+    assert!(e.to_string().contains("not transactional"), "{e}");
+    let mut ro = c.nodes[0].begin(TxnOptions {
+        read_only: true,
+        session: None,
+    });
+    assert!(ro.write(acct(1), Some(b("1"))).is_err());
+    let big = Bytes::from(vec![0u8; 17 << 20]);
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    assert!(matches!(
+        t.write(acct(1), Some(big)),
+        Err(TxnError::TxnTooLarge { .. })
+    ));
+    let r: ReplicationError = TxnError::TxnTooLarge { bytes: 1, limit: 0 }.into();
+    assert_eq!(r.code(), "txn_too_large");
+}
+
+/// A cross-DC transfer (two leaders in different DCs, coordinator in one of them) commits in
+/// at most two WAN round trips plus 5 ms (Clock-SI, no skew): reads (1 RTT) + prepare (1 RTT).
+#[tokio::test(start_paused = true)]
+async fn a_transfer_between_dcs_commits_in_two_wan_round_trips() {
+    let c = bank_cluster(5, TxnProps::default()).await;
+    let dc = |n: NodeId| (n.0 - 1) / 3;
+    let keys: Vec<Bytes> = (0..200).map(acct).collect();
+    let a = keys
+        .iter()
+        .find(|k| dc(leader(&c, k)) == 0)
+        .unwrap()
+        .clone();
+    let z = keys
+        .iter()
+        .find(|k| dc(leader(&c, k)) == 1)
+        .unwrap()
+        .clone();
+    let coord = &c.nodes[(leader(&c, &a).0 - 1) as usize];
+    let start = Instant::now();
+    let mut t = coord.begin(TxnOptions::default());
+    let v = t.read(&[a.clone(), z.clone()]).await.unwrap();
+    t.write(a.clone(), Some(b(&(num(&v[0]) - 5).to_string())))
+        .unwrap();
+    t.write(z.clone(), Some(b(&(num(&v[1]) + 5).to_string())))
+        .unwrap();
+    t.commit().await.unwrap();
+    let took = start.elapsed();
+    println!("cross-DC transfer: {took:?}");
+    assert!(took <= Duration::from_millis(205), "{took:?}");
+}
+
+async fn run_bank(c: &Cluster, seed: u64) {
+    const ACCOUNTS: usize = 24;
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    for i in 0..ACCOUNTS {
+        t.write(acct(i), Some(b("100"))).unwrap();
+    }
+    t.commit().await.unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..6u64 {
+        let node = c.nodes[w as usize].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = seed.wrapping_mul(31).wrapping_add(w);
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let (mut ok, mut aborted) = (0, 0);
+            for _ in 0..25 {
+                let from = acct(next() as usize % ACCOUNTS);
+                let to = acct(next() as usize % ACCOUNTS);
+                if from == to {
+                    continue;
+                }
+                let amount = (next() % 30) as i64;
+                let mut t = node.begin(TxnOptions::default());
+                let v = match t.read(&[from.clone(), to.clone()]).await {
+                    Ok(v) => v,
+                    Err(_) => {
+                        aborted += 1;
+                        continue;
+                    }
+                };
+                let (f, tv) = (num(&v[0]), num(&v[1]));
+                if f < amount {
+                    continue;
+                }
+                t.write(from, Some(b(&(f - amount).to_string()))).unwrap();
+                t.write(to, Some(b(&(tv + amount).to_string()))).unwrap();
+                match t.commit().await {
+                    Ok(_) => ok += 1,
+                    Err(e) => {
+                        assert!(e.is_retryable(), "{e:?}");
+                        aborted += 1
+                    }
+                }
+            }
+            (ok, aborted)
+        }));
+    }
+    let auditor = c.nodes[3].clone();
+    let audits = tokio::spawn(async move {
+        let keys: Vec<Bytes> = (0..ACCOUNTS).map(acct).collect();
+        let mut n = 0;
+        for _ in 0..20 {
+            let mut t = auditor.begin(TxnOptions {
+                read_only: true,
+                session: None,
+            });
+            if let Ok(v) = t.read(&keys).await {
+                let total: i64 = v.iter().map(num).sum();
+                assert_eq!(
+                    total,
+                    100 * ACCOUNTS as i64,
+                    "an audit saw money appear or vanish"
+                );
+                assert!(v.iter().all(|b| num(b) >= 0));
+                n += 1;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        n
+    });
+    let mut committed = 0;
+    for t in tasks {
+        committed += t.await.unwrap().0;
+    }
+    let audited = audits.await.unwrap();
+    println!("bank: {committed} transfers committed, {audited} audits");
+    assert!(committed > 20, "the bank made progress");
+    assert!(audited >= 15);
+    let keys: Vec<Bytes> = (0..ACCOUNTS).map(acct).collect();
+    let mut t = c.nodes[2].begin(TxnOptions::default());
+    let total: i64 = t.read(&keys).await.unwrap().iter().map(num).sum();
+    assert_eq!(total, 100 * ACCOUNTS as i64);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bank_keeps_its_total_under_clock_si() {
+    run_bank(&bank_cluster(6, TxnProps::default()).await, 6).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bank_keeps_its_total_under_an_unbatched_oracle() {
+    let props = TxnProps {
+        timestamps: Some(TimestampSource::Tso),
+        tso_max_rate: Some(64_000),
+        ..TxnProps::default()
+    };
+    let c = bank_cluster(7, props).await;
+    run_bank(&c, 7).await;
+    let rpcs: u64 = c.nodes.iter().map(|n| n.txn_stats().tso_rpcs).sum();
+    let stamps: u64 = c.nodes.iter().map(|n| n.txn_stats().tso_timestamps).sum();
+    assert_eq!(rpcs, stamps, "unbatched: one timestamp per RPC");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bank_keeps_its_total_under_a_batched_oracle() {
+    let props = TxnProps {
+        timestamps: Some(TimestampSource::Tso),
+        tso_batching: Some(TsoBatching::Batched),
+        ..TxnProps::default()
+    };
+    run_bank(&bank_cluster(8, props).await, 8).await;
+}
+
+/// A participant crashes while prepared; after it restarts over its disk its marks are back
+/// (a reader waits rather than missing the write), and it learns the outcome from the
+/// coordinator.
+#[tokio::test(start_paused = true)]
+async fn a_participant_recovers_its_prepared_transactions_after_a_crash() {
+    let mut c = bank_cluster(9, TxnProps::default()).await;
+    let keys: Vec<Bytes> = (0..200).map(acct).collect();
+    let a = keys
+        .iter()
+        .find(|k| leader(&c, k) == NodeId(1))
+        .unwrap()
+        .clone();
+    let z = keys
+        .iter()
+        .find(|k| leader(&c, k) == NodeId(2))
+        .unwrap()
+        .clone();
+    // NodeId(2) crashes right after it voted: delay the commit to it by cutting the link.
+    c.wan
+        .cut_both(Scope::Node(NodeId(1)), Scope::Node(NodeId(2)));
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    t.write(a.clone(), Some(b("1"))).unwrap();
+    t.write(z.clone(), Some(b("2"))).unwrap();
+    // The prepare to n2 cannot arrive: the transaction aborts, and nothing is visible.
+    assert!(t.commit().await.is_err());
+    c.wan.heal_all();
+    let mut r = c.nodes[3].begin(TxnOptions::default());
+    assert_eq!(
+        r.read(&[a.clone(), z.clone()]).await.unwrap(),
+        vec![None, None]
+    );
+    // Now a transaction that commits, then n2 restarts over its disk before anything else.
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    t.write(a.clone(), Some(b("3"))).unwrap();
+    t.write(z.clone(), Some(b("4"))).unwrap();
+    let ts = t.commit().await.unwrap();
+    let disk = c.engines[1].clone();
+    c.restart_on(NodeId(2), disk).await;
+    c.settle().await;
+    let mut r = c.nodes[4].begin(TxnOptions {
+        read_only: true,
+        session: Some(ts),
+    });
+    assert_eq!(
+        r.read(&[a, z]).await.unwrap(),
+        vec![Some(b("3")), Some(b("4"))]
+    );
+}
