@@ -41,7 +41,15 @@
 //! that need the rest of the order go unseen. Only one witness cycle is reported per class
 //! and component. Real-time order is not used (strict serializability is not checked), and
 //! the G-nonadjacent search may miss cycles whose rw edges only appear adjacent because an
-//! intermediate version was never observed.
+//! intermediate version was never observed. The cycle search runs one breadth-first search
+//! per rw edge of a component until a witness is found, so a huge component full of allowed
+//! write skews costs O(rw edges x edges); a 5 000-transaction serial history checks in tens
+//! of milliseconds.
+//!
+//! The `adya` crate (0.1.0, a JVM-free Elle) builds without its database features, but it
+//! is new, keys are strings, and it knows nothing of Meridian's commit and snapshot
+//! timestamps; this checker stands alone, and `adya`/`elle-cli` can cross-check the same
+//! JSON lines ([`TxnHistory::save`]).
 
 use super::txn_history::{Mop, ReadValue, Txn, TxnHistory, TxnStatus};
 use crate::error::Error;
@@ -847,6 +855,10 @@ impl<'a> Analysis<'a> {
                 }
             } else {
                 // nil precedes every version; a read of v then a write of v' gives v < v'.
+                let mut by_value: BTreeMap<Option<i64>, Vec<usize>> = BTreeMap::new();
+                for &(r, v) in &readers {
+                    by_value.entry(v).or_default().push(r);
+                }
                 for &(r, v) in &readers {
                     match v {
                         None => {
@@ -857,8 +869,8 @@ impl<'a> Analysis<'a> {
                             }
                         }
                         Some(v) => {
-                            for &(t, tv) in &readers {
-                                if tv == Some(v) && t != r && self.writes[t].contains_key(&key) {
+                            for &t in by_value.get(&Some(v)).into_iter().flatten() {
+                                if self.writes[t].contains_key(&key) {
                                     edges.push((r, t, RW));
                                 }
                             }
@@ -907,13 +919,17 @@ impl<'a> Analysis<'a> {
             let Some(order) = self.ts_order(key) else {
                 continue;
             };
-            for (i, &(ca, a, _)) in order.iter().enumerate() {
-                for &(cb, b, _) in &order[i + 1..] {
-                    let (Some(sa), Some(sb)) = (self.txns[a].snapshot_ts, self.txns[b].snapshot_ts)
-                    else {
+            // Sorted by commit: the writers committing at or after b's snapshot and no later
+            // than b are the ones b may have raced with.
+            for (j, &(cb, b, _)) in order.iter().enumerate() {
+                let Some(sb) = self.txns[b].snapshot_ts else {
+                    continue;
+                };
+                for &(ca, a, _) in order[..j].iter().rev().take_while(|&&(ca, _, _)| ca >= sb) {
+                    let Some(sa) = self.txns[a].snapshot_ts else {
                         continue;
                     };
-                    if !(ca < sb || cb < sa) {
+                    if cb >= sa {
                         found.push((
                             AnomalyKind::WwConflict,
                             vec![a, b],
@@ -932,14 +948,13 @@ impl<'a> Analysis<'a> {
                 else {
                     continue;
                 };
-                let visible: Vec<&(u64, usize, i64)> =
-                    order.iter().filter(|&&(c, _, _)| c < snap).collect();
+                let visible = &order[..order.partition_point(|&(c, _, _)| c < snap)];
                 let expected = match seen {
-                    Seen::Value(_) => Seen::Value(visible.last().map(|&&(_, _, v)| v)),
+                    Seen::Value(_) => Seen::Value(visible.last().map(|&(_, _, v)| v)),
                     Seen::List(_) => Seen::List(
                         visible
                             .iter()
-                            .flat_map(|&&(_, w, _)| self.writes[w][&key].iter().copied())
+                            .flat_map(|&(_, w, _)| self.writes[w][&key].iter().copied())
                             .collect(),
                     ),
                 };
@@ -959,7 +974,7 @@ impl<'a> Analysis<'a> {
                         seen.last()
                             .and_then(|v| self.writer.get(&(key, v)).copied()),
                     );
-                    txns.extend(visible.last().map(|&&(_, w, _)| w));
+                    txns.extend(visible.last().map(|&(_, w, _)| w));
                     txns.dedup();
                     found.push((
                         AnomalyKind::StaleSnapshotRead,
