@@ -73,4 +73,14 @@ pub enum Error {
         /// The second writer.
         second: OpId,
     },
+    /// A transaction history (see [`crate::checker::txn_history`]) whose events do not pair
+    /// up into transactions, or that breaks a promise the SI checker relies on (unique
+    /// appended or written values per key, one workload).
+    #[error("transaction history, event {index}: {reason}")]
+    TxnHistory {
+        /// The `index` of the event at fault (its position if the file carries none).
+        index: u64,
+        /// What is wrong.
+        reason: String,
+    },
 }

@@ -26,7 +26,7 @@
 //! | [`workload`] | simulated clients per DC recording every operation |
 //! | [`tl_workload`] | simulated clients of a timeline bucket (sessions, locality), and the recorder of a timeline run's issue log, apply log and client history |
 //! | [`history`] | operations, outcomes, events, [`History`] (JSON lines), [`Recorder`] |
-//! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability; timeline invariants (order, forks, single writer, migration, reads, TAS) |
+//! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability; timeline invariants (order, forks, single writer, migration, reads, TAS); transaction histories (Elle JSON lines) under snapshot isolation, strong-session SI, serializability; bank audits |
 //! | [`text`] | readable, round-trippable text for keys and values |
 //! | [`error`] | the crate's [`enum@Error`] |
 
@@ -45,6 +45,10 @@ pub use checker::convergence::check as check_convergence;
 pub use checker::linearizability::check as check_linearizability;
 pub use checker::lost_writes::check as check_lost_writes;
 pub use checker::quorum_reads::check as check_quorum_reads;
+pub use checker::si::{
+    Anomaly, AnomalyKind, BankViolation, Model as TxnModel, SiReport, Workload as TxnWorkload,
+    check as check_si, check_bank_audits,
+};
 pub use checker::timeline::{
     Applied, IssueKind, Issued, TlEvent, TlHistory, TlOp, TlOperation, TlResult, TlVersion,
     check_all as check_timeline,

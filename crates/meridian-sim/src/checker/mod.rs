@@ -7,6 +7,7 @@
 //! | [`quorum_reads`] | with R+W>N on primaries, a read that starts after a write is acknowledged sees it or a causal successor | history |
 //! | [`convergence`] | every replica of a key holds the same sibling set | [`ReplicaStates`] |
 //! | [`linearizability`] | each key behaves as one atomic register (read/write/delete/cas) | history |
+//! | [`si`] | transaction histories (Elle list-append / rw-register): snapshot isolation, strong-session SI or serializability (G0, G1a/b/c, G-single, G-nonadjacent, lost update, G2-item); bank audits | [`txn_history::TxnHistory`] |
 //! | [`timeline`] | timeline buckets: per-key order, no forks, single writer, migration rule, read and TAS guarantees, linearizable write/TAS/read_latest | issue + apply logs, timeline history |
 //!
 //! Every checker returns a [`Verdict`]: pass, fail with [`Violation`]s (key, op ids, times and
@@ -19,7 +20,9 @@ mod graph;
 pub mod linearizability;
 pub mod lost_writes;
 pub mod quorum_reads;
+pub mod si;
 pub mod timeline;
+pub mod txn_history;
 
 use crate::text;
 use meridian_core::{Key, Value};
