@@ -22,18 +22,29 @@
 //!   `write`.
 //!   [`Dispatch::del`] deletes with the context it read (eventual) or writes a tombstone over
 //!   the master's version ([`Dispatch::delete`] with [`DeleteOpts::Plain`]).
+//!   On a transactional bucket every one of them is a one-key snapshot-isolation transaction
+//!   over the value's envelope ([`meridian_txn::Entry`], expiry included), retried on
+//!   conflicts so that, as on Redis, the command always takes effect
+//!   ([`Dispatch::txn_update`] is the read-modify-write the front ends build commands on).
 //! - **Results say which protocol answered** ([`Read`], [`Written`], [`Deleted`]) where their
 //!   shapes differ, so a front end only formats.
 
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::timeline::{Content, Expect};
+use crate::txn::TxnOptions;
 use crate::{
     EventualNode, GetOptions, GetResult, PutOptions, PutResult, ReadMode, TlReadResult,
     TlWriteResult,
 };
 use bytes::Bytes;
 use meridian_cluster::{Props, bucket_and_key};
+use meridian_core::Timestamp;
+use meridian_txn::Entry;
+
+/// How many times a one-key transaction of the Redis view runs before its conflict is
+/// returned.
+const TXN_ATTEMPTS: u32 = 32;
 
 /// How many times a plain timeline delete tries a test-and-set before it deletes
 /// unconditionally (see [`Dispatch::delete`]).
@@ -96,6 +107,14 @@ pub enum Read {
     Eventual(GetResult),
     /// A record with its version (or absent).
     Timeline(TlReadResult),
+    /// A transactional bucket's value at a fresh snapshot (`None`: absent or expired), and
+    /// the commit timestamp of the version read.
+    Transactional {
+        /// The value.
+        value: Option<Bytes>,
+        /// Its commit timestamp.
+        ts: Option<Timestamp>,
+    },
 }
 
 /// What a write issued, by protocol.
@@ -105,6 +124,8 @@ pub enum Written {
     Eventual(PutResult),
     /// The new record and its version.
     Timeline(TlWriteResult),
+    /// The commit timestamp of the one-key transaction.
+    Transactional(Timestamp),
 }
 
 /// What a delete did.
@@ -116,6 +137,8 @@ pub enum Deleted {
     Eventual(PutResult),
     /// The tombstone record and its version.
     Timeline(TlWriteResult),
+    /// The commit timestamp of the one-key transaction that deleted it.
+    Transactional(Timestamp),
 }
 
 /// The dispatch facade over a node. Cheap to clone (it is the node handle). See the module
@@ -149,7 +172,8 @@ impl Dispatch {
             BucketType::Timeline => {
                 Ok(self.node.tl_get(key, ReadMode::Any).await?.value().cloned())
             }
-            _ => Ok(self
+            BucketType::Transactional => Ok(self.txn_get(key).await?.0),
+            BucketType::Eventual => Ok(self
                 .node
                 .get(key, GetOptions::default())
                 .await?
@@ -171,7 +195,10 @@ impl Dispatch {
                     .tl_put(key, Content::Value(value), Expect::Any)
                     .await?;
             }
-            _ => {
+            BucketType::Transactional => {
+                self.txn_put(key, Some(value)).await?;
+            }
+            BucketType::Eventual => {
                 // No quorum read first: the coordinating primary supersedes what it holds.
                 let opts = PutOptions {
                     supersede_local: true,
@@ -196,8 +223,10 @@ impl Dispatch {
     ) -> Result<bool> {
         let ty = self.kind(key);
         let refused = match ty {
-            BucketType::Timeline => options.find(|o| !o.eq_ignore_ascii_case(b"NX")),
-            _ => options.next(),
+            BucketType::Timeline | BucketType::Transactional => {
+                options.find(|o| !o.eq_ignore_ascii_case(b"NX"))
+            }
+            BucketType::Eventual => options.next(),
         };
         if let Some(o) = refused {
             return Err(ReplicationError::Unsupported {
@@ -208,11 +237,16 @@ impl Dispatch {
                                              or MERIDIAN.SET key value IFVERSION <version> for a \
                                              test-and-set"
                         .into(),
-                    _ => "; use MERIDIAN.PUT".into(),
+                    BucketType::Transactional => {
+                        "; the RESP front end serves every SET option on transactional \
+                         buckets"
+                            .into()
+                    }
+                    BucketType::Eventual => "; use MERIDIAN.PUT".into(),
                 },
             });
         }
-        self.tl_insert(key, value).await
+        self.set_nx(key, value).await
     }
 
     /// `SETNX`: an insert-if-absent on a timeline bucket; returns whether it wrote.
@@ -222,6 +256,7 @@ impl Dispatch {
     pub async fn set_nx(&self, key: &[u8], value: Bytes) -> Result<bool> {
         match self.kind(key) {
             BucketType::Timeline => self.tl_insert(key, value).await,
+            BucketType::Transactional => self.txn_set_nx(key, value).await,
             ty => Err(read_modify_write(ty, "SETNX")),
         }
     }
@@ -270,6 +305,11 @@ impl Dispatch {
     /// timeline bucket; the protocol's own errors.
     pub async fn read(&self, key: &[u8], opts: ReadOpts) -> Result<Read> {
         match (self.kind(key), opts) {
+            (BucketType::Transactional, ReadOpts::Default) => {
+                let (value, ts) = self.txn_get(key).await?;
+                Ok(Read::Transactional { value, ts })
+            }
+            (ty @ BucketType::Transactional, _) => Err(wrong_type(key, ty, OPTIONS_ON_TXN)),
             (BucketType::Timeline, ReadOpts::Default) => {
                 Ok(Read::Timeline(self.node.tl_get(key, ReadMode::Any).await?))
             }
@@ -314,6 +354,10 @@ impl Dispatch {
     /// `already_exists`, quorum failures, ...).
     pub async fn write(&self, key: &[u8], value: Bytes, opts: WriteOpts<'_>) -> Result<Written> {
         match (self.kind(key), opts) {
+            (BucketType::Transactional, WriteOpts::Default) => Ok(Written::Transactional(
+                self.txn_put(key, Some(value)).await?.1,
+            )),
+            (ty @ BucketType::Transactional, _) => Err(wrong_type(key, ty, OPTIONS_ON_TXN)),
             (BucketType::Timeline, WriteOpts::Default) => Ok(Written::Timeline(
                 self.node
                     .tl_put(key, Content::Value(value), Expect::Any)
@@ -361,6 +405,13 @@ impl Dispatch {
     /// As [`Dispatch::write`].
     pub async fn delete(&self, key: &[u8], opts: DeleteOpts<'_>) -> Result<Deleted> {
         match (self.kind(key), opts) {
+            (BucketType::Transactional, DeleteOpts::Plain) => {
+                match self.txn_put(key, None).await? {
+                    (None, _) => Ok(Deleted::Nothing),
+                    (Some(_), ts) => Ok(Deleted::Transactional(ts)),
+                }
+            }
+            (ty @ BucketType::Transactional, _) => Err(wrong_type(key, ty, OPTIONS_ON_TXN)),
             (BucketType::Timeline, DeleteOpts::Plain | DeleteOpts::Timeline(Expect::Any)) => {
                 self.tl_delete(key).await
             }
@@ -401,6 +452,80 @@ impl Dispatch {
         Ok(Deleted::Eventual(out))
     }
 
+    /// A transactional key's live value and its commit timestamp, read by a read-only
+    /// transaction at a fresh snapshot.
+    async fn txn_get(&self, key: &[u8]) -> Result<(Option<Bytes>, Option<Timestamp>)> {
+        let mut t = self.node.begin(TxnOptions {
+            read_only: true,
+            session: None,
+        });
+        let found = t.read_versions(&[Bytes::copy_from_slice(key)]).await?;
+        let now = self.node.kernel().clock.now().0;
+        Ok(match found.into_iter().next().flatten() {
+            Some((ts, raw)) => (Entry::live(raw, now).map(|e| e.data), Some(ts)),
+            None => (None, None),
+        })
+    }
+
+    /// One-key read-modify-write transactions, retried on conflicts (a Redis command on a
+    /// transactional bucket always takes effect, as it would on Redis): `f` gets the live
+    /// value and returns what to write (`None`: write nothing) and a result.
+    pub async fn txn_update<T>(
+        &self,
+        key: &[u8],
+        mut f: impl FnMut(Option<Entry>) -> (Option<Option<Entry>>, T),
+    ) -> Result<(T, Timestamp)> {
+        let key = Bytes::copy_from_slice(key);
+        let mut attempt = 0u32;
+        loop {
+            let mut t = self.node.begin(TxnOptions::default());
+            let raw = t.read(std::slice::from_ref(&key)).await?;
+            let now = self.node.kernel().clock.now().0;
+            let (write, out) = f(Entry::live(raw.into_iter().next().flatten(), now));
+            if let Some(w) = write {
+                t.write(key.clone(), w.map(|e| e.encode()))?;
+            }
+            match t.commit().await {
+                Ok(ts) => return Ok((out, ts)),
+                Err(e) if e.is_retryable() && attempt + 1 < TXN_ATTEMPTS => {
+                    attempt += 1;
+                    // Back off a little so two contending writers stop colliding.
+                    tokio::time::sleep(std::time::Duration::from_micros(200 * u64::from(attempt)))
+                        .await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Writes (or deletes) a transactional key; returns the value it replaced.
+    async fn txn_put(
+        &self,
+        key: &[u8],
+        value: Option<Bytes>,
+    ) -> Result<(Option<Bytes>, Timestamp)> {
+        let (old, ts) = self
+            .txn_update(key, |old| {
+                let write = match (&value, &old) {
+                    (None, None) => None,
+                    _ => Some(value.clone().map(Entry::new)),
+                };
+                (write, old.map(|e| e.data))
+            })
+            .await?;
+        Ok((old, ts))
+    }
+
+    async fn txn_set_nx(&self, key: &[u8], value: Bytes) -> Result<bool> {
+        Ok(self
+            .txn_update(key, |old| match old {
+                Some(_) => (None, false),
+                None => (Some(Some(Entry::new(value.clone()))), true),
+            })
+            .await?
+            .0)
+    }
+
     async fn tl_delete(&self, key: &[u8]) -> Result<Deleted> {
         let mut attempt = 1;
         loop {
@@ -425,6 +550,11 @@ impl Dispatch {
 const CONTEXT_ON_TIMELINE: &str = "causal contexts and quorum options are for eventual buckets \
      (MERIDIAN.PUT, X-Meridian-Context); timeline writes take SET key value or MERIDIAN.SET key \
      value [IFVERSION <version>] (HTTP If-Match: <version>) for a test-and-set";
+
+/// The hint of options sent to a transactional bucket.
+const OPTIONS_ON_TXN: &str = "transactional buckets take no quorum options, causal contexts, \
+     read modes or versions: each command is a snapshot-isolation transaction (use MULTI/EXEC, \
+     WATCH or MERIDIAN.BEGIN for several keys)";
 
 /// The hint of a version precondition sent to an eventual bucket.
 const PRECONDITION_ON_EVENTUAL: &str = "versions and preconditions (IFVERSION, TL.TAS, If-Match, \

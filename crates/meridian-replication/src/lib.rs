@@ -82,7 +82,9 @@ pub use kernel::{
     EventualNode, KernelMsg, Msg, Node, NodeConfig, NodeStats, Protocol, RemoteError,
 };
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
-pub use meridian_txn::{Controls as TxnControls, TimestampSource, TsoBatching, TxnError, TxnProps};
+pub use meridian_txn::{
+    Controls as TxnControls, Entry as TxnEntry, TimestampSource, TsoBatching, TxnError, TxnProps,
+};
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use timeline::{
     ReadMode, TimelineMsg, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace,

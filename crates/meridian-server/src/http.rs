@@ -144,6 +144,7 @@ pub fn router(node: Arc<NodeState>) -> Router {
             "/wan",
             get(crate::http_cluster::wan).put(crate::http_cluster::put_wan),
         )
+        .route("/txn", axum::routing::post(crate::http_cluster::post_txn))
         .route(
             "/timeline/force-master",
             axum::routing::post(crate::http_cluster::force_master),

@@ -11,7 +11,7 @@
 //! | `Overload` | `-TRYAGAIN overload` | 503 + `Retry-After` |
 //! | `Timeout` | `-TIMEOUT need=… ok=… nf=… fail=… missing=…` | 504 |
 //! | `TooLarge` | `-ERR <code> <figures>` | 413 |
-//! | `Conflict` | `-CONFLICT <code> current=<ver\|none>` | 412 + `X-Meridian-Version` |
+//! | `Conflict` | `-CONFLICT <code> current=<ver\|none>` | 412 + `X-Meridian-Version` (a transaction's abort: 409 and its `key`) |
 //! | `Internal` | `-ERR <code> <figures>` | 500 |
 //!
 //! `master_unavailable` keeps the spec's form that leads with what an operator acts on:
@@ -147,6 +147,14 @@ pub fn http_error(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Api
         ReplicationError::AlreadyExists { current: v } => {
             fields.push(("current", v.to_string().into()));
             current = Some(*v);
+        }
+        // A transaction's conflict is not a failed precondition the client sent: 409, with
+        // the key to retry around (spec `transactions.md` API).
+        ReplicationError::Txn(t @ meridian_replication::TxnError::Aborted(_)) => {
+            api.status = StatusCode::CONFLICT;
+            if let Some(k) = t.conflict_key() {
+                fields.push(("key", String::from_utf8_lossy(k).into_owned().into()));
+            }
         }
         _ => {}
     }

@@ -392,6 +392,11 @@ impl Node {
         self.kernel().cfg.id
     }
 
+    /// The node's clock reading (what expiry and snapshots are judged by).
+    pub fn clock_now(&self) -> meridian_core::Timestamp {
+        self.kernel().clock.now()
+    }
+
     /// This node's DC.
     pub fn dc(&self) -> DcId {
         self.kernel().dc

@@ -38,7 +38,10 @@ async fn a_commit_is_read_everywhere_and_the_snapshot_is_fixed() {
     t.write(a.clone(), Some(b("10"))).unwrap();
     t.write(z.clone(), Some(b("20"))).unwrap();
     // A transaction reads its own writes.
-    assert_eq!(t.read(std::slice::from_ref(&a)).await.unwrap(), vec![Some(b("10"))]);
+    assert_eq!(
+        t.read(std::slice::from_ref(&a)).await.unwrap(),
+        vec![Some(b("10"))]
+    );
     let ts = t.commit().await.unwrap();
     // Another node, in the other DC, with the session token: sees both.
     let mut r = c.nodes[4].begin(TxnOptions {
@@ -52,11 +55,17 @@ async fn a_commit_is_read_everywhere_and_the_snapshot_is_fixed() {
     assert!(r.snapshot().unwrap() > ts);
     // A snapshot taken before a later commit keeps its view.
     let mut old = c.nodes[1].begin(TxnOptions::default());
-    assert_eq!(old.read(std::slice::from_ref(&a)).await.unwrap(), vec![Some(b("10"))]);
+    assert_eq!(
+        old.read(std::slice::from_ref(&a)).await.unwrap(),
+        vec![Some(b("10"))]
+    );
     let mut w = c.nodes[2].begin(TxnOptions::default());
     w.write(a.clone(), Some(b("11"))).unwrap();
     w.commit().await.unwrap();
-    assert_eq!(old.read(std::slice::from_ref(&a)).await.unwrap(), vec![Some(b("10"))]);
+    assert_eq!(
+        old.read(std::slice::from_ref(&a)).await.unwrap(),
+        vec![Some(b("10"))]
+    );
     // ... and cannot write what changed after it: first committer wins.
     old.write(a.clone(), Some(b("12"))).unwrap();
     let e = old.commit().await.unwrap_err();

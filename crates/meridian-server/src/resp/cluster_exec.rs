@@ -384,6 +384,13 @@ async fn read(
                 None => reply.null(),
             }
         }
+        Read::Transactional { value, ts } => {
+            reply.opt_bulk(value.as_deref());
+            match ts {
+                Some(ts) => reply.bulk(ts.0.to_string().as_bytes()),
+                None => reply.null(),
+            }
+        }
     }
     Ok(())
 }
@@ -405,11 +412,13 @@ async fn write(
     Ok(())
 }
 
-/// The reply to a write: the new context (eventual) or version (timeline).
+/// The reply to a write: the new context (eventual), version (timeline) or commit timestamp
+/// (transactional).
 fn written(reply: &mut Reply, w: &Written) {
     match w {
         Written::Eventual(out) => reply.bulk(&out.context),
         Written::Timeline(out) => reply.bulk(out.record.ver.to_string().as_bytes()),
+        Written::Transactional(ts) => reply.bulk(ts.0.to_string().as_bytes()),
     }
 }
 
@@ -431,6 +440,7 @@ async fn delete(
         Deleted::Nothing => reply.null(),
         Deleted::Eventual(out) => reply.bulk(&out.context),
         Deleted::Timeline(out) => reply.bulk(out.record.ver.to_string().as_bytes()),
+        Deleted::Transactional(ts) => reply.bulk(ts.0.to_string().as_bytes()),
     }
     Ok(())
 }
