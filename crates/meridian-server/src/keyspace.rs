@@ -30,12 +30,14 @@
 //! Errors are one [`KeyspaceError`] enum whose messages are Redis's (without the `ERR `
 //! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
 
-use bytes::{Buf, Bytes};
+use crate::strings::{self, Entry, EntryRef, StringView, decode_version, encode};
+use bytes::Bytes;
 use meridian_core::{Clock, Timestamp};
 use meridian_storage::{Engine, StorageError, Version, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHasher};
 use std::collections::BTreeMap;
+use std::collections::hash_map::Entry as MapEntry;
 use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
@@ -47,8 +49,6 @@ use tokio_util::sync::CancellationToken;
 
 /// Number of lock stripes (a power of two).
 const STRIPES: usize = 1024;
-/// Envelope flag: an 8-byte absolute expiry (µs since the epoch) follows the flag byte.
-const FLAG_EXPIRY: u8 = 0x01;
 /// Keys examined per active-expiry round.
 const ACTIVE_EXPIRE_BUDGET: usize = 2_000;
 /// Period of the active expirer (Redis's `hz 10`).
@@ -165,7 +165,7 @@ pub enum Deadline {
 }
 
 impl Deadline {
-    fn resolve(self, now: Timestamp) -> u64 {
+    pub(crate) fn resolve(self, now: Timestamp) -> u64 {
         match self {
             Deadline::After(d) => now.saturating_add(d).0,
             Deadline::At(t) => t.0,
@@ -202,7 +202,7 @@ impl SetOptions {
         }
     }
 
-    fn deadline(&self) -> Option<Deadline> {
+    pub(crate) fn deadline(&self) -> Option<Deadline> {
         match (self.expire_at, self.ttl) {
             (Some(at), _) => Some(Deadline::At(at)),
             (None, Some(d)) => Some(Deadline::After(d)),
@@ -398,74 +398,35 @@ pub struct ExpireCycle {
     pub expired: usize,
 }
 
-/// A decoded stored value.
-#[derive(Clone, Debug)]
-struct Entry {
-    data: Bytes,
-    expiry: Option<u64>,
-}
-
-impl Entry {
-    fn is_expired(&self, now: Timestamp) -> bool {
-        self.expiry.is_some_and(|at| now.0 > at)
-    }
-}
-
-fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
-    // Exactly the needed capacity: `Bytes::from` a full Vec keeps the one allocation, while
-    // spare capacity would make it allocate a second, shared header.
-    let header = if expiry.is_some() { 9 } else { 1 };
-    let mut v = Vec::with_capacity(data.len() + header);
-    match expiry {
-        Some(at) => {
-            v.push(FLAG_EXPIRY);
-            v.extend_from_slice(&at.to_be_bytes());
-        }
-        None => v.push(0),
-    }
-    v.extend_from_slice(data);
-    Bytes::from(v)
-}
-
-/// Decodes an envelope in place: the data is the same allocation, advanced past the header
-/// (no copy, and no reference-count traffic beyond what the caller already paid).
-fn decode(mut raw: Bytes) -> Result<Entry> {
-    match raw.first() {
-        Some(0) => {
-            raw.advance(1);
-            Ok(Entry {
-                data: raw,
-                expiry: None,
-            })
-        }
-        Some(&FLAG_EXPIRY) if raw.len() >= 9 => {
-            let mut at = [0u8; 8];
-            at.copy_from_slice(&raw[1..9]);
-            raw.advance(9);
-            Ok(Entry {
-                data: raw,
-                expiry: Some(u64::from_be_bytes(at)),
-            })
-        }
-        Some(_) => Err(KeyspaceError::Corrupt("unknown envelope flags")),
-        None => Err(KeyspaceError::Corrupt("empty envelope")),
-    }
-}
-
-fn decode_version(v: Option<Version>) -> Result<Option<Entry>> {
-    match v {
-        Some(Version {
-            value: Some(raw), ..
-        }) => decode(raw).map(Some),
-        _ => Ok(None),
-    }
-}
-
-/// One lock stripe: serializes writes to its keys and indexes their TTLs.
+/// One lock stripe: serializes writes to its keys, indexes their TTLs and counts the
+/// modifications of its WATCHed keys.
 #[derive(Debug, Default)]
 struct Stripe {
     /// Keys of this stripe with a TTL, and their expiry (µs).
     ttl: FxHashMap<Bytes, u64>,
+    /// Keys of this stripe some connection WATCHes (empty almost always, so a write pays
+    /// one branch).
+    watched: FxHashMap<Bytes, WatchSlot>,
+}
+
+/// A WATCHed key: how many watches hold it, and how many times it was modified since the
+/// first of them.
+#[derive(Debug, Default)]
+struct WatchSlot {
+    watchers: u32,
+    epoch: u64,
+}
+
+impl Stripe {
+    /// Records a modification of `key` for its watchers (Redis's `touchWatchedKey`).
+    #[inline]
+    fn touch(&mut self, key: &[u8]) {
+        if !self.watched.is_empty()
+            && let Some(w) = self.watched.get_mut(key)
+        {
+            w.epoch += 1;
+        }
+    }
 }
 
 fn stripe_of(key: &[u8]) -> usize {
@@ -573,12 +534,13 @@ struct StripeGuards<'a> {
 }
 
 impl StripeGuards<'_> {
-    fn of(&mut self, key: &[u8]) -> &mut Stripe {
-        let i = self
-            .ids
-            .binary_search(&stripe_of(key))
-            .expect("every key's stripe is locked");
-        &mut self.guards[i]
+    /// The locked stripe of `key`. Callers lock every key they touch first; a key whose
+    /// stripe is not held is refused rather than written unserialized.
+    fn of(&mut self, key: &[u8]) -> Result<&mut Stripe> {
+        match self.ids.binary_search(&stripe_of(key)) {
+            Ok(i) => Ok(&mut self.guards[i]),
+            Err(_) => Err(KeyspaceError::Corrupt("key outside the locked stripes")),
+        }
     }
 }
 
@@ -714,7 +676,7 @@ impl Keyspace {
     ) -> Result<Option<Entry>> {
         match self.load(key)? {
             Some(e) if e.is_expired(now) => {
-                self.delete_locked(s, key, now)?;
+                self.expire_locked(s, key, now)?;
                 self.expired_keys.fetch_add(1, Ordering::Relaxed);
                 Ok(None)
             }
@@ -738,11 +700,21 @@ impl Keyspace {
         self.horizon(now);
         let key = Bytes::copy_from_slice(key);
         self.engine.put(key.clone(), now, encode(data, expiry))?;
+        s.touch(&key);
         self.index_owned(s, key, expiry);
         Ok(())
     }
 
+    /// Deletes a key a command removes (its watchers see a modification).
     fn delete_locked(&self, s: &mut Stripe, key: &[u8], now: Timestamp) -> Result<()> {
+        self.expire_locked(s, key, now)?;
+        s.touch(key);
+        Ok(())
+    }
+
+    /// Deletes an expired key. Not a modification for WATCH: a key live at WATCH time that
+    /// expires fails EXEC anyway, and one already expired then did not change (Redis 7).
+    fn expire_locked(&self, s: &mut Stripe, key: &[u8], now: Timestamp) -> Result<()> {
         self.horizon(now);
         self.engine.delete(Bytes::copy_from_slice(key), now)?;
         self.index(s, key, None);
@@ -776,20 +748,41 @@ impl Keyspace {
         }
     }
 
-    fn check_len(&self, len: usize) -> Result<()> {
-        if len > self.config.max_value_len {
-            return Err(KeyspaceError::ValueTooLarge);
+    /// A view of one locked stripe at `now` (taken after the lock, so every write of a key
+    /// gets a later timestamp than the last).
+    fn locked<'a>(&'a self, s: &'a mut Stripe) -> LockedView<'a> {
+        LockedView {
+            ks: self,
+            stripe: s,
+            now: self.clock.now(),
         }
-        Ok(())
+    }
+
+    /// Runs a single-key write under its stripe's lock, writing straight to the engine.
+    fn with_key<R>(&self, key: &[u8], f: impl FnOnce(&mut LockedView<'_>) -> R) -> R {
+        let mut s = self.lock(key);
+        f(&mut self.locked(&mut s))
+    }
+
+    /// Runs a multi-key write under its keys' stripes as one atomic batch.
+    fn with_keys<'k, R>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        f: impl FnOnce(&mut Overlay<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let guards = self.lock_many(keys);
+        let mut ov = Overlay::new(self, guards);
+        let r = f(&mut ov)?;
+        ov.commit()?;
+        Ok(r)
     }
 
     // ----- reads -------------------------------------------------------------------------
 
     /// GET: the value of `key`, or `None` if it does not exist (or has expired).
+    #[inline]
     pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let v = self.read_live(key)?.map(|e| e.data);
-        self.count_read(key, v.is_some());
-        Ok(v)
+        strings::get(&mut ReadView { ks: self }, key)
     }
 
     /// MGET: the value of each key, `None` for missing ones.
@@ -799,76 +792,34 @@ impl Keyspace {
 
     /// EXISTS: how many of `keys` exist, counting repeated keys as many times.
     pub fn exists<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
-        let mut n = 0;
-        for k in keys {
-            let hit = self.read_live(k.as_ref())?.is_some();
-            self.count_read(k.as_ref(), hit);
-            n += hit as u64;
-        }
-        Ok(n)
+        strings::exists(&mut ReadView { ks: self }, keys.iter().map(|k| k.as_ref()))
     }
 
     /// TYPE: `"string"` if the key exists, `"none"` otherwise.
     pub fn key_type(&self, key: &[u8]) -> Result<&'static str> {
-        let hit = self.read_live(key)?.is_some();
-        self.count_read(key, hit);
-        Ok(if hit { "string" } else { "none" })
+        strings::key_type(&mut ReadView { ks: self }, key)
     }
 
     /// STRLEN: the value's length, 0 for a missing key.
     pub fn strlen(&self, key: &[u8]) -> Result<u64> {
-        let v = self.read_live(key)?;
-        self.count_read(key, v.is_some());
-        Ok(v.map_or(0, |e| e.data.len() as u64))
+        strings::strlen(&mut ReadView { ks: self }, key)
     }
 
     /// GETRANGE: the substring between `start` and `end` inclusive, negative offsets counting
     /// from the end (Redis's clamping rules); empty for a missing key.
     pub fn getrange(&self, key: &[u8], start: i64, end: i64) -> Result<Bytes> {
-        let v = self.read_live(key)?;
-        self.count_read(key, v.is_some());
-        let Some(e) = v else {
-            return Ok(Bytes::new());
-        };
-        let len = e.data.len() as i64;
-        if (start < 0 && end < 0 && start > end) || len == 0 {
-            return Ok(Bytes::new());
-        }
-        let mut start = if start < 0 { len + start } else { start };
-        let mut end = if end < 0 { len + end } else { end };
-        start = start.max(0);
-        end = end.max(0);
-        if end >= len {
-            end = len - 1;
-        }
-        if start > end {
-            return Ok(Bytes::new());
-        }
-        Ok(e.data.slice(start as usize..=end as usize))
+        strings::getrange(&mut ReadView { ks: self }, key, start, end)
     }
 
     /// TTL/PTTL/EXPIRETIME: the key's time to live.
     pub fn ttl(&self, key: &[u8]) -> Result<KeyTtl> {
-        let v = self.read_live(key)?;
-        self.count_read(key, v.is_some());
-        Ok(match v {
-            None => KeyTtl::Missing,
-            Some(Entry { expiry: None, .. }) => KeyTtl::Persistent,
-            Some(Entry {
-                expiry: Some(at), ..
-            }) => {
-                let at = Timestamp(at);
-                KeyTtl::Expires {
-                    at,
-                    remaining: at.duration_since(self.clock.now()),
-                }
-            }
-        })
+        strings::ttl(&mut ReadView { ks: self }, key)
     }
 
     // ----- writes ------------------------------------------------------------------------
 
     /// SET with its options (NX/XX, GET, EX/PX/EXAT/PXAT, KEEPTTL).
+    #[inline]
     pub fn set(
         &self,
         key: impl AsRef<[u8]>,
@@ -876,152 +827,39 @@ impl Keyspace {
         opts: SetOptions,
     ) -> Result<SetOutcome> {
         let (key, value) = (key.as_ref(), value.as_ref());
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let deadline = opts.deadline();
-        let keep = opts.keep_ttl && deadline.is_none();
-        let needs_read = opts.get || opts.condition != SetCondition::Always || keep;
-        let current = if needs_read {
-            self.load_live_locked(&mut s, key, now)?
-        } else {
-            None
-        };
-        if opts.get {
-            self.count_read(key, current.is_some());
-        }
-        let previous = if opts.get {
-            current.as_ref().map(|e| e.data.clone())
-        } else {
-            None
-        };
-        let proceed = match opts.condition {
-            SetCondition::Always => true,
-            SetCondition::IfAbsent => current.is_none(),
-            SetCondition::IfPresent => current.is_some(),
-        };
-        if !proceed {
-            return Ok(SetOutcome {
-                written: false,
-                previous,
-            });
-        }
-        let expiry = match deadline {
-            Some(d) => Some(d.resolve(now)),
-            None if keep => current.and_then(|e| e.expiry),
-            None => None,
-        };
-        match expiry {
-            // A deadline already passed: the key is set and gone at once.
-            Some(at) if at <= now.0 => {
-                if self.load(key)?.is_some() {
-                    self.delete_locked(&mut s, key, now)?;
-                }
-            }
-            _ => self.put_locked(&mut s, key, value, expiry, now)?,
-        }
-        Ok(SetOutcome {
-            written: true,
-            previous,
-        })
+        self.with_key(key, |v| strings::set(v, key, value, opts))
     }
 
     /// MSET: writes every pair atomically, clearing their TTLs. A key given twice ends with
     /// its last value.
     pub fn mset<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<()> {
-        let mut g = self.lock_many(pairs.iter().map(|(k, _)| k));
-        let now = self.clock.now();
-        self.mset_locked(&mut g, pairs, now)
-    }
-
-    fn mset_locked<K: AsRef<[u8]>, V: AsRef<[u8]>>(
-        &self,
-        g: &mut StripeGuards<'_>,
-        pairs: &[(K, V)],
-        now: Timestamp,
-    ) -> Result<()> {
-        let mut batch = WriteBatch::new();
-        for (k, v) in pairs {
-            batch.put(
-                Bytes::copy_from_slice(k.as_ref()),
-                now,
-                encode(v.as_ref(), None),
-            );
-        }
-        self.horizon(now);
-        self.engine.write_batch(batch)?;
-        for (k, _) in pairs {
-            let k = k.as_ref();
-            self.index(g.of(k), k, None);
-        }
-        Ok(())
+        let pairs: Vec<(&[u8], &[u8])> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
+            .collect();
+        self.with_keys(pairs.iter().map(|p| p.0), |v| strings::mset(v, &pairs))
     }
 
     /// MSETNX: writes every pair atomically only if none of the keys exists; returns whether
     /// it wrote.
     pub fn msetnx<K: AsRef<[u8]>, V: AsRef<[u8]>>(&self, pairs: &[(K, V)]) -> Result<bool> {
-        let mut g = self.lock_many(pairs.iter().map(|(k, _)| k));
-        let now = self.clock.now();
-        for (k, _) in pairs {
-            let k = k.as_ref();
-            if self.load_live_locked(g.of(k), k, now)?.is_some() {
-                return Ok(false);
-            }
-        }
-        self.mset_locked(&mut g, pairs, now)?;
-        Ok(true)
+        let pairs: Vec<(&[u8], &[u8])> = pairs
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.as_ref()))
+            .collect();
+        self.with_keys(pairs.iter().map(|p| p.0), |v| strings::msetnx(v, &pairs))
     }
 
     /// DEL/UNLINK: deletes the keys atomically; returns how many existed.
     pub fn del<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
-        let mut g = self.lock_many(keys.iter());
-        let now = self.clock.now();
-        let mut batch = WriteBatch::new();
-        let mut deleted = 0;
-        let mut expired = 0;
-        for (i, k) in keys.iter().enumerate() {
-            let k = k.as_ref();
-            if keys[..i].iter().any(|p| p.as_ref() == k) {
-                continue;
-            }
-            let e = match self.load(k) {
-                Ok(Some(e)) => e,
-                Ok(None) => continue,
-                // A value in a foreign format still exists and can be deleted.
-                Err(KeyspaceError::Corrupt(_)) => Entry {
-                    data: Bytes::new(),
-                    expiry: None,
-                },
-                Err(e) => return Err(e),
-            };
-            if e.is_expired(now) {
-                expired += 1;
-            } else {
-                deleted += 1;
-            }
-            batch.delete(Bytes::copy_from_slice(k), now);
-        }
-        if !batch.is_empty() {
-            self.horizon(now);
-            self.engine.write_batch(batch)?;
-            for k in keys {
-                let k = k.as_ref();
-                self.index(g.of(k), k, None);
-            }
-        }
-        self.expired_keys.fetch_add(expired, Ordering::Relaxed);
-        Ok(deleted)
+        self.with_keys(keys.iter().map(|k| k.as_ref()), |v| {
+            strings::del(v, keys.iter().map(|k| k.as_ref()))
+        })
     }
 
     /// GETDEL: returns the value and deletes the key.
     pub fn getdel(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let v = self.load_live_locked(&mut s, key, now)?;
-        self.count_read(key, v.is_some());
-        if v.is_some() {
-            self.delete_locked(&mut s, key, now)?;
-        }
-        Ok(v.map(|e| e.data))
+        self.with_key(key, |v| strings::getdel(v, key))
     }
 
     /// GETEX: returns the value and changes its TTL.
@@ -1029,97 +867,30 @@ impl Keyspace {
         if expiry == GetExExpiry::Unchanged {
             return self.get(key);
         }
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let v = self.load_live_locked(&mut s, key, now)?;
-        self.count_read(key, v.is_some());
-        let Some(e) = v else {
-            return Ok(None);
-        };
-        match expiry {
-            GetExExpiry::Unchanged => {}
-            GetExExpiry::Persist => {
-                if e.expiry.is_some() {
-                    self.put_locked(&mut s, key, &e.data, None, now)?;
-                }
-            }
-            GetExExpiry::At(d) => {
-                let at = d.resolve(now);
-                if at <= now.0 {
-                    self.delete_locked(&mut s, key, now)?;
-                } else {
-                    self.put_locked(&mut s, key, &e.data, Some(at), now)?;
-                }
-            }
-        }
-        Ok(Some(e.data))
+        self.with_key(key, |v| strings::getex(v, key, expiry))
     }
 
     /// INCRBY (INCR, DECR, DECRBY): adds `delta` to the integer value (0 if missing), keeping
     /// the TTL; returns the new value.
     pub fn incr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let current = self.load_live_locked(&mut s, key, now)?;
-        let (value, expiry) = match &current {
-            Some(e) => (
-                parse_i64(&e.data).ok_or(KeyspaceError::NotAnInteger)?,
-                e.expiry,
-            ),
-            None => (0, None),
-        };
-        let new = value.checked_add(delta).ok_or(KeyspaceError::Overflow)?;
-        let mut buf = itoa::Buffer::new();
-        self.put_locked(&mut s, key, buf.format(new).as_bytes(), expiry, now)?;
-        Ok(new)
+        self.with_key(key, |v| strings::incr_by(v, key, delta))
     }
 
     /// DECRBY: [`Keyspace::incr_by`] with `-delta`, refusing the one delta whose negation
     /// overflows, as Redis does.
     pub fn decr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
-        let neg = delta
-            .checked_neg()
-            .ok_or(KeyspaceError::DecrementOverflow)?;
-        self.incr_by(key, neg)
+        self.with_key(key, |v| strings::decr_by(v, key, delta))
     }
 
     /// INCRBYFLOAT: adds `delta` to the float value (0 if missing), keeping the TTL; returns
     /// the new value as stored (shortest round-trip decimal, never an exponent).
     pub fn incr_by_float(&self, key: &[u8], delta: f64) -> Result<Bytes> {
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let current = self.load_live_locked(&mut s, key, now)?;
-        let (value, expiry) = match &current {
-            Some(e) => (
-                parse_f64(&e.data).ok_or(KeyspaceError::NotAFloat)?,
-                e.expiry,
-            ),
-            None => (0.0, None),
-        };
-        let new = value + delta;
-        if !new.is_finite() {
-            return Err(KeyspaceError::NanOrInfinity);
-        }
-        let text = Bytes::from(format_f64(new));
-        self.put_locked(&mut s, key, &text, expiry, now)?;
-        Ok(text)
+        self.with_key(key, |v| strings::incr_by_float(v, key, delta))
     }
 
     /// APPEND: appends to the value (creating it), keeping the TTL; returns the new length.
     pub fn append(&self, key: &[u8], suffix: &[u8]) -> Result<u64> {
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let current = self.load_live_locked(&mut s, key, now)?;
-        let (old, expiry) = match &current {
-            Some(e) => (&e.data[..], e.expiry),
-            None => (&b""[..], None),
-        };
-        self.check_len(old.len() + suffix.len())?;
-        let mut data = Vec::with_capacity(old.len() + suffix.len());
-        data.extend_from_slice(old);
-        data.extend_from_slice(suffix);
-        self.put_locked(&mut s, key, &data, expiry, now)?;
-        Ok(data.len() as u64)
+        self.with_key(key, |v| strings::append(v, key, suffix))
     }
 
     /// SETRANGE: overwrites the value from `offset` (zero-padding), keeping the TTL; returns
@@ -1128,59 +899,43 @@ impl Keyspace {
         if offset < 0 {
             return Err(KeyspaceError::OffsetOutOfRange);
         }
-        let offset = offset as usize;
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let current = self.load_live_locked(&mut s, key, now)?;
-        let old_len = current.as_ref().map_or(0, |e| e.data.len());
-        if value.is_empty() {
-            return Ok(old_len as u64);
-        }
-        self.check_len(offset.saturating_add(value.len()))?;
-        let mut data = current.as_ref().map_or_else(Vec::new, |e| e.data.to_vec());
-        if data.len() < offset + value.len() {
-            data.resize(offset + value.len(), 0);
-        }
-        data[offset..offset + value.len()].copy_from_slice(value);
-        self.put_locked(&mut s, key, &data, current.and_then(|e| e.expiry), now)?;
-        Ok(data.len() as u64)
+        self.with_key(key, |v| strings::setrange(v, key, offset, value))
     }
 
     /// EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT: sets the key's deadline under `cond`; a deadline not
     /// after now deletes the key. Returns whether the key existed and the condition held.
     pub fn expire(&self, key: &[u8], deadline: Deadline, cond: ExpireCondition) -> Result<bool> {
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        let Some(e) = self.load_live_locked(&mut s, key, now)? else {
-            return Ok(false);
-        };
-        let at = deadline.resolve(now);
-        let holds = match e.expiry {
-            None => !cond.xx && !cond.gt,
-            Some(cur) => !cond.nx && (!cond.gt || at > cur) && (!cond.lt || at < cur),
-        };
-        if !holds {
-            return Ok(false);
-        }
-        if at <= now.0 {
-            self.delete_locked(&mut s, key, now)?;
-        } else {
-            self.put_locked(&mut s, key, &e.data, Some(at), now)?;
-        }
-        Ok(true)
+        self.with_key(key, |v| strings::expire(v, key, deadline, cond))
     }
 
     /// PERSIST: removes the key's TTL; returns whether it had one.
     pub fn persist(&self, key: &[u8]) -> Result<bool> {
-        let mut s = self.lock(key);
-        let now = self.clock.now();
-        match self.load_live_locked(&mut s, key, now)? {
-            Some(e) if e.expiry.is_some() => {
-                self.put_locked(&mut s, key, &e.data, None, now)?;
-                Ok(true)
-            }
-            _ => Ok(false),
+        self.with_key(key, |v| strings::persist(v, key))
+    }
+
+    /// Executes a string command ([`strings::handles`]) from its arguments with the same
+    /// locking as the typed calls: reads lock-free, single-key writes under their stripe,
+    /// multi-key writes as one batch.
+    pub(crate) fn execute(
+        &self,
+        cmd: crate::resp::command::Cmd,
+        args: crate::resp::request::Args<'_>,
+        reply: &mut crate::resp::reply::Reply,
+    ) -> std::result::Result<(), crate::resp::exec::CmdError> {
+        use crate::resp::command::Cmd;
+        debug_assert!(strings::handles(cmd), "{cmd:?} is not a string command");
+        let spec = cmd.spec();
+        if spec.flags.first() == Some(&"readonly") {
+            return strings::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
+        if matches!(cmd, Cmd::Del | Cmd::Unlink | Cmd::Mset | Cmd::Msetnx) {
+            let guards = self.lock_many(spec.key_positions(args.len()).map(|i| args.get(i)));
+            let mut ov = Overlay::new(self, guards);
+            strings::exec_on_view(cmd, args, &mut ov, reply)?;
+            return Ok(ov.commit()?);
+        }
+        let mut s = self.lock(args.get(1));
+        strings::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
     }
 
     /// FLUSHDB/FLUSHALL: removes every key.
@@ -1344,7 +1099,7 @@ impl Keyspace {
                 // The index is exact for writes made through this keyspace; check the stored
                 // value anyway so a foreign write is never deleted by mistake.
                 match self.load(&key) {
-                    Ok(Some(e)) if e.is_expired(now) => match self.delete_locked(&mut s, &key, now)
+                    Ok(Some(e)) if e.is_expired(now) => match self.expire_locked(&mut s, &key, now)
                     {
                         Ok(()) => {
                             cycle.expired += 1;
@@ -1381,6 +1136,462 @@ impl Keyspace {
                 tokio::task::yield_now().await;
             }
         }
+    }
+}
+
+// ----- views for the string commands -----------------------------------------------------
+
+/// Lock-free reads (GET, MGET, EXISTS, ...): an expired key reads as absent and is deleted
+/// under its stripe's lock. Writes lock their key's stripe (read-only commands never write).
+struct ReadView<'a> {
+    ks: &'a Keyspace,
+}
+
+impl StringView for ReadView<'_> {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        self.ks.clock.now()
+    }
+
+    #[inline]
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+        self.ks.read_live(key)
+    }
+
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        let mut s = self.ks.lock(key);
+        self.ks.locked(&mut s).store(key, value)
+    }
+
+    fn max_value_len(&self) -> usize {
+        self.ks.config.max_value_len
+    }
+
+    #[inline]
+    fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.ks.count_read(key, hit);
+    }
+}
+
+/// One key's stripe, locked: reads delete expired keys, writes go straight to the engine at
+/// the view's time.
+struct LockedView<'a> {
+    ks: &'a Keyspace,
+    stripe: &'a mut Stripe,
+    now: Timestamp,
+}
+
+impl StringView for LockedView<'_> {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    #[inline]
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+        self.ks.load_live_locked(self.stripe, key, self.now)
+    }
+
+    #[inline]
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        match value {
+            Some(e) => self
+                .ks
+                .put_locked(self.stripe, key, e.data, e.expiry, self.now),
+            None => self.ks.delete_locked(self.stripe, key, self.now),
+        }
+    }
+
+    fn max_value_len(&self) -> usize {
+        self.ks.config.max_value_len
+    }
+
+    #[inline]
+    fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.ks.count_read(key, hit);
+    }
+}
+
+/// A buffered write of an [`Overlay`].
+#[derive(Debug)]
+struct Pending {
+    /// The new envelope, or a delete.
+    value: Option<Bytes>,
+    /// The new expiry, for the TTL index.
+    expiry: Option<u64>,
+    /// Whether a command wrote it (a modification for WATCH), rather than expiry.
+    touched: bool,
+    /// Whether it deletes an expired key (counted in `expired_keys`).
+    expired: bool,
+}
+
+/// Several keys' stripes, locked, at one time: reads see the engine plus this overlay's own
+/// earlier writes; writes are buffered and [`Overlay::commit`] writes them as one atomic
+/// [`WriteBatch`]. What MSET, MSETNX, DEL and a whole MULTI/EXEC run over, so no reader or
+/// writer can observe part of them.
+pub(crate) struct Overlay<'a> {
+    ks: &'a Keyspace,
+    guards: StripeGuards<'a>,
+    now: Timestamp,
+    pending: FxHashMap<Bytes, Pending>,
+    /// Whether a FLUSHDB/FLUSHALL ran: SCAN cursors are forgotten at commit.
+    flushed: bool,
+}
+
+impl<'a> Overlay<'a> {
+    /// Takes the time after the locks, so the batch's versions are newer than any earlier
+    /// write of its keys.
+    fn new(ks: &'a Keyspace, guards: StripeGuards<'a>) -> Self {
+        Self {
+            ks,
+            guards,
+            now: ks.clock.now(),
+            pending: FxHashMap::default(),
+            flushed: false,
+        }
+    }
+
+    /// Writes every buffered write as one batch at the overlay's time, then updates the TTL
+    /// index and the watchers of the keys commands modified.
+    fn commit(mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for (k, p) in &self.pending {
+            match &p.value {
+                Some(v) => {
+                    batch.put(k.clone(), self.now, v.clone());
+                }
+                None => {
+                    batch.delete(k.clone(), self.now);
+                }
+            }
+        }
+        self.ks.horizon(self.now);
+        self.ks.engine.write_batch(batch)?;
+        let mut expired = 0;
+        for (k, p) in self.pending.drain() {
+            let s = self.guards.of(&k)?;
+            if p.touched {
+                s.touch(&k);
+            }
+            expired += p.expired as u64;
+            self.ks.index_owned(s, k, p.expiry);
+        }
+        self.ks.expired_keys.fetch_add(expired, Ordering::Relaxed);
+        if self.flushed {
+            self.ks.cursors.lock().clear();
+        }
+        Ok(())
+    }
+
+    /// FLUSHDB/FLUSHALL inside the overlay: deletes every key (the overlay must hold every
+    /// stripe). Not a modification for WATCH, as in Redis 7: a watched key that existed is
+    /// gone, which fails EXEC by itself; one that did not exist did not change.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        if self.guards.ids.len() != STRIPES {
+            return Err(KeyspaceError::Corrupt("flush without every stripe locked"));
+        }
+        for p in self.pending.values_mut() {
+            p.value = None;
+            p.expiry = None;
+        }
+        let mut start = Bound::Unbounded;
+        loop {
+            let page = self
+                .ks
+                .engine
+                .scan(start, Bound::Unbounded, Timestamp::MAX, PAGE, false)?;
+            let full = page.len() == PAGE;
+            let last = page.last().map(|(k, _)| k.clone());
+            for (k, _) in page {
+                self.pending.entry(k).or_insert(Pending {
+                    value: None,
+                    expiry: None,
+                    touched: false,
+                    expired: false,
+                });
+            }
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => break,
+            }
+        }
+        self.flushed = true;
+        Ok(())
+    }
+
+    /// KEYS (and SCAN, from after `after`) as this overlay sees the keyspace: live engine keys
+    /// and the overlay's own writes, in key order, matching the glob `pattern`.
+    pub(crate) fn keys(
+        &mut self,
+        pattern: Option<&[u8]>,
+        after: Option<Bytes>,
+    ) -> Result<Vec<Bytes>> {
+        let mut out = Vec::new();
+        let prefix = pattern.map_or(&[][..], literal_prefix);
+        let mut start = match after {
+            Some(k) if prefix.is_empty() || &k[..] >= prefix => Bound::Excluded(k),
+            _ if prefix.is_empty() => Bound::Unbounded,
+            _ => Bound::Included(Bytes::copy_from_slice(prefix)),
+        };
+        let end = prefix_end(prefix);
+        let lower = start.clone();
+        loop {
+            let rows = self
+                .ks
+                .engine
+                .scan(start, end.clone(), Timestamp::MAX, PAGE, false)?;
+            let full = rows.len() == PAGE;
+            let last = rows.last().map(|(k, _)| k.clone());
+            for (k, v) in rows {
+                if self.pending.contains_key(&k) {
+                    continue;
+                }
+                let live = match decode_version(Some(v)) {
+                    Ok(Some(e)) => !e.is_expired(self.now),
+                    _ => true,
+                };
+                if live && pattern.is_none_or(|p| glob_match(p, &k, false)) {
+                    out.push(k);
+                }
+            }
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => break,
+            }
+        }
+        let in_range = |k: &Bytes| {
+            (match &lower {
+                Bound::Excluded(l) => k > l,
+                Bound::Included(l) => k >= l,
+                Bound::Unbounded => true,
+            }) && (match &end {
+                Bound::Excluded(e) => k < e,
+                _ => true,
+            })
+        };
+        out.extend(
+            self.pending
+                .iter()
+                .filter(|(k, p)| {
+                    p.value.is_some()
+                        && in_range(k)
+                        && pattern.is_none_or(|pat| glob_match(pat, k, false))
+                })
+                .map(|(k, _)| k.clone()),
+        );
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// DBSIZE as this overlay sees the keyspace.
+    pub(crate) fn dbsize(&mut self) -> Result<u64> {
+        let mut n = self.ks.engine.stats().live_keys as i64;
+        for (k, p) in &self.pending {
+            let before = self.ks.load(k).map(|e| e.is_some()).unwrap_or(true);
+            n += p.value.is_some() as i64 - before as i64;
+        }
+        Ok(n.max(0) as u64)
+    }
+
+    /// Takes a SCAN cursor's resume key (see [`Keyspace::scan`]).
+    pub(crate) fn scan_resume(&self, cursor: u64) -> Option<Bytes> {
+        (cursor != 0)
+            .then(|| self.ks.cursors.lock().take(cursor))
+            .flatten()
+    }
+}
+
+impl StringView for Overlay<'_> {
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+        if let Some(p) = self.pending.get(key) {
+            return match &p.value {
+                Some(v) => strings::decode(v.clone()).map(Some),
+                None => Ok(None),
+            };
+        }
+        // Fails for a key outside the locked stripes before reading it.
+        self.guards.of(key)?;
+        match self.ks.load(key)? {
+            Some(e) if e.is_expired(self.now) => {
+                self.pending.insert(
+                    Bytes::copy_from_slice(key),
+                    Pending {
+                        value: None,
+                        expiry: None,
+                        touched: false,
+                        expired: true,
+                    },
+                );
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        self.guards.of(key)?;
+        let p = Pending {
+            value: value.map(|e| encode(e.data, e.expiry)),
+            expiry: value.and_then(|e| e.expiry),
+            touched: true,
+            expired: false,
+        };
+        match self.pending.entry(Bytes::copy_from_slice(key)) {
+            MapEntry::Occupied(mut o) => {
+                // A key that expired, then was written: still counted as expired.
+                let expired = o.get().expired;
+                *o.get_mut() = Pending { expired, ..p };
+            }
+            MapEntry::Vacant(v) => {
+                v.insert(p);
+            }
+        }
+        Ok(())
+    }
+
+    fn max_value_len(&self) -> usize {
+        self.ks.config.max_value_len
+    }
+
+    fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.ks.count_read(key, hit);
+    }
+}
+
+// ----- WATCH and transactions ------------------------------------------------------------
+
+/// One WATCHed key: what EXEC compares. Registered in its stripe until dropped with
+/// [`Keyspace::unwatch`] (a [`WatchSet`] does that when dropped).
+#[derive(Debug)]
+pub(crate) struct Watch {
+    key: Bytes,
+    /// The key's modification count when watched.
+    epoch: u64,
+    /// Whether the key was live when watched (so expiring since then is a change).
+    live: bool,
+}
+
+/// A connection's watched keys; unregisters them when dropped (a connection that goes away
+/// mid-WATCH leaves nothing behind).
+#[derive(Debug)]
+pub(crate) struct WatchSet {
+    ks: Arc<Keyspace>,
+    watches: Vec<Watch>,
+}
+
+impl WatchSet {
+    /// An empty set over `ks`.
+    pub(crate) fn new(ks: Arc<Keyspace>) -> Self {
+        Self {
+            ks,
+            watches: Vec::new(),
+        }
+    }
+
+    /// WATCH: registers `key` (a key watched twice is watched once).
+    pub(crate) fn watch(&mut self, key: &[u8]) {
+        if self.watches.iter().any(|w| w.key == key) {
+            return;
+        }
+        let w = self.ks.watch(key);
+        self.watches.push(w);
+    }
+
+    /// UNWATCH: forgets every key.
+    pub(crate) fn clear(&mut self) {
+        for w in self.watches.drain(..) {
+            self.ks.unwatch(&w);
+        }
+    }
+
+    /// The registered watches.
+    pub(crate) fn watches(&self) -> &[Watch] {
+        &self.watches
+    }
+}
+
+impl Drop for WatchSet {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+impl Keyspace {
+    /// Registers a watch of `key`: later modifications of it (by anyone) are counted in its
+    /// stripe until [`Keyspace::unwatch`].
+    pub(crate) fn watch(&self, key: &[u8]) -> Watch {
+        let mut s = self.lock(key);
+        let now = self.clock.now();
+        // A value that cannot be decoded exists: treat it as live.
+        let live = self
+            .load(key)
+            .map_or(true, |e| e.is_some_and(|e| !e.is_expired(now)));
+        let slot = s.watched.entry(Bytes::copy_from_slice(key)).or_default();
+        slot.watchers += 1;
+        Watch {
+            key: Bytes::copy_from_slice(key),
+            epoch: slot.epoch,
+            live,
+        }
+    }
+
+    /// Drops a watch registered by [`Keyspace::watch`].
+    pub(crate) fn unwatch(&self, w: &Watch) {
+        let mut s = self.lock(&w.key);
+        if let Some(slot) = s.watched.get_mut(&w.key[..]) {
+            slot.watchers = slot.watchers.saturating_sub(1);
+            if slot.watchers == 0 {
+                s.watched.remove(&w.key[..]);
+            }
+        }
+    }
+
+    /// A transaction (MULTI/EXEC): locks the stripes of `keys` and of the watched keys in
+    /// ascending order (every stripe with `all`, for FLUSH, KEYS, SCAN, DBSIZE), checks that
+    /// no watched key was modified or expired since WATCH — `Ok(None)` if one was, nothing
+    /// run — then runs `run` over one [`Overlay`] and writes all its writes as one batch.
+    pub(crate) fn transaction<'k, R>(
+        &self,
+        keys: impl Iterator<Item = &'k [u8]>,
+        all: bool,
+        watches: &'k [Watch],
+        run: impl FnOnce(&mut Overlay<'_>) -> R,
+    ) -> Result<Option<R>> {
+        let mut guards = if all {
+            StripeGuards {
+                ids: (0..STRIPES).collect(),
+                guards: self.stripes.iter().map(|s| s.lock()).collect(),
+            }
+        } else {
+            self.lock_many(keys.chain(watches.iter().map(|w| &w.key[..])))
+        };
+        let now = self.clock.now();
+        for w in watches {
+            let s = guards.of(&w.key)?;
+            let epoch = s.watched.get(&w.key[..]).map(|slot| slot.epoch);
+            if epoch != Some(w.epoch) {
+                return Ok(None);
+            }
+            if w.live {
+                let live = self
+                    .load(&w.key)
+                    .map_or(true, |e| e.is_some_and(|e| !e.is_expired(now)));
+                if !live {
+                    return Ok(None);
+                }
+            }
+        }
+        let mut ov = Overlay::new(self, guards);
+        let r = run(&mut ov);
+        ov.commit()?;
+        Ok(Some(r))
     }
 }
 
@@ -1613,7 +1824,123 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(raw.len(), 10);
-        assert_eq!(raw[0], FLAG_EXPIRY);
+        assert_eq!(raw[0], 0x01, "the expiry flag");
+    }
+
+    /// Whether a transaction with `watches` would run now (nothing queued).
+    fn exec_runs(ks: &Keyspace, ws: &WatchSet) -> bool {
+        ks.transaction(std::iter::empty(), false, ws.watches(), |_| ())
+            .unwrap()
+            .is_some()
+    }
+
+    fn watching(ks: &Arc<Keyspace>, key: &[u8]) -> WatchSet {
+        let mut ws = WatchSet::new(ks.clone());
+        ws.watch(key);
+        ws
+    }
+
+    #[test]
+    fn watch_detects_every_modification_and_nothing_else() {
+        let clock = Arc::new(ManualClock::new(START));
+        let ks = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), clock.clone()));
+        let o = SetOptions::default();
+        // Shadowed sets stay alive to the end of the block, then unregister.
+        {
+            // Untouched: runs.
+            let ws = watching(&ks, b"w");
+            assert!(exec_runs(&ks, &ws));
+            // Written by anyone.
+            let ws = watching(&ks, b"w");
+            ks.set(b"w", b"1", o).unwrap();
+            assert!(!exec_runs(&ks, &ws));
+            // Deleted, then absent again with no tombstone left (retention zero): still a change.
+            ks.del(&[b"w"]).unwrap();
+            let ws = watching(&ks, b"w");
+            ks.set(b"w", b"1", o).unwrap();
+            ks.del(&[b"w"]).unwrap();
+            assert!(
+                ks.engine().get_latest(b"w").unwrap().is_none(),
+                "no tombstone left"
+            );
+            assert!(!exec_runs(&ks, &ws));
+            // A write that changes nothing is no modification (SET NX over a live key).
+            ks.set(b"w", b"1", o).unwrap();
+            let ws = watching(&ks, b"w");
+            let nx = SetOptions {
+                condition: SetCondition::IfAbsent,
+                ..o
+            };
+            assert!(!ks.set(b"w", b"2", nx).unwrap().written);
+            assert!(exec_runs(&ks, &ws));
+            // Another key of the same stripe is not this key.
+            let twin = (0..100_000)
+                .map(|i| format!("t{i}"))
+                .find(|k| stripe_of(k.as_bytes()) == stripe_of(b"w"))
+                .unwrap();
+            ks.set(twin.as_bytes(), b"x", o).unwrap();
+            assert!(exec_runs(&ks, &ws));
+            // Expiring between WATCH and EXEC is a change, deleted or not yet.
+            ks.set(b"e", b"1", SetOptions::with_ttl(Duration::from_millis(5)))
+                .unwrap();
+            let ws = watching(&ks, b"e");
+            clock.advance(Duration::from_millis(10));
+            assert!(!exec_runs(&ks, &ws));
+            // Already expired at WATCH: its deletion by the active expirer is not a change.
+            ks.set(b"x", b"1", SetOptions::with_ttl(Duration::from_millis(5)))
+                .unwrap();
+            clock.advance(Duration::from_millis(10));
+            let ws = watching(&ks, b"x");
+            while ks.expire_cycle(usize::MAX).expired > 0 {}
+            assert!(exec_runs(&ks, &ws));
+            // FLUSHALL changes the watched keys that existed, not the absent ones.
+            ks.set(b"w", b"1", o).unwrap();
+            let (live, absent) = (watching(&ks, b"w"), watching(&ks, b"nope"));
+            ks.flush().unwrap();
+            assert!(!exec_runs(&ks, &live));
+            assert!(exec_runs(&ks, &absent));
+        }
+        // Dropped watch sets leave no registration behind.
+        assert!(ks.stripes.iter().all(|s| s.lock().watched.is_empty()));
+    }
+
+    #[test]
+    fn transaction_overlay_reads_its_writes_and_commits_one_batch() {
+        let (ks, _) = setup();
+        ks.set(b"a", b"old", SetOptions::default()).unwrap();
+        let keys: [&[u8]; 3] = [b"a", b"b", b"n"];
+        let out = ks
+            .transaction(keys.into_iter(), false, &[], |ov| {
+                strings::set(ov, b"a", b"new", SetOptions::default()).unwrap();
+                strings::set(ov, b"b", b"x", SetOptions::default()).unwrap();
+                assert_eq!(strings::get(ov, b"a").unwrap(), Some(b("new")));
+                assert_eq!(strings::incr_by(ov, b"n", 5).unwrap(), 5);
+                assert_eq!(strings::incr_by(ov, b"n", 1).unwrap(), 6);
+                assert_eq!(strings::del(ov, [&b"b"[..], b"b"]).unwrap(), 1);
+                // Nothing reached the engine yet.
+                assert_eq!(
+                    ks.engine()
+                        .get_value(b"a", Timestamp::MAX)
+                        .unwrap()
+                        .unwrap()[1..],
+                    b"old"[..]
+                );
+                assert!(ks.engine().get_latest(b"n").unwrap().is_none());
+                // A key outside the locked stripes is refused, not written unserialized.
+                let outside = (0..100_000)
+                    .map(|i| format!("o{i}"))
+                    .find(|k| !keys.iter().any(|l| stripe_of(l) == stripe_of(k.as_bytes())))
+                    .unwrap();
+                assert!(strings::get(ov, outside.as_bytes()).is_err());
+                ov.dbsize().unwrap()
+            })
+            .unwrap();
+        assert_eq!(out, Some(2), "a and n");
+        assert_eq!(ks.get(b"a").unwrap(), Some(b("new")));
+        assert_eq!(ks.get(b"n").unwrap(), Some(b("6")));
+        assert_eq!(ks.get(b"b").unwrap(), None);
+        let ts = |k: &[u8]| ks.engine().get_latest(k).unwrap().unwrap().ts;
+        assert_eq!(ts(b"a"), ts(b"n"), "one batch at one time");
     }
 
     #[test]

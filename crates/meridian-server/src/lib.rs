@@ -13,6 +13,7 @@ pub mod keyspace;
 pub mod metrics;
 pub mod node;
 pub mod resp;
+pub mod strings;
 pub mod wire_error;
 
 pub use config::{EngineKind, NodeConfig};

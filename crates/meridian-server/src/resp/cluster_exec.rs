@@ -142,7 +142,12 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
         | Cmd::Cluster
         | Cmd::Readonly
         | Cmd::Readwrite
-        | Cmd::Asking => false,
+        | Cmd::Asking
+        | Cmd::Multi
+        | Cmd::Exec
+        | Cmd::Discard
+        | Cmd::Watch
+        | Cmd::Unwatch => false,
     }
 }
 

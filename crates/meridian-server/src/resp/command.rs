@@ -164,6 +164,11 @@ commands! {
     Auth "auth" -2 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
     Quit "quit" -1 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
     Reset "reset" 1 ["noscript" "loading" "stale" "fast" "no_auth"] 0 0 0;
+    Multi "multi" 1 ["noscript" "loading" "stale" "fast" "allow_busy"] 0 0 0;
+    Exec "exec" 1 ["noscript" "loading" "stale" "skip_slowlog"] 0 0 0;
+    Discard "discard" 1 ["noscript" "loading" "stale" "fast" "allow_busy"] 0 0 0;
+    Watch "watch" -2 ["noscript" "loading" "stale" "fast" "allow_busy"] 1 -1 1;
+    Unwatch "unwatch" 1 ["noscript" "loading" "stale" "fast" "allow_busy"] 0 0 0;
     Time "time" 1 ["loading" "stale" "fast"] 0 0 0;
     Role "role" 1 ["noscript" "loading" "stale" "fast"] 0 0 0;
     Cluster "cluster" -2 ["loading" "stale"] 0 0 0;

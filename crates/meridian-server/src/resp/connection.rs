@@ -19,7 +19,13 @@
 //! `GET k` sees the SET. Every other command (connection and server commands such as AUTH,
 //! HELLO, CLIENT, SELECT, QUIT, which may change the session) and every refused request is
 //! a barrier: it waits for everything earlier, then runs alone. A batch's only request runs
-//! in place, as on a single node. The batch's replies are written once all its commands
+//! in place, as on a single node. MULTI, EXEC, DISCARD, WATCH, UNWATCH and every request
+//! while a transaction is open are barriers too, so commands before MULTI in a pipeline are
+//! answered first and queued commands never run concurrently.
+//!
+//! Transactions (both modes): the session's `multi` state machine queues commands between
+//! MULTI and EXEC; the standalone EXEC runs them atomically over the keyspace, cluster mode
+//! hands them to `cluster_txn`. A connection that goes away drops its watched keys. The batch's replies are written once all its commands
 //! have finished.
 //!
 //! The connection ends on EOF, QUIT, a protocol error (after the error reply and every
@@ -272,7 +278,8 @@ async fn cluster_batch(
         }
         // Nothing to overlap with: skip the copies and bookkeeping of concurrent execution.
         let alone = running.is_empty() && len == buf.len();
-        if alone || exec::concurrent_command(args).is_none() {
+        // Inside MULTI every command is queued or ends the transaction: in order, alone.
+        if alone || session.multi.active || exec::concurrent_command(args).is_none() {
             finish_all(io, &mut running, st, reply).await?;
             let t0 = Instant::now();
             let (stats, error, flow) =

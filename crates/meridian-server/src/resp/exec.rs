@@ -6,19 +6,16 @@
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
 use crate::cluster::ClusterBackend;
-use crate::keyspace::{
-    Deadline, ExpireCondition, GetExExpiry, KeyTtl, KeyspaceError, SetCondition, SetOptions,
-    TtlUnit, glob_match, parse_f64, parse_i64,
-};
+use crate::keyspace::{KeyspaceError, glob_match, parse_i64};
 use crate::metrics::OpStats;
 use crate::resp::cluster_cmd;
 use crate::resp::command::Cmd;
 use crate::resp::info;
+use crate::resp::multi::{self, MultiState, Queue, Step};
 use crate::resp::reply::Reply;
 use crate::resp::request::{Args, OwnedArgs};
 use crate::resp::server::{ClientInfo, REDIS_VERSION, RespContext};
 use bytes::Bytes;
-use meridian_core::Timestamp;
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -41,6 +38,8 @@ pub(crate) struct Session {
     pub authed: bool,
     /// The client's registry entry.
     pub info: Arc<ClientInfo>,
+    /// MULTI/EXEC and WATCH state.
+    pub(crate) multi: MultiState,
     last_cmd: u8,
 }
 
@@ -49,6 +48,7 @@ impl Session {
         Self {
             authed: ctx.config.requirepass.is_none(),
             info,
+            multi: MultiState::default(),
             last_cmd: 0,
         }
     }
@@ -64,7 +64,7 @@ impl Session {
 
 /// A failed command.
 #[derive(Debug)]
-enum CmdError {
+pub(crate) enum CmdError {
     Keyspace(KeyspaceError),
     /// A complete error line (code included), without the leading `-`.
     Raw(Cow<'static, str>),
@@ -76,22 +76,22 @@ impl From<KeyspaceError> for CmdError {
     }
 }
 
-type CmdResult = Result<(), CmdError>;
+pub(crate) type CmdResult = Result<(), CmdError>;
 
-fn raw(msg: impl Into<Cow<'static, str>>) -> CmdError {
+pub(crate) fn raw(msg: impl Into<Cow<'static, str>>) -> CmdError {
     CmdError::Raw(msg.into())
 }
 
 const SYNTAX: &str = "ERR syntax error";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
-fn arity_error(name: &str) -> CmdError {
+pub(crate) fn arity_error(name: &str) -> CmdError {
     raw(format!(
         "ERR wrong number of arguments for '{name}' command"
     ))
 }
 
-fn int_arg(a: &[u8]) -> Result<i64, CmdError> {
+pub(crate) fn int_arg(a: &[u8]) -> Result<i64, CmdError> {
     parse_i64(a).ok_or(CmdError::Keyspace(KeyspaceError::NotAnInteger))
 }
 
@@ -112,12 +112,128 @@ pub(crate) fn execute<'c>(
         Err(refused) => return refused,
     };
     let mut flow = Flow::Continue;
-    let result = match cmd {
-        Cmd::Get => get(ctx, reply, args),
-        Cmd::Set => set(ctx, reply, args),
-        _ => other(ctx, session, reply, cmd, args, &mut flow),
+    let result = if session.multi.active || multi::is_transaction_command(cmd) {
+        match multi::step(&mut session.multi, reply, cmd, args) {
+            Step::Done(r) => r,
+            Step::Exec => exec_transaction(ctx, session, reply),
+            Step::Watch => {
+                let ws = session
+                    .multi
+                    .watches
+                    .get_or_insert_with(|| crate::keyspace::WatchSet::new(ctx.keyspace.clone()));
+                for k in args.iter_from(1) {
+                    ws.watch(k);
+                }
+                reply.ok();
+                Ok(())
+            }
+            Step::Run => other(ctx, session, reply, cmd, args, &mut flow),
+        }
+    } else {
+        match cmd {
+            Cmd::Get => get(ctx, reply, args),
+            _ => other(ctx, session, reply, cmd, args, &mut flow),
+        }
     };
     (&ctx.ops[cmd as usize], finish(reply, result), flow)
+}
+
+/// Standalone EXEC: runs the queued commands as one atomic unit over the keyspace (see
+/// [`crate::keyspace::Keyspace::transaction`]): the array of their replies (a command's
+/// runtime error is an error element; the others still apply), or the null array when a
+/// watched key was modified or expired since WATCH. Ends the transaction either way.
+fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply) -> CmdResult {
+    let queued = std::mem::take(&mut session.multi.queued);
+    let watches = session.multi.watches.take();
+    session.multi.discard();
+    let all = queued
+        .iter()
+        .any(|q| multi::queue_kind(q.cmd) == Queue::WholeKeyspace);
+    let keys = queued.iter().flat_map(|q| {
+        let args = q.args.get();
+        q.cmd
+            .spec()
+            .key_positions(args.len())
+            .map(move |i| args.get(i))
+    });
+    let watched = watches.as_ref().map_or(&[][..], |w| w.watches());
+    let mark = reply.out.len();
+    let done = ctx.keyspace.transaction(keys, all, watched, |ov| {
+        reply.array(queued.len());
+        for q in &queued {
+            let r = run_queued(ctx, session, reply, ov, q.cmd, q.args.get());
+            finish(reply, r);
+        }
+    });
+    // Unregisters the watches, now that the stripes are free again.
+    drop(watches);
+    match done {
+        Ok(Some(())) => Ok(()),
+        Ok(None) => {
+            reply.null_array();
+            Ok(())
+        }
+        Err(e) => {
+            reply.out.truncate(mark);
+            Err(e.into())
+        }
+    }
+}
+
+/// One queued command inside EXEC, over the transaction's overlay. Nothing here may lock a
+/// stripe: the transaction holds them.
+fn run_queued(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    ov: &mut crate::keyspace::Overlay<'_>,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> CmdResult {
+    match multi::queue_kind(cmd) {
+        Queue::Strings => crate::strings::exec_on_view(cmd, args, ov, reply),
+        Queue::WholeKeyspace => match cmd {
+            Cmd::Keys => {
+                let pattern = args.get(1);
+                let keys = ov.keys((pattern != b"*").then_some(pattern), None)?;
+                reply.array(keys.len());
+                for k in &keys {
+                    reply.bulk(k);
+                }
+                Ok(())
+            }
+            Cmd::Scan => {
+                let q = parse_scan(args)?;
+                let resume = ov.scan_resume(q.cursor);
+                // Every remaining key at once: cursor 0 ends the iteration.
+                let keys = ov.keys(q.pattern, resume)?;
+                scan_reply(reply, 0, &keys, q.strings);
+                Ok(())
+            }
+            Cmd::Dbsize => {
+                reply.int(ov.dbsize()? as i64);
+                Ok(())
+            }
+            _ => {
+                flush_args(args)?;
+                ov.flush()?;
+                reply.ok();
+                Ok(())
+            }
+        },
+        Queue::Unwatch => {
+            reply.ok();
+            Ok(())
+        }
+        Queue::Session => {
+            let mut flow = Flow::Continue;
+            other(ctx, session, reply, cmd, args, &mut flow)
+        }
+        Queue::Never => Err(raw(format!(
+            "ERR {} cannot run inside a transaction",
+            cmd.spec().name.to_ascii_uppercase()
+        ))),
+    }
 }
 
 /// Cluster mode: like [`execute`], but key commands run on the node's replication node,
@@ -136,6 +252,28 @@ pub(crate) async fn execute_cluster<'c>(
         Err(refused) => return refused,
     };
     let mut flow = Flow::Continue;
+    if session.multi.active || multi::is_transaction_command(cmd) {
+        let result = match multi::step(&mut session.multi, reply, cmd, args) {
+            Step::Done(r) => r,
+            Step::Exec => {
+                crate::resp::cluster_txn::exec(cluster, &mut session.multi, reply).await;
+                session.multi.discard();
+                Ok(())
+            }
+            Step::Watch => {
+                let keys = args.iter_from(1).map(Bytes::copy_from_slice).collect();
+                match crate::resp::cluster_txn::watch(cluster, &mut session.multi, keys).await {
+                    Ok(()) => {
+                        reply.ok();
+                        Ok(())
+                    }
+                    Err(msg) => Err(raw(msg)),
+                }
+            }
+            Step::Run => other(ctx, session, reply, cmd, args, &mut flow),
+        };
+        return (&ctx.ops[cmd as usize], finish(reply, result), flow);
+    }
     let result = match crate::resp::cluster_exec::run(cluster, &ctx.metrics, reply, cmd, args).await
     {
         Some(Ok(())) => Ok(()),
@@ -192,16 +330,21 @@ pub(crate) fn admit<'c>(
     args: Args<'_>,
 ) -> Result<Cmd, Refused<'c>> {
     let Some(cmd) = Cmd::lookup(args.get(0)) else {
-        unknown_command(reply, args);
+        let msg = session.multi.refused(None, unknown_command(args));
+        reply.error(&msg);
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     };
     let spec = cmd.spec();
     if !spec.arity_ok(args.len()) {
-        error_reply(reply, arity_error(spec.name));
+        let msg = format!("ERR wrong number of arguments for '{}' command", spec.name);
+        reply.error(&session.multi.refused(Some(cmd), msg));
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
     if !session.authed && !cmd.no_auth() {
-        reply.error("NOAUTH Authentication required.");
+        let msg = session
+            .multi
+            .refused(Some(cmd), "NOAUTH Authentication required.".into());
+        reply.error(&msg);
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
     session.last_cmd = cmd as u8 + 1;
@@ -219,7 +362,7 @@ fn finish(reply: &mut Reply, result: CmdResult) -> bool {
     }
 }
 
-fn error_reply(reply: &mut Reply, e: CmdError) {
+pub(crate) fn error_reply(reply: &mut Reply, e: CmdError) {
     match e {
         CmdError::Raw(msg) => reply.error(&msg),
         CmdError::Keyspace(e) => reply.error(&format!("ERR {e}")),
@@ -227,7 +370,7 @@ fn error_reply(reply: &mut Reply, e: CmdError) {
 }
 
 /// Redis's `unknown command '%.128s', with args beginning with: '%.*s' ...`.
-fn unknown_command(reply: &mut Reply, args: Args<'_>) {
+fn unknown_command(args: Args<'_>) -> String {
     let name = args.get(0);
     let mut msg = String::from("ERR unknown command '");
     msg.push_str(&lossy(until_nul(&name[..name.len().min(128)])));
@@ -242,7 +385,7 @@ fn unknown_command(reply: &mut Reply, args: Args<'_>) {
         let _ = write!(rest, "'{}' ", lossy(&a[..a.len().min(room)]));
     }
     msg.push_str(&rest);
-    reply.error(&msg);
+    msg
 }
 
 /// C's `%s` stops at a NUL byte.
@@ -257,25 +400,6 @@ fn get(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     Ok(())
 }
 
-#[inline]
-fn set(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
-    let ks = &ctx.keyspace;
-    let opts = if args.len() == 3 {
-        SetOptions::default()
-    } else {
-        SetOptions::parse(args.iter_from(3), "set", ks.now())?
-    };
-    let out = ks.set(args.get(1), args.get(2), opts)?;
-    if opts.get {
-        reply.opt_bulk(out.previous.as_deref());
-    } else if out.written {
-        reply.ok();
-    } else {
-        reply.null();
-    }
-    Ok(())
-}
-
 fn other(
     ctx: &RespContext,
     session: &mut Session,
@@ -287,111 +411,42 @@ fn other(
     let ks = &ctx.keyspace;
     let key = || args.get(1);
     match cmd {
-        Cmd::Get | Cmd::Set => unreachable!("dispatched before"),
-        Cmd::Del | Cmd::Unlink => {
-            let keys: Vec<&[u8]> = args.iter_from(1).collect();
-            reply.int(ks.del(&keys)? as i64);
-        }
-        Cmd::Exists | Cmd::Touch => {
-            let keys: Vec<&[u8]> = args.iter_from(1).collect();
-            reply.int(ks.exists(&keys)? as i64);
-        }
-        Cmd::Mget => {
-            let keys: Vec<&[u8]> = args.iter_from(1).collect();
-            let values = ks.mget(&keys)?;
-            reply.array(values.len());
-            for v in &values {
-                reply.opt_bulk(v.as_deref());
-            }
-        }
-        Cmd::Mset | Cmd::Msetnx => {
-            if args.len().is_multiple_of(2) {
-                return Err(arity_error(cmd.spec().name));
-            }
-            let pairs: Vec<(&[u8], &[u8])> = (1..args.len())
-                .step_by(2)
-                .map(|i| (args.get(i), args.get(i + 1)))
-                .collect();
-            if cmd == Cmd::Mset {
-                ks.mset(&pairs)?;
-                reply.ok();
-            } else {
-                reply.int(ks.msetnx(&pairs)? as i64);
-            }
-        }
-        Cmd::Incr => reply.int(ks.incr_by(key(), 1)?),
-        Cmd::Decr => reply.int(ks.incr_by(key(), -1)?),
-        Cmd::Incrby => reply.int(ks.incr_by(key(), int_arg(args.get(2))?)?),
-        Cmd::Decrby => reply.int(ks.decr_by(key(), int_arg(args.get(2))?)?),
-        Cmd::Incrbyfloat => {
-            let delta = parse_f64(args.get(2)).ok_or(KeyspaceError::NotAFloat)?;
-            reply.bulk(&ks.incr_by_float(key(), delta)?);
-        }
-        Cmd::Append => reply.int(ks.append(key(), args.get(2))? as i64),
-        Cmd::Strlen => reply.int(ks.strlen(key())? as i64),
-        Cmd::Getdel => reply.opt_bulk(ks.getdel(key())?.as_deref()),
-        Cmd::Getex => {
-            let expiry = parse_getex(args, ks.now())?;
-            reply.opt_bulk(ks.getex(key(), expiry)?.as_deref());
-        }
-        Cmd::Getset => {
-            let opts = SetOptions {
-                get: true,
-                ..SetOptions::default()
-            };
-            reply.opt_bulk(ks.set(key(), args.get(2), opts)?.previous.as_deref());
-        }
-        Cmd::Getrange | Cmd::Substr => {
-            let (start, end) = (int_arg(args.get(2))?, int_arg(args.get(3))?);
-            reply.bulk(&ks.getrange(key(), start, end)?);
-        }
-        Cmd::Setrange => {
-            let offset = int_arg(args.get(2))?;
-            reply.int(ks.setrange(key(), offset, args.get(3))? as i64);
-        }
-        Cmd::Setnx => {
-            let opts = SetOptions {
-                condition: SetCondition::IfAbsent,
-                ..SetOptions::default()
-            };
-            reply.int(ks.set(key(), args.get(2), opts)?.written as i64);
-        }
-        Cmd::Setex | Cmd::Psetex => {
-            let (unit, name) = if cmd == Cmd::Setex {
-                (TtlUnit::Ex, "setex")
-            } else {
-                (TtlUnit::Px, "psetex")
-            };
-            let opts = SetOptions {
-                expire_at: Some(unit.deadline(args.get(2), name, ks.now())?),
-                ..SetOptions::default()
-            };
-            ks.set(key(), args.get(3), opts)?;
-            reply.ok();
-        }
-        Cmd::Expire | Cmd::Pexpire | Cmd::Expireat | Cmd::Pexpireat => {
-            let cond = ExpireCondition::parse(args.iter_from(3))?;
-            let deadline = expire_deadline(cmd, args.get(2), ks.now())?;
-            reply.int(ks.expire(key(), deadline, cond)? as i64);
-        }
-        Cmd::Ttl | Cmd::Pttl | Cmd::Expiretime | Cmd::Pexpiretime => {
-            let v = match ks.ttl(key())? {
-                KeyTtl::Missing => -2,
-                KeyTtl::Persistent => -1,
-                KeyTtl::Expires { at, remaining } => {
-                    let ms = remaining.as_micros().div_ceil(1000) as i64;
-                    match cmd {
-                        Cmd::Ttl => (ms + 500) / 1000,
-                        Cmd::Pttl => ms,
-                        Cmd::Expiretime => (at.0 / 1_000_000) as i64,
-                        _ => (at.0 / 1000) as i64,
-                    }
-                }
-            };
-            reply.int(v);
-        }
-        Cmd::Persist => reply.int(ks.persist(key())? as i64),
-        Cmd::Type => reply.simple(ks.key_type(key())?.as_bytes()),
+        // The string commands: one copy of their semantics, in `crate::strings`.
+        Cmd::Get
+        | Cmd::Set
+        | Cmd::Del
+        | Cmd::Unlink
+        | Cmd::Exists
+        | Cmd::Touch
+        | Cmd::Mget
+        | Cmd::Mset
+        | Cmd::Msetnx
+        | Cmd::Incr
+        | Cmd::Decr
+        | Cmd::Incrby
+        | Cmd::Decrby
+        | Cmd::Incrbyfloat
+        | Cmd::Append
+        | Cmd::Strlen
+        | Cmd::Getdel
+        | Cmd::Getex
+        | Cmd::Getset
+        | Cmd::Getrange
+        | Cmd::Substr
+        | Cmd::Setrange
+        | Cmd::Setnx
+        | Cmd::Setex
+        | Cmd::Psetex
+        | Cmd::Expire
+        | Cmd::Pexpire
+        | Cmd::Expireat
+        | Cmd::Pexpireat
+        | Cmd::Ttl
+        | Cmd::Pttl
+        | Cmd::Expiretime
+        | Cmd::Pexpiretime
+        | Cmd::Persist
+        | Cmd::Type => ks.execute(cmd, args, reply)?,
         Cmd::Scan => scan(ctx, reply, args)?,
         Cmd::Keys => {
             let keys = ks.keys(key())?;
@@ -402,12 +457,7 @@ fn other(
         }
         Cmd::Dbsize => reply.int(ks.dbsize() as i64),
         Cmd::Flushdb | Cmd::Flushall => {
-            match args.len() {
-                1 => {}
-                2 if args.get(1).eq_ignore_ascii_case(b"ASYNC")
-                    || args.get(1).eq_ignore_ascii_case(b"SYNC") => {}
-                _ => return Err(raw(SYNTAX)),
-            }
+            flush_args(args)?;
             ks.flush()?;
             reply.ok();
         }
@@ -457,6 +507,7 @@ fn other(
             session.info.resp.store(2, Ordering::Relaxed);
             *session.info.meta.lock() = Default::default();
             session.authed = ctx.config.requirepass.is_none();
+            session.multi.discard();
             reply.simple(b"RESET");
         }
         Cmd::Time => {
@@ -477,6 +528,13 @@ fn other(
         Cmd::Readonly | Cmd::Readwrite | Cmd::Asking => {
             cluster_cmd::connection_mode(ctx, reply, cmd).map_err(raw)?;
         }
+        Cmd::Multi | Cmd::Exec | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => {
+            // The transaction state machine (`multi::step`) answers these before `other`.
+            return Err(raw(format!(
+                "ERR {} is handled by the transaction state machine",
+                cmd.spec().name.to_ascii_uppercase()
+            )));
+        }
         Cmd::MeridianGet
         | Cmd::MeridianPut
         | Cmd::MeridianDel
@@ -493,67 +551,17 @@ fn other(
     Ok(())
 }
 
-/// The absolute deadline of EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, with Redis's overflow checks
-/// (`expireGenericCommand`). Negative and past times are allowed: they delete the key.
-fn expire_deadline(cmd: Cmd, value: &[u8], now: Timestamp) -> Result<Deadline, CmdError> {
-    let name = cmd.spec().name;
-    let invalid = || raw(format!("ERR invalid expire time in '{name}' command"));
-    let v = int_arg(value)?;
-    let seconds = matches!(cmd, Cmd::Expire | Cmd::Expireat);
-    let relative = matches!(cmd, Cmd::Expire | Cmd::Pexpire);
-    let ms = if seconds {
-        v.checked_mul(1000).ok_or_else(invalid)?
-    } else {
-        v
-    };
-    let now_ms = (now.0 / 1000) as i64;
-    let when_ms = if relative {
-        ms.checked_add(now_ms).ok_or_else(invalid)?
-    } else {
-        ms
-    };
-    if when_ms <= 0 {
-        return Ok(Deadline::At(Timestamp::MIN));
-    }
-    // Relative deadlines keep the clock's sub-millisecond part.
-    let sub_ms = if relative { now.0 % 1000 } else { 0 };
-    Ok(Deadline::At(Timestamp(
-        (when_ms as u64).saturating_mul(1000).saturating_add(sub_ms),
-    )))
+/// SCAN's arguments.
+struct ScanArgs<'a> {
+    cursor: u64,
+    /// The MATCH pattern, unless it filters nothing.
+    pattern: Option<&'a [u8]>,
+    count: usize,
+    /// TYPE string (or none): keys are listed; another type lists nothing.
+    strings: bool,
 }
 
-/// GETEX's options: EX/PX/EXAT/PXAT value, or PERSIST (Redis's rules: one of them).
-fn parse_getex(args: Args<'_>, now: Timestamp) -> Result<GetExExpiry, CmdError> {
-    let mut expiry = GetExExpiry::Unchanged;
-    let mut ttl: Option<(TtlUnit, &[u8])> = None;
-    let mut persist = false;
-    let mut i = 2;
-    while i < args.len() {
-        let opt = args.get(i);
-        if opt.eq_ignore_ascii_case(b"PERSIST") && ttl.is_none() {
-            persist = true;
-        } else if let Some(unit) = TtlUnit::from_option(opt)
-            && !persist
-            && ttl.is_none_or(|(u, _)| u == unit)
-            && i + 1 < args.len()
-        {
-            i += 1;
-            ttl = Some((unit, args.get(i)));
-        } else {
-            return Err(raw(SYNTAX));
-        }
-        i += 1;
-    }
-    if persist {
-        expiry = GetExExpiry::Persist;
-    }
-    if let Some((unit, v)) = ttl {
-        expiry = GetExExpiry::At(Deadline::At(unit.deadline(v, "getex", now)?));
-    }
-    Ok(expiry)
-}
-
-fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
     let cursor = std::str::from_utf8(args.get(1))
         .ok()
         .filter(|s| !s.starts_with(|c: char| c.is_ascii_whitespace()))
@@ -590,19 +598,46 @@ fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     }
     // A pattern of only `*` filters nothing.
     let pattern = pattern.filter(|p| !p.iter().all(|&c| c == b'*'));
-    let (next, keys) = ctx.keyspace.scan(cursor, pattern, count)?;
+    Ok(ScanArgs {
+        cursor,
+        pattern,
+        count,
+        strings,
+    })
+}
+
+fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], strings: bool) {
     let mut buf = itoa::Buffer::new();
     reply.array(2);
     reply.bulk(buf.format(next).as_bytes());
     if strings {
         reply.array(keys.len());
-        for k in &keys {
+        for k in keys {
             reply.bulk(k);
         }
     } else {
         reply.array(0);
     }
+}
+
+fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    let q = parse_scan(args)?;
+    let (next, keys) = ctx.keyspace.scan(q.cursor, q.pattern, q.count)?;
+    scan_reply(reply, next, &keys, q.strings);
     Ok(())
+}
+
+/// FLUSHDB/FLUSHALL's optional ASYNC or SYNC.
+fn flush_args(args: Args<'_>) -> CmdResult {
+    match args.len() {
+        1 => Ok(()),
+        2 if args.get(1).eq_ignore_ascii_case(b"ASYNC")
+            || args.get(1).eq_ignore_ascii_case(b"SYNC") =>
+        {
+            Ok(())
+        }
+        _ => Err(raw(SYNTAX)),
+    }
 }
 
 fn authenticate(ctx: &RespContext, session: &mut Session, user: &[u8], pass: &[u8]) -> CmdResult {

@@ -6,7 +6,10 @@
 //!   zero-copy, with Redis's exact protocol errors and limits;
 //! - [`reply`]: the hot-path reply writer, RESP2 or RESP3 per connection;
 //! - [`command`]: the command table (names, arity, flags) and case-insensitive lookup;
-//! - `exec`: what each command does, over the shared [`crate::keyspace::Keyspace`];
+//! - `exec`: what each command does, over the shared [`crate::keyspace::Keyspace`] (string
+//!   commands through [`crate::strings`]), and the standalone EXEC;
+//! - `multi`: the MULTI/EXEC/DISCARD/WATCH state machine of a connection;
+//! - `cluster_txn`: MULTI/EXEC and WATCH in cluster mode;
 //! - `connection`: one client: read, parse every complete request, execute (in cluster mode,
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
@@ -25,11 +28,13 @@
 
 mod cluster_cmd;
 mod cluster_exec;
+mod cluster_txn;
 pub mod command;
 mod connection;
-mod exec;
+pub(crate) mod exec;
 pub mod frame;
 mod info;
+pub(crate) mod multi;
 pub mod reply;
 pub mod request;
 pub mod server;

@@ -74,6 +74,12 @@ pub struct Args<'a> {
 }
 
 impl<'a> Args<'a> {
+    /// Arguments `base[s..e]` for each range (ranges must lie within `base`).
+    #[cfg(test)]
+    pub(crate) fn from_parts(base: &'a [u8], ranges: &'a [(usize, usize)]) -> Self {
+        Args { base, ranges }
+    }
+
     /// Number of arguments (the command name included).
     #[inline]
     pub fn len(&self) -> usize {
@@ -111,6 +117,20 @@ pub(crate) struct OwnedArgs {
 }
 
 impl OwnedArgs {
+    /// A copy of `args` (MULTI queues a request whose bytes the read buffer will reuse).
+    pub(crate) fn copy_of(args: Args<'_>) -> Self {
+        let mut base = Vec::with_capacity(args.iter_from(0).map(<[u8]>::len).sum());
+        let mut ranges = Vec::with_capacity(args.len());
+        for a in args.iter_from(0) {
+            ranges.push((base.len(), base.len() + a.len()));
+            base.extend_from_slice(a);
+        }
+        Self {
+            base: Bytes::from(base),
+            ranges: ranges.into_boxed_slice(),
+        }
+    }
+
     /// The arguments, borrowed.
     #[inline]
     pub(crate) fn get(&self) -> Args<'_> {

@@ -1,0 +1,897 @@
+//! Redis string-command semantics over a small synchronous view of a keyspace: the one copy
+//! of what GET, SET (every option), INCR, APPEND, EXPIRE, DEL, MSET, ... mean.
+//!
+//! A [`StringView`] answers three questions: what time the command runs at (expiry
+//! decisions), what a key's live value is (an expired key reads as absent), and how to store
+//! or delete a key. Everything else — NX/XX, KEEPTTL, integer and float parsing, overflow,
+//! range clamping, EXPIRE's NX/XX/GT/LT, the replies — is here, once:
+//!
+//! - the standalone keyspace runs single-key writes over a view of one locked stripe that
+//!   writes straight to the engine, reads over a lock-free view, and multi-key writes and
+//!   MULTI/EXEC over an overlay that buffers every write into one atomic `WriteBatch`
+//!   ([`crate::keyspace`]);
+//! - the cluster's transactional path can run the same commands over its own view.
+//!
+//! [`exec_on_view`] executes a request's arguments (as queued by MULTI, or as received) and
+//! writes the reply in Redis's type; the typed functions ([`set`], [`incr_by`], ...) are what
+//! the keyspace's own API calls. The value envelope `[flags][expiry µs BE if flagged][data]`
+//! is [`encode`]/[`decode`], so every path stores values the same way.
+//!
+//! A view's `now` must not move during one command (Redis decides expiry at one time per
+//! command; a whole EXEC uses one time too).
+
+use crate::keyspace::{
+    Deadline, ExpireCondition, GetExExpiry, KeyTtl, KeyspaceError, Result, SetCondition,
+    SetOptions, TtlUnit, parse_f64, parse_i64,
+};
+use crate::resp::command::Cmd;
+use crate::resp::exec::{CmdError, arity_error, int_arg, raw};
+use crate::resp::reply::Reply;
+use crate::resp::request::Args;
+use bytes::{Buf, Bytes};
+use meridian_core::Timestamp;
+use meridian_storage::Version;
+
+/// Envelope flag: an 8-byte absolute expiry (µs since the epoch) follows the flag byte.
+const FLAG_EXPIRY: u8 = 0x01;
+/// Redis's `proto-max-bulk-len`, the default longest value.
+const DEFAULT_MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
+
+/// A decoded stored value: its data and absolute expiry (µs since the epoch).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The value.
+    pub data: Bytes,
+    /// When it expires, if it does.
+    pub expiry: Option<u64>,
+}
+
+impl Entry {
+    /// Whether the value has expired at `now` (Redis: once `now > expiry`).
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expiry.is_some_and(|at| now.0 > at)
+    }
+}
+
+/// A value to store, borrowed: SET stores the request's bytes without an intermediate copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    /// The value.
+    pub data: &'a [u8],
+    /// When it expires (always after the view's `now`: the functions here delete instead).
+    pub expiry: Option<u64>,
+}
+
+/// What the string commands need from a keyspace. See the module docs.
+pub trait StringView {
+    /// The command's time: expiry decisions and relative TTLs are taken against it.
+    fn now(&self) -> Timestamp;
+    /// The live value of `key`: `None` if absent or expired at [`StringView::now`].
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>>;
+    /// Stores `value` as `key`'s value, or deletes `key` (`None`).
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()>;
+    /// The longest value APPEND, SETRANGE, INCRBYFLOAT may produce.
+    fn max_value_len(&self) -> usize {
+        DEFAULT_MAX_VALUE_LEN
+    }
+    /// Records a read that found (`hit`) or missed its key, for INFO's keyspace_hits/misses.
+    fn count_read(&mut self, _key: &[u8], _hit: bool) {}
+}
+
+// ----- the envelope ----------------------------------------------------------------------
+
+/// Encodes a value in the envelope every Meridian string value is stored in.
+pub(crate) fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
+    // Exactly the needed capacity: `Bytes::from` a full Vec keeps the one allocation, while
+    // spare capacity would make it allocate a second, shared header.
+    let header = if expiry.is_some() { 9 } else { 1 };
+    let mut v = Vec::with_capacity(data.len() + header);
+    match expiry {
+        Some(at) => {
+            v.push(FLAG_EXPIRY);
+            v.extend_from_slice(&at.to_be_bytes());
+        }
+        None => v.push(0),
+    }
+    v.extend_from_slice(data);
+    Bytes::from(v)
+}
+
+/// Decodes an envelope in place: the data is the same allocation, advanced past the header
+/// (no copy, and no reference-count traffic beyond what the caller already paid).
+pub(crate) fn decode(mut raw: Bytes) -> Result<Entry> {
+    match raw.first() {
+        Some(0) => {
+            raw.advance(1);
+            Ok(Entry {
+                data: raw,
+                expiry: None,
+            })
+        }
+        Some(&FLAG_EXPIRY) if raw.len() >= 9 => {
+            let mut at = [0u8; 8];
+            at.copy_from_slice(&raw[1..9]);
+            raw.advance(9);
+            Ok(Entry {
+                data: raw,
+                expiry: Some(u64::from_be_bytes(at)),
+            })
+        }
+        Some(_) => Err(KeyspaceError::Corrupt("unknown envelope flags")),
+        None => Err(KeyspaceError::Corrupt("empty envelope")),
+    }
+}
+
+/// Decodes an engine version: a tombstone or no version is `None`.
+pub(crate) fn decode_version(v: Option<Version>) -> Result<Option<Entry>> {
+    match v {
+        Some(Version {
+            value: Some(raw), ..
+        }) => decode(raw).map(Some),
+        _ => Ok(None),
+    }
+}
+
+// ----- the commands, typed ---------------------------------------------------------------
+
+fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
+    let e = v.load(key)?;
+    v.count_read(key, e.is_some());
+    Ok(e)
+}
+
+/// GET.
+#[inline]
+pub fn get<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
+    Ok(read(v, key)?.map(|e| e.data))
+}
+
+/// EXISTS: how many of `keys` exist, counting repeated keys as many times.
+pub fn exists<'k, V: StringView + ?Sized>(
+    v: &mut V,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) -> Result<u64> {
+    let mut n = 0;
+    for k in keys {
+        n += read(v, k)?.is_some() as u64;
+    }
+    Ok(n)
+}
+
+/// TYPE: `"string"` or `"none"`.
+pub fn key_type<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<&'static str> {
+    Ok(if read(v, key)?.is_some() {
+        "string"
+    } else {
+        "none"
+    })
+}
+
+/// STRLEN.
+pub fn strlen<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
+    Ok(read(v, key)?.map_or(0, |e| e.data.len() as u64))
+}
+
+/// GETRANGE with Redis's clamping of negative and out-of-range offsets.
+pub fn getrange<V: StringView + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    start: i64,
+    end: i64,
+) -> Result<Bytes> {
+    let Some(e) = read(v, key)? else {
+        return Ok(Bytes::new());
+    };
+    let len = e.data.len() as i64;
+    if (start < 0 && end < 0 && start > end) || len == 0 {
+        return Ok(Bytes::new());
+    }
+    let mut start = if start < 0 { len + start } else { start };
+    let mut end = if end < 0 { len + end } else { end };
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end {
+        return Ok(Bytes::new());
+    }
+    Ok(e.data.slice(start as usize..=end as usize))
+}
+
+/// TTL/PTTL/EXPIRETIME/PEXPIRETIME: the key's time to live.
+pub fn ttl<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<KeyTtl> {
+    Ok(match read(v, key)? {
+        None => KeyTtl::Missing,
+        Some(Entry { expiry: None, .. }) => KeyTtl::Persistent,
+        Some(Entry {
+            expiry: Some(at), ..
+        }) => {
+            let at = Timestamp(at);
+            KeyTtl::Expires {
+                at,
+                remaining: at.duration_since(v.now()),
+            }
+        }
+    })
+}
+
+/// Stores `data` with `expiry`, or deletes the key when the expiry is not after now (a
+/// deadline already passed: the key is set and gone at once).
+fn put<V: StringView + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    data: &[u8],
+    expiry: Option<u64>,
+    existed: Option<bool>,
+) -> Result<()> {
+    match expiry {
+        Some(at) if at <= v.now().0 => {
+            let existed = match existed {
+                Some(e) => e,
+                None => v.load(key)?.is_some(),
+            };
+            if existed {
+                v.store(key, None)?;
+            }
+            Ok(())
+        }
+        _ => v.store(key, Some(EntryRef { data, expiry })),
+    }
+}
+
+/// SET with its options (NX/XX, GET, EX/PX/EXAT/PXAT, KEEPTTL).
+#[inline]
+pub fn set<V: StringView + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    value: &[u8],
+    opts: SetOptions,
+) -> Result<crate::keyspace::SetOutcome> {
+    let now = v.now();
+    let deadline = opts.deadline();
+    let keep = opts.keep_ttl && deadline.is_none();
+    let needs_read = opts.get || opts.condition != SetCondition::Always || keep;
+    let current = if needs_read { v.load(key)? } else { None };
+    if opts.get {
+        v.count_read(key, current.is_some());
+    }
+    let previous = if opts.get {
+        current.as_ref().map(|e| e.data.clone())
+    } else {
+        None
+    };
+    let proceed = match opts.condition {
+        SetCondition::Always => true,
+        SetCondition::IfAbsent => current.is_none(),
+        SetCondition::IfPresent => current.is_some(),
+    };
+    if !proceed {
+        return Ok(crate::keyspace::SetOutcome {
+            written: false,
+            previous,
+        });
+    }
+    let expiry = match deadline {
+        Some(d) => Some(d.resolve(now)),
+        None if keep => current.as_ref().and_then(|e| e.expiry),
+        None => None,
+    };
+    let existed = needs_read.then_some(current.is_some());
+    put(v, key, value, expiry, existed)?;
+    Ok(crate::keyspace::SetOutcome {
+        written: true,
+        previous,
+    })
+}
+
+/// MSET: every pair, clearing TTLs; a key given twice ends with its last value.
+pub fn mset<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<()> {
+    for (k, val) in pairs {
+        v.store(
+            k,
+            Some(EntryRef {
+                data: val,
+                expiry: None,
+            }),
+        )?;
+    }
+    Ok(())
+}
+
+/// MSETNX: every pair only if none of the keys exists; returns whether it wrote.
+pub fn msetnx<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<bool> {
+    for (k, _) in pairs {
+        if v.load(k)?.is_some() {
+            return Ok(false);
+        }
+    }
+    mset(v, pairs)?;
+    Ok(true)
+}
+
+/// DEL/UNLINK: returns how many of the keys existed (a key given twice counts once).
+pub fn del<'k, V: StringView + ?Sized>(
+    v: &mut V,
+    keys: impl IntoIterator<Item = &'k [u8]>,
+) -> Result<u64> {
+    let mut n = 0;
+    for k in keys {
+        let exists = match v.load(k) {
+            Ok(e) => e.is_some(),
+            // A value in a foreign format still exists and can be deleted.
+            Err(KeyspaceError::Corrupt(_)) => true,
+            Err(e) => return Err(e),
+        };
+        if exists {
+            v.store(k, None)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// GETDEL.
+pub fn getdel<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
+    let e = read(v, key)?;
+    if e.is_some() {
+        v.store(key, None)?;
+    }
+    Ok(e.map(|e| e.data))
+}
+
+/// GETEX: the value, with its TTL changed.
+pub fn getex<V: StringView + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    expiry: GetExExpiry,
+) -> Result<Option<Bytes>> {
+    let Some(e) = read(v, key)? else {
+        return Ok(None);
+    };
+    match expiry {
+        GetExExpiry::Unchanged => {}
+        GetExExpiry::Persist => {
+            if e.expiry.is_some() {
+                put(v, key, &e.data, None, Some(true))?;
+            }
+        }
+        GetExExpiry::At(d) => {
+            let at = d.resolve(v.now());
+            put(v, key, &e.data, Some(at), Some(true))?;
+        }
+    }
+    Ok(Some(e.data))
+}
+
+/// INCRBY (INCR, DECR): adds `delta` to the integer value (0 if missing), keeping the TTL.
+pub fn incr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
+    let current = v.load(key)?;
+    let (value, expiry) = match &current {
+        Some(e) => (
+            parse_i64(&e.data).ok_or(KeyspaceError::NotAnInteger)?,
+            e.expiry,
+        ),
+        None => (0, None),
+    };
+    let new = value.checked_add(delta).ok_or(KeyspaceError::Overflow)?;
+    let mut buf = itoa::Buffer::new();
+    v.store(
+        key,
+        Some(EntryRef {
+            data: buf.format(new).as_bytes(),
+            expiry,
+        }),
+    )?;
+    Ok(new)
+}
+
+/// DECRBY: refuses the one delta whose negation overflows, as Redis does.
+pub fn decr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
+    let neg = delta
+        .checked_neg()
+        .ok_or(KeyspaceError::DecrementOverflow)?;
+    incr_by(v, key, neg)
+}
+
+/// INCRBYFLOAT: returns the new value as stored.
+pub fn incr_by_float<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: f64) -> Result<Bytes> {
+    let current = v.load(key)?;
+    let (value, expiry) = match &current {
+        Some(e) => (
+            parse_f64(&e.data).ok_or(KeyspaceError::NotAFloat)?,
+            e.expiry,
+        ),
+        None => (0.0, None),
+    };
+    let new = value + delta;
+    if !new.is_finite() {
+        return Err(KeyspaceError::NanOrInfinity);
+    }
+    let text = Bytes::from(crate::keyspace::format_f64(new));
+    v.store(
+        key,
+        Some(EntryRef {
+            data: &text,
+            expiry,
+        }),
+    )?;
+    Ok(text)
+}
+
+/// APPEND: returns the new length.
+pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> Result<u64> {
+    let current = v.load(key)?;
+    let (old, expiry) = match &current {
+        Some(e) => (&e.data[..], e.expiry),
+        None => (&b""[..], None),
+    };
+    if old.len() + suffix.len() > v.max_value_len() {
+        return Err(KeyspaceError::ValueTooLarge);
+    }
+    let mut data = Vec::with_capacity(old.len() + suffix.len());
+    data.extend_from_slice(old);
+    data.extend_from_slice(suffix);
+    v.store(
+        key,
+        Some(EntryRef {
+            data: &data,
+            expiry,
+        }),
+    )?;
+    Ok(data.len() as u64)
+}
+
+/// SETRANGE: overwrites from `offset`, zero-padding; returns the new length.
+pub fn setrange<V: StringView + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    offset: i64,
+    value: &[u8],
+) -> Result<u64> {
+    if offset < 0 {
+        return Err(KeyspaceError::OffsetOutOfRange);
+    }
+    let offset = offset as usize;
+    let current = v.load(key)?;
+    let old_len = current.as_ref().map_or(0, |e| e.data.len());
+    if value.is_empty() {
+        return Ok(old_len as u64);
+    }
+    if offset.saturating_add(value.len()) > v.max_value_len() {
+        return Err(KeyspaceError::ValueTooLarge);
+    }
+    let mut data = current.as_ref().map_or_else(Vec::new, |e| e.data.to_vec());
+    if data.len() < offset + value.len() {
+        data.resize(offset + value.len(), 0);
+    }
+    data[offset..offset + value.len()].copy_from_slice(value);
+    let expiry = current.and_then(|e| e.expiry);
+    v.store(
+        key,
+        Some(EntryRef {
+            data: &data,
+            expiry,
+        }),
+    )?;
+    Ok(data.len() as u64)
+}
+
+/// EXPIRE and friends: sets the deadline under `cond`; a deadline not after now deletes the
+/// key. Returns whether the key existed and the condition held.
+pub fn expire<V: StringView + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    deadline: Deadline,
+    cond: ExpireCondition,
+) -> Result<bool> {
+    let Some(e) = v.load(key)? else {
+        return Ok(false);
+    };
+    let at = deadline.resolve(v.now());
+    let holds = match e.expiry {
+        None => !cond.xx && !cond.gt,
+        Some(cur) => !cond.nx && (!cond.gt || at > cur) && (!cond.lt || at < cur),
+    };
+    if holds {
+        put(v, key, &e.data, Some(at), Some(true))?;
+    }
+    Ok(holds)
+}
+
+/// PERSIST: returns whether the key had a TTL.
+pub fn persist<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
+    match v.load(key)? {
+        Some(e) if e.expiry.is_some() => {
+            put(v, key, &e.data, None, Some(true))?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+// ----- the commands, from their arguments ------------------------------------------------
+
+/// Whether [`exec_on_view`] executes `cmd`: every data command on strings. Exhaustive, so a
+/// new command has to be placed on one side.
+pub(crate) fn handles(cmd: Cmd) -> bool {
+    match cmd {
+        Cmd::Get
+        | Cmd::Set
+        | Cmd::Del
+        | Cmd::Unlink
+        | Cmd::Exists
+        | Cmd::Touch
+        | Cmd::Mget
+        | Cmd::Mset
+        | Cmd::Msetnx
+        | Cmd::Incr
+        | Cmd::Decr
+        | Cmd::Incrby
+        | Cmd::Decrby
+        | Cmd::Incrbyfloat
+        | Cmd::Append
+        | Cmd::Strlen
+        | Cmd::Getdel
+        | Cmd::Getex
+        | Cmd::Getset
+        | Cmd::Getrange
+        | Cmd::Substr
+        | Cmd::Setrange
+        | Cmd::Setnx
+        | Cmd::Setex
+        | Cmd::Psetex
+        | Cmd::Expire
+        | Cmd::Pexpire
+        | Cmd::Expireat
+        | Cmd::Pexpireat
+        | Cmd::Ttl
+        | Cmd::Pttl
+        | Cmd::Expiretime
+        | Cmd::Pexpiretime
+        | Cmd::Persist
+        | Cmd::Type => true,
+        Cmd::Scan
+        | Cmd::Keys
+        | Cmd::Dbsize
+        | Cmd::Flushdb
+        | Cmd::Flushall
+        | Cmd::Ping
+        | Cmd::Echo
+        | Cmd::Info
+        | Cmd::Command
+        | Cmd::Config
+        | Cmd::Client
+        | Cmd::Select
+        | Cmd::Hello
+        | Cmd::Auth
+        | Cmd::Quit
+        | Cmd::Reset
+        | Cmd::Time
+        | Cmd::Role
+        | Cmd::Cluster
+        | Cmd::Readonly
+        | Cmd::Readwrite
+        | Cmd::Asking
+        | Cmd::Multi
+        | Cmd::Exec
+        | Cmd::Discard
+        | Cmd::Watch
+        | Cmd::Unwatch
+        | Cmd::MeridianGet
+        | Cmd::MeridianPut
+        | Cmd::MeridianDel
+        | Cmd::MeridianSet
+        | Cmd::TlGetlatest
+        | Cmd::TlGetcrit
+        | Cmd::TlTas => false,
+    }
+}
+
+/// Executes a string command (one [`handles`] accepts) whose arity was checked, against
+/// `view`, writing its reply; an error is returned for the caller to write (as its own reply,
+/// or as an element of EXEC's array).
+pub(crate) fn exec_on_view(
+    cmd: Cmd,
+    args: Args<'_>,
+    view: &mut dyn StringView,
+    reply: &mut Reply,
+) -> std::result::Result<(), CmdError> {
+    let key = || args.get(1);
+    match cmd {
+        Cmd::Get => reply.opt_bulk(get(view, key())?.as_deref()),
+        Cmd::Set => {
+            let opts = if args.len() == 3 {
+                SetOptions::default()
+            } else {
+                SetOptions::parse(args.iter_from(3), "set", view.now())?
+            };
+            let out = set(view, key(), args.get(2), opts)?;
+            if opts.get {
+                reply.opt_bulk(out.previous.as_deref());
+            } else if out.written {
+                reply.ok();
+            } else {
+                reply.null();
+            }
+        }
+        Cmd::Del | Cmd::Unlink => reply.int(del(view, args.iter_from(1))? as i64),
+        Cmd::Exists | Cmd::Touch => reply.int(exists(view, args.iter_from(1))? as i64),
+        Cmd::Mget => {
+            reply.array(args.len() - 1);
+            for k in args.iter_from(1) {
+                let v = get(view, k)?;
+                reply.opt_bulk(v.as_deref());
+            }
+        }
+        Cmd::Mset | Cmd::Msetnx => {
+            if args.len().is_multiple_of(2) {
+                return Err(arity_error(cmd.spec().name));
+            }
+            let pairs: Vec<(&[u8], &[u8])> = (1..args.len())
+                .step_by(2)
+                .map(|i| (args.get(i), args.get(i + 1)))
+                .collect();
+            if cmd == Cmd::Mset {
+                mset(view, &pairs)?;
+                reply.ok();
+            } else {
+                reply.int(msetnx(view, &pairs)? as i64);
+            }
+        }
+        Cmd::Incr => reply.int(incr_by(view, key(), 1)?),
+        Cmd::Decr => reply.int(incr_by(view, key(), -1)?),
+        Cmd::Incrby => reply.int(incr_by(view, key(), int_arg(args.get(2))?)?),
+        Cmd::Decrby => reply.int(decr_by(view, key(), int_arg(args.get(2))?)?),
+        Cmd::Incrbyfloat => {
+            let delta = parse_f64(args.get(2)).ok_or(KeyspaceError::NotAFloat)?;
+            reply.bulk(&incr_by_float(view, key(), delta)?);
+        }
+        Cmd::Append => reply.int(append(view, key(), args.get(2))? as i64),
+        Cmd::Strlen => reply.int(strlen(view, key())? as i64),
+        Cmd::Getdel => reply.opt_bulk(getdel(view, key())?.as_deref()),
+        Cmd::Getex => {
+            let expiry = parse_getex(args, view.now())?;
+            reply.opt_bulk(getex(view, key(), expiry)?.as_deref());
+        }
+        Cmd::Getset => {
+            let opts = SetOptions {
+                get: true,
+                ..SetOptions::default()
+            };
+            reply.opt_bulk(set(view, key(), args.get(2), opts)?.previous.as_deref());
+        }
+        Cmd::Getrange | Cmd::Substr => {
+            let (start, end) = (int_arg(args.get(2))?, int_arg(args.get(3))?);
+            reply.bulk(&getrange(view, key(), start, end)?);
+        }
+        Cmd::Setrange => {
+            let offset = int_arg(args.get(2))?;
+            reply.int(setrange(view, key(), offset, args.get(3))? as i64);
+        }
+        Cmd::Setnx => {
+            let opts = SetOptions {
+                condition: SetCondition::IfAbsent,
+                ..SetOptions::default()
+            };
+            reply.int(set(view, key(), args.get(2), opts)?.written as i64);
+        }
+        Cmd::Setex | Cmd::Psetex => {
+            let (unit, name) = if cmd == Cmd::Setex {
+                (TtlUnit::Ex, "setex")
+            } else {
+                (TtlUnit::Px, "psetex")
+            };
+            let opts = SetOptions {
+                expire_at: Some(unit.deadline(args.get(2), name, view.now())?),
+                ..SetOptions::default()
+            };
+            set(view, key(), args.get(3), opts)?;
+            reply.ok();
+        }
+        Cmd::Expire | Cmd::Pexpire | Cmd::Expireat | Cmd::Pexpireat => {
+            let cond = ExpireCondition::parse(args.iter_from(3))?;
+            let deadline = expire_deadline(cmd, args.get(2), view.now())?;
+            reply.int(expire(view, key(), deadline, cond)? as i64);
+        }
+        Cmd::Ttl | Cmd::Pttl | Cmd::Expiretime | Cmd::Pexpiretime => {
+            let v = match ttl(view, key())? {
+                KeyTtl::Missing => -2,
+                KeyTtl::Persistent => -1,
+                KeyTtl::Expires { at, remaining } => {
+                    let ms = remaining.as_micros().div_ceil(1000) as i64;
+                    match cmd {
+                        Cmd::Ttl => (ms + 500) / 1000,
+                        Cmd::Pttl => ms,
+                        Cmd::Expiretime => (at.0 / 1_000_000) as i64,
+                        _ => (at.0 / 1000) as i64,
+                    }
+                }
+            };
+            reply.int(v);
+        }
+        Cmd::Persist => reply.int(persist(view, key())? as i64),
+        Cmd::Type => reply.simple(key_type(view, key())?.as_bytes()),
+        other => {
+            return Err(raw(format!(
+                "ERR {} is not a string command",
+                other.spec().name.to_ascii_uppercase()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The absolute deadline of EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT, with Redis's overflow checks
+/// (`expireGenericCommand`). Negative and past times are allowed: they delete the key.
+fn expire_deadline(
+    cmd: Cmd,
+    value: &[u8],
+    now: Timestamp,
+) -> std::result::Result<Deadline, CmdError> {
+    let name = cmd.spec().name;
+    let invalid = || raw(format!("ERR invalid expire time in '{name}' command"));
+    let v = int_arg(value)?;
+    let seconds = matches!(cmd, Cmd::Expire | Cmd::Expireat);
+    let relative = matches!(cmd, Cmd::Expire | Cmd::Pexpire);
+    let ms = if seconds {
+        v.checked_mul(1000).ok_or_else(invalid)?
+    } else {
+        v
+    };
+    let now_ms = (now.0 / 1000) as i64;
+    let when_ms = if relative {
+        ms.checked_add(now_ms).ok_or_else(invalid)?
+    } else {
+        ms
+    };
+    if when_ms <= 0 {
+        return Ok(Deadline::At(Timestamp::MIN));
+    }
+    // Relative deadlines keep the clock's sub-millisecond part.
+    let sub_ms = if relative { now.0 % 1000 } else { 0 };
+    Ok(Deadline::At(Timestamp(
+        (when_ms as u64).saturating_mul(1000).saturating_add(sub_ms),
+    )))
+}
+
+/// GETEX's options: EX/PX/EXAT/PXAT value, or PERSIST (Redis's rules: one of them).
+fn parse_getex(args: Args<'_>, now: Timestamp) -> std::result::Result<GetExExpiry, CmdError> {
+    let mut expiry = GetExExpiry::Unchanged;
+    let mut ttl: Option<(TtlUnit, &[u8])> = None;
+    let mut persist = false;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args.get(i);
+        if opt.eq_ignore_ascii_case(b"PERSIST") && ttl.is_none() {
+            persist = true;
+        } else if let Some(unit) = TtlUnit::from_option(opt)
+            && !persist
+            && ttl.is_none_or(|(u, _)| u == unit)
+            && i + 1 < args.len()
+        {
+            i += 1;
+            ttl = Some((unit, args.get(i)));
+        } else {
+            return Err(raw("ERR syntax error"));
+        }
+        i += 1;
+    }
+    if persist {
+        expiry = GetExExpiry::Persist;
+    }
+    if let Some((unit, v)) = ttl {
+        expiry = GetExExpiry::At(Deadline::At(unit.deadline(v, "getex", now)?));
+    }
+    Ok(expiry)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A plain map view at a fixed time: the semantics alone, no engine.
+    struct MapView {
+        now: Timestamp,
+        map: BTreeMap<Vec<u8>, Entry>,
+    }
+
+    impl StringView for MapView {
+        fn now(&self) -> Timestamp {
+            self.now
+        }
+        fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+            let now = self.now;
+            Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
+        }
+        fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+            match value {
+                Some(e) => {
+                    self.map.insert(
+                        key.to_vec(),
+                        Entry {
+                            data: Bytes::copy_from_slice(e.data),
+                            expiry: e.expiry,
+                        },
+                    );
+                }
+                None => {
+                    self.map.remove(key);
+                }
+            }
+            Ok(())
+        }
+        fn max_value_len(&self) -> usize {
+            8
+        }
+    }
+
+    fn run(v: &mut MapView, line: &str) -> Vec<u8> {
+        let parts: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for p in &parts {
+            ranges.push((buf.len(), buf.len() + p.len()));
+            buf.extend_from_slice(p);
+        }
+        let args = Args::from_parts(&buf, &ranges);
+        let cmd = Cmd::lookup(parts[0]).unwrap();
+        let mut reply = Reply::new(64);
+        if let Err(e) = exec_on_view(cmd, args, v, &mut reply) {
+            crate::resp::exec::error_reply(&mut reply, e);
+        }
+        reply.out.to_vec()
+    }
+
+    #[test]
+    fn commands_over_a_plain_map() {
+        let mut v = MapView {
+            now: Timestamp(10_000_000),
+            map: BTreeMap::new(),
+        };
+        assert_eq!(run(&mut v, "SET a 1"), b"+OK\r\n");
+        assert_eq!(run(&mut v, "SET a 2 NX"), b"$-1\r\n");
+        assert_eq!(run(&mut v, "INCRBY a 41"), b":42\r\n");
+        assert_eq!(run(&mut v, "APPEND a xyz"), b":5\r\n");
+        assert_eq!(
+            run(&mut v, "INCR a"),
+            b"-ERR value is not an integer or out of range\r\n"
+        );
+        assert_eq!(
+            run(&mut v, "APPEND a 12345"),
+            b"-ERR string exceeds maximum allowed size (proto-max-bulk-len)\r\n",
+            "the view's limit is honoured"
+        );
+        assert_eq!(run(&mut v, "EXPIRE a 10"), b":1\r\n");
+        assert_eq!(run(&mut v, "TTL a"), b":10\r\n");
+        assert_eq!(run(&mut v, "EXPIRE a 5 GT"), b":0\r\n");
+        assert_eq!(run(&mut v, "SET a v KEEPTTL"), b"+OK\r\n");
+        assert_eq!(run(&mut v, "PTTL a"), b":10000\r\n");
+        assert_eq!(run(&mut v, "PERSIST a"), b":1\r\n");
+        assert_eq!(run(&mut v, "TTL a"), b":-1\r\n");
+        assert_eq!(run(&mut v, "MSET b 1 c 2"), b"+OK\r\n");
+        assert_eq!(run(&mut v, "MSETNX c 3 d 4"), b":0\r\n");
+        assert_eq!(
+            run(&mut v, "MGET a b nope"),
+            b"*3\r\n$1\r\nv\r\n$1\r\n1\r\n$-1\r\n"
+        );
+        assert_eq!(run(&mut v, "DEL a a nope"), b":1\r\n");
+        assert_eq!(run(&mut v, "EXPIRE b -1"), b":1\r\n");
+        assert_eq!(run(&mut v, "EXISTS b c c"), b":2\r\n");
+        assert_eq!(
+            run(&mut v, "SETEX e 0 v"),
+            b"-ERR invalid expire time in 'setex' command\r\n"
+        );
+        assert_eq!(
+            run(&mut v, "GETEX c PERSIST EX 1"),
+            b"-ERR syntax error\r\n"
+        );
+        assert_eq!(run(&mut v, "GETDEL c"), b"$1\r\n2\r\n");
+        assert_eq!(run(&mut v, "TYPE c"), b"+none\r\n");
+        assert_eq!(
+            run(&mut v, "PING"),
+            b"-ERR PING is not a string command\r\n"
+        );
+    }
+}
