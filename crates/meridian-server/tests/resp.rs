@@ -2277,3 +2277,6 @@ mod cluster_mode {
 
 #[path = "resp/cluster_slots.rs"]
 mod cluster_slots;
+
+#[path = "resp/cluster_txn.rs"]
+mod cluster_txn;

@@ -57,6 +57,7 @@ use meridian_replication::{
     DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError, WriteOpts, Written,
 };
 use std::borrow::Cow;
+use std::sync::atomic::AtomicU64;
 
 type Outcome = Result<(), Cow<'static, str>>;
 
@@ -159,7 +160,16 @@ pub(crate) async fn run(
     reply: &mut Reply,
     cmd: Cmd,
     args: Args<'_>,
+    txn_session: &AtomicU64,
 ) -> Option<Outcome> {
+    // Transactional buckets serve every string command, each as one transaction.
+    if crate::strings::handles(cmd)
+        && args.len() > 1
+        && crate::resp::cluster_txn::is_transactional(c, args.get(1))
+    {
+        crate::resp::cluster_txn::single(c, txn_session, cmd, args, reply).await;
+        return Some(Ok(()));
+    }
     let d = &c.dispatch;
     let out = match cmd {
         Cmd::Get => match d.get(args.get(1)).await {

@@ -1,33 +1,116 @@
-//! MULTI/EXEC and WATCH in cluster mode: where a transaction's queued commands and watched
-//! keys meet the replication layer.
+//! MULTI/EXEC, WATCH and every single-key string command on transactional buckets in cluster
+//! mode: each is one snapshot-isolation transaction (Clock-SI or the oracle, as the bucket
+//! says) over the replication layer's [`meridian_replication::Transaction`].
 //!
-//! The connection runs the state machine (`multi`) in both modes; in cluster mode it calls
-//! [`watch`] for `WATCH key...` (outside MULTI) and [`exec`] for an EXEC that may run (inside
-//! MULTI, nothing refused while queuing). After [`exec`] the connection discards the
-//! transaction and the watched keys, whatever happened.
+//! How an EXEC runs: every key of every queued command (and every watched key) is read at the
+//! transaction's snapshot in one round of parallel reads; the commands then run in order with
+//! [`crate::strings::exec_on_view`] over a [`TxnView`] that answers from those reads and
+//! buffers writes; the buffered writes commit atomically, across partitions and DCs.
 //!
-//! Today no bucket type offers multi-key atomicity across replicas, so [`watch`] only records
-//! the keys and [`exec`] applies nothing and answers `-EXECABORT Transaction discarded:
-//! transactions in cluster mode need a transactional bucket`. A transactional path runs the
-//! queued commands with [`crate::strings::exec_on_view`] over its own
-//! [`crate::strings::StringView`], storing values in the same envelope
-//! ([`crate::strings::encode`]).
+//! Guarantees:
+//! - **nothing half-applies**: an EXEC touching a key outside transactional buckets answers
+//!   `-EXECABORT`, naming the bucket and its type, and applies nothing;
+//! - **WATCH is Redis's optimistic lock**: WATCH fixes the transaction's snapshot and holds
+//!   the watched keys at commit against writers; if any watched (or written) key was committed
+//!   by someone else after the snapshot, EXEC answers the null array and applies nothing;
+//! - **without WATCH, an EXEC always takes effect** as on Redis: a conflict re-runs the
+//!   queued commands at a fresh snapshot (they are a pure function of what they read), up to
+//!   [`ATTEMPTS`] times;
+//! - **single-key commands** (INCR, SET NX/XX/GET/EX, APPEND, EXPIRE, ...) are the same
+//!   machinery with one command and no array;
+//! - **read-your-commits per connection**: the connection's last commit timestamp is the
+//!   session token of its next transaction.
+//!
+//! Keys of any hash slots may be mixed (Redis Cluster refuses `CROSSSLOT`; Meridian commits
+//! them atomically).
 
 use crate::cluster::ClusterBackend;
+use crate::keyspace::KeyspaceError;
+use crate::resp::command::Cmd;
+use crate::resp::exec::error_reply;
 use crate::resp::multi::MultiState;
 use crate::resp::reply::Reply;
+use crate::resp::request::Args;
+use crate::strings::{self, Entry, EntryRef, StringView};
 use bytes::Bytes;
+use meridian_cluster::bucket_and_key;
+use meridian_core::Timestamp;
+use meridian_replication::{BucketType, ReplicationError, Transaction, TxnEntry, TxnOptions};
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The refusal of a transaction no bucket can run yet.
-const NO_TRANSACTIONS: &str =
-    "EXECABORT Transaction discarded: transactions in cluster mode need a transactional bucket";
+/// How many times a transaction without WATCH runs before its conflict is reported.
+pub(crate) const ATTEMPTS: u32 = 32;
 
-/// WATCH `keys` (outside MULTI): `Ok` replies `+OK`; an error is the whole reply line
-/// (without the leading `-`). Records the keys in `state.cluster_watched`.
+/// A transaction's view for the string commands: the snapshot reads, then its own writes.
+struct TxnView {
+    now: Timestamp,
+    read: BTreeMap<Bytes, Option<Entry>>,
+    writes: BTreeMap<Bytes, Option<Entry>>,
+}
+
+impl StringView for TxnView {
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, KeyspaceError> {
+        if let Some(w) = self.writes.get(key) {
+            return Ok(w.clone());
+        }
+        match self.read.get(key) {
+            Some(v) => Ok(v.clone()),
+            // Every key of the commands was read first; a command reaching for another is a
+            // bug in the key positions, not the client's fault.
+            None => Err(KeyspaceError::Corrupt(
+                "a key outside the transaction's reads",
+            )),
+        }
+    }
+
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), KeyspaceError> {
+        let v = value.map(|e| Entry {
+            data: Bytes::copy_from_slice(e.data),
+            expiry: e.expiry,
+        });
+        self.writes.insert(Bytes::copy_from_slice(key), v);
+        Ok(())
+    }
+}
+
+/// The refusal of a transaction touching `key` outside transactional buckets.
+fn not_transactional(key: &[u8], ty: BucketType) -> String {
+    let bucket = String::from_utf8_lossy(bucket_and_key(key).0).into_owned();
+    format!(
+        "EXECABORT Transaction discarded: key '{}' is in bucket '{bucket}' of type {ty}; MULTI/EXEC and WATCH need a transactional bucket (type = \"transactional\"), nothing was applied",
+        String::from_utf8_lossy(key)
+    )
+}
+
+fn repl_line(c: &ClusterBackend, e: ReplicationError) -> String {
+    crate::wire_error::resp_line(&e, |dc| c.dc_name(dc))
+}
+
+/// The connection's session token (0: none yet).
+fn token(session: &AtomicU64) -> Option<Timestamp> {
+    Some(session.load(Ordering::Relaxed))
+        .filter(|&t| t > 0)
+        .map(Timestamp)
+}
+
+/// Whether `key`'s bucket is transactional.
+pub(crate) fn is_transactional(c: &ClusterBackend, key: &[u8]) -> bool {
+    c.node.bucket_type(key) == BucketType::Transactional
+}
+
+/// WATCH `keys` (outside MULTI). On transactional buckets it starts the connection's
+/// transaction (fixing its snapshot) and holds the keys; a key of another bucket type is
+/// refused at EXEC (Redis's WATCH itself never fails).
 pub(crate) async fn watch(
-    _backend: &ClusterBackend,
+    c: &ClusterBackend,
     state: &mut MultiState,
+    session: &AtomicU64,
     keys: Vec<Bytes>,
 ) -> Result<(), Cow<'static, str>> {
     for k in keys {
@@ -35,13 +118,192 @@ pub(crate) async fn watch(
             state.cluster_watched.push(k);
         }
     }
+    let txn_keys: Vec<Bytes> = state
+        .cluster_watched
+        .iter()
+        .filter(|k| is_transactional(c, k))
+        .cloned()
+        .collect();
+    if txn_keys.is_empty() {
+        return Ok(());
+    }
+    let session = token(session);
+    let t = state.cluster_txn.get_or_insert_with(|| {
+        c.node.begin(TxnOptions {
+            read_only: false,
+            session,
+        })
+    });
+    t.watch(&txn_keys)
+        .await
+        .map_err(|e| Cow::Owned(repl_line(c, e.into())))
+}
+
+/// The keys of a command.
+fn keys_of(cmd: Cmd, args: Args<'_>) -> impl Iterator<Item = Bytes> + '_ {
+    cmd.spec()
+        .key_positions(args.len())
+        .map(move |i| Bytes::copy_from_slice(args.get(i)))
+}
+
+/// Runs `cmds` as one transaction into `out` (each command's reply in order), committing
+/// the writes. `Ok(None)`: a conflict the caller reports (WATCH) or retries.
+async fn run_once(
+    c: &ClusterBackend,
+    mut t: Transaction,
+    keys: &[Bytes],
+    cmds: &[(Cmd, Args<'_>)],
+    out: &mut Reply,
+) -> Result<Option<Timestamp>, String> {
+    let found = t.read(keys).await;
+    let found = match found {
+        Ok(f) => f,
+        Err(e) if e.is_retryable() => return Ok(None),
+        Err(e) => return Err(repl_line(c, e.into())),
+    };
+    let now = c.node.clock_now();
+    let read = keys
+        .iter()
+        .cloned()
+        .zip(found.into_iter().map(|raw| {
+            TxnEntry::live(raw, now.0).map(|e| Entry {
+                data: e.data,
+                expiry: e.expiry,
+            })
+        }))
+        .collect();
+    let mut view = TxnView {
+        now,
+        read,
+        writes: BTreeMap::new(),
+    };
+    for (cmd, args) in cmds {
+        if let Err(e) = strings::exec_on_view(*cmd, *args, &mut view, out) {
+            error_reply(out, e);
+        }
+    }
+    for (k, v) in view.writes {
+        let v = v.map(|e| {
+            TxnEntry {
+                data: e.data,
+                expiry: e.expiry,
+            }
+            .encode()
+        });
+        t.write(k, v).map_err(|e| repl_line(c, e.into()))?;
+    }
+    match t.commit().await {
+        Ok(ts) => Ok(Some(ts)),
+        Err(e) if e.is_retryable() => Ok(None),
+        Err(e) => Err(repl_line(c, e.into())),
+    }
+}
+
+/// Checks every key is transactional; the EXECABORT line otherwise.
+fn check_keys(c: &ClusterBackend, keys: &[Bytes]) -> Result<(), String> {
+    for k in keys {
+        let ty = c.node.bucket_type(k);
+        if ty != BucketType::Transactional {
+            return Err(not_transactional(k, ty));
+        }
+    }
     Ok(())
 }
 
-/// EXEC: runs `state.queued` (each a known command with checked arity) if no key of
-/// `state.cluster_watched` changed since WATCH, writing the whole reply: the array of the
-/// commands' replies, the null array (`reply.null_array()`) when a watched key changed, or
-/// an error line.
-pub(crate) async fn exec(_backend: &ClusterBackend, _state: &mut MultiState, reply: &mut Reply) {
-    reply.error(NO_TRANSACTIONS);
+/// EXEC: the array of the commands' replies, the null array when a watched key changed, or
+/// an error line; nothing applies unless everything commits.
+pub(crate) async fn exec(
+    c: &ClusterBackend,
+    state: &mut MultiState,
+    session: &AtomicU64,
+    reply: &mut Reply,
+) {
+    let queued = std::mem::take(&mut state.queued);
+    let cmds: Vec<(Cmd, Args<'_>)> = queued.iter().map(|q| (q.cmd, q.args.get())).collect();
+    let mut keys: Vec<Bytes> = cmds.iter().flat_map(|(cmd, a)| keys_of(*cmd, *a)).collect();
+    keys.extend(state.cluster_watched.iter().cloned());
+    keys.sort();
+    keys.dedup();
+    if let Err(line) = check_keys(c, &keys) {
+        state.cluster_txn = None;
+        reply.error(&line);
+        return;
+    }
+    let watched = state.cluster_txn.take();
+    let has_watch = watched.is_some();
+    let mut next = watched;
+    for _ in 0..ATTEMPTS {
+        let t = next.take().unwrap_or_else(|| {
+            c.node.begin(TxnOptions {
+                read_only: false,
+                session: token(session),
+            })
+        });
+        let mut out = Reply {
+            out: bytes::BytesMut::new(),
+            resp3: reply.resp3,
+        };
+        match run_once(c, t, &keys, &cmds, &mut out).await {
+            Ok(Some(ts)) => {
+                session.fetch_max(ts.0, Ordering::Relaxed);
+                reply.array(cmds.len());
+                reply.out.extend_from_slice(&out.out);
+                return;
+            }
+            Ok(None) if has_watch => {
+                reply.null_array();
+                return;
+            }
+            Ok(None) => {}
+            Err(line) => {
+                reply.error(&line);
+                return;
+            }
+        }
+    }
+    reply.error("CONFLICT txn_aborted the transaction kept conflicting; retry it");
+}
+
+/// A single-key (or multi-key) string command on transactional buckets outside MULTI: one
+/// transaction, retried on conflicts, its reply written as the command's own.
+pub(crate) async fn single(
+    c: &ClusterBackend,
+    session: &AtomicU64,
+    cmd: Cmd,
+    args: Args<'_>,
+    reply: &mut Reply,
+) {
+    let mut keys: Vec<Bytes> = keys_of(cmd, args).collect();
+    keys.sort();
+    keys.dedup();
+    if let Err(line) = check_keys(c, &keys) {
+        // Not reached for commands the caller routes here by their first key's type, except
+        // for a multi-key command mixing bucket types.
+        reply.error(line.trim_start_matches("EXECABORT Transaction discarded: "));
+        return;
+    }
+    let cmds = [(cmd, args)];
+    for _ in 0..ATTEMPTS {
+        let t = c.node.begin(TxnOptions {
+            read_only: false,
+            session: token(session),
+        });
+        let mut out = Reply {
+            out: bytes::BytesMut::new(),
+            resp3: reply.resp3,
+        };
+        match run_once(c, t, &keys, &cmds, &mut out).await {
+            Ok(Some(ts)) => {
+                session.fetch_max(ts.0, Ordering::Relaxed);
+                reply.out.extend_from_slice(&out.out);
+                return;
+            }
+            Ok(None) => {}
+            Err(line) => {
+                reply.error(&line);
+                return;
+            }
+        }
+    }
+    reply.error("CONFLICT txn_aborted the command kept conflicting; retry it");
 }

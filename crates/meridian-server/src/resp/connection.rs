@@ -313,6 +313,7 @@ async fn cluster_batch(
                     .map(|i| FxBuildHasher.hash_one(args.get(i))),
             );
             let args = parser.owned_args(buf.split_to(len).freeze());
+            let token = session.txn_session.clone();
             let run = |args, slot| {
                 Box::pin(exec::run_concurrent(
                     ctx,
@@ -321,6 +322,7 @@ async fn cluster_batch(
                     args,
                     slot,
                     Instant::now(),
+                    token,
                 ))
             };
             let command = if running.is_empty() {

@@ -40,6 +40,10 @@ pub(crate) struct Session {
     pub info: Arc<ClientInfo>,
     /// MULTI/EXEC and WATCH state.
     pub(crate) multi: MultiState,
+    /// Cluster mode: the commit timestamp of this connection's last transaction on a
+    /// transactional bucket (0: none), its session token for read-your-commits. Shared with
+    /// the connection's concurrent commands.
+    pub(crate) txn_session: Arc<std::sync::atomic::AtomicU64>,
     last_cmd: u8,
 }
 
@@ -49,6 +53,7 @@ impl Session {
             authed: ctx.config.requirepass.is_none(),
             info,
             multi: MultiState::default(),
+            txn_session: Arc::default(),
             last_cmd: 0,
         }
     }
@@ -256,13 +261,26 @@ pub(crate) async fn execute_cluster<'c>(
         let result = match multi::step(&mut session.multi, reply, cmd, args) {
             Step::Done(r) => r,
             Step::Exec => {
-                crate::resp::cluster_txn::exec(cluster, &mut session.multi, reply).await;
+                crate::resp::cluster_txn::exec(
+                    cluster,
+                    &mut session.multi,
+                    &session.txn_session,
+                    reply,
+                )
+                .await;
                 session.multi.discard();
                 Ok(())
             }
             Step::Watch => {
                 let keys = args.iter_from(1).map(Bytes::copy_from_slice).collect();
-                match crate::resp::cluster_txn::watch(cluster, &mut session.multi, keys).await {
+                match crate::resp::cluster_txn::watch(
+                    cluster,
+                    &mut session.multi,
+                    &session.txn_session,
+                    keys,
+                )
+                .await
+                {
                     Ok(()) => {
                         reply.ok();
                         Ok(())
@@ -274,7 +292,15 @@ pub(crate) async fn execute_cluster<'c>(
         };
         return (&ctx.ops[cmd as usize], finish(reply, result), flow);
     }
-    let result = match crate::resp::cluster_exec::run(cluster, &ctx.metrics, reply, cmd, args).await
+    let result = match crate::resp::cluster_exec::run(
+        cluster,
+        &ctx.metrics,
+        reply,
+        cmd,
+        args,
+        &session.txn_session,
+    )
+    .await
     {
         Some(Ok(())) => Ok(()),
         Some(Err(msg)) => Err(raw(msg)),
@@ -300,19 +326,26 @@ pub(crate) async fn run_concurrent(
     args: OwnedArgs,
     mut reply: Reply,
     start: Instant,
+    txn_session: Arc<std::sync::atomic::AtomicU64>,
 ) -> Reply {
-    let result =
-        match crate::resp::cluster_exec::run(cluster, &ctx.metrics, &mut reply, cmd, args.get())
-            .await
-        {
-            Some(Ok(())) => Ok(()),
-            Some(Err(msg)) => Err(raw(msg)),
-            // `concurrent_command` only lets through what `cluster_exec::run` handles.
-            None => Err(raw(format!(
-                "ERR {} cannot run in a pipeline",
-                cmd.spec().name.to_ascii_uppercase()
-            ))),
-        };
+    let result = match crate::resp::cluster_exec::run(
+        cluster,
+        &ctx.metrics,
+        &mut reply,
+        cmd,
+        args.get(),
+        &txn_session,
+    )
+    .await
+    {
+        Some(Ok(())) => Ok(()),
+        Some(Err(msg)) => Err(raw(msg)),
+        // `concurrent_command` only lets through what `cluster_exec::run` handles.
+        None => Err(raw(format!(
+            "ERR {} cannot run in a pipeline",
+            cmd.spec().name.to_ascii_uppercase()
+        ))),
+    };
     let error = finish(&mut reply, result);
     ctx.ops[cmd as usize].observe(start.elapsed(), error);
     reply

@@ -43,6 +43,9 @@ pub(crate) struct MultiState {
     pub(crate) watches: Option<WatchSet>,
     /// Cluster mode: the WATCHed keys, for `cluster_txn`.
     pub(crate) cluster_watched: Vec<Bytes>,
+    /// Cluster mode: the transaction WATCH started on transactional buckets (its snapshot
+    /// is the WATCH's time; EXEC commits it).
+    pub(crate) cluster_txn: Option<meridian_replication::Transaction>,
 }
 
 /// What the connection does with a request after [`step`].
@@ -75,6 +78,7 @@ impl MultiState {
             w.clear();
         }
         self.cluster_watched.clear();
+        self.cluster_txn = None;
     }
 
     /// Records a request refused before it could run (`reason` is its error line): inside
