@@ -2277,3 +2277,6 @@ mod cluster_mode {
 
 #[path = "resp/cluster_slots.rs"]
 mod cluster_slots;
+
+#[path = "resp/transactions.rs"]
+mod transactions;
