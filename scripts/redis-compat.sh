@@ -63,6 +63,21 @@ expect resp3 5 "$(redis-cli -3 -p "$port" INCRBY r3 5)"
 expect resp3-null "" "$(redis-cli -3 -p "$port" GET missing)"
 expect info-keyspace 1 "$(cli INFO keyspace | grep -c '^db0:keys=')"
 
+# Transactions: commands piped into one redis-cli share its connection (expected lines are
+# redis-server 7.0's; an error line is followed by an empty one).
+txn() { printf '%s\n' "$@" | cli | paste -sd '|'; }
+expect multi-exec "OK|QUEUED|QUEUED|OK|2" "$(txn MULTI 'SET tx 1' 'INCR tx' EXEC)"
+expect multi-discard "OK|QUEUED|OK|2" "$(txn MULTI 'SET tx 5' DISCARD 'GET tx')"
+expect multi-execabort \
+  "OK|ERR unknown command 'NOPE', with args beginning with: ||EXECABORT Transaction discarded because of previous errors.|" \
+  "$(txn MULTI NOPE EXEC)"
+expect multi-without "ERR EXEC without MULTI||ERR DISCARD without MULTI|" "$(txn EXEC DISCARD)"
+expect multi-nested "OK|ERR MULTI calls can not be nested||ERR WATCH inside MULTI is not allowed||OK" \
+  "$(txn MULTI MULTI 'WATCH tx' DISCARD)"
+expect watch-nil "OK|OK|OK|QUEUED||9" "$(txn 'WATCH tx' 'SET tx 9' MULTI 'INCR tx' EXEC 'GET tx')"
+expect multi-no-rollback "OK|QUEUED|QUEUED|QUEUED|1|OK|ERR value is not an integer or out of range|" \
+  "$(txn MULTI 'INCR txs' 'SET txs x' 'INCR txs' EXEC)"
+
 # redis-benchmark runs its standard SET/GET load, pipelined and not, without errors
 # (-q still draws progress with carriage returns: keep only the final lines).
 bench() { redis-benchmark -p "$port" "$@" -q 2>&1 | tr '\r' '\n' | grep -a -E '^(SET|GET): .*requests per second'; }

@@ -12,9 +12,20 @@
 //! - **atomic read-modify-write**: every write (SET and its options, DEL, INCR, APPEND,
 //!   EXPIRE, ...) runs under one of a fixed array of striped mutexes chosen by key hash, so
 //!   writes to one key are serialized and a read-modify-write never loses an update. Multi-key
-//!   writes (MSET, MSETNX, DEL) take their stripes in ascending order and write one
-//!   [`WriteBatch`], so they are atomic and cannot deadlock. Plain reads (GET, MGET, EXISTS,
-//!   STRLEN, TTL) take no lock;
+//!   writes (MSET, MSETNX, DEL) and MULTI/EXEC take their stripes in ascending order and
+//!   write one [`WriteBatch`], so they are atomic and cannot deadlock; multi-key reads (MGET,
+//!   EXISTS of several keys) take their stripes too, so they never see half of such a
+//!   write. Single-key reads (GET, STRLEN, TTL, ...) take no lock;
+//! - **one copy of the semantics**: what each string command means is [`crate::strings`],
+//!   run over a view of one locked stripe (single-key writes, straight to the engine), a
+//!   lock-free view (single-key reads), or an `Overlay` of several locked stripes whose
+//!   writes become one batch (multi-key commands, EXEC);
+//! - **WATCH** (`Keyspace::watch`, `Keyspace::transaction`): each stripe counts the
+//!   modifications of its watched keys (every command write, not expiry), and EXEC checks,
+//!   under the stripes, that no watched key was modified and none live at WATCH time has
+//!   expired or vanished (FLUSHALL), as Redis 7 does. A count, not the key's version
+//!   timestamp: with zero retention a deleted key leaves no tombstone, so set-then-delete
+//!   would otherwise look unchanged;
 //! - **expiry like Redis**: a key is expired once `now > expiry`. A read of an expired key
 //!   treats it as absent and deletes it (lazy expiry); [`Keyspace::expire_cycle`] (driven by
 //!   [`Keyspace::run_active_expiry`]) deletes expired keys nobody reads, doing bounded work
@@ -785,14 +796,20 @@ impl Keyspace {
         strings::get(&mut ReadView { ks: self }, key)
     }
 
-    /// MGET: the value of each key, `None` for missing ones.
+    /// MGET: the value of each key, `None` for missing ones, read as one unit (under the
+    /// keys' stripes, so never half of a multi-key write).
     pub fn mget<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
-        keys.iter().map(|k| self.get(k.as_ref())).collect()
+        self.with_keys(keys.iter().map(|k| k.as_ref()), |v| {
+            keys.iter().map(|k| strings::get(v, k.as_ref())).collect()
+        })
     }
 
-    /// EXISTS: how many of `keys` exist, counting repeated keys as many times.
+    /// EXISTS: how many of `keys` exist, counting repeated keys as many times (one unit,
+    /// like MGET).
     pub fn exists<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<u64> {
-        strings::exists(&mut ReadView { ks: self }, keys.iter().map(|k| k.as_ref()))
+        self.with_keys(keys.iter().map(|k| k.as_ref()), |v| {
+            strings::exists(v, keys.iter().map(|k| k.as_ref()))
+        })
     }
 
     /// TYPE: `"string"` if the key exists, `"none"` otherwise.
@@ -925,10 +942,14 @@ impl Keyspace {
         use crate::resp::command::Cmd;
         debug_assert!(strings::handles(cmd), "{cmd:?} is not a string command");
         let spec = cmd.spec();
-        if spec.flags.first() == Some(&"readonly") {
+        // Several keys at once are read or written under all their stripes, as one unit:
+        // an MGET never sees half of an MSET or of an EXEC (Redis runs each command alone).
+        let several = matches!(cmd, Cmd::Del | Cmd::Unlink | Cmd::Mset | Cmd::Msetnx)
+            || (matches!(cmd, Cmd::Mget | Cmd::Exists | Cmd::Touch) && args.len() > 2);
+        if !several && spec.flags.first() == Some(&"readonly") {
             return strings::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
-        if matches!(cmd, Cmd::Del | Cmd::Unlink | Cmd::Mset | Cmd::Msetnx) {
+        if several {
             let guards = self.lock_many(spec.key_positions(args.len()).map(|i| args.get(i)));
             let mut ov = Overlay::new(self, guards);
             strings::exec_on_view(cmd, args, &mut ov, reply)?;

@@ -2280,3 +2280,6 @@ mod cluster_slots;
 
 #[path = "resp/cluster_txn.rs"]
 mod cluster_txn;
+
+#[path = "resp/transactions.rs"]
+mod transactions;

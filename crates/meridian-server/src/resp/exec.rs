@@ -1,8 +1,16 @@
 //! What each command does: argument checks with Redis's messages, the keyspace call, and
 //! the reply in Redis's type (RESP2 or RESP3).
 //!
+//! String commands run through [`crate::strings`] (one copy of their semantics, via
+//! `Keyspace::execute`); MULTI/EXEC/DISCARD/WATCH/UNWATCH, and every command while a
+//! transaction is open, go through the `multi` state machine first. The standalone EXEC runs
+//! the queue inside `Keyspace::transaction`: string commands over its overlay, KEYS, SCAN,
+//! DBSIZE and FLUSH over the overlay with every stripe held, connection and server commands
+//! as usual (none of them takes a stripe lock, which the transaction holds).
+//!
 //! Order of checks, as in Redis's `processCommand`: unknown command, then arity, then
-//! authentication, then the command's own argument errors. Keyspace errors become `-ERR
+//! authentication, then the command's own argument errors. A request refused by those
+//! checks inside MULTI flags the transaction (EXECABORT); a refused EXEC discards it. Keyspace errors become `-ERR
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
 use crate::cluster::ClusterBackend;
