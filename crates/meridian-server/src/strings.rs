@@ -584,7 +584,10 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
         | Cmd::MeridianSet
         | Cmd::TlGetlatest
         | Cmd::TlGetcrit
-        | Cmd::TlTas => false,
+        | Cmd::TlTas
+        | Cmd::MeridianBegin
+        | Cmd::MeridianCommit
+        | Cmd::MeridianAbort => false,
     }
 }
 

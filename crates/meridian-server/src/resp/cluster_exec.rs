@@ -148,7 +148,10 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
         | Cmd::Exec
         | Cmd::Discard
         | Cmd::Watch
-        | Cmd::Unwatch => false,
+        | Cmd::Unwatch
+        | Cmd::MeridianBegin
+        | Cmd::MeridianCommit
+        | Cmd::MeridianAbort => false,
     }
 }
 

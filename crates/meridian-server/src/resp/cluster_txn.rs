@@ -27,7 +27,7 @@
 use crate::cluster::ClusterBackend;
 use crate::keyspace::KeyspaceError;
 use crate::resp::command::Cmd;
-use crate::resp::exec::error_reply;
+use crate::resp::exec::{CmdError, error_reply, raw};
 use crate::resp::multi::MultiState;
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
@@ -48,6 +48,42 @@ struct TxnView {
     now: Timestamp,
     read: BTreeMap<Bytes, Option<Entry>>,
     writes: BTreeMap<Bytes, Option<Entry>>,
+}
+
+impl TxnView {
+    /// The view over what `keys` read at the snapshot (stored envelopes, expired = absent).
+    fn over(keys: &[Bytes], found: Vec<Option<Bytes>>, now: Timestamp) -> TxnView {
+        let read = keys
+            .iter()
+            .cloned()
+            .zip(found.into_iter().map(|raw| {
+                TxnEntry::live(raw, now.0).map(|e| Entry {
+                    data: e.data,
+                    expiry: e.expiry,
+                })
+            }))
+            .collect();
+        TxnView {
+            now,
+            read,
+            writes: BTreeMap::new(),
+        }
+    }
+
+    /// Buffers the view's writes in the transaction, as stored envelopes.
+    fn write_back(self, t: &mut Transaction) -> Result<(), meridian_replication::TxnError> {
+        for (k, v) in self.writes {
+            let v = v.map(|e| {
+                TxnEntry {
+                    data: e.data,
+                    expiry: e.expiry,
+                }
+                .encode()
+            });
+            t.write(k, v)?;
+        }
+        Ok(())
+    }
 }
 
 impl StringView for TxnView {
@@ -161,37 +197,14 @@ async fn run_once(
         Err(e) if e.is_retryable() => return Ok(None),
         Err(e) => return Err(repl_line(c, e.into())),
     };
-    let now = c.node.clock_now();
-    let read = keys
-        .iter()
-        .cloned()
-        .zip(found.into_iter().map(|raw| {
-            TxnEntry::live(raw, now.0).map(|e| Entry {
-                data: e.data,
-                expiry: e.expiry,
-            })
-        }))
-        .collect();
-    let mut view = TxnView {
-        now,
-        read,
-        writes: BTreeMap::new(),
-    };
+    let mut view = TxnView::over(keys, found, c.node.clock_now());
     for (cmd, args) in cmds {
         if let Err(e) = strings::exec_on_view(*cmd, *args, &mut view, out) {
             error_reply(out, e);
         }
     }
-    for (k, v) in view.writes {
-        let v = v.map(|e| {
-            TxnEntry {
-                data: e.data,
-                expiry: e.expiry,
-            }
-            .encode()
-        });
-        t.write(k, v).map_err(|e| repl_line(c, e.into()))?;
-    }
+    view.write_back(&mut t)
+        .map_err(|e| repl_line(c, e.into()))?;
     match t.commit().await {
         Ok(ts) => Ok(Some(ts)),
         Err(e) if e.is_retryable() => Ok(None),
@@ -306,4 +319,118 @@ pub(crate) async fn single(
         }
     }
     reply.error("CONFLICT txn_aborted the command kept conflicting; retry it");
+}
+
+/// Whether the interactive-transaction path serves `cmd`: its three commands, and every
+/// string command while one is open.
+pub(crate) fn is_interactive(state: &MultiState, cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::MeridianBegin | Cmd::MeridianCommit | Cmd::MeridianAbort
+    ) || (state.interactive.is_some() && (strings::handles(cmd) || is_multi_command(cmd)))
+}
+
+fn is_multi_command(cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Multi | Cmd::Exec | Cmd::Discard | Cmd::Watch | Cmd::Unwatch
+    )
+}
+
+/// Interactive transactions: `MERIDIAN.BEGIN [READONLY]` opens one at a fresh snapshot;
+/// string commands then answer at once from the snapshot (and the transaction's own writes),
+/// their writes buffered; `MERIDIAN.COMMIT` answers the commit timestamp, or
+/// `-CONFLICT txn_aborted ww_conflict key=<key>` (nothing applied); `MERIDIAN.ABORT` drops
+/// it. A read that aborts (a leader blocked on a prepared transaction, a snapshot too old)
+/// ends the transaction, and says so.
+pub(crate) async fn interactive(
+    c: &ClusterBackend,
+    state: &mut MultiState,
+    session: &AtomicU64,
+    cmd: Cmd,
+    args: Args<'_>,
+    reply: &mut Reply,
+) -> Result<(), CmdError> {
+    let name = || cmd.spec().name.to_ascii_uppercase();
+    match cmd {
+        Cmd::MeridianBegin => {
+            if state.active {
+                return Err(raw("ERR MERIDIAN.BEGIN inside MULTI is not allowed"));
+            }
+            if state.interactive.is_some() {
+                return Err(raw(
+                    "ERR MERIDIAN.BEGIN inside a transaction: MERIDIAN.COMMIT or MERIDIAN.ABORT it first",
+                ));
+            }
+            let read_only = match args.len() {
+                1 => false,
+                2 if args.get(1).eq_ignore_ascii_case(b"READONLY") => true,
+                _ => return Err(raw("ERR syntax error")),
+            };
+            state.interactive = Some(c.node.begin(TxnOptions {
+                read_only,
+                session: token(session),
+            }));
+            reply.ok();
+            Ok(())
+        }
+        Cmd::MeridianCommit | Cmd::MeridianAbort => {
+            if state.active {
+                return Err(raw(format!("ERR {} inside MULTI is not allowed", name())));
+            }
+            let Some(t) = state.interactive.take() else {
+                return Err(raw(format!("ERR {} without MERIDIAN.BEGIN", name())));
+            };
+            if cmd == Cmd::MeridianAbort {
+                reply.ok();
+                return Ok(());
+            }
+            match t.commit().await {
+                Ok(ts) => {
+                    session.fetch_max(ts.0, Ordering::Relaxed);
+                    reply.int(i64::try_from(ts.0).unwrap_or(i64::MAX));
+                    Ok(())
+                }
+                Err(e) => Err(raw(repl_line(c, e.into()))),
+            }
+        }
+        _ if is_multi_command(cmd) => Err(raw(format!(
+            "ERR {} inside MERIDIAN.BEGIN is not allowed (MERIDIAN.COMMIT or MERIDIAN.ABORT first)",
+            name()
+        ))),
+        _ => {
+            let Some(t) = state.interactive.as_mut() else {
+                return Err(raw("ERR no transaction is open"));
+            };
+            let mut keys: Vec<Bytes> = keys_of(cmd, args).collect();
+            keys.sort();
+            keys.dedup();
+            if let Err(line) = check_keys(c, &keys) {
+                let line = line.replace("EXECABORT Transaction discarded: ", "ERR ");
+                return Err(raw(
+                    line.replace(", nothing was applied", "; the transaction stays open")
+                ));
+            }
+            let found = match t.read(&keys).await {
+                Ok(f) => f,
+                Err(e) => {
+                    state.interactive = None;
+                    return Err(raw(format!(
+                        "{} (the transaction is over; MERIDIAN.BEGIN again)",
+                        repl_line(c, e.into())
+                    )));
+                }
+            };
+            let mut view = TxnView::over(&keys, found, c.node.clock_now());
+            let mut out = Reply {
+                out: bytes::BytesMut::new(),
+                resp3: reply.resp3,
+            };
+            strings::exec_on_view(cmd, args, &mut view, &mut out)?;
+            view.write_back(t)
+                .map_err(|e| raw(repl_line(c, e.into())))?;
+            reply.out.extend_from_slice(&out.out);
+            Ok(())
+        }
+    }
 }

@@ -182,6 +182,9 @@ commands! {
     TlGetlatest "tl.getlatest" 2 ["readonly"] 1 1 1;
     TlGetcrit "tl.getcrit" 3 ["readonly"] 1 1 1;
     TlTas "tl.tas" 4 ["write" "denyoom"] 1 1 1;
+    MeridianBegin "meridian.begin" -1 ["noscript" "fast"] 0 0 0;
+    MeridianCommit "meridian.commit" 1 ["noscript"] 0 0 0;
+    MeridianAbort "meridian.abort" 1 ["noscript" "fast"] 0 0 0;
 }
 
 impl Cmd {

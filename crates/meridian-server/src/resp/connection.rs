@@ -279,7 +279,11 @@ async fn cluster_batch(
         // Nothing to overlap with: skip the copies and bookkeeping of concurrent execution.
         let alone = running.is_empty() && len == buf.len();
         // Inside MULTI every command is queued or ends the transaction: in order, alone.
-        if alone || session.multi.active || exec::concurrent_command(args).is_none() {
+        if alone
+            || session.multi.active
+            || session.multi.interactive.is_some()
+            || exec::concurrent_command(args).is_none()
+        {
             finish_all(io, &mut running, st, reply).await?;
             let t0 = Instant::now();
             let (stats, error, flow) =

@@ -265,6 +265,18 @@ pub(crate) async fn execute_cluster<'c>(
         Err(refused) => return refused,
     };
     let mut flow = Flow::Continue;
+    if crate::resp::cluster_txn::is_interactive(&session.multi, cmd) {
+        let result = crate::resp::cluster_txn::interactive(
+            cluster,
+            &mut session.multi,
+            &session.txn_session,
+            cmd,
+            args,
+            reply,
+        )
+        .await;
+        return (&ctx.ops[cmd as usize], finish(reply, result), flow);
+    }
     if session.multi.active || multi::is_transaction_command(cmd) {
         let result = match multi::step(&mut session.multi, reply, cmd, args) {
             Step::Done(r) => r,
@@ -582,9 +594,13 @@ fn other(
         | Cmd::MeridianSet
         | Cmd::TlGetlatest
         | Cmd::TlGetcrit
-        | Cmd::TlTas => {
+        | Cmd::TlTas
+        | Cmd::MeridianBegin
+        | Cmd::MeridianCommit
+        | Cmd::MeridianAbort => {
             return Err(raw(format!(
-                "ERR {} needs cluster mode (start a cluster with `meridian up`)",
+                "ERR {} needs cluster mode (start a cluster with `meridian up`; on a single node \
+                 MULTI/EXEC with WATCH is atomic)",
                 cmd.spec().name.to_ascii_uppercase()
             )));
         }

@@ -46,6 +46,9 @@ pub(crate) struct MultiState {
     /// Cluster mode: the transaction WATCH started on transactional buckets (its snapshot
     /// is the WATCH's time; EXEC commits it).
     pub(crate) cluster_txn: Option<meridian_replication::Transaction>,
+    /// Cluster mode: the interactive transaction MERIDIAN.BEGIN opened (its reads answer at
+    /// once from the snapshot, its writes are buffered until MERIDIAN.COMMIT).
+    pub(crate) interactive: Option<meridian_replication::Transaction>,
 }
 
 /// What the connection does with a request after [`step`].
@@ -69,6 +72,7 @@ impl MultiState {
         self.active = false;
         self.aborted = false;
         self.queued.clear();
+        self.interactive = None;
         self.unwatch();
     }
 
@@ -229,7 +233,10 @@ pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
         | Cmd::MeridianSet
         | Cmd::TlGetlatest
         | Cmd::TlGetcrit
-        | Cmd::TlTas => Queue::Session,
+        | Cmd::TlTas
+        | Cmd::MeridianBegin
+        | Cmd::MeridianCommit
+        | Cmd::MeridianAbort => Queue::Session,
         Cmd::Multi | Cmd::Exec | Cmd::Discard | Cmd::Watch | Cmd::Quit | Cmd::Reset => Queue::Never,
     }
 }

@@ -186,3 +186,124 @@ async fn watch_aborts_exec_when_a_watched_key_changed() {
     assert_eq!(a.cmd(&[b"GET", b"bank:n"]).await, bulk("20"));
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn interactive_transactions_read_at_once_and_commit_or_conflict() {
+    let c = txn_cluster().await;
+    let mut a = connect(&c, 0).await;
+    let mut b = connect(&c, 3).await;
+    a.cmd(&[b"SET", b"bank:i", b"10"]).await;
+    assert_eq!(a.cmd(&[b"MERIDIAN.BEGIN"]).await, ok());
+    // Reads answer at once; writes are buffered but visible to the transaction.
+    assert_eq!(a.cmd(&[b"GET", b"bank:i"]).await, bulk("10"));
+    assert_eq!(
+        a.cmd(&[b"INCRBY", b"bank:i", b"5"]).await,
+        Frame::Integer(15)
+    );
+    assert_eq!(a.cmd(&[b"SET", b"bank:j", b"x"]).await, ok());
+    assert_eq!(
+        b.cmd(&[b"GET", b"bank:i"]).await,
+        bulk("10"),
+        "not visible before commit"
+    );
+    assert!(err(&a.cmd(&[b"MULTI"]).await).contains("inside MERIDIAN.BEGIN"));
+    assert!(err(&a.cmd(&[b"GET", b"plain"]).await).contains("transactional"));
+    let ts = int(&a.cmd(&[b"MERIDIAN.COMMIT"]).await);
+    assert!(ts > 0);
+    assert_eq!(
+        b.cmd(&[b"MGET", b"bank:i", b"bank:j"]).await,
+        Frame::Array(vec![bulk("15"), bulk("x")])
+    );
+    // A conflict names the key; nothing applies.
+    a.cmd(&[b"MERIDIAN.BEGIN"]).await;
+    a.cmd(&[b"GET", b"bank:i"]).await;
+    b.cmd(&[b"SET", b"bank:i", b"99"]).await;
+    a.cmd(&[b"SET", b"bank:i", b"16"]).await;
+    a.cmd(&[b"SET", b"bank:k", b"y"]).await;
+    let e = err(&a.cmd(&[b"MERIDIAN.COMMIT"]).await);
+    assert!(
+        e.starts_with("CONFLICT txn_aborted ww_conflict key=bank:i"),
+        "{e}"
+    );
+    assert_eq!(b.cmd(&[b"EXISTS", b"bank:k"]).await, Frame::Integer(0));
+    // READONLY refuses writes; ABORT drops; the commands outside a transaction are errors.
+    a.cmd(&[b"MERIDIAN.BEGIN", b"READONLY"]).await;
+    assert!(err(&a.cmd(&[b"SET", b"bank:k", b"1"]).await).contains("read-only"));
+    assert_eq!(a.cmd(&[b"MERIDIAN.ABORT"]).await, ok());
+    assert_eq!(
+        err(&a.cmd(&[b"MERIDIAN.COMMIT"]).await),
+        "ERR MERIDIAN.COMMIT without MERIDIAN.BEGIN"
+    );
+    assert_eq!(
+        err(&a.cmd(&[b"MERIDIAN.BEGIN", b"NOPE"]).await),
+        "ERR syntax error"
+    );
+    c.shutdown().await;
+}
+
+/// One HTTP/1.1 request with `Connection: close`: status and body.
+async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut raw))
+        .await
+        .expect("a reply")
+        .unwrap();
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+    (
+        head.split(' ').nth(1).unwrap().parse().unwrap(),
+        body.to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn http_txn_runs_a_list_of_operations_as_one_transaction() {
+    let c = txn_cluster().await;
+    let addr = c.members[1].http.unwrap();
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/txn",
+        r#"{"ops":[{"op":"set","key":"bank:h1","value":"a"},{"op":"get","key":"bank:h1"},{"op":"set","key":"bank:h2","value":"b"},{"op":"del","key":"bank:h3"}]}"#,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["results"][0]["value"], "a");
+    assert!(v["committed_ts"].as_u64().unwrap() > 0);
+    // The same values through RESP and /kv (one envelope for every front end).
+    let mut a = connect(&c, 2).await;
+    assert_eq!(a.cmd(&[b"GET", b"bank:h2"]).await, bulk("b"));
+    let (status, body) = http(addr, "GET", "/kv/bank:h1", "").await;
+    assert_eq!((status, body.as_str()), (200, "a"));
+    // Hostile or wrong requests: each names the field.
+    for (req, want) in [
+        (r#"{"ops":[{"op":"get"}]}"#, "BAD_TXN"),
+        (r#"{"ops":[{"op":"get","key":""}]}"#, "ops[0].key"),
+        (
+            r#"{"ops":[{"op":"set","key":"plain","value":"x"}]}"#,
+            "not transactional",
+        ),
+        (r#"{"ops":[],"session":"x"}"#, "BAD_TXN"),
+        ("not json", "BAD_TXN"),
+    ] {
+        let (status, body) = http(addr, "POST", "/txn", req).await;
+        assert_eq!(status, 400, "{req}: {body}");
+        assert!(body.contains(want), "{req}: {body}");
+    }
+    let many = format!(
+        r#"{{"ops":[{}]}}"#,
+        vec![r#"{"op":"get","key":"bank:x"}"#; 10_001].join(",")
+    );
+    let (status, body) = http(addr, "POST", "/txn", &many).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("at most 10000"), "{body}");
+    c.shutdown().await;
+}
