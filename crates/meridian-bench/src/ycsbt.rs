@@ -424,7 +424,8 @@ pub async fn run_clients(
         let cpus = cpus.clone();
         let value = value.clone();
         tasks.push(tokio::spawn(async move {
-            let mut rng = ChaCha8Rng::seed_from_u64(spec.seed ^ (i as u64).wrapping_mul(0x9E37_79B9));
+            let mut rng =
+                ChaCha8Rng::seed_from_u64(spec.seed ^ (i as u64).wrapping_mul(0x9E37_79B9));
             let p = spec.partitions_per_txn;
             let mut chosen = Vec::with_capacity(p);
             loop {
@@ -441,7 +442,9 @@ pub async fn run_clients(
                     rest.shuffle(&mut rng);
                     chosen.extend_from_slice(&rest[..p - 1]);
                 }
-                let keys = spec.workload.transaction(&client.origin, &chosen, &mut rng)?;
+                let keys = spec
+                    .workload
+                    .transaction(&client.origin, &chosen, &mut rng)?;
                 tokio::time::sleep(spec.client_hop).await;
                 if let Some(c) = &cpus {
                     let extra = if spec.workload.read_only {
@@ -588,8 +591,11 @@ pub async fn closed_economy(
     let keys: Arc<Vec<Bytes>> = Arc::new((0..cfg.accounts).map(account_key).collect());
     let mut load = nodes[0].begin(TxnOptions::default());
     for k in keys.iter() {
-        load.write(k.clone(), Some(Bytes::from(cfg.initial_balance.to_string())))
-            .map_err(target)?;
+        load.write(
+            k.clone(),
+            Some(Bytes::from(cfg.initial_balance.to_string())),
+        )
+        .map_err(target)?;
     }
     load.commit().await.map_err(target)?;
     let expected_total = cfg.initial_balance * cfg.accounts as i64;
@@ -612,8 +618,14 @@ pub async fn closed_economy(
                     let v = t.read(&[keys[a].clone(), keys[b].clone()]).await?;
                     let (va, vb) = (balance(&v[0]), balance(&v[1]));
                     let amount = rng.random_range(0..=va.clamp(0, 10));
-                    t.write(keys[a].clone(), Some(Bytes::from((va - amount).to_string())))?;
-                    t.write(keys[b].clone(), Some(Bytes::from((vb + amount).to_string())))?;
+                    t.write(
+                        keys[a].clone(),
+                        Some(Bytes::from((va - amount).to_string())),
+                    )?;
+                    t.write(
+                        keys[b].clone(),
+                        Some(Bytes::from((vb + amount).to_string())),
+                    )?;
                     t.commit().await
                 }
                 .await;
