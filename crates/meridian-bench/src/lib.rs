@@ -13,6 +13,8 @@
 //! | [`output`] | what runs leave on disk: reports, settings and the choice of plots |
 //! | [`plot`] | PNG and SVG plots: latency CDFs, box plots, throughput over time |
 //! | [`resp`] | a pipelined RESP client target: any Redis-protocol server |
+//! | [`ycsbt`] | YCSB+T: multi-partition read-only/update transactions, closed economy, a driver-side service-time model |
+//! | [`clocksi`] | the Clock-SI study (`experiments/clock-si/`): LAN/WAN latency, throughput, closed economy |
 //! | [`cell`] | one cell on a Meridian cluster: load, timeline warm-up, measurement |
 //! | [`cluster`] | the study's consistency modes on the embedded (real-time) or simulated (virtual-time) cluster |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
@@ -22,6 +24,7 @@
 //! runner's time is tokio's, so it runs in real time or under a paused, virtual clock).
 
 pub mod cell;
+pub mod clocksi;
 pub mod cluster;
 pub mod doe;
 pub mod error;
@@ -35,5 +38,6 @@ pub mod resp;
 pub mod runner;
 pub mod stats;
 pub mod workload;
+pub mod ycsbt;
 
 pub use error::BenchError;

@@ -205,3 +205,118 @@ fn a_design_runs_on_clusters_resumes_and_reports() {
         );
     }
 }
+
+mod ycsbt {
+    use std::collections::BTreeSet;
+    use std::time::Duration;
+
+    use meridian_bench::ycsbt::{
+        EconomyConfig, Protocol, RunSpec, ServiceModel, TXN_BUCKET, TxnClient, YcsbtWorkload,
+        closed_economy, run_clients,
+    };
+    use meridian_replication::{BucketProps, EventualNode};
+    use meridian_sim::SyncPolicy;
+    use meridian_sim::cluster::{SimCluster, SimConfig};
+    use rand::SeedableRng;
+
+    async fn tiny(protocol: Protocol) -> (SimCluster, Vec<EventualNode>) {
+        let c = SimCluster::start(SimConfig {
+            dcs: 1,
+            nodes_per_dc: 3,
+            n: 3,
+            sync: SyncPolicy::Never,
+            buckets: [(
+                TXN_BUCKET.to_owned(),
+                BucketProps::transactional(protocol.props(0, Some(64_000))),
+            )]
+            .into(),
+            ..SimConfig::default()
+        });
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let nodes = c.live().read().values().cloned().collect();
+        (c, nodes)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ycsbt_transactions_touch_the_partitions_asked_for_and_commit() {
+        let (c, nodes) = tiny(Protocol::ClockSi).await;
+        let leaders: Vec<_> = nodes.iter().map(EventualNode::id).collect();
+        let w = YcsbtWorkload {
+            key_count: 10_000,
+            ..YcsbtWorkload::default()
+        };
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let keys = w
+            .transaction(&nodes[0], &leaders[..2], &mut rng)
+            .expect("keys");
+        assert_eq!(keys.len(), 16, "8 items per partition");
+        assert_eq!(keys.iter().collect::<BTreeSet<_>>().len(), 16, "distinct");
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(nodes[0].txn_leader(k).1, leaders[i / 8]);
+        }
+        for read_only in [true, false] {
+            let clients = nodes
+                .iter()
+                .map(|n| {
+                    let mut order = vec![n.id()];
+                    order.extend(leaders.iter().copied().filter(|&l| l != n.id()));
+                    TxnClient {
+                        origin: n.clone(),
+                        partitions: order,
+                        nearest: false,
+                        group: "lan".into(),
+                    }
+                })
+                .collect();
+            let spec = RunSpec {
+                workload: YcsbtWorkload {
+                    read_only,
+                    ..w.clone()
+                },
+                partitions_per_txn: 2,
+                warmup: Duration::from_millis(100),
+                measure: Duration::from_millis(500),
+                client_hop: Duration::from_millis(2),
+                service: Some(ServiceModel {
+                    per_message_us: 100.0,
+                    update_extra_us: 100.0,
+                }),
+                seed: 3,
+            };
+            let out = run_clients(clients, &nodes, &spec).await.expect("run");
+            assert!(out.commits > 10, "{read_only}: {out:?}");
+            assert_eq!(out.all_latency().len(), out.commits);
+            if read_only {
+                assert_eq!(out.abort_count(), 0, "read-only transactions never abort");
+            }
+        }
+        c.shutdown();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_closed_economy_keeps_its_total_under_both_timestamp_sources() {
+        for protocol in [Protocol::ClockSi, Protocol::TsoUnbatched] {
+            let (c, nodes) = tiny(protocol).await;
+            let r = closed_economy(
+                &nodes,
+                &EconomyConfig {
+                    accounts: 10,
+                    clients: 6,
+                    transfers_per_client: 10,
+                    audit_every: 5,
+                    ..EconomyConfig::default()
+                },
+            )
+            .await
+            .expect("economy");
+            assert_eq!(r.counted_total, r.expected_total, "{protocol:?}: {r:?}");
+            assert_eq!(r.score, 0.0);
+            assert_eq!(r.bad_audits, 0);
+            assert_eq!(r.audits, 12);
+            assert_eq!(r.committed + r.aborted, 60);
+            assert_eq!(r.operations, 60 + 12 + 1);
+            assert!(r.committed > 0);
+            c.shutdown();
+        }
+    }
+}

@@ -1,6 +1,9 @@
 //! `meridian experiment PLAN.toml`: runs a design file's factorial runs on Meridian clusters
 //! (resumable: finished runs are kept), then writes `summary.md` with per-run percentiles,
 //! the allocation of variation, CVs, confidence intervals and box plots.
+//!
+//! `meridian experiment clock-si` runs the built-in Clock-SI study instead
+//! (`experiments/clock-si/`, [`meridian_bench::clocksi`]).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -20,8 +23,15 @@ use crate::bench_cmd::{Display, host_settings};
 /// Arguments of `meridian experiment`.
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
-    /// The design file (TOML: `design`, `factors`, `fixed`, `load`, `phases`, `wan`).
+    /// The design file (TOML: `design`, `factors`, `fixed`, `load`, `phases`, `wan`), or
+    /// `clock-si` for the built-in Clock-SI study (`experiments/clock-si/`).
     plan: PathBuf,
+    /// `clock-si` only: shorter windows and fewer partition counts.
+    #[arg(long)]
+    quick: bool,
+    /// `clock-si` only: the seed of the clusters and clients.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     /// Results directory (default `results/<design name>`); runs already there are skipped.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -41,6 +51,9 @@ pub struct ExperimentArgs {
 
 /// Runs `meridian experiment`.
 pub fn run(args: ExperimentArgs) -> Result<()> {
+    if args.plan.as_os_str() == "clock-si" && !args.plan.exists() {
+        return run_clock_si(&args);
+    }
     let design = Design::load(&args.plan)?;
     let out = args
         .out
@@ -117,5 +130,32 @@ pub fn run(args: ExperimentArgs) -> Result<()> {
             run.failures.len()
         );
     }
+    Ok(())
+}
+
+/// Runs the built-in Clock-SI study and writes its results.
+fn run_clock_si(args: &ExperimentArgs) -> Result<()> {
+    use meridian_bench::clocksi::{StudyOptions, run_study, write_results};
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join("clock-si"));
+    let opts = StudyOptions {
+        quick: args.quick,
+        seed: args.seed,
+    };
+    let started = std::time::Instant::now();
+    let quiet = args.quiet;
+    let res = run_study(&opts, &mut |m| {
+        if !quiet {
+            eprintln!("[{:6.1} s] {m}", started.elapsed().as_secs_f64());
+        }
+    })?;
+    let summary = write_results(&res, &out).context("writing the Clock-SI results")?;
+    println!(
+        "Clock-SI study done in {:.1} s (wall clock); report: {}",
+        started.elapsed().as_secs_f64(),
+        summary.display()
+    );
     Ok(())
 }
