@@ -436,7 +436,10 @@ impl SimCluster {
 
     /// Every machine's clock (they outlive crashes), for a clock nemesis.
     pub fn clocks(&self) -> Vec<(NodeId, Arc<SkewedClock<TokioClock>>)> {
-        self.machines.iter().map(|m| (m.id, m.clock.clone())).collect()
+        self.machines
+            .iter()
+            .map(|m| (m.id, m.clock.clone()))
+            .collect()
     }
 
     /// For every key, each owner's live values (owners: the first `n_val` replicas of the

@@ -405,7 +405,7 @@ fn txn_scenario(
 /// Clock-SI and the oracle; the negative controls (each must be caught); the session
 /// controls.
 fn txn_scenarios() -> Vec<Scenario> {
-    use meridian_replication::{TimestampSource as Ts, TxnControls, TsoBatching};
+    use meridian_replication::{TimestampSource as Ts, TsoBatching, TxnControls};
     let clock_si = || TxnRun::new(Ts::ClockSi);
     let tso = || TxnRun::new(Ts::Tso);
     let nemesis = |mut r: TxnRun| {
@@ -760,7 +760,10 @@ pub fn run(scenario: &Scenario, seed: u64) -> Report {
 
 /// Starts the scenario's cluster for `seed`, lets every detector hear every peer, and draws
 /// the fault schedule (unless the scenario has one written by hand).
-pub(crate) async fn start_cluster(scenario: &Scenario, seed: u64) -> (SimCluster, Vec<ScheduledFault>) {
+pub(crate) async fn start_cluster(
+    scenario: &Scenario,
+    seed: u64,
+) -> (SimCluster, Vec<ScheduledFault>) {
     let mut cfg = scenario.cluster.clone();
     cfg.seed = seed;
     let cluster = SimCluster::start(cfg);

@@ -29,9 +29,9 @@
 //! transaction (no mark remains once outcomes are known), and its results join the
 //! histories (a final audit, a final read of every list and register, the counter's value).
 
+use crate::checker::Verdict;
 use crate::checker::si::{AnomalyKind, Model, SiReport, check as check_si, check_bank_audits};
 use crate::checker::txn_history::{EventType, Mop, TxnHistory};
-use crate::checker::Verdict;
 use crate::cluster::{CrashCounts, LiveNodes};
 use crate::faults::ScheduledFault;
 use crate::history::History;
@@ -211,6 +211,8 @@ struct Logs {
     /// Counter increments committed, unknown.
     counter: (u64, u64),
     counts: OpCounts,
+    /// The highest commit timestamp any client was told (the final reads' session token).
+    max_commit: Option<Timestamp>,
 }
 
 struct Ctx {
@@ -272,12 +274,7 @@ fn parse_list(v: &Option<Bytes>) -> Vec<i64> {
 }
 
 fn encode_list(l: &[i64]) -> Bytes {
-    Bytes::from(
-        l.iter()
-            .map(i64::to_string)
-            .collect::<Vec<_>>()
-            .join(","),
-    )
+    Bytes::from(l.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
 }
 
 fn int_bytes(v: i64) -> Bytes {
@@ -286,7 +283,11 @@ fn int_bytes(v: i64) -> Bytes {
 
 /// A short name for an error (`txn_aborted ww_conflict`).
 fn error_kind(e: &TxnError) -> String {
-    e.to_string().split(' ').take(2).collect::<Vec<_>>().join(" ")
+    e.to_string()
+        .split(' ')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Whether a commit that returned `e` certainly did not commit.
@@ -329,7 +330,11 @@ async fn finish(
         return Ended::Unknown;
     }
     match r {
-        Ok(Ok(ts)) => Ended::Committed(ts),
+        Ok(Ok(ts)) => {
+            let mut l = ctx.logs.lock();
+            l.max_commit = Some(l.max_commit.map_or(ts, |m| m.max(ts)));
+            Ended::Committed(ts)
+        }
         Ok(Err(e)) => {
             ctx.error(&format!("commit: {}", error_kind(&e)));
             if certainly_aborted(&e) {
@@ -423,7 +428,8 @@ async fn audit(ctx: &Ctx, nodes: &[NodeId], rng: &mut ChaCha8Rng) {
     }
 }
 
-/// One list-append transaction (process `process`); returns the new session token.
+/// One list-append transaction (process `process`); returns the new session token: the
+/// highest timestamp a commit returned (a read-only transaction's is its snapshot).
 async fn list_append(
     ctx: &Ctx,
     nodes: &[NodeId],
@@ -496,12 +502,13 @@ async fn list_append(
             l.counts.ok += 1;
             let e = l.la.record(EventType::Ok, process, ops, now);
             e.snapshot_ts = snap.map(|s| s.0);
-            // A read-only transaction's "commit timestamp" is its snapshot: not recorded.
+            // A read-only transaction's "commit timestamp" is its snapshot: not recorded
+            // in the history, but it is the session token all the same (the next snapshot
+            // must not go below what this one saw).
             if writes {
                 e.commit_ts = Some(ts.0);
-                return Some(ts);
             }
-            session
+            Some(session.map_or(ts, |s| s.max(ts)))
         }
         Ended::Aborted => {
             l.counts.failed += 1;
@@ -703,13 +710,13 @@ fn drive_clocks(
                     let at = Instant::now().duration_since(origin).as_secs_f64();
                     match rng.random_range(0..4) {
                         0 => {
+                            // Cumulative jumps stay below +2.5 s: beyond `read_wait_max`
+                            // (5 s) of skew, Clock-SI only aborts (ClockWait).
                             let by = rng.random_range(100_000..2_000_000);
-                            offsets[i] += by;
+                            offsets[i] = (offsets[i] + by).min(2_500_000);
                             c.set_offset(offsets[i]);
-                            log.lock().push(format!(
-                                "t={at:.1}s clock of {id} jumps +{} ms",
-                                by / 1000
-                            ));
+                            log.lock()
+                                .push(format!("t={at:.1}s clock of {id} jumps +{} ms", by / 1000));
                         }
                         1 => {
                             let by = rng.random_range(100_000..500_000);
@@ -770,13 +777,19 @@ type FinalRead = (
     Timestamp,
 );
 
-async fn final_read(cfg: &TxnWorkloadConfig, node: &EventualNode) -> Result<FinalRead, String> {
+/// `session`: a token above every commit the read must see (Clock-SI snapshots follow the
+/// reading node's clock, which the nemesis may have left behind another's).
+async fn final_read(
+    cfg: &TxnWorkloadConfig,
+    node: &EventualNode,
+    session: Option<Timestamp>,
+) -> Result<FinalRead, TxnError> {
     let la: Vec<i64> = (0..cfg.list_keys).collect();
     let ws: Vec<i64> = (0..2 * cfg.skew_pairs).collect();
-    let e = |e: TxnError| e.to_string();
+    let e = |e: TxnError| e;
     let ro = TxnOptions {
         read_only: true,
-        session: None,
+        session,
     };
     let mut t = node.begin(ro);
     let keys: Vec<Bytes> = (0..cfg.accounts).map(account).collect();
@@ -798,8 +811,14 @@ async fn final_read(cfg: &TxnWorkloadConfig, node: &EventualNode) -> Result<Fina
             .enumerate()
             .map(|(i, v)| (i, parse_int(v).unwrap_or(0)))
             .collect(),
-        la.iter().zip(&lists).map(|(&k, v)| (k, parse_list(v))).collect(),
-        ws.iter().zip(&regs).map(|(&k, v)| (k, parse_int(v))).collect(),
+        la.iter()
+            .zip(&lists)
+            .map(|(&k, v)| (k, parse_list(v)))
+            .collect(),
+        ws.iter()
+            .zip(&regs)
+            .map(|(&k, v)| (k, parse_int(v)))
+            .collect(),
         parse_int(&ctr[0]).unwrap_or(0),
         snap,
     ))
@@ -809,13 +828,13 @@ fn si_verdict(name: &'static str, what: &str, r: &Result<SiReport, crate::Error>
     let mut v = Verdict::new(name);
     match r {
         Ok(r) => {
-            v.checked = format!(
-                "{} transactions under {} ({what})",
-                r.txns,
-                r.model.name()
-            );
+            v.checked = format!("{} transactions under {} ({what})", r.txns, r.model.name());
             for a in r.anomalies.iter().filter(|a| a.kind.forbidden_by(r.model)) {
-                v.violation(&Bytes::from(format!("{what}:{:?}", a.key)), Vec::new(), a.to_string());
+                v.violation(
+                    &Bytes::from(format!("{what}:{:?}", a.key)),
+                    Vec::new(),
+                    a.to_string(),
+                );
             }
         }
         Err(e) => v.violation(&Bytes::new(), Vec::new(), format!("unusable history: {e}")),
@@ -853,7 +872,10 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     let mut notes = Vec::new();
     let init = init_bank(&ctx).await;
     let mut setup = Verdict::new("txn-setup");
-    setup.checked = format!("{} accounts created in one transaction", tx.workload.accounts);
+    setup.checked = format!(
+        "{} accounts created in one transaction",
+        tx.workload.accounts
+    );
     if let Err(e) = &init {
         setup.violation(&Bytes::from_static(b"bank"), Vec::new(), e.clone());
     }
@@ -863,7 +885,10 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     let before = {
         let node = ctx.live.read().values().next().cloned();
         match node {
-            Some(n) => final_read(&tx.workload, &n).await.map(|f| f.3).unwrap_or(0),
+            Some(n) => final_read(&tx.workload, &n, ctx.logs.lock().max_commit)
+                .await
+                .map(|f| f.3)
+                .unwrap_or(0),
             None => 0,
         }
     };
@@ -871,12 +896,8 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         let live = ctx.live.read();
         live.values().map(|n| (n.clone(), 0)).collect()
     };
-    let burst = futures_util::future::join_all(
-        nodes
-            .iter()
-            .map(|(n, c)| increment(&ctx, n, *c)),
-    )
-    .await;
+    let burst =
+        futures_util::future::join_all(nodes.iter().map(|(n, c)| increment(&ctx, n, *c))).await;
     let burst_ok = burst
         .iter()
         .filter(|e| matches!(e, Ended::Committed(_)))
@@ -884,7 +905,10 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     let after = {
         let node = ctx.live.read().values().next().cloned();
         match node {
-            Some(n) => final_read(&tx.workload, &n).await.map(|f| f.3).unwrap_or(0),
+            Some(n) => final_read(&tx.workload, &n, ctx.logs.lock().max_commit)
+                .await
+                .map(|f| f.3)
+                .unwrap_or(0),
             None => 0,
         }
     };
@@ -900,11 +924,7 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     let w = &tx.workload;
     let mut process = 0u64;
     for dc in dcs {
-        let in_dc: Vec<NodeId> = machines
-            .iter()
-            .filter(|m| m.1 == dc)
-            .map(|m| m.0)
-            .collect();
+        let in_dc: Vec<NodeId> = machines.iter().filter(|m| m.1 == dc).map(|m| m.0).collect();
         let mut kinds = Vec::new();
         kinds.extend(std::iter::repeat_n(Kind::Transfer, w.transfer_clients));
         kinds.extend(std::iter::repeat_n(Kind::Audit, w.audit_clients));
@@ -919,13 +939,7 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         }
         for kind in kinds {
             let rng = ChaCha8Rng::seed_from_u64(rng.random());
-            tokio::spawn(client(
-                ctx.clone(),
-                kind,
-                in_dc.clone(),
-                rng,
-                until.clone(),
-            ));
+            tokio::spawn(client(ctx.clone(), kind, in_dc.clone(), rng, until.clone()));
         }
     }
     let baseline_link = cluster.wan().config().inter_dc;
@@ -956,7 +970,19 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         let Some(node) = live.iter().find(|n| n.id() == *id) else {
             continue;
         };
-        match final_read(&tx.workload, node).await {
+        let mut session = ctx.logs.lock().max_commit;
+        let mut result = final_read(&tx.workload, node, session).await;
+        // Clocks the nemesis set more than `max_txn_duration` + 1 s apart refuse the slow
+        // node's snapshots at the fast leaders (documented): read above the watermark.
+        for _ in 0..5 {
+            let Err(TxnError::SnapshotTooOld { watermark, .. }) = &result else {
+                break;
+            };
+            session = Some(Timestamp(*watermark));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            result = final_read(&tx.workload, node, session).await;
+        }
+        match result {
             Ok(f) => finals.push(f),
             Err(e) => marks.violation(
                 &Bytes::new(),
@@ -985,7 +1011,10 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         let now = Instant::now().duration_since(ctx.origin).as_nanos() as u64;
         logs.la.invoke(p, &ops, now);
         logs.la.record(EventType::Ok, p, ops, now + 1).snapshot_ts = Some(snap.0);
-        let ops: Vec<Mop> = regs.iter().map(|(k, v)| Mop::read_register(*k, *v)).collect();
+        let ops: Vec<Mop> = regs
+            .iter()
+            .map(|(k, v)| Mop::read_register(*k, *v))
+            .collect();
         logs.ws.invoke(p, &ops, now);
         logs.ws.record(EventType::Ok, p, ops, now + 1);
     }
@@ -1004,7 +1033,10 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         bank.violation(
             &Bytes::from_static(b"bank"),
             Vec::new(),
-            format!("audit {}: {}: {:?}", v.audit, v.reason, logs.audits[v.audit]),
+            format!(
+                "audit {}: {}: {:?}",
+                v.audit, v.reason, logs.audits[v.audit]
+            ),
         );
     }
     verdicts.push(bank);
