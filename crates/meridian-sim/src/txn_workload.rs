@@ -885,10 +885,12 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     let before = {
         let node = ctx.live.read().values().next().cloned();
         match node {
-            Some(n) => final_read(&tx.workload, &n, ctx.logs.lock().max_commit)
-                .await
-                .map(|f| f.3)
-                .unwrap_or(0),
+            Some(n) => {
+                let session = ctx.logs.lock().max_commit;
+                final_read(&tx.workload, &n, session).await
+            }
+            .map(|f| f.3)
+            .unwrap_or(0),
             None => 0,
         }
     };
@@ -905,10 +907,12 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     let after = {
         let node = ctx.live.read().values().next().cloned();
         match node {
-            Some(n) => final_read(&tx.workload, &n, ctx.logs.lock().max_commit)
-                .await
-                .map(|f| f.3)
-                .unwrap_or(0),
+            Some(n) => {
+                let session = ctx.logs.lock().max_commit;
+                final_read(&tx.workload, &n, session).await
+            }
+            .map(|f| f.3)
+            .unwrap_or(0),
             None => 0,
         }
     };
