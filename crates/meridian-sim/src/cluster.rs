@@ -434,6 +434,14 @@ impl SimCluster {
         self.machines[self.index(id)].clock.set_offset(offset_us);
     }
 
+    /// Every machine's clock (they outlive crashes), for a clock nemesis.
+    pub fn clocks(&self) -> Vec<(NodeId, Arc<SkewedClock<TokioClock>>)> {
+        self.machines
+            .iter()
+            .map(|m| (m.id, m.clock.clone()))
+            .collect()
+    }
+
     /// For every key, each owner's live values (owners: the first `n_val` replicas of the
     /// key's partition in the first live node's layout; a down owner is skipped).
     pub fn replica_values(

@@ -25,6 +25,7 @@
 //! | [`faults`] | fault kinds, seeded schedules, applying and undoing them |
 //! | [`workload`] | simulated clients per DC recording every operation |
 //! | [`tl_workload`] | simulated clients of a timeline bucket (sessions, locality), and the recorder of a timeline run's issue log, apply log and client history |
+//! | [`txn_workload`] | simulated clients of transactional buckets (bank, list-append, write skew, counter) and the run of a transactional scenario: SI, bank audits, negative controls |
 //! | [`history`] | operations, outcomes, events, [`History`] (JSON lines), [`Recorder`] |
 //! | [`checker`] | [`Verdict`]s; lost writes, quorum reads, convergence, linearizability; timeline invariants (order, forks, single writer, migration, reads, TAS); transaction histories (Elle JSON lines) under snapshot isolation, strong-session SI, serializability; bank audits |
 //! | [`text`] | readable, round-trippable text for keys and values |
@@ -39,6 +40,7 @@ pub mod history;
 pub mod scenario;
 pub mod text;
 pub mod tl_workload;
+pub mod txn_workload;
 pub mod workload;
 
 pub use checker::convergence::check as check_convergence;

@@ -31,6 +31,7 @@ use crate::disk::SyncPolicy;
 use crate::faults::{self, FaultKinds, ScheduledFault};
 use crate::history::{History, Recorder};
 use crate::tl_workload::{self, TlLogs, TlRecorder, TlWorkloadConfig};
+use crate::txn_workload::{ClockPlan, TxnExpect, TxnOutcome, TxnRun};
 use crate::workload::{self, OpCounts, WorkloadConfig};
 use meridian_cluster::{Props, Quorum};
 use meridian_core::DcId;
@@ -89,6 +90,9 @@ pub struct Scenario {
     /// A timeline run: when set, its clients replace `workload` and the timeline checkers
     /// replace `checks` (see [`TimelineRun`]).
     pub timeline: Option<TimelineRun>,
+    /// A transactional run: when set, the clients of [`crate::txn_workload`] replace
+    /// `workload` and the transaction checks replace `checks` (see [`TxnRun`]).
+    pub txn: Option<TxnRun>,
     /// Whether the CI seed sweep runs it (not: benchmarks, negative controls, and scenarios
     /// that still find open bugs).
     pub ci: bool,
@@ -211,6 +215,7 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: false,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: true,
         },
         Scenario {
@@ -225,6 +230,7 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: false,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: true,
         },
         Scenario {
@@ -239,6 +245,7 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: false,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: true,
         },
         Scenario {
@@ -253,6 +260,7 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: false,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: true,
         },
         Scenario {
@@ -270,6 +278,7 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: false,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: true,
         },
         Scenario {
@@ -295,6 +304,7 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: true,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: false,
         },
         Scenario {
@@ -317,11 +327,13 @@ pub fn scenarios() -> Vec<Scenario> {
             expect_lost_writes: false,
             schedule: None,
             timeline: None,
+            txn: None,
             ci: false,
         },
     ]
     .into_iter()
     .chain(timeline_scenarios())
+    .chain(txn_scenarios())
     .collect()
 }
 
@@ -349,8 +361,229 @@ fn timeline_scenario(
         expect_lost_writes: false,
         schedule: None,
         timeline: Some(run),
+        txn: None,
         ci: true,
     }
+}
+
+/// A transactional scenario (spec `transactions.md`): the default 2 DC x 3 node cluster with
+/// the [`TxnRun`]'s buckets, fsync always, the `faults` kinds for `duration_s` of workload.
+fn txn_scenario(
+    name: &'static str,
+    about: &'static str,
+    faults: &str,
+    duration_s: u64,
+    run: TxnRun,
+) -> Scenario {
+    let mut cluster = SimConfig {
+        sync: SyncPolicy::Always,
+        ..SimConfig::default()
+    };
+    cluster.buckets.extend(run.buckets());
+    Scenario {
+        name,
+        about,
+        cluster,
+        workload: WorkloadConfig::default(),
+        faults: FaultKinds::parse(faults).expect("valid kinds"),
+        duration: Duration::from_secs(duration_s),
+        checks: Checks {
+            lost_writes: false,
+            quorum_reads: false,
+            convergence: false,
+        },
+        expect_lost_writes: false,
+        schedule: None,
+        timeline: None,
+        ci: run.expect == TxnExpect::Pass,
+        txn: Some(run),
+    }
+}
+
+/// The transactional scenarios: the bank, list-append (SI with session tokens), write-skew
+/// and counter workloads under no faults, the clock nemesis, crashes and partitions, for
+/// Clock-SI and the oracle; the negative controls (each must be caught); the session
+/// controls.
+fn txn_scenarios() -> Vec<Scenario> {
+    use meridian_replication::{TimestampSource as Ts, TsoBatching, TxnControls};
+    let clock_si = || TxnRun::new(Ts::ClockSi);
+    let tso = || TxnRun::new(Ts::Tso);
+    let nemesis = |mut r: TxnRun| {
+        r.clocks = ClockPlan::Nemesis;
+        r
+    };
+    let tso_unbatched = || {
+        let mut r = tso();
+        r.props.tso_batching = Some(TsoBatching::Unbatched);
+        r
+    };
+    let negative = |controls: TxnControls, clocks: ClockPlan| {
+        let mut r = clock_si();
+        r.controls = controls;
+        r.clocks = clocks;
+        r.expect = TxnExpect::Caught;
+        r
+    };
+    let mut skew = clock_si();
+    skew.require_write_skew = true;
+    skew.workload.skew_clients = 4;
+    skew.workload.skew_pairs = 1;
+    let session = |token: bool| {
+        let mut r = clock_si();
+        r.props.snapshot_delta_us = Some(300_000);
+        r.session = token;
+        r.expect = if token {
+            TxnExpect::Pass
+        } else {
+            TxnExpect::Caught
+        };
+        r
+    };
+    vec![
+        txn_scenario(
+            "txn-bank",
+            "transactional bank (audits of every account), list-append SI with session              tokens, write skew and a counter on Clock-SI; no faults",
+            "none",
+            30,
+            clock_si(),
+        ),
+        txn_scenario(
+            "txn-bank-tso",
+            "txn-bank on the timestamp oracle (batched client)",
+            "none",
+            30,
+            tso(),
+        ),
+        txn_scenario(
+            "txn-write-skew",
+            "positive control: four write-skew clients per DC on one key pair must produce              write skew (flagged not serializable) that passes SI; Clock-SI, no faults",
+            "none",
+            20,
+            skew,
+        ),
+        txn_scenario(
+            "txn-clocks",
+            "Clock-SI under the clock nemesis: offsets up to ±500 ms, drift up to ±100 ppm,              forward jumps, backward steps and strobing",
+            "none",
+            30,
+            nemesis(clock_si()),
+        ),
+        txn_scenario(
+            "txn-clocks-tso",
+            "the oracle (unbatched client) under the clock nemesis",
+            "none",
+            30,
+            nemesis(tso_unbatched()),
+        ),
+        txn_scenario(
+            "txn-crashes",
+            "Clock-SI: coordinators and participants crash and restart (fsync always)",
+            "crash",
+            30,
+            clock_si(),
+        ),
+        txn_scenario(
+            "txn-crashes-tso",
+            "the oracle (batched): coordinators, participants and the oracle crash and              restart (fsync always)",
+            "crash",
+            30,
+            tso(),
+        ),
+        txn_scenario(
+            "txn-partitions",
+            "Clock-SI under DC and node partitions (one way too) and isolated nodes",
+            "partition",
+            30,
+            clock_si(),
+        ),
+        txn_scenario(
+            "txn-partitions-tso",
+            "the oracle (batched) under DC and node partitions and isolated nodes",
+            "partition",
+            30,
+            tso(),
+        ),
+        txn_scenario(
+            "txn-nemesis",
+            "Clock-SI under the clock nemesis and crashes (fsync always): the seed sweep",
+            "crash",
+            20,
+            nemesis(clock_si()),
+        ),
+        txn_scenario(
+            "txn-nemesis-tso",
+            "the oracle (batched) under the clock nemesis and crashes (fsync always)",
+            "crash",
+            20,
+            nemesis(tso()),
+        ),
+        txn_scenario(
+            "txn-neg-no-r1",
+            "negative control: R1 off with clocks at ±50 ms must be caught",
+            "none",
+            20,
+            negative(
+                TxnControls {
+                    no_r1: true,
+                    ..TxnControls::default()
+                },
+                ClockPlan::Alternating { skew_us: 50_000 },
+            ),
+        ),
+        txn_scenario(
+            "txn-neg-no-r2",
+            "negative control: R2 off while 2PC is held open by the 100 ms one-way WAN              between prepare and commit must be caught",
+            "none",
+            20,
+            negative(
+                TxnControls {
+                    no_r2: true,
+                    ..TxnControls::default()
+                },
+                ClockPlan::Default,
+            ),
+        ),
+        txn_scenario(
+            "txn-neg-no-certify",
+            "negative control: certification off must lose updates (the counter burst,              list-append, the bank)",
+            "none",
+            20,
+            negative(
+                TxnControls {
+                    no_certify: true,
+                    ..TxnControls::default()
+                },
+                ClockPlan::Default,
+            ),
+        ),
+        txn_scenario(
+            "txn-neg-early-commit-ts",
+            "negative control: single-partition commits taking their timestamp before the              keys are held must be caught",
+            "none",
+            20,
+            negative(
+                TxnControls {
+                    early_commit_ts: true,
+                    ..TxnControls::default()
+                },
+                ClockPlan::Default,
+            ),
+        ),
+        txn_scenario(
+            "txn-session-delta",
+            "session control: Clock-SI with snapshots 300 ms old and no session token must              fail strong-session SI (a client misses its own commits)",
+            "none",
+            20,
+            session(false),
+        ),
+        txn_scenario(
+            "txn-session-token",
+            "session control: Clock-SI with snapshots 300 ms old and the session token passes              strong-session SI",
+            "none",
+            20,
+            session(true),
+        ),
+    ]
 }
 
 /// The timeline scenarios (spec `timeline.md`, "Invariants and tests"). Generated lossy
@@ -482,6 +715,8 @@ pub struct Report {
     pub tl_stats: Option<TimelineStats>,
     /// Informational lines: counters, checks not asserted, quiescence.
     pub notes: Vec<String>,
+    /// A transactional run's histories, audits and reports.
+    pub txn: Option<Box<TxnOutcome>>,
 }
 
 impl fmt::Display for Report {
@@ -525,7 +760,10 @@ pub fn run(scenario: &Scenario, seed: u64) -> Report {
 
 /// Starts the scenario's cluster for `seed`, lets every detector hear every peer, and draws
 /// the fault schedule (unless the scenario has one written by hand).
-async fn start_cluster(scenario: &Scenario, seed: u64) -> (SimCluster, Vec<ScheduledFault>) {
+pub(crate) async fn start_cluster(
+    scenario: &Scenario,
+    seed: u64,
+) -> (SimCluster, Vec<ScheduledFault>) {
     let mut cfg = scenario.cluster.clone();
     cfg.seed = seed;
     let cluster = SimCluster::start(cfg);
@@ -546,6 +784,9 @@ async fn start_cluster(scenario: &Scenario, seed: u64) -> (SimCluster, Vec<Sched
 async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
     if let Some(tl) = &scenario.timeline {
         return run_timeline(scenario, tl, seed).await;
+    }
+    if let Some(tx) = &scenario.txn {
+        return crate::txn_workload::run(scenario, tx, seed).await;
     }
     let start = Instant::now();
     let (mut cluster, schedule) = start_cluster(scenario, seed).await;
@@ -620,12 +861,13 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
         timeline: None,
         tl_stats: None,
         notes: Vec::new(),
+        txn: None,
     }
 }
 
 /// Undoes every fault (links restored, partitions healed, crashed nodes restarted, nodes that
 /// left rejoined), then lets the cluster run [`QUIESCE`] and waits for any ownership handoff.
-async fn heal(
+pub(crate) async fn heal(
     cluster: &mut SimCluster,
     baseline_link: meridian_net::wan::LinkConfig,
 ) -> meridian_net::wan::WanControl {
@@ -650,7 +892,7 @@ async fn heal(
 /// Applies the schedule's faults (each undone after its duration) until `origin + duration`,
 /// and returns their log. The workload ends on time even if a fault's undo (a rejoin waiting
 /// for a handoff) is still retrying; the heal after the run finishes the job.
-async fn faults_until(
+pub(crate) async fn faults_until(
     cluster: &mut SimCluster,
     schedule: &[ScheduledFault],
     origin: Instant,
@@ -1005,5 +1247,6 @@ async fn run_timeline(scenario: &Scenario, tl: &TimelineRun, seed: u64) -> Repor
         timeline: Some(logs),
         tl_stats: Some(total),
         notes,
+        txn: None,
     }
 }

@@ -4,3 +4,4 @@
 mod checkers;
 mod lint;
 mod scenarios;
+mod txn;
