@@ -6,16 +6,20 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `0xFF 'x' ‖ len(k) u32 ‖ k ‖ ¬commit_ts u64` | `0` (delete) or `1 ‖ value` |
+//! | `0xFF 'x' ‖ len(k) u32 ‖ k` (the head: the newest version) | `commit_ts u64 ‖ older u32 ‖ oldest_ts u64 ‖ (0 \| 1 ‖ value)` |
+//! | `0xFF 'v' ‖ len(k) u32 ‖ k ‖ ¬commit_ts u64` (an older version) | `0` (delete) or `1 ‖ value` |
 //! | `0xFF 'y' ‖ txid` | a [`PreparedRecord`] (postcard) |
 //! | `0xFF 'z' ‖ txid` | a [`Decision`] (postcard) |
 //! | `0xFF 'o'` | the oracle's persisted upper bound (u64) |
 //!
-//! Each committed version is its own engine key, newest first (the timestamp is stored
-//! inverted), so a snapshot read is one bounded scan and garbage collection is under this
-//! module's control: the engine's own version horizon is shared with protocols that keep only
-//! the newest version and advance it to "now", which would drop versions an open snapshot
-//! still reads.
+//! The newest version of a key is its head, read with one point lookup: that answers
+//! certification (`last_commit`) and every snapshot read at or above it — nearly all reads.
+//! Older versions are engine keys of their own, newest first (the timestamp is stored
+//! inverted), reached by one bounded scan only when a snapshot predates the head. Garbage
+//! collection is under this module's control: the engine's own version horizon is shared with
+//! protocols that keep only the newest version and advance it to "now", which would drop
+//! versions an open snapshot still reads. The head counts the older versions and remembers the
+//! oldest one's timestamp, so an install looks for collectable versions only when some exist.
 //!
 //! Guarantees: a commit installs its versions and deletes its prepared record in one atomic
 //! [`WriteBatch`]; [`TxnStore::read_at`] returns the newest version committed strictly below
@@ -31,7 +35,10 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-const VERSION_PREFIX: [u8; 2] = [0xFF, b'x'];
+const HEAD_PREFIX: [u8; 2] = [0xFF, b'x'];
+const VERSION_PREFIX: [u8; 2] = [0xFF, b'v'];
+/// Bytes of a head before its value: commit_ts, older, oldest_ts.
+const HEAD_LEN: usize = 8 + 4 + 8;
 const PREPARED_PREFIX: [u8; 2] = [0xFF, b'y'];
 const DECISION_PREFIX: [u8; 2] = [0xFF, b'z'];
 const TSO_BOUND_KEY: [u8; 2] = [0xFF, b'o'];
@@ -79,6 +86,14 @@ pub struct TxnStore {
     stamp: AtomicU64,
 }
 
+fn head_key(key: &[u8]) -> Bytes {
+    let mut k = Vec::with_capacity(2 + 4 + key.len());
+    k.extend_from_slice(&HEAD_PREFIX);
+    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    k.extend_from_slice(key);
+    Bytes::from(k)
+}
+
 fn version_key(key: &[u8], ts: Timestamp) -> Bytes {
     let mut k = Vec::with_capacity(2 + 4 + key.len() + 8);
     k.extend_from_slice(&VERSION_PREFIX);
@@ -86,6 +101,46 @@ fn version_key(key: &[u8], ts: Timestamp) -> Bytes {
     k.extend_from_slice(key);
     k.extend_from_slice(&(!ts.0).to_be_bytes());
     Bytes::from(k)
+}
+
+/// A decoded head: the newest version, and what is known of the older ones.
+#[derive(Debug, Clone)]
+struct Head {
+    ts: Timestamp,
+    older: u32,
+    oldest: Timestamp,
+    /// The stored value (`0` or `1 ‖ value`).
+    stored: Bytes,
+}
+
+impl Head {
+    fn encode(&self) -> Bytes {
+        let mut v = Vec::with_capacity(HEAD_LEN + self.stored.len());
+        v.extend_from_slice(&self.ts.0.to_be_bytes());
+        v.extend_from_slice(&self.older.to_be_bytes());
+        v.extend_from_slice(&self.oldest.0.to_be_bytes());
+        v.extend_from_slice(&self.stored);
+        Bytes::from(v)
+    }
+
+    fn decode(raw: Bytes) -> Result<Head> {
+        let bad = || TxnError::Storage("a transactional head does not decode".into());
+        let n = |r: std::ops::Range<usize>| -> Result<u64> {
+            let b = raw.get(r).ok_or_else(bad)?;
+            let mut a = [0u8; 8];
+            a[8 - b.len()..].copy_from_slice(b);
+            Ok(u64::from_be_bytes(a))
+        };
+        if raw.len() <= HEAD_LEN {
+            return Err(bad());
+        }
+        Ok(Head {
+            ts: Timestamp(n(0..8)?),
+            older: u32::try_from(n(8..12)?).map_err(|_| bad())?,
+            oldest: Timestamp(n(12..20)?),
+            stored: raw.slice(HEAD_LEN..),
+        })
+    }
 }
 
 fn version_ts(engine_key: &[u8]) -> Option<Timestamp> {
@@ -153,6 +208,13 @@ impl TxnStore {
         Timestamp(self.stamp.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
+    fn head(&self, key: &[u8]) -> Result<Option<Head>> {
+        match self.engine.get_value(&head_key(key), Timestamp::MAX)? {
+            None => Ok(None),
+            Some(raw) => Head::decode(raw).map(Some),
+        }
+    }
+
     /// The newest version of `key` committed strictly below `snap`: its commit timestamp and
     /// value (`None`: deleted), or `None` if there is none.
     pub fn read_at(
@@ -160,7 +222,13 @@ impl TxnStore {
         key: &[u8],
         snap: Timestamp,
     ) -> Result<Option<(Timestamp, Option<Bytes>)>> {
-        if snap.0 == 0 {
+        let Some(head) = self.head(key)? else {
+            return Ok(None);
+        };
+        if head.ts < snap {
+            return Ok(Some((head.ts, decode_value(&head.stored)?)));
+        }
+        if head.older == 0 || snap.0 == 0 || head.oldest >= snap {
             return Ok(None);
         }
         let start = Bound::Included(version_key(key, Timestamp(snap.0 - 1)));
@@ -179,42 +247,77 @@ impl TxnStore {
 
     /// The newest commit timestamp of `key` (what certification compares), if any.
     pub fn last_commit(&self, key: &[u8]) -> Result<Option<Timestamp>> {
-        Ok(self.read_at(key, Timestamp::MAX)?.map(|(ts, _)| ts))
+        Ok(self.head(key)?.map(|h| h.ts))
     }
 
-    /// Adds the version of `key` at `ts` to `batch`.
+    /// Adds the version of `key` at `ts` (newer than every version of the key) to `batch`,
+    /// with the deletion of every older version below `watermark` but the newest of them (no
+    /// snapshot at or above the watermark reads those). Returns how many it deletes. The
+    /// caller holds the key (its stripe) until the batch is written.
     pub fn install(
         &self,
         batch: &mut WriteBatch,
         key: &[u8],
         ts: Timestamp,
         value: Option<&Bytes>,
-    ) {
-        batch.put(version_key(key, ts), self.next_stamp(), encode_value(value));
+        watermark: Timestamp,
+    ) -> Result<usize> {
+        let mut head = Head {
+            ts,
+            older: 0,
+            oldest: ts,
+            stored: encode_value(value),
+        };
+        let mut collected = 0;
+        if let Some(prev) = self.head(key)? {
+            // The previous head becomes the newest older version.
+            batch.put(
+                version_key(key, prev.ts),
+                self.next_stamp(),
+                prev.stored.clone(),
+            );
+            head.older = prev.older + 1;
+            head.oldest = if prev.older == 0 {
+                prev.ts
+            } else {
+                prev.oldest
+            };
+            if head.older > 1 && head.oldest < watermark {
+                collected = self.collect_below(batch, key, watermark, &mut head)?;
+            }
+        }
+        batch.put(head_key(key), self.next_stamp(), head.encode());
+        Ok(collected)
     }
 
-    /// Adds to `batch` the deletion of every version of `key` older than the newest one below
-    /// `watermark` (no snapshot at or above the watermark can read them). Returns how many.
-    pub fn collect_below(
+    /// Deletes the older versions below `watermark` but the newest of them, updating the
+    /// head's count and oldest timestamp.
+    fn collect_below(
         &self,
         batch: &mut WriteBatch,
         key: &[u8],
         watermark: Timestamp,
+        head: &mut Head,
     ) -> Result<usize> {
-        let start = Bound::Included(version_key(key, Timestamp(u64::MAX)));
+        let start = Bound::Included(version_key(key, Timestamp(watermark.0.saturating_sub(1))));
         let end = Bound::Included(version_key(key, Timestamp(0)));
-        let versions = self
+        let below = self
             .engine
             .scan(start, end, Timestamp::MAX, GC_SCAN, false)?;
-        let mut below = versions
-            .into_iter()
-            .filter(|(k, _)| version_ts(k).is_some_and(|t| t < watermark));
-        // The newest below the watermark stays: a snapshot at the watermark reads it.
-        below.next();
+        let mut kept = None;
         let mut n = 0;
         for (k, _) in below {
+            let Some(t) = version_ts(&k) else { continue };
+            if kept.is_none() {
+                kept = Some(t);
+                continue;
+            }
             batch.delete(k, self.next_stamp());
             n += 1;
+        }
+        head.older = head.older.saturating_sub(n as u32);
+        if let Some(t) = kept {
+            head.oldest = t;
         }
         Ok(n)
     }
@@ -343,11 +446,18 @@ mod tests {
         TxnStore::new(Arc::new(MemEngine::new()), Timestamp(1))
     }
 
-    fn put(s: &TxnStore, k: &[u8], ts: u64, v: Option<&str>) {
+    fn put_below(s: &TxnStore, k: &[u8], ts: u64, v: Option<&str>, watermark: u64) -> usize {
         let mut b = WriteBatch::new();
         let v = v.map(|v| Bytes::copy_from_slice(v.as_bytes()));
-        s.install(&mut b, k, Timestamp(ts), v.as_ref());
+        let n = s
+            .install(&mut b, k, Timestamp(ts), v.as_ref(), Timestamp(watermark))
+            .unwrap();
         s.write(b).unwrap();
+        n
+    }
+
+    fn put(s: &TxnStore, k: &[u8], ts: u64, v: Option<&str>) {
+        put_below(s, k, ts, v, 0);
     }
 
     #[test]
@@ -376,18 +486,22 @@ mod tests {
         for ts in [10, 20, 30, 40] {
             put(&s, b"k", ts, Some("v"));
         }
-        let mut b = WriteBatch::new();
-        assert_eq!(s.collect_below(&mut b, b"k", Timestamp(35)).unwrap(), 2);
-        s.write(b).unwrap();
+        // Versions 10, 20, 30 are older than the head 40; at watermark 35, 10 and 20 go.
+        assert_eq!(put_below(&s, b"k", 50, Some("w"), 35), 2);
+        let at = |t| s.read_at(b"k", Timestamp(t)).unwrap().map(|(ts, _)| ts.0);
+        assert_eq!(at(35), Some(30));
+        assert_eq!(at(45), Some(40));
+        assert_eq!(at(30), None, "10 and 20 are gone");
+        assert_eq!(s.last_commit(b"k").unwrap(), Some(Timestamp(50)));
+        // Nothing more to collect until another version falls below the watermark.
+        assert_eq!(put_below(&s, b"k", 60, Some("x"), 35), 0);
         assert_eq!(
-            s.read_at(b"k", Timestamp(35)).unwrap().unwrap().0,
-            Timestamp(30)
+            put_below(&s, b"k", 70, Some("y"), 55),
+            2,
+            "30 and 40 go, 50 stays"
         );
-        assert_eq!(
-            s.read_at(b"k", Timestamp(30)).unwrap(),
-            None,
-            "10 and 20 are gone"
-        );
+        assert_eq!(at(55), Some(50));
+        assert_eq!(at(71), Some(70));
     }
 
     #[test]
@@ -427,5 +541,40 @@ mod tests {
         assert_eq!(s.tso_bound().unwrap(), 0);
         s.persist_tso_bound(123).unwrap();
         assert_eq!(s.tso_bound().unwrap(), 123);
+    }
+
+    proptest::proptest! {
+        /// Against a model keeping every version: reads at or above the watermark always see
+        /// what the model sees, whatever collection removed.
+        #[test]
+        fn reads_above_the_watermark_match_a_model(
+            ops in proptest::collection::vec((0u8..3, 1u64..20, 0u64..30), 1..120)
+        ) {
+            let s = store();
+            let mut model: std::collections::BTreeMap<(u8, u64), Option<String>> = Default::default();
+            let (mut now, mut watermark) = (0u64, 0u64);
+            for (key, step, back) in ops {
+                now += step;
+                watermark = watermark.max(now.saturating_sub(back));
+                let k = [b'k', key];
+                let v = (now % 3 != 0).then(|| now.to_string());
+                put_below(&s, &k, now, v.as_deref(), watermark);
+                model.insert((key, now), v);
+                for probe in 0u8..3 {
+                    for snap in [watermark, watermark + 1, (watermark + now) / 2, now, now + 1] {
+                        if snap < watermark { continue; }
+                        let want = model
+                            .range((probe, 0)..(probe, snap))
+                            .next_back()
+                            .map(|(&(_, t), v)| (t, v.clone()));
+                        let got = s
+                            .read_at(&[b'k', probe], Timestamp(snap))
+                            .unwrap()
+                            .map(|(t, v)| (t.0, v.map(|b| String::from_utf8(b.to_vec()).unwrap())));
+                        proptest::prop_assert_eq!(got, want, "key {} snap {}", probe, snap);
+                    }
+                }
+            }
+        }
     }
 }

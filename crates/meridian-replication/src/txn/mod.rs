@@ -402,8 +402,7 @@ impl Node {
         let watermark = t.watermark(self.kernel().clock.now());
         let mut collected = 0;
         for (k, v) in writes {
-            t.store.install(batch, k, ts, v.as_ref());
-            collected += t.store.collect_below(batch, k, watermark)?;
+            collected += t.store.install(batch, k, ts, v.as_ref(), watermark)?;
         }
         t.counters
             .versions_collected
