@@ -162,11 +162,11 @@ async fn main() -> Res<()> {
                     Some(m) => m[meridian_cluster::slot_of(a.as_bytes()) as usize],
                     None => addr,
                 };
-                if !conns.contains_key(&to) {
-                    conns.insert(to, Conn::open(to).await?);
-                }
-                let Some(conn) = conns.get_mut(&to) else {
-                    continue;
+                let conn = match conns.entry(to) {
+                    std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        e.insert(Conn::open(to).await?)
+                    }
                 };
                 let mut req = cmd(&[b"MULTI"]);
                 req.extend(cmd(&[b"INCRBY", a.as_bytes(), b"1"]));
