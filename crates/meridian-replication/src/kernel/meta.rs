@@ -69,6 +69,22 @@ impl Node {
                 ),
             });
         }
+        if matches!(change, MetaChange::Join(_) | MetaChange::Leave(_)) {
+            let b = &view.buckets;
+            if let Some(name) = b.names().find(|n| {
+                b.get(n)
+                    .is_some_and(|p| p.bucket_type == crate::bucket::BucketType::Transactional)
+            }) {
+                return Err(ReplicationError::MembershipRefused {
+                    reason: format!(
+                        "bucket {name} is transactional: its data lives at each partition's \
+                         leader, and a membership change would move leadership without it \
+                         (leader handoff is not built yet); the cluster's membership is fixed \
+                         while a transactional bucket exists"
+                    ),
+                });
+            }
+        }
         let next = view.meta.apply(change, self.id())?;
         let mut recipients: BTreeSet<NodeId> = view.meta.members.iter().map(|m| m.id).collect();
         recipients.extend(next.members.iter().map(|m| m.id));

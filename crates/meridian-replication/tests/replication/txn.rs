@@ -336,3 +336,16 @@ async fn a_participant_recovers_its_prepared_transactions_after_a_crash() {
         vec![Some(b("3")), Some(b("4"))]
     );
 }
+
+/// Transactional data lives at partition leaders and leadership does not move with its data
+/// yet: membership changes are refused while a transactional bucket exists, saying why.
+#[tokio::test(start_paused = true)]
+async fn membership_changes_are_refused_while_a_transactional_bucket_exists() {
+    let c = bank_cluster(10, TxnProps::default()).await;
+    let e = c.nodes[0]
+        .change(MetaChange::Leave(NodeId(6)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "membership_refused");
+    assert!(e.to_string().contains("bucket bank is transactional"), "{e}");
+}
