@@ -86,6 +86,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
+/// How long [`Node::set_bucket`] waits for every live member to adopt a bucket change.
+pub const BUCKET_ADOPTION_WAIT: Duration = Duration::from_secs(10);
+
 /// A node's settings (everything that is not a bucket property).
 #[derive(Debug, Clone)]
 pub struct NodeConfig {
@@ -237,6 +240,8 @@ pub(crate) struct Kernel {
     pub(crate) counters: Counters,
     /// The load each peer last reported with a read reply (what replica selection reads).
     pub(crate) loads: Mutex<BTreeMap<NodeId, ReplicaLoad>>,
+    /// The metadata version each peer's last heartbeat carried.
+    pub(crate) peer_versions: Mutex<BTreeMap<NodeId, u64>>,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -352,6 +357,7 @@ impl Node {
                     rng: Mutex::new(rng),
                     counters: Counters::default(),
                     loads: Mutex::new(BTreeMap::new()),
+                    peer_versions: Mutex::new(BTreeMap::new()),
                 },
                 eventual: Eventual,
                 handoff: Handoff::default(),
@@ -423,14 +429,42 @@ impl Node {
     }
 
     /// Creates or replaces a bucket in the whole cluster (validated by the claimant, which
-    /// publishes it to every member; this node has adopted it when the call returns).
+    /// publishes it to every member). When the call returns every member the failure
+    /// detector considers up has adopted it (their heartbeats say so), so a client that goes
+    /// to another DC next finds the bucket there; a member that stays silent for
+    /// [`BUCKET_ADOPTION_WAIT`] gets it later (a warning is logged).
     pub async fn set_bucket(&self, name: &str, props: BucketProps) -> Result<()> {
-        self.change(MetaChange::SetBucket {
-            name: name.to_owned(),
-            props: props.into(),
-        })
-        .await
-        .map(drop)
+        let meta = self
+            .change(MetaChange::SetBucket {
+                name: name.to_owned(),
+                props: props.into(),
+            })
+            .await?;
+        let deadline = Instant::now() + BUCKET_ADOPTION_WAIT;
+        loop {
+            let lagging: Vec<NodeId> = meta
+                .members
+                .iter()
+                .map(|m| m.id)
+                .filter(|&p| p != self.id() && self.is_up(p))
+                .filter(|p| {
+                    self.kernel()
+                        .peer_versions
+                        .lock()
+                        .get(p)
+                        .is_none_or(|&v| v < meta.version)
+                })
+                .collect();
+            if lagging.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                tracing::warn!(node = %self.id(), bucket = name, ?lagging,
+                    "members have not adopted the bucket yet; they will when they hear of it");
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// A snapshot of the bucket registry.
@@ -677,6 +711,7 @@ impl Protocol for Kernel {
         match msg {
             KernelMsg::Heartbeat { from: hb, version } => {
                 self.detector.lock().heartbeat(hb, self.clock.now());
+                self.peer_versions.lock().insert(hb, version);
                 node.on_peer_version(hb, version);
             }
             KernelMsg::Meta(meta) => {

@@ -347,5 +347,8 @@ async fn membership_changes_are_refused_while_a_transactional_bucket_exists() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), "membership_refused");
-    assert!(e.to_string().contains("bucket bank is transactional"), "{e}");
+    assert!(
+        e.to_string().contains("bucket bank is transactional"),
+        "{e}"
+    );
 }
