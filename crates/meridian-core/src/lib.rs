@@ -6,6 +6,7 @@
 //! inject clock skew and drift.
 
 pub mod clock;
+pub mod envelope;
 pub mod ids;
 pub mod mix;
 

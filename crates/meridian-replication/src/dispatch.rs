@@ -460,7 +460,7 @@ impl Dispatch {
             session: None,
         });
         let found = t.read_versions(&[Bytes::copy_from_slice(key)]).await?;
-        let now = self.node.kernel().clock.now().0;
+        let now = self.node.kernel().clock.now();
         Ok(match found.into_iter().next().flatten() {
             Some((ts, raw)) => (Entry::live(raw, now).map(|e| e.data), Some(ts)),
             None => (None, None),
@@ -480,7 +480,7 @@ impl Dispatch {
         loop {
             let mut t = self.node.begin(TxnOptions::default());
             let raw = t.read(std::slice::from_ref(&key)).await?;
-            let now = self.node.kernel().clock.now().0;
+            let now = self.node.kernel().clock.now();
             let (write, out) = f(Entry::live(raw.into_iter().next().flatten(), now));
             if let Some(w) = write {
                 t.write(key.clone(), w.map(|e| e.encode()))?;

@@ -1028,7 +1028,7 @@ pub(crate) async fn post_txn(
             TxnOp::Get { key } => {
                 let k = check(i, &key)?;
                 let raw = t.read(&[k]).await.map_err(err)?;
-                let now = c.node.clock_now().0;
+                let now = c.node.clock_now();
                 let v = meridian_txn_entry(raw.into_iter().next().flatten(), now);
                 results.push(match v {
                     None => json!({ "key": key, "value": null }),
@@ -1053,6 +1053,6 @@ pub(crate) async fn post_txn(
     Ok(axum::Json(json!({ "committed_ts": ts.0, "results": results })).into_response())
 }
 
-fn meridian_txn_entry(raw: Option<Bytes>, now_us: u64) -> Option<Bytes> {
-    meridian_replication::TxnEntry::live(raw, now_us).map(|e| e.data)
+fn meridian_txn_entry(raw: Option<Bytes>, now: meridian_core::Timestamp) -> Option<Bytes> {
+    meridian_replication::TxnEntry::live(raw, now).map(|e| e.data)
 }

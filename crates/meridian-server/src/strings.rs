@@ -28,30 +28,15 @@ use crate::resp::command::Cmd;
 use crate::resp::exec::{CmdError, arity_error, int_arg, raw};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use meridian_core::Timestamp;
 use meridian_storage::Version;
 
 /// Envelope flag: an 8-byte absolute expiry (µs since the epoch) follows the flag byte.
-const FLAG_EXPIRY: u8 = 0x01;
 /// Redis's `proto-max-bulk-len`, the default longest value.
 const DEFAULT_MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
 
-/// A decoded stored value: its data and absolute expiry (µs since the epoch).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// The value.
-    pub data: Bytes,
-    /// When it expires, if it does.
-    pub expiry: Option<u64>,
-}
-
-impl Entry {
-    /// Whether the value has expired at `now` (Redis: once `now > expiry`).
-    pub fn is_expired(&self, now: Timestamp) -> bool {
-        self.expiry.is_some_and(|at| now.0 > at)
-    }
-}
+pub use meridian_core::envelope::Entry;
 
 /// A value to store, borrowed: SET stores the request's bytes without an intermediate copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,46 +65,11 @@ pub trait StringView {
 
 // ----- the envelope ----------------------------------------------------------------------
 
-/// Encodes a value in the envelope every Meridian string value is stored in.
-pub(crate) fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
-    // Exactly the needed capacity: `Bytes::from` a full Vec keeps the one allocation, while
-    // spare capacity would make it allocate a second, shared header.
-    let header = if expiry.is_some() { 9 } else { 1 };
-    let mut v = Vec::with_capacity(data.len() + header);
-    match expiry {
-        Some(at) => {
-            v.push(FLAG_EXPIRY);
-            v.extend_from_slice(&at.to_be_bytes());
-        }
-        None => v.push(0),
-    }
-    v.extend_from_slice(data);
-    Bytes::from(v)
-}
+pub(crate) use meridian_core::envelope::encode;
 
-/// Decodes an envelope in place: the data is the same allocation, advanced past the header
-/// (no copy, and no reference-count traffic beyond what the caller already paid).
-pub(crate) fn decode(mut raw: Bytes) -> Result<Entry> {
-    match raw.first() {
-        Some(0) => {
-            raw.advance(1);
-            Ok(Entry {
-                data: raw,
-                expiry: None,
-            })
-        }
-        Some(&FLAG_EXPIRY) if raw.len() >= 9 => {
-            let mut at = [0u8; 8];
-            at.copy_from_slice(&raw[1..9]);
-            raw.advance(9);
-            Ok(Entry {
-                data: raw,
-                expiry: Some(u64::from_be_bytes(at)),
-            })
-        }
-        Some(_) => Err(KeyspaceError::Corrupt("unknown envelope flags")),
-        None => Err(KeyspaceError::Corrupt("empty envelope")),
-    }
+/// Decodes an envelope in place (no copy of the data).
+pub(crate) fn decode(raw: Bytes) -> Result<Entry> {
+    Entry::decode(raw).map_err(|e| KeyspaceError::Corrupt(e.0))
 }
 
 /// Decodes an engine version: a tombstone or no version is `None`.

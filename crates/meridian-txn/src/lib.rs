@@ -5,7 +5,6 @@
 //! | module | what |
 //! |---|---|
 //! | [`types`] | ids, per-bucket properties ([`TxnProps`]), typed aborts, the error, limits |
-//! | [`entry`] | the stored envelope of a value and its expiry |
 //! | [`leader`] | a partition leader's rules: its clock, R1, R2, certification, `commit_ts` |
 //! | [`store`] | versions, prepared records, decisions and the oracle's bound over the engine |
 //! | [`tso`] | the oracle's state: ranges, persisted bound, capacity |
@@ -21,15 +20,14 @@
 //! while the leader is down, and recovers from the leader's own log when it restarts;
 //! configurations asking for backups are refused rather than silently unprotected.
 
-pub mod entry;
 pub mod leader;
 pub mod messages;
 pub mod store;
 pub mod tso;
 pub mod types;
 
-pub use entry::Entry;
 pub use leader::{Controls, LeaderClock, Mark, ReadCheck};
+pub use meridian_core::envelope::Entry;
 pub use messages::{Found, Outcome, TxnMsg};
 pub use store::{Decision, PreparedRecord, TxnStore, Write};
 pub use tso::{Grant, TsoServer};

@@ -35,7 +35,7 @@ use crate::strings::{self, Entry, EntryRef, StringView};
 use bytes::Bytes;
 use meridian_cluster::bucket_and_key;
 use meridian_core::Timestamp;
-use meridian_replication::{BucketType, ReplicationError, Transaction, TxnEntry, TxnOptions};
+use meridian_replication::{BucketType, ReplicationError, Transaction, TxnOptions};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,12 +56,7 @@ impl TxnView {
         let read = keys
             .iter()
             .cloned()
-            .zip(found.into_iter().map(|raw| {
-                TxnEntry::live(raw, now.0).map(|e| Entry {
-                    data: e.data,
-                    expiry: e.expiry,
-                })
-            }))
+            .zip(found.into_iter().map(|raw| Entry::live(raw, now)))
             .collect();
         TxnView {
             now,
@@ -73,13 +68,7 @@ impl TxnView {
     /// Buffers the view's writes in the transaction, as stored envelopes.
     fn write_back(self, t: &mut Transaction) -> Result<(), meridian_replication::TxnError> {
         for (k, v) in self.writes {
-            let v = v.map(|e| {
-                TxnEntry {
-                    data: e.data,
-                    expiry: e.expiry,
-                }
-                .encode()
-            });
+            let v = v.map(|e| e.encode());
             t.write(k, v)?;
         }
         Ok(())
@@ -242,7 +231,37 @@ pub(crate) async fn exec(
         reply.error(&line);
         return;
     }
-    let watched = state.cluster_txn.take();
+    match run_to_commit(
+        c,
+        state.cluster_txn.take(),
+        session,
+        &keys,
+        &cmds,
+        reply.resp3,
+    )
+    .await
+    {
+        Ok(Some(out)) => {
+            reply.array(cmds.len());
+            reply.out.extend_from_slice(&out);
+        }
+        Ok(None) => reply.null_array(),
+        Err(line) => reply.error(&line),
+    }
+}
+
+/// Runs `cmds` until they commit: the replies of the run that committed, or `None` when the
+/// transaction WATCH started (`watched`) conflicted — a watched or written key changed after
+/// its snapshot. Without WATCH a conflict re-runs everything at a fresh snapshot (at most
+/// [`ATTEMPTS`] runs); the commit timestamp becomes the connection's session token.
+async fn run_to_commit(
+    c: &ClusterBackend,
+    watched: Option<Transaction>,
+    session: &AtomicU64,
+    keys: &[Bytes],
+    cmds: &[(Cmd, Args<'_>)],
+    resp3: bool,
+) -> Result<Option<bytes::BytesMut>, String> {
     let has_watch = watched.is_some();
     let mut next = watched;
     for _ in 0..ATTEMPTS {
@@ -254,27 +273,18 @@ pub(crate) async fn exec(
         });
         let mut out = Reply {
             out: bytes::BytesMut::new(),
-            resp3: reply.resp3,
+            resp3,
         };
-        match run_once(c, t, &keys, &cmds, &mut out).await {
-            Ok(Some(ts)) => {
+        match run_once(c, t, keys, cmds, &mut out).await? {
+            Some(ts) => {
                 session.fetch_max(ts.0, Ordering::Relaxed);
-                reply.array(cmds.len());
-                reply.out.extend_from_slice(&out.out);
-                return;
+                return Ok(Some(out.out));
             }
-            Ok(None) if has_watch => {
-                reply.null_array();
-                return;
-            }
-            Ok(None) => {}
-            Err(line) => {
-                reply.error(&line);
-                return;
-            }
+            None if has_watch => return Ok(None),
+            None => {}
         }
     }
-    reply.error("CONFLICT txn_aborted the transaction kept conflicting; retry it");
+    Err("CONFLICT txn_aborted the transaction kept conflicting; retry it".into())
 }
 
 /// A single-key (or multi-key) string command on transactional buckets outside MULTI: one
@@ -292,33 +302,14 @@ pub(crate) async fn single(
     if let Err(line) = check_keys(c, &keys) {
         // Not reached for commands the caller routes here by their first key's type, except
         // for a multi-key command mixing bucket types.
-        reply.error(line.trim_start_matches("EXECABORT Transaction discarded: "));
+        reply.error(&line.replace("EXECABORT Transaction discarded: ", "ERR "));
         return;
     }
-    let cmds = [(cmd, args)];
-    for _ in 0..ATTEMPTS {
-        let t = c.node.begin(TxnOptions {
-            read_only: false,
-            session: token(session),
-        });
-        let mut out = Reply {
-            out: bytes::BytesMut::new(),
-            resp3: reply.resp3,
-        };
-        match run_once(c, t, &keys, &cmds, &mut out).await {
-            Ok(Some(ts)) => {
-                session.fetch_max(ts.0, Ordering::Relaxed);
-                reply.out.extend_from_slice(&out.out);
-                return;
-            }
-            Ok(None) => {}
-            Err(line) => {
-                reply.error(&line);
-                return;
-            }
-        }
+    match run_to_commit(c, None, session, &keys, &[(cmd, args)], reply.resp3).await {
+        Ok(Some(out)) => reply.out.extend_from_slice(&out),
+        Ok(None) => reply.error("CONFLICT txn_aborted the command conflicted; retry it"),
+        Err(line) => reply.error(&line),
     }
-    reply.error("CONFLICT txn_aborted the command kept conflicting; retry it");
 }
 
 /// Whether the interactive-transaction path serves `cmd`: its three commands, and every
