@@ -6,25 +6,27 @@
 //!
 //! | key | value |
 //! |---|---|
-//! | `0xFF 'x' ‖ len(k) u32 ‖ k` (the head: the newest version) | `commit_ts u64 ‖ older u32 ‖ oldest_ts u64 ‖ (0 \| 1 ‖ value)` |
+//! | `0xFF 'x' ‖ len(k) u32 ‖ k` (the head) | `commit_ts u64 ‖ truncated u8 ‖ n u16 ‖ n × older commit_ts u64 (newest first) ‖ (0 \| 1 ‖ value)` |
 //! | `0xFF 'v' ‖ len(k) u32 ‖ k ‖ ¬commit_ts u64` (an older version) | `0` (delete) or `1 ‖ value` |
 //! | `0xFF 'y' ‖ txid` | a [`PreparedRecord`] (postcard) |
 //! | `0xFF 'z' ‖ txid` | a [`Decision`] (postcard) |
 //! | `0xFF 'o'` | the oracle's persisted upper bound (u64) |
 //!
-//! The newest version of a key is its head, read with one point lookup: that answers
-//! certification (`last_commit`) and every snapshot read at or above it — nearly all reads.
-//! Older versions are engine keys of their own, newest first (the timestamp is stored
-//! inverted), reached by one bounded scan only when a snapshot predates the head. Garbage
-//! collection is under this module's control: the engine's own version horizon is shared with
-//! protocols that keep only the newest version and advance it to "now", which would drop
-//! versions an open snapshot still reads. The head counts the older versions and remembers the
-//! oldest one's timestamp, so an install looks for collectable versions only when some exist.
+//! The head holds a key's newest version and the commit timestamps of the older versions it
+//! keeps, so every operation is a point lookup, never a scan: certification reads the head's
+//! timestamp, a snapshot read at or above the head answers from it (nearly all reads), and an
+//! older snapshot picks its version's timestamp from the head and reads that one key.
+//! Garbage collection is under this module's control — the engine's own version horizon is
+//! shared with protocols that keep only the newest version and advance it to "now", which
+//! would drop versions an open snapshot still reads: each install drops the older versions
+//! below the watermark but the newest of them, and keeps at most [`MAX_OLDER`] older
+//! versions; a key written faster than that within the watermark's window loses its oldest
+//! ones, and a snapshot that needed one of those is refused with `SnapshotTooOld` (retryable),
+//! never answered wrongly.
 //!
 //! Guarantees: a commit installs its versions and deletes its prepared record in one atomic
 //! [`WriteBatch`]; [`TxnStore::read_at`] returns the newest version committed strictly below
-//! the snapshot; [`TxnStore::collect_below`] keeps every version at or above the watermark
-//! and the newest one below it.
+//! the snapshot, or `SnapshotTooOld` if that version was dropped by the [`MAX_OLDER`] cap.
 
 use crate::types::{Result, TimestampSource, TxId, TxnError};
 use bytes::Bytes;
@@ -37,13 +39,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const HEAD_PREFIX: [u8; 2] = [0xFF, b'x'];
 const VERSION_PREFIX: [u8; 2] = [0xFF, b'v'];
-/// Bytes of a head before its value: commit_ts, older, oldest_ts.
-const HEAD_LEN: usize = 8 + 4 + 8;
+/// The most older versions a head keeps (see the module docs).
+pub const MAX_OLDER: usize = 64;
 const PREPARED_PREFIX: [u8; 2] = [0xFF, b'y'];
 const DECISION_PREFIX: [u8; 2] = [0xFF, b'z'];
 const TSO_BOUND_KEY: [u8; 2] = [0xFF, b'o'];
-/// Versions of one key looked at per garbage-collection pass.
-const GC_SCAN: usize = 64;
 
 /// A buffered write: a value, or `None` for a delete.
 pub type Write = (Bytes, Option<Bytes>);
@@ -103,52 +103,63 @@ fn version_key(key: &[u8], ts: Timestamp) -> Bytes {
     Bytes::from(k)
 }
 
-/// A decoded head: the newest version, and what is known of the older ones.
+/// A decoded head: the newest version, and the older versions kept.
 #[derive(Debug, Clone)]
 struct Head {
     ts: Timestamp,
-    older: u32,
-    oldest: Timestamp,
+    /// Older versions were dropped by the [`MAX_OLDER`] cap (not only below the watermark).
+    truncated: bool,
+    /// The commit timestamps of the older versions kept, newest first.
+    older: Vec<u64>,
     /// The stored value (`0` or `1 ‖ value`).
     stored: Bytes,
 }
 
 impl Head {
     fn encode(&self) -> Bytes {
-        let mut v = Vec::with_capacity(HEAD_LEN + self.stored.len());
+        let mut v = Vec::with_capacity(11 + 8 * self.older.len() + self.stored.len());
         v.extend_from_slice(&self.ts.0.to_be_bytes());
-        v.extend_from_slice(&self.older.to_be_bytes());
-        v.extend_from_slice(&self.oldest.0.to_be_bytes());
+        v.push(u8::from(self.truncated));
+        v.extend_from_slice(&(self.older.len() as u16).to_be_bytes());
+        for t in &self.older {
+            v.extend_from_slice(&t.to_be_bytes());
+        }
         v.extend_from_slice(&self.stored);
         Bytes::from(v)
     }
 
     fn decode(raw: Bytes) -> Result<Head> {
         let bad = || TxnError::Storage("a transactional head does not decode".into());
-        let n = |r: std::ops::Range<usize>| -> Result<u64> {
-            let b = raw.get(r).ok_or_else(bad)?;
-            let mut a = [0u8; 8];
-            a[8 - b.len()..].copy_from_slice(b);
-            Ok(u64::from_be_bytes(a))
+        let u64_at = |at: usize| -> Result<u64> {
+            let b: [u8; 8] = raw
+                .get(at..at + 8)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?;
+            Ok(u64::from_be_bytes(b))
         };
-        if raw.len() <= HEAD_LEN {
+        let ts = u64_at(0)?;
+        let truncated = *raw.get(8).ok_or_else(bad)? != 0;
+        let n = u16::from_be_bytes(
+            raw.get(9..11)
+                .ok_or_else(bad)?
+                .try_into()
+                .map_err(|_| bad())?,
+        );
+        let older = (0..usize::from(n))
+            .map(|i| u64_at(11 + 8 * i))
+            .collect::<Result<Vec<u64>>>()?;
+        let at = 11 + 8 * usize::from(n);
+        if raw.len() <= at {
             return Err(bad());
         }
         Ok(Head {
-            ts: Timestamp(n(0..8)?),
-            older: u32::try_from(n(8..12)?).map_err(|_| bad())?,
-            oldest: Timestamp(n(12..20)?),
-            stored: raw.slice(HEAD_LEN..),
+            ts: Timestamp(ts),
+            truncated,
+            older,
+            stored: raw.slice(at..),
         })
     }
-}
-
-fn version_ts(engine_key: &[u8]) -> Option<Timestamp> {
-    let tail: [u8; 8] = engine_key
-        .get(engine_key.len().checked_sub(8)?..)?
-        .try_into()
-        .ok()?;
-    Some(Timestamp(!u64::from_be_bytes(tail)))
 }
 
 fn txid_key(prefix: [u8; 2], txid: TxId) -> Bytes {
@@ -217,6 +228,9 @@ impl TxnStore {
 
     /// The newest version of `key` committed strictly below `snap`: its commit timestamp and
     /// value (`None`: deleted), or `None` if there is none.
+    ///
+    /// # Errors
+    /// `SnapshotTooOld` when that version was dropped by the [`MAX_OLDER`] cap.
     pub fn read_at(
         &self,
         key: &[u8],
@@ -228,21 +242,20 @@ impl TxnStore {
         if head.ts < snap {
             return Ok(Some((head.ts, decode_value(&head.stored)?)));
         }
-        if head.older == 0 || snap.0 == 0 || head.oldest >= snap {
-            return Ok(None);
-        }
-        let start = Bound::Included(version_key(key, Timestamp(snap.0 - 1)));
-        let end = Bound::Included(version_key(key, Timestamp(0)));
-        let found = self.engine.scan(start, end, Timestamp::MAX, 1, false)?;
-        match found.into_iter().next() {
-            None => Ok(None),
-            Some((k, v)) => {
-                let ts = version_ts(&k)
-                    .ok_or_else(|| TxnError::Storage("a version key does not decode".into()))?;
-                let stored = v.value.unwrap_or_default();
-                Ok(Some((ts, decode_value(&stored)?)))
+        let Some(&t) = head.older.iter().find(|&&t| t < snap.0) else {
+            if head.truncated {
+                return Err(TxnError::SnapshotTooOld {
+                    snap: snap.0,
+                    watermark: head.older.last().copied().unwrap_or(head.ts.0),
+                });
             }
-        }
+            return Ok(None);
+        };
+        let stored = self
+            .engine
+            .get_value(&version_key(key, Timestamp(t)), Timestamp::MAX)?
+            .ok_or_else(|| TxnError::Storage("a version the head names is missing".into()))?;
+        Ok(Some((Timestamp(t), decode_value(&stored)?)))
     }
 
     /// The newest commit timestamp of `key` (what certification compares), if any.
@@ -251,9 +264,10 @@ impl TxnStore {
     }
 
     /// Adds the version of `key` at `ts` (newer than every version of the key) to `batch`,
-    /// with the deletion of every older version below `watermark` but the newest of them (no
-    /// snapshot at or above the watermark reads those). Returns how many it deletes. The
-    /// caller holds the key (its stripe) until the batch is written.
+    /// with the deletion of the older versions below `watermark` but the newest of them (no
+    /// snapshot at or above the watermark reads those), and of any beyond [`MAX_OLDER`].
+    /// Returns how many it deletes. The caller holds the key (its stripe) until the batch is
+    /// written.
     pub fn install(
         &self,
         batch: &mut WriteBatch,
@@ -264,62 +278,43 @@ impl TxnStore {
     ) -> Result<usize> {
         let mut head = Head {
             ts,
-            older: 0,
-            oldest: ts,
+            truncated: false,
+            older: Vec::new(),
             stored: encode_value(value),
         };
-        let mut collected = 0;
-        if let Some(prev) = self.head(key)? {
-            // The previous head becomes the newest older version.
-            batch.put(
-                version_key(key, prev.ts),
-                self.next_stamp(),
-                prev.stored.clone(),
-            );
-            head.older = prev.older + 1;
-            head.oldest = if prev.older == 0 {
-                prev.ts
-            } else {
-                prev.oldest
-            };
-            if head.older > 1 && head.oldest < watermark {
-                collected = self.collect_below(batch, key, watermark, &mut head)?;
+        let Some(prev) = self.head(key)? else {
+            batch.put(head_key(key), self.next_stamp(), head.encode());
+            return Ok(0);
+        };
+        // The previous head becomes the newest older version.
+        batch.put(
+            version_key(key, prev.ts),
+            self.next_stamp(),
+            prev.stored.clone(),
+        );
+        head.truncated = prev.truncated;
+        head.older = Vec::with_capacity(prev.older.len() + 1);
+        head.older.push(prev.ts.0);
+        head.older.extend_from_slice(&prev.older);
+        let mut dropped = 0;
+        // Below the watermark only the newest older version can still be read.
+        if let Some(first_below) = head.older.iter().position(|&t| t < watermark.0) {
+            for &t in &head.older[first_below + 1..] {
+                batch.delete(version_key(key, Timestamp(t)), self.next_stamp());
+                dropped += 1;
             }
+            head.older.truncate(first_below + 1);
+        }
+        if head.older.len() > MAX_OLDER {
+            for &t in &head.older[MAX_OLDER..] {
+                batch.delete(version_key(key, Timestamp(t)), self.next_stamp());
+                dropped += 1;
+            }
+            head.older.truncate(MAX_OLDER);
+            head.truncated = true;
         }
         batch.put(head_key(key), self.next_stamp(), head.encode());
-        Ok(collected)
-    }
-
-    /// Deletes the older versions below `watermark` but the newest of them, updating the
-    /// head's count and oldest timestamp.
-    fn collect_below(
-        &self,
-        batch: &mut WriteBatch,
-        key: &[u8],
-        watermark: Timestamp,
-        head: &mut Head,
-    ) -> Result<usize> {
-        let start = Bound::Included(version_key(key, Timestamp(watermark.0.saturating_sub(1))));
-        let end = Bound::Included(version_key(key, Timestamp(0)));
-        let below = self
-            .engine
-            .scan(start, end, Timestamp::MAX, GC_SCAN, false)?;
-        let mut kept = None;
-        let mut n = 0;
-        for (k, _) in below {
-            let Some(t) = version_ts(&k) else { continue };
-            if kept.is_none() {
-                kept = Some(t);
-                continue;
-            }
-            batch.delete(k, self.next_stamp());
-            n += 1;
-        }
-        head.older = head.older.saturating_sub(n as u32);
-        if let Some(t) = kept {
-            head.oldest = t;
-        }
-        Ok(n)
+        Ok(dropped)
     }
 
     /// Logs a prepared transaction (before its vote).
@@ -502,6 +497,30 @@ mod tests {
         );
         assert_eq!(at(55), Some(50));
         assert_eq!(at(71), Some(70));
+    }
+
+    #[test]
+    fn a_key_written_past_the_cap_refuses_the_snapshots_it_can_no_longer_serve() {
+        let s = store();
+        for ts in 1..=100u64 {
+            put(&s, b"hot", ts * 10, Some(&ts.to_string()));
+        }
+        // The head (1000) and the 64 newest older versions (360..=990) remain.
+        let at = |t| s.read_at(b"hot", Timestamp(t));
+        assert_eq!(at(1001).unwrap().unwrap().0, Timestamp(1000));
+        assert_eq!(at(365).unwrap().unwrap().0, Timestamp(360));
+        assert!(matches!(at(355), Err(TxnError::SnapshotTooOld { .. })));
+        assert!(matches!(at(5), Err(TxnError::SnapshotTooOld { .. })));
+        // Below the watermark the cap is not needed: those versions were never readable.
+        let c = store();
+        for ts in 1..=100u64 {
+            put_below(&c, b"k", ts * 10, Some("v"), ts * 10 - 5);
+        }
+        assert_eq!(
+            c.read_at(b"k", Timestamp(996)).unwrap().unwrap().0,
+            Timestamp(990)
+        );
+        assert_eq!(c.read_at(b"k", Timestamp(5)).unwrap(), None);
     }
 
     #[test]
