@@ -476,26 +476,21 @@ impl Dispatch {
         mut f: impl FnMut(Option<Entry>) -> (Option<Option<Entry>>, T),
     ) -> Result<(T, Timestamp)> {
         let key = Bytes::copy_from_slice(key);
-        let mut attempt = 0u32;
-        loop {
-            let mut t = self.node.begin(TxnOptions::default());
-            let raw = t.read(std::slice::from_ref(&key)).await?;
-            let now = self.node.kernel().clock.now();
-            let (write, out) = f(Entry::live(raw.into_iter().next().flatten(), now));
-            if let Some(w) = write {
-                t.write(key.clone(), w.map(|e| e.encode()))?;
-            }
-            match t.commit().await {
-                Ok(ts) => return Ok((out, ts)),
-                Err(e) if e.is_retryable() && attempt + 1 < TXN_ATTEMPTS => {
-                    attempt += 1;
-                    // Back off a little so two contending writers stop colliding.
-                    tokio::time::sleep(std::time::Duration::from_micros(200 * u64::from(attempt)))
-                        .await;
+        let node = &self.node;
+        // Each run borrows `f`; the runs never overlap.
+        let f = parking_lot::Mutex::new(&mut f);
+        let (f, key) = (&f, &key);
+        Ok(node
+            .retry_txn(TxnOptions::default(), TXN_ATTEMPTS, |mut t| async move {
+                let raw = t.read(std::slice::from_ref(key)).await?;
+                let now = node.kernel().clock.now();
+                let (write, out) = (f.lock())(Entry::live(raw.into_iter().next().flatten(), now));
+                if let Some(w) = write {
+                    t.write(key.clone(), w.map(|e| e.encode()))?;
                 }
-                Err(e) => return Err(e.into()),
-            }
-        }
+                Ok((t, out))
+            })
+            .await?)
     }
 
     /// Writes (or deletes) a transactional key; returns the value it replaced.

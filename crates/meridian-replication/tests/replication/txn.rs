@@ -352,3 +352,36 @@ async fn membership_changes_are_refused_while_a_transactional_bucket_exists() {
         "{e}"
     );
 }
+
+/// `Node::retry_txn`: concurrent read-modify-write transactions from both DCs, each retried
+/// on conflicts with backoff, lose no increment.
+#[tokio::test(start_paused = true)]
+async fn retried_transactions_lose_no_increment() {
+    let c = bank_cluster(11, TxnProps::default()).await;
+    let k = acct(42);
+    let mut tasks = Vec::new();
+    for n in [0usize, 2, 3, 5] {
+        let node = c.nodes[n].clone();
+        let k = k.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                node.retry_txn(TxnOptions::default(), 100, |mut t| {
+                    let k = k.clone();
+                    async move {
+                        let v = t.read(std::slice::from_ref(&k)).await?;
+                        let next = num(&v[0]) + 1;
+                        t.write(k, Some(b(&next.to_string())))?;
+                        Ok((t, next))
+                    }
+                })
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut r = c.nodes[1].begin(TxnOptions::default());
+    assert_eq!(num(&r.read(&[k]).await.unwrap()[0]), 40);
+}
