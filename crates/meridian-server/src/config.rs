@@ -462,6 +462,20 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_transactional_bucket_example_parses() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Transactional buckets").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + 8;
+        let text = &section[start..start + section[start..].find("```").unwrap()];
+        // A bucket table goes beside a [cluster] section.
+        let c = NodeConfig::from_toml(&format!("{}\n{text}", readme_cluster_example())).unwrap();
+        let bank = &c.buckets["bank"];
+        assert_eq!(bank.bucket_type, meridian_replication::BucketType::Transactional);
+        assert_eq!(bank.txn.source(), meridian_replication::TimestampSource::ClockSi);
+        assert_eq!(bank.txn.txn_backups, Some(0));
+    }
+
+    #[test]
     fn the_readme_cluster_example_parses_and_round_trips() {
         let c = NodeConfig::from_toml(&readme_cluster_example()).unwrap();
         let cl = c.cluster.as_ref().unwrap();
