@@ -470,8 +470,14 @@ mod tests {
         // A bucket table goes beside a [cluster] section.
         let c = NodeConfig::from_toml(&format!("{}\n{text}", readme_cluster_example())).unwrap();
         let bank = &c.buckets["bank"];
-        assert_eq!(bank.bucket_type, meridian_replication::BucketType::Transactional);
-        assert_eq!(bank.txn.source(), meridian_replication::TimestampSource::ClockSi);
+        assert_eq!(
+            bank.bucket_type,
+            meridian_replication::BucketType::Transactional
+        );
+        assert_eq!(
+            bank.txn.source(),
+            meridian_replication::TimestampSource::ClockSi
+        );
         assert_eq!(bank.txn.txn_backups, Some(0));
     }
 

@@ -385,3 +385,95 @@ async fn retried_transactions_lose_no_increment() {
     let mut r = c.nodes[1].begin(TxnOptions::default());
     assert_eq!(num(&r.read(&[k]).await.unwrap()[0]), 40);
 }
+
+/// Keys led by node 1 (DC 0) and by a node of DC 1, for the 2PC crash tests.
+fn split_keys(c: &Cluster) -> (Bytes, Bytes, NodeId) {
+    let keys: Vec<Bytes> = (0..400).map(acct).collect();
+    let a = keys
+        .iter()
+        .find(|k| leader(c, k) == NodeId(1))
+        .unwrap()
+        .clone();
+    let z = keys.iter().find(|k| leader(c, k).0 > 3).unwrap().clone();
+    let l = leader(c, &z);
+    (a, z, l)
+}
+
+/// The coordinator crashes after its decision, before the remote participant got `Commit`:
+/// the restarted coordinator replays its decision log and the participant commits; the
+/// client, who was told "committed", reads both writes.
+#[tokio::test(start_paused = true)]
+async fn a_coordinator_crash_after_the_decision_still_commits_everywhere() {
+    let mut c = bank_cluster(12, TxnProps::default()).await;
+    let (a, z, l) = split_keys(&c);
+    let coord = c.nodes[0].clone();
+    let (a2, z2) = (a.clone(), z.clone());
+    let client = tokio::spawn(async move {
+        let mut t = coord.begin(TxnOptions::default());
+        t.write(a2, Some(b("1"))).unwrap();
+        t.write(z2, Some(b("2"))).unwrap();
+        t.commit().await
+    });
+    // 50 ms one way between the DCs: the prepare reaches the participant at 50 ms, its vote
+    // returns at 100 ms, and the commit that follows the decision is cut off.
+    sleep(Duration::from_millis(75)).await;
+    c.wan.cut(Scope::Node(NodeId(1)), Scope::Node(l));
+    let ts = client
+        .await
+        .unwrap()
+        .expect("the decision was logged: committed");
+    let disk = c.engines[0].clone();
+    c.restart_on(NodeId(1), disk).await;
+    c.wan.heal(Scope::Node(NodeId(1)), Scope::Node(l));
+    // The restarted coordinator re-sends its decision at once: the participant commits well
+    // before its own outcome query (after prepare_ttl, 2 s) would have.
+    let mut r = c.nodes[4].begin(TxnOptions {
+        read_only: true,
+        session: Some(ts),
+    });
+    let keys = [a, z];
+    let read = tokio::time::timeout(Duration::from_millis(500), r.read(&keys));
+    assert_eq!(
+        read.await
+            .expect("committed by the replayed decision")
+            .unwrap(),
+        vec![Some(b("1")), Some(b("2"))]
+    );
+}
+
+/// The coordinator crashes while collecting votes (no decision): presumed abort. Both
+/// participants — the remote one and the coordinator's own, replayed from its log — learn
+/// "aborted" by asking, release their keys, and nothing is visible.
+#[tokio::test(start_paused = true)]
+async fn a_coordinator_crash_before_the_decision_aborts_everywhere() {
+    let mut c = bank_cluster(13, TxnProps::default()).await;
+    let (a, z, l) = split_keys(&c);
+    let coord = c.nodes[0].clone();
+    let (a2, z2) = (a.clone(), z.clone());
+    let _client = tokio::spawn(async move {
+        let mut t = coord.begin(TxnOptions::default());
+        t.write(a2, Some(b("1"))).unwrap();
+        t.write(z2, Some(b("2"))).unwrap();
+        t.commit().await
+    });
+    // The participant's vote is cut off before it is sent (the prepare, on its way, still
+    // arrives at 50 ms); the coordinator crashes while it waits.
+    sleep(Duration::from_millis(25)).await;
+    c.wan.cut(Scope::Node(l), Scope::Node(NodeId(1)));
+    sleep(Duration::from_millis(50)).await;
+    let disk = c.engines[0].clone();
+    c.restart_on(NodeId(1), disk).await;
+    c.wan.heal(Scope::Node(l), Scope::Node(NodeId(1)));
+    // prepare_ttl (2 s) later both participants ask and abort.
+    sleep(Duration::from_secs(5)).await;
+    let mut r = c.nodes[4].begin(TxnOptions::default());
+    assert_eq!(
+        r.read(&[a.clone(), z.clone()]).await.unwrap(),
+        vec![None, None]
+    );
+    // No mark is left: a new transaction writes both keys at once.
+    let mut w = c.nodes[2].begin(TxnOptions::default());
+    w.write(a, Some(b("x"))).unwrap();
+    w.write(z, Some(b("y"))).unwrap();
+    w.commit().await.unwrap();
+}
