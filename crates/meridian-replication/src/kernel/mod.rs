@@ -389,7 +389,7 @@ impl Node {
     }
 
     /// The transaction protocol's state.
-    pub(crate) fn txn_inner(&self) -> &crate::txn::Txn {
+    pub(crate) fn txn_state(&self) -> &crate::txn::Txn {
         &self.inner.txn
     }
 

@@ -241,10 +241,6 @@ fn guard_for<'g, 'a>(
 }
 
 impl Node {
-    pub(crate) fn txn_state(&self) -> &Txn {
-        self.txn_inner()
-    }
-
     /// The leader of `key`'s partition for transactions: its first replica in claim order.
     pub fn txn_leader(&self, key: &[u8]) -> (PartitionId, NodeId) {
         let layout = self.layout();
@@ -302,8 +298,7 @@ impl Node {
                 }
                 return Ok(());
             }
-            let start = *waited.get_or_insert_with(Instant::now);
-            let _ = start;
+            waited.get_or_insert_with(Instant::now);
             if Instant::now() >= deadline {
                 return Err(Abort::ClockWait(snap.0).into());
             }

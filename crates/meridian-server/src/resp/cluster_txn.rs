@@ -221,6 +221,17 @@ pub(crate) async fn exec(
     reply: &mut Reply,
 ) {
     let queued = std::mem::take(&mut state.queued);
+    // Only data commands run against the snapshot; a connection or server command queued
+    // here (PING, INFO, ...) has nothing to run on: refuse before anything applies.
+    if let Some(q) = queued.iter().find(|q| !strings::handles(q.cmd)) {
+        state.cluster_txn = None;
+        reply.error(&format!(
+            "EXECABORT Transaction discarded: {} cannot run inside MULTI on a cluster node \
+             (transactions there run string commands on transactional buckets)",
+            q.cmd.spec().name.to_ascii_uppercase()
+        ));
+        return;
+    }
     let cmds: Vec<(Cmd, Args<'_>)> = queued.iter().map(|q| (q.cmd, q.args.get())).collect();
     let mut keys: Vec<Bytes> = cmds.iter().flat_map(|(cmd, a)| keys_of(*cmd, *a)).collect();
     keys.extend(state.cluster_watched.iter().cloned());

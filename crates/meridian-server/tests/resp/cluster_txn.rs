@@ -307,3 +307,16 @@ async fn http_txn_runs_a_list_of_operations_as_one_transaction() {
     assert!(body.contains("at most 10000"), "{body}");
     c.shutdown().await;
 }
+
+#[tokio::test]
+async fn exec_refuses_commands_with_nothing_to_run_on() {
+    let c = txn_cluster().await;
+    let mut a = connect(&c, 0).await;
+    a.cmd(&[b"MULTI"]).await;
+    a.cmd(&[b"SET", b"bank:p", b"1"]).await;
+    a.cmd(&[b"PING"]).await;
+    let e = err(&a.cmd(&[b"EXEC"]).await);
+    assert!(e.starts_with("EXECABORT") && e.contains("PING"), "{e}");
+    assert_eq!(a.cmd(&[b"EXISTS", b"bank:p"]).await, Frame::Integer(0));
+    c.shutdown().await;
+}
