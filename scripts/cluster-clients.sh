@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cluster-aware Redis clients against `meridian up` (2 DCs x 2 nodes, loopback only):
 # redis-py's RedisCluster from PyPI (scripts/cluster_clients.py: SET/GET, MGET with hash tags,
-# pipelines, every single-key command sent to the seed node's DC), `redis-cli -c`, and
+# pipelines, every single-key command sent to the seed node's DC, a WATCH/MULTI/EXEC bank on a
+# transactional bucket), go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,19 @@ py_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p
 passed=$((passed + ${py_passed:-0}))
 failed=$((failed + ${py_fail:-1}))
 [[ $py_failed -eq 1 && ${py_fail:-1} -eq 0 ]] && failed=$((failed + 1))
+
+# go-redis v9 (scripts/go-bank, modules from the Go proxy): a bank moved by Watch/TxPipelined
+# from a node of each DC, audited inside MULTI/EXEC. Needs a Go toolchain (the machine's).
+if command -v go >/dev/null 2>&1; then
+  if out=$(cd scripts/go-bank && go run . "http://127.0.0.1:$((base + 1000))" "127.0.0.1:$base" \
+      "127.0.0.1:$((base + 2))" 2>&1); then
+    passed=$((passed + 1)); echo "$out"
+  else
+    failed=$((failed + 1)); echo "$out" >&2
+  fi
+else
+  echo "skip go-redis bank: no Go toolchain on this machine" >&2
+fi
 
 # redis-cli in cluster mode (the README's example) sees 64 ranges.
 if command -v redis-cli >/dev/null 2>&1; then
