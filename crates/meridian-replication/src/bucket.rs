@@ -175,6 +175,14 @@ impl BucketProps {
         };
         if self.bucket_type == BucketType::Transactional {
             self.txn.validate().map_err(bad)?;
+            if let Some(dc) = self.txn.tso_dc
+                && dc as usize >= shape.dcs
+            {
+                return Err(bad(format!(
+                    "tso_dc={dc}: the cluster has DCs 0..{} (the oracle runs on the lowest-numbered node of that DC)",
+                    shape.dcs.saturating_sub(1)
+                )));
+            }
         }
         let p = Params::resolve(&Props::default(), &self.props());
         let n = p.n_val;
@@ -286,6 +294,13 @@ impl Buckets {
     /// Resolves a request's parameters against bucket `name`.
     pub fn resolve(&self, name: &[u8], request: &Props) -> Params {
         Params::resolve(request, &self.props_for(name).props())
+    }
+
+    /// Whether any bucket is transactional.
+    pub fn has_transactional(&self) -> bool {
+        self.map
+            .values()
+            .any(|p| p.bucket_type == BucketType::Transactional)
     }
 
     /// Registered bucket names, in order.
@@ -460,6 +475,20 @@ mod tests {
                     ..Default::default()
                 }),
                 "txn_backups=1: only 0 is supported",
+            ),
+            (
+                BucketProps::transactional(TxnProps {
+                    tso_dc: Some(7),
+                    ..Default::default()
+                }),
+                "tso_dc=7: the cluster has DCs 0..1",
+            ),
+            (
+                BucketProps::transactional(TxnProps {
+                    tso_max_rate: Some(0),
+                    ..Default::default()
+                }),
+                "tso_max_rate must be at least 1",
             ),
             (
                 BucketProps {

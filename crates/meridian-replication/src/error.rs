@@ -309,6 +309,7 @@ impl ReplicationError {
                 meridian_txn::TxnError::ClockWentBackward { .. } => "clock_went_backward",
                 meridian_txn::TxnError::Storage(_) => "txn_storage",
                 meridian_txn::TxnError::BadRequest(_) => "txn_bad_request",
+                meridian_txn::TxnError::OutcomeUnknown(_) => "txn_outcome_unknown",
             },
         }
     }
@@ -333,6 +334,7 @@ impl ReplicationError {
                 meridian_txn::TxnError::Storage(_) => ErrorClass::Internal,
                 meridian_txn::TxnError::BadRequest(_) => ErrorClass::BadRequest,
                 meridian_txn::TxnError::ClockWentBackward { .. } => ErrorClass::Unavailable,
+                meridian_txn::TxnError::OutcomeUnknown(_) => ErrorClass::Timeout,
             },
             Overload => ErrorClass::Overload,
             Timeout { .. } => ErrorClass::Timeout,

@@ -24,7 +24,7 @@ use crate::keyspace::{
     Deadline, ExpireCondition, GetExExpiry, KeyTtl, KeyspaceError, Result, SetCondition,
     SetOptions, TtlUnit, parse_f64, parse_i64,
 };
-use crate::resp::command::Cmd;
+use crate::resp::command::{Cmd, Group};
 use crate::resp::exec::{CmdError, arity_error, int_arg, raw};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
@@ -462,83 +462,9 @@ pub fn persist<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
 
 // ----- the commands, from their arguments ------------------------------------------------
 
-/// Whether [`exec_on_view`] executes `cmd`: every data command on strings. Exhaustive, so a
-/// new command has to be placed on one side.
+/// Whether [`exec_on_view`] executes `cmd`: every data command on strings.
 pub(crate) fn handles(cmd: Cmd) -> bool {
-    match cmd {
-        Cmd::Get
-        | Cmd::Set
-        | Cmd::Del
-        | Cmd::Unlink
-        | Cmd::Exists
-        | Cmd::Touch
-        | Cmd::Mget
-        | Cmd::Mset
-        | Cmd::Msetnx
-        | Cmd::Incr
-        | Cmd::Decr
-        | Cmd::Incrby
-        | Cmd::Decrby
-        | Cmd::Incrbyfloat
-        | Cmd::Append
-        | Cmd::Strlen
-        | Cmd::Getdel
-        | Cmd::Getex
-        | Cmd::Getset
-        | Cmd::Getrange
-        | Cmd::Substr
-        | Cmd::Setrange
-        | Cmd::Setnx
-        | Cmd::Setex
-        | Cmd::Psetex
-        | Cmd::Expire
-        | Cmd::Pexpire
-        | Cmd::Expireat
-        | Cmd::Pexpireat
-        | Cmd::Ttl
-        | Cmd::Pttl
-        | Cmd::Expiretime
-        | Cmd::Pexpiretime
-        | Cmd::Persist
-        | Cmd::Type => true,
-        Cmd::Scan
-        | Cmd::Keys
-        | Cmd::Dbsize
-        | Cmd::Flushdb
-        | Cmd::Flushall
-        | Cmd::Ping
-        | Cmd::Echo
-        | Cmd::Info
-        | Cmd::Command
-        | Cmd::Config
-        | Cmd::Client
-        | Cmd::Select
-        | Cmd::Hello
-        | Cmd::Auth
-        | Cmd::Quit
-        | Cmd::Reset
-        | Cmd::Time
-        | Cmd::Role
-        | Cmd::Cluster
-        | Cmd::Readonly
-        | Cmd::Readwrite
-        | Cmd::Asking
-        | Cmd::Multi
-        | Cmd::Exec
-        | Cmd::Discard
-        | Cmd::Watch
-        | Cmd::Unwatch
-        | Cmd::MeridianGet
-        | Cmd::MeridianPut
-        | Cmd::MeridianDel
-        | Cmd::MeridianSet
-        | Cmd::TlGetlatest
-        | Cmd::TlGetcrit
-        | Cmd::TlTas
-        | Cmd::MeridianBegin
-        | Cmd::MeridianCommit
-        | Cmd::MeridianAbort => false,
-    }
+    cmd.group() == Group::Strings
 }
 
 /// Executes a string command (one [`handles`] accepts) whose arity was checked, against

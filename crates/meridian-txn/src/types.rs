@@ -178,6 +178,10 @@ pub enum TxnError {
     /// The local engine failed, or a record does not decode.
     #[error("txn_storage {0}")]
     Storage(String),
+    /// A single-leader commit was sent and no answer came back: it may have committed. Not
+    /// retryable blindly (a retried increment could apply twice); read to find out.
+    #[error("txn_outcome_unknown {0}")]
+    OutcomeUnknown(String),
     /// A request that makes no sense (an unknown transaction, mixed timestamp sources).
     #[error("txn_bad_request {0}")]
     BadRequest(String),

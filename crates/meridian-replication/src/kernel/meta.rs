@@ -132,6 +132,10 @@ impl Node {
             // Before anyone can coordinate with the new layout (the write lock is held).
             self.ownership_regain(&after, meta.layout.epoch());
         }
+        self.kernel().has_txn_buckets.store(
+            buckets.has_transactional(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         view.meta = meta;
         view.buckets = buckets;
         let snapshot = view.meta.clone();

@@ -242,6 +242,9 @@ pub(crate) struct Kernel {
     pub(crate) loads: Mutex<BTreeMap<NodeId, ReplicaLoad>>,
     /// The metadata version each peer's last heartbeat carried.
     pub(crate) peer_versions: Mutex<BTreeMap<NodeId, u64>>,
+    /// Whether any bucket is transactional (kept with the registry; one atomic load lets the
+    /// front ends skip a registry lookup on every request of clusters without them).
+    pub(crate) has_txn_buckets: std::sync::atomic::AtomicBool,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -342,6 +345,7 @@ impl Node {
             crate::timeline::TlStore::new(store.engine().clone(), clock.clone()),
             rng.random_range(0..1usize << 20),
         );
+        let has_txn = buckets.has_transactional();
         let txn = crate::txn::Txn::new(store.engine().clone(), clock.now(), config.txn);
         Node {
             inner: Arc::new(Inner {
@@ -358,6 +362,7 @@ impl Node {
                     counters: Counters::default(),
                     loads: Mutex::new(BTreeMap::new()),
                     peer_versions: Mutex::new(BTreeMap::new()),
+                    has_txn_buckets: std::sync::atomic::AtomicBool::new(has_txn),
                 },
                 eventual: Eventual,
                 handoff: Handoff::default(),
@@ -476,6 +481,12 @@ impl Node {
     /// reads once per request.
     pub fn bucket_type(&self, key: &[u8]) -> crate::bucket::BucketType {
         self.registry().props_for(bucket_and_key(key).0).bucket_type
+    }
+
+    /// Whether `key`'s bucket is transactional: one atomic load when no bucket is.
+    pub fn is_transactional(&self, key: &[u8]) -> bool {
+        self.kernel().has_txn_buckets.load(Ordering::Relaxed)
+            && self.bucket_type(key) == crate::bucket::BucketType::Transactional
     }
 
     /// Whether this node's failure detector considers `peer` up now (itself always).

@@ -433,9 +433,14 @@ impl Transaction {
             .transport
             .request(leader, msg.into(), node.txn_timeout())
             .await;
-        // A lost reply leaves the outcome unknown to the client: it is reported as a timeout
-        // abort, which is only safe because `CommitLocal` either commits before replying or
-        // does nothing; a client that must know re-reads.
+        // Sent and unanswered, the commit may have happened: not an abort (an abort has no
+        // effect, and a retry of an increment would apply it twice).
+        let r = match r {
+            Err(e @ (meridian_net::NetError::Timeout { .. } | meridian_net::NetError::Closed)) => {
+                return Err(TxnError::OutcomeUnknown(format!("commit at {leader}: {e}")));
+            }
+            r => r,
+        };
         reply(leader, "commit", r, |m| match m {
             TxnMsg::Committed(r) => Some(r),
             _ => None,

@@ -150,11 +150,7 @@ impl Txn {
         match t.store.prepared() {
             Ok(recs) => {
                 for rec in recs {
-                    let mut marks = Vec::new();
                     for (k, watch_only) in rec_keys(&rec) {
-                        marks.push((k, watch_only));
-                    }
-                    for (k, watch_only) in marks {
                         t.stripe(&k).marks.lock().insert(
                             k,
                             Mark {
@@ -459,7 +455,7 @@ impl Node {
             self.wait_clock_past(snap, deadline).await?;
         }
         if t.prepared.lock().contains_key(&txid) {
-            // A duplicate prepare (a retried message): the vote stands.
+            // Coordinators send one prepare per participant: a second one is refused.
             return Err(TxnError::BadRequest(format!("{txid} is already prepared")));
         }
         let keys = writes

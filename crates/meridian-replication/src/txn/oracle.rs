@@ -33,20 +33,18 @@ struct Batch {
 }
 
 impl Node {
-    /// The node serving the oracle for a bucket with `props`.
+    /// The node serving the oracle for a bucket with `props`: the lowest-numbered member of
+    /// `tso_dc` (validated against the layout), else of the cluster. Every node computes the
+    /// same one from the same metadata, so there is one oracle.
     pub fn oracle_node(&self, props: &TxnProps) -> NodeId {
         let v = self.kernel().view.read();
         let members = &v.meta.members;
-        let dc = props
+        let lowest = members.iter().map(|m| m.id).min().unwrap_or(self.id());
+        props
             .tso_dc
             .map(DcId)
-            .or_else(|| members.iter().min_by_key(|m| m.id).map(|m| m.dc));
-        members
-            .iter()
-            .filter(|m| Some(m.dc) == dc)
-            .map(|m| m.id)
-            .min()
-            .unwrap_or(self.id())
+            .and_then(|dc| members.iter().filter(|m| m.dc == dc).map(|m| m.id).min())
+            .unwrap_or(lowest)
     }
 
     /// Serves an RPC for `count` timestamps (on the oracle node).

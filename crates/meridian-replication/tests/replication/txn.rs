@@ -477,3 +477,24 @@ async fn a_coordinator_crash_before_the_decision_aborts_everywhere() {
     w.write(z, Some(b("y"))).unwrap();
     w.commit().await.unwrap();
 }
+
+/// A single-leader commit whose answer is lost is not reported as an abort (an abort has no
+/// effect; this one applied): the client is told the outcome is unknown.
+#[tokio::test(start_paused = true)]
+async fn a_lost_commit_answer_is_an_unknown_outcome_not_an_abort() {
+    let c = bank_cluster(14, TxnProps::default()).await;
+    let (_, z, l) = split_keys(&c);
+    c.wan.cut(Scope::Node(l), Scope::Node(NodeId(1)));
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    t.write(z.clone(), Some(b("7"))).unwrap();
+    let e = t.commit().await.unwrap_err();
+    assert!(matches!(e, TxnError::OutcomeUnknown(_)), "{e:?}");
+    assert!(!e.is_retryable());
+    c.wan.heal_all();
+    let mut r = c.nodes[4].begin(TxnOptions::default());
+    assert_eq!(
+        r.read(&[z]).await.unwrap(),
+        vec![Some(b("7"))],
+        "it did commit"
+    );
+}

@@ -46,7 +46,7 @@
 
 use crate::cluster::{ClusterBackend, apply_option};
 use crate::metrics::Metrics;
-use crate::resp::command::Cmd;
+use crate::resp::command::{Cmd, Group};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
 use crate::wire_error;
@@ -79,80 +79,10 @@ fn upper(cmd: Cmd) -> String {
 /// connection run several of them at once; every other command waits for them (a barrier).
 /// Exhaustive, so a new command has to be placed on one side.
 pub(crate) fn handles(cmd: Cmd) -> bool {
-    match cmd {
-        Cmd::Get
-        | Cmd::Set
-        | Cmd::Del
-        | Cmd::Unlink
-        | Cmd::Exists
-        | Cmd::Touch
-        | Cmd::Mget
-        | Cmd::Mset
-        | Cmd::Msetnx
-        | Cmd::Incr
-        | Cmd::Decr
-        | Cmd::Incrby
-        | Cmd::Decrby
-        | Cmd::Incrbyfloat
-        | Cmd::Append
-        | Cmd::Strlen
-        | Cmd::Getdel
-        | Cmd::Getex
-        | Cmd::Getset
-        | Cmd::Getrange
-        | Cmd::Substr
-        | Cmd::Setrange
-        | Cmd::Setnx
-        | Cmd::Setex
-        | Cmd::Psetex
-        | Cmd::Expire
-        | Cmd::Pexpire
-        | Cmd::Expireat
-        | Cmd::Pexpireat
-        | Cmd::Ttl
-        | Cmd::Pttl
-        | Cmd::Expiretime
-        | Cmd::Pexpiretime
-        | Cmd::Persist
-        | Cmd::Type
-        | Cmd::Scan
-        | Cmd::Keys
-        | Cmd::Dbsize
-        | Cmd::Flushdb
-        | Cmd::Flushall
-        | Cmd::MeridianGet
-        | Cmd::MeridianPut
-        | Cmd::MeridianDel
-        | Cmd::MeridianSet
-        | Cmd::TlGetlatest
-        | Cmd::TlGetcrit
-        | Cmd::TlTas => true,
-        Cmd::Ping
-        | Cmd::Echo
-        | Cmd::Info
-        | Cmd::Command
-        | Cmd::Config
-        | Cmd::Client
-        | Cmd::Select
-        | Cmd::Hello
-        | Cmd::Auth
-        | Cmd::Quit
-        | Cmd::Reset
-        | Cmd::Time
-        | Cmd::Role
-        | Cmd::Cluster
-        | Cmd::Readonly
-        | Cmd::Readwrite
-        | Cmd::Asking
-        | Cmd::Multi
-        | Cmd::Exec
-        | Cmd::Discard
-        | Cmd::Watch
-        | Cmd::Unwatch
-        | Cmd::MeridianBegin
-        | Cmd::MeridianCommit
-        | Cmd::MeridianAbort => false,
-    }
+    matches!(
+        cmd.group(),
+        Group::Strings | Group::Keyspace | Group::Replication
+    )
 }
 
 /// Runs `cmd` if cluster mode gives it its own meaning; `None` means "run it as usual"
@@ -166,10 +96,7 @@ pub(crate) async fn run(
     txn_session: &AtomicU64,
 ) -> Option<Outcome> {
     // Transactional buckets serve every string command, each as one transaction.
-    if crate::strings::handles(cmd)
-        && args.len() > 1
-        && crate::resp::cluster_txn::is_transactional(c, args.get(1))
-    {
+    if crate::strings::handles(cmd) && args.len() > 1 && c.node.is_transactional(args.get(1)) {
         crate::resp::cluster_txn::single(c, txn_session, cmd, args, reply).await;
         return Some(Ok(()));
     }

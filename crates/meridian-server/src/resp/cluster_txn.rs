@@ -124,11 +124,6 @@ fn token(session: &AtomicU64) -> Option<Timestamp> {
         .map(Timestamp)
 }
 
-/// Whether `key`'s bucket is transactional.
-pub(crate) fn is_transactional(c: &ClusterBackend, key: &[u8]) -> bool {
-    c.node.bucket_type(key) == BucketType::Transactional
-}
-
 /// WATCH `keys` (outside MULTI). On transactional buckets it starts the connection's
 /// transaction (fixing its snapshot) and holds the keys; a key of another bucket type is
 /// refused at EXEC (Redis's WATCH itself never fails).
@@ -146,7 +141,7 @@ pub(crate) async fn watch(
     let txn_keys: Vec<Bytes> = state
         .cluster_watched
         .iter()
-        .filter(|k| is_transactional(c, k))
+        .filter(|k| c.node.is_transactional(k))
         .cloned()
         .collect();
     if txn_keys.is_empty() {

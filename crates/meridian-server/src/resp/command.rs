@@ -187,7 +187,45 @@ commands! {
     MeridianAbort "meridian.abort" 1 ["noscript" "fast"] 0 0 0;
 }
 
+/// What a command works on: the one table every mode and the transaction state machine
+/// decide by (exhaustive, so a new command must be placed here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// A data command on string values (`crate::strings` runs it over any view).
+    Strings,
+    /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
+    Keyspace,
+    /// The replication layer's own operations: MERIDIAN.GET/PUT/DEL/SET, TL.* (cluster mode).
+    Replication,
+    /// Redis transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH.
+    Transaction,
+    /// Interactive transactions: MERIDIAN.BEGIN/COMMIT/ABORT (cluster mode).
+    Interactive,
+    /// Connection and server commands, touching no key.
+    Connection,
+}
+
 impl Cmd {
+    /// The command's [`Group`].
+    pub fn group(self) -> Group {
+        use Cmd::*;
+        match self {
+            Get | Set | Del | Unlink | Exists | Touch | Mget | Mset | Msetnx | Incr | Decr
+            | Incrby | Decrby | Incrbyfloat | Append | Strlen | Getdel | Getex | Getset
+            | Getrange | Substr | Setrange | Setnx | Setex | Psetex | Expire | Pexpire
+            | Expireat | Pexpireat | Ttl | Pttl | Expiretime | Pexpiretime | Persist | Type => {
+                Group::Strings
+            }
+            Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
+            MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
+            | TlTas => Group::Replication,
+            Multi | Exec | Discard | Watch | Unwatch => Group::Transaction,
+            MeridianBegin | MeridianCommit | MeridianAbort => Group::Interactive,
+            Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
+            | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking => Group::Connection,
+        }
+    }
+
     /// Whether the command runs before authentication.
     #[inline]
     pub fn no_auth(self) -> bool {

@@ -15,7 +15,7 @@
 //!   the keyspace (`exec`), cluster mode hands it to `cluster_txn`.
 
 use crate::keyspace::WatchSet;
-use crate::resp::command::Cmd;
+use crate::resp::command::{Cmd, Group};
 use crate::resp::exec::{CmdError, raw};
 use crate::resp::reply::Reply;
 use crate::resp::request::{Args, OwnedArgs};
@@ -172,72 +172,15 @@ pub(crate) enum Queue {
     Never,
 }
 
-/// Exhaustive, so a new command has to say how a transaction runs it.
+/// How a transaction queues `cmd`, by its [`Group`].
 pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
-    match cmd {
-        Cmd::Get
-        | Cmd::Set
-        | Cmd::Del
-        | Cmd::Unlink
-        | Cmd::Exists
-        | Cmd::Touch
-        | Cmd::Mget
-        | Cmd::Mset
-        | Cmd::Msetnx
-        | Cmd::Incr
-        | Cmd::Decr
-        | Cmd::Incrby
-        | Cmd::Decrby
-        | Cmd::Incrbyfloat
-        | Cmd::Append
-        | Cmd::Strlen
-        | Cmd::Getdel
-        | Cmd::Getex
-        | Cmd::Getset
-        | Cmd::Getrange
-        | Cmd::Substr
-        | Cmd::Setrange
-        | Cmd::Setnx
-        | Cmd::Setex
-        | Cmd::Psetex
-        | Cmd::Expire
-        | Cmd::Pexpire
-        | Cmd::Expireat
-        | Cmd::Pexpireat
-        | Cmd::Ttl
-        | Cmd::Pttl
-        | Cmd::Expiretime
-        | Cmd::Pexpiretime
-        | Cmd::Persist
-        | Cmd::Type => Queue::Strings,
-        Cmd::Scan | Cmd::Keys | Cmd::Dbsize | Cmd::Flushdb | Cmd::Flushall => Queue::WholeKeyspace,
-        Cmd::Unwatch => Queue::Unwatch,
-        Cmd::Ping
-        | Cmd::Echo
-        | Cmd::Info
-        | Cmd::Command
-        | Cmd::Config
-        | Cmd::Client
-        | Cmd::Select
-        | Cmd::Hello
-        | Cmd::Auth
-        | Cmd::Time
-        | Cmd::Role
-        | Cmd::Cluster
-        | Cmd::Readonly
-        | Cmd::Readwrite
-        | Cmd::Asking
-        | Cmd::MeridianGet
-        | Cmd::MeridianPut
-        | Cmd::MeridianDel
-        | Cmd::MeridianSet
-        | Cmd::TlGetlatest
-        | Cmd::TlGetcrit
-        | Cmd::TlTas
-        | Cmd::MeridianBegin
-        | Cmd::MeridianCommit
-        | Cmd::MeridianAbort => Queue::Session,
-        Cmd::Multi | Cmd::Exec | Cmd::Discard | Cmd::Watch | Cmd::Quit | Cmd::Reset => Queue::Never,
+    match cmd.group() {
+        Group::Strings => Queue::Strings,
+        Group::Keyspace => Queue::WholeKeyspace,
+        Group::Transaction if cmd == Cmd::Unwatch => Queue::Unwatch,
+        Group::Transaction => Queue::Never,
+        Group::Connection if matches!(cmd, Cmd::Quit | Cmd::Reset) => Queue::Never,
+        Group::Connection | Group::Replication | Group::Interactive => Queue::Session,
     }
 }
 
