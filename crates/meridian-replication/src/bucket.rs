@@ -71,6 +71,10 @@ pub struct BucketProps {
     /// Whether N must be at least the number of DCs (default true; spec §2).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dc_rule: Option<bool>,
+    /// Whether the DC roots give this bucket's hot keys extra copies (default false; spec
+    /// `load-balancing.md` §4). Eventual and timeline buckets only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extra_copies: Option<bool>,
     /// Timeline properties (`migration_threshold`, `timeline_w`, `initial_master`,
     /// `master_timeout_ms`, `read_latest_fanout`); only timeline buckets read them.
     #[serde(flatten)]
@@ -110,6 +114,8 @@ struct BucketTable {
     props: Props,
     #[serde(default)]
     dc_rule: Option<bool>,
+    #[serde(default)]
+    extra_copies: Option<bool>,
     #[serde(flatten)]
     timeline: TimelineProps,
     #[serde(flatten)]
@@ -126,7 +132,7 @@ impl TryFrom<BucketTable> for BucketProps {
             return Err(format!(
                 "unknown bucket property `{key}`: expected type, n_val, r, w, dw, pr, pw, \
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
-                 replica_selection, \
+                 replica_selection, extra_copies, \
                  hedge_ms, timeout_ms, dc_rule, migration_threshold, timeline_w, \
                  initial_master, master_timeout_ms, read_latest_fanout, timestamps, \
                  snapshot_delta_us, tso_batching, tso_max_rate, tso_dc or txn_backups"
@@ -136,6 +142,7 @@ impl TryFrom<BucketTable> for BucketProps {
             bucket_type: t.bucket_type,
             props: t.props,
             dc_rule: t.dc_rule,
+            extra_copies: t.extra_copies,
             timeline: t.timeline,
             txn: t.txn,
         })
@@ -183,6 +190,13 @@ impl BucketProps {
                     shape.dcs.saturating_sub(1)
                 )));
             }
+        }
+        if self.bucket_type == BucketType::Transactional && self.extra_copies == Some(true) {
+            return Err(bad(
+                "extra_copies: transactional buckets read from their partition leader at a \
+                 snapshot, which an extra copy cannot serve; use an eventual or timeline bucket"
+                    .into(),
+            ));
         }
         let p = Params::resolve(&Props::default(), &self.props());
         let n = p.n_val;

@@ -316,6 +316,20 @@ impl Dispatch {
             (BucketType::Timeline, ReadOpts::Mode(mode)) => {
                 Ok(Read::Timeline(self.node.tl_get(key, mode).await?))
             }
+            // A replica-selection strategy alone is a read_any's option too.
+            (BucketType::Timeline, ReadOpts::Quorum(p))
+                if p.replica_selection.is_some()
+                    && Props {
+                        replica_selection: None,
+                        ..p
+                    } == Props::default() =>
+            {
+                let r = self
+                    .node
+                    .tl_get_with(key, ReadMode::Any, p.replica_selection)
+                    .await?;
+                Ok(Read::Timeline(r))
+            }
             (ty @ BucketType::Timeline, ReadOpts::Quorum(_)) => Err(wrong_type(
                 key,
                 ty,

@@ -59,6 +59,7 @@
 //! ```
 
 pub mod anti_entropy;
+pub mod balance;
 pub mod bucket;
 pub mod dispatch;
 pub mod error;
@@ -73,6 +74,7 @@ pub mod txn;
 
 pub use anti_entropy::messages::{AaeItem, AaeMsg};
 pub use anti_entropy::{AaeError, AaeTrees};
+pub use balance::{BalanceMsg, BalanceStats, ExtraMap};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
 pub use dispatch::{DeleteOpts, Deleted, Dispatch, Read, ReadOpts, WriteOpts, Written};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
@@ -82,6 +84,7 @@ pub use kernel::{
     EventualNode, KernelMsg, Msg, Node, NodeConfig, NodeStats, Protocol, RemoteError,
 };
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
+pub use meridian_balance::{ServiceModel, Strategy};
 pub use meridian_txn::{
     Controls as TxnControls, Entry as TxnEntry, TimestampSource, TsoBatching, TxnError, TxnProps,
 };

@@ -78,6 +78,9 @@ pub struct WireBucket {
     pub props: Props,
     /// The DC rule.
     pub dc_rule: Option<bool>,
+    /// Extra copies of hot keys.
+    #[serde(default)]
+    pub extra_copies: Option<bool>,
     /// Timeline properties (documents written before timeline buckets existed lack them).
     #[serde(default)]
     pub timeline: crate::timeline::TimelineProps,
@@ -92,6 +95,7 @@ impl From<BucketProps> for WireBucket {
             bucket_type: b.bucket_type,
             props: b.props,
             dc_rule: b.dc_rule,
+            extra_copies: b.extra_copies,
             timeline: b.timeline,
             txn: b.txn,
         }
@@ -104,6 +108,7 @@ impl From<WireBucket> for BucketProps {
             bucket_type: w.bucket_type,
             props: w.props,
             dc_rule: w.dc_rule,
+            extra_copies: w.extra_copies,
             timeline: w.timeline,
             txn: w.txn,
         }
@@ -435,6 +440,7 @@ mod tests {
                         bucket_type: BucketType::Eventual,
                         props,
                         dc_rule: None,
+                        extra_copies: None,
                         timeline: Default::default(),
                         txn: Default::default(),
                     },

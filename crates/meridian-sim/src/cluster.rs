@@ -62,6 +62,12 @@ pub struct SimConfig {
     pub anti_entropy: Duration,
     /// Buckets besides `default`.
     pub buckets: BTreeMap<String, BucketProps>,
+    /// Read balancing: each node's service model (by node id; `real` for the others).
+    pub service_models: BTreeMap<NodeId, meridian_replication::ServiceModel>,
+    /// Read balancing: the default service model of every node not in `service_models`.
+    pub service_model: meridian_replication::ServiceModel,
+    /// Read balancing: read workers per node.
+    pub read_workers: usize,
 }
 
 impl Default for SimConfig {
@@ -81,6 +87,9 @@ impl Default for SimConfig {
             handoff: Duration::from_secs(2),
             anti_entropy: Duration::from_secs(2),
             buckets: BTreeMap::new(),
+            service_models: BTreeMap::new(),
+            service_model: meridian_replication::ServiceModel::Real,
+            read_workers: 4,
         }
     }
 }
@@ -238,6 +247,13 @@ impl SimCluster {
         nc.handoff_interval = self.cfg.handoff;
         nc.anti_entropy_interval = self.cfg.anti_entropy;
         nc.anti_entropy_tree = meridian_cluster::MerkleConfig::new(16, 2).expect("tree shape");
+        nc.service_model = self
+            .cfg
+            .service_models
+            .get(&m.id)
+            .copied()
+            .unwrap_or(self.cfg.service_model);
+        nc.read_workers = self.cfg.read_workers;
         let node = EventualNode::new(
             nc,
             m.disk.mount(),

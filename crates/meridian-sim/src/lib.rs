@@ -31,6 +31,7 @@
 //! | [`text`] | readable, round-trippable text for keys and values |
 //! | [`error`] | the crate's [`enum@Error`] |
 
+pub mod balance_run;
 pub mod checker;
 pub mod cluster;
 pub mod disk;

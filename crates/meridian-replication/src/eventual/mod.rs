@@ -74,6 +74,7 @@
 pub mod messages;
 pub mod types;
 
+use crate::balance::{Cand, ReadAnswer, ReadKind, ReadPlan};
 use crate::error::{Missing, ReplicationError, Result};
 use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
 use crate::object_store::is_reserved_key;
@@ -81,7 +82,7 @@ use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
     ApEntry, AplSummary, FailKind, GetReply, GetTally, Preflist, PutTally, QuorumError, ReadFanout,
-    ReplicaLoad, Role, bucket_and_key, precheck_get, precheck_put,
+    ReplicaLoad, ReplicaSelection, Role, bucket_and_key, precheck_get, precheck_put,
 };
 use meridian_core::NodeId;
 use meridian_net::NetError;
@@ -106,6 +107,21 @@ impl Protocol for Eventual {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
+                if !node.service_model().is_real() {
+                    // A modelled service time: the read waits its turn in the read queue.
+                    let node = node.clone();
+                    tokio::spawn(async move {
+                        let kind = ReadKind::Eventual { hint_for };
+                        let (answer, load) = node.serve_read_queued(&key, &kind).await;
+                        req.answer(match answer {
+                            ReadAnswer::Object(object) => {
+                                Msg::Eventual(EventualMsg::GetReply { object, load })
+                            }
+                            other => Msg::Error(RemoteError::Storage(format!("{other:?}"))),
+                        });
+                    });
+                    return;
+                }
                 let store = &node.kernel().store;
                 let started = Instant::now();
                 let r = match hint_for {
@@ -130,10 +146,20 @@ impl Protocol for Eventual {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
-                req.answer(match node.apply(&key, &object, hint_for, allow_mult) {
+                let applied = match node.apply(&key, &object, hint_for, allow_mult) {
                     Ok(()) => Msg::Eventual(EventualMsg::Ack { durable: true }),
                     Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
-                });
+                };
+                if hint_for.is_none() && node.is_hot(&key) {
+                    // Extra copies of a hot key go before the replica acknowledges.
+                    let node = node.clone();
+                    tokio::spawn(async move {
+                        node.invalidate_if_hot(&key).await;
+                        req.answer(applied);
+                    });
+                } else {
+                    req.answer(applied);
+                }
             }
             EventualMsg::Repair {
                 key,
@@ -195,6 +221,35 @@ fn hint_for(e: &ApEntry) -> Option<NodeId> {
     match e.role {
         Role::Primary { .. } => None,
         Role::Fallback { for_node, .. } => Some(for_node),
+    }
+}
+
+/// A GET's result from the objects received: their merge, notfound when only tombstones are
+/// left (with the tombstones' context if asked), else the live values and the newest one.
+fn get_result<'a>(
+    objects: impl Iterator<Item = &'a Object>,
+    allow_mult: bool,
+    deleted_context: bool,
+) -> GetResult {
+    let merged = merge_all(objects, allow_mult).unwrap_or_default();
+    let context = Bytes::from(merged.clock().encode());
+    if merged.is_tombstone_only() {
+        return GetResult::NotFound {
+            deleted_context: deleted_context.then_some(context),
+        };
+    }
+    let live = merged
+        .siblings()
+        .iter()
+        .filter(|s| matches!(s.content, Content::Value(_)));
+    let latest = live
+        .enumerate()
+        .max_by_key(|(_, s)| (s.meta.ts_us, s.dot))
+        .map_or(0, |(i, _)| i);
+    GetResult::Found {
+        values: merged.values().cloned().collect(),
+        context,
+        latest,
     }
 }
 
@@ -261,6 +316,32 @@ impl Node {
         let allow_mult = params.allow_mult;
         // During ownership handoff, previous owners may still hold what the new ones lack.
         let mut previous = self.previous_owners(key, p, params.n_val, &apl, deadline);
+        let strategy = params.replica_selection;
+        let extra_copies = self
+            .registry()
+            .props_for(bucket)
+            .extra_copies
+            .unwrap_or(false);
+        if gp.r == 1
+            && gp.pr <= 1
+            && gp.notfound_ok
+            && params.read_fanout == ReadFanout::Quorum
+            && previous.is_empty()
+            && (strategy != ReplicaSelection::LocalFirst
+                || extra_copies
+                || !self.service_model().is_real())
+        {
+            return self
+                .get_one(
+                    key,
+                    &apl,
+                    params,
+                    gp.pr == 1,
+                    deadline,
+                    opts.deleted_context,
+                )
+                .await;
+        }
 
         let (tx, mut rx) = mpsc::unbounded_channel::<(ApEntry, GetAnswer)>();
         let ask = |e: ApEntry| {
@@ -292,9 +373,17 @@ impl Node {
                 let _ = tx.send((e, a));
             });
         };
-        // The bucket's replica selection orders the replicas; `all` asks them all at once,
-        // `quorum` the first R, more on failure or hedge timeout.
-        apl.reorder(|e| params.replica_selection.order(e, |n| self.replica_load(n)));
+        // The bucket's replica selection orders the replicas (those of this DC first); `all`
+        // asks them all at once, `quorum` the first R, more on failure or hedge timeout.
+        if strategy != ReplicaSelection::LocalFirst {
+            let nodes: Vec<NodeId> = apl.nodes().collect();
+            let now = self.bal().now_us();
+            let order = self.bal().balancer.lock().order(strategy, &nodes, now);
+            let my_dc = self.dc();
+            apl.reorder(|entries| {
+                entries.sort_by_key(|e| (e.dc != my_dc, order.iter().position(|n| *n == e.node)))
+            });
+        }
         let entries = apl.entries();
         let mut asked = match params.read_fanout {
             ReadFanout::All => entries.len(),
@@ -372,36 +461,14 @@ impl Node {
             Ok(GetReply::NotFound) => Ok(GetResult::NotFound {
                 deleted_context: None,
             }),
-            Ok(GetReply::Merge) => {
-                let merged = merge_all(
-                    replies
-                        .iter()
-                        .filter_map(|(_, o)| o.as_ref())
-                        .chain(extra.iter()),
-                    allow_mult,
-                )
-                .unwrap_or_default();
-                let context = Bytes::from(merged.clock().encode());
-                if merged.is_tombstone_only() {
-                    Ok(GetResult::NotFound {
-                        deleted_context: opts.deleted_context.then_some(context),
-                    })
-                } else {
-                    let live = merged
-                        .siblings()
-                        .iter()
-                        .filter(|s| matches!(s.content, Content::Value(_)));
-                    let latest = live
-                        .enumerate()
-                        .max_by_key(|(_, s)| (s.meta.ts_us, s.dot))
-                        .map_or(0, |(i, _)| i);
-                    Ok(GetResult::Found {
-                        values: merged.values().cloned().collect(),
-                        context,
-                        latest,
-                    })
-                }
-            }
+            Ok(GetReply::Merge) => Ok(get_result(
+                replies
+                    .iter()
+                    .filter_map(|(_, o)| o.as_ref())
+                    .chain(extra.iter()),
+                allow_mult,
+                opts.deleted_context,
+            )),
         };
 
         // Keep collecting until every asked replica answered or the deadline, then repair.
@@ -432,6 +499,72 @@ impl Node {
             node.read_repair(&key, &replies, &extra, allow_mult);
         });
         result.map(|r| (r, remote))
+    }
+
+    /// A read that needs one replica (R = 1, `read_fanout = quorum`, PR ≤ 1, no handoff in
+    /// progress) under a strategy other than plain `local_first`, or with extra copies or a
+    /// modelled service time: the balance protocol picks the replica ([`Node::read_one`]).
+    /// No read repair: one answer is all the read has.
+    async fn get_one(
+        &self,
+        key: &[u8],
+        apl: &Preflist,
+        params: meridian_cluster::Params,
+        gp_pr_one: bool,
+        deadline: Instant,
+        deleted_context: bool,
+    ) -> Result<(GetResult, bool)> {
+        // Primaries first (fallbacks hold only hints: failover only).
+        let mut homes: Vec<Cand> = apl
+            .entries()
+            .iter()
+            .map(|e| Cand {
+                node: e.node,
+                dc: e.dc,
+                kind: ReadKind::Eventual {
+                    hint_for: hint_for(e),
+                },
+                extra: false,
+                failover_only: !e.is_primary(),
+            })
+            .collect();
+        homes.sort_by_key(|c| c.failover_only);
+        if gp_pr_one {
+            // PR = 1: the answer must come from a primary's data (a primary, or an extra
+            // copy made from one), never from a fallback's hints.
+            homes.retain(|c| !c.failover_only);
+        }
+        let (bucket, _) = bucket_and_key(key);
+        let extra_copies = self.registry().props_for(bucket).extra_copies == Some(true);
+        let plan = ReadPlan {
+            strategy: params.replica_selection,
+            hedge: Some(Duration::from_millis(params.hedge_ms.max(1))),
+            deadline,
+            hot_copies: extra_copies,
+        };
+        match self.read_one(key, homes, plan).await {
+            Ok(one) => {
+                let remote = one.cand.dc != self.dc();
+                let object = match one.answer {
+                    ReadAnswer::Object(o) => o,
+                    _ => None,
+                };
+                let r = match object {
+                    None => GetResult::NotFound {
+                        deleted_context: None,
+                    },
+                    Some(o) => get_result(std::iter::once(&o), params.allow_mult, deleted_context),
+                };
+                Ok((r, remote))
+            }
+            Err(failed) => Err(ReplicationError::Timeout {
+                need: 1,
+                ok: 0,
+                nf: 0,
+                fail: failed.len() as u32,
+                missing: missing(apl, &failed),
+            }),
+        }
     }
 
     /// Read repair (§8): sends the merge of every object received (`extra`: from previous
@@ -581,6 +714,8 @@ impl Node {
         } else {
             store.coordinator_put(key, &ctx, content, rid, params.allow_mult, siblings_max)?
         };
+        // Extra copies of a hot key go before the write is acknowledged.
+        self.invalidate_if_hot(key).await;
         let siblings = object.siblings().len();
         if siblings >= self.kernel().cfg.siblings_warn {
             tracing::warn!(node = %me, key = ?String::from_utf8_lossy(key), siblings, "many siblings");

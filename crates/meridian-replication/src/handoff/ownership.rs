@@ -113,6 +113,11 @@ pub(crate) struct PreviousReads {
 }
 
 impl PreviousReads {
+    /// Whether no previous owner is being asked.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.expected == 0
+    }
+
     /// The objects the previous owners answered by `deadline` (failures and notfounds are
     /// left out: they only add what the preference list may lack).
     pub(crate) async fn collect(&mut self, deadline: Instant) -> Vec<Object> {

@@ -9,6 +9,8 @@
 //! | [`Msg::Timeline`] | master writes, reads, propagation, catch-up | [`crate::timeline`] |
 //! | [`Msg::Handoff`] | ownership handoff after a layout change | [`crate::handoff`] |
 //! | [`Msg::Aae`] | anti-entropy tree exchange and sync | [`crate::anti_entropy`] |
+//! | [`Msg::Txn`] | transactions | [`crate::txn`] |
+//! | [`Msg::Balance`] | one-replica reads, deferred reads, the DC root, extra copies | [`crate::balance`] |
 //! | [`Msg::Error`] | a refused request (any protocol) | here |
 //!
 //! Kernel requests and their replies: [`KernelMsg::Change`] is answered by
@@ -54,6 +56,8 @@ pub enum Msg {
     Aae(AaeMsg),
     /// Transactions (Clock-SI and the oracle baseline).
     Txn(meridian_txn::TxnMsg),
+    /// Read load balancing and extra copies of hot keys.
+    Balance(crate::balance::BalanceMsg),
     /// A refused request (any protocol's).
     Error(RemoteError),
 }
@@ -100,6 +104,7 @@ wrap!(
     Handoff(HandoffMsg),
     Aae(AaeMsg),
     Txn(meridian_txn::TxnMsg),
+    Balance(crate::balance::BalanceMsg),
     Error(RemoteError)
 );
 
@@ -138,6 +143,17 @@ mod tests {
                 meridian_cluster::QuorumError::WValUnsatisfied { need: 2, got: 1 },
             )))),
             Msg::Error(RemoteError::Overload),
+            Msg::Balance(crate::balance::BalanceMsg::Read {
+                id: meridian_balance::ReqId {
+                    coord: NodeId(2),
+                    seq: 9,
+                },
+                key: b"b:k".to_vec(),
+                kind: crate::balance::ReadKind::Eventual { hint_for: None },
+                others: vec![NodeId(3)],
+                strategy: meridian_balance::Strategy::Avr,
+                extra: false,
+            }),
             Msg::Aae(AaeMsg::Hashes {
                 partition: PartitionId(3),
                 request: HashRequest::Children {

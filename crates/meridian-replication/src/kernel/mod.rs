@@ -12,6 +12,7 @@
 //! | handoff | hinted handoff (hints to their primaries) and ownership handoff (after a layout change) | [`crate::handoff`] |
 //! | anti-entropy | Merkle trees and their round-robin exchange | [`crate::anti_entropy`] |
 //! | transactions | partition leaders (snapshot reads, certification, prepare/commit), coordinators (2PC, decision log), the timestamp oracle | [`crate::txn`] (core in `meridian-txn`) |
+//! | balance | reads that need one replica (strategies, deferred reads), the replica's read queue and service model, the DC's root, hot-key sketches and extra copies | [`crate::balance`] (core in `meridian-balance`) |
 //!
 //! ## Routing: how a protocol registers
 //!
@@ -152,6 +153,21 @@ pub struct NodeConfig {
     pub tl_confirm_timeout: Duration,
     /// Transactions: waits, timeouts and limits (spec `transactions.md` defaults).
     pub txn: meridian_txn::TxnLimits,
+    /// Read balancing: how long a read occupies a worker (`real`: the engine's own time).
+    pub service_model: meridian_balance::ServiceModel,
+    /// Read balancing: workers serving the read queue (default 4; the replica-choice study
+    /// uses 1).
+    pub read_workers: usize,
+    /// Read balancing: how often a node reports its load to its DC's root and hears the
+    /// average load and the copy map's epoch back (default 100 ms).
+    pub balance_tick: Duration,
+    /// Read balancing: the hot-key decision period P (default 1 s).
+    pub hot_period: Duration,
+    /// Read balancing: how long an extra copy serves without a renewal from its root
+    /// (default 1 s).
+    pub copy_lease: Duration,
+    /// Read balancing: timeout of each step of making an extra copy (default 5 s).
+    pub copy_timeout: Duration,
 }
 
 impl NodeConfig {
@@ -185,6 +201,12 @@ impl NodeConfig {
             tl_hint_cache: 100_000,
             tl_confirm_timeout: Duration::from_secs(1),
             txn: meridian_txn::TxnLimits::default(),
+            service_model: meridian_balance::ServiceModel::Real,
+            read_workers: 4,
+            balance_tick: Duration::from_millis(100),
+            hot_period: Duration::from_secs(1),
+            copy_lease: Duration::from_secs(1),
+            copy_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -260,6 +282,9 @@ struct Inner {
     tl: Timeline,
     /// Transactional buckets: leader, coordinator and oracle state (module [`crate::txn`]).
     txn: crate::txn::Txn,
+    /// Read load balancing: strategies, read queue, root, extra copies (module
+    /// [`crate::balance`]).
+    balance: crate::balance::Balance,
 }
 
 /// What a node believes about the cluster: the metadata document and its bucket registry.
@@ -346,6 +371,10 @@ impl Node {
             rng.random_range(0..1usize << 20),
         );
         let has_txn = buckets.has_transactional();
+        let members = meta.members.len() as u32;
+        let dc_nodes = meta.members.iter().filter(|m| m.dc == dc).count() as u32;
+        let balance =
+            crate::balance::Balance::new(&config, members, dc_nodes, rng.random_range(0..u64::MAX));
         let txn = crate::txn::Txn::new(store.engine().clone(), clock.now(), config.txn);
         Node {
             inner: Arc::new(Inner {
@@ -369,6 +398,7 @@ impl Node {
                 aae,
                 tl,
                 txn,
+                balance,
             }),
         }
     }
@@ -396,6 +426,11 @@ impl Node {
     /// The transaction protocol's state.
     pub(crate) fn txn_state(&self) -> &crate::txn::Txn {
         &self.inner.txn
+    }
+
+    /// The read-balancing protocol's state.
+    pub(crate) fn balance_state(&self) -> &crate::balance::Balance {
+        &self.inner.balance
     }
 
     /// This node's id.
@@ -537,9 +572,10 @@ impl Node {
     pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
         let (e, f, g) = (self.clone(), self.clone(), self.clone());
+        let (h, i) = (self.clone(), self.clone());
         let s = shutdown;
         let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
-        let s6 = s.clone();
+        let (s6, s7, s8) = (s.clone(), s.clone(), s.clone());
         // Polled in this order, so the tasks draw their start offsets from the RNG in this
         // order: a new protocol's task goes last.
         tokio::spawn(async move {
@@ -550,7 +586,9 @@ impl Node {
                 d.anti_entropy(s4),
                 e.tl_streams(s5),
                 f.tl_catch_up(s6),
-                g.txn_recovery(s)
+                g.txn_recovery(s7),
+                h.read_workers(s8),
+                i.balance_ticks(s)
             );
         })
     }
@@ -586,6 +624,7 @@ impl Node {
             Msg::Handoff(m) => i.handoff.handle(self, req, m),
             Msg::Aae(m) => i.aae.handle(self, req, m),
             Msg::Txn(m) => i.txn.handle(self, req, m),
+            Msg::Balance(m) => i.balance.handle(self, req, m),
             Msg::Error(e) => req.unexpected(self, &e),
         }
     }

@@ -67,6 +67,7 @@
 //! - The forced re-master works per key (`--partition` is not built).
 
 use super::messages::TimelineMsg;
+use crate::balance::{Cand, ReadAnswer, ReadKind, ReadPlan};
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Node, Protocol};
@@ -482,10 +483,27 @@ impl Protocol for Timeline {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
-                req.answer(match node.tl_apply(records) {
+                let hot: Vec<Vec<u8>> = records
+                    .iter()
+                    .filter(|(k, _)| node.is_hot(k))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                let applied = match node.tl_apply(records) {
                     Ok(_) => Msg::Timeline(TimelineMsg::Ack),
                     Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
-                });
+                };
+                if hot.is_empty() {
+                    req.answer(applied);
+                } else {
+                    // Extra copies of hot keys go before the replica acknowledges.
+                    let node = node.clone();
+                    tokio::spawn(async move {
+                        for k in hot {
+                            node.invalidate_if_hot(&k).await;
+                        }
+                        req.answer(applied);
+                    });
+                }
             }
             TimelineMsg::Sync { items, after, upto } => {
                 let Some(req) = req.refuse_if_overloaded() else {
@@ -631,9 +649,20 @@ impl Node {
     /// or `stale_version_unavailable` (read_critical) when the master is down or silent;
     /// `timeout` when no replica answers a read_any.
     pub async fn tl_get(&self, key: &[u8], mode: ReadMode) -> Result<TlReadResult> {
+        self.tl_get_with(key, mode, None).await
+    }
+
+    /// [`Self::tl_get`] with a replica-selection strategy for a `read_any` (default: the
+    /// bucket's `replica_selection`).
+    pub async fn tl_get_with(
+        &self,
+        key: &[u8],
+        mode: ReadMode,
+        selection: Option<meridian_balance::Strategy>,
+    ) -> Result<TlReadResult> {
         let pl = self.tl_check(key)?;
         let r = match mode {
-            ReadMode::Any => self.tl_read_any(key, &pl).await,
+            ReadMode::Any => self.tl_read_any(key, &pl, selection).await,
             ReadMode::Latest => self.tl_read_latest(key, &pl, None).await,
             ReadMode::Critical(v) => self.tl_read_critical(key, &pl, v).await,
         };
@@ -650,10 +679,25 @@ impl Node {
         r
     }
 
-    /// The nearest replica's record: local if this node is a replica, else the up replicas
-    /// in order (own DC first).
-    async fn tl_read_any(&self, key: &[u8], pl: &Placement) -> Result<TlReadResult> {
-        if pl.holds(self.id()) {
+    /// A record from one replica (or extra copy), as the bucket's (or the request's) replica
+    /// selection chooses: by default the nearest replica — local if this node is one, else
+    /// the up replicas in order (own DC first).
+    async fn tl_read_any(
+        &self,
+        key: &[u8],
+        pl: &Placement,
+        selection: Option<meridian_balance::Strategy>,
+    ) -> Result<TlReadResult> {
+        let (bucket, _) = bucket_and_key(key);
+        let (strategy, extra_copies) = {
+            let reg = self.registry();
+            let s = selection.unwrap_or(reg.resolve(bucket, &Default::default()).replica_selection);
+            (s, reg.props_for(bucket).extra_copies.unwrap_or(false))
+        };
+        let plain = strategy == meridian_balance::Strategy::LocalFirst
+            && !extra_copies
+            && self.service_model().is_real();
+        if plain && pl.holds(self.id()) {
             return Ok(TlReadResult {
                 record: self.tl_state().store.get(key)?,
                 served_by: self.id(),
@@ -662,51 +706,55 @@ impl Node {
         }
         // One budget for all attempts, so a read never takes more than master_timeout_ms.
         let deadline = Instant::now() + Duration::from_millis(pl.props.master_timeout_ms);
-        let mut order: Vec<ReplicaRef> = pl
+        let me = self.id();
+        let mut homes: Vec<Cand> = pl
             .replicas
             .iter()
-            .filter(|r| self.is_up(r.node))
-            .copied()
+            .filter(|r| r.node == me || self.is_up(r.node))
+            .map(|r| Cand {
+                node: r.node,
+                dc: r.dc,
+                kind: ReadKind::Timeline,
+                extra: false,
+                failover_only: false,
+            })
             .collect();
-        order.sort_by_key(|r| r.dc != self.dc());
-        let mut failed = Vec::new();
-        for r in order {
-            let timeout = deadline.saturating_duration_since(Instant::now());
-            if timeout.is_zero() {
-                break;
-            }
-            let msg = Msg::Timeline(TimelineMsg::Read {
-                key: key.to_vec(),
-                latest: false,
-                await_ver: None,
-            });
-            match self.kernel().transport.request(r.node, msg, timeout).await {
-                Ok(Msg::Timeline(TimelineMsg::ReadReply(Ok(record)))) => {
-                    if let Some(rec) = &record {
-                        self.remember_master(key, rec);
-                    }
-                    return Ok(TlReadResult {
-                        record,
-                        served_by: r.node,
-                        remote: r.dc != self.dc(),
-                    });
+        homes.sort_by_key(|c| (c.node != me, c.dc != self.dc()));
+        let plan = ReadPlan {
+            strategy,
+            hedge: None,
+            deadline,
+            hot_copies: extra_copies,
+        };
+        match self.read_one(key, homes, plan).await {
+            Ok(one) => {
+                let record = match one.answer {
+                    ReadAnswer::Record(r) => r,
+                    _ => None,
+                };
+                if let Some(rec) = &record {
+                    self.remember_master(key, rec);
                 }
-                _ => failed.push(r.node),
+                Ok(TlReadResult {
+                    record,
+                    served_by: one.cand.node,
+                    remote: one.cand.dc != self.dc(),
+                })
             }
+            Err(failed) => Err(ReplicationError::Timeout {
+                need: 1,
+                ok: 0,
+                nf: 0,
+                fail: failed.len() as u32,
+                missing: crate::error::Missing(
+                    pl.replicas
+                        .iter()
+                        .map(|r| r.node)
+                        .filter(|n| !failed.contains(n))
+                        .collect(),
+                ),
+            }),
         }
-        Err(ReplicationError::Timeout {
-            need: 1,
-            ok: 0,
-            nf: 0,
-            fail: failed.len() as u32,
-            missing: crate::error::Missing(
-                pl.replicas
-                    .iter()
-                    .map(|r| r.node)
-                    .filter(|n| !failed.contains(n))
-                    .collect(),
-            ),
-        })
     }
 
     /// The master's record: at the hinted master, retrying once at the hint a stale master
@@ -792,7 +840,7 @@ impl Node {
         pl: &Placement,
         min: Version,
     ) -> Result<TlReadResult> {
-        let local = self.tl_read_any(key, pl).await.ok();
+        let local = self.tl_read_any(key, pl, None).await.ok();
         if let Some(l) = &local
             && l.version().is_some_and(|v| at_least(&v, &min))
         {
@@ -835,7 +883,7 @@ impl Node {
         {
             return Ok((Target::Master(*m), Some(*v)));
         }
-        let near = self.tl_read_any(key, pl).await?;
+        let near = self.tl_read_any(key, pl, None).await?;
         Ok(match near.record {
             Some(r) => (Target::Master(r.master), Some(r.ver)),
             None => (Target::Arbiter(pl.arbiter()), None),
@@ -1148,6 +1196,8 @@ impl Node {
                     self.tl_state().applied.notify_waiters();
                     let key = Bytes::copy_from_slice(key);
                     self.tl_enqueue(&key, &record, &pl);
+                    // Extra copies of a hot key go before the write is acknowledged.
+                    self.invalidate_if_hot(&key).await;
                     if pl.props.timeline_w > 1 {
                         self.tl_await_acks(&key, &record, &pl).await?;
                     }

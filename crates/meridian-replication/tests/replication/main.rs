@@ -410,6 +410,7 @@ fn key_where(c: &Cluster, prefix: &str, pred: impl Fn(&[NodeId]) -> bool) -> Vec
         .expect("some key matches")
 }
 
+mod balance;
 mod eventual;
 mod timeline;
 mod txn;
