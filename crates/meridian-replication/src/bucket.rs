@@ -317,6 +317,11 @@ impl Buckets {
             .any(|p| p.bucket_type == BucketType::Transactional)
     }
 
+    /// Whether any bucket has extra copies of hot keys.
+    pub fn has_extra_copies(&self) -> bool {
+        self.map.values().any(|p| p.extra_copies == Some(true))
+    }
+
     /// Registered bucket names, in order.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.map.keys().map(String::as_str)

@@ -667,6 +667,9 @@ impl Node {
     /// Whether writes of `key` must invalidate extra copies first (it is in the map or was
     /// announced, or this node cannot tell).
     pub(crate) fn is_hot(&self, key: &[u8]) -> bool {
+        if !self.kernel().has_extra_copies.load(Ordering::Relaxed) {
+            return false;
+        }
         let b = self.bal();
         // A node that has not heard from its root since it started, or whose root took over
         // recently, cannot know which keys have copies: every write invalidates.

@@ -317,11 +317,8 @@ impl Node {
         // During ownership handoff, previous owners may still hold what the new ones lack.
         let mut previous = self.previous_owners(key, p, params.n_val, &apl, deadline);
         let strategy = params.replica_selection;
-        let extra_copies = self
-            .registry()
-            .props_for(bucket)
-            .extra_copies
-            .unwrap_or(false);
+        let extra_copies = self.kernel().has_extra_copies.load(Ordering::Relaxed)
+            && self.registry().props_for(bucket).extra_copies == Some(true);
         if gp.r == 1
             && gp.pr <= 1
             && gp.notfound_ok

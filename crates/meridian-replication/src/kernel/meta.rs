@@ -136,6 +136,10 @@ impl Node {
             buckets.has_transactional(),
             std::sync::atomic::Ordering::Relaxed,
         );
+        self.kernel().has_extra_copies.store(
+            buckets.has_extra_copies(),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         view.meta = meta;
         view.buckets = buckets;
         let snapshot = view.meta.clone();

@@ -267,6 +267,9 @@ pub(crate) struct Kernel {
     /// Whether any bucket is transactional (kept with the registry; one atomic load lets the
     /// front ends skip a registry lookup on every request of clusters without them).
     pub(crate) has_txn_buckets: std::sync::atomic::AtomicBool,
+    /// Whether any bucket has extra copies (one atomic load lets every write of a cluster
+    /// without them skip the hot-key check).
+    pub(crate) has_extra_copies: std::sync::atomic::AtomicBool,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -371,6 +374,7 @@ impl Node {
             rng.random_range(0..1usize << 20),
         );
         let has_txn = buckets.has_transactional();
+        let has_extra = buckets.has_extra_copies();
         let members = meta.members.len() as u32;
         let dc_nodes = meta.members.iter().filter(|m| m.dc == dc).count() as u32;
         let balance =
@@ -392,6 +396,7 @@ impl Node {
                     loads: Mutex::new(BTreeMap::new()),
                     peer_versions: Mutex::new(BTreeMap::new()),
                     has_txn_buckets: std::sync::atomic::AtomicBool::new(has_txn),
+                    has_extra_copies: std::sync::atomic::AtomicBool::new(has_extra),
                 },
                 eventual: Eventual,
                 handoff: Handoff::default(),
