@@ -24,6 +24,11 @@
 //!   restarts, rebuilds its anti-entropy trees from them, and claims a new incarnation in its
 //!   data directory before serving ([`crate::identity`]).
 //!
+//! Every node's `[balance]` settings ([`crate::config::BalanceSection`]: service model, read
+//! workers, hot-key periods) configure its replication node; [`LocalNodes`] lists the
+//! replication nodes of the process (all of an embedded cluster, the node alone with
+//! [`run_tcp`]), so `PUT /balance/service-model` with `"node"` reaches another embedded node.
+//!
 //! Bucket and membership changes go through the claimant and reach every member
 //! ([`meridian_replication::membership`]). The WAN emulator is per process: `PUT /wan`
 //! changes the links of the process that received it (all nodes of an embedded cluster).
@@ -32,7 +37,7 @@ use crate::config::{EngineKind, NodeConfig};
 use crate::error::{Error, Result};
 use crate::identity;
 use crate::node::{self, Listeners, NodeState};
-use meridian_cluster::{Props, Quorum, Ring, Topology, claim};
+use meridian_cluster::{Props, Quorum, ReplicaSelection, Ring, Topology, claim};
 use meridian_core::{Clock, DcId, NodeId, SystemClock};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{LinkConfig, Placement, WanConfig, WanControl, WanEmulator};
@@ -47,6 +52,29 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+/// The replication nodes running in this process, by id: every node of an embedded cluster
+/// (`meridian up`), only the node itself in a TCP cluster. Admin requests that act on one
+/// node (`PUT /balance/service-model` with `"node"`) reach the others through it.
+#[derive(Debug, Clone, Default)]
+pub struct LocalNodes(Arc<parking_lot::RwLock<BTreeMap<NodeId, EventualNode>>>);
+
+impl LocalNodes {
+    /// Adds (or replaces) `node`.
+    pub fn insert(&self, node: EventualNode) {
+        self.0.write().insert(node.id(), node);
+    }
+
+    /// The node with id `id`, if it runs in this process.
+    pub fn get(&self, id: NodeId) -> Option<EventualNode> {
+        self.0.read().get(&id).cloned()
+    }
+
+    /// The ids of the nodes in this process.
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.0.read().keys().copied().collect()
+    }
+}
+
 /// What a node's front ends serve in cluster mode. See the module docs.
 #[derive(Debug, Clone)]
 pub struct ClusterBackend {
@@ -56,15 +84,28 @@ pub struct ClusterBackend {
     pub dispatch: Dispatch,
     /// The WAN emulator's control, when the node's messages go through one.
     pub wan: Option<WanControl>,
+    /// The replication nodes of this process (this one included).
+    pub local: LocalNodes,
 }
 
 impl ClusterBackend {
-    /// The backend of `node` (and its WAN emulator's control).
+    /// The backend of `node` (and its WAN emulator's control); the only node of its process.
     pub fn new(node: EventualNode, wan: Option<WanControl>) -> ClusterBackend {
+        Self::in_process(node, wan, LocalNodes::default())
+    }
+
+    /// The backend of `node` among the nodes of `local` (it is added there).
+    pub fn in_process(
+        node: EventualNode,
+        wan: Option<WanControl>,
+        local: LocalNodes,
+    ) -> ClusterBackend {
+        local.insert(node.clone());
         ClusterBackend {
             dispatch: Dispatch::new(node.clone()),
             node,
             wan,
+            local,
         }
     }
 
@@ -192,9 +233,24 @@ pub fn parse_flag(v: &[u8]) -> Option<bool> {
     }
 }
 
+/// The names `replica_selection` accepts, for error messages: `local_first, random, ... or
+/// avr`.
+pub fn strategy_names() -> String {
+    let names: Vec<&str> = ReplicaSelection::ALL.iter().map(|s| s.name()).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// Parses a replica-selection strategy name (any case).
+pub fn parse_strategy(v: &[u8]) -> Option<ReplicaSelection> {
+    std::str::from_utf8(v).ok()?.trim().parse().ok()
+}
+
 /// Applies one request option (`r`, `pr`, `w`, `dw`, `pw`, `node_confirms`, `dc_confirms`,
-/// `notfound_ok`, `basic_quorum`, `read_fanout`, `hedge_ms`, `timeout`/`timeout_ms`; names in any
-/// case) to `props`.
+/// `notfound_ok`, `basic_quorum`, `read_fanout`, `hedge_ms`, `replica_selection`,
+/// `timeout`/`timeout_ms`; names in any case) to `props`.
 /// `reads` selects which names are valid: GET options or PUT/DELETE options.
 pub fn apply_option(
     props: &mut Props,
@@ -236,6 +292,15 @@ pub fn apply_option(
                 ));
             });
         }
+        ("replica_selection", true) => {
+            props.replica_selection = Some(parse_strategy(value).ok_or_else(|| {
+                format!(
+                    "invalid value '{}' for replica_selection: expected {}",
+                    String::from_utf8_lossy(value),
+                    strategy_names()
+                )
+            })?);
+        }
         ("w", false) => props.w = Some(quorum()?),
         ("dw", false) => props.dw = Some(quorum()?),
         ("pw", false) => props.pw = Some(quorum()?),
@@ -271,7 +336,8 @@ pub fn apply_option(
                 "unknown option '{}'; valid: {}",
                 String::from_utf8_lossy(name),
                 if reads {
-                    "R, PR, NOTFOUND_OK, BASIC_QUORUM, READ_FANOUT, HEDGE_MS, TIMEOUT"
+                    "R, PR, NOTFOUND_OK, BASIC_QUORUM, READ_FANOUT, HEDGE_MS, REPLICA_SELECTION, \
+                     TIMEOUT"
                 } else {
                     "W, DW, PW, NODE_CONFIRMS, DC_CONFIRMS, TIMEOUT"
                 }
@@ -353,6 +419,8 @@ pub struct Embedded {
     pub wan: WanControl,
     emulator: WanEmulator,
     net: MemNetwork<Msg>,
+    /// Every node of the cluster (they share one process).
+    local: LocalNodes,
     cfg: EmbeddedConfig,
     front_ends: CancellationToken,
     replication: CancellationToken,
@@ -419,6 +487,7 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
         wan: wan.control(),
         emulator: wan,
         net: MemNetwork::<Msg>::new(),
+        local: LocalNodes::default(),
         cfg,
         front_ends: CancellationToken::new(),
         replication: CancellationToken::new(),
@@ -516,6 +585,8 @@ struct Member {
     wan: Option<WanControl>,
     config: NodeConfig,
     listeners: Listeners,
+    /// The nodes of this process the new one joins.
+    local: LocalNodes,
 }
 
 /// A started node: its front ends' state and the tasks to await on shutdown.
@@ -594,6 +665,7 @@ fn start_member(
     if let Some(d) = m.anti_entropy {
         rc.anti_entropy_interval = d;
     }
+    m.config.balance.apply(&mut rc);
     let engine = m.engine;
     let node = EventualNode::new(
         rc,
@@ -612,7 +684,7 @@ fn start_member(
         });
     }
     let handle = node.spawn(m.inbox, replication.clone());
-    let backend = Arc::new(ClusterBackend::new(node, m.wan));
+    let backend = Arc::new(ClusterBackend::in_process(node, m.wan, m.local));
     let state = NodeState::open_cluster(m.config, engine, backend)?;
     let server = tokio::spawn(node::run(state.clone(), m.listeners, front_ends.clone()));
     Ok(Started {
@@ -760,6 +832,7 @@ pub async fn run_tcp(
             wan,
             config,
             listeners,
+            local: LocalNodes::default(),
         },
         &replication,
         &shutdown,
@@ -818,6 +891,7 @@ impl Embedded {
                 wan: Some(self.emulator.control()),
                 config,
                 listeners,
+                local: self.local.clone(),
             },
             &self.replication,
             &self.front_ends,

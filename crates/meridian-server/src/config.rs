@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use meridian_core::{DcId, NodeId};
 use meridian_net::wan::WanConfig;
 use meridian_replication::BucketProps;
+pub use meridian_replication::ServiceModel;
 use meridian_storage::Durability;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -63,6 +64,101 @@ pub struct NodeConfig {
     /// `n_val` defaults to `cluster.n`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub buckets: BTreeMap<String, BucketProps>,
+    /// `[balance]`: the replica side of read load balancing (the service model and the read
+    /// workers) and the hot-key periods of a cluster node.
+    #[serde(skip_serializing_if = "BalanceSection::is_default")]
+    pub balance: BalanceSection,
+}
+
+/// `[balance]`: read load balancing on a cluster node (spec `load-balancing.md` §0, §4).
+/// Every setting is optional; unset ones keep the replication layer's defaults.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BalanceSection {
+    /// How long a read occupies one of this node's read workers: `real` (the engine's own
+    /// time, the default), `fixed:MS` or `exp:MS` (mean). Changeable at run time with
+    /// `PUT /balance/service-model`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub service_model: Option<ServiceModel>,
+    /// Workers serving the replica-side read queue (default 4; the replica-choice study
+    /// uses 1). Between 1 and [`BalanceSection::MAX_READ_WORKERS`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_workers: Option<usize>,
+    /// How often the node reports its load to its DC's root, milliseconds (default 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub balance_tick_ms: Option<u64>,
+    /// The root's hot-key decision period P, milliseconds (default 1000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_period_ms: Option<u64>,
+    /// How long an extra copy serves without a lease renewal from its root, milliseconds
+    /// (default 1000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_lease_ms: Option<u64>,
+    /// Timeout of each step of making an extra copy, milliseconds (default 5000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_timeout_ms: Option<u64>,
+}
+
+impl BalanceSection {
+    /// Most read workers a node may run.
+    pub const MAX_READ_WORKERS: usize = 1024;
+    /// Longest period any `*_ms` setting of the section accepts (one hour).
+    pub const MAX_PERIOD_MS: u64 = 3_600_000;
+
+    fn is_default(&self) -> bool {
+        *self == BalanceSection::default()
+    }
+
+    /// Checks the section; messages name the setting (and its flag, where there is one).
+    pub fn validate(&self) -> Result<()> {
+        if let Some(n) = self.read_workers
+            && !(1..=Self::MAX_READ_WORKERS).contains(&n)
+        {
+            return Err(Error::Config(format!(
+                "balance.read_workers (--read-workers) = {n}: must be between 1 and {}",
+                Self::MAX_READ_WORKERS
+            )));
+        }
+        for (name, v) in [
+            ("balance_tick_ms", self.balance_tick_ms),
+            ("hot_period_ms", self.hot_period_ms),
+            ("copy_lease_ms", self.copy_lease_ms),
+            ("copy_timeout_ms", self.copy_timeout_ms),
+        ] {
+            if let Some(ms) = v
+                && !(1..=Self::MAX_PERIOD_MS).contains(&ms)
+            {
+                return Err(Error::Config(format!(
+                    "balance.{name} = {ms}: must be between 1 and {} milliseconds",
+                    Self::MAX_PERIOD_MS
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the settings given to a replication node's configuration.
+    pub fn apply(&self, rc: &mut meridian_replication::NodeConfig) {
+        let ms = std::time::Duration::from_millis;
+        if let Some(m) = self.service_model {
+            rc.service_model = m;
+        }
+        if let Some(n) = self.read_workers {
+            rc.read_workers = n;
+        }
+        if let Some(v) = self.balance_tick_ms {
+            rc.balance_tick = ms(v);
+        }
+        if let Some(v) = self.hot_period_ms {
+            rc.hot_period = ms(v);
+        }
+        if let Some(v) = self.copy_lease_ms {
+            rc.copy_lease = ms(v);
+        }
+        if let Some(v) = self.copy_timeout_ms {
+            rc.copy_timeout = ms(v);
+        }
+    }
 }
 
 /// `[cluster]`: a node of a cluster whose nodes run in separate processes and talk over TCP.
@@ -395,6 +491,7 @@ impl NodeConfig {
         {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());
         }
+        self.balance.validate()?;
         match &self.cluster {
             Some(c) => c.validate()?,
             None if !self.buckets.is_empty() => {
@@ -482,6 +579,26 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_balance_example_parses() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Read load balancing").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + 8;
+        let text = &section[start..start + section[start..].find("```").unwrap()];
+        let c = NodeConfig::from_toml(&format!("{}\n{text}", readme_cluster_example())).unwrap();
+        assert_eq!(
+            c.buckets["catalog"].props.replica_selection,
+            Some(meridian_replication::Strategy::C3)
+        );
+        assert_eq!(c.buckets["catalog"].extra_copies, Some(true));
+        assert_eq!(
+            c.balance.service_model,
+            Some(ServiceModel::Fixed { us: 30_000 })
+        );
+        assert_eq!(c.balance.read_workers, Some(1));
+        assert_eq!(c.balance.copy_timeout_ms, Some(5000));
+    }
+
+    #[test]
     fn the_readme_cluster_example_parses_and_round_trips() {
         let c = NodeConfig::from_toml(&readme_cluster_example()).unwrap();
         let cl = c.cluster.as_ref().unwrap();
@@ -526,6 +643,71 @@ mod tests {
         assert_eq!(c.storage.engine, EngineKind::Fjall);
         let e = err("[buckets.x]\nr = \"one\"\n");
         assert!(e.contains("need a [cluster] section"), "{e}");
+    }
+
+    #[test]
+    fn balance_settings_parse_validate_and_apply() {
+        let ex = readme_cluster_example();
+        let c = NodeConfig::from_toml(&format!(
+            "{ex}\n[balance]\nservice_model = \"fixed:30\"\nread_workers = 1\n\
+             hot_period_ms = 500\n\n[buckets.hot]\nreplica_selection = \"c3\"\n\
+             extra_copies = true\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.balance.service_model,
+            Some(ServiceModel::Fixed { us: 30_000 })
+        );
+        assert_eq!(c.balance.read_workers, Some(1));
+        let hot = &c.buckets["hot"];
+        assert_eq!(
+            hot.props.replica_selection,
+            Some(meridian_replication::Strategy::C3)
+        );
+        assert_eq!(hot.extra_copies, Some(true));
+        // Round trip through TOML.
+        assert_eq!(NodeConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+        // Applied to the replication node's configuration; unset ones keep its defaults.
+        let mut rc = meridian_replication::NodeConfig::new(NodeId(1));
+        c.balance.apply(&mut rc);
+        assert_eq!(rc.service_model, ServiceModel::Fixed { us: 30_000 });
+        assert_eq!(rc.read_workers, 1);
+        assert_eq!(rc.hot_period, std::time::Duration::from_millis(500));
+        assert_eq!(rc.copy_lease, std::time::Duration::from_secs(1));
+        // A config without [balance] writes none.
+        assert!(!NodeConfig::default().to_toml().unwrap().contains("balance"));
+
+        let err = |text: &str| NodeConfig::from_toml(text).unwrap_err().to_string();
+        for (text, want) in [
+            ("[balance]\nread_workers = 0", "balance.read_workers"),
+            ("[balance]\nread_workers = 100000", "balance.read_workers"),
+            ("[balance]\nread_workers = -1", "read_workers"),
+            (
+                "[balance]\nservice_model = \"fixed:0\"",
+                "invalid service_model `fixed:0`",
+            ),
+            (
+                "[balance]\nservice_model = \"fast\"",
+                "invalid service_model `fast`",
+            ),
+            ("[balance]\nservice_model = \"exp:1e9\"", "service_model"),
+            ("[balance]\nservice_model = 30", "service_model"),
+            ("[balance]\nhot_period_ms = 0", "balance.hot_period_ms"),
+            (
+                "[balance]\ncopy_lease_ms = 99999999999",
+                "balance.copy_lease_ms",
+            ),
+            ("[balance]\nworkers = 2", "workers"),
+        ] {
+            let e = err(text);
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let e = err(&format!(
+            "{ex}\n[buckets.hot]\nreplica_selection = \"fastest\"\n"
+        ));
+        assert!(e.contains("fastest") && e.contains("dynamic_snitch"), "{e}");
+        let e = err(&format!("{ex}\n[buckets.hot]\nextra_copies = \"yes\"\n"));
+        assert!(e.contains("extra_copies") || e.contains("boolean"), "{e}");
     }
 
     #[test]

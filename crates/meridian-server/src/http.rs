@@ -9,7 +9,7 @@
 //! - Cluster mode (see `http_cluster`): `/kv` serves the replication node with contexts and
 //!   quorum parameters (eventual buckets) or read modes and versions (timeline buckets);
 //!   `GET /cluster`, `GET /buckets`, `PUT /buckets/{name}`, `GET|PUT /wan`,
-//!   `POST /timeline/force-master`.
+//!   `POST /timeline/force-master`, `GET /balance`, `PUT /balance/service-model`.
 //!
 //! Keys are the percent-decoded path after `/kv/`, so any byte string (slashes included) is a
 //! key. Every error is JSON `{"error":{"code":"STABLE_CODE","message":"..."}}`; codes never
@@ -143,6 +143,12 @@ pub fn router(node: Arc<NodeState>) -> Router {
         .route(
             "/wan",
             get(crate::http_cluster::wan).put(crate::http_cluster::put_wan),
+        )
+        .route("/balance", get(crate::http_cluster::balance))
+        .route(
+            "/balance/service-model",
+            axum::routing::put(crate::http_cluster::put_service_model)
+                .layer(DefaultBodyLimit::max(crate::http_cluster::BALANCE_BODY_MAX)),
         )
         .route("/txn", axum::routing::post(crate::http_cluster::post_txn))
         .route(

@@ -8,9 +8,16 @@
 //! In cluster mode the node also exports its replication layer ([`ReplicationGauges`],
 //! sampled at render time) and counts the replication errors its front ends answer, by spec
 //! code ([`Metrics::replication_error`]), plus its timeline counters (`meridian_timeline_*`,
-//! from `EventualNode::tl_stats`); a single node renders none of those series.
+//! from `EventualNode::tl_stats`) and its read load balancing series (`meridian_read_queue`,
+//! `meridian_replica_chosen_total{peer}`, `meridian_extra_copies`, `meridian_copy_create_ms`,
+//! ..., from `EventualNode::balance_stats`); a single node renders none of those series.
+//!
+//! `meridian_copy_create_ms` is a gauge with a `quantile` label (0.5, 0.99 and 1) over the
+//! sliding window of recent copies the node keeps as its DC's root, beside
+//! `meridian_copy_create_samples`: not a Prometheus summary, whose `_sum` and `_count` must
+//! be cumulative, which that window cannot give.
 
-use meridian_replication::{NodeStats, TimelineStats};
+use meridian_replication::{BalanceStats, NodeStats, TimelineStats};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -121,6 +128,85 @@ pub struct ReplicationGauges {
     pub members: Vec<MemberGauge>,
     /// The node's timeline counters (timeline buckets).
     pub timeline: TimelineStats,
+    /// The node's read load balancing counters and its view of its peers.
+    pub balance: BalanceGauges,
+}
+
+/// One peer as this node's replica-selection strategies see it (as a coordinator).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerGauge {
+    /// The peer's id as labels write it (`n3`).
+    pub peer: String,
+    /// Reads sent there by this coordinator's strategies.
+    pub chosen: u64,
+    /// Reads in flight there now.
+    pub outstanding: u64,
+    /// The read queue length it last reported.
+    pub queue: u64,
+}
+
+/// The read load balancing layer of a cluster-mode node, as last sampled (the figures of
+/// [`BalanceStats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BalanceGauges {
+    /// Extra copies held here now.
+    pub extra_copies: u64,
+    /// Reads served from this node's extra copies.
+    pub extra_reads: u64,
+    /// Reads asked of an extra copy this node did not hold.
+    pub extra_misses: u64,
+    /// Deferred reads coordinated here served more than once.
+    pub duplicate_services: u64,
+    /// Deferred reads dropped here because another replica served them.
+    pub cancelled: u64,
+    /// Reads refused because C3's backlog was full.
+    pub c3_overloads: u64,
+    /// Reads queued or in service here now.
+    pub queue: u64,
+    /// Recent copy creation times as root, milliseconds (any order).
+    pub copy_create_ms: Vec<u64>,
+    /// The root's merged sketch's error bound.
+    pub sketch_error_bound: u64,
+    /// This coordinator's view of each peer.
+    pub peers: Vec<PeerGauge>,
+}
+
+impl From<BalanceStats> for BalanceGauges {
+    fn from(b: BalanceStats) -> BalanceGauges {
+        // Destructured so a new balance counter fails to compile until it is exported.
+        let BalanceStats {
+            extra_copies,
+            extra_reads,
+            extra_misses,
+            duplicate_services,
+            cancelled,
+            c3_overloads,
+            queue,
+            copy_create_ms,
+            sketch_error_bound,
+            peers,
+        } = b;
+        BalanceGauges {
+            extra_copies,
+            extra_reads,
+            extra_misses,
+            duplicate_services,
+            cancelled,
+            c3_overloads,
+            queue,
+            copy_create_ms,
+            sketch_error_bound,
+            peers: peers
+                .into_iter()
+                .map(|p| PeerGauge {
+                    peer: p.node.to_string(),
+                    chosen: p.chosen,
+                    outstanding: u64::from(p.outstanding),
+                    queue: u64::from(p.queue),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// Every metric of a node.
@@ -413,7 +499,137 @@ impl Metrics {
             r.layout_epoch
         );
         render_timeline(out, r);
+        render_balance(out, &r.balance);
     }
+}
+
+/// The value at quantile `q` (0..=1) of `sorted` by nearest rank; `None` when it is empty.
+pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
+    sorted
+        .get(rank.saturating_sub(1).min(sorted.len() - 1))
+        .copied()
+}
+
+/// The read load balancing series (`load-balancing.md` §4): rendered on every cluster node,
+/// zero (or without samples) until reads need one replica or keys get hot.
+fn render_balance(out: &mut String, b: &BalanceGauges) {
+    let BalanceGauges {
+        extra_copies,
+        extra_reads,
+        extra_misses,
+        duplicate_services,
+        cancelled,
+        c3_overloads,
+        queue,
+        ref copy_create_ms,
+        sketch_error_bound,
+        ref peers,
+    } = *b;
+    for (metric, help, kind, value) in [
+        (
+            "meridian_read_queue",
+            "Reads queued or in service at this node's read workers now.",
+            "gauge",
+            queue,
+        ),
+        (
+            "meridian_extra_copies",
+            "Extra copies of hot keys this node holds now.",
+            "gauge",
+            extra_copies,
+        ),
+        (
+            "meridian_extra_reads_total",
+            "Reads this node served from its extra copies.",
+            "counter",
+            extra_reads,
+        ),
+        (
+            "meridian_extra_misses_total",
+            "Reads asked of an extra copy this node did not (or no longer) hold.",
+            "counter",
+            extra_misses,
+        ),
+        (
+            "meridian_duplicate_services_total",
+            "Deferred reads (naive, avr) coordinated here that more than one replica served.",
+            "counter",
+            duplicate_services,
+        ),
+        (
+            "meridian_deferred_cancelled_total",
+            "Deferred reads dropped from this node's queue because another replica served them.",
+            "counter",
+            cancelled,
+        ),
+        (
+            "meridian_c3_overloads_total",
+            "Reads refused because C3's backlog was full.",
+            "counter",
+            c3_overloads,
+        ),
+        (
+            "meridian_sketch_error_bound",
+            "Error bound of the DC root's merged hot-key sketch (0 on nodes that are not root).",
+            "gauge",
+            sketch_error_bound,
+        ),
+    ] {
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric} {value}"
+        );
+    }
+    for (metric, help, kind, column) in [
+        (
+            "meridian_replica_chosen_total",
+            "Reads this coordinator's replica-selection strategies sent to each peer (the \
+             chosen replica's share is its value over the sum).",
+            "counter",
+            0,
+        ),
+        (
+            "meridian_replica_outstanding",
+            "Reads this coordinator has in flight at each peer.",
+            "gauge",
+            1,
+        ),
+        (
+            "meridian_replica_reported_queue",
+            "The read queue length each peer last reported to this coordinator.",
+            "gauge",
+            2,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
+        for p in peers {
+            let v = [p.chosen, p.outstanding, p.queue][column];
+            let _ = writeln!(out, "{metric}{{peer=\"{}\"}} {v}", escape_label(&p.peer));
+        }
+    }
+    let mut sorted = copy_create_ms.clone();
+    sorted.sort_unstable();
+    out.push_str(
+        "# HELP meridian_copy_create_ms Milliseconds from the root's decision to an extra copy \
+         being usable, over the most recent copies this node made as its DC's root (at most \
+         1024): quantile 0.5, 0.99 and 1 (the maximum). A gauge of a sliding window, not a \
+         summary (no cumulative sum or count exists).\n# TYPE meridian_copy_create_ms gauge\n",
+    );
+    for (label, q) in [("0.5", 0.5), ("0.99", 0.99), ("1", 1.0)] {
+        if let Some(v) = percentile(&sorted, q) {
+            let _ = writeln!(out, "meridian_copy_create_ms{{quantile=\"{label}\"}} {v}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "# HELP meridian_copy_create_samples Extra copies in the meridian_copy_create_ms \
+         window.\n# TYPE meridian_copy_create_samples gauge\nmeridian_copy_create_samples {}",
+        sorted.len()
+    );
 }
 
 /// The timeline series (`timeline.md` §4, §6): rendered on every cluster node, zero until a
@@ -555,6 +771,18 @@ mod tests {
     }
 
     #[test]
+    fn percentiles_by_nearest_rank() {
+        assert_eq!(percentile(&[], 0.5), None);
+        assert_eq!(percentile(&[7], 0.99), Some(7));
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), Some(50));
+        assert_eq!(percentile(&v, 0.99), Some(99));
+        assert_eq!(percentile(&v, 1.0), Some(100));
+        assert_eq!(percentile(&v, 0.0), Some(1));
+        assert_eq!(percentile(&v, f64::NAN), Some(1));
+    }
+
+    #[test]
     fn replication_series_only_in_cluster_mode() {
         let m = Metrics::new();
         m.replication_error(Frontend::Resp, "n_val_violation");
@@ -597,6 +825,23 @@ mod tests {
                 lag_by_dc: [(meridian_core::DcId(1), 9)].into(),
                 ..TimelineStats::default()
             },
+            balance: BalanceGauges {
+                extra_copies: 2,
+                extra_reads: 11,
+                extra_misses: 1,
+                duplicate_services: 3,
+                cancelled: 4,
+                c3_overloads: 5,
+                queue: 6,
+                copy_create_ms: vec![300, 100, 200, 400],
+                sketch_error_bound: 7,
+                peers: vec![PeerGauge {
+                    peer: "n3".into(),
+                    chosen: 40,
+                    outstanding: 2,
+                    queue: 9,
+                }],
+            },
         };
         let text = m.render_cluster(EngineGauges::default(), &r);
         assert!(text.starts_with(single.trim_end_matches("# EOF\n")));
@@ -631,6 +876,27 @@ mod tests {
             "# TYPE meridian_timeline_replication_lag_records gauge",
             "meridian_timeline_replication_lag_records{dc=\"0\"} 0",
             "meridian_timeline_replication_lag_records{dc=\"1\"} 9",
+            "# TYPE meridian_read_queue gauge",
+            "meridian_read_queue 6",
+            "# TYPE meridian_extra_copies gauge",
+            "meridian_extra_copies 2",
+            "# TYPE meridian_extra_reads_total counter",
+            "meridian_extra_reads_total 11",
+            "meridian_extra_misses_total 1",
+            "meridian_duplicate_services_total 3",
+            "meridian_deferred_cancelled_total 4",
+            "meridian_c3_overloads_total 5",
+            "# TYPE meridian_sketch_error_bound gauge",
+            "meridian_sketch_error_bound 7",
+            "# TYPE meridian_replica_chosen_total counter",
+            "meridian_replica_chosen_total{peer=\"n3\"} 40",
+            "meridian_replica_outstanding{peer=\"n3\"} 2",
+            "meridian_replica_reported_queue{peer=\"n3\"} 9",
+            "# TYPE meridian_copy_create_ms gauge",
+            "meridian_copy_create_ms{quantile=\"0.5\"} 200",
+            "meridian_copy_create_ms{quantile=\"0.99\"} 400",
+            "meridian_copy_create_ms{quantile=\"1\"} 400",
+            "meridian_copy_create_samples 4",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
         }

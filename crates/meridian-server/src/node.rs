@@ -47,6 +47,7 @@ fn replication_gauges(c: &ClusterBackend) -> ReplicationGauges {
             })
             .collect(),
         timeline: c.node.tl_stats(),
+        balance: c.node.balance_stats().into(),
     }
 }
 

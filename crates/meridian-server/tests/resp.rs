@@ -2283,3 +2283,6 @@ mod cluster_txn;
 
 #[path = "resp/transactions.rs"]
 mod transactions;
+
+#[path = "resp/balance.rs"]
+mod balance;

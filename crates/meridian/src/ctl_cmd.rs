@@ -1,5 +1,6 @@
 //! `meridian ctl`: a thin client of a node's HTTP admin API (`/status`, `/cluster`,
-//! `/cluster/members`, `/buckets`, `/wan`, `/timeline/force-master`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
+//! `/cluster/members`, `/buckets`, `/wan`, `/timeline/force-master`, `/balance`,
+//! `/balance/service-model`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
 //! are shown as tables or summaries (`--json` for the raw reply); an error reply's code and
 //! message are shown and the exit status is non-zero.
 
@@ -24,6 +25,9 @@ EXAMPLES:
     meridian ctl wan cut 0 1                      partition DC 0 from DC 1 (both ways)
     meridian ctl wan heal --all
     meridian ctl timeline force-master --bucket users --key alice --dc dc1 --yes
+    meridian ctl bucket set default replica_selection=c3 extra_copies=true
+    meridian ctl balance --dc                      hot keys, their copies, per-peer choices
+    meridian ctl service-model fixed:300 --id 2    make node 2 slow (embedded cluster)
 
 `meridian up` prints each node's HTTP address; node i listens on BASE+1000+i (8000 + i by
 default).")]
@@ -102,6 +106,29 @@ enum CtlCommand {
     /// Timeline buckets: administrative actions.
     #[command(subcommand)]
     Timeline(TimelineCommand),
+    /// Read load balancing as this node sees it (GET /balance): its DC's hot keys and the
+    /// nodes holding their extra copies, the reads its strategies sent to each peer (and
+    /// their share), outstanding reads and queues, its service model and counters.
+    Balance {
+        /// Also ask every other node of this node's DC (their HTTP addresses from GET
+        /// /cluster) and show one line per node: service model, read queue, copies held.
+        #[arg(long)]
+        dc: bool,
+        /// Print the raw JSON reply (with --dc: one per node, in an array).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a node's service model at run time (PUT /balance/service-model): `real`,
+    /// `fixed:MS` or `exp:MS` (mean), e.g. to make one node of an embedded cluster slow.
+    ServiceModel {
+        /// The model: real, fixed:MS or exp:MS (MS in milliseconds, at most 60000).
+        model: String,
+        /// The node to change, by id (default: the node --node points at). Any node of a
+        /// `meridian up` cluster; with `up --processes` or a TCP cluster only the node
+        /// itself (point --node at the other node's HTTP address instead).
+        #[arg(long, value_name = "ID")]
+        id: Option<u32>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -310,7 +337,7 @@ fn execute(args: CtlArgs) -> anyhow::Result<()> {
             props,
             replace,
         }) => {
-            let patch = parse_pairs(&props)?;
+            let patch = bucket_patch(&props)?;
             let mut body = Map::new();
             if !replace {
                 let current = client.get("/buckets")?;
@@ -372,6 +399,43 @@ fn execute(args: CtlArgs) -> anyhow::Result<()> {
             let body = wan_update(cmd)?;
             let w = client.request("PUT", "/wan", Some(&body))?;
             write!(out, "{}", wan_summary(&w))?;
+        }
+        CtlCommand::Balance { dc, json } => {
+            let here = client.get("/balance")?;
+            let others = if dc {
+                client.dc_balances(&here)?
+            } else {
+                Vec::new()
+            };
+            if json {
+                if dc {
+                    let mut all = vec![here];
+                    all.extend(others.into_iter().map(|(_, v)| v));
+                    writeln!(out, "{}", pretty(&Value::Array(all)))?;
+                } else {
+                    writeln!(out, "{}", pretty(&here))?;
+                }
+            } else {
+                write!(out, "{}", balance_report(&here))?;
+                if dc {
+                    write!(out, "{}", dc_table(&here, &others))?;
+                }
+            }
+        }
+        CtlCommand::ServiceModel { model, id } => {
+            let mut body = json!({ "model": model });
+            if let Some(id) = id {
+                body["node"] = id.into();
+            }
+            let r = client.request("PUT", "/balance/service-model", Some(&body))?;
+            writeln!(
+                out,
+                "node {} ({}): service model {} (was {})",
+                plain(&r["node"]),
+                plain(&r["name"]),
+                plain(&r["service_model"]),
+                plain(&r["previous"]),
+            )?;
         }
         CtlCommand::Timeline(TimelineCommand::ForceMaster {
             bucket,
@@ -533,6 +597,20 @@ fn parse_pairs(pairs: &[String]) -> anyhow::Result<Vec<(String, Value)>> {
         .collect()
 }
 
+/// The pairs of `bucket set`, as `PUT /buckets` takes them: [`parse_pairs`], with strategy
+/// names (`replica_selection=C3`) in the snake_case the bucket properties spell.
+fn bucket_patch(pairs: &[String]) -> anyhow::Result<Vec<(String, Value)>> {
+    let mut patch = parse_pairs(pairs)?;
+    for (k, v) in &mut patch {
+        if k == "replica_selection"
+            && let Value::String(name) = v
+        {
+            *name = name.to_ascii_lowercase();
+        }
+    }
+    Ok(patch)
+}
+
 fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
 }
@@ -602,15 +680,166 @@ fn cluster_table(c: &Value) -> String {
     t
 }
 
-/// A bucket's properties as `key=value` pairs.
+/// A float as a table shows it: `-` when absent or not finite, else up to 3 decimals.
+fn num(v: &Value) -> String {
+    match v.as_f64() {
+        Some(f) if f.is_finite() => {
+            let t = format!("{f:.3}");
+            t.trim_end_matches('0').trim_end_matches('.').to_owned()
+        }
+        _ => "-".into(),
+    }
+}
+
+/// What `ctl balance` prints of one node's `GET /balance`: the hot keys and their copies, the
+/// per-peer view, the counters.
+fn balance_report(b: &Value) -> String {
+    let st = &b["stats"];
+    let map = &b["extra_map"];
+    let mut t = format!(
+        "node {} (id {}, {}): service model {}, {} read workers, read queue {}\n",
+        plain(&b["name"]),
+        plain(&b["node"]),
+        plain(&b["dc"]),
+        plain(&b["service_model"]),
+        plain(&b["read_workers"]),
+        plain(&st["queue"]),
+    );
+    let keys = map["keys"].as_array().cloned().unwrap_or_default();
+    t.push_str(&format!(
+        "hot keys of the DC (root {} = node {}, map epoch {}): {}\n",
+        plain(&map["root_name"]),
+        plain(&map["root"]),
+        plain(&map["epoch"]),
+        keys.len()
+    ));
+    if !keys.is_empty() {
+        t.push_str(&format!(
+            "  {:<24} {:<20} {:>6}  {}\n",
+            "KEY", "HEX", "COPIES", "EXTRA COPIES ON"
+        ));
+        for k in &keys {
+            let mut hex = plain(&k["key_hex"]);
+            if hex.len() > 20 {
+                hex.truncate(17);
+                hex.push_str("...");
+            }
+            let mut key: String = plain(&k["key"]).chars().take(24).collect();
+            key = key.replace(|c: char| c.is_control(), "?");
+            let holders: Vec<String> = k["holders"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .zip(k["holder_names"].as_array().into_iter().flatten())
+                .map(|(id, name)| format!("{} ({})", plain(name), plain(id)))
+                .collect();
+            t.push_str(&format!(
+                "  {:<24} {:<20} {:>6}  {}\n",
+                key,
+                hex,
+                holders.len(),
+                holders.join(", ")
+            ));
+        }
+    }
+    let peers = b["peers"].as_array().cloned().unwrap_or_default();
+    if peers.is_empty() {
+        t.push_str(
+            "replica choices: none yet (reads that need one replica: eventual R=1 with \
+                    read_fanout=quorum, timeline read_any)\n",
+        );
+    } else {
+        t.push_str(&format!(
+            "replica choices of this coordinator:\n  {:<12} {:>4} {:>9} {:>7} {:>11} {:>7} {:>10} {:>9} {:>9}\n",
+            "PEER", "ID", "CHOSEN", "SHARE", "OUTSTANDING", "QUEUE", "SERVICE_MS", "C3_SCORE", "SNITCH"
+        ));
+        for p in &peers {
+            let share = p["share"]
+                .as_f64()
+                .map_or_else(|| "-".into(), |f| format!("{:.1}%", f * 100.0));
+            t.push_str(&format!(
+                "  {:<12} {:>4} {:>9} {:>7} {:>11} {:>7} {:>10} {:>9} {:>9}\n",
+                plain(&p["name"]),
+                plain(&p["node"]),
+                plain(&p["chosen"]),
+                share,
+                plain(&p["outstanding"]),
+                plain(&p["queue"]),
+                num(&p["service_ms"]),
+                num(&p["c3_score"]),
+                num(&p["snitch_score"]),
+            ));
+        }
+    }
+    let cc = &st["copy_create_ms"];
+    t.push_str(&format!(
+        "extra copies held here {} (reads {}, misses {}); duplicate services {}, cancelled {}, \
+         c3 overloads {}; copy_create_ms p50 {} p99 {} ({} recent); sketch error bound {}\n",
+        plain(&st["extra_copies"]),
+        plain(&st["extra_reads"]),
+        plain(&st["extra_misses"]),
+        plain(&st["duplicate_services"]),
+        plain(&st["cancelled"]),
+        plain(&st["c3_overloads"]),
+        plain(&cc["p50"]),
+        plain(&cc["p99"]),
+        plain(&cc["samples"]),
+        plain(&st["sketch_error_bound"]),
+    ));
+    t
+}
+
+/// What `ctl balance --dc` adds: one line per node of the DC (this one first).
+fn dc_table(here: &Value, others: &[(String, Value)]) -> String {
+    let mut t = format!(
+        "nodes of {}:\n  {:<12} {:>4} {:<14} {:>7} {:>12} {:>11}\n",
+        plain(&here["dc"]),
+        "NODE",
+        "ID",
+        "SERVICE_MODEL",
+        "QUEUE",
+        "EXTRA_COPIES",
+        "EXTRA_READS"
+    );
+    let row = |b: &Value| {
+        format!(
+            "  {:<12} {:>4} {:<14} {:>7} {:>12} {:>11}\n",
+            plain(&b["name"]),
+            plain(&b["node"]),
+            plain(&b["service_model"]),
+            plain(&b["stats"]["queue"]),
+            plain(&b["stats"]["extra_copies"]),
+            plain(&b["stats"]["extra_reads"]),
+        )
+    };
+    t.push_str(&row(here));
+    for (name, b) in others {
+        if b.get("error").is_some() {
+            t.push_str(&format!(
+                "  {:<12} unreachable: {}\n",
+                name,
+                plain(&b["error"])
+            ));
+        } else {
+            t.push_str(&row(b));
+        }
+    }
+    t
+}
+
+/// A bucket's properties as `key=value` pairs (unset ones, `null`, left out).
 fn props_line(p: &Value) -> String {
-    match p.as_object() {
-        Some(o) if !o.is_empty() => o
-            .iter()
-            .map(|(k, v)| format!("{k}={}", plain(v)))
-            .collect::<Vec<_>>()
-            .join(" "),
-        _ => "(defaults)".into(),
+    let set: Vec<String> = p
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| format!("{k}={}", plain(v)))
+        .collect();
+    if set.is_empty() {
+        "(defaults)".into()
+    } else {
+        set.join(" ")
     }
 }
 
@@ -716,6 +945,42 @@ struct Client {
 impl Client {
     fn get(&self, path: &str) -> anyhow::Result<Value> {
         self.request("GET", path, None)
+    }
+
+    /// `GET /balance` of every other member of the DC of the node that answered `here`
+    /// (addresses from its `GET /cluster`), by name; a node that cannot be asked gets
+    /// `{"error": "..."}`.
+    fn dc_balances(&self, here: &Value) -> anyhow::Result<Vec<(String, Value)>> {
+        let cluster = self.get("/cluster")?;
+        let me = &here["node"];
+        let dc = cluster["members"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| &m["id"] == me)
+            .map(|m| m["dc"].clone())
+            .unwrap_or(Value::Null);
+        let mut out = Vec::new();
+        for m in cluster["members"].as_array().into_iter().flatten() {
+            if &m["id"] == me || m["dc"] != dc {
+                continue;
+            }
+            let name = plain(&m["name"]);
+            let reply = match m["http"].as_str() {
+                Some(addr) => {
+                    let other = Client {
+                        node: addr.to_owned(),
+                        password: self.password.clone(),
+                    };
+                    other
+                        .get("/balance")
+                        .unwrap_or_else(|e| json!({ "error": format!("{e:#}") }))
+                }
+                None => json!({ "error": "no HTTP address in GET /cluster" }),
+            };
+            out.push((name, reply));
+        }
+        Ok(out)
     }
 
     /// Sends a request; returns the JSON reply, or an error naming the reply's code and
@@ -843,6 +1108,138 @@ mod tests {
             ]
         );
         assert!(parse_pairs(&["r".into()]).is_err());
+    }
+
+    #[test]
+    fn bucket_patches_take_strategies_in_any_case_and_booleans() {
+        let p = bucket_patch(&[
+            "replica_selection=C3".into(),
+            "extra_copies=true".into(),
+            "r=1".into(),
+        ])
+        .unwrap();
+        assert_eq!(
+            p,
+            [
+                ("replica_selection".to_owned(), json!("c3")),
+                ("extra_copies".to_owned(), json!(true)),
+                ("r".to_owned(), json!(1)),
+            ]
+        );
+        // Unset with null; an unknown name is the node's to refuse (it lists the valid ones).
+        let p = bucket_patch(&[
+            "replica_selection=null".into(),
+            "replica_selection=Fastest".into(),
+        ])
+        .unwrap();
+        assert_eq!(p[0].1, Value::Null);
+        assert_eq!(p[1].1, json!("fastest"));
+    }
+
+    /// A `GET /balance` reply as a node gives it.
+    fn balance_reply() -> Value {
+        json!({
+            "node": 1, "name": "dc0-n0", "dc": "dc0", "service_model": "fixed:30",
+            "read_workers": 1,
+            "stats": {
+                "queue": 3, "extra_copies": 0, "extra_reads": 0, "extra_misses": 0,
+                "duplicate_services": 2, "cancelled": 1, "c3_overloads": 0,
+                "sketch_error_bound": 4,
+                "copy_create_ms": {"samples": 2, "p50": 120, "p99": 300, "max": 300},
+            },
+            "peers": [
+                {"node": 2, "name": "dc0-n1", "chosen": 30, "share": 0.75, "outstanding": 1,
+                 "queue": 2, "service_ms": 30.25, "snitch_score": 1.0, "c3_score": 12.5,
+                 "c3_rate": 3.0},
+                {"node": 3, "name": "dc0-n2", "chosen": 10, "share": 0.25, "outstanding": 0,
+                 "queue": 0, "service_ms": null, "snitch_score": 0.0, "c3_score": null,
+                 "c3_rate": 1.0},
+            ],
+            "extra_map": {"root": 1, "root_name": "dc0-n0", "epoch": 7, "keys": [
+                {"key": "hot", "key_hex": "686f74", "holders": [3, 4],
+                 "holder_names": ["dc0-n2", "dc0-n3"]},
+                {"key": "bin\u{1}ary", "key_hex": "62696e0161727979797979797979797979",
+                 "holders": [2], "holder_names": ["dc0-n1"]},
+            ]},
+            "extra_keys_held": [],
+        })
+    }
+
+    #[test]
+    fn the_balance_report_shows_hot_keys_their_copies_and_the_peers() {
+        let t = balance_report(&balance_reply());
+        let line = |start: &str| {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(start))
+                .unwrap_or_else(|| panic!("no line starting with {start}:\n{t}"))
+                .to_owned()
+        };
+        assert!(
+            line("node dc0-n0").contains("service model fixed:30, 1 read workers, read queue 3")
+        );
+        assert!(line("hot keys").contains("root dc0-n0 = node 1, map epoch 7): 2"));
+        let hot = line("hot  ");
+        assert!(
+            hot.contains("686f74") && hot.contains("dc0-n2 (3), dc0-n3 (4)"),
+            "{hot}"
+        );
+        // Control bytes are not printed; long hex is cut.
+        let bin = line("bin?ary");
+        assert!(
+            bin.contains("62696e01617279797...") && bin.contains("dc0-n1 (2)"),
+            "{bin}"
+        );
+        let peer = line("dc0-n1");
+        let f: Vec<&str> = peer.split_whitespace().collect();
+        assert_eq!(
+            f,
+            ["dc0-n1", "2", "30", "75.0%", "1", "2", "30.25", "12.5", "1"]
+        );
+        let peer = line("dc0-n2");
+        assert!(peer.split_whitespace().any(|x| x == "-"), "{peer}");
+        assert!(
+            t.contains("copy_create_ms p50 120 p99 300 (2 recent)"),
+            "{t}"
+        );
+        assert!(t.contains("duplicate services 2, cancelled 1"), "{t}");
+
+        let mut idle = balance_reply();
+        idle["peers"] = json!([]);
+        idle["extra_map"]["keys"] = json!([]);
+        let t = balance_report(&idle);
+        assert!(
+            t.contains("): 0\n") && t.contains("replica choices: none yet"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn the_dc_table_has_a_line_per_node() {
+        let here = balance_reply();
+        let mut other = balance_reply();
+        other["name"] = "dc0-n1".into();
+        other["node"] = 2.into();
+        other["service_model"] = "real".into();
+        let t = dc_table(
+            &here,
+            &[
+                ("dc0-n1".into(), other),
+                ("dc0-n2".into(), json!({"error": "cannot reach node"})),
+            ],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "nodes of dc0:");
+        assert!(
+            lines[2]
+                .split_whitespace()
+                .eq(["dc0-n0", "1", "fixed:30", "3", "0", "0"])
+        );
+        assert!(
+            lines[3]
+                .split_whitespace()
+                .eq(["dc0-n1", "2", "real", "3", "0", "0"])
+        );
+        assert!(lines[4].contains("dc0-n2") && lines[4].contains("unreachable: cannot reach node"));
     }
 
     #[test]

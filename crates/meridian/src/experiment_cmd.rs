@@ -3,7 +3,9 @@
 //! the allocation of variation, CVs, confidence intervals and box plots.
 //!
 //! `meridian experiment clock-si` runs the built-in Clock-SI study instead
-//! (`experiments/clock-si/`, [`meridian_bench::clocksi`]).
+//! (`experiments/clock-si/`, [`meridian_bench::clocksi`]), and `meridian experiment
+//! replica-choice` the replica-choice study (`experiments/replica-choice/`,
+//! [`meridian_bench::replica_choice`]).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -24,12 +26,24 @@ use crate::bench_cmd::{Display, host_settings};
 #[derive(Args, Debug)]
 pub struct ExperimentArgs {
     /// The design file (TOML: `design`, `factors`, `fixed`, `load`, `phases`, `wan`), or
-    /// `clock-si` for the built-in Clock-SI study (`experiments/clock-si/`).
+    /// `clock-si` for the built-in Clock-SI study (`experiments/clock-si/`), or
+    /// `replica-choice` for the replica-choice study (`experiments/replica-choice/`).
     plan: PathBuf,
-    /// `clock-si` only: shorter windows and fewer partition counts.
+    /// `clock-si`: shorter windows and fewer partition counts; `replica-choice`: a smoke
+    /// run (4 000 requests per dynamic run, smaller batches).
     #[arg(long)]
     quick: bool,
-    /// `clock-si` only: the seed of the clusters and clients.
+    /// `replica-choice` only: the study's sizes (400 000 requests per dynamic run) instead
+    /// of the reduced default.
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
+    /// `replica-choice` only: requests per dynamic run (overrides the default or `--full`).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// `replica-choice` only: runs executed at once, one per thread (default 2).
+    #[arg(long, default_value_t = 2)]
+    jobs: usize,
+    /// `clock-si` and `replica-choice`: the seed of the clusters and clients.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Results directory (default `results/<design name>`); runs already there are skipped.
@@ -53,6 +67,9 @@ pub struct ExperimentArgs {
 pub fn run(args: ExperimentArgs) -> Result<()> {
     if args.plan.as_os_str() == "clock-si" && !args.plan.exists() {
         return run_clock_si(&args);
+    }
+    if args.plan.as_os_str() == "replica-choice" && !args.plan.exists() {
+        return run_replica_choice(&args);
     }
     let design = Design::load(&args.plan)?;
     let out = args
@@ -155,6 +172,46 @@ fn run_clock_si(args: &ExperimentArgs) -> Result<()> {
     println!(
         "Clock-SI study done in {:.1} s (wall clock); report: {}",
         started.elapsed().as_secs_f64(),
+        summary.display()
+    );
+    Ok(())
+}
+
+/// Runs the built-in replica-choice study and writes its results.
+fn run_replica_choice(args: &ExperimentArgs) -> Result<()> {
+    use meridian_bench::replica_choice::{StudyOptions, run_study, write_results};
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("results").join("replica-choice"));
+    let mut opts = if args.full {
+        StudyOptions::full(args.seed)
+    } else if args.quick {
+        StudyOptions::quick(args.seed)
+    } else {
+        StudyOptions::reduced(args.seed)
+    };
+    if let Some(r) = args.requests {
+        anyhow::ensure!(r >= 5, "--requests must be at least 5 (one per phase)");
+        opts.requests = r;
+    }
+    opts.jobs = args.jobs.max(1);
+    let started = std::time::Instant::now();
+    let quiet = args.quiet;
+    eprintln!(
+        "replica-choice study: seed {}, {} requests per dynamic run, {} runs at once",
+        opts.seed, opts.requests, opts.jobs
+    );
+    let res = run_study(&opts, &|m: &str| {
+        if !quiet {
+            eprintln!("[{:6.1} s] {m}", started.elapsed().as_secs_f64());
+        }
+    })?;
+    let summary = write_results(&res, &out).context("writing the replica-choice results")?;
+    println!(
+        "replica-choice study done in {:.1} s (wall clock), seed {}; report: {}",
+        started.elapsed().as_secs_f64(),
+        opts.seed,
         summary.display()
     );
     Ok(())

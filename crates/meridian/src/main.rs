@@ -62,3 +62,59 @@ fn main() -> anyhow::Result<()> {
         Command::Experiment(args) => experiment_cmd::run(*args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("meridian").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn balance_flags_parse_into_the_balance_settings() {
+        use meridian_server::config::ServiceModel;
+        let Command::Up(up) = parse(&["up", "--service-model", "fixed:30", "--read-workers", "1"])
+            .unwrap()
+            .command
+        else {
+            panic!("up")
+        };
+        let b = up.balance();
+        assert_eq!(b.service_model, Some(ServiceModel::Fixed { us: 30_000 }));
+        assert_eq!(b.read_workers, Some(1));
+        let Command::Up(up) = parse(&["up"]).unwrap().command else {
+            panic!("up")
+        };
+        assert_eq!(up.balance(), Default::default());
+        let Command::Node(node) = parse(&["node", "--service-model", "EXP:0.5"])
+            .unwrap()
+            .command
+        else {
+            panic!("node")
+        };
+        assert!(
+            format!("{node:?}").contains("Exp { mean_us: 500 }"),
+            "{node:?}"
+        );
+        // Refused by the parser, naming the flag and the accepted forms.
+        for args in [
+            &["up", "--service-model", "fixed:0"][..],
+            &["node", "--service-model", "fast"],
+            &["up", "--read-workers=-1"],
+            &["up", "--read-workers", "many"],
+        ] {
+            let e = parse(args).unwrap_err().to_string();
+            let flag = args[1].split('=').next().unwrap();
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+        let e = parse(&["up", "--service-model", "fixed:0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("fixed:MS"), "{e}");
+        // The ctl commands.
+        assert!(parse(&["ctl", "balance", "--dc", "--json"]).is_ok());
+        assert!(parse(&["ctl", "service-model", "fixed:300", "--id", "2"]).is_ok());
+        assert!(parse(&["ctl", "service-model"]).is_err());
+    }
+}

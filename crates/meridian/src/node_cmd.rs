@@ -4,7 +4,7 @@
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use meridian_server::cluster;
-use meridian_server::config::{EngineKind, NodeConfig};
+use meridian_server::config::{BalanceSection, EngineKind, NodeConfig, ServiceModel};
 use meridian_server::node::{self, Listeners, NodeState};
 use meridian_storage::Durability;
 use std::net::SocketAddr;
@@ -18,9 +18,11 @@ EXAMPLES:
     meridian node                                   in memory, RESP on 127.0.0.1:6379
     meridian node --engine fjall --data-dir ./data --fsync always
     meridian node --config node.toml --resp 0.0.0.0:6380
+    meridian node --config cluster-node.toml --service-model fixed:30 --read-workers 1
 
 Settings come from --config (TOML: sections [resp], [http], [storage], and [cluster] with
-[[cluster.members]] and [buckets.NAME] for a node of a multi-process cluster), then flags.
+[[cluster.members]], [buckets.NAME] and [balance] for a node of a multi-process cluster), then
+flags.
 Log verbosity follows RUST_LOG (default: info).")]
 pub struct NodeArgs {
     /// TOML configuration file; flags override its settings.
@@ -52,6 +54,13 @@ pub struct NodeArgs {
     /// Most RESP clients connected at once [default: 10000].
     #[arg(long, value_name = "N")]
     max_clients: Option<usize>,
+    /// Cluster nodes: how long a read occupies a read worker: real (the engine's own time),
+    /// fixed:MS or exp:MS (mean), MS in milliseconds up to 60000 [default: real].
+    #[arg(long, value_name = "MODEL")]
+    service_model: Option<ServiceModel>,
+    /// Cluster nodes: workers serving the replica-side read queue, 1 to 1024 [default: 4].
+    #[arg(long, value_name = "N")]
+    read_workers: Option<usize>,
     /// Worker threads serving requests [default: one per core].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -99,7 +108,18 @@ impl NodeArgs {
         if let Some(v) = self.max_clients {
             c.resp.max_clients = v;
         }
+        if let Some(v) = self.service_model {
+            c.balance.service_model = Some(v);
+        }
+        if let Some(v) = self.read_workers {
+            c.balance.read_workers = Some(v);
+        }
         c.validate()?;
+        anyhow::ensure!(
+            c.cluster.is_some() || c.balance == BalanceSection::default(),
+            "--service-model, --read-workers and [balance] need a [cluster] section: a single \
+             node reads only its own engine (try `meridian up --service-model ...`)"
+        );
         Ok(c)
     }
 }

@@ -6,6 +6,7 @@ use crate::node_cmd::{LogFormat, init_logging, stop_on_signal};
 use anyhow::Context;
 use clap::Args;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
+use meridian_server::config::{BalanceSection, NodeConfig, ServiceModel};
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -17,6 +18,7 @@ EXAMPLES:
     meridian up --dcs 2 --nodes-per-dc 3 --wan-latency 100ms --jitter 60%
     meridian up --base-port 0                     every port chosen by the OS
     meridian up --processes --dcs 2 --nodes-per-dc 2   one `meridian node` process per node
+    meridian up --dcs 1 --nodes-per-dc 4 --service-model fixed:30 --read-workers 1
     redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
@@ -50,6 +52,14 @@ pub struct UpArgs {
     /// Replicas per key (the layout's target N and the default bucket's n_val).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub(crate) n: u32,
+    /// How long a read occupies a node's read worker: real (the engine's own time), fixed:MS
+    /// or exp:MS (mean), MS in milliseconds up to 60000; every node [default: real]. One node
+    /// at run time: PUT /balance/service-model, `meridian ctl service-model`.
+    #[arg(long, value_name = "MODEL")]
+    pub(crate) service_model: Option<ServiceModel>,
+    /// Workers serving each node's replica-side read queue, 1 to 1024 [default: 4].
+    #[arg(long, value_name = "N")]
+    pub(crate) read_workers: Option<usize>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
@@ -61,6 +71,17 @@ pub struct UpArgs {
     /// directory, removed on exit].
     #[arg(long, value_name = "DIR", requires = "processes")]
     pub(crate) config_dir: Option<std::path::PathBuf>,
+}
+
+impl UpArgs {
+    /// The `[balance]` settings every node gets from the flags.
+    pub(crate) fn balance(&self) -> BalanceSection {
+        BalanceSection {
+            service_model: self.service_model,
+            read_workers: self.read_workers,
+            ..BalanceSection::default()
+        }
+    }
 }
 
 fn parse_latency(s: &str) -> Result<Duration, String> {
@@ -89,7 +110,14 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         .thread_name("meridian-worker")
         .build()
         .context("starting the async runtime")?;
+    let balance = args.balance();
+    balance.validate()?;
+    let node = NodeConfig {
+        balance,
+        ..NodeConfig::default()
+    };
     let cfg = EmbeddedConfig {
+        node,
         dcs: args.dcs,
         nodes_per_dc: args.nodes_per_dc,
         wan_latency: args.wan_latency,

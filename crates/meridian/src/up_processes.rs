@@ -100,7 +100,10 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
     };
     let mut out = Vec::new();
     for m in &members {
-        let mut c = NodeConfig::default();
+        let mut c = NodeConfig {
+            balance: args.balance(),
+            ..NodeConfig::default()
+        };
         c.resp.listen = m.resp.expect("set above");
         c.http.listen = m.http.expect("set above");
         c.cluster = Some(ClusterSection {

@@ -202,9 +202,41 @@ fn help_lists_the_settings() {
         "--data-dir",
         "--fsync",
         "--requirepass",
+        "--service-model",
+        "--read-workers",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
+    let out = Command::new(BIN).args(["up", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--service-model", "--read-workers"] {
+        assert!(help.contains(flag), "up --help lacks {flag}:\n{help}");
+    }
+}
+
+#[test]
+fn balance_settings_are_validated_with_the_setting_named() {
+    let err = run_expecting_failure(&["node", "--service-model", "fixed:0"]);
+    assert!(
+        err.contains("--service-model") && err.contains("fixed:MS"),
+        "{err}"
+    );
+    // A single node has no replicas to balance.
+    let err = run_expecting_failure(&["node", "--service-model", "fixed:30"]);
+    assert!(err.contains("need a [cluster] section"), "{err}");
+    let err = run_expecting_failure(&["up", "--read-workers", "0"]);
+    assert!(
+        err.contains("balance.read_workers (--read-workers) = 0"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("node.toml");
+    std::fs::write(&cfg, "[balance]\nservice_model = \"slow\"\n").unwrap();
+    let err = run_expecting_failure(&["node", "--config", cfg.to_str().unwrap()]);
+    assert!(
+        err.contains("service_model") && err.contains("slow"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -1584,4 +1616,128 @@ fn experiment_runs_a_design_then_resumes_without_redoing_runs() {
         again.contains("4 runs done (0 this time, 4 kept)"),
         "{again}"
     );
+}
+
+// ----- read load balancing ------------------------------------------------------------------
+
+/// GET /balance on the node serving HTTP on `addr`.
+fn balance_of(addr: SocketAddr) -> serde_json::Value {
+    let (status, body) = http(addr, "GET", "/balance", &[], b"");
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    serde_json::from_slice(&body).unwrap()
+}
+
+#[test]
+fn up_balance_flags_ctl_balance_and_service_models() {
+    let up = Up::start(&[
+        "--dcs",
+        "1",
+        "--nodes-per-dc",
+        "4",
+        "--n",
+        "3",
+        "--service-model",
+        "fixed:2",
+        "--read-workers",
+        "1",
+    ]);
+    let h = up.members[0].http;
+    up.wait_all_up(0);
+    // The flags reached every node.
+    for m in &up.members {
+        let b = balance_of(m.http);
+        assert_eq!(b["service_model"], "fixed:2", "{b}");
+        assert_eq!(b["read_workers"], 1, "{b}");
+    }
+    // Bucket properties from the command line; strategy names in any case.
+    let out = ctl_ok(
+        h,
+        &[
+            "bucket",
+            "set",
+            "default",
+            "replica_selection=C3",
+            "extra_copies=true",
+        ],
+    );
+    assert!(
+        out.contains("replica_selection=c3") && out.contains("extra_copies=true"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("=-"),
+        "unset properties are not listed: {out}"
+    );
+    let (ok, _, err) = ctl(
+        h,
+        &["bucket", "set", "default", "replica_selection=fastest"],
+    );
+    assert!(
+        !ok && err.contains("fastest") && err.contains("dynamic_snitch"),
+        "{err}"
+    );
+
+    // One hot key read through one replica at a time, until the DC's root (node 1) lists
+    // an extra copy of it (bounded; not a timing assertion).
+    let mut r = up.redis(0);
+    let _: () = redis::cmd("SET").arg("hot").arg("v").query(&mut r).unwrap();
+    let mut listed = false;
+    for _ in 0..300 {
+        for _ in 0..20 {
+            let _: redis::Value = redis::cmd("MERIDIAN.GET")
+                .arg("hot")
+                .arg("R")
+                .arg("1")
+                .arg("READ_FANOUT")
+                .arg("quorum")
+                .query(&mut r)
+                .unwrap();
+        }
+        let b = balance_of(h);
+        if b["extra_map"]["keys"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k["key"] == "hot")
+        {
+            listed = true;
+            break;
+        }
+    }
+    assert!(listed, "no extra copy of the hot key: {}", balance_of(h));
+    let out = ctl_ok(h, &["balance", "--dc"]);
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("hot  "))
+        .unwrap_or_else(|| panic!("no hot key row:\n{out}"));
+    assert!(row.contains("686f74"), "{row}");
+    assert!(
+        out.contains("CHOSEN") && out.contains("nodes of dc0:"),
+        "{out}"
+    );
+    for m in &up.members {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&m.name) && l.contains("fixed:2")),
+            "{} missing:\n{out}",
+            m.name
+        );
+    }
+    let j: serde_json::Value =
+        serde_json::from_str(&ctl_ok(h, &["balance", "--dc", "--json"])).unwrap();
+    assert_eq!(j.as_array().unwrap().len(), 4);
+
+    // Another node's service model, through this node (one process: every node is local).
+    let out = ctl_ok(h, &["service-model", "fixed:50", "--id", "2"]);
+    assert_eq!(
+        out.trim(),
+        "node 2 (dc0-n1): service model fixed:50 (was fixed:2)"
+    );
+    assert_eq!(balance_of(up.members[1].http)["service_model"], "fixed:50");
+    assert_eq!(balance_of(h)["service_model"], "fixed:2");
+    let (ok, _, err) = ctl(h, &["service-model", "fixed:0"]);
+    assert!(!ok && err.contains("BAD_SERVICE_MODEL: model:"), "{err}");
+    let (ok, _, err) = ctl(h, &["service-model", "real", "--id", "9"]);
+    assert!(!ok && err.contains("node: 9 is not a member"), "{err}");
+    up.terminate();
 }

@@ -6,6 +6,9 @@
 //! Eventual buckets:
 //! - `GET`: the bucket's defaults; notfound or tombstone-only → nil; one value → it; siblings
 //!   → the one with the greatest `(meta.ts_us, dot)` (what LWW would keep).
+//! - `MERIDIAN.GET key [R n] ... [REPLICA_SELECTION s]`: per-request quorum options; the
+//!   strategy `s` (`local_first`, `round_robin`, `least_outstanding`, `c3`, `naive`, ...)
+//!   chooses the replica of a read that needs one (`R 1 READ_FANOUT quorum`).
 //! - `SET key value`: reads the key's context with the bucket's R, then writes with it;
 //!   options are refused (use `MERIDIAN.PUT`). `DEL`: per key, read the context, delete with
 //!   it; replies how many keys had a value. `EXISTS`, `MGET`, `MSET`, `STRLEN`, `TYPE`, `TTL`
@@ -24,7 +27,9 @@
 //! - `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` and the spec's `TL.GETLATEST key`,
 //!   `TL.GETCRIT key ver` reply `[value, version]`: value nil for a tombstone or an absent
 //!   record, version nil only when absent (a tombstone has one, so a client can read past
-//!   its own delete).
+//!   its own delete). `MERIDIAN.GET key [ANY] REPLICA_SELECTION s` is a `read_any` whose
+//!   replica the strategy `s` chooses (`load-balancing.md`; `LATEST` and `CRITICAL` read
+//!   the master or check a version and take no strategy).
 //! - `MERIDIAN.SET key value [IFVERSION ver | IFVERSION NONE | NX]` and `TL.TAS key ver
 //!   value` (ver may be `NONE`: insert-if-absent) reply the new version as a bulk string;
 //!   `MERIDIAN.DEL key [IFVERSION ver]` replies the tombstone's version (nil when a plain
@@ -54,7 +59,8 @@ use bytes::Bytes;
 use meridian_cluster::Props;
 use meridian_replication::timeline::{Expect, Version};
 use meridian_replication::{
-    DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError, WriteOpts, Written,
+    BucketType, DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError,
+    WriteOpts, Written,
 };
 use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
@@ -234,7 +240,9 @@ pub(crate) async fn run(
                 upper(cmd)
             )))
         }
-        Cmd::MeridianGet => match read_opts(args) {
+        Cmd::MeridianGet => match read_opts(args, || {
+            c.node.bucket_type(args.get(1)) == BucketType::Timeline
+        }) {
             Ok(opts) => read(c, m, reply, args.get(1), opts).await,
             Err(e) => Err(e),
         },
@@ -419,12 +427,30 @@ fn options<'a>(
 
 // ----- argument parsing ---------------------------------------------------------------------
 
-/// The options of `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` (a timeline read mode) or
-/// `MERIDIAN.GET key [R n] [PR n] ...` (quorum options); the facade refuses the kind the
-/// key's bucket does not take.
-fn read_opts(args: Args<'_>) -> Result<ReadOpts, Cow<'static, str>> {
+/// The options of `MERIDIAN.GET key [ANY [REPLICA_SELECTION s] | LATEST | CRITICAL ver]` (a
+/// timeline read mode) or `MERIDIAN.GET key [R n] [PR n] ... [REPLICA_SELECTION s]` (quorum
+/// options; `REPLICA_SELECTION` alone is a `read_any` option on a timeline bucket too); the
+/// facade refuses the kind the key's bucket does not take. `is_timeline` says whether the
+/// key's bucket is a timeline bucket (asked only for `ANY REPLICA_SELECTION s`).
+fn read_opts(
+    args: Args<'_>,
+    is_timeline: impl FnOnce() -> bool,
+) -> Result<ReadOpts, Cow<'static, str>> {
     if args.len() == 2 {
         Ok(ReadOpts::Default)
+    } else if args.len() == 5
+        && args.get(2).eq_ignore_ascii_case(b"ANY")
+        && args.get(3).eq_ignore_ascii_case(b"REPLICA_SELECTION")
+    {
+        let mut props = Props::default();
+        options(&mut props, args, 3, true, None)?;
+        // The facade reads a lone strategy as a `read_any` option on a timeline bucket; on
+        // another bucket type `ANY` is a read mode it refuses (`wrong_bucket_type`).
+        Ok(if is_timeline() {
+            ReadOpts::Quorum(props)
+        } else {
+            ReadOpts::Mode(ReadMode::Any)
+        })
     } else if names_read_mode(args) {
         tl_read_mode(args, 2).map(ReadOpts::Mode)
     } else {
@@ -495,9 +521,9 @@ fn names_read_mode(args: Args<'_>) -> bool {
 /// The read mode of `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` (from `args[first..]`);
 /// none given is the bucket's default, `ANY`.
 fn tl_read_mode(args: Args<'_>, first: usize) -> Result<ReadMode, Cow<'static, str>> {
-    const USAGE: &str = "ERR syntax error: MERIDIAN.GET takes ANY, LATEST or CRITICAL <version> \
-                         (timeline buckets) or quorum options in NAME value pairs (eventual \
-                         buckets)";
+    const USAGE: &str = "ERR syntax error: MERIDIAN.GET takes ANY [REPLICA_SELECTION \
+                         <strategy>], LATEST or CRITICAL <version> (timeline buckets) or quorum \
+                         options in NAME value pairs (eventual buckets)";
     let word = |i: usize, w: &[u8]| args.get(i).eq_ignore_ascii_case(w);
     match args.len() - first {
         0 => Ok(ReadMode::Any),
