@@ -53,7 +53,7 @@ pub use messages::{BalanceMsg, CopyPayload, ExtraMap, ReadAnswer, ReadKind};
 use parking_lot::{Mutex, RwLock};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
-pub(crate) use read::{Cand, ReadPlan};
+pub(crate) use read::{Cand, ReadFail, ReadPlan};
 use root::RootState;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -332,8 +332,9 @@ impl Node {
         let started = Instant::now();
         let answer = self.read_here(key, kind, extra);
         let service_us = micros(started.elapsed());
-        let queue = b.load();
         b.in_service.fetch_sub(1, Ordering::Relaxed);
+        // The reads waiting or in service besides this one.
+        let queue = b.load();
         Some((answer, LoadFeedback { queue, service_us }))
     }
 
@@ -533,8 +534,8 @@ impl Node {
             let job = entry.item;
             let answer = self.read_here(&job.key, &job.kind, job.extra);
             let service_us = micros(started.elapsed());
-            let queue = b.load();
             b.in_service.fetch_sub(1, Ordering::Relaxed);
+            let queue = b.load();
             let _ = job.done.send((answer, LoadFeedback { queue, service_us }));
         }
         for e in b.queue.lock().drain() {
@@ -546,7 +547,7 @@ impl Node {
     }
 
     /// The read workers of this node (spawned with the node).
-    pub(crate) async fn read_workers(self, shutdown: CancellationToken) {
+    pub(crate) async fn serve_read_queue(self, shutdown: CancellationToken) {
         let n = self.kernel().cfg.read_workers.max(1);
         let workers = (0..n).map(|_| self.clone().read_worker(shutdown.clone()));
         futures_util::future::join_all(workers).await;
@@ -557,6 +558,11 @@ impl Node {
         *self.bal().model.write() = model;
         // Workers asleep on an empty queue need no wake-up; a queued read is served under
         // the new model from its next pop.
+    }
+
+    /// This node's read workers.
+    pub fn read_workers(&self) -> usize {
+        self.kernel().cfg.read_workers.max(1)
     }
 
     /// This node's service model.

@@ -35,6 +35,15 @@ pub(crate) struct OneRead {
     pub(crate) answer: ReadAnswer,
 }
 
+/// Why a one-replica read failed.
+#[derive(Debug)]
+pub(crate) enum ReadFail {
+    /// No candidate answered by the deadline (these failed).
+    Failed(Vec<NodeId>),
+    /// C3's backlog is full: the coordinator sheds the read.
+    Overload,
+}
+
 /// Settings of one read.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReadPlan {
@@ -58,7 +67,7 @@ impl Node {
         key: &[u8],
         homes: Vec<Cand>,
         plan: ReadPlan,
-    ) -> Result<OneRead, Vec<NodeId>> {
+    ) -> Result<OneRead, ReadFail> {
         let mut cands = homes;
         if plan.hot_copies {
             self.bal().sketch.lock().observe(key);
@@ -76,10 +85,10 @@ impl Node {
                     let r = self.read_in_order(key, remote, plan).await;
                     r.map_err(|f| {
                         failed.extend(f);
-                        failed
+                        ReadFail::Failed(failed)
                     })
                 }
-                Err(failed) => Err(failed),
+                Err(failed) => Err(ReadFail::Failed(failed)),
             };
         }
         let mut ordered = local;
@@ -96,9 +105,11 @@ impl Node {
         }
         ordered.extend(remote);
         if ordered.is_empty() {
-            return Err(Vec::new());
+            return Err(ReadFail::Failed(Vec::new()));
         }
-        self.read_in_order(key, ordered, plan).await
+        self.read_in_order(key, ordered, plan)
+            .await
+            .map_err(ReadFail::Failed)
     }
 
     /// Adds the extra copies the DC's map lists for `key` (on nodes considered up, not
@@ -131,7 +142,7 @@ impl Node {
     }
 
     /// Waits for a C3 token for one of `order` (backpressure), within the deadline.
-    async fn c3_admit(&self, order: &[NodeId], deadline: Instant) -> Result<NodeId, Vec<NodeId>> {
+    async fn c3_admit(&self, order: &[NodeId], deadline: Instant) -> Result<NodeId, ReadFail> {
         let b = self.bal();
         let mut waiting = false;
         let r = loop {
@@ -143,14 +154,14 @@ impl Node {
                     if !waiting {
                         if !b.balancer.lock().c3_wait_begin() {
                             b.counters.c3_overloads.fetch_add(1, Ordering::Relaxed);
-                            return Err(Vec::new());
+                            return Err(ReadFail::Overload);
                         }
                         waiting = true;
                     }
                     let wake =
                         Instant::now() + Duration::from_micros(at.saturating_sub(now).max(1));
                     if wake >= deadline {
-                        break Err(Vec::new());
+                        break Err(ReadFail::Failed(Vec::new()));
                     }
                     sleep_until(wake).await;
                 }

@@ -74,7 +74,7 @@
 pub mod messages;
 pub mod types;
 
-use crate::balance::{Cand, ReadAnswer, ReadKind, ReadPlan};
+use crate::balance::{Cand, ReadAnswer, ReadFail, ReadKind, ReadPlan};
 use crate::error::{Missing, ReplicationError, Result};
 use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
 use crate::object_store::is_reserved_key;
@@ -554,7 +554,8 @@ impl Node {
                 };
                 Ok((r, remote))
             }
-            Err(failed) => Err(ReplicationError::Timeout {
+            Err(ReadFail::Overload) => Err(ReplicationError::Overload),
+            Err(ReadFail::Failed(failed)) => Err(ReplicationError::Timeout {
                 need: 1,
                 ok: 0,
                 nf: 0,

@@ -592,7 +592,7 @@ impl Node {
                 e.tl_streams(s5),
                 f.tl_catch_up(s6),
                 g.txn_recovery(s7),
-                h.read_workers(s8),
+                h.serve_read_queue(s8),
                 i.balance_ticks(s)
             );
         })

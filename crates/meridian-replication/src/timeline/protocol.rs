@@ -67,7 +67,7 @@
 //! - The forced re-master works per key (`--partition` is not built).
 
 use super::messages::TimelineMsg;
-use crate::balance::{Cand, ReadAnswer, ReadKind, ReadPlan};
+use crate::balance::{Cand, ReadAnswer, ReadFail, ReadKind, ReadPlan};
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Node, Protocol};
@@ -741,7 +741,8 @@ impl Node {
                     remote: one.cand.dc != self.dc(),
                 })
             }
-            Err(failed) => Err(ReplicationError::Timeout {
+            Err(ReadFail::Overload) => Err(ReplicationError::Overload),
+            Err(ReadFail::Failed(failed)) => Err(ReplicationError::Timeout {
                 need: 1,
                 ok: 0,
                 nf: 0,
