@@ -1206,7 +1206,11 @@ mod tests {
         for i in 0..20 {
             p.on_reply(1_000_000 + i * cfg.delta_us, &cfg);
         }
-        assert!(p.srate >= before, "no decrease without a queue: {}", p.srate);
+        assert!(
+            p.srate >= before,
+            "no decrease without a queue: {}",
+            p.srate
+        );
     }
 
     #[test]
