@@ -254,12 +254,22 @@ impl SimCluster {
             .copied()
             .unwrap_or(self.cfg.service_model);
         nc.read_workers = self.cfg.read_workers;
+        let meta = if m.meta.member(m.id).is_some() {
+            m.meta.clone()
+        } else {
+            // It left the cluster and crashed since: it restarts as a node waiting to join
+            // (version 0: it serves nothing until a member sends it the cluster's document).
+            let mut joining = m.meta.clone();
+            joining.members.extend(self.meta.member(m.id).cloned());
+            joining.version = 0;
+            joining
+        };
         let node = EventualNode::new(
             nc,
             m.disk.mount(),
             m.clock.clone() as Arc<dyn Clock>,
             t,
-            m.meta.clone(),
+            meta,
         );
         if let Some(o) = &self.tl_observer {
             node.set_timeline_observer(Self::life_observer(o, m.id, m.lives_lost));
