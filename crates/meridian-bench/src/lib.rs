@@ -15,6 +15,7 @@
 //! | [`resp`] | a pipelined RESP client target: any Redis-protocol server |
 //! | [`ycsbt`] | YCSB+T: multi-partition read-only/update transactions, closed economy, a driver-side service-time model |
 //! | [`clocksi`] | the Clock-SI study (`experiments/clock-si/`): LAN/WAN latency, throughput, closed economy |
+//! | [`replica_choice`] | the replica-choice study (`experiments/replica-choice/`): replica selection and hot-key copies on the simulated cluster, C3 against the dynamic snitch |
 //! | [`cell`] | one cell on a Meridian cluster: load, timeline warm-up, measurement |
 //! | [`cluster`] | the study's consistency modes on the embedded (real-time) or simulated (virtual-time) cluster |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
@@ -34,6 +35,7 @@ pub mod generator;
 pub mod locality;
 pub mod output;
 pub mod plot;
+pub mod replica_choice;
 pub mod resp;
 pub mod runner;
 pub mod stats;

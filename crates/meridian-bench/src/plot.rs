@@ -212,6 +212,61 @@ pub fn throughput_over_time(
     )
 }
 
+/// One line of an [`xy_lines`] figure: a label and its (x, y) points, drawn in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XySeries {
+    /// The legend entry.
+    pub label: String,
+    /// The points (x, y); on a log y axis, points with y <= 0 are skipped. Non-finite values
+    /// are skipped.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// The axes and decorations of an [`xy_lines`] figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct XyAxes {
+    /// The figure's title.
+    pub title: String,
+    /// The x axis' description.
+    pub x_desc: String,
+    /// The y axis' description.
+    pub y_desc: String,
+    /// A log10 y axis (1-2-5 ticks) instead of a linear one from 0.
+    pub log_y: bool,
+    /// x positions of dashed vertical marker lines (phase changes, ...).
+    pub markers: Vec<f64>,
+}
+
+/// Writes `<base>.png` and `<base>.svg`: one line per series through its points (x linear
+/// from the smallest to the largest x; y linear from 0 or log10), with optional dashed grey
+/// vertical markers and a legend. With no drawable point, the figure holds a "no data"
+/// note listing the labels. Returns the two paths written.
+pub fn xy_lines(
+    base: &Path,
+    axes: &XyAxes,
+    series: &[XySeries],
+) -> Result<Vec<PathBuf>, BenchError> {
+    let series = series
+        .iter()
+        .map(|s| XySeries {
+            label: s.label.clone(),
+            points: s
+                .points
+                .iter()
+                .copied()
+                .filter(|&(x, y)| x.is_finite() && y.is_finite() && (!axes.log_y || y > 0.0))
+                .collect(),
+        })
+        .collect();
+    write_figure(
+        base,
+        &XyFigure {
+            axes: axes.clone(),
+            series,
+        },
+    )
+}
+
 // ---------------------------------------------------------------------------------------------
 // Rendering: one figure, two backends.
 
@@ -1030,6 +1085,85 @@ impl Figure for ThroughputFigure {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Generic x-y lines.
+
+struct XyFigure {
+    axes: XyAxes,
+    series: Vec<XySeries>,
+}
+
+impl Figure for XyFigure {
+    fn size(&self) -> (u32, u32) {
+        LINE_FIGURE_SIZE
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+        let area = titled(root, &self.axes.title)?;
+        let all = || self.series.iter().flat_map(|s| s.points.iter().copied());
+        if all().next().is_none() {
+            return draw_note(
+                &area,
+                &no_data_lines(self.series.iter().map(|s| s.label.as_str())),
+            );
+        }
+        let (x_lo, x_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (x, _)| {
+            (lo.min(x), hi.max(x))
+        });
+        let (y_lo, y_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, y)| {
+            (lo.min(y), hi.max(y))
+        });
+        let x = linear_axis(x_lo, x_hi);
+        let y = if self.axes.log_y {
+            log_axis(y_lo, y_hi, 1e-9)
+        } else {
+            linear_axis_from_zero(y_hi)
+        };
+        let mut chart = styled_chart(&area, &x, &y, &self.axes.x_desc, &self.axes.y_desc)?;
+        for &m in &self.axes.markers {
+            if !(m.is_finite() && m >= x.lo && m <= x.hi) {
+                continue;
+            }
+            // Dashes: short segments along the marker.
+            let steps = 60;
+            let span = y.hi - y.lo;
+            let dashes = (0..steps).step_by(2).map(|i| {
+                let a = y.lo + span * f64::from(i) / f64::from(steps);
+                let b = y.lo + span * f64::from(i + 1) / f64::from(steps);
+                PathElement::new(vec![(m, a), (m, b)], NOTE_GREY.stroke_width(1))
+            });
+            chart.draw_series(dashes).map_err(|e| e.to_string())?;
+        }
+        for (i, s) in self.series.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            let points: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .map(|&(px, py)| (px, y.to_coord(py)))
+                .collect();
+            let label = if points.is_empty() {
+                format!("{} (no data)", s.label)
+            } else {
+                s.label.clone()
+            };
+            chart
+                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(label)
+                .legend(legend_line(colour));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .margin(12)
+            .background_style(WHITE.mix(0.9))
+            .border_style(RGBColor(170, 170, 170))
+            .label_font((FONT_FAMILY, 15).into_font())
+            .draw()
+            .map_err(|e| e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1525,5 +1659,55 @@ mod tests {
         assert_eq!(lin.hi, 1_200.0);
         assert_eq!(labels.first().map(String::as_str), Some("0"));
         assert_eq!(labels.last().map(String::as_str), Some("1200"));
+    }
+
+    #[test]
+    fn xy_lines_draw_log_and_linear_axes_with_markers() {
+        let dir = tempfile::tempdir().unwrap();
+        let series = [
+            XySeries {
+                label: "fast".into(),
+                points: vec![(0.0, 31.0), (1.0, 32.0), (2.0, 35.0)],
+            },
+            XySeries {
+                label: "backlog".into(),
+                points: vec![(0.0, 31.0), (1.0, 0.0), (2.0, 90_000.0), (3.0, f64::NAN)],
+            },
+        ];
+        for log_y in [true, false] {
+            let axes = XyAxes {
+                title: "latency over time".into(),
+                x_desc: "time (s)".into(),
+                y_desc: "latency (ms)".into(),
+                log_y,
+                markers: vec![1.5, 99.0],
+            };
+            let base = dir.path().join(format!("xy-{log_y}"));
+            let paths = xy_lines(&base, &axes, &series).unwrap();
+            let svg = check_outputs(
+                &base,
+                &paths,
+                (1000, 600),
+                &["latency over time", "fast", "backlog", "time (s)"],
+            );
+            assert!(svg.contains("#4E79A7") && svg.contains("#F28E2B"));
+            if log_y {
+                assert!(svg.contains(">\n100000\n<"), "log tick 100000 missing");
+            }
+        }
+        let empty = [XySeries {
+            label: "idle".into(),
+            points: vec![(0.0, 0.0)],
+        }];
+        let axes = XyAxes {
+            title: "t".into(),
+            x_desc: "x".into(),
+            y_desc: "y".into(),
+            log_y: true,
+            markers: vec![],
+        };
+        let base = dir.path().join("xy-empty");
+        let paths = xy_lines(&base, &axes, &empty).unwrap();
+        check_outputs(&base, &paths, (1000, 600), &["no data", "idle"]);
     }
 }

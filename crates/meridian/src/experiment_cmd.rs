@@ -40,7 +40,7 @@ pub struct ExperimentArgs {
     /// `replica-choice` only: requests per dynamic run (overrides the default or `--full`).
     #[arg(long)]
     requests: Option<usize>,
-    /// `replica-choice` only: runs executed at once, one per thread (default 2).
+    /// `replica-choice` only: runs executed at once, one per thread.
     #[arg(long, default_value_t = 2)]
     jobs: usize,
     /// `clock-si` and `replica-choice`: the seed of the clusters and clients.
