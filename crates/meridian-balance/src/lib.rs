@@ -27,7 +27,7 @@ pub use queue::{EntryState, QueueEntry, ReadQueue, ReqId};
 pub use selector::{Balancer, BalancerConfig, C3Config, LoadFeedback, PeerView, SnitchConfig};
 pub use service::ServiceModel;
 pub use spacesaving::{Counter, SpaceSaving, Summary};
-pub use strategy::Strategy;
+pub use strategy::{DeferredClaim, Strategy};
 
 /// Microseconds of a node's clock (or of virtual time in the simulator).
 pub type Micros = u64;

@@ -96,3 +96,66 @@ impl std::str::FromStr for Strategy {
             })
     }
 }
+
+/// How a replica about to serve a deferred (Naive or AVR) read makes sure no other candidate
+/// serves it too (spec §2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferredClaim {
+    /// The study's rule: broadcast `Cancel` to the other candidates, then serve. Replicas
+    /// that pop the same read at the same instant both serve it (with a fixed service time
+    /// they do so in lockstep, halving the capacity of a key's replicas).
+    Cancel,
+    /// Ask the read's coordinator first, which grants the first claim only: one intra-DC
+    /// round trip per read, and never a duplicate service.
+    #[default]
+    Token,
+}
+
+impl DeferredClaim {
+    /// The name as configuration spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            DeferredClaim::Cancel => "cancel",
+            DeferredClaim::Token => "token",
+        }
+    }
+}
+
+impl std::fmt::Display for DeferredClaim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for DeferredClaim {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<DeferredClaim, String> {
+        [DeferredClaim::Cancel, DeferredClaim::Token]
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown deferred claim `{s}`: expected cancel or token"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for s in Strategy::ALL {
+            assert_eq!(s.name().parse::<Strategy>(), Ok(s));
+        }
+        for c in [DeferredClaim::Cancel, DeferredClaim::Token] {
+            assert_eq!(c.to_string().to_uppercase().parse::<DeferredClaim>(), Ok(c));
+        }
+        assert!("fastest".parse::<Strategy>().is_err());
+        assert!(
+            "".parse::<DeferredClaim>()
+                .unwrap_err()
+                .contains("cancel or token")
+        );
+    }
+}

@@ -11,6 +11,10 @@
 //! | capacity | same | round_robin, uniform keys, λ up to 2000 | served throughput against the ideal 32 / 30 ms = 1067 req/s |
 //! | f sweep | 1 DC × 32 nodes, f ∈ {2, 4, 8, 16} | a batch of requests (adversarial: one ring partition's objects; few popular: Zipf s = 1) | completion time of the batch |
 //! | heterogeneous | 1 DC × 32 nodes, f = 3, `exp:30`, one node `exp:90` | uniform keys, open loop | c3 against dynamic_snitch: p50 / p99 / p99.9 / mean / throughput |
+//! | sensitivity | as the dynamic scenario and the f sweep, with `exp:30` service | λ = 256; batches | what a variable service time changes for the deferred strategies |
+//!
+//! [`StudyOptions::reduced`] (the default) runs 80 000 requests per dynamic run, a fifth of
+//! the paper's; [`StudyOptions::full`] the paper's 400 000.
 //!
 //! Every read is an eventual GET with R = 1, `read_fanout = quorum`, PR = 0 and
 //! `notfound_ok`, so it goes through the balance protocol's one-replica path
@@ -35,7 +39,7 @@ use hdrhistogram::Histogram;
 use meridian_cluster::{Quorum, ReadFanout};
 use meridian_core::NodeId;
 use meridian_replication::{
-    BucketProps, EventualNode, GetOptions, PutOptions, ServiceModel, Strategy,
+    BucketProps, DeferredClaim, EventualNode, GetOptions, PutOptions, ServiceModel, Strategy,
 };
 use meridian_sim::SyncPolicy;
 use meridian_sim::cluster::{SimCluster, SimConfig};
@@ -166,6 +170,8 @@ pub struct Scenario {
     pub drain_cap: Duration,
     /// Jitter of the intra-DC links (fraction of [`LAN_ONE_WAY`]; the study's runs: 0).
     pub lan_jitter: f64,
+    /// How replicas claim deferred reads (Meridian's default `token`; the study's `cancel`).
+    pub claim: DeferredClaim,
 }
 
 impl Scenario {
@@ -199,6 +205,7 @@ impl Scenario {
             workload_seed: seed ^ (lambda as u64).wrapping_mul(0x9e37_79b9),
             drain_cap: Duration::from_secs(4 * 3_600),
             lan_jitter: 0.0,
+            claim: DeferredClaim::Token,
         }
     }
 
@@ -483,6 +490,7 @@ pub async fn run_scenario(sc: &Scenario) -> Result<RunResult, BenchError> {
         service_model: sc.service,
         service_models: sc.slow.into_iter().collect(),
         read_workers: 1,
+        deferred_claim: sc.claim,
         ..SimConfig::default()
     });
     let result = drive(&cluster, sc).await;
@@ -809,6 +817,10 @@ pub struct StudyResults {
     pub dynamic_exp: Vec<RunResult>,
     /// Sensitivity: the f sweep with `exp:30` service.
     pub fsweep_exp: Vec<RunResult>,
+    /// The deferred strategies at [`LAMBDA_MAIN`] under the study's `cancel` claim rule.
+    pub dynamic_cancel: Vec<RunResult>,
+    /// The f sweep's deferred strategies under the `cancel` claim rule.
+    pub fsweep_cancel: Vec<RunResult>,
 }
 
 /// The study's scenarios, by part.
@@ -847,10 +859,17 @@ pub fn study_scenarios(o: &StudyOptions) -> Vec<(&'static str, Scenario)> {
     let exp = ServiceModel::Exp {
         mean_us: SERVICE_US,
     };
-    for (part, service) in [("fsweep", None), ("fsweep_exp", Some(exp))] {
+    for (part, service, claim) in [
+        ("fsweep", None, DeferredClaim::Token),
+        ("fsweep_exp", Some(exp), DeferredClaim::Token),
+        ("fsweep_cancel", None, DeferredClaim::Cancel),
+    ] {
         for dist in [KeyDist::Partition, KeyDist::Zipf(1.0)] {
             for &f in &F_SWEEP {
                 for s in SWEEP_STRATEGIES {
+                    if claim == DeferredClaim::Cancel && !s.is_deferred() {
+                        continue;
+                    }
                     let mut sc = Scenario::dynamic(s, false, 0.0, o.batch_requests, o.seed);
                     sc.arrivals = Arrivals::Batch { spread_ms: 1_000 };
                     sc.f = f;
@@ -860,6 +879,10 @@ pub fn study_scenarios(o: &StudyOptions) -> Vec<(&'static str, Scenario)> {
                     if let Some(m) = service {
                         sc.service = m;
                         sc.label.push_str(", exp:30");
+                    }
+                    if claim == DeferredClaim::Cancel {
+                        sc.claim = claim;
+                        sc.label.push_str(", claim = cancel");
                     }
                     v.push((part, sc));
                 }
@@ -872,6 +895,14 @@ pub fn study_scenarios(o: &StudyOptions) -> Vec<(&'static str, Scenario)> {
             sc.service = exp;
             sc.label.push_str(", exp:30");
             v.push(("dynamic_exp", sc));
+        }
+    }
+    for s in PAPER_STRATEGIES.into_iter().filter(|s| s.is_deferred()) {
+        for copies in [false, true] {
+            let mut sc = Scenario::dynamic(s, copies, LAMBDA_MAIN, o.requests, o.seed);
+            sc.claim = DeferredClaim::Cancel;
+            sc.label.push_str(", claim = cancel");
+            v.push(("dynamic_cancel", sc));
         }
     }
     for slow in [true, false] {
@@ -964,6 +995,8 @@ pub fn run_study(
         hetero: Vec::new(),
         dynamic_exp: Vec::new(),
         fsweep_exp: Vec::new(),
+        dynamic_cancel: Vec::new(),
+        fsweep_cancel: Vec::new(),
     };
     for ((part, _), slot) in scenarios.iter().zip(slots) {
         let r = slot.into_inner().unwrap_or_else(|| {
@@ -978,6 +1011,8 @@ pub fn run_study(
             "fsweep" => res.fsweep.push(r),
             "dynamic_exp" => res.dynamic_exp.push(r),
             "fsweep_exp" => res.fsweep_exp.push(r),
+            "dynamic_cancel" => res.dynamic_cancel.push(r),
+            "fsweep_cancel" => res.fsweep_cancel.push(r),
             _ => res.hetero.push(r),
         }
     }
@@ -1120,7 +1155,12 @@ fn status(r: &RunResult) -> String {
 }
 
 /// The f sweep's table: completion time per distribution × strategy × f.
-fn fsweep_table(s: &mut String, fsweep: &[RunResult], batch_requests: usize) {
+fn fsweep_table(
+    s: &mut String,
+    fsweep: &[RunResult],
+    strategies: &[Strategy],
+    batch_requests: usize,
+) {
     let _ = writeln!(
         s,
         "| distribution | strategy | {} | T(2) / T(16) | duplicates at f = {} |\n|---|---|{}---:|---|",
@@ -1129,7 +1169,7 @@ fn fsweep_table(s: &mut String, fsweep: &[RunResult], batch_requests: usize) {
         "---:|".repeat(F_SWEEP.len())
     );
     for dist in [KeyDist::Partition, KeyDist::Zipf(1.0)] {
-        for st in SWEEP_STRATEGIES {
+        for &st in strategies {
             let runs: Vec<&RunResult> = F_SWEEP
                 .iter()
                 .filter_map(|&f| {
@@ -1407,7 +1447,7 @@ pub fn summary_markdown(res: &StudyResults) -> String {
         o.batch_requests,
         o.batch_requests as f64 * SERVICE_US as f64 / 1e6 / f64::from(NODES)
     );
-    fsweep_table(&mut s, &res.fsweep, o.batch_requests);
+    fsweep_table(&mut s, &res.fsweep, &SWEEP_STRATEGIES, o.batch_requests);
     // Heterogeneous.
     let _ = writeln!(
         s,
@@ -1479,7 +1519,42 @@ pub fn summary_markdown(res: &StudyResults) -> String {
         );
     }
     let _ = writeln!(s, "\n### f sweep with `exp:30`\n");
-    fsweep_table(&mut s, &res.fsweep_exp, o.batch_requests);
+    fsweep_table(&mut s, &res.fsweep_exp, &SWEEP_STRATEGIES, o.batch_requests);
+
+    // The study's claim rule against Meridian's claim tokens.
+    let _ = writeln!(
+        s,
+        "\n## Claiming a deferred read: the study's `cancel` rule against `token`\n\nEvery run above uses Meridian's default `deferred_claim = token` (the replica asks the read's coordinator before serving; the first claim only is granted). Here the deferred strategies run under the study's rule: broadcast `Cancel`, then serve. `fixed:30`, λ = {LAMBDA_MAIN}.\n\n| strategy | copies | `cancel`: completed | mean s | Z1 end s | Z2 end s | p99 ms | duplicates | `token`: mean s | p99 ms | duplicates |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in &res.dynamic_cancel {
+        let token = find(
+            &res.dynamic,
+            r.scenario.strategy,
+            r.scenario.extra_copies,
+            LAMBDA_MAIN,
+        );
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.scenario.strategy.name(),
+            copies_word(r.scenario.extra_copies),
+            status(r),
+            f1(r.mean_s()),
+            f1(r.phase_end_s(1)),
+            f1(r.phase_end_s(3)),
+            f1(r.q_ms(0.99)),
+            r.duplicate_services,
+            token.map_or("–".into(), |t| f1(t.mean_s())),
+            token.map_or("–".into(), |t| f1(t.q_ms(0.99))),
+            token.map_or("–".into(), |t| t.duplicate_services.to_string()),
+        );
+    }
+    let _ = writeln!(s, "\n### f sweep under `cancel`\n");
+    let deferred: Vec<Strategy> = SWEEP_STRATEGIES
+        .into_iter()
+        .filter(|s| s.is_deferred())
+        .collect();
+    fsweep_table(&mut s, &res.fsweep_cancel, &deferred, o.batch_requests);
     s
 }
 
@@ -1495,6 +1570,8 @@ fn part_runs(res: &StudyResults) -> Vec<(&'static str, &RunResult)> {
     v.extend(res.hetero.iter().map(|r| ("hetero", r)));
     v.extend(res.dynamic_exp.iter().map(|r| ("dynamic_exp", r)));
     v.extend(res.fsweep_exp.iter().map(|r| ("fsweep_exp", r)));
+    v.extend(res.dynamic_cancel.iter().map(|r| ("dynamic_cancel", r)));
+    v.extend(res.fsweep_cancel.iter().map(|r| ("fsweep_cancel", r)));
     v
 }
 
@@ -1517,7 +1594,7 @@ fn csv_num(v: f64) -> String {
 /// One row per run.
 pub fn runs_csv(res: &StudyResults) -> String {
     let mut s = String::from(
-        "part,label,strategy,extra_copies,service,lambda,f,phases,requests,completed,failed,unfinished,mean_s,p50_ms,p99_ms,p999_ms,max_ms,phase_means_s,makespan_s,arrivals_end_s,throughput,duplicate_services,cancelled,extra_reads,extra_misses,c3_overloads,copy_create_ms_p50,copy_create_ms_max\n",
+        "part,label,strategy,extra_copies,claim,service,lambda,f,phases,requests,completed,failed,unfinished,mean_s,p50_ms,p99_ms,p999_ms,max_ms,phase_means_s,makespan_s,arrivals_end_s,throughput,duplicate_services,cancelled,extra_reads,extra_misses,c3_overloads,copy_create_ms_p50,copy_create_ms_max\n",
     );
     for (part, r) in part_runs(res) {
         let sc = &r.scenario;
@@ -1527,10 +1604,11 @@ pub fn runs_csv(res: &StudyResults) -> String {
             .collect();
         let _ = writeln!(
             s,
-            "{part},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{part},\"{}\",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             sc.label,
             sc.strategy.name(),
             sc.extra_copies,
+            sc.claim,
             service_name(sc.service),
             sc.lambda().map_or(String::new(), |l| l.to_string()),
             sc.f,

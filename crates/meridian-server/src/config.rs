@@ -97,6 +97,11 @@ pub struct BalanceSection {
     /// Timeout of each step of making an extra copy, milliseconds (default 5000).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy_timeout_ms: Option<u64>,
+    /// How a replica claims a deferred (`naive`, `avr`) read before serving it: `token`
+    /// (the default: its coordinator grants the first claim only, never a duplicate) or
+    /// `cancel` (the replica-choice study's rule: broadcast a cancel and serve).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deferred_claim: Option<meridian_replication::DeferredClaim>,
 }
 
 impl BalanceSection {
@@ -157,6 +162,9 @@ impl BalanceSection {
         }
         if let Some(v) = self.copy_timeout_ms {
             rc.copy_timeout = ms(v);
+        }
+        if let Some(c) = self.deferred_claim {
+            rc.deferred_claim = c;
         }
     }
 }
@@ -650,7 +658,7 @@ mod tests {
         let ex = readme_cluster_example();
         let c = NodeConfig::from_toml(&format!(
             "{ex}\n[balance]\nservice_model = \"fixed:30\"\nread_workers = 1\n\
-             hot_period_ms = 500\n\n[buckets.hot]\nreplica_selection = \"c3\"\n\
+             hot_period_ms = 500\ndeferred_claim = \"cancel\"\n\n[buckets.hot]\nreplica_selection = \"c3\"\n\
              extra_copies = true\n"
         ))
         .unwrap();
@@ -674,6 +682,10 @@ mod tests {
         assert_eq!(rc.read_workers, 1);
         assert_eq!(rc.hot_period, std::time::Duration::from_millis(500));
         assert_eq!(rc.copy_lease, std::time::Duration::from_secs(1));
+        assert_eq!(
+            rc.deferred_claim,
+            meridian_replication::DeferredClaim::Cancel
+        );
         // A config without [balance] writes none.
         assert!(!NodeConfig::default().to_toml().unwrap().contains("balance"));
 
@@ -698,6 +710,7 @@ mod tests {
                 "balance.copy_lease_ms",
             ),
             ("[balance]\nworkers = 2", "workers"),
+            ("[balance]\ndeferred_claim = \"first\"", "deferred_claim"),
         ] {
             let e = err(text);
             assert!(e.contains(want), "{text}: {e}");

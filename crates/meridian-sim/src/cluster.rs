@@ -68,6 +68,8 @@ pub struct SimConfig {
     pub service_model: meridian_replication::ServiceModel,
     /// Read balancing: read workers per node.
     pub read_workers: usize,
+    /// Read balancing: how replicas claim deferred reads.
+    pub deferred_claim: meridian_replication::DeferredClaim,
 }
 
 impl Default for SimConfig {
@@ -90,6 +92,7 @@ impl Default for SimConfig {
             service_models: BTreeMap::new(),
             service_model: meridian_replication::ServiceModel::Real,
             read_workers: 4,
+            deferred_claim: meridian_replication::DeferredClaim::Token,
         }
     }
 }
@@ -254,6 +257,7 @@ impl SimCluster {
             .copied()
             .unwrap_or(self.cfg.service_model);
         nc.read_workers = self.cfg.read_workers;
+        nc.deferred_claim = self.cfg.deferred_claim;
         let meta = if m.meta.member(m.id).is_some() {
             m.meta.clone()
         } else {

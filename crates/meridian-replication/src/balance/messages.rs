@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | [`BalanceMsg::Read`] | coordinator → replica or extra-copy holder | [`BalanceMsg::ReadReply`] |
 //! | [`BalanceMsg::Cancel`] | replica → the other candidates of a deferred read | one-way |
+//! | [`BalanceMsg::Claim`] | replica about to serve a deferred read → its coordinator (`deferred_claim = token`) | [`BalanceMsg::Claimed`] |
 //! | [`BalanceMsg::Load`] | every node → its DC's root, every `balance_tick` (with the copies it holds: a new root re-makes them) | [`BalanceMsg::LoadReply`] |
 //! | [`BalanceMsg::Sketch`] | coordinator → root, every `hot_period` | one-way |
 //! | [`BalanceMsg::GetMap`] | node → root (its epoch is stale) | [`BalanceMsg::Map`] |
@@ -95,6 +96,16 @@ pub enum BalanceMsg {
     Cancel {
         /// The read.
         id: ReqId,
+    },
+    /// May this replica serve deferred read `id`? (Asked of its coordinator.)
+    Claim {
+        /// The read.
+        id: ReqId,
+    },
+    /// The coordinator's answer: only the first claim of a read is granted.
+    Claimed {
+        /// Whether the asking replica serves the read.
+        granted: bool,
     },
     /// A node's load report to its DC's root.
     Load {

@@ -38,6 +38,11 @@
 //!   drops it: an intra-DC partition is outside what this cache promises.
 //! - Worker pop order: the oldest assigned (or immediate) entry, else the oldest pending one
 //!   (under Naive nothing is ever assigned, so this is plain FIFO).
+//! - `deferred_claim = token` (the default, spec §2 [M]): before serving a deferred read a
+//!   replica asks its coordinator, which grants the first claim only, so no deferred read is
+//!   served twice. The study's `cancel` rule alone lets replicas that pop the same read at
+//!   once both serve it; with a fixed service time a hot key's replicas then stay in lockstep
+//!   and serve every read twice.
 
 pub mod messages;
 mod read;
@@ -45,8 +50,8 @@ mod root;
 
 use crate::kernel::{Incoming, Msg, Node, Protocol};
 use meridian_balance::{
-    Balancer, BalancerConfig, EntryState, LoadFeedback, ReadQueue, ReqId, ServiceModel,
-    SpaceSaving, Strategy,
+    Balancer, BalancerConfig, DeferredClaim, EntryState, LoadFeedback, ReadQueue, ReqId,
+    ServiceModel, SpaceSaving, Strategy,
 };
 use meridian_core::NodeId;
 pub use messages::{BalanceMsg, CopyPayload, ExtraMap, ReadAnswer, ReadKind};
@@ -62,6 +67,8 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// How long a replica waits for its coordinator's answer to a claim.
+const CLAIM_TIMEOUT: Duration = Duration::from_secs(1);
 /// AVR's ε (spec §2 default).
 const AVR_EPS: f64 = 0.1;
 /// How long a key stays hot at a home replica after an `Announce` (the map keeps it hot
@@ -161,6 +168,9 @@ pub(crate) struct Balance {
     /// this node has not heard from it since it started).
     root_warming: std::sync::atomic::AtomicBool,
     root: Mutex<Option<RootState>>,
+    /// Deferred reads this node coordinates and is waiting for, and the replica whose claim
+    /// it granted (`deferred_claim = token`).
+    claims: Mutex<BTreeMap<ReqId, Option<NodeId>>>,
     pub(crate) counters: Counters,
 }
 
@@ -194,6 +204,7 @@ impl Balance {
             avg: Mutex::new(0),
             root_warming: std::sync::atomic::AtomicBool::new(true),
             root: Mutex::new(None),
+            claims: Mutex::new(BTreeMap::new()),
             counters: Counters::default(),
         }
     }
@@ -250,6 +261,10 @@ impl Protocol for Balance {
                 }
             }
             BalanceMsg::Cancel { id } => node.cancel_read(id, req.from),
+            BalanceMsg::Claim { id } => {
+                let granted = node.grant_claim(id, req.from);
+                req.answer(BalanceMsg::Claimed { granted });
+            }
             BalanceMsg::Load { load, copies } => {
                 let from = req.from;
                 req.answer(node.root_on_load(from, load, copies));
@@ -294,6 +309,7 @@ impl Protocol for Balance {
                 req.answer(BalanceMsg::Done(Ok(())));
             }
             other @ (BalanceMsg::ReadReply { .. }
+            | BalanceMsg::Claimed { .. }
             | BalanceMsg::LoadReply { .. }
             | BalanceMsg::Done(_)) => req.unexpected(node, &other),
         }
@@ -446,6 +462,35 @@ impl Node {
         }
     }
 
+    /// Asks deferred read `id`'s coordinator whether this replica may serve it; only its
+    /// first claim is granted. An unreachable coordinator denies (its read is lost anyway).
+    async fn claim(&self, id: ReqId) -> bool {
+        if id.coord == self.id() {
+            return self.grant_claim(id, self.id());
+        }
+        let msg = Msg::Balance(BalanceMsg::Claim { id });
+        matches!(
+            self.kernel()
+                .transport
+                .request(id.coord, msg, CLAIM_TIMEOUT)
+                .await,
+            Ok(Msg::Balance(BalanceMsg::Claimed { granted: true }))
+        )
+    }
+
+    /// The coordinator's side of a claim: grants deferred read `id` to `replica` if it is
+    /// still waiting and no other replica has it.
+    fn grant_claim(&self, id: ReqId, replica: NodeId) -> bool {
+        match self.bal().claims.lock().get_mut(&id) {
+            Some(holder @ None) => {
+                *holder = Some(replica);
+                true
+            }
+            Some(Some(h)) => *h == replica,
+            None => false,
+        }
+    }
+
     /// Reads `key` from this node's own store, or from its extra copies.
     fn read_here(&self, key: &[u8], kind: &ReadKind, extra: bool) -> ReadAnswer {
         if extra {
@@ -512,6 +557,24 @@ impl Node {
                 let _ = b
                     .avr_waiting
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+            let deferred = entry.state != EntryState::Immediate;
+            if deferred && self.kernel().cfg.deferred_claim == DeferredClaim::Token {
+                let granted = tokio::select! {
+                    biased;
+                    _ = shutdown.cancelled() => false,
+                    g = self.claim(entry.id) => g,
+                };
+                if !granted {
+                    // Another candidate serves it (or its coordinator gave up).
+                    b.counters.cancelled.fetch_add(1, Ordering::Relaxed);
+                    let load = LoadFeedback {
+                        queue: b.load(),
+                        service_us: 0,
+                    };
+                    let _ = entry.item.done.send((ReadAnswer::Cancelled, load));
+                    continue;
+                }
             }
             if entry.state == EntryState::Pending {
                 // Claimed here: the other candidates drop their copies of it.

@@ -79,16 +79,21 @@ impl Node {
             .into_iter()
             .partition(|c| c.dc == self.dc() && !c.failover_only);
         if plan.strategy.is_deferred() && local.len() > 1 {
+            let homes: Vec<Cand> = local.iter().filter(|c| !c.extra).cloned().collect();
             return match self.read_deferred(key, local, plan).await {
                 Ok(one) => Ok(one),
-                Err(mut failed) if !remote.is_empty() => {
-                    let r = self.read_in_order(key, remote, plan).await;
+                Err(mut failed) => {
+                    // Every candidate failed, or the one that claimed the read no longer held
+                    // its extra copy (the others were cancelled): ask the home replicas, then
+                    // the other DCs, one at a time.
+                    let mut retry = homes;
+                    retry.extend(remote);
+                    let r = self.read_in_order(key, retry, plan).await;
                     r.map_err(|f| {
                         failed.extend(f);
                         ReadFail::Failed(failed)
                     })
                 }
-                Err(failed) => Err(ReadFail::Failed(failed)),
             };
         }
         let mut ordered = local;
@@ -252,6 +257,13 @@ impl Node {
         plan: ReadPlan,
     ) -> Result<OneRead, Vec<NodeId>> {
         let (tx, mut rx) = mpsc::unbounded_channel();
+        // A deferred read's failover asks one replica at a time: the replica must serve it as
+        // an immediate read, not queue it as pending and claim it.
+        let strategy = if plan.strategy.is_deferred() {
+            Strategy::LocalFirst
+        } else {
+            plan.strategy
+        };
         let mut next = 0;
         let mut failed = Vec::new();
         let mut pending = 0usize;
@@ -267,7 +279,7 @@ impl Node {
                 self.ask_one(
                     key,
                     c,
-                    plan.strategy,
+                    strategy,
                     Vec::new(),
                     self.bal().next_id(self.id()),
                     plan.deadline,
@@ -297,12 +309,18 @@ impl Node {
                     if let Some(c) = ordered.get(next).cloned() {
                         next += 1;
                         pending += 1;
-                        self.ask_one(key, c, plan.strategy, Vec::new(), self.bal().next_id(self.id()), plan.deadline, tx.clone());
+                        self.ask_one(key, c, strategy, Vec::new(), self.bal().next_id(self.id()), plan.deadline, tx.clone());
                     }
                     hedge_at = Instant::now().checked_add(hedge);
                 }
             }
         }
+    }
+
+    /// Takes claims of deferred read `id` until the guard drops (then every claim is denied).
+    fn await_claims(&self, id: meridian_balance::ReqId) -> ClaimWindow<'_> {
+        self.bal().claims.lock().insert(id, None);
+        ClaimWindow { node: self, id }
     }
 
     /// Deferred strategies: the read is enqueued at every candidate; the first answer wins and
@@ -316,6 +334,7 @@ impl Node {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let nodes: Vec<NodeId> = cands.iter().map(|c| c.node).collect();
         let id = self.bal().next_id(self.id());
+        let _claims = self.await_claims(id);
         for c in &cands {
             let others: Vec<NodeId> = nodes.iter().copied().filter(|&n| n != c.node).collect();
             self.ask_one(
@@ -363,5 +382,17 @@ impl Node {
             });
         }
         Ok(won)
+    }
+}
+
+/// While it lives, the coordinator grants the first claim of its deferred read.
+struct ClaimWindow<'a> {
+    node: &'a Node,
+    id: meridian_balance::ReqId,
+}
+
+impl Drop for ClaimWindow<'_> {
+    fn drop(&mut self) {
+        self.node.bal().claims.lock().remove(&self.id);
     }
 }

@@ -158,6 +158,9 @@ pub struct NodeConfig {
     /// Read balancing: workers serving the read queue (default 4; the replica-choice study
     /// uses 1).
     pub read_workers: usize,
+    /// Read balancing: how a replica claims a deferred read before serving it (default
+    /// `token`: its coordinator grants the first claim only).
+    pub deferred_claim: meridian_balance::DeferredClaim,
     /// Read balancing: how often a node reports its load to its DC's root and hears the
     /// average load and the copy map's epoch back (default 100 ms).
     pub balance_tick: Duration,
@@ -203,6 +206,7 @@ impl NodeConfig {
             txn: meridian_txn::TxnLimits::default(),
             service_model: meridian_balance::ServiceModel::Real,
             read_workers: 4,
+            deferred_claim: meridian_balance::DeferredClaim::Token,
             balance_tick: Duration::from_millis(100),
             hot_period: Duration::from_secs(1),
             copy_lease: Duration::from_secs(1),
