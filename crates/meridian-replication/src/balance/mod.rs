@@ -515,6 +515,16 @@ impl Node {
         }
     }
 
+    /// Whether this node holds a copy of `key` whose lease runs.
+    fn serves_copy(&self, key: &[u8]) -> bool {
+        let now = Instant::now();
+        self.bal()
+            .extras
+            .lock()
+            .get(key)
+            .is_some_and(|e| e.lease_until > now)
+    }
+
     fn read_extra(&self, key: &[u8]) -> ReadAnswer {
         let b = self.bal();
         let now = Instant::now();
@@ -557,6 +567,18 @@ impl Node {
                 let _ = b
                     .avr_waiting
                     .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+            }
+            if entry.item.extra && !self.serves_copy(&entry.item.key) {
+                // The copy is gone (dropped, or its lease ran out): answer at once, without
+                // claiming the read or spending a service time on it. A deferred read stays
+                // with its other candidates.
+                b.counters.extra_misses.fetch_add(1, Ordering::Relaxed);
+                let load = LoadFeedback {
+                    queue: b.load(),
+                    service_us: 0,
+                };
+                let _ = entry.item.done.send((ReadAnswer::Miss, load));
+                continue;
             }
             let deferred = entry.state != EntryState::Immediate;
             if deferred && self.kernel().cfg.deferred_claim == DeferredClaim::Token {
