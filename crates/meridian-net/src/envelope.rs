@@ -1,10 +1,12 @@
 //! The wire format of one message: an [`Envelope`] (kind, sender, body) encoded with `postcard`
-//! into one frame, and the [`Hello`] handshake frame that opens every TCP connection.
+//! into one frame, and the handshake frames that open every TCP connection ([`Challenge`],
+//! [`Hello`], [`Welcome`]).
 //!
 //! Guarantees: decoding is strict (trailing bytes are an error), and an encoded envelope larger
 //! than the frame maximum is refused before it is queued.
 
 use crate::NetError;
+use crate::auth::{ClusterSecret, Nonce, Proof, Role};
 use bytes::Bytes;
 use meridian_core::NodeId;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -76,13 +78,71 @@ pub(crate) fn decode_exact<T: DeserializeOwned>(frame: &[u8]) -> Result<T, NetEr
     Ok(value)
 }
 
-/// Magic number opening every handshake ("MRDN").
+/// Magic number opening every handshake frame ("MRDN").
 pub const HELLO_MAGIC: u32 = 0x4d52_444e;
 
-/// Version of the wire protocol spoken by this build.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// Version of the wire protocol spoken by this build (2: authenticated handshake).
+pub const PROTOCOL_VERSION: u16 = 2;
 
-/// The first frame on every TCP connection: who is connecting, and which protocol it speaks.
+/// Checks a handshake frame's magic number and protocol version.
+fn check_header(what: &str, magic: u32, version: u16) -> Result<(), NetError> {
+    if magic != HELLO_MAGIC {
+        return Err(NetError::Codec(format!(
+            "bad {what} magic {magic:#x}: not a Meridian node"
+        )));
+    }
+    if version != PROTOCOL_VERSION {
+        return Err(NetError::Codec(format!(
+            "peer speaks protocol version {version}, this node speaks {PROTOCOL_VERSION}"
+        )));
+    }
+    Ok(())
+}
+
+/// The first frame on every TCP connection, sent by the accepting node: a fresh nonce the
+/// connecting node must prove the cluster secret over ([`crate::auth`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Challenge {
+    /// Always [`HELLO_MAGIC`].
+    pub magic: u32,
+    /// The acceptor's [`PROTOCOL_VERSION`].
+    pub version: u16,
+    /// The acceptor's nonce.
+    pub nonce: Nonce,
+}
+
+impl Challenge {
+    /// A challenge with a fresh random nonce.
+    pub fn new() -> Self {
+        Self {
+            magic: HELLO_MAGIC,
+            version: PROTOCOL_VERSION,
+            nonce: crate::auth::nonce(),
+        }
+    }
+
+    /// Encodes the challenge as a frame body.
+    pub fn encode(&self) -> Bytes {
+        Bytes::from(postcard::to_allocvec(self).expect("Challenge always encodes"))
+    }
+
+    /// Decodes and validates a challenge frame.
+    pub fn decode(frame: &[u8]) -> Result<Self, NetError> {
+        let c: Challenge = decode_exact(frame)
+            .map_err(|e| NetError::Codec(format!("bad challenge ({e}): not a Meridian node?")))?;
+        check_header("challenge", c.magic, c.version)?;
+        Ok(c)
+    }
+}
+
+impl Default for Challenge {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The connecting node's answer to a [`Challenge`]: who it is, its own nonce, and its proof of
+/// the cluster secret over both nonces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Hello {
     /// Always [`HELLO_MAGIC`].
@@ -91,16 +151,34 @@ pub struct Hello {
     pub version: u16,
     /// The connecting node.
     pub node: NodeId,
+    /// The connector's nonce (the acceptor's [`Welcome`] proves the secret over it).
+    pub nonce: Nonce,
+    /// The connector's proof.
+    pub proof: Proof,
 }
 
 impl Hello {
-    /// The handshake for `node` at this build's protocol version.
-    pub fn new(node: NodeId) -> Self {
+    /// `node`'s answer to `challenge` under `secret`, with a fresh nonce.
+    pub fn new(node: NodeId, challenge: &Challenge, secret: &ClusterSecret) -> Self {
+        let nonce = crate::auth::nonce();
         Self {
             magic: HELLO_MAGIC,
             version: PROTOCOL_VERSION,
             node,
+            nonce,
+            proof: secret.proof(Role::Connector, &challenge.nonce, &nonce, node),
         }
+    }
+
+    /// Whether the proof shows the cluster secret (checked by the acceptor).
+    pub fn verify(&self, challenge: &Challenge, secret: &ClusterSecret) -> bool {
+        secret.verify(
+            Role::Connector,
+            &challenge.nonce,
+            &self.nonce,
+            self.node,
+            &self.proof,
+        )
     }
 
     /// Encodes the handshake as a frame body.
@@ -108,23 +186,61 @@ impl Hello {
         Bytes::from(postcard::to_allocvec(self).expect("Hello always encodes"))
     }
 
-    /// Decodes and validates a handshake frame.
+    /// Decodes and validates a handshake frame (not its proof: see [`Hello::verify`]).
     pub fn decode(frame: &[u8]) -> Result<Self, NetError> {
         let hello: Hello = decode_exact(frame)
             .map_err(|e| NetError::Codec(format!("bad handshake ({e}): not a Meridian node?")))?;
-        if hello.magic != HELLO_MAGIC {
-            return Err(NetError::Codec(format!(
-                "bad handshake magic {:#x}: not a Meridian node",
-                hello.magic
-            )));
-        }
-        if hello.version != PROTOCOL_VERSION {
-            return Err(NetError::Codec(format!(
-                "peer speaks protocol version {}, this node speaks {PROTOCOL_VERSION}",
-                hello.version
-            )));
-        }
+        check_header("handshake", hello.magic, hello.version)?;
         Ok(hello)
+    }
+}
+
+/// The accepting node's proof of the cluster secret over the connector's nonce: the
+/// connector sends nothing else before it checks it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The acceptor's proof.
+    pub proof: Proof,
+}
+
+impl Welcome {
+    /// `acceptor`'s answer to `hello` (which answered `challenge`).
+    pub fn new(
+        acceptor: NodeId,
+        challenge: &Challenge,
+        hello: &Hello,
+        secret: &ClusterSecret,
+    ) -> Self {
+        Self {
+            proof: secret.proof(Role::Acceptor, &hello.nonce, &challenge.nonce, acceptor),
+        }
+    }
+
+    /// Whether `acceptor` proved the secret (checked by the connector).
+    pub fn verify(
+        &self,
+        acceptor: NodeId,
+        challenge: &Challenge,
+        hello: &Hello,
+        secret: &ClusterSecret,
+    ) -> bool {
+        secret.verify(
+            Role::Acceptor,
+            &hello.nonce,
+            &challenge.nonce,
+            acceptor,
+            &self.proof,
+        )
+    }
+
+    /// Encodes the welcome as a frame body.
+    pub fn encode(&self) -> Bytes {
+        Bytes::from(postcard::to_allocvec(self).expect("Welcome always encodes"))
+    }
+
+    /// Decodes a welcome frame.
+    pub fn decode(frame: &[u8]) -> Result<Self, NetError> {
+        decode_exact(frame).map_err(|e| NetError::Codec(format!("bad welcome ({e})")))
     }
 }
 
@@ -181,6 +297,8 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = decode::<Msg>(&bytes);
             let _ = Hello::decode(&bytes);
+            let _ = Challenge::decode(&bytes);
+            let _ = Welcome::decode(&bytes);
         }
     }
 
@@ -215,16 +333,43 @@ mod tests {
 
     #[test]
     fn handshake_round_trips_and_rejects_strangers() {
-        let hello = Hello::new(NodeId(9));
+        let secret = ClusterSecret::new(b"a cluster secret!").unwrap();
+        let challenge = Challenge::new();
+        assert_eq!(Challenge::decode(&challenge.encode()).unwrap(), challenge);
+        let hello = Hello::new(NodeId(9), &challenge, &secret);
         assert_eq!(Hello::decode(&hello.encode()).unwrap(), hello);
+        assert!(hello.verify(&challenge, &secret));
+        assert!(
+            !hello.verify(&Challenge::new(), &secret),
+            "another connection's challenge"
+        );
+        assert!(!hello.verify(&challenge, &ClusterSecret::open()));
+        let forged = Hello {
+            node: NodeId(1),
+            ..hello
+        };
+        assert!(
+            !forged.verify(&challenge, &secret),
+            "the proof names its node"
+        );
+        let welcome = Welcome::new(NodeId(2), &challenge, &hello, &secret);
+        assert_eq!(Welcome::decode(&welcome.encode()).unwrap(), welcome);
+        assert!(welcome.verify(NodeId(2), &challenge, &hello, &secret));
+        assert!(!welcome.verify(NodeId(3), &challenge, &hello, &secret));
         let bad = Hello { magic: 1, ..hello };
         let bytes = postcard::to_allocvec(&bad).unwrap();
         assert!(matches!(Hello::decode(&bytes), Err(NetError::Codec(_))));
         let newer = Hello {
-            version: 2,
+            version: PROTOCOL_VERSION + 1,
             ..hello
         };
         let bytes = postcard::to_allocvec(&newer).unwrap();
         assert!(matches!(Hello::decode(&bytes), Err(NetError::Codec(_))));
+        let older = Challenge {
+            version: 1,
+            ..challenge
+        };
+        let bytes = postcard::to_allocvec(&older).unwrap();
+        assert!(matches!(Challenge::decode(&bytes), Err(NetError::Codec(_))));
     }
 }

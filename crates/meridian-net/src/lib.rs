@@ -49,9 +49,10 @@
 //! Over TCP, [`tcp::start`] takes the node's listener, an [`tcp::AddressBook`] of its peers and
 //! a shutdown token, and returns the same `(Transport, Inbox)` pair.
 //!
-//! Modules, lowest first: [`frame`] (length-delimited frames), [`envelope`] (postcard message
-//! encoding and the TCP handshake), [`transport`] (the abstraction), [`mem`], [`tcp`], [`wan`].
+//! Modules, lowest first: [`frame`] (length-delimited frames), [`auth`] (the cluster secret
+//! peer links prove), [`envelope`] (postcard message encoding and the TCP handshake), [`transport`] (the abstraction), [`mem`], [`tcp`], [`wan`].
 
+pub mod auth;
 pub mod envelope;
 pub mod error;
 pub mod frame;
@@ -60,6 +61,7 @@ pub mod tcp;
 pub mod transport;
 pub mod wan;
 
+pub use auth::ClusterSecret;
 pub use envelope::{Envelope, Kind, Message};
 pub use error::NetError;
 pub use frame::FrameCodec;

@@ -2,7 +2,9 @@
 //! postcard frames over TCP.
 //!
 //! Connections: each node opens at most one outbound connection per peer, lazily on the first
-//! message, and starts it with a [`Hello`] frame naming itself. Requests and one-way messages
+//! message. The accepting node opens it with a [`Challenge`]; the connecting node answers with
+//! a [`Hello`] naming itself and proving the cluster secret, and the acceptor proves it in turn
+//! with a [`Welcome`] ([`crate::auth`]) before the connector sends anything else. Requests and one-way messages
 //! go out on it; responses to them come back on the same connection, matched by request id, so
 //! any number of requests are in flight at once and complete in any order. A node answers
 //! requests on the connection they arrived on.
@@ -19,13 +21,16 @@
 //!   50–100 % by a ChaCha8 RNG seeded from `seed` and the peer pair).
 //! - Isolation: a malformed or oversized frame, a bad handshake, or a frame claiming another
 //!   sender closes that connection only (logged with the reason).
+//! - Authentication: a connection whose other end does not prove the cluster secret
+//!   (`TcpConfig::secret`) within `handshake_timeout` is closed before any message crosses it.
 //! - Addresses come from an [`AddressBook`] that can change at runtime; a change applies to
 //!   the next connection attempt.
 //! - Everything stops when the `shutdown` token is cancelled: the listener, all connections,
 //!   and waiting requests (which fail with [`NetError::Closed`]).
 
 use crate::NetError;
-use crate::envelope::{self, Envelope, Hello, Kind, Message};
+use crate::auth::ClusterSecret;
+use crate::envelope::{self, Challenge, Envelope, Hello, Kind, Message, Welcome};
 use crate::frame::{DEFAULT_MAX_FRAME, FrameCodec};
 use crate::transport::{BoxFuture, Dispatcher, Inbox, Transport, Wire};
 use bytes::{Bytes, BytesMut};
@@ -66,6 +71,9 @@ pub struct TcpConfig {
     pub backoff_max: Duration,
     /// Seed of the backoff jitter.
     pub seed: u64,
+    /// The secret both ends of every connection must prove (default: open, see
+    /// [`ClusterSecret::open`]).
+    pub secret: ClusterSecret,
 }
 
 impl Default for TcpConfig {
@@ -79,6 +87,7 @@ impl Default for TcpConfig {
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
             seed: 0,
+            secret: ClusterSecret::open(),
         }
     }
 }
@@ -334,10 +343,10 @@ async fn peer_task<M: Message>(
                 drain(&mut rx);
                 fail(reason);
             }
-            Ok(stream) => {
+            Ok((stream, rest)) => {
                 failures = 0;
                 *status.lock() = Status::Up;
-                let reason = run_outbound(&shared, peer, stream, first, &mut rx).await;
+                let reason = run_outbound(&shared, peer, stream, rest, first, &mut rx).await;
                 tracing::debug!(local = %shared.local, %peer, %reason, "connection closed");
                 if shared.shutdown.is_cancelled() {
                     // The shutdown watcher fails waiting requests with `Closed`.
@@ -353,7 +362,10 @@ async fn peer_task<M: Message>(
     }
 }
 
-async fn connect<M: Message>(shared: &Shared<M>, peer: NodeId) -> Result<TcpStream, String> {
+async fn connect<M: Message>(
+    shared: &Shared<M>,
+    peer: NodeId,
+) -> Result<(TcpStream, BytesMut), String> {
     let addr = shared
         .book
         .get(peer)
@@ -366,7 +378,71 @@ async fn connect<M: Message>(shared: &Shared<M>, peer: NodeId) -> Result<TcpStre
             .map_err(|e| format!("connect to {addr} failed: {e}"))?,
     };
     let _ = stream.set_nodelay(true);
-    Ok(stream)
+    let handshake = tokio::time::timeout(
+        shared.config.handshake_timeout,
+        connector_handshake(shared, peer, stream),
+    );
+    tokio::select! {
+        () = shared.shutdown.cancelled() => Err("shutting down".into()),
+        r = handshake => r.unwrap_or_else(|_| Err(format!("no handshake from {addr} in time"))),
+    }
+}
+
+/// The connector's half of the handshake: answers the acceptor's challenge and checks its
+/// proof. Returns the stream and the bytes read past the handshake.
+async fn connector_handshake<M: Message>(
+    shared: &Shared<M>,
+    peer: NodeId,
+    mut stream: TcpStream,
+) -> Result<(TcpStream, BytesMut), String> {
+    let mut codec = FrameCodec::new(shared.config.max_frame);
+    let mut buf = BytesMut::new();
+    let frame = read_frame(&mut stream, &mut codec, &mut buf).await?;
+    let challenge = Challenge::decode(&frame).map_err(|e| e.to_string())?;
+    let hello = Hello::new(shared.local, &challenge, &shared.config.secret);
+    write_frame(&mut stream, &mut codec, hello.encode()).await?;
+    let frame = read_frame(&mut stream, &mut codec, &mut buf)
+        .await
+        .map_err(|e| format!("{e}: {peer} refused our handshake (another cluster secret?)"))?;
+    let welcome = Welcome::decode(&frame).map_err(|e| e.to_string())?;
+    if !welcome.verify(peer, &challenge, &hello, &shared.config.secret) {
+        tracing::warn!(local = %shared.local, %peer, "the peer did not prove the cluster secret");
+        return Err(format!(
+            "{peer} did not prove the cluster secret (is it configured with the same one?)"
+        ));
+    }
+    Ok((stream, buf))
+}
+
+/// Reads one frame from `rd`, keeping what follows it in `buf`.
+async fn read_frame(
+    rd: &mut (impl AsyncReadExt + Unpin),
+    codec: &mut FrameCodec,
+    buf: &mut BytesMut,
+) -> Result<Bytes, String> {
+    loop {
+        if let Some(frame) = codec.decode(buf).map_err(|e| e.to_string())? {
+            return Ok(frame.freeze());
+        }
+        match rd.read_buf(buf).await {
+            Ok(0) => return Err("closed during the handshake".into()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("read failed: {e}")),
+        }
+    }
+}
+
+/// Writes one frame to `wr`.
+async fn write_frame(
+    wr: &mut (impl AsyncWriteExt + Unpin),
+    codec: &mut FrameCodec,
+    frame: Bytes,
+) -> Result<(), String> {
+    let mut out = BytesMut::new();
+    codec.encode(frame, &mut out).map_err(|e| e.to_string())?;
+    wr.write_all(&out)
+        .await
+        .map_err(|e| format!("write failed: {e}"))
 }
 
 /// Batches queued frames into one buffer, up to about 256 KiB.
@@ -388,14 +464,14 @@ async fn run_outbound<M: Message>(
     shared: &Arc<Shared<M>>,
     peer: NodeId,
     stream: TcpStream,
+    rest: BytesMut,
     first: Bytes,
     rx: &mut mpsc::Receiver<Bytes>,
 ) -> String {
     let (rd, mut wr) = stream.into_split();
-    let mut reader = tokio::spawn(read_loop(shared.clone(), rd, peer, BytesMut::new()));
+    let mut reader = tokio::spawn(read_loop(shared.clone(), rd, peer, rest));
     let mut codec = FrameCodec::new(shared.config.max_frame);
     let mut buf = BytesMut::new();
-    let _ = codec.encode(Hello::new(shared.local).encode(), &mut buf);
     let mut next = Some(first);
     let reason = loop {
         if let Some(frame) = next.take() {
@@ -497,39 +573,41 @@ async fn accept_loop<M: Message>(shared: Arc<Shared<M>>, listener: TcpListener) 
     }
 }
 
-/// Reads the handshake frame.
-async fn handshake(
+/// The acceptor's half of the handshake: challenges the connector, checks its proof and
+/// proves the secret in turn. Returns the connecting node.
+async fn acceptor_handshake<M: Message>(
+    shared: &Shared<M>,
     rd: &mut OwnedReadHalf,
-    max: usize,
+    wr: &mut OwnedWriteHalf,
     buf: &mut BytesMut,
-) -> Result<Hello, String> {
-    let mut codec = FrameCodec::new(max);
-    loop {
-        if let Some(frame) = codec.decode(buf).map_err(|e| e.to_string())? {
-            return Hello::decode(&frame).map_err(|e| e.to_string());
-        }
-        match rd.read_buf(buf).await {
-            Ok(0) => return Err("closed before the handshake".into()),
-            Ok(_) => {}
-            Err(e) => return Err(format!("read failed: {e}")),
-        }
+) -> Result<NodeId, String> {
+    let mut codec = FrameCodec::new(shared.config.max_frame);
+    let challenge = Challenge::new();
+    write_frame(wr, &mut codec, challenge.encode()).await?;
+    let frame = read_frame(rd, &mut codec, buf).await?;
+    let hello = Hello::decode(&frame).map_err(|e| e.to_string())?;
+    if !hello.verify(&challenge, &shared.config.secret) {
+        return Err(format!("{} did not prove the cluster secret", hello.node));
     }
+    let welcome = Welcome::new(shared.local, &challenge, &hello, &shared.config.secret);
+    write_frame(wr, &mut codec, welcome.encode()).await?;
+    Ok(hello.node)
 }
 
 /// Serves one accepted connection: handshake, then requests in, responses out.
 async fn inbound<M: Message>(shared: Arc<Shared<M>>, stream: TcpStream, addr: SocketAddr) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let (mut rd, mut wr) = stream.into_split();
     let mut buf = BytesMut::new();
     let hello = tokio::select! {
         () = shared.shutdown.cancelled() => return,
         r = tokio::time::timeout(
             shared.config.handshake_timeout,
-            handshake(&mut rd, shared.config.max_frame, &mut buf),
+            acceptor_handshake(&shared, &mut rd, &mut wr, &mut buf),
         ) => r.unwrap_or_else(|_| Err("no handshake in time".into())),
     };
     let peer = match hello {
-        Ok(h) => h.node,
+        Ok(node) => node,
         Err(reason) => {
             tracing::warn!(local = %shared.local, %addr, %reason, "rejecting connection");
             return;

@@ -3,9 +3,10 @@
 
 use bytes::{Bytes, BytesMut};
 use meridian_core::{DcId, NodeId};
+use meridian_net::envelope::{Challenge, Hello, Welcome};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{DcLink, LinkConfig, Placement, Scope, WanConfig, WanEmulator};
-use meridian_net::{Envelope, FrameCodec, Inbox, Kind, NetError, Transport};
+use meridian_net::{ClusterSecret, Envelope, FrameCodec, Inbox, Kind, NetError, Transport};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -237,21 +238,50 @@ async fn tcp_stalled_receiver_makes_send_overloaded() {
 
 async fn raw_connection(addr: SocketAddr, frames: &[Bytes]) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
+    write_frames(&mut s, frames).await;
+    s
+}
+
+async fn write_frames(s: &mut TcpStream, frames: &[Bytes]) {
     let mut codec = FrameCodec::default();
     let mut buf = BytesMut::new();
     for f in frames {
         codec.encode(f.clone(), &mut buf).unwrap();
     }
     s.write_all(&buf).await.unwrap();
+}
+
+/// Reads one frame (the handshake's) from a raw connection.
+async fn read_frame(s: &mut TcpStream) -> Bytes {
+    use tokio_util::codec::Decoder;
+    let mut codec = FrameCodec::default();
+    let mut buf = BytesMut::new();
+    loop {
+        if let Some(f) = codec.decode(&mut buf).unwrap() {
+            return f.freeze();
+        }
+        assert!(
+            s.read_buf(&mut buf).await.unwrap() > 0,
+            "closed mid-handshake"
+        );
+    }
+}
+
+/// A raw connection that completed the handshake as `node` under `secret`.
+async fn raw_peer(addr: SocketAddr, node: NodeId, secret: &ClusterSecret) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let challenge = Challenge::decode(&read_frame(&mut s).await).unwrap();
+    write_frames(&mut s, &[Hello::new(node, &challenge, secret).encode()]).await;
+    let _welcome = Welcome::decode(&read_frame(&mut s).await).unwrap();
     s
 }
 
+/// Whether the peer closes the connection (whatever it sent first, such as its challenge).
 async fn closed_by_peer(mut s: TcpStream) -> bool {
-    let mut byte = [0u8; 1];
-    matches!(
-        tokio::time::timeout(LONG, s.read(&mut byte)).await,
-        Ok(Ok(0)) | Ok(Err(_))
-    )
+    let mut rest = Vec::new();
+    tokio::time::timeout(LONG, s.read_to_end(&mut rest))
+        .await
+        .is_ok()
 }
 
 #[tokio::test]
@@ -269,15 +299,16 @@ async fn tcp_bad_frames_close_only_their_connection() {
     .await;
     serve(b.inbox.take().unwrap(), |_| 0);
     assert_eq!(a.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
-    let hello = meridian_net::envelope::Hello::new(n(7)).encode();
+    let open = ClusterSecret::open();
     // Garbage after a valid handshake.
-    let s = raw_connection(b.addr, &[hello.clone(), Bytes::from_static(&[0xff; 20])]).await;
+    let mut s = raw_peer(b.addr, n(7), &open).await;
+    write_frames(&mut s, &[Bytes::from_static(&[0xff; 20])]).await;
     assert!(closed_by_peer(s).await);
     // Not a Meridian handshake.
     let s = raw_connection(b.addr, &[Bytes::from_static(b"GET / HTTP/1.1")]).await;
     assert!(closed_by_peer(s).await);
     // A frame header announcing more than max_frame.
-    let mut s = raw_connection(b.addr, std::slice::from_ref(&hello)).await;
+    let mut s = raw_peer(b.addr, n(7), &open).await;
     s.write_all(&(1_000_000u32).to_be_bytes()).await.unwrap();
     assert!(closed_by_peer(s).await);
     // A frame whose envelope claims another sender.
@@ -290,7 +321,8 @@ async fn tcp_bad_frames_close_only_their_connection() {
         1024,
     )
     .unwrap();
-    let s = raw_connection(b.addr, &[hello, forged]).await;
+    let mut s = raw_peer(b.addr, n(7), &open).await;
+    write_frames(&mut s, &[forged]).await;
     assert!(closed_by_peer(s).await);
     // The real peer's connection is unaffected.
     assert_eq!(a.t.request(n(2), (2, vec![]), LONG).await.unwrap().0, 1002);
@@ -378,4 +410,88 @@ async fn wan_emulator_wraps_tcp() {
         1100
     );
     assert_eq!(wan.control().stats().cut, 1);
+}
+
+fn with_secret(secret: &[u8]) -> TcpConfig {
+    TcpConfig {
+        secret: ClusterSecret::new(secret).unwrap(),
+        handshake_timeout: Duration::from_millis(500),
+        ..test_config()
+    }
+}
+
+fn refused(r: Result<Msg, NetError>) -> String {
+    match r {
+        Err(NetError::Unreachable { reason, .. }) => reason,
+        other => panic!("expected the connection to be refused, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn tcp_only_peers_proving_the_cluster_secret_are_served() {
+    let book = AddressBook::default();
+    let a = node(1, &book, with_secret(b"the cluster secret")).await;
+    let mut b = node(2, &book, with_secret(b"the cluster secret")).await;
+    let c = node(3, &book, with_secret(b"another cluster's secret")).await;
+    let d = node(4, &book, test_config()).await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+    assert_eq!(a.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
+    // A node with another secret, or none, is refused (both ways).
+    let why = refused(c.t.request(n(2), (2, vec![]), LONG).await);
+    assert!(why.contains("refused our handshake"), "{why}");
+    refused(d.t.request(n(2), (3, vec![]), LONG).await);
+    let why = refused(a.t.request(n(3), (4, vec![]), LONG).await);
+    assert!(why.contains("n3 refused our handshake"), "{why}");
+
+    // Raw attackers: a forged proof, a handshake replayed on another connection, silence.
+    let challenge = {
+        let mut s = TcpStream::connect(b.addr).await.unwrap();
+        let challenge = Challenge::decode(&read_frame(&mut s).await).unwrap();
+        let mut hello = Hello::new(n(1), &challenge, &ClusterSecret::open());
+        hello.proof = [7; 32];
+        write_frames(&mut s, &[hello.encode()]).await;
+        assert!(closed_by_peer(s).await, "forged proof");
+        challenge
+    };
+    let secret = ClusterSecret::new(b"the cluster secret").unwrap();
+    let recorded = Hello::new(n(1), &challenge, &secret);
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let _fresh = read_frame(&mut s).await;
+    write_frames(&mut s, &[recorded.encode()]).await;
+    assert!(closed_by_peer(s).await, "replayed handshake");
+    let s = TcpStream::connect(b.addr).await.unwrap();
+    assert!(
+        closed_by_peer(s).await,
+        "no handshake within handshake_timeout"
+    );
+    // The real peer's connection is unaffected.
+    assert_eq!(a.t.request(n(2), (5, vec![]), LONG).await.unwrap().0, 1005);
+}
+
+#[tokio::test]
+async fn tcp_connector_sends_nothing_to_an_acceptor_without_the_secret() {
+    let book = AddressBook::default();
+    let a = node(1, &book, with_secret(b"the cluster secret")).await;
+    // An impostor listening at n9's address: it challenges, reads the hello, answers a bogus
+    // welcome, then reports whatever else arrived before the connector hung up.
+    let impostor = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    book.set(n(9), impostor.local_addr().unwrap());
+    let seen = tokio::spawn(async move {
+        let (mut s, _) = impostor.accept().await.unwrap();
+        write_frames(&mut s, &[Challenge::new().encode()]).await;
+        let _hello = Hello::decode(&read_frame(&mut s).await).unwrap();
+        write_frames(&mut s, &[Welcome { proof: [0; 32] }.encode()]).await;
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(LONG, s.read_to_end(&mut rest)).await;
+        rest
+    });
+    let why = refused(
+        a.t.request(n(9), (1, b"a secret value".to_vec()), LONG)
+            .await,
+    );
+    assert!(why.contains("did not prove the cluster secret"), "{why}");
+    assert!(
+        seen.await.unwrap().is_empty(),
+        "no request frame reached the impostor"
+    );
 }
