@@ -60,6 +60,9 @@ pub const PARAMETERS: &[&str] = &[
     "warmup_threads",
 ];
 
+/// The longest measurement or warm-up phase a design may ask for (a week).
+const MAX_PHASE: Duration = Duration::from_secs(7 * 24 * 3600);
+
 /// A run's parameters, through [`Design::param`].
 struct Params<'a> {
     design: &'a Design,
@@ -81,6 +84,32 @@ impl Params<'_> {
         self.get(name).map_or(Ok(default), |l| {
             l.as_f64().ok_or_else(|| Self::bad(name, "a number", &l))
         })
+    }
+
+    /// A duration parameter written as a number of `unit`s (`wan_rtt_ms`: milliseconds,
+    /// `measure_s`: seconds): finite, at least 0 and at most `max`; never a panic of
+    /// `Duration::from_secs_f64` on NaN, infinity or a huge value.
+    fn duration(
+        &self,
+        name: &str,
+        default: f64,
+        unit: Duration,
+        max: Duration,
+    ) -> Result<Duration, BenchError> {
+        let v = self.number(name, default)?;
+        let want = || {
+            format!(
+                "a finite number between 0 and {}",
+                max.as_secs_f64() / unit.as_secs_f64()
+            )
+        };
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(Self::bad(name, &want(), &v));
+        }
+        match Duration::try_from_secs_f64(v * unit.as_secs_f64()) {
+            Ok(d) if d <= max => Ok(d),
+            _ => Err(Self::bad(name, &want(), &v)),
+        }
     }
 
     /// A non-negative integer parameter of at most `u32::MAX` (counts of nodes, threads,
@@ -164,7 +193,12 @@ pub fn cell_config(
         nodes_per_dc,
         n: p.count("n_val", 3)?,
         q: p.count("ring_q", 64)?,
-        wan_rtt: Duration::from_secs_f64(p.number("wan_rtt_ms", 100.0)?.max(0.0) / 1e3),
+        wan_rtt: p.duration(
+            "wan_rtt_ms",
+            100.0,
+            Duration::from_millis(1),
+            meridian_net::wan::config::MAX_RTT,
+        )?,
         jitter: p.number("jitter_pct", 0.0)? / 100.0,
         loss: p.number("loss", 0.0)?,
         mode,
@@ -214,9 +248,9 @@ pub fn cell_config(
     };
     let mut measured = RunConfig::new(
         arrival,
-        Duration::from_secs_f64(p.number("measure_s", 60.0)?.max(0.0)),
+        p.duration("measure_s", 60.0, Duration::from_secs(1), MAX_PHASE)?,
     );
-    measured.warmup = Duration::from_secs_f64(p.number("warmup_s", 5.0)?.max(0.0));
+    measured.warmup = p.duration("warmup_s", 5.0, Duration::from_secs(1), MAX_PHASE)?;
     measured.seed = run.seed;
     Ok(CellConfig {
         cluster,
@@ -344,6 +378,43 @@ mod tests {
         assert!(err("clock = \"wall\"").contains("`clock`"));
         assert!(err("objects = \"many\"").contains("`objects`"));
         assert!(err("popularity = \"gaussian\"").contains("requestdistribution"));
+        // Durations that used to panic in `Duration::from_secs_f64` (1e308) or were silently
+        // clamped (negative) are refused, naming the parameter and its range.
+        for (fixed, name) in [
+            ("wan_rtt_ms = 1e308", "wan_rtt_ms"),
+            ("wan_rtt_ms = 60001", "wan_rtt_ms"),
+            ("wan_rtt_ms = -1", "wan_rtt_ms"),
+            ("measure_s = 1e300", "measure_s"),
+            ("warmup_s = -1", "warmup_s"),
+        ] {
+            let e = err(fixed);
+            assert!(
+                e.contains(&format!("parameter `{name}`"))
+                    && e.contains("expected a finite number between 0 and"),
+                "{fixed}: {e}"
+            );
+        }
+        // NaN and infinities, wherever a design may put them, never panic.
+        for (section, param, v) in [
+            ("fixed", "wan_rtt_ms", "nan"),
+            ("wan", "wan_rtt_ms", "nan"),
+            ("wan", "wan_rtt_ms", "inf"),
+            ("phases", "measure_s", "inf"),
+            ("phases", "warmup_s", "-inf"),
+            ("phases", "warmup_s", "nan"),
+        ] {
+            let text = format!(
+                "design = {{ kind = \"full_factorial\" }}\nfactors = {{ mode = [\"ind1\"] }}\n{section} = {{ {param} = {v} }}"
+            );
+            // `fixed` refuses them at parse time; the other sections skip non-finite values
+            // (`Level::from_toml`), so the default applies.
+            if let Ok(d) = Design::parse(&text) {
+                let c = cell_config(&d, &d.runs()[0], Clock::Virtual).expect(&text);
+                assert!(
+                    c.run.duration <= MAX_PHASE && c.cluster.wan_rtt <= Duration::from_secs(60)
+                );
+            }
+        }
         let d = design("design = { kind = \"full_factorial\" }\nfactors = { locality = [0.5] }");
         assert!(
             cell_config(&d, &d.runs()[0], Clock::Virtual)

@@ -54,6 +54,10 @@ use crate::locality::{LocalityChooser, home_dc};
 use crate::stats::{self, Locality, Recorder};
 use crate::workload::{CoreWorkload, Op, OpChooser, ScanLengthChooser};
 
+/// The smallest paced or open-loop rate, in ops/s: one operation per 1000 s on average
+/// (the largest exponential gap stays far inside `Duration`).
+pub const MIN_RATE: f64 = 1e-3;
+
 /// Error code of an open-loop arrival refused because [`RunConfig::max_in_flight`] ops were
 /// already running.
 pub const DROPPED: &str = "DROPPED";
@@ -179,14 +183,17 @@ impl RunConfig {
             }
             Arrival::Paced {
                 rate_per_thread, ..
-            } if !(rate_per_thread.is_finite() && rate_per_thread > 0.0) => {
+            } if !(rate_per_thread.is_finite() && rate_per_thread >= MIN_RATE) => {
                 return bad(format!(
-                    "rate per thread {rate_per_thread} must be a positive number of ops/s"
+                    "rate per thread {rate_per_thread} must be a finite number of ops/s of at \
+                     least {MIN_RATE}"
                 ));
             }
-            Arrival::Open { rate } if !(rate.is_finite() && rate > 0.0) => {
+            // Below MIN_RATE an exponential gap (mean 1/rate) overflows `Duration`.
+            Arrival::Open { rate } if !(rate.is_finite() && rate >= MIN_RATE) => {
                 return bad(format!(
-                    "open-loop rate {rate} must be a positive number of ops/s"
+                    "open-loop rate {rate} must be a finite number of ops/s of at least \
+                     {MIN_RATE}"
                 ));
             }
             _ => {}
@@ -1340,6 +1347,15 @@ mod tests {
         for (arrival, w) in [
             (Arrival::Closed { threads: 0 }, workload()),
             (Arrival::Open { rate: 0.0 }, workload()),
+            // Rates whose exponential gaps (mean 1/rate) overflowed `Duration` and panicked.
+            (Arrival::Open { rate: 1e-300 }, workload()),
+            (
+                Arrival::Paced {
+                    threads: 1,
+                    rate_per_thread: 1e-300,
+                },
+                workload(),
+            ),
             (
                 Arrival::Paced {
                     threads: 1,

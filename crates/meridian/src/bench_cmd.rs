@@ -217,6 +217,27 @@ fn workload(args: &BenchArgs) -> Result<(CoreWorkload, Vec<String>)> {
     Ok((parsed.workload, parsed.warnings))
 }
 
+/// The longest `--duration`, `--warmup` or `--seconds` accepted (a week).
+pub(crate) const MAX_PHASE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The value of flag `--{flag}`, a number of `unit`s, as a duration: finite, at least 0, at
+/// most `max` — never a panic of `Duration::from_secs_f64` on NaN, infinity or a huge value.
+pub(crate) fn duration_arg(
+    flag: &str,
+    value: f64,
+    unit: Duration,
+    max: Duration,
+) -> Result<Duration> {
+    let limit = max.as_secs_f64() / unit.as_secs_f64();
+    if !(value.is_finite() && value >= 0.0) {
+        bail!("--{flag} = {value}: must be a finite number between 0 and {limit}");
+    }
+    match Duration::try_from_secs_f64(value * unit.as_secs_f64()) {
+        Ok(d) if d <= max => Ok(d),
+        _ => bail!("--{flag} = {value}: must be a finite number between 0 and {limit}"),
+    }
+}
+
 fn run_config(args: &BenchArgs, w: &CoreWorkload) -> Result<RunConfig> {
     if !(args.duration > 0.0 && args.warmup >= 0.0) {
         bail!("--duration must be > 0 and --warmup >= 0 seconds");
@@ -231,8 +252,12 @@ fn run_config(args: &BenchArgs, w: &CoreWorkload) -> Result<RunConfig> {
             threads: args.threads,
         },
     };
-    let mut cfg = RunConfig::new(arrival, Duration::from_secs_f64(args.duration));
-    cfg.warmup = Duration::from_secs_f64(args.warmup);
+    let second = Duration::from_secs(1);
+    let mut cfg = RunConfig::new(
+        arrival,
+        duration_arg("duration", args.duration, second, MAX_PHASE)?,
+    );
+    cfg.warmup = duration_arg("warmup", args.warmup, second, MAX_PHASE)?;
     cfg.seed = args.seed;
     cfg.max_ops = (w.operation_count > 0).then_some(w.operation_count);
     Ok(cfg)
@@ -300,7 +325,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
                 dcs: args.dcs,
                 nodes_per_dc: args.nodes_per_dc,
                 n: args.n,
-                wan_rtt: Duration::from_secs_f64(args.wan_rtt_ms.max(0.0) / 1e3),
+                wan_rtt: duration_arg(
+                    "wan-rtt-ms",
+                    args.wan_rtt_ms,
+                    Duration::from_millis(1),
+                    meridian_net::wan::config::MAX_RTT,
+                )?,
                 jitter: args.jitter_pct / 100.0,
                 mode,
                 seed: args.seed,

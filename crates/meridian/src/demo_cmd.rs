@@ -13,7 +13,7 @@ use meridian_bench::output;
 use meridian_bench::runner::{Arrival, RunConfig};
 use meridian_bench::workload::CoreWorkload;
 
-use crate::bench_cmd::{Display, host_settings};
+use crate::bench_cmd::{Display, MAX_PHASE, duration_arg, host_settings};
 
 /// Arguments of `meridian demo`.
 #[derive(Args, Debug)]
@@ -76,13 +76,18 @@ pub fn run(args: DemoArgs) -> Result<()> {
                 threads: 32,
                 rate_per_thread: 15.0,
             },
-            Duration::from_secs_f64(args.seconds),
+            duration_arg("seconds", args.seconds, Duration::from_secs(1), MAX_PHASE)?,
         );
         run.warmup = Duration::from_secs(1);
         let cfg = CellConfig {
             cluster: ClusterSpec {
                 mode,
-                wan_rtt: Duration::from_secs_f64(args.wan_rtt_ms.max(0.0) / 1e3),
+                wan_rtt: duration_arg(
+                    "wan-rtt-ms",
+                    args.wan_rtt_ms,
+                    Duration::from_millis(1),
+                    meridian_net::wan::config::MAX_RTT,
+                )?,
                 ..ClusterSpec::default()
             },
             workload: workload.clone(),

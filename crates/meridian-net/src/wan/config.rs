@@ -165,34 +165,81 @@ impl LinkConfig {
         }
     }
 
-    /// Checks that probabilities are in [0, 1], the jitter is finite and non-negative and the
-    /// bandwidth is positive.
+    /// Checks every field against its accepted range (see [`LinkConfig::check`]); errors
+    /// name the field as `link.<field>`.
     pub fn validate(&self) -> Result<(), NetError> {
+        self.check("link")
+    }
+
+    /// Checks every field against its accepted range, naming a refused one `{path}.{field}`
+    /// with its value and the range, e.g. `inter_dc.jitter = 1e308: must be a finite number
+    /// between 0 and 10`:
+    ///
+    /// - `rtt` at most [`MAX_RTT`] (60 s);
+    /// - `jitter` a finite number in `[0, MAX_JITTER]` (10: a one-way delay of at most 11 × the
+    ///   minimum; larger values overflow delay arithmetic or silently stall every message);
+    /// - `loss`, `duplicate`, `reorder` finite probabilities in `[0, 1]`;
+    /// - `bandwidth_bytes_per_sec`, when set, at least [`MIN_BANDWIDTH`] (1000 B/s).
+    ///
+    /// A config that passes never makes the emulator's delay arithmetic overflow (the
+    /// largest one-way delay plus a retransmission is below 20 minutes).
+    pub fn check(&self, path: &str) -> Result<(), NetError> {
+        let bad = |field: &str, value: &dyn std::fmt::Display, range: &str| {
+            NetError::Config(format!("{path}.{field} = {value}: must be {range}"))
+        };
+        if self.rtt > MAX_RTT {
+            return Err(bad(
+                "rtt",
+                &format_duration(self.rtt),
+                "a duration between 0 and 60s",
+            ));
+        }
+        if !(self.jitter.is_finite() && (0.0..=MAX_JITTER).contains(&self.jitter)) {
+            return Err(bad(
+                "jitter",
+                &number(self.jitter),
+                "a finite number between 0 and 10 (a fraction of the minimum delay: 0.6 = 60 %)",
+            ));
+        }
         for (name, p) in [
             ("loss", self.loss),
             ("duplicate", self.duplicate),
             ("reorder", self.reorder),
         ] {
-            if !(0.0..=1.0).contains(&p) {
-                return Err(NetError::Config(format!(
-                    "link {name} probability is {p}; it must be between 0 and 1"
-                )));
+            if !(p.is_finite() && (0.0..=1.0).contains(&p)) {
+                return Err(bad(name, &number(p), "a probability between 0 and 1"));
             }
         }
-        if !self.jitter.is_finite() || self.jitter < 0.0 {
-            return Err(NetError::Config(format!(
-                "link jitter is {}; it must be a finite fraction >= 0 (0.6 = 60 %)",
-                self.jitter
-            )));
-        }
-        if self.bandwidth_bytes_per_sec == Some(0) {
-            return Err(NetError::Config(
-                "link bandwidth is 0 bytes/s; leave it unset for an unlimited link".into(),
+        if let Some(b) = self.bandwidth_bytes_per_sec
+            && b < MIN_BANDWIDTH
+        {
+            return Err(bad(
+                "bandwidth_bytes_per_sec",
+                &b,
+                "at least 1000 bytes/s (leave it unset for an unlimited link)",
             ));
         }
         Ok(())
     }
 }
+
+/// A number as a person writes it: `0.6`, `3`, `1e308`, `1e6`, `NaN`, `inf`.
+fn number(x: f64) -> String {
+    if x.is_finite() && x != 0.0 && !(1e-4..1e6).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// The largest round-trip time a link accepts.
+pub const MAX_RTT: Duration = Duration::from_secs(60);
+
+/// The largest relative jitter a link accepts (one-way delays up to 11 × the minimum).
+pub const MAX_JITTER: f64 = 10.0;
+
+/// The smallest bandwidth cap a link accepts, in bytes per second.
+pub const MIN_BANDWIDTH: u64 = 1000;
 
 /// A DC-to-DC link's parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -322,15 +369,16 @@ impl Default for WanConfig {
 }
 
 impl WanConfig {
-    /// Checks every link and the in-flight bound.
+    /// Checks every link (errors name the field: `inter_dc.jitter`, `dc_links[2].link.loss`)
+    /// and the in-flight bound.
     pub fn validate(&self) -> Result<(), NetError> {
-        self.intra_dc.validate()?;
-        self.inter_dc.validate()?;
-        for l in &self.dc_links {
-            l.link.validate()?;
+        self.intra_dc.check("intra_dc")?;
+        self.inter_dc.check("inter_dc")?;
+        for (i, l) in self.dc_links.iter().enumerate() {
+            l.link.check(&format!("dc_links[{i}].link"))?;
         }
-        for l in &self.node_links {
-            l.link.validate()?;
+        for (i, l) in self.node_links.iter().enumerate() {
+            l.link.check(&format!("node_links[{i}].link"))?;
         }
         if self.max_in_flight == 0 {
             return Err(NetError::Config("max_in_flight must be at least 1".into()));
@@ -492,9 +540,73 @@ mod tests {
     #[test]
     fn invalid_links_are_explained() {
         let err = LinkConfig::ideal().with_loss(1.5).validate().unwrap_err();
-        assert!(err.to_string().contains("loss probability is 1.5"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("link.loss = 1.5: must be a probability between 0 and 1"),
+            "{err}"
+        );
         assert!(LinkConfig::ideal().with_jitter(-0.1).validate().is_err());
         assert!(LinkConfig::ideal().with_bandwidth(0).validate().is_err());
+    }
+
+    /// Every field's range, at its edges and beyond, including values that used to panic in
+    /// `Duration::mul_f64` (1e308) or silently stall every message (1e6).
+    #[test]
+    fn every_link_field_is_bounded() {
+        let ok = |l: LinkConfig| l.check("inter_dc").map_err(|e| e.to_string());
+        let refused = |l: LinkConfig, needle: &str| {
+            let e = ok(l).expect_err(needle);
+            assert!(e.contains(needle), "{e} lacks {needle}");
+        };
+        let wan = || LinkConfig::wan(Duration::from_millis(100), 0.0);
+        ok(wan().with_jitter(MAX_JITTER)).unwrap();
+        ok(wan().with_rtt(MAX_RTT)).unwrap();
+        ok(wan().with_loss(1.0).with_duplicate(0.0).with_reorder(1.0)).unwrap();
+        ok(wan().with_bandwidth(MIN_BANDWIDTH)).unwrap();
+        ok(LinkConfig::lan()).unwrap();
+        refused(
+            wan().with_jitter(1e308),
+            "inter_dc.jitter = 1e308: must be a finite number between 0 and 10",
+        );
+        refused(wan().with_jitter(1e6), "inter_dc.jitter = 1e6:");
+        refused(wan().with_jitter(10.000001), "inter_dc.jitter");
+        refused(wan().with_jitter(f64::NAN), "inter_dc.jitter = NaN");
+        refused(wan().with_jitter(f64::INFINITY), "inter_dc.jitter = inf");
+        refused(wan().with_jitter(-0.1), "inter_dc.jitter = -0.1");
+        refused(
+            wan().with_rtt(MAX_RTT + Duration::from_nanos(1)),
+            "inter_dc.rtt = 60000000001ns: must be a duration between 0 and 60s",
+        );
+        refused(wan().with_loss(f64::NAN), "inter_dc.loss = NaN");
+        refused(wan().with_loss(-0.0001), "inter_dc.loss");
+        refused(wan().with_duplicate(2.0), "inter_dc.duplicate = 2");
+        refused(wan().with_reorder(f64::INFINITY), "inter_dc.reorder = inf");
+        refused(
+            wan().with_bandwidth(999),
+            "inter_dc.bandwidth_bytes_per_sec = 999: must be at least 1000",
+        );
+        // The worst accepted link keeps its delay arithmetic finite.
+        let worst = wan().with_rtt(MAX_RTT).with_jitter(MAX_JITTER);
+        assert_eq!(worst.one_way_max(), Duration::from_secs(330));
+    }
+
+    #[test]
+    fn whole_configs_name_the_link() {
+        let mut c = WanConfig::default();
+        c.dc_links.push(DcLink {
+            from: DcId(0),
+            to: DcId(1),
+            both: true,
+            link: LinkConfig::ideal().with_jitter(1e6),
+        });
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("dc_links[0].link.jitter = 1e6"), "{e}");
+        let c = WanConfig {
+            intra_dc: LinkConfig::ideal().with_loss(3.0),
+            ..WanConfig::default()
+        };
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("intra_dc.loss = 3"), "{e}");
     }
 
     #[test]
