@@ -68,6 +68,77 @@ pub struct NodeConfig {
     /// workers) and the hot-key periods of a cluster node.
     #[serde(skip_serializing_if = "BalanceSection::is_default")]
     pub balance: BalanceSection,
+    /// `[memory]`: Redis's `maxmemory` and `maxmemory-policy` (standalone nodes).
+    #[serde(skip_serializing_if = "MemorySection::is_default")]
+    pub memory: MemorySection,
+}
+
+/// `[memory]`: the memory limit of a standalone node, as Redis's `maxmemory` and
+/// `maxmemory-policy` (both also changed at runtime with CONFIG SET). Used memory is the
+/// keyspace's estimate of its keys, values and per-key overhead (INFO memory `used_memory`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemorySection {
+    /// The limit: a number of bytes, or a string with Redis's units (`"100mb"`, `"1gb"`,
+    /// `"500k"`); 0 (the default): no limit.
+    pub maxmemory: MemorySize,
+    /// What happens over the limit: `noeviction` (the default: commands that may add memory
+    /// are refused with `-OOM`), `allkeys-lru`, `allkeys-lfu`, `allkeys-random`,
+    /// `volatile-lru`, `volatile-lfu`, `volatile-random` or `volatile-ttl`.
+    pub maxmemory_policy: String,
+}
+
+/// A memory size in the configuration file: bytes, or text with Redis's units.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum MemorySize {
+    /// A number of bytes.
+    Bytes(u64),
+    /// `"100mb"`, `"1gb"`, ... (see [`crate::memory::parse_size`]).
+    Text(String),
+}
+
+impl Default for MemorySection {
+    fn default() -> Self {
+        Self {
+            maxmemory: MemorySize::Bytes(0),
+            maxmemory_policy: "noeviction".into(),
+        }
+    }
+}
+
+impl MemorySection {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// `maxmemory` in bytes; the error names the field.
+    pub fn maxmemory_bytes(&self) -> Result<u64> {
+        match &self.maxmemory {
+            MemorySize::Bytes(n) => Ok(*n),
+            MemorySize::Text(t) => {
+                crate::memory::parse_size(t.trim().as_bytes()).ok_or_else(|| {
+                    Error::Config(format!(
+                        "memory.maxmemory = {t:?} is not a memory size: give bytes or a number \
+                     with a unit (b, k, kb, m, mb, g, gb), e.g. \"100mb\""
+                    ))
+                })
+            }
+        }
+    }
+
+    /// `maxmemory_policy`; the error names the field and the policies.
+    pub fn policy(&self) -> Result<crate::memory::MaxmemoryPolicy> {
+        use crate::memory::MaxmemoryPolicy;
+        MaxmemoryPolicy::parse(self.maxmemory_policy.as_bytes()).ok_or_else(|| {
+            let names: Vec<_> = MaxmemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+            Error::Config(format!(
+                "memory.maxmemory_policy = {:?} is not a policy: expected one of {}",
+                self.maxmemory_policy,
+                names.join(", ")
+            ))
+        })
+    }
 }
 
 /// `[balance]`: read load balancing on a cluster node (spec `load-balancing.md` §0, §4).
@@ -217,6 +288,11 @@ pub struct ClusterSection {
     /// DC ids in `dc_links` are the DC names' positions in sorted order).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wan: Option<WanConfig>,
+    /// The secret every peer link proves at its handshake (16 to 4096 bytes; the same on every
+    /// member). Without one, peer links accept anyone who can reach the peer port. Also
+    /// `--cluster-secret` / `MERIDIAN_CLUSTER_SECRET`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 fn default_q() -> u32 {
@@ -360,7 +436,17 @@ impl ClusterSection {
             w.validate()
                 .map_err(|e| Error::Config(format!("cluster.wan: {e}")))?;
         }
+        self.peer_secret()?;
         Ok(())
+    }
+
+    /// The key peer links are authenticated with (open without `secret`).
+    pub fn peer_secret(&self) -> Result<meridian_net::ClusterSecret> {
+        match &self.secret {
+            None => Ok(meridian_net::ClusterSecret::open()),
+            Some(s) => meridian_net::ClusterSecret::new(s.as_bytes())
+                .map_err(|e| Error::Config(format!("cluster.secret (--cluster-secret): {e}"))),
+        }
     }
 }
 
@@ -403,6 +489,16 @@ pub struct HttpSection {
     pub listen: SocketAddr,
     /// Largest request body accepted by `PUT /kv/{key}`, in bytes.
     pub max_body_len: usize,
+    /// Most HTTP connections open at once; more are answered 503 and closed at once. Separate
+    /// from `resp.max_clients`, so one front end's load never takes the other's slots.
+    pub max_connections: usize,
+    /// How long a connection has to send a request's complete headers, in milliseconds,
+    /// counted from accept or from the end of its previous response: so it also closes
+    /// keep-alive connections idle that long (slowloris, idle descriptors).
+    pub header_read_timeout_ms: u64,
+    /// A connection whose pending read or write makes no progress for this long, in
+    /// milliseconds, is closed (a body sent a byte at a time, a client that stops reading).
+    pub idle_timeout_ms: u64,
 }
 
 impl Default for HttpSection {
@@ -410,6 +506,9 @@ impl Default for HttpSection {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8379)),
             max_body_len: 64 * 1024 * 1024,
+            max_connections: 1024,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
         }
     }
 }
@@ -492,6 +591,15 @@ impl NodeConfig {
                 self.resp.listen
             ));
         }
+        if self.http.max_connections == 0 {
+            return bad("http.max_connections must be at least 1 (default 1024)".into());
+        }
+        if self.http.header_read_timeout_ms == 0 {
+            return bad("http.header_read_timeout_ms must be at least 1 (default 10000)".into());
+        }
+        if self.http.idle_timeout_ms == 0 {
+            return bad("http.idle_timeout_ms must be at least 1 (default 60000)".into());
+        }
         if self.storage.gc_interval_ms == 0 {
             return bad("storage.gc_interval_ms must be at least 1".into());
         }
@@ -500,6 +608,15 @@ impl NodeConfig {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());
         }
         self.balance.validate()?;
+        let maxmemory = self.memory.maxmemory_bytes()?;
+        self.memory.policy()?;
+        if maxmemory != 0 && self.cluster.is_some() {
+            return bad(
+                "memory.maxmemory applies to standalone nodes: a cluster-mode node does not \
+                 enforce it; remove it from [memory]"
+                    .into(),
+            );
+        }
         match &self.cluster {
             Some(c) => c.validate()?,
             None if !self.buckets.is_empty() => {
@@ -551,6 +668,19 @@ mod tests {
         assert!(e.to_string().contains("sometimes"), "{e}");
         let e = NodeConfig::from_toml("[resp]\nmax_clients = 0").unwrap_err();
         assert!(e.to_string().contains("max_clients"), "{e}");
+        let e = NodeConfig::from_toml("[memory]\nmaxmemory = \"12qb\"").unwrap_err();
+        assert!(e.to_string().contains("memory.maxmemory"), "{e}");
+        let e = NodeConfig::from_toml("[memory]\nmaxmemory_policy = \"lru\"").unwrap_err();
+        assert!(e.to_string().contains("memory.maxmemory_policy"), "{e}");
+        assert!(e.to_string().contains("allkeys-lru"), "{e}");
+        for field in [
+            "max_connections",
+            "header_read_timeout_ms",
+            "idle_timeout_ms",
+        ] {
+            let e = NodeConfig::from_toml(&format!("[http]\n{field} = 0")).unwrap_err();
+            assert!(e.to_string().contains(&format!("http.{field}")), "{e}");
+        }
         let e = NodeConfig::from_toml(
             "[resp]\nlisten = \"127.0.0.1:9\"\n[http]\nlisten = \"127.0.0.1:9\"",
         )
@@ -733,5 +863,27 @@ mod tests {
                 .contains("mem or fjall")
         );
         assert_eq!("never".parse::<Durability>().unwrap(), Durability::Never);
+    }
+
+    #[test]
+    fn memory_section_takes_bytes_or_units_and_a_policy() {
+        let c = NodeConfig::from_toml("").unwrap();
+        assert_eq!(c.memory.maxmemory_bytes().unwrap(), 0);
+        assert_eq!(c.memory.policy().unwrap().name(), "noeviction");
+        assert!(
+            !c.to_toml().unwrap().contains("[memory]"),
+            "default left out"
+        );
+        let c = NodeConfig::from_toml(
+            "[memory]\nmaxmemory = \"100mb\"\nmaxmemory_policy = \"allkeys-lru\"",
+        )
+        .unwrap();
+        assert_eq!(c.memory.maxmemory_bytes().unwrap(), 100 << 20);
+        assert_eq!(c.memory.policy().unwrap().name(), "allkeys-lru");
+        assert_eq!(NodeConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+        let c = NodeConfig::from_toml("[memory]\nmaxmemory = 1048576").unwrap();
+        assert_eq!(c.memory.maxmemory_bytes().unwrap(), 1 << 20);
+        let e = NodeConfig::from_toml("[memory]\nmaxmemory = -1").unwrap_err();
+        assert!(e.to_string().contains("maxmemory"), "{e}");
     }
 }

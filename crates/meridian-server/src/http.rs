@@ -25,6 +25,8 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use serde_json::json;
 use std::borrow::Cow;
@@ -35,6 +37,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 /// An error reply: HTTP status, stable code, human message; some errors add top-level
@@ -129,31 +132,30 @@ pub fn router(node: Arc<NodeState>) -> Router {
         .route("/cluster", get(crate::http_cluster::cluster))
         .route(
             "/cluster/members",
-            axum::routing::post(crate::http_cluster::join),
+            admin(axum::routing::post(crate::http_cluster::join)),
         )
         .route(
             "/cluster/members/{id}",
-            axum::routing::delete(crate::http_cluster::leave),
+            admin(axum::routing::delete(crate::http_cluster::leave)),
         )
         .route("/buckets", get(crate::http_cluster::buckets))
         .route(
             "/buckets/{name}",
-            axum::routing::put(crate::http_cluster::put_bucket),
+            admin(axum::routing::put(crate::http_cluster::put_bucket)),
         )
         .route(
             "/wan",
-            get(crate::http_cluster::wan).put(crate::http_cluster::put_wan),
+            admin(get(crate::http_cluster::wan).put(crate::http_cluster::put_wan)),
         )
         .route("/balance", get(crate::http_cluster::balance))
         .route(
             "/balance/service-model",
-            axum::routing::put(crate::http_cluster::put_service_model)
-                .layer(DefaultBodyLimit::max(crate::http_cluster::BALANCE_BODY_MAX)),
+            admin(axum::routing::put(crate::http_cluster::put_service_model)),
         )
         .route("/txn", axum::routing::post(crate::http_cluster::post_txn))
         .route(
             "/timeline/force-master",
-            axum::routing::post(crate::http_cluster::force_master),
+            admin(axum::routing::post(crate::http_cluster::force_master)),
         )
         .fallback(|uri: Uri| async move {
             ApiError::new(
@@ -166,22 +168,197 @@ pub fn router(node: Arc<NodeState>) -> Router {
             )
         })
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            max_body,
+            refuse_long_bodies,
+        ))
+        .layer(axum::middleware::map_response(json_errors))
         .with_state(state)
 }
 
-/// Serves the HTTP API on `listener` until `shutdown` is cancelled, then drains requests.
+/// Largest body an admin route (`/cluster/members`, `/buckets/{name}`, `/wan`,
+/// `/balance/service-model`, `/timeline/force-master`) accepts: a 413 `BODY_TOO_LARGE`
+/// beyond it, before anything is buffered when the request declares its length.
+pub(crate) const ADMIN_BODY_MAX: usize = 64 * 1024;
+
+/// An admin route: bodies of at most [`ADMIN_BODY_MAX`] bytes, a declared
+/// `Content-Length` above it refused before the body is read (axum's [`DefaultBodyLimit`]
+/// alone only stops once that much has arrived, and waits for a body that never comes).
+fn admin<S: Clone + Send + Sync + 'static>(
+    route: axum::routing::MethodRouter<S>,
+) -> axum::routing::MethodRouter<S> {
+    route
+        .layer(DefaultBodyLimit::max(ADMIN_BODY_MAX))
+        .layer(axum::middleware::from_fn_with_state(
+            ADMIN_BODY_MAX,
+            refuse_long_bodies,
+        ))
+}
+
+/// Answers 413 `BODY_TOO_LARGE` at once to a request whose `Content-Length` exceeds `max`,
+/// without reading its body (hyper then closes the connection).
+async fn refuse_long_bodies(
+    State(max): State<usize>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(n) = declared
+        && n > max as u64
+    {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "BODY_TOO_LARGE",
+            format!(
+                "the body is {n} bytes (Content-Length); {} takes at most {max}",
+                req.uri().path()
+            ),
+        )
+        .into_response();
+    }
+    next.run(req).await
+}
+
+/// Turns every error reply that is not already the API's JSON error — axum's own rejections
+/// (malformed JSON or path, 405, 413 of a chunked body over the limit, 415) — into
+/// `{"error":{"code","message"}}` with the same status and headers (`Allow` stays).
+async fn json_errors(r: Response) -> Response {
+    let status = r.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return r;
+    }
+    let is_json = r
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if is_json {
+        return r;
+    }
+    let (parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let code = match status {
+        StatusCode::BAD_REQUEST => "BAD_REQUEST".into(),
+        StatusCode::NOT_FOUND => "NOT_FOUND".into(),
+        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED".into(),
+        StatusCode::PAYLOAD_TOO_LARGE => "BODY_TOO_LARGE".into(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UNSUPPORTED_MEDIA_TYPE".into(),
+        StatusCode::UNPROCESSABLE_ENTITY => "UNPROCESSABLE".into(),
+        s => Cow::Owned(format!("HTTP_{}", s.as_u16())),
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let mut out = ApiError::new(status, code, message).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// What a connection over `http.max_connections` gets before it is closed.
+const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\
+content-type: application/json\r\ncontent-length: 82\r\n\r\n\
+{\"error\":{\"code\":\"TOO_MANY_CONNECTIONS\",\"message\":\"http.max_connections reached\"}}";
+
+/// Serves the HTTP API on `listener` until `shutdown` is cancelled, then drains requests:
+/// it stops accepting, lets every connection finish its current request, and returns once
+/// all are closed.
+///
+/// Hardening (all per listener, independent of the RESP front end's `max_clients`):
+/// - at most `http.max_connections` connections are open at once; one over the cap is
+///   answered `503` without waiting and closed at once (counted as rejected), so neither the
+///   accept backlog nor the descriptors fill up behind idle clients;
+/// - a connection must send a request's complete headers within
+///   `http.header_read_timeout_ms` of being accepted or of its previous response (hyper starts
+///   that clock whenever it waits for a request head), which closes slowloris connections
+///   and bounds how long a keep-alive connection stays idle;
+/// - a connection whose pending read or write makes no progress for `http.idle_timeout_ms`
+///   is closed (a body trickled in, a client that stops reading its response).
 pub async fn serve(
     listener: TcpListener,
     node: Arc<NodeState>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let listener = CountingListener {
-        inner: listener,
-        node: node.clone(),
-    };
-    axum::serve(listener, router(node))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    let cfg = &node.config.http;
+    let slots = Arc::new(Semaphore::new(cfg.max_connections));
+    let header_timeout = Duration::from_millis(cfg.header_read_timeout_ms);
+    let idle = Duration::from_millis(cfg.idle_timeout_ms);
+    let service = TowerToHyperService::new(router(node.clone()));
+    let conns = node.metrics.connections(Frontend::Http);
+    // Every connection task holds a sender; when all are dropped, every task has ended.
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = shutdown.cancelled() => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!(error = %e, "HTTP accept failed");
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    _ = shutdown.cancelled() => break,
+                }
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            conns.rejected.fetch_add(1, Ordering::Relaxed);
+            // Never waits: a new socket's send buffer has room. Dropping closes it.
+            let _ = stream.try_write(OVER_CAPACITY);
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        conns.accepted.fetch_add(1, Ordering::Relaxed);
+        conns.open.fetch_add(1, Ordering::Relaxed);
+        let io = TokioIo::new(CountedStream {
+            inner: stream,
+            node: node.clone(),
+            idle,
+            last_progress: tokio::time::Instant::now(),
+            timer: Box::pin(tokio::time::sleep(idle)),
+            _slot: slot,
+        });
+        let service = service.clone();
+        let shutdown = shutdown.clone();
+        let done = done_tx.clone();
+        tokio::spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout);
+            let conn = builder.serve_connection(io, service);
+            tokio::pin!(conn);
+            let result = tokio::select! {
+                r = conn.as_mut() => r,
+                _ = shutdown.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.as_mut().await
+                }
+            };
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            }
+            drop(done);
+        });
+    }
+    drop(listener);
+    drop(done_tx);
+    let _ = done_rx.recv().await;
+    Ok(())
 }
 
 /// The key named by the URI: everything after `/kv/`, percent-decoded to raw bytes.
@@ -358,40 +535,44 @@ async fn status(
     Ok(axum::Json(s.node.status()))
 }
 
-/// A TCP listener that counts HTTP connections into the node's metrics.
-struct CountingListener {
-    inner: TcpListener,
-    node: Arc<NodeState>,
-}
-
-impl axum::serve::Listener for CountingListener {
-    type Io = CountedStream;
-    type Addr = std::net::SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-        let _ = stream.set_nodelay(true);
-        let conns = self.node.metrics.connections(Frontend::Http);
-        conns.accepted.fetch_add(1, Ordering::Relaxed);
-        conns.open.fetch_add(1, Ordering::Relaxed);
-        (
-            CountedStream {
-                inner: stream,
-                node: self.node.clone(),
-            },
-            addr,
-        )
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.inner.local_addr()
-    }
-}
-
-/// A connection that leaves the open-connections gauge when dropped.
+/// A connection that leaves the open-connections gauge and frees its slot under
+/// `http.max_connections` when dropped, and fails a read or write that has been pending
+/// with no progress of either for `idle`.
 struct CountedStream {
     inner: TcpStream,
     node: Arc<NodeState>,
+    idle: Duration,
+    /// When a read or write last moved bytes (or saw EOF).
+    last_progress: tokio::time::Instant,
+    /// Armed at `last_progress + idle` while an operation is pending.
+    timer: Pin<Box<tokio::time::Sleep>>,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl CountedStream {
+    /// Records the outcome of a read or write: progress resets the idle clock; pending
+    /// becomes a `TimedOut` error once nothing has progressed for `idle`.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        poll: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        if poll.is_ready() {
+            self.last_progress = tokio::time::Instant::now();
+            return poll;
+        }
+        let deadline = self.last_progress + self.idle;
+        if self.timer.deadline() != deadline {
+            self.timer.as_mut().reset(deadline);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "HTTP connection made no progress for http.idle_timeout_ms",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
 }
 
 impl Drop for CountedStream {
@@ -407,7 +588,8 @@ impl AsyncRead for CountedStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
+        self.watch(cx, poll)
     }
 }
 
@@ -417,7 +599,8 @@ impl AsyncWrite for CountedStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, poll)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -433,7 +616,8 @@ impl AsyncWrite for CountedStream {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -451,5 +635,18 @@ mod tests {
         assert_eq!(percent_decode(b"plain").unwrap(), b"plain");
         assert!(percent_decode(b"bad%2").is_none());
         assert!(percent_decode(b"bad%zz").is_none());
+    }
+
+    #[test]
+    fn over_capacity_reply_is_well_formed() {
+        let text = std::str::from_utf8(OVER_CAPACITY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.ends_with(&format!("\r\ncontent-length: {}", body.len())),
+            "{head}"
+        );
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(v["error"]["code"], "TOO_MANY_CONNECTIONS");
     }
 }

@@ -37,6 +37,14 @@
 //!   one; both go through the claimant and answer the new metadata version and layout epoch.
 //! - `GET /buckets`, `PUT /buckets/{name}` (JSON `BucketProps`, validated by the claimant and
 //!   applied to the whole cluster), `GET /wan`, `PUT /wan` (nodes behind a WAN emulator).
+//! - Admin input is checked before anything changes, each refusal a 400 naming the field and
+//!   its range: bucket, member and DC names against one alphabet ([`check_name`]:
+//!   `[A-Za-z0-9_.-]{1,64}`, not starting with `.`); a join's DC must exist or be a new one
+//!   whose name is not another DC's id; WAN link fields against their ranges
+//!   (`LinkConfig::check`: `inter_dc.jitter = 1e308: must be a finite number between 0 and
+//!   10`); partition rules against the members and DCs. A leave of a non-member is a 404
+//!   `NO_SUCH_MEMBER`. Admin bodies are limited to 64 KiB (413 `BODY_TOO_LARGE`, at once when
+//!   `Content-Length` says so; see `http::router`).
 //! - Read load balancing (`load-balancing.md`): `replica_selection=<strategy>` on a GET
 //!   chooses the replica of a read that needs one (eventual: with `r=1&read_fanout=quorum`;
 //!   timeline: a `read_any`, alone or with `read=any`). `GET /balance`: this node's service
@@ -615,6 +623,9 @@ pub(crate) async fn force_master(
     if r.key.is_empty() {
         return Err(bad("key must not be empty".into()));
     }
+    if let Some(b) = &r.bucket {
+        check_name("bucket", b).map_err(bad)?;
+    }
     let dc_text = match &r.dc {
         serde_json::Value::String(t) => t.clone(),
         serde_json::Value::Number(n) => n.to_string(),
@@ -702,6 +713,8 @@ pub(crate) async fn put_bucket(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let c = backend(&s, &headers)?;
+    check_name("bucket", &name)
+        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "BAD_BUCKET_NAME", m))?;
     let props: BucketProps = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -714,6 +727,68 @@ pub(crate) async fn put_bucket(
         .await
         .map_err(|e| repl(&s, &c, e))?;
     Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "cluster" })).into_response())
+}
+
+/// The longest bucket, node or DC name the admin API accepts.
+pub(crate) const NAME_MAX: usize = 64;
+
+/// Checks a name the admin API stores and echoes (a bucket, a member's or a DC's name): 1 to
+/// [`NAME_MAX`] characters of `A-Z a-z 0-9 _ . -`, not starting with `.` — so no path
+/// separators (`../etc`), no `:` (which splits a key into bucket and rest), no spaces or
+/// control characters. The error names `field`, the value (escaped, shortened) and the rule.
+pub(crate) fn check_name(field: &str, name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= NAME_MAX
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if ok {
+        return Ok(());
+    }
+    let shown: String = name.chars().take(NAME_MAX + 1).collect();
+    Err(format!(
+        "{field} = {shown:?}{}: must be 1 to {NAME_MAX} characters of A-Z a-z 0-9 _ . - \
+         not starting with '.'",
+        if shown.len() < name.len() { "..." } else { "" }
+    ))
+}
+
+/// The DC a join names, as the claimant will store it: an existing DC by name or id (`dc1`,
+/// `1`), or a new DC — a valid name ([`check_name`]) that does not look like the id of a DC
+/// other than the next one (`dc99` in a cluster of `dc0`, `dc1` is refused: the new DC would
+/// get id 2, and `dc99` would then name two different DCs).
+fn join_dc(meta: &meridian_replication::ClusterMeta, dc: &str) -> Result<String, String> {
+    let dc = dc.trim();
+    if let Some(m) = meta.members.iter().find(|m| m.dc_name == dc) {
+        return Ok(m.dc_name.clone());
+    }
+    let as_id = dc
+        .strip_prefix("dc")
+        .unwrap_or(dc)
+        .parse::<u32>()
+        .ok()
+        .filter(|_| !dc.is_empty());
+    if let Some(id) = as_id
+        && let Some(m) = meta.members.iter().find(|m| m.dc.0 == id)
+    {
+        return Ok(m.dc_name.clone());
+    }
+    check_name("dc", dc)?;
+    let next = meta.members.iter().map(|m| m.dc.0 + 1).max().unwrap_or(0);
+    if let Some(id) = as_id
+        && id != next
+    {
+        let mut names: Vec<&str> = meta.members.iter().map(|m| m.dc_name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        return Err(format!(
+            "dc = {dc:?}: no such DC (DCs: {}); a join may open only the next DC (id {next}) or \
+             one whose name is not a DC id",
+            names.join(", ")
+        ));
+    }
+    Ok(dc.to_owned())
 }
 
 /// The body of `POST /cluster/members`.
@@ -763,6 +838,9 @@ pub(crate) async fn join(
             "id must be at least 1, name and dc must not be empty",
         ));
     }
+    let bad_member = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "BAD_MEMBER", m);
+    check_name("name", &r.name).map_err(bad_member)?;
+    let dc_name = join_dc(&c.node.meta(), &r.dc).map_err(bad_member)?;
     if r.peer.is_none() && c.node.meta().members.iter().any(|m| m.peer.is_some()) {
         return Err(ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -775,7 +853,7 @@ pub(crate) async fn join(
         name: r.name,
         // The claimant assigns the DC id from the name.
         dc: DcId(0),
-        dc_name: r.dc,
+        dc_name,
         peer: r.peer,
         resp: r.resp,
         http: r.http,
@@ -802,6 +880,18 @@ pub(crate) async fn leave(
             format!("'{id}' is not a node id (a positive number)"),
         )
     })?;
+    let current = c.node.meta();
+    if !current.layout.topology().contains(NodeId(id)) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "NO_SUCH_MEMBER",
+            format!(
+                "node {id} is not a member (members: {})",
+                member_ids(&current)
+            ),
+        ));
+    }
+    drop(current);
     let meta = c
         .node
         .change(MetaChange::Leave(NodeId(id)))
@@ -848,14 +938,80 @@ struct WanUpdate {
     cut_both: Vec<(Scope, Scope)>,
 }
 
-fn merge_link(current: &LinkConfig, patch: serde_json::Value) -> Result<LinkConfig, ApiError> {
+/// `current` with the fields of `patch` (a JSON object) replaced, every field checked
+/// against its range ([`LinkConfig::check`]); errors name the field as `{path}.{field}`.
+fn merge_link(
+    path: &str,
+    current: &LinkConfig,
+    patch: serde_json::Value,
+) -> Result<LinkConfig, ApiError> {
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "BAD_WAN", m);
-    let mut v = serde_json::to_value(current).map_err(|e| bad(e.to_string()))?;
+    let mut v = serde_json::to_value(current).map_err(|e| bad(format!("{path}: {e}")))?;
     let (Some(obj), serde_json::Value::Object(p)) = (v.as_object_mut(), patch) else {
-        return Err(bad("a link must be a JSON object".into()));
+        return Err(bad(format!(
+            "{path} must be a JSON object of link fields (rtt, jitter, loss, duplicate, \
+             reorder, bandwidth_bytes_per_sec)"
+        )));
     };
+    let fields: Vec<String> = p.keys().cloned().collect();
     obj.extend(p);
-    serde_json::from_value(v).map_err(|e| bad(format!("link: {e}")))
+    let link: LinkConfig = serde_json::from_value(v)
+        .map_err(|e| bad(format!("{path} ({}): {e}", fields.join(", "))))?;
+    link.check(path).map_err(|e| bad(config_message(e)))?;
+    Ok(link)
+}
+
+/// The message of a [`meridian_net::NetError::Config`] without its generic prefix.
+fn config_message(e: meridian_net::NetError) -> String {
+    match e {
+        meridian_net::NetError::Config(m) => m,
+        other => other.to_string(),
+    }
+}
+
+/// Checks that every scope of `PUT /wan`'s partition lists names a DC or a node of the
+/// cluster (`cut[0].from.dc = 99: no such DC (DCs: 0, 1)`).
+fn check_scopes(
+    meta: &meridian_replication::ClusterMeta,
+    scopes: &[(String, Scope)],
+) -> Result<(), String> {
+    for (path, scope) in scopes {
+        match *scope {
+            Scope::Any => {}
+            Scope::Dc(d) => {
+                if !meta.members.iter().any(|m| m.dc == d) {
+                    let mut dcs: Vec<u32> = meta.members.iter().map(|m| m.dc.0).collect();
+                    dcs.sort_unstable();
+                    dcs.dedup();
+                    let dcs: Vec<String> = dcs.iter().map(u32::to_string).collect();
+                    return Err(format!(
+                        "{path}.dc = {}: no such DC (DC ids: {})",
+                        d.0,
+                        dcs.join(", ")
+                    ));
+                }
+            }
+            Scope::Node(n) => {
+                if !meta.members.iter().any(|m| m.id == n) {
+                    return Err(format!(
+                        "{path}.node = {}: not a member (members: {})",
+                        n.0,
+                        member_ids(meta)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The members' ids, comma-separated (for error messages).
+fn member_ids(meta: &meridian_replication::ClusterMeta) -> String {
+    meta.members
+        .iter()
+        .map(|m| m.id.0.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `PUT /wan`: changes links and partitions at run time; replies the new state.
@@ -876,12 +1032,29 @@ pub(crate) async fn put_wan(
     let cfg = w.config();
     let inter = u
         .inter_dc
-        .map(|p| merge_link(&cfg.inter_dc, p))
+        .map(|p| merge_link("inter_dc", &cfg.inter_dc, p))
         .transpose()?;
     let intra = u
         .intra_dc
-        .map(|p| merge_link(&cfg.intra_dc, p))
+        .map(|p| merge_link("intra_dc", &cfg.intra_dc, p))
         .transpose()?;
+    // Every partition rule names a DC or node of the cluster (a typo would cut nothing, or
+    // a later member, silently). Checked before anything changes: a refused update changes
+    // nothing.
+    let mut scopes: Vec<(String, Scope)> = Vec::new();
+    for (name, list) in [("cut", &u.cut), ("heal", &u.heal)] {
+        for (i, k) in list.iter().enumerate() {
+            scopes.push((format!("{name}[{i}].from"), k.from));
+            scopes.push((format!("{name}[{i}].to"), k.to));
+        }
+    }
+    for (name, list) in [("cut_both", &u.cut_both), ("heal_both", &u.heal_both)] {
+        for (i, (x, y)) in list.iter().enumerate() {
+            scopes.push((format!("{name}[{i}][0]"), *x));
+            scopes.push((format!("{name}[{i}][1]"), *y));
+        }
+    }
+    check_scopes(&c.node.meta(), &scopes).map_err(bad)?;
     if let Some(l) = inter {
         w.set_inter_dc(l).map_err(|e| bad(e.to_string()))?;
     }
@@ -977,6 +1150,50 @@ mod tests {
                 "{bad}"
             );
         }
+    }
+
+    #[test]
+    fn names_are_checked_against_one_alphabet() {
+        for ok in [
+            "default",
+            "tl",
+            "users_v2",
+            "a.b-c",
+            "dc1",
+            "X",
+            &"n".repeat(NAME_MAX),
+        ] {
+            assert_eq!(check_name("bucket", ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "../etc",
+            ".hidden",
+            "a/b",
+            "a:b",
+            "a b",
+            "tab\there",
+            "nul\0",
+            "é",
+            &"n".repeat(NAME_MAX + 1),
+        ] {
+            let e = check_name("bucket", bad).unwrap_err();
+            assert!(e.starts_with("bucket = \""), "{e}");
+            assert!(
+                e.ends_with(
+                    "must be 1 to 64 characters of A-Z a-z 0-9 _ . - not starting with '.'"
+                ),
+                "{e}"
+            );
+        }
+        let e = check_name("bucket", "../etc").unwrap_err();
+        assert!(e.starts_with("bucket = \"../etc\": must be"), "{e}");
+        // A huge name is shown shortened, control characters escaped.
+        let e = check_name("name", &format!("\n{}", "x".repeat(10_000))).unwrap_err();
+        assert!(
+            e.len() < 300 && e.contains("\\n") && e.contains("..."),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1094,7 +1311,7 @@ fn meridian_txn_entry(raw: Option<Bytes>, now: meridian_core::Timestamp) -> Opti
 // ----- read load balancing ------------------------------------------------------------------
 
 /// Largest body `PUT /balance/service-model` accepts.
-pub(crate) const BALANCE_BODY_MAX: usize = 64 * 1024;
+pub(crate) const BALANCE_BODY_MAX: usize = crate::http::ADMIN_BODY_MAX;
 
 fn member_name(c: &ClusterBackend, id: NodeId) -> String {
     c.node

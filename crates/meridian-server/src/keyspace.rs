@@ -41,6 +41,7 @@
 //! Errors are one [`KeyspaceError`] enum whose messages are Redis's (without the `ERR `
 //! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
 
+use crate::memory::{self, MaxmemoryPolicy};
 use crate::strings::{self, Entry, EntryRef, StringView, decode_version, encode};
 use bytes::Bytes;
 use meridian_core::{Clock, Timestamp};
@@ -53,7 +54,7 @@ use std::fmt;
 use std::hash::{BuildHasher, Hasher};
 use std::ops::Bound;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
@@ -142,6 +143,12 @@ pub struct KeyspaceConfig {
     pub max_value_len: usize,
     /// How many SCAN cursors are remembered; the oldest are forgotten first.
     pub max_scan_cursors: usize,
+    /// Redis's `maxmemory`: the used-memory estimate ([`Keyspace::used_memory`]) the keyspace
+    /// keeps under by [`Keyspace::make_room`]; 0: no limit. Changed at runtime with
+    /// [`Keyspace::set_maxmemory`].
+    pub maxmemory: u64,
+    /// Redis's `maxmemory-policy`: what happens over `maxmemory`.
+    pub maxmemory_policy: MaxmemoryPolicy,
 }
 
 impl Default for KeyspaceConfig {
@@ -150,6 +157,8 @@ impl Default for KeyspaceConfig {
             retention: Duration::ZERO,
             max_value_len: 512 * 1024 * 1024,
             max_scan_cursors: 16 * 1024,
+            maxmemory: 0,
+            maxmemory_policy: MaxmemoryPolicy::NoEviction,
         }
     }
 }
@@ -394,6 +403,8 @@ pub struct KeyspaceStats {
     pub expires: u64,
     /// Keys deleted because they expired (lazily or actively).
     pub expired_keys: u64,
+    /// Keys deleted by a `maxmemory` eviction.
+    pub evicted_keys: u64,
     /// Reads that found their key.
     pub hits: u64,
     /// Reads that did not.
@@ -418,6 +429,45 @@ struct Stripe {
     /// Keys of this stripe some connection WATCHes (empty almost always, so a write pays
     /// one branch).
     watched: FxHashMap<Bytes, WatchSlot>,
+    /// Every key of this stripe, with its share of the used-memory estimate and what the
+    /// eviction policies compare (Redis keeps the same in each object's header).
+    meta: FxHashMap<Bytes, KeyMeta>,
+}
+
+/// What the keyspace records of each key, for `maxmemory`.
+#[derive(Clone, Copy, Debug)]
+struct KeyMeta {
+    /// Key + stored value + [`memory::KEY_OVERHEAD`], as counted in `Keyspace::used`.
+    bytes: u32,
+    /// Redis's logarithmic LFU counter.
+    freq: u8,
+    /// Last access (write, or read under an LRU/LFU policy), ms since the epoch.
+    access_ms: u64,
+}
+
+impl KeyMeta {
+    #[inline]
+    fn access(&mut self, now: Timestamp) {
+        let ms = now.0 / 1000;
+        let f = memory::lfu::decayed(self.freq, ms.saturating_sub(self.access_ms));
+        self.freq = memory::lfu::incremented(f, splitmix(now.0 ^ self.bytes as u64));
+        self.access_ms = ms;
+    }
+}
+
+/// A well-mixed 64-bit function of `x` (SplitMix64's finalizer).
+#[inline]
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A key's share of the used-memory estimate.
+#[inline]
+fn entry_bytes(key_len: usize, stored_len: usize) -> u64 {
+    (key_len + stored_len) as u64 + memory::KEY_OVERHEAD
 }
 
 /// A WATCHed key: how many watches hold it, and how many times it was modified since the
@@ -516,6 +566,15 @@ pub struct Keyspace {
     reads: Box<[ReadCounter]>,
     expire_cursor: AtomicUsize,
     cursors: Mutex<CursorTable>,
+    /// The used-memory estimate: the sum of every key's [`KeyMeta::bytes`].
+    used: AtomicI64,
+    /// `maxmemory` (0: no limit).
+    maxmemory: AtomicU64,
+    /// `maxmemory-policy`, as `MaxmemoryPolicy as u8`.
+    policy: AtomicU8,
+    evicted_keys: AtomicU64,
+    /// Sampling randomness for eviction (a counter fed to [`splitmix`]).
+    rng: AtomicU64,
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -569,6 +628,7 @@ impl Keyspace {
         clock: Arc<dyn Clock>,
         config: KeyspaceConfig,
     ) -> Self {
+        let (maxmemory, policy) = (config.maxmemory, config.maxmemory_policy);
         let ks = Self {
             engine,
             clock,
@@ -581,6 +641,11 @@ impl Keyspace {
             expired_keys: AtomicU64::new(0),
             reads: (0..READ_SLOTS).map(|_| ReadCounter::default()).collect(),
             expire_cursor: AtomicUsize::new(0),
+            used: AtomicI64::new(0),
+            maxmemory: AtomicU64::new(maxmemory),
+            policy: AtomicU8::new(policy as u8),
+            evicted_keys: AtomicU64::new(0),
+            rng: AtomicU64::new(0x6d65_7269_6469_616e),
         };
         if let Err(e) = ks.rebuild_ttl_index() {
             tracing::warn!(error = %e, "could not rebuild the TTL index; expired keys will be \
@@ -595,6 +660,8 @@ impl Keyspace {
         self
     }
 
+    /// Rebuilds the TTL index and the per-key records of the memory accounting from the
+    /// engine (once, when the keyspace opens).
     fn rebuild_ttl_index(&self) -> Result<()> {
         if self.engine.stats().live_keys == 0 {
             return Ok(());
@@ -606,12 +673,17 @@ impl Keyspace {
                 .scan(start, Bound::Unbounded, Timestamp::MAX, PAGE, false)?;
             let full = page.len() == PAGE;
             let last = page.last().map(|(k, _)| k.clone());
+            let now = self.clock.now();
             for (key, v) in page {
+                let stored = v.value.as_ref().map(|b| b.len());
+                let mut s = self.stripes[stripe_of(&key)].lock();
+                if let Some(len) = stored {
+                    self.account_put(&mut s, &key, entry_bytes(key.len(), len), now);
+                }
                 if let Ok(Some(Entry {
                     expiry: Some(at), ..
                 })) = decode_version(Some(v))
                 {
-                    let mut s = self.stripes[stripe_of(&key)].lock();
                     self.index(&mut s, &key, Some(at));
                 }
             }
@@ -654,7 +726,27 @@ impl Keyspace {
             self.load_live_locked(&mut s, key, now)?;
             return Ok(None);
         }
+        if self.tracks_reads() {
+            self.touch_read(key);
+        }
         Ok(Some(e))
+    }
+
+    /// Whether the eviction policy needs reads to refresh access times (LRU, LFU).
+    #[inline]
+    fn tracks_reads(&self) -> bool {
+        self.maxmemory_policy().tracks_reads()
+    }
+
+    /// A lock-free read's access under an LRU/LFU policy: refreshed when the key's stripe is
+    /// free, skipped when a writer holds it (reads never wait; the policies are
+    /// approximate anyway).
+    fn touch_read(&self, key: &[u8]) {
+        if let Some(mut s) = self.stripes[stripe_of(key)].try_lock()
+            && let Some(m) = s.meta.get_mut(key)
+        {
+            m.access(self.clock.now());
+        }
     }
 
     fn count_read(&self, key: &[u8], hit: bool) {
@@ -710,10 +802,50 @@ impl Keyspace {
     ) -> Result<()> {
         self.horizon(now);
         let key = Bytes::copy_from_slice(key);
-        self.engine.put(key.clone(), now, encode(data, expiry))?;
+        let value = encode(data, expiry);
+        let bytes = entry_bytes(key.len(), value.len());
+        self.engine.put(key.clone(), now, value)?;
         s.touch(&key);
+        self.account_put(s, &key, bytes, now);
         self.index_owned(s, key, expiry);
         Ok(())
+    }
+
+    /// Records that `key` now holds `bytes` (its key, stored value and overhead): one map
+    /// update in the locked stripe and one atomic add.
+    #[inline]
+    fn account_put(&self, s: &mut Stripe, key: &Bytes, bytes: u64, now: Timestamp) {
+        let bytes = bytes.min(u32::MAX as u64) as u32;
+        let delta = match s.meta.get_mut(&key[..]) {
+            Some(m) => {
+                let old = m.bytes;
+                m.bytes = bytes;
+                m.access(now);
+                bytes as i64 - old as i64
+            }
+            None => {
+                s.meta.insert(
+                    key.clone(),
+                    KeyMeta {
+                        bytes,
+                        freq: memory::lfu::INIT,
+                        access_ms: now.0 / 1000,
+                    },
+                );
+                bytes as i64
+            }
+        };
+        if delta != 0 {
+            self.used.fetch_add(delta, Ordering::Relaxed);
+        }
+    }
+
+    /// Records that `key` is gone (a no-op for a key that was not there).
+    #[inline]
+    fn account_delete(&self, s: &mut Stripe, key: &[u8]) {
+        if let Some(m) = s.meta.remove(key) {
+            self.used.fetch_sub(m.bytes as i64, Ordering::Relaxed);
+        }
     }
 
     /// Deletes a key a command removes (its watchers see a modification).
@@ -729,6 +861,7 @@ impl Keyspace {
         self.horizon(now);
         self.engine.delete(Bytes::copy_from_slice(key), now)?;
         self.index(s, key, None);
+        self.account_delete(s, key);
         Ok(())
     }
 
@@ -965,8 +1098,10 @@ impl Keyspace {
         self.engine.clear()?;
         for g in &mut guards {
             g.ttl = FxHashMap::default();
+            g.meta = FxHashMap::default();
         }
         self.expires.store(0, Ordering::Relaxed);
+        self.used.store(0, Ordering::Relaxed);
         drop(guards);
         self.cursors.lock().clear();
         Ok(())
@@ -1067,6 +1202,7 @@ impl Keyspace {
             keys: self.engine.stats().live_keys,
             expires: self.expires.load(Ordering::Relaxed).max(0) as u64,
             expired_keys: self.expired_keys.load(Ordering::Relaxed),
+            evicted_keys: self.evicted_keys.load(Ordering::Relaxed),
             hits: self
                 .reads
                 .iter()
@@ -1080,12 +1216,160 @@ impl Keyspace {
         }
     }
 
-    /// CONFIG RESETSTAT: zeroes the expired/hit/miss counters.
+    /// CONFIG RESETSTAT: zeroes the expired/evicted/hit/miss counters.
     pub fn reset_stats(&self) {
         self.expired_keys.store(0, Ordering::Relaxed);
+        self.evicted_keys.store(0, Ordering::Relaxed);
         for r in self.reads.iter() {
             r.hits.store(0, Ordering::Relaxed);
             r.misses.store(0, Ordering::Relaxed);
+        }
+    }
+
+    // ----- maxmemory ---------------------------------------------------------------------
+
+    /// The used-memory estimate, in bytes: for every key, its length, its stored value's
+    /// length and [`memory::KEY_OVERHEAD`]; kept up to date by every write, delete, expiry
+    /// and eviction (old versions kept for `retention` are not counted).
+    pub fn used_memory(&self) -> u64 {
+        self.used.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// `maxmemory` in bytes (0: no limit).
+    pub fn maxmemory(&self) -> u64 {
+        self.maxmemory.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET maxmemory: takes effect for the next command (which evicts, or is refused,
+    /// if used memory is now over it).
+    pub fn set_maxmemory(&self, bytes: u64) {
+        self.maxmemory.store(bytes, Ordering::Relaxed);
+    }
+
+    /// `maxmemory-policy`.
+    pub fn maxmemory_policy(&self) -> MaxmemoryPolicy {
+        MaxmemoryPolicy::from_u8(self.policy.load(Ordering::Relaxed))
+    }
+
+    /// CONFIG SET maxmemory-policy.
+    pub fn set_maxmemory_policy(&self, policy: MaxmemoryPolicy) {
+        self.policy.store(policy as u8, Ordering::Relaxed);
+    }
+
+    /// Whether a limit is set and used memory is over it (two atomic loads).
+    #[inline]
+    pub fn over_maxmemory(&self) -> bool {
+        let max = self.maxmemory();
+        max != 0 && self.used_memory() > max
+    }
+
+    /// Brings used memory back within `maxmemory` before a command runs, as Redis's
+    /// `performEvictions`: under an evicting policy, deletes sampled keys until it fits.
+    /// Returns whether it fits; `false` (under `noeviction`, or with nothing left the policy
+    /// may evict) means a command that may add memory must be refused with [`memory::OOM`].
+    /// At most 1024 keys are evicted per call, as Redis bounds the time one command spends
+    /// evicting; the next command goes on.
+    pub fn make_room(&self) -> bool {
+        if !self.over_maxmemory() {
+            return true;
+        }
+        let policy = self.maxmemory_policy();
+        if policy == MaxmemoryPolicy::NoEviction {
+            return false;
+        }
+        for _ in 0..1024 {
+            if !self.over_maxmemory() {
+                return true;
+            }
+            if !self.evict_one(policy) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn next_rand(&self) -> u64 {
+        splitmix(self.rng.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed))
+    }
+
+    /// Evicts one key: the best by `policy` of about [`memory::SAMPLES`] keys sampled from
+    /// the stripes after a random one (all keys, or only those with a TTL for the volatile
+    /// policies). Returns false when there was no candidate.
+    fn evict_one(&self, policy: MaxmemoryPolicy) -> bool {
+        let volatile = policy.volatile();
+        if volatile && self.expires.load(Ordering::Relaxed) <= 0 {
+            return false;
+        }
+        let now_ms = self.clock.now().0 / 1000;
+        let first = self.next_rand() as usize;
+        let offset = self.next_rand() as usize;
+        let mut best: Option<(u64, Bytes)> = None;
+        let mut sampled = 0;
+        for i in 0..STRIPES {
+            if sampled >= memory::SAMPLES {
+                break;
+            }
+            let s = self.stripes[first.wrapping_add(i) & (STRIPES - 1)].lock();
+            let len = if volatile { s.ttl.len() } else { s.meta.len() };
+            if len == 0 {
+                continue;
+            }
+            let take = (memory::SAMPLES - sampled).min(len);
+            sampled += take;
+            // Higher is evicted first.
+            let score = |m: Option<&KeyMeta>, expiry: u64| -> u64 {
+                match policy {
+                    MaxmemoryPolicy::AllkeysLru | MaxmemoryPolicy::VolatileLru => {
+                        m.map_or(u64::MAX, |m| now_ms.saturating_sub(m.access_ms))
+                    }
+                    MaxmemoryPolicy::AllkeysLfu | MaxmemoryPolicy::VolatileLfu => {
+                        m.map_or(u64::MAX, |m| {
+                            let f =
+                                memory::lfu::decayed(m.freq, now_ms.saturating_sub(m.access_ms));
+                            // Less frequent first; among equals, the least recent.
+                            ((255 - f as u64) << 48)
+                                | now_ms.saturating_sub(m.access_ms).min((1 << 48) - 1)
+                        })
+                    }
+                    MaxmemoryPolicy::VolatileTtl => u64::MAX - expiry,
+                    _ => self.next_rand(),
+                }
+            };
+            let mut consider = |key: &Bytes, score: u64| {
+                if best.as_ref().is_none_or(|(b, _)| score > *b) {
+                    best = Some((score, key.clone()));
+                }
+            };
+            if volatile {
+                for (k, &at) in s.ttl.iter().cycle().skip(offset % len).take(take) {
+                    consider(k, score(s.meta.get(&k[..]), at));
+                }
+            } else {
+                for (k, m) in s.meta.iter().cycle().skip(offset % len).take(take) {
+                    consider(k, score(Some(m), 0));
+                }
+            }
+        }
+        let Some((_, key)) = best else {
+            return false;
+        };
+        let mut s = self.lock(&key);
+        if !s.meta.contains_key(&key[..]) {
+            // Deleted since it was sampled: memory went down anyway.
+            return true;
+        }
+        let now = self.clock.now();
+        match self.expire_locked(&mut s, &key, now) {
+            Ok(()) => {
+                // An eviction modifies the key for its watchers, as in Redis.
+                s.touch(&key);
+                self.evicted_keys.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "maxmemory eviction could not delete a key");
+                false
+            }
         }
     }
 
@@ -1298,6 +1582,12 @@ impl<'a> Overlay<'a> {
                 s.touch(&k);
             }
             expired += p.expired as u64;
+            match &p.value {
+                Some(v) => self
+                    .ks
+                    .account_put(s, &k, entry_bytes(k.len(), v.len()), self.now),
+                None => self.ks.account_delete(s, &k),
+            }
             self.ks.index_owned(s, k, p.expiry);
         }
         self.ks.expired_keys.fetch_add(expired, Ordering::Relaxed);
@@ -1452,7 +1742,15 @@ impl StringView for Overlay<'_> {
                 );
                 Ok(None)
             }
-            other => Ok(other),
+            Some(e) => {
+                if self.ks.tracks_reads()
+                    && let Some(m) = self.guards.of(key)?.meta.get_mut(key)
+                {
+                    m.access(self.now);
+                }
+                Ok(Some(e))
+            }
+            None => Ok(None),
         }
     }
 
@@ -1962,6 +2260,264 @@ mod tests {
         assert_eq!(ks.get(b"b").unwrap(), None);
         let ts = |k: &[u8]| ks.engine().get_latest(k).unwrap().unwrap().ts;
         assert_eq!(ts(b"a"), ts(b"n"), "one batch at one time");
+    }
+
+    /// What the used-memory estimate should be: every live key's length, its stored value's
+    /// length and the overhead, by a full scan of the engine (what the keyspace must not do).
+    fn scanned_memory(ks: &Keyspace) -> u64 {
+        ks.engine()
+            .scan(
+                Bound::Unbounded,
+                Bound::Unbounded,
+                Timestamp::MAX,
+                1 << 20,
+                false,
+            )
+            .unwrap()
+            .iter()
+            .map(|(k, v)| entry_bytes(k.len(), v.value.as_ref().unwrap().len()))
+            .sum()
+    }
+
+    #[test]
+    fn used_memory_is_kept_incrementally_and_matches_a_scan() {
+        let (ks, clock) = setup();
+        assert_eq!(ks.used_memory(), 0);
+        // Grows with value sizes.
+        ks.set(b"k", vec![b'x'; 10], SetOptions::default()).unwrap();
+        let small = ks.used_memory();
+        assert_eq!(small, entry_bytes(1, 11));
+        ks.set(b"k", vec![b'x'; 1010], SetOptions::default())
+            .unwrap();
+        assert_eq!(ks.used_memory(), small + 1000);
+        ks.set(b"k", b"", SetOptions::default()).unwrap();
+        assert_eq!(ks.used_memory(), small - 10);
+        // A model run over every write path: single-key writes, overlays (MSET, DEL,
+        // transactions), TTLs, lazy and active expiry.
+        let mut x: u64 = 7;
+        let mut rand = |n: u64| {
+            x = splitmix(x);
+            x % n
+        };
+        for step in 0..3_000 {
+            let key = format!("key{}", rand(40));
+            let k = key.as_bytes();
+            let len = rand(300) as usize;
+            match rand(12) {
+                0..=2 => {
+                    ks.set(k, vec![b'v'; len], SetOptions::default()).unwrap();
+                }
+                3 => {
+                    let ttl = Duration::from_millis(1 + rand(50));
+                    ks.set(k, vec![b't'; len], SetOptions::with_ttl(ttl))
+                        .unwrap();
+                }
+                4 => {
+                    ks.append(k, &vec![b'a'; len]).unwrap();
+                }
+                5 => {
+                    let _ = ks.incr_by(k, 1);
+                }
+                6 => {
+                    ks.del(&[k, &b"key1"[..]]).unwrap();
+                }
+                7 => {
+                    let other = format!("key{}", rand(40));
+                    ks.mset(&[(k, &b"m"[..]), (other.as_bytes(), &vec![b'n'; len][..])])
+                        .unwrap();
+                }
+                8 => {
+                    ks.getdel(k).unwrap();
+                }
+                9 => {
+                    let _ = ks.expire(
+                        k,
+                        Deadline::After(Duration::from_millis(rand(20))),
+                        ExpireCondition::default(),
+                    );
+                }
+                10 => {
+                    clock.advance(Duration::from_millis(rand(30)));
+                    ks.get(k).unwrap();
+                    ks.expire_cycle(usize::MAX);
+                }
+                _ => {
+                    let keys: [&[u8]; 2] = [k, b"key2"];
+                    ks.transaction(keys.into_iter(), false, &[], |ov| {
+                        strings::set(ov, k, &vec![b'e'; len], SetOptions::default()).unwrap();
+                        strings::del(ov, [&b"key2"[..]]).unwrap();
+                    })
+                    .unwrap();
+                }
+            }
+            assert_eq!(ks.used_memory(), scanned_memory(&ks), "after step {step}");
+        }
+        // Deleting everything returns to the baseline, key by key or all at once.
+        let keys = ks.keys(b"*").unwrap();
+        ks.set(b"one-more", b"x", SetOptions::default()).unwrap();
+        ks.del(&keys).unwrap();
+        assert_eq!(ks.used_memory(), entry_bytes(8, 2));
+        ks.flush().unwrap();
+        assert_eq!(ks.used_memory(), 0);
+        ks.set(b"t", b"x", SetOptions::with_ttl(Duration::from_millis(5)))
+            .unwrap();
+        clock.advance(Duration::from_millis(10));
+        ks.expire_cycle(usize::MAX);
+        assert_eq!(ks.used_memory(), 0, "active expiry releases it");
+    }
+
+    #[test]
+    fn used_memory_is_rebuilt_when_a_keyspace_opens_over_data() {
+        let engine: Arc<dyn Engine> = Arc::new(MemEngine::new());
+        let clock = Arc::new(ManualClock::new(START));
+        let ks = Keyspace::new(engine.clone(), clock.clone());
+        ks.set(b"a", b"12345", SetOptions::default()).unwrap();
+        ks.set(b"b", b"x", SetOptions::with_ttl(Duration::from_secs(9)))
+            .unwrap();
+        let used = ks.used_memory();
+        drop(ks);
+        let again = Keyspace::new(engine, clock);
+        assert_eq!(again.used_memory(), used);
+        again.del(&[b"a", b"b"]).unwrap();
+        assert_eq!(again.used_memory(), 0);
+    }
+
+    fn limited(policy: MaxmemoryPolicy) -> (Keyspace, Arc<ManualClock>) {
+        let (ks, clock) = setup();
+        ks.set_maxmemory_policy(policy);
+        (ks, clock)
+    }
+
+    #[test]
+    fn noeviction_refuses_over_the_limit_until_keys_are_deleted() {
+        let (ks, _) = limited(MaxmemoryPolicy::NoEviction);
+        assert!(ks.make_room(), "no limit");
+        for i in 0..10 {
+            ks.set(format!("k{i}"), vec![b'v'; 100], SetOptions::default())
+                .unwrap();
+        }
+        ks.set_maxmemory(ks.used_memory());
+        assert!(
+            !ks.over_maxmemory() && ks.make_room(),
+            "at the limit is not over it"
+        );
+        ks.set(b"k10", b"v", SetOptions::default()).unwrap();
+        assert!(ks.over_maxmemory());
+        assert!(!ks.make_room(), "noeviction evicts nothing");
+        assert_eq!(ks.dbsize(), 11);
+        assert_eq!(ks.stats().evicted_keys, 0);
+        ks.del(&[b"k0"]).unwrap();
+        assert!(ks.make_room());
+        ks.set_maxmemory(0);
+        assert!(!ks.over_maxmemory());
+    }
+
+    #[test]
+    fn allkeys_lru_evicts_the_least_recently_used_and_keeps_under_the_limit() {
+        let (ks, clock) = limited(MaxmemoryPolicy::AllkeysLru);
+        for k in ["a", "b", "c", "d", "e"] {
+            ks.set(k, vec![b'v'; 50], SetOptions::default()).unwrap();
+            clock.advance(Duration::from_secs(1));
+        }
+        // Reads count as uses: a and b are now the most recent; c the least.
+        ks.get(b"a").unwrap();
+        clock.advance(Duration::from_secs(1));
+        assert_eq!(ks.mget(&[b"b", b"d"]).unwrap().len(), 2);
+        ks.set_maxmemory(ks.used_memory() - 1);
+        assert!(ks.make_room());
+        // Five keys, five samples: every key is compared, so the choice is exact.
+        assert_eq!(ks.get(b"c").unwrap(), None, "the least recently used");
+        assert_eq!(ks.dbsize(), 4);
+        assert_eq!(ks.stats().evicted_keys, 1);
+        assert!(ks.used_memory() <= ks.maxmemory());
+        // Under a steady stream of writes, every command starts within the limit.
+        let max = 20_000;
+        ks.set_maxmemory(max);
+        for i in 0..2_000 {
+            assert!(ks.make_room());
+            assert!(ks.used_memory() <= max);
+            ks.set(format!("w{i}"), vec![b'w'; 100], SetOptions::default())
+                .unwrap();
+            assert_eq!(ks.used_memory(), scanned_memory(&ks));
+        }
+        assert!(ks.stats().evicted_keys > 1_500);
+        assert!(ks.get(b"w1999").unwrap().is_some(), "the newest survives");
+    }
+
+    #[test]
+    fn allkeys_lfu_keeps_the_frequently_read_key() {
+        let (ks, clock) = limited(MaxmemoryPolicy::AllkeysLfu);
+        for k in ["hot", "c1", "c2", "c3"] {
+            ks.set(k, b"v", SetOptions::default()).unwrap();
+        }
+        for _ in 0..50 {
+            ks.get(b"hot").unwrap();
+            clock.advance(Duration::from_millis(1));
+        }
+        for _ in 0..3 {
+            ks.set_maxmemory(ks.used_memory() - 1);
+            assert!(ks.make_room());
+        }
+        assert_eq!(ks.dbsize(), 1);
+        assert!(ks.get(b"hot").unwrap().is_some());
+    }
+
+    #[test]
+    fn volatile_policies_evict_only_keys_with_a_ttl() {
+        for policy in [
+            MaxmemoryPolicy::VolatileTtl,
+            MaxmemoryPolicy::VolatileLru,
+            MaxmemoryPolicy::VolatileLfu,
+            MaxmemoryPolicy::VolatileRandom,
+        ] {
+            let (ks, _) = limited(policy);
+            for i in 0..5 {
+                ks.set(format!("p{i}"), b"persistent", SetOptions::default())
+                    .unwrap();
+            }
+            for (k, secs) in [("v100", 100), ("v10", 10), ("v50", 50)] {
+                ks.set(
+                    k,
+                    b"volatile",
+                    SetOptions::with_ttl(Duration::from_secs(secs)),
+                )
+                .unwrap();
+            }
+            ks.set_maxmemory(ks.used_memory() - 1);
+            assert!(ks.make_room(), "{policy}");
+            assert_eq!(ks.dbsize(), 7, "{policy}");
+            if policy == MaxmemoryPolicy::VolatileTtl {
+                assert_eq!(ks.get(b"v10").unwrap(), None, "the soonest to expire");
+            }
+            // A limit only the persistent keys exceed: every volatile key goes, then OOM.
+            ks.set_maxmemory(1);
+            assert!(!ks.make_room(), "{policy}");
+            assert_eq!(ks.stats().expires, 0, "{policy}");
+            assert_eq!(
+                ks.dbsize(),
+                5,
+                "{policy}: persistent keys are never evicted"
+            );
+            assert_eq!(ks.stats().evicted_keys, 3, "{policy}");
+        }
+    }
+
+    #[test]
+    fn allkeys_random_evicts_until_it_fits() {
+        let (ks, _) = limited(MaxmemoryPolicy::AllkeysRandom);
+        for i in 0..100 {
+            ks.set(format!("k{i}"), vec![b'v'; 100], SetOptions::default())
+                .unwrap();
+        }
+        let half = ks.used_memory() / 2;
+        ks.set_maxmemory(half);
+        assert!(ks.make_room());
+        assert!(ks.used_memory() <= half);
+        assert!((49..=51).contains(&ks.dbsize()), "{}", ks.dbsize());
+        ks.set_maxmemory(1);
+        assert!(ks.make_room(), "fits once everything is evicted");
+        assert_eq!(ks.dbsize(), 0);
+        assert_eq!(ks.used_memory(), 0);
     }
 
     #[test]

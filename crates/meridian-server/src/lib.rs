@@ -10,6 +10,7 @@ pub mod http;
 mod http_cluster;
 pub mod identity;
 pub mod keyspace;
+pub mod memory;
 pub mod metrics;
 pub mod node;
 pub mod resp;

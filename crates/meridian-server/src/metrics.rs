@@ -102,6 +102,12 @@ pub struct EngineGauges {
     pub versions: u64,
     /// Stored bytes.
     pub bytes: u64,
+    /// The keyspace's used-memory estimate (standalone nodes; INFO `used_memory`).
+    pub used_memory: u64,
+    /// `maxmemory` (0: no limit).
+    pub maxmemory: u64,
+    /// Keys evicted by `maxmemory` since start (or CONFIG RESETSTAT).
+    pub evicted_keys: u64,
 }
 
 /// One member as this node's failure detector sees it.
@@ -390,6 +396,35 @@ impl Metrics {
                 out,
                 "# HELP {metric} {help}\n# TYPE {metric} gauge\n{metric} {value}"
             );
+        }
+        // The keyspace's memory accounting runs on standalone nodes only: a cluster-mode
+        // node does not enforce maxmemory, so it does not pretend to with zeros.
+        if replication.is_none() {
+            for (metric, kind, help, value) in [
+                (
+                    "meridian_used_memory_bytes",
+                    "gauge",
+                    "Used memory as the keyspace estimates it (keys, values, per-key overhead).",
+                    engine.used_memory,
+                ),
+                (
+                    "meridian_maxmemory_bytes",
+                    "gauge",
+                    "The maxmemory limit (0: none).",
+                    engine.maxmemory,
+                ),
+                (
+                    "meridian_evicted_keys_total",
+                    "counter",
+                    "Keys evicted to stay under maxmemory.",
+                    engine.evicted_keys,
+                ),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric} {value}"
+                );
+            }
         }
         if let Some(r) = replication {
             self.render_replication(&mut out, r);
@@ -766,6 +801,23 @@ mod tests {
             "meridian_op_latency_seconds_bucket{frontend=\"resp\",op=\"get\",le=\"+Inf\"} 3"
         ));
         assert!(text.contains("meridian_engine_keys 7"));
+        let mem = m.render(EngineGauges {
+            used_memory: 1234,
+            maxmemory: 1 << 20,
+            evicted_keys: 5,
+            ..Default::default()
+        });
+        assert!(mem.contains("\nmeridian_used_memory_bytes 1234\n"), "{mem}");
+        assert!(
+            mem.contains("\nmeridian_maxmemory_bytes 1048576\n"),
+            "{mem}"
+        );
+        assert!(
+            mem.contains(
+                "# TYPE meridian_evicted_keys_total counter\nmeridian_evicted_keys_total 5\n"
+            ),
+            "{mem}"
+        );
         assert_eq!(m.total_calls(Frontend::Resp), 3);
         assert_eq!(m.total_calls(Frontend::Http), 0);
     }
@@ -844,7 +896,13 @@ mod tests {
             },
         };
         let text = m.render_cluster(EngineGauges::default(), &r);
-        assert!(text.starts_with(single.trim_end_matches("# EOF\n")));
+        // The same series up to the standalone-only memory ones, then the replication ones.
+        let common = single
+            .split("# HELP meridian_used_memory_bytes")
+            .next()
+            .unwrap();
+        assert!(text.starts_with(common));
+        assert!(!text.contains("meridian_used_memory_bytes"), "{text}");
         assert!(text.ends_with("# EOF\n"));
         for line in [
             "# TYPE meridian_read_repairs_total counter",

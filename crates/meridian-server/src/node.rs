@@ -85,6 +85,9 @@ impl NodeState {
             KeyspaceConfig {
                 retention: Duration::from_millis(config.storage.version_retention_ms),
                 max_value_len: config.resp.max_bulk_len,
+                // `validate` above checked both.
+                maxmemory: config.memory.maxmemory_bytes()?,
+                maxmemory_policy: config.memory.policy()?,
                 ..KeyspaceConfig::default()
             },
         ));
@@ -135,6 +138,9 @@ impl NodeState {
             live_keys: s.live_keys,
             versions: s.versions,
             bytes: s.bytes,
+            used_memory: self.keyspace.used_memory(),
+            maxmemory: self.keyspace.maxmemory(),
+            evicted_keys: self.keyspace.stats().evicted_keys,
         };
         match &self.cluster {
             None => self.metrics.render(engine),
@@ -264,7 +270,11 @@ pub async fn run(
         crate::resp::RespContext::with_cluster(
             node.keyspace.clone(),
             node.metrics.clone(),
-            (&node.config.resp).into(),
+            crate::resp::RespConfig {
+                durability: (node.config.storage.engine == EngineKind::Fjall)
+                    .then_some(node.config.storage.fsync),
+                ..(&node.config.resp).into()
+            },
             node.cluster.clone(),
         ),
         shutdown.clone(),

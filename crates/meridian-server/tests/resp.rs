@@ -2286,3 +2286,12 @@ mod transactions;
 
 #[path = "resp/balance.rs"]
 mod balance;
+
+#[path = "resp/listener_attacks.rs"]
+mod listener_attacks;
+
+#[path = "resp/admin_attacks.rs"]
+mod admin_attacks;
+
+#[path = "resp/memory.rs"]
+mod memory;

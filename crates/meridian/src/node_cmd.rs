@@ -51,6 +51,15 @@ pub struct NodeArgs {
         hide_env_values = true
     )]
     requirepass: Option<String>,
+    /// Cluster nodes: the secret every peer link proves at its handshake (16 to 4096 bytes,
+    /// the same on every member; overrides `cluster.secret`).
+    #[arg(
+        long,
+        value_name = "SECRET",
+        env = "MERIDIAN_CLUSTER_SECRET",
+        hide_env_values = true
+    )]
+    cluster_secret: Option<String>,
     /// Most RESP clients connected at once [default: 10000].
     #[arg(long, value_name = "N")]
     max_clients: Option<usize>,
@@ -107,6 +116,15 @@ impl NodeArgs {
         }
         if let Some(v) = self.max_clients {
             c.resp.max_clients = v;
+        }
+        if let Some(v) = self.cluster_secret {
+            let Some(cluster) = c.cluster.as_mut() else {
+                anyhow::bail!(
+                    "--cluster-secret (or MERIDIAN_CLUSTER_SECRET) needs a [cluster] section: a \
+                     single node has no peer links"
+                );
+            };
+            cluster.secret = Some(v);
         }
         if let Some(v) = self.service_model {
             c.balance.service_model = Some(v);

@@ -71,6 +71,15 @@ pub struct UpArgs {
     /// directory, removed on exit].
     #[arg(long, value_name = "DIR", requires = "processes")]
     pub(crate) config_dir: Option<std::path::PathBuf>,
+    /// Password every node's RESP and HTTP front ends require (AUTH; HTTP:
+    /// `Authorization: Bearer <PASS>`).
+    #[arg(
+        long,
+        value_name = "PASS",
+        env = "MERIDIAN_REQUIREPASS",
+        hide_env_values = true
+    )]
+    pub(crate) requirepass: Option<String>,
 }
 
 impl UpArgs {
@@ -112,10 +121,12 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         .context("starting the async runtime")?;
     let balance = args.balance();
     balance.validate()?;
-    let node = NodeConfig {
+    let mut node = NodeConfig {
         balance,
         ..NodeConfig::default()
     };
+    node.resp.requirepass = args.requirepass.clone();
+    node.validate()?;
     let cfg = EmbeddedConfig {
         node,
         dcs: args.dcs,

@@ -98,12 +98,17 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
         inter_dc: LinkConfig::wan(args.wan_latency * 2, args.jitter).with_loss(args.loss),
         ..WanConfig::default()
     };
+    // Peer links between the processes prove a secret made for this run (or the one the
+    // environment gives every node).
+    let secret = std::env::var("MERIDIAN_CLUSTER_SECRET")
+        .unwrap_or_else(|_| meridian_net::ClusterSecret::random_text());
     let mut out = Vec::new();
     for m in &members {
         let mut c = NodeConfig {
             balance: args.balance(),
             ..NodeConfig::default()
         };
+        c.resp.requirepass = args.requirepass.clone();
         c.resp.listen = m.resp.expect("set above");
         c.http.listen = m.http.expect("set above");
         c.cluster = Some(ClusterSection {
@@ -120,22 +125,38 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
             members: members.clone(),
             join: false,
             wan: Some(wan.clone()),
+            secret: Some(secret.clone()),
         });
         c.validate()
             .context("checking the node configs made from the flags (--n, --q, ...)")?;
         let path = dir.join(format!("{}.toml", m.name));
-        std::fs::write(&path, c.to_toml()?)
+        write_private(&path, c.to_toml()?.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
         out.push((m.clone(), path));
     }
     Ok(out)
 }
 
+/// Writes a file only its owner can read (it holds the cluster secret and the password).
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(contents)
+}
+
 /// `GET /cluster` on `addr`: whether the node sees every member up.
-async fn all_up(addr: SocketAddr) -> bool {
+async fn all_up(addr: SocketAddr, password: Option<&str>) -> bool {
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET /cluster HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let auth = password.map_or(String::new(), |p| format!("Authorization: Bearer {p}\r\n"));
+        let req =
+            format!("GET /cluster HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
         s.write_all(req.as_bytes()).await.ok()?;
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).await.ok()?;
@@ -240,7 +261,7 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
         }
         let mut ready = true;
         for p in &procs {
-            if !all_up(p.member.http.expect("set")).await {
+            if !all_up(p.member.http.expect("set"), args.requirepass.as_deref()).await {
                 ready = false;
                 break;
             }

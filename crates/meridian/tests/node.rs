@@ -748,6 +748,7 @@ fn status_of(http: SocketAddr, name: &str) -> String {
 
 #[test]
 fn up_processes_runs_one_node_per_process_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
     let up = Up::start(&[
         "--processes",
         "--dcs",
@@ -756,8 +757,11 @@ fn up_processes_runs_one_node_per_process_over_tcp() {
         "2",
         "--wan-latency",
         "5ms",
+        "--config-dir",
+        dir.path().to_str().unwrap(),
     ]);
     assert_eq!(up.members.len(), 4);
+    peer_links_need_the_runs_secret(&dir.path().join(format!("{}.toml", up.members[0].name)));
     let pids: Vec<u32> = up.members.iter().map(|m| m.pid.unwrap()).collect();
     assert!(pids.iter().all(|&p| alive(p) && p != up.child.id()));
     // Each node has its own loopback address.
@@ -802,6 +806,92 @@ fn up_processes_runs_one_node_per_process_over_tcp() {
     }
 }
 
+/// The value of `key = "..."` in a node config written by `up --processes`.
+fn config_value(text: &str, key: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{key} = ")))
+        .unwrap_or_else(|| panic!("no {key} in {text}"));
+    line.split('"').nth(1).unwrap().to_owned()
+}
+
+/// One length-prefixed frame from a raw peer connection; `None` once the node hung up.
+fn read_peer_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).ok()?;
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).ok()?;
+    Some(body)
+}
+
+/// A node of `up --processes` (config at `config`) welcomes a peer proving the run's secret,
+/// written only to its owner-readable config, and hangs up on one that does not.
+fn peer_links_need_the_runs_secret(config: &Path) {
+    use meridian_net::ClusterSecret;
+    use meridian_net::envelope::{Challenge, Hello, Welcome};
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(config).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let text = std::fs::read_to_string(config).unwrap();
+    let secret = config_value(&text, "secret");
+    assert_eq!(secret.len(), 64, "a fresh 256-bit secret per run");
+    let peer: SocketAddr = config_value(&text, "peer").parse().unwrap();
+    let attempt = |secret: &ClusterSecret| {
+        let mut s = TcpStream::connect(peer).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let challenge = Challenge::decode(&read_peer_frame(&mut s).unwrap()).unwrap();
+        let hello = Hello::new(meridian_core::NodeId(2), &challenge, secret).encode();
+        s.write_all(&(hello.len() as u32).to_be_bytes()).unwrap();
+        s.write_all(&hello).unwrap();
+        read_peer_frame(&mut s).map(|f| Welcome::decode(&f).unwrap())
+    };
+    assert!(
+        attempt(&ClusterSecret::open()).is_none(),
+        "no secret: refused"
+    );
+    let wrong = ClusterSecret::new(b"not this run's secret").unwrap();
+    assert!(attempt(&wrong).is_none(), "another secret: refused");
+    let right = ClusterSecret::new(secret.as_bytes()).unwrap();
+    assert!(attempt(&right).is_some(), "the run's secret: welcomed");
+}
+
+#[test]
+fn up_requires_its_password_on_every_front_end() {
+    let up = Up::start(&[
+        "--dcs",
+        "1",
+        "--nodes-per-dc",
+        "3",
+        "--requirepass",
+        "s3cret-pass",
+    ]);
+    for m in &up.members {
+        let mut c = redis::Client::open(format!("redis://{}/", m.resp))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let e = redis::cmd("GET").arg("k").query::<Option<String>>(&mut c);
+        assert!(e.unwrap_err().to_string().contains("NOAUTH"), "{}", m.name);
+        let mut c = redis::Client::open(format!("redis://:s3cret-pass@{}/", m.resp))
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
+        let (status, _) = http(m.http, "GET", "/kv/k", &[], b"");
+        assert_eq!(status, 401, "{}: HTTP without the password", m.name);
+        let (status, body) = http(
+            m.http,
+            "GET",
+            "/kv/k",
+            &["Authorization: Bearer s3cret-pass"],
+            b"",
+        );
+        assert_eq!((status, body.as_slice()), (200, &b"v"[..]), "{}", m.name);
+    }
+}
+
 #[test]
 fn bad_cluster_settings_are_rejected_with_the_setting_named() {
     let dir = tempfile::tempdir().unwrap();
@@ -810,7 +900,14 @@ fn bad_cluster_settings_are_rejected_with_the_setting_named() {
             "[[cluster.members]]\nid = {id}\nname = \"n{id}\"\ndc = \"east\"\npeer = \"127.0.0.1:{port}\"\n"
         )
     };
-    let cases: [(String, &str); 5] = [
+    let cases: [(String, &str); 6] = [
+        (
+            format!(
+                "[cluster]\nid = 1\nn = 1\nsecret = \"too short\"\n{}",
+                member(1, 9001)
+            ),
+            "cluster.secret (--cluster-secret): invalid network configuration: the cluster secret has 9 bytes: it must have between 16 and 4096",
+        ),
         (
             format!("[cluster]\nid = 1\npeer_port = 5\n{}", member(1, 9001)),
             "peer_port",

@@ -301,12 +301,15 @@ async fn cluster_batch(
             let t0 = Instant::now();
             let cmd = match exec::admit(ctx, session, &mut slot, args) {
                 Ok(cmd) => cmd,
-                Err((stats, error, _)) => {
+                Err((stats, error, flow)) => {
                     stats.observe(t0.elapsed(), error);
                     finish_all(io, &mut running, st, reply).await?;
                     reply.out.extend_from_slice(&slot.out);
                     st.recycle(slot.out);
                     buf.advance(len);
+                    if flow == Flow::Close {
+                        break true;
+                    }
                     continue;
                 }
             };

@@ -124,6 +124,11 @@ pub(crate) fn execute<'c>(
         Ok(cmd) => cmd,
         Err(refused) => return refused,
     };
+    if ctx.keyspace.over_maxmemory()
+        && let Err(refused) = out_of_memory(ctx, session, reply, cmd)
+    {
+        return refused;
+    }
     let mut flow = Flow::Continue;
     let result = if session.multi.active || multi::is_transaction_command(cmd) {
         match multi::step(&mut session.multi, reply, cmd, args) {
@@ -149,6 +154,40 @@ pub(crate) fn execute<'c>(
         }
     };
     (&ctx.ops[cmd as usize], finish(reply, result), flow)
+}
+
+/// Standalone, over `maxmemory`: makes room (evicting under an evicting policy), and when
+/// that fails refuses what Redis's `processCommand` refuses: a command flagged `denyoom`,
+/// any command but EXEC, DISCARD, QUIT and RESET inside MULTI (the queue would grow), and an
+/// EXEC whose queue holds a `denyoom` command (which aborts the transaction). Reads, DEL,
+/// EXPIRE, CONFIG (to raise the limit) still run.
+fn out_of_memory<'c>(
+    ctx: &'c RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    cmd: Cmd,
+) -> Result<(), Refused<'c>> {
+    if ctx.keyspace.make_room() {
+        return Ok(());
+    }
+    let denyoom = |c: Cmd| c.spec().flags.contains(&"denyoom");
+    let refuse = if session.multi.active {
+        match cmd {
+            Cmd::Exec => session.multi.queued.iter().any(|q| denyoom(q.cmd)),
+            Cmd::Discard | Cmd::Quit | Cmd::Reset => false,
+            _ => true,
+        }
+    } else {
+        denyoom(cmd)
+    };
+    if !refuse {
+        return Ok(());
+    }
+    let msg = session
+        .multi
+        .refused(Some(cmd), crate::memory::OOM.to_string());
+    reply.error(&msg);
+    Err((&ctx.rejected_ops, true, Flow::Continue))
 }
 
 /// Standalone EXEC: runs the queued commands as one atomic unit over the keyspace (see
@@ -383,6 +422,10 @@ pub(crate) fn admit<'c>(
     args: Args<'_>,
 ) -> Result<Cmd, Refused<'c>> {
     let Some(cmd) = Cmd::lookup(args.get(0)) else {
+        if is_http_line(args.get(0)) {
+            security_warning(session);
+            return Err((&ctx.rejected_ops, true, Flow::Close));
+        }
         let msg = session.multi.refused(None, unknown_command(args));
         reply.error(&msg);
         return Err((&ctx.rejected_ops, true, Flow::Continue));
@@ -402,6 +445,32 @@ pub(crate) fn admit<'c>(
     }
     session.last_cmd = cmd as u8 + 1;
     Ok(cmd)
+}
+
+/// Whether a command name is the start of an HTTP request line or header sent to the RESP
+/// port (cross-protocol scripting: a browser made to POST to Redis): `POST` or `Host:`, any
+/// case, as Redis checks. Such a request closes the connection without a reply, before
+/// authentication, so nothing else the client sent runs.
+fn is_http_line(name: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"post") || name.eq_ignore_ascii_case(b"host:")
+}
+
+/// Logs Redis's warning about an HTTP request on the RESP port, at most once a minute per
+/// process (as Redis does), so an attack cannot flood the log.
+fn security_warning(session: &Session) {
+    static LAST: parking_lot::Mutex<Option<Instant>> = parking_lot::Mutex::new(None);
+    let now = Instant::now();
+    let mut last = LAST.lock();
+    if last.is_some_and(|t| now.duration_since(t) < std::time::Duration::from_secs(60)) {
+        return;
+    }
+    *last = Some(now);
+    tracing::warn!(
+        client = %session.info.addr,
+        "Possible SECURITY ATTACK detected. It looks like somebody is sending POST or Host: \
+         commands to Redis. This is likely due to an attacker attempting to use Cross \
+         Protocol Scripting to compromise your Redis instance. Connection aborted."
+    );
 }
 
 /// Writes a command's error, if any; returns whether there was one.
@@ -943,33 +1012,58 @@ fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
     )
 }
 
-/// CONFIG GET's parameters: fixed Redis-compatible answers plus the real limits.
+/// CONFIG GET's parameters: the Redis parameters Meridian has, each with the value the node
+/// runs with. A parameter Meridian does not have is not listed, so CONFIG GET answers it as
+/// Redis answers an unknown parameter: with nothing (an empty map).
 fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
+    use meridian_storage::Durability;
     let l = &ctx.config.limits;
+    // The durable engine journals every write before acknowledging it (an append-only log
+    // in Redis's terms), fsynced as `storage.fsync` says; the in-memory engine writes
+    // nothing to disk, so nothing is ever fsynced either.
+    let (appendonly, appendfsync) = match ctx.config.durability {
+        None => ("no", "no"),
+        Some(Durability::Always) => ("yes", "always"),
+        Some(Durability::Everysec) => ("yes", "everysec"),
+        Some(Durability::Never) => ("yes", "no"),
+    };
+    let bind = ctx
+        .listen_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_default();
     vec![
-        ("appendfsync", "everysec".into()),
-        ("appendonly", "no".into()),
-        ("bind", "*".into()),
+        ("appendfsync", appendfsync.into()),
+        ("appendonly", appendonly.into()),
+        ("bind", bind),
         ("client-query-buffer-limit", l.max_query_buffer.to_string()),
         (
             "cluster-enabled",
             if ctx.cluster.is_some() { "yes" } else { "no" }.into(),
         ),
+        // One database, db0 (SELECT 0 only).
         ("databases", "1".into()),
+        // The active expirer runs every 100 ms.
         ("hz", "10".into()),
-        ("io-threads", "1".into()),
         ("maxclients", l.max_clients.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
+        ("maxmemory", ctx.keyspace.maxmemory().to_string()),
+        (
+            "maxmemory-policy",
+            ctx.keyspace.maxmemory_policy().name().into(),
+        ),
+        ("maxmemory-samples", crate::memory::SAMPLES.to_string()),
         ("port", ctx.port().to_string()),
+        // No protected mode: non-loopback clients are served without a password.
         ("protected-mode", "no".into()),
         ("proto-max-bulk-len", l.max_bulk_len.to_string()),
         (
             "requirepass",
             ctx.config.requirepass.clone().unwrap_or_default(),
         ),
+        // No RDB snapshots.
         ("save", String::new()),
-        ("tcp-keepalive", "300".into()),
+        // Client sockets get no SO_KEEPALIVE.
+        ("tcp-keepalive", "0".into()),
+        // Idle clients are never closed.
         ("timeout", "0".into()),
     ]
 }
@@ -995,10 +1089,8 @@ fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
         }
     } else if is("SET") {
         subcommand_arity("config", sub, argc >= 4 && argc.is_multiple_of(2))?;
-        return Err(raw(
-            "ERR CONFIG SET is not supported by Meridian: change the node's configuration \
-             file and restart it",
-        ));
+        config_set(ctx, args)?;
+        reply.ok();
     } else if is("RESETSTAT") {
         subcommand_arity("config", sub, argc == 2)?;
         ctx.keyspace.reset_stats();
@@ -1013,6 +1105,8 @@ fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
                 "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GET <pattern>",
                 "    Return parameters matching the glob-like <pattern> and their values.",
+                "SET <directive> <value> [<directive> <value> ...]",
+                "    Set maxmemory and maxmemory-policy (the others are set in the configuration file).",
                 "RESETSTAT",
                 "    Reset statistics reported by the INFO command.",
                 "HELP",
@@ -1021,6 +1115,71 @@ fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
         );
     } else {
         return Err(unknown_subcommand("config", sub));
+    }
+    Ok(())
+}
+
+/// CONFIG SET: `maxmemory` (bytes, or with Redis's units: `100mb`, `1gb`) and
+/// `maxmemory-policy` change at runtime on a standalone node; every pair is checked before
+/// any is applied, as in Redis 7. Other parameters are set in the configuration file.
+fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
+    use crate::memory::{MaxmemoryPolicy, parse_size};
+    let failed = |name: &[u8], why: &str| {
+        raw(format!(
+            "ERR CONFIG SET failed (possibly related to argument '{}') - {why}",
+            lossy(name)
+        ))
+    };
+    let mut maxmemory = None;
+    let mut policy = None;
+    let mut i = 2;
+    while i + 1 < args.len() {
+        let (name, value) = (args.get(i), args.get(i + 1));
+        i += 2;
+        let is_max = name.eq_ignore_ascii_case(b"maxmemory");
+        if !is_max && !name.eq_ignore_ascii_case(b"maxmemory-policy") {
+            return Err(raw(format!(
+                "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory and \
+                 maxmemory-policy change at runtime; set the others in the node's \
+                 configuration file and restart it",
+                lossy(name)
+            )));
+        }
+        if ctx.cluster.is_some() {
+            return Err(raw(format!(
+                "ERR {} applies to standalone nodes: this node runs in cluster mode, which \
+                 does not enforce a memory limit",
+                lossy(name).to_ascii_lowercase()
+            )));
+        }
+        if (is_max && maxmemory.is_some()) || (!is_max && policy.is_some()) {
+            return Err(failed(name, "duplicate parameter"));
+        }
+        if is_max {
+            let bytes =
+                parse_size(value).ok_or_else(|| failed(name, "argument must be a memory value"))?;
+            maxmemory = Some(bytes);
+        } else {
+            let p = MaxmemoryPolicy::parse(value).ok_or_else(|| {
+                let names: Vec<_> = MaxmemoryPolicy::ALL.iter().map(|p| p.name()).collect();
+                failed(
+                    name,
+                    &format!(
+                        "argument(s) must be one of the following: {}",
+                        names.join(", ")
+                    ),
+                )
+            })?;
+            policy = Some(p);
+        }
+    }
+    if let Some(p) = policy {
+        ctx.keyspace.set_maxmemory_policy(p);
+    }
+    if let Some(bytes) = maxmemory {
+        ctx.keyspace.set_maxmemory(bytes);
+        // Like Redis, a lower limit evicts at once (the next write would anyway).
+        ctx.keyspace.make_room();
     }
     Ok(())
 }
@@ -1102,4 +1261,65 @@ fn command(reply: &mut Reply, args: Args<'_>) -> CmdResult {
         return Err(unknown_subcommand("command", sub));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keyspace::Keyspace;
+    use crate::metrics::Metrics;
+    use crate::resp::RespConfig;
+    use meridian_core::SystemClock;
+    use meridian_storage::{Durability, MemEngine};
+
+    fn ctx(durability: Option<Durability>) -> Arc<RespContext> {
+        let ks = Arc::new(Keyspace::new(
+            Arc::new(MemEngine::new()),
+            Arc::new(SystemClock::new()),
+        ));
+        RespContext::new(
+            ks,
+            Arc::new(Metrics::new()),
+            RespConfig {
+                durability,
+                ..RespConfig::default()
+            },
+        )
+    }
+
+    fn param(ctx: &RespContext, name: &str) -> Option<String> {
+        config_params(ctx)
+            .into_iter()
+            .find_map(|(n, v)| (n == name).then_some(v))
+    }
+
+    #[test]
+    fn config_params_follow_the_engine_and_its_fsync_policy() {
+        for (durability, appendonly, appendfsync) in [
+            (None, "no", "no"),
+            (Some(Durability::Always), "yes", "always"),
+            (Some(Durability::Everysec), "yes", "everysec"),
+            (Some(Durability::Never), "yes", "no"),
+        ] {
+            let ctx = ctx(durability);
+            assert_eq!(param(&ctx, "appendonly").unwrap(), appendonly);
+            assert_eq!(param(&ctx, "appendfsync").unwrap(), appendfsync);
+        }
+        let ctx = ctx(None);
+        // Before `serve` binds, there is no address to report (and no made-up one).
+        assert_eq!(param(&ctx, "bind").unwrap(), "");
+        assert_eq!(param(&ctx, "port").unwrap(), "0");
+        // Parameters Meridian does not have are not listed (CONFIG GET answers nothing).
+        assert_eq!(param(&ctx, "io-threads"), None);
+        ctx.keyspace
+            .set_maxmemory_policy(crate::memory::MaxmemoryPolicy::VolatileTtl);
+        ctx.keyspace.set_maxmemory(1234);
+        assert_eq!(param(&ctx, "maxmemory").unwrap(), "1234");
+        assert_eq!(param(&ctx, "maxmemory-policy").unwrap(), "volatile-ttl");
+        let mut names: Vec<_> = config_params(&ctx).into_iter().map(|(n, _)| n).collect();
+        let sorted = names.clone();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names, sorted, "sorted, no duplicates");
+    }
 }

@@ -5,6 +5,7 @@
 //! (redis-cli, client libraries, exporters) read it unchanged. `keyspace` lists `db0` only
 //! when it holds keys.
 
+use crate::memory::human;
 use crate::metrics::Frontend;
 use crate::resp::server::{REDIS_VERSION, RespContext};
 use std::fmt::Write as _;
@@ -73,6 +74,9 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
                 "standalone"
             };
             line("redis_mode", &mode);
+            // What the server is, beside the Redis version it is compatible with (the
+            // field clients check): `server_name` as Valkey reports it.
+            line("server_name", &"meridian");
             line("meridian_version", &env!("CARGO_PKG_VERSION"));
             line("meridian_engine", &ctx.keyspace.engine().name());
             line(
@@ -100,18 +104,22 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("tracking_clients", &0);
         }
         "memory" => {
-            let bytes = ctx.keyspace.engine().stats().bytes;
-            line("# Memory\r\nused_memory", &bytes);
-            line("used_memory_human", &human(bytes));
-            line("maxmemory", &0);
-            line("maxmemory_human", &"0B");
-            line("maxmemory_policy", &"noeviction");
+            // The keyspace's estimate (keys, values, per-key overhead), what `maxmemory`
+            // bounds, as Redis's `used_memory` is.
+            let used = ctx.keyspace.used_memory();
+            let max = ctx.keyspace.maxmemory();
+            line("# Memory\r\nused_memory", &used);
+            line("used_memory_human", &human(used));
+            line("maxmemory", &max);
+            line("maxmemory_human", &human(max));
+            line("maxmemory_policy", &ctx.keyspace.maxmemory_policy());
         }
         "persistence" => {
             line("# Persistence\r\nloading", &0);
             line("async_loading", &0);
             line("rdb_bgsave_in_progress", &0);
-            line("aof_enabled", &0);
+            // The durable engine's journal is Meridian's append-only file.
+            line("aof_enabled", &u8::from(ctx.config.durability.is_some()));
             line("aof_rewrite_in_progress", &0);
         }
         "stats" => {
@@ -141,7 +149,7 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
                 &conns.rejected.load(Ordering::Relaxed),
             );
             line("expired_keys", &ks.expired_keys);
-            line("evicted_keys", &0);
+            line("evicted_keys", &ks.evicted_keys);
             line("keyspace_hits", &ks.hits);
             line("keyspace_misses", &ks.misses);
         }
@@ -166,21 +174,4 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             }
         }
     }
-}
-
-/// Redis's `bytesToHuman`: `512B`, `1.50K`, `2.00M`, ...
-fn human(n: u64) -> String {
-    let n = n as f64;
-    let units = [
-        (1u64 << 40, "T"),
-        (1 << 30, "G"),
-        (1 << 20, "M"),
-        (1 << 10, "K"),
-    ];
-    for (size, unit) in units {
-        if n >= size as f64 {
-            return format!("{:.2}{unit}", n / size as f64);
-        }
-    }
-    format!("{n}B")
 }

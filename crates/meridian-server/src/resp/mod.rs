@@ -79,6 +79,10 @@ pub struct RespConfig {
     pub limits: RespLimits,
     /// The password of the `default` user; `None` disables authentication.
     pub requirepass: Option<String>,
+    /// The fsync policy of the durable engine underneath (`storage.fsync` with `engine =
+    /// "fjall"`), for CONFIG GET `appendonly`/`appendfsync` and INFO `aof_enabled`; `None`:
+    /// the in-memory engine, which writes nothing to disk.
+    pub durability: Option<meridian_storage::Durability>,
 }
 
 impl From<&crate::config::RespSection> for RespConfig {
@@ -92,6 +96,7 @@ impl From<&crate::config::RespSection> for RespConfig {
                 ..RespLimits::default()
             },
             requirepass: r.requirepass.clone(),
+            durability: None,
         }
     }
 }

@@ -67,6 +67,8 @@ pub struct RespContext {
     pub(crate) started: Instant,
     pub(crate) run_id: String,
     port: AtomicU16,
+    /// The address [`serve`] listens on (CONFIG GET `bind`).
+    listen: Mutex<Option<SocketAddr>>,
     next_client_id: AtomicU64,
     clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     ops_per_sec: AtomicU64,
@@ -109,6 +111,7 @@ impl RespContext {
             started: Instant::now(),
             run_id,
             port: AtomicU16::new(0),
+            listen: Mutex::new(None),
             next_client_id: AtomicU64::new(1),
             clients: Mutex::new(BTreeMap::new()),
             ops_per_sec: AtomicU64::new(0),
@@ -129,6 +132,11 @@ impl RespContext {
 
     pub(crate) fn port(&self) -> u16 {
         self.port.load(Ordering::Relaxed)
+    }
+
+    /// The address the listener is bound to (`None` before [`serve`] runs).
+    pub(crate) fn listen_addr(&self) -> Option<SocketAddr> {
+        *self.listen.lock()
     }
 
     pub(crate) fn ops_per_sec(&self) -> u64 {
@@ -174,6 +182,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let laddr = listener.local_addr()?;
     ctx.port.store(laddr.port(), Ordering::Relaxed);
+    *ctx.listen.lock() = Some(laddr);
     let stop = shutdown.child_token();
     tokio::spawn(sample_ops(ctx.clone(), stop.clone()));
     let conns = ctx.metrics.connections(Frontend::Resp);
