@@ -432,6 +432,8 @@ struct Stripe {
     /// Every key of this stripe, with its share of the used-memory estimate and what the
     /// eviction policies compare (Redis keeps the same in each object's header).
     meta: FxHashMap<Bytes, KeyMeta>,
+    /// The [`UsedSlot`] this stripe's writes add to.
+    used_slot: usize,
 }
 
 /// What the keyspace records of each key, for `maxmemory`.
@@ -566,8 +568,9 @@ pub struct Keyspace {
     reads: Box<[ReadCounter]>,
     expire_cursor: AtomicUsize,
     cursors: Mutex<CursorTable>,
-    /// The used-memory estimate: the sum of every key's [`KeyMeta::bytes`].
-    used: AtomicI64,
+    /// The used-memory estimate: the sum of every key's [`KeyMeta::bytes`], kept in slots on
+    /// their own cache lines (by stripe) so writers on different cores do not contend.
+    used: Box<[UsedSlot]>,
     /// `maxmemory` (0: no limit).
     maxmemory: AtomicU64,
     /// `maxmemory-policy`, as `MaxmemoryPolicy as u8`.
@@ -579,6 +582,13 @@ pub struct Keyspace {
 
 /// Number of [`ReadCounter`] slots.
 const READ_SLOTS: usize = 16;
+/// Number of [`UsedSlot`]s.
+const USED_SLOTS: usize = 16;
+
+/// One slot of the used-memory estimate.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct UsedSlot(AtomicI64);
 
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -635,13 +645,18 @@ impl Keyspace {
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
             config,
             stripes: (0..STRIPES)
-                .map(|_| Mutex::new(Stripe::default()))
+                .map(|i| {
+                    Mutex::new(Stripe {
+                        used_slot: i % USED_SLOTS,
+                        ..Stripe::default()
+                    })
+                })
                 .collect(),
             expires: AtomicI64::new(0),
             expired_keys: AtomicU64::new(0),
             reads: (0..READ_SLOTS).map(|_| ReadCounter::default()).collect(),
             expire_cursor: AtomicUsize::new(0),
-            used: AtomicI64::new(0),
+            used: (0..USED_SLOTS).map(|_| UsedSlot::default()).collect(),
             maxmemory: AtomicU64::new(maxmemory),
             policy: AtomicU8::new(policy as u8),
             evicted_keys: AtomicU64::new(0),
@@ -836,7 +851,7 @@ impl Keyspace {
             }
         };
         if delta != 0 {
-            self.used.fetch_add(delta, Ordering::Relaxed);
+            self.used[s.used_slot].0.fetch_add(delta, Ordering::Relaxed);
         }
     }
 
@@ -844,7 +859,9 @@ impl Keyspace {
     #[inline]
     fn account_delete(&self, s: &mut Stripe, key: &[u8]) {
         if let Some(m) = s.meta.remove(key) {
-            self.used.fetch_sub(m.bytes as i64, Ordering::Relaxed);
+            self.used[s.used_slot]
+                .0
+                .fetch_sub(m.bytes as i64, Ordering::Relaxed);
         }
     }
 
@@ -1101,7 +1118,9 @@ impl Keyspace {
             g.meta = FxHashMap::default();
         }
         self.expires.store(0, Ordering::Relaxed);
-        self.used.store(0, Ordering::Relaxed);
+        for slot in &*self.used {
+            slot.0.store(0, Ordering::Relaxed);
+        }
         drop(guards);
         self.cursors.lock().clear();
         Ok(())
@@ -1232,7 +1251,12 @@ impl Keyspace {
     /// length and [`memory::KEY_OVERHEAD`]; kept up to date by every write, delete, expiry
     /// and eviction (old versions kept for `retention` are not counted).
     pub fn used_memory(&self) -> u64 {
-        self.used.load(Ordering::Relaxed).max(0) as u64
+        let sum: i64 = self
+            .used
+            .iter()
+            .map(|slot| slot.0.load(Ordering::Relaxed))
+            .sum();
+        sum.max(0) as u64
     }
 
     /// `maxmemory` in bytes (0: no limit).
