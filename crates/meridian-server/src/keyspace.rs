@@ -573,6 +573,10 @@ pub struct Keyspace {
     used: Box<[UsedSlot]>,
     /// `maxmemory` (0: no limit).
     maxmemory: AtomicU64,
+    /// Whether the per-key records ([`Stripe::meta`]) and `used` are kept: only while a
+    /// `maxmemory` limit is set, so a node without one pays nothing per write. Changed with
+    /// every stripe locked.
+    tracking: std::sync::atomic::AtomicBool,
     /// `maxmemory-policy`, as `MaxmemoryPolicy as u8`.
     policy: AtomicU8,
     evicted_keys: AtomicU64,
@@ -658,6 +662,7 @@ impl Keyspace {
             expire_cursor: AtomicUsize::new(0),
             used: (0..USED_SLOTS).map(|_| UsedSlot::default()).collect(),
             maxmemory: AtomicU64::new(maxmemory),
+            tracking: std::sync::atomic::AtomicBool::new(maxmemory > 0),
             policy: AtomicU8::new(policy as u8),
             evicted_keys: AtomicU64::new(0),
             rng: AtomicU64::new(0x6d65_7269_6469_616e),
@@ -750,7 +755,7 @@ impl Keyspace {
     /// Whether the eviction policy needs reads to refresh access times (LRU, LFU).
     #[inline]
     fn tracks_reads(&self) -> bool {
-        self.maxmemory_policy().tracks_reads()
+        self.tracking.load(Ordering::Relaxed) && self.maxmemory_policy().tracks_reads()
     }
 
     /// A lock-free read's access under an LRU/LFU policy: refreshed when the key's stripe is
@@ -830,6 +835,13 @@ impl Keyspace {
     /// update in the locked stripe and one atomic add.
     #[inline]
     fn account_put(&self, s: &mut Stripe, key: &Bytes, bytes: u64, now: Timestamp) {
+        if self.tracking.load(Ordering::Relaxed) {
+            self.record(s, key, bytes, now);
+        }
+    }
+
+    /// [`Self::account_put`] whether or not tracking is on (while it is being turned on).
+    fn record(&self, s: &mut Stripe, key: &Bytes, bytes: u64, now: Timestamp) {
         let bytes = bytes.min(u32::MAX as u64) as u32;
         let delta = match s.meta.get_mut(&key[..]) {
             Some(m) => {
@@ -858,6 +870,9 @@ impl Keyspace {
     /// Records that `key` is gone (a no-op for a key that was not there).
     #[inline]
     fn account_delete(&self, s: &mut Stripe, key: &[u8]) {
+        if !self.tracking.load(Ordering::Relaxed) {
+            return;
+        }
         if let Some(m) = s.meta.remove(key) {
             self.used[s.used_slot]
                 .0
@@ -1248,9 +1263,15 @@ impl Keyspace {
     // ----- maxmemory ---------------------------------------------------------------------
 
     /// The used-memory estimate, in bytes: for every key, its length, its stored value's
-    /// length and [`memory::KEY_OVERHEAD`]; kept up to date by every write, delete, expiry
-    /// and eviction (old versions kept for `retention` are not counted).
+    /// length and [`memory::KEY_OVERHEAD`]. While a `maxmemory` limit is set it is kept up to
+    /// date by every write, delete, expiry and eviction (old versions kept for `retention` are
+    /// not counted); without one it is read from the engine's own byte count plus the same
+    /// overhead per live key (old versions counted), so writes pay nothing for it.
     pub fn used_memory(&self) -> u64 {
+        if !self.tracking.load(Ordering::Relaxed) {
+            let st = self.engine.stats();
+            return st.bytes + st.live_keys * memory::KEY_OVERHEAD;
+        }
         let sum: i64 = self
             .used
             .iter()
@@ -1266,8 +1287,51 @@ impl Keyspace {
 
     /// CONFIG SET maxmemory: takes effect for the next command (which evicts, or is refused,
     /// if used memory is now over it).
-    pub fn set_maxmemory(&self, bytes: u64) {
+    ///
+    /// Setting the first limit builds the per-key records from the engine with every stripe
+    /// locked (writes wait for one scan of the keyspace); removing the limit drops them.
+    pub fn set_maxmemory(&self, bytes: u64) -> Result<()> {
+        let want = bytes > 0;
+        if want != self.tracking.load(Ordering::Relaxed) {
+            let mut guards: Vec<_> = self.stripes.iter().map(|s| s.lock()).collect();
+            if want != self.tracking.load(Ordering::Relaxed) {
+                for g in &mut guards {
+                    g.meta = FxHashMap::default();
+                }
+                for slot in &*self.used {
+                    slot.0.store(0, Ordering::Relaxed);
+                }
+                if want {
+                    self.record_all(&mut guards)?;
+                }
+                self.tracking.store(want, Ordering::Relaxed);
+            }
+        }
         self.maxmemory.store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Records every stored key (the stripes all locked, by index).
+    fn record_all(&self, guards: &mut [MutexGuard<'_, Stripe>]) -> Result<()> {
+        let now = self.clock.now();
+        let mut start = Bound::Unbounded;
+        loop {
+            let page = self
+                .engine
+                .scan(start, Bound::Unbounded, Timestamp::MAX, PAGE, false)?;
+            let full = page.len() == PAGE;
+            let last = page.last().map(|(k, _)| k.clone());
+            for (key, v) in page {
+                if let Some(len) = v.value.as_ref().map(|b| b.len()) {
+                    let s = &mut guards[stripe_of(&key)];
+                    self.record(s, &key, entry_bytes(key.len(), len), now);
+                }
+            }
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => return Ok(()),
+            }
+        }
     }
 
     /// `maxmemory-policy`.
@@ -2306,6 +2370,8 @@ mod tests {
     #[test]
     fn used_memory_is_kept_incrementally_and_matches_a_scan() {
         let (ks, clock) = setup();
+        // Exact accounting runs while a limit is set.
+        ks.set_maxmemory(u64::MAX).unwrap();
         assert_eq!(ks.used_memory(), 0);
         // Grows with value sizes.
         ks.set(b"k", vec![b'x'; 10], SetOptions::default()).unwrap();
@@ -2394,21 +2460,41 @@ mod tests {
     fn used_memory_is_rebuilt_when_a_keyspace_opens_over_data() {
         let engine: Arc<dyn Engine> = Arc::new(MemEngine::new());
         let clock = Arc::new(ManualClock::new(START));
-        let ks = Keyspace::new(engine.clone(), clock.clone());
+        let limited = || KeyspaceConfig {
+            maxmemory: u64::MAX,
+            ..KeyspaceConfig::default()
+        };
+        let ks = Keyspace::with_config(engine.clone(), clock.clone(), limited());
         ks.set(b"a", b"12345", SetOptions::default()).unwrap();
         ks.set(b"b", b"x", SetOptions::with_ttl(Duration::from_secs(9)))
             .unwrap();
         let used = ks.used_memory();
         drop(ks);
-        let again = Keyspace::new(engine, clock);
+        let again = Keyspace::with_config(engine.clone(), clock.clone(), limited());
         assert_eq!(again.used_memory(), used);
-        again.del(&[b"a", b"b"]).unwrap();
-        assert_eq!(again.used_memory(), 0);
+        drop(again);
+        // Without a limit nothing is recorded per key: the figure is the engine's; setting a
+        // limit builds the records from the engine, removing it drops them.
+        let open = Keyspace::new(engine, clock);
+        assert!(
+            open.used_memory() >= used,
+            "the engine's count has the same parts"
+        );
+        open.set_maxmemory(u64::MAX).unwrap();
+        assert_eq!(open.used_memory(), used);
+        open.set_maxmemory(0).unwrap();
+        open.set(b"c", b"v", SetOptions::default()).unwrap();
+        open.set_maxmemory(u64::MAX).unwrap();
+        assert_eq!(open.used_memory(), used + entry_bytes(1, 2));
+        open.del(&[b"a", b"b", b"c"]).unwrap();
+        assert_eq!(open.used_memory(), 0);
     }
 
+    /// A keyspace under `policy` with a limit too high to matter yet (records are kept).
     fn limited(policy: MaxmemoryPolicy) -> (Keyspace, Arc<ManualClock>) {
         let (ks, clock) = setup();
         ks.set_maxmemory_policy(policy);
+        ks.set_maxmemory(u64::MAX).unwrap();
         (ks, clock)
     }
 
@@ -2420,7 +2506,7 @@ mod tests {
             ks.set(format!("k{i}"), vec![b'v'; 100], SetOptions::default())
                 .unwrap();
         }
-        ks.set_maxmemory(ks.used_memory());
+        ks.set_maxmemory(ks.used_memory()).unwrap();
         assert!(
             !ks.over_maxmemory() && ks.make_room(),
             "at the limit is not over it"
@@ -2432,7 +2518,7 @@ mod tests {
         assert_eq!(ks.stats().evicted_keys, 0);
         ks.del(&[b"k0"]).unwrap();
         assert!(ks.make_room());
-        ks.set_maxmemory(0);
+        ks.set_maxmemory(0).unwrap();
         assert!(!ks.over_maxmemory());
     }
 
@@ -2447,7 +2533,7 @@ mod tests {
         ks.get(b"a").unwrap();
         clock.advance(Duration::from_secs(1));
         assert_eq!(ks.mget(&[b"b", b"d"]).unwrap().len(), 2);
-        ks.set_maxmemory(ks.used_memory() - 1);
+        ks.set_maxmemory(ks.used_memory() - 1).unwrap();
         assert!(ks.make_room());
         // Five keys, five samples: every key is compared, so the choice is exact.
         assert_eq!(ks.get(b"c").unwrap(), None, "the least recently used");
@@ -2456,7 +2542,7 @@ mod tests {
         assert!(ks.used_memory() <= ks.maxmemory());
         // Under a steady stream of writes, every command starts within the limit.
         let max = 20_000;
-        ks.set_maxmemory(max);
+        ks.set_maxmemory(max).unwrap();
         for i in 0..2_000 {
             assert!(ks.make_room());
             assert!(ks.used_memory() <= max);
@@ -2479,7 +2565,7 @@ mod tests {
             clock.advance(Duration::from_millis(1));
         }
         for _ in 0..3 {
-            ks.set_maxmemory(ks.used_memory() - 1);
+            ks.set_maxmemory(ks.used_memory() - 1).unwrap();
             assert!(ks.make_room());
         }
         assert_eq!(ks.dbsize(), 1);
@@ -2507,14 +2593,14 @@ mod tests {
                 )
                 .unwrap();
             }
-            ks.set_maxmemory(ks.used_memory() - 1);
+            ks.set_maxmemory(ks.used_memory() - 1).unwrap();
             assert!(ks.make_room(), "{policy}");
             assert_eq!(ks.dbsize(), 7, "{policy}");
             if policy == MaxmemoryPolicy::VolatileTtl {
                 assert_eq!(ks.get(b"v10").unwrap(), None, "the soonest to expire");
             }
             // A limit only the persistent keys exceed: every volatile key goes, then OOM.
-            ks.set_maxmemory(1);
+            ks.set_maxmemory(1).unwrap();
             assert!(!ks.make_room(), "{policy}");
             assert_eq!(ks.stats().expires, 0, "{policy}");
             assert_eq!(
@@ -2534,11 +2620,11 @@ mod tests {
                 .unwrap();
         }
         let half = ks.used_memory() / 2;
-        ks.set_maxmemory(half);
+        ks.set_maxmemory(half).unwrap();
         assert!(ks.make_room());
         assert!(ks.used_memory() <= half);
         assert!((49..=51).contains(&ks.dbsize()), "{}", ks.dbsize());
-        ks.set_maxmemory(1);
+        ks.set_maxmemory(1).unwrap();
         assert!(ks.make_room(), "fits once everything is evicted");
         assert_eq!(ks.dbsize(), 0);
         assert_eq!(ks.used_memory(), 0);

@@ -1177,7 +1177,7 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
         ctx.keyspace.set_maxmemory_policy(p);
     }
     if let Some(bytes) = maxmemory {
-        ctx.keyspace.set_maxmemory(bytes);
+        ctx.keyspace.set_maxmemory(bytes)?;
         // Like Redis, a lower limit evicts at once (the next write would anyway).
         ctx.keyspace.make_room();
     }

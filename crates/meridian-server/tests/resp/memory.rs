@@ -206,6 +206,9 @@ async fn noeviction_answers_oom_to_writes_and_still_serves_reads_and_deletes() {
     let s = Server::default().await;
     let mut c = s.connect().await;
     let mut other = s.connect().await;
+    // A limit too high to matter: from now on used memory is counted per key.
+    c.roundtrip(b"CONFIG SET maxmemory 1gb\r\n", b"+OK\r\n")
+        .await;
     c.roundtrip(b"SET big 0123456789\r\nSET small x\r\n", b"+OK\r\n+OK\r\n")
         .await;
     let used: u64 = field(&info(&mut c, "memory").await, "used_memory")
