@@ -1313,7 +1313,7 @@ mod tests {
         assert_eq!(param(&ctx, "io-threads"), None);
         ctx.keyspace
             .set_maxmemory_policy(crate::memory::MaxmemoryPolicy::VolatileTtl);
-        ctx.keyspace.set_maxmemory(1234);
+        ctx.keyspace.set_maxmemory(1234).unwrap();
         assert_eq!(param(&ctx, "maxmemory").unwrap(), "1234");
         assert_eq!(param(&ctx, "maxmemory-policy").unwrap(), "volatile-ttl");
         let mut names: Vec<_> = config_params(&ctx).into_iter().map(|(n, _)| n).collect();
