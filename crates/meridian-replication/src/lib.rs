@@ -84,7 +84,7 @@ pub use kernel::{
     EventualNode, KernelMsg, Msg, Node, NodeConfig, NodeStats, Protocol, RemoteError,
 };
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
-pub use meridian_balance::{DeferredClaim, ServiceModel, Strategy};
+pub use meridian_balance::{DeferredClaim, PeerView, ServiceModel, Strategy};
 pub use meridian_txn::{
     Controls as TxnControls, Entry as TxnEntry, TimestampSource, TsoBatching, TxnError, TxnProps,
 };

@@ -135,84 +135,7 @@ pub struct ReplicationGauges {
     /// The node's timeline counters (timeline buckets).
     pub timeline: TimelineStats,
     /// The node's read load balancing counters and its view of its peers.
-    pub balance: BalanceGauges,
-}
-
-/// One peer as this node's replica-selection strategies see it (as a coordinator).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PeerGauge {
-    /// The peer's id as labels write it (`n3`).
-    pub peer: String,
-    /// Reads sent there by this coordinator's strategies.
-    pub chosen: u64,
-    /// Reads in flight there now.
-    pub outstanding: u64,
-    /// The read queue length it last reported.
-    pub queue: u64,
-}
-
-/// The read load balancing layer of a cluster-mode node, as last sampled (the figures of
-/// [`BalanceStats`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct BalanceGauges {
-    /// Extra copies held here now.
-    pub extra_copies: u64,
-    /// Reads served from this node's extra copies.
-    pub extra_reads: u64,
-    /// Reads asked of an extra copy this node did not hold.
-    pub extra_misses: u64,
-    /// Deferred reads coordinated here served more than once.
-    pub duplicate_services: u64,
-    /// Deferred reads dropped here because another replica served them.
-    pub cancelled: u64,
-    /// Reads refused because C3's backlog was full.
-    pub c3_overloads: u64,
-    /// Reads queued or in service here now.
-    pub queue: u64,
-    /// Recent copy creation times as root, milliseconds (any order).
-    pub copy_create_ms: Vec<u64>,
-    /// The root's merged sketch's error bound.
-    pub sketch_error_bound: u64,
-    /// This coordinator's view of each peer.
-    pub peers: Vec<PeerGauge>,
-}
-
-impl From<BalanceStats> for BalanceGauges {
-    fn from(b: BalanceStats) -> BalanceGauges {
-        // Destructured so a new balance counter fails to compile until it is exported.
-        let BalanceStats {
-            extra_copies,
-            extra_reads,
-            extra_misses,
-            duplicate_services,
-            cancelled,
-            c3_overloads,
-            queue,
-            copy_create_ms,
-            sketch_error_bound,
-            peers,
-        } = b;
-        BalanceGauges {
-            extra_copies,
-            extra_reads,
-            extra_misses,
-            duplicate_services,
-            cancelled,
-            c3_overloads,
-            queue,
-            copy_create_ms,
-            sketch_error_bound,
-            peers: peers
-                .into_iter()
-                .map(|p| PeerGauge {
-                    peer: p.node.to_string(),
-                    chosen: p.chosen,
-                    outstanding: u64::from(p.outstanding),
-                    queue: u64::from(p.queue),
-                })
-                .collect(),
-        }
-    }
+    pub balance: BalanceStats,
 }
 
 /// Every metric of a node.
@@ -551,8 +474,9 @@ pub fn percentile(sorted: &[u64], q: f64) -> Option<u64> {
 
 /// The read load balancing series (`load-balancing.md` §4): rendered on every cluster node,
 /// zero (or without samples) until reads need one replica or keys get hot.
-fn render_balance(out: &mut String, b: &BalanceGauges) {
-    let BalanceGauges {
+fn render_balance(out: &mut String, b: &BalanceStats) {
+    // Destructured so a new balance counter fails to compile until it is exported.
+    let BalanceStats {
         extra_copies,
         extra_reads,
         extra_misses,
@@ -642,8 +566,9 @@ fn render_balance(out: &mut String, b: &BalanceGauges) {
     ] {
         let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
         for p in peers {
-            let v = [p.chosen, p.outstanding, p.queue][column];
-            let _ = writeln!(out, "{metric}{{peer=\"{}\"}} {v}", escape_label(&p.peer));
+            let v = [p.chosen, u64::from(p.outstanding), u64::from(p.queue)][column];
+            let peer = p.node.to_string();
+            let _ = writeln!(out, "{metric}{{peer=\"{}\"}} {v}", escape_label(&peer));
         }
     }
     let mut sorted = copy_create_ms.clone();
@@ -877,7 +802,7 @@ mod tests {
                 lag_by_dc: [(meridian_core::DcId(1), 9)].into(),
                 ..TimelineStats::default()
             },
-            balance: BalanceGauges {
+            balance: BalanceStats {
                 extra_copies: 2,
                 extra_reads: 11,
                 extra_misses: 1,
@@ -887,11 +812,15 @@ mod tests {
                 queue: 6,
                 copy_create_ms: vec![300, 100, 200, 400],
                 sketch_error_bound: 7,
-                peers: vec![PeerGauge {
-                    peer: "n3".into(),
-                    chosen: 40,
+                peers: vec![meridian_replication::PeerView {
+                    node: meridian_core::NodeId(3),
                     outstanding: 2,
                     queue: 9,
+                    service_us: 0.0,
+                    snitch_score: 0.0,
+                    c3_score: 0.0,
+                    c3_rate: 0.0,
+                    chosen: 40,
                 }],
             },
         };

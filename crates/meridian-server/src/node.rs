@@ -47,7 +47,7 @@ fn replication_gauges(c: &ClusterBackend) -> ReplicationGauges {
             })
             .collect(),
         timeline: c.node.tl_stats(),
-        balance: c.node.balance_stats().into(),
+        balance: c.node.balance_stats(),
     }
 }
 

@@ -192,10 +192,18 @@ fn run_replica_choice(args: &ExperimentArgs) -> Result<()> {
         StudyOptions::reduced(args.seed)
     };
     if let Some(r) = args.requests {
-        anyhow::ensure!(r >= 5, "--requests must be at least 5 (one per phase)");
+        anyhow::ensure!(
+            (5..=10_000_000).contains(&r),
+            "--requests = {r}: must be between 5 (one per phase) and 10000000"
+        );
         opts.requests = r;
     }
-    opts.jobs = args.jobs.max(1);
+    anyhow::ensure!(
+        (1..=64).contains(&args.jobs),
+        "--jobs = {}: must be between 1 and 64",
+        args.jobs
+    );
+    opts.jobs = args.jobs;
     let started = std::time::Instant::now();
     let quiet = args.quiet;
     eprintln!(

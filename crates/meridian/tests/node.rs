@@ -237,6 +237,21 @@ fn balance_settings_are_validated_with_the_setting_named() {
         err.contains("service_model") && err.contains("slow"),
         "{err}"
     );
+    // The study's sizes are bounded before anything is allocated or spawned.
+    for (args, want) in [
+        (&["--jobs", "0"][..], "--jobs = 0"),
+        (&["--jobs", "100000"][..], "--jobs = 100000"),
+        (&["--requests", "4"][..], "--requests = 4"),
+        (
+            &["--requests", "99999999999"][..],
+            "--requests = 99999999999",
+        ),
+    ] {
+        let mut a = vec!["experiment", "replica-choice", "--out", "/nonexistent/rc"];
+        a.extend_from_slice(args);
+        let err = run_expecting_failure(&a);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -468,6 +468,11 @@ impl Node {
         if id.coord == self.id() {
             return self.grant_claim(id, self.id());
         }
+        if !self.is_up(id.coord) {
+            // A coordinator the detector calls down cannot answer its client: drop its reads
+            // without holding a worker for the claim's timeout each.
+            return false;
+        }
         let msg = Msg::Balance(BalanceMsg::Claim { id });
         matches!(
             self.kernel()
