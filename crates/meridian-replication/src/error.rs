@@ -253,6 +253,24 @@ pub enum ReplicationError {
         /// Why, and what to use instead, starting with its separator (`"; use GET"`).
         hint: String,
     },
+    /// A chunk of a large object could not be stored on enough replicas.
+    #[error("chunk_write_failed need={need} ok={ok} {reason}")]
+    ChunkWriteFailed {
+        /// Acks needed (the bucket's W).
+        need: u32,
+        /// Acks received.
+        ok: u32,
+        /// The last failure heard.
+        reason: String,
+    },
+    /// No replica could serve a chunk of a large object with bytes matching its digest.
+    #[error("chunk_unavailable chunk={chunk} tried={tried}")]
+    ChunkUnavailable {
+        /// The chunk (`version/index`).
+        chunk: String,
+        /// Replicas asked.
+        tried: u32,
+    },
 }
 
 /// How the edge should present an error (spec §11).
@@ -302,6 +320,8 @@ impl ReplicationError {
             WrongBucketType { .. } => "wrong_bucket_type",
             ForceMasterRefused { .. } => "force_master_refused",
             Unsupported { .. } => "unsupported",
+            ChunkWriteFailed { .. } => "chunk_write_failed",
+            ChunkUnavailable { .. } => "chunk_unavailable",
             Txn(t) => match t {
                 meridian_txn::TxnError::Aborted(_) => "txn_aborted",
                 meridian_txn::TxnError::SnapshotTooOld { .. } => "snapshot_too_old",

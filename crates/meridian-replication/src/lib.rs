@@ -60,6 +60,7 @@
 
 pub mod anti_entropy;
 pub mod balance;
+pub mod blob;
 pub mod bucket;
 pub mod dispatch;
 pub mod error;

@@ -66,6 +66,12 @@ pub enum MetaChange {
         /// The layout epoch whose handoff finished.
         epoch: u64,
     },
+    /// Remove a bucket (not `default`): its keys take the `default` bucket's properties.
+    /// Emptying it first is the caller's business (the S3 endpoint refuses a non-empty one).
+    DropBucket {
+        /// The bucket's name.
+        name: String,
+    },
 }
 
 /// [`BucketProps`] in a form every serde format can carry (the TOML form is flattened, which
@@ -239,6 +245,14 @@ impl ClusterMeta {
                 let mut registry = self.bucket_registry()?;
                 registry.set(name, (*props).into())?;
                 next.buckets.insert(name.clone(), *props);
+            }
+            MetaChange::DropBucket { name } => {
+                if name == crate::bucket::DEFAULT_BUCKET_NAME {
+                    return Err(refused("the default bucket cannot be removed".into()));
+                }
+                if next.buckets.remove(name).is_none() {
+                    return Err(refused(format!("no bucket named {name}")));
+                }
             }
             MetaChange::HandoffComplete { epoch } => {
                 if self.previous.is_none() || self.layout.epoch() != *epoch {

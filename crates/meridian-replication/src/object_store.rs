@@ -299,11 +299,16 @@ impl ObjectStore {
     /// skipped with a warning. Also returns where the next page starts (`None`: this was the
     /// last).
     pub fn objects_after(&self, after: Option<&[u8]>, limit: usize) -> Result<ObjectPage> {
-        let limit = limit.max(1);
         let start = match after {
             Some(k) => Bound::Excluded(Bytes::copy_from_slice(k)),
             None => Bound::Unbounded,
         };
+        self.objects_from(start, limit)
+    }
+
+    /// [`ObjectStore::objects_after`] from any start bound.
+    pub fn objects_from(&self, start: Bound<Bytes>, limit: usize) -> Result<ObjectPage> {
+        let limit = limit.max(1);
         let end = Bound::Excluded(Bytes::from_static(&[RESERVED_PREFIX]));
         let rows = self.engine.scan(start, end, Timestamp::MAX, limit, false)?;
         let next = if rows.len() == limit {

@@ -11,6 +11,7 @@
 //! | [`Msg::Aae`] | anti-entropy tree exchange and sync | [`crate::anti_entropy`] |
 //! | [`Msg::Txn`] | transactions | [`crate::txn`] |
 //! | [`Msg::Balance`] | one-replica reads, deferred reads, the DC root, extra copies | [`crate::balance`] |
+//! | [`Msg::Blob`] | large objects' chunks, cluster-wide key listings | [`crate::blob`] |
 //! | [`Msg::Error`] | a refused request (any protocol) | here |
 //!
 //! Kernel requests and their replies: [`KernelMsg::Change`] is answered by
@@ -58,6 +59,8 @@ pub enum Msg {
     Txn(meridian_txn::TxnMsg),
     /// Read load balancing and extra copies of hot keys.
     Balance(crate::balance::BalanceMsg),
+    /// Large objects: chunks and listings.
+    Blob(crate::blob::BlobMsg),
     /// A refused request (any protocol's).
     Error(RemoteError),
 }
@@ -105,6 +108,7 @@ wrap!(
     Aae(AaeMsg),
     Txn(meridian_txn::TxnMsg),
     Balance(crate::balance::BalanceMsg),
+    Blob(crate::blob::BlobMsg),
     Error(RemoteError)
 );
 

@@ -12,6 +12,7 @@
 //! | handoff | hinted handoff (hints to their primaries) and ownership handoff (after a layout change) | [`crate::handoff`] |
 //! | anti-entropy | Merkle trees and their round-robin exchange | [`crate::anti_entropy`] |
 //! | transactions | partition leaders (snapshot reads, certification, prepare/commit), coordinators (2PC, decision log), the timestamp oracle | [`crate::txn`] (core in `meridian-txn`) |
+//! | blob | large objects' chunks on their replicas, cluster-wide listings | [`crate::blob`] (core in `meridian-blob`) |
 //! | balance | reads that need one replica (strategies, deferred reads), the replica's read queue and service model, the DC's root, hot-key sketches and extra copies | [`crate::balance`] (core in `meridian-balance`) |
 //!
 //! ## Routing: how a protocol registers
@@ -292,6 +293,8 @@ struct Inner {
     /// Read load balancing: strategies, read queue, root, extra copies (module
     /// [`crate::balance`]).
     balance: crate::balance::Balance,
+    /// Large objects: the chunk store (module [`crate::blob`]).
+    blob: crate::blob::Blob,
 }
 
 /// What a node believes about the cluster: the metadata document and its bucket registry.
@@ -408,6 +411,7 @@ impl Node {
                 tl,
                 txn,
                 balance,
+                blob: crate::blob::Blob::default(),
             }),
         }
     }
@@ -440,6 +444,11 @@ impl Node {
     /// The read-balancing protocol's state.
     pub(crate) fn balance_state(&self) -> &crate::balance::Balance {
         &self.inner.balance
+    }
+
+    /// The blob protocol's state.
+    pub(crate) fn blob_state(&self) -> &crate::blob::Blob {
+        &self.inner.blob
     }
 
     /// This node's id.
@@ -489,6 +498,26 @@ impl Node {
                 props: props.into(),
             })
             .await?;
+        self.await_adoption(meta, name).await;
+        Ok(())
+    }
+
+    /// Removes a bucket from the whole cluster (not `default`); returns as
+    /// [`Node::set_bucket`] does. Its keys are not deleted: they take the `default` bucket's
+    /// properties.
+    pub async fn drop_bucket(&self, name: &str) -> Result<()> {
+        let meta = self
+            .change(MetaChange::DropBucket {
+                name: name.to_owned(),
+            })
+            .await?;
+        self.await_adoption(meta, name).await;
+        Ok(())
+    }
+
+    /// Waits until every member the detector calls up has adopted `meta` (bounded by
+    /// [`BUCKET_ADOPTION_WAIT`]).
+    async fn await_adoption(&self, meta: ClusterMeta, name: &str) {
         let deadline = Instant::now() + BUCKET_ADOPTION_WAIT;
         loop {
             let lagging: Vec<NodeId> = meta
@@ -505,12 +534,12 @@ impl Node {
                 })
                 .collect();
             if lagging.is_empty() {
-                return Ok(());
+                return;
             }
             if Instant::now() >= deadline {
                 tracing::warn!(node = %self.id(), bucket = name, ?lagging,
-                    "members have not adopted the bucket yet; they will when they hear of it");
-                return Ok(());
+                    "members have not adopted the bucket change yet; they will when they hear of it");
+                return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -634,6 +663,7 @@ impl Node {
             Msg::Aae(m) => i.aae.handle(self, req, m),
             Msg::Txn(m) => i.txn.handle(self, req, m),
             Msg::Balance(m) => i.balance.handle(self, req, m),
+            Msg::Blob(m) => i.blob.handle(self, req, m),
             Msg::Error(e) => req.unexpected(self, &e),
         }
     }

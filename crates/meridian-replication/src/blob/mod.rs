@@ -1,0 +1,582 @@
+//! Large objects between nodes (spec `large-objects.md` §4, §5, §8): storing a chunk on its
+//! replicas, fetching one with its digest checked, and listing a bucket's keys across the
+//! cluster. The manifest itself is an ordinary value written and read through the bucket's
+//! own protocol (the dispatch facade), so this module never decides consistency.
+//!
+//! Guarantees:
+//! - a chunk is acknowledged only once a replica stored it after checking its xxh3-128 digest,
+//!   and [`Node::blob_put_chunk`] returns only after the bucket's W replicas did;
+//! - [`Node::blob_get_chunk`] returns bytes only if they match the digest the manifest names:
+//!   a copy that fails the check (at rest: the replica deletes it and says so; on the wire:
+//!   the coordinator sees it) is skipped, the next replica asked, and the bad replica is sent
+//!   the good bytes;
+//! - [`Node::blob_list`] asks, for every partition, one up replica (this DC's first) and
+//!   merges their sorted pages, cutting the result where a replica's page ended, so a listing
+//!   never skips a key a replica holds.
+//!
+//! Placement is `with_manifest`: a chunk lives on the preference list of its object's key
+//! (primaries, or fallbacks standing in for down ones). Chunks stored on a fallback are not
+//! yet handed back to the primary (hinted handoff of chunks is future work); a read asks every
+//! node of the list, so they still serve.
+
+use crate::error::{ReplicationError, Result};
+use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
+use bytes::Bytes;
+use meridian_blob::{ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, VersionInfo};
+use meridian_cluster::{Props, bucket_and_key};
+use meridian_core::{NodeId, PartitionId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// The blob protocol's messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BlobMsg {
+    /// Store a chunk of `key`'s object (answered [`BlobMsg::Stored`]).
+    PutChunk {
+        /// The object's full key (what the chunk's version is recorded under, for GC).
+        key: Bytes,
+        /// The chunk.
+        id: ChunkId,
+        /// Its xxh3-128 digest.
+        digest: ChunkDigest,
+        /// Its bytes.
+        bytes: Bytes,
+    },
+    /// The chunk is stored.
+    Stored,
+    /// Send a chunk (answered [`BlobMsg::Chunk`]).
+    GetChunk {
+        /// The chunk.
+        id: ChunkId,
+    },
+    /// A chunk's bytes, `None` when absent; `corrupt` when the stored copy failed its digest
+    /// (and was deleted).
+    Chunk {
+        /// The bytes.
+        bytes: Option<Bytes>,
+        /// Whether the stored copy was corrupt.
+        corrupt: bool,
+    },
+    /// List live keys in `[start, end)` of the given partitions (answered [`BlobMsg::Listed`]).
+    List {
+        /// The partitions to list.
+        partitions: Vec<PartitionId>,
+        /// The first key (inclusive).
+        start: Bytes,
+        /// The end (exclusive; empty: no end).
+        end: Bytes,
+        /// Most entries.
+        limit: u32,
+    },
+    /// A page of a listing: entries in key order, and whether the page was cut at `limit`.
+    Listed {
+        /// The entries.
+        entries: Vec<Listed>,
+        /// Whether more keys may follow the last entry.
+        more: bool,
+    },
+}
+
+/// One key of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Listed {
+    /// The full key.
+    pub key: Bytes,
+    /// The object's size in bytes.
+    pub size: u64,
+    /// Its S3 ETag (quoted), if it is a large object's manifest; plain values have none.
+    pub s3_etag: Option<String>,
+    /// When it was written (µs; 0 when unknown).
+    pub modified_us: u64,
+}
+
+/// The blob protocol's state: the node's chunk store.
+#[derive(Default)]
+pub(crate) struct Blob {
+    chunks: OnceLock<Arc<dyn ChunkStore>>,
+}
+
+impl std::fmt::Debug for Blob {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Blob")
+    }
+}
+
+impl Blob {
+    fn store(&self) -> &Arc<dyn ChunkStore> {
+        self.chunks.get_or_init(|| Arc::new(MemChunkStore::new()))
+    }
+}
+
+/// Runs a chunk-store call, on the blocking pool when the store touches the disk.
+async fn on_store<T: Send + 'static>(
+    store: &Arc<dyn ChunkStore>,
+    f: impl FnOnce(&dyn ChunkStore) -> meridian_blob::Result<T> + Send + 'static,
+) -> Result<T> {
+    let storage = |e: meridian_blob::BlobError| ReplicationError::Storage {
+        reason: e.to_string(),
+    };
+    if store.blocks() {
+        let s = store.clone();
+        tokio::task::spawn_blocking(move || f(s.as_ref()))
+            .await
+            .map_err(|e| ReplicationError::Storage {
+                reason: e.to_string(),
+            })?
+            .map_err(storage)
+    } else {
+        f(store.as_ref()).map_err(storage)
+    }
+}
+
+impl Protocol for Blob {
+    type Msg = BlobMsg;
+
+    fn handle(&self, node: &Node, req: Incoming, msg: BlobMsg) {
+        let Some(req) = req.refuse_if_overloaded() else {
+            return;
+        };
+        let store = self.store().clone();
+        let node = node.clone();
+        match msg {
+            BlobMsg::PutChunk {
+                key,
+                id,
+                digest,
+                bytes,
+            } => {
+                let info = VersionInfo {
+                    key,
+                    created_us: node.clock_now().0,
+                };
+                tokio::spawn(async move {
+                    match on_store(&store, move |s| s.put(id, &bytes, digest, &info)).await {
+                        Ok(()) => req.answer(BlobMsg::Stored),
+                        Err(e) => req.answer(RemoteError::Storage(e.to_string())),
+                    }
+                });
+            }
+            BlobMsg::GetChunk { id } => {
+                tokio::spawn(async move {
+                    req.answer(read_local(&store, id).await);
+                });
+            }
+            BlobMsg::List {
+                partitions,
+                start,
+                end,
+                limit,
+            } => {
+                let answer = match node.list_local(&partitions, start, end, limit as usize) {
+                    Ok((entries, more)) => Msg::Blob(BlobMsg::Listed { entries, more }),
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                };
+                req.answer(answer);
+            }
+            other @ (BlobMsg::Stored | BlobMsg::Chunk { .. } | BlobMsg::Listed { .. }) => {
+                req.unexpected(&node, &other)
+            }
+        }
+    }
+}
+
+/// A replica's answer to `GetChunk`: a copy failing its digest is deleted and reported.
+async fn read_local(store: &Arc<dyn ChunkStore>, id: ChunkId) -> Msg {
+    match on_store(store, move |s| match s.get(id) {
+        Ok(b) => Ok((b, false)),
+        Err(meridian_blob::BlobError::DigestMismatch { .. }) => {
+            tracing::warn!(chunk = ?id, "a stored chunk failed its digest; deleting it");
+            s.remove(id)?;
+            Ok((None, true))
+        }
+        Err(e) => Err(e),
+    })
+    .await
+    {
+        Ok((bytes, corrupt)) => Msg::Blob(BlobMsg::Chunk { bytes, corrupt }),
+        Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+    }
+}
+
+impl Node {
+    /// Gives the node its chunk store (before it serves; by default chunks live in memory).
+    /// Returns false if a store was already in use.
+    pub fn set_chunk_store(&self, store: Arc<dyn ChunkStore>) -> bool {
+        self.blob_state().chunks.set(store).is_ok()
+    }
+
+    /// The node's chunk store.
+    pub fn chunk_store(&self) -> Arc<dyn ChunkStore> {
+        self.blob_state().store().clone()
+    }
+
+    /// The nodes a chunk of `key`'s object goes to (its preference list, this DC first), the
+    /// acks a write needs (the bucket's W) and the request timeout.
+    fn chunk_targets(&self, key: &[u8]) -> (Vec<NodeId>, u32, Duration) {
+        let (bucket, _) = bucket_and_key(key);
+        let p = self.registry().resolve(bucket, &Props::default());
+        let (_, apl) = self.preflist_for(key, p.n_val);
+        let mut nodes: Vec<NodeId> = Vec::with_capacity(apl.len());
+        for n in apl.nodes() {
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+        let w = p.w.resolve(p.n_val).max(1);
+        (nodes, w, Duration::from_millis(p.timeout_ms.max(1)))
+    }
+
+    /// Stores one chunk of `key`'s object on its replicas; returns once the bucket's W of them
+    /// stored it (the others keep going).
+    pub async fn blob_put_chunk(
+        &self,
+        key: &[u8],
+        id: ChunkId,
+        digest: ChunkDigest,
+        bytes: Bytes,
+    ) -> Result<()> {
+        let (nodes, need, timeout) = self.chunk_targets(key);
+        let key = Bytes::copy_from_slice(key);
+        let (tx, mut rx) =
+            tokio::sync::mpsc::channel::<std::result::Result<(), String>>(nodes.len().max(1));
+        for n in &nodes {
+            let tx = tx.clone();
+            let (node, n, key, bytes) = (self.clone(), *n, key.clone(), bytes.clone());
+            tokio::spawn(async move {
+                let r = if n == node.id() {
+                    let info = VersionInfo {
+                        key,
+                        created_us: node.clock_now().0,
+                    };
+                    let store = node.chunk_store();
+                    on_store(&store, move |s| s.put(id, &bytes, digest, &info))
+                        .await
+                        .map_err(|e| e.to_string())
+                } else {
+                    let msg = Msg::Blob(BlobMsg::PutChunk {
+                        key,
+                        id,
+                        digest,
+                        bytes,
+                    });
+                    match node.kernel().transport.request(n, msg, timeout).await {
+                        Ok(Msg::Blob(BlobMsg::Stored)) => Ok(()),
+                        Ok(Msg::Error(e)) => Err(format!("{n}: {e:?}")),
+                        Ok(other) => Err(format!("{n}: unexpected {other:?}")),
+                        Err(e) => Err(format!("{n}: {e}")),
+                    }
+                };
+                let _ = tx.send(r).await;
+            });
+        }
+        drop(tx);
+        let (mut ok, mut last) = (0u32, String::from("no replica"));
+        while let Some(r) = rx.recv().await {
+            match r {
+                Ok(()) => {
+                    ok += 1;
+                    if ok >= need {
+                        return Ok(());
+                    }
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(ReplicationError::ChunkWriteFailed {
+            need,
+            ok,
+            reason: last,
+        })
+    }
+
+    /// One chunk of `key`'s object, checked against `digest`: this node's copy if it has a
+    /// good one, else each replica in turn. Replicas found without a good copy are sent the
+    /// good bytes afterwards.
+    pub async fn blob_get_chunk(
+        &self,
+        key: &[u8],
+        id: ChunkId,
+        digest: ChunkDigest,
+    ) -> Result<Bytes> {
+        let (mut nodes, _, timeout) = self.chunk_targets(key);
+        if let Some(i) = nodes.iter().position(|&n| n == self.id()) {
+            nodes.swap(0, i);
+        } else {
+            nodes.insert(0, self.id());
+        }
+        let mut damaged = Vec::new();
+        let mut tried = 0u32;
+        for n in nodes {
+            tried += 1;
+            let answer = if n == self.id() {
+                read_local(&self.chunk_store(), id).await
+            } else {
+                match self
+                    .kernel()
+                    .transport
+                    .request(n, Msg::Blob(BlobMsg::GetChunk { id }), timeout)
+                    .await
+                {
+                    Ok(m) => m,
+                    Err(e) => {
+                        tracing::debug!(peer = %n, chunk = ?id, error = %e, "chunk read failed");
+                        continue;
+                    }
+                }
+            };
+            match answer {
+                Msg::Blob(BlobMsg::Chunk { bytes: Some(b), .. })
+                    if meridian_blob::chunk_digest(&b) == digest =>
+                {
+                    self.repair_chunks(key, id, digest, &b, damaged);
+                    return Ok(b);
+                }
+                Msg::Blob(BlobMsg::Chunk { bytes: Some(_), .. }) => {
+                    tracing::warn!(peer = %n, chunk = ?id, "a chunk arrived failing its digest");
+                }
+                Msg::Blob(BlobMsg::Chunk { corrupt: true, .. }) => damaged.push(n),
+                _ => {}
+            }
+        }
+        Err(ReplicationError::ChunkUnavailable {
+            chunk: format!("{:032x}/{}", id.version, id.index),
+            tried,
+        })
+    }
+
+    /// Sends a good copy of a chunk to the replicas that had lost theirs to corruption.
+    fn repair_chunks(
+        &self,
+        key: &[u8],
+        id: ChunkId,
+        digest: ChunkDigest,
+        bytes: &Bytes,
+        damaged: Vec<NodeId>,
+    ) {
+        for n in damaged {
+            tracing::info!(peer = %n, chunk = ?id, "repairing a corrupt chunk");
+            let msg = Msg::Blob(BlobMsg::PutChunk {
+                key: Bytes::copy_from_slice(key),
+                id,
+                digest,
+                bytes: bytes.clone(),
+            });
+            if n == self.id() {
+                if let Msg::Blob(BlobMsg::PutChunk {
+                    key, bytes, digest, ..
+                }) = msg
+                {
+                    let info = VersionInfo {
+                        key,
+                        created_us: self.clock_now().0,
+                    };
+                    let store = self.chunk_store();
+                    tokio::spawn(async move {
+                        let _ = on_store(&store, move |s| s.put(id, &bytes, digest, &info)).await;
+                    });
+                }
+            } else {
+                let _ = self.kernel().transport.send(n, msg);
+            }
+        }
+    }
+
+    /// This node's live keys in `[start, end)` (empty `end`: unbounded) of `partitions`, in
+    /// key order, at most `limit`, and whether the scan stopped at the limit.
+    pub(crate) fn list_local(
+        &self,
+        partitions: &[PartitionId],
+        start: Bytes,
+        end: Bytes,
+        limit: usize,
+    ) -> Result<(Vec<Listed>, bool)> {
+        let limit = limit.clamp(1, 10_000);
+        let ring = self.layout().ring();
+        let wanted: std::collections::BTreeSet<PartitionId> = partitions.iter().copied().collect();
+        let mut out = Vec::new();
+        let mut from = Bound::Included(start);
+        loop {
+            let (page, next) = self.kernel().store.objects_from(from, 256)?;
+            for (k, o) in page {
+                if !end.is_empty() && k >= end {
+                    return Ok((out, false));
+                }
+                if !wanted.contains(&ring.partition_of(&k)) {
+                    continue;
+                }
+                let Some((value, ts)) = o
+                    .siblings()
+                    .iter()
+                    .filter_map(|s| match &s.content {
+                        meridian_cluster::Content::Value(v) => Some((v, s.meta.ts_us)),
+                        meridian_cluster::Content::Tombstone => None,
+                    })
+                    .max_by_key(|(_, ts)| *ts)
+                else {
+                    continue;
+                };
+                out.push(match Manifest::decode(value) {
+                    Ok(Some(m)) => Listed {
+                        key: k,
+                        size: m.size,
+                        s3_etag: Some(m.meta.s3_etag),
+                        modified_us: m.created_us,
+                    },
+                    _ => Listed {
+                        key: k,
+                        size: value.len() as u64,
+                        s3_etag: None,
+                        modified_us: ts,
+                    },
+                });
+                if out.len() >= limit {
+                    return Ok((out, true));
+                }
+            }
+            match next {
+                Some(n) => from = Bound::Excluded(n),
+                None => return Ok((out, false)),
+            }
+        }
+    }
+
+    /// Live keys of eventual buckets in `[start, end)` (empty `end`: unbounded) across the
+    /// cluster, in key order, at most `limit`; and whether more may follow. Each partition is
+    /// listed by one up replica, this DC's first.
+    pub async fn blob_list(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<(Vec<Listed>, bool)> {
+        let limit = limit.clamp(1, 10_000);
+        let mut by_node: BTreeMap<NodeId, Vec<PartitionId>> = BTreeMap::new();
+        {
+            let layout = self.layout();
+            let now = self.kernel().clock.now();
+            let det = self.kernel().detector.lock();
+            let me = self.id();
+            let up = |n: NodeId| n == me || det.is_up(n, now);
+            let view = self.kernel().view.read();
+            let dc_of = |n: NodeId| view.meta.member(n).map(|m| m.dc);
+            for p in layout.ring().partitions() {
+                let reps = layout.replicas(p);
+                let pick = reps
+                    .iter()
+                    .copied()
+                    .find(|&n| n == me)
+                    .or_else(|| {
+                        reps.iter()
+                            .copied()
+                            .find(|&n| up(n) && dc_of(n) == Some(self.dc()))
+                    })
+                    .or_else(|| reps.iter().copied().find(|&n| up(n)));
+                match pick {
+                    Some(n) => by_node.entry(n).or_default().push(p),
+                    None => {
+                        return Err(ReplicationError::ChunkUnavailable {
+                            chunk: format!("listing of partition {p}"),
+                            tried: 0,
+                        });
+                    }
+                }
+            }
+        }
+        let timeout = Duration::from_secs(10);
+        let mut pages = Vec::new();
+        let asks = by_node.into_iter().map(|(n, parts)| {
+            let node = self.clone();
+            let (start, end) = (Bytes::copy_from_slice(start), Bytes::copy_from_slice(end));
+            async move {
+                if n == node.id() {
+                    return node.list_local(&parts, start, end, limit);
+                }
+                let msg = Msg::Blob(BlobMsg::List {
+                    partitions: parts,
+                    start,
+                    end,
+                    limit: limit as u32,
+                });
+                match node.kernel().transport.request(n, msg, timeout).await {
+                    Ok(Msg::Blob(BlobMsg::Listed { entries, more })) => Ok((entries, more)),
+                    Ok(Msg::Error(RemoteError::Overload)) => Err(ReplicationError::Overload),
+                    Ok(other) => Err(ReplicationError::Storage {
+                        reason: format!("{n} answered a listing with {other:?}"),
+                    }),
+                    Err(e) => Err(ReplicationError::ChunkUnavailable {
+                        chunk: format!("listing at {n}: {e}"),
+                        tried: 1,
+                    }),
+                }
+            }
+        });
+        for r in futures_util::future::join_all(asks).await {
+            pages.push(r?);
+        }
+        Ok(merge_pages(pages, limit))
+    }
+}
+
+/// Merges sorted pages: keys past the smallest last key of a cut page are dropped (that
+/// replica may hold keys before them it did not send), duplicates kept once.
+fn merge_pages(pages: Vec<(Vec<Listed>, bool)>, limit: usize) -> (Vec<Listed>, bool) {
+    let cut: Option<Bytes> = pages
+        .iter()
+        .filter(|(e, more)| *more && !e.is_empty())
+        .filter_map(|(e, _)| e.last().map(|l| l.key.clone()))
+        .min();
+    let mut all: Vec<Listed> = pages.into_iter().flat_map(|(e, _)| e).collect();
+    all.sort_by(|a, b| a.key.cmp(&b.key));
+    all.dedup_by(|a, b| a.key == b.key);
+    let mut more = false;
+    if let Some(c) = cut {
+        all.retain(|l| l.key <= c);
+        more = true;
+    }
+    if all.len() > limit {
+        all.truncate(limit);
+        more = true;
+    }
+    (all, more)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(k: &str) -> Listed {
+        Listed {
+            key: Bytes::copy_from_slice(k.as_bytes()),
+            size: 1,
+            s3_etag: None,
+            modified_us: 0,
+        }
+    }
+
+    fn keys(v: &[Listed]) -> Vec<&[u8]> {
+        v.iter().map(|l| &l.key[..]).collect()
+    }
+
+    #[test]
+    fn merging_cuts_at_the_first_full_page() {
+        let (all, more) = merge_pages(
+            vec![
+                (vec![l("a"), l("c"), l("e")], true),
+                (vec![l("b"), l("d"), l("f"), l("g")], false),
+                (vec![l("c")], false),
+            ],
+            10,
+        );
+        assert_eq!(keys(&all), vec![&b"a"[..], b"b", b"c", b"d", b"e"]);
+        assert!(more);
+        let (all, more) = merge_pages(vec![(vec![l("a"), l("b")], false)], 1);
+        assert_eq!(keys(&all), vec![&b"a"[..]]);
+        assert!(more);
+        let (all, more) = merge_pages(vec![(vec![l("a")], false), (vec![], false)], 5);
+        assert_eq!(keys(&all), vec![&b"a"[..]]);
+        assert!(!more);
+    }
+}
