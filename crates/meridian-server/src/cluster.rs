@@ -548,7 +548,13 @@ async fn bind_member(
     let mut nc = cfg.node.clone();
     nc.resp.listen = SocketAddr::new(cfg.host, port(0));
     nc.http.listen = SocketAddr::new(cfg.host, port(1000));
+    if nc.s3.listen.is_some() {
+        nc.s3.listen = Some(SocketAddr::new(cfg.host, port(3000)));
+    }
     let l = Listeners::bind(&nc).await?;
+    if let Some(s3) = &l.s3 {
+        nc.s3.listen = s3.local_addr().ok();
+    }
     let (resp, http) = l.addrs().map_err(|source| Error::Io {
         what: "reading listener addresses".into(),
         source,
@@ -683,6 +689,7 @@ fn start_member(
             }
         });
     }
+    node.set_chunk_store(node::open_chunk_store(&m.config)?);
     let handle = node.spawn(m.inbox, replication.clone());
     let backend = Arc::new(ClusterBackend::in_process(node, m.wan, m.local));
     let state = NodeState::open_cluster(m.config, engine, backend)?;

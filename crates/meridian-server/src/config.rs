@@ -71,6 +71,104 @@ pub struct NodeConfig {
     /// `[memory]`: Redis's `maxmemory` and `maxmemory-policy` (standalone nodes).
     #[serde(skip_serializing_if = "MemorySection::is_default")]
     pub memory: MemorySection,
+    /// `[s3]`: the S3-compatible endpoint (off unless `listen` is set).
+    #[serde(skip_serializing_if = "S3Section::is_default")]
+    pub s3: S3Section,
+    /// `[blob]`: large objects — chunk size, inline threshold, admission control.
+    #[serde(skip_serializing_if = "is_default_blob")]
+    pub blob: crate::objects::BlobConfig,
+}
+
+fn is_default_blob(b: &crate::objects::BlobConfig) -> bool {
+    *b == crate::objects::BlobConfig::default()
+}
+
+/// `[s3]`: the S3-compatible endpoint. Requests must carry an AWS Signature V4 by one of
+/// `keys`, unless `open` says the endpoint serves anyone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct S3Section {
+    /// Address to listen on (`--s3`); absent: no S3 endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<SocketAddr>,
+    /// Access keys, each `ACCESS_KEY_ID:SECRET` (`--s3-key`, repeatable).
+    pub keys: Vec<String>,
+    /// Serve requests without a valid signature (anyone who can connect reads and writes).
+    pub open: bool,
+    /// Most S3 connections open at once (more are answered 503 and closed).
+    pub max_connections: usize,
+    /// How long a connection has to send a request's headers, ms.
+    pub header_read_timeout_ms: u64,
+    /// A connection whose read or write makes no progress this long is closed, ms.
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for S3Section {
+    fn default() -> Self {
+        S3Section {
+            listen: None,
+            keys: Vec::new(),
+            open: false,
+            max_connections: 1024,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 60_000,
+        }
+    }
+}
+
+impl S3Section {
+    fn is_default(&self) -> bool {
+        *self == S3Section::default()
+    }
+
+    /// The access keys as (id, secret) pairs; the error names the malformed entry.
+    pub fn key_pairs(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::with_capacity(self.keys.len());
+        for k in &self.keys {
+            let Some((id, secret)) = k.split_once(':') else {
+                return Err(Error::Config(format!(
+                    "s3.keys (--s3-key): '{}' is not ACCESS_KEY_ID:SECRET",
+                    k.chars().take(16).collect::<String>()
+                )));
+            };
+            let id_ok = (3..=128).contains(&id.len())
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !id_ok {
+                return Err(Error::Config(format!(
+                    "s3.keys (--s3-key): access key id '{id}' must be 3 to 128 letters, digits, \
+                     '_' or '-'"
+                )));
+            }
+            if !(8..=128).contains(&secret.len()) || !secret.bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(Error::Config(format!(
+                    "s3.keys (--s3-key): the secret of '{id}' must be 8 to 128 printable \
+                     characters without spaces"
+                )));
+            }
+            out.push((id.to_owned(), secret.to_owned()));
+        }
+        Ok(out)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let bad = |msg: &str| Err(Error::Config(msg.into()));
+        self.key_pairs()?;
+        if self.listen.is_some() && self.keys.is_empty() && !self.open {
+            return bad(
+                "s3.listen (--s3) needs an access key (--s3-key ID:SECRET, or s3.keys) or \
+                 s3.open = true (--s3-open) to serve unsigned requests",
+            );
+        }
+        if self.max_connections == 0 {
+            return bad("s3.max_connections must be at least 1 (default 1024)");
+        }
+        if self.header_read_timeout_ms == 0 || self.idle_timeout_ms == 0 {
+            return bad("s3.header_read_timeout_ms and s3.idle_timeout_ms must be at least 1");
+        }
+        Ok(())
+    }
 }
 
 /// `[memory]`: the memory limit of a standalone node, as Redis's `maxmemory` and
@@ -608,6 +706,8 @@ impl NodeConfig {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());
         }
         self.balance.validate()?;
+        self.s3.validate()?;
+        self.blob.validate().map_err(Error::Config)?;
         let maxmemory = self.memory.maxmemory_bytes()?;
         self.memory.policy()?;
         if maxmemory != 0 && self.cluster.is_some() {

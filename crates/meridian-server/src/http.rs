@@ -292,11 +292,44 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let cfg = &node.config.http;
-    let slots = Arc::new(Semaphore::new(cfg.max_connections));
-    let header_timeout = Duration::from_millis(cfg.header_read_timeout_ms);
-    let idle = Duration::from_millis(cfg.idle_timeout_ms);
-    let service = TowerToHyperService::new(router(node.clone()));
-    let conns = node.metrics.connections(Frontend::Http);
+    let limits = ConnLimits {
+        max_connections: cfg.max_connections,
+        header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
+        idle: Duration::from_millis(cfg.idle_timeout_ms),
+    };
+    serve_app(
+        listener,
+        router(node.clone()),
+        node,
+        Frontend::Http,
+        limits,
+        shutdown,
+    )
+    .await
+}
+
+/// The limits of an HTTP listener's connections (see [`serve`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnLimits {
+    pub(crate) max_connections: usize,
+    pub(crate) header_timeout: Duration,
+    pub(crate) idle: Duration,
+}
+
+/// Serves `app` on `listener` under `limits`, counting connections as `frontend`'s, until
+/// `shutdown`; then drains the open connections. What [`serve`] and the S3 endpoint run.
+pub(crate) async fn serve_app(
+    listener: TcpListener,
+    app: Router,
+    node: Arc<NodeState>,
+    frontend: Frontend,
+    limits: ConnLimits,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let (header_timeout, idle) = (limits.header_timeout, limits.idle);
+    let service = TowerToHyperService::new(app);
+    let conns = node.metrics.connections(frontend);
     // Every connection task holds a sender; when all are dropped, every task has ended.
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     loop {
@@ -327,6 +360,7 @@ pub async fn serve(
         let io = TokioIo::new(CountedStream {
             inner: stream,
             node: node.clone(),
+            frontend,
             idle,
             last_progress: tokio::time::Instant::now(),
             timer: Box::pin(tokio::time::sleep(idle)),
@@ -541,6 +575,7 @@ async fn status(
 struct CountedStream {
     inner: TcpStream,
     node: Arc<NodeState>,
+    frontend: Frontend,
     idle: Duration,
     /// When a read or write last moved bytes (or saw EOF).
     last_progress: tokio::time::Instant,
@@ -577,7 +612,7 @@ impl CountedStream {
 
 impl Drop for CountedStream {
     fn drop(&mut self) {
-        let conns = self.node.metrics.connections(Frontend::Http);
+        let conns = self.node.metrics.connections(self.frontend);
         conns.open.fetch_sub(1, Ordering::Relaxed);
     }
 }

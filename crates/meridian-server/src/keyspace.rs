@@ -1201,6 +1201,24 @@ impl Keyspace {
         }
     }
 
+    /// Live keys among the first `limit` stored keys in `[start, end)`, in key order, and
+    /// the last stored key looked at when the scan stopped at `limit` (where the next page
+    /// starts). Expired keys are skipped and deleted as `SCAN` does. The object service's
+    /// listings.
+    pub fn live_keys_in(
+        &self,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        limit: usize,
+    ) -> Result<(Vec<Bytes>, Option<Bytes>)> {
+        let limit = limit.max(1);
+        let rows = self.engine.scan(start, end, Timestamp::MAX, limit, false)?;
+        let next = (rows.len() == limit)
+            .then(|| rows.last().map(|(k, _)| k.clone()))
+            .flatten();
+        Ok((self.filter_live(rows, None)?, next))
+    }
+
     fn filter_live(
         &self,
         rows: Vec<(Bytes, Version)>,

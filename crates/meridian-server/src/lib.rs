@@ -13,7 +13,9 @@ pub mod keyspace;
 pub mod memory;
 pub mod metrics;
 pub mod node;
+pub mod objects;
 pub mod resp;
+pub mod s3;
 pub mod strings;
 pub mod wire_error;
 

@@ -71,6 +71,8 @@ pub enum Frontend {
     Resp,
     /// The HTTP API.
     Http,
+    /// The S3 endpoint.
+    S3,
 }
 
 impl Frontend {
@@ -78,6 +80,7 @@ impl Frontend {
         match self {
             Frontend::Resp => "resp",
             Frontend::Http => "http",
+            Frontend::S3 => "s3",
         }
     }
 }
@@ -144,6 +147,7 @@ pub struct Metrics {
     ops: RwLock<BTreeMap<(Frontend, &'static str), Arc<OpStats>>>,
     resp_conns: ConnStats,
     http_conns: ConnStats,
+    s3_conns: ConnStats,
     /// Replication errors answered, by front end and spec code (rare: a lock is fine).
     replication_errors: Mutex<BTreeMap<(Frontend, &'static str), u64>>,
 }
@@ -171,6 +175,7 @@ impl Metrics {
         match frontend {
             Frontend::Resp => &self.resp_conns,
             Frontend::Http => &self.http_conns,
+            Frontend::S3 => &self.s3_conns,
         }
     }
 
@@ -289,7 +294,7 @@ impl Metrics {
             ),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
-            for f in [Frontend::Resp, Frontend::Http] {
+            for f in [Frontend::Resp, Frontend::Http, Frontend::S3] {
                 let _ = writeln!(
                     out,
                     "{metric}{{frontend=\"{}\"}} {}",

@@ -66,6 +66,8 @@ pub struct NodeState {
     pub clock: Arc<dyn Clock>,
     /// Cluster mode: the front ends serve this replication node instead of `keyspace`.
     pub cluster: Option<Arc<ClusterBackend>>,
+    /// Large objects (the S3 endpoint's service), over the keyspace or the cluster.
+    pub objects: Arc<crate::objects::Objects>,
     started: Instant,
 }
 
@@ -91,6 +93,15 @@ impl NodeState {
                 ..KeyspaceConfig::default()
             },
         ));
+        let objects = Arc::new(crate::objects::Objects::new(
+            crate::objects::Backend::Local {
+                keyspace: keyspace.clone(),
+                chunks: open_chunk_store(&config)?,
+            },
+            config.blob.clone(),
+            clock.clone(),
+            clock.now().0,
+        ));
         Ok(Arc::new(Self {
             config,
             engine,
@@ -98,6 +109,7 @@ impl NodeState {
             metrics: Arc::new(Metrics::new()),
             clock,
             cluster: None,
+            objects,
             started: Instant::now(),
         }))
     }
@@ -114,6 +126,12 @@ impl NodeState {
         config.validate()?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let keyspace = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), clock.clone()));
+        let objects = Arc::new(crate::objects::Objects::new(
+            crate::objects::Backend::Cluster(cluster.clone()),
+            config.blob.clone(),
+            clock.clone(),
+            clock.now().0 ^ u64::from(cluster.node.id().0),
+        ));
         Ok(Arc::new(Self {
             config,
             engine,
@@ -121,6 +139,7 @@ impl NodeState {
             metrics: Arc::new(Metrics::new()),
             clock,
             cluster: Some(cluster),
+            objects,
             started: Instant::now(),
         }))
     }
@@ -184,6 +203,23 @@ impl NodeState {
     }
 }
 
+/// Opens where the node keeps large objects' chunks: in memory with the `mem` engine, as
+/// files under `DATA_DIR/blobs` with `fjall` (fsynced per chunk with `fsync = always`).
+pub fn open_chunk_store(config: &NodeConfig) -> Result<Arc<dyn meridian_blob::ChunkStore>> {
+    Ok(match config.storage.engine {
+        EngineKind::Mem => Arc::new(meridian_blob::MemChunkStore::new()),
+        EngineKind::Fjall => {
+            let dir = config.storage.data_dir.join("blobs");
+            let always = config.storage.fsync == meridian_storage::Durability::Always;
+            Arc::new(
+                meridian_blob::FileChunkStore::open(&dir, always).map_err(|e| {
+                    Error::Config(format!("cannot open chunk store {}: {e}", dir.display()))
+                })?,
+            )
+        }
+    })
+}
+
 /// Opens the engine `config.storage` names (creating the data directory if needed).
 pub fn open_engine(config: &NodeConfig) -> Result<Arc<dyn Engine>> {
     Ok(match config.storage.engine {
@@ -211,6 +247,8 @@ pub struct Listeners {
     pub resp: TcpListener,
     /// The HTTP listener.
     pub http: TcpListener,
+    /// The S3 listener, when `s3.listen` is set.
+    pub s3: Option<TcpListener>,
 }
 
 impl Listeners {
@@ -219,6 +257,10 @@ impl Listeners {
         Ok(Self {
             resp: bind_one("RESP", config.resp.listen, "--resp").await?,
             http: bind_one("HTTP", config.http.listen, "--http").await?,
+            s3: match config.s3.listen {
+                Some(a) => Some(bind_one("S3", a, "--s3").await?),
+                None => None,
+            },
         })
     }
 
@@ -284,7 +326,17 @@ pub async fn run(
         node.clone(),
         shutdown.clone(),
     ));
+    let s3 = listeners
+        .s3
+        .map(|l| tokio::spawn(crate::s3::serve(l, node.clone(), shutdown.clone())));
     let (resp, http) = tokio::join!(resp, http);
+    if let Some(s3) = s3 {
+        match s3.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(frontend = "S3", error = %e, "front end stopped with an error"),
+            Err(e) => warn!(frontend = "S3", error = %e, "front end task failed"),
+        }
+    }
     background.cancel();
     while tasks.join_next().await.is_some() {}
 

@@ -18,6 +18,7 @@ EXAMPLES:
     meridian node                                   in memory, RESP on 127.0.0.1:6379
     meridian node --engine fjall --data-dir ./data --fsync always
     meridian node --config node.toml --resp 0.0.0.0:6380
+    meridian node --s3 127.0.0.1:9000 --s3-key mykey:mysecret123   an S3 endpoint too
     meridian node --config cluster-node.toml --service-model fixed:30 --read-workers 1
 
 Settings come from --config (TOML: sections [resp], [http], [storage], and [cluster] with
@@ -34,6 +35,16 @@ pub struct NodeArgs {
     /// Address of the HTTP listener [default: 127.0.0.1:8379].
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Address of the S3-compatible endpoint [default: none]; needs --s3-key or --s3-open.
+    #[arg(long, value_name = "ADDR")]
+    s3: Option<SocketAddr>,
+    /// An S3 access key the endpoint accepts, ACCESS_KEY_ID:SECRET (repeatable; adds to
+    /// `s3.keys`).
+    #[arg(long = "s3-key", value_name = "ID:SECRET")]
+    s3_keys: Vec<String>,
+    /// Serve S3 requests without a signature: anyone who can connect reads and writes.
+    #[arg(long)]
+    s3_open: bool,
     /// Storage engine: mem (in memory) or fjall (durable LSM) [default: mem].
     #[arg(long, value_name = "ENGINE")]
     engine: Option<EngineKind>,
@@ -102,6 +113,11 @@ impl NodeArgs {
         if let Some(v) = self.http {
             c.http.listen = v;
         }
+        if let Some(v) = self.s3 {
+            c.s3.listen = Some(v);
+        }
+        c.s3.keys.extend(self.s3_keys);
+        c.s3.open |= self.s3_open;
         if let Some(v) = self.engine {
             c.storage.engine = v;
         }

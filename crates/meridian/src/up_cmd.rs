@@ -6,13 +6,13 @@ use crate::node_cmd::{LogFormat, init_logging, stop_on_signal};
 use anyhow::Context;
 use clap::Args;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
-use meridian_server::config::{BalanceSection, NodeConfig, ServiceModel};
+use meridian_server::config::{BalanceSection, NodeConfig, S3Section, ServiceModel};
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Flags of `meridian up`.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 #[command(after_help = "\
 EXAMPLES:
     meridian up --dcs 2 --nodes-per-dc 3 --wan-latency 100ms --jitter 60%
@@ -22,8 +22,9 @@ EXAMPLES:
     redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
-Node i (0-based, DC by DC) serves RESP on BASE+i and HTTP on BASE+1000+i. With --processes,
-node i listens on 127.0.0.(i+2) and each process emulates the WAN on its outgoing links.")]
+Node i (0-based, DC by DC) serves RESP on BASE+i, HTTP on BASE+1000+i and S3 on BASE+3000+i.
+With --processes, node i listens on 127.0.0.(i+2) and each process emulates the WAN on its
+outgoing links. S3 requests are signed with --s3-key, or with the key printed at start.")]
 pub struct UpArgs {
     /// Number of data centers.
     #[arg(long, default_value_t = 2, value_name = "N")]
@@ -40,7 +41,8 @@ pub struct UpArgs {
     /// Inter-DC loss probability (stream mode: a lost message arrives late).
     #[arg(long, default_value = "0%", value_name = "FRACTION", value_parser = parse_fraction)]
     pub(crate) loss: f64,
-    /// First port: node i serves RESP on BASE+i and HTTP on BASE+1000+i; 0 = OS-assigned.
+    /// First port: node i serves RESP on BASE+i, HTTP on BASE+1000+i and S3 on BASE+3000+i;
+    /// 0 = OS-assigned.
     #[arg(long, default_value_t = 7000, value_name = "PORT")]
     pub(crate) base_port: u16,
     /// Seed of the WAN emulator and the nodes' randomness.
@@ -80,9 +82,38 @@ pub struct UpArgs {
         hide_env_values = true
     )]
     pub(crate) requirepass: Option<String>,
+    /// An S3 access key every node accepts, ACCESS_KEY_ID:SECRET (repeatable) [default: one
+    /// made for this run, printed at start].
+    #[arg(long = "s3-key", value_name = "ID:SECRET")]
+    pub(crate) s3_keys: Vec<String>,
+    /// Serve S3 requests without a signature: anyone who can connect reads and writes.
+    #[arg(long)]
+    pub(crate) s3_open: bool,
 }
 
 impl UpArgs {
+    /// The `[s3]` settings every node gets (its `listen` is set per node): the keys given,
+    /// or, with none and no `--s3-open`, one made for this run and returned to be printed.
+    pub(crate) fn s3(&mut self) -> (S3Section, Option<String>) {
+        let mut made = None;
+        if self.s3_keys.is_empty() && !self.s3_open {
+            let secret = meridian_net::ClusterSecret::random_text();
+            let key = format!(
+                "MRDN{}:{}",
+                &secret[..16].to_ascii_uppercase(),
+                &secret[16..56]
+            );
+            self.s3_keys.push(key.clone());
+            made = Some(key);
+        }
+        let section = S3Section {
+            keys: self.s3_keys.clone(),
+            open: self.s3_open,
+            ..S3Section::default()
+        };
+        (section, made)
+    }
+
     /// The `[balance]` settings every node gets from the flags.
     pub(crate) fn balance(&self) -> BalanceSection {
         BalanceSection {
@@ -111,7 +142,7 @@ pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
 }
 
 /// Runs the cluster until SIGINT or SIGTERM.
-pub fn run(args: UpArgs) -> anyhow::Result<()> {
+pub fn run(mut args: UpArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     anyhow::ensure!(args.loss <= 1.0, "--loss must be at most 100%");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -126,6 +157,10 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         ..NodeConfig::default()
     };
     node.resp.requirepass = args.requirepass.clone();
+    let (s3, made_key) = args.s3();
+    node.s3 = s3;
+    // Any address: the embedded cluster gives each node its own port.
+    node.s3.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
     node.validate()?;
     let cfg = EmbeddedConfig {
         node,
@@ -143,6 +178,13 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signal(shutdown.clone()));
+        if let Some(key) = &made_key {
+            println!(
+                "S3 access key for this run: {}  secret: {}",
+                key.split(':').next().unwrap_or_default(),
+                key.split(':').nth(1).unwrap_or_default()
+            );
+        }
         if args.processes {
             return crate::up_processes::run(&args, shutdown).await;
         }
@@ -153,19 +195,20 @@ pub fn run(args: UpArgs) -> anyhow::Result<()> {
         let mut out = std::io::stdout().lock();
         writeln!(
             out,
-            "{:<10} {:>3}  {:<22} {:<22}",
-            "NAME", "DC", "RESP", "HTTP"
+            "{:<10} {:>3}  {:<22} {:<22} {:<22}",
+            "NAME", "DC", "RESP", "HTTP", "S3"
         )?;
-        for m in &cluster.members {
+        for (m, state) in cluster.members.iter().zip(&cluster.states) {
             let addr =
                 |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
             writeln!(
                 out,
-                "{:<10} {:>3}  {:<22} {:<22}",
+                "{:<10} {:>3}  {:<22} {:<22} {:<22}",
                 m.name,
                 m.dc.0,
                 addr(m.resp),
-                addr(m.http)
+                addr(m.http),
+                addr(state.config.s3.listen)
             )?;
         }
         writeln!(

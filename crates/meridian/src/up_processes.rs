@@ -33,6 +33,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 /// One child node.
 struct Proc {
     member: ClusterMember,
+    s3: SocketAddr,
     child: Child,
     /// Held open: the child stops when it closes.
     stdin: Option<ChildStdin>,
@@ -40,13 +41,16 @@ struct Proc {
     exited: bool,
 }
 
-/// The addresses of every node: (RESP, HTTP, peer).
-fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 3]>> {
+/// The addresses of every node: (RESP, HTTP, peer, S3).
+fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 4]>> {
     if total > 253 {
         bail!("--processes supports at most 253 nodes (addresses 127.0.0.2 to 127.0.0.254)");
     }
-    if base != 0 && u32::from(base) + 2000 + total > 65_535 {
-        bail!("--base-port {base} leaves no room for {total} nodes (peer ports are base+2000+i)");
+    if base != 0 && u32::from(base) + 3000 + total > 65_535 {
+        bail!(
+            "--base-port {base} leaves no room for {total} nodes (peer ports are base+2000+i, \
+             S3 base+3000+i)"
+        );
     }
     let mut held = Vec::new();
     let mut out = Vec::new();
@@ -63,13 +67,16 @@ fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 3]>> {
             held.push(l);
             Ok(a)
         };
-        out.push([addr(0)?, addr(1000)?, addr(2000)?]);
+        out.push([addr(0)?, addr(1000)?, addr(2000)?, addr(3000)?]);
     }
     Ok(out)
 }
 
 /// Writes one config per node into `dir`; returns the members and each config's path.
-fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember, PathBuf)>> {
+fn write_configs(
+    args: &UpArgs,
+    dir: &Path,
+) -> anyhow::Result<Vec<(ClusterMember, SocketAddr, PathBuf)>> {
     anyhow::ensure!(
         args.dcs >= 1 && args.nodes_per_dc >= 1,
         "--dcs and --nodes-per-dc must be at least 1"
@@ -81,7 +88,7 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
     let members: Vec<ClusterMember> = (0..total)
         .map(|i| {
             let (dc, index) = (i / args.nodes_per_dc, i % args.nodes_per_dc);
-            let [resp, http, peer] = addrs[i as usize];
+            let [resp, http, peer, _] = addrs[i as usize];
             ClusterMember {
                 id: i + 1,
                 name: member_name(dc, index),
@@ -103,11 +110,14 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
     let secret = std::env::var("MERIDIAN_CLUSTER_SECRET")
         .unwrap_or_else(|_| meridian_net::ClusterSecret::random_text());
     let mut out = Vec::new();
-    for m in &members {
+    let (s3, _) = args.clone().s3();
+    for (m, a) in members.iter().zip(&addrs) {
         let mut c = NodeConfig {
             balance: args.balance(),
+            s3: s3.clone(),
             ..NodeConfig::default()
         };
+        c.s3.listen = Some(a[3]);
         c.resp.requirepass = args.requirepass.clone();
         c.resp.listen = m.resp.expect("set above");
         c.http.listen = m.http.expect("set above");
@@ -132,7 +142,7 @@ fn write_configs(args: &UpArgs, dir: &Path) -> anyhow::Result<Vec<(ClusterMember
         let path = dir.join(format!("{}.toml", m.name));
         write_private(&path, c.to_toml()?.as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
-        out.push((m.clone(), path));
+        out.push((m.clone(), a[3], path));
     }
     Ok(out)
 }
@@ -195,7 +205,7 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
     let configs = write_configs(args, dir)?;
     let exe = std::env::current_exe().context("finding the meridian executable")?;
     let mut procs = Vec::new();
-    for (member, config) in configs {
+    for (member, s3, config) in configs {
         let log = dir.join(format!("{}.log", member.name));
         let log_file =
             std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
@@ -219,6 +229,7 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
         };
         procs.push(Proc {
             member,
+            s3,
             stdin: child.stdin.take(),
             child,
             log,
@@ -229,19 +240,20 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:<10} {:>3}  {:<22} {:<22} {:>7}",
-        "NAME", "DC", "RESP", "HTTP", "PID"
+        "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}",
+        "NAME", "DC", "RESP", "HTTP", "S3", "PID"
     )?;
     for p in &procs {
         let m = &p.member;
         let addr = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
         writeln!(
             out,
-            "{:<10} {:>3}  {:<22} {:<22} {:>7}",
+            "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}",
             m.name,
             (m.id - 1) / args.nodes_per_dc,
             addr(m.resp),
             addr(m.http),
+            p.s3,
             p.child.id()
         )?;
     }

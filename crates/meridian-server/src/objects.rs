@@ -1,0 +1,1129 @@
+//! The object service: large objects (spec `large-objects.md`) as the S3 and HTTP front ends
+//! see them — put, get with ranges, head, delete, list, copy and multipart uploads — over
+//! either a single node (its keyspace holds the manifests, its chunk store the chunks) or a
+//! cluster node (manifests through the dispatch facade, so with the bucket's consistency;
+//! chunks through the replication crate's `blob` protocol).
+//!
+//! Guarantees:
+//! - **Atomic visibility.** An upload stores every chunk (on W replicas) before it writes the
+//!   manifest, the commit point: a reader sees the old object or the new one, never a part.
+//!   A failed or abandoned upload leaves only unreferenced chunks.
+//! - **Integrity.** Every chunk is checked against its xxh3-128 digest when stored and when
+//!   read; a download never yields bytes that failed a check (it fails instead). The
+//!   object's BLAKE3 and MD5 are computed as it streams in; a client digest (`Content-MD5`,
+//!   or one its front end checks, signalled as a body error) that differs leaves no manifest.
+//! - **Bounded memory.** Chunks in flight are capped per transfer (`window` for uploads,
+//!   `prefetch` for downloads) and per node (`max_inflight_bytes`, by backpressure); every
+//!   transfer first passes admission control, which queues before it fails.
+//! - Objects of at most `blob_threshold` bytes keep their bytes inline in the manifest.
+//!
+//! Keys: object `K` of bucket `B` is the key `B:K`. Multipart state lives under
+//! `B:\xffmpu/{ID}` (the upload) and `B:\xffmpu/{ID}/NNNNN` (each part, a manifest of its own):
+//! no S3 key can start with byte 0xFF (keys are UTF-8), so listings stop before them, and the
+//! hash tag keeps an upload's records in one partition.
+
+use crate::cluster::ClusterBackend;
+use crate::keyspace::{Keyspace, KeyspaceError, SetOptions};
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::{FuturesOrdered, FuturesUnordered, Stream, StreamExt};
+use meridian_blob::admission::{
+    Admission, AdmissionConfig, InflightBytes, TooManyTransfers, TransferClass, TransferPermit,
+};
+use meridian_blob::digest::{hex, md5};
+use meridian_blob::{
+    BlobError, ChunkDigest, ChunkId, ChunkRef, ChunkStore, Manifest, ObjectHasher, ObjectMeta,
+    Placement, VersionInfo, chunk_digest,
+};
+use meridian_replication::ReplicationError;
+use meridian_replication::blob::Listed;
+use serde::{Deserialize, Serialize};
+use std::ops::Bound;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// Settings of the object service (`[blob]` in a node's configuration).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BlobConfig {
+    /// Objects up to this many bytes keep their bytes in the manifest (default 1 MiB).
+    pub threshold: u64,
+    /// Chunk size of uploads, 64 KiB ..= 8 MiB (default 1 MiB).
+    pub chunk_size: u32,
+    /// Chunks an upload keeps in flight (default 4).
+    pub window: usize,
+    /// Chunks a download fetches ahead (default 4).
+    pub prefetch: usize,
+    /// Largest object, bytes (default 5 TiB, S3's).
+    pub max_object: u64,
+    /// Bytes of chunks in flight per node, all transfers together (default 256 MiB).
+    pub max_inflight_bytes: u64,
+    /// Transfers running at once per node (default 64).
+    pub max_active_transfers: usize,
+    /// Transfers waiting for a slot before new ones are refused (default 1024).
+    pub max_queued: usize,
+    /// How long a transfer waits for a slot, ms (default 30 000).
+    pub queue_timeout_ms: u64,
+    /// A plain RESP `GET` of a large object returns it whole up to this size, and an error
+    /// naming `BLOB.READ` above it (default 64 MiB).
+    pub resp_get_max: u64,
+}
+
+impl Default for BlobConfig {
+    fn default() -> Self {
+        BlobConfig {
+            threshold: 1 << 20,
+            chunk_size: 1 << 20,
+            window: 4,
+            prefetch: 4,
+            max_object: 5 << 40,
+            max_inflight_bytes: 256 << 20,
+            max_active_transfers: 64,
+            max_queued: 1024,
+            queue_timeout_ms: 30_000,
+            resp_get_max: 64 << 20,
+        }
+    }
+}
+
+impl BlobConfig {
+    /// Checks every field's range; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(64 << 10..=8 << 20).contains(&self.chunk_size) {
+            return Err(format!(
+                "blob.chunk_size must be 65536..=8388608 bytes, not {}",
+                self.chunk_size
+            ));
+        }
+        if self.threshold > 16 << 20 {
+            return Err(format!(
+                "blob.threshold must be at most 16777216 bytes, not {}",
+                self.threshold
+            ));
+        }
+        if !(1..=64).contains(&self.window) {
+            return Err(format!("blob.window must be 1..=64, not {}", self.window));
+        }
+        if !(1..=64).contains(&self.prefetch) {
+            return Err(format!(
+                "blob.prefetch must be 1..=64, not {}",
+                self.prefetch
+            ));
+        }
+        if self.max_inflight_bytes < u64::from(self.chunk_size) {
+            return Err("blob.max_inflight_bytes must hold at least one chunk".into());
+        }
+        if self.max_object == 0 {
+            return Err("blob.max_object must be positive".into());
+        }
+        self.admission().validate()
+    }
+
+    /// The admission settings these name.
+    pub fn admission(&self) -> AdmissionConfig {
+        AdmissionConfig {
+            max_active: self.max_active_transfers,
+            max_queued: self.max_queued,
+            queue_timeout: std::time::Duration::from_millis(self.queue_timeout_ms),
+            ..AdmissionConfig::default()
+        }
+    }
+}
+
+/// Why an object operation failed. The front ends map each to their protocol's error.
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    /// No object under the key.
+    #[error("no such key")]
+    NoSuchKey,
+    /// No open multipart upload with that id.
+    #[error("no such upload")]
+    NoSuchUpload,
+    /// A completion named a part that is not there or whose ETag differs.
+    #[error("invalid part: {0}")]
+    InvalidPart(String),
+    /// A completion listed parts out of ascending order.
+    #[error("the parts are not in ascending order")]
+    InvalidPartOrder,
+    /// A part other than the last is smaller than 5 MiB.
+    #[error("part {part} is {size} bytes; every part but the last needs 5 MiB")]
+    EntityTooSmall {
+        /// The part number.
+        part: u32,
+        /// Its size.
+        size: u64,
+    },
+    /// The object would exceed `blob.max_object`.
+    #[error("the object exceeds the largest allowed, {max} bytes")]
+    TooLarge {
+        /// The limit.
+        max: u64,
+    },
+    /// The request body failed (the client went away, or its front end refused it: a
+    /// signature or checksum that did not match).
+    #[error("{0}")]
+    Body(String),
+    /// The body does not match the digest the client sent.
+    #[error("the body does not match its {0}")]
+    BadDigest(&'static str),
+    /// Admission control refused the transfer.
+    #[error(transparent)]
+    TooManyTransfers(#[from] TooManyTransfers),
+    /// Replication failed (cluster mode).
+    #[error(transparent)]
+    Replication(#[from] ReplicationError),
+    /// The chunk store failed.
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    /// The single node's keyspace failed.
+    #[error("{0}")]
+    Keyspace(String),
+}
+
+impl From<KeyspaceError> for ObjectError {
+    fn from(e: KeyspaceError) -> Self {
+        ObjectError::Keyspace(e.to_string())
+    }
+}
+
+/// The result of object operations.
+pub type ObjResult<T> = Result<T, ObjectError>;
+
+/// A stream of an object's bytes.
+pub type ByteStream = Pin<Box<dyn Stream<Item = ObjResult<Bytes>> + Send>>;
+
+/// Where objects live.
+#[derive(Clone)]
+pub enum Backend {
+    /// A single node: manifests in its keyspace, chunks in its store.
+    Local {
+        /// The keyspace.
+        keyspace: Arc<Keyspace>,
+        /// The chunk store.
+        chunks: Arc<dyn ChunkStore>,
+    },
+    /// A cluster node.
+    Cluster(Arc<ClusterBackend>),
+}
+
+/// Runs a chunk-store call, on the blocking pool when the store touches the disk.
+async fn on_store<T: Send + 'static>(
+    store: &Arc<dyn ChunkStore>,
+    f: impl FnOnce(&dyn ChunkStore) -> meridian_blob::Result<T> + Send + 'static,
+) -> ObjResult<T> {
+    if store.blocks() {
+        let s = store.clone();
+        tokio::task::spawn_blocking(move || f(s.as_ref()))
+            .await
+            .map_err(|e| ObjectError::Body(format!("chunk store task failed: {e}")))?
+            .map_err(ObjectError::from)
+    } else {
+        f(store.as_ref()).map_err(ObjectError::from)
+    }
+}
+
+impl Backend {
+    async fn get_value(&self, key: &[u8]) -> ObjResult<Option<Bytes>> {
+        match self {
+            Backend::Local { keyspace, .. } => Ok(keyspace.get(key)?),
+            Backend::Cluster(c) => Ok(c.dispatch.get(key).await?),
+        }
+    }
+
+    async fn set_value(&self, key: &[u8], value: Bytes) -> ObjResult<()> {
+        match self {
+            Backend::Local { keyspace, .. } => {
+                keyspace.set(key, value, SetOptions::default())?;
+                Ok(())
+            }
+            Backend::Cluster(c) => Ok(c.dispatch.set(key, value).await?),
+        }
+    }
+
+    async fn del(&self, key: &[u8]) -> ObjResult<bool> {
+        match self {
+            Backend::Local { keyspace, .. } => Ok(keyspace.del(&[key])? > 0),
+            Backend::Cluster(c) => Ok(c.dispatch.del(key).await?),
+        }
+    }
+
+    async fn put_chunk(
+        &self,
+        key: &Bytes,
+        id: ChunkId,
+        digest: ChunkDigest,
+        bytes: Bytes,
+    ) -> ObjResult<()> {
+        match self {
+            Backend::Local { keyspace, chunks } => {
+                let info = VersionInfo {
+                    key: key.clone(),
+                    created_us: keyspace.now().0,
+                };
+                on_store(chunks, move |s| s.put(id, &bytes, digest, &info)).await
+            }
+            Backend::Cluster(c) => Ok(c.node.blob_put_chunk(key, id, digest, bytes).await?),
+        }
+    }
+
+    async fn get_chunk(&self, key: &[u8], c: ChunkRef) -> ObjResult<Bytes> {
+        let id = ChunkId {
+            version: c.version,
+            index: c.index,
+        };
+        match self {
+            Backend::Local { chunks, .. } => match on_store(chunks, move |s| s.get(id)).await? {
+                Some(b) if chunk_digest(&b) == c.digest => Ok(b),
+                Some(_) => Err(BlobError::DigestMismatch {
+                    version: c.version,
+                    index: c.index,
+                }
+                .into()),
+                None => Err(ObjectError::Replication(
+                    ReplicationError::ChunkUnavailable {
+                        chunk: format!("{:032x}/{}", c.version, c.index),
+                        tried: 1,
+                    },
+                )),
+            },
+            Backend::Cluster(cl) => Ok(cl.node.blob_get_chunk(key, id, c.digest).await?),
+        }
+    }
+
+    /// Live keys in `[start, end)` with their summaries, at most `limit`, and whether more
+    /// may follow.
+    async fn list(&self, start: Bytes, end: Bytes, limit: usize) -> ObjResult<(Vec<Listed>, bool)> {
+        match self {
+            Backend::Cluster(c) => Ok(c.node.blob_list(&start, &end, limit).await?),
+            Backend::Local { keyspace, .. } => {
+                let mut out = Vec::new();
+                let mut from = Bound::Included(start);
+                loop {
+                    let (keys, next) =
+                        keyspace.live_keys_in(from, Bound::Excluded(end.clone()), 256)?;
+                    for k in keys {
+                        let Some(v) = keyspace.get(&k).ok().flatten() else {
+                            continue;
+                        };
+                        out.push(summary(k, &v));
+                        if out.len() >= limit {
+                            return Ok((out, true));
+                        }
+                    }
+                    match next {
+                        Some(n) => from = Bound::Excluded(n),
+                        None => return Ok((out, false)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A listing entry for a stored value (single node; the replicas make their own).
+fn summary(key: Bytes, value: &Bytes) -> Listed {
+    match Manifest::decode(value) {
+        Ok(Some(m)) => Listed {
+            key,
+            size: m.size,
+            s3_etag: Some(m.meta.s3_etag),
+            modified_us: m.created_us,
+        },
+        _ => Listed {
+            key,
+            size: value.len() as u64,
+            s3_etag: None,
+            modified_us: 0,
+        },
+    }
+}
+
+/// An open multipart upload (stored at its upload key).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct UploadRecord {
+    key: Bytes,
+    meta: ObjectMeta,
+    created_us: u64,
+}
+
+/// One listed object, key relative to its bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectEntry {
+    /// The object's key within its bucket.
+    pub key: Bytes,
+    /// Its size.
+    pub size: u64,
+    /// Its ETag, quoted.
+    pub etag: String,
+    /// When it was written (ms since the epoch; 0 when unknown).
+    pub modified_ms: u64,
+}
+
+/// One uploaded part of a multipart upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartEntry {
+    /// The part number.
+    pub number: u32,
+    /// Its size.
+    pub size: u64,
+    /// Its ETag (quoted MD5).
+    pub etag: String,
+    /// When it was uploaded (ms since the epoch).
+    pub modified_ms: u64,
+}
+
+/// The full key of object `key` in `bucket`.
+pub fn object_key(bucket: &str, key: &[u8]) -> Bytes {
+    let mut k = Vec::with_capacity(bucket.len() + 1 + key.len());
+    k.extend_from_slice(bucket.as_bytes());
+    k.push(b':');
+    k.extend_from_slice(key);
+    Bytes::from(k)
+}
+
+fn upload_key(bucket: &str, upload: u128) -> Bytes {
+    let mut k = object_key(bucket, b"").to_vec();
+    k.push(0xFF);
+    k.extend_from_slice(format!("mpu/{{{upload:032x}}}").as_bytes());
+    Bytes::from(k)
+}
+
+fn part_key(bucket: &str, upload: u128, part: u32) -> Bytes {
+    let mut k = upload_key(bucket, upload).to_vec();
+    k.extend_from_slice(format!("/{part:05}").as_bytes());
+    Bytes::from(k)
+}
+
+/// The end (exclusive) of an upload's part records: `/` + 1 after the upload key.
+fn parts_end(bucket: &str, upload: u128) -> Bytes {
+    let mut k = upload_key(bucket, upload).to_vec();
+    k.push(b'/' + 1);
+    Bytes::from(k)
+}
+
+/// The MD5 in a quoted hex ETag.
+fn etag_md5(etag: &str) -> Option<[u8; 16]> {
+    let h = etag.trim_matches('"');
+    if h.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Parses an upload id (32 hex digits).
+pub fn parse_upload_id(s: &str) -> Option<u128> {
+    (s.len() == 32)
+        .then(|| u128::from_str_radix(s, 16).ok())
+        .flatten()
+}
+
+/// Formats an upload id.
+pub fn format_upload_id(id: u128) -> String {
+    format!("{id:032x}")
+}
+
+/// The quoted S3 ETag of a value's MD5.
+fn md5_etag(md5: &[u8; 16]) -> String {
+    format!("\"{}\"", hex(md5))
+}
+
+/// The smallest part S3 accepts, except the last.
+pub const MIN_PART_SIZE: u64 = 5 << 20;
+
+/// The object service of one node.
+pub struct Objects {
+    backend: Backend,
+    cfg: BlobConfig,
+    admission: Admission,
+    inflight: InflightBytes,
+    clock: Arc<dyn meridian_core::Clock>,
+    ids: parking_lot::Mutex<rand_chacha::ChaCha8Rng>,
+}
+
+impl std::fmt::Debug for Objects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Objects").field("cfg", &self.cfg).finish()
+    }
+}
+
+/// An object about to be read: its manifest (a plain value is shown as an inline one).
+#[derive(Debug, Clone)]
+pub struct ObjectHead {
+    /// The manifest.
+    pub manifest: Arc<Manifest>,
+}
+
+impl ObjectHead {
+    /// The S3 ETag.
+    pub fn etag(&self) -> &str {
+        &self.manifest.meta.s3_etag
+    }
+}
+
+impl Objects {
+    /// The service over `backend`; `seed` seeds the version ids it draws.
+    pub fn new(
+        backend: Backend,
+        cfg: BlobConfig,
+        clock: Arc<dyn meridian_core::Clock>,
+        seed: u64,
+    ) -> Objects {
+        use rand_chacha::rand_core::SeedableRng;
+        Objects {
+            admission: Admission::new(cfg.admission()),
+            inflight: InflightBytes::new(cfg.max_inflight_bytes),
+            backend,
+            cfg,
+            clock,
+            ids: parking_lot::Mutex::new(rand_chacha::ChaCha8Rng::seed_from_u64(seed)),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BlobConfig {
+        &self.cfg
+    }
+
+    /// The admission controller (its figures are metrics).
+    pub fn admission(&self) -> &Admission {
+        &self.admission
+    }
+
+    /// Bytes of chunks in flight now.
+    pub fn inflight_bytes(&self) -> u64 {
+        self.inflight.in_use()
+    }
+
+    fn new_id(&self) -> u128 {
+        use rand::Rng;
+        self.ids.lock().random()
+    }
+
+    fn now_us(&self) -> u64 {
+        self.clock.now().0
+    }
+
+    async fn admit(&self) -> ObjResult<TransferPermit> {
+        Ok(self.admission.admit(TransferClass::Client).await?)
+    }
+
+    /// Streams `body` into chunks of upload `version` stored for `key`, at most `window` in
+    /// flight, hashing as it goes. Returns the chunks (empty and the bytes when the body fit
+    /// under `inline_max`), the digests, and the size.
+    async fn store_body(
+        &self,
+        key: &Bytes,
+        version: u128,
+        first_index: u32,
+        inline_max: u64,
+        mut body: ByteStream,
+    ) -> ObjResult<Stored> {
+        let cs = self.cfg.chunk_size as usize;
+        let mut hasher = ObjectHasher::new();
+        let mut buf = BytesMut::new();
+        let mut chunks: Vec<ChunkRef> = Vec::new();
+        let mut index = first_index;
+        let mut pending = FuturesUnordered::new();
+        let mut chunked = false;
+        while let Some(item) = body.next().await {
+            let bytes = item?;
+            hasher.update(&bytes);
+            if hasher.len() > self.cfg.max_object {
+                return Err(ObjectError::TooLarge {
+                    max: self.cfg.max_object,
+                });
+            }
+            buf.extend_from_slice(&bytes);
+            if !chunked && buf.len() as u64 <= inline_max {
+                continue;
+            }
+            chunked = true;
+            while buf.len() >= cs {
+                let chunk = buf.split_to(cs).freeze();
+                while pending.len() >= self.cfg.window {
+                    if let Some(r) = pending.next().await {
+                        r?;
+                    }
+                }
+                pending.push(
+                    self.send_chunk(key, version, index, chunk, &mut chunks)
+                        .await,
+                );
+                index = index.checked_add(1).ok_or(ObjectError::TooLarge {
+                    max: self.cfg.max_object,
+                })?;
+            }
+        }
+        let size = hasher.len();
+        let (blake3, md5) = hasher.finish();
+        if !chunked {
+            return Ok(Stored {
+                chunks,
+                inline: Some(buf.freeze()),
+                size,
+                blake3,
+                md5,
+            });
+        }
+        if !buf.is_empty() {
+            let chunk = buf.split().freeze();
+            pending.push(
+                self.send_chunk(key, version, index, chunk, &mut chunks)
+                    .await,
+            );
+        }
+        while let Some(r) = pending.next().await {
+            r?;
+        }
+        Ok(Stored {
+            chunks,
+            inline: None,
+            size,
+            blake3,
+            md5,
+        })
+    }
+
+    /// Reserves the chunk's bytes (backpressure), records its reference and returns the
+    /// future that stores it.
+    async fn send_chunk(
+        &self,
+        key: &Bytes,
+        version: u128,
+        index: u32,
+        chunk: Bytes,
+        chunks: &mut Vec<ChunkRef>,
+    ) -> impl std::future::Future<Output = ObjResult<()>> + Send + use<> {
+        let permit = self.inflight.reserve(chunk.len() as u64).await;
+        let digest = chunk_digest(&chunk);
+        chunks.push(ChunkRef {
+            version,
+            index,
+            len: chunk.len() as u32,
+            digest,
+        });
+        let backend = self.backend.clone();
+        let key = key.clone();
+        let id = ChunkId { version, index };
+        async move {
+            let r = backend.put_chunk(&key, id, digest, chunk).await;
+            drop(permit);
+            r
+        }
+    }
+
+    /// PutObject: stores `body` as object `key` of `bucket`; returns the committed manifest.
+    /// `content_md5`, when given, must match the body (`BadDigest` otherwise, and nothing is
+    /// committed).
+    pub async fn put(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        body: ByteStream,
+        meta: ObjectMeta,
+        content_md5: Option<[u8; 16]>,
+    ) -> ObjResult<Manifest> {
+        let _permit = self.admit().await?;
+        let full = object_key(bucket, key);
+        let version = self.new_id();
+        let stored = self
+            .store_body(&full, version, 0, self.cfg.threshold, body)
+            .await?;
+        if content_md5.is_some_and(|m| m != stored.md5) {
+            return Err(ObjectError::BadDigest("Content-MD5"));
+        }
+        let manifest = Manifest {
+            version,
+            size: stored.size,
+            chunk_size: self.cfg.chunk_size,
+            chunks: stored.chunks,
+            inline: stored.inline,
+            digest: stored.blake3,
+            placement: Placement::WithManifest,
+            created_us: self.now_us(),
+            meta: ObjectMeta {
+                s3_etag: md5_etag(&stored.md5),
+                ..meta
+            },
+        };
+        self.backend.set_value(&full, manifest.encode()).await?;
+        Ok(manifest)
+    }
+
+    /// HeadObject: the object's manifest (a plain value written by another front end is
+    /// shown as an inline object). `NoSuchKey` when absent.
+    pub async fn head(&self, bucket: &str, key: &[u8]) -> ObjResult<ObjectHead> {
+        let full = object_key(bucket, key);
+        let value = self
+            .backend
+            .get_value(&full)
+            .await?
+            .ok_or(ObjectError::NoSuchKey)?;
+        let manifest = match Manifest::decode(&value)? {
+            Some(m) => m,
+            None => {
+                let mut h = ObjectHasher::new();
+                h.update(&value);
+                let (blake3, md5) = h.finish();
+                Manifest {
+                    version: 0,
+                    size: value.len() as u64,
+                    chunk_size: self.cfg.chunk_size,
+                    chunks: Vec::new(),
+                    inline: Some(value),
+                    digest: blake3,
+                    placement: Placement::WithManifest,
+                    created_us: 0,
+                    meta: ObjectMeta {
+                        s3_etag: md5_etag(&md5),
+                        ..ObjectMeta::default()
+                    },
+                }
+            }
+        };
+        Ok(ObjectHead {
+            manifest: Arc::new(manifest),
+        })
+    }
+
+    /// The bytes `first..=last` of an object read by [`Objects::head`], fetched `prefetch`
+    /// chunks ahead, every chunk checked against its digest. Admission is taken before the
+    /// first byte and held until the stream ends or is dropped.
+    pub async fn read(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        head: &ObjectHead,
+        first: u64,
+        last: u64,
+    ) -> ObjResult<ByteStream> {
+        let m = head.manifest.clone();
+        if let Some(inline) = &m.inline {
+            let (a, b) = (first as usize, (last as usize + 1).min(inline.len()));
+            let part = if a < b {
+                inline.slice(a..b)
+            } else {
+                Bytes::new()
+            };
+            return Ok(Box::pin(futures_util::stream::iter([Ok(part)])));
+        }
+        if m.chunks.is_empty() || first > last || last >= m.size {
+            return Ok(Box::pin(futures_util::stream::empty()));
+        }
+        let permit = self.admit().await?;
+        let offsets = m.offsets();
+        let (lo, hi) = meridian_blob::range::chunk_span(&offsets, first, last);
+        let full = object_key(bucket, key);
+        let backend = self.backend.clone();
+        let prefetch = self.cfg.prefetch;
+        let fetch = move |i: usize| {
+            let backend = backend.clone();
+            let full = full.clone();
+            let m = m.clone();
+            let offsets_i = (offsets[i], offsets[i + 1]);
+            async move {
+                let c = m.chunks[i];
+                let bytes = backend.get_chunk(&full, c).await?;
+                // Trim the first and last chunks to the range.
+                let (start, end) = offsets_i;
+                let a = first.saturating_sub(start) as usize;
+                let b = (last.min(end - 1) - start + 1) as usize;
+                Ok::<Bytes, ObjectError>(bytes.slice(a.min(bytes.len())..b.min(bytes.len())))
+            }
+        };
+        let state = (lo, FuturesOrdered::new(), Some(permit));
+        let stream = futures_util::stream::unfold(state, move |(mut next, mut q, permit)| {
+            let fetch = fetch.clone();
+            async move {
+                permit.as_ref()?;
+                while q.len() < prefetch && next <= hi {
+                    q.push_back(fetch(next));
+                    next += 1;
+                }
+                match q.next().await {
+                    Some(Ok(b)) => Some((Ok(b), (next, q, permit))),
+                    Some(Err(e)) => Some((Err(e), (next, q, None))),
+                    None => None,
+                }
+            }
+        });
+        Ok(Box::pin(stream))
+    }
+
+    /// DeleteObject (absent keys are fine, as in S3). Its chunks are garbage once no reader
+    /// holds them.
+    pub async fn delete(&self, bucket: &str, key: &[u8]) -> ObjResult<()> {
+        self.backend.del(&object_key(bucket, key)).await?;
+        Ok(())
+    }
+
+    /// CopyObject: reads `src` and writes it as `dst` with the same metadata (or `meta`).
+    pub async fn copy(
+        &self,
+        src: (&str, &[u8]),
+        dst: (&str, &[u8]),
+        meta: Option<ObjectMeta>,
+    ) -> ObjResult<Manifest> {
+        let head = self.head(src.0, src.1).await?;
+        let size = head.manifest.size;
+        let body = if size == 0 {
+            Box::pin(futures_util::stream::empty()) as ByteStream
+        } else {
+            self.read(src.0, src.1, &head, 0, size - 1).await?
+        };
+        let meta = meta.unwrap_or_else(|| head.manifest.meta.clone());
+        self.put(dst.0, dst.1, body, meta, None).await
+    }
+
+    /// ListObjectsV2's scan: objects of `bucket` whose key starts with `prefix` and sorts
+    /// after `after`, at most `limit`, and whether more may follow.
+    pub async fn list(
+        &self,
+        bucket: &str,
+        prefix: &[u8],
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> ObjResult<(Vec<ObjectEntry>, bool)> {
+        let base = object_key(bucket, b"");
+        let start = match after {
+            Some(a) if a >= prefix => {
+                let mut k = object_key(bucket, a).to_vec();
+                k.push(0);
+                Bytes::from(k)
+            }
+            _ => object_key(bucket, prefix),
+        };
+        // No S3 key holds byte 0xFF: `prefix ‖ 0xFF` ends the prefix's range, and `bucket:0xFF`
+        // (the multipart records) ends the bucket's.
+        let mut end = object_key(bucket, prefix).to_vec();
+        end.push(0xFF);
+        let (entries, more) = self.backend.list(start, Bytes::from(end), limit).await?;
+        let entries = entries
+            .into_iter()
+            .filter_map(|l| {
+                let key = l.key.slice(base.len().min(l.key.len())..);
+                if key.first() == Some(&0xFF) {
+                    return None;
+                }
+                Some(ObjectEntry {
+                    key,
+                    size: l.size,
+                    etag: l.s3_etag.unwrap_or_else(|| "\"\"".into()),
+                    modified_ms: l.modified_us / 1000,
+                })
+            })
+            .collect();
+        Ok((entries, more))
+    }
+
+    /// Whether `bucket` holds any object or open upload.
+    pub async fn bucket_is_empty(&self, bucket: &str) -> ObjResult<bool> {
+        let start = object_key(bucket, b"");
+        let mut end = start.to_vec();
+        end.push(0xFF);
+        end.push(0xFF);
+        let (entries, _) = self.backend.list(start, Bytes::from(end), 1).await?;
+        Ok(entries.is_empty())
+    }
+
+    // ----- multipart uploads --------------------------------------------------------------
+
+    /// CreateMultipartUpload: opens an upload of `key`; returns its id.
+    pub async fn create_upload(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        meta: ObjectMeta,
+    ) -> ObjResult<u128> {
+        let id = self.new_id();
+        let record = UploadRecord {
+            key: Bytes::copy_from_slice(key),
+            meta,
+            created_us: self.now_us(),
+        };
+        let value = postcard::to_stdvec(&record).unwrap_or_default();
+        self.backend
+            .set_value(&upload_key(bucket, id), Bytes::from(value))
+            .await?;
+        Ok(id)
+    }
+
+    async fn upload(&self, bucket: &str, key: &[u8], id: u128) -> ObjResult<UploadRecord> {
+        let value = self
+            .backend
+            .get_value(&upload_key(bucket, id))
+            .await?
+            .ok_or(ObjectError::NoSuchUpload)?;
+        let record: UploadRecord =
+            postcard::from_bytes(&value).map_err(|_| ObjectError::NoSuchUpload)?;
+        if record.key != key {
+            return Err(ObjectError::NoSuchUpload);
+        }
+        Ok(record)
+    }
+
+    /// UploadPart: stores part `number` (1..=10000) of upload `id`; returns its quoted ETag.
+    pub async fn upload_part(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        id: u128,
+        number: u32,
+        body: ByteStream,
+        content_md5: Option<[u8; 16]>,
+    ) -> ObjResult<String> {
+        self.upload(bucket, key, id).await?;
+        let _permit = self.admit().await?;
+        let full = object_key(bucket, key);
+        // Each upload of a part has its own chunk version: a part sent twice never mixes.
+        let version = self.new_id();
+        let stored = self.store_body(&full, version, 0, 0, body).await?;
+        if content_md5.is_some_and(|m| m != stored.md5) {
+            return Err(ObjectError::BadDigest("Content-MD5"));
+        }
+        let etag = md5_etag(&stored.md5);
+        let part = Manifest {
+            version,
+            size: stored.size,
+            chunk_size: self.cfg.chunk_size,
+            chunks: stored.chunks,
+            inline: None,
+            digest: stored.blake3,
+            placement: Placement::WithManifest,
+            created_us: self.now_us(),
+            meta: ObjectMeta {
+                s3_etag: etag.clone(),
+                ..ObjectMeta::default()
+            },
+        };
+        self.backend
+            .set_value(&part_key(bucket, id, number), part.encode())
+            .await?;
+        Ok(etag)
+    }
+
+    async fn part(&self, bucket: &str, id: u128, number: u32) -> ObjResult<Option<Manifest>> {
+        match self
+            .backend
+            .get_value(&part_key(bucket, id, number))
+            .await?
+        {
+            Some(v) => Ok(Manifest::decode(&v)?),
+            None => Ok(None),
+        }
+    }
+
+    /// ListParts: the parts uploaded so far, by number, after `marker`, at most `limit`;
+    /// and whether more follow.
+    pub async fn list_parts(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        id: u128,
+        marker: u32,
+        limit: usize,
+    ) -> ObjResult<(Vec<PartEntry>, bool)> {
+        self.upload(bucket, key, id).await?;
+        let start = part_key(bucket, id, marker.saturating_add(1).min(99_999));
+        let (entries, more) = self
+            .backend
+            .list(start, parts_end(bucket, id), limit)
+            .await?;
+        let prefix_len = upload_key(bucket, id).len() + 1;
+        let parts = entries
+            .into_iter()
+            .filter_map(|l| {
+                let number = std::str::from_utf8(l.key.get(prefix_len..)?)
+                    .ok()?
+                    .parse()
+                    .ok()?;
+                Some(PartEntry {
+                    number,
+                    size: l.size,
+                    etag: l.s3_etag.unwrap_or_default(),
+                    modified_ms: l.modified_us / 1000,
+                })
+            })
+            .collect();
+        Ok((parts, more))
+    }
+
+    /// CompleteMultipartUpload: assembles the listed parts (ascending numbers, ETags as
+    /// UploadPart returned them) into the object and commits it; the upload's records are
+    /// deleted. The object's BLAKE3 is computed by reading the parts back, which also checks
+    /// every chunk once more before the object becomes visible.
+    pub async fn complete_upload(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        id: u128,
+        parts: &[(u32, String)],
+    ) -> ObjResult<Manifest> {
+        let record = self.upload(bucket, key, id).await?;
+        if parts.is_empty() {
+            return Err(ObjectError::InvalidPart("no parts were listed".into()));
+        }
+        if parts.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(ObjectError::InvalidPartOrder);
+        }
+        let _permit = self.admit().await?;
+        let mut chunks = Vec::new();
+        let mut md5s = Vec::with_capacity(parts.len() * 16);
+        let mut size = 0u64;
+        for (i, (number, etag)) in parts.iter().enumerate() {
+            let part = self.part(bucket, id, *number).await?.ok_or_else(|| {
+                ObjectError::InvalidPart(format!("part {number} was not uploaded"))
+            })?;
+            let want = etag.trim_matches('"');
+            if part.meta.s3_etag.trim_matches('"') != want {
+                return Err(ObjectError::InvalidPart(format!(
+                    "part {number}'s ETag is {}, not {etag}",
+                    part.meta.s3_etag
+                )));
+            }
+            if i + 1 < parts.len() && part.size < MIN_PART_SIZE {
+                return Err(ObjectError::EntityTooSmall {
+                    part: *number,
+                    size: part.size,
+                });
+            }
+            let part_md5 = etag_md5(&part.meta.s3_etag).ok_or_else(|| {
+                ObjectError::InvalidPart(format!("part {number} has no MD5 ETag"))
+            })?;
+            md5s.extend_from_slice(&part_md5);
+            size += part.size;
+            chunks.extend(part.chunks);
+        }
+        if size > self.cfg.max_object {
+            return Err(ObjectError::TooLarge {
+                max: self.cfg.max_object,
+            });
+        }
+        let mut manifest = Manifest {
+            version: id,
+            size,
+            chunk_size: self.cfg.chunk_size,
+            chunks,
+            inline: None,
+            digest: [0; 32],
+            placement: Placement::WithManifest,
+            created_us: self.now_us(),
+            meta: ObjectMeta {
+                s3_etag: format!("\"{}-{}\"", hex(&md5(&md5s)), parts.len()),
+                ..record.meta
+            },
+        };
+        // Read every chunk back (checked against its digest) for the object's BLAKE3.
+        let full = object_key(bucket, key);
+        let mut hasher = blake3::Hasher::new();
+        let mut q = FuturesOrdered::new();
+        let mut next = 0usize;
+        loop {
+            while q.len() < self.cfg.prefetch && next < manifest.chunks.len() {
+                let c = manifest.chunks[next];
+                let backend = self.backend.clone();
+                let full = full.clone();
+                q.push_back(async move { backend.get_chunk(&full, c).await });
+                next += 1;
+            }
+            match q.next().await {
+                Some(b) => {
+                    hasher.update(&b?);
+                }
+                None => break,
+            }
+        }
+        manifest.digest = *hasher.finalize().as_bytes();
+        self.backend.set_value(&full, manifest.encode()).await?;
+        self.forget_upload(bucket, id).await;
+        Ok(manifest)
+    }
+
+    /// AbortMultipartUpload: deletes the upload and its parts' records; their chunks are
+    /// garbage.
+    pub async fn abort_upload(&self, bucket: &str, key: &[u8], id: u128) -> ObjResult<()> {
+        self.upload(bucket, key, id).await?;
+        self.forget_upload(bucket, id).await;
+        Ok(())
+    }
+
+    async fn forget_upload(&self, bucket: &str, id: u128) {
+        let _ = self.backend.del(&upload_key(bucket, id)).await;
+        let mut marker = 0;
+        loop {
+            let start = part_key(bucket, id, marker + 1);
+            let Ok((entries, more)) = self.backend.list(start, parts_end(bucket, id), 1000).await
+            else {
+                return;
+            };
+            let prefix_len = upload_key(bucket, id).len() + 1;
+            for l in &entries {
+                let _ = self.backend.del(&l.key).await;
+                if let Some(n) = l
+                    .key
+                    .get(prefix_len..)
+                    .and_then(|s| std::str::from_utf8(s).ok())
+                    .and_then(|s| s.parse::<u32>().ok())
+                {
+                    marker = n;
+                }
+            }
+            if !more || entries.is_empty() {
+                return;
+            }
+        }
+    }
+
+    /// The open uploads of `bucket`: (key, upload id, initiated ms), at most `limit`.
+    pub async fn list_uploads(
+        &self,
+        bucket: &str,
+        limit: usize,
+    ) -> ObjResult<Vec<(Bytes, u128, u64)>> {
+        let mut start = object_key(bucket, b"").to_vec();
+        start.push(0xFF);
+        let mut end = start.clone();
+        end.push(0xFF);
+        let (entries, _) = self
+            .backend
+            .list(Bytes::from(start), Bytes::from(end), 10_000)
+            .await?;
+        let base = object_key(bucket, b"").len();
+        let mut out = Vec::new();
+        for l in entries {
+            // Upload records end with the hash tag's `}`; part records follow it with `/N`.
+            if l.key.last() != Some(&b'}') {
+                continue;
+            }
+            let Some(id) = l
+                .key
+                .get(base + 6..l.key.len() - 1)
+                .and_then(|s| std::str::from_utf8(s).ok())
+                .and_then(parse_upload_id)
+            else {
+                continue;
+            };
+            if let Some(v) = self.backend.get_value(&l.key).await?
+                && let Ok(r) = postcard::from_bytes::<UploadRecord>(&v)
+            {
+                out.push((r.key, id, r.created_us / 1000));
+                if out.len() >= limit {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// What [`Objects::store_body`] stored.
+struct Stored {
+    chunks: Vec<ChunkRef>,
+    inline: Option<Bytes>,
+    size: u64,
+    blake3: [u8; 32],
+    md5: [u8; 16],
+}

@@ -1,0 +1,1114 @@
+//! The S3-compatible endpoint (`meridian node --s3 ADDR`; `meridian up` serves one per node):
+//! path-style requests (`/bucket/key`) verified with AWS Signature V4 against the configured
+//! access keys, served by the node's object service ([`crate::objects`]).
+//!
+//! | request | operation |
+//! |---|---|
+//! | `GET /` | ListBuckets |
+//! | `PUT`/`HEAD`/`DELETE /b`, `GET /b?location` | CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation |
+//! | `GET /b?list-type=2` | ListObjectsV2 (prefix, delimiter, continuation, start-after) |
+//! | `GET /b?uploads`, `POST /b?delete` | ListMultipartUploads, DeleteObjects |
+//! | `PUT /b/k` | PutObject; CopyObject with `x-amz-copy-source`; UploadPart with `?partNumber&uploadId` |
+//! | `GET`/`HEAD /b/k` | GetObject (one `Range`, `If-Match`, `If-None-Match`), HeadObject |
+//! | `DELETE /b/k` | DeleteObject; AbortMultipartUpload with `?uploadId` |
+//! | `POST /b/k?uploads`, `POST /b/k?uploadId` | CreateMultipartUpload, CompleteMultipartUpload |
+//! | `GET /b/k?uploadId` | ListParts |
+//!
+//! Guarantees:
+//! - every request is authenticated (header or presigned SigV4, any region in the scope)
+//!   unless `s3.open`; a signed body (`x-amz-content-sha256`), an aws-chunked body's chunk
+//!   signatures, a `Content-MD5` and an `x-amz-checksum-*` value are all checked before the
+//!   object is committed: a body that fails any of them leaves no object;
+//! - errors are S3's XML bodies with S3's codes and statuses; `TooManyTransfers` and an
+//!   unavailable cluster are `503 SlowDown`/`ServiceUnavailable` with `Retry-After`;
+//! - the listener has the HTTP front end's protections (`s3.max_connections`, header and idle
+//!   timeouts); bodies stream (an object is never held whole in memory) and bounded XML
+//!   bodies are read whole only up to 1 MiB.
+//!
+//! Buckets: on a cluster, S3 buckets are the cluster's buckets (CreateBucket registers an
+//! eventual bucket with the cluster's defaults; its consistency can be changed with
+//! `PUT /buckets/{name}` on the admin API); on a single node they are kept in memory, or in
+//! `DATA_DIR/s3-buckets` with the durable engine. DeleteBucket refuses a bucket holding
+//! objects or open uploads, and `default`. Not served: versioning, ACLs, policies,
+//! tagging, lifecycle, ListObjects v1 and virtual-hosted-style addressing
+//! (`NotImplemented`, naming the alternative).
+
+use crate::http::{ConnLimits, serve_app};
+use crate::metrics::Frontend;
+use crate::node::NodeState;
+use crate::objects::{ByteStream, ObjectError, Objects, format_upload_id, parse_upload_id};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use meridian_blob::ObjectMeta;
+use meridian_blob::range::{content_range, parse_range};
+use meridian_replication::{ErrorClass, ReplicationError};
+use meridian_s3::sigv4::{Authenticated, PayloadMode, RequestParts};
+use meridian_s3::{
+    ChecksumAlgorithm, ChecksumVerifier, ChunkedConfig, ChunkedDecoder, ContentSha256Verifier,
+    S3Code, S3Error, names, xml,
+};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Largest XML request body read (CompleteMultipartUpload, DeleteObjects, CreateBucket).
+const MAX_XML_BODY: usize = 1 << 20;
+
+/// Seconds a client is told to wait after `SlowDown` or `ServiceUnavailable`.
+const RETRY_AFTER_SECS: u64 = 1;
+
+/// Serves the S3 API on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    node: Arc<NodeState>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    let cfg = &node.config.s3;
+    let limits = ConnLimits {
+        max_connections: cfg.max_connections,
+        header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
+        idle: Duration::from_millis(cfg.idle_timeout_ms),
+    };
+    let state = Arc::new(S3State::new(node.clone()).map_err(std::io::Error::other)?);
+    let app = Router::new().fallback(handle).with_state(state);
+    serve_app(listener, app, node, Frontend::S3, limits, shutdown).await
+}
+
+/// The endpoint's state.
+struct S3State {
+    node: Arc<NodeState>,
+    keys: HashMap<String, String>,
+    open: bool,
+    buckets: BucketBook,
+    requests: AtomicU64,
+}
+
+impl S3State {
+    fn new(node: Arc<NodeState>) -> Result<S3State, String> {
+        let keys = node
+            .config
+            .s3
+            .key_pairs()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .collect();
+        let buckets = BucketBook::open(&node)?;
+        Ok(S3State {
+            open: node.config.s3.open,
+            node,
+            keys,
+            buckets,
+            requests: AtomicU64::new(0),
+        })
+    }
+
+    fn objects(&self) -> &Objects {
+        &self.node.objects
+    }
+}
+
+/// Which S3 buckets exist.
+enum BucketBook {
+    /// A single node: names and creation times, persisted to a file with a durable engine.
+    Local {
+        names: Mutex<BTreeMap<String, u64>>,
+        file: Option<PathBuf>,
+    },
+    /// A cluster: its bucket registry.
+    Cluster,
+}
+
+impl BucketBook {
+    fn open(node: &NodeState) -> Result<BucketBook, String> {
+        if node.cluster.is_some() {
+            return Ok(BucketBook::Cluster);
+        }
+        let file = (node.config.storage.engine == crate::config::EngineKind::Fjall)
+            .then(|| node.config.storage.data_dir.join("s3-buckets"));
+        let mut names = BTreeMap::new();
+        if let Some(f) = &file {
+            match std::fs::read_to_string(f) {
+                Ok(text) => {
+                    for line in text.lines() {
+                        if let Some((name, ms)) = line.split_once(' ')
+                            && names::validate_bucket_name(name).is_ok()
+                        {
+                            names.insert(name.to_owned(), ms.parse().unwrap_or(0));
+                        }
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(format!("reading {}: {e}", f.display())),
+            }
+        }
+        Ok(BucketBook::Local {
+            names: Mutex::new(names),
+            file,
+        })
+    }
+
+    fn exists(&self, node: &NodeState, name: &str) -> bool {
+        match self {
+            BucketBook::Local { names, .. } => names.lock().contains_key(name),
+            BucketBook::Cluster => node
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.node.buckets().get(name).is_some()),
+        }
+    }
+
+    fn list(&self, node: &NodeState) -> Vec<xml::BucketInfo> {
+        match self {
+            BucketBook::Local { names, .. } => names
+                .lock()
+                .iter()
+                .map(|(n, ms)| xml::BucketInfo {
+                    name: n.clone(),
+                    creation_date_ms: *ms,
+                })
+                .collect(),
+            BucketBook::Cluster => node
+                .cluster
+                .as_ref()
+                .map(|c| {
+                    c.node
+                        .buckets()
+                        .names()
+                        .filter(|n| names::validate_bucket_name(n).is_ok())
+                        .map(|n| xml::BucketInfo {
+                            name: n.to_owned(),
+                            creation_date_ms: 0,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    fn persist(names: &BTreeMap<String, u64>, file: &Option<PathBuf>) -> Result<(), S3Error> {
+        let Some(f) = file else { return Ok(()) };
+        let text: String = names.iter().map(|(n, ms)| format!("{n} {ms}\n")).collect();
+        let tmp = f.with_extension("tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|()| std::fs::rename(&tmp, f))
+            .map_err(|e| internal(format!("saving the bucket list: {e}")))
+    }
+
+    async fn create(&self, node: &NodeState, name: &str) -> Result<(), S3Error> {
+        if self.exists(node, name) {
+            return Err(S3Error::new(
+                S3Code::BucketAlreadyOwnedByYou,
+                "Your previous request to create the named bucket succeeded and you already own it.",
+            ));
+        }
+        match self {
+            BucketBook::Local { names, file } => {
+                let mut n = names.lock();
+                n.insert(name.to_owned(), node.clock.now().0 / 1000);
+                BucketBook::persist(&n, file)
+            }
+            BucketBook::Cluster => {
+                let c = node
+                    .cluster
+                    .as_ref()
+                    .ok_or_else(|| internal("no cluster"))?;
+                c.node
+                    .set_bucket(name, meridian_replication::BucketProps::default())
+                    .await
+                    .map_err(|e| replication_error(&e))
+            }
+        }
+    }
+
+    async fn delete(&self, node: &NodeState, name: &str) -> Result<(), S3Error> {
+        match self {
+            BucketBook::Local { names, file } => {
+                let mut n = names.lock();
+                n.remove(name);
+                BucketBook::persist(&n, file)
+            }
+            BucketBook::Cluster => {
+                let c = node
+                    .cluster
+                    .as_ref()
+                    .ok_or_else(|| internal("no cluster"))?;
+                c.node
+                    .drop_bucket(name)
+                    .await
+                    .map_err(|e| replication_error(&e))
+            }
+        }
+    }
+}
+
+fn internal(msg: impl Into<String>) -> S3Error {
+    S3Error::new(S3Code::InternalError, msg)
+}
+
+fn invalid(code: S3Code, msg: impl Into<String>) -> S3Error {
+    S3Error::new(code, msg)
+}
+
+/// A parsed request, borrowed by every operation.
+struct Req {
+    method: Method,
+    path: names::S3Path,
+    query: Vec<(String, String)>,
+    raw_query: Option<String>,
+    headers: Vec<(String, Vec<u8>)>,
+    auth: Option<Authenticated>,
+}
+
+impl Req {
+    fn q(&self, name: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.q(name).is_some()
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+    }
+
+    fn header_list(&self) -> Vec<(&str, &[u8])> {
+        self.headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect()
+    }
+}
+
+async fn handle(State(s): State<Arc<S3State>>, request: Request<Body>) -> Response {
+    let id = s.requests.fetch_add(1, Ordering::Relaxed);
+    let request_id = format!("{:016X}", id ^ 0x4d52_444e_0000_0000);
+    let head = request.method() == Method::HEAD;
+    let resource = request.uri().path().to_owned();
+    let slot: Arc<Mutex<Option<S3Error>>> = Arc::new(Mutex::new(None));
+    let mut response = match serve_request(&s, request, slot.clone()).await {
+        Ok(r) => r,
+        Err(e) => error_response(e.with_resource(resource), &request_id, head),
+    };
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-amz-request-id", v);
+    }
+    response
+}
+
+fn error_response(e: S3Error, request_id: &str, head: bool) -> Response {
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let retry = matches!(e.code, S3Code::SlowDown | S3Code::ServiceUnavailable);
+    let body = if head {
+        Body::empty()
+    } else {
+        Body::from(xml::error_xml(&e, request_id))
+    };
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    if retry {
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+    }
+    r
+}
+
+/// Authenticates, parses and runs one request.
+async fn serve_request(
+    s: &S3State,
+    request: Request<Body>,
+    slot: Arc<Mutex<Option<S3Error>>>,
+) -> Result<Response, S3Error> {
+    let (parts, body) = request.into_parts();
+    let raw_path = parts.uri.path().to_owned();
+    let raw_query = parts.uri.query().map(str::to_owned);
+    let mut headers: Vec<(String, Vec<u8>)> = Vec::with_capacity(parts.headers.len());
+    for (n, v) in &parts.headers {
+        headers.push((n.as_str().to_owned(), v.as_bytes().to_vec()));
+    }
+    let auth = {
+        let list: Vec<(&str, &[u8])> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
+        let rp = RequestParts {
+            method: parts.method.as_str(),
+            raw_path: &raw_path,
+            raw_query: raw_query.as_deref(),
+            headers: &list,
+        };
+        let now = (s.node.clock.now().0 / 1_000_000) as i64;
+        match meridian_s3::sigv4::verify(&rp, &s.keys, now) {
+            Ok(a) => Some(a),
+            Err(_) if s.open => None,
+            Err(e) => return Err(e),
+        }
+    };
+    let path = names::parse_path_style(&raw_path)?;
+    let query = names::parse_query(raw_query.as_deref())?;
+    let req = Req {
+        method: parts.method,
+        path,
+        query,
+        raw_query,
+        headers,
+        auth,
+    };
+    let path = req.path.clone();
+    match path {
+        names::S3Path::Root => match req.method {
+            Method::GET => Ok(list_buckets(s)),
+            _ => Err(method_not_allowed()),
+        },
+        names::S3Path::Bucket(bucket) => bucket_op(s, &req, &bucket, body).await,
+        names::S3Path::Object { bucket, key } => {
+            if !s.buckets.exists(&s.node, &bucket) {
+                return Err(no_such_bucket(&bucket));
+            }
+            object_op(s, &req, &bucket, &key, body, slot).await
+        }
+    }
+}
+
+fn method_not_allowed() -> S3Error {
+    invalid(
+        S3Code::MethodNotAllowed,
+        "The specified method is not allowed against this resource.",
+    )
+}
+
+fn no_such_bucket(bucket: &str) -> S3Error {
+    invalid(
+        S3Code::NoSuchBucket,
+        format!("The specified bucket {bucket} does not exist"),
+    )
+}
+
+fn xml_response(status: StatusCode, body: String) -> Response {
+    let mut r = (status, body).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    r
+}
+
+fn owner() -> xml::Owner {
+    xml::Owner {
+        id: "meridian".into(),
+        display_name: "meridian".into(),
+    }
+}
+
+fn list_buckets(s: &S3State) -> Response {
+    xml_response(
+        StatusCode::OK,
+        xml::list_all_my_buckets(&owner(), &s.buckets.list(&s.node)),
+    )
+}
+
+/// Reads a small body whole (XML requests), refusing more than [`MAX_XML_BODY`].
+async fn small_body(body: Body) -> Result<Bytes, S3Error> {
+    axum::body::to_bytes(body, MAX_XML_BODY).await.map_err(|_| {
+        invalid(
+            S3Code::MaxMessageLengthExceeded,
+            format!("the request body exceeds {MAX_XML_BODY} bytes or was cut short"),
+        )
+    })
+}
+
+async fn bucket_op(s: &S3State, req: &Req, bucket: &str, body: Body) -> Result<Response, S3Error> {
+    const UNSERVED: [&str; 12] = [
+        "versioning",
+        "acl",
+        "policy",
+        "cors",
+        "lifecycle",
+        "tagging",
+        "website",
+        "logging",
+        "notification",
+        "replication",
+        "encryption",
+        "object-lock",
+    ];
+    if let Some(sub) = UNSERVED.iter().find(|q| req.has(q)) {
+        return Err(invalid(
+            S3Code::NotImplemented,
+            format!("bucket {sub} is not supported by Meridian's S3 endpoint"),
+        ));
+    }
+    match req.method {
+        Method::PUT => {
+            let config = small_body(body).await?;
+            xml::parse_create_bucket_configuration(&config)?;
+            s.buckets.create(&s.node, bucket).await?;
+            let mut r = StatusCode::OK.into_response();
+            if let Ok(v) = HeaderValue::from_str(&format!("/{bucket}")) {
+                r.headers_mut().insert(header::LOCATION, v);
+            }
+            return Ok(r);
+        }
+        _ if !s.buckets.exists(&s.node, bucket) => return Err(no_such_bucket(bucket)),
+        Method::HEAD => return Ok(StatusCode::OK.into_response()),
+        Method::DELETE => {
+            if !s
+                .objects()
+                .bucket_is_empty(bucket)
+                .await
+                .map_err(|e| object_error(e, None))?
+            {
+                return Err(invalid(
+                    S3Code::BucketNotEmpty,
+                    "The bucket you tried to delete is not empty",
+                ));
+            }
+            s.buckets.delete(&s.node, bucket).await?;
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
+        Method::POST if req.has("delete") => return delete_objects(s, bucket, body).await,
+        Method::GET => {}
+        _ => return Err(method_not_allowed()),
+    }
+    if req.has("location") {
+        return Ok(xml_response(StatusCode::OK, xml::location_constraint(None)));
+    }
+    if req.has("uploads") {
+        return list_uploads(s, bucket).await;
+    }
+    if req.q("list-type") == Some("2") {
+        return list_objects_v2(s, req, bucket).await;
+    }
+    Err(invalid(
+        S3Code::NotImplemented,
+        "ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2; boto3 \
+         list_objects_v2, aws s3 ls, aws s3api list-objects-v2)",
+    ))
+}
+
+async fn list_objects_v2(s: &S3State, req: &Req, bucket: &str) -> Result<Response, S3Error> {
+    let p = names::parse_list_objects_v2(req.raw_query.as_deref())?;
+    let max = p.max_keys as usize;
+    let mut contents: Vec<xml::ObjectInfo> = Vec::new();
+    let mut prefixes: Vec<String> = Vec::new();
+    let mut after: Option<Vec<u8>> = p.list_after().map(|a| a.as_bytes().to_vec());
+    let mut truncated = false;
+    let mut last_token: Option<String> = None;
+    'scan: while contents.len() + prefixes.len() < max {
+        let want = (max - contents.len() - prefixes.len() + 1).min(1001);
+        let (entries, more) = s
+            .objects()
+            .list(bucket, p.prefix.as_bytes(), after.as_deref(), want)
+            .await
+            .map_err(|e| object_error(e, None))?;
+        let n = entries.len();
+        for (i, e) in entries.into_iter().enumerate() {
+            let Ok(key) = String::from_utf8(e.key.to_vec()) else {
+                // A key written through another front end that is not UTF-8: S3 cannot name it.
+                after = Some(e.key.to_vec());
+                continue;
+            };
+            if contents.len() + prefixes.len() >= max {
+                truncated = true;
+                break 'scan;
+            }
+            if let Some(d) = &p.delimiter
+                && let Some(pos) = key
+                    .get(p.prefix.len()..)
+                    .and_then(|rest| rest.find(d.as_str()))
+            {
+                let cp = key[..p.prefix.len() + pos + d.len()].to_owned();
+                // Everything under this prefix sorts before `cp ‖ 0xFF`: list from there.
+                let mut skip = cp.as_bytes().to_vec();
+                skip.push(0xFF);
+                after = Some(skip);
+                last_token = Some(format!("{cp}\u{10FFFF}"));
+                prefixes.push(cp);
+                if i + 1 < n || more {
+                    continue 'scan;
+                }
+                break 'scan;
+            }
+            after = Some(key.as_bytes().to_vec());
+            last_token = Some(key.clone());
+            contents.push(xml::ObjectInfo {
+                key,
+                last_modified_ms: e.modified_ms,
+                etag: e.etag,
+                size: e.size,
+                owner: p.fetch_owner.then(owner),
+            });
+        }
+        if !more {
+            break;
+        }
+    }
+    let result = xml::ListObjectsV2Result {
+        name: bucket.to_owned(),
+        prefix: p.prefix.clone(),
+        delimiter: p.delimiter.clone(),
+        max_keys: p.max_keys,
+        is_truncated: truncated,
+        continuation_token: p.continuation_token.clone(),
+        next_continuation_token: truncated
+            .then(|| last_token.map(|k| names::continuation_token_encode(&k)))
+            .flatten(),
+        start_after: p.start_after.clone(),
+        contents,
+        common_prefixes: prefixes,
+        encoding_url: p.encoding_url,
+    };
+    Ok(xml_response(StatusCode::OK, result.to_xml()))
+}
+
+async fn list_uploads(s: &S3State, bucket: &str) -> Result<Response, S3Error> {
+    let uploads = s
+        .objects()
+        .list_uploads(bucket, 1000)
+        .await
+        .map_err(|e| object_error(e, None))?;
+    let result = xml::ListMultipartUploadsResult {
+        bucket: bucket.to_owned(),
+        key_marker: String::new(),
+        upload_id_marker: String::new(),
+        next_key_marker: None,
+        next_upload_id_marker: None,
+        prefix: String::new(),
+        delimiter: None,
+        max_uploads: 1000,
+        is_truncated: false,
+        uploads: uploads
+            .into_iter()
+            .map(|(key, id, ms)| xml::UploadInfo {
+                key: String::from_utf8_lossy(&key).into_owned(),
+                upload_id: format_upload_id(id),
+                initiated_ms: ms,
+            })
+            .collect(),
+        common_prefixes: Vec::new(),
+    };
+    Ok(xml_response(StatusCode::OK, result.to_xml()))
+}
+
+async fn delete_objects(s: &S3State, bucket: &str, body: Body) -> Result<Response, S3Error> {
+    let body = small_body(body).await?;
+    let request = xml::parse_delete(&body)?;
+    let mut outcomes = Vec::with_capacity(request.objects.len());
+    for o in request.objects {
+        outcomes.push(match s.objects().delete(bucket, o.key.as_bytes()).await {
+            Ok(()) => xml::DeleteOutcome::Deleted {
+                key: o.key,
+                version_id: o.version_id,
+            },
+            Err(e) => {
+                let e = object_error(e, None);
+                xml::DeleteOutcome::Error {
+                    key: o.key,
+                    version_id: o.version_id,
+                    code: e.code,
+                    message: e.message,
+                }
+            }
+        });
+    }
+    Ok(xml_response(
+        StatusCode::OK,
+        xml::delete_result(&outcomes, request.quiet),
+    ))
+}
+
+async fn object_op(
+    s: &S3State,
+    req: &Req,
+    bucket: &str,
+    key: &str,
+    body: Body,
+    slot: Arc<Mutex<Option<S3Error>>>,
+) -> Result<Response, S3Error> {
+    let objects = s.objects();
+    let err = |e: ObjectError| object_error(e, Some(&slot));
+    let kb = key.as_bytes();
+    match req.method {
+        Method::GET | Method::HEAD if req.has("uploadId") => list_parts(s, req, bucket, key).await,
+        Method::GET | Method::HEAD => get_object(s, req, bucket, key).await,
+        Method::PUT if req.has("uploadId") || req.has("partNumber") => {
+            if req.header("x-amz-copy-source").is_some() {
+                return Err(invalid(
+                    S3Code::NotImplemented,
+                    "UploadPartCopy is not supported: copy with CopyObject, or upload the part",
+                ));
+            }
+            let id = upload_id(req)?;
+            let number = names::parse_part_number(req.q("partNumber").unwrap_or(""))?;
+            let md5 = content_md5(req)?;
+            let stream = body_stream(req, body, slot.clone())?;
+            let etag = objects
+                .upload_part(bucket, kb, id, number, stream, md5)
+                .await
+                .map_err(err)?;
+            Ok(etag_response(StatusCode::OK, &etag))
+        }
+        Method::PUT if req.header("x-amz-copy-source").is_some() => {
+            let src = names::parse_copy_source(
+                req.header("x-amz-copy-source")
+                    .unwrap_or_default()
+                    .as_bytes(),
+            )?;
+            if !s.buckets.exists(&s.node, &src.bucket) {
+                return Err(no_such_bucket(&src.bucket));
+            }
+            let replace = req
+                .header("x-amz-metadata-directive")
+                .is_some_and(|d| d.eq_ignore_ascii_case("REPLACE"));
+            let meta = if replace {
+                Some(object_meta(req)?)
+            } else {
+                None
+            };
+            let m = objects
+                .copy((&src.bucket, src.key.as_bytes()), (bucket, kb), meta)
+                .await
+                .map_err(err)?;
+            Ok(xml_response(
+                StatusCode::OK,
+                xml::copy_object_result(&m.meta.s3_etag, m.created_us / 1000),
+            ))
+        }
+        Method::PUT => {
+            let meta = object_meta(req)?;
+            let md5 = content_md5(req)?;
+            let stream = body_stream(req, body, slot.clone())?;
+            let m = objects
+                .put(bucket, kb, stream, meta, md5)
+                .await
+                .map_err(err)?;
+            let mut r = etag_response(StatusCode::OK, &m.meta.s3_etag);
+            if let Ok(v) = HeaderValue::from_str(&m.blake3_hex()) {
+                r.headers_mut().insert("x-meridian-blake3", v);
+            }
+            Ok(r)
+        }
+        Method::DELETE if req.has("uploadId") => {
+            let id = upload_id(req)?;
+            objects.abort_upload(bucket, kb, id).await.map_err(err)?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Method::DELETE => {
+            objects.delete(bucket, kb).await.map_err(err)?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        }
+        Method::POST if req.has("uploads") => {
+            let meta = object_meta(req)?;
+            let id = objects.create_upload(bucket, kb, meta).await.map_err(err)?;
+            Ok(xml_response(
+                StatusCode::OK,
+                xml::initiate_multipart_upload(bucket, key, &format_upload_id(id)),
+            ))
+        }
+        Method::POST if req.has("uploadId") => {
+            let id = upload_id(req)?;
+            let body = small_body(body).await?;
+            let parts: Vec<(u32, String)> = xml::parse_complete_multipart_upload(&body)?
+                .into_iter()
+                .map(|p| (p.part_number, p.etag))
+                .collect();
+            let m = objects
+                .complete_upload(bucket, kb, id, &parts)
+                .await
+                .map_err(err)?;
+            let location = format!("/{bucket}/{}", xml::url_encode_key(key));
+            Ok(xml_response(
+                StatusCode::OK,
+                xml::complete_multipart_upload(&location, bucket, key, &m.meta.s3_etag),
+            ))
+        }
+        _ => Err(method_not_allowed()),
+    }
+}
+
+fn upload_id(req: &Req) -> Result<u128, S3Error> {
+    let raw = names::parse_upload_id(req.q("uploadId").unwrap_or(""))?;
+    parse_upload_id(raw).ok_or_else(|| {
+        invalid(
+            S3Code::NoSuchUpload,
+            "The specified multipart upload does not exist.",
+        )
+    })
+}
+
+fn etag_response(status: StatusCode, etag: &str) -> Response {
+    let mut r = status.into_response();
+    if let Ok(v) = HeaderValue::from_str(etag) {
+        r.headers_mut().insert(header::ETAG, v);
+    }
+    r
+}
+
+/// Content type and `x-amz-meta-*` of an upload.
+fn object_meta(req: &Req) -> Result<ObjectMeta, S3Error> {
+    let user = names::collect_user_metadata(&req.header_list())?;
+    let content_type = req
+        .header("content-type")
+        .filter(|t| t.len() <= 256)
+        .map(str::to_owned);
+    Ok(ObjectMeta {
+        content_type,
+        user,
+        s3_etag: String::new(),
+    })
+}
+
+fn content_md5(req: &Req) -> Result<Option<[u8; 16]>, S3Error> {
+    use base64::Engine;
+    let Some(v) = req.header("content-md5") else {
+        return Ok(None);
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(v.trim())
+        .ok()
+        .and_then(|b| <[u8; 16]>::try_from(b).ok());
+    bytes.map(Some).ok_or_else(|| {
+        invalid(
+            S3Code::InvalidDigest,
+            "The Content-MD5 you specified was invalid.",
+        )
+    })
+}
+
+/// The request body as the object's bytes: aws-chunked decoded (chunk signatures checked),
+/// and at the end the signed SHA-256, the `x-amz-checksum-*` header and the chunked
+/// trailers verified. A failure is recorded in `slot` (the precise S3 error) and ends the
+/// stream with an error, so nothing is committed.
+fn body_stream(
+    req: &Req,
+    body: Body,
+    slot: Arc<Mutex<Option<S3Error>>>,
+) -> Result<ByteStream, S3Error> {
+    let headers = req.header_list();
+    let mode = match &req.auth {
+        Some(a) => a.payload,
+        None => match req.header("x-amz-content-sha256") {
+            Some(v) => PayloadMode::parse(v)?,
+            None => PayloadMode::Unsigned,
+        },
+    };
+    let decoder = if mode.is_streaming() {
+        let cfg = match &req.auth {
+            Some(a) => ChunkedConfig::for_request(a, &headers)?,
+            None => {
+                let PayloadMode::Streaming { trailer, .. } = mode else {
+                    return Err(internal("streaming mode expected"));
+                };
+                ChunkedConfig {
+                    signing: None,
+                    trailer,
+                    trailer_checksum: match req.header("x-amz-trailer") {
+                        Some(v) => Some(ChecksumAlgorithm::from_trailer_header(v.as_bytes())?),
+                        None => None,
+                    },
+                    ..ChunkedConfig::default()
+                }
+            }
+        };
+        Some(ChunkedDecoder::new(cfg))
+    } else {
+        None
+    };
+    let sha = match mode {
+        PayloadMode::Sha256(h) => Some(ContentSha256Verifier::new(h)),
+        _ => None,
+    };
+    let checksum = if mode.is_streaming() {
+        None
+    } else {
+        ChecksumVerifier::from_headers(&headers)?
+    };
+    let state = BodyState {
+        raw: body.into_data_stream(),
+        decoder,
+        sha,
+        checksum,
+        ready: VecDeque::new(),
+        slot,
+        done: false,
+    };
+    Ok(Box::pin(futures_util::stream::unfold(
+        state,
+        |mut st| async move {
+            loop {
+                if let Some(b) = st.ready.pop_front() {
+                    return Some((Ok(b), st));
+                }
+                if st.done {
+                    return None;
+                }
+                match st.raw.next().await {
+                    Some(Ok(bytes)) => {
+                        if let Err(e) = st.take(bytes) {
+                            return Some((Err(st.fail(e)), st));
+                        }
+                    }
+                    Some(Err(e)) => {
+                        let e = invalid(S3Code::IncompleteBody, format!("reading the body: {e}"));
+                        return Some((Err(st.fail(e)), st));
+                    }
+                    None => {
+                        st.done = true;
+                        if let Err(e) = st.finish() {
+                            return Some((Err(st.fail(e)), st));
+                        }
+                    }
+                }
+            }
+        },
+    )))
+}
+
+struct BodyState {
+    raw: axum::body::BodyDataStream,
+    decoder: Option<ChunkedDecoder>,
+    sha: Option<ContentSha256Verifier>,
+    checksum: Option<ChecksumVerifier>,
+    ready: VecDeque<Bytes>,
+    slot: Arc<Mutex<Option<S3Error>>>,
+    done: bool,
+}
+
+impl BodyState {
+    fn take(&mut self, bytes: Bytes) -> Result<(), S3Error> {
+        let mut out = Vec::new();
+        match &mut self.decoder {
+            Some(d) => d.push(bytes, &mut out)?,
+            None => out.push(bytes),
+        }
+        for b in out {
+            if let Some(s) = &mut self.sha {
+                s.update(&b);
+            }
+            if let Some(c) = &mut self.checksum {
+                c.update(&b);
+            }
+            self.ready.push_back(b);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), S3Error> {
+        if let Some(d) = self.decoder.take() {
+            d.finish()?;
+        }
+        if let Some(s) = self.sha.take() {
+            s.finish()?;
+        }
+        if let Some(c) = self.checksum.take() {
+            c.finish()?;
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, e: S3Error) -> ObjectError {
+        self.done = true;
+        self.ready.clear();
+        let msg = e.message.clone();
+        *self.slot.lock() = Some(e);
+        ObjectError::Body(msg)
+    }
+}
+
+async fn get_object(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<Response, S3Error> {
+    let objects = s.objects();
+    let head = objects
+        .head(bucket, key.as_bytes())
+        .await
+        .map_err(|e| object_error(e, None))?;
+    let m = head.manifest.clone();
+    let etag = m.meta.s3_etag.clone();
+    let matches = |list: &str| {
+        list.split(',')
+            .map(str::trim)
+            .any(|t| t == "*" || xml::trim_etag(t) == xml::trim_etag(&etag))
+    };
+    if let Some(im) = req.header("if-match")
+        && !matches(im)
+    {
+        return Err(invalid(
+            S3Code::PreconditionFailed,
+            "At least one of the pre-conditions you specified did not hold",
+        ));
+    }
+    let mut headers = HeaderMap::new();
+    let put = |h: &mut HeaderMap, name: &'static str, v: &str| {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            h.insert(name, v);
+        }
+    };
+    put(&mut headers, "etag", &etag);
+    put(
+        &mut headers,
+        "last-modified",
+        &xml::http_date(m.created_us / 1_000_000),
+    );
+    put(&mut headers, "accept-ranges", "bytes");
+    put(&mut headers, "x-meridian-blake3", &m.blake3_hex());
+    put(
+        &mut headers,
+        "content-type",
+        m.meta
+            .content_type
+            .as_deref()
+            .unwrap_or("binary/octet-stream"),
+    );
+    for (k, v) in &m.meta.user {
+        if let (Ok(n), Ok(v)) = (
+            axum::http::HeaderName::from_bytes(format!("x-amz-meta-{k}").as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            headers.insert(n, v);
+        }
+    }
+    if let Some(inm) = req.header("if-none-match")
+        && matches(inm)
+    {
+        let mut r = StatusCode::NOT_MODIFIED.into_response();
+        r.headers_mut().extend(headers);
+        return Ok(r);
+    }
+    let size = m.size;
+    let range = req.header("range").and_then(parse_range);
+    let (status, first, last) = match range {
+        Some(spec) => match spec.resolve(size) {
+            Ok((a, b)) => {
+                put(&mut headers, "content-range", &content_range(a, b, size));
+                (StatusCode::PARTIAL_CONTENT, a, b)
+            }
+            Err(u) => {
+                let mut e = invalid(
+                    S3Code::InvalidRange,
+                    "The requested range is not satisfiable",
+                );
+                e.message = format!("{} ({})", e.message, u.content_range());
+                return Err(e);
+            }
+        },
+        None => (StatusCode::OK, 0, size.saturating_sub(1)),
+    };
+    let len = if size == 0 { 0 } else { last - first + 1 };
+    put(&mut headers, "content-length", &len.to_string());
+    let body = if req.method == Method::HEAD || len == 0 {
+        Body::empty()
+    } else {
+        let stream = objects
+            .read(bucket, key.as_bytes(), &head, first, last)
+            .await
+            .map_err(|e| object_error(e, None))?;
+        Body::from_stream(stream.map(|r| r.map_err(std::io::Error::other)))
+    };
+    let mut r = (status, body).into_response();
+    r.headers_mut().extend(headers);
+    Ok(r)
+}
+
+async fn list_parts(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<Response, S3Error> {
+    let id = upload_id(req)?;
+    let marker: u32 = match req.q("part-number-marker") {
+        Some(v) if !v.is_empty() => v.parse().map_err(|_| {
+            invalid(
+                S3Code::InvalidArgument,
+                "part-number-marker must be an integer",
+            )
+        })?,
+        _ => 0,
+    };
+    let max: u32 = match req.q("max-parts") {
+        Some(v) if !v.is_empty() => v
+            .parse::<u32>()
+            .map_err(|_| invalid(S3Code::InvalidArgument, "max-parts must be an integer"))?
+            .min(1000),
+        _ => 1000,
+    };
+    let (parts, more) = s
+        .objects()
+        .list_parts(bucket, key.as_bytes(), id, marker, max.max(1) as usize)
+        .await
+        .map_err(|e| object_error(e, None))?;
+    let result = xml::ListPartsResult {
+        bucket: bucket.to_owned(),
+        key: key.to_owned(),
+        upload_id: format_upload_id(id),
+        part_number_marker: marker,
+        next_part_number_marker: parts.last().map(|p| p.number),
+        max_parts: max,
+        is_truncated: more,
+        parts: parts
+            .into_iter()
+            .map(|p| xml::PartInfo {
+                part_number: p.number,
+                last_modified_ms: p.modified_ms,
+                etag: p.etag,
+                size: p.size,
+            })
+            .collect(),
+        owner: Some(owner()),
+    };
+    Ok(xml_response(StatusCode::OK, result.to_xml()))
+}
+
+/// The S3 error of a failed object operation (`slot`: what the body stream recorded).
+fn object_error(e: ObjectError, slot: Option<&Arc<Mutex<Option<S3Error>>>>) -> S3Error {
+    match e {
+        ObjectError::NoSuchKey => invalid(S3Code::NoSuchKey, "The specified key does not exist."),
+        ObjectError::NoSuchUpload => invalid(
+            S3Code::NoSuchUpload,
+            "The specified multipart upload does not exist. The upload ID may be invalid, or \
+             the upload may have been aborted or completed.",
+        ),
+        ObjectError::InvalidPart(m) => invalid(S3Code::InvalidPart, m),
+        ObjectError::InvalidPartOrder => invalid(
+            S3Code::InvalidPartOrder,
+            "The list of parts was not in ascending order.",
+        ),
+        ObjectError::EntityTooSmall { .. } => invalid(S3Code::EntityTooSmall, e.to_string()),
+        ObjectError::TooLarge { .. } => invalid(S3Code::EntityTooLarge, e.to_string()),
+        ObjectError::Body(m) => slot
+            .and_then(|s| s.lock().take())
+            .unwrap_or_else(|| invalid(S3Code::IncompleteBody, m)),
+        ObjectError::BadDigest(_) => invalid(
+            S3Code::BadDigest,
+            "The Content-MD5 you specified did not match what we received.",
+        ),
+        ObjectError::TooManyTransfers(t) => invalid(S3Code::SlowDown, t.to_string()),
+        ObjectError::Replication(r) => replication_error(&r),
+        ObjectError::Blob(b) => internal(b.to_string()),
+        ObjectError::Keyspace(k) => internal(k),
+    }
+}
+
+fn replication_error(e: &ReplicationError) -> S3Error {
+    let code = match e.class() {
+        ErrorClass::Overload => S3Code::SlowDown,
+        ErrorClass::Unavailable | ErrorClass::Timeout => S3Code::ServiceUnavailable,
+        ErrorClass::BadRequest | ErrorClass::Conflict => S3Code::InvalidRequest,
+        ErrorClass::TooLarge => S3Code::EntityTooLarge,
+        ErrorClass::Internal => S3Code::InternalError,
+    };
+    S3Error::new(code, e.to_string())
+}
