@@ -62,6 +62,9 @@ pub trait ChunkStore: Send + Sync + 'static {
     fn remove(&self, id: ChunkId) -> Result<bool>;
     /// Deletes a version's chunks and record; returns the bytes freed.
     fn delete_version(&self, version: u128) -> Result<u64>;
+    /// Flips bit `bit` (modulo the chunk's length) of a stored chunk, leaving its digest:
+    /// fault injection for corruption tests and the scrub. False if the chunk is absent.
+    fn flip_bit(&self, id: ChunkId, bit: usize) -> Result<bool>;
     /// The file holding a chunk, as (path, offset of the bytes), for `sendfile(2)`.
     fn file(&self, id: ChunkId) -> Option<(PathBuf, u64)>;
     /// Bytes of chunk data stored.
@@ -98,24 +101,6 @@ impl MemChunkStore {
     /// An empty store.
     pub fn new() -> MemChunkStore {
         MemChunkStore::default()
-    }
-
-    /// Flips one bit of a stored chunk (tests of corruption at rest); false if absent.
-    pub fn flip_bit(&self, id: ChunkId, bit: usize) -> bool {
-        let mut versions = self.versions.lock();
-        let Some((bytes, _)) = versions
-            .get_mut(&id.version)
-            .and_then(|v| v.chunks.get_mut(&id.index))
-        else {
-            return false;
-        };
-        let mut data = bytes.to_vec();
-        let Some(byte) = data.get_mut(bit / 8 % bytes.len().max(1)) else {
-            return false;
-        };
-        *byte ^= 1 << (bit % 8);
-        *bytes = Bytes::from(data);
-        true
     }
 }
 
@@ -192,6 +177,24 @@ impl ChunkStore for MemChunkStore {
             .unwrap_or(0);
         self.bytes.fetch_sub(freed, Ordering::Relaxed);
         Ok(freed)
+    }
+
+    fn flip_bit(&self, id: ChunkId, bit: usize) -> Result<bool> {
+        let mut versions = self.versions.lock();
+        let Some((bytes, _)) = versions
+            .get_mut(&id.version)
+            .and_then(|v| v.chunks.get_mut(&id.index))
+        else {
+            return Ok(false);
+        };
+        let mut data = bytes.to_vec();
+        let at = bit / 8 % data.len().max(1);
+        let Some(byte) = data.get_mut(at) else {
+            return Ok(false);
+        };
+        *byte ^= 1 << (bit % 8);
+        *bytes = Bytes::from(data);
+        Ok(true)
     }
 
     fn file(&self, _id: ChunkId) -> Option<(PathBuf, u64)> {
@@ -399,6 +402,23 @@ impl ChunkStore for FileChunkStore {
         Ok(freed)
     }
 
+    fn flip_bit(&self, id: ChunkId, bit: usize) -> Result<bool> {
+        let path = self.chunk_path(id);
+        let mut raw = match std::fs::read(&path) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        let body = raw.len().saturating_sub(DIGEST_LEN as usize);
+        if body == 0 {
+            return Ok(false);
+        }
+        let at = DIGEST_LEN as usize + bit / 8 % body;
+        raw[at] ^= 1 << (bit % 8);
+        self.write_atomically(&path, &[&raw])?;
+        Ok(true)
+    }
+
     fn file(&self, id: ChunkId) -> Option<(PathBuf, u64)> {
         let path = self.chunk_path(id);
         path.exists().then_some((path, DIGEST_LEN))
@@ -467,7 +487,7 @@ mod tests {
         store
             .put(id, b"abcd", chunk_digest(b"abcd"), &info())
             .unwrap();
-        assert!(store.flip_bit(id, 9));
+        assert!(store.flip_bit(id, 9).unwrap());
         assert!(matches!(
             store.get(id),
             Err(BlobError::DigestMismatch { .. })
@@ -491,10 +511,9 @@ mod tests {
         assert_eq!(store.stored_bytes(), 4);
         assert_eq!(store.get(id).unwrap().as_deref(), Some(&b"abcd"[..]));
         let (path, offset) = store.file(id).unwrap();
-        let mut raw = std::fs::read(&path).unwrap();
+        let raw = std::fs::read(&path).unwrap();
         assert_eq!(&raw[offset as usize..], b"abcd");
-        raw[offset as usize] ^= 4;
-        std::fs::write(&path, raw).unwrap();
+        assert!(store.flip_bit(id, 3).unwrap());
         assert!(matches!(
             store.get(id),
             Err(BlobError::DigestMismatch { .. })

@@ -2295,3 +2295,9 @@ mod admin_attacks;
 
 #[path = "resp/memory.rs"]
 mod memory;
+
+#[path = "resp/objects.rs"]
+mod objects;
+
+#[path = "resp/s3_endpoint.rs"]
+mod s3_endpoint;
