@@ -294,6 +294,7 @@ pub async fn serve(
     let cfg = &node.config.http;
     let limits = ConnLimits {
         max_connections: cfg.max_connections,
+        over_capacity: OVER_CAPACITY,
         header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
     };
@@ -312,6 +313,8 @@ pub async fn serve(
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnLimits {
     pub(crate) max_connections: usize,
+    /// The whole response a connection over `max_connections` gets before it is closed.
+    pub(crate) over_capacity: &'static [u8],
     pub(crate) header_timeout: Duration,
     pub(crate) idle: Duration,
 }
@@ -351,7 +354,7 @@ pub(crate) async fn serve_app(
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             conns.rejected.fetch_add(1, Ordering::Relaxed);
             // Never waits: a new socket's send buffer has room. Dropping closes it.
-            let _ = stream.try_write(OVER_CAPACITY);
+            let _ = stream.try_write(limits.over_capacity);
             continue;
         };
         let _ = stream.set_nodelay(true);

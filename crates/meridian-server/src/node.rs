@@ -302,6 +302,7 @@ pub async fn run(
     // request races a final flush.
     let background = CancellationToken::new();
     let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(node.objects.clone().run_gc(background.clone()));
     if node.cluster.is_none() {
         tasks.spawn(gc_loop(node.clone(), background.clone()));
         tasks.spawn(node.keyspace.clone().run_active_expiry(background.clone()));

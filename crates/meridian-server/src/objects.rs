@@ -30,6 +30,7 @@ use meridian_blob::admission::{
     Admission, AdmissionConfig, InflightBytes, TooManyTransfers, TransferClass, TransferPermit,
 };
 use meridian_blob::digest::{hex, md5};
+use meridian_blob::gc::{GcConfig, GcDecision, KeyState, decide};
 use meridian_blob::{
     BlobError, ChunkDigest, ChunkId, ChunkRef, ChunkStore, Manifest, ObjectHasher, ObjectMeta,
     Placement, VersionInfo, chunk_digest,
@@ -66,6 +67,14 @@ pub struct BlobConfig {
     /// A plain RESP `GET` of a large object returns it whole up to this size, and an error
     /// naming `BLOB.READ` above it (default 64 MiB).
     pub resp_get_max: u64,
+    /// Chunks of a version no manifest references any more are deleted this long after it
+    /// was replaced, ms (default 10 min: readers mid-stream finish). A single PUT may not
+    /// take longer (use multipart).
+    pub version_grace_ms: u64,
+    /// Chunks of uploads that never committed are deleted after this long, ms (default 1 h).
+    pub orphan_ttl_ms: u64,
+    /// How often the node looks for garbage chunks, ms (default 60 000).
+    pub gc_interval_ms: u64,
 }
 
 impl Default for BlobConfig {
@@ -81,6 +90,9 @@ impl Default for BlobConfig {
             max_queued: 1024,
             queue_timeout_ms: 30_000,
             resp_get_max: 64 << 20,
+            version_grace_ms: 600_000,
+            orphan_ttl_ms: 3_600_000,
+            gc_interval_ms: 60_000,
         }
     }
 }
@@ -114,6 +126,15 @@ impl BlobConfig {
         }
         if self.max_object == 0 {
             return Err("blob.max_object must be positive".into());
+        }
+        for (name, v) in [
+            ("version_grace_ms", self.version_grace_ms),
+            ("orphan_ttl_ms", self.orphan_ttl_ms),
+            ("gc_interval_ms", self.gc_interval_ms),
+        ] {
+            if !(1..=30 * 86_400_000).contains(&v) {
+                return Err(format!("blob.{name} must be 1 ms to 30 days, not {v}"));
+            }
         }
         self.admission().validate()
     }
@@ -608,10 +629,16 @@ impl Objects {
         let backend = self.backend.clone();
         let key = key.clone();
         let id = ChunkId { version, index };
-        async move {
+        // Spawned, so chunks travel while the body is still being read (the pipeline); a
+        // task outliving a failed upload only leaves an orphan chunk.
+        let task = tokio::spawn(async move {
             let r = backend.put_chunk(&key, id, digest, chunk).await;
             drop(permit);
             r
+        });
+        async move {
+            task.await
+                .map_err(|e| ObjectError::Body(format!("chunk upload task failed: {e}")))?
         }
     }
 
@@ -629,9 +656,19 @@ impl Objects {
         let _permit = self.admit().await?;
         let full = object_key(bucket, key);
         let version = self.new_id();
+        let started = self.now_us();
         let stored = self
             .store_body(&full, version, 0, self.cfg.threshold, body)
             .await?;
+        // Chunks older than the grace period that a newer write superseded may be collected:
+        // an upload that long could commit a manifest naming deleted chunks.
+        if self.now_us().saturating_sub(started) > self.cfg.version_grace_ms * 1000 {
+            return Err(ObjectError::Body(format!(
+                "the upload took longer than blob.version_grace_ms ({} ms); upload large \
+                 objects in parts (multipart)",
+                self.cfg.version_grace_ms
+            )));
+        }
         if content_md5.is_some_and(|m| m != stored.md5) {
             return Err(ObjectError::BadDigest("Content-MD5"));
         }
@@ -1116,6 +1153,115 @@ impl Objects {
             }
         }
         Ok(out)
+    }
+}
+
+/// What one garbage-collection pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GcPass {
+    /// Versions of chunks looked at.
+    pub versions: u64,
+    /// Versions deleted.
+    pub deleted: u64,
+    /// Bytes freed.
+    pub bytes_freed: u64,
+}
+
+impl Objects {
+    fn chunk_store(&self) -> Arc<dyn ChunkStore> {
+        match &self.backend {
+            Backend::Local { chunks, .. } => chunks.clone(),
+            Backend::Cluster(c) => c.node.chunk_store(),
+        }
+    }
+
+    /// The manifests a key holds now (every sibling), as garbage collection sees them.
+    async fn key_state(&self, key: &[u8]) -> KeyState {
+        let values: Vec<Bytes> = match &self.backend {
+            Backend::Local { keyspace, .. } => match keyspace.get(key) {
+                Ok(v) => v.into_iter().collect(),
+                Err(_) => return KeyState::Unknown,
+            },
+            Backend::Cluster(c) => {
+                use meridian_replication::dispatch::{Read, ReadOpts};
+                match c.dispatch.read(key, ReadOpts::Default).await {
+                    Ok(Read::Eventual(r)) => match r {
+                        meridian_replication::GetResult::Found { values, .. } => values,
+                        meridian_replication::GetResult::NotFound { .. } => Vec::new(),
+                    },
+                    Ok(Read::Timeline(r)) => r.value().cloned().into_iter().collect(),
+                    Ok(Read::Transactional { value, .. }) => value.into_iter().collect(),
+                    Err(_) => return KeyState::Unknown,
+                }
+            }
+        };
+        let mut manifests = Vec::with_capacity(values.len());
+        for v in &values {
+            match Manifest::decode(v) {
+                Ok(Some(m)) => manifests.push(m),
+                Ok(None) => {}
+                Err(_) => return KeyState::Unknown,
+            }
+        }
+        KeyState::from_manifests(&manifests)
+    }
+
+    /// One pass of chunk garbage collection on this node: every stored version old enough
+    /// to be garbage is checked against its key's manifests (and the key's open multipart
+    /// uploads, which keep all its unreferenced versions), and deleted when the rules of
+    /// `meridian_blob::gc` say so.
+    pub async fn collect_garbage(&self) -> ObjResult<GcPass> {
+        let store = self.chunk_store();
+        let versions = on_store(&store, |s| s.versions()).await?;
+        let cfg = GcConfig {
+            version_grace_us: self.cfg.version_grace_ms * 1000,
+            orphan_ttl_us: self.cfg.orphan_ttl_ms * 1000,
+        };
+        let now = self.now_us();
+        let mut pass = GcPass::default();
+        for (version, info) in versions {
+            pass.versions += 1;
+            if now.saturating_sub(info.created_us) < cfg.version_grace_us {
+                continue;
+            }
+            let state = self.key_state(&info.key).await;
+            let (bucket, key) = meridian_cluster::bucket_and_key(&info.key);
+            let bucket = std::str::from_utf8(bucket).unwrap_or_default();
+            let upload_open = match self.list_uploads(bucket, 10_000).await {
+                Ok(uploads) => uploads.iter().any(|(k, _, _)| &k[..] == key),
+                Err(_) => true,
+            };
+            if decide(&cfg, version, info.created_us, &state, upload_open, now)
+                == GcDecision::Delete
+            {
+                pass.bytes_freed += on_store(&store, move |s| s.delete_version(version)).await?;
+                pass.deleted += 1;
+            }
+        }
+        Ok(pass)
+    }
+
+    /// Runs [`Objects::collect_garbage`] every `blob.gc_interval_ms` until `stop`.
+    pub async fn run_gc(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let mut tick =
+            tokio::time::interval(std::time::Duration::from_millis(self.cfg.gc_interval_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            match self.collect_garbage().await {
+                Ok(p) if p.deleted > 0 => tracing::info!(
+                    deleted = p.deleted,
+                    bytes = p.bytes_freed,
+                    "chunk garbage collected"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "chunk garbage collection failed; will retry"),
+            }
+        }
     }
 }
 

@@ -67,6 +67,12 @@ const MAX_XML_BODY: usize = 1 << 20;
 /// Seconds a client is told to wait after `SlowDown` or `ServiceUnavailable`.
 const RETRY_AFTER_SECS: u64 = 1;
 
+/// What a connection over `s3.max_connections` gets before it is closed: S3's `SlowDown`.
+const OVER_CAPACITY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nconnection: close\r\n\
+retry-after: 1\r\ncontent-type: application/xml\r\ncontent-length: 157\r\n\r\n\
+<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>SlowDown</Code><Message>s3.max_connections \
+reached: retry later</Message><RequestId>0</RequestId></Error>";
+
 /// Serves the S3 API on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
@@ -76,6 +82,7 @@ pub async fn serve(
     let cfg = &node.config.s3;
     let limits = ConnLimits {
         max_connections: cfg.max_connections,
+        over_capacity: OVER_CAPACITY,
         header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
     };
@@ -1001,12 +1008,13 @@ async fn get_object(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<R
                 (StatusCode::PARTIAL_CONTENT, a, b)
             }
             Err(u) => {
-                let mut e = invalid(
+                let e = invalid(
                     S3Code::InvalidRange,
                     "The requested range is not satisfiable",
                 );
-                e.message = format!("{} ({})", e.message, u.content_range());
-                return Err(e);
+                let mut r = error_response(e, "", false);
+                put(r.headers_mut(), "content-range", &u.content_range());
+                return Ok(r);
             }
         },
         None => (StatusCode::OK, 0, size.saturating_sub(1)),
@@ -1111,4 +1119,23 @@ fn replication_error(e: &ReplicationError) -> S3Error {
         ErrorClass::Internal => S3Code::InternalError,
     };
     S3Error::new(code, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_over_capacity_response_is_well_formed() {
+        let text = std::str::from_utf8(OVER_CAPACITY).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(len, body.len());
+        assert!(body.contains("<Code>SlowDown</Code>"));
+    }
 }

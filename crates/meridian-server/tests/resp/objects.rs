@@ -217,6 +217,20 @@ async fn a_coordinator_dying_at_any_step_leaves_the_old_object() {
     o0.put("b", b"k", body(&old), Default::default(), None)
         .await
         .unwrap();
+    let stored = |c: &Embedded| -> u64 {
+        c.states
+            .iter()
+            .map(|s| {
+                s.cluster
+                    .as_ref()
+                    .unwrap()
+                    .node
+                    .chunk_store()
+                    .stored_bytes()
+            })
+            .sum()
+    };
+    let before = stored(&c);
     // A reader in the other DC sees the old object or the new one, whole, throughout.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let reader = {
@@ -265,6 +279,9 @@ async fn a_coordinator_dying_at_any_step_leaves_the_old_object() {
             );
         }
     }
+    // The crashed uploads did store chunks (they are orphans now), so the old object survived
+    // chunks of the new one being on the replicas, not their absence.
+    assert!(stored(&c) > before, "no crashed upload stored a chunk");
     o0.put("b", b"k", body(&new), Default::default(), None)
         .await
         .unwrap();
@@ -432,4 +449,106 @@ async fn without_a_queue_the_refused_transfers_fail_only_with_too_many_transfers
         .count();
     assert_eq!(ok, 480);
     assert_eq!(refused, 288, "every other failure must be TooManyTransfers");
+}
+
+/// Garbage collection on a node (invariant 7 at the service; the rule's model test is in
+/// `meridian_blob::gc`): a replaced version's chunks go `version_grace` after the
+/// replacement, never before; the live version's never; an abandoned upload's after
+/// `orphan_ttl`; an open multipart upload's parts not while it is open.
+#[tokio::test]
+async fn garbage_chunks_go_after_their_grace_periods_and_live_ones_never() {
+    use meridian_core::{ManualClock, Timestamp};
+    let clock = Arc::new(ManualClock::new(Timestamp(1_000_000_000)));
+    let dyn_clock: Arc<dyn Clock> = clock.clone();
+    let chunks = Arc::new(MemChunkStore::new());
+    let keyspace = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), dyn_clock.clone()));
+    let cfg = BlobConfig {
+        version_grace_ms: 10_000,
+        orphan_ttl_ms: 60_000,
+        ..small_chunks(64 << 10)
+    };
+    let o = Objects::new(
+        Backend::Local {
+            keyspace,
+            chunks: chunks.clone(),
+        },
+        cfg,
+        dyn_clock,
+        1,
+    );
+    use meridian_blob::ChunkStore;
+    let versions = || -> Vec<u128> {
+        chunks
+            .versions()
+            .unwrap()
+            .into_iter()
+            .map(|(v, _)| v)
+            .collect()
+    };
+    let d1 = data(1, 200_000);
+    let v1 = o
+        .put("b", b"k", body(&d1), Default::default(), None)
+        .await
+        .unwrap()
+        .version;
+    clock.advance(Duration::from_secs(1));
+    let d2 = data(2, 200_000);
+    let v2 = o
+        .put("b", b"k", body(&d2), Default::default(), None)
+        .await
+        .unwrap()
+        .version;
+    // An upload that never commits.
+    let asked = Arc::new(AtomicU64::new(0));
+    let pieces = vec![Bytes::from(data(3, 100_000))];
+    let orphan = {
+        let o = Arc::new(o);
+        let o2 = o.clone();
+        let t = tokio::spawn(async move {
+            o2.put(
+                "b",
+                b"k",
+                stalling_body(pieces, asked),
+                Default::default(),
+                None,
+            )
+            .await
+        });
+        while versions().len() < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        t.abort();
+        let _ = t.await;
+        o
+    };
+    let o = orphan;
+    let mpu = o
+        .create_upload("b", b"m", Default::default())
+        .await
+        .unwrap();
+    o.upload_part("b", b"m", mpu, 1, body(&data(4, 100_000)), None)
+        .await
+        .unwrap();
+    let all = versions();
+    assert_eq!(all.len(), 4);
+    // Inside every grace period: nothing goes.
+    clock.advance(Duration::from_secs(9));
+    assert_eq!(o.collect_garbage().await.unwrap().deleted, 0);
+    // Past the replaced version's grace: v1 only.
+    clock.advance(Duration::from_secs(2));
+    let pass = o.collect_garbage().await.unwrap();
+    assert_eq!(pass.deleted, 1);
+    assert!(!versions().contains(&v1) && versions().contains(&v2));
+    assert_eq!(read_all(&o, "b", "k").await.unwrap(), d2);
+    // Past the orphan TTL: the abandoned upload goes; the live version and the open upload's
+    // part stay.
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(o.collect_garbage().await.unwrap().deleted, 1);
+    assert_eq!(versions().len(), 2);
+    assert!(versions().contains(&v2));
+    assert_eq!(read_all(&o, "b", "k").await.unwrap(), d2);
+    // Once the upload is aborted its part is garbage too.
+    o.abort_upload("b", b"m", mpu).await.unwrap();
+    assert_eq!(o.collect_garbage().await.unwrap().deleted, 1);
+    assert_eq!(versions(), vec![v2]);
 }
