@@ -670,9 +670,17 @@ pub fn verify<K: KeyLookup + ?Sized>(
         )),
         (Some(h), false) => verify_header(parts, h, keys, now_epoch_secs),
         (None, true) => verify_presigned(parts, keys, now_epoch_secs),
+        (None, false) if query_has_param(parts.raw_query, "AWSAccessKeyId") => {
+            Err(S3Error::access_denied(SIGV2_REFUSED))
+        }
         (None, false) => Err(S3Error::access_denied("anonymous requests are not allowed")),
     }
 }
+
+/// The refusal of a Signature Version 2 request (`Authorization: AWS id:sig`, or a presigned
+/// URL with `AWSAccessKeyId`): what boto3 presigns with by default in us-east-1.
+const SIGV2_REFUSED: &str = "Signature Version 2 is not supported: sign with AWS Signature \
+                             Version 4 (boto3: Config(signature_version='s3v4'))";
 
 fn verify_header<K: KeyLookup + ?Sized>(
     parts: &RequestParts<'_>,
@@ -680,6 +688,9 @@ fn verify_header<K: KeyLookup + ?Sized>(
     keys: &K,
     now: i64,
 ) -> Result<Authenticated, S3Error> {
+    if auth.starts_with(b"AWS ") {
+        return Err(S3Error::new(S3Code::InvalidRequest, SIGV2_REFUSED));
+    }
     let a = parse_authorization(auth)?;
     // The request time: x-amz-date if present, else Date; it must be signed.
     let (timestamp, request_time) = if let Some(d) = header_str(parts.headers, "x-amz-date")? {
@@ -1670,5 +1681,28 @@ mod tests {
     fn debug_redacts_secrets() {
         let s = format!("{:?}", creds());
         assert!(!s.contains(SK));
+    }
+
+    #[test]
+    fn signature_version_2_is_refused_with_a_pointer_to_v4() {
+        let headers: Vec<Header<'_>> = vec![("host", b"h"), ("authorization", b"AWS AKID:c2ln")];
+        let parts = RequestParts {
+            method: "GET",
+            raw_path: "/b/k",
+            raw_query: None,
+            headers: &headers,
+        };
+        let keys: HashMap<String, String> = HashMap::new();
+        let e = verify(&parts, &keys, 0).unwrap_err();
+        assert_eq!(e.code, S3Code::InvalidRequest);
+        assert!(e.message.contains("Version 4"), "{}", e.message);
+        let parts = RequestParts {
+            method: "GET",
+            raw_path: "/b/k",
+            raw_query: Some("AWSAccessKeyId=AKID&Expires=1&Signature=c2ln"),
+            headers: &headers[..1],
+        };
+        let e = verify(&parts, &keys, 0).unwrap_err();
+        assert!(e.message.contains("s3v4"), "{}", e.message);
     }
 }
