@@ -52,6 +52,72 @@ impl ObjectHasher {
     }
 }
 
+/// An [`ObjectHasher`] whose two digests run on two blocking threads, fed the body's pieces
+/// (shared, not copied) as they arrive: MD5 and BLAKE3 cost more CPU than everything else an
+/// upload does, and on their own threads they overlap with receiving and storing the body.
+/// Worth it for large bodies only (two thread hand-offs per piece).
+pub struct ParallelHasher {
+    blake3: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    md5: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    blake3_done: tokio::task::JoinHandle<[u8; 32]>,
+    md5_done: tokio::task::JoinHandle<[u8; 16]>,
+    len: u64,
+}
+
+impl ParallelHasher {
+    /// Continues `hasher` (what it has seen stays counted) on two blocking threads.
+    pub fn start(hasher: ObjectHasher) -> ParallelHasher {
+        let (b3_tx, mut b3_rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
+        let (md5_tx, mut md5_rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
+        let ObjectHasher { blake3, md5, len } = hasher;
+        let blake3_done = tokio::task::spawn_blocking(move || {
+            let mut h = blake3;
+            while let Some(b) = b3_rx.blocking_recv() {
+                h.update(&b);
+            }
+            *h.finalize().as_bytes()
+        });
+        let md5_done = tokio::task::spawn_blocking(move || {
+            let mut h = md5;
+            while let Some(b) = md5_rx.blocking_recv() {
+                h.update(&b);
+            }
+            h.finalize().into()
+        });
+        ParallelHasher {
+            blake3: b3_tx,
+            md5: md5_tx,
+            blake3_done,
+            md5_done,
+            len,
+        }
+    }
+
+    /// Feeds the next bytes (waits while the threads are 32 pieces behind).
+    pub async fn update(&mut self, bytes: bytes::Bytes) {
+        self.len += bytes.len() as u64;
+        let _ = self.blake3.send(bytes.clone()).await;
+        let _ = self.md5.send(bytes).await;
+    }
+
+    /// Bytes seen so far.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether nothing has been fed yet.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// BLAKE3 and MD5 of everything fed; `None` if a hashing thread died.
+    pub async fn finish(self) -> Option<([u8; 32], [u8; 16])> {
+        drop(self.blake3);
+        drop(self.md5);
+        Some((self.blake3_done.await.ok()?, self.md5_done.await.ok()?))
+    }
+}
+
 /// Lower-case hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -85,5 +151,20 @@ mod tests {
         );
         assert_eq!(md5(b"abc"), m5);
         assert_ne!(chunk_digest(b"abc"), chunk_digest(b"abd"));
+    }
+
+    #[tokio::test]
+    async fn the_parallel_hasher_agrees_with_the_serial_one() {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let mut serial = ObjectHasher::new();
+        serial.update(&data);
+        let mut first = ObjectHasher::new();
+        first.update(&data[..1000]);
+        let mut p = ParallelHasher::start(first);
+        for piece in data[1000..].chunks(4096) {
+            p.update(bytes::Bytes::copy_from_slice(piece)).await;
+        }
+        assert_eq!(p.len(), data.len() as u64);
+        assert_eq!(p.finish().await, Some(serial.finish()));
     }
 }

@@ -29,7 +29,7 @@ use futures_util::stream::{FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 use meridian_blob::admission::{
     Admission, AdmissionConfig, InflightBytes, TooManyTransfers, TransferClass, TransferPermit,
 };
-use meridian_blob::digest::{hex, md5};
+use meridian_blob::digest::{ParallelHasher, hex, md5};
 use meridian_blob::gc::{GcConfig, GcDecision, KeyState, decide};
 use meridian_blob::{
     BlobError, ChunkDigest, ChunkId, ChunkRef, ChunkStore, Manifest, ObjectHasher, ObjectMeta,
@@ -543,25 +543,35 @@ impl Objects {
         mut body: ByteStream,
     ) -> ObjResult<Stored> {
         let cs = self.cfg.chunk_size as usize;
-        let mut hasher = ObjectHasher::new();
+        // Small bodies are hashed in place; once a body is chunked its digests move to their
+        // own threads (`ParallelHasher`), where they overlap with receiving and storing it.
+        let mut serial = Some(ObjectHasher::new());
+        let mut parallel: Option<ParallelHasher> = None;
+        let mut size = 0u64;
         let mut buf = BytesMut::new();
         let mut chunks: Vec<ChunkRef> = Vec::new();
         let mut index = first_index;
         let mut pending = FuturesUnordered::new();
-        let mut chunked = false;
         while let Some(item) = body.next().await {
             let bytes = item?;
-            hasher.update(&bytes);
-            if hasher.len() > self.cfg.max_object {
+            size += bytes.len() as u64;
+            if size > self.cfg.max_object {
                 return Err(ObjectError::TooLarge {
                     max: self.cfg.max_object,
                 });
             }
             buf.extend_from_slice(&bytes);
-            if !chunked && buf.len() as u64 <= inline_max {
-                continue;
+            match (&mut serial, &mut parallel) {
+                (Some(h), _) => h.update(&bytes),
+                (None, Some(p)) => p.update(bytes).await,
+                (None, None) => {}
             }
-            chunked = true;
+            if parallel.is_none() {
+                if buf.len() as u64 <= inline_max {
+                    continue;
+                }
+                parallel = serial.take().map(ParallelHasher::start);
+            }
             while buf.len() >= cs {
                 let chunk = buf.split_to(cs).freeze();
                 while pending.len() >= self.cfg.window {
@@ -578,9 +588,8 @@ impl Objects {
                 })?;
             }
         }
-        let size = hasher.len();
-        let (blake3, md5) = hasher.finish();
-        if !chunked {
+        let Some(p) = parallel else {
+            let (blake3, md5) = serial.map(ObjectHasher::finish).unwrap_or_default();
             return Ok(Stored {
                 chunks,
                 inline: Some(buf.freeze()),
@@ -588,7 +597,7 @@ impl Objects {
                 blake3,
                 md5,
             });
-        }
+        };
         if !buf.is_empty() {
             let chunk = buf.split().freeze();
             pending.push(
@@ -599,6 +608,10 @@ impl Objects {
         while let Some(r) = pending.next().await {
             r?;
         }
+        let (blake3, md5) = p
+            .finish()
+            .await
+            .ok_or_else(|| ObjectError::Body("a digest thread failed".into()))?;
         Ok(Stored {
             chunks,
             inline: None,
