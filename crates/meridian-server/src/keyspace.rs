@@ -116,6 +116,19 @@ pub enum KeyspaceError {
     /// A stored value is not in the keyspace's envelope format (written by something else).
     #[error("stored value is not a Meridian string value ({0})")]
     Corrupt(&'static str),
+    /// A string command that would read or change the bytes of a key holding a large
+    /// object (an object's manifest, see `resp::blob`); nothing was changed.
+    #[error(
+        "the key holds a large object ({size} bytes), which {cmd} does not apply to: read it \
+         with BLOB.READ key offset len, GET (up to blob.resp_get_max) or the S3 endpoint; SET \
+         or DEL replace it"
+    )]
+    LargeObject {
+        /// The command refused.
+        cmd: &'static str,
+        /// The object's size.
+        size: u64,
+    },
 }
 
 impl KeyspaceError {

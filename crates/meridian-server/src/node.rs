@@ -319,7 +319,8 @@ pub async fn run(
                 ..(&node.config.resp).into()
             },
             node.cluster.clone(),
-        ),
+        )
+        .with_objects(node.objects.clone()),
         shutdown.clone(),
     ));
     let http = tokio::spawn(crate::http::serve(

@@ -84,6 +84,16 @@ pub(crate) fn decode_version(v: Option<Version>) -> Result<Option<Entry>> {
 
 // ----- the commands, typed ---------------------------------------------------------------
 
+/// Refuses `cmd` on a key whose value is a large object's manifest (`resp::blob`); a plain
+/// value costs one byte comparison.
+#[inline]
+fn not_an_object(e: Option<&Entry>, cmd: &'static str) -> Result<()> {
+    match e.and_then(|e| crate::resp::blob::object_size(&e.data)) {
+        Some(size) => Err(KeyspaceError::LargeObject { cmd, size }),
+        None => Ok(()),
+    }
+}
+
 fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
     let e = v.load(key)?;
     v.count_read(key, e.is_some());
@@ -119,7 +129,10 @@ pub fn key_type<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<&'stati
 
 /// STRLEN.
 pub fn strlen<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    Ok(read(v, key)?.map_or(0, |e| e.data.len() as u64))
+    // A large object's length is the object's, not its manifest's.
+    Ok(read(v, key)?.map_or(0, |e| {
+        crate::resp::blob::object_size(&e.data).unwrap_or(e.data.len() as u64)
+    }))
 }
 
 /// GETRANGE with Redis's clamping of negative and out-of-range offsets.
@@ -132,6 +145,7 @@ pub fn getrange<V: StringView + ?Sized>(
     let Some(e) = read(v, key)? else {
         return Ok(Bytes::new());
     };
+    not_an_object(Some(&e), "GETRANGE")?;
     let len = e.data.len() as i64;
     if (start < 0 && end < 0 && start > end) || len == 0 {
         return Ok(Bytes::new());
@@ -205,6 +219,7 @@ pub fn set<V: StringView + ?Sized>(
     let current = if needs_read { v.load(key)? } else { None };
     if opts.get {
         v.count_read(key, current.is_some());
+        not_an_object(current.as_ref(), "GETSET or SET ... GET")?;
     }
     let previous = if opts.get {
         current.as_ref().map(|e| e.data.clone())
@@ -284,6 +299,7 @@ pub fn del<'k, V: StringView + ?Sized>(
 /// GETDEL.
 pub fn getdel<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
     let e = read(v, key)?;
+    not_an_object(e.as_ref(), "GETDEL")?;
     if e.is_some() {
         v.store(key, None)?;
     }
@@ -299,6 +315,7 @@ pub fn getex<V: StringView + ?Sized>(
     let Some(e) = read(v, key)? else {
         return Ok(None);
     };
+    not_an_object(Some(&e), "GETEX")?;
     match expiry {
         GetExExpiry::Unchanged => {}
         GetExExpiry::Persist => {
@@ -317,6 +334,7 @@ pub fn getex<V: StringView + ?Sized>(
 /// INCRBY (INCR, DECR): adds `delta` to the integer value (0 if missing), keeping the TTL.
 pub fn incr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
     let current = v.load(key)?;
+    not_an_object(current.as_ref(), "INCR/DECR/INCRBY/DECRBY")?;
     let (value, expiry) = match &current {
         Some(e) => (
             parse_i64(&e.data).ok_or(KeyspaceError::NotAnInteger)?,
@@ -347,6 +365,7 @@ pub fn decr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Res
 /// INCRBYFLOAT: returns the new value as stored.
 pub fn incr_by_float<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: f64) -> Result<Bytes> {
     let current = v.load(key)?;
+    not_an_object(current.as_ref(), "INCRBYFLOAT")?;
     let (value, expiry) = match &current {
         Some(e) => (
             parse_f64(&e.data).ok_or(KeyspaceError::NotAFloat)?,
@@ -372,6 +391,7 @@ pub fn incr_by_float<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: f64) 
 /// APPEND: returns the new length.
 pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> Result<u64> {
     let current = v.load(key)?;
+    not_an_object(current.as_ref(), "APPEND")?;
     let (old, expiry) = match &current {
         Some(e) => (&e.data[..], e.expiry),
         None => (&b""[..], None),
@@ -404,6 +424,7 @@ pub fn setrange<V: StringView + ?Sized>(
     }
     let offset = offset as usize;
     let current = v.load(key)?;
+    not_an_object(current.as_ref(), "SETRANGE")?;
     let old_len = current.as_ref().map_or(0, |e| e.data.len());
     if value.is_empty() {
         return Ok(old_len as u64);
@@ -478,7 +499,24 @@ pub(crate) fn exec_on_view(
 ) -> std::result::Result<(), CmdError> {
     let key = || args.get(1);
     match cmd {
-        Cmd::Get => reply.opt_bulk(get(view, key())?.as_deref()),
+        // A large object shows its bytes when the view holds them (inline); a chunked one
+        // needs the object service, which the async paths read before they get here.
+        Cmd::Get => match get(view, key())?.map(crate::resp::blob::shown_now) {
+            None => reply.null(),
+            Some(Ok(b)) => reply.bulk(&b),
+            Some(Err(size)) => return Err(crate::resp::blob::chunked_in_transaction(size)),
+        },
+        Cmd::BlobRead => {
+            use crate::resp::blob;
+            // The caller applies `blob.resp_get_max`; a view only serves bytes it holds.
+            let (offset, len) = blob::read_args(args, u64::MAX)?;
+            match get(view, key())?.map(blob::shown_now) {
+                None => reply.null(),
+                Some(Ok(b)) => reply.bulk(&blob::slice(&b, offset, len)),
+                Some(Err(size)) if blob::span(size, offset, len).is_none() => reply.bulk(b""),
+                Some(Err(size)) => return Err(blob::chunked_in_transaction(size)),
+            }
+        }
         Cmd::Set => {
             let opts = if args.len() == 3 {
                 SetOptions::default()
@@ -499,7 +537,8 @@ pub(crate) fn exec_on_view(
         Cmd::Mget => {
             reply.array(args.len() - 1);
             for k in args.iter_from(1) {
-                let v = get(view, k)?;
+                // A chunked large object is nil, as Redis's MGET shows another type.
+                let v = get(view, k)?.and_then(|v| crate::resp::blob::shown_now(v).ok());
                 reply.opt_bulk(v.as_deref());
             }
         }

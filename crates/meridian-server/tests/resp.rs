@@ -2301,3 +2301,6 @@ mod objects;
 
 #[path = "resp/s3_endpoint.rs"]
 mod s3_endpoint;
+
+#[path = "resp/blob_resp.rs"]
+mod blob_resp;

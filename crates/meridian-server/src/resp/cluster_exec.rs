@@ -42,6 +42,12 @@
 //! this module only parses arguments into its requests and formats its results, and the
 //! refusals that depend on the bucket type (`wrong_bucket_type`, `unsupported`) come from it.
 //!
+//! Large objects (`resp::blob`): `GET` of a key holding an object's manifest answers the
+//! object's bytes up to `blob.resp_get_max` (chunks read through the node's object
+//! service), `BLOB.READ key offset len` reads a range, `STRLEN` is the object's size, `MGET`
+//! shows a chunked object as nil. On transactional buckets both run over the transaction's
+//! snapshot view, which serves plain values and inline objects only.
+//!
 //! Errors: replication errors are written by [`crate::wire_error`] (`-ERR` for bad requests,
 //! `-UNAVAILABLE <code> need=.. got=..`, `-TRYAGAIN overload`, `-TIMEOUT need=.. ok=..`,
 //! `-CONFLICT version_mismatch current=<ver|none>`, `-UNAVAILABLE master_unavailable dc=<dc>
@@ -51,6 +57,8 @@
 
 use crate::cluster::{ClusterBackend, apply_option};
 use crate::metrics::Metrics;
+use crate::objects::Objects;
+use crate::resp::blob;
 use crate::resp::command::{Cmd, Group};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
@@ -100,21 +108,33 @@ pub(crate) async fn run(
     cmd: Cmd,
     args: Args<'_>,
     txn_session: &AtomicU64,
+    objects: Option<&Objects>,
 ) -> Option<Outcome> {
     // Transactional buckets serve every string command, each as one transaction.
     if crate::strings::handles(cmd) && args.len() > 1 && c.node.is_transactional(args.get(1)) {
+        if cmd == Cmd::BlobRead
+            && let Err(e) = blob::read_args(args, get_max(objects))
+        {
+            return Some(Err(blob::error_line(e)));
+        }
         crate::resp::cluster_txn::single(c, txn_session, cmd, args, reply).await;
         return Some(Ok(()));
     }
     let d = &c.dispatch;
     let out = match cmd {
         Cmd::Get => match d.get(args.get(1)).await {
+            // A large object's manifest starts with 0xFF: one comparison for other values;
+            // its (cold, boxed) read keeps this future small.
+            Ok(Some(v)) if v.first() == Some(&0xff) => {
+                Box::pin(large_get(c, m, reply, objects, args.get(1), v)).await
+            }
             Ok(v) => {
                 reply.opt_bulk(v.as_deref());
                 Ok(())
             }
             Err(e) => Err(repl(c, m, e)),
         },
+        Cmd::BlobRead => Box::pin(blob_read(c, m, reply, objects, args)).await,
         Cmd::Set if args.len() == 3 => match d.set(args.get(1), value(args.get(2))).await {
             Ok(()) => {
                 reply.ok();
@@ -168,7 +188,9 @@ pub(crate) async fn run(
                 }
             }
             reply.array(values.len());
-            for v in &values {
+            for v in values {
+                // A chunked large object is nil, as Redis's MGET shows another type.
+                let v = v.and_then(|v| blob::shown_now(v).ok());
                 reply.opt_bulk(v.as_deref());
             }
             Ok(())
@@ -193,7 +215,9 @@ pub(crate) async fn run(
                 Err(e) => return Some(Err(repl(c, m, e))),
             };
             match (cmd, v) {
-                (Cmd::Strlen, v) => reply.int(v.map_or(0, |v| v.len() as i64)),
+                (Cmd::Strlen, v) => reply.int(v.map_or(0, |v| {
+                    blob::object_size(&v).unwrap_or(v.len() as u64) as i64
+                })),
                 (Cmd::Type, Some(_)) => reply.simple(b"string"),
                 (Cmd::Type, None) => reply.simple(b"none"),
                 (_, Some(_)) => reply.int(-1),
@@ -297,6 +321,86 @@ pub(crate) async fn run(
         }
     };
     Some(out)
+}
+
+/// `blob.resp_get_max` of the node (the default without an object service).
+fn get_max(objects: Option<&Objects>) -> u64 {
+    objects.map_or_else(blob::default_get_max, |o| o.config().resp_get_max)
+}
+
+/// `GET` of a value starting with 0xFF: a large object's bytes up to `blob.resp_get_max`,
+/// or the value itself when it is no manifest.
+async fn large_get(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    objects: Option<&Objects>,
+    key: &[u8],
+    value: Bytes,
+) -> Outcome {
+    let Some(man) = blob::manifest(&value) else {
+        reply.bulk(&value);
+        return Ok(());
+    };
+    let max = get_max(objects);
+    if man.size > max {
+        return Err(Cow::Owned(blob::too_large(man.size, max)));
+    }
+    if man.chunks.is_empty() || man.size == 0 {
+        reply.bulk(man.inline.as_deref().unwrap_or_default());
+        return Ok(());
+    }
+    let last = man.size - 1;
+    let bytes = read_chunks(c, m, objects, key, std::sync::Arc::new(man), 0, last).await?;
+    reply.bulk(&bytes);
+    Ok(())
+}
+
+/// `BLOB.READ key offset len`.
+async fn blob_read(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    objects: Option<&Objects>,
+    args: Args<'_>,
+) -> Outcome {
+    let (offset, len) = blob::read_args(args, get_max(objects)).map_err(blob::error_line)?;
+    let Some(v) = c
+        .dispatch
+        .get(args.get(1))
+        .await
+        .map_err(|e| repl(c, m, e))?
+    else {
+        reply.null();
+        return Ok(());
+    };
+    match blob::shown(v) {
+        blob::Shown::Bytes(b) => reply.bulk(&blob::slice(&b, offset, len)),
+        blob::Shown::Chunked(man) => match blob::span(man.size, offset, len) {
+            None => reply.bulk(b""),
+            Some((first, last)) => {
+                let bytes = read_chunks(c, m, objects, args.get(1), man, first, last).await?;
+                reply.bulk(&bytes);
+            }
+        },
+    }
+    Ok(())
+}
+
+/// Bytes `first..=last` of the chunked object at `key`, through the object service.
+async fn read_chunks(
+    c: &ClusterBackend,
+    m: &Metrics,
+    objects: Option<&Objects>,
+    key: &[u8],
+    man: std::sync::Arc<meridian_blob::Manifest>,
+    first: u64,
+    last: u64,
+) -> Result<Bytes, Cow<'static, str>> {
+    let Some(objects) = objects else {
+        return Err(blob::no_service(man.size));
+    };
+    blob::read_chunked(objects, key, man, first, last, |e| repl(c, m, e)).await
 }
 
 /// `MERIDIAN.GET`, `TL.GETLATEST`, `TL.GETCRIT`: eventual → `[context, [values...]]` (nil

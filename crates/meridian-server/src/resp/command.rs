@@ -185,13 +185,16 @@ commands! {
     MeridianBegin "meridian.begin" -1 ["noscript" "fast"] 0 0 0;
     MeridianCommit "meridian.commit" 1 ["noscript"] 0 0 0;
     MeridianAbort "meridian.abort" 1 ["noscript" "fast"] 0 0 0;
+    BlobRead "blob.read" 4 ["readonly"] 1 1 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
 /// decide by (exhaustive, so a new command must be placed here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Group {
-    /// A data command on string values (`crate::strings` runs it over any view).
+    /// A data command on string values (`crate::strings` runs it over any view), large
+    /// objects' `BLOB.READ` included (`resp::blob`: the async paths read chunks, a view
+    /// serves what it holds).
     Strings,
     /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
     Keyspace,
@@ -213,9 +216,8 @@ impl Cmd {
             Get | Set | Del | Unlink | Exists | Touch | Mget | Mset | Msetnx | Incr | Decr
             | Incrby | Decrby | Incrbyfloat | Append | Strlen | Getdel | Getex | Getset
             | Getrange | Substr | Setrange | Setnx | Setex | Psetex | Expire | Pexpire
-            | Expireat | Pexpireat | Ttl | Pttl | Expiretime | Pexpiretime | Persist | Type => {
-                Group::Strings
-            }
+            | Expireat | Pexpireat | Ttl | Pttl | Expiretime | Pexpiretime | Persist | Type
+            | BlobRead => Group::Strings,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
@@ -243,6 +245,7 @@ mod tests {
         assert_eq!(Cmd::lookup(b"INCRBYFLOAT"), Some(Cmd::Incrbyfloat));
         assert_eq!(Cmd::lookup(b"nope"), None);
         assert_eq!(Cmd::lookup(b"TL.GETLATEST"), Some(Cmd::TlGetlatest));
+        assert_eq!(Cmd::lookup(b"blob.READ"), Some(Cmd::BlobRead));
         assert_eq!(Cmd::lookup(b"a-command-name-longer-than-the-buffer"), None);
         for (i, c) in Cmd::ALL.iter().enumerate() {
             assert_eq!(*c as usize, i);

@@ -8,7 +8,10 @@
 //! are answered in order.
 //!
 //! Single node: each request runs to completion before the next is parsed; its arguments
-//! are slices of the read buffer, never copied.
+//! are slices of the read buffer, never copied. The executor is synchronous; the one
+//! exception, a `GET` or `BLOB.READ` of a large object stored in chunks (`resp::blob`),
+//! leaves a deferred reply in the session, which the loop awaits here before it parses the
+//! next request.
 //!
 //! Cluster mode: a key command waits for a replication round (quorums across nodes, maybe
 //! across a WAN), so the key commands of one batch run concurrently, at most
@@ -121,8 +124,13 @@ pub(crate) async fn run(
                             if args.is_empty() {
                                 continue;
                             }
-                            let (stats, error, flow) =
+                            let (stats, mut error, flow) =
                                 exec::execute(ctx, &mut session, &mut reply, args);
+                            // A large object's chunks are read here, on the connection's
+                            // task, before the next request (replies stay in order).
+                            if let Some(deferred) = session.deferred.take() {
+                                error = exec::answer_deferred(&mut reply, deferred.0.await);
+                            }
                             let t1 = Instant::now();
                             stats.observe(t1 - t0, error);
                             t0 = t1;

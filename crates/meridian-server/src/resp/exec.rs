@@ -16,6 +16,7 @@
 use crate::cluster::ClusterBackend;
 use crate::keyspace::{KeyspaceError, glob_match, parse_i64};
 use crate::metrics::OpStats;
+use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
 use crate::resp::command::Cmd;
 use crate::resp::info;
@@ -52,6 +53,9 @@ pub(crate) struct Session {
     /// transactional bucket (0: none), its session token for read-your-commits. Shared with
     /// the connection's concurrent commands.
     pub(crate) txn_session: Arc<std::sync::atomic::AtomicU64>,
+    /// Single node: the reply of the last command when it must read a large object's
+    /// chunks (`resp::blob`); the connection awaits it before the next request.
+    pub(crate) deferred: Option<Deferred>,
     last_cmd: u8,
 }
 
@@ -62,6 +66,7 @@ impl Session {
             info,
             multi: MultiState::default(),
             txn_session: Arc::default(),
+            deferred: None,
             last_cmd: 0,
         }
     }
@@ -149,7 +154,8 @@ pub(crate) fn execute<'c>(
         }
     } else {
         match cmd {
-            Cmd::Get => get(ctx, reply, args),
+            Cmd::Get => get(ctx, session, reply, args),
+            Cmd::BlobRead => blob_read(ctx, session, reply, args),
             _ => other(ctx, session, reply, cmd, args, &mut flow),
         }
     };
@@ -243,7 +249,12 @@ fn run_queued(
     args: Args<'_>,
 ) -> CmdResult {
     match multi::queue_kind(cmd) {
-        Queue::Strings => crate::strings::exec_on_view(cmd, args, ov, reply),
+        Queue::Strings => {
+            if cmd == Cmd::BlobRead {
+                blob::read_args(args, ctx.blob_get_max())?;
+            }
+            crate::strings::exec_on_view(cmd, args, ov, reply)
+        }
         Queue::WholeKeyspace => match cmd {
             Cmd::Keys => {
                 let pattern = args.get(1);
@@ -358,6 +369,7 @@ pub(crate) async fn execute_cluster<'c>(
         cmd,
         args,
         &session.txn_session,
+        ctx.objects().map(|o| &**o),
     )
     .await
     {
@@ -394,6 +406,7 @@ pub(crate) async fn run_concurrent(
         cmd,
         args.get(),
         &txn_session,
+        ctx.objects().map(|o| &**o),
     )
     .await
     {
@@ -516,10 +529,102 @@ fn until_nul(b: &[u8]) -> &[u8] {
 }
 
 #[inline]
-fn get(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+fn get(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     let v = ctx.keyspace.get(args.get(1))?;
-    reply.opt_bulk(v.as_deref());
+    match v {
+        // A large object's manifest starts with 0xFF: one comparison for every other value.
+        Some(v) if v.first() == Some(&0xff) => large_get(ctx, session, reply, args.get(1), v),
+        v => {
+            reply.opt_bulk(v.as_deref());
+            Ok(())
+        }
+    }
+}
+
+/// GET of a value starting with 0xFF: a large object's bytes, up to `blob.resp_get_max`
+/// (chunks read by a deferred reply), or the value itself when it is no manifest.
+#[cold]
+fn large_get(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    key: &[u8],
+    value: Bytes,
+) -> CmdResult {
+    let Some(m) = blob::manifest(&value) else {
+        reply.bulk(&value);
+        return Ok(());
+    };
+    let max = ctx.blob_get_max();
+    if m.size > max {
+        return Err(raw(blob::too_large(m.size, max)));
+    }
+    if m.chunks.is_empty() || m.size == 0 {
+        reply.bulk(m.inline.as_deref().unwrap_or_default());
+        return Ok(());
+    }
+    let last = m.size - 1;
+    defer(ctx, session, key, Arc::new(m), 0, last)
+}
+
+/// `BLOB.READ key offset len` on a single node (outside MULTI).
+fn blob_read(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> CmdResult {
+    let (offset, len) = blob::read_args(args, ctx.blob_get_max())?;
+    let Some(v) = ctx.keyspace.get(args.get(1))? else {
+        reply.null();
+        return Ok(());
+    };
+    match blob::shown(v) {
+        Shown::Bytes(b) => reply.bulk(&blob::slice(&b, offset, len)),
+        Shown::Chunked(m) => match blob::span(m.size, offset, len) {
+            None => reply.bulk(b""),
+            Some((first, last)) => defer(ctx, session, args.get(1), m, first, last)?,
+        },
+    }
     Ok(())
+}
+
+/// Leaves the read of `first..=last` of the chunked object at `key` to the connection task
+/// (the executor is synchronous; the chunk store is read on the async path).
+fn defer(
+    ctx: &RespContext,
+    session: &mut Session,
+    key: &[u8],
+    m: Arc<meridian_blob::Manifest>,
+    first: u64,
+    last: u64,
+) -> CmdResult {
+    let objects = ctx
+        .objects()
+        .cloned()
+        .ok_or_else(|| CmdError::Raw(blob::no_service(m.size)))?;
+    let key = Bytes::copy_from_slice(key);
+    session.deferred = Some(Deferred(Box::pin(async move {
+        blob::read_chunked(&objects, &key, m, first, last, |e| {
+            Cow::Owned(format!("ERR {e}"))
+        })
+        .await
+    })));
+    Ok(())
+}
+
+/// Writes the outcome of a [`Deferred`] reply; returns whether it was an error.
+pub(crate) fn answer_deferred(reply: &mut Reply, outcome: Deferral) -> bool {
+    match outcome {
+        Ok(bytes) => {
+            reply.bulk(&bytes);
+            false
+        }
+        Err(msg) => {
+            reply.error(&msg);
+            true
+        }
+    }
 }
 
 fn other(

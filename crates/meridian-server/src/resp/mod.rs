@@ -16,6 +16,10 @@
 //! - `info`: the INFO text.
 //! - `cluster_cmd`: the Redis Cluster protocol (`CLUSTER SLOTS`/`SHARDS`/`NODES`/..., each
 //!   node describing the cluster from its own DC), `READONLY`, `READWRITE`, `ASKING`.
+//! - `blob`: large objects on RESP: `BLOB.READ key offset len`, and `GET`/`STRLEN` of a key
+//!   holding an object's manifest (its bytes, its size; never the manifest), the other
+//!   string commands refusing it; chunked reads deferred to the connection task on a
+//!   single node.
 //! - `cluster_exec`: key commands in cluster mode, parsed into requests of the dispatch
 //!   facade ([`meridian_replication::Dispatch`]) and formatted back (see the README's
 //!   cluster-mode semantics).
@@ -26,6 +30,7 @@
 //! stops accepting, lets every connection finish the requests it has read, and returns once
 //! all connections are closed.
 
+pub(crate) mod blob;
 mod cluster_cmd;
 mod cluster_exec;
 mod cluster_txn;

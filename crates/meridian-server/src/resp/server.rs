@@ -58,6 +58,9 @@ pub struct RespContext {
     pub(crate) keyspace: Arc<Keyspace>,
     /// Cluster mode: key commands go to this replication node instead of `keyspace`.
     pub(crate) cluster: Option<Arc<ClusterBackend>>,
+    /// The node's object service, which reads large objects' chunks for `GET` and
+    /// `BLOB.READ` (`resp::blob`); set once by [`RespContext::with_objects`].
+    objects: std::sync::OnceLock<Arc<crate::objects::Objects>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) config: RespConfig,
     /// Metrics handle per command, indexed by [`Cmd`].
@@ -104,6 +107,7 @@ impl RespContext {
         Arc::new(Self {
             keyspace,
             cluster,
+            objects: std::sync::OnceLock::new(),
             metrics,
             config,
             ops,
@@ -118,6 +122,28 @@ impl RespContext {
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
         })
+    }
+
+    /// Attaches the node's object service (over the same keyspace or cluster), so `GET` and
+    /// `BLOB.READ` serve large objects stored in chunks; without one they serve plain values
+    /// and inline objects only. Call it before serving; a second call changes nothing.
+    pub fn with_objects(self: Arc<Self>, objects: Arc<crate::objects::Objects>) -> Arc<Self> {
+        let _ = self.objects.set(objects);
+        self
+    }
+
+    /// The object service, when attached.
+    pub(crate) fn objects(&self) -> Option<&Arc<crate::objects::Objects>> {
+        self.objects.get()
+    }
+
+    /// `blob.resp_get_max`: the largest large-object reply of `GET` and `BLOB.READ`.
+    pub(crate) fn blob_get_max(&self) -> u64 {
+        self.objects
+            .get()
+            .map_or_else(crate::resp::blob::default_get_max, |o| {
+                o.config().resp_get_max
+            })
     }
 
     /// The keyspace served.

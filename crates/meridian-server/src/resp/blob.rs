@@ -1,0 +1,231 @@
+//! Large objects on RESP (spec `large-objects.md` §5): `BLOB.READ key offset len`, and what
+//! the string commands do with a key whose value is an object's manifest (objects written
+//! through the S3 endpoint live under `bucket:key` as manifests, see [`crate::objects`]).
+//!
+//! - `BLOB.READ key offset len`: `len` bytes of the object from `offset` (fewer at its end,
+//!   the empty string past it; nil when the key is absent), reading only the chunks that
+//!   range spans. On a plain string value it reads that value the same way. `offset` and
+//!   `len` must be non-negative integers (`-ERR value is not an integer or out of range`),
+//!   and `len` at most `blob.resp_get_max` (an error naming the limit otherwise).
+//! - `GET` of a manifest: the object's whole bytes (inline ones at once, chunked ones read
+//!   through the object service) up to `blob.resp_get_max`, above it `-ERR object is N bytes,
+//!   above blob.resp_get_max (M): read it with BLOB.READ key offset len or the S3 endpoint`.
+//!   Never the manifest's encoded bytes. `STRLEN` is the object's size; `MGET` shows an
+//!   inline object's bytes and a chunked one as nil (as Redis's MGET shows a key holding
+//!   another type); `TYPE`, `EXISTS`, `TTL`, `EXPIRE`, `PERSIST`, `DEL`, `SET` treat it as
+//!   any value (`SET` and `DEL` replace or remove the object; its chunks become garbage).
+//! - Every other string command that would read or change the bytes (`APPEND`, `SETRANGE`,
+//!   `GETRANGE`/`SUBSTR`, `INCR` and its family, `GETDEL`, `GETEX`, `GETSET`, `SET ... GET`)
+//!   is refused with an error saying the key holds a large object and what to use; nothing
+//!   is changed. (`GETRANGE` is refused rather than served: its negative offsets would need
+//!   the object's size first; `BLOB.READ` is its large-object form.)
+//!
+//! Where the bytes come from: on a single node the RESP executor is synchronous over the
+//! keyspace, so a read that needs chunks is handed back to the connection as a *deferred*
+//! reply ([`Deferred`]), which the connection task awaits in place (in request order)
+//! before it parses the next request; the chunk store runs on the blocking pool when it
+//! touches the disk, so no tokio worker waits on it. In cluster mode the key commands are
+//! async already (`cluster_exec`). Inside `MULTI`/`EXEC`, and on transactional buckets in
+//! cluster mode (whose commands run over a synchronous snapshot view), `GET` and
+//! `BLOB.READ` serve plain values and inline objects and refuse chunked ones (read them
+//! outside a transaction).
+//!
+//! The check costs nothing for ordinary values: a manifest starts with byte `0xFF`
+//! (`meridian_blob::MAGIC`), which is looked at before anything else.
+
+use crate::objects::{BlobConfig, ObjectError, ObjectHead, Objects};
+use crate::resp::exec::{CmdError, int_arg, raw};
+use crate::resp::request::Args;
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use meridian_blob::Manifest;
+use meridian_replication::ReplicationError;
+use std::borrow::Cow;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The manifest a stored value holds, if it is one. Plain values (the first byte is not
+/// `0xFF`) cost one comparison; a value that starts with the magic but does not decode is
+/// treated as a plain value.
+#[inline]
+pub(crate) fn manifest(value: &[u8]) -> Option<Manifest> {
+    if value.first() != Some(&0xff) {
+        return None;
+    }
+    Manifest::decode(value).ok().flatten()
+}
+
+/// The object size of a stored value that is a manifest.
+#[inline]
+pub(crate) fn object_size(value: &[u8]) -> Option<u64> {
+    manifest(value).map(|m| m.size)
+}
+
+/// What a stored value shows the string commands.
+pub(crate) enum Shown {
+    /// A plain value, or an inline object's bytes.
+    Bytes(Bytes),
+    /// An object whose bytes are in chunks.
+    Chunked(Arc<Manifest>),
+}
+
+/// What `value` shows: itself, an inline object's bytes, or a chunked object.
+#[inline]
+pub(crate) fn shown(value: Bytes) -> Shown {
+    match manifest(&value) {
+        None => Shown::Bytes(value),
+        Some(m) if m.chunks.is_empty() => Shown::Bytes(m.inline.unwrap_or_default()),
+        Some(m) => Shown::Chunked(Arc::new(m)),
+    }
+}
+
+/// The value `GET` and `MGET` show in a synchronous context: the bytes, or `None` for a
+/// chunked object (which only the async paths can read).
+#[inline]
+pub(crate) fn shown_now(value: Bytes) -> Result<Bytes, u64> {
+    match shown(value) {
+        Shown::Bytes(b) => Ok(b),
+        Shown::Chunked(m) => Err(m.size),
+    }
+}
+
+/// The largest reply `GET` and `BLOB.READ` give when no object service is attached.
+pub(crate) fn default_get_max() -> u64 {
+    BlobConfig::default().resp_get_max
+}
+
+/// `GET`'s error for an object above `blob.resp_get_max`.
+pub(crate) fn too_large(size: u64, max: u64) -> String {
+    format!(
+        "ERR object is {size} bytes, above blob.resp_get_max ({max}): read it with BLOB.READ \
+         key offset len or the S3 endpoint"
+    )
+}
+
+/// The error of `GET`/`BLOB.READ` reaching a chunked object where only the synchronous
+/// view is at hand (inside `MULTI`/`EXEC`, transactional buckets).
+pub(crate) fn chunked_in_transaction(size: u64) -> CmdError {
+    raw(format!(
+        "ERR the key holds a large object of {size} bytes stored in chunks, which a \
+         transaction cannot read: read it with BLOB.READ key offset len or GET outside \
+         MULTI/EXEC and transactional buckets, or through the S3 endpoint"
+    ))
+}
+
+/// The error when chunks are needed and the server has no object service.
+pub(crate) fn no_service(size: u64) -> Cow<'static, str> {
+    Cow::Owned(format!(
+        "ERR the key holds a large object of {size} bytes stored in chunks, and this server \
+         has no object service to read them"
+    ))
+}
+
+/// The error line of a [`CmdError`] (for the paths that answer lines).
+pub(crate) fn error_line(e: CmdError) -> Cow<'static, str> {
+    match e {
+        CmdError::Raw(msg) => msg,
+        CmdError::Keyspace(e) => Cow::Owned(format!("ERR {e}")),
+    }
+}
+
+/// `BLOB.READ`'s `offset` and `len`: non-negative integers, `len` at most `max`.
+pub(crate) fn read_args(args: Args<'_>, max: u64) -> Result<(u64, u64), CmdError> {
+    let offset = int_arg(args.get(2))?;
+    let len = int_arg(args.get(3))?;
+    if offset < 0 || len < 0 {
+        return Err(CmdError::Keyspace(
+            crate::keyspace::KeyspaceError::NotAnInteger,
+        ));
+    }
+    let len = len as u64;
+    if len > max {
+        return Err(raw(format!(
+            "ERR BLOB.READ len {len} is above blob.resp_get_max ({max}): read the object in \
+             smaller pieces"
+        )));
+    }
+    Ok((offset as u64, len))
+}
+
+/// The bytes `first..=last` that `offset`/`len` name in an object of `size` bytes, or
+/// `None` when that is nothing (`len` 0, or `offset` at or past the end).
+#[inline]
+pub(crate) fn span(size: u64, offset: u64, len: u64) -> Option<(u64, u64)> {
+    if len == 0 || offset >= size {
+        return None;
+    }
+    Some((offset, offset.saturating_add(len).min(size) - 1))
+}
+
+/// `BLOB.READ` of bytes already at hand.
+#[inline]
+pub(crate) fn slice(bytes: &Bytes, offset: u64, len: u64) -> Bytes {
+    match span(bytes.len() as u64, offset, len) {
+        Some((a, b)) => bytes.slice(a as usize..=b as usize),
+        None => Bytes::new(),
+    }
+}
+
+/// A reply the single-node connection awaits before the next request: the bytes of a
+/// chunked object's range, or the error line to answer.
+pub(crate) struct Deferred(pub(crate) Pin<Box<dyn Future<Output = Deferral> + Send>>);
+
+/// What a [`Deferred`] reply yields.
+pub(crate) type Deferral = Result<Bytes, Cow<'static, str>>;
+
+impl std::fmt::Debug for Deferred {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deferred")
+    }
+}
+
+/// Reads `first..=last` of the chunked object `m` stored at `key` through `objects`.
+/// `repl` formats a replication error (cluster mode counts it in the metrics).
+pub(crate) async fn read_chunked(
+    objects: &Objects,
+    key: &[u8],
+    m: Arc<Manifest>,
+    first: u64,
+    last: u64,
+    repl: impl Fn(ReplicationError) -> Cow<'static, str>,
+) -> Deferral {
+    // The object service names an object by bucket and key, and finds its chunks by
+    // `bucket:key` (`objects::object_key`): the RESP key split at its first ':'.
+    let (bucket, rest) = meridian_cluster::bucket_and_key(key);
+    let Ok(bucket) = std::str::from_utf8(bucket) else {
+        return Err(Cow::Borrowed(
+            "ERR the key's bucket is not UTF-8 text: its large object cannot be read",
+        ));
+    };
+    let want = (last - first + 1) as usize;
+    let head = ObjectHead { manifest: m };
+    let mut stream = objects
+        .read(bucket, rest, &head, first, last)
+        .await
+        .map_err(|e| object_error(e, &repl))?;
+    let mut out = BytesMut::with_capacity(want);
+    while let Some(piece) = stream.next().await {
+        out.extend_from_slice(&piece.map_err(|e| object_error(e, &repl))?);
+    }
+    if out.len() != want {
+        return Err(Cow::Owned(format!(
+            "ERR the large object's chunks held {} bytes of the {want} asked for",
+            out.len()
+        )));
+    }
+    Ok(out.freeze())
+}
+
+/// The RESP error line of an object-service failure.
+fn object_error(
+    e: ObjectError,
+    repl: &impl Fn(ReplicationError) -> Cow<'static, str>,
+) -> Cow<'static, str> {
+    match e {
+        ObjectError::Replication(r) => repl(r),
+        ObjectError::TooManyTransfers(t) => Cow::Owned(format!("TRYAGAIN {t}")),
+        ObjectError::NoSuchKey => Cow::Borrowed("ERR no such key"),
+        other => Cow::Owned(format!("ERR {other}")),
+    }
+}
