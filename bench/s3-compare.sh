@@ -9,7 +9,8 @@
 # directory with `dav_methods PUT`. Each round uploads the same SIZE_MIB file with `curl -T`
 # (to Meridian signed with `--aws-sigv4`) and downloads it to /dev/null, nginx and Meridian in
 # an order that alternates per round; prints each figure, medians and the Meridian/nginx
-# ratios, and checks the downloaded bytes' MD5 against the file once per server. Then
+# ratios, and checks the downloaded bytes' MD5 against the file once per server
+# (MD5_ETAG=false runs the node with `[blob] md5_etag = false`). Then
 # RANGE_READS reads of 64 KiB at seeded random offsets over one keep-alive connection per
 # server (Python's http.client; Meridian's requests presigned once with SigV4), p50/p99 each.
 # Installs nginx-core and curl from Debian when missing; results go to bench/out.
@@ -61,7 +62,9 @@ http {
 EOF
 "$nginx_bin" -c "$work/nginx/nginx.conf" -p "$work/nginx" -g 'daemon off;' &
 npid=$!
-"$bin" node --resp "127.0.0.1:$((port + 2))" --http "127.0.0.1:$((port + 3))" \
+# MD5_ETAG=false: ETags are BLAKE3s, so uploads skip MD5 (`[blob] md5_etag`).
+printf '[blob]\nmd5_etag = %s\n' "${MD5_ETAG:-true}" >"$work/meridian.toml"
+"$bin" node --config "$work/meridian.toml" --resp "127.0.0.1:$((port + 2))" --http "127.0.0.1:$((port + 3))" \
   --s3 "127.0.0.1:$port" --s3-key "$key:$secret" \
   --engine fjall --data-dir "$work/meridian" --fsync everysec >"$out/s3-meridian.log" 2>&1 &
 mpid=$!

@@ -58,18 +58,22 @@ impl ObjectHasher {
 /// Worth it for large bodies only (two thread hand-offs per piece).
 pub struct ParallelHasher {
     blake3: tokio::sync::mpsc::Sender<bytes::Bytes>,
-    md5: tokio::sync::mpsc::Sender<bytes::Bytes>,
+    md5: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
     blake3_done: tokio::task::JoinHandle<[u8; 32]>,
-    md5_done: tokio::task::JoinHandle<[u8; 16]>,
+    md5_done: Option<tokio::task::JoinHandle<[u8; 16]>>,
     len: u64,
 }
 
 impl ParallelHasher {
-    /// Continues `hasher` (what it has seen stays counted) on two blocking threads.
-    pub fn start(hasher: ObjectHasher) -> ParallelHasher {
+    /// Continues `hasher` (what it has seen stays counted) on blocking threads: BLAKE3 on
+    /// one, MD5 on another unless `md5` is false (then [`ParallelHasher::finish`] has none).
+    pub fn start(hasher: ObjectHasher, md5: bool) -> ParallelHasher {
         let (b3_tx, mut b3_rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
-        let (md5_tx, mut md5_rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
-        let ObjectHasher { blake3, md5, len } = hasher;
+        let ObjectHasher {
+            blake3,
+            md5: md5_state,
+            len,
+        } = hasher;
         let blake3_done = tokio::task::spawn_blocking(move || {
             let mut h = blake3;
             while let Some(b) = b3_rx.blocking_recv() {
@@ -77,13 +81,19 @@ impl ParallelHasher {
             }
             *h.finalize().as_bytes()
         });
-        let md5_done = tokio::task::spawn_blocking(move || {
-            let mut h = md5;
-            while let Some(b) = md5_rx.blocking_recv() {
-                h.update(&b);
-            }
-            h.finalize().into()
-        });
+        let (md5_tx, md5_done) = if md5 {
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
+            let done = tokio::task::spawn_blocking(move || {
+                let mut h = md5_state;
+                while let Some(b) = rx.blocking_recv() {
+                    h.update(&b);
+                }
+                h.finalize().into()
+            });
+            (Some(tx), Some(done))
+        } else {
+            (None, None)
+        };
         ParallelHasher {
             blake3: b3_tx,
             md5: md5_tx,
@@ -93,11 +103,13 @@ impl ParallelHasher {
         }
     }
 
-    /// Feeds the next bytes (waits while the threads are 32 pieces behind).
+    /// Feeds the next bytes (waits while a thread is 32 pieces behind).
     pub async fn update(&mut self, bytes: bytes::Bytes) {
         self.len += bytes.len() as u64;
-        let _ = self.blake3.send(bytes.clone()).await;
-        let _ = self.md5.send(bytes).await;
+        if let Some(m) = &self.md5 {
+            let _ = m.send(bytes.clone()).await;
+        }
+        let _ = self.blake3.send(bytes).await;
     }
 
     /// Bytes seen so far.
@@ -110,11 +122,16 @@ impl ParallelHasher {
         self.len == 0
     }
 
-    /// BLAKE3 and MD5 of everything fed; `None` if a hashing thread died.
-    pub async fn finish(self) -> Option<([u8; 32], [u8; 16])> {
+    /// BLAKE3 and (when started with it) MD5 of everything fed; `None` if a hashing
+    /// thread died.
+    pub async fn finish(self) -> Option<([u8; 32], Option<[u8; 16]>)> {
         drop(self.blake3);
         drop(self.md5);
-        Some((self.blake3_done.await.ok()?, self.md5_done.await.ok()?))
+        let md5 = match self.md5_done {
+            Some(h) => Some(h.await.ok()?),
+            None => None,
+        };
+        Some((self.blake3_done.await.ok()?, md5))
     }
 }
 
@@ -160,11 +177,14 @@ mod tests {
         serial.update(&data);
         let mut first = ObjectHasher::new();
         first.update(&data[..1000]);
-        let mut p = ParallelHasher::start(first);
-        for piece in data[1000..].chunks(4096) {
-            p.update(bytes::Bytes::copy_from_slice(piece)).await;
+        let (b3, m5) = serial.finish();
+        for md5 in [true, false] {
+            let mut p = ParallelHasher::start(first.clone(), md5);
+            for piece in data[1000..].chunks(4096) {
+                p.update(bytes::Bytes::copy_from_slice(piece)).await;
+            }
+            assert_eq!(p.len(), data.len() as u64);
+            assert_eq!(p.finish().await, Some((b3, md5.then_some(m5))));
         }
-        assert_eq!(p.len(), data.len() as u64);
-        assert_eq!(p.finish().await, Some(serial.finish()));
     }
 }

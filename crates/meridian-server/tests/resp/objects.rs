@@ -552,3 +552,54 @@ async fn garbage_chunks_go_after_their_grace_periods_and_live_ones_never() {
     assert_eq!(o.collect_garbage().await.unwrap().deleted, 1);
     assert_eq!(versions(), vec![v2]);
 }
+
+/// `blob.md5_etag = false`: the ETag is the quoted BLAKE3 (not mistakable for an MD5), a
+/// client's Content-MD5 is still checked, and multipart uploads still complete.
+#[tokio::test]
+async fn without_md5_etags_the_etag_is_the_blake3_and_content_md5_is_still_checked() {
+    let o = local(BlobConfig {
+        md5_etag: false,
+        ..small_chunks(64 << 10)
+    });
+    let d = data(9, 300_000);
+    let m = o
+        .put("b", b"k", body(&d), Default::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(m.meta.s3_etag, format!("\"{}\"", blake3::hash(&d).to_hex()));
+    let md5 = meridian_blob::digest::md5(&d);
+    o.put("b", b"k2", body(&d), Default::default(), Some(md5))
+        .await
+        .unwrap();
+    let mut wrong = md5;
+    wrong[0] ^= 1;
+    assert!(matches!(
+        o.put("b", b"k3", body(&d), Default::default(), Some(wrong))
+            .await,
+        Err(ObjectError::BadDigest(_))
+    ));
+    assert!(matches!(
+        o.head("b", b"k3").await,
+        Err(ObjectError::NoSuchKey)
+    ));
+    let part = meridian_server::objects::MIN_PART_SIZE as usize;
+    let d = data(10, part + 5);
+    let id = o
+        .create_upload("b", b"mp", Default::default())
+        .await
+        .unwrap();
+    let e1 = o
+        .upload_part("b", b"mp", id, 1, body(&d[..part]), None)
+        .await
+        .unwrap();
+    let e2 = o
+        .upload_part("b", b"mp", id, 2, body(&d[part..]), None)
+        .await
+        .unwrap();
+    let m = o
+        .complete_upload("b", b"mp", id, &[(1, e1), (2, e2)])
+        .await
+        .unwrap();
+    assert!(m.meta.s3_etag.ends_with("-2\""), "{}", m.meta.s3_etag);
+    assert_eq!(read_all(&o, "b", "mp").await.unwrap(), d);
+}
