@@ -10,6 +10,8 @@
 //!   quorum parameters (eventual buckets) or read modes and versions (timeline buckets);
 //!   `GET /cluster`, `GET /buckets`, `PUT /buckets/{name}`, `GET|PUT /wan`,
 //!   `POST /timeline/force-master`, `GET /balance`, `PUT /balance/service-model`.
+//! - Large objects under `/b/{bucket}/{key}` (see `http_blob`): streamed `PUT` with an
+//!   optional `Content-Digest`, `GET`/`HEAD` with one `Range`, `DELETE`.
 //!
 //! Keys are the percent-decoded path after `/kv/`, so any byte string (slashes included) is a
 //! key. Every error is JSON `{"error":{"code":"STABLE_CODE","message":"..."}}`; codes never
@@ -172,6 +174,8 @@ pub fn router(node: Arc<NodeState>) -> Router {
             max_body,
             refuse_long_bodies,
         ))
+        // After the body limits above, which must not apply to object uploads.
+        .merge(crate::http_blob::routes())
         .layer(axum::middleware::map_response(json_errors))
         .with_state(state)
 }

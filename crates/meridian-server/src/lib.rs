@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod http;
+mod http_blob;
 mod http_cluster;
 pub mod identity;
 pub mod keyspace;

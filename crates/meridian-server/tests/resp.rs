@@ -2304,3 +2304,6 @@ mod s3_endpoint;
 
 #[path = "resp/blob_resp.rs"]
 mod blob_resp;
+
+#[path = "resp/http_blob.rs"]
+mod http_blob;
