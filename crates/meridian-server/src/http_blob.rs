@@ -161,6 +161,7 @@ fn object_error(s: &HttpState, e: ObjectError, slot: Option<&Slot>) -> ApiError 
         }
         ObjectError::Blob(b) => internal("STORAGE_ERROR", b.to_string()),
         ObjectError::Keyspace(k) => internal("STORAGE_ERROR", k),
+        ObjectError::Unsupported(m) => bad("UNSUPPORTED", m),
         // Multipart errors: not reachable from these routes.
         e @ (ObjectError::NoSuchUpload
         | ObjectError::InvalidPart(_)

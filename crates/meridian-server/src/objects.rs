@@ -204,6 +204,10 @@ pub enum ObjectError {
     /// The single node's keyspace failed.
     #[error("{0}")]
     Keyspace(String),
+    /// What the request asks is not served on this bucket (the message says why and what to
+    /// use instead).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl From<KeyspaceError> for ObjectError {
@@ -320,7 +324,18 @@ impl Backend {
     /// may follow.
     async fn list(&self, start: Bytes, end: Bytes, limit: usize) -> ObjResult<(Vec<Listed>, bool)> {
         match self {
-            Backend::Cluster(c) => Ok(c.node.blob_list(&start, &end, limit).await?),
+            Backend::Cluster(c) => {
+                // Listings scan the replicas' eventual objects; timeline records and
+                // transactional versions live in other key spaces.
+                let ty = c.node.bucket_type(&start);
+                if ty != meridian_replication::BucketType::Eventual {
+                    return Err(ObjectError::Unsupported(format!(
+                        "listing the keys of a {ty} bucket is not supported yet (objects in \
+                         it are read and written by key); list an eventual bucket"
+                    )));
+                }
+                Ok(c.node.blob_list(&start, &end, limit).await?)
+            }
             Backend::Local { keyspace, .. } => {
                 let mut out = Vec::new();
                 let mut from = Bound::Included(start);

@@ -1107,6 +1107,7 @@ fn object_error(e: ObjectError, slot: Option<&Arc<Mutex<Option<S3Error>>>>) -> S
         ObjectError::Replication(r) => replication_error(&r),
         ObjectError::Blob(b) => internal(b.to_string()),
         ObjectError::Keyspace(k) => internal(k),
+        ObjectError::Unsupported(m) => invalid(S3Code::NotImplemented, m),
     }
 }
 

@@ -603,3 +603,47 @@ async fn without_md5_etags_the_etag_is_the_blake3_and_content_md5_is_still_check
     assert!(m.meta.s3_etag.ends_with("-2\""), "{}", m.meta.s3_etag);
     assert_eq!(read_all(&o, "b", "mp").await.unwrap(), d);
 }
+
+/// Objects in a timeline bucket are stored and read with the bucket's protocol, but a listing
+/// (which scans the replicas' eventual objects) is refused rather than shown empty.
+#[tokio::test]
+async fn a_timeline_bucket_holds_objects_and_refuses_listings() {
+    let mut cfg = EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::from_millis(2),
+        intra_dc: LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        buckets: [(
+            "tl".to_owned(),
+            meridian_replication::BucketProps::timeline(),
+        )]
+        .into(),
+        ..EmbeddedConfig::default()
+    };
+    cfg.node.blob = small_chunks(64 << 10);
+    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let d = data(12, 200_000);
+    c.states[0]
+        .objects
+        .put("tl", b"k", body(&d), Default::default(), None)
+        .await
+        .unwrap();
+    // Timeline reads are read-any: the other DC sees the object once its record arrives.
+    let mut seen = false;
+    for _ in 0..500 {
+        if let Ok(got) = read_all(&c.states[2].objects, "tl", "k").await {
+            assert_eq!(got, d);
+            seen = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(seen, "the other DC never saw the timeline object");
+    let listed = c.states[1].objects.list("tl", b"", None, 10).await;
+    assert!(
+        matches!(&listed, Err(ObjectError::Unsupported(m)) if m.contains("timeline")),
+        "{listed:?}"
+    );
+    c.shutdown().await;
+}
