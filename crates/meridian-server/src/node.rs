@@ -161,10 +161,20 @@ impl NodeState {
             maxmemory: self.keyspace.maxmemory(),
             evicted_keys: self.keyspace.stats().evicted_keys,
         };
-        match &self.cluster {
+        let mut out = match &self.cluster {
             None => self.metrics.render(engine),
             Some(c) => self.metrics.render_cluster(engine, &replication_gauges(c)),
+        };
+        // The object service's series go before the exposition's closing `# EOF`.
+        let closed = out.ends_with("# EOF\n");
+        if closed {
+            out.truncate(out.len() - "# EOF\n".len());
         }
+        self.objects.render_metrics(&mut out);
+        if closed {
+            out.push_str("# EOF\n");
+        }
+        out
     }
 
     /// A JSON summary of the node for `GET /status`.

@@ -41,6 +41,7 @@ use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Settings of the object service (`[blob]` in a node's configuration).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -483,6 +484,11 @@ pub struct Objects {
     inflight: InflightBytes,
     clock: Arc<dyn meridian_core::Clock>,
     ids: parking_lot::Mutex<rand_chacha::ChaCha8Rng>,
+    /// Object bytes received (uploads) and sent (downloads), for `/metrics`.
+    bytes_in: AtomicU64,
+    bytes_out: Arc<AtomicU64>,
+    /// Chunk versions deleted by garbage collection.
+    gc_deleted: AtomicU64,
 }
 
 impl std::fmt::Debug for Objects {
@@ -521,6 +527,9 @@ impl Objects {
             cfg,
             clock,
             ids: parking_lot::Mutex::new(rand_chacha::ChaCha8Rng::seed_from_u64(seed)),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: Arc::new(AtomicU64::new(0)),
+            gc_deleted: AtomicU64::new(0),
         }
     }
 
@@ -609,6 +618,7 @@ impl Objects {
                 })?;
             }
         }
+        self.bytes_in.fetch_add(size, Ordering::Relaxed);
         let Some(mut p) = parallel else {
             let mut h = ObjectHasher::new();
             h.update(&buf);
@@ -826,7 +836,12 @@ impl Objects {
                 }
             }
         });
-        Ok(Box::pin(stream))
+        let sent = self.bytes_out.clone();
+        Ok(Box::pin(stream.inspect(move |r| {
+            if let Ok(b) = r {
+                sent.fetch_add(b.len() as u64, Ordering::Relaxed);
+            }
+        })))
     }
 
     /// DeleteObject (absent keys are fine, as in S3). Its chunks are garbage once no reader
@@ -1198,6 +1213,91 @@ impl Objects {
     }
 }
 
+impl Objects {
+    /// The object service's series in Prometheus text (spec §7 metrics): transfers active,
+    /// queued, admitted and refused by class, time spent queued, bytes in flight, object bytes
+    /// in and out, chunk bytes stored, chunk versions collected.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write;
+        let a = self.admission.stats();
+        let classes = meridian_blob::admission::TransferClass::ALL;
+        let mut family = |name: &str, kind: &str, help: &str, values: &[u64]| {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (c, v) in classes.iter().zip(values) {
+                let _ = writeln!(out, "{name}{{class=\"{}\"}} {v}", c.as_str());
+            }
+        };
+        let usize_to = |v: [usize; 3]| v.map(|x| x as u64);
+        family(
+            "meridian_blob_active",
+            "gauge",
+            "Transfers running, by class.",
+            &usize_to(a.active),
+        );
+        family(
+            "meridian_blob_queued",
+            "gauge",
+            "Transfers waiting for a slot, by class.",
+            &usize_to(a.queued),
+        );
+        family(
+            "meridian_blob_admitted_total",
+            "counter",
+            "Transfers admitted, by class.",
+            &a.admitted_total,
+        );
+        family(
+            "meridian_blob_rejected_total",
+            "counter",
+            "Transfers refused with TooManyTransfers, by class.",
+            &a.rejected_total,
+        );
+        let scalar = |out: &mut String, name: &str, kind: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"
+            );
+        };
+        scalar(
+            out,
+            "meridian_blob_queue_wait_us_total",
+            "counter",
+            "Time transfers spent queued, microseconds.",
+            a.queue_wait_us_total,
+        );
+        scalar(
+            out,
+            "meridian_blob_inflight_bytes",
+            "gauge",
+            "Chunk bytes in flight.",
+            self.inflight.in_use(),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP meridian_blob_bytes_total Object bytes received and sent.\n\
+             # TYPE meridian_blob_bytes_total counter\n\
+             meridian_blob_bytes_total{{dir=\"in\"}} {}\n\
+             meridian_blob_bytes_total{{dir=\"out\"}} {}",
+            self.bytes_in.load(Ordering::Relaxed),
+            self.bytes_out.load(Ordering::Relaxed)
+        );
+        scalar(
+            out,
+            "meridian_blob_stored_bytes",
+            "gauge",
+            "Chunk bytes this node stores.",
+            self.chunk_store().stored_bytes(),
+        );
+        scalar(
+            out,
+            "meridian_blob_gc_deleted_total",
+            "counter",
+            "Chunk versions deleted by garbage collection.",
+            self.gc_deleted.load(Ordering::Relaxed),
+        );
+    }
+}
+
 /// What one garbage-collection pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GcPass {
@@ -1278,6 +1378,7 @@ impl Objects {
             {
                 pass.bytes_freed += on_store(&store, move |s| s.delete_version(version)).await?;
                 pass.deleted += 1;
+                self.gc_deleted.fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(pass)

@@ -8,8 +8,9 @@
 //!   and [`Node::blob_put_chunk`] returns only after the bucket's W replicas did;
 //! - [`Node::blob_get_chunk`] returns bytes only if they match the digest the manifest names:
 //!   a copy that fails the check (at rest: the replica deletes it and says so; on the wire:
-//!   the coordinator sees it) is skipped, the next replica asked, and the bad replica is sent
-//!   the good bytes;
+//!   the coordinator sees it) is skipped, the next replica asked, and the bad replica — or a
+//!   replica of the key that lacks the chunk (down while it was written) — is sent the good
+//!   bytes (read repair of chunks);
 //! - [`Node::blob_list`] asks, for every partition, one up replica (this DC's first) and
 //!   merges their sorted pages, cutting the result where a replica's page ended, so a listing
 //!   never skips a key a replica holds.
@@ -302,6 +303,7 @@ impl Node {
         digest: ChunkDigest,
     ) -> Result<Bytes> {
         let (mut nodes, _, timeout) = self.chunk_targets(key);
+        let replicas = nodes.clone();
         if let Some(i) = nodes.iter().position(|&n| n == self.id()) {
             nodes.swap(0, i);
         } else {
@@ -338,6 +340,11 @@ impl Node {
                     tracing::warn!(peer = %n, chunk = ?id, "a chunk arrived failing its digest");
                 }
                 Msg::Blob(BlobMsg::Chunk { corrupt: true, .. }) => damaged.push(n),
+                // A replica without the chunk (down while it was written, or wiped): read
+                // repair, as for a corrupt copy.
+                Msg::Blob(BlobMsg::Chunk { bytes: None, .. }) if replicas.contains(&n) => {
+                    damaged.push(n)
+                }
                 _ => {}
             }
         }

@@ -348,6 +348,25 @@ async fn a_chunk_corrupted_at_rest_is_served_from_another_replica_and_repaired()
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(repaired, "the corrupt copy was not replaced by a good one");
+    // A replica that lost the chunk altogether (down while it was written, wiped) gets it
+    // back the same way when it is read.
+    assert!(store.remove(id).unwrap());
+    assert_eq!(
+        read_all(&c.states[holder].objects, "b", "c").await.unwrap(),
+        d
+    );
+    let mut restored = false;
+    for _ in 0..200 {
+        if let Ok(Some(_)) = store.get(id) {
+            restored = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        restored,
+        "the missing chunk was not restored by read repair"
+    );
     c.shutdown().await;
 }
 

@@ -731,6 +731,23 @@ async fn signed_round_trips_with_ranges_over_several_chunks() {
             r.s3_error(416, "InvalidRange");
         }
     }
+    // The object service's series in /metrics count what went through it.
+    let text = node.state.render_metrics();
+    assert!(text.ends_with("# EOF\n"));
+    let value = |series: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{series} missing from /metrics"))
+    };
+    let total: u64 = [0, 1, CS - 1, CS, CS + 1, 10 * CS + 7]
+        .iter()
+        .map(|&s| s as u64)
+        .sum();
+    assert!(value("meridian_blob_bytes_total{dir=\"in\"} ") >= total);
+    assert!(value("meridian_blob_bytes_total{dir=\"out\"} ") >= total);
+    assert!(value("meridian_blob_admitted_total{class=\"client\"} ") > 0);
+    assert_eq!(value("meridian_blob_active{class=\"client\"} "), 0);
+    assert!(value("meridian_blob_stored_bytes ") > 0);
     node.stop().await;
 }
 
