@@ -465,6 +465,8 @@ struct Member {
     dc: u32,
     resp: SocketAddr,
     http: SocketAddr,
+    /// The node's S3 endpoint.
+    s3: SocketAddr,
     /// With `--processes`: the node's process.
     pid: Option<u32>,
 }
@@ -473,6 +475,8 @@ struct Member {
 struct Up {
     child: Child,
     members: Vec<Member>,
+    /// The S3 access key `up` made for the run (id, secret), when none was given.
+    s3_key: Option<(String, String)>,
 }
 
 impl Up {
@@ -488,6 +492,7 @@ impl Up {
             .expect("spawn meridian up");
         let rx = lines_of(child.stdout.take().unwrap());
         let mut members = Vec::new();
+        let mut s3_key = None;
         loop {
             let Ok(line) = rx.recv_timeout(Duration::from_secs(120)) else {
                 let _ = child.kill();
@@ -495,16 +500,29 @@ impl Up {
                 panic!("the cluster never became ready");
             };
             if line.starts_with("ready") {
-                return Up { child, members };
+                return Up {
+                    child,
+                    members,
+                    s3_key,
+                };
             }
+            // `S3 access key for this run: ID  secret: SECRET`, before the table.
+            if let Some(rest) = line.strip_prefix("S3 access key for this run: ") {
+                let f: Vec<&str> = rest.split_whitespace().collect();
+                assert_eq!(f.len(), 3, "{line}");
+                s3_key = Some((f[0].to_owned(), f[2].to_owned()));
+                continue;
+            }
+            // NAME DC RESP HTTP S3 [PID]
             let f: Vec<&str> = line.split_whitespace().collect();
-            if (4..=5).contains(&f.len()) && f[0] != "NAME" {
+            if (5..=6).contains(&f.len()) && f[0] != "NAME" {
                 members.push(Member {
                     name: f[0].to_owned(),
                     dc: f[1].parse().unwrap(),
                     resp: f[2].parse().unwrap(),
                     http: f[3].parse().unwrap(),
-                    pid: f.get(4).map(|p| p.parse().unwrap()),
+                    s3: f[4].parse().unwrap(),
+                    pid: f.get(5).map(|p| p.parse().unwrap()),
                 });
             }
         }
@@ -628,6 +646,18 @@ fn up_serves_a_two_dc_cluster_over_resp_and_http() {
     let (mut a, mut b) = (up.redis(0), up.redis(1));
 
     set_here_get_there_and_resolve_siblings(&mut a, &mut b);
+
+    // Every node serves S3; `up` made and printed a key, and unsigned requests are refused.
+    let (id, secret) = up.s3_key.clone().expect("up prints the S3 key it made");
+    assert!(
+        id.starts_with("MRDN") && secret.len() >= 16,
+        "{id} {secret}"
+    );
+    for m in &up.members {
+        let (status, body) = http(m.s3, "GET", "/", &[], b"");
+        assert_eq!(status, 403, "{}", String::from_utf8_lossy(&body));
+        assert!(String::from_utf8_lossy(&body).contains("<Code>AccessDenied</Code>"));
+    }
 
     // Read-modify-write commands are refused clearly; the connection stays usable.
     let err = redis::cmd("INCR")

@@ -10,6 +10,7 @@
 //! through the service's S3 key space read here; and an object put on one DC read on the
 //! other. No test asserts how long anything takes: waits poll, bounded by generous timeouts.
 
+use super::s3_endpoint::{Response, fill, read_response};
 use base64::Engine;
 use bytes::Bytes;
 use meridian_blob::ObjectMeta;
@@ -23,7 +24,7 @@ use rand_chacha::ChaCha8Rng;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
@@ -57,36 +58,16 @@ fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
     v
 }
 
-/// A response as read off the wire.
-#[derive(Debug)]
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+/// The API's JSON answers, on the raw client's responses.
+trait ApiResponse {
+    fn json(&self) -> serde_json::Value;
+    fn error(&self, status: u16, code: &str) -> &Self;
 }
 
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-
+impl ApiResponse for Response {
     fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("{e}: not JSON: {}", self.text()))
-    }
-
-    /// Asserts this status.
-    #[track_caller]
-    fn ok(&self, status: u16) -> &Self {
-        assert_eq!(self.status, status, "{:?}: {}", self.headers, self.text());
-        self
     }
 
     /// Asserts the API's JSON error with this status and code.
@@ -95,115 +76,6 @@ impl Response {
         assert_eq!(self.status, status, "{:?}: {}", self.headers, self.text());
         assert_eq!(self.json()["error"]["code"], code, "{}", self.text());
         self
-    }
-}
-
-fn head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n")
-}
-
-/// Reads more bytes into `buf`; `false` at EOF (or a reset).
-async fn fill(s: &mut (impl AsyncReadExt + Unpin), buf: &mut Vec<u8>) -> bool {
-    let mut tmp = [0u8; 16 << 10];
-    match s.read(&mut tmp).await {
-        Ok(0) | Err(_) => false,
-        Ok(n) => {
-            buf.extend_from_slice(&tmp[..n]);
-            true
-        }
-    }
-}
-
-/// Reads one response (`head`: the request was a HEAD, so no body follows).
-async fn read_response(s: &mut (impl AsyncReadExt + Unpin), head: bool) -> Response {
-    let mut buf = Vec::new();
-    tokio::time::timeout(PATIENCE, read_response_inner(s, &mut buf, head))
-        .await
-        .unwrap_or_else(|_| {
-            panic!(
-                "no response in time; got {:?}",
-                String::from_utf8_lossy(&buf)
-            )
-        })
-}
-
-async fn read_response_inner(
-    s: &mut (impl AsyncReadExt + Unpin),
-    buf: &mut Vec<u8>,
-    head: bool,
-) -> Response {
-    let end = loop {
-        if let Some(e) = head_end(buf) {
-            break e;
-        }
-        assert!(
-            fill(s, buf).await,
-            "connection closed before a response: {:?}",
-            String::from_utf8_lossy(buf)
-        );
-    };
-    let head_text = String::from_utf8(buf[..end].to_vec()).expect("ASCII head");
-    let mut lines = head_text.split("\r\n");
-    let status_line = lines.next().unwrap();
-    assert!(status_line.starts_with("HTTP/1.1 "), "{status_line}");
-    let status: u16 = status_line[9..12].parse().unwrap();
-    let headers: Vec<(String, String)> = lines
-        .map(|l| {
-            let (n, v) = l.split_once(':').expect("header line");
-            (n.trim().to_ascii_lowercase(), v.trim().to_owned())
-        })
-        .collect();
-    let mut rest = buf.split_off(end + 4);
-    let get = |name: &str| {
-        headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.clone())
-    };
-    let body = if head || status == 204 || status == 304 {
-        Vec::new()
-    } else if get("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
-        let mut body = Vec::new();
-        loop {
-            let line_end = loop {
-                if let Some(i) = rest.windows(2).position(|w| w == b"\r\n") {
-                    break i;
-                }
-                assert!(fill(s, &mut rest).await, "EOF in a chunk size line");
-            };
-            let line = String::from_utf8_lossy(&rest[..line_end]).into_owned();
-            let size = usize::from_str_radix(line.split(';').next().unwrap().trim(), 16)
-                .unwrap_or_else(|_| panic!("bad chunk size line {line:?}"));
-            rest.drain(..line_end + 2);
-            if size == 0 {
-                break;
-            }
-            while rest.len() < size + 2 {
-                assert!(fill(s, &mut rest).await, "EOF in a chunk");
-            }
-            body.extend_from_slice(&rest[..size]);
-            rest.drain(..size + 2);
-        }
-        body
-    } else if let Some(len) = get("content-length") {
-        let len: usize = len.parse().unwrap();
-        while rest.len() < len {
-            assert!(
-                fill(s, &mut rest).await,
-                "EOF after {} of {len} body bytes",
-                rest.len()
-            );
-        }
-        rest.truncate(len);
-        rest
-    } else {
-        while fill(s, &mut rest).await {}
-        rest
-    };
-    Response {
-        status,
-        headers,
-        body,
     }
 }
 

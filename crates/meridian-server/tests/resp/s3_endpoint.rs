@@ -84,27 +84,27 @@ fn xml_one(body: &[u8], tag: &str) -> Option<String> {
 
 /// A response as read off the wire.
 #[derive(Debug)]
-struct Response {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(super) struct Response {
+    pub(super) status: u16,
+    pub(super) headers: Vec<(String, String)>,
+    pub(super) body: Vec<u8>,
 }
 
 impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(super) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
     }
 
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// Asserts a success status.
     #[track_caller]
-    fn ok(&self, status: u16) -> &Self {
+    pub(super) fn ok(&self, status: u16) -> &Self {
         assert_eq!(self.status, status, "{self:?}: {}", self.text());
         self
     }
@@ -135,7 +135,7 @@ fn head_end(buf: &[u8]) -> Option<usize> {
 }
 
 /// Reads more bytes into `buf`; `false` at EOF (or a reset).
-async fn fill(s: &mut (impl AsyncReadExt + Unpin), buf: &mut Vec<u8>) -> bool {
+pub(super) async fn fill(s: &mut (impl AsyncReadExt + Unpin), buf: &mut Vec<u8>) -> bool {
     let mut tmp = [0u8; 16 << 10];
     match s.read(&mut tmp).await {
         Ok(0) | Err(_) => false,
@@ -147,7 +147,7 @@ async fn fill(s: &mut (impl AsyncReadExt + Unpin), buf: &mut Vec<u8>) -> bool {
 }
 
 /// Reads one response (`head`: the request was a HEAD, so no body follows).
-async fn read_response(s: &mut (impl AsyncReadExt + Unpin), head: bool) -> Response {
+pub(super) async fn read_response(s: &mut (impl AsyncReadExt + Unpin), head: bool) -> Response {
     let mut buf = Vec::new();
     tokio::time::timeout(PATIENCE, read_response_inner(s, &mut buf, head))
         .await
