@@ -81,6 +81,10 @@ pub struct BlobConfig {
     pub orphan_ttl_ms: u64,
     /// How often the node looks for garbage chunks, ms (default 60 000).
     pub gc_interval_ms: u64,
+    /// How often every stored chunk is read back and checked, ms (default 30 days).
+    pub scrub_interval_ms: u64,
+    /// How fast a scrub reads, bytes per second (default 16 MiB/s).
+    pub scrub_bytes_per_sec: u64,
 }
 
 impl Default for BlobConfig {
@@ -100,6 +104,8 @@ impl Default for BlobConfig {
             version_grace_ms: 600_000,
             orphan_ttl_ms: 3_600_000,
             gc_interval_ms: 60_000,
+            scrub_interval_ms: 30 * 86_400_000,
+            scrub_bytes_per_sec: 16 << 20,
         }
     }
 }
@@ -142,6 +148,15 @@ impl BlobConfig {
             if !(1..=30 * 86_400_000).contains(&v) {
                 return Err(format!("blob.{name} must be 1 ms to 30 days, not {v}"));
             }
+        }
+        if !(1..=365 * 86_400_000).contains(&self.scrub_interval_ms) {
+            return Err(format!(
+                "blob.scrub_interval_ms must be 1 ms to 365 days, not {}",
+                self.scrub_interval_ms
+            ));
+        }
+        if self.scrub_bytes_per_sec == 0 {
+            return Err("blob.scrub_bytes_per_sec must be positive".into());
         }
         self.admission().validate()
     }
@@ -1298,6 +1313,19 @@ impl Objects {
     }
 }
 
+/// What one scrub pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScrubPass {
+    /// Chunks looked at.
+    pub chunks: u64,
+    /// Bytes read back and verified.
+    pub bytes: u64,
+    /// Copies that failed their digest (deleted).
+    pub corrupt: u64,
+    /// Of those, how many were fetched again from healthy replicas.
+    pub repaired: u64,
+}
+
 /// What one garbage-collection pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GcPass {
@@ -1319,33 +1347,120 @@ impl Objects {
 
     /// The manifests a key holds now (every sibling), as garbage collection sees them.
     async fn key_state(&self, key: &[u8]) -> KeyState {
+        match self.manifests_of(key).await {
+            Some(manifests) => KeyState::from_manifests(&manifests),
+            None => KeyState::Unknown,
+        }
+    }
+
+    /// The manifests a key holds now (every sibling); `None` when the read fails or a value
+    /// does not decode (garbage collection then keeps everything of the key).
+    async fn manifests_of(&self, key: &[u8]) -> Option<Vec<Manifest>> {
         let values: Vec<Bytes> = match &self.backend {
-            Backend::Local { keyspace, .. } => match keyspace.get(key) {
-                Ok(v) => v.into_iter().collect(),
-                Err(_) => return KeyState::Unknown,
-            },
+            Backend::Local { keyspace, .. } => keyspace.get(key).ok()?.into_iter().collect(),
             Backend::Cluster(c) => {
                 use meridian_replication::dispatch::{Read, ReadOpts};
-                match c.dispatch.read(key, ReadOpts::Default).await {
-                    Ok(Read::Eventual(r)) => match r {
-                        meridian_replication::GetResult::Found { values, .. } => values,
-                        meridian_replication::GetResult::NotFound { .. } => Vec::new(),
-                    },
-                    Ok(Read::Timeline(r)) => r.value().cloned().into_iter().collect(),
-                    Ok(Read::Transactional { value, .. }) => value.into_iter().collect(),
-                    Err(_) => return KeyState::Unknown,
+                match c.dispatch.read(key, ReadOpts::Default).await.ok()? {
+                    Read::Eventual(meridian_replication::GetResult::Found { values, .. }) => values,
+                    Read::Eventual(meridian_replication::GetResult::NotFound { .. }) => Vec::new(),
+                    Read::Timeline(r) => r.value().cloned().into_iter().collect(),
+                    Read::Transactional { value, .. } => value.into_iter().collect(),
                 }
             }
         };
         let mut manifests = Vec::with_capacity(values.len());
         for v in &values {
-            match Manifest::decode(v) {
-                Ok(Some(m)) => manifests.push(m),
-                Ok(None) => {}
-                Err(_) => return KeyState::Unknown,
+            if let Some(m) = Manifest::decode(v).ok()? {
+                manifests.push(m);
             }
         }
-        KeyState::from_manifests(&manifests)
+        Some(manifests)
+    }
+
+    /// One scrub pass (spec §8): every chunk this node stores is read back and checked
+    /// against its digest, at most `blob.scrub_bytes_per_sec`. A corrupt copy is deleted and,
+    /// in a cluster, read again through the replicas, whose read repair stores a good copy
+    /// here (the digest comes from the key's manifest; a chunk no manifest names yet — an
+    /// open upload's — is only deleted, and its upload will fail its completion's check).
+    pub async fn scrub(&self) -> ObjResult<ScrubPass> {
+        let store = self.chunk_store();
+        let versions = on_store(&store, |s| s.versions()).await?;
+        let rate = self.cfg.scrub_bytes_per_sec.max(1);
+        let started = tokio::time::Instant::now();
+        let mut pass = ScrubPass::default();
+        for (version, info) in versions {
+            let indexes = on_store(&store, move |s| s.indexes(version)).await?;
+            for index in indexes {
+                let id = ChunkId { version, index };
+                pass.chunks += 1;
+                match on_store(&store, move |s| s.get(id)).await {
+                    Ok(Some(b)) => pass.bytes += b.len() as u64,
+                    Ok(None) => {}
+                    Err(ObjectError::Blob(BlobError::DigestMismatch { .. })) => {
+                        pass.corrupt += 1;
+                        tracing::warn!(chunk = ?id, "scrub: a stored chunk failed its digest");
+                        on_store(&store, move |s| s.remove(id)).await?;
+                        if self.refetch_chunk(&info.key, id).await {
+                            pass.repaired += 1;
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+                // Paced: never ahead of `rate` bytes per second since the pass started.
+                let due =
+                    std::time::Duration::from_micros(pass.bytes.saturating_mul(1_000_000) / rate);
+                let elapsed = started.elapsed();
+                if due > elapsed {
+                    tokio::time::sleep(due - elapsed).await;
+                }
+            }
+        }
+        Ok(pass)
+    }
+
+    /// Reads chunk `id` of `key`'s object through its replicas (so the read's repair puts a
+    /// good copy back on this node); whether it was found.
+    async fn refetch_chunk(&self, key: &Bytes, id: ChunkId) -> bool {
+        let Backend::Cluster(c) = &self.backend else {
+            return false;
+        };
+        let Some(manifests) = self.manifests_of(key).await else {
+            return false;
+        };
+        let Some(chunk) = manifests
+            .iter()
+            .flat_map(|m| m.chunks.iter())
+            .find(|c| c.version == id.version && c.index == id.index)
+        else {
+            return false;
+        };
+        c.node.blob_get_chunk(key, id, chunk.digest).await.is_ok()
+    }
+
+    /// Runs [`Objects::scrub`] every `blob.scrub_interval_ms` until `stop`.
+    pub async fn run_scrub(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let mut tick =
+            tokio::time::interval(std::time::Duration::from_millis(self.cfg.scrub_interval_ms));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            let pass = tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => tokio::select! {
+                    _ = stop.cancelled() => return,
+                    p = self.scrub() => p,
+                },
+            };
+            match pass {
+                Ok(p) => tracing::info!(
+                    chunks = p.chunks,
+                    corrupt = p.corrupt,
+                    repaired = p.repaired,
+                    "scrub pass done"
+                ),
+                Err(e) => tracing::warn!(error = %e, "scrub pass failed; will retry"),
+            }
+        }
     }
 
     /// One pass of chunk garbage collection on this node: every stored version old enough
