@@ -81,8 +81,9 @@ pub(crate) fn decode_exact<T: DeserializeOwned>(frame: &[u8]) -> Result<T, NetEr
 /// Magic number opening every handshake frame ("MRDN").
 pub const HELLO_MAGIC: u32 = 0x4d52_444e;
 
-/// Version of the wire protocol spoken by this build (2: authenticated handshake).
-pub const PROTOCOL_VERSION: u16 = 2;
+/// Version of the wire protocol spoken by this build (2: authenticated handshake; 3: a
+/// CRC32C in every frame header).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// Checks a handshake frame's magic number and protocol version.
 fn check_header(what: &str, magic: u32, version: u16) -> Result<(), NetError> {
