@@ -50,6 +50,21 @@ impl FrameCodec {
     }
 }
 
+/// One frame as it goes on the wire (header and body): for tools and tests that speak to a
+/// node without the codec.
+pub fn encode_frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    out.extend_from_slice(&CRC32C.checksum(body).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// Whether `body` matches the CRC32C of a frame header.
+pub fn body_matches(crc: u32, body: &[u8]) -> bool {
+    CRC32C.checksum(body) == crc
+}
+
 impl Default for FrameCodec {
     fn default() -> Self {
         Self::new(DEFAULT_MAX_FRAME)

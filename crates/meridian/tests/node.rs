@@ -862,10 +862,17 @@ fn config_value(text: &str, key: &str) -> String {
 
 /// One length-prefixed frame from a raw peer connection; `None` once the node hung up.
 fn read_peer_frame(s: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).ok()?;
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    // Length, CRC32C, body (meridian_net::frame).
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head).ok()?;
+    let len = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let crc = u32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+    let mut body = vec![0u8; len];
     s.read_exact(&mut body).ok()?;
+    assert!(
+        meridian_net::frame::body_matches(crc, &body),
+        "a frame failed its CRC32C"
+    );
     Some(body)
 }
 
@@ -888,8 +895,8 @@ fn peer_links_need_the_runs_secret(config: &Path) {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let challenge = Challenge::decode(&read_peer_frame(&mut s).unwrap()).unwrap();
         let hello = Hello::new(meridian_core::NodeId(2), &challenge, secret).encode();
-        s.write_all(&(hello.len() as u32).to_be_bytes()).unwrap();
-        s.write_all(&hello).unwrap();
+        s.write_all(&meridian_net::frame::encode_frame(&hello))
+            .unwrap();
         read_peer_frame(&mut s).map(|f| Welcome::decode(&f).unwrap())
     };
     assert!(
