@@ -930,13 +930,17 @@ fn up_requires_its_password_on_every_front_end() {
             .unwrap()
             .get_connection()
             .unwrap();
-        let _: () = redis::cmd("SET").arg("k").arg("v").query(&mut c).unwrap();
-        let (status, _) = http(m.http, "GET", "/kv/k", &[], b"");
+        // A key per node: blind SETs of one key through several coordinators in quick
+        // succession may be concurrent, and a GET would then answer their siblings (300).
+        let key = format!("k-{}", m.name);
+        let _: () = redis::cmd("SET").arg(&key).arg("v").query(&mut c).unwrap();
+        let path = format!("/kv/{key}");
+        let (status, _) = http(m.http, "GET", &path, &[], b"");
         assert_eq!(status, 401, "{}: HTTP without the password", m.name);
         let (status, body) = http(
             m.http,
             "GET",
-            "/kv/k",
+            &path,
             &["Authorization: Bearer s3cret-pass"],
             b"",
         );
