@@ -7,6 +7,7 @@
 
 use crate::NetError;
 use crate::auth::{ClusterSecret, Nonce, Proof, Role};
+use crate::payload::Payload;
 use bytes::Bytes;
 use meridian_core::NodeId;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -34,7 +35,8 @@ pub enum Kind {
     OneWay,
 }
 
-/// One message on the wire: its kind, its sender, and the application body.
+/// One message on the wire: its kind, its sender, the application body, and an optional
+/// out-of-band [`Payload`] that travels after the frame instead of inside it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope<M> {
     /// Request, response or one-way.
@@ -43,28 +45,66 @@ pub struct Envelope<M> {
     pub from: NodeId,
     /// The application message.
     pub body: M,
+    /// Bulk bytes sent beside the message (never part of its postcard encoding: on TCP they
+    /// follow the frame, their length in its first four bytes).
+    #[serde(skip)]
+    pub payload: Option<Payload>,
 }
 
-/// Encodes `env` with postcard, refusing results longer than `max` bytes.
+impl<M> Envelope<M> {
+    /// An envelope without a payload.
+    pub fn new(kind: Kind, from: NodeId, body: M) -> Self {
+        Self {
+            kind,
+            from,
+            body,
+            payload: None,
+        }
+    }
+}
+
+/// Length of the prefix of every frame body: the length of the payload that follows the
+/// frame (big-endian `u32`, 0 for none).
+pub const PAYLOAD_PREFIX: usize = 4;
+
+/// Encodes `env` into a frame body: the payload length, then the postcard encoding. Refuses
+/// a body or payload longer than `max` bytes.
 pub fn encode<M: Serialize>(env: &Envelope<M>, max: usize) -> Result<Bytes, NetError> {
-    let bytes = postcard::to_allocvec(env)?;
-    if bytes.len() > max {
+    let payload = env.payload.as_ref().map_or(0, |p| p.len());
+    if payload > max as u64 {
         return Err(NetError::FrameTooLarge {
-            len: bytes.len(),
+            len: usize::try_from(payload).unwrap_or(usize::MAX),
             max,
         });
     }
-    Ok(Bytes::from(bytes))
+    let mut out = (payload as u32).to_be_bytes().to_vec();
+    let out = postcard::to_extend(env, std::mem::take(&mut out))?;
+    if out.len() > max {
+        return Err(NetError::FrameTooLarge {
+            len: out.len(),
+            max,
+        });
+    }
+    Ok(Bytes::from(out))
 }
 
-/// Decodes one envelope from a whole frame; trailing bytes are an error.
-pub fn decode<M: DeserializeOwned>(frame: &[u8]) -> Result<Envelope<M>, NetError> {
-    decode_exact(frame)
+/// Decodes one frame body: the envelope (without its payload) and the length of the payload
+/// that follows the frame. Trailing bytes are an error.
+pub fn decode<M: DeserializeOwned>(frame: &[u8]) -> Result<(Envelope<M>, usize), NetError> {
+    let (prefix, rest) = frame
+        .split_first_chunk::<PAYLOAD_PREFIX>()
+        .ok_or_else(|| NetError::Codec("frame shorter than its payload prefix".into()))?;
+    let payload = u32::from_be_bytes(*prefix) as usize;
+    Ok((decode_exact(rest)?, payload))
 }
 
-/// The size of `env` once encoded, in bytes (what the WAN emulator's bandwidth cap charges).
+/// The size of `env` once encoded, in bytes, its payload included (what the WAN emulator's
+/// bandwidth cap charges).
 pub fn encoded_len<M: Serialize>(env: &Envelope<M>) -> usize {
-    postcard::experimental::serialized_size(env).unwrap_or(0)
+    let payload = env.payload.as_ref().map_or(0, |p| p.len());
+    PAYLOAD_PREFIX
+        + postcard::experimental::serialized_size(env).unwrap_or(0)
+        + usize::try_from(payload).unwrap_or(usize::MAX)
 }
 
 pub(crate) fn decode_exact<T: DeserializeOwned>(frame: &[u8]) -> Result<T, NetError> {
@@ -82,8 +122,8 @@ pub(crate) fn decode_exact<T: DeserializeOwned>(frame: &[u8]) -> Result<T, NetEr
 pub const HELLO_MAGIC: u32 = 0x4d52_444e;
 
 /// Version of the wire protocol spoken by this build (2: authenticated handshake; 3: a
-/// CRC32C in every frame header).
-pub const PROTOCOL_VERSION: u16 = 3;
+/// CRC32C in every frame header; 4: out-of-band payloads after frames, and bulk lanes).
+pub const PROTOCOL_VERSION: u16 = 4;
 
 /// Checks a handshake frame's magic number and protocol version.
 fn check_header(what: &str, magic: u32, version: u16) -> Result<(), NetError> {
@@ -156,10 +196,15 @@ pub struct Hello {
     pub nonce: Nonce,
     /// The connector's proof.
     pub proof: Proof,
+    /// Which of the connector's connections to the acceptor this is: 0 for the control
+    /// connection, 1.. for bulk connections (which carry payloads). It only decides where the
+    /// acceptor sends replies, so it is not part of the proof.
+    pub lane: u8,
 }
 
 impl Hello {
-    /// `node`'s answer to `challenge` under `secret`, with a fresh nonce.
+    /// `node`'s answer to `challenge` under `secret`, with a fresh nonce, for its control
+    /// connection (see [`Hello::on_lane`]).
     pub fn new(node: NodeId, challenge: &Challenge, secret: &ClusterSecret) -> Self {
         let nonce = crate::auth::nonce();
         Self {
@@ -168,7 +213,14 @@ impl Hello {
             node,
             nonce,
             proof: secret.proof(Role::Connector, &challenge.nonce, &nonce, node),
+            lane: 0,
         }
+    }
+
+    /// The same hello for connection `lane`.
+    pub fn on_lane(mut self, lane: u8) -> Self {
+        self.lane = lane;
+        self
     }
 
     /// Whether the proof shows the cluster secret (checked by the acceptor).
@@ -287,11 +339,12 @@ mod tests {
     proptest! {
         #[test]
         fn envelopes_round_trip(kind in kind(), from in any::<u32>(), body in msg()) {
-            let env = Envelope { kind, from: NodeId(from), body };
+            let env = Envelope::new(kind, NodeId(from), body);
             let bytes = encode(&env, usize::MAX).unwrap();
             prop_assert_eq!(bytes.len(), encoded_len(&env));
-            let back: Envelope<Msg> = decode(&bytes).unwrap();
+            let (back, payload): (Envelope<Msg>, usize) = decode(&bytes).unwrap();
             prop_assert_eq!(back, env);
+            prop_assert_eq!(payload, 0);
         }
 
         #[test]
@@ -305,11 +358,7 @@ mod tests {
 
     #[test]
     fn trailing_bytes_and_truncation_are_codec_errors() {
-        let env = Envelope {
-            kind: Kind::OneWay,
-            from: NodeId(1),
-            body: Msg::Get { key: vec![1, 2] },
-        };
+        let env = Envelope::new(Kind::OneWay, NodeId(1), Msg::Get { key: vec![1, 2] });
         let mut bytes = encode(&env, 1024).unwrap().to_vec();
         assert!(matches!(
             decode::<Msg>(&bytes[..bytes.len() - 1]),
@@ -321,15 +370,22 @@ mod tests {
 
     #[test]
     fn oversized_envelope_is_refused() {
-        let env = Envelope {
-            kind: Kind::OneWay,
-            from: NodeId(1),
-            body: vec![0u8; 100],
-        };
+        let env = Envelope::new(Kind::OneWay, NodeId(1), vec![0u8; 100]);
         assert!(matches!(
             encode(&env, 50),
             Err(NetError::FrameTooLarge { max: 50, .. })
         ));
+        let small = Envelope {
+            payload: Some(Payload::bytes(Bytes::from(vec![0u8; 51]))),
+            ..Envelope::new(Kind::OneWay, NodeId(1), vec![0u8; 1])
+        };
+        assert!(
+            matches!(
+                encode(&small, 50),
+                Err(NetError::FrameTooLarge { len: 51, max: 50 })
+            ),
+            "the payload counts against the maximum too"
+        );
     }
 
     #[test]

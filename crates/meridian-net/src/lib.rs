@@ -50,13 +50,14 @@
 //! a shutdown token, and returns the same `(Transport, Inbox)` pair.
 //!
 //! Modules, lowest first: [`frame`] (length-delimited frames), [`auth`] (the cluster secret
-//! peer links prove), [`envelope`] (postcard message encoding and the TCP handshake), [`transport`] (the abstraction), [`mem`], [`tcp`], [`wan`].
+//! peer links prove), [`envelope`] (postcard message encoding and the TCP handshake), [`payload`] (bulk bytes beside a message), [`transport`] (the abstraction), [`mem`], [`tcp`], [`wan`].
 
 pub mod auth;
 pub mod envelope;
 pub mod error;
 pub mod frame;
 pub mod mem;
+pub mod payload;
 pub mod tcp;
 pub mod transport;
 pub mod wan;
@@ -66,4 +67,5 @@ pub use envelope::{Envelope, Kind, Message};
 pub use error::NetError;
 pub use frame::FrameCodec;
 pub use mem::MemNetwork;
+pub use payload::{FileSlice, Payload, PayloadData};
 pub use transport::{Dispatcher, Inbox, Incoming, Responder, Transport, Wire};

@@ -1,13 +1,26 @@
 //! The TCP transport: nodes in different processes (or machines) exchange length-delimited
 //! postcard frames over TCP.
 //!
-//! Connections: each node opens at most one outbound connection per peer, lazily on the first
-//! message. The accepting node opens it with a [`Challenge`]; the connecting node answers with
+//! Connections: each node opens at most one control connection per peer, lazily on the first
+//! message, and up to `bulk_lanes` bulk connections for messages carrying a [`Payload`]
+//! (large-object chunks), so a 1 MiB chunk never holds a heartbeat or a quorum read behind it
+//! (spec large-objects.md §4, "node to node"). A payload's stream picks its bulk connection. The accepting node opens it with a [`Challenge`]; the connecting node answers with
 //! a [`Hello`] naming itself and proving the cluster secret, and the acceptor proves it in turn
 //! with a [`Welcome`] ([`crate::auth`]) before the connector sends anything else. Requests and one-way messages
 //! go out on it; responses to them come back on the same connection, matched by request id, so
 //! any number of requests are in flight at once and complete in any order. A node answers
 //! requests on the connection they arrived on.
+//!
+//! Payloads travel after their frame, never inside it: in-memory bytes with one vectored
+//! write of header and payload (no user-space copy), a [`FileSlice`] with `sendfile(2)` (the
+//! bytes never enter user space). The receiver reads exactly the announced length into one
+//! buffer. The frame's CRC32C covers the message and the payload's length; the payload is
+//! covered by its own digest (a chunk's xxh3-128, checked by whoever receives it), which a
+//! CRC would duplicate and which `sendfile` could not compute without reading the file.
+//!
+//! Bulk connections size their socket buffers to twice the bandwidth-delay product
+//! (`max(256 KiB, 2 × link_bandwidth × RTT)`, the RTT measured by the handshake), or to
+//! `bulk_buffer` when set; the kernel caps both at `net.core.wmem_max`/`rmem_max`.
 //!
 //! Guarantees:
 //! - Bounded memory: each connection has a send queue of `send_queue` frames (full →
@@ -32,8 +45,9 @@ use crate::NetError;
 use crate::auth::ClusterSecret;
 use crate::envelope::{self, Challenge, Envelope, Hello, Kind, Message, Welcome};
 use crate::frame::{DEFAULT_MAX_FRAME, FrameCodec};
+use crate::payload::{FileSlice, Payload, PayloadData};
 use crate::transport::{BoxFuture, Dispatcher, Inbox, Transport, Wire};
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use meridian_core::NodeId;
 use meridian_core::splitmix64;
 use parking_lot::{Mutex, RwLock};
@@ -44,7 +58,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -74,6 +88,28 @@ pub struct TcpConfig {
     /// The secret both ends of every connection must prove (default: open, see
     /// [`ClusterSecret::open`]).
     pub secret: ClusterSecret,
+    /// Bulk connections per peer for messages with a payload (default 4; 0 sends payloads on
+    /// the control connection).
+    pub bulk_lanes: u8,
+    /// Socket buffer of bulk connections, in bytes; `None` sizes it to twice the
+    /// bandwidth-delay product of `link_bandwidth` and the measured RTT.
+    pub bulk_buffer: Option<usize>,
+    /// The bandwidth of a link between peers, in bytes per second (default 1 Gb/s), for
+    /// sizing bulk socket buffers.
+    pub link_bandwidth: u64,
+}
+
+/// The smallest bulk socket buffer (spec large-objects.md §6).
+pub const MIN_BULK_BUFFER: usize = 256 * 1024;
+
+impl TcpConfig {
+    /// The socket buffer for a bulk connection whose round trip took `rtt`.
+    pub fn bulk_buffer_for(&self, rtt: Duration) -> usize {
+        self.bulk_buffer.unwrap_or_else(|| {
+            let bdp = (self.link_bandwidth as f64 * rtt.as_secs_f64()) as usize;
+            bdp.saturating_mul(2).max(MIN_BULK_BUFFER)
+        })
+    }
 }
 
 impl Default for TcpConfig {
@@ -88,6 +124,9 @@ impl Default for TcpConfig {
             backoff_max: Duration::from_secs(5),
             seed: 0,
             secret: ClusterSecret::open(),
+            bulk_lanes: 4,
+            bulk_buffer: None,
+            link_bandwidth: 125_000_000,
         }
     }
 }
@@ -168,8 +207,17 @@ enum Status {
     Down { until: Instant, reason: String },
 }
 
+/// A frame body on its way out, and the payload that follows it.
+struct Outgoing {
+    frame: Bytes,
+    payload: Option<Payload>,
+}
+
+/// A connection's send queue.
+type SendQueue = mpsc::Sender<Outgoing>;
+
 struct Peer {
-    tx: mpsc::Sender<Bytes>,
+    tx: SendQueue,
     status: Arc<Mutex<Status>>,
 }
 
@@ -179,9 +227,10 @@ struct Shared<M> {
     book: AddressBook,
     shutdown: CancellationToken,
     dispatcher: OnceLock<Dispatcher<M>>,
-    peers: Mutex<BTreeMap<NodeId, Peer>>,
-    /// The latest inbound connection from each peer: (connection id, its send queue).
-    inbound: Mutex<BTreeMap<NodeId, (u64, mpsc::Sender<Bytes>)>>,
+    /// Outbound connections by (peer, lane): lane 0 is the control connection.
+    peers: Mutex<BTreeMap<(NodeId, u8), Peer>>,
+    /// The latest inbound control connection from each peer: (connection id, its send queue).
+    inbound: Mutex<BTreeMap<NodeId, (u64, SendQueue)>>,
     next_conn: AtomicU64,
 }
 
@@ -190,16 +239,33 @@ struct TcpWire<M> {
 }
 
 impl<M: Message> TcpWire<M> {
-    fn check(&self, env: &Envelope<M>) -> Result<Bytes, NetError> {
+    /// Encodes `env`, and picks the lane it goes on: a bulk lane for a payload (by its
+    /// stream), the control connection otherwise.
+    fn check(&self, mut env: Envelope<M>) -> Result<(Outgoing, u8), NetError> {
         if self.shared.shutdown.is_cancelled() {
             return Err(NetError::Closed);
         }
-        envelope::encode(env, self.shared.config.max_frame)
+        let frame = envelope::encode(&env, self.shared.config.max_frame)?;
+        let payload = env.payload.take();
+        let lanes = self.shared.config.bulk_lanes;
+        let lane = match &payload {
+            Some(p) if lanes > 0 => 1 + (p.stream() % u32::from(lanes)) as u8,
+            _ => 0,
+        };
+        Ok((Outgoing { frame, payload }, lane))
     }
 
-    /// The inbound connection to answer `to` on, for a response.
-    fn reply_queue(&self, to: NodeId, env: &Envelope<M>) -> Option<mpsc::Sender<Bytes>> {
+    /// The inbound connection to answer `to` on, for a response on the control lane (a
+    /// response with a payload goes on this node's own bulk connection to `to` when it knows
+    /// `to`'s address).
+    fn reply_queue(&self, to: NodeId, env: &Envelope<M>) -> Option<SendQueue> {
         if !matches!(env.kind, Kind::Response { .. }) {
+            return None;
+        }
+        if env.payload.is_some()
+            && self.shared.config.bulk_lanes > 0
+            && self.shared.book.get(to).is_some()
+        {
             return None;
         }
         let inbound = self.shared.inbound.lock();
@@ -209,11 +275,11 @@ impl<M: Message> TcpWire<M> {
             .filter(|tx| !tx.is_closed())
     }
 
-    /// The outbound connection's queue, spawning its task if needed; fails fast while the
-    /// peer is known to be down.
-    fn outbound(&self, to: NodeId) -> Result<mpsc::Sender<Bytes>, NetError> {
+    /// The queue of the outbound connection on `lane`, spawning its task if needed; fails
+    /// fast while the peer is known to be down.
+    fn outbound(&self, to: NodeId, lane: u8) -> Result<SendQueue, NetError> {
         let mut peers = self.shared.peers.lock();
-        if let Some(p) = peers.get(&to).filter(|p| !p.tx.is_closed()) {
+        if let Some(p) = peers.get(&(to, lane)).filter(|p| !p.tx.is_closed()) {
             if let Status::Down { until, reason } = &*p.status.lock()
                 && Instant::now() < *until
             {
@@ -226,9 +292,9 @@ impl<M: Message> TcpWire<M> {
         }
         let (tx, rx) = mpsc::channel(self.shared.config.send_queue.max(1));
         let status = Arc::new(Mutex::new(Status::Up));
-        tokio::spawn(peer_task(self.shared.clone(), to, rx, status.clone()));
+        tokio::spawn(peer_task(self.shared.clone(), to, lane, rx, status.clone()));
         peers.insert(
-            to,
+            (to, lane),
             Peer {
                 tx: tx.clone(),
                 status,
@@ -248,17 +314,18 @@ impl<M: Message> TcpWire<M> {
 
 impl<M: Message> Wire<M> for TcpWire<M> {
     fn transmit(&self, to: NodeId, env: Envelope<M>) -> Result<(), NetError> {
-        let mut frame = self.check(&env)?;
-        if let Some(tx) = self.reply_queue(to, &env) {
-            match tx.try_send(frame) {
+        let reply = self.reply_queue(to, &env);
+        let (mut out, lane) = self.check(env)?;
+        if let Some(tx) = reply {
+            match tx.try_send(out) {
                 Ok(()) => return Ok(()),
                 Err(mpsc::error::TrySendError::Full(_)) => {
                     return Err(self.overloaded(to, "TCP response queue"));
                 }
-                Err(mpsc::error::TrySendError::Closed(f)) => frame = f,
+                Err(mpsc::error::TrySendError::Closed(o)) => out = o,
             }
         }
-        self.outbound(to)?.try_send(frame).map_err(|e| match e {
+        self.outbound(to, lane)?.try_send(out).map_err(|e| match e {
             mpsc::error::TrySendError::Full(_) => self.overloaded(to, "TCP send queue"),
             mpsc::error::TrySendError::Closed(_) => NetError::Closed,
         })
@@ -266,15 +333,16 @@ impl<M: Message> Wire<M> for TcpWire<M> {
 
     fn transmit_wait(&self, to: NodeId, env: Envelope<M>) -> BoxFuture<'_, Result<(), NetError>> {
         Box::pin(async move {
-            let mut frame = self.check(&env)?;
-            if let Some(tx) = self.reply_queue(to, &env) {
-                match tx.send(frame).await {
+            let reply = self.reply_queue(to, &env);
+            let (mut out, lane) = self.check(env)?;
+            if let Some(tx) = reply {
+                match tx.send(out).await {
                     Ok(()) => return Ok(()),
-                    Err(mpsc::error::SendError(f)) => frame = f,
+                    Err(mpsc::error::SendError(o)) => out = o,
                 }
             }
-            let tx = self.outbound(to)?;
-            tx.send(frame).await.map_err(|_| NetError::Closed)
+            let tx = self.outbound(to, lane)?;
+            tx.send(out).await.map_err(|_| NetError::Closed)
         })
     }
 }
@@ -288,20 +356,24 @@ fn backoff(config: &TcpConfig, failures: u32, rng: &mut ChaCha8Rng) -> Duration 
     capped.mul_f64(rng.random_range(0.5..=1.0))
 }
 
-fn drain(rx: &mut mpsc::Receiver<Bytes>) {
+fn drain(rx: &mut mpsc::Receiver<Outgoing>) {
     while rx.try_recv().is_ok() {}
 }
 
-/// Owns one peer's outbound connection: connects on demand, writes queued frames, and on any
-/// failure fails the peer's waiting requests and drops what was queued.
+/// Owns one outbound connection to a peer (its control connection, or bulk lane `lane`):
+/// connects on demand, writes queued frames, and on any failure fails the peer's waiting
+/// requests and drops what was queued.
 async fn peer_task<M: Message>(
     shared: Arc<Shared<M>>,
     peer: NodeId,
-    mut rx: mpsc::Receiver<Bytes>,
+    lane: u8,
+    mut rx: mpsc::Receiver<Outgoing>,
     status: Arc<Mutex<Status>>,
 ) {
     let mut rng = ChaCha8Rng::seed_from_u64(splitmix64(
-        shared.config.seed ^ splitmix64((u64::from(shared.local.0) << 32) | u64::from(peer.0)),
+        shared.config.seed
+            ^ splitmix64((u64::from(shared.local.0) << 32) | u64::from(peer.0))
+            ^ u64::from(lane),
     ));
     let mut failures = 0u32;
     let fail = |reason: String| {
@@ -327,7 +399,7 @@ async fn peer_task<M: Message>(
             fail(reason);
             continue;
         }
-        match connect(&shared, peer).await {
+        match connect(&shared, peer, lane).await {
             Err(reason) => {
                 if shared.shutdown.is_cancelled() {
                     return;
@@ -365,6 +437,7 @@ async fn peer_task<M: Message>(
 async fn connect<M: Message>(
     shared: &Shared<M>,
     peer: NodeId,
+    lane: u8,
 ) -> Result<(TcpStream, BytesMut), String> {
     let addr = shared
         .book
@@ -380,7 +453,7 @@ async fn connect<M: Message>(
     let _ = stream.set_nodelay(true);
     let handshake = tokio::time::timeout(
         shared.config.handshake_timeout,
-        connector_handshake(shared, peer, stream),
+        connector_handshake(shared, peer, lane, stream),
     );
     tokio::select! {
         () = shared.shutdown.cancelled() => Err("shutting down".into()),
@@ -388,18 +461,37 @@ async fn connect<M: Message>(
     }
 }
 
+/// Sizes a bulk connection's socket buffers to what its measured round trip needs.
+fn size_bulk_buffers(config: &TcpConfig, stream: &TcpStream, lane: u8, rtt: Duration) {
+    if lane == 0 {
+        return;
+    }
+    let size = config.bulk_buffer_for(rtt);
+    let sock = socket2::SockRef::from(stream);
+    let _ = sock.set_send_buffer_size(size);
+    let _ = sock.set_recv_buffer_size(size);
+    tracing::debug!(
+        lane,
+        rtt_us = rtt.as_micros() as u64,
+        size,
+        "bulk connection buffers"
+    );
+}
+
 /// The connector's half of the handshake: answers the acceptor's challenge and checks its
 /// proof. Returns the stream and the bytes read past the handshake.
 async fn connector_handshake<M: Message>(
     shared: &Shared<M>,
     peer: NodeId,
+    lane: u8,
     mut stream: TcpStream,
 ) -> Result<(TcpStream, BytesMut), String> {
     let mut codec = FrameCodec::new(shared.config.max_frame);
     let mut buf = BytesMut::new();
     let frame = read_frame(&mut stream, &mut codec, &mut buf).await?;
     let challenge = Challenge::decode(&frame).map_err(|e| e.to_string())?;
-    let hello = Hello::new(shared.local, &challenge, &shared.config.secret);
+    let hello = Hello::new(shared.local, &challenge, &shared.config.secret).on_lane(lane);
+    let sent = Instant::now();
     write_frame(&mut stream, &mut codec, hello.encode()).await?;
     let frame = read_frame(&mut stream, &mut codec, &mut buf)
         .await
@@ -411,6 +503,7 @@ async fn connector_handshake<M: Message>(
             "{peer} did not prove the cluster secret (is it configured with the same one?)"
         ));
     }
+    size_bulk_buffers(&shared.config, &stream, lane, sent.elapsed());
     Ok((stream, buf))
 }
 
@@ -445,18 +538,83 @@ async fn write_frame(
         .map_err(|e| format!("write failed: {e}"))
 }
 
-/// Batches queued frames into one buffer, up to about 256 KiB.
-fn fill(codec: &mut FrameCodec, buf: &mut BytesMut, first: Bytes, rx: &mut mpsc::Receiver<Bytes>) {
-    // Frames were size-checked when queued, so encoding cannot fail.
-    let _ = codec.encode(first, buf);
-    while buf.len() < 256 * 1024 {
-        match rx.try_recv() {
-            Ok(f) => {
-                let _ = codec.encode(f, buf);
-            }
-            Err(_) => break,
+/// How many bytes of frames without payloads are batched into one write.
+const BATCH: usize = 256 * 1024;
+
+/// Writes `first` and whatever else is already queued: frames without payloads batched into
+/// one buffer (up to about [`BATCH`] bytes), a payload right after its frame header, with no
+/// copy of its bytes.
+async fn write_queued(
+    wr: &mut OwnedWriteHalf,
+    codec: &mut FrameCodec,
+    buf: &mut BytesMut,
+    first: Outgoing,
+    rx: &mut mpsc::Receiver<Outgoing>,
+) -> std::io::Result<()> {
+    let mut next = Some(first);
+    while let Some(Outgoing { frame, payload }) = next.take() {
+        // Frames were size-checked when queued, so encoding cannot fail.
+        let _ = codec.encode(frame, buf);
+        if let Some(p) = payload {
+            write_payload(wr, buf.split().freeze(), &p).await?;
+        }
+        if buf.len() < BATCH {
+            next = rx.try_recv().ok();
         }
     }
+    if !buf.is_empty() {
+        wr.write_all(buf).await?;
+        buf.clear();
+    }
+    Ok(())
+}
+
+/// Writes `head` (frame headers and bodies) and then `payload`: one vectored write for
+/// in-memory bytes, `sendfile(2)` for a file range.
+async fn write_payload(
+    wr: &mut OwnedWriteHalf,
+    head: Bytes,
+    payload: &Payload,
+) -> std::io::Result<()> {
+    match payload.data() {
+        PayloadData::Bytes(b) => {
+            let mut chain = head.chain(b.clone());
+            wr.write_all_buf(&mut chain).await
+        }
+        PayloadData::File(f) => {
+            wr.write_all(&head).await?;
+            send_file(wr.as_ref(), f).await
+        }
+    }
+}
+
+/// Sends a file range to the socket with `sendfile(2)`, waiting for the socket whenever it is
+/// full: the bytes go from the page cache to the socket without entering user space.
+pub(crate) async fn send_file(sock: &TcpStream, slice: &FileSlice) -> std::io::Result<()> {
+    let mut offset = slice.offset();
+    let end = offset.saturating_add(slice.len());
+    while offset < end {
+        sock.writable().await?;
+        let count = usize::try_from(end - offset)
+            .unwrap_or(usize::MAX)
+            .min(1 << 30);
+        let sent = sock.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(sock, slice.file(), Some(&mut offset), count)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the file is shorter than the range being sent",
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Runs an established outbound connection until it fails; returns why it ended.
@@ -465,8 +623,8 @@ async fn run_outbound<M: Message>(
     peer: NodeId,
     stream: TcpStream,
     rest: BytesMut,
-    first: Bytes,
-    rx: &mut mpsc::Receiver<Bytes>,
+    first: Outgoing,
+    rx: &mut mpsc::Receiver<Outgoing>,
 ) -> String {
     let (rd, mut wr) = stream.into_split();
     let mut reader = tokio::spawn(read_loop(shared.clone(), rd, peer, rest));
@@ -474,23 +632,21 @@ async fn run_outbound<M: Message>(
     let mut buf = BytesMut::new();
     let mut next = Some(first);
     let reason = loop {
-        if let Some(frame) = next.take() {
-            fill(&mut codec, &mut buf, frame, rx);
+        if let Some(out) = next.take() {
             tokio::select! {
-                r = wr.write_all(&buf) => if let Err(e) = r {
+                r = write_queued(&mut wr, &mut codec, &mut buf, out, rx) => if let Err(e) = r {
                     break format!("write failed: {e}");
                 },
                 () = shared.shutdown.cancelled() => break "shutting down".into(),
                 r = &mut reader => break r.unwrap_or_else(|e| e.to_string()),
             }
-            buf.clear();
             continue;
         }
         tokio::select! {
             () = shared.shutdown.cancelled() => break "shutting down".into(),
             r = &mut reader => break r.unwrap_or_else(|e| e.to_string()),
             m = rx.recv() => match m {
-                Some(f) => next = Some(f),
+                Some(o) => next = Some(o),
                 None => break "transport dropped".into(),
             },
         }
@@ -499,8 +655,9 @@ async fn run_outbound<M: Message>(
     reason
 }
 
-/// Reads frames from `peer` and hands them to the node, waiting while its inbox is full.
-/// Returns why it stopped; any decode error ends this connection only.
+/// Reads frames (and the payloads after them) from `peer` and hands them to the node, waiting
+/// while its inbox is full. Returns why it stopped; any decode error ends this connection
+/// only.
 async fn read_loop<M: Message>(
     shared: Arc<Shared<M>>,
     mut rd: OwnedReadHalf,
@@ -514,8 +671,8 @@ async fn read_loop<M: Message>(
     loop {
         match codec.decode(&mut buf) {
             Ok(Some(frame)) => {
-                let env: Envelope<M> = match envelope::decode(&frame) {
-                    Ok(env) => env,
+                let (mut env, payload): (Envelope<M>, usize) = match envelope::decode(&frame) {
+                    Ok(decoded) => decoded,
                     Err(e) => {
                         tracing::warn!(local = %shared.local, %peer, error = %e, "closing connection");
                         return format!("malformed frame: {e}");
@@ -527,6 +684,25 @@ async fn read_loop<M: Message>(
                         "frame claims to come from {} on {peer}'s connection",
                         env.from
                     );
+                }
+                if payload > codec.max() {
+                    tracing::warn!(local = %shared.local, %peer, payload, "closing connection: oversized payload");
+                    return format!("a payload of {payload} bytes exceeds {}", codec.max());
+                }
+                if payload > 0 {
+                    buf.reserve(payload.saturating_sub(buf.len()));
+                    while buf.len() < payload {
+                        let n = tokio::select! {
+                            () = shared.shutdown.cancelled() => return "shutting down".into(),
+                            n = rd.read_buf(&mut buf) => n,
+                        };
+                        match n {
+                            Ok(0) => return "closed by the peer inside a payload".into(),
+                            Ok(_) => {}
+                            Err(e) => return format!("read failed: {e}"),
+                        }
+                    }
+                    env.payload = Some(Payload::bytes(buf.split_to(payload).freeze()));
                 }
                 tokio::select! {
                     () = shared.shutdown.cancelled() => return "shutting down".into(),
@@ -574,24 +750,26 @@ async fn accept_loop<M: Message>(shared: Arc<Shared<M>>, listener: TcpListener) 
 }
 
 /// The acceptor's half of the handshake: challenges the connector, checks its proof and
-/// proves the secret in turn. Returns the connecting node.
+/// proves the secret in turn. Returns the connector's hello and the round trip it took.
 async fn acceptor_handshake<M: Message>(
     shared: &Shared<M>,
     rd: &mut OwnedReadHalf,
     wr: &mut OwnedWriteHalf,
     buf: &mut BytesMut,
-) -> Result<NodeId, String> {
+) -> Result<(Hello, Duration), String> {
     let mut codec = FrameCodec::new(shared.config.max_frame);
     let challenge = Challenge::new();
     write_frame(wr, &mut codec, challenge.encode()).await?;
+    let sent = Instant::now();
     let frame = read_frame(rd, &mut codec, buf).await?;
+    let rtt = sent.elapsed();
     let hello = Hello::decode(&frame).map_err(|e| e.to_string())?;
     if !hello.verify(&challenge, &shared.config.secret) {
         return Err(format!("{} did not prove the cluster secret", hello.node));
     }
     let welcome = Welcome::new(shared.local, &challenge, &hello, &shared.config.secret);
     write_frame(wr, &mut codec, welcome.encode()).await?;
-    Ok(hello.node)
+    Ok((hello, rtt))
 }
 
 /// Serves one accepted connection: handshake, then requests in, responses out.
@@ -606,8 +784,11 @@ async fn inbound<M: Message>(shared: Arc<Shared<M>>, stream: TcpStream, addr: So
             acceptor_handshake(&shared, &mut rd, &mut wr, &mut buf),
         ) => r.unwrap_or_else(|_| Err("no handshake in time".into())),
     };
-    let peer = match hello {
-        Ok(node) => node,
+    let (peer, lane) = match hello {
+        Ok((hello, rtt)) => {
+            size_bulk_buffers(&shared.config, wr.as_ref(), hello.lane, rtt);
+            (hello.node, hello.lane)
+        }
         Err(reason) => {
             tracing::warn!(local = %shared.local, %addr, %reason, "rejecting connection");
             return;
@@ -615,10 +796,12 @@ async fn inbound<M: Message>(shared: Arc<Shared<M>>, stream: TcpStream, addr: So
     };
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel(shared.config.send_queue.max(1));
-    shared.inbound.lock().insert(peer, (id, tx));
+    if lane == 0 {
+        shared.inbound.lock().insert(peer, (id, tx));
+    }
     let writer = tokio::spawn(write_loop(shared.clone(), wr, rx));
     let reason = read_loop(shared.clone(), rd, peer, buf).await;
-    tracing::debug!(local = %shared.local, %peer, %reason, "inbound connection closed");
+    tracing::debug!(local = %shared.local, %peer, lane, %reason, "inbound connection closed");
     {
         let mut inbound = shared.inbound.lock();
         if inbound.get(&peer).is_some_and(|(i, _)| *i == id) {
@@ -632,26 +815,24 @@ async fn inbound<M: Message>(shared: Arc<Shared<M>>, stream: TcpStream, addr: So
 async fn write_loop<M: Message>(
     shared: Arc<Shared<M>>,
     mut wr: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: mpsc::Receiver<Outgoing>,
 ) {
     let mut codec = FrameCodec::new(shared.config.max_frame);
     let mut buf = BytesMut::new();
     loop {
-        let frame = tokio::select! {
+        let out = tokio::select! {
             () = shared.shutdown.cancelled() => return,
             m = rx.recv() => match m {
-                Some(f) => f,
+                Some(o) => o,
                 None => return,
             },
         };
-        fill(&mut codec, &mut buf, frame, &mut rx);
         tokio::select! {
             () = shared.shutdown.cancelled() => return,
-            r = wr.write_all(&buf) => if r.is_err() {
+            r = write_queued(&mut wr, &mut codec, &mut buf, out, &mut rx) => if r.is_err() {
                 return;
             },
         }
-        buf.clear();
     }
 }
 

@@ -19,6 +19,7 @@
 
 use crate::NetError;
 use crate::envelope::{Envelope, Kind, Message};
+use crate::payload::Payload;
 use meridian_core::NodeId;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -59,6 +60,8 @@ pub struct Incoming<M> {
     /// For a request, the handle to answer it with; `None` for a one-way message. Dropping it
     /// without answering leaves the requester to time out.
     pub reply: Option<Responder<M>>,
+    /// Bulk bytes sent beside the message, if any.
+    pub payload: Option<Payload>,
 }
 
 /// The receiving side of a node's transport: requests and one-way messages, in arrival order.
@@ -118,11 +121,16 @@ impl<M: Message> Responder<M> {
     /// Sends `body` as the answer. Like [`Transport::send`], it does not wait: a full queue is
     /// [`NetError::Overloaded`].
     pub fn respond(self, body: M) -> Result<(), NetError> {
+        self.respond_with(body, None)
+    }
+
+    /// Sends `body` as the answer, with `payload` beside it (on a bulk connection where the
+    /// transport has them).
+    pub fn respond_with(self, body: M, payload: Option<Payload>) -> Result<(), NetError> {
         let core = self.core.upgrade().ok_or(NetError::Closed)?;
         let env = Envelope {
-            kind: Kind::Response { id: self.id },
-            from: core.local,
-            body,
+            payload,
+            ..Envelope::new(Kind::Response { id: self.id }, core.local, body)
         };
         core.route(self.to, env)
     }
@@ -190,11 +198,15 @@ impl<M: Message> Transport<M> {
     /// Sends a one-way message to `to` without waiting. `Ok` means the message was accepted by
     /// the first queue on its way, not that it arrived.
     pub fn send(&self, to: NodeId, body: M) -> Result<(), NetError> {
+        self.send_with(to, body, None)
+    }
+
+    /// [`Transport::send`] with `payload` beside the message.
+    pub fn send_with(&self, to: NodeId, body: M, payload: Option<Payload>) -> Result<(), NetError> {
         self.core.check_open()?;
         let env = Envelope {
-            kind: Kind::OneWay,
-            from: self.core.local,
-            body,
+            payload,
+            ..Envelope::new(Kind::OneWay, self.core.local, body)
         };
         self.core.route(to, env)
     }
@@ -204,6 +216,20 @@ impl<M: Message> Transport<M> {
     /// [`NetError::Unreachable`] / [`NetError::Closed`] when the connection drops. Dropping the
     /// future abandons the request (a late response is then discarded).
     pub async fn request(&self, to: NodeId, body: M, timeout: Duration) -> Result<M, NetError> {
+        self.request_with(to, body, None, timeout)
+            .await
+            .map(|(body, _)| body)
+    }
+
+    /// [`Transport::request`] with `payload` beside the request; returns the response and the
+    /// payload that came with it.
+    pub async fn request_with(
+        &self,
+        to: NodeId,
+        body: M,
+        payload: Option<Payload>,
+        timeout: Duration,
+    ) -> Result<(M, Option<Payload>), NetError> {
         let core = &self.core;
         core.check_open()?;
         let id = core.next_id.fetch_add(1, Ordering::Relaxed);
@@ -211,9 +237,8 @@ impl<M: Message> Transport<M> {
         core.pending.lock().insert(id, Pending { peer: to, tx });
         let guard = PendingGuard { core, id };
         let env = Envelope {
-            kind: Kind::Request { id },
-            from: core.local,
-            body,
+            payload,
+            ..Envelope::new(Kind::Request { id }, core.local, body)
         };
         core.route(to, env)?;
         let result = match tokio::time::timeout(timeout, rx).await {
@@ -303,9 +328,12 @@ impl<M: Message> Dispatcher<M> {
     }
 }
 
+/// A response and the payload that came with it.
+type Answer<M> = (M, Option<Payload>);
+
 struct Pending<M> {
     peer: NodeId,
-    tx: oneshot::Sender<Result<M, NetError>>,
+    tx: oneshot::Sender<Result<Answer<M>, NetError>>,
 }
 
 /// Removes a request's pending entry however its future ends (completion, timeout, drop).
@@ -344,8 +372,12 @@ impl<M: Message> Core<M> {
         }
     }
 
-    /// Sends an outgoing envelope: to ourselves directly, to others over the wire.
-    fn route(self: &Arc<Self>, to: NodeId, env: Envelope<M>) -> Result<(), NetError> {
+    /// Sends an outgoing envelope: to ourselves directly, to others over the wire. An empty
+    /// payload is no payload (TCP could not tell them apart).
+    fn route(self: &Arc<Self>, to: NodeId, mut env: Envelope<M>) -> Result<(), NetError> {
+        if env.payload.as_ref().is_some_and(|p| p.is_empty()) {
+            env.payload = None;
+        }
         if to == self.local {
             return self.deliver(env);
         }
@@ -378,7 +410,7 @@ impl<M: Message> Core<M> {
                 if pending.get(&id).is_some_and(|p| p.peer == env.from) {
                     let p = pending.remove(&id).expect("checked above");
                     drop(pending);
-                    let _ = p.tx.send(Ok(env.body));
+                    let _ = p.tx.send(Ok((env.body, env.payload)));
                 } else {
                     tracing::trace!(node = %self.local, from = %env.from, id, "late or unknown response dropped");
                 }
@@ -392,11 +424,13 @@ impl<M: Message> Core<M> {
                     to: env.from,
                     id,
                 }),
+                payload: env.payload,
             }),
             Kind::OneWay => Accepted::Inbound(Incoming {
                 from: env.from,
                 body: env.body,
                 reply: None,
+                payload: env.payload,
             }),
         }
     }

@@ -6,7 +6,9 @@ use meridian_core::{DcId, NodeId};
 use meridian_net::envelope::{Challenge, Hello, Welcome};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
 use meridian_net::wan::{DcLink, LinkConfig, Placement, Scope, WanConfig, WanEmulator};
-use meridian_net::{ClusterSecret, Envelope, FrameCodec, Inbox, Kind, NetError, Transport};
+use meridian_net::{
+    ClusterSecret, Envelope, FileSlice, FrameCodec, Inbox, Kind, NetError, Payload, Transport,
+};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -313,17 +315,30 @@ async fn tcp_bad_frames_close_only_their_connection() {
     assert!(closed_by_peer(s).await);
     // A frame whose envelope claims another sender.
     let forged = meridian_net::envelope::encode(
-        &Envelope {
-            kind: Kind::OneWay,
-            from: n(1),
-            body: (0u64, Vec::<u8>::new()),
-        },
+        &Envelope::new(Kind::OneWay, n(1), (0u64, Vec::<u8>::new())),
         1024,
     )
     .unwrap();
     let mut s = raw_peer(b.addr, n(7), &open).await;
     write_frames(&mut s, &[forged]).await;
     assert!(closed_by_peer(s).await);
+    // A frame announcing a payload beyond max_frame.
+    let mut frame = meridian_net::envelope::encode(
+        &Envelope::new(Kind::OneWay, n(7), (0u64, Vec::<u8>::new())),
+        1024,
+    )
+    .unwrap()
+    .to_vec();
+    frame[..4].copy_from_slice(&100_000u32.to_be_bytes());
+    let mut s = raw_peer(b.addr, n(7), &open).await;
+    write_frames(&mut s, &[Bytes::from(frame.clone())]).await;
+    assert!(closed_by_peer(s).await);
+    // A payload cut short by the peer closing: nothing is delivered, nothing else breaks.
+    frame[..4].copy_from_slice(&500u32.to_be_bytes());
+    let mut s = raw_peer(b.addr, n(7), &open).await;
+    write_frames(&mut s, &[Bytes::from(frame)]).await;
+    s.write_all(&[1u8; 100]).await.unwrap();
+    drop(s);
     // The real peer's connection is unaffected.
     assert_eq!(a.t.request(n(2), (2, vec![]), LONG).await.unwrap().0, 1002);
 }
@@ -494,4 +509,83 @@ async fn tcp_connector_sends_nothing_to_an_acceptor_without_the_secret() {
         seen.await.unwrap().is_empty(),
         "no request frame reached the impostor"
     );
+}
+
+/// Echoes each request's payload back: from memory when the request's id is even, from a
+/// file (sent with sendfile) when it is odd.
+fn serve_payloads(mut inbox: Inbox<Msg>, dir: std::path::PathBuf) {
+    tokio::spawn(async move {
+        while let Some(m) = inbox.recv().await {
+            let Some(reply) = m.reply else { continue };
+            let Some(p) = m
+                .payload
+                .or_else(|| (m.body.0 < 2).then(|| Payload::bytes(Bytes::new())))
+            else {
+                let _ = reply.respond((m.body.0 + 1000, Vec::new()));
+                continue;
+            };
+            let bytes = p.into_bytes().await.unwrap();
+            let payload = if m.body.0 % 2 == 0 {
+                Payload::bytes(bytes)
+            } else {
+                let path = dir.join(format!("chunk-{}", m.body.0));
+                // A header before the range, as a chunk file has its digest first.
+                let mut contents = b"HEADER".to_vec();
+                contents.extend_from_slice(&bytes);
+                std::fs::write(&path, &contents).unwrap();
+                let file = std::sync::Arc::new(std::fs::File::open(&path).unwrap());
+                Payload::file(FileSlice::new(file, 6, bytes.len() as u64))
+            };
+            let _ = reply.respond_with((m.body.0, Vec::new()), Some(payload.on_stream(1)));
+        }
+    });
+}
+
+#[tokio::test]
+async fn tcp_payloads_round_trip_from_memory_and_by_sendfile_with_identical_bytes() {
+    let dir = std::env::temp_dir().join(format!("meridian-net-sendfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for lanes in [4u8, 0] {
+        let book = AddressBook::default();
+        let config = TcpConfig {
+            bulk_lanes: lanes,
+            max_frame: 8 << 20,
+            ..test_config()
+        };
+        let a = node(1, &book, config.clone()).await;
+        let mut b = node(2, &book, config).await;
+        serve_payloads(b.inbox.take().unwrap(), dir.clone());
+        // Sizes around the socket buffer and the batching threshold, and an empty payload.
+        let sizes = [0usize, 1, 65_537, 256 * 1024 + 3, 5 << 20];
+        let mut calls = Vec::new();
+        for (i, &size) in sizes.iter().enumerate() {
+            for via_file in [false, true] {
+                let id = (i as u64) * 2 + u64::from(via_file);
+                let bytes: Bytes = (0..size).map(|j| (j * 31 + i) as u8).collect();
+                let t = a.t.clone();
+                calls.push(tokio::spawn(async move {
+                    let payload = Payload::bytes(bytes.clone()).on_stream(id as u32);
+                    let (body, back) = t
+                        .request_with(n(2), (id, vec![]), Some(payload), LONG)
+                        .await
+                        .unwrap();
+                    assert_eq!(body.0, id);
+                    let back = match back {
+                        Some(p) => p.into_bytes().await.unwrap(),
+                        None => Bytes::new(),
+                    };
+                    assert_eq!(back.len(), bytes.len(), "request {id}");
+                    assert!(back == bytes, "request {id}: the bytes differ");
+                }));
+            }
+            // Control traffic keeps flowing beside the bulk transfers.
+            assert_eq!(a.t.request(n(2), (99, vec![]), LONG).await.unwrap().0, 1099);
+        }
+        for c in calls {
+            c.await.unwrap();
+        }
+        a.stop.cancel();
+        b.stop.cancel();
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

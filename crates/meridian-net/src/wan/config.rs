@@ -349,6 +349,11 @@ pub struct WanConfig {
     /// time instead (error within ±½ ms, zero on average), and a message due within half a
     /// tick goes at once. Leave it off under paused time, where timers are exact (default).
     pub real_time: bool,
+    /// The socket buffer of a bulk connection, in bytes: a message carrying a payload (a
+    /// large-object chunk) travels at most at `buffer / RTT` on its stream, as TCP's window
+    /// allows, besides the link's bandwidth (spec large-objects.md §6). `None` (default):
+    /// no window cap.
+    pub bulk_buffer: Option<usize>,
 }
 
 impl Default for WanConfig {
@@ -364,6 +369,7 @@ impl Default for WanConfig {
             cuts: Vec::new(),
             max_in_flight: 65_536,
             real_time: false,
+            bulk_buffer: None,
         }
     }
 }

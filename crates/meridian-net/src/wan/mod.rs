@@ -28,8 +28,9 @@
 //!   deliveries) is exact either way.
 //! - Partitions only drop (the spec's alternative, holding messages until the repair, is not
 //!   implemented); they apply when a message is sent, not to messages already in flight.
-//! - The bulk-transfer window limit (`min(B, socket_buffer / RTT)`, large-objects.md) is not
-//!   modelled; each message pays its own serialization time on the link.
+//! - The bulk-transfer window limit (`min(B, socket_buffer / RTT)`, large-objects.md §6) is
+//!   modelled per stream of payload-carrying messages, as a pacing of one buffer per RTT;
+//!   TCP's slow start and loss recovery are not.
 
 pub mod config;
 pub mod model;
@@ -162,6 +163,11 @@ impl WanControl {
         link.validate()?;
         self.with(|m| m.set_inter_dc(link));
         Ok(())
+    }
+
+    /// Sets the socket buffer of bulk connections (see [`WanConfig::bulk_buffer`]).
+    pub fn set_bulk_buffer(&self, buffer: Option<usize>) {
+        self.with(|m| m.set_bulk_buffer(buffer));
     }
 
     /// Switches between stream and datagram semantics.
@@ -298,19 +304,22 @@ impl<M: Message> WanWire<M> {
 
     fn schedule(&self, conn: &Conn<M>, to: NodeId, env: Envelope<M>, permit: OwnedSemaphorePermit) {
         let now = Instant::now();
-        let plan = self
-            .shared
-            .model
-            .lock()
-            .plan(env.from, to, || envelope::encoded_len(&env), now);
+        let plan = self.shared.model.lock().plan(
+            env.from,
+            to,
+            || envelope::encoded_len(&env),
+            env.payload.as_ref().map(|p| p.stream()),
+            now,
+        );
         let Plan::Deliver { at, copy } = plan else {
             return;
         };
         let duplicate = copy.and_then(|at2| {
             let permit = conn.permits.clone().try_acquire_owned().ok()?;
-            let copy = envelope::encode(&env, usize::MAX)
+            let (mut copy, _) = envelope::encode(&env, usize::MAX)
                 .and_then(|b| envelope::decode::<M>(&b))
                 .ok()?;
+            copy.payload = env.payload.clone();
             Some((at2, copy, permit))
         });
         let push = |at, env, permit| {

@@ -92,8 +92,11 @@ pub struct Model {
     cuts: BTreeSet<Cut>,
     max_in_flight: usize,
     real_time: bool,
+    bulk_buffer: Option<usize>,
     links: BTreeMap<LinkKey, LinkState>,
     conns: BTreeMap<(NodeId, NodeId), Instant>,
+    /// When each bulk stream (sender, receiver, stream) is free to send again.
+    streams: BTreeMap<(NodeId, NodeId, u32), Instant>,
     stats: WanStats,
     ideal: LinkConfig,
 }
@@ -131,8 +134,10 @@ impl Model {
             cuts: config.cuts.iter().copied().collect(),
             max_in_flight: config.max_in_flight,
             real_time: config.real_time,
+            bulk_buffer: config.bulk_buffer,
             links: BTreeMap::new(),
             conns: BTreeMap::new(),
+            streams: BTreeMap::new(),
             stats: WanStats::default(),
             ideal: LinkConfig::ideal(),
         };
@@ -186,7 +191,13 @@ impl Model {
             cuts: self.cuts.iter().copied().collect(),
             max_in_flight: self.max_in_flight,
             real_time: self.real_time,
+            bulk_buffer: self.bulk_buffer,
         }
+    }
+
+    /// Sets the socket buffer of bulk connections (see [`WanConfig::bulk_buffer`]).
+    pub fn set_bulk_buffer(&mut self, buffer: Option<usize>) {
+        self.bulk_buffer = buffer;
     }
 
     /// Whether deliveries are rounded to the nearest timer tick (see [`WanConfig::real_time`]).
@@ -286,12 +297,16 @@ impl Model {
     }
 
     /// Decides the fate of a message of `bytes()` encoded bytes sent at `now` from `from` to
-    /// `to`, updating link and connection state. `bytes` is only called under a bandwidth cap.
+    /// `to`, updating link and connection state. `bytes` is only called under a bandwidth or
+    /// window cap. `stream` names the bulk stream of a message carrying a payload: it then
+    /// also waits for its stream's window (`bulk_buffer / RTT`), so one stream cannot fill a
+    /// long fat link but several can.
     pub fn plan(
         &mut self,
         from: NodeId,
         to: NodeId,
         bytes: impl FnOnce() -> usize,
+        stream: Option<u32>,
         now: Instant,
     ) -> Plan {
         self.stats.sent += 1;
@@ -306,13 +321,27 @@ impl Model {
             free_at: None,
             rng: ChaCha8Rng::seed_from_u64(link_seed(seed, key)),
         });
-        let ser = if link.bandwidth_bytes_per_sec.is_some() {
-            link.serialization(bytes())
-        } else {
-            Duration::ZERO
+        let window = match (stream, self.bulk_buffer) {
+            (Some(s), Some(buffer)) if buffer > 0 && !link.rtt.is_zero() => Some((s, buffer)),
+            _ => None,
         };
-        let tx_end = state.free_at.map_or(now, |f| f.max(now)) + ser;
+        let size = if link.bandwidth_bytes_per_sec.is_some() || window.is_some() {
+            bytes()
+        } else {
+            0
+        };
+        let ser = link.serialization(size);
+        let mut tx_end = state.free_at.map_or(now, |f| f.max(now)) + ser;
         state.free_at = Some(tx_end);
+        if let Some((s, buffer)) = window {
+            // One window of `buffer` bytes per round trip: `size` bytes take size/buffer RTTs.
+            let nanos = size as u128 * link.rtt.as_nanos() / buffer as u128;
+            let paced = Duration::from_nanos(nanos.min(u64::MAX as u128) as u64);
+            let free = self.streams.entry((from, to, s)).or_insert(now);
+            let stream_end = (*free).max(now) + paced;
+            *free = stream_end;
+            tx_end = tx_end.max(stream_end);
+        }
         let base = link.one_way_min();
         let mut d = base.mul_f64(1.0 + link.jitter * sample_u(&mut state.rng));
         let lost = state.rng.random::<f64>() < link.loss;
@@ -405,7 +434,7 @@ mod tests {
         let mut us: Vec<f64> = (0..4000u64)
             .map(|i| {
                 let now = t0 + Duration::from_secs(i);
-                let d = at(m.plan(n(1), n(2), || 0, now)) - now;
+                let d = at(m.plan(n(1), n(2), || 0, None, now)) - now;
                 (d.as_secs_f64() / link.one_way_min().as_secs_f64() - 1.0) / link.jitter
             })
             .collect();
@@ -449,10 +478,55 @@ mod tests {
         let now = Instant::now();
         // 150 ms one way + max(200 ms, 600 ms).
         assert_eq!(
-            at(m.plan(n(1), n(2), || 0, now)) - now,
+            at(m.plan(n(1), n(2), || 0, None, now)) - now,
             Duration::from_millis(750)
         );
         assert_eq!(m.stats().retransmitted, 1);
+    }
+
+    #[test]
+    fn a_bulk_stream_is_window_limited_and_streams_add_up() {
+        // 100 ms RTT, 100 MB/s link, 1 MB buffer: one stream moves 10 MB/s (a window per
+        // round trip); the link would allow ten times that.
+        let link = LinkConfig::wan(Duration::from_millis(100), 0.0).with_bandwidth(100_000_000);
+        let mut m = two_dcs(link, DeliveryMode::Stream);
+        m.set_bulk_buffer(Some(1_000_000));
+        let now = Instant::now();
+        let one_way = Duration::from_millis(50);
+        // 1 MB on stream 0: 10 ms on the link, but 100 ms of window.
+        assert_eq!(
+            at(m.plan(n(1), n(2), || 1_000_000, Some(0), now)) - now,
+            Duration::from_millis(100) + one_way
+        );
+        // The next MB on the same stream waits for its window: another 100 ms.
+        assert_eq!(
+            at(m.plan(n(1), n(2), || 1_000_000, Some(0), now)) - now,
+            Duration::from_millis(200) + one_way
+        );
+        // Another stream has its own window; it only shares the link (free after 20 ms).
+        assert_eq!(
+            at(m.plan(n(1), n(2), || 1_000_000, Some(1), now)) - now,
+            Duration::from_millis(200) + one_way,
+            "FIFO per connection keeps order"
+        );
+        let later = now + Duration::from_secs(10);
+        assert_eq!(
+            at(m.plan(n(1), n(2), || 1_000_000, Some(7), later)) - later,
+            Duration::from_millis(100) + one_way
+        );
+        // A control message (no stream) pays only the link.
+        let later = later + Duration::from_secs(10);
+        assert_eq!(
+            at(m.plan(n(1), n(2), || 1_000_000, None, later)) - later,
+            Duration::from_millis(10) + one_way
+        );
+        // Without a buffer setting there is no window.
+        m.set_bulk_buffer(None);
+        let later = later + Duration::from_secs(10);
+        assert_eq!(
+            at(m.plan(n(1), n(2), || 1_000_000, Some(0), later)) - later,
+            Duration::from_millis(10) + one_way
+        );
     }
 
     #[test]
@@ -461,12 +535,12 @@ mod tests {
         let mut m = two_dcs(link, DeliveryMode::Stream);
         let now = Instant::now();
         assert_eq!(
-            at(m.plan(n(1), n(2), || 100, now)) - now,
+            at(m.plan(n(1), n(2), || 100, None, now)) - now,
             Duration::from_millis(100)
         );
         // The duplicate occupied the link for another 100 ms.
         assert_eq!(
-            at(m.plan(n(1), n(2), || 100, now)) - now,
+            at(m.plan(n(1), n(2), || 100, None, now)) - now,
             Duration::from_millis(300)
         );
     }
@@ -479,7 +553,7 @@ mod tests {
         let Plan::Deliver {
             at,
             copy: Some(copy),
-        } = m.plan(n(1), n(2), || 0, now)
+        } = m.plan(n(1), n(2), || 0, None, now)
         else {
             panic!("expected a copy")
         };
@@ -489,7 +563,7 @@ mod tests {
             DeliveryMode::Datagram,
         );
         assert_eq!(
-            m.plan(n(1), n(2), || 0, now),
+            m.plan(n(1), n(2), || 0, None, now),
             Plan::Deliver {
                 at: now,
                 copy: None
@@ -513,7 +587,7 @@ mod tests {
             to: Scope::Node(n(1)),
         });
         assert!(m.is_cut(n(2), n(1)) && !m.is_cut(n(1), n(2)));
-        assert_eq!(m.plan(n(2), n(1), || 0, Instant::now()), Plan::Drop);
+        assert_eq!(m.plan(n(2), n(1), || 0, None, Instant::now()), Plan::Drop);
         assert_eq!(m.stats().cut, 1);
     }
 
@@ -530,18 +604,21 @@ mod tests {
             Some(LinkConfig::wan(Duration::from_millis(10), 0.0)),
         );
         assert_eq!(
-            at(m.plan(n(1), n(2), || 0, now)) - now,
+            at(m.plan(n(1), n(2), || 0, None, now)) - now,
             Duration::from_millis(5)
         );
         assert_eq!(
-            at(m.plan(n(2), n(1), || 0, now)) - now,
+            at(m.plan(n(2), n(1), || 0, None, now)) - now,
             Duration::from_millis(50)
         );
-        assert_eq!(at(m.plan(n(1), n(3), || 0, now)) - now, Duration::ZERO);
+        assert_eq!(
+            at(m.plan(n(1), n(3), || 0, None, now)) - now,
+            Duration::ZERO
+        );
         m.set_node_link(n(1), n(2), None);
         let later = now + Duration::from_secs(1);
         assert_eq!(
-            at(m.plan(n(1), n(2), || 0, later)) - later,
+            at(m.plan(n(1), n(2), || 0, None, later)) - later,
             Duration::from_millis(50)
         );
     }

@@ -277,11 +277,7 @@ async fn bandwidth_cap_serializes_bytes() {
     let mut bytes = 0;
     for i in 0..100u64 {
         let body = (i, vec![7u8; 10_000]);
-        bytes += envelope::encoded_len(&Envelope {
-            kind: crate::Kind::OneWay,
-            from: n(1),
-            body: body.clone(),
-        });
+        bytes += envelope::encoded_len(&Envelope::new(crate::Kind::OneWay, n(1), body.clone()));
         ts[0].send(n(2), body).unwrap();
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
