@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A chunk's name: the upload (object version or multipart upload) that wrote it, and its
@@ -71,6 +72,22 @@ pub trait ChunkStore: Send + Sync + 'static {
     fn stored_bytes(&self) -> u64;
     /// Whether calls block on disk (run them with `spawn_blocking`).
     fn blocks(&self) -> bool;
+}
+
+/// Runs a chunk-store call from async code: on the blocking pool when the store touches the
+/// disk ([`ChunkStore::blocks`]), inline otherwise.
+pub async fn on_store<T: Send + 'static>(
+    store: &Arc<dyn ChunkStore>,
+    f: impl FnOnce(&dyn ChunkStore) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    if store.blocks() {
+        let s = store.clone();
+        tokio::task::spawn_blocking(move || f(s.as_ref()))
+            .await
+            .map_err(|e| BlobError::Io(std::io::Error::other(format!("chunk store task: {e}"))))?
+    } else {
+        f(store.as_ref())
+    }
 }
 
 fn check(id: ChunkId, bytes: &[u8], digest: ChunkDigest) -> Result<()> {

@@ -10,6 +10,7 @@
 //! | [`range`] | HTTP byte ranges and the chunks a range touches |
 //! | [`admission`] | transfer admission: per-class limits, a FIFO queue, then `TooManyTransfers` |
 //! | [`gc`] | which stored chunk versions may be deleted |
+//! | [`throttled`] | [`ThrottledChunkStore`]: any store at a disk's bandwidth and seek time (benchmarks) |
 //!
 //! Everything here is storage and rules; moving chunks between nodes is the replication
 //! crate's `blob` protocol, and the front ends (S3, HTTP, RESP) drive both through the
@@ -22,14 +23,16 @@ pub mod error;
 pub mod gc;
 pub mod manifest;
 pub mod range;
+pub mod throttled;
 
 pub use admission::{
     Admission, AdmissionConfig, AdmissionStats, InflightBytes, InflightPermit, TooManyTransfers,
     TransferClass, TransferPermit,
 };
-pub use chunk_store::{ChunkId, ChunkStore, FileChunkStore, MemChunkStore, VersionInfo};
+pub use chunk_store::{ChunkId, ChunkStore, FileChunkStore, MemChunkStore, VersionInfo, on_store};
 pub use digest::{ChunkDigest, ObjectHasher, chunk_digest};
 pub use error::{BlobError, Result};
 pub use gc::{GcConfig, GcDecision, KeyState};
 pub use manifest::{ChunkRef, Manifest, ObjectMeta, Placement};
 pub use range::{RangeSpec, Unsatisfiable, chunk_slice, chunk_span, content_range, parse_range};
+pub use throttled::{DiskConfig, DiskModel, ThrottledChunkStore};

@@ -476,6 +476,7 @@ pub async fn start_embedded(cfg: EmbeddedConfig, ready_timeout: Duration) -> Res
         inter_dc: LinkConfig::wan(cfg.wan_latency * 2, cfg.jitter).with_loss(cfg.loss),
         nodes: placements(&members),
         real_time: true,
+        bulk_buffer: cfg.node.blob.tcp_buffer,
         ..WanConfig::default()
     })
     .map_err(|e| bad(format!("WAN settings: {e}")))?;
@@ -781,6 +782,9 @@ pub async fn run_tcp(
     let tcp_config = TcpConfig {
         seed: c.seed ^ u64::from(c.id),
         secret,
+        bulk_lanes: config.blob.bulk_lanes,
+        bulk_buffer: config.blob.tcp_buffer,
+        link_bandwidth: config.blob.link_bandwidth,
         ..TcpConfig::default()
     };
     let (transport, inbox) =
@@ -791,6 +795,7 @@ pub async fn run_tcp(
                 nodes: placements(&records),
                 // A process always runs on the real clock.
                 real_time: true,
+                bulk_buffer: w.bulk_buffer.or(config.blob.tcp_buffer),
                 ..w.clone()
             })
             .map_err(|e| bad(format!("cluster.wan: {e}")))?;

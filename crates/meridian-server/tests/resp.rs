@@ -2307,3 +2307,6 @@ mod blob_resp;
 
 #[path = "resp/http_blob.rs"]
 mod http_blob;
+
+#[path = "resp/blob_handoff.rs"]
+mod blob_handoff;

@@ -16,26 +16,33 @@
 //!   never skips a key a replica holds.
 //!
 //! Placement is `with_manifest`: a chunk lives on the preference list of its object's key
-//! (primaries, or fallbacks standing in for down ones). Chunks stored on a fallback are not
-//! yet handed back to the primary (hinted handoff of chunks is future work); a read asks every
-//! node of the list, so they still serve.
+//! (primaries, or fallbacks standing in for down ones); [`handoff`] moves chunks held by a
+//! fallback, or left behind by a layout change, to the key's replicas.
+
+pub mod handoff;
 
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
 use bytes::Bytes;
-use meridian_blob::{ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, VersionInfo};
+use meridian_blob::{
+    ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, VersionInfo, on_store,
+};
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
+use meridian_net::{FileSlice, Payload};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-/// The blob protocol's messages.
+/// The blob protocol's messages. A chunk's bytes never travel inside a message: they are the
+/// message's out-of-band [`Payload`], sent on a bulk connection (by `sendfile(2)` from a file
+/// store over TCP), so chunks never queue control messages behind them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BlobMsg {
-    /// Store a chunk of `key`'s object (answered [`BlobMsg::Stored`]).
+    /// Store a chunk of `key`'s object, whose bytes are the payload (answered
+    /// [`BlobMsg::Stored`]).
     PutChunk {
         /// The object's full key (what the chunk's version is recorded under, for GC).
         key: Bytes,
@@ -43,8 +50,6 @@ pub enum BlobMsg {
         id: ChunkId,
         /// Its xxh3-128 digest.
         digest: ChunkDigest,
-        /// Its bytes.
-        bytes: Bytes,
     },
     /// The chunk is stored.
     Stored,
@@ -52,14 +57,26 @@ pub enum BlobMsg {
     GetChunk {
         /// The chunk.
         id: ChunkId,
+        /// The reader's stream (which bulk connection the answer takes).
+        stream: u32,
     },
-    /// A chunk's bytes, `None` when absent; `corrupt` when the stored copy failed its digest
-    /// (and was deleted).
+    /// The answer to `GetChunk`: when `found`, the bytes are the payload; `corrupt` when the
+    /// stored copy failed its digest (and was deleted).
     Chunk {
-        /// The bytes.
-        bytes: Option<Bytes>,
+        /// Whether the replica has the chunk (its bytes follow as the payload).
+        found: bool,
         /// Whether the stored copy was corrupt.
         corrupt: bool,
+    },
+    /// Which chunks of `version` the replica holds (answered [`BlobMsg::HasIndexes`]).
+    Indexes {
+        /// The version.
+        version: u128,
+    },
+    /// The indexes of the chunks of a version a replica holds.
+    HasIndexes {
+        /// The indexes, ascending.
+        indexes: Vec<u32>,
     },
     /// List live keys in `[start, end)` of the given partitions (answered [`BlobMsg::Listed`]).
     List {
@@ -112,57 +129,83 @@ impl Blob {
     }
 }
 
-/// Runs a chunk-store call, on the blocking pool when the store touches the disk.
-async fn on_store<T: Send + 'static>(
-    store: &Arc<dyn ChunkStore>,
-    f: impl FnOnce(&dyn ChunkStore) -> meridian_blob::Result<T> + Send + 'static,
-) -> Result<T> {
-    let storage = |e: meridian_blob::BlobError| ReplicationError::Storage {
+/// The most partitions one `List` request may name (a node holds far fewer; more is an
+/// attack or a bug, refused before any work).
+const MAX_LIST_PARTITIONS: usize = 65_536;
+
+/// The most entries one `List` request may ask for.
+const MAX_LIST_LIMIT: u32 = 10_000;
+
+pub(crate) fn storage(e: meridian_blob::BlobError) -> ReplicationError {
+    ReplicationError::Storage {
         reason: e.to_string(),
-    };
-    if store.blocks() {
-        let s = store.clone();
-        tokio::task::spawn_blocking(move || f(s.as_ref()))
-            .await
-            .map_err(|e| ReplicationError::Storage {
-                reason: e.to_string(),
-            })?
-            .map_err(storage)
-    } else {
-        f(store.as_ref()).map_err(storage)
     }
+}
+
+/// Stores a chunk in this node's store, recording the version under `key`.
+async fn store_chunk(
+    node: &Node,
+    key: Bytes,
+    id: ChunkId,
+    digest: ChunkDigest,
+    bytes: Bytes,
+) -> Result<()> {
+    let info = VersionInfo {
+        key,
+        created_us: node.clock_now().0,
+    };
+    on_store(&node.chunk_store(), move |s| {
+        s.put(id, &bytes, digest, &info)
+    })
+    .await
+    .map_err(storage)
 }
 
 impl Protocol for Blob {
     type Msg = BlobMsg;
 
     fn handle(&self, node: &Node, req: Incoming, msg: BlobMsg) {
-        let Some(req) = req.refuse_if_overloaded() else {
+        let Some(mut req) = req.refuse_if_overloaded() else {
             return;
         };
         let store = self.store().clone();
         let node = node.clone();
         match msg {
-            BlobMsg::PutChunk {
-                key,
-                id,
-                digest,
-                bytes,
-            } => {
-                let info = VersionInfo {
-                    key,
-                    created_us: node.clock_now().0,
+            BlobMsg::PutChunk { key, id, digest } => {
+                let Some(payload) = req.payload.take() else {
+                    req.answer(RemoteError::BadRequest("a chunk without its bytes".into()));
+                    return;
                 };
                 tokio::spawn(async move {
-                    match on_store(&store, move |s| s.put(id, &bytes, digest, &info)).await {
+                    let stored = match payload.into_bytes().await {
+                        Ok(bytes) => store_chunk(&node, key, id, digest, bytes).await,
+                        Err(e) => Err(ReplicationError::Storage {
+                            reason: e.to_string(),
+                        }),
+                    };
+                    match stored {
                         Ok(()) => req.answer(BlobMsg::Stored),
                         Err(e) => req.answer(RemoteError::Storage(e.to_string())),
                     }
                 });
             }
-            BlobMsg::GetChunk { id } => {
+            BlobMsg::GetChunk { id, stream } => {
                 tokio::spawn(async move {
-                    req.answer(read_local(&store, id).await);
+                    match serve_chunk(&store, id).await {
+                        Ok((found, corrupt, payload)) => req.answer_with(
+                            BlobMsg::Chunk { found, corrupt },
+                            payload.map(|p| p.on_stream(stream)),
+                        ),
+                        Err(e) => req.answer(RemoteError::Storage(e.to_string())),
+                    }
+                });
+            }
+            BlobMsg::Indexes { version } => {
+                tokio::spawn(async move {
+                    match on_store(&store, move |s| s.indexes(version)).await {
+                        Ok(indexes) => req.answer(BlobMsg::HasIndexes { indexes }),
+                        Err(e) => req.answer(RemoteError::Storage(e.to_string())),
+                    }
                 });
             }
             BlobMsg::List {
@@ -171,35 +214,85 @@ impl Protocol for Blob {
                 end,
                 limit,
             } => {
+                if partitions.len() > MAX_LIST_PARTITIONS || limit > MAX_LIST_LIMIT {
+                    req.answer(RemoteError::BadRequest(format!(
+                        "a listing names at most {MAX_LIST_PARTITIONS} partitions and {MAX_LIST_LIMIT} entries"
+                    )));
+                    return;
+                }
                 let answer = match node.list_local(&partitions, start, end, limit as usize) {
                     Ok((entries, more)) => Msg::Blob(BlobMsg::Listed { entries, more }),
                     Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
                 };
                 req.answer(answer);
             }
-            other @ (BlobMsg::Stored | BlobMsg::Chunk { .. } | BlobMsg::Listed { .. }) => {
-                req.unexpected(&node, &other)
-            }
+            other @ (BlobMsg::Stored
+            | BlobMsg::Chunk { .. }
+            | BlobMsg::HasIndexes { .. }
+            | BlobMsg::Listed { .. }) => req.unexpected(&node, &other),
         }
     }
 }
 
-/// A replica's answer to `GetChunk`: a copy failing its digest is deleted and reported.
-async fn read_local(store: &Arc<dyn ChunkStore>, id: ChunkId) -> Msg {
-    match on_store(store, move |s| match s.get(id) {
-        Ok(b) => Ok((b, false)),
+/// What a replica found for a chunk in its own store.
+pub(crate) enum LocalChunk {
+    Found(Bytes),
+    Missing,
+    /// The stored copy failed its digest and was deleted.
+    Corrupt,
+}
+
+/// Reads a chunk from `store`, checking its digest; a copy failing it is deleted.
+pub(crate) async fn read_local(store: &Arc<dyn ChunkStore>, id: ChunkId) -> Result<LocalChunk> {
+    on_store(store, move |s| match s.get(id) {
+        Ok(Some(b)) => Ok(LocalChunk::Found(b)),
+        Ok(None) => Ok(LocalChunk::Missing),
         Err(meridian_blob::BlobError::DigestMismatch { .. }) => {
             tracing::warn!(chunk = ?id, "a stored chunk failed its digest; deleting it");
             s.remove(id)?;
-            Ok((None, true))
+            Ok(LocalChunk::Corrupt)
         }
         Err(e) => Err(e),
     })
     .await
-    {
-        Ok((bytes, corrupt)) => Msg::Blob(BlobMsg::Chunk { bytes, corrupt }),
-        Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+    .map_err(storage)
+}
+
+/// A replica's answer to `GetChunk`: (found, corrupt, the bytes). A chunk stored as a file
+/// goes out as that file's range — `sendfile(2)` on TCP, unread by this node: the reader
+/// checks its digest and repairs this copy if it fails. Other stores are read and checked
+/// here.
+async fn serve_chunk(
+    store: &Arc<dyn ChunkStore>,
+    id: ChunkId,
+) -> Result<(bool, bool, Option<Payload>)> {
+    if let Some((path, offset)) = store.file(id) {
+        let opened = tokio::task::spawn_blocking(move || -> std::io::Result<Option<FileSlice>> {
+            let file = match std::fs::File::open(&path) {
+                Ok(f) => f,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let len = file.metadata()?.len();
+            Ok((len >= offset).then(|| FileSlice::new(Arc::new(file), offset, len - offset)))
+        })
+        .await
+        .map_err(|e| ReplicationError::Storage {
+            reason: e.to_string(),
+        })?
+        .map_err(|e| ReplicationError::Storage {
+            reason: e.to_string(),
+        })?;
+        return Ok(match opened {
+            Some(slice) => (true, false, Some(Payload::file(slice))),
+            None => (false, false, None),
+        });
     }
+    Ok(match read_local(store, id).await? {
+        LocalChunk::Found(b) => (true, false, Some(Payload::bytes(b))),
+        LocalChunk::Missing => (false, false, None),
+        LocalChunk::Corrupt => (false, true, None),
+    })
 }
 
 impl Node {
@@ -230,14 +323,16 @@ impl Node {
         (nodes, w, Duration::from_millis(p.timeout_ms.max(1)))
     }
 
-    /// Stores one chunk of `key`'s object on its replicas; returns once the bucket's W of them
-    /// stored it (the others keep going).
+    /// Stores one chunk of `key`'s object on its replicas, sending it on bulk stream `stream`
+    /// (a client's parallel stream); returns once the bucket's W of them stored it (the others
+    /// keep going).
     pub async fn blob_put_chunk(
         &self,
         key: &[u8],
         id: ChunkId,
         digest: ChunkDigest,
         bytes: Bytes,
+        stream: u32,
     ) -> Result<()> {
         let (nodes, need, timeout) = self.chunk_targets(key);
         let key = Bytes::copy_from_slice(key);
@@ -248,25 +343,21 @@ impl Node {
             let (node, n, key, bytes) = (self.clone(), *n, key.clone(), bytes.clone());
             tokio::spawn(async move {
                 let r = if n == node.id() {
-                    let info = VersionInfo {
-                        key,
-                        created_us: node.clock_now().0,
-                    };
-                    let store = node.chunk_store();
-                    on_store(&store, move |s| s.put(id, &bytes, digest, &info))
+                    store_chunk(&node, key, id, digest, bytes)
                         .await
                         .map_err(|e| e.to_string())
                 } else {
-                    let msg = Msg::Blob(BlobMsg::PutChunk {
-                        key,
-                        id,
-                        digest,
-                        bytes,
-                    });
-                    match node.kernel().transport.request(n, msg, timeout).await {
-                        Ok(Msg::Blob(BlobMsg::Stored)) => Ok(()),
-                        Ok(Msg::Error(e)) => Err(format!("{n}: {e:?}")),
-                        Ok(other) => Err(format!("{n}: unexpected {other:?}")),
+                    let msg = Msg::Blob(BlobMsg::PutChunk { key, id, digest });
+                    let payload = Payload::bytes(bytes).on_stream(stream);
+                    match node
+                        .kernel()
+                        .transport
+                        .request_with(n, msg, Some(payload), timeout)
+                        .await
+                    {
+                        Ok((Msg::Blob(BlobMsg::Stored), _)) => Ok(()),
+                        Ok((Msg::Error(e), _)) => Err(format!("{n}: {e:?}")),
+                        Ok((other, _)) => Err(format!("{n}: unexpected {other:?}")),
                         Err(e) => Err(format!("{n}: {e}")),
                     }
                 };
@@ -293,14 +384,16 @@ impl Node {
         })
     }
 
-    /// One chunk of `key`'s object, checked against `digest`: this node's copy if it has a
-    /// good one, else each replica in turn. Replicas found without a good copy are sent the
-    /// good bytes afterwards.
+    /// One chunk of `key`'s object, checked against `digest`, read on bulk stream `stream`:
+    /// this node's copy if it has a good one, else each replica in turn. Replicas found
+    /// without a good copy (missing, corrupt at rest, or damaged on the way) are sent the good
+    /// bytes afterwards.
     pub async fn blob_get_chunk(
         &self,
         key: &[u8],
         id: ChunkId,
         digest: ChunkDigest,
+        stream: u32,
     ) -> Result<Bytes> {
         let (mut nodes, _, timeout) = self.chunk_targets(key);
         let replicas = nodes.clone();
@@ -313,39 +406,28 @@ impl Node {
         let mut tried = 0u32;
         for n in nodes {
             tried += 1;
-            let answer = if n == self.id() {
+            let found = if n == self.id() {
                 read_local(&self.chunk_store(), id).await
             } else {
-                match self
-                    .kernel()
-                    .transport
-                    .request(n, Msg::Blob(BlobMsg::GetChunk { id }), timeout)
-                    .await
-                {
-                    Ok(m) => m,
-                    Err(e) => {
-                        tracing::debug!(peer = %n, chunk = ?id, error = %e, "chunk read failed");
-                        continue;
-                    }
-                }
+                self.fetch_chunk(n, id, stream, timeout).await
             };
-            match answer {
-                Msg::Blob(BlobMsg::Chunk { bytes: Some(b), .. })
-                    if meridian_blob::chunk_digest(&b) == digest =>
-                {
+            match found {
+                Ok(LocalChunk::Found(b)) if meridian_blob::chunk_digest(&b) == digest => {
                     self.repair_chunks(key, id, digest, &b, damaged);
                     return Ok(b);
                 }
-                Msg::Blob(BlobMsg::Chunk { bytes: Some(_), .. }) => {
+                Ok(LocalChunk::Found(_)) => {
                     tracing::warn!(peer = %n, chunk = ?id, "a chunk arrived failing its digest");
+                    damaged.push(n);
                 }
-                Msg::Blob(BlobMsg::Chunk { corrupt: true, .. }) => damaged.push(n),
+                Ok(LocalChunk::Corrupt) => damaged.push(n),
                 // A replica without the chunk (down while it was written, or wiped): read
                 // repair, as for a corrupt copy.
-                Msg::Blob(BlobMsg::Chunk { bytes: None, .. }) if replicas.contains(&n) => {
-                    damaged.push(n)
+                Ok(LocalChunk::Missing) if replicas.contains(&n) => damaged.push(n),
+                Ok(LocalChunk::Missing) => {}
+                Err(e) => {
+                    tracing::debug!(peer = %n, chunk = ?id, error = %e, "chunk read failed");
                 }
-                _ => {}
             }
         }
         Err(ReplicationError::ChunkUnavailable {
@@ -354,7 +436,37 @@ impl Node {
         })
     }
 
-    /// Sends a good copy of a chunk to the replicas that had lost theirs to corruption.
+    /// Asks replica `n` for a chunk.
+    async fn fetch_chunk(
+        &self,
+        n: NodeId,
+        id: ChunkId,
+        stream: u32,
+        timeout: Duration,
+    ) -> Result<LocalChunk> {
+        let msg = Msg::Blob(BlobMsg::GetChunk { id, stream });
+        let fail = |reason: String| ReplicationError::Storage {
+            reason: format!("{n}: {reason}"),
+        };
+        match self
+            .kernel()
+            .transport
+            .request_with(n, msg, None, timeout)
+            .await
+        {
+            Ok((Msg::Blob(BlobMsg::Chunk { found: true, .. }), Some(p))) => p
+                .into_bytes()
+                .await
+                .map(LocalChunk::Found)
+                .map_err(|e| fail(e.to_string())),
+            Ok((Msg::Blob(BlobMsg::Chunk { corrupt: true, .. }), _)) => Ok(LocalChunk::Corrupt),
+            Ok((Msg::Blob(BlobMsg::Chunk { found: false, .. }), _)) => Ok(LocalChunk::Missing),
+            Ok((other, _)) => Err(fail(format!("unexpected {other:?}"))),
+            Err(e) => Err(fail(e.to_string())),
+        }
+    }
+
+    /// Sends a good copy of a chunk to the replicas that lacked one.
     fn repair_chunks(
         &self,
         key: &[u8],
@@ -363,30 +475,22 @@ impl Node {
         bytes: &Bytes,
         damaged: Vec<NodeId>,
     ) {
+        let key = Bytes::copy_from_slice(key);
         for n in damaged {
-            tracing::info!(peer = %n, chunk = ?id, "repairing a corrupt chunk");
-            let msg = Msg::Blob(BlobMsg::PutChunk {
-                key: Bytes::copy_from_slice(key),
-                id,
-                digest,
-                bytes: bytes.clone(),
-            });
+            tracing::info!(peer = %n, chunk = ?id, "repairing a chunk");
             if n == self.id() {
-                if let Msg::Blob(BlobMsg::PutChunk {
-                    key, bytes, digest, ..
-                }) = msg
-                {
-                    let info = VersionInfo {
-                        key,
-                        created_us: self.clock_now().0,
-                    };
-                    let store = self.chunk_store();
-                    tokio::spawn(async move {
-                        let _ = on_store(&store, move |s| s.put(id, &bytes, digest, &info)).await;
-                    });
-                }
+                let (node, key, bytes) = (self.clone(), key.clone(), bytes.clone());
+                tokio::spawn(async move {
+                    let _ = store_chunk(&node, key, id, digest, bytes).await;
+                });
             } else {
-                let _ = self.kernel().transport.send(n, msg);
+                let msg = Msg::Blob(BlobMsg::PutChunk {
+                    key: key.clone(),
+                    id,
+                    digest,
+                });
+                let payload = Payload::bytes(bytes.clone());
+                let _ = self.kernel().transport.send_with(n, msg, Some(payload));
             }
         }
     }

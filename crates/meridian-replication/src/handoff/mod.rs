@@ -7,7 +7,10 @@
 //!   their owners ([`HandoffMsg::Objects`]) and deletes each once every owner acked it
 //!   unchanged; reads and writes span both layouts meanwhile.
 //!
-//! Both rounds run in turn in one task, at once after a layout change and then every
+//! - chunk handoff ([`crate::blob::handoff`]): large-object chunks held for keys this node
+//!   no longer holds go to the keys' replicas, on the bulk path.
+//!
+//! The rounds run in turn in one task, at once after a layout change and then every
 //! `handoff_interval`.
 
 pub mod hinted;
@@ -69,6 +72,9 @@ impl Node {
                 }
                 if let Err(e) = self.ownership_round().await {
                     tracing::warn!(node = %self.id(), error = %e, "ownership handoff round failed");
+                }
+                if let Err(e) = self.chunk_handoff_round().await {
+                    tracing::warn!(node = %self.id(), error = %e, "chunk handoff round failed");
                 }
             };
             tokio::select! {

@@ -647,12 +647,18 @@ impl Node {
     /// Hands an incoming message to the protocol that owns it: the registration point of
     /// every protocol (see the module docs).
     fn route(&self, m: meridian_net::Incoming<Msg>, backlog: usize) {
-        let meridian_net::Incoming { from, body, reply } = m;
+        let meridian_net::Incoming {
+            from,
+            body,
+            reply,
+            payload,
+        } = m;
         let req = Incoming {
             from,
             backlog,
             overloaded: backlog > self.kernel().cfg.overload_backlog,
             reply,
+            payload,
         };
         let i = &*self.inner;
         match body {
@@ -763,13 +769,20 @@ pub struct Incoming {
     /// Whether the inbox is backed up beyond `overload_backlog`.
     pub overloaded: bool,
     reply: Option<Responder<Msg>>,
+    /// Bulk bytes that came beside the message (a large-object chunk).
+    pub payload: Option<meridian_net::Payload>,
 }
 
 impl Incoming {
     /// Answers the request (nothing for a one-way message).
     pub fn answer(self, msg: impl Into<Msg>) {
+        self.answer_with(msg, None);
+    }
+
+    /// Answers the request with `payload` beside the answer.
+    pub fn answer_with(self, msg: impl Into<Msg>, payload: Option<meridian_net::Payload>) {
         if let Some(r) = self.reply {
-            let _ = r.respond(msg.into());
+            let _ = r.respond_with(msg.into(), payload);
         }
     }
 

@@ -106,6 +106,49 @@ struct Cluster {
     stop: CancellationToken,
     /// When the cluster started: every node's clock reads the same time, a restarted one too.
     epoch: Instant,
+    /// Payloads sent by these nodes get a bit flipped on the wire (`blob.rs`).
+    damage_payloads_from: Arc<parking_lot::Mutex<BTreeSet<NodeId>>>,
+}
+
+/// A wire that flips one bit of every payload sent by the nodes in `from` (damage on the
+/// wire that the frame CRC cannot see: payloads are covered by their chunk digests).
+struct DamagingWire {
+    inner: Arc<dyn meridian_net::Wire<Msg>>,
+    from: Arc<parking_lot::Mutex<BTreeSet<NodeId>>>,
+}
+
+impl DamagingWire {
+    fn damage(&self, mut env: meridian_net::Envelope<Msg>) -> meridian_net::Envelope<Msg> {
+        if self.from.lock().contains(&env.from)
+            && let Some(p) = &env.payload
+            && let meridian_net::PayloadData::Bytes(b) = p.data()
+            && !b.is_empty()
+        {
+            let mut v = b.to_vec();
+            v[b.len() / 2] ^= 0x10;
+            env.payload = Some(meridian_net::Payload::bytes(Bytes::from(v)).on_stream(p.stream()));
+        }
+        env
+    }
+}
+
+impl meridian_net::Wire<Msg> for DamagingWire {
+    fn transmit(
+        &self,
+        to: NodeId,
+        env: meridian_net::Envelope<Msg>,
+    ) -> Result<(), meridian_net::NetError> {
+        self.inner.transmit(to, self.damage(env))
+    }
+
+    fn transmit_wait(
+        &self,
+        to: NodeId,
+        env: meridian_net::Envelope<Msg>,
+    ) -> meridian_net::transport::BoxFuture<'_, Result<(), meridian_net::NetError>> {
+        let env = self.damage(env);
+        self.inner.transmit_wait(to, env)
+    }
 }
 
 const DCS: u32 = 2;
@@ -176,6 +219,7 @@ impl Cluster {
             meta,
             stop,
             epoch: Instant::now(),
+            damage_payloads_from: Default::default(),
         };
         for &id in &ids {
             let mut cfg = NodeConfig::new(id);
@@ -220,6 +264,8 @@ impl Cluster {
     ) -> (EventualNode, Arc<FlakyEngine>, CancellationToken) {
         let (t, inbox) = self.net.join(cfg.id).unwrap();
         t.layer(|w| self.emulator.wrap(w));
+        let from = self.damage_payloads_from.clone();
+        t.layer(|inner| Arc::new(DamagingWire { inner, from }));
         let node = EventualNode::new(
             cfg,
             engine.clone(),
@@ -411,6 +457,7 @@ fn key_where(c: &Cluster, prefix: &str, pred: impl Fn(&[NodeId]) -> bool) -> Vec
 }
 
 mod balance;
+mod blob;
 mod eventual;
 mod timeline;
 mod txn;
