@@ -37,9 +37,10 @@
 //!   `UNAUTHORIZED`).
 //! - Timed in `meridian_ops_total{frontend="http",op="object_get|object_put|object_delete"}`.
 
+use crate::body::{self, BodyCheck};
 use crate::http::{ApiError, HttpState, authorize, percent_decode};
 use crate::metrics::Frontend;
-use crate::objects::{ByteStream, ObjectError};
+use crate::objects::ObjectError;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -48,12 +49,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use base64::Engine;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use meridian_blob::ObjectMeta;
 use meridian_blob::range::{content_range, parse_range};
 use meridian_s3::{ChecksumAlgorithm, Checksummer};
-use parking_lot::Mutex;
 use serde_json::json;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -72,7 +72,7 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
 
 /// Where the body stream leaves the precise error of a body that failed (the service only
 /// sees `ObjectError::Body`).
-type Slot = Arc<Mutex<Option<ApiError>>>;
+type Slot = body::Slot<BodyFailure>;
 
 fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, code, message)
@@ -132,9 +132,10 @@ fn object_error(s: &HttpState, e: ObjectError, slot: Option<&Slot>) -> ApiError 
             "OBJECT_TOO_LARGE",
             e.to_string(),
         ),
-        ObjectError::Body(m) => slot
-            .and_then(|s| s.lock().take())
-            .unwrap_or_else(|| bad("INCOMPLETE_BODY", m)),
+        ObjectError::Body(m) => match body::recorded(slot) {
+            Some(f) => bad(f.code, f.message),
+            None => bad("INCOMPLETE_BODY", m),
+        },
         ObjectError::BadDigest(_) => bad("DIGEST_MISMATCH", e.to_string()),
         ObjectError::TooManyTransfers(t) => {
             let secs = t.retry_after_ms.div_ceil(1000).max(1);
@@ -170,13 +171,20 @@ fn object_error(s: &HttpState, e: ObjectError, slot: Option<&Slot>) -> ApiError 
     }
 }
 
-/// Times a request into `op`'s statistics (server errors count as failures).
-fn timed(
+/// The bucket and key a request names, once it is authorized.
+fn target(s: &HttpState, uri: &Uri, headers: &HeaderMap) -> Result<(String, Bytes), ApiError> {
+    authorize(&s.node, headers)?;
+    names(uri)
+}
+
+/// Serves a request, timed into `op`'s statistics (server errors count as failures).
+async fn timed(
     s: &HttpState,
     op: &'static str,
-    start: Instant,
-    r: Result<Response, ApiError>,
+    serve: impl Future<Output = Result<Response, ApiError>>,
 ) -> Result<Response, ApiError> {
+    let start = Instant::now();
+    let r = serve.await;
     let failed = matches!(&r, Err(e) if e.status.is_server_error());
     s.node
         .metrics
@@ -262,76 +270,79 @@ fn content_digest(headers: &HeaderMap) -> Result<Wanted, ApiError> {
     Ok(wanted)
 }
 
-/// A request body as the object's bytes, hashed as it streams when `Content-Digest` asked
-/// for it; at the end each asked digest is compared. A failure (a mismatch, a body cut short)
-/// is recorded in `slot` and ends the stream with an error, so nothing is committed.
-fn body_stream(body: Body, wanted: Wanted, slot: Slot) -> ByteStream {
-    struct St {
-        raw: axum::body::BodyDataStream,
-        sha256: Option<([u8; 32], Checksummer)>,
-        blake3: Option<([u8; 32], blake3::Hasher)>,
-        slot: Slot,
-        done: bool,
-    }
-    impl St {
-        fn fail(&mut self, e: ApiError, message: String) -> ObjectError {
-            self.done = true;
-            *self.slot.lock() = Some(e);
-            ObjectError::Body(message)
-        }
+/// A body that failed: its API error's code and message.
+struct BodyFailure {
+    code: &'static str,
+    message: String,
+}
 
-        /// The algorithm whose digest the body does not match, if any.
-        fn mismatch(&mut self) -> Option<&'static str> {
-            if let Some((want, h)) = self.sha256.take()
-                && h.finalize()[..] != want[..]
-            {
-                return Some("sha-256");
-            }
-            if let Some((want, h)) = self.blake3.take()
-                && *h.finalize().as_bytes() != want
-            {
-                return Some("blake3");
-            }
-            None
+/// What the `/b/` routes do to a request body: pass it on, hashed as it streams when
+/// `Content-Digest` asked for it; at the end each asked digest is compared.
+struct DigestCheck {
+    sha256: Option<([u8; 32], Checksummer)>,
+    blake3: Option<([u8; 32], blake3::Hasher)>,
+}
+
+impl DigestCheck {
+    fn new(wanted: Wanted) -> DigestCheck {
+        DigestCheck {
+            sha256: wanted
+                .sha256
+                .map(|w| (w, Checksummer::new(ChecksumAlgorithm::Sha256))),
+            blake3: wanted.blake3.map(|w| (w, blake3::Hasher::new())),
         }
     }
-    let st = St {
-        raw: body.into_data_stream(),
-        sha256: wanted
-            .sha256
-            .map(|w| (w, Checksummer::new(ChecksumAlgorithm::Sha256))),
-        blake3: wanted.blake3.map(|w| (w, blake3::Hasher::new())),
-        slot,
-        done: false,
-    };
-    Box::pin(futures_util::stream::unfold(st, |mut st| async move {
-        if st.done {
-            return None;
+
+    /// The algorithm whose digest the body does not match, if any.
+    fn mismatch(&mut self) -> Option<&'static str> {
+        if let Some((want, h)) = self.sha256.take()
+            && h.finalize()[..] != want[..]
+        {
+            return Some("sha-256");
         }
-        match st.raw.next().await {
-            Some(Ok(bytes)) => {
-                if let Some((_, h)) = &mut st.sha256 {
-                    h.update(&bytes);
-                }
-                if let Some((_, h)) = &mut st.blake3 {
-                    h.update(&bytes);
-                }
-                Some((Ok(bytes), st))
-            }
-            Some(Err(e)) => {
-                let m = format!("reading the body: {e}");
-                let err = st.fail(bad("INCOMPLETE_BODY", m.clone()), m);
-                Some((Err(err), st))
-            }
-            None => {
-                st.done = true;
-                let alg = st.mismatch()?;
-                let m = format!("the body does not match its Content-Digest {alg}");
-                let err = st.fail(bad("DIGEST_MISMATCH", m.clone()), m);
-                Some((Err(err), st))
-            }
+        if let Some((want, h)) = self.blake3.take()
+            && *h.finalize().as_bytes() != want
+        {
+            return Some("blake3");
         }
-    }))
+        None
+    }
+}
+
+impl BodyCheck for DigestCheck {
+    type Error = BodyFailure;
+
+    fn take(&mut self, bytes: Bytes, out: &mut VecDeque<Bytes>) -> Result<(), BodyFailure> {
+        if let Some((_, h)) = &mut self.sha256 {
+            h.update(&bytes);
+        }
+        if let Some((_, h)) = &mut self.blake3 {
+            h.update(&bytes);
+        }
+        out.push_back(bytes);
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), BodyFailure> {
+        match self.mismatch() {
+            None => Ok(()),
+            Some(alg) => Err(BodyFailure {
+                code: "DIGEST_MISMATCH",
+                message: format!("the body does not match its Content-Digest {alg}"),
+            }),
+        }
+    }
+
+    fn unreadable(&self, e: axum::Error) -> BodyFailure {
+        BodyFailure {
+            code: "INCOMPLETE_BODY",
+            message: format!("reading the body: {e}"),
+        }
+    }
+
+    fn message(e: &BodyFailure) -> String {
+        e.message.clone()
+    }
 }
 
 fn put_header(h: &mut HeaderMap, name: header::HeaderName, value: &str) {
@@ -346,8 +357,7 @@ async fn put_object(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    authorize(&s.node, &headers)?;
-    let (bucket, key) = names(&uri)?;
+    let (bucket, key) = target(&s, &uri, &headers)?;
     if headers.contains_key(header::CONTENT_RANGE) {
         // RFC 9110 §14.5: a server that does not apply partial PUTs must refuse them rather
         // than store the part as the whole object.
@@ -358,7 +368,18 @@ async fn put_object(
         ));
     }
     let wanted = content_digest(&headers)?;
-    let start = Instant::now();
+    let store = store_object(&s, &bucket, &key, &headers, body, wanted);
+    timed(&s, "object_put", store).await
+}
+
+async fn store_object(
+    s: &HttpState,
+    bucket: &str,
+    key: &[u8],
+    headers: &HeaderMap,
+    body: Body,
+    wanted: Wanted,
+) -> Result<Response, ApiError> {
     let meta = ObjectMeta {
         content_type: headers
             .get(header::CONTENT_TYPE)
@@ -368,27 +389,27 @@ async fn put_object(
         ..ObjectMeta::default()
     };
     let slot: Slot = Arc::default();
-    let stream = body_stream(body, wanted, slot.clone());
-    let r = match s.node.objects.put(&bucket, &key, stream, meta, None).await {
-        Ok(m) => {
-            let etag = m.meta.s3_etag.clone();
-            let mut r = axum::Json(json!({
-                "size": m.size,
-                "etag": etag,
-                "blake3": m.blake3_hex(),
-            }))
-            .into_response();
-            put_header(r.headers_mut(), header::ETAG, &etag);
-            put_header(
-                r.headers_mut(),
-                header::HeaderName::from_static("content-digest"),
-                &blake3_digest(&m.digest),
-            );
-            Ok(r)
-        }
-        Err(e) => Err(object_error(&s, e, Some(&slot))),
-    };
-    timed(&s, "object_put", start, r)
+    let stream = body::request_stream(body, DigestCheck::new(wanted), slot.clone());
+    let m = s
+        .node
+        .objects
+        .put(bucket, key, stream, meta, None)
+        .await
+        .map_err(|e| object_error(s, e, Some(&slot)))?;
+    let etag = m.meta.s3_etag.clone();
+    let mut r = axum::Json(json!({
+        "size": m.size,
+        "etag": etag,
+        "blake3": m.blake3_hex(),
+    }))
+    .into_response();
+    put_header(r.headers_mut(), header::ETAG, &etag);
+    put_header(
+        r.headers_mut(),
+        header::HeaderName::from_static("content-digest"),
+        &blake3_digest(&m.digest),
+    );
+    Ok(r)
 }
 
 async fn get_object(
@@ -397,11 +418,9 @@ async fn get_object(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    authorize(&s.node, &headers)?;
-    let (bucket, key) = names(&uri)?;
-    let start = Instant::now();
-    let r = serve_object(&s, &method, &headers, &bucket, &key).await;
-    timed(&s, "object_get", start, r)
+    let (bucket, key) = target(&s, &uri, &headers)?;
+    let serve = serve_object(&s, &method, &headers, &bucket, &key);
+    timed(&s, "object_get", serve).await
 }
 
 async fn serve_object(
@@ -460,17 +479,18 @@ async fn serve_object(
             (StatusCode::OK, 0, size.saturating_sub(1))
         }
     };
-    let len = if size == 0 { 0 } else { last - first + 1 };
+    let len = body::span_len(size, (first, last));
     put_header(&mut h, header::CONTENT_LENGTH, &len.to_string());
-    let body = if *method == Method::HEAD || len == 0 {
-        Body::empty()
-    } else {
-        let stream = objects
-            .read(bucket, key, &head, first, last)
-            .await
-            .map_err(|e| object_error(s, e, None))?;
-        Body::from_stream(stream.map(|r| r.map_err(std::io::Error::other)))
-    };
+    let body = body::object_body(
+        objects,
+        bucket,
+        key,
+        &head,
+        (first, last),
+        *method == Method::HEAD,
+    )
+    .await
+    .map_err(|e| object_error(s, e, None))?;
     let mut r = (status, body).into_response();
     r.headers_mut().extend(h);
     Ok(r)
@@ -481,14 +501,14 @@ async fn delete_object(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    authorize(&s.node, &headers)?;
-    let (bucket, key) = names(&uri)?;
-    let start = Instant::now();
-    let r = match s.node.objects.delete(&bucket, &key).await {
-        Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
-        Err(e) => Err(object_error(&s, e, None)),
+    let (bucket, key) = target(&s, &uri, &headers)?;
+    let delete = async {
+        match s.node.objects.delete(&bucket, &key).await {
+            Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
+            Err(e) => Err(object_error(&s, e, None)),
+        }
     };
-    timed(&s, "object_delete", start, r)
+    timed(&s, "object_delete", delete).await
 }
 
 #[cfg(test)]

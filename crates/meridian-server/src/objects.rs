@@ -38,6 +38,8 @@ use meridian_blob::{
 use meridian_replication::ReplicationError;
 use meridian_replication::blob::Listed;
 use serde::{Deserialize, Serialize};
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -85,6 +87,15 @@ pub struct BlobConfig {
     pub scrub_interval_ms: u64,
     /// How fast a scrub reads, bytes per second (default 16 MiB/s).
     pub scrub_bytes_per_sec: u64,
+    /// Socket buffer of the bulk connections that carry chunks between nodes, bytes; unset
+    /// (default): `max(256 KiB, 2 × link_bandwidth × RTT)`, the RTT measured per connection.
+    /// Under the WAN emulator it also caps each chunk stream at `buffer / RTT`.
+    pub tcp_buffer: Option<usize>,
+    /// Bandwidth of a link between nodes, bytes per second, for sizing bulk socket buffers
+    /// (default 125 000 000 = 1 Gb/s).
+    pub link_bandwidth: u64,
+    /// Bulk connections per peer (default 4; 0 carries chunks on the control connection).
+    pub bulk_lanes: u8,
 }
 
 impl Default for BlobConfig {
@@ -106,6 +117,9 @@ impl Default for BlobConfig {
             gc_interval_ms: 60_000,
             scrub_interval_ms: 30 * 86_400_000,
             scrub_bytes_per_sec: 16 << 20,
+            tcp_buffer: None,
+            link_bandwidth: 125_000_000,
+            bulk_lanes: 4,
         }
     }
 }
@@ -157,6 +171,22 @@ impl BlobConfig {
         }
         if self.scrub_bytes_per_sec == 0 {
             return Err("blob.scrub_bytes_per_sec must be positive".into());
+        }
+        if let Some(b) = self.tcp_buffer
+            && !(4096..=256 << 20).contains(&b)
+        {
+            return Err(format!(
+                "blob.tcp_buffer must be 4096..=268435456 bytes, not {b}"
+            ));
+        }
+        if self.link_bandwidth == 0 {
+            return Err("blob.link_bandwidth must be positive".into());
+        }
+        if self.bulk_lanes > 64 {
+            return Err(format!(
+                "blob.bulk_lanes must be 0..=64, not {}",
+                self.bulk_lanes
+            ));
         }
         self.admission().validate()
     }
@@ -257,15 +287,7 @@ async fn on_store<T: Send + 'static>(
     store: &Arc<dyn ChunkStore>,
     f: impl FnOnce(&dyn ChunkStore) -> meridian_blob::Result<T> + Send + 'static,
 ) -> ObjResult<T> {
-    if store.blocks() {
-        let s = store.clone();
-        tokio::task::spawn_blocking(move || f(s.as_ref()))
-            .await
-            .map_err(|e| ObjectError::Body(format!("chunk store task failed: {e}")))?
-            .map_err(ObjectError::from)
-    } else {
-        f(store.as_ref()).map_err(ObjectError::from)
-    }
+    Ok(meridian_blob::on_store(store, f).await?)
 }
 
 impl Backend {
@@ -308,7 +330,7 @@ impl Backend {
                 };
                 on_store(chunks, move |s| s.put(id, &bytes, digest, &info)).await
             }
-            Backend::Cluster(c) => Ok(c.node.blob_put_chunk(key, id, digest, bytes).await?),
+            Backend::Cluster(c) => Ok(c.node.blob_put_chunk(key, id, digest, bytes, 0).await?),
         }
     }
 
@@ -332,7 +354,7 @@ impl Backend {
                     },
                 )),
             },
-            Backend::Cluster(cl) => Ok(cl.node.blob_get_chunk(key, id, c.digest).await?),
+            Backend::Cluster(cl) => Ok(cl.node.blob_get_chunk(key, id, c.digest, 0).await?),
         }
     }
 
@@ -732,11 +754,25 @@ impl Objects {
                 self.cfg.version_grace_ms
             )));
         }
+        let manifest = self.manifest_of(version, stored, content_md5, meta)?;
+        self.backend.set_value(&full, manifest.encode()).await?;
+        Ok(manifest)
+    }
+
+    /// The manifest of a body stored as chunk version `version`, with `meta` and the body's
+    /// ETag, once the body matches the client's `Content-MD5` (`BadDigest` otherwise).
+    fn manifest_of(
+        &self,
+        version: u128,
+        stored: Stored,
+        content_md5: Option<[u8; 16]>,
+        meta: ObjectMeta,
+    ) -> ObjResult<Manifest> {
         if !stored.md5_matches(content_md5) {
             return Err(ObjectError::BadDigest("Content-MD5"));
         }
-        let etag = stored.etag();
-        let manifest = Manifest {
+        let s3_etag = stored.etag();
+        Ok(Manifest {
             version,
             size: stored.size,
             chunk_size: self.cfg.chunk_size,
@@ -745,13 +781,8 @@ impl Objects {
             digest: stored.blake3,
             placement: Placement::WithManifest,
             created_us: self.now_us(),
-            meta: ObjectMeta {
-                s3_etag: etag,
-                ..meta
-            },
-        };
-        self.backend.set_value(&full, manifest.encode()).await?;
-        Ok(manifest)
+            meta: ObjectMeta { s3_etag, ..meta },
+        })
     }
 
     /// HeadObject: the object's manifest (a plain value written by another front end is
@@ -988,28 +1019,16 @@ impl Objects {
         let version = self.new_id();
         let md5 = self.cfg.md5_etag || content_md5.is_some();
         let stored = self.store_body(&full, version, 0, 0, md5, body).await?;
-        if !stored.md5_matches(content_md5) {
-            return Err(ObjectError::BadDigest("Content-MD5"));
-        }
-        let etag = stored.etag();
-        let part = Manifest {
-            version,
-            size: stored.size,
-            chunk_size: self.cfg.chunk_size,
-            chunks: stored.chunks,
+        // A part is never inline (not even an empty one): the object is its parts' chunks.
+        let stored = Stored {
             inline: None,
-            digest: stored.blake3,
-            placement: Placement::WithManifest,
-            created_us: self.now_us(),
-            meta: ObjectMeta {
-                s3_etag: etag.clone(),
-                ..ObjectMeta::default()
-            },
+            ..stored
         };
+        let part = self.manifest_of(version, stored, content_md5, ObjectMeta::default())?;
         self.backend
             .set_value(&part_key(bucket, id, number), part.encode())
             .await?;
-        Ok(etag)
+        Ok(part.meta.s3_etag)
     }
 
     async fn part(&self, bucket: &str, id: u128, number: u32) -> ObjResult<Option<Manifest>> {
@@ -1186,46 +1205,177 @@ impl Objects {
         }
     }
 
-    /// The open uploads of `bucket`: (key, upload id, initiated ms), at most `limit`.
+    /// ListMultipartUploads' scan: the open uploads of `bucket` after upload `after`, in
+    /// ascending upload id (the order their records are stored in), at most `limit`, within
+    /// `budget`. Part records are passed over, the rest of an upload's parts skipped with a
+    /// new listing once a batch reaches them (an upload may have 10 000).
     pub async fn list_uploads(
         &self,
         bucket: &str,
+        after: Option<u128>,
         limit: usize,
-    ) -> ObjResult<Vec<(Bytes, u128, u64)>> {
-        let mut start = object_key(bucket, b"").to_vec();
-        start.push(0xFF);
-        let mut end = start.clone();
-        end.push(0xFF);
-        let (entries, _) = self
-            .backend
-            .list(Bytes::from(start), Bytes::from(end), 10_000)
-            .await?;
+        budget: &mut ListBudget,
+    ) -> ObjResult<UploadPage> {
         let base = object_key(bucket, b"").len();
-        let mut out = Vec::new();
-        for l in entries {
-            // Upload records end with the hash tag's `}`; part records follow it with `/N`.
-            if l.key.last() != Some(&b'}') {
-                continue;
+        let (mut start, end) = uploads_range(bucket);
+        if let Some(id) = after {
+            start = start.max(parts_end(bucket, id));
+        }
+        let limit = limit.max(1);
+        let mut page = UploadPage::default();
+        // The last upload id the scan passed (its records are all behind it).
+        let mut passed: Option<u128> = None;
+        loop {
+            // The budget applies once the page has moved on, so that every page does.
+            if passed.is_some() && budget.exhausted() {
+                page.next = passed;
+                return Ok(page);
             }
-            let Some(id) = l
-                .key
-                .get(base + 6..l.key.len() - 1)
-                .and_then(|s| std::str::from_utf8(s).ok())
-                .and_then(parse_upload_id)
-            else {
-                continue;
-            };
-            if let Some(v) = self.backend.get_value(&l.key).await?
-                && let Ok(r) = postcard::from_bytes::<UploadRecord>(&v)
-            {
-                out.push((r.key, id, r.created_us / 1000));
-                if out.len() >= limit {
-                    break;
+            let want = limit
+                .saturating_sub(page.uploads.len())
+                .saturating_add(1)
+                .min(1000);
+            let want = budget.call(want);
+            let (entries, more) = self.backend.list(start.clone(), end.clone(), want).await?;
+            for l in &entries {
+                let Some((id, is_upload)) = mpu_record(&l.key, base) else {
+                    continue;
+                };
+                if passed == Some(id) {
+                    continue;
                 }
+                if is_upload {
+                    if page.uploads.len() >= limit || (passed.is_some() && budget.exhausted()) {
+                        page.next = passed;
+                        return Ok(page);
+                    }
+                    budget.read(1);
+                    if let Some(v) = self.backend.get_value(&l.key).await?
+                        && let Ok(r) = postcard::from_bytes::<UploadRecord>(&v)
+                    {
+                        page.uploads.push((r.key, id, r.created_us / 1000));
+                    }
+                }
+                // A part whose upload record is gone (an abort half done) is passed too.
+                passed = Some(id);
+            }
+            let Some(last) = entries.last() else {
+                return Ok(page);
+            };
+            if !more {
+                return Ok(page);
+            }
+            start = key_after(&last.key);
+            if let Some(id) = passed {
+                start = start.max(parts_end(bucket, id));
             }
         }
-        Ok(out)
     }
+
+    /// The keys of `bucket` with an open upload, all of them (garbage collection must keep
+    /// every version of those).
+    async fn upload_keys(&self, bucket: &str) -> ObjResult<HashSet<Bytes>> {
+        let mut keys = HashSet::new();
+        let mut after = None;
+        let mut budget = ListBudget::UNLIMITED;
+        loop {
+            let page = self
+                .list_uploads(bucket, after, usize::MAX, &mut budget)
+                .await?;
+            keys.extend(page.uploads.into_iter().map(|(key, _, _)| key));
+            match page.next {
+                Some(id) => after = Some(id),
+                None => return Ok(keys),
+            }
+        }
+    }
+}
+
+/// What one listing request may ask of the backend before it answers with what it has,
+/// truncated, and a continuation token to go on from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListBudget {
+    /// Backend listing calls.
+    pub calls: usize,
+    /// Records read: entries the calls ask for, and values read besides.
+    pub records: usize,
+}
+
+/// The budget of one S3 listing request (a ListObjectsV2 or ListMultipartUploads page). On a
+/// cluster every backend listing call is a scatter-gather to a replica of every partition, so
+/// without a bound one page could cost a call for each common prefix it returns (1000, when
+/// every prefix holds more keys than a call reads) or read every part record of every upload
+/// (10 000 a upload). A plain page takes one call of at most 1001 records; 8 calls still fill
+/// a page of common prefixes holding hundreds of keys each, while the worst page costs a few
+/// times a plain one. A page cut short is truncated with a continuation token, as S3 may do
+/// (clients go on from it).
+pub const LIST_BUDGET: ListBudget = ListBudget {
+    calls: 8,
+    records: 10_000,
+};
+
+impl ListBudget {
+    /// No bound (background work that must see everything).
+    pub const UNLIMITED: ListBudget = ListBudget {
+        calls: usize::MAX,
+        records: usize::MAX,
+    };
+
+    /// Whether it is spent.
+    pub fn exhausted(&self) -> bool {
+        self.calls == 0 || self.records == 0
+    }
+
+    /// Spends a listing call that wants `want` records; how many it may ask for (at least
+    /// one, so that a call always moves on).
+    pub fn call(&mut self, want: usize) -> usize {
+        let n = want.min(self.records).max(1);
+        self.calls = self.calls.saturating_sub(1);
+        self.records = self.records.saturating_sub(n);
+        n
+    }
+
+    /// Spends `n` records read outside listing calls.
+    pub fn read(&mut self, n: usize) {
+        self.records = self.records.saturating_sub(n);
+    }
+}
+
+/// One page of a bucket's open multipart uploads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UploadPage {
+    /// (key, upload id, initiated ms), by upload id.
+    pub uploads: Vec<(Bytes, u128, u64)>,
+    /// When more may follow (the page is truncated): the upload id to go on after.
+    pub next: Option<u128>,
+}
+
+/// The range of `bucket`'s multipart records: `bucket:0xFF` up to `bucket:0xFF 0xFF`.
+fn uploads_range(bucket: &str) -> (Bytes, Bytes) {
+    let mut start = object_key(bucket, b"").to_vec();
+    start.push(0xFF);
+    let mut end = start.clone();
+    end.push(0xFF);
+    (Bytes::from(start), Bytes::from(end))
+}
+
+/// The upload id a multipart record names (`base`: the length of its bucket's key prefix),
+/// and whether it is the upload's own record (`…mpu/{ID}`), not a part's (`…mpu/{ID}/N`).
+fn mpu_record(key: &[u8], base: usize) -> Option<(u128, bool)> {
+    let rest = key.get(base..)?.strip_prefix(b"\xffmpu/{")?;
+    let id = parse_upload_id(std::str::from_utf8(rest.get(..32)?).ok()?)?;
+    match rest.get(32..)? {
+        b"}" => Some((id, true)),
+        tail => tail.starts_with(b"}/").then_some((id, false)),
+    }
+}
+
+/// The first key after `key`.
+fn key_after(key: &[u8]) -> Bytes {
+    let mut k = Vec::with_capacity(key.len() + 1);
+    k.extend_from_slice(key);
+    k.push(0);
+    Bytes::from(k)
 }
 
 impl Objects {
@@ -1434,33 +1584,30 @@ impl Objects {
         else {
             return false;
         };
-        c.node.blob_get_chunk(key, id, chunk.digest).await.is_ok()
+        c.node
+            .blob_get_chunk(key, id, chunk.digest, 0)
+            .await
+            .is_ok()
     }
 
     /// Runs [`Objects::scrub`] every `blob.scrub_interval_ms` until `stop`.
     pub async fn run_scrub(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        let mut tick =
-            tokio::time::interval(std::time::Duration::from_millis(self.cfg.scrub_interval_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            let pass = tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = tick.tick() => tokio::select! {
-                    _ = stop.cancelled() => return,
-                    p = self.scrub() => p,
-                },
-            };
-            match pass {
-                Ok(p) => tracing::info!(
+        let period = self.cfg.scrub_interval_ms;
+        every(
+            period,
+            stop,
+            "scrub pass",
+            || self.scrub(),
+            |p| {
+                tracing::info!(
                     chunks = p.chunks,
                     corrupt = p.corrupt,
                     repaired = p.repaired,
                     "scrub pass done"
-                ),
-                Err(e) => tracing::warn!(error = %e, "scrub pass failed; will retry"),
-            }
-        }
+                );
+            },
+        )
+        .await;
     }
 
     /// One pass of chunk garbage collection on this node: every stored version old enough
@@ -1476,21 +1623,34 @@ impl Objects {
         };
         let now = self.now_us();
         let mut pass = GcPass::default();
+        // The keys with open uploads, by bucket: listed once a pass, when a bucket's first
+        // deletion is due (`None`: the listing failed, and the bucket's versions are kept).
+        // Every version was stored before the listing (`versions` was read first), so an
+        // upload a version belongs to was created before it too.
+        let mut uploads: HashMap<Bytes, Option<HashSet<Bytes>>> = HashMap::new();
         for (version, info) in versions {
             pass.versions += 1;
             if now.saturating_sub(info.created_us) < cfg.version_grace_us {
                 continue;
             }
             let state = self.key_state(&info.key).await;
+            // An open upload keeps the version, so the uploads are only read for a deletion.
+            if decide(&cfg, version, info.created_us, &state, false, now) != GcDecision::Delete {
+                continue;
+            }
             let (bucket, key) = meridian_cluster::bucket_and_key(&info.key);
-            let bucket = std::str::from_utf8(bucket).unwrap_or_default();
-            let upload_open = match self.list_uploads(bucket, 10_000).await {
-                Ok(uploads) => uploads.iter().any(|(k, _, _)| &k[..] == key),
-                Err(_) => true,
+            // No upload is ever opened in a bucket whose name is not UTF-8.
+            let upload_open = match std::str::from_utf8(bucket) {
+                Err(_) => false,
+                Ok(name) => {
+                    let open = match uploads.entry(Bytes::copy_from_slice(bucket)) {
+                        Entry::Occupied(o) => o.into_mut(),
+                        Entry::Vacant(v) => v.insert(self.upload_keys(name).await.ok()),
+                    };
+                    open.as_ref().is_none_or(|keys| keys.contains(key))
+                }
             };
-            if decide(&cfg, version, info.created_us, &state, upload_open, now)
-                == GcDecision::Delete
-            {
+            if !upload_open {
                 pass.bytes_freed += on_store(&store, move |s| s.delete_version(version)).await?;
                 pass.deleted += 1;
                 self.gc_deleted.fetch_add(1, Ordering::Relaxed);
@@ -1501,24 +1661,52 @@ impl Objects {
 
     /// Runs [`Objects::collect_garbage`] every `blob.gc_interval_ms` until `stop`.
     pub async fn run_gc(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
-        let mut tick =
-            tokio::time::interval(std::time::Duration::from_millis(self.cfg.gc_interval_ms));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tokio::select! {
+        let period = self.cfg.gc_interval_ms;
+        every(
+            period,
+            stop,
+            "chunk garbage collection",
+            || self.collect_garbage(),
+            |p| {
+                if p.deleted > 0 {
+                    tracing::info!(
+                        deleted = p.deleted,
+                        bytes = p.bytes_freed,
+                        "chunk garbage collected"
+                    );
+                }
+            },
+        )
+        .await;
+    }
+}
+
+/// Runs `pass` every `period_ms` until `stop`, the first time one period after the start (a
+/// pass that overruns delays the next rather than bunching them); `done` reports a pass that
+/// succeeded, a failure is logged as `what` and retried at the next tick. `stop` also ends a
+/// pass under way: a pass deletes only what it has found garbage or corrupt, one item at a
+/// time, so a pass cut short leaves nothing half done (the next one goes on).
+async fn every<T, F: Future<Output = ObjResult<T>>>(
+    period_ms: u64,
+    stop: tokio_util::sync::CancellationToken,
+    what: &'static str,
+    mut pass: impl FnMut() -> F,
+    mut done: impl FnMut(T),
+) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_millis(period_ms));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        let outcome = tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tick.tick() => tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            match self.collect_garbage().await {
-                Ok(p) if p.deleted > 0 => tracing::info!(
-                    deleted = p.deleted,
-                    bytes = p.bytes_freed,
-                    "chunk garbage collected"
-                ),
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "chunk garbage collection failed; will retry"),
-            }
+                r = pass() => r,
+            },
+        };
+        match outcome {
+            Ok(p) => done(p),
+            Err(e) => tracing::warn!(error = %e, "{what} failed; will retry"),
         }
     }
 }

@@ -33,17 +33,19 @@
 //! tagging, lifecycle, ListObjects v1 and virtual-hosted-style addressing
 //! (`NotImplemented`, naming the alternative).
 
+use crate::body::{self, BodyCheck, Slot};
 use crate::http::{ConnLimits, serve_app};
 use crate::metrics::Frontend;
 use crate::node::NodeState;
-use crate::objects::{ByteStream, ObjectError, Objects, format_upload_id, parse_upload_id};
+use crate::objects::{
+    ByteStream, LIST_BUDGET, ObjectError, Objects, format_upload_id, parse_upload_id,
+};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures_util::StreamExt;
 use meridian_blob::ObjectMeta;
 use meridian_blob::range::{content_range, parse_range};
 use meridian_replication::{ErrorClass, ReplicationError};
@@ -202,13 +204,27 @@ impl BucketBook {
         }
     }
 
-    fn persist(names: &BTreeMap<String, u64>, file: &Option<PathBuf>) -> Result<(), S3Error> {
+    /// Changes a single node's bucket list, and saves it when it has a file.
+    fn edit(
+        names: &Mutex<BTreeMap<String, u64>>,
+        file: &Option<PathBuf>,
+        change: impl FnOnce(&mut BTreeMap<String, u64>),
+    ) -> Result<(), S3Error> {
+        let mut names = names.lock();
+        change(&mut names);
         let Some(f) = file else { return Ok(()) };
         let text: String = names.iter().map(|(n, ms)| format!("{n} {ms}\n")).collect();
         let tmp = f.with_extension("tmp");
         std::fs::write(&tmp, text)
             .and_then(|()| std::fs::rename(&tmp, f))
             .map_err(|e| internal(format!("saving the bucket list: {e}")))
+    }
+
+    /// The cluster whose registry holds the buckets.
+    fn cluster(node: &NodeState) -> Result<&crate::cluster::ClusterBackend, S3Error> {
+        node.cluster
+            .as_deref()
+            .ok_or_else(|| internal("no cluster"))
     }
 
     async fn create(&self, node: &NodeState, name: &str) -> Result<(), S3Error> {
@@ -219,41 +235,27 @@ impl BucketBook {
             ));
         }
         match self {
-            BucketBook::Local { names, file } => {
-                let mut n = names.lock();
+            BucketBook::Local { names, file } => BucketBook::edit(names, file, |n| {
                 n.insert(name.to_owned(), node.clock.now().0 / 1000);
-                BucketBook::persist(&n, file)
-            }
-            BucketBook::Cluster => {
-                let c = node
-                    .cluster
-                    .as_ref()
-                    .ok_or_else(|| internal("no cluster"))?;
-                c.node
-                    .set_bucket(name, meridian_replication::BucketProps::default())
-                    .await
-                    .map_err(|e| replication_error(&e))
-            }
+            }),
+            BucketBook::Cluster => BucketBook::cluster(node)?
+                .node
+                .set_bucket(name, meridian_replication::BucketProps::default())
+                .await
+                .map_err(|e| replication_error(&e)),
         }
     }
 
     async fn delete(&self, node: &NodeState, name: &str) -> Result<(), S3Error> {
         match self {
-            BucketBook::Local { names, file } => {
-                let mut n = names.lock();
+            BucketBook::Local { names, file } => BucketBook::edit(names, file, |n| {
                 n.remove(name);
-                BucketBook::persist(&n, file)
-            }
-            BucketBook::Cluster => {
-                let c = node
-                    .cluster
-                    .as_ref()
-                    .ok_or_else(|| internal("no cluster"))?;
-                c.node
-                    .drop_bucket(name)
-                    .await
-                    .map_err(|e| replication_error(&e))
-            }
+            }),
+            BucketBook::Cluster => BucketBook::cluster(node)?
+                .node
+                .drop_bucket(name)
+                .await
+                .map_err(|e| replication_error(&e)),
         }
     }
 }
@@ -308,8 +310,7 @@ async fn handle(State(s): State<Arc<S3State>>, request: Request<Body>) -> Respon
     let request_id = format!("{:016X}", id ^ 0x4d52_444e_0000_0000);
     let head = request.method() == Method::HEAD;
     let resource = request.uri().path().to_owned();
-    let slot: Arc<Mutex<Option<S3Error>>> = Arc::new(Mutex::new(None));
-    let mut response = match serve_request(&s, request, slot.clone()).await {
+    let mut response = match serve_request(&s, request).await {
         Ok(r) => r,
         Err(e) => error_response(e.with_resource(resource), &request_id, head),
     };
@@ -340,11 +341,7 @@ fn error_response(e: S3Error, request_id: &str, head: bool) -> Response {
 }
 
 /// Authenticates, parses and runs one request.
-async fn serve_request(
-    s: &S3State,
-    request: Request<Body>,
-    slot: Arc<Mutex<Option<S3Error>>>,
-) -> Result<Response, S3Error> {
+async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, S3Error> {
     let (parts, body) = request.into_parts();
     let raw_path = parts.uri.path().to_owned();
     let raw_query = parts.uri.query().map(str::to_owned);
@@ -391,7 +388,7 @@ async fn serve_request(
             if !s.buckets.exists(&s.node, &bucket) {
                 return Err(no_such_bucket(&bucket));
             }
-            object_op(s, &req, &bucket, &key, body, slot).await
+            object_op(s, &req, &bucket, &key, body).await
         }
     }
 }
@@ -500,7 +497,7 @@ async fn bucket_op(s: &S3State, req: &Req, bucket: &str, body: Body) -> Result<R
         return Ok(xml_response(StatusCode::OK, xml::location_constraint(None)));
     }
     if req.has("uploads") {
-        return list_uploads(s, bucket).await;
+        return list_uploads(s, req, bucket).await;
     }
     if req.q("list-type") == Some("2") {
         return list_objects_v2(s, req, bucket).await;
@@ -514,28 +511,86 @@ async fn bucket_op(s: &S3State, req: &Req, bucket: &str, body: Body) -> Result<R
 
 async fn list_objects_v2(s: &S3State, req: &Req, bucket: &str) -> Result<Response, S3Error> {
     let p = names::parse_list_objects_v2(req.raw_query.as_deref())?;
+    let page = scan_objects_v2(s, &p, bucket).await?;
+    let result = xml::ListObjectsV2Result {
+        name: bucket.to_owned(),
+        prefix: p.prefix.clone(),
+        delimiter: p.delimiter.clone(),
+        max_keys: p.max_keys,
+        is_truncated: page.truncated,
+        continuation_token: p.continuation_token.clone(),
+        next_continuation_token: page
+            .truncated
+            .then(|| {
+                page.last_token
+                    .map(|k| names::continuation_token_encode(&k))
+            })
+            .flatten(),
+        start_after: p.start_after.clone(),
+        contents: page.contents,
+        common_prefixes: page.prefixes,
+        encoding_url: p.encoding_url,
+    };
+    Ok(xml_response(StatusCode::OK, result.to_xml()))
+}
+
+/// One page of a ListObjectsV2 listing.
+#[derive(Default)]
+struct ObjectsPage {
+    contents: Vec<xml::ObjectInfo>,
+    prefixes: Vec<String>,
+    /// Whether more may follow.
+    truncated: bool,
+    /// What the continuation token names: the last key or common prefix listed.
+    last_token: Option<String>,
+}
+
+/// The page of keys and common prefixes a ListObjectsV2 request asks for: `max-keys` of
+/// them, or as many as [`LIST_BUDGET`] finds (the page is then truncated, its token going on
+/// from there, as when `max-keys` ends it).
+async fn scan_objects_v2(
+    s: &S3State,
+    p: &names::ListObjectsV2Params,
+    bucket: &str,
+) -> Result<ObjectsPage, S3Error> {
     let max = p.max_keys as usize;
-    let mut contents: Vec<xml::ObjectInfo> = Vec::new();
-    let mut prefixes: Vec<String> = Vec::new();
-    let mut after: Option<Vec<u8>> = p.list_after().map(|a| a.as_bytes().to_vec());
-    let mut truncated = false;
-    let mut last_token: Option<String> = None;
-    'scan: while contents.len() + prefixes.len() < max {
-        let want = (max - contents.len() - prefixes.len() + 1).min(1001);
+    let mut page = ObjectsPage::default();
+    if max == 0 {
+        return Ok(page);
+    }
+    let mut budget = LIST_BUDGET;
+    let mut after: Option<Vec<u8>> = resume_point(p);
+    // The common prefix last rolled up: the keys under it that follow are passed over.
+    let mut rolled: Option<String> = None;
+    'scan: loop {
+        // Spent: the page ends here, truncated, once it has a token that moves on (keys that
+        // are not UTF-8, and so have none, are passed over whatever it costs).
+        if budget.exhausted() && page.last_token.is_some() {
+            page.truncated = true;
+            break;
+        }
+        // One more than the page still takes, to tell whether anything follows it.
+        let listed = page.contents.len() + page.prefixes.len();
+        let want = budget.call((max.saturating_sub(listed) + 1).min(1001));
         let (entries, more) = s
             .objects()
             .list(bucket, p.prefix.as_bytes(), after.as_deref(), want)
             .await
             .map_err(|e| object_error(e, None))?;
-        let n = entries.len();
-        for (i, e) in entries.into_iter().enumerate() {
+        for e in entries {
+            if rolled
+                .as_ref()
+                .is_some_and(|cp| e.key.starts_with(cp.as_bytes()))
+            {
+                continue;
+            }
             let Ok(key) = String::from_utf8(e.key.to_vec()) else {
                 // A key written through another front end that is not UTF-8: S3 cannot name it.
                 after = Some(e.key.to_vec());
                 continue;
             };
-            if contents.len() + prefixes.len() >= max {
-                truncated = true;
+            if page.contents.len() + page.prefixes.len() >= max {
+                page.truncated = true;
                 break 'scan;
             }
             if let Some(d) = &p.delimiter
@@ -545,19 +600,15 @@ async fn list_objects_v2(s: &S3State, req: &Req, bucket: &str) -> Result<Respons
             {
                 let cp = key[..p.prefix.len() + pos + d.len()].to_owned();
                 // Everything under this prefix sorts before `cp ‖ 0xFF`: list from there.
-                let mut skip = cp.as_bytes().to_vec();
-                skip.push(0xFF);
-                after = Some(skip);
-                last_token = Some(format!("{cp}\u{10FFFF}"));
-                prefixes.push(cp);
-                if i + 1 < n || more {
-                    continue 'scan;
-                }
-                break 'scan;
+                after = Some(past_prefix(&cp));
+                page.last_token = Some(format!("{cp}{PREFIX_MARK}"));
+                page.prefixes.push(cp.clone());
+                rolled = Some(cp);
+                continue;
             }
             after = Some(key.as_bytes().to_vec());
-            last_token = Some(key.clone());
-            contents.push(xml::ObjectInfo {
+            page.last_token = Some(key.clone());
+            page.contents.push(xml::ObjectInfo {
                 key,
                 last_modified_ms: e.modified_ms,
                 etag: e.etag,
@@ -569,44 +620,87 @@ async fn list_objects_v2(s: &S3State, req: &Req, bucket: &str) -> Result<Respons
             break;
         }
     }
-    let result = xml::ListObjectsV2Result {
-        name: bucket.to_owned(),
-        prefix: p.prefix.clone(),
-        delimiter: p.delimiter.clone(),
-        max_keys: p.max_keys,
-        is_truncated: truncated,
-        continuation_token: p.continuation_token.clone(),
-        next_continuation_token: truncated
-            .then(|| last_token.map(|k| names::continuation_token_encode(&k)))
-            .flatten(),
-        start_after: p.start_after.clone(),
-        contents,
-        common_prefixes: prefixes,
-        encoding_url: p.encoding_url,
-    };
-    Ok(xml_response(StatusCode::OK, result.to_xml()))
+    Ok(page)
 }
 
-async fn list_uploads(s: &S3State, bucket: &str) -> Result<Response, S3Error> {
-    let uploads = s
+/// What a continuation token ends with when it names a common prefix (`cp` + this). The next
+/// page starts at `cp ‖ 0xFF`, which a token (UTF-8) cannot hold; [`resume_point`] turns the
+/// token back into it.
+const PREFIX_MARK: char = '\u{10FFFF}';
+
+/// The key after which keys under common prefix `cp` end: `cp ‖ 0xFF` (no UTF-8 key holds
+/// byte 0xFF).
+fn past_prefix(cp: &str) -> Vec<u8> {
+    let mut k = cp.as_bytes().to_vec();
+    k.push(0xFF);
+    k
+}
+
+/// Where a ListObjectsV2 request resumes: after the later of its continuation point and
+/// `start-after`; a continuation token naming a common prefix resumes after every key under
+/// it (keys under it that themselves go on with U+10FFFF sort after the token's own bytes, and
+/// would otherwise return the prefix again).
+fn resume_point(p: &names::ListObjectsV2Params) -> Option<Vec<u8>> {
+    let continued = p.continue_after.as_deref().map(|token| {
+        let rolled = token.strip_suffix(PREFIX_MARK).filter(|cp| {
+            // A common prefix of this listing: the prefix, then up to the first delimiter.
+            let rest = cp.strip_prefix(p.prefix.as_str()).unwrap_or_default();
+            p.delimiter
+                .as_deref()
+                .is_some_and(|d| rest.find(d).map(|pos| pos + d.len()) == Some(rest.len()))
+        });
+        match rolled {
+            Some(cp) => past_prefix(cp),
+            None => token.as_bytes().to_vec(),
+        }
+    });
+    let start_after = p.start_after.as_ref().map(|a| a.as_bytes().to_vec());
+    continued.max(start_after)
+}
+
+/// ListMultipartUploads: a page of the bucket's open uploads (`max-uploads`, at most 1000).
+/// Pages follow upload ids, the order uploads are stored in: `upload-id-marker` (with
+/// `key-marker`, which is only echoed) resumes after an upload, and a truncated page names the
+/// next markers.
+async fn list_uploads(s: &S3State, req: &Req, bucket: &str) -> Result<Response, S3Error> {
+    let max = query_u32(req, "max-uploads", 1000)?.min(1000);
+    let upload_id_marker = req.q("upload-id-marker").unwrap_or_default();
+    let after = match upload_id_marker {
+        "" => None,
+        m => Some(parse_upload_id(m).ok_or_else(|| {
+            invalid(
+                S3Code::InvalidArgument,
+                "upload-id-marker must be an upload id as ListMultipartUploads returned it",
+            )
+        })?),
+    };
+    let key_marker = req.q("key-marker").unwrap_or_default();
+    let mut budget = LIST_BUDGET;
+    let page = s
         .objects()
-        .list_uploads(bucket, 1000)
+        .list_uploads(bucket, after, max.max(1) as usize, &mut budget)
         .await
         .map_err(|e| object_error(e, None))?;
+    let key_of = |key: &[u8]| String::from_utf8_lossy(key).into_owned();
+    let next_key = page
+        .uploads
+        .last()
+        .map_or_else(|| key_marker.to_owned(), |(key, _, _)| key_of(key));
     let result = xml::ListMultipartUploadsResult {
         bucket: bucket.to_owned(),
-        key_marker: String::new(),
-        upload_id_marker: String::new(),
-        next_key_marker: None,
-        next_upload_id_marker: None,
+        key_marker: key_marker.to_owned(),
+        upload_id_marker: upload_id_marker.to_owned(),
+        next_key_marker: page.next.map(|_| next_key),
+        next_upload_id_marker: page.next.map(format_upload_id),
         prefix: String::new(),
         delimiter: None,
-        max_uploads: 1000,
-        is_truncated: false,
-        uploads: uploads
+        max_uploads: max,
+        is_truncated: page.next.is_some(),
+        uploads: page
+            .uploads
             .into_iter()
             .map(|(key, id, ms)| xml::UploadInfo {
-                key: String::from_utf8_lossy(&key).into_owned(),
+                key: key_of(&key),
                 upload_id: format_upload_id(id),
                 initiated_ms: ms,
             })
@@ -649,9 +743,9 @@ async fn object_op(
     bucket: &str,
     key: &str,
     body: Body,
-    slot: Arc<Mutex<Option<S3Error>>>,
 ) -> Result<Response, S3Error> {
     let objects = s.objects();
+    let slot = Slot::default();
     let err = |e: ObjectError| object_error(e, Some(&slot));
     let kb = key.as_bytes();
     match req.method {
@@ -752,6 +846,19 @@ async fn object_op(
     }
 }
 
+/// Query parameter `name` as a whole number, `default` when it is absent or empty.
+fn query_u32(req: &Req, name: &str, default: u32) -> Result<u32, S3Error> {
+    match req.q(name) {
+        Some(v) if !v.is_empty() => v.parse().map_err(|_| {
+            invalid(
+                S3Code::InvalidArgument,
+                format!("{name} must be an integer"),
+            )
+        }),
+        _ => Ok(default),
+    }
+}
+
 fn upload_id(req: &Req) -> Result<u128, S3Error> {
     let raw = names::parse_upload_id(req.q("uploadId").unwrap_or(""))?;
     parse_upload_id(raw).ok_or_else(|| {
@@ -805,11 +912,7 @@ fn content_md5(req: &Req) -> Result<Option<[u8; 16]>, S3Error> {
 /// and at the end the signed SHA-256, the `x-amz-checksum-*` header and the chunked
 /// trailers verified. A failure is recorded in `slot` (the precise S3 error) and ends the
 /// stream with an error, so nothing is committed.
-fn body_stream(
-    req: &Req,
-    body: Body,
-    slot: Arc<Mutex<Option<S3Error>>>,
-) -> Result<ByteStream, S3Error> {
+fn body_stream(req: &Req, body: Body, slot: Slot<S3Error>) -> Result<ByteStream, S3Error> {
     let headers = req.header_list();
     let mode = match &req.auth {
         Some(a) => a.payload,
@@ -849,59 +952,26 @@ fn body_stream(
     } else {
         ChecksumVerifier::from_headers(&headers)?
     };
-    let state = BodyState {
-        raw: body.into_data_stream(),
+    let check = S3BodyCheck {
         decoder,
         sha,
         checksum,
-        ready: VecDeque::new(),
-        slot,
-        done: false,
     };
-    Ok(Box::pin(futures_util::stream::unfold(
-        state,
-        |mut st| async move {
-            loop {
-                if let Some(b) = st.ready.pop_front() {
-                    return Some((Ok(b), st));
-                }
-                if st.done {
-                    return None;
-                }
-                match st.raw.next().await {
-                    Some(Ok(bytes)) => {
-                        if let Err(e) = st.take(bytes) {
-                            return Some((Err(st.fail(e)), st));
-                        }
-                    }
-                    Some(Err(e)) => {
-                        let e = invalid(S3Code::IncompleteBody, format!("reading the body: {e}"));
-                        return Some((Err(st.fail(e)), st));
-                    }
-                    None => {
-                        st.done = true;
-                        if let Err(e) = st.finish() {
-                            return Some((Err(st.fail(e)), st));
-                        }
-                    }
-                }
-            }
-        },
-    )))
+    Ok(body::request_stream(body, check, slot))
 }
 
-struct BodyState {
-    raw: axum::body::BodyDataStream,
+/// What the S3 endpoint does to a request body: aws-chunked decoding, and the signed SHA-256
+/// and `x-amz-checksum-*` checks.
+struct S3BodyCheck {
     decoder: Option<ChunkedDecoder>,
     sha: Option<ContentSha256Verifier>,
     checksum: Option<ChecksumVerifier>,
-    ready: VecDeque<Bytes>,
-    slot: Arc<Mutex<Option<S3Error>>>,
-    done: bool,
 }
 
-impl BodyState {
-    fn take(&mut self, bytes: Bytes) -> Result<(), S3Error> {
+impl BodyCheck for S3BodyCheck {
+    type Error = S3Error;
+
+    fn take(&mut self, bytes: Bytes, ready: &mut VecDeque<Bytes>) -> Result<(), S3Error> {
         let mut out = Vec::new();
         match &mut self.decoder {
             Some(d) => d.push(bytes, &mut out)?,
@@ -914,7 +984,7 @@ impl BodyState {
             if let Some(c) = &mut self.checksum {
                 c.update(&b);
             }
-            self.ready.push_back(b);
+            ready.push_back(b);
         }
         Ok(())
     }
@@ -932,12 +1002,12 @@ impl BodyState {
         Ok(())
     }
 
-    fn fail(&mut self, e: S3Error) -> ObjectError {
-        self.done = true;
-        self.ready.clear();
-        let msg = e.message.clone();
-        *self.slot.lock() = Some(e);
-        ObjectError::Body(msg)
+    fn unreadable(&self, e: axum::Error) -> S3Error {
+        invalid(S3Code::IncompleteBody, format!("reading the body: {e}"))
+    }
+
+    fn message(e: &S3Error) -> String {
+        e.message.clone()
     }
 }
 
@@ -1019,17 +1089,19 @@ async fn get_object(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<R
         },
         None => (StatusCode::OK, 0, size.saturating_sub(1)),
     };
-    let len = if size == 0 { 0 } else { last - first + 1 };
+    let len = body::span_len(size, (first, last));
     put(&mut headers, "content-length", &len.to_string());
-    let body = if req.method == Method::HEAD || len == 0 {
-        Body::empty()
-    } else {
-        let stream = objects
-            .read(bucket, key.as_bytes(), &head, first, last)
-            .await
-            .map_err(|e| object_error(e, None))?;
-        Body::from_stream(stream.map(|r| r.map_err(std::io::Error::other)))
-    };
+    let headers_only = req.method == Method::HEAD;
+    let body = body::object_body(
+        objects,
+        bucket,
+        key.as_bytes(),
+        &head,
+        (first, last),
+        headers_only,
+    )
+    .await
+    .map_err(|e| object_error(e, None))?;
     let mut r = (status, body).into_response();
     r.headers_mut().extend(headers);
     Ok(r)
@@ -1037,22 +1109,8 @@ async fn get_object(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<R
 
 async fn list_parts(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<Response, S3Error> {
     let id = upload_id(req)?;
-    let marker: u32 = match req.q("part-number-marker") {
-        Some(v) if !v.is_empty() => v.parse().map_err(|_| {
-            invalid(
-                S3Code::InvalidArgument,
-                "part-number-marker must be an integer",
-            )
-        })?,
-        _ => 0,
-    };
-    let max: u32 = match req.q("max-parts") {
-        Some(v) if !v.is_empty() => v
-            .parse::<u32>()
-            .map_err(|_| invalid(S3Code::InvalidArgument, "max-parts must be an integer"))?
-            .min(1000),
-        _ => 1000,
-    };
+    let marker = query_u32(req, "part-number-marker", 0)?;
+    let max = query_u32(req, "max-parts", 1000)?.min(1000);
     let (parts, more) = s
         .objects()
         .list_parts(bucket, key.as_bytes(), id, marker, max.max(1) as usize)
@@ -1081,7 +1139,7 @@ async fn list_parts(s: &S3State, req: &Req, bucket: &str, key: &str) -> Result<R
 }
 
 /// The S3 error of a failed object operation (`slot`: what the body stream recorded).
-fn object_error(e: ObjectError, slot: Option<&Arc<Mutex<Option<S3Error>>>>) -> S3Error {
+fn object_error(e: ObjectError, slot: Option<&Slot<S3Error>>) -> S3Error {
     match e {
         ObjectError::NoSuchKey => invalid(S3Code::NoSuchKey, "The specified key does not exist."),
         ObjectError::NoSuchUpload => invalid(
@@ -1096,9 +1154,9 @@ fn object_error(e: ObjectError, slot: Option<&Arc<Mutex<Option<S3Error>>>>) -> S
         ),
         ObjectError::EntityTooSmall { .. } => invalid(S3Code::EntityTooSmall, e.to_string()),
         ObjectError::TooLarge { .. } => invalid(S3Code::EntityTooLarge, e.to_string()),
-        ObjectError::Body(m) => slot
-            .and_then(|s| s.lock().take())
-            .unwrap_or_else(|| invalid(S3Code::IncompleteBody, m)),
+        ObjectError::Body(m) => {
+            body::recorded(slot).unwrap_or_else(|| invalid(S3Code::IncompleteBody, m))
+        }
         ObjectError::BadDigest(_) => invalid(
             S3Code::BadDigest,
             "The Content-MD5 you specified did not match what we received.",

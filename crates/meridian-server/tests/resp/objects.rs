@@ -715,3 +715,100 @@ async fn the_scrub_finds_and_repairs_a_chunk_corrupted_at_rest() {
     assert!(good, "the scrub did not bring a good copy back");
     c.shutdown().await;
 }
+
+/// `list_uploads` pages by upload id within any budget: whatever the page size and however
+/// little a page may read (part records included, which it skips), going on from each page's
+/// `next` returns every open upload exactly once, in id order, and every page but the last
+/// moves on.
+#[tokio::test]
+async fn upload_listings_page_on_through_every_upload_within_any_budget() {
+    use meridian_server::objects::{LIST_BUDGET, ListBudget};
+    let o = local(small_chunks(64 << 10));
+    let mut expected = Vec::new();
+    for i in 0..12u32 {
+        let key = format!("obj{i:02}");
+        let id = o
+            .create_upload("b", key.as_bytes(), Default::default())
+            .await
+            .unwrap();
+        // Uploads with no parts, and with more parts than a small page reads.
+        for part in 1..=(i % 4) * 3 {
+            o.upload_part("b", key.as_bytes(), id, part, body(b"p"), None)
+                .await
+                .unwrap();
+        }
+        expected.push((id, Bytes::from(key)));
+    }
+    // Another bucket's uploads are not listed.
+    o.create_upload("c", b"other", Default::default())
+        .await
+        .unwrap();
+    expected.sort();
+    let tiny = ListBudget {
+        calls: 1,
+        records: 1,
+    };
+    let small = ListBudget {
+        calls: 2,
+        records: 5,
+    };
+    for budget in [LIST_BUDGET, small, tiny] {
+        for limit in [1, 5, 1000] {
+            let mut seen = Vec::new();
+            let mut after = None;
+            for _ in 0..1000 {
+                let mut b = budget;
+                let page = o.list_uploads("b", after, limit, &mut b).await.unwrap();
+                assert!(page.uploads.len() <= limit);
+                seen.extend(page.uploads.into_iter().map(|(key, id, _)| (id, key)));
+                match page.next {
+                    Some(next) => {
+                        assert!(after < Some(next), "{budget:?} {limit}: no progress");
+                        after = Some(next);
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(seen, expected, "{budget:?}, {limit} a page");
+        }
+    }
+}
+
+/// Garbage collection reads each bucket's open uploads once a pass, and keeps the parts of
+/// every one of them (in any bucket, however many) past the orphan TTL; an aborted upload's
+/// parts go.
+#[tokio::test]
+async fn garbage_collection_keeps_the_parts_of_every_open_upload() {
+    let o = local(BlobConfig {
+        version_grace_ms: 1,
+        orphan_ttl_ms: 1,
+        ..small_chunks(64 << 10)
+    });
+    let mut uploads = Vec::new();
+    for bucket in ["b1", "b2", "b3"] {
+        for i in 0..20 {
+            let key = format!("k{i}");
+            let id = o
+                .create_upload(bucket, key.as_bytes(), Default::default())
+                .await
+                .unwrap();
+            for part in 1..=3 {
+                o.upload_part(bucket, key.as_bytes(), id, part, body(b"part"), None)
+                    .await
+                    .unwrap();
+            }
+            uploads.push((bucket, key, id));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let pass = o.collect_garbage().await.unwrap();
+    assert_eq!((pass.versions, pass.deleted), (180, 0));
+    let aborted: Vec<_> = uploads.iter().step_by(7).collect();
+    for (bucket, key, id) in &aborted {
+        o.abort_upload(bucket, key.as_bytes(), *id).await.unwrap();
+    }
+    let gone = aborted.len() as u64 * 3;
+    assert_eq!(o.collect_garbage().await.unwrap().deleted, gone);
+    let pass = o.collect_garbage().await.unwrap();
+    assert_eq!((pass.versions, pass.deleted), (180 - gone, 0));
+}

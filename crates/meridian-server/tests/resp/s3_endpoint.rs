@@ -1402,3 +1402,166 @@ async fn cluster_nodes_serve_one_namespace() {
     }
     cluster.shutdown().await;
 }
+
+// ----- listings cut short by their budget ---------------------------------------------------
+
+/// Stores a one-byte object straight through the node's object service (no request each).
+async fn put_direct(node: &Node, bucket: &str, key: &str) {
+    let body: meridian_server::objects::ByteStream = Box::pin(futures_util::stream::iter([Ok(
+        bytes::Bytes::from_static(b"v"),
+    )]));
+    node.state
+        .objects
+        .put(bucket, key.as_bytes(), body, Default::default(), None)
+        .await
+        .unwrap();
+}
+
+/// Pages through a delimited ListObjectsV2 of `bucket` with `max-keys`: every key and common
+/// prefix in the order the pages give them, and how many pages were truncated short of
+/// `max-keys`.
+async fn list_all_pages(c: &Client, bucket: &str, max_keys: usize) -> (Vec<String>, usize) {
+    let mut items = Vec::new();
+    let mut short = 0;
+    let mut token: Option<String> = None;
+    for _ in 0..1000 {
+        let mut q = format!("list-type=2&delimiter=%2F&max-keys={max_keys}");
+        if let Some(t) = &token {
+            q.push_str(&format!("&continuation-token={t}"));
+        }
+        let r = c
+            .send(Request::new("GET", format!("/{bucket}")).query(q))
+            .await;
+        r.ok(200);
+        let mut page = xml_all(&r.body, "Key");
+        page.extend(xml_all(&r.body, "CommonPrefixes").iter().map(|p| {
+            p.trim_start_matches("<Prefix>")
+                .trim_end_matches("</Prefix>")
+                .to_owned()
+        }));
+        page.sort();
+        assert!(page.len() <= max_keys, "{}", r.text());
+        assert_eq!(
+            xml_one(&r.body, "KeyCount"),
+            Some(page.len().to_string()),
+            "{}",
+            r.text()
+        );
+        items.extend(page.iter().cloned());
+        if xml_one(&r.body, "IsTruncated").as_deref() != Some("true") {
+            assert_eq!(xml_one(&r.body, "NextContinuationToken"), None);
+            return (items, short);
+        }
+        // Every page moves on, cut short or not.
+        assert!(!page.is_empty(), "an empty truncated page: {}", r.text());
+        if page.len() < max_keys {
+            short += 1;
+        }
+        token = Some(xml_one(&r.body, "NextContinuationToken").expect("a continuation token"));
+    }
+    panic!("the listing never ended");
+}
+
+/// A delimited listing whose common prefixes each hold more keys than a backend listing call
+/// reads costs a call a prefix, so its pages end on the listing budget (truncated short of
+/// `max-keys`, with a continuation token) instead of making a call for every prefix. Paging on
+/// returns every common prefix and every object exactly once, in order: also past keys under
+/// a prefix that go on with U+10FFFF (they sort after the marker a prefix's token ends with).
+#[tokio::test]
+async fn delimited_listings_stop_on_their_budget_and_page_on_through_every_prefix_once() {
+    use meridian_server::objects::LIST_BUDGET;
+    let node = Node::start(|_| {}).await;
+    let c = node.client();
+    c.create_bucket("many").await;
+    // More keys a prefix than the largest call a page of `per_page` makes.
+    let per_page = LIST_BUDGET.calls * 2;
+    let prefixes = LIST_BUDGET.calls * 3 + 5;
+    let mut expected = Vec::new();
+    for i in 0..prefixes {
+        let cp = format!("dir{i:03}/");
+        for j in 0..per_page {
+            put_direct(&node, "many", &format!("{cp}k{j:03}")).await;
+        }
+        put_direct(&node, "many", &format!("{cp}\u{10FFFF}x")).await;
+        put_direct(&node, "many", &format!("{cp}\u{10FFFF}\u{10FFFF}")).await;
+        expected.push(cp);
+        if i % 7 == 3 {
+            // An object between two prefixes (`-` sorts before `/`).
+            let key = format!("dir{i:03}-top");
+            put_direct(&node, "many", &key).await;
+            expected.push(key);
+        }
+    }
+    for key in ["a-top", "z-top"] {
+        put_direct(&node, "many", key).await;
+        expected.push(key.to_owned());
+    }
+    expected.sort();
+
+    // Pages that the budget ends.
+    let (items, short) = list_all_pages(&c, "many", per_page).await;
+    assert_eq!(items, expected);
+    assert!(
+        short >= 2,
+        "the budget ended only {short} pages: it is not what these pages ran into"
+    );
+    // Pages that `max-keys` ends, and one that takes the whole listing.
+    let (items, _) = list_all_pages(&c, "many", 3).await;
+    assert_eq!(items, expected);
+    let (items, _) = list_all_pages(&c, "many", 1000).await;
+    assert_eq!(items, expected);
+    node.stop().await;
+}
+
+/// ListMultipartUploads pages with `max-uploads`, `NextKeyMarker` and `NextUploadIdMarker`:
+/// going on from the markers returns every open upload exactly once; a marker that is no
+/// upload id is `InvalidArgument`.
+#[tokio::test]
+async fn multipart_upload_listings_page_on_with_their_markers() {
+    let node = Node::start(|_| {}).await;
+    let c = node.client();
+    c.create_bucket("mpus").await;
+    let mut expected = Vec::new();
+    for i in 0..7 {
+        let key = format!("obj{i}");
+        let id = create_upload(&c, "mpus", &key).await;
+        c.send(
+            Request::new("PUT", format!("/mpus/{key}"))
+                .query(format!("partNumber=1&uploadId={id}"))
+                .body(b"part".to_vec()),
+        )
+        .await
+        .ok(200);
+        expected.push((id, key));
+    }
+    expected.sort();
+    let mut seen = Vec::new();
+    let mut markers: Option<(String, String)> = None;
+    for _ in 0..100 {
+        let mut q = "uploads&max-uploads=3".to_owned();
+        if let Some((k, u)) = &markers {
+            q.push_str(&format!("&key-marker={k}&upload-id-marker={u}"));
+        }
+        let r = c.send(Request::new("GET", "/mpus").query(q)).await;
+        r.ok(200);
+        let ids = xml_all(&r.body, "UploadId");
+        let keys = xml_all(&r.body, "Key");
+        assert!(ids.len() <= 3 && ids.len() == keys.len(), "{}", r.text());
+        seen.extend(ids.iter().cloned().zip(keys.iter().cloned()));
+        if xml_one(&r.body, "IsTruncated").as_deref() != Some("true") {
+            break;
+        }
+        let next = (
+            xml_one(&r.body, "NextKeyMarker").expect("NextKeyMarker"),
+            xml_one(&r.body, "NextUploadIdMarker").expect("NextUploadIdMarker"),
+        );
+        assert_eq!(Some(&next.1), ids.last(), "{}", r.text());
+        assert_eq!(Some(&next.0), keys.last(), "{}", r.text());
+        markers = Some(next);
+    }
+    assert_eq!(seen, expected);
+    c.send(Request::new("GET", "/mpus").query("uploads&upload-id-marker=nope"))
+        .await
+        .s3_error(400, "InvalidArgument");
+    node.stop().await;
+}
