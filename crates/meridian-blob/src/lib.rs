@@ -17,6 +17,7 @@
 //! server's object service.
 
 pub mod admission;
+pub mod budget;
 pub mod chunk_store;
 pub mod digest;
 pub mod error;
@@ -29,6 +30,7 @@ pub use admission::{
     Admission, AdmissionConfig, AdmissionStats, InflightBytes, InflightPermit, TooManyTransfers,
     TransferClass, TransferPermit,
 };
+pub use budget::Budget;
 pub use chunk_store::{ChunkId, ChunkStore, FileChunkStore, MemChunkStore, VersionInfo, on_store};
 pub use digest::{ChunkDigest, ObjectHasher, chunk_digest};
 pub use error::{BlobError, Result};

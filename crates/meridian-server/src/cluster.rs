@@ -673,6 +673,7 @@ fn start_member(
         rc.anti_entropy_interval = d;
     }
     m.config.balance.apply(&mut rc);
+    rc.repair_wan_bytes_per_sec = m.config.blob.repair_wan_bytes_per_sec;
     let engine = m.engine;
     let node = EventualNode::new(
         rc,

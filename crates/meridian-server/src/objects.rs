@@ -96,6 +96,10 @@ pub struct BlobConfig {
     pub link_bandwidth: u64,
     /// Bulk connections per peer (default 4; 0 carries chunks on the control connection).
     pub bulk_lanes: u8,
+    /// Background chunk traffic (handoff, read and scrub repair) to each other DC is paced to
+    /// this many bytes per second, so it never takes a WAN link from clients (default
+    /// 12 500 000; 0: unpaced).
+    pub repair_wan_bytes_per_sec: u64,
 }
 
 impl Default for BlobConfig {
@@ -120,6 +124,7 @@ impl Default for BlobConfig {
             tcp_buffer: None,
             link_bandwidth: 125_000_000,
             bulk_lanes: 4,
+            repair_wan_bytes_per_sec: 12_500_000,
         }
     }
 }
@@ -282,6 +287,13 @@ pub enum Backend {
     Cluster(Arc<ClusterBackend>),
 }
 
+/// The bulk stream a chunk travels on between nodes: one per version, so an upload (or a
+/// part of a multipart upload, which has a version of its own) is one stream, like the
+/// client connection it came on, and parallel parts are parallel streams.
+fn stream_of(id: ChunkId) -> u32 {
+    id.version as u32
+}
+
 /// Runs a chunk-store call, on the blocking pool when the store touches the disk.
 async fn on_store<T: Send + 'static>(
     store: &Arc<dyn ChunkStore>,
@@ -330,7 +342,10 @@ impl Backend {
                 };
                 on_store(chunks, move |s| s.put(id, &bytes, digest, &info)).await
             }
-            Backend::Cluster(c) => Ok(c.node.blob_put_chunk(key, id, digest, bytes, 0).await?),
+            Backend::Cluster(c) => Ok(c
+                .node
+                .blob_put_chunk(key, id, digest, bytes, stream_of(id))
+                .await?),
         }
     }
 
@@ -354,7 +369,10 @@ impl Backend {
                     },
                 )),
             },
-            Backend::Cluster(cl) => Ok(cl.node.blob_get_chunk(key, id, c.digest, 0).await?),
+            Backend::Cluster(cl) => Ok(cl
+                .node
+                .blob_get_chunk(key, id, c.digest, stream_of(id))
+                .await?),
         }
     }
 

@@ -10,9 +10,10 @@
 //!   invariant 8); a copy that fails here is dropped, not spread;
 //! - nothing is deleted here before every replica of the key acknowledged every chunk this
 //!   node holds of that version, and not while a layout change has given the key back;
-//! - one chunk is in flight at a time per node, and a round looks at no more than
-//!   [`VERSIONS_PER_ROUND`] versions, so handoff never crowds out client transfers; a
-//!   replica that is down is skipped until the detector says it is up.
+//! - one chunk is in flight at a time per node, chunks to another DC wait for that DC's WAN
+//!   budget (`repair_wan_bytes_per_sec`, shared with read repair), and a round looks at no
+//!   more than [`VERSIONS_PER_ROUND`] versions, so handoff never crowds out client
+//!   transfers; a replica that is down is skipped until the detector says it is up.
 
 use super::{BlobMsg, LocalChunk, read_local, storage};
 use crate::error::{ReplicationError, Result};
@@ -113,6 +114,7 @@ impl Node {
             };
             let digest = meridian_blob::chunk_digest(&bytes);
             let len = bytes.len() as u64;
+            self.repair_budget(to, len).await;
             let msg = Msg::Blob(BlobMsg::PutChunk {
                 key: key.clone(),
                 id,

@@ -25,7 +25,7 @@ use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
 use bytes::Bytes;
 use meridian_blob::{
-    ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, VersionInfo, on_store,
+    Budget, ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, VersionInfo, on_store,
 };
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
@@ -111,11 +111,16 @@ pub struct Listed {
     pub modified_us: u64,
 }
 
-/// The blob protocol's state: the node's chunk store.
+/// The blob protocol's state: the node's chunk store, and the WAN budgets of its repair
+/// traffic (one per other DC).
 #[derive(Default)]
 pub(crate) struct Blob {
     chunks: OnceLock<Arc<dyn ChunkStore>>,
+    wan_budgets: parking_lot::Mutex<BTreeMap<meridian_core::DcId, Arc<Budget>>>,
 }
+
+/// What a WAN budget lets through at once (four default chunks).
+const REPAIR_BURST: u64 = 4 << 20;
 
 impl std::fmt::Debug for Blob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -307,6 +312,24 @@ impl Node {
         self.blob_state().store().clone()
     }
 
+    /// Waits until the WAN budget of background chunk traffic lets `bytes` go to `to` (at
+    /// once within this DC, or when unpaced).
+    pub(crate) async fn repair_budget(&self, to: NodeId, bytes: u64) {
+        let rate = self.kernel().cfg.repair_wan_bytes_per_sec;
+        let dc = self.layout().topology().dc_of(to);
+        let Some(dc) = dc.filter(|&dc| dc != self.dc() && rate > 0) else {
+            return;
+        };
+        let budget = self
+            .blob_state()
+            .wan_budgets
+            .lock()
+            .entry(dc)
+            .or_insert_with(|| Arc::new(Budget::new(rate, REPAIR_BURST)))
+            .clone();
+        budget.take(bytes).await;
+    }
+
     /// The nodes a chunk of `key`'s object goes to (its preference list, this DC first), the
     /// acks a write needs (the bucket's W) and the request timeout.
     fn chunk_targets(&self, key: &[u8]) -> (Vec<NodeId>, u32, Duration) {
@@ -489,8 +512,12 @@ impl Node {
                     id,
                     digest,
                 });
-                let payload = Payload::bytes(bytes.clone());
-                let _ = self.kernel().transport.send_with(n, msg, Some(payload));
+                let (node, bytes) = (self.clone(), bytes.clone());
+                tokio::spawn(async move {
+                    node.repair_budget(n, bytes.len() as u64).await;
+                    let payload = Payload::bytes(bytes);
+                    let _ = node.kernel().transport.send_with(n, msg, Some(payload));
+                });
             }
         }
     }

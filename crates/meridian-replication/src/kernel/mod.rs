@@ -108,6 +108,10 @@ pub struct NodeConfig {
     pub handoff_timeout: Duration,
     /// Most hints read per hand-off round (default 10 000).
     pub handoff_batch: usize,
+    /// Background chunk traffic (handoff, read and scrub repair) to each other DC is paced
+    /// to this many bytes per second, so it never takes a WAN link from clients (default
+    /// 12.5 MB/s, a tenth of a 1 Gb/s link; 0: unpaced).
+    pub repair_wan_bytes_per_sec: u64,
     /// Client writes leaving more siblings are refused (default 100).
     pub siblings_max: usize,
     /// A warning is logged when a write leaves at least this many siblings (default 25).
@@ -185,6 +189,7 @@ impl NodeConfig {
             handoff_interval: Duration::from_secs(10),
             handoff_timeout: Duration::from_secs(5),
             handoff_batch: 10_000,
+            repair_wan_bytes_per_sec: 12_500_000,
             siblings_max: 100,
             siblings_warn: 25,
             object_max: 50 << 20,
