@@ -29,6 +29,51 @@ pub enum Placement {
     Spread,
 }
 
+/// The bit of a chunk version saying its chunks are spread: a chunk's placement follows
+/// from its version alone, so a reader, the handoff and the GC find it without the
+/// manifest.
+pub const SPREAD_BIT: u128 = 1 << 127;
+
+impl Placement {
+    /// The placement of the chunks of `version`.
+    pub fn of_version(version: u128) -> Placement {
+        if version & SPREAD_BIT != 0 {
+            Placement::Spread
+        } else {
+            Placement::WithManifest
+        }
+    }
+
+    /// `version` marked with this placement.
+    pub fn mark(self, version: u128) -> u128 {
+        match self {
+            Placement::WithManifest => version & !SPREAD_BIT,
+            Placement::Spread => version | SPREAD_BIT,
+        }
+    }
+
+    /// The key whose replicas hold chunk `index` of `version` of the object at `key`
+    /// (`bucket:key`): the object's key itself, or for a spread chunk a key of the same
+    /// bucket that hashes the version and index (so the bucket's N and W still apply).
+    pub fn home(key: &[u8], version: u128, index: u32) -> std::borrow::Cow<'_, [u8]> {
+        match Placement::of_version(version) {
+            Placement::WithManifest => std::borrow::Cow::Borrowed(key),
+            Placement::Spread => {
+                let bucket = key
+                    .iter()
+                    .position(|&b| b == b':')
+                    .map_or(key, |i| &key[..i]);
+                let mut home = Vec::with_capacity(bucket.len() + 30);
+                home.extend_from_slice(bucket);
+                home.extend_from_slice(b":\xff\xfespread/");
+                home.extend_from_slice(&version.to_be_bytes());
+                home.extend_from_slice(&index.to_be_bytes());
+                std::borrow::Cow::Owned(home)
+            }
+        }
+    }
+}
+
 /// One chunk of an object, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRef {
@@ -147,6 +192,30 @@ impl Manifest {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_version_carries_its_placement_and_spread_chunks_have_homes_of_their_own() {
+        let v = 0x1234_u128 | super::SPREAD_BIT;
+        assert_eq!(
+            Placement::of_version(Placement::Spread.mark(0x1234)),
+            Placement::Spread
+        );
+        assert_eq!(Placement::WithManifest.mark(v), 0x1234);
+        assert_eq!(Placement::of_version(0x1234), Placement::WithManifest);
+        let key = b"photos:cat.jpg";
+        assert_eq!(
+            &*Placement::home(key, 0x1234, 3),
+            key,
+            "with the manifest: the key"
+        );
+        let a = Placement::home(key, v, 0);
+        let b = Placement::home(key, v, 1);
+        assert_ne!(a, b, "each spread chunk has its own home");
+        assert!(a.starts_with(b"photos:"), "in the object's bucket: {a:?}");
+        // A key without a bucket separator is its own bucket.
+        assert!(Placement::home(b"nocolon", v, 0).starts_with(b"nocolon:"));
+    }
+
     use super::*;
 
     fn sample(chunks: Vec<ChunkRef>, size: u64) -> Manifest {

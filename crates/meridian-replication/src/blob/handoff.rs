@@ -1,8 +1,9 @@
 //! Chunk handoff (spec large-objects.md §9): the one path that moves chunks to the nodes that
-//! should hold them. Chunks this node holds for a key it no longer holds — a fallback stood in
-//! for a down primary (hinted), or a layout change moved the key away (ownership) — are sent
-//! to each of the key's replicas that lacks them, on the same bulk path and with the same
-//! digests as a client upload, and deleted here once every replica holds every chunk.
+//! should hold them. Chunks this node holds whose home key (`Placement::home`: the object's
+//! key, or a spread chunk's own) it no longer holds — a fallback stood in for a down primary
+//! (hinted), or a layout change moved the key away (ownership) — are sent to each of the home
+//! key's replicas that lacks them, on the same bulk path and with the same digests as a
+//! client upload, and deleted here once every replica holds every one of them.
 //!
 //! Guarantees:
 //! - a chunk is only ever sent as bytes that passed their digest here, and the receiver
@@ -19,9 +20,10 @@ use super::{BlobMsg, LocalChunk, read_local, storage};
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Msg, Node};
 use bytes::Bytes;
-use meridian_blob::{ChunkId, on_store};
+use meridian_blob::{ChunkId, Placement, on_store};
 use meridian_core::NodeId;
 use meridian_net::Payload;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 /// The most chunk versions one handoff round considers.
@@ -36,41 +38,68 @@ impl Node {
         let versions = on_store(&store, |s| s.versions()).await.map_err(storage)?;
         let me = self.id();
         let mut sent = 0;
-        let orphans = versions.into_iter().filter(|(_, info)| {
-            let p = self.layout().ring().partition_of(&info.key);
-            !self.holds(me, p, &info.key)
+        // A version kept with its manifest, whose key this node holds, stays whole: skipped
+        // without listing its chunks.
+        let candidates = versions.into_iter().filter(|(version, info)| {
+            Placement::of_version(*version) == Placement::Spread || !self.holds_home(&info.key)
         });
-        for (version, info) in orphans.take(VERSIONS_PER_ROUND) {
-            let key = info.key;
-            let targets = self.chunk_owners(&key);
-            if targets.is_empty() || targets.iter().any(|&n| !self.is_up(n)) {
-                continue;
-            }
+        for (version, info) in candidates.take(VERSIONS_PER_ROUND) {
             let indexes = on_store(&store, move |s| s.indexes(version))
                 .await
                 .map_err(storage)?;
-            let mut everywhere = true;
-            for &to in &targets {
-                match self.push_chunks(to, &key, version, &indexes).await {
-                    Ok(n) => sent += n,
-                    Err(e) => {
-                        tracing::debug!(node = %me, %to, error = %e, "chunk handoff failed");
-                        everywhere = false;
-                        break;
-                    }
+            // The chunks this node should not hold, by home key (one for a version kept
+            // with its manifest, one per chunk for a spread one).
+            let mut homes: BTreeMap<Vec<u8>, Vec<u32>> = BTreeMap::new();
+            for &index in &indexes {
+                let home = Placement::home(&info.key, version, index);
+                if !self.holds_home(&home) {
+                    homes.entry(home.into_owned()).or_default().push(index);
                 }
             }
-            let p = self.layout().ring().partition_of(&key);
-            if everywhere && !self.holds(me, p, &key) {
-                on_store(&store, move |s| s.delete_version(version))
+            for (home, moving) in homes {
+                let targets = self.chunk_owners(&home);
+                if targets.is_empty() || targets.iter().any(|&n| !self.is_up(n)) {
+                    continue;
+                }
+                let mut everywhere = true;
+                for &to in &targets {
+                    match self.push_chunks(to, &info.key, version, &moving).await {
+                        Ok(n) => sent += n,
+                        Err(e) => {
+                            tracing::debug!(node = %me, %to, error = %e, "chunk handoff failed");
+                            everywhere = false;
+                            break;
+                        }
+                    }
+                }
+                if everywhere && !self.holds_home(&home) {
+                    let whole = moving.len() == indexes.len();
+                    on_store(&store, move |s| {
+                        if whole {
+                            s.delete_version(version)?;
+                        } else {
+                            for index in moving {
+                                s.remove(ChunkId { version, index })?;
+                            }
+                        }
+                        Ok(())
+                    })
                     .await
                     .map_err(storage)?;
+                }
             }
         }
         Ok(sent)
     }
 
-    /// The replicas that should hold `key`'s chunks under the current layout (not this node).
+    /// Whether this node holds `home` (a chunk's home key) under the current layouts.
+    fn holds_home(&self, home: &[u8]) -> bool {
+        let p = self.layout().ring().partition_of(home);
+        self.holds(self.id(), p, home)
+    }
+
+    /// The replicas that should hold the chunks whose home key is `key` under the current
+    /// layout (not this node).
     fn chunk_owners(&self, key: &[u8]) -> Vec<NodeId> {
         let (_, n_val) = self.bucket_params(key);
         let layout = self.layout();

@@ -15,9 +15,11 @@
 //!   merges their sorted pages, cutting the result where a replica's page ended, so a listing
 //!   never skips a key a replica holds.
 //!
-//! Placement is `with_manifest`: a chunk lives on the preference list of its object's key
-//! (primaries, or fallbacks standing in for down ones); [`handoff`] moves chunks held by a
-//! fallback, or left behind by a layout change, to the key's replicas.
+//! Placement: a chunk lives on the preference list (primaries, or fallbacks standing in for
+//! down ones) of its home key — its object's key (`with_manifest`), or for a version marked
+//! spread a key hashing the version and index ([`Placement::home`]), so a large object's
+//! chunks spread over the cluster; [`handoff`] moves chunks held by a fallback, or left
+//! behind by a layout change, to their home key's replicas.
 
 pub mod handoff;
 
@@ -25,7 +27,8 @@ use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
 use bytes::Bytes;
 use meridian_blob::{
-    Budget, ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, VersionInfo, on_store,
+    Budget, ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, Placement, VersionInfo,
+    on_store,
 };
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
@@ -330,12 +333,14 @@ impl Node {
         budget.take(bytes).await;
     }
 
-    /// The nodes a chunk of `key`'s object goes to (its preference list, this DC first), the
-    /// acks a write needs (the bucket's W) and the request timeout.
-    fn chunk_targets(&self, key: &[u8]) -> (Vec<NodeId>, u32, Duration) {
-        let (bucket, _) = bucket_and_key(key);
+    /// The nodes chunk `id` of `key`'s object goes to (the preference list of its home key —
+    /// the object's key, or its own for a spread chunk — this DC first), the acks a write
+    /// needs (the bucket's W) and the request timeout.
+    fn chunk_targets(&self, key: &[u8], id: ChunkId) -> (Vec<NodeId>, u32, Duration) {
+        let home = Placement::home(key, id.version, id.index);
+        let (bucket, _) = bucket_and_key(&home);
         let p = self.registry().resolve(bucket, &Props::default());
-        let (_, apl) = self.preflist_for(key, p.n_val);
+        let (_, apl) = self.preflist_for(&home, p.n_val);
         let mut nodes: Vec<NodeId> = Vec::with_capacity(apl.len());
         for n in apl.nodes() {
             if !nodes.contains(&n) {
@@ -357,7 +362,7 @@ impl Node {
         bytes: Bytes,
         stream: u32,
     ) -> Result<()> {
-        let (nodes, need, timeout) = self.chunk_targets(key);
+        let (nodes, need, timeout) = self.chunk_targets(key, id);
         let key = Bytes::copy_from_slice(key);
         let (tx, mut rx) =
             tokio::sync::mpsc::channel::<std::result::Result<(), String>>(nodes.len().max(1));
@@ -418,7 +423,7 @@ impl Node {
         digest: ChunkDigest,
         stream: u32,
     ) -> Result<Bytes> {
-        let (mut nodes, _, timeout) = self.chunk_targets(key);
+        let (mut nodes, _, timeout) = self.chunk_targets(key, id);
         let replicas = nodes.clone();
         if let Some(i) = nodes.iter().position(|&n| n == self.id()) {
             nodes.swap(0, i);

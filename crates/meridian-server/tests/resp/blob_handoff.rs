@@ -6,7 +6,7 @@
 
 use bytes::Bytes;
 use futures_util::stream;
-use meridian_blob::ChunkStore;
+use meridian_blob::{ChunkStore, Placement};
 use meridian_net::wan::LinkConfig;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
 use meridian_server::objects::{BlobConfig, ByteStream, ObjectError};
@@ -36,6 +36,25 @@ fn copies(store: &dyn ChunkStore) -> Vec<((u128, u32), Bytes)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chunks_follow_their_keys_to_a_joining_node_and_verify() {
+    chunks_follow_their_homes(Placement::WithManifest).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spread_chunks_spread_and_follow_their_own_homes_to_a_joining_node() {
+    chunks_follow_their_homes(Placement::Spread).await;
+}
+
+/// The nodes holding chunks of `version`.
+fn holders(c: &meridian_server::cluster::Embedded, version: u128) -> Vec<usize> {
+    (0..c.states.len())
+        .filter(|&i| {
+            let store = c.node(i).chunk_store();
+            !store.indexes(version).unwrap().is_empty()
+        })
+        .collect()
+}
+
+async fn chunks_follow_their_homes(placement: Placement) {
     let mut cfg = EmbeddedConfig {
         dcs: 1,
         nodes_per_dc: 3,
@@ -48,6 +67,7 @@ async fn chunks_follow_their_keys_to_a_joining_node_and_verify() {
     cfg.node.blob = BlobConfig {
         chunk_size: 64 << 10,
         threshold: 0,
+        chunk_placement: placement,
         ..BlobConfig::default()
     };
     let mut c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
@@ -69,6 +89,20 @@ async fn chunks_follow_their_keys_to_a_joining_node_and_verify() {
         expected.push((d, m));
     }
     let chunks_total: usize = expected.iter().map(|(_, m)| m.chunks.len()).sum();
+    // With its manifest, an object's chunks are on its key's two replicas; spread, an
+    // object's chunks use the whole cluster.
+    let widest = expected
+        .iter()
+        .map(|(_, m)| {
+            assert_eq!(m.placement, placement);
+            holders(&c, m.version).len()
+        })
+        .max()
+        .unwrap();
+    match placement {
+        Placement::WithManifest => assert_eq!(widest, 2),
+        Placement::Spread => assert_eq!(widest, 3, "no object's chunks spread"),
+    }
     c.add_node("dc0", Duration::from_secs(60)).await.unwrap();
     let joined = c.states.len() - 1;
     // Wait for the handoff: every chunk on exactly its key's two replicas, the new node
