@@ -9,6 +9,11 @@
 //! | `GET /b/{bucket}/{key}` | 200 the object, `Content-Length`, `Content-Type`, `ETag`, `Accept-Ranges: bytes`, `Content-Digest: blake3=:…:`; one `Range: bytes=…` → 206 + `Content-Range` (no `Content-Digest`); unsatisfiable → 416 `BAD_RANGE` + `Content-Range: bytes */SIZE`; 404 `NOT_FOUND` |
 //! | `HEAD /b/{bucket}/{key}` | the GET's status and headers, no body (no chunk is read) |
 //! | `DELETE /b/{bucket}/{key}` | 204, also when there was no such object (idempotent, as S3's DeleteObject: the service does not say whether it existed, and asking first would cost a read) |
+//! | `POST /b/{bucket}/{key}?uploads` | 200 `{"upload_id":"…","chunk_size":N}`: opens a resumable upload; its `Content-Type` becomes the object's |
+//! | `PUT /b/{bucket}/{key}?upload_id=ID`, `Content-Range: bytes A-B/TOTAL`, body = bytes `A..=B` | 200 `{"offset":A,"size":N,"etag":"\"…\""}` + `ETag`: one part stored (a part sent again replaces it) |
+//! | `GET /b/{bucket}/{key}?upload_id=ID[&from=OFFSET][&max_parts=N]` | 200 `{"upload_id","chunk_size","received_prefix":P,"parts":[{"offset","size","etag"}…],"truncated":bool[,"next_from":OFFSET]}` |
+//! | `POST /b/{bucket}/{key}?upload_id=ID&size=TOTAL` | completes: the object is committed; the whole PUT's reply |
+//! | `DELETE /b/{bucket}/{key}?upload_id=ID` | 204: aborts (the parts are dropped) |
 //!
 //! - **Upload.** The body streams into the service (Content-Length or chunked); it is never
 //!   held whole: the `/kv` body limit does not apply, `blob.max_object` does (413
@@ -20,8 +25,28 @@
 //!   is not a dictionary of `alg=:base64:` members, or a known algorithm with a value that is
 //!   not a 32-byte base64 byte sequence, is 400 `BAD_CONTENT_DIGEST`. A body that ends early
 //!   (the client went away) is 400 `INCOMPLETE_BODY`, nothing committed. A PUT with
-//!   `Content-Range` (the spec's parallel part streams, not served yet) is refused with 400
-//!   `CONTENT_RANGE_UNSUPPORTED` (RFC 9110 §14.5) rather than stored as the whole object.
+//!   `Content-Range` but no `?upload_id=` is refused with 400 `CONTENT_RANGE_UNSUPPORTED`
+//!   (RFC 9110 §14.5) rather than stored as the whole object.
+//! - **Resumable, parallel uploads** (spec §4 "Resumable", "Parallel streams") are the object
+//!   service's multipart uploads, their parts named by byte range: `POST ?uploads` opens
+//!   one; each `PUT ?upload_id=` carries `Content-Range: bytes A-B/TOTAL` (numeric `TOTAL`,
+//!   at most `blob.max_object`, else 413 `OBJECT_TOO_LARGE`) and exactly `B-A+1` bytes. `A`
+//!   is a multiple of `chunk_size`, and `B+1` too unless it is `TOTAL` (else 400
+//!   `MISALIGNED_RANGE` naming the chunk size); a malformed header, `A > B` or `B ≥ TOTAL`
+//!   is 400 `BAD_CONTENT_RANGE`. Parts go on separate connections (the streams), in any
+//!   order; one sent again for the same `A` replaces the earlier (the last one wins). A
+//!   body of another length is 400 `INCOMPLETE_BODY` (short) or `BODY_LENGTH_MISMATCH`
+//!   (long, or a `Content-Length` that differs), and `Content-Digest` is checked over the
+//!   part as over a whole PUT: a failed part is not recorded. The part starting at `A` is
+//!   part `A / chunk_size + 1` of the upload. `GET ?upload_id=` lists the parts from byte
+//!   `from` (default 0) in byte order, at most `max_parts` (1..=10000, default 10000;
+//!   `next_from` pages on), and `received_prefix`, the bytes held contiguously from 0:
+//!   where a client resumes. `POST ?upload_id=&size=` completes: the parts must cover
+//!   `0..size` exactly, contiguous and without overlap (else 400 `INVALID_PARTS` naming the
+//!   first gap or overlap, and nothing is committed: the old object stays); the object is
+//!   then read back for its digests (its ETag is a single PUT's of the same bytes) and its
+//!   manifest written last. An unknown id, or one of another object, is 404
+//!   `NO_SUCH_UPLOAD`. Parts and completions pass admission control like other transfers.
 //! - **Names.** `{bucket}` and `{key}` are percent-decoded. The bucket follows the admin API's
 //!   name rule (1 to 64 of `A-Z a-z 0-9 _ . -`, not starting with `.`: every S3 bucket name
 //!   and every cluster bucket name), else 400 `BAD_BUCKET_NAME`; the key is 1 to 1024 bytes
@@ -35,12 +60,14 @@
 //!   sent ends the connection early (a body short of its `Content-Length`). With a
 //!   `requirepass`, every request needs `Authorization: Bearer <password>` (401
 //!   `UNAUTHORIZED`).
-//! - Timed in `meridian_ops_total{frontend="http",op="object_get|object_put|object_delete"}`.
+//! - Timed in `meridian_ops_total{frontend="http",op="object_get|object_put|object_delete"}`,
+//!   uploads by range in `op="object_upload_create|object_upload_part|object_upload_list|
+//!   object_upload_complete|object_upload_abort"`.
 
 use crate::body::{self, BodyCheck};
 use crate::http::{ApiError, HttpState, authorize, percent_decode};
 use crate::metrics::Frontend;
-use crate::objects::ObjectError;
+use crate::objects::{ObjectError, format_upload_id, parse_upload_id};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
@@ -65,7 +92,10 @@ pub(crate) fn routes() -> Router<Arc<HttpState>> {
     Router::new()
         .route(
             "/b/{*path}",
-            get(get_object).put(put_object).delete(delete_object),
+            get(get_object)
+                .put(put_object)
+                .delete(delete_object)
+                .post(post_object),
         )
         .layer(DefaultBodyLimit::disable())
 }
@@ -163,11 +193,12 @@ fn object_error(s: &HttpState, e: ObjectError, slot: Option<&Slot>) -> ApiError 
         ObjectError::Blob(b) => internal("STORAGE_ERROR", b.to_string()),
         ObjectError::Keyspace(k) => internal("STORAGE_ERROR", k),
         ObjectError::Unsupported(m) => bad("UNSUPPORTED", m),
-        // Multipart errors: not reachable from these routes.
-        e @ (ObjectError::NoSuchUpload
-        | ObjectError::InvalidPart(_)
-        | ObjectError::InvalidPartOrder
-        | ObjectError::EntityTooSmall { .. }) => bad("BAD_REQUEST", e.to_string()),
+        ObjectError::NoSuchUpload => no_such_upload(),
+        ObjectError::InvalidPart(m) => bad("INVALID_PARTS", m),
+        // S3's completion checks: not reachable from these routes.
+        e @ (ObjectError::InvalidPartOrder | ObjectError::EntityTooSmall { .. }) => {
+            bad("BAD_REQUEST", e.to_string())
+        }
     }
 }
 
@@ -358,18 +389,36 @@ async fn put_object(
     body: Body,
 ) -> Result<Response, ApiError> {
     let (bucket, key) = target(&s, &uri, &headers)?;
+    let query = upload_query(&uri)?;
+    if let Some(id) = query.upload_id()? {
+        let store = put_part(&s, &bucket, &key, id, &headers, body);
+        return timed(&s, "object_upload_part", store).await;
+    }
     if headers.contains_key(header::CONTENT_RANGE) {
-        // RFC 9110 §14.5: a server that does not apply partial PUTs must refuse them rather
+        // RFC 9110 §14.5: a server that does not apply a partial PUT must refuse it rather
         // than store the part as the whole object.
         return Err(bad(
             "CONTENT_RANGE_UNSUPPORTED",
-            "Content-Range on a PUT (a partial upload) is not supported: send the whole \
-             object, or upload parts with S3 multipart",
+            "Content-Range on a PUT without ?upload_id= is not supported: send the whole \
+             object, or open a resumable upload (POST ?uploads) and send its parts with \
+             ?upload_id=",
         ));
     }
     let wanted = content_digest(&headers)?;
     let store = store_object(&s, &bucket, &key, &headers, body, wanted);
     timed(&s, "object_put", store).await
+}
+
+/// The metadata a PUT (or the opening of an upload) gives its object: its `Content-Type`.
+fn object_meta(headers: &HeaderMap) -> ObjectMeta {
+    ObjectMeta {
+        content_type: headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .filter(|t| t.len() <= 256)
+            .map(str::to_owned),
+        ..ObjectMeta::default()
+    }
 }
 
 async fn store_object(
@@ -380,14 +429,7 @@ async fn store_object(
     body: Body,
     wanted: Wanted,
 ) -> Result<Response, ApiError> {
-    let meta = ObjectMeta {
-        content_type: headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .filter(|t| t.len() <= 256)
-            .map(str::to_owned),
-        ..ObjectMeta::default()
-    };
+    let meta = object_meta(headers);
     let slot: Slot = Arc::default();
     let stream = body::request_stream(body, DigestCheck::new(wanted), slot.clone());
     let m = s
@@ -396,6 +438,12 @@ async fn store_object(
         .put(bucket, key, stream, meta, None)
         .await
         .map_err(|e| object_error(s, e, Some(&slot)))?;
+    Ok(stored_reply(&m))
+}
+
+/// The reply to a committed object (a PUT, or a completed upload): its size, ETag and
+/// BLAKE3, also as `ETag` and `Content-Digest`.
+fn stored_reply(m: &meridian_blob::Manifest) -> Response {
     let etag = m.meta.s3_etag.clone();
     let mut r = axum::Json(json!({
         "size": m.size,
@@ -409,7 +457,7 @@ async fn store_object(
         header::HeaderName::from_static("content-digest"),
         &blake3_digest(&m.digest),
     );
-    Ok(r)
+    r
 }
 
 async fn get_object(
@@ -419,6 +467,11 @@ async fn get_object(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (bucket, key) = target(&s, &uri, &headers)?;
+    let query = upload_query(&uri)?;
+    if let Some(id) = query.upload_id()? {
+        let list = list_upload(&s, &bucket, &key, id, &query);
+        return timed(&s, "object_upload_list", list).await;
+    }
     let serve = serve_object(&s, &method, &headers, &bucket, &key);
     timed(&s, "object_get", serve).await
 }
@@ -502,6 +555,18 @@ async fn delete_object(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let (bucket, key) = target(&s, &uri, &headers)?;
+    let query = upload_query(&uri)?;
+    if let Some(id) = query.upload_id()? {
+        let abort = async {
+            s.node
+                .objects
+                .abort_upload(&bucket, &key, id)
+                .await
+                .map_err(|e| object_error(&s, e, None))?;
+            Ok(StatusCode::NO_CONTENT.into_response())
+        };
+        return timed(&s, "object_upload_abort", abort).await;
+    }
     let delete = async {
         match s.node.objects.delete(&bucket, &key).await {
             Ok(()) => Ok(StatusCode::NO_CONTENT.into_response()),
@@ -509,6 +574,477 @@ async fn delete_object(
         }
     };
     timed(&s, "object_delete", delete).await
+}
+
+// ----- resumable uploads by byte range (spec §4 "Resumable", "Parallel streams") ---------
+
+/// The most parts one listing of an upload shows (and how many it shows by default).
+const MAX_LISTED_PARTS: u64 = 10_000;
+
+/// The query parameters of the uploads by byte range (others are ignored, as before).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct UploadQuery {
+    /// `?uploads`: open an upload.
+    uploads: bool,
+    /// `?upload_id=`, decoded.
+    upload_id: Option<String>,
+    /// `?size=`: the object's length (a completion).
+    size: Option<String>,
+    /// `?from=`: the first offset to list (a listing).
+    from: Option<String>,
+    /// `?max_parts=`: the most parts to list (a listing).
+    max_parts: Option<String>,
+}
+
+impl UploadQuery {
+    /// The upload `?upload_id=` names, if given; 404 `NO_SUCH_UPLOAD` when it cannot be one
+    /// (ids are 32 hex digits).
+    fn upload_id(&self) -> Result<Option<u128>, ApiError> {
+        match &self.upload_id {
+            None => Ok(None),
+            Some(raw) => parse_upload_id(raw).map(Some).ok_or_else(no_such_upload),
+        }
+    }
+}
+
+fn no_such_upload() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "NO_SUCH_UPLOAD",
+        "upload_id: no such upload of this object (it was completed or aborted, or is \
+         another object's; ids come from POST ?uploads)",
+    )
+}
+
+/// A client's text in an error message: quoted, at most 64 characters of it.
+fn shown(text: &str) -> String {
+    let mut out: String = text.chars().take(64).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    format!("{out:?}")
+}
+
+/// The upload parameters of a `/b/` request's query. Each may be given once.
+fn upload_query(uri: &Uri) -> Result<UploadQuery, ApiError> {
+    let mut q = UploadQuery::default();
+    for pair in uri.query().unwrap_or_default().split('&') {
+        if pair.is_empty() {
+            continue;
+        }
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let slot = match name {
+            "uploads" => {
+                q.uploads = true;
+                continue;
+            }
+            "upload_id" => &mut q.upload_id,
+            "size" => &mut q.size,
+            "from" => &mut q.from,
+            "max_parts" => &mut q.max_parts,
+            _ => continue,
+        };
+        if slot.is_some() {
+            return Err(bad("BAD_QUERY", format!("{name} is given more than once")));
+        }
+        let value = percent_decode(value.as_bytes())
+            .and_then(|v| String::from_utf8(v).ok())
+            .ok_or_else(|| {
+                bad(
+                    "BAD_QUERY",
+                    format!("{name} has a malformed %-escape or is not UTF-8"),
+                )
+            })?;
+        *slot = Some(value);
+    }
+    Ok(q)
+}
+
+/// Query parameter `name`'s whole number (decimal digits only); `code` names the error.
+fn query_number(name: &str, value: &str, code: &'static str) -> Result<u64, ApiError> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad(
+            code,
+            format!("{name} must be a whole number, not {}", shown(value)),
+        ));
+    }
+    value.parse().map_err(|_| {
+        bad(
+            code,
+            format!(
+                "{name} {} is too large (at most {})",
+                shown(value),
+                u64::MAX
+            ),
+        )
+    })
+}
+
+/// A part's place in its object: `Content-Range: bytes FIRST-LAST/TOTAL`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PartRange {
+    first: u64,
+    last: u64,
+    total: u64,
+}
+
+impl PartRange {
+    /// The part's length (`first <= last` once parsed).
+    fn len(&self) -> u64 {
+        self.last.saturating_sub(self.first).saturating_add(1)
+    }
+}
+
+/// A part's `Content-Range` (RFC 9110 §14.4, with its complete length): exactly one header.
+fn part_range(headers: &HeaderMap) -> Result<PartRange, ApiError> {
+    let malformed = |m: String| bad("BAD_CONTENT_RANGE", format!("Content-Range: {m}"));
+    let mut all = headers.get_all(header::CONTENT_RANGE).iter();
+    let value = match (all.next(), all.next()) {
+        (Some(v), None) => v,
+        (None, _) => {
+            return Err(malformed(
+                "a part needs 'Content-Range: bytes FIRST-LAST/TOTAL'".into(),
+            ));
+        }
+        (Some(_), Some(_)) => return Err(malformed("given more than once".into())),
+    };
+    let text = value.to_str().map_err(|_| malformed("not ASCII".into()))?;
+    parse_part_range(text).map_err(malformed)
+}
+
+/// Parses `bytes FIRST-LAST/TOTAL` (decimal; `TOTAL` known, not `*`): `FIRST <= LAST <
+/// TOTAL`.
+fn parse_part_range(text: &str) -> Result<PartRange, String> {
+    let malformed = || {
+        format!(
+            "expected 'bytes FIRST-LAST/TOTAL' in decimal (TOTAL known, not '*'), not {}",
+            shown(text)
+        )
+    };
+    let (unit, spec) = text.trim().split_once(' ').ok_or_else(malformed)?;
+    if !unit.eq_ignore_ascii_case("bytes") {
+        return Err(malformed());
+    }
+    let (range, total) = spec.split_once('/').ok_or_else(malformed)?;
+    let (first, last) = range.split_once('-').ok_or_else(malformed)?;
+    let number = |field: &str, s: &str| -> Result<u64, String> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(malformed());
+        }
+        s.parse()
+            .map_err(|_| format!("{field} {} is too large", shown(s)))
+    };
+    let r = PartRange {
+        first: number("FIRST", first)?,
+        last: number("LAST", last)?,
+        total: number("TOTAL", total)?,
+    };
+    if r.first > r.last {
+        return Err(format!("FIRST {} is after LAST {}", r.first, r.last));
+    }
+    if r.last >= r.total {
+        return Err(format!(
+            "LAST {} is not below TOTAL {} (bytes are numbered from 0)",
+            r.last, r.total
+        ));
+    }
+    Ok(r)
+}
+
+/// Checks a part against the upload's limits: `TOTAL` at most `max_object` (413), and the
+/// part aligned to `chunk_size`: `FIRST` a multiple of it, `LAST + 1` too unless it is
+/// `TOTAL` (so every part's chunks are whole chunks of the object).
+fn check_part_range(r: PartRange, chunk_size: u64, max_object: u64) -> Result<(), ApiError> {
+    if r.total > max_object {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "OBJECT_TOO_LARGE",
+            format!(
+                "Content-Range: TOTAL {} exceeds the largest object, {max_object} bytes \
+                 (blob.max_object)",
+                r.total
+            ),
+        ));
+    }
+    let misaligned = |m: String| {
+        bad(
+            "MISALIGNED_RANGE",
+            format!(
+                "Content-Range: {m}; parts are aligned to the chunk size {chunk_size} (the \
+                 chunk_size POST ?uploads answered)"
+            ),
+        )
+    };
+    if r.first.checked_rem(chunk_size) != Some(0) {
+        return Err(misaligned(format!(
+            "FIRST {} is not a multiple of the chunk size {chunk_size}",
+            r.first
+        )));
+    }
+    // LAST < TOTAL, so LAST + 1 does not overflow.
+    let end = r.last.saturating_add(1);
+    if end != r.total && end.checked_rem(chunk_size) != Some(0) {
+        return Err(misaligned(format!(
+            "LAST + 1 = {end} is neither a multiple of the chunk size {chunk_size} nor TOTAL {}",
+            r.total
+        )));
+    }
+    Ok(())
+}
+
+/// What a part's body must be: exactly the bytes its `Content-Range` names (`want`), and
+/// what its `Content-Digest` says.
+struct PartCheck {
+    digest: DigestCheck,
+    want: u64,
+    got: u64,
+}
+
+impl BodyCheck for PartCheck {
+    type Error = BodyFailure;
+
+    fn take(&mut self, bytes: Bytes, out: &mut VecDeque<Bytes>) -> Result<(), BodyFailure> {
+        self.got = self.got.saturating_add(bytes.len() as u64);
+        if self.got > self.want {
+            return Err(BodyFailure {
+                code: "BODY_LENGTH_MISMATCH",
+                message: format!(
+                    "the body holds more than the {} bytes its Content-Range names",
+                    self.want
+                ),
+            });
+        }
+        self.digest.take(bytes, out)
+    }
+
+    fn finish(&mut self) -> Result<(), BodyFailure> {
+        if self.got < self.want {
+            return Err(BodyFailure {
+                code: "INCOMPLETE_BODY",
+                message: format!(
+                    "the body ended after {} of the {} bytes its Content-Range names",
+                    self.got, self.want
+                ),
+            });
+        }
+        self.digest.finish()
+    }
+
+    fn unreadable(&self, e: axum::Error) -> BodyFailure {
+        self.digest.unreadable(e)
+    }
+
+    fn message(e: &BodyFailure) -> String {
+        DigestCheck::message(e)
+    }
+}
+
+/// `PUT ?upload_id=`: stores one part, the bytes its `Content-Range` names, as part
+/// `FIRST / chunk_size + 1` of the upload (replacing one sent before).
+async fn put_part(
+    s: &HttpState,
+    bucket: &str,
+    key: &[u8],
+    id: u128,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let objects = &s.node.objects;
+    let cfg = objects.config();
+    let chunk_size = u64::from(cfg.chunk_size);
+    let range = part_range(headers)?;
+    check_part_range(range, chunk_size, cfg.max_object)?;
+    let number = objects.range_part_number(range.first).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "OBJECT_TOO_LARGE",
+            format!(
+                "Content-Range: FIRST {} is past what an upload by parts holds ({} parts of \
+                 {chunk_size} bytes)",
+                range.first,
+                u32::MAX
+            ),
+        )
+    })?;
+    let len = range.len();
+    let announced = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = announced
+        && n != len
+    {
+        return Err(bad(
+            "BODY_LENGTH_MISMATCH",
+            format!("Content-Length {n} differs from the {len} bytes Content-Range names"),
+        ));
+    }
+    let wanted = content_digest(headers)?;
+    let slot: Slot = Arc::default();
+    let check = PartCheck {
+        digest: DigestCheck::new(wanted),
+        want: len,
+        got: 0,
+    };
+    let stream = body::request_stream(body, check, slot.clone());
+    let etag = objects
+        .upload_part(bucket, key, id, number, stream, None)
+        .await
+        .map_err(|e| object_error(s, e, Some(&slot)))?;
+    let mut r = axum::Json(json!({
+        "offset": range.first,
+        "size": len,
+        "etag": etag,
+    }))
+    .into_response();
+    put_header(r.headers_mut(), header::ETAG, &etag);
+    Ok(r)
+}
+
+/// `GET ?upload_id=`: the parts received, in byte order from `?from=` (default 0), at most
+/// `?max_parts=`, and `received_prefix`: the bytes the parts hold from 0 without a gap,
+/// over all of them (the scan stops at the first gap once the page is full).
+async fn list_upload(
+    s: &HttpState,
+    bucket: &str,
+    key: &[u8],
+    id: u128,
+    query: &UploadQuery,
+) -> Result<Response, ApiError> {
+    let objects = &s.node.objects;
+    let chunk_size = u64::from(objects.config().chunk_size);
+    let from = match &query.from {
+        Some(v) => query_number("from", v, "BAD_QUERY")?,
+        None => 0,
+    };
+    let max = match &query.max_parts {
+        Some(v) => {
+            let n = query_number("max_parts", v, "BAD_QUERY")?;
+            if !(1..=MAX_LISTED_PARTS).contains(&n) {
+                return Err(bad(
+                    "BAD_QUERY",
+                    format!("max_parts must be 1..={MAX_LISTED_PARTS}, not {n}"),
+                ));
+            }
+            n
+        }
+        None => MAX_LISTED_PARTS,
+    };
+    // The part number just before the first part at or after `from`.
+    let skip_to = u32::try_from(from.div_ceil(chunk_size)).unwrap_or(u32::MAX);
+    let mut parts = Vec::new();
+    let mut next_from = None;
+    let mut prefix = 0u64;
+    let mut contiguous = true;
+    let mut marker = 0u32;
+    loop {
+        let (page, more) = objects
+            .list_parts(bucket, key, id, marker, 1000)
+            .await
+            .map_err(|e| object_error(s, e, None))?;
+        for p in &page {
+            let offset = objects.range_part_offset(p.number);
+            if contiguous {
+                if offset <= prefix {
+                    prefix = prefix.max(offset.saturating_add(p.size));
+                } else {
+                    contiguous = false;
+                }
+            }
+            if offset >= from {
+                if (parts.len() as u64) < max {
+                    parts.push(json!({
+                        "offset": offset,
+                        "size": p.size,
+                        "etag": p.etag,
+                    }));
+                } else if next_from.is_none() {
+                    next_from = Some(offset);
+                }
+            }
+        }
+        let Some(last) = page.last() else {
+            break;
+        };
+        marker = last.number;
+        if !more || (next_from.is_some() && !contiguous) {
+            break;
+        }
+        if !contiguous {
+            // The prefix is known: go on from `from`.
+            marker = marker.max(skip_to);
+        }
+    }
+    let mut reply = serde_json::Map::new();
+    reply.insert("upload_id".into(), format_upload_id(id).into());
+    reply.insert("chunk_size".into(), chunk_size.into());
+    reply.insert("received_prefix".into(), prefix.into());
+    reply.insert("parts".into(), parts.into());
+    reply.insert("truncated".into(), next_from.is_some().into());
+    if let Some(n) = next_from {
+        reply.insert("next_from".into(), n.into());
+    }
+    Ok(axum::Json(reply).into_response())
+}
+
+/// `POST ?uploads` opens an upload; `POST ?upload_id=&size=` completes one.
+async fn post_object(
+    State(s): State<Arc<HttpState>>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let (bucket, key) = target(&s, &uri, &headers)?;
+    let query = upload_query(&uri)?;
+    match (query.uploads, query.upload_id()?) {
+        (true, Some(_)) => Err(bad(
+            "BAD_QUERY",
+            "uploads and upload_id together: POST ?uploads opens an upload, POST \
+             ?upload_id=ID&size=TOTAL completes one",
+        )),
+        (true, None) => {
+            let create = async {
+                let objects = &s.node.objects;
+                let id = objects
+                    .create_upload(&bucket, &key, object_meta(&headers))
+                    .await
+                    .map_err(|e| object_error(&s, e, None))?;
+                Ok(axum::Json(json!({
+                    "upload_id": format_upload_id(id),
+                    "chunk_size": objects.config().chunk_size,
+                }))
+                .into_response())
+            };
+            timed(&s, "object_upload_create", create).await
+        }
+        (false, Some(id)) => {
+            let complete = async {
+                let size = match &query.size {
+                    Some(v) => query_number("size", v, "BAD_SIZE")?,
+                    None => {
+                        return Err(bad(
+                            "BAD_SIZE",
+                            "size: completing an upload needs ?size=TOTAL, the object's \
+                             length in bytes",
+                        ));
+                    }
+                };
+                let m = s
+                    .node
+                    .objects
+                    .complete_range_upload(&bucket, &key, id, size)
+                    .await
+                    .map_err(|e| object_error(&s, e, None))?;
+                Ok(stored_reply(&m))
+            };
+            timed(&s, "object_upload_complete", complete).await
+        }
+        (false, None) => Err(ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "METHOD_NOT_ALLOWED",
+            "POST /b/{bucket}/{key} needs ?uploads (open a resumable upload) or \
+             ?upload_id=ID&size=TOTAL (complete one)",
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -551,6 +1087,91 @@ mod tests {
         ] {
             let e = digest_of(bad).unwrap_err();
             assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad}");
+        }
+    }
+
+    #[test]
+    fn part_ranges_are_parsed_strictly() {
+        let r = parse_part_range("bytes 65536-131071/200000").unwrap();
+        assert_eq!(
+            r,
+            PartRange {
+                first: 65536,
+                last: 131071,
+                total: 200000
+            }
+        );
+        assert_eq!(r.len(), 65536);
+        assert_eq!(parse_part_range(" BYTES 0-0/1 ").unwrap().len(), 1);
+        let max = u64::MAX;
+        assert!(parse_part_range(&format!("bytes 0-{}/{max}", max - 1)).is_ok());
+        for bad in [
+            "",
+            "bytes",
+            "bytes 0-1",
+            "bytes 0-1/*",
+            "bytes */10",
+            "bytes=0-1/10",
+            "bytes 0 -1/10",
+            "bytes -0-1/10",
+            "bytes +0-1/10",
+            "bytes 0-1/10/",
+            "bytes 2-1/10",
+            "bytes 0-10/10",
+            "bytes 0-0/0",
+            "bytes 0-18446744073709551616/1",
+            "items 0-1/10",
+        ] {
+            assert!(parse_part_range(bad).is_err(), "{bad:?}");
+        }
+        let long = format!("bytes 0-1/{}", "9".repeat(10_000));
+        assert!(parse_part_range(&long).unwrap_err().len() < 200);
+    }
+
+    #[test]
+    fn part_ranges_are_aligned_to_chunks() {
+        let r = |first, last, total| PartRange { first, last, total };
+        let cs = 65536;
+        let check = |p| check_part_range(p, cs, 1 << 30);
+        assert!(check(r(0, cs - 1, 10 * cs)).is_ok());
+        assert!(check(r(cs, 3 * cs - 1, 10 * cs)).is_ok());
+        assert!(check(r(cs, 3 * cs + 4, 3 * cs + 5)).is_ok());
+        assert!(check(r(0, 0, 1)).is_ok());
+        for bad in [
+            r(1, cs, 10 * cs),
+            r(0, cs - 2, 10 * cs),
+            r(cs, cs + 5, cs + 7),
+        ] {
+            let e = check(bad).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{bad:?}");
+            assert!(format!("{e:?}").contains("65536"), "{bad:?}: {e:?}");
+        }
+        let e = check(r(0, cs - 1, (1 << 30) + 1)).unwrap_err();
+        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[test]
+    fn upload_queries_are_parsed() {
+        let q = |s: &str| upload_query(&s.parse::<Uri>().unwrap());
+        let id = "0123456789abcdef0123456789ABCDEF";
+        let got = q(&format!("/b/x/k?uploads&upload_id={id}&size=5&other=1&")).unwrap();
+        assert!(got.uploads);
+        assert_eq!(got.size.as_deref(), Some("5"));
+        assert!(got.upload_id().unwrap().is_some());
+        assert_eq!(q("/b/x/k").unwrap(), UploadQuery::default());
+        assert_eq!(
+            q("/b/x/k?upload_id=xyz")
+                .unwrap()
+                .upload_id()
+                .unwrap_err()
+                .status,
+            StatusCode::NOT_FOUND
+        );
+        assert!(q("/b/x/k?size=1&size=2").is_err());
+        assert!(q("/b/x/k?from=%zz").is_err());
+        assert!(query_number("size", "12", "BAD_SIZE").is_ok());
+        for bad in ["", "-1", "1.5", " 1", "18446744073709551616"] {
+            assert!(query_number("size", bad, "BAD_SIZE").is_err(), "{bad:?}");
         }
     }
 

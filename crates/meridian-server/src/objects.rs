@@ -18,9 +18,10 @@
 //! - Objects of at most `blob_threshold` bytes keep their bytes inline in the manifest.
 //!
 //! Keys: object `K` of bucket `B` is the key `B:K`. Multipart state lives under
-//! `B:\xffmpu/{ID}` (the upload) and `B:\xffmpu/{ID}/NNNNN` (each part, a manifest of its own):
-//! no S3 key can start with byte 0xFF (keys are UTF-8), so listings stop before them, and the
-//! hash tag keeps an upload's records in one partition.
+//! `B:\xffmpu/{ID}` (the upload) and `B:\xffmpu/{ID}/NNNNN` (each part, a manifest of its
+//! own; `/~NNNNNNNNNN` past part 99 999, for uploads by byte range): no S3 key can start with
+//! byte 0xFF (keys are UTF-8), so listings stop before them, and the hash tag keeps an
+//! upload's records in one partition.
 
 use crate::cluster::ClusterBackend;
 use crate::keyspace::{Keyspace, KeyspaceError, SetOptions};
@@ -96,6 +97,11 @@ pub struct BlobConfig {
     pub link_bandwidth: u64,
     /// Bulk connections per peer (default 4; 0 carries chunks on the control connection).
     pub bulk_lanes: u8,
+    /// Where new objects' chunks live: `with_manifest` (default: on the object key's
+    /// replicas, the object one unit on N nodes) or `spread` (chunk i on the replicas of a
+    /// key hashing its version and index: very large objects spread over the cluster and
+    /// their range reads over many nodes).
+    pub chunk_placement: Placement,
     /// Background chunk traffic (handoff, read and scrub repair) to each other DC is paced to
     /// this many bytes per second, so it never takes a WAN link from clients (default
     /// 12 500 000; 0: unpaced).
@@ -124,6 +130,7 @@ impl Default for BlobConfig {
             tcp_buffer: None,
             link_bandwidth: 125_000_000,
             bulk_lanes: 4,
+            chunk_placement: Placement::WithManifest,
             repair_wan_bytes_per_sec: 12_500_000,
         }
     }
@@ -485,10 +492,29 @@ fn upload_key(bucket: &str, upload: u128) -> Bytes {
     Bytes::from(k)
 }
 
+/// The record of part `part` of an upload. Parts 1..=99 999 (S3's 1..=10 000 among them) are
+/// `/NNNNN`; larger numbers (the HTTP API's uploads by byte range number parts by chunk) are
+/// `/~NNNNNNNNNN`, which sorts after every 5-digit one (`~` > `9`) and in order among
+/// themselves: an upload's records always list in part order.
 fn part_key(bucket: &str, upload: u128, part: u32) -> Bytes {
     let mut k = upload_key(bucket, upload).to_vec();
-    k.extend_from_slice(format!("/{part:05}").as_bytes());
+    if part <= 99_999 {
+        k.extend_from_slice(format!("/{part:05}").as_bytes());
+    } else {
+        k.extend_from_slice(format!("/~{part:010}").as_bytes());
+    }
     Bytes::from(k)
+}
+
+/// The part number of a part record's key (`prefix_len`: the length of its upload key and
+/// the `/` after it).
+fn part_number(key: &[u8], prefix_len: usize) -> Option<u32> {
+    let tail = key.get(prefix_len..)?;
+    let digits = tail.strip_prefix(b"~").unwrap_or(tail);
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// The end (exclusive) of an upload's part records: `/` + 1 after the upload key.
@@ -606,6 +632,11 @@ impl Objects {
     fn new_id(&self) -> u128 {
         use rand::Rng;
         self.ids.lock().random()
+    }
+
+    /// A fresh chunk version, marked with the configured placement.
+    fn new_version(&self) -> u128 {
+        self.cfg.chunk_placement.mark(self.new_id())
     }
 
     fn now_us(&self) -> u64 {
@@ -757,7 +788,7 @@ impl Objects {
     ) -> ObjResult<Manifest> {
         let _permit = self.admit().await?;
         let full = object_key(bucket, key);
-        let version = self.new_id();
+        let version = self.new_version();
         let started = self.now_us();
         let md5 = self.cfg.md5_etag || content_md5.is_some();
         let stored = self
@@ -797,7 +828,7 @@ impl Objects {
             chunks: stored.chunks,
             inline: stored.inline,
             digest: stored.blake3,
-            placement: Placement::WithManifest,
+            placement: Placement::of_version(version),
             created_us: self.now_us(),
             meta: ObjectMeta { s3_etag, ..meta },
         })
@@ -1020,7 +1051,9 @@ impl Objects {
         Ok(record)
     }
 
-    /// UploadPart: stores part `number` (1..=10000) of upload `id`; returns its quoted ETag.
+    /// UploadPart: stores part `number` of upload `id`; returns its quoted ETag. S3 numbers
+    /// parts 1..=10000 (its front end checks that); the HTTP API's uploads by byte range
+    /// number them by chunk ([`Objects::range_part_number`]), up to `u32::MAX`.
     pub async fn upload_part(
         &self,
         bucket: &str,
@@ -1034,7 +1067,7 @@ impl Objects {
         let _permit = self.admit().await?;
         let full = object_key(bucket, key);
         // Each upload of a part has its own chunk version: a part sent twice never mixes.
-        let version = self.new_id();
+        let version = self.new_version();
         let md5 = self.cfg.md5_etag || content_md5.is_some();
         let stored = self.store_body(&full, version, 0, 0, md5, body).await?;
         // A part is never inline (not even an empty one): the object is its parts' chunks.
@@ -1071,7 +1104,10 @@ impl Objects {
         limit: usize,
     ) -> ObjResult<(Vec<PartEntry>, bool)> {
         self.upload(bucket, key, id).await?;
-        let start = part_key(bucket, id, marker.saturating_add(1).min(99_999));
+        let Some(first) = marker.checked_add(1) else {
+            return Ok((Vec::new(), false));
+        };
+        let start = part_key(bucket, id, first);
         let (entries, more) = self
             .backend
             .list(start, parts_end(bucket, id), limit)
@@ -1080,10 +1116,7 @@ impl Objects {
         let parts = entries
             .into_iter()
             .filter_map(|l| {
-                let number = std::str::from_utf8(l.key.get(prefix_len..)?)
-                    .ok()?
-                    .parse()
-                    .ok()?;
+                let number = part_number(&l.key, prefix_len)?;
                 Some(PartEntry {
                     number,
                     size: l.size,
@@ -1143,6 +1176,27 @@ impl Objects {
             size += part.size;
             chunks.extend(part.chunks);
         }
+        let etag = format!("\"{}-{}\"", hex(&md5(&md5s)), parts.len());
+        self.commit_parts(bucket, key, id, record, (chunks, size), Some(etag))
+            .await
+    }
+
+    /// Commits upload `id` of `key` as its parts' `chunks` (`size` bytes in all), in order,
+    /// and deletes the upload's records: what [`Objects::complete_upload`] and
+    /// [`Objects::complete_range_upload`] share once they have checked the parts. Every
+    /// chunk is read back (checked against its digest) for the object's BLAKE3, and, when
+    /// `etag` is `None`, for the S3 ETag a single PUT of the same bytes gets (their MD5
+    /// under `blob.md5_etag`, else their BLAKE3); the manifest is written last, the commit
+    /// point.
+    async fn commit_parts(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        id: u128,
+        record: UploadRecord,
+        (chunks, size): (Vec<ChunkRef>, u64),
+        etag: Option<String>,
+    ) -> ObjResult<Manifest> {
         if size > self.cfg.max_object {
             return Err(ObjectError::TooLarge {
                 max: self.cfg.max_object,
@@ -1155,37 +1209,152 @@ impl Objects {
             chunks,
             inline: None,
             digest: [0; 32],
-            placement: Placement::WithManifest,
+            placement: self.cfg.chunk_placement,
             created_us: self.now_us(),
-            meta: ObjectMeta {
-                s3_etag: format!("\"{}-{}\"", hex(&md5(&md5s)), parts.len()),
-                ..record.meta
-            },
+            meta: record.meta,
         };
-        // Read every chunk back (checked against its digest) for the object's BLAKE3.
+        // Read every chunk back (checked against its digest) for the object's digests.
         let full = object_key(bucket, key);
-        let mut hasher = blake3::Hasher::new();
+        let md5_wanted = etag.is_none() && self.cfg.md5_etag;
+        let mut hasher = ParallelHasher::start(ObjectHasher::new(), md5_wanted);
         let mut q = FuturesOrdered::new();
         let mut next = 0usize;
         loop {
-            while q.len() < self.cfg.prefetch && next < manifest.chunks.len() {
-                let c = manifest.chunks[next];
+            while q.len() < self.cfg.prefetch
+                && let Some(&c) = manifest.chunks.get(next)
+            {
                 let backend = self.backend.clone();
                 let full = full.clone();
                 q.push_back(async move { backend.get_chunk(&full, c).await });
                 next += 1;
             }
             match q.next().await {
-                Some(b) => {
-                    hasher.update(&b?);
-                }
+                Some(b) => hasher.update(b?).await,
                 None => break,
             }
         }
-        manifest.digest = *hasher.finalize().as_bytes();
+        let (blake3, md5) = hasher
+            .finish()
+            .await
+            .ok_or_else(|| ObjectError::Body("a digest thread failed".into()))?;
+        manifest.digest = blake3;
+        manifest.meta.s3_etag = match (etag, md5) {
+            (Some(etag), _) => etag,
+            (None, Some(m)) => md5_etag(&m),
+            (None, None) => format!("\"{}\"", hex(&blake3)),
+        };
         self.backend.set_value(&full, manifest.encode()).await?;
         self.forget_upload(bucket, id).await;
         Ok(manifest)
+    }
+
+    /// The part number of the part of an upload by byte range (the HTTP API's resumable
+    /// uploads) that starts at byte `offset`, a multiple of the chunk size: its chunk's index
+    /// plus one, so that the part records list in byte order and completion knows each
+    /// part's place ([`Objects::range_part_offset`]). `None` past what a part number holds.
+    pub fn range_part_number(&self, offset: u64) -> Option<u32> {
+        let index = offset / u64::from(self.cfg.chunk_size);
+        u32::try_from(index).ok()?.checked_add(1)
+    }
+
+    /// The first byte of part `number` of an upload by byte range.
+    pub fn range_part_offset(&self, number: u32) -> u64 {
+        u64::from(number.saturating_sub(1)) * u64::from(self.cfg.chunk_size)
+    }
+
+    /// Completes an upload whose parts were sent by byte range: part `n` holds the bytes
+    /// from [`Objects::range_part_offset`]`(n)`, and the parts must cover `0..size` exactly,
+    /// contiguous and without overlap, all stored with this node's chunk size (else
+    /// `InvalidPart` naming the first gap or overlap, and nothing is committed). Unlike S3's
+    /// completion no part size is too small and no ETag list is asked for; the object's
+    /// ETag is the one a single PUT of the same bytes gets. Commits as
+    /// [`Objects::complete_upload`] does (the manifest last, then the records go).
+    pub async fn complete_range_upload(
+        &self,
+        bucket: &str,
+        key: &[u8],
+        id: u128,
+        size: u64,
+    ) -> ObjResult<Manifest> {
+        let record = self.upload(bucket, key, id).await?;
+        if size == 0 {
+            return Err(ObjectError::InvalidPart(
+                "size is 0: an upload by ranges has at least one part (PUT an empty object \
+                 whole)"
+                    .into(),
+            ));
+        }
+        if size > self.cfg.max_object {
+            return Err(ObjectError::TooLarge {
+                max: self.cfg.max_object,
+            });
+        }
+        let _permit = self.admit().await?;
+        let cs = self.cfg.chunk_size;
+        let prefix_len = upload_key(bucket, id).len() + 1;
+        let mut chunks = Vec::new();
+        // The end of the bytes the parts so far cover.
+        let mut end = 0u64;
+        let mut start = part_key(bucket, id, 1);
+        loop {
+            let (entries, more) = self
+                .backend
+                .list(start.clone(), parts_end(bucket, id), 1000)
+                .await?;
+            for l in &entries {
+                let Some(number) = part_number(&l.key, prefix_len) else {
+                    continue;
+                };
+                let offset = self.range_part_offset(number);
+                let part = self.part(bucket, id, number).await?.ok_or_else(|| {
+                    ObjectError::InvalidPart(format!(
+                        "the part at byte {offset} went away while completing (a concurrent \
+                         abort?)"
+                    ))
+                })?;
+                if part.chunk_size != cs {
+                    return Err(ObjectError::InvalidPart(format!(
+                        "the part at byte {offset} was stored with chunk size {}, not this \
+                         node's {cs}: send it again",
+                        part.chunk_size
+                    )));
+                }
+                if offset > end {
+                    return Err(ObjectError::InvalidPart(format!(
+                        "gap: no part holds bytes {end}-{} (send them, then complete)",
+                        offset - 1
+                    )));
+                }
+                if offset < end {
+                    return Err(ObjectError::InvalidPart(format!(
+                        "overlap: the part at bytes {offset}-{} overlaps the one before it, \
+                         which ends at byte {} (send one part per range)",
+                        offset.saturating_add(part.size).saturating_sub(1),
+                        end - 1
+                    )));
+                }
+                end = offset.saturating_add(part.size);
+                if end > size {
+                    return Err(ObjectError::InvalidPart(format!(
+                        "the part at bytes {offset}-{} reaches past size {size}",
+                        end - 1
+                    )));
+                }
+                chunks.extend(part.chunks);
+            }
+            match entries.last() {
+                Some(last) if more => start = key_after(&last.key),
+                _ => break,
+            }
+        }
+        if end < size {
+            return Err(ObjectError::InvalidPart(format!(
+                "gap: no part holds bytes {end}-{} (send them, then complete)",
+                size - 1
+            )));
+        }
+        self.commit_parts(bucket, key, id, record, (chunks, size), None)
+            .await
     }
 
     /// AbortMultipartUpload: deletes the upload and its parts' records; their chunks are
@@ -1198,9 +1367,12 @@ impl Objects {
 
     async fn forget_upload(&self, bucket: &str, id: u128) {
         let _ = self.backend.del(&upload_key(bucket, id)).await;
-        let mut marker = 0;
+        let mut marker = 0u32;
         loop {
-            let start = part_key(bucket, id, marker + 1);
+            let Some(first) = marker.checked_add(1) else {
+                return;
+            };
+            let start = part_key(bucket, id, first);
             let Ok((entries, more)) = self.backend.list(start, parts_end(bucket, id), 1000).await
             else {
                 return;
@@ -1208,12 +1380,7 @@ impl Objects {
             let prefix_len = upload_key(bucket, id).len() + 1;
             for l in &entries {
                 let _ = self.backend.del(&l.key).await;
-                if let Some(n) = l
-                    .key
-                    .get(prefix_len..)
-                    .and_then(|s| std::str::from_utf8(s).ok())
-                    .and_then(|s| s.parse::<u32>().ok())
-                {
+                if let Some(n) = part_number(&l.key, prefix_len) {
                     marker = n;
                 }
             }

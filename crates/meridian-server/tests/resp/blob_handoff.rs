@@ -4,21 +4,13 @@
 //! handoff`) moves their chunks — checked before anything reads them (so read repair cannot be
 //! what put them there), and the nodes that gave keys away no longer keep their chunks.
 
+use super::objects::body;
 use bytes::Bytes;
-use futures_util::stream;
 use meridian_blob::{ChunkStore, Placement};
 use meridian_net::wan::LinkConfig;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
-use meridian_server::objects::{BlobConfig, ByteStream, ObjectError};
+use meridian_server::objects::BlobConfig;
 use std::time::Duration;
-
-fn body(bytes: &[u8]) -> ByteStream {
-    let pieces: Vec<Result<Bytes, ObjectError>> = bytes
-        .chunks(10_000)
-        .map(|c| Ok(Bytes::copy_from_slice(c)))
-        .collect();
-    Box::pin(stream::iter(pieces))
-}
 
 /// Every (version, index) chunk copy a store holds, with its bytes.
 fn copies(store: &dyn ChunkStore) -> Vec<((u128, u32), Bytes)> {

@@ -6,11 +6,10 @@
 //! chunk reads deferred to the connection task) and through every node of an embedded
 //! 2-DC × 2-node cluster. Objects are put through the node's object service directly.
 
+use super::objects::body;
 use super::{PATIENCE, blocking};
-use bytes::Bytes;
-use futures_util::stream;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
-use meridian_server::objects::{BlobConfig, ByteStream, ObjectError, Objects};
+use meridian_server::objects::{BlobConfig, Objects};
 use meridian_server::{Listeners, NodeConfig, NodeState};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -37,15 +36,6 @@ fn data(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut v);
     v
-}
-
-/// The body as the network would deliver it: pieces of 10 000 bytes.
-fn body(bytes: &[u8]) -> ByteStream {
-    let pieces: Vec<Result<Bytes, ObjectError>> = bytes
-        .chunks(10_000)
-        .map(|c| Ok(Bytes::copy_from_slice(c)))
-        .collect();
-    Box::pin(stream::iter(pieces))
 }
 
 /// The objects every test puts: (RESP key, bytes).

@@ -50,7 +50,7 @@ fn data(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// The body as the network would deliver it: pieces of 10 000 bytes.
-fn body(bytes: &[u8]) -> ByteStream {
+pub(super) fn body(bytes: &[u8]) -> ByteStream {
     let pieces: Vec<Result<Bytes, ObjectError>> = bytes
         .chunks(10_000)
         .map(|c| Ok(Bytes::copy_from_slice(c)))
