@@ -135,9 +135,18 @@ impl ChunkStore for MemChunkStore {
         if v.info.is_none() {
             v.info = Some(info.clone());
         }
-        if let std::collections::btree_map::Entry::Vacant(e) = v.chunks.entry(id.index) {
-            e.insert((Bytes::copy_from_slice(bytes), digest));
-            self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        match v.chunks.entry(id.index) {
+            std::collections::btree_map::Entry::Vacant(e) => {
+                e.insert((Bytes::copy_from_slice(bytes), digest));
+                self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            }
+            // A good copy stays; a damaged one (a repair's target) is replaced.
+            std::collections::btree_map::Entry::Occupied(mut e) => {
+                let (stored, stored_digest) = e.get();
+                if chunk_digest(stored) != *stored_digest {
+                    e.insert((Bytes::copy_from_slice(bytes), digest));
+                }
+            }
         }
         Ok(())
     }
@@ -241,6 +250,8 @@ pub struct FileChunkStore {
     root: PathBuf,
     fsync: bool,
     bytes: AtomicU64,
+    /// Numbers temporary files, so concurrent writers never share one.
+    next_tmp: AtomicU64,
 }
 
 impl FileChunkStore {
@@ -270,6 +281,7 @@ impl FileChunkStore {
             root,
             fsync,
             bytes: AtomicU64::new(bytes),
+            next_tmp: AtomicU64::new(0),
         })
     }
 
@@ -277,8 +289,14 @@ impl FileChunkStore {
         version_dir(&self.root, id.version).join(format!("{:08x}", id.index))
     }
 
+    /// Writes `path` through a temporary file of this writer's own and a rename, so a
+    /// reader sees the old file or the whole new one, and concurrent writers of one path
+    /// (two chunks of a version both recording it, a repair racing a handoff) never clash.
     fn write_atomically(&self, path: &Path, parts: &[&[u8]]) -> Result<()> {
-        let tmp = path.with_extension("tmp");
+        let n = self.next_tmp.fetch_add(1, Ordering::Relaxed);
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".{n}.tmp"));
+        let tmp = path.with_file_name(name);
         let mut f = std::fs::File::create(&tmp)?;
         for p in parts {
             f.write_all(p)?;
@@ -310,9 +328,13 @@ impl ChunkStore for FileChunkStore {
         check(id, bytes, digest)?;
         let dir = version_dir(&self.root, id.version);
         let path = self.chunk_path(id);
-        if path.exists() {
-            return Ok(());
-        }
+        // A good copy stays; a damaged one (a repair's target) is replaced.
+        let replacing = match self.get(id) {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => false,
+            Err(BlobError::DigestMismatch { .. }) => true,
+            Err(e) => return Err(e),
+        };
         let info_path = dir.join(INFO_FILE);
         if !info_path.exists() {
             std::fs::create_dir_all(&dir)?;
@@ -322,7 +344,9 @@ impl ChunkStore for FileChunkStore {
         }
         self.write_atomically(&path, &[&digest, bytes])?;
         self.sync_dir(&dir)?;
-        self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        if !replacing {
+            self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        }
         Ok(())
     }
 
@@ -491,6 +515,14 @@ mod tests {
         assert_eq!(store.get(id).unwrap(), None);
         assert!(store.versions().unwrap().is_empty());
         assert_eq!(store.stored_bytes(), 0);
+        // A put over a damaged copy (a repair) replaces it; over a good one it changes nothing.
+        store.put(id, data, chunk_digest(data), &info()).unwrap();
+        assert!(store.flip_bit(id, 5).unwrap());
+        assert!(store.get(id).is_err());
+        store.put(id, data, chunk_digest(data), &info()).unwrap();
+        assert_eq!(store.get(id).unwrap().as_deref(), Some(&data[..]));
+        assert_eq!(store.stored_bytes(), data.len() as u64);
+        assert_eq!(store.delete_version(0xabc).unwrap(), data.len() as u64);
     }
 
     #[test]
@@ -509,6 +541,30 @@ mod tests {
             store.get(id),
             Err(BlobError::DigestMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn concurrent_puts_of_one_version_all_land() {
+        // Every chunk of an upload is in flight at once: they all record the version.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(FileChunkStore::open(dir.path(), false).unwrap());
+        for version in 0..20u128 {
+            let threads: Vec<_> = (0..8u32)
+                .map(|index| {
+                    let store = store.clone();
+                    std::thread::spawn(move || {
+                        let bytes = vec![index as u8; 1000];
+                        let id = ChunkId { version, index };
+                        store.put(id, &bytes, chunk_digest(&bytes), &info())
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap().unwrap();
+            }
+            assert_eq!(store.indexes(version).unwrap(), (0..8).collect::<Vec<_>>());
+        }
+        assert_eq!(store.versions().unwrap().len(), 20);
     }
 
     #[test]

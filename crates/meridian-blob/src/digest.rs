@@ -52,64 +52,88 @@ impl ObjectHasher {
     }
 }
 
-/// An [`ObjectHasher`] whose two digests run on two blocking threads, fed the body's pieces
+/// An [`ObjectHasher`] whose two digests run on the blocking pool, fed the body's pieces
 /// (shared, not copied) as they arrive: MD5 and BLAKE3 cost more CPU than everything else an
-/// upload does, and on their own threads they overlap with receiving and storing the body.
-/// Worth it for large bodies only (two thread hand-offs per piece).
+/// upload does, and off the async threads they overlap with receiving and storing the body.
+///
+/// Each digest has at most one piece in hashing at a time, as a short blocking job (not a
+/// thread held for the whole upload: hundreds of concurrent uploads would exhaust the
+/// blocking pool and stall each other); `update` waits for the previous piece's job, so a
+/// piece (and what it holds) is released as soon as it is hashed. Worth it for large bodies
+/// only (a hand-off per piece).
 pub struct ParallelHasher {
-    blake3: tokio::sync::mpsc::Sender<bytes::Bytes>,
-    md5: Option<tokio::sync::mpsc::Sender<bytes::Bytes>>,
-    blake3_done: tokio::task::JoinHandle<[u8; 32]>,
-    md5_done: Option<tokio::task::JoinHandle<[u8; 16]>>,
+    blake3: Job<blake3::Hasher>,
+    md5: Option<Job<Md5>>,
     len: u64,
 }
 
+/// A digest's state: at rest, or being fed one piece on the blocking pool (`None`: a job
+/// panicked).
+enum Job<H> {
+    Idle(H),
+    Busy(tokio::task::JoinHandle<H>),
+    Failed,
+}
+
+impl<H: Send + 'static> Job<H> {
+    /// The state once the piece in hashing (if any) is done.
+    async fn settle(&mut self) -> Option<H> {
+        match std::mem::replace(self, Job::Failed) {
+            Job::Idle(h) => Some(h),
+            Job::Busy(j) => j.await.ok(),
+            Job::Failed => None,
+        }
+    }
+
+    /// Starts hashing `bytes` (after the previous piece), keeping `held` until it is done.
+    async fn feed(&mut self, bytes: bytes::Bytes, held: Option<Held>, update: fn(&mut H, &[u8])) {
+        if let Some(mut h) = self.settle().await {
+            *self = Job::Busy(tokio::task::spawn_blocking(move || {
+                update(&mut h, &bytes);
+                drop(held);
+                h
+            }));
+        }
+    }
+}
+
+/// Something a piece keeps alive until it is hashed (a reservation of its bytes, so memory
+/// waiting to be hashed stays under the node's cap).
+pub type Held = std::sync::Arc<dyn Send + Sync>;
+
 impl ParallelHasher {
-    /// Continues `hasher` (what it has seen stays counted) on blocking threads: BLAKE3 on
-    /// one, MD5 on another unless `md5` is false (then [`ParallelHasher::finish`] has none).
+    /// Continues `hasher` (what it has seen stays counted) on the blocking pool: BLAKE3, and
+    /// MD5 unless `md5` is false (then [`ParallelHasher::finish`] has none).
     pub fn start(hasher: ObjectHasher, md5: bool) -> ParallelHasher {
-        let (b3_tx, mut b3_rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
         let ObjectHasher {
             blake3,
             md5: md5_state,
             len,
         } = hasher;
-        let blake3_done = tokio::task::spawn_blocking(move || {
-            let mut h = blake3;
-            while let Some(b) = b3_rx.blocking_recv() {
-                h.update(&b);
-            }
-            *h.finalize().as_bytes()
-        });
-        let (md5_tx, md5_done) = if md5 {
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(32);
-            let done = tokio::task::spawn_blocking(move || {
-                let mut h = md5_state;
-                while let Some(b) = rx.blocking_recv() {
-                    h.update(&b);
-                }
-                h.finalize().into()
-            });
-            (Some(tx), Some(done))
-        } else {
-            (None, None)
-        };
         ParallelHasher {
-            blake3: b3_tx,
-            md5: md5_tx,
-            blake3_done,
-            md5_done,
+            blake3: Job::Idle(blake3),
+            md5: md5.then_some(Job::Idle(md5_state)),
             len,
         }
     }
 
-    /// Feeds the next bytes (waits while a thread is 32 pieces behind).
+    /// Feeds the next bytes (waiting for the previous piece's hashing).
     pub async fn update(&mut self, bytes: bytes::Bytes) {
+        self.update_holding(bytes, None).await;
+    }
+
+    /// Feeds the next bytes, keeping `held` alive until both digests have hashed them.
+    pub async fn update_holding(&mut self, bytes: bytes::Bytes, held: Option<Held>) {
         self.len += bytes.len() as u64;
-        if let Some(m) = &self.md5 {
-            let _ = m.send(bytes.clone()).await;
+        if let Some(m) = &mut self.md5 {
+            m.feed(bytes.clone(), held.clone(), |h, b| h.update(b))
+                .await;
         }
-        let _ = self.blake3.send(bytes).await;
+        self.blake3
+            .feed(bytes, held, |h, b| {
+                h.update(b);
+            })
+            .await;
     }
 
     /// Bytes seen so far.
@@ -122,16 +146,15 @@ impl ParallelHasher {
         self.len == 0
     }
 
-    /// BLAKE3 and (when started with it) MD5 of everything fed; `None` if a hashing
-    /// thread died.
-    pub async fn finish(self) -> Option<([u8; 32], Option<[u8; 16]>)> {
-        drop(self.blake3);
-        drop(self.md5);
-        let md5 = match self.md5_done {
-            Some(h) => Some(h.await.ok()?),
+    /// BLAKE3 and (when started with it) MD5 of everything fed; `None` if a hashing job
+    /// failed.
+    pub async fn finish(mut self) -> Option<([u8; 32], Option<[u8; 16]>)> {
+        let md5 = match &mut self.md5 {
+            Some(m) => Some(m.settle().await?.finalize().into()),
             None => None,
         };
-        Some((self.blake3_done.await.ok()?, md5))
+        let blake3 = self.blake3.settle().await?;
+        Some((*blake3.finalize().as_bytes(), md5))
     }
 }
 

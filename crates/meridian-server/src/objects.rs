@@ -28,7 +28,8 @@ use crate::keyspace::{Keyspace, KeyspaceError, SetOptions};
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 use meridian_blob::admission::{
-    Admission, AdmissionConfig, InflightBytes, TooManyTransfers, TransferClass, TransferPermit,
+    Admission, AdmissionConfig, InflightBytes, InflightPermit, TooManyTransfers, TransferClass,
+    TransferPermit,
 };
 use meridian_blob::digest::{ParallelHasher, hex, md5};
 use meridian_blob::gc::{GcConfig, GcDecision, KeyState, decide};
@@ -294,9 +295,10 @@ pub enum Backend {
     Cluster(Arc<ClusterBackend>),
 }
 
-/// The bulk stream a chunk travels on between nodes: one per version, so an upload (or a
+/// The bulk stream a chunk is written on between nodes: one per version, so an upload (or a
 /// part of a multipart upload, which has a version of its own) is one stream, like the
-/// client connection it came on, and parallel parts are parallel streams.
+/// client connection it came on, and parallel parts are parallel streams. (Reads take a
+/// stream per read.)
 fn stream_of(id: ChunkId) -> u32 {
     id.version as u32
 }
@@ -356,7 +358,8 @@ impl Backend {
         }
     }
 
-    async fn get_chunk(&self, key: &[u8], c: ChunkRef) -> ObjResult<Bytes> {
+    /// Chunk `c` of the object at `key`, read on bulk stream `stream`.
+    async fn get_chunk(&self, key: &[u8], c: ChunkRef, stream: u32) -> ObjResult<Bytes> {
         let id = ChunkId {
             version: c.version,
             index: c.index,
@@ -376,10 +379,7 @@ impl Backend {
                     },
                 )),
             },
-            Backend::Cluster(cl) => Ok(cl
-                .node
-                .blob_get_chunk(key, id, c.digest, stream_of(id))
-                .await?),
+            Backend::Cluster(cl) => Ok(cl.node.blob_get_chunk(key, id, c.digest, stream).await?),
         }
     }
 
@@ -669,7 +669,15 @@ impl Objects {
         let mut chunks: Vec<ChunkRef> = Vec::new();
         let mut index = first_index;
         let mut pending = FuturesUnordered::new();
+        // Bytes are reserved under `max_inflight_bytes` before they are read from the body
+        // (a node at its cap stops reading sockets), and stay reserved until their chunk is
+        // both stored and hashed: buffered, hashing and sending bytes all count.
+        let first = (cs as u64).max(inline_max);
+        let mut held: Option<InflightPermit> = Some(self.inflight.reserve(first).await);
         while let Some(item) = body.next().await {
+            if held.is_none() {
+                held = Some(self.inflight.reserve(cs as u64).await);
+            }
             let bytes = item?;
             size += bytes.len() as u64;
             if size > self.cfg.max_object {
@@ -687,18 +695,19 @@ impl Objects {
             }
             while buf.len() >= cs {
                 let chunk = buf.split_to(cs).freeze();
+                let permit: Arc<InflightPermit> = Arc::new(match held.take() {
+                    Some(p) => p,
+                    None => self.inflight.reserve(cs as u64).await,
+                });
                 if let Some(p) = &mut parallel {
-                    p.update(chunk.clone()).await;
+                    p.update_holding(chunk.clone(), Some(permit.clone())).await;
                 }
                 while pending.len() >= self.cfg.window {
                     if let Some(r) = pending.next().await {
                         r?;
                     }
                 }
-                pending.push(
-                    self.send_chunk(key, version, index, chunk, &mut chunks)
-                        .await,
-                );
+                pending.push(self.send_chunk(key, version, index, chunk, permit, &mut chunks));
                 index = index.checked_add(1).ok_or(ObjectError::TooLarge {
                     max: self.cfg.max_object,
                 })?;
@@ -719,11 +728,12 @@ impl Objects {
         };
         if !buf.is_empty() {
             let chunk = buf.split().freeze();
-            p.update(chunk.clone()).await;
-            pending.push(
-                self.send_chunk(key, version, index, chunk, &mut chunks)
-                    .await,
-            );
+            let permit: Arc<InflightPermit> = Arc::new(match held.take() {
+                Some(p) => p,
+                None => self.inflight.reserve(cs as u64).await,
+            });
+            p.update_holding(chunk.clone(), Some(permit.clone())).await;
+            pending.push(self.send_chunk(key, version, index, chunk, permit, &mut chunks));
         }
         while let Some(r) = pending.next().await {
             r?;
@@ -741,17 +751,17 @@ impl Objects {
         })
     }
 
-    /// Reserves the chunk's bytes (backpressure), records its reference and returns the
-    /// future that stores it.
-    async fn send_chunk(
+    /// Records the chunk's reference and returns the future that stores it; `permit` (the
+    /// chunk's bytes, reserved when they were read) is held until it is stored.
+    fn send_chunk(
         &self,
         key: &Bytes,
         version: u128,
         index: u32,
         chunk: Bytes,
+        permit: Arc<InflightPermit>,
         chunks: &mut Vec<ChunkRef>,
     ) -> impl std::future::Future<Output = ObjResult<()>> + Send + use<> {
-        let permit = self.inflight.reserve(chunk.len() as u64).await;
         let digest = chunk_digest(&chunk);
         chunks.push(ChunkRef {
             version,
@@ -900,6 +910,9 @@ impl Objects {
         let full = object_key(bucket, key);
         let backend = self.backend.clone();
         let prefetch = self.cfg.prefetch;
+        // Each read is a stream of its own, like the client connection it serves: parallel
+        // range reads of one object get a window each.
+        let stream = self.new_id() as u32;
         let fetch = move |i: usize| {
             let backend = backend.clone();
             let full = full.clone();
@@ -907,7 +920,7 @@ impl Objects {
             let offsets_i = (offsets[i], offsets[i + 1]);
             async move {
                 let c = m.chunks[i];
-                let bytes = backend.get_chunk(&full, c).await?;
+                let bytes = backend.get_chunk(&full, c, stream).await?;
                 // Trim the first and last chunks to the range.
                 let (start, end) = offsets_i;
                 let a = first.saturating_sub(start) as usize;
@@ -1225,7 +1238,11 @@ impl Objects {
             {
                 let backend = self.backend.clone();
                 let full = full.clone();
-                q.push_back(async move { backend.get_chunk(&full, c).await });
+                let stream = stream_of(ChunkId {
+                    version: c.version,
+                    index: c.index,
+                });
+                q.push_back(async move { backend.get_chunk(&full, c, stream).await });
                 next += 1;
             }
             match q.next().await {
