@@ -16,6 +16,7 @@
 //! | [`ycsbt`] | YCSB+T: multi-partition read-only/update transactions, closed economy, a driver-side service-time model |
 //! | [`clocksi`] | the Clock-SI study (`experiments/clock-si/`): LAN/WAN latency, throughput, closed economy |
 //! | [`replica_choice`] | the replica-choice study (`experiments/replica-choice/`): replica selection and hot-key copies on the simulated cluster, C3 against the dynamic snitch |
+//! | [`blob`] | `meridian bench blob`: large-object transfers, admission, memory, disk and WAN models; the GridFS study's E1–E7 (`experiments/large-objects/`) |
 //! | [`cell`] | one cell on a Meridian cluster: load, timeline warm-up, measurement |
 //! | [`cluster`] | the study's consistency modes on the embedded (real-time) or simulated (virtual-time) cluster |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
@@ -24,6 +25,7 @@
 //! Everything here is deterministic given its seed: no global randomness, and no OS clock (the
 //! runner's time is tokio's, so it runs in real time or under a paused, virtual clock).
 
+pub mod blob;
 pub mod cell;
 pub mod clocksi;
 pub mod cluster;

@@ -19,7 +19,11 @@ use meridian_bench::workload::{CoreWorkload, canonical, parse_properties};
 
 /// Arguments of `meridian bench`.
 #[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct BenchArgs {
+    /// Another benchmark than YCSB's (`blob`: large-object transfers).
+    #[command(subcommand)]
+    kind: Option<BenchKind>,
     /// A YCSB workload properties file (YCSB's own `workloads/workload[a-f]` are read
     /// unchanged).
     #[arg(short = 'P', long = "workload-file", value_name = "FILE")]
@@ -95,6 +99,15 @@ pub struct BenchArgs {
     /// No progress bar (for logs and scripts).
     #[arg(long)]
     quiet: bool,
+}
+
+/// The benchmarks besides YCSB's.
+#[derive(clap::Subcommand, Debug)]
+enum BenchKind {
+    /// Large-object transfers through the object service of an in-process cluster (uploads,
+    /// downloads, random reads; admission, memory, WAN and disk models), every object
+    /// verified; `--study` runs the GridFS study's experiments E1–E7.
+    Blob(Box<crate::bench_blob_cmd::BlobArgs>),
 }
 
 /// What YCSB operations become on a RESP server.
@@ -276,6 +289,9 @@ fn parse_resp(spec: &str) -> Vec<Vec<String>> {
 
 /// Runs `meridian bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
+    if let Some(BenchKind::Blob(blob)) = args.kind {
+        return crate::bench_blob_cmd::run(*blob);
+    }
     let (mut w, warnings) = workload(&args)?;
     for warning in &warnings {
         eprintln!("warning: {warning}");

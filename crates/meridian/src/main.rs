@@ -1,5 +1,6 @@
 //! `meridian`: the command line. Thin by design: every subcommand is a call into a library.
 
+mod bench_blob_cmd;
 mod bench_cmd;
 mod ctl_cmd;
 mod demo_cmd;

@@ -1894,3 +1894,70 @@ fn up_balance_flags_ctl_balance_and_service_models() {
     assert!(!ok && err.contains("node: 9 is not a member"), "{err}");
     up.terminate();
 }
+
+/// `meridian bench blob`: uploads with two streams and downloads over an emulated WAN, every
+/// object verified; admission refusals counted as such; the report on disk.
+#[test]
+fn bench_blob_verifies_every_object_and_counts_refusals() {
+    let dir = tempfile::tempdir().unwrap();
+    let report = |out: &Path| -> serde_json::Value {
+        let text = std::fs::read_to_string(out.join("report.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["report"].clone()
+    };
+    for (op, streams) in [("put", "2"), ("get", "3")] {
+        let out = dir.path().join(op);
+        let o = Command::new(BIN)
+            .args(["bench", "blob", "--op", op, "--streams", streams])
+            .args(["--object-size", "11MiB", "--chunk-size", "256KiB"])
+            .args(["--clients", "2", "--threads", "2", "--topology", "wan"])
+            .args(["--rtt-ms", "4", "--bandwidth-mbit", "0"])
+            .args(["--placement", "both"])
+            .args(["--socket-buffer", "auto", "--quiet", "--store", "files"])
+            .arg("--store-dir")
+            .arg(dir.path())
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r = report(&out);
+        assert_eq!(r["transfers"], 4, "{r}");
+        assert_eq!(r["completed"], 4, "{r}");
+        assert_eq!(r["verified"], 4, "{r}");
+        assert_eq!(r["streams_used"].as_u64(), Some(streams.parse().unwrap()));
+        let csv = std::fs::read_to_string(out.join("report.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 2, "{csv}");
+        assert!(out.join("timeseries.csv").exists() && out.join("completions.svg").exists());
+    }
+    // Two may run and none wait: of six simultaneous uploads to a 2 MB/s disk, four are
+    // refused, all with TooManyTransfers, and the two admitted verify.
+    let out = dir.path().join("refused");
+    let o = Command::new(BIN)
+        .args(["bench", "blob", "--object-size", "2MiB", "--threads", "6"])
+        .args(["--max-active", "2", "--max-queued", "0"])
+        .args(["--disk-mbps", "2", "--quiet"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = report(&out);
+    assert_eq!(
+        (r["completed"].as_u64(), r["verified"].as_u64()),
+        (Some(2), Some(2)),
+        "{r}"
+    );
+    assert_eq!(r["rejected"], 4, "{r}");
+    assert_eq!(r["errors"], serde_json::json!({}), "{r}");
+    // Leftover chunk files are removed with their run.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("meridian-bench-blob")
+        })
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
