@@ -34,6 +34,22 @@ impl Node {
     /// chunks of keys this node does not hold to their replicas and deletes them here once
     /// all have them. Returns how many chunks were sent.
     pub async fn chunk_handoff_round(&self) -> Result<usize> {
+        let pending = &self.handoff_state().chunks_pending;
+        if !pending.swap(false, Ordering::SeqCst) {
+            return Ok(0);
+        }
+        // Anything left (a replica down, a failed transfer, more than a round's versions)
+        // sets it again.
+        let mut left = false;
+        let result = self.move_chunks(&mut left).await;
+        if left || result.is_err() {
+            pending.store(true, Ordering::SeqCst);
+        }
+        result
+    }
+
+    /// The body of [`Node::chunk_handoff_round`]; sets `left` when chunks remain to move.
+    async fn move_chunks(&self, left: &mut bool) -> Result<usize> {
         let store = self.chunk_store();
         let versions = on_store(&store, |s| s.versions()).await.map_err(storage)?;
         let me = self.id();
@@ -43,7 +59,8 @@ impl Node {
         let candidates = versions.into_iter().filter(|(version, info)| {
             Placement::of_version(*version) == Placement::Spread || !self.holds_home(&info.key)
         });
-        for (version, info) in candidates.take(VERSIONS_PER_ROUND) {
+        let mut candidates = candidates.peekable();
+        for (version, info) in candidates.by_ref().take(VERSIONS_PER_ROUND) {
             let indexes = on_store(&store, move |s| s.indexes(version))
                 .await
                 .map_err(storage)?;
@@ -59,6 +76,7 @@ impl Node {
             for (home, moving) in homes {
                 let targets = self.chunk_owners(&home);
                 if targets.is_empty() || targets.iter().any(|&n| !self.is_up(n)) {
+                    *left = true;
                     continue;
                 }
                 let mut everywhere = true;
@@ -68,6 +86,7 @@ impl Node {
                         Err(e) => {
                             tracing::debug!(node = %me, %to, error = %e, "chunk handoff failed");
                             everywhere = false;
+                            *left = true;
                             break;
                         }
                     }
@@ -89,11 +108,12 @@ impl Node {
                 }
             }
         }
+        *left |= candidates.peek().is_some();
         Ok(sent)
     }
 
     /// Whether this node holds `home` (a chunk's home key) under the current layouts.
-    fn holds_home(&self, home: &[u8]) -> bool {
+    pub(crate) fn holds_home(&self, home: &[u8]) -> bool {
         let p = self.layout().ring().partition_of(home);
         self.holds(self.id(), p, home)
     }

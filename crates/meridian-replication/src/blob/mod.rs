@@ -158,6 +158,12 @@ async fn store_chunk(
     digest: ChunkDigest,
     bytes: Bytes,
 ) -> Result<()> {
+    if !node.holds_home(&Placement::home(&key, id.version, id.index)) {
+        // Stored as a fallback: the chunk-handoff round has something to move.
+        node.handoff_state()
+            .chunks_pending
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
     let info = VersionInfo {
         key,
         created_us: node.clock_now().0,

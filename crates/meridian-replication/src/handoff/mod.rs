@@ -32,6 +32,10 @@ pub(crate) struct Handoff {
     /// Set when the node may hold objects it does not own (a layout change, or a write of a
     /// key it does not own); the handoff task then scans and hands them off.
     pub(crate) drain_needed: AtomicBool,
+    /// Set when the node may hold chunks whose home it does not hold (a layout change, or a
+    /// chunk stored here as a fallback); the chunk-handoff round scans the chunk store only
+    /// then, not every interval.
+    pub(crate) chunks_pending: AtomicBool,
     /// Wakes the handoff task early (a layout change).
     pub(crate) drain_wake: tokio::sync::Notify,
 }
@@ -58,6 +62,10 @@ impl Node {
         // No round at start-up: the first comes after one interval (plus a seeded jitter of
         // up to a quarter interval, so nodes do not hand off in lockstep).
         let mut tick = self.ticker(every, every / 4, every);
+        // A store reopened after a restart may hold chunks it should hand off: look once.
+        self.handoff_state()
+            .chunks_pending
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         loop {
             tokio::select! {
                 biased;

@@ -163,6 +163,9 @@ impl Node {
         self.handoff_state()
             .drain_needed
             .store(true, Ordering::SeqCst);
+        self.handoff_state()
+            .chunks_pending
+            .store(true, Ordering::SeqCst);
         self.handoff_state().drain_wake.notify_one();
     }
 
