@@ -504,6 +504,29 @@ impl InflightPermit {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+
+    /// Moves `n` of this permit's bytes (at most all of them) into a permit of their own;
+    /// `None` once this permit holds no bytes. Lets one reservation cover several buffers.
+    pub fn split(&mut self, n: u64) -> Option<InflightPermit> {
+        if self.bytes == 0 {
+            return None;
+        }
+        let n = n.min(self.bytes);
+        let held = self._permit.num_permits();
+        // Units in proportion, rounded up, and all of them for the last bytes.
+        let units = if n == self.bytes {
+            held
+        } else {
+            let unit = self.bytes.div_ceil(held.max(1) as u64).max(1);
+            usize::try_from(n.div_ceil(unit)).unwrap_or(held).min(held)
+        };
+        let permit = self._permit.split(units)?;
+        self.bytes -= n;
+        Some(InflightPermit {
+            _permit: permit,
+            bytes: n,
+        })
+    }
 }
 
 impl InflightBytes {
@@ -1019,5 +1042,21 @@ mod tests {
         drop(p);
         assert_eq!(huge.in_use(), 0);
         assert_eq!(huge.reserve(0).await.bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_split_permit_releases_its_bytes_on_its_own() {
+        let inflight = InflightBytes::new(100);
+        let mut whole = inflight.reserve(90).await;
+        let a = whole.split(40).expect("40 of 90");
+        let b = whole.split(40).expect("40 of 50");
+        assert_eq!((a.bytes(), b.bytes(), whole.bytes()), (40, 40, 10));
+        drop(a);
+        assert_eq!(inflight.in_use(), 50);
+        let c = whole.split(40).expect("the last 10");
+        assert_eq!(c.bytes(), 10);
+        assert!(whole.split(1).is_none());
+        drop((b, c, whole));
+        assert_eq!(inflight.in_use(), 0);
     }
 }

@@ -82,7 +82,7 @@ pub async fn on_store<T: Send + 'static>(
 ) -> Result<T> {
     if store.blocks() {
         let s = store.clone();
-        tokio::task::spawn_blocking(move || f(s.as_ref()))
+        crate::blocking::run(move || f(s.as_ref()))
             .await
             .map_err(|e| BlobError::Io(std::io::Error::other(format!("chunk store task: {e}"))))?
     } else {

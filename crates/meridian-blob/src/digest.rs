@@ -71,7 +71,7 @@ pub struct ParallelHasher {
 /// panicked).
 enum Job<H> {
     Idle(H),
-    Busy(tokio::task::JoinHandle<H>),
+    Busy(tokio::task::JoinHandle<Result<H, tokio::task::JoinError>>),
     Failed,
 }
 
@@ -80,7 +80,7 @@ impl<H: Send + 'static> Job<H> {
     async fn settle(&mut self) -> Option<H> {
         match std::mem::replace(self, Job::Failed) {
             Job::Idle(h) => Some(h),
-            Job::Busy(j) => j.await.ok(),
+            Job::Busy(j) => j.await.ok().and_then(|r| r.ok()),
             Job::Failed => None,
         }
     }
@@ -88,11 +88,11 @@ impl<H: Send + 'static> Job<H> {
     /// Starts hashing `bytes` (after the previous piece), keeping `held` until it is done.
     async fn feed(&mut self, bytes: bytes::Bytes, held: Option<Held>, update: fn(&mut H, &[u8])) {
         if let Some(mut h) = self.settle().await {
-            *self = Job::Busy(tokio::task::spawn_blocking(move || {
+            *self = Job::Busy(tokio::spawn(crate::blocking::run(move || {
                 update(&mut h, &bytes);
                 drop(held);
                 h
-            }));
+            })));
         }
     }
 }

@@ -8,6 +8,8 @@
 //! | [`digest`] | chunk digests (xxh3-128) and the object's digests (BLAKE3, and MD5 for S3 ETags) |
 //! | [`chunk_store`] | where a node keeps chunks: [`MemChunkStore`], [`FileChunkStore`] |
 //! | [`range`] | HTTP byte ranges and the chunks a range touches |
+//! | [`blocking`] | chunk I/O and digests on a bounded number of threads |
+//! | [`buffers`] | recycled chunk-sized buffers for uploads |
 //! | [`admission`] | transfer admission: per-class limits, a FIFO queue, then `TooManyTransfers` |
 //! | [`gc`] | which stored chunk versions may be deleted |
 //! | [`throttled`] | [`ThrottledChunkStore`]: any store at a disk's bandwidth and seek time (benchmarks) |
@@ -17,7 +19,9 @@
 //! server's object service.
 
 pub mod admission;
+pub mod blocking;
 pub mod budget;
+pub mod buffers;
 pub mod chunk_store;
 pub mod digest;
 pub mod error;
@@ -31,6 +35,7 @@ pub use admission::{
     TransferClass, TransferPermit,
 };
 pub use budget::Budget;
+pub use buffers::ChunkBuffers;
 pub use chunk_store::{ChunkId, ChunkStore, FileChunkStore, MemChunkStore, VersionInfo, on_store};
 pub use digest::{ChunkDigest, ObjectHasher, chunk_digest};
 pub use error::{BlobError, Result};

@@ -25,7 +25,7 @@
 
 use crate::cluster::ClusterBackend;
 use crate::keyspace::{Keyspace, KeyspaceError, SetOptions};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 use meridian_blob::admission::{
     Admission, AdmissionConfig, InflightBytes, InflightPermit, TooManyTransfers, TransferClass,
@@ -34,8 +34,8 @@ use meridian_blob::admission::{
 use meridian_blob::digest::{ParallelHasher, hex, md5};
 use meridian_blob::gc::{GcConfig, GcDecision, KeyState, decide};
 use meridian_blob::{
-    BlobError, ChunkDigest, ChunkId, ChunkRef, ChunkStore, Manifest, ObjectHasher, ObjectMeta,
-    Placement, VersionInfo, chunk_digest,
+    BlobError, ChunkBuffers, ChunkDigest, ChunkId, ChunkRef, ChunkStore, Manifest, ObjectHasher,
+    ObjectMeta, Placement, VersionInfo, chunk_digest,
 };
 use meridian_replication::ReplicationError;
 use meridian_replication::blob::Listed;
@@ -563,6 +563,8 @@ pub struct Objects {
     cfg: BlobConfig,
     admission: Admission,
     inflight: InflightBytes,
+    /// Upload buffers, recycled (at most `max_inflight_bytes` of them in use).
+    buffers: ChunkBuffers,
     clock: Arc<dyn meridian_core::Clock>,
     ids: parking_lot::Mutex<rand_chacha::ChaCha8Rng>,
     /// Object bytes received (uploads) and sent (downloads), for `/metrics`.
@@ -604,6 +606,11 @@ impl Objects {
         Objects {
             admission: Admission::new(cfg.admission()),
             inflight: InflightBytes::new(cfg.max_inflight_bytes),
+            buffers: ChunkBuffers::new(
+                cfg.chunk_size as usize,
+                usize::try_from(cfg.max_inflight_bytes / u64::from(cfg.chunk_size).max(1))
+                    .unwrap_or(usize::MAX),
+            ),
             backend,
             cfg,
             clock,
@@ -650,6 +657,13 @@ impl Objects {
     /// Streams `body` into chunks of upload `version` stored for `key`, at most `window` in
     /// flight, hashing as it goes. Returns the chunks (empty and the bytes when the body fit
     /// under `inline_max`), the digests, and the size.
+    ///
+    /// Memory: every buffer is one chunk of its own allocation, reserved under
+    /// `max_inflight_bytes` before a byte is copied into it and released once its chunk is
+    /// both stored and hashed, so what a node buffers never exceeds what it reserved (a node
+    /// at its cap stops reading sockets). The buffers of a body that may still be inline come
+    /// out of one reservation made up front: deciding never waits for bytes while holding
+    /// some, so uploads cannot deadlock one another at the cap.
     async fn store_body(
         &self,
         key: &Bytes,
@@ -660,88 +674,101 @@ impl Objects {
         mut body: ByteStream,
     ) -> ObjResult<Stored> {
         let cs = self.cfg.chunk_size as usize;
-        // Small bodies are hashed in place at the end; once a body is chunked, its digests run
-        // on their own threads (`ParallelHasher`), overlapping with receiving and storing it,
-        // fed whole chunks (shared, not copied): two hand-offs a chunk, not two per read.
-        let mut parallel: Option<ParallelHasher> = None;
+        let cs64 = u64::from(self.cfg.chunk_size);
+        let mut pool = Some(
+            self.inflight
+                .reserve(cs64.max(inline_max).div_ceil(cs64) * cs64)
+                .await,
+        );
+        // Chunks filled while the body could still be inline, and the one being filled.
+        let mut early: Vec<(Bytes, InflightPermit)> = Vec::new();
+        let mut filling: Option<(Vec<u8>, InflightPermit)> = None;
+        let mut pipeline: Option<ChunkPipeline> = None;
         let mut size = 0u64;
-        let mut buf = BytesMut::new();
-        let mut chunks: Vec<ChunkRef> = Vec::new();
-        let mut index = first_index;
-        let mut pending = FuturesUnordered::new();
-        // Bytes are reserved under `max_inflight_bytes` before they are read from the body
-        // (a node at its cap stops reading sockets), and stay reserved until their chunk is
-        // both stored and hashed: buffered, hashing and sending bytes all count.
-        let first = (cs as u64).max(inline_max);
-        let mut held: Option<InflightPermit> = Some(self.inflight.reserve(first).await);
         while let Some(item) = body.next().await {
-            if held.is_none() {
-                held = Some(self.inflight.reserve(cs as u64).await);
-            }
-            let bytes = item?;
-            size += bytes.len() as u64;
+            let mut piece = item?;
+            size += piece.len() as u64;
             if size > self.cfg.max_object {
                 return Err(ObjectError::TooLarge {
                     max: self.cfg.max_object,
                 });
             }
-            buf.extend_from_slice(&bytes);
-            if parallel.is_none() {
-                // Until the body outgrows the inline size the buffer holds all of it.
-                if buf.len() as u64 <= inline_max {
-                    continue;
+            if pipeline.is_none() && size > inline_max {
+                let mut p = ChunkPipeline::new(self, key, version, first_index, md5);
+                for (chunk, permit) in early.drain(..) {
+                    p.push(chunk, permit).await?;
                 }
-                parallel = Some(ParallelHasher::start(ObjectHasher::new(), md5));
+                pipeline = Some(p);
             }
-            while buf.len() >= cs {
-                let chunk = buf.split_to(cs).freeze();
-                let permit: Arc<InflightPermit> = Arc::new(match held.take() {
-                    Some(p) => p,
-                    None => self.inflight.reserve(cs as u64).await,
-                });
-                if let Some(p) = &mut parallel {
-                    p.update_holding(chunk.clone(), Some(permit.clone())).await;
-                }
-                while pending.len() >= self.cfg.window {
-                    if let Some(r) = pending.next().await {
-                        r?;
+            while !piece.is_empty() {
+                let (buf, _) = match &mut filling {
+                    Some(f) => f,
+                    None => {
+                        let permit = match pool.as_mut().and_then(|p| p.split(cs64)) {
+                            Some(p) => p,
+                            None => self.inflight.reserve(cs64).await,
+                        };
+                        // A body's first buffer starts small and grows with it (small
+                        // bodies stay small); buffers past a quarter chunk are the pool's.
+                        let first = pipeline.is_none() && early.is_empty();
+                        let buf = if first && piece.len() <= cs / 4 {
+                            Vec::with_capacity(piece.len())
+                        } else {
+                            self.buffers.take()
+                        };
+                        filling.insert((buf, permit))
+                    }
+                };
+                let take = (cs - buf.len()).min(piece.len());
+                if buf.capacity() - buf.len() < take {
+                    let want = (buf.len() + take).max(buf.capacity() * 2);
+                    if want > cs / 4 {
+                        let mut pooled = self.buffers.take();
+                        pooled.extend_from_slice(buf);
+                        *buf = pooled;
+                    } else {
+                        buf.reserve_exact(want - buf.len());
                     }
                 }
-                pending.push(self.send_chunk(key, version, index, chunk, permit, &mut chunks));
-                index = index.checked_add(1).ok_or(ObjectError::TooLarge {
-                    max: self.cfg.max_object,
-                })?;
+                buf.extend_from_slice(&piece.split_to(take));
+                if buf.len() < cs {
+                    continue;
+                }
+                if let Some((buf, permit)) = filling.take() {
+                    let chunk = self.buffers.freeze(buf);
+                    match &mut pipeline {
+                        Some(p) => p.push(chunk, permit).await?,
+                        None => early.push((chunk, permit)),
+                    }
+                }
             }
         }
         self.bytes_in.fetch_add(size, Ordering::Relaxed);
-        let Some(mut p) = parallel else {
+        let last = filling.map(|(buf, permit)| (self.buffers.freeze(buf), permit));
+        let Some(mut p) = pipeline else {
+            let mut parts: Vec<Bytes> = early.into_iter().map(|(b, _)| b).collect();
+            parts.extend(last.map(|(b, _)| b));
+            let inline = match parts.len() {
+                0 => Bytes::new(),
+                1 => parts.swap_remove(0),
+                _ => Bytes::from(parts.concat()),
+            };
             let mut h = ObjectHasher::new();
-            h.update(&buf);
+            h.update(&inline);
             let (blake3, md5) = h.finish();
             return Ok(Stored {
-                chunks,
-                inline: Some(buf.freeze()),
+                chunks: Vec::new(),
+                inline: Some(inline),
                 size,
                 blake3,
                 md5: Some(md5),
             });
         };
-        if !buf.is_empty() {
-            let chunk = buf.split().freeze();
-            let permit: Arc<InflightPermit> = Arc::new(match held.take() {
-                Some(p) => p,
-                None => self.inflight.reserve(cs as u64).await,
-            });
-            p.update_holding(chunk.clone(), Some(permit.clone())).await;
-            pending.push(self.send_chunk(key, version, index, chunk, permit, &mut chunks));
+        if let Some((chunk, permit)) = last.filter(|(b, _)| !b.is_empty()) {
+            p.push(chunk, permit).await?;
         }
-        while let Some(r) = pending.next().await {
-            r?;
-        }
-        let (blake3, md5) = p
-            .finish()
-            .await
-            .ok_or_else(|| ObjectError::Body("a digest thread failed".into()))?;
+        drop(pool);
+        let (chunks, blake3, md5) = p.finish().await?;
         Ok(Stored {
             chunks,
             inline: None,
@@ -749,40 +776,6 @@ impl Objects {
             blake3,
             md5,
         })
-    }
-
-    /// Records the chunk's reference and returns the future that stores it; `permit` (the
-    /// chunk's bytes, reserved when they were read) is held until it is stored.
-    fn send_chunk(
-        &self,
-        key: &Bytes,
-        version: u128,
-        index: u32,
-        chunk: Bytes,
-        permit: Arc<InflightPermit>,
-        chunks: &mut Vec<ChunkRef>,
-    ) -> impl std::future::Future<Output = ObjResult<()>> + Send + use<> {
-        let digest = chunk_digest(&chunk);
-        chunks.push(ChunkRef {
-            version,
-            index,
-            len: chunk.len() as u32,
-            digest,
-        });
-        let backend = self.backend.clone();
-        let key = key.clone();
-        let id = ChunkId { version, index };
-        // Spawned, so chunks travel while the body is still being read (the pipeline); a
-        // task outliving a failed upload only leaves an orphan chunk.
-        let task = tokio::spawn(async move {
-            let r = backend.put_chunk(&key, id, digest, chunk).await;
-            drop(permit);
-            r
-        });
-        async move {
-            task.await
-                .map_err(|e| ObjectError::Body(format!("chunk upload task failed: {e}")))?
-        }
     }
 
     /// PutObject: stores `body` as object `key` of `bucket`; returns the committed manifest.
@@ -1792,6 +1785,19 @@ impl Objects {
             .is_ok()
     }
 
+    /// Frees upload buffers that went unused for a second, every second, until `stop`.
+    pub async fn run_buffer_trim(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick.tick() => {
+                    self.buffers.trim();
+                }
+            }
+        }
+    }
+
     /// Runs [`Objects::scrub`] every `blob.scrub_interval_ms` until `stop`.
     pub async fn run_scrub(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let period = self.cfg.scrub_interval_ms;
@@ -1911,6 +1917,97 @@ async fn every<T, F: Future<Output = ObjResult<T>>>(
             Err(e) => tracing::warn!(error = %e, "{what} failed; will retry"),
         }
     }
+}
+
+/// The chunks of one body on their way: each is hashed (on the digest threads) and stored
+/// (on the replicas) at once, at most `window` stores in flight; its bytes stay reserved until
+/// both are done.
+struct ChunkPipeline {
+    backend: Backend,
+    key: Bytes,
+    version: u128,
+    window: usize,
+    max_object: u64,
+    index: u32,
+    chunks: Vec<ChunkRef>,
+    hasher: ParallelHasher,
+    pending: FuturesUnordered<tokio::task::JoinHandle<ObjResult<()>>>,
+}
+
+impl ChunkPipeline {
+    fn new(
+        objects: &Objects,
+        key: &Bytes,
+        version: u128,
+        first_index: u32,
+        md5: bool,
+    ) -> ChunkPipeline {
+        ChunkPipeline {
+            backend: objects.backend.clone(),
+            key: key.clone(),
+            version,
+            window: objects.cfg.window.max(1),
+            max_object: objects.cfg.max_object,
+            index: first_index,
+            chunks: Vec::new(),
+            hasher: ParallelHasher::start(ObjectHasher::new(), md5),
+            pending: FuturesUnordered::new(),
+        }
+    }
+
+    /// Hashes and stores the next chunk; `permit` holds its bytes until both are done.
+    async fn push(&mut self, chunk: Bytes, permit: InflightPermit) -> ObjResult<()> {
+        let permit = Arc::new(permit);
+        self.hasher
+            .update_holding(chunk.clone(), Some(permit.clone()))
+            .await;
+        while self.pending.len() >= self.window {
+            if let Some(r) = self.pending.next().await {
+                joined(r)?;
+            }
+        }
+        let digest = chunk_digest(&chunk);
+        let id = ChunkId {
+            version: self.version,
+            index: self.index,
+        };
+        self.chunks.push(ChunkRef {
+            version: id.version,
+            index: id.index,
+            len: chunk.len() as u32,
+            digest,
+        });
+        self.index = self.index.checked_add(1).ok_or(ObjectError::TooLarge {
+            max: self.max_object,
+        })?;
+        let (backend, key) = (self.backend.clone(), self.key.clone());
+        // Spawned, so chunks travel while the body is still being read; a task outliving a
+        // failed upload only leaves an orphan chunk.
+        self.pending.push(tokio::spawn(async move {
+            let r = backend.put_chunk(&key, id, digest, chunk).await;
+            drop(permit);
+            r
+        }));
+        Ok(())
+    }
+
+    /// Waits for every store; returns the chunks and the body's BLAKE3 (and MD5, if asked).
+    async fn finish(mut self) -> ObjResult<(Vec<ChunkRef>, [u8; 32], Option<[u8; 16]>)> {
+        while let Some(r) = self.pending.next().await {
+            joined(r)?;
+        }
+        let (blake3, md5) = self
+            .hasher
+            .finish()
+            .await
+            .ok_or_else(|| ObjectError::Body("a digest thread failed".into()))?;
+        Ok((self.chunks, blake3, md5))
+    }
+}
+
+/// The result of a chunk-store task.
+fn joined(r: Result<ObjResult<()>, tokio::task::JoinError>) -> ObjResult<()> {
+    r.map_err(|e| ObjectError::Body(format!("chunk upload task failed: {e}")))?
 }
 
 /// What [`Objects::store_body`] stored.

@@ -281,7 +281,7 @@ async fn serve_chunk(
     id: ChunkId,
 ) -> Result<(bool, bool, Option<Payload>)> {
     if let Some((path, offset)) = store.file(id) {
-        let opened = tokio::task::spawn_blocking(move || -> std::io::Result<Option<FileSlice>> {
+        let opened = meridian_blob::blocking::run(move || -> std::io::Result<Option<FileSlice>> {
             let file = match std::fs::File::open(&path) {
                 Ok(f) => f,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

@@ -74,3 +74,38 @@ async fn chunks_damaged_on_the_wire_are_refused_and_read_from_another_replica() 
     c.damage_payloads_from.lock().clear();
     c.stop.cancel();
 }
+
+/// A peer's listing request is bounded (partitions named, entries asked for) before the node
+/// does any work: an oversized one is answered `BadRequest` and the node keeps serving.
+#[tokio::test(start_paused = true)]
+async fn a_peer_asking_for_an_oversized_listing_is_refused() {
+    use meridian_replication::RemoteError;
+    use meridian_replication::blob::BlobMsg;
+    let c = Cluster::start(72, Duration::from_secs(60)).await;
+    // A peer on the network outside the membership, sending what it likes.
+    let (peer, _inbox) = c.net.join(NodeId(99)).unwrap();
+    let list = |partitions: usize, limit: u32| {
+        Msg::Blob(BlobMsg::List {
+            partitions: vec![meridian_core::PartitionId(0); partitions],
+            start: Bytes::new(),
+            end: Bytes::new(),
+            limit,
+        })
+    };
+    for (partitions, limit) in [(65_537, 10), (1, 10_001), (1, u32::MAX)] {
+        let r = peer
+            .request(NodeId(1), list(partitions, limit), Duration::from_secs(5))
+            .await;
+        assert!(
+            matches!(r, Ok(Msg::Error(RemoteError::BadRequest(_)))),
+            "{partitions} partitions, limit {limit}: {r:?}"
+        );
+    }
+    let r = peer
+        .request(NodeId(1), list(1, 10), Duration::from_secs(5))
+        .await;
+    assert!(
+        matches!(r, Ok(Msg::Blob(BlobMsg::Listed { .. }))),
+        "a bounded listing: {r:?}"
+    );
+}
