@@ -23,6 +23,7 @@
 //! byte 0xFF (keys are UTF-8), so listings stop before them, and the hash tag keeps an
 //! upload's records in one partition.
 
+use crate::blob_handles::{HandleFault, HandleLimits, HandleTable, Pinned};
 use crate::cluster::ClusterBackend;
 use crate::keyspace::{Keyspace, KeyspaceError, SetOptions};
 use bytes::Bytes;
@@ -107,6 +108,13 @@ pub struct BlobConfig {
     /// this many bytes per second, so it never takes a WAN link from clients (default
     /// 12 500 000; 0: unpaced).
     pub repair_wan_bytes_per_sec: u64,
+    /// `BLOB.OPEN` handles open at once per node (default 4096).
+    pub max_open_handles: usize,
+    /// Bytes handles may pin at once per node: values and inline objects they hold, and the
+    /// chunk lists of the versions they read (default 64 MiB).
+    pub max_handle_bytes: u64,
+    /// A handle unused this long closes, ms (default 60 000).
+    pub handle_idle_ms: u64,
 }
 
 impl Default for BlobConfig {
@@ -133,6 +141,9 @@ impl Default for BlobConfig {
             bulk_lanes: 4,
             chunk_placement: Placement::WithManifest,
             repair_wan_bytes_per_sec: 12_500_000,
+            max_open_handles: 4096,
+            max_handle_bytes: 64 << 20,
+            handle_idle_ms: 60_000,
         }
     }
 }
@@ -194,6 +205,24 @@ impl BlobConfig {
         }
         if self.link_bandwidth == 0 {
             return Err("blob.link_bandwidth must be positive".into());
+        }
+        if !(1..=1_000_000).contains(&self.max_open_handles) {
+            return Err(format!(
+                "blob.max_open_handles must be 1..=1000000, not {}",
+                self.max_open_handles
+            ));
+        }
+        if !(1 << 20..=16 << 30).contains(&self.max_handle_bytes) {
+            return Err(format!(
+                "blob.max_handle_bytes must be 1 MiB..=16 GiB, not {}",
+                self.max_handle_bytes
+            ));
+        }
+        if !(1..=86_400_000).contains(&self.handle_idle_ms) {
+            return Err(format!(
+                "blob.handle_idle_ms must be 1 ms to 1 day, not {}",
+                self.handle_idle_ms
+            ));
         }
         if self.bulk_lanes > 64 {
             return Err(format!(
@@ -565,6 +594,8 @@ pub struct Objects {
     inflight: InflightBytes,
     /// Upload buffers, recycled (at most `max_inflight_bytes` of them in use).
     buffers: ChunkBuffers,
+    /// `BLOB.OPEN` handles.
+    handles: parking_lot::Mutex<HandleTable>,
     clock: Arc<dyn meridian_core::Clock>,
     ids: parking_lot::Mutex<rand_chacha::ChaCha8Rng>,
     /// Object bytes received (uploads) and sent (downloads), for `/metrics`.
@@ -606,6 +637,12 @@ impl Objects {
         Objects {
             admission: Admission::new(cfg.admission()),
             inflight: InflightBytes::new(cfg.max_inflight_bytes),
+            handles: parking_lot::Mutex::new(HandleTable::new(HandleLimits {
+                max_open: cfg.max_open_handles,
+                max_bytes: cfg.max_handle_bytes,
+                idle_us: cfg.handle_idle_ms.saturating_mul(1000),
+                max_age_us: cfg.version_grace_ms.saturating_mul(1000),
+            })),
             buffers: ChunkBuffers::new(
                 cfg.chunk_size as usize,
                 usize::try_from(cfg.max_inflight_bytes / u64::from(cfg.chunk_size).max(1))
@@ -1785,17 +1822,57 @@ impl Objects {
             .is_ok()
     }
 
-    /// Frees upload buffers that went unused for a second, every second, until `stop`.
-    pub async fn run_buffer_trim(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+    /// Every second until `stop`: frees upload buffers that went unused for a second, and
+    /// closes handles idle or old past their limits.
+    pub async fn run_housekeeping(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         loop {
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick.tick() => {
                     self.buffers.trim();
+                    let now = self.now_us();
+                    self.handles.lock().expire(now);
                 }
             }
         }
+    }
+
+    /// `BLOB.OPEN`: a new handle on `pinned`, what `key` (the RESP key) holds now.
+    pub fn open_handle(&self, key: &[u8], pinned: Pinned) -> Result<u64, HandleFault> {
+        let version = match &pinned {
+            Pinned::Chunked(m) => m.version,
+            Pinned::Bytes(_) => 0,
+        };
+        let now = self.now_us();
+        let mut table = self.handles.lock();
+        // Ids are drawn at random (63 bits: a RESP integer), so one client cannot walk
+        // another's handles by counting.
+        let id = loop {
+            let id = (self.new_id() as u64) & (i64::MAX as u64);
+            if id != 0 && !table.contains(id) {
+                break id;
+            }
+        };
+        table.open(id, Bytes::copy_from_slice(key), version, pinned, now)?;
+        Ok(id)
+    }
+
+    /// What handle `id` of `key` reads (a use: it stays open another `handle_idle_ms`).
+    pub fn handle(&self, key: &[u8], id: u64) -> Result<Pinned, HandleFault> {
+        let now = self.now_us();
+        self.handles.lock().get(key, id, now)
+    }
+
+    /// `BLOB.CLOSE`: whether handle `id` of `key` was open.
+    pub fn close_handle(&self, key: &[u8], id: u64) -> bool {
+        self.handles.lock().close(key, id)
+    }
+
+    /// Handles open now and bytes they pin.
+    pub fn handle_usage(&self) -> (usize, u64) {
+        let t = self.handles.lock();
+        (t.len(), t.pinned_bytes())
     }
 
     /// Runs [`Objects::scrub`] every `blob.scrub_interval_ms` until `stop`.

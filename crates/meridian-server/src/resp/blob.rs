@@ -1,5 +1,5 @@
-//! Large objects on RESP (spec `large-objects.md` §5): `BLOB.READ key offset len`, and what
-//! the string commands do with a key whose value is an object's manifest (objects written
+//! Large objects on RESP (spec `large-objects.md` §5): `BLOB.READ key offset len`, handles
+//! (`BLOB.OPEN`/`BLOB.PREAD`/`BLOB.CLOSE`, below), and what the string commands do with a key whose value is an object's manifest (objects written
 //! through the S3 endpoint live under `bucket:key` as manifests, see [`crate::objects`]).
 //!
 //! - `BLOB.READ key offset len`: `len` bytes of the object from `offset` (fewer at its end,
@@ -20,6 +20,15 @@
 //!   is changed. (`GETRANGE` is refused rather than served: its negative offsets would need
 //!   the object's size first; `BLOB.READ` is its large-object form.)
 //!
+//! - `BLOB.OPEN key`: a handle on the version `key` holds now (`crate::blob_handles`), as
+//!   `[handle, size]`; nil when the key is absent. `BLOB.PREAD key handle offset len` reads
+//!   that version as `BLOB.READ` reads the current one, however the key changes meanwhile;
+//!   `BLOB.CLOSE key handle` is 1 if it closed a handle, 0 if there was none. A handle is
+//!   known only with its key and on the node that opened it; the errors say when it is
+//!   unknown (closed, idle past `blob.handle_idle_ms`, another node), expired (older than
+//!   `blob.version_grace_ms`), or when `BLOB.OPEN` meets `blob.max_open_handles` or
+//!   `blob.max_handle_bytes`. Not inside `MULTI`/`EXEC`.
+//!
 //! Where the bytes come from: on a single node the RESP executor is synchronous over the
 //! keyspace, so a read that needs chunks is handed back to the connection as a *deferred*
 //! reply ([`Deferred`]), which the connection task awaits in place (in request order)
@@ -33,8 +42,10 @@
 //! The check costs nothing for ordinary values: a manifest starts with byte `0xFF`
 //! (`meridian_blob::MAGIC`), which is looked at before anything else.
 
+use crate::blob_handles::HandleFault;
 use crate::objects::{BlobConfig, ObjectError, ObjectHead, Objects};
 use crate::resp::exec::{CmdError, int_arg, raw};
+use crate::resp::reply::Reply;
 use crate::resp::request::Args;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
@@ -62,13 +73,9 @@ pub(crate) fn object_size(value: &[u8]) -> Option<u64> {
     manifest(value).map(|m| m.size)
 }
 
-/// What a stored value shows the string commands.
-pub(crate) enum Shown {
-    /// A plain value, or an inline object's bytes.
-    Bytes(Bytes),
-    /// An object whose bytes are in chunks.
-    Chunked(Arc<Manifest>),
-}
+/// What a stored value shows the string commands (and what a handle pins): a plain value
+/// or an inline object's bytes, or an object whose bytes are in chunks.
+pub(crate) use crate::blob_handles::Pinned as Shown;
 
 /// What `value` shows: itself, an inline object's bytes, or a chunked object.
 #[inline]
@@ -131,8 +138,14 @@ pub(crate) fn error_line(e: CmdError) -> Cow<'static, str> {
 
 /// `BLOB.READ`'s `offset` and `len`: non-negative integers, `len` at most `max`.
 pub(crate) fn read_args(args: Args<'_>, max: u64) -> Result<(u64, u64), CmdError> {
-    let offset = int_arg(args.get(2))?;
-    let len = int_arg(args.get(3))?;
+    range_args(args, 2, max, "BLOB.READ")
+}
+
+/// The `offset` and `len` arguments at `at` and `at + 1`: non-negative integers, `len` at
+/// most `max`.
+fn range_args(args: Args<'_>, at: usize, max: u64, cmd: &str) -> Result<(u64, u64), CmdError> {
+    let offset = int_arg(args.get(at))?;
+    let len = int_arg(args.get(at + 1))?;
     if offset < 0 || len < 0 {
         return Err(CmdError::Keyspace(
             crate::keyspace::KeyspaceError::NotAnInteger,
@@ -141,7 +154,7 @@ pub(crate) fn read_args(args: Args<'_>, max: u64) -> Result<(u64, u64), CmdError
     let len = len as u64;
     if len > max {
         return Err(raw(format!(
-            "ERR BLOB.READ len {len} is above blob.resp_get_max ({max}): read the object in \
+            "ERR {cmd} len {len} is above blob.resp_get_max ({max}): read the object in \
              smaller pieces"
         )));
     }
@@ -228,4 +241,51 @@ fn object_error(
         ObjectError::NoSuchKey => Cow::Borrowed("ERR no such key"),
         other => Cow::Owned(format!("ERR {other}")),
     }
+}
+
+/// The handle argument at `at`: a non-negative integer (`BLOB.OPEN` draws them).
+fn handle_arg(args: Args<'_>, at: usize) -> Result<u64, CmdError> {
+    u64::try_from(int_arg(args.get(at))?)
+        .map_err(|_| raw("ERR invalid blob handle: handles are non-negative integers"))
+}
+
+/// `BLOB.PREAD`'s handle, offset and len.
+pub(crate) fn pread_args(args: Args<'_>, max: u64) -> Result<(u64, u64, u64), CmdError> {
+    let handle = handle_arg(args, 2)?;
+    let (offset, len) = range_args(args, 3, max, "BLOB.PREAD")?;
+    Ok((handle, offset, len))
+}
+
+/// `BLOB.CLOSE`'s handle.
+pub(crate) fn close_args(args: Args<'_>) -> Result<u64, CmdError> {
+    handle_arg(args, 2)
+}
+
+/// The error line of a handle that could not be opened or used.
+pub(crate) fn handle_error(fault: HandleFault, id: u64, cfg: &BlobConfig) -> CmdError {
+    raw(match fault {
+        HandleFault::Limit { open, pinned } => format!(
+            "ERR blob handle limit reached: {open} handles open pinning {pinned} bytes on this \
+             node (blob.max_open_handles {}, blob.max_handle_bytes {}): close handles with \
+             BLOB.CLOSE or let idle ones close after {} ms",
+            cfg.max_open_handles, cfg.max_handle_bytes, cfg.handle_idle_ms
+        ),
+        HandleFault::Unknown => format!(
+            "ERR no such blob handle {id} for this key: never opened on this node, closed, or \
+             idle for more than blob.handle_idle_ms ({} ms); open one with BLOB.OPEN",
+            cfg.handle_idle_ms
+        ),
+        HandleFault::Expired => format!(
+            "ERR blob handle {id} expired: a handle reads its version for at most \
+             blob.version_grace_ms ({} ms) after BLOB.OPEN; open it again",
+            cfg.version_grace_ms
+        ),
+    })
+}
+
+/// `BLOB.OPEN`'s reply.
+pub(crate) fn opened(reply: &mut Reply, handle: u64, size: u64) {
+    reply.array(2);
+    reply.int(handle as i64);
+    reply.int(size.min(i64::MAX as u64) as i64);
 }

@@ -95,7 +95,7 @@ fn upper(cmd: Cmd) -> String {
 pub(crate) fn handles(cmd: Cmd) -> bool {
     matches!(
         cmd.group(),
-        Group::Strings | Group::Keyspace | Group::Replication
+        Group::Strings | Group::Keyspace | Group::Replication | Group::Handles
     )
 }
 
@@ -135,6 +135,9 @@ pub(crate) async fn run(
             Err(e) => Err(repl(c, m, e)),
         },
         Cmd::BlobRead => Box::pin(blob_read(c, m, reply, objects, args)).await,
+        Cmd::BlobOpen | Cmd::BlobPread | Cmd::BlobClose => {
+            Box::pin(blob_handle(c, m, reply, objects, cmd, args)).await
+        }
         Cmd::Set if args.len() == 3 => match d.set(args.get(1), value(args.get(2))).await {
             Ok(()) => {
                 reply.ok();
@@ -374,17 +377,93 @@ async fn blob_read(
         reply.null();
         return Ok(());
     };
-    match blob::shown(v) {
+    read_shown(
+        c,
+        m,
+        reply,
+        objects,
+        args.get(1),
+        blob::shown(v),
+        offset,
+        len,
+    )
+    .await
+}
+
+/// `len` bytes from `offset` of `shown`, what `key` holds (or a handle on it pinned).
+#[allow(clippy::too_many_arguments)]
+async fn read_shown(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    objects: Option<&Objects>,
+    key: &[u8],
+    shown: blob::Shown,
+    offset: u64,
+    len: u64,
+) -> Outcome {
+    match shown {
         blob::Shown::Bytes(b) => reply.bulk(&blob::slice(&b, offset, len)),
         blob::Shown::Chunked(man) => match blob::span(man.size, offset, len) {
             None => reply.bulk(b""),
             Some((first, last)) => {
-                let bytes = read_chunks(c, m, objects, args.get(1), man, first, last).await?;
+                let bytes = read_chunks(c, m, objects, key, man, first, last).await?;
                 reply.bulk(&bytes);
             }
         },
     }
     Ok(())
+}
+
+/// `BLOB.OPEN`, `BLOB.PREAD`, `BLOB.CLOSE`: handles live on the node the key routes to.
+async fn blob_handle(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    objects: Option<&Objects>,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> Outcome {
+    let Some(objects) = objects else {
+        return Err(Cow::Borrowed(
+            "ERR large-object handles need the object service, which this server does not run",
+        ));
+    };
+    let key = args.get(1);
+    match cmd {
+        Cmd::BlobOpen => {
+            if c.node.is_transactional(key) {
+                return Err(Cow::Borrowed(
+                    "ERR BLOB.OPEN is not served on transactional buckets, whose reads run in \
+                     transactions: read with BLOB.READ or GET",
+                ));
+            }
+            let Some(v) = c.dispatch.get(key).await.map_err(|e| repl(c, m, e))? else {
+                reply.null();
+                return Ok(());
+            };
+            let pinned = blob::shown(v);
+            let size = pinned.size();
+            let id = objects
+                .open_handle(key, pinned)
+                .map_err(|f| blob::error_line(blob::handle_error(f, 0, objects.config())))?;
+            blob::opened(reply, id, size);
+            Ok(())
+        }
+        Cmd::BlobPread => {
+            let (id, offset, len) =
+                blob::pread_args(args, get_max(Some(objects))).map_err(blob::error_line)?;
+            let pinned = objects
+                .handle(key, id)
+                .map_err(|f| blob::error_line(blob::handle_error(f, id, objects.config())))?;
+            read_shown(c, m, reply, Some(objects), key, pinned, offset, len).await
+        }
+        _ => {
+            let id = blob::close_args(args).map_err(blob::error_line)?;
+            reply.int(i64::from(objects.close_handle(key, id)));
+            Ok(())
+        }
+    }
 }
 
 /// Bytes `first..=last` of the chunked object at `key`, through the object service.

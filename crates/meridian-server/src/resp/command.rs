@@ -186,6 +186,9 @@ commands! {
     MeridianCommit "meridian.commit" 1 ["noscript"] 0 0 0;
     MeridianAbort "meridian.abort" 1 ["noscript" "fast"] 0 0 0;
     BlobRead "blob.read" 4 ["readonly"] 1 1 1;
+    BlobOpen "blob.open" 2 ["readonly"] 1 1 1;
+    BlobPread "blob.pread" 5 ["readonly"] 1 1 1;
+    BlobClose "blob.close" 3 ["readonly" "fast"] 1 1 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
@@ -204,6 +207,9 @@ pub enum Group {
     Transaction,
     /// Interactive transactions: MERIDIAN.BEGIN/COMMIT/ABORT (cluster mode).
     Interactive,
+    /// Large-object handles: BLOB.OPEN/PREAD/CLOSE (`crate::blob_handles`), outside
+    /// transactions.
+    Handles,
     /// Connection and server commands, touching no key.
     Connection,
 }
@@ -223,6 +229,7 @@ impl Cmd {
             | TlTas => Group::Replication,
             Multi | Exec | Discard | Watch | Unwatch => Group::Transaction,
             MeridianBegin | MeridianCommit | MeridianAbort => Group::Interactive,
+            BlobOpen | BlobPread | BlobClose => Group::Handles,
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
             | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking => Group::Connection,
         }

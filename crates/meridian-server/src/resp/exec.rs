@@ -156,6 +156,9 @@ pub(crate) fn execute<'c>(
         match cmd {
             Cmd::Get => get(ctx, session, reply, args),
             Cmd::BlobRead => blob_read(ctx, session, reply, args),
+            Cmd::BlobOpen | Cmd::BlobPread | Cmd::BlobClose => {
+                blob_handle(ctx, session, reply, cmd, args)
+            }
             _ => other(ctx, session, reply, cmd, args, &mut flow),
         }
     };
@@ -294,6 +297,11 @@ fn run_queued(
         }
         Queue::Never => Err(raw(format!(
             "ERR {} cannot run inside a transaction",
+            cmd.spec().name.to_ascii_uppercase()
+        ))),
+        Queue::Outside => Err(raw(format!(
+            "ERR {} cannot run inside a transaction: large-object handles are used outside \
+             MULTI/EXEC",
             cmd.spec().name.to_ascii_uppercase()
         ))),
     }
@@ -579,12 +587,74 @@ fn blob_read(
         reply.null();
         return Ok(());
     };
-    match blob::shown(v) {
+    read_shown(
+        ctx,
+        session,
+        reply,
+        args.get(1),
+        blob::shown(v),
+        offset,
+        len,
+    )
+}
+
+/// `len` bytes from `offset` of `shown`, what `key` holds (or a handle on it pinned): at once,
+/// or deferred when they are in chunks.
+fn read_shown(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    key: &[u8],
+    shown: Shown,
+    offset: u64,
+    len: u64,
+) -> CmdResult {
+    match shown {
         Shown::Bytes(b) => reply.bulk(&blob::slice(&b, offset, len)),
         Shown::Chunked(m) => match blob::span(m.size, offset, len) {
             None => reply.bulk(b""),
-            Some((first, last)) => defer(ctx, session, args.get(1), m, first, last)?,
+            Some((first, last)) => defer(ctx, session, key, m, first, last)?,
         },
+    }
+    Ok(())
+}
+
+/// `BLOB.OPEN`, `BLOB.PREAD`, `BLOB.CLOSE` on a single node (outside MULTI): the handle
+/// table is the object service's; a chunked read is deferred like `BLOB.READ`'s.
+fn blob_handle(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> CmdResult {
+    let objects = ctx.objects().ok_or_else(|| {
+        raw("ERR large-object handles need the object service, which this server does not run")
+    })?;
+    let key = args.get(1);
+    match cmd {
+        Cmd::BlobOpen => match ctx.keyspace.get(key)? {
+            None => reply.null(),
+            Some(v) => {
+                let pinned = blob::shown(v);
+                let size = pinned.size();
+                let id = objects
+                    .open_handle(key, pinned)
+                    .map_err(|f| blob::handle_error(f, 0, objects.config()))?;
+                blob::opened(reply, id, size);
+            }
+        },
+        Cmd::BlobPread => {
+            let (id, offset, len) = blob::pread_args(args, ctx.blob_get_max())?;
+            let pinned = objects
+                .handle(key, id)
+                .map_err(|f| blob::handle_error(f, id, objects.config()))?;
+            return read_shown(ctx, session, reply, key, pinned, offset, len);
+        }
+        _ => {
+            let id = blob::close_args(args)?;
+            reply.int(i64::from(objects.close_handle(key, id)));
+        }
     }
     Ok(())
 }

@@ -170,6 +170,8 @@ pub(crate) enum Queue {
     Session,
     /// Never queued (EXEC, MULTI, DISCARD, WATCH, QUIT, RESET run at once).
     Never,
+    /// Refused inside a transaction (large-object handles read chunks asynchronously).
+    Outside,
 }
 
 /// How a transaction queues `cmd`, by its [`Group`].
@@ -181,6 +183,7 @@ pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
         Group::Transaction => Queue::Never,
         Group::Connection if matches!(cmd, Cmd::Quit | Cmd::Reset) => Queue::Never,
         Group::Connection | Group::Replication | Group::Interactive => Queue::Session,
+        Group::Handles => Queue::Outside,
     }
 }
 

@@ -43,6 +43,8 @@ struct Fixture {
     big: Vec<u8>,
     small: Vec<u8>,
     huge: Vec<u8>,
+    /// `b:pin`, which the handle checks replace.
+    pin: Vec<u8>,
 }
 
 async fn put_all(o: &Objects) -> Fixture {
@@ -50,8 +52,14 @@ async fn put_all(o: &Objects) -> Fixture {
         big: data(1, 10 * CS + 123),
         small: data(2, 700),
         huge: data(3, GET_MAX as usize + 1),
+        pin: data(4, 3 * CS + 5),
     };
-    for (key, d) in [("big", &f.big), ("small", &f.small), ("huge", &f.huge)] {
+    for (key, d) in [
+        ("big", &f.big),
+        ("small", &f.small),
+        ("huge", &f.huge),
+        ("pin", &f.pin),
+    ] {
         let m = o
             .put("b", key.as_bytes(), body(d), Default::default(), None)
             .await
@@ -248,6 +256,126 @@ fn check_all(addr: SocketAddr, f: &Fixture, seed: u64, single_node: bool) {
     assert_eq!(n, f.huge.len() as u64);
 }
 
+/// Handles over one connection to `addr`: `BLOB.PREAD` reads the version `BLOB.OPEN` saw
+/// however the key changes, only with its own key, until `BLOB.CLOSE`; the argument errors.
+/// Replaces `b:pin`.
+fn check_handles(addr: SocketAddr, f: &Fixture, seed: u64) {
+    let mut con = redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection_with_timeout(PATIENCE)
+        .unwrap();
+    let open = |con: &mut redis::Connection, key: &str| -> Option<(u64, u64)> {
+        redis::cmd("BLOB.OPEN").arg(key).query(con).unwrap()
+    };
+    let pread = |con: &mut redis::Connection, key: &str, h: u64, off: u64, len: u64| {
+        redis::cmd("BLOB.PREAD")
+            .arg(key)
+            .arg(h)
+            .arg(off)
+            .arg(len)
+            .query::<Vec<u8>>(con)
+    };
+    assert_eq!(open(&mut con, "b:absent"), None);
+    let (h, size) = open(&mut con, "b:pin").unwrap();
+    assert_eq!(size, f.pin.len() as u64);
+    let (plain, plain_size) = {
+        let _: () = redis::cmd("SET")
+            .arg("b:plain")
+            .arg("hello world")
+            .query(&mut con)
+            .unwrap();
+        open(&mut con, "b:plain").unwrap()
+    };
+    assert_eq!(plain_size, 11);
+    // The key changes: handles still read what they pinned; BLOB.READ reads the new value.
+    let _: () = redis::cmd("SET")
+        .arg("b:pin")
+        .arg("replaced")
+        .query(&mut con)
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("b:plain")
+        .arg("bye")
+        .query(&mut con)
+        .unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for _ in 0..30 {
+        let off = rng.random_range(0..f.pin.len() as u64 + 10);
+        let len = rng.random_range(0..2 * CS as u64);
+        let want = {
+            let a = (off as usize).min(f.pin.len());
+            let b = (off.saturating_add(len) as usize).min(f.pin.len());
+            &f.pin[a..b]
+        };
+        assert!(
+            pread(&mut con, "b:pin", h, off, len).unwrap() == want,
+            "{off}+{len}"
+        );
+    }
+    assert_eq!(pread(&mut con, "b:plain", plain, 6, 100).unwrap(), b"world");
+    let now: Vec<u8> = redis::cmd("BLOB.READ")
+        .arg("b:pin")
+        .arg(0)
+        .arg(100)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(now, b"replaced");
+    // A handle is known only with its own key.
+    let e = pread(&mut con, "b:plain", h, 0, 1).unwrap_err();
+    assert!(err_text(&e).contains("no such blob handle"), "{e}");
+    // Argument errors.
+    for (handle, off, len, want) in [
+        ("-1", "0", "1", "invalid blob handle"),
+        ("x", "0", "1", "value is not an integer or out of range"),
+        (
+            &*h.to_string(),
+            "-1",
+            "1",
+            "value is not an integer or out of range",
+        ),
+        (
+            &*h.to_string(),
+            "0",
+            &*(GET_MAX + 1).to_string(),
+            "above blob.resp_get_max",
+        ),
+    ] {
+        let e = redis::cmd("BLOB.PREAD")
+            .arg("b:pin")
+            .arg(handle)
+            .arg(off)
+            .arg(len)
+            .query::<redis::Value>(&mut con)
+            .unwrap_err();
+        assert!(err_text(&e).contains(want), "{handle} {off} {len}: {e}");
+    }
+    let e = redis::cmd("BLOB.OPEN")
+        .query::<redis::Value>(&mut con)
+        .unwrap_err();
+    assert!(err_text(&e).contains("wrong number of arguments"), "{e}");
+    // Closed: gone.
+    let closed: i64 = redis::cmd("BLOB.CLOSE")
+        .arg("b:pin")
+        .arg(h)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(closed, 1);
+    let closed: i64 = redis::cmd("BLOB.CLOSE")
+        .arg("b:pin")
+        .arg(h)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(closed, 0);
+    let e = pread(&mut con, "b:pin", h, 0, 1).unwrap_err();
+    assert!(err_text(&e).contains("no such blob handle"), "{e}");
+    let closed: i64 = redis::cmd("BLOB.CLOSE")
+        .arg("b:plain")
+        .arg(plain)
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(closed, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_read_and_get_on_a_single_node() {
     let mut config = NodeConfig::default();
@@ -268,6 +396,7 @@ async fn blob_read_and_get_on_a_single_node() {
 
     let f = blocking(move || {
         check_all(resp, &f, 11, true);
+        check_handles(resp, &f, 12);
         f
     })
     .await;
@@ -323,5 +452,126 @@ async fn blob_read_and_get_through_every_node_of_a_cluster() {
         let f = f.clone();
         blocking(move || check_all(addr, &f, 100 + i as u64, false)).await;
     }
+    let (first, second) = (
+        c.members[0].resp.expect("a RESP address"),
+        c.members[1].resp.expect("a RESP address"),
+    );
+    blocking(move || {
+        check_handles(first, &f, 200);
+        // A handle lives on the node that opened it.
+        let con = |addr: SocketAddr| {
+            redis::Client::open(format!("redis://{addr}/"))
+                .unwrap()
+                .get_connection_with_timeout(PATIENCE)
+                .unwrap()
+        };
+        let (h, _): (u64, u64) = redis::cmd("BLOB.OPEN")
+            .arg("b:big")
+            .query(&mut con(first))
+            .unwrap();
+        let e = redis::cmd("BLOB.PREAD")
+            .arg("b:big")
+            .arg(h)
+            .arg(0)
+            .arg(10)
+            .query::<Vec<u8>>(&mut con(second))
+            .unwrap_err();
+        assert!(err_text(&e).contains("no such blob handle"), "{e}");
+        let got: Vec<u8> = redis::cmd("BLOB.PREAD")
+            .arg("b:big")
+            .arg(h)
+            .arg(0)
+            .arg(10)
+            .query(&mut con(first))
+            .unwrap();
+        assert_eq!(got, f.big[..10]);
+    })
+    .await;
     c.shutdown().await;
+}
+
+/// `blob.max_open_handles` refuses with the limit named, a closed handle makes room, idle
+/// handles close by themselves, and handles are refused inside MULTI/EXEC (single node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blob_handles_are_bounded_and_close_when_idle() {
+    let mut config = NodeConfig::default();
+    config.resp.listen = "127.0.0.1:0".parse().unwrap();
+    config.http.listen = "127.0.0.1:0".parse().unwrap();
+    config.blob = BlobConfig {
+        max_open_handles: 3,
+        handle_idle_ms: 200,
+        ..blob_config()
+    };
+    config.validate().unwrap();
+    let listeners = Listeners::bind(&config).await.unwrap();
+    let (resp, _) = listeners.addrs().unwrap();
+    let state = NodeState::open(config).unwrap();
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(meridian_server::run(
+        state.clone(),
+        listeners,
+        shutdown.clone(),
+    ));
+    put_all(&state.objects).await;
+    blocking(move || {
+        let mut con = redis::Client::open(format!("redis://{resp}/"))
+            .unwrap()
+            .get_connection_with_timeout(PATIENCE)
+            .unwrap();
+        let open = |con: &mut redis::Connection| {
+            redis::cmd("BLOB.OPEN")
+                .arg("b:big")
+                .query::<(u64, u64)>(con)
+        };
+        let handles: Vec<u64> = (0..3).map(|_| open(&mut con).unwrap().0).collect();
+        let e = open(&mut con).unwrap_err();
+        assert!(
+            err_text(&e).contains("blob handle limit reached")
+                && err_text(&e).contains("blob.max_open_handles 3"),
+            "{e}"
+        );
+        let closed: i64 = redis::cmd("BLOB.CLOSE")
+            .arg("b:big")
+            .arg(handles[0])
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(closed, 1);
+        let fresh = open(&mut con).unwrap().0;
+        // Unused for well past blob.handle_idle_ms (and a housekeeping tick): all closed,
+        // and the limit has room again.
+        std::thread::sleep(Duration::from_millis(2500));
+        let e = redis::cmd("BLOB.PREAD")
+            .arg("b:big")
+            .arg(fresh)
+            .arg(0)
+            .arg(1)
+            .query::<Vec<u8>>(&mut con)
+            .unwrap_err();
+        assert!(err_text(&e).contains("no such blob handle"), "{e}");
+        for _ in 0..3 {
+            open(&mut con).unwrap();
+        }
+        // Not inside a transaction.
+        let _: () = redis::cmd("MULTI").query(&mut con).unwrap();
+        let q: String = redis::cmd("BLOB.OPEN")
+            .arg("b:big")
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(q, "QUEUED");
+        let e = redis::cmd("EXEC")
+            .query::<redis::Value>(&mut con)
+            .unwrap_err();
+        assert!(
+            err_text(&e).contains("cannot run inside a transaction"),
+            "{e}"
+        );
+    })
+    .await;
+    assert_eq!(state.objects.handle_usage().0, 3);
+    shutdown.cancel();
+    tokio::time::timeout(PATIENCE, task)
+        .await
+        .expect("node stops")
+        .unwrap()
+        .unwrap();
 }
