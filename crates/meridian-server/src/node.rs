@@ -314,6 +314,7 @@ pub async fn run(
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(node.objects.clone().run_gc(background.clone()));
     tasks.spawn(node.objects.clone().run_scrub(background.clone()));
+    tasks.spawn(node.objects.clone().run_chunk_repair(background.clone()));
     tasks.spawn(node.objects.clone().run_housekeeping(background.clone()));
     if node.cluster.is_none() {
         tasks.spawn(gc_loop(node.clone(), background.clone()));

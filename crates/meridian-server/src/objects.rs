@@ -108,6 +108,9 @@ pub struct BlobConfig {
     /// this many bytes per second, so it never takes a WAN link from clients (default
     /// 12 500 000; 0: unpaced).
     pub repair_wan_bytes_per_sec: u64,
+    /// How often a node runs a chunk-repair pass (anti-entropy of chunks: the replicas of
+    /// a live object's chunks that lack some are sent them), ms (default 60 000).
+    pub chunk_repair_interval_ms: u64,
     /// `BLOB.OPEN` handles open at once per node (default 4096).
     pub max_open_handles: usize,
     /// Bytes handles may pin at once per node: values and inline objects they hold, and the
@@ -141,6 +144,7 @@ impl Default for BlobConfig {
             bulk_lanes: 4,
             chunk_placement: Placement::WithManifest,
             repair_wan_bytes_per_sec: 12_500_000,
+            chunk_repair_interval_ms: 60_000,
             max_open_handles: 4096,
             max_handle_bytes: 64 << 20,
             handle_idle_ms: 60_000,
@@ -182,6 +186,7 @@ impl BlobConfig {
             ("version_grace_ms", self.version_grace_ms),
             ("orphan_ttl_ms", self.orphan_ttl_ms),
             ("gc_interval_ms", self.gc_interval_ms),
+            ("chunk_repair_interval_ms", self.chunk_repair_interval_ms),
         ] {
             if !(1..=30 * 86_400_000).contains(&v) {
                 return Err(format!("blob.{name} must be 1 ms to 30 days, not {v}"));
@@ -596,6 +601,8 @@ pub struct Objects {
     buffers: ChunkBuffers,
     /// `BLOB.OPEN` handles.
     handles: parking_lot::Mutex<HandleTable>,
+    /// The last chunk version the previous chunk-repair pass looked at.
+    repair_cursor: parking_lot::Mutex<u128>,
     clock: Arc<dyn meridian_core::Clock>,
     ids: parking_lot::Mutex<rand_chacha::ChaCha8Rng>,
     /// Object bytes received (uploads) and sent (downloads), for `/metrics`.
@@ -637,6 +644,7 @@ impl Objects {
         Objects {
             admission: Admission::new(cfg.admission()),
             inflight: InflightBytes::new(cfg.max_inflight_bytes),
+            repair_cursor: parking_lot::Mutex::new(0),
             handles: parking_lot::Mutex::new(HandleTable::new(HandleLimits {
                 max_open: cfg.max_open_handles,
                 max_bytes: cfg.max_handle_bytes,
@@ -1695,6 +1703,20 @@ impl Objects {
     }
 }
 
+/// The chunk versions one chunk-repair pass looks at.
+pub const REPAIR_VERSIONS_PER_PASS: usize = 256;
+
+/// What one chunk-repair pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RepairPass {
+    /// Chunk versions looked at.
+    pub versions: u64,
+    /// Of those, how many a live manifest references.
+    pub live: u64,
+    /// Chunks sent to replicas that lacked them.
+    pub sent: u64,
+}
+
 /// What one scrub pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ScrubPass {
@@ -1798,6 +1820,64 @@ impl Objects {
             }
         }
         Ok(pass)
+    }
+
+    /// One chunk-repair pass (spec §9, anti-entropy on the chunk path), in cluster mode: the
+    /// next [`REPAIR_VERSIONS_PER_PASS`] chunk versions this node stores (in version order,
+    /// from where the last pass stopped, wrapping around), and for each one its key's live
+    /// manifests reference, every other replica of its chunks' home keys is sent the chunks
+    /// it lacks (`EventualNode::repair_chunk_version`). Versions no manifest references —
+    /// replaced, deleted, or never committed — are left to garbage collection, so a pass
+    /// never brings back chunks a replica has collected.
+    pub async fn repair_chunks(&self) -> ObjResult<RepairPass> {
+        let Backend::Cluster(c) = &self.backend else {
+            return Ok(RepairPass::default());
+        };
+        let store = self.chunk_store();
+        let mut versions = on_store(&store, |s| s.versions()).await?;
+        versions.sort_unstable_by_key(|(v, _)| *v);
+        let after = *self.repair_cursor.lock();
+        let start = versions.partition_point(|(v, _)| *v <= after);
+        let round: Vec<(u128, VersionInfo)> = versions[start..]
+            .iter()
+            .chain(&versions[..start])
+            .take(REPAIR_VERSIONS_PER_PASS)
+            .cloned()
+            .collect();
+        let mut pass = RepairPass::default();
+        for (version, info) in round {
+            *self.repair_cursor.lock() = version;
+            pass.versions += 1;
+            let Some(manifests) = self.manifests_of(&info.key).await else {
+                continue;
+            };
+            if !manifests
+                .iter()
+                .any(|m| m.chunks.iter().any(|r| r.version == version))
+            {
+                continue;
+            }
+            pass.live += 1;
+            pass.sent += c.node.repair_chunk_version(&info.key, version).await? as u64;
+        }
+        Ok(pass)
+    }
+
+    /// Runs [`Objects::repair_chunks`] every `blob.chunk_repair_interval_ms` until `stop`.
+    pub async fn run_chunk_repair(self: Arc<Self>, stop: tokio_util::sync::CancellationToken) {
+        let period = self.cfg.chunk_repair_interval_ms;
+        every(
+            period,
+            stop,
+            "chunk repair pass",
+            || self.repair_chunks(),
+            |p| {
+                if p.sent > 0 {
+                    tracing::info!(chunks = p.sent, "chunk repair sent missing chunks");
+                }
+            },
+        )
+        .await;
     }
 
     /// Reads chunk `id` of `key`'s object through its replicas (so the read's repair puts a

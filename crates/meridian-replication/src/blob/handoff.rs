@@ -5,6 +5,12 @@
 //! key's replicas that lacks them, on the same bulk path and with the same digests as a
 //! client upload, and deleted here once every replica holds every one of them.
 //!
+//! Chunk repair ([`Node::repair_chunk_version`], the anti-entropy of chunks) uses the same
+//! path the other way round: for a version a live manifest references (the object service
+//! checks), it sends the key's other replicas the chunks they lack — a replica that was down
+//! while the object was written and had no fallback standing in, or lost a chunk from its
+//! disk, gets them back without waiting for a read to repair them.
+//!
 //! Guarantees:
 //! - a chunk is only ever sent as bytes that passed their digest here, and the receiver
 //!   checks it again before storing it (so a moved object verifies to the same digest,
@@ -109,6 +115,40 @@ impl Node {
             }
         }
         *left |= candidates.peek().is_some();
+        Ok(sent)
+    }
+
+    /// Chunk repair of `version` of `key`'s object (which the caller found referenced by a
+    /// live manifest): for every chunk of it stored here whose home key this node holds,
+    /// each other replica of that key that is up and lacks it is sent it (asked with
+    /// `Indexes` first, verified here and there, paced by the WAN budget). Nothing is deleted.
+    /// Returns how many chunks were sent.
+    pub async fn repair_chunk_version(&self, key: &Bytes, version: u128) -> Result<usize> {
+        let store = self.chunk_store();
+        let indexes = on_store(&store, move |s| s.indexes(version))
+            .await
+            .map_err(storage)?;
+        let mut homes: BTreeMap<Vec<u8>, Vec<u32>> = BTreeMap::new();
+        for &index in &indexes {
+            let home = Placement::home(key, version, index);
+            if self.holds_home(&home) {
+                homes.entry(home.into_owned()).or_default().push(index);
+            }
+        }
+        let mut sent = 0;
+        for (home, held) in homes {
+            for to in self.chunk_owners(&home) {
+                if !self.is_up(to) {
+                    continue;
+                }
+                match self.push_chunks(to, key, version, &held).await {
+                    Ok(n) => sent += n,
+                    Err(e) => {
+                        tracing::debug!(node = %self.id(), %to, error = %e, "chunk repair failed");
+                    }
+                }
+            }
+        }
         Ok(sent)
     }
 

@@ -145,3 +145,85 @@ async fn chunks_follow_their_homes(placement: Placement) {
     }
     c.shutdown().await;
 }
+
+/// Chunk repair (anti-entropy of chunks): a replica that lost a live object's chunks — the
+/// whole version, as when it was down through the upload with no fallback standing in, or one
+/// chunk — gets them back from the other replica's pass, verified; a replaced version that a
+/// replica already collected is not brought back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chunk_repair_restores_missing_chunks_of_live_objects_only() {
+    let mut cfg = EmbeddedConfig {
+        dcs: 1,
+        nodes_per_dc: 3,
+        n: 2,
+        intra_dc: LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        ..EmbeddedConfig::default()
+    };
+    cfg.node.blob = BlobConfig {
+        chunk_size: 64 << 10,
+        threshold: 0,
+        ..BlobConfig::default()
+    };
+    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let data = |seed: usize| -> Vec<u8> {
+        (0..(64 << 10) * 3 + 17)
+            .map(|j| (j * 13 + seed) as u8)
+            .collect()
+    };
+    let o = &c.states[0].objects;
+    let live = o
+        .put("b", b"live", body(&data(1)), Default::default(), None)
+        .await
+        .unwrap();
+    let old = o
+        .put("b", b"replaced", body(&data(2)), Default::default(), None)
+        .await
+        .unwrap();
+    o.put("b", b"replaced", body(&data(3)), Default::default(), None)
+        .await
+        .unwrap();
+    let [a, b] = holders(&c, live.version)[..] else {
+        panic!("two replicas hold the live object");
+    };
+    let store = |i: usize| c.node(i).chunk_store();
+    // `b` lost the live version whole and, had it not, `old` is garbage it collected.
+    store(b).delete_version(live.version).unwrap();
+    let old_holders = holders(&c, old.version);
+    for &i in &old_holders[1..] {
+        store(i).delete_version(old.version).unwrap();
+    }
+    assert!(store(b).indexes(live.version).unwrap().is_empty());
+
+    let pass = c.states[a].objects.repair_chunks().await.unwrap();
+    assert_eq!(pass.sent, live.chunks.len() as u64, "{pass:?}");
+    let mine = copies(store(b).as_ref());
+    for r in &live.chunks {
+        let (_, got) = mine
+            .iter()
+            .find(|((v, i), _)| *v == r.version && *i == r.index)
+            .expect("the chunk is back");
+        assert_eq!(meridian_blob::chunk_digest(got), r.digest);
+    }
+    // One chunk lost: only it is sent, whoever runs a pass.
+    store(a)
+        .remove(meridian_blob::ChunkId {
+            version: live.version,
+            index: 1,
+        })
+        .unwrap();
+    let mut sent = 0;
+    for i in 0..c.states.len() {
+        sent += c.states[i].objects.repair_chunks().await.unwrap().sent;
+    }
+    assert_eq!(sent, 1);
+    assert_eq!(store(a).indexes(live.version).unwrap(), vec![0, 1, 2, 3]);
+    // No pass brought the replaced version back to the replica that collected it.
+    for &i in &old_holders[1..] {
+        assert!(
+            store(i).indexes(old.version).unwrap().is_empty(),
+            "node {i}: a replaced version came back"
+        );
+    }
+    c.shutdown().await;
+}
