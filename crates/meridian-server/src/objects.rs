@@ -1433,12 +1433,20 @@ impl Objects {
                 return;
             };
             let prefix_len = upload_key(bucket, id).len() + 1;
-            for l in &entries {
-                let _ = self.backend.del(&l.key).await;
-                if let Some(n) = part_number(&l.key, prefix_len) {
-                    marker = n;
-                }
+            if let Some(n) = entries
+                .iter()
+                .filter_map(|l| part_number(&l.key, prefix_len))
+                .max()
+            {
+                marker = n;
             }
+            // Part records go FORGET_PARALLEL at a time: one round trip each, one after
+            // another, made a 128-part upload's completion wait 128 round trips.
+            futures_util::stream::iter(&entries)
+                .for_each_concurrent(FORGET_PARALLEL, |l| async move {
+                    let _ = self.backend.del(&l.key).await;
+                })
+                .await;
             if !more || entries.is_empty() {
                 return;
             }
@@ -1702,6 +1710,9 @@ impl Objects {
         );
     }
 }
+
+/// Part records a finished or aborted upload deletes at once.
+const FORGET_PARALLEL: usize = 16;
 
 /// The chunk versions one chunk-repair pass looks at.
 pub const REPAIR_VERSIONS_PER_PASS: usize = 256;
