@@ -454,6 +454,24 @@ def main():
         expect_error(lambda: s3.list_parts(Bucket=bucket, Key=k, UploadId=uid), "NoSuchUpload", 404)
         expect_error(lambda: s3.head_object(Bucket=bucket, Key=k), "404", 404)
 
+    def uploads_by_prefix():
+        keys = ["up/a/1", "up/a/2", "up/b/1", "up/c", "other/x"]
+        ids = {k: s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"] for k in keys}
+        try:
+            r = s3.list_multipart_uploads(Bucket=bucket, Prefix="up/")
+            got = sorted(u["Key"] for u in r.get("Uploads", []))
+            assert got == ["up/a/1", "up/a/2", "up/b/1", "up/c"], got
+            assert r["Prefix"] == "up/", r["Prefix"]
+            r = s3.list_multipart_uploads(Bucket=bucket, Prefix="up/", Delimiter="/")
+            got = sorted(u["Key"] for u in r.get("Uploads", []))
+            assert got == ["up/c"], got
+            cps = sorted(p["Prefix"] for p in r.get("CommonPrefixes", []))
+            assert cps == ["up/a/", "up/b/"], cps
+            assert r["Delimiter"] == "/", r
+        finally:
+            for k, uid in ids.items():
+                s3.abort_multipart_upload(Bucket=bucket, Key=k, UploadId=uid)
+
     def failed_complete(k, uploads, parts, code):
         uid = s3.create_multipart_upload(Bucket=bucket, Key=k)["UploadId"]
         try:
@@ -483,6 +501,7 @@ def main():
 
     check("multipart: create, 3 parts (5 MiB, 5 MiB, 1 KiB), list-parts, complete", explicit_multipart)
     check("multipart: upload_part after abort -> NoSuchUpload", abort_then_upload)
+    check("list_multipart_uploads with Prefix, and Delimiter -> CommonPrefixes", uploads_by_prefix)
     check("multipart: complete with a wrong ETag -> InvalidPart", wrong_etag)
     check("multipart: parts out of order -> InvalidPartOrder", out_of_order)
     check("multipart: a too-small non-last part -> EntityTooSmall", too_small)

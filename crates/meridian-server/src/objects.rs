@@ -1453,13 +1453,14 @@ impl Objects {
         }
     }
 
-    /// ListMultipartUploads' scan: the open uploads of `bucket` after upload `after`, in
-    /// ascending upload id (the order their records are stored in), at most `limit`, within
-    /// `budget`. Part records are passed over, the rest of an upload's parts skipped with a
+    /// ListMultipartUploads' scan: the open uploads of `bucket` whose keys start with
+    /// `prefix`, after upload `after`, in ascending upload id (the order their records are
+    /// stored in), at most `limit`, within `budget`. Part records are passed over, the rest of an upload's parts skipped with a
     /// new listing once a batch reaches them (an upload may have 10 000).
     pub async fn list_uploads(
         &self,
         bucket: &str,
+        prefix: &[u8],
         after: Option<u128>,
         limit: usize,
         budget: &mut ListBudget,
@@ -1500,6 +1501,7 @@ impl Objects {
                     budget.read(1);
                     if let Some(v) = self.backend.get_value(&l.key).await?
                         && let Ok(r) = postcard::from_bytes::<UploadRecord>(&v)
+                        && r.key.starts_with(prefix)
                     {
                         page.uploads.push((r.key, id, r.created_us / 1000));
                     }
@@ -1528,7 +1530,7 @@ impl Objects {
         let mut budget = ListBudget::UNLIMITED;
         loop {
             let page = self
-                .list_uploads(bucket, after, usize::MAX, &mut budget)
+                .list_uploads(bucket, b"", after, usize::MAX, &mut budget)
                 .await?;
             keys.extend(page.uploads.into_iter().map(|(key, _, _)| key));
             match page.next {

@@ -7,7 +7,7 @@
 //! | `GET /` | ListBuckets |
 //! | `PUT`/`HEAD`/`DELETE /b`, `GET /b?location` | CreateBucket, HeadBucket, DeleteBucket, GetBucketLocation |
 //! | `GET /b?list-type=2` | ListObjectsV2 (prefix, delimiter, continuation, start-after) |
-//! | `GET /b?uploads`, `POST /b?delete` | ListMultipartUploads, DeleteObjects |
+//! | `GET /b?uploads`, `POST /b?delete` | ListMultipartUploads (prefix, delimiter, upload-id-marker), DeleteObjects |
 //! | `PUT /b/k` | PutObject; CopyObject with `x-amz-copy-source`; UploadPart with `?partNumber&uploadId` |
 //! | `GET`/`HEAD /b/k` | GetObject (one `Range`, `If-Match`, `If-None-Match`), HeadObject |
 //! | `DELETE /b/k` | DeleteObject; AbortMultipartUpload with `?uploadId` |
@@ -658,10 +658,11 @@ fn resume_point(p: &names::ListObjectsV2Params) -> Option<Vec<u8>> {
     continued.max(start_after)
 }
 
-/// ListMultipartUploads: a page of the bucket's open uploads (`max-uploads`, at most 1000).
-/// Pages follow upload ids, the order uploads are stored in: `upload-id-marker` (with
-/// `key-marker`, which is only echoed) resumes after an upload, and a truncated page names the
-/// next markers.
+/// ListMultipartUploads: a page of the bucket's open uploads (`max-uploads`, at most 1000)
+/// whose keys start with `prefix`, those going on to a `delimiter` rolled into common
+/// prefixes. Pages follow upload ids, the order uploads are stored in: `upload-id-marker`
+/// (with `key-marker`, which is only echoed) resumes after an upload, and a truncated page
+/// names the next markers.
 async fn list_uploads(s: &S3State, req: &Req, bucket: &str) -> Result<Response, S3Error> {
     let max = query_u32(req, "max-uploads", 1000)?.min(1000);
     let upload_id_marker = req.q("upload-id-marker").unwrap_or_default();
@@ -675,13 +676,48 @@ async fn list_uploads(s: &S3State, req: &Req, bucket: &str) -> Result<Response, 
         })?),
     };
     let key_marker = req.q("key-marker").unwrap_or_default();
+    let prefix = req.q("prefix").unwrap_or_default();
+    if prefix.len() > 1024 {
+        return Err(invalid(
+            S3Code::KeyTooLongError,
+            "prefix is longer than 1024 bytes",
+        ));
+    }
+    let delimiter = req.q("delimiter").filter(|d| !d.is_empty());
+    if delimiter.is_some_and(|d| d.len() > 1024) {
+        return Err(invalid(S3Code::InvalidArgument, "delimiter is too long"));
+    }
     let mut budget = LIST_BUDGET;
     let page = s
         .objects()
-        .list_uploads(bucket, after, max.max(1) as usize, &mut budget)
+        .list_uploads(
+            bucket,
+            prefix.as_bytes(),
+            after,
+            max.max(1) as usize,
+            &mut budget,
+        )
         .await
         .map_err(|e| object_error(e, None))?;
     let key_of = |key: &[u8]| String::from_utf8_lossy(key).into_owned();
+    // With a delimiter, uploads whose keys go on past the prefix to a delimiter are shown as
+    // that common prefix instead (each once per page: pages follow upload ids, not keys).
+    let mut common_prefixes = std::collections::BTreeSet::new();
+    let mut uploads = Vec::new();
+    for (key, id, ms) in &page.uploads {
+        let key = key_of(key);
+        if let Some(d) = delimiter
+            && let Some(pos) = key.get(prefix.len()..).and_then(|rest| rest.find(d))
+        {
+            common_prefixes.insert(key[..prefix.len() + pos + d.len()].to_owned());
+            continue;
+        }
+        uploads.push(xml::UploadInfo {
+            key,
+            upload_id: format_upload_id(*id),
+            initiated_ms: *ms,
+        });
+    }
     let next_key = page
         .uploads
         .last()
@@ -692,20 +728,12 @@ async fn list_uploads(s: &S3State, req: &Req, bucket: &str) -> Result<Response, 
         upload_id_marker: upload_id_marker.to_owned(),
         next_key_marker: page.next.map(|_| next_key),
         next_upload_id_marker: page.next.map(format_upload_id),
-        prefix: String::new(),
-        delimiter: None,
+        prefix: prefix.to_owned(),
+        delimiter: delimiter.map(str::to_owned),
         max_uploads: max,
         is_truncated: page.next.is_some(),
-        uploads: page
-            .uploads
-            .into_iter()
-            .map(|(key, id, ms)| xml::UploadInfo {
-                key: key_of(&key),
-                upload_id: format_upload_id(id),
-                initiated_ms: ms,
-            })
-            .collect(),
-        common_prefixes: Vec::new(),
+        uploads,
+        common_prefixes: common_prefixes.into_iter().collect(),
     };
     Ok(xml_response(StatusCode::OK, result.to_xml()))
 }

@@ -758,7 +758,10 @@ async fn upload_listings_page_on_through_every_upload_within_any_budget() {
             let mut after = None;
             for _ in 0..1000 {
                 let mut b = budget;
-                let page = o.list_uploads("b", after, limit, &mut b).await.unwrap();
+                let page = o
+                    .list_uploads("b", b"", after, limit, &mut b)
+                    .await
+                    .unwrap();
                 assert!(page.uploads.len() <= limit);
                 seen.extend(page.uploads.into_iter().map(|(key, id, _)| (id, key)));
                 match page.next {
