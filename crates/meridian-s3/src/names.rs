@@ -185,7 +185,7 @@ pub fn continuation_token_decode(token: &str) -> Result<String, S3Error> {
             "The continuation token provided is incorrect (continuation-token)",
         )
     };
-    if token.len() > 4 * (MAX_KEY_LEN + 1) / 3 + 4 {
+    if token.len() > 4 * (MAX_TOKEN_KEY_LEN + 1) / 3 + 4 {
         return Err(bad());
     }
     let raw = B64URL.decode(token).map_err(|_| bad())?;
@@ -194,11 +194,15 @@ pub fn continuation_token_decode(token: &str) -> Result<String, S3Error> {
         return Err(bad());
     }
     let key = String::from_utf8(key.to_vec()).map_err(|_| bad())?;
-    if key.is_empty() || key.len() > MAX_KEY_LEN {
+    if key.is_empty() || key.len() > MAX_TOKEN_KEY_LEN {
         return Err(bad());
     }
     Ok(key)
 }
+
+/// The longest key a continuation token carries: a key, or a common prefix (itself up to a
+/// key's length) with the one 4-byte UTF-8 character a listing appends to mark it as one.
+const MAX_TOKEN_KEY_LEN: usize = MAX_KEY_LEN + 4;
 
 /// The parameters of a ListObjectsV2 request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -581,13 +585,16 @@ mod tests {
 
     #[test]
     fn continuation_tokens() {
-        for k in ["a", "dir/\u{e9}/x y", &"z".repeat(1024)] {
+        // The longest: a 1024-byte common prefix with the listing's U+10FFFF mark after it.
+        let longest = format!("{}\u{10FFFF}", "z".repeat(1024));
+        for k in ["a", "dir/\u{e9}/x y", &"z".repeat(1024), &longest] {
             assert_eq!(
                 continuation_token_decode(&continuation_token_encode(k)).unwrap(),
                 k
             );
         }
-        for bad in ["", "!!!", "AQ", "Ag", "AmFi", &"A".repeat(5000)] {
+        let too_long = continuation_token_encode(&format!("{longest}z"));
+        for bad in ["", "!!!", "AQ", "Ag", "AmFi", &"A".repeat(5000), &too_long] {
             let e = continuation_token_decode(bad).unwrap_err();
             assert_eq!(e.code, S3Code::InvalidArgument, "{bad}");
             assert!(e.message.contains("continuation-token"));
