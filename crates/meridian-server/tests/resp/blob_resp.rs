@@ -32,6 +32,48 @@ fn blob_config() -> BlobConfig {
     }
 }
 
+/// A whole single node on loopback ports with `blob` as its `[blob]` settings.
+struct SingleNode {
+    resp: SocketAddr,
+    state: std::sync::Arc<NodeState>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), meridian_server::Error>>,
+}
+
+impl SingleNode {
+    async fn start(blob: BlobConfig) -> SingleNode {
+        let mut config = NodeConfig::default();
+        config.resp.listen = "127.0.0.1:0".parse().unwrap();
+        config.http.listen = "127.0.0.1:0".parse().unwrap();
+        config.blob = blob;
+        config.validate().unwrap();
+        let listeners = Listeners::bind(&config).await.unwrap();
+        let (resp, _) = listeners.addrs().unwrap();
+        let state = NodeState::open(config).unwrap();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(meridian_server::run(
+            state.clone(),
+            listeners,
+            shutdown.clone(),
+        ));
+        SingleNode {
+            resp,
+            state,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("node stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
 fn data(seed: u64, len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
     ChaCha8Rng::seed_from_u64(seed).fill_bytes(&mut v);
@@ -378,20 +420,8 @@ fn check_handles(addr: SocketAddr, f: &Fixture, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_read_and_get_on_a_single_node() {
-    let mut config = NodeConfig::default();
-    config.resp.listen = "127.0.0.1:0".parse().unwrap();
-    config.http.listen = "127.0.0.1:0".parse().unwrap();
-    config.blob = blob_config();
-    config.validate().unwrap();
-    let listeners = Listeners::bind(&config).await.unwrap();
-    let (resp, _) = listeners.addrs().unwrap();
-    let state = NodeState::open(config).unwrap();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(meridian_server::run(
-        state.clone(),
-        listeners,
-        shutdown.clone(),
-    ));
+    let node = SingleNode::start(blob_config()).await;
+    let (resp, state) = (node.resp, node.state.clone());
     let f = put_all(&state.objects).await;
 
     let f = blocking(move || {
@@ -427,12 +457,7 @@ async fn blob_read_and_get_on_a_single_node() {
     })
     .await;
 
-    shutdown.cancel();
-    tokio::time::timeout(PATIENCE, task)
-        .await
-        .expect("node stops")
-        .unwrap()
-        .unwrap();
+    node.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -469,22 +494,17 @@ async fn blob_read_and_get_through_every_node_of_a_cluster() {
             .arg("b:big")
             .query(&mut con(first))
             .unwrap();
-        let e = redis::cmd("BLOB.PREAD")
-            .arg("b:big")
-            .arg(h)
-            .arg(0)
-            .arg(10)
-            .query::<Vec<u8>>(&mut con(second))
-            .unwrap_err();
+        let pread = |addr| {
+            redis::cmd("BLOB.PREAD")
+                .arg("b:big")
+                .arg(h)
+                .arg(0)
+                .arg(10)
+                .query::<Vec<u8>>(&mut con(addr))
+        };
+        let e = pread(second).unwrap_err();
         assert!(err_text(&e).contains("no such blob handle"), "{e}");
-        let got: Vec<u8> = redis::cmd("BLOB.PREAD")
-            .arg("b:big")
-            .arg(h)
-            .arg(0)
-            .arg(10)
-            .query(&mut con(first))
-            .unwrap();
-        assert_eq!(got, f.big[..10]);
+        assert_eq!(pread(first).unwrap(), f.big[..10]);
     })
     .await;
     c.shutdown().await;
@@ -494,24 +514,13 @@ async fn blob_read_and_get_through_every_node_of_a_cluster() {
 /// handles close by themselves, and handles are refused inside MULTI/EXEC (single node).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_handles_are_bounded_and_close_when_idle() {
-    let mut config = NodeConfig::default();
-    config.resp.listen = "127.0.0.1:0".parse().unwrap();
-    config.http.listen = "127.0.0.1:0".parse().unwrap();
-    config.blob = BlobConfig {
+    let node = SingleNode::start(BlobConfig {
         max_open_handles: 3,
         handle_idle_ms: 200,
         ..blob_config()
-    };
-    config.validate().unwrap();
-    let listeners = Listeners::bind(&config).await.unwrap();
-    let (resp, _) = listeners.addrs().unwrap();
-    let state = NodeState::open(config).unwrap();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(meridian_server::run(
-        state.clone(),
-        listeners,
-        shutdown.clone(),
-    ));
+    })
+    .await;
+    let (resp, state) = (node.resp, node.state.clone());
     put_all(&state.objects).await;
     blocking(move || {
         let mut con = redis::Client::open(format!("redis://{resp}/"))
@@ -568,10 +577,5 @@ async fn blob_handles_are_bounded_and_close_when_idle() {
     })
     .await;
     assert_eq!(state.objects.handle_usage().0, 3);
-    shutdown.cancel();
-    tokio::time::timeout(PATIENCE, task)
-        .await
-        .expect("node stops")
-        .unwrap()
-        .unwrap();
+    node.stop().await;
 }
