@@ -130,6 +130,21 @@ pub struct DiskStats {
     pub max_streams: u64,
 }
 
+impl DiskStats {
+    /// What was charged between `earlier` and these figures (the peak streams: these).
+    pub fn since(&self, earlier: &DiskStats) -> DiskStats {
+        DiskStats {
+            reads: self.reads.saturating_sub(earlier.reads),
+            writes: self.writes.saturating_sub(earlier.writes),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+            seeks: self.seeks.saturating_sub(earlier.seeks),
+            busy_us: self.busy_us.saturating_sub(earlier.busy_us),
+            max_streams: self.max_streams,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct DiskState {
     /// When the disk finishes what it was given (since the clock's origin).

@@ -46,6 +46,22 @@ pub struct MemberRecord {
     pub http: Option<SocketAddr>,
 }
 
+impl MemberRecord {
+    /// The record of node `id` in DC `dc` of an in-process cluster (simulator, benchmarks,
+    /// tests): named `n{id}` in `dc{dc}`, with no addresses.
+    pub fn in_process(id: NodeId, dc: DcId) -> MemberRecord {
+        MemberRecord {
+            id,
+            name: format!("n{}", id.0),
+            dc,
+            dc_name: format!("dc{}", dc.0),
+            peer: None,
+            resp: None,
+            http: None,
+        }
+    }
+}
+
 /// A change to the cluster metadata, applied by the claimant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MetaChange {
@@ -332,15 +348,7 @@ mod tests {
     use meridian_cluster::{Quorum, Ring, claim};
 
     fn record(id: u32, dc: u32) -> MemberRecord {
-        MemberRecord {
-            id: NodeId(id),
-            name: format!("n{id}"),
-            dc: DcId(dc),
-            dc_name: format!("dc{dc}"),
-            peer: None,
-            resp: None,
-            http: None,
-        }
+        MemberRecord::in_process(NodeId(id), DcId(dc))
     }
 
     /// 2 DCs × 2 nodes, Q = 64, N = 3.

@@ -155,6 +155,50 @@ fn bulk(s: &str) -> Frame {
 }
 
 /// Runs blocking `redis` crate code off the runtime.
+/// A whole node (`meridian_server::run`) on the loopback listeners its configuration names,
+/// for the tests that attack or drive its front ends; [`RunningNode::stop`] ends it.
+struct RunningNode {
+    resp: SocketAddr,
+    http: SocketAddr,
+    s3_listener: Option<SocketAddr>,
+    state: Arc<meridian_server::NodeState>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<meridian_server::Result<()>>,
+}
+
+impl RunningNode {
+    async fn start(config: meridian_server::NodeConfig) -> RunningNode {
+        config.validate().unwrap();
+        let listeners = meridian_server::Listeners::bind(&config).await.unwrap();
+        let (resp, http) = listeners.addrs().unwrap();
+        let s3_listener = listeners.s3.as_ref().map(|l| l.local_addr().unwrap());
+        let state = meridian_server::NodeState::open(config).unwrap();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(meridian_server::run(
+            state.clone(),
+            listeners,
+            shutdown.clone(),
+        ));
+        RunningNode {
+            resp,
+            http,
+            s3_listener,
+            state,
+            shutdown,
+            task,
+        }
+    }
+
+    async fn stop(self) {
+        self.shutdown.cancel();
+        tokio::time::timeout(PATIENCE, self.task)
+            .await
+            .expect("node stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::time::timeout(PATIENCE, tokio::task::spawn_blocking(f))
         .await

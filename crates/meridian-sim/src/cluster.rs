@@ -147,15 +147,7 @@ impl SimCluster {
         let dc_of = |id: NodeId| DcId((id.0 - 1) / cfg.nodes_per_dc);
         let records: Vec<MemberRecord> = ids
             .iter()
-            .map(|&id| MemberRecord {
-                id,
-                name: format!("n{}", id.0),
-                dc: dc_of(id),
-                dc_name: format!("dc{}", dc_of(id).0),
-                peer: None,
-                resp: None,
-                http: None,
-            })
+            .map(|&id| MemberRecord::in_process(id, dc_of(id)))
             .collect();
         let emulator = WanEmulator::new(WanConfig {
             seed: cfg.seed,

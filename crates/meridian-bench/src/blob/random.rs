@@ -85,8 +85,68 @@ fn offsets(seed: u64, size: u64, block: u64) -> impl Iterator<Item = u64> {
     std::iter::repeat_with(move || rng.random_range(0..blocks) * block)
 }
 
-fn histogram() -> Histogram<u64> {
-    Histogram::<u64>::new(3).expect("3 significant figures")
+/// The reads of one reader at one block size, as they go.
+struct Tally {
+    h: Histogram<u64>,
+    reads: u64,
+    verified: u64,
+    failed: u64,
+    spent: Duration,
+}
+
+impl Tally {
+    fn new() -> Tally {
+        Tally {
+            h: Histogram::<u64>::new(3).expect("3 significant figures"),
+            reads: 0,
+            verified: 0,
+            failed: 0,
+            spent: Duration::ZERO,
+        }
+    }
+
+    /// Whether `budget` is spent.
+    fn done(&self, budget: Budget) -> bool {
+        self.reads >= budget.max_reads || self.spent.as_secs_f64() >= budget.seconds
+    }
+
+    /// One read that took `took`, whose bytes were right if `ok`.
+    fn record(&mut self, took: Duration, ok: bool) {
+        self.spent += took;
+        self.reads += 1;
+        let _ = self.h.record(took.as_micros().max(1) as u64);
+        if ok {
+            self.verified += 1;
+        } else {
+            self.failed += 1;
+        }
+    }
+
+    /// The report of these reads of `block` bytes by `reader`.
+    fn report(
+        self,
+        reader: Reader,
+        block: u64,
+        chunk_size: Option<u32>,
+        content: &Content,
+        disk: (bool, Option<DiskStats>),
+    ) -> RandomReport {
+        let seconds = self.spent.as_secs_f64();
+        RandomReport {
+            reader,
+            block,
+            chunk_size,
+            object_size: content.size(),
+            disk_model: disk.0,
+            reads: self.reads,
+            verified: self.verified,
+            failed: self.failed,
+            seconds,
+            throughput_mb_s: (self.reads * block) as f64 / seconds.max(1e-9) / 1e6,
+            latency_ms: Percentiles::of(&self.h),
+            disk: disk.1,
+        }
+    }
 }
 
 /// Writes the object's bytes to `path` (the baseline's file).
@@ -126,12 +186,10 @@ pub fn pread_reads(
     for &block in blocks {
         let model = disk.map(|d| Arc::new(DiskModel::new(d.clone())));
         let clock = RealClock::new();
-        let mut h = histogram();
+        let mut t = Tally::new();
         let mut buf = vec![0u8; block as usize];
-        let (mut reads, mut verified, mut failed) = (0u64, 0u64, 0u64);
-        let mut spent = Duration::ZERO;
         for off in offsets(seed, content.size(), block) {
-            if reads >= budget.max_reads || spent.as_secs_f64() >= budget.seconds {
+            if t.done(budget) {
                 break;
             }
             let started = std::time::Instant::now();
@@ -145,30 +203,10 @@ pub fn pread_reads(
                 }
                 None => file.read_exact_at(&mut buf, off),
             };
-            let took = started.elapsed();
-            spent += took;
-            reads += 1;
-            let _ = h.record(took.as_micros().max(1) as u64);
-            if r.is_ok() && content.matches(off, &buf) {
-                verified += 1;
-            } else {
-                failed += 1;
-            }
+            t.record(started.elapsed(), r.is_ok() && content.matches(off, &buf));
         }
-        out.push(RandomReport {
-            reader: Reader::Pread,
-            block,
-            chunk_size: None,
-            object_size: content.size(),
-            disk_model: disk.is_some(),
-            reads,
-            verified,
-            failed,
-            seconds: spent.as_secs_f64(),
-            throughput_mb_s: (reads * block) as f64 / spent.as_secs_f64().max(1e-9) / 1e6,
-            latency_ms: Percentiles::of(&h),
-            disk: model.map(|m| m.stats()),
-        });
+        let stats = model.map(|m| m.stats());
+        out.push(t.report(Reader::Pread, block, None, content, (disk.is_some(), stats)));
     }
     Ok(out)
 }
@@ -204,11 +242,9 @@ pub async fn meridian_reads(
         let mut out = Vec::new();
         for &block in blocks {
             let before = cluster.disk_stats();
-            let mut h = histogram();
-            let (mut reads, mut verified, mut failed) = (0u64, 0u64, 0u64);
-            let mut spent = Duration::ZERO;
+            let mut t = Tally::new();
             for off in offsets(seed, content.size(), block) {
-                if reads >= budget.max_reads || spent.as_secs_f64() >= budget.seconds {
+                if t.done(budget) {
                     break;
                 }
                 let last = (off + block).min(content.size()) - 1;
@@ -222,42 +258,21 @@ pub async fn meridian_reads(
                     Ok::<_, meridian_server::objects::ObjectError>(())
                 }
                 .await;
-                let took = started.elapsed();
-                spent += took;
-                reads += 1;
-                let _ = h.record(took.as_micros().max(1) as u64);
-                if r.is_ok() && got.len() as u64 == last + 1 - off && content.matches(off, &got) {
-                    verified += 1;
-                } else {
-                    failed += 1;
-                }
+                let ok =
+                    r.is_ok() && got.len() as u64 == last + 1 - off && content.matches(off, &got);
+                t.record(started.elapsed(), ok);
             }
             let disk = match (before, cluster.disk_stats()) {
-                (Some(a), Some(b)) => Some(DiskStats {
-                    reads: b.reads - a.reads,
-                    writes: b.writes - a.writes,
-                    bytes_read: b.bytes_read - a.bytes_read,
-                    bytes_written: b.bytes_written - a.bytes_written,
-                    seeks: b.seeks - a.seeks,
-                    busy_us: b.busy_us - a.busy_us,
-                    max_streams: b.max_streams,
-                }),
+                (Some(a), Some(b)) => Some(b.since(&a)),
                 _ => None,
             };
-            out.push(RandomReport {
-                reader: Reader::Meridian,
+            out.push(t.report(
+                Reader::Meridian,
                 block,
-                chunk_size: Some(chunk_size),
-                object_size: content.size(),
-                disk_model,
-                reads,
-                verified,
-                failed,
-                seconds: spent.as_secs_f64(),
-                throughput_mb_s: (reads * block) as f64 / spent.as_secs_f64().max(1e-9) / 1e6,
-                latency_ms: Percentiles::of(&h),
-                disk,
-            });
+                Some(chunk_size),
+                &content,
+                (disk_model, disk),
+            ));
         }
         Ok(out)
     }

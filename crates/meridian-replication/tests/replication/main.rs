@@ -159,15 +159,7 @@ fn dc_of(id: NodeId) -> DcId {
 }
 
 fn record(id: NodeId) -> MemberRecord {
-    MemberRecord {
-        id,
-        name: format!("n{}", id.0),
-        dc: dc_of(id),
-        dc_name: format!("dc{}", dc_of(id).0),
-        peer: None,
-        resp: None,
-        http: None,
-    }
+    MemberRecord::in_process(id, dc_of(id))
 }
 
 impl Cluster {

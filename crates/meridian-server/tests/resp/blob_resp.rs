@@ -8,14 +8,13 @@
 
 use super::objects::body;
 use super::{PATIENCE, blocking};
+use meridian_server::NodeConfig;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
 use meridian_server::objects::{BlobConfig, Objects};
-use meridian_server::{Listeners, NodeConfig, NodeState};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 const CS: usize = 64 << 10;
 /// Objects up to this many bytes are inline in their manifest.
@@ -33,45 +32,12 @@ fn blob_config() -> BlobConfig {
 }
 
 /// A whole single node on loopback ports with `blob` as its `[blob]` settings.
-struct SingleNode {
-    resp: SocketAddr,
-    state: std::sync::Arc<NodeState>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), meridian_server::Error>>,
-}
-
-impl SingleNode {
-    async fn start(blob: BlobConfig) -> SingleNode {
-        let mut config = NodeConfig::default();
-        config.resp.listen = "127.0.0.1:0".parse().unwrap();
-        config.http.listen = "127.0.0.1:0".parse().unwrap();
-        config.blob = blob;
-        config.validate().unwrap();
-        let listeners = Listeners::bind(&config).await.unwrap();
-        let (resp, _) = listeners.addrs().unwrap();
-        let state = NodeState::open(config).unwrap();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(meridian_server::run(
-            state.clone(),
-            listeners,
-            shutdown.clone(),
-        ));
-        SingleNode {
-            resp,
-            state,
-            shutdown,
-            task,
-        }
-    }
-
-    async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(PATIENCE, self.task)
-            .await
-            .expect("node stops")
-            .unwrap()
-            .unwrap();
-    }
+async fn single_node(blob: BlobConfig) -> super::RunningNode {
+    let mut config = NodeConfig::default();
+    config.resp.listen = "127.0.0.1:0".parse().unwrap();
+    config.http.listen = "127.0.0.1:0".parse().unwrap();
+    config.blob = blob;
+    super::RunningNode::start(config).await
 }
 
 fn data(seed: u64, len: usize) -> Vec<u8> {
@@ -420,7 +386,7 @@ fn check_handles(addr: SocketAddr, f: &Fixture, seed: u64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_read_and_get_on_a_single_node() {
-    let node = SingleNode::start(blob_config()).await;
+    let node = single_node(blob_config()).await;
     let (resp, state) = (node.resp, node.state.clone());
     let f = put_all(&state.objects).await;
 
@@ -514,7 +480,7 @@ async fn blob_read_and_get_through_every_node_of_a_cluster() {
 /// handles close by themselves, and handles are refused inside MULTI/EXEC (single node).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_handles_are_bounded_and_close_when_idle() {
-    let node = SingleNode::start(BlobConfig {
+    let node = single_node(BlobConfig {
         max_open_handles: 3,
         handle_idle_ms: 200,
         ..blob_config()

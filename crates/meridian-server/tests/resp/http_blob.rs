@@ -19,17 +19,15 @@ use bytes::Bytes;
 use meridian_blob::ObjectMeta;
 use meridian_blob::digest::{hex, md5};
 use meridian_s3::{ChecksumAlgorithm, Checksummer};
+use meridian_server::NodeConfig;
 use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
 use meridian_server::objects::{BlobConfig, ByteStream};
-use meridian_server::{Listeners, NodeConfig, NodeState};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 /// Only a guard against hangs; no test asserts how long anything takes.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -205,33 +203,22 @@ fn node_config() -> NodeConfig {
 }
 
 /// A whole node serving HTTP on port 0.
-struct Node {
-    http: SocketAddr,
-    state: Arc<NodeState>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<meridian_server::Result<()>>,
+/// A node under test (its fields through [`super::RunningNode`]).
+struct Node(super::RunningNode);
+
+impl std::ops::Deref for Node {
+    type Target = super::RunningNode;
+
+    fn deref(&self) -> &super::RunningNode {
+        &self.0
+    }
 }
 
 impl Node {
     async fn start(tweak: impl FnOnce(&mut NodeConfig)) -> Node {
         let mut config = node_config();
         tweak(&mut config);
-        config.validate().unwrap();
-        let listeners = Listeners::bind(&config).await.unwrap();
-        let http = listeners.http.local_addr().unwrap();
-        let state = NodeState::open(config).unwrap();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(meridian_server::run(
-            state.clone(),
-            listeners,
-            shutdown.clone(),
-        ));
-        Node {
-            http,
-            state,
-            shutdown,
-            task,
-        }
+        Node(super::RunningNode::start(config).await)
     }
 
     fn client(&self) -> Client {
@@ -239,12 +226,7 @@ impl Node {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(PATIENCE, self.task)
-            .await
-            .expect("node stops")
-            .unwrap()
-            .unwrap();
+        self.0.stop().await;
     }
 }
 

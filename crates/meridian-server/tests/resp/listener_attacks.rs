@@ -6,19 +6,22 @@
 
 use super::cluster_mode::{cluster, connect};
 use super::*;
+use meridian_server::NodeConfig;
 use meridian_server::config::HttpSection;
-use meridian_server::{Listeners, NodeConfig, NodeState};
 
 /// Upper bound for a server-side timeout of about a second to close a connection.
 const CLOSES_WITHIN: Duration = Duration::from_secs(10);
 
 /// A whole node on port 0.
-struct Node {
-    resp: SocketAddr,
-    http: SocketAddr,
-    state: Arc<NodeState>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<meridian_server::Result<()>>,
+/// A node under test (its fields through [`super::RunningNode`]).
+struct Node(super::RunningNode);
+
+impl std::ops::Deref for Node {
+    type Target = super::RunningNode;
+
+    fn deref(&self) -> &super::RunningNode {
+        &self.0
+    }
 }
 
 impl Node {
@@ -29,23 +32,7 @@ impl Node {
             listen: "127.0.0.1:0".parse().unwrap(),
             ..http
         };
-        config.validate().unwrap();
-        let listeners = Listeners::bind(&config).await.unwrap();
-        let (resp, http) = listeners.addrs().unwrap();
-        let state = NodeState::open(config).unwrap();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(meridian_server::run(
-            state.clone(),
-            listeners,
-            shutdown.clone(),
-        ));
-        Node {
-            resp,
-            http,
-            state,
-            shutdown,
-            task,
-        }
+        Node(super::RunningNode::start(config).await)
     }
 
     async fn resp(&self) -> Raw {
@@ -69,12 +56,7 @@ impl Node {
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(PATIENCE, self.task)
-            .await
-            .expect("node stops")
-            .unwrap()
-            .unwrap();
+        self.0.stop().await;
     }
 }
 

@@ -18,15 +18,12 @@ use meridian_server::NodeConfig;
 use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
 use meridian_server::config::S3Section;
 use meridian_server::objects::BlobConfig;
-use meridian_server::{Listeners, NodeState};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 // ----- helpers ----------------------------------------------------------------------------
 
@@ -580,46 +577,35 @@ fn node_config() -> NodeConfig {
 }
 
 /// A whole node serving S3 on port 0.
-struct Node {
-    s3: SocketAddr,
-    state: Arc<NodeState>,
-    shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<meridian_server::Result<()>>,
+/// A node under test (its fields through [`super::RunningNode`]).
+struct Node(super::RunningNode);
+
+impl std::ops::Deref for Node {
+    type Target = super::RunningNode;
+
+    fn deref(&self) -> &super::RunningNode {
+        &self.0
+    }
 }
 
 impl Node {
     async fn start(tweak: impl FnOnce(&mut NodeConfig)) -> Node {
         let mut config = node_config();
         tweak(&mut config);
-        config.validate().unwrap();
-        let listeners = Listeners::bind(&config).await.unwrap();
-        let s3 = listeners.s3.as_ref().unwrap().local_addr().unwrap();
-        let state = NodeState::open(config).unwrap();
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(meridian_server::run(
-            state.clone(),
-            listeners,
-            shutdown.clone(),
-        ));
-        Node {
-            s3,
-            state,
-            shutdown,
-            task,
-        }
+        Node(super::RunningNode::start(config).await)
+    }
+
+    /// The S3 listener's address.
+    fn s3(&self) -> SocketAddr {
+        self.s3_listener.expect("an S3 listener")
     }
 
     fn client(&self) -> Client {
-        Client::signed(self.s3)
+        Client::signed(self.s3())
     }
 
     async fn stop(self) {
-        self.shutdown.cancel();
-        tokio::time::timeout(PATIENCE, self.task)
-            .await
-            .expect("node stops")
-            .unwrap()
-            .unwrap();
+        self.0.stop().await;
     }
 }
 
@@ -1132,7 +1118,7 @@ async fn headers_that_never_finish_are_cut_off() {
         b"GET / HTTP/1.1\r\n",
         b"PUT /b/k HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\nx-slow: ",
     ] {
-        let mut s = TcpStream::connect(node.s3).await.unwrap();
+        let mut s = TcpStream::connect(node.s3()).await.unwrap();
         s.write_all(partial).await.unwrap();
         let got = read_to_close(&mut s).await;
         let got = String::from_utf8_lossy(&got);
@@ -1175,7 +1161,7 @@ async fn connections_over_the_cap_get_503() {
         (open() == 2).then_some(())
     })
     .await;
-    let mut extra = TcpStream::connect(node.s3).await.unwrap();
+    let mut extra = TcpStream::connect(node.s3()).await.unwrap();
     let got = read_to_close(&mut extra).await;
     let got = String::from_utf8_lossy(&got);
     assert!(got.starts_with("HTTP/1.1 503 "), "{got}");
