@@ -884,6 +884,47 @@ mod tests {
     }
 
     #[test]
+    fn blob_settings_parse_and_every_range_is_checked_by_name() {
+        let c = NodeConfig::from_toml(
+            "[blob]\nchunk_size = 262144\nmax_open_handles = 10\nchunk_placement = \"spread\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.blob.chunk_size, 256 << 10);
+        assert_eq!(c.blob.max_open_handles, 10);
+        let err = |line: &str| {
+            NodeConfig::from_toml(&format!("[blob]\n{line}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        for (line, name) in [
+            ("chunk_size = 1024", "blob.chunk_size"),
+            ("threshold = 99999999", "blob.threshold"),
+            ("window = 0", "blob.window"),
+            ("prefetch = 65", "blob.prefetch"),
+            ("max_inflight_bytes = 10", "blob.max_inflight_bytes"),
+            ("max_object = 0", "blob.max_object"),
+            ("version_grace_ms = 0", "blob.version_grace_ms"),
+            (
+                "chunk_repair_interval_ms = 0",
+                "blob.chunk_repair_interval_ms",
+            ),
+            ("scrub_interval_ms = 0", "blob.scrub_interval_ms"),
+            ("scrub_bytes_per_sec = 0", "blob.scrub_bytes_per_sec"),
+            ("tcp_buffer = 1", "blob.tcp_buffer"),
+            ("link_bandwidth = 0", "blob.link_bandwidth"),
+            ("max_open_handles = 0", "blob.max_open_handles"),
+            ("max_handle_bytes = 1", "blob.max_handle_bytes"),
+            ("handle_idle_ms = 0", "blob.handle_idle_ms"),
+            ("bulk_lanes = 65", "blob.bulk_lanes"),
+            ("chunk_size = -1", "chunk_size"),
+            ("nope = 1", "nope"),
+        ] {
+            let e = err(line);
+            assert!(e.contains(name), "{line}: {e}");
+        }
+    }
+
+    #[test]
     fn balance_settings_parse_validate_and_apply() {
         let ex = readme_cluster_example();
         let c = NodeConfig::from_toml(&format!(
