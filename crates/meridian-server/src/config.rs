@@ -625,6 +625,11 @@ pub struct StorageSection {
     pub version_retention_ms: u64,
     /// How often old versions are garbage-collected, in milliseconds.
     pub gc_interval_ms: u64,
+    /// The durable engine's free-space reserve: while less is free on the data directory's
+    /// filesystem, writes are refused (`-MISCONF` on RESP, 507 on HTTP, `/health` degraded)
+    /// and resume by themselves once there is room; bytes, or text with Redis's units
+    /// (`"64mb"`, the default; 0: refuse writes only when the disk is actually full).
+    pub min_free_disk: MemorySize,
 }
 
 impl Default for StorageSection {
@@ -635,6 +640,24 @@ impl Default for StorageSection {
             fsync: Durability::Everysec,
             version_retention_ms: 0,
             gc_interval_ms: 10_000,
+            min_free_disk: MemorySize::Bytes(
+                meridian_storage::fjall_engine::DEFAULT_MIN_FREE_BYTES,
+            ),
+        }
+    }
+}
+
+impl StorageSection {
+    /// `min_free_disk` in bytes; the error names the field.
+    pub fn min_free_disk_bytes(&self) -> Result<u64> {
+        match &self.min_free_disk {
+            MemorySize::Bytes(n) => Ok(*n),
+            MemorySize::Text(t) => crate::memory::parse_size(t.trim().as_bytes()).ok_or_else(|| {
+                Error::Config(format!(
+                    "storage.min_free_disk = {t:?} is not a size: give bytes or a number with a \
+                     unit (b, k, kb, m, mb, g, gb), e.g. \"64mb\""
+                ))
+            }),
         }
     }
 }
@@ -701,6 +724,7 @@ impl NodeConfig {
         if self.storage.gc_interval_ms == 0 {
             return bad("storage.gc_interval_ms must be at least 1".into());
         }
+        self.storage.min_free_disk_bytes()?;
         if self.storage.engine == EngineKind::Fjall && self.storage.data_dir.as_os_str().is_empty()
         {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());

@@ -102,6 +102,9 @@ impl From<KeyspaceError> for ApiError {
                 (StatusCode::PAYLOAD_TOO_LARGE, "KEY_TOO_LARGE")
             }
             KeyspaceError::ValueTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "VALUE_TOO_LARGE"),
+            KeyspaceError::Storage(meridian_storage::StorageError::DiskFull { .. }) => {
+                (StatusCode::INSUFFICIENT_STORAGE, "DISK_FULL")
+            }
             e if e.is_client_error() => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
             KeyspaceError::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "CORRUPT_VALUE"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "STORAGE_ERROR"),
@@ -554,8 +557,30 @@ pub(crate) fn not_found(key: &[u8]) -> ApiError {
     )
 }
 
-async fn health() -> impl IntoResponse {
-    axum::Json(json!({ "status": "ok" }))
+/// `200 {"status":"ok"}`, or `503 {"status":"degraded","reason":…,"storage":{…}}` while the
+/// storage engine refuses writes (a full disk: it recovers by itself when space returns;
+/// reads are still served).
+async fn health(State(s): State<Arc<HttpState>>) -> Response {
+    match s.node.engine.health() {
+        meridian_storage::EngineHealth::Ok => axum::Json(json!({ "status": "ok" })).into_response(),
+        meridian_storage::EngineHealth::Degraded(d) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(json!({
+                "status": "degraded",
+                "reason": d.reason,
+                "storage": {
+                    "status": "degraded",
+                    "disk_full": d.disk_full,
+                    "writes": "refused",
+                    "reads": "served",
+                    "recovers_by_itself": d.recovers,
+                    "since_unix_ms": d.since_us / 1000,
+                    "reason": d.reason,
+                },
+            })),
+        )
+            .into_response(),
+    }
 }
 
 async fn metrics(State(s): State<Arc<HttpState>>) -> impl IntoResponse {

@@ -1130,8 +1130,14 @@ impl Keyspace {
         if several {
             let guards = self.lock_many(spec.key_positions(args.len()).map(|i| args.get(i)));
             let mut ov = Overlay::new(self, guards);
+            // The reply is written before the batch is: a refused batch (a full disk) takes
+            // it back, so only the error is answered.
+            let mark = reply.out.len();
             strings::exec_on_view(cmd, args, &mut ov, reply)?;
-            return Ok(ov.commit()?);
+            return ov.commit().map_err(|e| {
+                reply.out.truncate(mark);
+                e.into()
+            });
         }
         let mut s = self.lock(args.get(1));
         strings::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)

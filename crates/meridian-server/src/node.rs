@@ -81,6 +81,17 @@ impl NodeState {
     pub fn open_with_clock(config: NodeConfig, clock: Arc<dyn Clock>) -> Result<Arc<Self>> {
         config.validate()?;
         let engine = open_engine(&config)?;
+        Self::with_engine(config, engine, clock)
+    }
+
+    /// A standalone node over `engine` instead of the one `config.storage` names (tests
+    /// inject storage faults through it).
+    pub fn with_engine(
+        config: NodeConfig,
+        engine: Arc<dyn Engine>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Arc<Self>> {
+        config.validate()?;
         let keyspace = Arc::new(Keyspace::with_config(
             engine.clone(),
             clock.clone(),
@@ -243,8 +254,8 @@ pub fn open_engine(config: &NodeConfig) -> Result<Arc<dyn Engine>> {
                 ))
             })?;
             Arc::new(FjallEngine::open(FjallConfig {
-                path: dir.clone(),
-                durability: config.storage.fsync,
+                min_free_bytes: config.storage.min_free_disk_bytes()?,
+                ..FjallConfig::new(dir.clone(), config.storage.fsync)
             })?)
         }
     })
@@ -379,6 +390,10 @@ async fn gc_loop(node: Arc<NodeState>, stop: CancellationToken) {
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick.tick() => {}
+        }
+        if !node.engine.health().is_ok() {
+            // Writes are refused (a full disk); a gc pass would write too.
+            continue;
         }
         let horizon = node.clock.now().saturating_sub(retention);
         let engine = node.engine.clone();

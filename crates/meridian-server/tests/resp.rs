@@ -2354,3 +2354,6 @@ mod http_blob;
 
 #[path = "resp/blob_handoff.rs"]
 mod blob_handoff;
+
+#[path = "resp/disk_full.rs"]
+mod disk_full;

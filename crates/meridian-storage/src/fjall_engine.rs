@@ -62,24 +62,54 @@
 //! Garbage collection is not done inline on writes (the horizon is only recorded): the server
 //! runs [`Engine::gc`] periodically, which walks the keyspace in chunks, each under the writer
 //! mutex, and deletes the versions no read at or above the horizon can see.
+//!
+//! ## A full disk
+//!
+//! Writes are refused with [`StorageError::DiskFull`] (and [`Engine::health`] says why) in two
+//! cases, and resume by themselves once the filesystem has room again; reads are served
+//! throughout:
+//!
+//! - **below the reserve**: the free space ([`SpaceProbe`], `statvfs` by default) is under
+//!   [`FjallConfig::min_free_bytes`]. Nothing failed: fjall never saw a failed write. The
+//!   space is measured by the background thread every [`DISK_TICK`], and by the write path
+//!   whenever the bytes written since the last measurement may have used up half the headroom
+//!   above the reserve;
+//! - **`ENOSPC`** (or `EDQUOT`) from a journal write or fsync. fjall then refuses every later
+//!   write ("poisoned", see `fjall::Error::Poisoned`), so before writes resume the engine
+//!   reopens the database from its files, under the writer mutex: opening it recovers the
+//!   journal (a partial last record is dropped), and the counters and the latest-version
+//!   index are checked as at open. Every acknowledged write is in the journal file before it
+//!   is acknowledged (fjall hands each batch to the OS), so none is lost. The group that met
+//!   `ENOSPC` was answered with an error and is not readable while writes are refused, but
+//!   like a write cut by a crash it may be there after the reopen (closing the poisoned
+//!   journal writes out what it still buffered, which can complete its record); a write
+//!   refused before reaching fjall never is. A fjall failure met in the background (a
+//!   memtable flush) surfaces as `Poisoned`, checked every tick; it counts as a full disk if
+//!   less than [`LOW_SPACE`] above the reserve is free.
+//!
+//! Writes resume once [`RESUME_HEADROOM`] more than the reserve is free (so the state does not
+//! flap). Any other failure of fjall also refuses writes, with the failure in the error, but
+//! the engine does not recover from it by itself: a restart reopens it, as before.
 
+use crate::disk::{Degraded, EngineHealth, SpaceProbe, Statvfs};
 use crate::version::{Version, WriteBatch, WriteOp};
 use crate::{
-    Durability, Engine, EngineStats, GcStats, MAX_KEY_LEN, Result, StorageError, check_key,
+    Durability, Engine, EngineStats, GcStats, MAX_KEY_LEN, Result, StorageError, WriteDurability,
+    check_key,
 };
 use bytes::Bytes;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode, Readable, Slice};
-use meridian_core::Timestamp;
-use parking_lot::{Condvar, Mutex};
+use meridian_core::{Clock, SystemClock, Timestamp};
+use parking_lot::{Condvar, MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
 use rustc_hash::FxHashMap;
 use std::fmt;
 use std::ops::Bound;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Settings of a [`FjallEngine`].
 #[derive(Clone, Debug)]
@@ -88,7 +118,30 @@ pub struct FjallConfig {
     pub path: PathBuf,
     /// When writes are forced to disk.
     pub durability: Durability,
+    /// Writes are refused with [`StorageError::DiskFull`] while fewer bytes than this are free
+    /// on the filesystem of `path`, so the disk never fills up under the engine (room is left
+    /// for memtable flushes and compactions); 0: only an actual `ENOSPC` refuses writes. See
+    /// the module docs, "A full disk".
+    pub min_free_bytes: u64,
+    /// How the free space is measured; `None`: `statvfs(2)` ([`Statvfs`]). Tests inject a
+    /// full disk through [`crate::FaultySpace`].
+    pub space: Option<Arc<dyn SpaceProbe>>,
 }
+
+impl FjallConfig {
+    /// Settings with the default reserve ([`DEFAULT_MIN_FREE_BYTES`]) and `statvfs`.
+    pub fn new(path: impl Into<PathBuf>, durability: Durability) -> Self {
+        Self {
+            path: path.into(),
+            durability,
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            space: None,
+        }
+    }
+}
+
+/// The default free-space reserve: one memtable (64 MiB), the most a memtable flush writes.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 
 /// The name of the fjall keyspace holding every version.
 const KEYSPACE: &str = "versions";
@@ -118,6 +171,20 @@ const TAG_VALUE: u8 = 1;
 const GC_CHUNK: usize = 1024;
 /// How often the `Everysec` policy fsyncs.
 const EVERYSEC: Duration = Duration::from_secs(1);
+/// How often the background thread measures the free space (and, while writes are refused
+/// for want of it, checks whether they may resume).
+pub const DISK_TICK: Duration = Duration::from_millis(250);
+/// Bytes above the reserve that must be free before refused writes resume.
+pub const RESUME_HEADROOM: u64 = 1 << 20;
+/// A `Poisoned` fjall counts as a full disk if less than this above the reserve is free.
+pub const LOW_SPACE: u64 = 64 << 20;
+/// The write budget between two measurements is the headroom above the reserve divided by
+/// this (a journal write is followed by a memtable flush writing the data again).
+const BUDGET_DIVISOR: u64 = 2;
+/// The least time between two attempts to reopen fjall.
+const REOPEN_BACKOFF: Duration = Duration::from_secs(1);
+/// Bytes a written entry is charged beyond its key and value, for the write budget.
+const ENTRY_OVERHEAD: u64 = 32;
 
 /// Appends the order-preserving, prefix-free encoding of `key` to `out`.
 ///
@@ -398,17 +465,13 @@ struct CommitQueue {
 fn share_result(res: &Result<()>) -> Result<()> {
     match res {
         Ok(()) => Ok(()),
-        Err(StorageError::Io(e)) => Err(StorageError::Io(std::io::Error::new(
-            e.kind(),
-            e.to_string(),
-        ))),
-        Err(e) => Err(StorageError::Backend(e.to_string())),
+        Err(e) => Err(e.duplicate()),
     }
 }
 
 /// Posts the results of a group and ends its leadership, also if the leader panics.
 struct LeaderGuard<'a> {
-    engine: &'a FjallEngine,
+    engine: &'a Inner,
     tickets: Vec<u64>,
     result: Option<Result<()>>,
 }
@@ -443,7 +506,7 @@ struct SyncState {
 
 impl SyncState {
     /// Fsyncs the journal unless every batch up to `upto` already is.
-    fn sync_upto(&self, db: &Database, upto: u64) -> Result<()> {
+    fn sync_upto(&self, db: &Database, upto: u64) -> fjall::Result<()> {
         let mut synced = self.synced.lock();
         if *synced >= upto {
             return Ok(());
@@ -451,43 +514,125 @@ impl SyncState {
         // Every batch counted in `committed` has reached the journal file before the count was
         // bumped, so this fsync covers all of them, not just ours.
         let target = self.committed.load(Ordering::Acquire);
-        db.persist(PersistMode::SyncAll).map_err(backend)?;
+        db.persist(PersistMode::SyncAll)?;
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         *synced = target;
         Ok(())
     }
 
     /// Fsyncs everything committed so far, unless it already is.
-    fn sync_all(&self, db: &Database) -> Result<()> {
+    fn sync_all(&self, db: &Database) -> fjall::Result<()> {
         self.sync_upto(db, self.committed.load(Ordering::Acquire))
     }
 
     /// Fsyncs the journal, whatever it holds.
-    fn sync_force(&self, db: &Database) -> Result<()> {
+    fn sync_force(&self, db: &Database) -> fjall::Result<()> {
         let mut synced = self.synced.lock();
         let target = self.committed.load(Ordering::Acquire);
-        db.persist(PersistMode::SyncAll).map_err(backend)?;
+        db.persist(PersistMode::SyncAll)?;
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         *synced = target;
         Ok(())
     }
 }
 
-/// The background thread of the `Everysec` policy.
-struct Syncer {
+/// The fjall handles. Replaced as a whole when the engine reopens its files after a full disk
+/// made fjall refuse every write (see [`Inner::recover`]).
+struct Store {
+    db: Database,
+    ks: Keyspace,
+    /// The latest-version index (see the module docs).
+    latest: Keyspace,
+}
+
+impl Store {
+    fn open(path: &Path) -> Result<Self> {
+        let db = Database::builder(path).open().map_err(backend)?;
+        let ks = db
+            .keyspace(KEYSPACE, KeyspaceCreateOptions::default)
+            .map_err(backend)?;
+        let latest = db
+            .keyspace(LATEST_KEYSPACE, KeyspaceCreateOptions::default)
+            .map_err(backend)?;
+        Ok(Self { db, ks, latest })
+    }
+}
+
+/// The free-space watch and the refusal of writes (see the module docs, "A full disk").
+struct DiskWatch {
+    probe: Arc<dyn SpaceProbe>,
+    /// Writes are refused while fewer bytes than this are free (0: only on `ENOSPC`).
+    reserve: AtomicU64,
+    /// Bytes writes may still add before the free space is measured again; goes negative.
+    budget: AtomicI64,
+    /// Whether writes are refused: `state` is set (read on every write without the lock).
+    refusing: AtomicBool,
+    state: Mutex<Option<Refusal>>,
+    /// The wall clock of [`Degraded::since_us`].
+    clock: SystemClock,
+}
+
+/// Why writes are refused.
+struct Refusal {
+    /// A full disk, which the engine recovers from by itself; otherwise `failure` says what
+    /// failed, and only a restart reopens the engine.
+    disk_full: bool,
+    /// What failed, as fjall or the OS said it.
+    failure: String,
+    /// Bytes free when last measured.
+    available: u64,
+    /// When writes started being refused (µs since the Unix epoch).
+    since_us: u64,
+    /// Whether fjall must be reopened from its files before writes resume: a write reached it
+    /// and failed, after which fjall refuses every write ("poisoned").
+    reopen: bool,
+    /// Failures recorded (a resumption only proceeds if none came in the meantime).
+    failures: u64,
+    /// When the last reopen failed, for the back-off.
+    last_attempt: Option<Instant>,
+}
+
+/// The engine's shared state: the [`FjallEngine`] handle and its background thread own it.
+struct Inner {
+    /// `None` only while the files are reopened after a full disk (or if that failed).
+    store: RwLock<Option<Store>>,
+    config: FjallConfig,
+    /// Batches waiting for the group commit, and its state.
+    queue: Mutex<CommitQueue>,
+    /// Wakes writers waiting in the queue.
+    queue_cv: Condvar,
+    /// Serialises every mutation, so the counters stay exact; owns the latest-version cache.
+    writer: Mutex<LatestCache>,
+    sync: SyncState,
+    disk: DiskWatch,
+    /// The highest horizon announced; recorded only, as gc is not done inline.
+    gc_horizon: AtomicU64,
+    live_keys: AtomicI64,
+    versions: AtomicI64,
+    bytes: AtomicI64,
+}
+
+/// The background thread: the `Everysec` fsync, the free-space watch and the recovery from a
+/// full disk.
+struct Background {
     stop: mpsc::Sender<()>,
     thread: JoinHandle<()>,
 }
 
-impl Syncer {
-    fn start(db: Database, state: Arc<SyncState>) -> Result<Self> {
+impl Background {
+    fn start(inner: Arc<Inner>) -> Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
-            .name("meridian-fsync".into())
+            .name("meridian-fjall".into())
             .spawn(move || {
-                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EVERYSEC) {
-                    if let Err(e) = state.sync_all(&db) {
-                        tracing::error!(error = %e, "fsync of the fjall journal failed");
+                let mut last_sync = Instant::now();
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(DISK_TICK) {
+                    inner.tick();
+                    if inner.config.durability == Durability::Everysec
+                        && last_sync.elapsed() >= EVERYSEC
+                    {
+                        last_sync = Instant::now();
+                        inner.sync_everysec();
                     }
                 }
             })?;
@@ -497,83 +642,83 @@ impl Syncer {
     fn stop(self) {
         drop(self.stop);
         if self.thread.join().is_err() {
-            tracing::error!("the fjall fsync thread panicked");
+            tracing::error!("the fjall background thread panicked");
         }
     }
 }
 
 /// The durable engine. See the module docs.
 pub struct FjallEngine {
-    db: Database,
-    ks: Keyspace,
-    /// The latest-version index (see the module docs).
-    latest: Keyspace,
-    config: FjallConfig,
-    /// Batches waiting for the group commit, and its state.
-    queue: Mutex<CommitQueue>,
-    /// Wakes writers waiting in the queue.
-    queue_cv: Condvar,
-    /// Serialises every mutation, so the counters stay exact; owns the latest-version cache.
-    writer: Mutex<LatestCache>,
-    sync: Arc<SyncState>,
-    syncer: Option<Syncer>,
-    /// The highest horizon announced; recorded only, as gc is not done inline.
-    gc_horizon: AtomicU64,
-    live_keys: AtomicI64,
-    versions: AtomicI64,
-    bytes: AtomicI64,
+    inner: Arc<Inner>,
+    background: Option<Background>,
 }
 
 impl fmt::Debug for FjallEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &self.inner;
         f.debug_struct("FjallEngine")
-            .field("path", &self.config.path)
-            .field("durability", &self.config.durability)
-            .field("gc_horizon", &self.gc_horizon.load(Ordering::Relaxed))
-            .field("stats", &self.stats())
+            .field("path", &inner.config.path)
+            .field("durability", &inner.config.durability)
+            .field("gc_horizon", &inner.gc_horizon.load(Ordering::Relaxed))
+            .field("stats", &inner.stats())
+            .field("health", &inner.health())
             .finish_non_exhaustive()
     }
 }
 
 impl FjallEngine {
     /// Opens (or creates) the engine in `config.path`, recovering what the journal holds and
-    /// counting the live keys.
+    /// counting the live keys. Writes are refused at once if the free space is below
+    /// `config.min_free_bytes`.
     pub fn open(config: FjallConfig) -> Result<Self> {
         std::fs::create_dir_all(&config.path)?;
-        let db = Database::builder(&config.path).open().map_err(backend)?;
-        let ks = db
-            .keyspace(KEYSPACE, KeyspaceCreateOptions::default)
-            .map_err(backend)?;
-        let latest = db
-            .keyspace(LATEST_KEYSPACE, KeyspaceCreateOptions::default)
-            .map_err(backend)?;
-        let sync = Arc::new(SyncState::default());
-        let syncer = match config.durability {
-            Durability::Everysec => Some(Syncer::start(db.clone(), sync.clone())?),
-            Durability::Always | Durability::Never => None,
-        };
-        let engine = Self {
-            db,
-            ks,
-            latest,
+        let store = Store::open(&config.path)?;
+        let probe: Arc<dyn SpaceProbe> = config.space.clone().unwrap_or_else(|| Arc::new(Statvfs));
+        let inner = Arc::new(Inner {
+            store: RwLock::new(Some(store)),
+            disk: DiskWatch {
+                probe,
+                reserve: AtomicU64::new(config.min_free_bytes),
+                budget: AtomicI64::new(0),
+                refusing: AtomicBool::new(false),
+                state: Mutex::new(None),
+                clock: SystemClock::new(),
+            },
             config,
             queue: Mutex::new(CommitQueue::default()),
             queue_cv: Condvar::new(),
             writer: Mutex::new(LatestCache::default()),
-            sync,
-            syncer,
+            sync: SyncState::default(),
             gc_horizon: AtomicU64::new(0),
             live_keys: AtomicI64::new(0),
             versions: AtomicI64::new(0),
             bytes: AtomicI64::new(0),
-        };
-        engine.recount()?;
-        Ok(engine)
+        });
+        {
+            let mut w = inner.writer.lock();
+            inner.recount(&mut w)?;
+        }
+        inner.measure();
+        let background = Some(Background::start(inner.clone())?);
+        Ok(Self { inner, background })
     }
 
-    /// The settings this engine was opened with.
+    /// The settings this engine was opened with (the reserve as opened, see
+    /// [`FjallEngine::min_free_bytes`]).
     pub fn config(&self) -> &FjallConfig {
-        &self.config
+        &self.inner.config
+    }
+
+    /// The free-space reserve below which writes are refused.
+    pub fn min_free_bytes(&self) -> u64 {
+        self.inner.disk.reserve.load(Ordering::Relaxed)
+    }
+
+    /// Changes the free-space reserve; takes effect at once (refusing writes, or resuming
+    /// them if the space is there).
+    pub fn set_min_free_bytes(&self, bytes: u64) {
+        self.inner.disk.reserve.store(bytes, Ordering::Relaxed);
+        self.inner.tick();
     }
 
     /// Moves the in-memory table into a disk table and waits until it is written. fjall does
@@ -581,19 +726,33 @@ impl FjallEngine {
     /// merge memory and disk. (It relies on a fjall API that is public but `doc(hidden)`.)
     #[doc(hidden)]
     pub fn flush_memtable(&self) -> Result<()> {
-        self.ks.rotate_memtable_and_wait().map_err(backend)?;
-        self.latest.rotate_memtable_and_wait().map_err(backend)
+        let st = self.inner.store()?;
+        st.ks.rotate_memtable_and_wait().map_err(backend)?;
+        st.latest.rotate_memtable_and_wait().map_err(backend)
+    }
+}
+
+impl Inner {
+    /// The fjall handles, for one operation.
+    fn store(&self) -> Result<MappedRwLockReadGuard<'_, Store>> {
+        RwLockReadGuard::try_map(self.store.read(), Option::as_ref).map_err(|_| {
+            StorageError::Backend(format!(
+                "the storage engine at {} is closed: reopening it after a full disk failed; \
+                 it is retried while space is free",
+                self.config.path.display()
+            ))
+        })
     }
 
     /// Recomputes the counters by a full scan, and checks the latest-version index against
-    /// the versions, repairing it where it differs.
-    fn recount(&self) -> Result<()> {
-        let _w = self.writer.lock();
-        let snap = self.db.snapshot();
+    /// the versions, repairing it where it differs. The caller holds the writer mutex.
+    fn recount(&self, _writer: &mut LatestCache) -> Result<()> {
+        let st = self.store()?;
+        let snap = st.db.snapshot();
         let (mut live, mut versions, mut bytes) = (0i64, 0i64, 0i64);
         let mut current: Option<Slice> = None;
-        let mut repair = IndexRepair::new(self, snap.iter(&self.latest));
-        for guard in snap.iter(&self.ks) {
+        let mut repair = IndexRepair::new(&st, snap.iter(&st.latest));
+        for guard in snap.iter(&st.ks) {
             let (k, v) = guard.into_inner().map_err(backend)?;
             let (enc, ts) = split_entry_key(&k)?;
             versions += 1;
@@ -618,11 +777,11 @@ impl FjallEngine {
 
     /// The latest version of the key encoded as `enc`, from the cache or the index. Only exact
     /// under the writer mutex, whose cache `cache` is.
-    fn latest_of(&self, cache: &mut LatestCache, enc: &[u8]) -> Result<Latest> {
+    fn latest_of(&self, st: &Store, cache: &mut LatestCache, enc: &[u8]) -> Result<Latest> {
         if let Some(hit) = cache.get(enc) {
             return Ok(hit);
         }
-        let latest = match self.latest.get(enc).map_err(backend)? {
+        let latest = match st.latest.get(enc).map_err(backend)? {
             None => None,
             Some(v) => Some(decode_latest(&v)?),
         };
@@ -684,7 +843,13 @@ impl FjallEngine {
         }
 
         let mut w = self.writer.lock();
-        let mut fjall_batch = self.db.batch();
+        // Writes refused since these batches were admitted (fjall may be poisoned) are not
+        // handed to it.
+        if let Some(refused) = self.refused() {
+            return Err(refused);
+        }
+        let st = self.store()?;
+        let mut fjall_batch = st.db.batch();
         let (mut live, mut versions, mut bytes) = (0i64, 0i64, 0i64);
         // The keys whose latest version the group changes, for the cache once committed.
         let mut changed: Vec<(&[u8], Latest)> = Vec::new();
@@ -698,9 +863,9 @@ impl FjallEngine {
                 Some((c, before)) if c == enc => before,
                 _ => {
                     // The newest write of this key in the group.
-                    let before = self.latest_of(&mut w, enc)?;
+                    let before = self.latest_of(&st, &mut w, enc)?;
                     if before.is_none_or(|(t, _)| *ts >= t) {
-                        fjall_batch.insert(&self.latest, enc, latest_value(*ts, *put).as_slice());
+                        fjall_batch.insert(&st.latest, enc, latest_value(*ts, *put).as_slice());
                         live += i64::from(*put) - i64::from(before.is_some_and(|(_, l)| l));
                         changed.push((enc, Some((*ts, *put))));
                     }
@@ -712,9 +877,14 @@ impl FjallEngine {
                 versions += 1;
             }
             bytes += version_size(enc.len(), value.len() - 1);
-            fjall_batch.insert(&self.ks, entry.as_slice(), value.as_slice());
+            fjall_batch.insert(&st.ks, entry.as_slice(), value.as_slice());
         }
-        fjall_batch.commit().map_err(backend)?;
+        if let Some(fault) = self.disk.probe.write_fault() {
+            // The fault seam: fail as the journal write would have.
+            drop(fjall_batch);
+            return Err(self.write_failed(fjall::Error::Io(fault)));
+        }
+        fjall_batch.commit().map_err(|e| self.write_failed(e))?;
         for (enc, latest) in changed {
             w.set(enc, latest);
         }
@@ -727,14 +897,29 @@ impl FjallEngine {
             .fetch_add(group.len() as u64, Ordering::AcqRel)
             + group.len() as u64;
         drop(w);
-        self.after_commit(seq)
+        self.after_commit(&st, seq)
     }
 
     /// Makes a committed write durable as the policy says.
-    fn after_commit(&self, seq: u64) -> Result<()> {
+    fn after_commit(&self, st: &Store, seq: u64) -> Result<()> {
         match self.config.durability {
-            Durability::Always => self.sync.sync_upto(&self.db, seq),
+            Durability::Always => self
+                .sync
+                .sync_upto(&st.db, seq)
+                .map_err(|e| self.write_failed(e)),
             Durability::Everysec | Durability::Never => Ok(()),
+        }
+    }
+
+    /// The `Everysec` fsync of the background thread.
+    fn sync_everysec(&self) {
+        if self.disk.refusing.load(Ordering::Acquire) {
+            return;
+        }
+        let Ok(st) = self.store() else { return };
+        if let Err(e) = self.sync.sync_all(&st.db) {
+            let e = self.write_failed(e);
+            tracing::error!(error = %e, "fsync of the fjall journal failed");
         }
     }
 
@@ -747,14 +932,18 @@ impl FjallEngine {
         stats: &mut GcStats,
     ) -> Result<Option<Bound<Vec<u8>>>> {
         let mut w = self.writer.lock();
-        let snap = self.db.snapshot();
+        if let Some(refused) = self.refused() {
+            return Err(refused);
+        }
+        let st = self.store()?;
+        let snap = st.db.snapshot();
         let mut dead = Vec::new();
         // The newest versions of the keys that disappear entirely.
         let mut gone: Vec<Slice> = Vec::new();
         // The versions of the key being examined, newest first.
         let mut group: Vec<GcEntry> = Vec::new();
         let mut next = None;
-        let entries = snap.range(&self.ks, (from, Bound::<Vec<u8>>::Unbounded));
+        let entries = snap.range(&st.ks, (from, Bound::<Vec<u8>>::Unbounded));
         for (seen, guard) in entries.enumerate() {
             let (key, v) = guard.into_inner().map_err(backend)?;
             let (enc, ts) = split_entry_key(&key)?;
@@ -776,29 +965,270 @@ impl FjallEngine {
             collect_dead(&mut group, horizon, &mut dead, &mut gone, stats);
         }
         if !dead.is_empty() {
-            let mut batch = self.db.batch();
+            let mut batch = st.db.batch();
             for enc in gone {
                 w.remove(&enc);
-                batch.remove(&self.latest, enc);
+                batch.remove(&st.latest, enc);
             }
             let (mut versions, mut bytes) = (0i64, 0i64);
             for entry in dead {
                 versions -= 1;
                 bytes -= version_size(entry.enc().len(), entry.value_len);
-                batch.remove(&self.ks, entry.key);
+                batch.remove(&st.ks, entry.key);
             }
-            batch.commit().map_err(backend)?;
+            batch.commit().map_err(|e| self.write_failed(e))?;
             self.versions.fetch_add(versions, Ordering::Relaxed);
             self.bytes.fetch_add(bytes, Ordering::Relaxed);
         }
         Ok(next)
+    }
+
+    // ---- A full disk ----
+
+    /// Whether a write failed in fjall since it was (re)opened, which then refuses every
+    /// write and fsync.
+    fn poisoned(&self) -> bool {
+        self.disk.refusing.load(Ordering::Acquire)
+            && self.disk.state.lock().as_ref().is_some_and(|r| r.reopen)
+    }
+
+    /// The error writes are refused with, if they are.
+    fn refused(&self) -> Option<StorageError> {
+        if !self.disk.refusing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.disk
+            .state
+            .lock()
+            .as_ref()
+            .map(|r| self.refusal_error(r))
+    }
+
+    fn refusal_error(&self, r: &Refusal) -> StorageError {
+        if r.disk_full {
+            StorageError::DiskFull {
+                path: self.config.path.clone(),
+                available: r.available,
+                reserve: self.disk.reserve.load(Ordering::Relaxed),
+            }
+        } else {
+            StorageError::Backend(format!(
+                "the storage engine failed ({}); writes are refused until the node is restarted",
+                r.failure
+            ))
+        }
+    }
+
+    /// Lets a write of about `cost` bytes through, or refuses it: while writes are refused,
+    /// or when the free space, measured again once the bytes written since the last
+    /// measurement may have used up the headroom, is below the reserve.
+    fn admit(&self, cost: u64) -> Result<()> {
+        if let Some(refused) = self.refused() {
+            return Err(refused);
+        }
+        let cost = i64::try_from(cost).unwrap_or(i64::MAX);
+        if self.disk.budget.fetch_sub(cost, Ordering::Relaxed) < cost {
+            self.measure();
+            if let Some(refused) = self.refused() {
+                return Err(refused);
+            }
+        }
+        Ok(())
+    }
+
+    /// Measures the free space: renews the write budget, refuses writes if the space is below
+    /// the reserve, and returns it (`None` if the probe failed).
+    fn measure(&self) -> Option<u64> {
+        let available = match self.disk.probe.available(&self.config.path) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, path = %self.config.path.display(),
+                    "cannot measure the free space of the data directory");
+                return None;
+            }
+        };
+        let reserve = self.disk.reserve.load(Ordering::Relaxed);
+        let headroom = available.saturating_sub(reserve) / BUDGET_DIVISOR;
+        self.disk.budget.store(
+            i64::try_from(headroom).unwrap_or(i64::MAX),
+            Ordering::Relaxed,
+        );
+        let mut state = self.disk.state.lock();
+        match state.as_mut() {
+            Some(r) => r.available = available,
+            None if available < reserve => {
+                drop(state);
+                self.refuse(
+                    true,
+                    format!("{available} bytes free, below the reserve of {reserve} bytes"),
+                    available,
+                    false,
+                );
+            }
+            None => {}
+        }
+        Some(available)
+    }
+
+    /// Records a failed write to fjall (which poisons it) and returns the error to answer:
+    /// [`StorageError::DiskFull`] if the disk is full.
+    fn write_failed(&self, e: fjall::Error) -> StorageError {
+        let full = crate::disk::caused_by_full_disk(&e);
+        // A failure fjall met in the background (flushing a memtable) surfaces as `Poisoned`:
+        // a full disk if space is low.
+        let low = |available: u64| {
+            available
+                < self
+                    .disk
+                    .reserve
+                    .load(Ordering::Relaxed)
+                    .saturating_add(LOW_SPACE)
+        };
+        let available = self.disk.probe.available(&self.config.path).unwrap_or(0);
+        let disk_full = full || (matches!(e, fjall::Error::Poisoned) && low(available));
+        self.refuse(disk_full, e.to_string(), available, true);
+        self.refused().unwrap_or_else(|| backend(e))
+    }
+
+    /// Starts refusing writes (or, if they already are, notes the new failure).
+    fn refuse(&self, disk_full: bool, failure: String, available: u64, reopen: bool) {
+        let mut state = self.disk.state.lock();
+        match state.as_mut() {
+            Some(r) => {
+                r.reopen |= reopen;
+                r.failures += 1;
+                r.available = available;
+            }
+            None => {
+                let path = self.config.path.display();
+                if disk_full {
+                    tracing::error!(%path, available, %failure,
+                        "the disk is full: writes are refused until space returns");
+                } else {
+                    tracing::error!(%path, %failure,
+                        "the storage engine failed: writes are refused until a restart");
+                }
+                *state = Some(Refusal {
+                    disk_full,
+                    failure,
+                    available,
+                    since_us: self.disk.clock.now().0,
+                    reopen,
+                    failures: 1,
+                    last_attempt: None,
+                });
+            }
+        }
+        self.disk.refusing.store(true, Ordering::Release);
+    }
+
+    /// The background thread's check, a few times a second (and when the reserve changes):
+    /// measures the free space, notices a failure fjall met in the background, and resumes
+    /// writes when the disk has room again, reopening fjall first if a write failed.
+    fn tick(&self) {
+        let Some(available) = self.measure() else {
+            return;
+        };
+        let (reopen, failures) = {
+            let state = self.disk.state.lock();
+            let Some(r) = state.as_ref() else {
+                drop(state);
+                // Flushes nothing new; fails if fjall was poisoned in the background.
+                if let Ok(st) = self.store()
+                    && let Err(e) = st.db.persist(PersistMode::Buffer)
+                {
+                    drop(st);
+                    self.write_failed(e);
+                }
+                return;
+            };
+            let reserve = self.disk.reserve.load(Ordering::Relaxed);
+            if !r.disk_full
+                || available < reserve.saturating_add(RESUME_HEADROOM)
+                || r.last_attempt.is_some_and(|t| t.elapsed() < REOPEN_BACKOFF)
+            {
+                return;
+            }
+            (r.reopen, r.failures)
+        };
+        if reopen && let Err(e) = self.recover() {
+            tracing::error!(error = %e, path = %self.config.path.display(),
+                "reopening the storage engine after a full disk failed; retrying");
+            if let Some(r) = self.disk.state.lock().as_mut() {
+                r.last_attempt = Some(Instant::now());
+            }
+            return;
+        }
+        let mut state = self.disk.state.lock();
+        if state.as_ref().is_some_and(|r| r.failures == failures) {
+            *state = None;
+            self.disk.refusing.store(false, Ordering::Release);
+            tracing::info!(path = %self.config.path.display(), available,
+                "the disk has room again: writes resume");
+        }
+    }
+
+    /// Reopens fjall from its files, after a write failed for want of space: opening
+    /// recovers the journal (dropping a partial last record), and the counters and the index
+    /// are checked again. Writes wait; reads wait only for the open.
+    fn recover(&self) -> Result<()> {
+        let mut w = self.writer.lock();
+        {
+            let mut slot = self.store.write();
+            drop(slot.take());
+            *slot = Some(Store::open(&self.config.path)?);
+        }
+        w.clear();
+        self.recount(&mut w)?;
+        // What the journal holds now is fsynced, as after an open.
+        let st = self.store()?;
+        self.sync.sync_force(&st.db).map_err(backend)?;
+        tracing::info!(path = %self.config.path.display(),
+            "reopened the storage engine after a full disk");
+        Ok(())
+    }
+
+    fn health(&self) -> EngineHealth {
+        if !self.disk.refusing.load(Ordering::Acquire) {
+            return EngineHealth::Ok;
+        }
+        let state = self.disk.state.lock();
+        let Some(r) = state.as_ref() else {
+            return EngineHealth::Ok;
+        };
+        let path = self.config.path.display();
+        let reserve = self.disk.reserve.load(Ordering::Relaxed);
+        let reason = if r.disk_full {
+            let why = if r.reopen {
+                "a write failed with no space left on device".to_string()
+            } else {
+                format!("below the free-space reserve of {reserve} bytes")
+            };
+            format!(
+                "disk full: {} bytes free on {path} ({why}); writes are refused until space \
+                 returns",
+                r.available
+            )
+        } else {
+            format!(
+                "storage engine failed on {path} ({}); writes are refused until the node is \
+                 restarted",
+                r.failure
+            )
+        };
+        EngineHealth::Degraded(Degraded {
+            disk_full: r.disk_full,
+            reason,
+            since_us: r.since_us,
+            recovers: r.disk_full,
+        })
     }
 }
 
 /// The open-time check of the latest-version index: fed the latest version of every key in
 /// key order, it walks the index alongside and repairs what differs.
 struct IndexRepair<'a> {
-    engine: &'a FjallEngine,
+    store: &'a Store,
     index: fjall::Iter,
     /// The index entry not yet compared.
     next: Option<(Slice, Slice)>,
@@ -807,12 +1237,12 @@ struct IndexRepair<'a> {
 }
 
 impl<'a> IndexRepair<'a> {
-    fn new(engine: &'a FjallEngine, index: fjall::Iter) -> Self {
+    fn new(store: &'a Store, index: fjall::Iter) -> Self {
         Self {
-            engine,
+            store,
             index,
             next: None,
-            fixes: engine.db.batch(),
+            fixes: store.db.batch(),
             repaired: 0,
         }
     }
@@ -828,10 +1258,10 @@ impl<'a> IndexRepair<'a> {
     }
 
     fn fix(&mut self, f: impl FnOnce(&mut fjall::OwnedWriteBatch, &Keyspace)) -> Result<()> {
-        f(&mut self.fixes, &self.engine.latest);
+        f(&mut self.fixes, &self.store.latest);
         self.repaired += 1;
         if self.fixes.len() >= REPAIR_CHUNK {
-            let full = std::mem::replace(&mut self.fixes, self.engine.db.batch());
+            let full = std::mem::replace(&mut self.fixes, self.store.db.batch());
             full.commit().map_err(backend)?;
         }
         Ok(())
@@ -926,21 +1356,25 @@ fn collect_dead(
 
 impl Drop for FjallEngine {
     fn drop(&mut self) {
-        if let Some(syncer) = self.syncer.take() {
-            syncer.stop();
+        if let Some(background) = self.background.take() {
+            background.stop();
         }
-        if let Err(e) = self.sync.sync_force(&self.db) {
-            tracing::error!(error = %e, path = %self.config.path.display(),
+        if self.inner.poisoned() {
+            // A poisoned fjall refuses the fsync; its journal fsyncs itself as it closes.
+            return;
+        }
+        let res = match self.inner.store() {
+            Ok(st) => self.inner.sync.sync_force(&st.db).map_err(backend),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = res {
+            tracing::error!(error = %e, path = %self.inner.config.path.display(),
                 "final fsync of the fjall journal failed");
         }
     }
 }
 
-impl Engine for FjallEngine {
-    fn name(&self) -> &'static str {
-        "fjall"
-    }
-
+impl Inner {
     fn write_batch(&self, batch: WriteBatch) -> Result<()> {
         for op in &batch.ops {
             check_key(op.key())?;
@@ -948,6 +1382,18 @@ impl Engine for FjallEngine {
         if batch.is_empty() {
             return Ok(());
         }
+        let cost = batch
+            .ops
+            .iter()
+            .map(|op| {
+                let value = match op {
+                    WriteOp::Put { value, .. } => value.len(),
+                    WriteOp::Delete { .. } => 0,
+                };
+                (op.key().len() + value) as u64 + ENTRY_OVERHEAD
+            })
+            .sum();
+        self.admit(cost)?;
         // Encode outside every lock, then hand over to the group commit.
         self.submit(Prepared::new(batch))
     }
@@ -961,8 +1407,9 @@ impl Engine for FjallEngine {
         let mut hi = lo.clone();
         let n = hi.len();
         hi[n - TS_LEN..].fill(0xFF);
-        let snap = self.db.snapshot();
-        let Some(guard) = snap.range(&self.ks, lo..=hi).next() else {
+        let st = self.store()?;
+        let snap = st.db.snapshot();
+        let Some(guard) = snap.range(&st.ks, lo..=hi).next() else {
             return Ok(None);
         };
         let (k, v) = guard.into_inner().map_err(backend)?;
@@ -985,12 +1432,13 @@ impl Engine for FjallEngine {
         let Some(range) = entry_range(&start, &end) else {
             return Ok(out);
         };
-        let snap = self.db.snapshot();
+        let st = self.store()?;
+        let snap = st.db.snapshot();
         // The entry key of the first version seen of the current user key, and whether the
         // version visible at `at` was found already.
         let mut current: Option<Slice> = None;
         let mut found = false;
-        for guard in snap.range(&self.ks, range) {
+        for guard in snap.range(&st.ks, range) {
             let (k, v) = guard.into_inner().map_err(backend)?;
             let (enc, ts) = split_entry_key(&k)?;
             let same = current
@@ -1024,9 +1472,10 @@ impl Engine for FjallEngine {
         let mut hi = lo.clone();
         let n = hi.len();
         hi[n - TS_LEN..].fill(0xFF);
-        let snap = self.db.snapshot();
+        let st = self.store()?;
+        let snap = st.db.snapshot();
         let mut out = Vec::new();
-        for guard in snap.range(&self.ks, lo..=hi) {
+        for guard in snap.range(&st.ks, lo..=hi) {
             let (k, v) = guard.into_inner().map_err(backend)?;
             let (_, ts) = split_entry_key(&k)?;
             out.push(decode_version(ts, v)?);
@@ -1035,12 +1484,8 @@ impl Engine for FjallEngine {
         Ok(out)
     }
 
-    fn set_gc_horizon(&self, horizon: Timestamp) {
-        self.gc_horizon.fetch_max(horizon.0, Ordering::Relaxed);
-    }
-
     fn gc(&self, horizon: Timestamp) -> Result<GcStats> {
-        self.set_gc_horizon(horizon);
+        self.gc_horizon.fetch_max(horizon.0, Ordering::Relaxed);
         let mut stats = GcStats::default();
         let mut from = Bound::Unbounded;
         while let Some(next) = self.gc_chunk(from, horizon, &mut stats)? {
@@ -1051,22 +1496,47 @@ impl Engine for FjallEngine {
 
     fn clear(&self) -> Result<()> {
         let mut w = self.writer.lock();
+        if let Some(refused) = self.refused() {
+            return Err(refused);
+        }
+        let st = self.store()?;
         w.clear();
         // Not one journal record: a crash between the two leaves index entries without
         // versions, which the check at open removes.
-        self.ks.clear().map_err(backend)?;
-        self.latest.clear().map_err(backend)?;
+        st.ks.clear().map_err(|e| self.write_failed(e))?;
+        st.latest.clear().map_err(|e| self.write_failed(e))?;
         self.live_keys.store(0, Ordering::Relaxed);
         self.versions.store(0, Ordering::Relaxed);
         self.bytes.store(0, Ordering::Relaxed);
         let seq = self.sync.committed.fetch_add(1, Ordering::AcqRel) + 1;
         drop(w);
-        self.after_commit(seq)
+        self.after_commit(&st, seq)
     }
 
     fn flush(&self) -> Result<()> {
+        // Refused only when fjall was poisoned (it refuses fsyncs too); below the reserve,
+        // fsyncing what was acknowledged is still right.
+        if self.poisoned()
+            && let Some(refused) = self.refused()
+        {
+            return Err(refused);
+        }
         // Forced: also covers writes the counter does not know of (gc deletions).
-        self.sync.sync_force(&self.db)
+        let st = self.store()?;
+        self.sync
+            .sync_force(&st.db)
+            .map_err(|e| self.write_failed(e))
+    }
+
+    fn sync_written(&self) -> Result<()> {
+        if self.config.durability == Durability::Always {
+            return Ok(());
+        }
+        if let Some(refused) = self.refused() {
+            return Err(refused);
+        }
+        let st = self.store()?;
+        self.sync.sync_all(&st.db).map_err(|e| self.write_failed(e))
     }
 
     fn stats(&self) -> EngineStats {
@@ -1075,6 +1545,72 @@ impl Engine for FjallEngine {
             versions: self.versions.load(Ordering::Relaxed).max(0) as u64,
             bytes: self.bytes.load(Ordering::Relaxed).max(0) as u64,
         }
+    }
+}
+
+impl Engine for FjallEngine {
+    fn name(&self) -> &'static str {
+        "fjall"
+    }
+
+    fn write_batch(&self, batch: WriteBatch) -> Result<()> {
+        self.inner.write_batch(batch)
+    }
+
+    fn get(&self, key: &[u8], at: Timestamp) -> Result<Option<Version>> {
+        self.inner.get(key, at)
+    }
+
+    fn scan(
+        &self,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        at: Timestamp,
+        limit: usize,
+        include_tombstones: bool,
+    ) -> Result<Vec<(Bytes, Version)>> {
+        self.inner.scan(start, end, at, limit, include_tombstones)
+    }
+
+    fn versions(&self, key: &[u8]) -> Result<Vec<Version>> {
+        self.inner.versions(key)
+    }
+
+    fn set_gc_horizon(&self, horizon: Timestamp) {
+        self.inner
+            .gc_horizon
+            .fetch_max(horizon.0, Ordering::Relaxed);
+    }
+
+    fn gc(&self, horizon: Timestamp) -> Result<GcStats> {
+        self.inner.gc(horizon)
+    }
+
+    fn clear(&self) -> Result<()> {
+        self.inner.clear()
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+
+    fn write_durability(&self) -> WriteDurability {
+        match self.inner.config.durability {
+            Durability::Always => WriteDurability::OnReturn,
+            Durability::Everysec | Durability::Never => WriteDurability::OnSync,
+        }
+    }
+
+    fn sync_written(&self) -> Result<()> {
+        self.inner.sync_written()
+    }
+
+    fn stats(&self) -> EngineStats {
+        self.inner.stats()
+    }
+
+    fn health(&self) -> EngineHealth {
+        self.inner.health()
     }
 }
 
@@ -1118,11 +1654,7 @@ mod tests {
 
     fn engine(durability: Durability) -> (tempfile::TempDir, FjallEngine) {
         let dir = tempfile::tempdir().unwrap();
-        let e = FjallEngine::open(FjallConfig {
-            path: dir.path().join("db"),
-            durability,
-        })
-        .unwrap();
+        let e = FjallEngine::open(FjallConfig::new(dir.path().join("db"), durability)).unwrap();
         (dir, e)
     }
 
@@ -1134,16 +1666,16 @@ mod tests {
                 let e = &e;
                 s.spawn(move || {
                     for i in 0..50u64 {
-                        let before = e.sync.committed.load(Ordering::Acquire);
+                        let before = e.inner.sync.committed.load(Ordering::Acquire);
                         e.put(Bytes::from(vec![t]), Timestamp(i), Bytes::new())
                             .unwrap();
                         // This write's sequence number is above `before`, and is covered.
-                        assert!(*e.sync.synced.lock() > before);
+                        assert!(*e.inner.sync.synced.lock() > before);
                     }
                 });
             }
         });
-        assert_eq!(*e.sync.synced.lock(), 200);
+        assert_eq!(*e.inner.sync.synced.lock(), 200);
     }
 
     #[test]
@@ -1151,9 +1683,35 @@ mod tests {
         let (_dir, e) = engine(Durability::Never);
         e.put(Bytes::from_static(b"k"), Timestamp(1), Bytes::new())
             .unwrap();
-        assert_eq!(*e.sync.synced.lock(), 0);
+        assert_eq!(*e.inner.sync.synced.lock(), 0);
         e.flush().unwrap();
-        assert_eq!(*e.sync.synced.lock(), 1);
+        assert_eq!(*e.inner.sync.synced.lock(), 1);
+    }
+
+    #[test]
+    fn sync_written_fsyncs_what_returned_once_and_only_when_the_policy_has_not() {
+        let fsyncs = |e: &FjallEngine| e.inner.sync.fsyncs.load(Ordering::Relaxed);
+        for durability in [Durability::Everysec, Durability::Never] {
+            let (_dir, e) = engine(durability);
+            assert_eq!(e.write_durability(), WriteDurability::OnSync);
+            e.put(Bytes::from_static(b"k"), Timestamp(1), Bytes::new())
+                .unwrap();
+            let before = fsyncs(&e);
+            e.sync_written().unwrap();
+            assert_eq!(*e.inner.sync.synced.lock(), 1);
+            assert!(fsyncs(&e) > before);
+            // Nothing new since: no second fsync.
+            let after = fsyncs(&e);
+            e.sync_written().unwrap();
+            assert_eq!(fsyncs(&e), after);
+        }
+        let (_dir, e) = engine(Durability::Always);
+        assert_eq!(e.write_durability(), WriteDurability::OnReturn);
+        e.put(Bytes::from_static(b"k"), Timestamp(1), Bytes::new())
+            .unwrap();
+        let after = fsyncs(&e);
+        e.sync_written().unwrap();
+        assert_eq!(fsyncs(&e), after);
     }
 
     /// The live keys as of now, counted by a scan.
@@ -1171,7 +1729,10 @@ mod tests {
 
     /// The latest-version index, as (user key, ts, is a value).
     fn index_of(e: &FjallEngine) -> Vec<(Bytes, u64, bool)> {
-        e.latest
+        e.inner
+            .store()
+            .unwrap()
+            .latest
             .iter()
             .map(|g| {
                 let (k, v) = g.into_inner().unwrap();
@@ -1188,10 +1749,7 @@ mod tests {
     #[test]
     fn the_index_is_repaired_at_open() {
         let dir = tempfile::tempdir().unwrap();
-        let config = FjallConfig {
-            path: dir.path().join("db"),
-            durability: Durability::Never,
-        };
+        let config = FjallConfig::new(dir.path().join("db"), Durability::Never);
         let expected = {
             let e = FjallEngine::open(config.clone()).unwrap();
             e.put(bs("a"), Timestamp(1), bs("1")).unwrap();
@@ -1211,20 +1769,22 @@ mod tests {
                 ]
             );
             // Damage the index: a missing entry, a wrong one, one without versions.
-            e.latest.remove(enc(b"a")).unwrap();
-            e.latest
+            let st = e.inner.store().unwrap();
+            st.latest.remove(enc(b"a")).unwrap();
+            st.latest
                 .insert(enc(b"c"), latest_value(Timestamp(1), false).as_slice())
                 .unwrap();
-            e.latest
+            st.latest
                 .insert(enc(b"zz"), latest_value(Timestamp(9), true).as_slice())
                 .unwrap();
+            drop(st);
             expected
         };
         let e = FjallEngine::open(config.clone()).unwrap();
         assert_eq!(index_of(&e), expected);
         assert_eq!(e.stats().live_keys, 3);
         // A database without the index (as written before it existed) gets it built.
-        e.latest.clear().unwrap();
+        e.inner.store().unwrap().latest.clear().unwrap();
         drop(e);
         let e = FjallEngine::open(config).unwrap();
         assert_eq!(index_of(&e), expected);
@@ -1287,8 +1847,8 @@ mod tests {
             assert_eq!((v.ts.0, v.value.is_some()), (*ts, *live));
         }
         // Every write was acknowledged after an fsync covering it, in fewer fsyncs than writes.
-        assert_eq!(*e.sync.synced.lock(), 16 * 60);
-        assert!(e.sync.fsyncs.load(Ordering::Relaxed) <= 16 * 60);
+        assert_eq!(*e.inner.sync.synced.lock(), 16 * 60);
+        assert!(e.inner.sync.fsyncs.load(Ordering::Relaxed) <= 16 * 60);
         let live = e.stats().live_keys;
         let config = e.config().clone();
         drop(e);
@@ -1327,7 +1887,7 @@ mod tests {
                 });
                 let elapsed = start.elapsed().as_secs_f64();
                 let writes = per_thread * threads;
-                let fsyncs = e.sync.fsyncs.load(Ordering::Relaxed);
+                let fsyncs = e.inner.sync.fsyncs.load(Ordering::Relaxed);
                 println!(
                     "{durability:>8} {threads:>2} writers: {:>8.0} writes/s, {:.2} writes per fsync",
                     writes as f64 / elapsed,

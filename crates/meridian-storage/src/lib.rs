@@ -14,13 +14,18 @@
 //!   version is a tombstone below the horizon disappears;
 //! - **ordered scans** by key, as of a timestamp;
 //! - **durability** as the engine's [`Durability`] policy says, once a write call returns.
+//!
+//! An engine may refuse writes for a while (the durable engine, while its disk is full:
+//! [`StorageError::DiskFull`]); it says so through [`Engine::health`], and still serves reads.
 
+pub mod disk;
 pub mod durability;
 pub mod error;
 pub mod fjall_engine;
 pub mod mem;
 pub mod version;
 
+pub use disk::{Degraded, EngineHealth, FaultySpace, SpaceProbe, Statvfs};
 pub use durability::Durability;
 pub use error::{Result, StorageError};
 pub use fjall_engine::{FjallConfig, FjallEngine};
@@ -54,6 +59,17 @@ pub struct GcStats {
     pub versions_removed: u64,
     /// Keys that disappeared entirely.
     pub keys_removed: u64,
+}
+
+/// When an engine's write is on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteDurability {
+    /// Never: the engine has no disk (a replica's durable ack means applied, as `dw = w`).
+    Volatile,
+    /// When the write returns (fsync before it returns: `Durability::Always`).
+    OnReturn,
+    /// Only after [`Engine::sync_written`] (`everysec` and `never` fsync later, or never).
+    OnSync,
 }
 
 /// A multi-versioned, ordered key-value store. See the crate docs for the guarantees.
@@ -115,8 +131,27 @@ pub trait Engine: Send + Sync + std::fmt::Debug + 'static {
     /// Makes everything written so far durable, whatever the policy (used on shutdown).
     fn flush(&self) -> Result<()>;
 
+    /// When a write that returned is on disk: what a replica's durable (`dw`) ack waits
+    /// for. Engines without a disk are [`WriteDurability::Volatile`].
+    fn write_durability(&self) -> WriteDurability {
+        WriteDurability::Volatile
+    }
+
+    /// Makes every write that has returned so far durable, sharing one fsync with
+    /// concurrent callers, and returns once it is (a no-op unless
+    /// [`Engine::write_durability`] is [`WriteDurability::OnSync`]).
+    fn sync_written(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Current sizes.
     fn stats(&self) -> EngineStats;
+
+    /// Whether writes are served, and if not why (see [`EngineHealth`]). Engines that never
+    /// refuse writes keep the default.
+    fn health(&self) -> EngineHealth {
+        EngineHealth::Ok
+    }
 }
 
 /// Whether the key range `(start, end)` is empty because its bounds are inverted (or meet

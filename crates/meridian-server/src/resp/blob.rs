@@ -132,7 +132,7 @@ pub(crate) fn no_service(size: u64) -> Cow<'static, str> {
 pub(crate) fn error_line(e: CmdError) -> Cow<'static, str> {
     match e {
         CmdError::Raw(msg) => msg,
-        CmdError::Keyspace(e) => Cow::Owned(format!("ERR {e}")),
+        CmdError::Keyspace(e) => Cow::Owned(crate::resp::exec::keyspace_error_line(&e)),
     }
 }
 

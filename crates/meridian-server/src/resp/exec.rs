@@ -508,7 +508,18 @@ fn finish(reply: &mut Reply, result: CmdResult) -> bool {
 pub(crate) fn error_reply(reply: &mut Reply, e: CmdError) {
     match e {
         CmdError::Raw(msg) => reply.error(&msg),
-        CmdError::Keyspace(e) => reply.error(&format!("ERR {e}")),
+        CmdError::Keyspace(e) => reply.error(&keyspace_error_line(&e)),
+    }
+}
+
+/// The error line (without the leading `-`) of a keyspace error: `-MISCONF` as Redis answers
+/// when it cannot persist, for a full disk; `-ERR` otherwise.
+pub(crate) fn keyspace_error_line(e: &KeyspaceError) -> String {
+    match e {
+        KeyspaceError::Storage(s @ meridian_storage::StorageError::DiskFull { .. }) => {
+            format!("MISCONF Errors writing to the disk: {s}")
+        }
+        e => format!("ERR {e}"),
     }
 }
 

@@ -121,6 +121,29 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             // The durable engine's journal is Meridian's append-only file.
             line("aof_enabled", &u8::from(ctx.config.durability.is_some()));
             line("aof_rewrite_in_progress", &0);
+            // What clients and exporters parse to see that writes cannot be persisted (Redis
+            // then answers writes with -MISCONF, as Meridian does), and Meridian's reason.
+            let health = match &ctx.cluster {
+                Some(c) => c.node.store().engine().health(),
+                None => ctx.keyspace.engine().health(),
+            };
+            let status = if health.is_ok() { "ok" } else { "err" };
+            line("rdb_last_bgsave_status", &"ok");
+            line("aof_last_bgrewrite_status", &"ok");
+            line("aof_last_write_status", &status);
+            match &health {
+                meridian_storage::EngineHealth::Ok => {
+                    line("meridian_storage_status", &"ok");
+                }
+                meridian_storage::EngineHealth::Degraded(d) => {
+                    line("meridian_storage_status", &"degraded");
+                    line("meridian_storage_disk_full", &u8::from(d.disk_full));
+                    line("meridian_storage_degraded_since", &(d.since_us / 1_000_000));
+                    // One INFO line: no CR or LF in the value.
+                    let reason = d.reason.replace(['\r', '\n'], " ");
+                    line("meridian_storage_error", &reason);
+                }
+            }
         }
         "stats" => {
             line(

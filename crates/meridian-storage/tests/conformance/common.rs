@@ -67,11 +67,7 @@ impl FjallHarness {
 
 /// Opens a [`FjallEngine`] on `path`.
 pub fn open_fjall(path: &std::path::Path, durability: Durability) -> FjallEngine {
-    FjallEngine::open(FjallConfig {
-        path: path.to_path_buf(),
-        durability,
-    })
-    .expect("open fjall engine")
+    FjallEngine::open(FjallConfig::new(path, durability)).expect("open fjall engine")
 }
 
 /// The reference: every version of every key, never pruned.

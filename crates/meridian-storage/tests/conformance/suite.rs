@@ -1189,10 +1189,10 @@ fn everysec_thread_runs_and_stops() {
 fn second_open_of_a_directory_fails() {
     let dir = tempfile::tempdir().unwrap();
     let first = open_fjall(dir.path(), Durability::Never);
-    let second = meridian_storage::FjallEngine::open(meridian_storage::FjallConfig {
-        path: dir.path().to_path_buf(),
-        durability: Durability::Never,
-    });
+    let second = meridian_storage::FjallEngine::open(meridian_storage::FjallConfig::new(
+        dir.path(),
+        Durability::Never,
+    ));
     assert!(second.is_err());
     drop(first);
     let again = open_fjall(dir.path(), Durability::Never);
