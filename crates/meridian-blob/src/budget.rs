@@ -36,20 +36,40 @@ impl Budget {
         if self.rate == 0 {
             return Duration::ZERO;
         }
-        let per = |b: u64| {
-            Duration::from_nanos(
-                (b as u128 * 1_000_000_000 / self.rate as u128).min(u64::MAX as u128) as u64,
-            )
-        };
         let mut drained = self.drained_at.lock();
         let start = drained.map_or(now, |d| d.max(now));
-        let end = start + per(bytes);
+        let end = start + self.time_of(bytes);
         // It may go once what is outstanding after it fits the burst; a request bigger than
         // the burst goes when the bucket is empty (at `start`), alone.
-        let fits = end.checked_sub(per(self.burst)).unwrap_or(now);
+        let fits = end.checked_sub(self.time_of(self.burst)).unwrap_or(now);
         let free_at = fits.min(start).max(now);
         *drained = Some(end);
         free_at.saturating_duration_since(now)
+    }
+
+    /// Counts `bytes` as sent at `now` if they fit what the bucket holds now, without
+    /// waiting; false (nothing counted) if they do not. For traffic that is better dropped
+    /// than delayed (read repair, which anti-entropy backs up).
+    pub fn try_take(&self, bytes: u64, now: Instant) -> bool {
+        if self.rate == 0 {
+            return true;
+        }
+        let mut drained = self.drained_at.lock();
+        let start = drained.map_or(now, |d| d.max(now));
+        let end = start + self.time_of(bytes);
+        if end.saturating_duration_since(now) > self.time_of(self.burst) {
+            return false;
+        }
+        *drained = Some(end);
+        true
+    }
+
+    /// How long the bucket takes to drain `bytes` at its rate (not 0).
+    fn time_of(&self, bytes: u64) -> Duration {
+        Duration::from_nanos(
+            (u128::from(bytes) * 1_000_000_000 / u128::from(self.rate)).min(u128::from(u64::MAX))
+                as u64,
+        )
     }
 
     /// Waits until `bytes` may go.
@@ -64,6 +84,23 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_take_refuses_what_exceeds_the_burst_and_counts_nothing_then() {
+        let b = Budget::new(1_000_000, 2_000_000);
+        let now = Instant::now();
+        assert!(b.try_take(1_500_000, now));
+        // 0.5 MB of burst left: 1 MB does not fit, and is not counted.
+        assert!(!b.try_take(1_000_000, now));
+        assert!(b.try_take(500_000, now));
+        assert!(!b.try_take(1, now));
+        // Half a second later 0.5 MB has drained.
+        let later = now + Duration::from_millis(500);
+        assert!(b.try_take(500_000, later));
+        assert!(!b.try_take(1_000, later));
+        // Unlimited takes anything.
+        assert!(Budget::new(0, 1).try_take(u64::MAX, now));
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_budget_holds_the_long_run_rate_after_its_burst() {

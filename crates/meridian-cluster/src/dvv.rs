@@ -264,9 +264,23 @@ pub fn coordinator_put(
     meta: Meta,
     me: ReplicaId,
 ) -> Object {
+    coordinator_put_above(local, ctx, content, meta, me, 0)
+}
+
+/// [`coordinator_put`] with the new dot's counter also above `floor`: the highest `me`
+/// counter of any object this replica has forgotten (a reaped tombstone), whose dots other
+/// replicas may still know and must never see issued again.
+pub fn coordinator_put_above(
+    local: Option<Object>,
+    ctx: &Clock,
+    content: Content,
+    meta: Meta,
+    me: ReplicaId,
+    floor: u64,
+) -> Object {
     let mut o = local.unwrap_or_default();
     o.siblings.retain(|s| !ctx.covers(s.dot));
-    let n = o.clock.get(me).max(ctx.get(me)) + 1;
+    let n = o.clock.get(me).max(ctx.get(me)).max(floor) + 1;
     o.clock.join(ctx);
     o.clock.set(me, n);
     let dot = Dot {

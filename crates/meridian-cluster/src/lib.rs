@@ -42,8 +42,8 @@ pub use merkle::{
 };
 pub use preflist::{ApEntry, Preflist, Role, preflist};
 pub use quorum::{
-    AplSummary, FailKind, GetParams, GetReply, GetTally, Params, Props, PutParams, PutTally,
-    Quorum, ReadFanout, precheck_get, precheck_put,
+    AplSummary, DeleteMode, FailKind, GetParams, GetReply, GetTally, Params, Props, PutParams,
+    PutTally, Quorum, ReadFanout, precheck_get, precheck_put,
 };
 pub use ring::{
     DEFAULT_BUCKET, Ring, SLOTS, bucket_and_key, crc16_xmodem, hash_tag, key_hash, slot_of,

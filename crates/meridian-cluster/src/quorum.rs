@@ -121,6 +121,79 @@ impl<'de> Deserialize<'de> for Quorum {
     }
 }
 
+/// What becomes of a key's tombstone once a GET found it, the same, on every primary and
+/// nothing to repair (Riak's `delete_mode`). In human-readable formats: `"keep"`,
+/// `"immediate"`, or a delay in milliseconds; binary formats get a tagged form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeleteMode {
+    /// Tombstones stay.
+    Keep,
+    /// Reaped at once.
+    Immediate,
+    /// Reaped this many milliseconds later (default 3000: time for hints still on their way
+    /// to arrive before the key is forgotten).
+    DelayMs(u64),
+}
+
+/// [`DeleteMode`]'s form in binary formats.
+#[derive(Serialize, Deserialize)]
+enum TaggedDeleteMode {
+    Keep,
+    Immediate,
+    DelayMs(u64),
+}
+
+impl Serialize for DeleteMode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match (s.is_human_readable(), *self) {
+            (true, DeleteMode::Keep) => s.serialize_str("keep"),
+            (true, DeleteMode::Immediate) => s.serialize_str("immediate"),
+            (true, DeleteMode::DelayMs(ms)) => s.serialize_u64(ms),
+            (false, DeleteMode::Keep) => TaggedDeleteMode::Keep.serialize(s),
+            (false, DeleteMode::Immediate) => TaggedDeleteMode::Immediate.serialize(s),
+            (false, DeleteMode::DelayMs(ms)) => TaggedDeleteMode::DelayMs(ms).serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DeleteMode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Number(u64),
+            Name(String),
+        }
+        if !d.is_human_readable() {
+            return Ok(match TaggedDeleteMode::deserialize(d)? {
+                TaggedDeleteMode::Keep => DeleteMode::Keep,
+                TaggedDeleteMode::Immediate => DeleteMode::Immediate,
+                TaggedDeleteMode::DelayMs(ms) => DeleteMode::DelayMs(ms),
+            });
+        }
+        Ok(match Written::deserialize(d)? {
+            Written::Number(ms) if ms <= MAX_DELETE_DELAY_MS => DeleteMode::DelayMs(ms),
+            Written::Number(ms) => {
+                return Err(serde::de::Error::custom(format!(
+                    "invalid delete_mode {ms}: a delay is at most {MAX_DELETE_DELAY_MS} ms"
+                )));
+            }
+            Written::Name(name) => match name.as_str() {
+                "keep" => DeleteMode::Keep,
+                "immediate" => DeleteMode::Immediate,
+                other => {
+                    return Err(serde::de::Error::custom(format!(
+                        "invalid delete_mode {other:?}: expected keep, immediate or a delay in ms"
+                    )));
+                }
+            },
+        })
+    }
+}
+
+/// The longest `delete_mode` delay: one day.
+pub const MAX_DELETE_DELAY_MS: u64 = 86_400_000;
+
 /// Where GETs are sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -164,10 +237,16 @@ pub struct Props {
     /// With `read_fanout = quorum`: after this many milliseconds without enough replies, the
     /// next apl entry is asked too.
     pub hedge_ms: Option<u64>,
-    /// Whole-request timeout, milliseconds.
+    /// Whole-request timeout, milliseconds (default 60 000): how long a coordinator waits for
+    /// enough replies before answering `timeout` (RESP `-TIMEOUT`, HTTP 504, whose message
+    /// names this property). A write whose replicas a partition cut off waits this long;
+    /// set it per bucket (`timeout_ms` in `PUT /buckets/{name}`, `meridian ctl bucket set`,
+    /// `[buckets.NAME]`) or per request (`TIMEOUT ms`, `?timeout_ms=`).
     pub timeout_ms: Option<u64>,
     /// Which replicas a read asks first.
     pub replica_selection: Option<ReplicaSelection>,
+    /// What becomes of tombstones every primary holds.
+    pub delete_mode: Option<DeleteMode>,
 }
 
 /// Fully resolved parameters (symbolic values kept until N is applied).
@@ -199,10 +278,12 @@ pub struct Params {
     pub read_fanout: ReadFanout,
     /// Default 50.
     pub hedge_ms: u64,
-    /// Default 60000.
+    /// Default 60000 ([`Props::timeout_ms`]).
     pub timeout_ms: u64,
     /// Default `local_first`.
     pub replica_selection: ReplicaSelection,
+    /// Default a 3000 ms delay.
+    pub delete_mode: DeleteMode,
 }
 
 impl Default for Params {
@@ -223,6 +304,7 @@ impl Default for Params {
             hedge_ms: 50,
             timeout_ms: 60_000,
             replica_selection: ReplicaSelection::LocalFirst,
+            delete_mode: DeleteMode::DelayMs(3000),
         }
     }
 }
@@ -252,6 +334,7 @@ impl Params {
             hedge_ms: pick!(hedge_ms),
             timeout_ms: pick!(timeout_ms),
             replica_selection: pick!(replica_selection),
+            delete_mode: pick!(delete_mode),
         }
     }
 
@@ -552,6 +635,8 @@ pub struct PutTally {
     dw: u32,
     pw: u32,
     fail: u32,
+    /// Replicas that applied the write (counted in `w`) but could not make it durable.
+    dw_fail: u32,
     overload: bool,
     nodes: BTreeSet<NodeId>,
     dcs: BTreeSet<DcId>,
@@ -567,6 +652,7 @@ impl PutTally {
             dw: 0,
             pw: 0,
             fail: 0,
+            dw_fail: 0,
             overload: false,
             nodes: BTreeSet::new(),
             dcs: BTreeSet::new(),
@@ -590,6 +676,12 @@ impl PutTally {
     pub fn fail(&mut self, kind: FailKind) {
         self.fail += 1;
         self.overload |= kind == FailKind::Overload;
+    }
+
+    /// A replica that applied the write (its `w` already counted) failed to make it
+    /// durable: a failure for DW and PW, not for W.
+    pub fn dw_fail(&mut self) {
+        self.dw_fail += 1;
     }
 
     /// `(w, dw, pw, distinct nodes, distinct dcs, fail)`.
@@ -619,11 +711,12 @@ impl PutTally {
 
     /// The spec's "enough".
     pub fn is_enough(&self) -> bool {
+        let durable_fail = self.fail + self.dw_fail;
         self.all_met()
-            || self.fail >= self.ft(self.p.pw)
-            || self.fail >= self.ft(self.p.dw)
+            || durable_fail >= self.ft(self.p.pw)
+            || durable_fail >= self.ft(self.p.dw)
             || self.fail >= self.ft(self.p.w)
-            || self.dw + self.fail >= self.apl_len
+            || self.dw + durable_fail >= self.apl_len
     }
 
     /// The reply (first matching rule), or `None` while not enough.
@@ -664,9 +757,9 @@ impl PutTally {
                 need: p.dc_confirms,
                 got: dcs,
             }
-        } else if self.fail >= self.ft(p.pw) && p.pw >= p.dw {
+        } else if self.fail + self.dw_fail >= self.ft(p.pw) && p.pw >= p.dw {
             pw_err
-        } else if self.fail >= self.ft(p.dw) {
+        } else if self.fail + self.dw_fail >= self.ft(p.dw) {
             dw_err
         } else if self.fail >= self.ft(p.w) {
             w_err
@@ -693,6 +786,43 @@ impl PutTally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_that_applied_but_could_not_sync_fails_dw_not_w() {
+        let params = |w, dw| PutParams {
+            n: 3,
+            w,
+            dw,
+            pw: 0,
+            node_confirms: 0,
+            dc_confirms: 0,
+        };
+        // W = 3, DW = 2: the coordinator is durable, both replicas applied but failed to
+        // sync. W is met; DW is not.
+        let mut t = PutTally::new(params(3, 2), 3);
+        t.w_ack(NodeId(1), DcId(0));
+        t.dw_ack(true);
+        t.w_ack(NodeId(2), DcId(0));
+        t.dw_fail();
+        // The third replica may still sync.
+        assert_eq!(t.outcome(), None);
+        t.w_ack(NodeId(3), DcId(0));
+        t.dw_fail();
+        assert_eq!(
+            t.outcome(),
+            Some(Err(QuorumError::DwValUnsatisfied { need: 2, got: 1 }))
+        );
+        // DW = 1 is met by the coordinator alone, whatever the replicas' syncs do.
+        let mut t = PutTally::new(params(3, 1), 3);
+        t.w_ack(NodeId(1), DcId(0));
+        t.dw_ack(true);
+        t.w_ack(NodeId(2), DcId(0));
+        t.dw_fail();
+        assert_eq!(t.outcome(), None);
+        t.w_ack(NodeId(3), DcId(0));
+        t.dw_fail();
+        assert_eq!(t.outcome(), Some(Ok(())));
+    }
 
     /// Props travel both as configuration (human-readable) and inside forwarded writes
     /// (postcard): both forms must round-trip, and the human one must read as configured.

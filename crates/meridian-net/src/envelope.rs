@@ -123,7 +123,7 @@ pub const HELLO_MAGIC: u32 = 0x4d52_444e;
 
 /// Version of the wire protocol spoken by this build (2: authenticated handshake; 3: a
 /// CRC32C in every frame header; 4: out-of-band payloads after frames, and bulk lanes).
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// Checks a handshake frame's magic number and protocol version.
 fn check_header(what: &str, magic: u32, version: u16) -> Result<(), NetError> {

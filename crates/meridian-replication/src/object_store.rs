@@ -23,6 +23,10 @@
 //! - [`ObjectStore::remove_hint`] deletes a hint only if it still holds exactly the object
 //!   that was delivered, so a write that reached the hint after the delivery started is
 //!   kept for the next round;
+//! - a key a tombstone reaping forgets ([`ObjectStore::reap_if_unchanged`]) first raises
+//!   this node's *dot floors* — per replica id, the highest counter of any object it forgot,
+//!   stored under `0xFF 'f' ‖ postcard(replica id)` — and every dot coordinated here goes
+//!   above its floor, so a forgotten key never gets a dot other replicas already know;
 //! - client-write limits (`siblings_max`) apply only in [`ObjectStore::coordinator_put`],
 //!   never on merge, repair or handoff (basho/riak_kv#1156);
 //! - with anti-entropy trees attached ([`ObjectStore::attach_trees`]), every write of a
@@ -35,8 +39,8 @@ use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
 use meridian_core::{Clock, NodeId, PartitionId, Timestamp};
 use meridian_storage::Engine;
-use parking_lot::{Mutex, MutexGuard};
-use std::collections::BTreeSet;
+use parking_lot::{Mutex, MutexGuard, RwLock};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
@@ -48,6 +52,9 @@ pub const RESERVED_PREFIX: u8 = 0xFF;
 
 /// The prefix of hint keys: `0xFF 'h'`.
 pub const HINT_PREFIX: [u8; 2] = [RESERVED_PREFIX, b'h'];
+
+/// The prefix of dot-floor keys: `0xFF 'f'`.
+pub const FLOOR_PREFIX: [u8; 2] = [RESERVED_PREFIX, b'f'];
 
 /// Number of lock stripes (a power of two).
 const STRIPES: usize = 256;
@@ -68,6 +75,11 @@ pub fn encode_object(o: &Object) -> Bytes {
     Bytes::from(out)
 }
 
+/// How many bytes [`encode_object`] makes of `o`, without encoding it.
+pub fn encoded_len(o: &Object) -> usize {
+    1 + postcard::experimental::serialized_size(o).expect("objects always serialize")
+}
+
 /// Decodes what [`encode_object`] produced.
 pub fn decode_object(bytes: &[u8]) -> Result<Object> {
     match bytes.split_first() {
@@ -85,6 +97,13 @@ pub fn decode_object(bytes: &[u8]) -> Result<Object> {
     }
 }
 
+/// The engine key of `rid`'s dot floor.
+fn floor_key(rid: ReplicaId) -> Bytes {
+    let mut k = FLOOR_PREFIX.to_vec();
+    k.extend(postcard::to_stdvec(&rid).unwrap_or_default());
+    Bytes::from(k)
+}
+
 /// The engine key of the hint for `key` held for `for_node`.
 pub fn hint_key(for_node: NodeId, key: &[u8]) -> Bytes {
     let mut k = Vec::with_capacity(HINT_PREFIX.len() + 4 + key.len());
@@ -92,6 +111,14 @@ pub fn hint_key(for_node: NodeId, key: &[u8]) -> Bytes {
     k.extend_from_slice(&for_node.0.to_be_bytes());
     k.extend_from_slice(key);
     Bytes::from(k)
+}
+
+/// Where the hints for `for_node` end (the whole hint space's end when `None`).
+fn hint_space_end(for_node: Option<NodeId>) -> Bound<Bytes> {
+    match for_node.and_then(|n| n.0.checked_add(1)) {
+        Some(next) => Bound::Excluded(hint_key(NodeId(next), b"")),
+        None => Bound::Excluded(Bytes::from_static(&[RESERVED_PREFIX, b'h' + 1])),
+    }
 }
 
 fn parse_hint_key(k: &[u8]) -> Option<(NodeId, Bytes)> {
@@ -122,9 +149,31 @@ pub struct ObjectStore {
     clock: Arc<dyn Clock>,
     stripes: Box<[Mutex<()>]>,
     trees: OnceLock<Arc<AaeTrees>>,
+    /// Dot floors read so far (see the module docs); absent: not read yet.
+    floors: RwLock<BTreeMap<ReplicaId, u64>>,
 }
 
 impl ObjectStore {
+    /// Whether a write that returned still has to be synced to be on disk (what a durable
+    /// `dw` ack waits for).
+    pub fn needs_sync(&self) -> bool {
+        self.engine.write_durability() == meridian_storage::WriteDurability::OnSync
+    }
+
+    /// Syncs every write that returned so far to disk (off the async threads: an fsync
+    /// blocks); whether they are on disk.
+    pub async fn sync_written(&self) -> bool {
+        let engine = self.engine.clone();
+        match tokio::task::spawn_blocking(move || engine.sync_written()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "syncing writes for a durable ack failed");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+
     /// A store over `engine`, stamping versions with `clock`.
     pub fn new(engine: Arc<dyn Engine>, clock: Arc<dyn Clock>) -> ObjectStore {
         ObjectStore {
@@ -132,6 +181,7 @@ impl ObjectStore {
             clock,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             trees: OnceLock::new(),
+            floors: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -279,7 +329,8 @@ impl ObjectStore {
                 &own
             }
         };
-        let mut o = dvv::coordinator_put(local, ctx, content, meta, me);
+        let floor = self.dot_floor(me)?;
+        let mut o = dvv::coordinator_put_above(local, ctx, content, meta, me, floor);
         if !allow_mult {
             o = dvv::lww(o);
         }
@@ -347,6 +398,51 @@ impl ObjectStore {
         Ok(true)
     }
 
+    /// Tombstone reaping: deletes client key `key` if it still holds exactly `tombstone`,
+    /// after raising the dot floors of `node`'s replica ids in its clock (so no dot it
+    /// covers is issued again); returns whether it was deleted.
+    pub fn reap_if_unchanged(&self, key: &[u8], tombstone: &Object, node: NodeId) -> Result<bool> {
+        let _g = self.lock(key);
+        if self.read(key)?.as_ref() != Some(tombstone) {
+            return Ok(false);
+        }
+        for (rid, counter) in tombstone.clock().iter().filter(|(r, _)| r.node == node) {
+            if counter > self.dot_floor(rid)? {
+                // Durable before the key goes: a crash in between leaves a higher floor.
+                self.engine.put(
+                    floor_key(rid),
+                    self.clock.now(),
+                    Bytes::copy_from_slice(&counter.to_be_bytes()),
+                )?;
+                self.floors.write().insert(rid, counter);
+            }
+        }
+        let now = self.clock.now();
+        self.engine.set_gc_horizon(now);
+        self.engine.delete(Bytes::copy_from_slice(key), now)?;
+        if let Some(t) = self.trees.get() {
+            t.record(key, None);
+        }
+        Ok(true)
+    }
+
+    /// The dot floor of `rid`: the highest of its counters in any object this store forgot.
+    fn dot_floor(&self, rid: ReplicaId) -> Result<u64> {
+        if let Some(&f) = self.floors.read().get(&rid) {
+            return Ok(f);
+        }
+        let stored = match self.engine.get_latest(&floor_key(rid))? {
+            Some(v) => v
+                .value
+                .and_then(|b| <[u8; 8]>::try_from(&b[..]).ok())
+                .map(u64::from_be_bytes)
+                .unwrap_or(0),
+            None => 0,
+        };
+        self.floors.write().insert(rid, stored);
+        Ok(stored)
+    }
+
     /// Records in the attached trees every stored object of `partitions` (after
     /// [`AaeTrees::set_held`] added their empty trees), reading the engine in pages of
     /// `page` keys. Each key is re-read under its stripe lock, so a write racing the scan is
@@ -411,7 +507,50 @@ impl ObjectStore {
     /// Up to `limit` stored hints, ordered by `(for_node, key)`.
     pub fn hints(&self, limit: usize) -> Result<Vec<Hint>> {
         let start = Bound::Included(Bytes::copy_from_slice(&HINT_PREFIX));
-        let end = Bound::Excluded(Bytes::from_static(&[RESERVED_PREFIX, b'h' + 1]));
+        self.scan_hints(start, hint_space_end(None), limit)
+    }
+
+    /// Up to `limit` hints held for `for_node`, in key order, starting after client key
+    /// `after` (from the first when `None`).
+    pub fn hints_for(
+        &self,
+        for_node: NodeId,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<Hint>> {
+        let start = match after {
+            Some(k) => Bound::Excluded(hint_key(for_node, k)),
+            None => Bound::Included(hint_key(for_node, b"")),
+        };
+        self.scan_hints(start, hint_space_end(Some(for_node)), limit)
+    }
+
+    /// The nodes this node holds hints for, ascending: one engine seek per node, however
+    /// many hints each has.
+    pub fn hint_targets(&self) -> Result<Vec<NodeId>> {
+        let mut out = Vec::new();
+        let mut start = Bound::Included(Bytes::copy_from_slice(&HINT_PREFIX));
+        loop {
+            let rows = self
+                .engine
+                .scan(start, hint_space_end(None), Timestamp::MAX, 1, false)?;
+            let Some((node, _)) = rows.first().and_then(|(k, _)| parse_hint_key(k)) else {
+                return Ok(out);
+            };
+            out.push(node);
+            match node.0.checked_add(1) {
+                Some(next) => start = Bound::Included(hint_key(NodeId(next), b"")),
+                None => return Ok(out),
+            }
+        }
+    }
+
+    fn scan_hints(
+        &self,
+        start: Bound<Bytes>,
+        end: Bound<Bytes>,
+        limit: usize,
+    ) -> Result<Vec<Hint>> {
         let rows = self.engine.scan(start, end, Timestamp::MAX, limit, false)?;
         let mut out = Vec::with_capacity(rows.len());
         for (k, v) in rows {

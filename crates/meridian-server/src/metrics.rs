@@ -366,18 +366,30 @@ impl Metrics {
         // is exported here.
         let NodeStats {
             read_repairs,
+            read_repairs_deferred,
             hinted_handoffs,
             handoff_bytes,
             coord_redirs,
             aae_exchanges,
             aae_keys_repaired,
             ownership_handoffs,
+            tombstones_reaped,
         } = r.stats;
         for (metric, help, value) in [
             (
                 "meridian_read_repairs_total",
                 "Read-repair messages sent to stale or missing replicas.",
                 read_repairs,
+            ),
+            (
+                "meridian_tombstones_reaped_total",
+                "Tombstones forgotten under the bucket's delete_mode once every node had them.",
+                tombstones_reaped,
+            ),
+            (
+                "meridian_read_repairs_deferred_total",
+                "Cross-DC read repairs dropped for want of WAN budget (left to anti-entropy).",
+                read_repairs_deferred,
             ),
             (
                 "meridian_hinted_handoffs_total",

@@ -189,6 +189,12 @@ impl Node {
                 Msg::Aae(AaeMsg::KeysReply(l)) if l.len() == chunk.len() => l,
                 other => return Err(bad(format!("unexpected reply {other:?}"))),
             };
+            let listed: usize = lists
+                .iter()
+                .flat_map(|l| &l.entries)
+                .map(|e| e.key.len() + 16)
+                .sum();
+            self.wan_pace(peer, listed as u64).await;
             for (&seg, remote) in chunk.iter().zip(lists) {
                 let local = trees
                     .with_tree(partition, |t| t.key_hashes(seg))
@@ -221,6 +227,9 @@ impl Node {
                     object: self.kernel().store.get(k)?,
                 });
             }
+            // Both directions of a sync count against the WAN budget: the objects sent
+            // before they go, the peer's answers before the next batch.
+            self.wan_pace(peer, sync_bytes(&items)).await;
             let replies = match self
                 .aae_request(peer, Msg::Aae(AaeMsg::Sync { partition, items }))
                 .await?
@@ -228,6 +237,7 @@ impl Node {
                 Msg::Aae(AaeMsg::SyncReply(r)) => r,
                 other => return Err(bad(format!("unexpected reply {other:?}"))),
             };
+            self.wan_pace(peer, sync_bytes(&replies)).await;
             for item in replies {
                 let Some(o) = item.object else { continue };
                 if !chunk.iter().any(|k| k[..] == item.key[..]) {
@@ -317,4 +327,17 @@ impl Node {
         }
         Msg::Aae(AaeMsg::SyncReply(out))
     }
+}
+
+/// The bytes of a sync batch on the wire, near enough for pacing.
+fn sync_bytes(items: &[AaeItem]) -> u64 {
+    items
+        .iter()
+        .map(|i| {
+            i.key.len()
+                + i.object
+                    .as_ref()
+                    .map_or(1, crate::object_store::encoded_len)
+        })
+        .sum::<usize>() as u64
 }

@@ -57,7 +57,9 @@
 //!   the spec's 256 × 256 (1 MiB per tree), because every held partition's tree is resident;
 //!   [`MerkleConfig::SPEC`] can be configured. Both replicas of an exchange must use the
 //!   same shape (a mismatch fails the exchange and is logged).
-//! - `aae_wan_bytes_per_s` is not implemented; the per-round key limit bounds the traffic.
+//! - There is no `aae_wan_bytes_per_s` of its own: exchanges with a peer in another DC draw
+//!   their key lists and synced objects (both directions) from the node's WAN budget of
+//!   background traffic (`repair_wan_bytes_per_sec`), shared with read repair and handoff.
 
 mod exchange;
 pub mod messages;

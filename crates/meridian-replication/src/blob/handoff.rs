@@ -203,7 +203,7 @@ impl Node {
             };
             let digest = meridian_blob::chunk_digest(&bytes);
             let len = bytes.len() as u64;
-            self.repair_budget(to, len).await;
+            self.wan_pace(to, len).await;
             let msg = Msg::Blob(BlobMsg::PutChunk {
                 key: key.clone(),
                 id,

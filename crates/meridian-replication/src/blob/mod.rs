@@ -27,8 +27,7 @@ use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Msg, Node, Protocol, RemoteError};
 use bytes::Bytes;
 use meridian_blob::{
-    Budget, ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, Placement, VersionInfo,
-    on_store,
+    ChunkDigest, ChunkId, ChunkStore, Manifest, MemChunkStore, Placement, VersionInfo, on_store,
 };
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
@@ -114,16 +113,11 @@ pub struct Listed {
     pub modified_us: u64,
 }
 
-/// The blob protocol's state: the node's chunk store, and the WAN budgets of its repair
-/// traffic (one per other DC).
+/// The blob protocol's state: the node's chunk store.
 #[derive(Default)]
 pub(crate) struct Blob {
     chunks: OnceLock<Arc<dyn ChunkStore>>,
-    wan_budgets: parking_lot::Mutex<BTreeMap<meridian_core::DcId, Arc<Budget>>>,
 }
-
-/// What a WAN budget lets through at once (four default chunks).
-const REPAIR_BURST: u64 = 4 << 20;
 
 impl std::fmt::Debug for Blob {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -321,24 +315,6 @@ impl Node {
         self.blob_state().store().clone()
     }
 
-    /// Waits until the WAN budget of background chunk traffic lets `bytes` go to `to` (at
-    /// once within this DC, or when unpaced).
-    pub(crate) async fn repair_budget(&self, to: NodeId, bytes: u64) {
-        let rate = self.kernel().cfg.repair_wan_bytes_per_sec;
-        let dc = self.layout().topology().dc_of(to);
-        let Some(dc) = dc.filter(|&dc| dc != self.dc() && rate > 0) else {
-            return;
-        };
-        let budget = self
-            .blob_state()
-            .wan_budgets
-            .lock()
-            .entry(dc)
-            .or_insert_with(|| Arc::new(Budget::new(rate, REPAIR_BURST)))
-            .clone();
-        budget.take(bytes).await;
-    }
-
     /// The nodes chunk `id` of `key`'s object goes to (the preference list of its home key —
     /// the object's key, or its own for a spread chunk — this DC first), the acks a write
     /// needs (the bucket's W) and the request timeout.
@@ -525,7 +501,7 @@ impl Node {
                 });
                 let (node, bytes) = (self.clone(), bytes.clone());
                 tokio::spawn(async move {
-                    node.repair_budget(n, bytes.len() as u64).await;
+                    node.wan_pace(n, bytes.len() as u64).await;
                     let payload = Payload::bytes(bytes);
                     let _ = node.kernel().transport.send_with(n, msg, Some(payload));
                 });

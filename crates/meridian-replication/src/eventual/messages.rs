@@ -6,8 +6,10 @@
 //! | [`EventualMsg::Replicate`] | [`EventualMsg::Ack`] or [`crate::Msg::Error`] |
 //! | [`EventualMsg::Forward`] | [`EventualMsg::ForwardReply`] |
 //!
-//! One-way: [`EventualMsg::Repair`]. Hinted handoff delivers a hint as a plain
-//! [`EventualMsg::Replicate`].
+//! | [`EventualMsg::Bury`] | [`EventualMsg::Buried`] or [`crate::Msg::Error`] |
+//!
+//! One-way: [`EventualMsg::Repair`], [`EventualMsg::Reap`], and a [`EventualMsg::Replicate`]
+//! whose reply cannot change the coordinator's answer any more.
 //!
 //! Messages carry whole [`Object`]s (clock plus siblings): a receiver merges, it never
 //! trusts a sender's view of what it already holds. Keys are the client's full key
@@ -48,10 +50,15 @@ pub enum EventualMsg {
         hint_for: Option<NodeId>,
         /// Whether the bucket keeps siblings (false: resolve LWW after merging).
         allow_mult: bool,
+        /// Whether the coordinator counts this replica's durable (`dw`) ack: the receiver
+        /// then acknowledges only once the write is on disk (syncing it if its engine's
+        /// policy would leave it in the OS's buffers).
+        want_durable: bool,
     },
-    /// The answer to [`EventualMsg::Replicate`]: applied, and durable if `durable`.
+    /// The answer to [`EventualMsg::Replicate`]: applied, and on disk if `durable`.
     Ack {
-        /// Whether the write is durable under the receiver's engine policy.
+        /// Whether the write is on the receiver's disk (always, for an engine without one:
+        /// `dw = w`).
         durable: bool,
     },
     /// Read repair (§8): merge `object` into `key`, no reply, no limits.
@@ -64,6 +71,26 @@ pub enum EventualMsg {
         hint_for: Option<NodeId>,
         /// Whether the bucket keeps siblings.
         allow_mult: bool,
+    },
+    /// Tombstone reaping, first step: merge `object` (the tombstone every primary holds)
+    /// into every hint of `key` and into the receiver's own copy, where it holds one (it
+    /// creates none), so no older copy it holds can bring the key back once the primaries
+    /// forget it; answered by [`EventualMsg::Buried`] once done.
+    Bury {
+        /// The client key.
+        key: Vec<u8>,
+        /// The tombstone-only object every primary held.
+        object: Object,
+    },
+    /// The answer to [`EventualMsg::Bury`].
+    Buried,
+    /// Tombstone reaping, second step (`delete_mode`): forget `key` if its object still
+    /// equals `object`, the tombstone a GET found on every primary. No reply.
+    Reap {
+        /// The client key.
+        key: Vec<u8>,
+        /// The tombstone-only object every primary held.
+        object: Object,
     },
     /// A client write forwarded to a coordinator that holds a replica (§6.1).
     Forward {

@@ -24,8 +24,8 @@
 //!   `hint_for`; the fallback stores it in its hint space (not as its own data), and reads
 //!   sent to a fallback read that hint space.
 //! - **Hinted handoff** (§9, module [`crate::handoff::hinted`]): every `handoff_interval`
-//!   each hint whose primary the detector says is up is sent to it as a plain `Replicate`;
-//!   after the ack the hint is deleted (only if unchanged since it was sent).
+//!   the hints of each primary the detector says is up are streamed to it in batches; after
+//!   the ack each hint is deleted (only if unchanged since it was sent).
 //! - **LWW buckets** (`allow_mult = false`): every merge and coordinator write is followed by
 //!   `lww`; the clock is kept.
 //! - **Active anti-entropy** (§10, module [`crate::anti_entropy`]): the node keeps a Merkle
@@ -59,11 +59,22 @@
 //! - `read_fanout = quorum` sends the GET to the first R apl entries (local first) and asks
 //!   the next entry when a reply fails or does not count as ok, and every `hedge_ms` while
 //!   the tally is undecided; read repair then covers only the replicas that were asked.
-//! - `dw`: an ack is durable once the engine's write returned, which is what the engine's
-//!   fsync policy promises (`MemEngine`: dw = w).
-//! - Tombstones are never reaped (`delete_mode = keep`); the cross-DC read-repair token
-//!   bucket is not implemented. Anti-entropy departs from the spec as its module documents
-//!   (in-memory trees rebuilt at node creation, smaller default tree, no WAN byte cap).
+//! - `dw`: a durable ack means the write is on disk. An engine that fsyncs before a write
+//!   returns (`always`) acks at once; one that fsyncs later (`everysec`, `never`) syncs
+//!   first, sharing one fsync with concurrent writes (group commit), when the coordinator
+//!   counts that ack (`want_durable`: some dw is asked for and the reply can still matter).
+//!   The coordinator's own dw waits for its own sync the same way. An engine without a disk
+//!   (`MemEngine`) acks dw with w, as the spec says.
+//! - Tombstones are reaped as the bucket's `delete_mode` says (default 3000 ms) once a GET
+//!   found the same tombstone on every primary with nothing to repair and no handoff under
+//!   way, in two steps (see [`Node::reap_round`]): every other member first merges the
+//!   tombstone into any hint or copy of the key it holds, so no older copy can bring the
+//!   key back; then each primary forgets the key if it still holds exactly that tombstone.
+//!   Cross-DC read repairs draw from the
+//!   node's WAN budget of background traffic (`repair_wan_bytes_per_sec`, one bucket per
+//!   other DC, shared with anti-entropy and handoff rather than one just for read repair).
+//!   Anti-entropy departs from the spec as its module documents (in-memory trees rebuilt at
+//!   node creation, smaller default tree).
 //! - **Membership** (the kernel and [`crate::handoff::ownership`]): during an ownership
 //!   handoff a GET also asks the key's previous owners and a PUT also needs a write quorum
 //!   among them. Ownership handoff sends whole objects in batched messages rather than the
@@ -81,8 +92,8 @@ use crate::object_store::is_reserved_key;
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Object, ReplicaId};
 use meridian_cluster::{
-    ApEntry, AplSummary, FailKind, GetReply, GetTally, Preflist, PutTally, QuorumError, ReadFanout,
-    ReplicaLoad, ReplicaSelection, Role, bucket_and_key, precheck_get, precheck_put,
+    ApEntry, AplSummary, DeleteMode, FailKind, GetReply, GetTally, Preflist, PutTally, QuorumError,
+    ReadFanout, ReplicaLoad, ReplicaSelection, Role, bucket_and_key, precheck_get, precheck_put,
 };
 use meridian_core::NodeId;
 use meridian_net::NetError;
@@ -93,10 +104,15 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 pub use types::{GetOptions, GetResult, PutOptions, PutResult};
 
-/// The eventual protocol's state on a node: none of its own yet (objects live in the
-/// kernel's object store, counters in the kernel's).
+/// The eventual protocol's state on a node (objects live in the kernel's object store,
+/// counters in the kernel's): the keys whose tombstones are being reaped.
 #[derive(Debug, Default)]
-pub(crate) struct Eventual;
+pub(crate) struct Eventual {
+    reaping: parking_lot::Mutex<std::collections::BTreeSet<Vec<u8>>>,
+}
+
+/// Most keys a node reaps at once; tombstones found beyond it stay for a later GET.
+const MAX_REAPING: usize = 10_000;
 
 impl Protocol for Eventual {
     type Msg = EventualMsg;
@@ -142,24 +158,33 @@ impl Protocol for Eventual {
                 object,
                 hint_for,
                 allow_mult,
+                want_durable,
             } => {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
-                let applied = match node.apply(&key, &object, hint_for, allow_mult) {
-                    Ok(()) => Msg::Eventual(EventualMsg::Ack { durable: true }),
-                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
-                };
-                if hint_for.is_none() && node.is_hot(&key) {
-                    // Extra copies of a hot key go before the replica acknowledges.
-                    let node = node.clone();
-                    tokio::spawn(async move {
-                        node.invalidate_if_hot(&key).await;
-                        req.answer(applied);
-                    });
-                } else {
-                    req.answer(applied);
+                let applied = node.apply(&key, &object, hint_for, allow_mult);
+                let must_sync = applied.is_ok() && want_durable && node.kernel().store.needs_sync();
+                let hot = hint_for.is_none() && node.is_hot(&key);
+                if !must_sync && !hot {
+                    let durable = !node.kernel().store.needs_sync();
+                    req.answer(ack(applied, durable));
+                    return;
                 }
+                let node = node.clone();
+                tokio::spawn(async move {
+                    if hot {
+                        // Extra copies of a hot key go before the replica acknowledges.
+                        node.invalidate_if_hot(&key).await;
+                    }
+                    let store = &node.kernel().store;
+                    let durable = if must_sync {
+                        store.sync_written().await
+                    } else {
+                        !store.needs_sync()
+                    };
+                    req.answer(ack(applied, durable));
+                });
             }
             EventualMsg::Repair {
                 key,
@@ -170,6 +195,16 @@ impl Protocol for Eventual {
                 if let Err(e) = node.apply(&key, &object, hint_for, allow_mult) {
                     tracing::warn!(node = %node.id(), error = %e, "read repair failed");
                 }
+            }
+            EventualMsg::Reap { key, object } => node.reap(&key, &object),
+            EventualMsg::Bury { key, object } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                req.answer(match node.bury(&key, &object) {
+                    Ok(()) => Msg::Eventual(EventualMsg::Buried),
+                    Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+                });
             }
             EventualMsg::Forward {
                 key,
@@ -191,14 +226,41 @@ impl Protocol for Eventual {
                 });
             }
             other @ (EventualMsg::GetReply { .. }
+            | EventualMsg::Buried
             | EventualMsg::Ack { .. }
             | EventualMsg::ForwardReply(_)) => req.unexpected(node, &other),
         }
     }
 }
 
+/// What a GET that heard every replica it asked may do with a tombstone they all hold.
+#[derive(Debug, Clone, Copy)]
+struct Reaping {
+    mode: DeleteMode,
+    /// Primaries that must all have returned it.
+    n: u32,
+}
+
 /// A replica's answer to a `Get`, as the coordinator classifies it.
 type GetAnswer = std::result::Result<Option<Object>, FailKind>;
+/// Counts the coordinator's own durable ack once its sync is done (a failed sync fails its
+/// dw: the write is applied here but not on disk).
+fn count_own_sync(tally: &mut PutTally, on_disk: bool) {
+    if on_disk {
+        tally.dw_ack(true);
+    } else {
+        tally.dw_fail();
+    }
+}
+
+/// A replica's reply to a `Replicate` it applied (or failed to).
+fn ack(applied: Result<()>, durable: bool) -> Msg {
+    match applied {
+        Ok(()) => Msg::Eventual(EventualMsg::Ack { durable }),
+        Err(e) => Msg::Error(RemoteError::Storage(e.to_string())),
+    }
+}
+
 /// A replica's answer to a `Replicate`: durable or not, or a failure.
 type PutAnswer = std::result::Result<bool, FailKind>;
 
@@ -314,6 +376,10 @@ impl Node {
         let gp = precheck_get(&params, AplSummary::from(&apl))?;
         let deadline = Instant::now() + Duration::from_millis(params.timeout_ms);
         let allow_mult = params.allow_mult;
+        let reaping = Reaping {
+            mode: params.delete_mode,
+            n: params.n_val,
+        };
         // During ownership handoff, previous owners may still hold what the new ones lack.
         let mut previous = self.previous_owners(key, p, params.n_val, &apl, deadline);
         let strategy = params.replica_selection;
@@ -415,7 +481,7 @@ impl Node {
                 if let ReplicationError::Timeout { missing: m, .. } = &mut err {
                     *m = missing(&apl, &answered);
                 }
-                self.read_repair(key, &replies, &[], allow_mult);
+                self.read_repair(key, &replies, &[], allow_mult, None);
                 return Err(err);
             };
             answered.push(e.node);
@@ -473,7 +539,7 @@ impl Node {
         if answered.len() >= total {
             // Every asked replica has answered (a read decided by its local replica alone):
             // repair now rather than wake a task for it.
-            self.read_repair(key, &replies, &extra, allow_mult);
+            self.read_repair(key, &replies, &extra, allow_mult, Some(reaping));
             return result.map(|r| (r, remote));
         }
         let node = self.clone();
@@ -493,7 +559,7 @@ impl Node {
                     replies.push((e, o));
                 }
             }
-            node.read_repair(&key, &replies, &extra, allow_mult);
+            node.read_repair(&key, &replies, &extra, allow_mult, Some(reaping));
         });
         result.map(|r| (r, remote))
     }
@@ -567,18 +633,37 @@ impl Node {
 
     /// Read repair (§8): sends the merge of every object received (`extra`: from previous
     /// owners during a handoff, which are not repaired themselves) to each replica that
-    /// answered notfound or something other than the merge.
+    /// answered notfound or something other than the merge. When the merge is a tombstone
+    /// that every primary returned as it is, nothing needed repair and no handoff is under
+    /// way, the tombstone is reaped as the bucket's `delete_mode` says (`reaping`; `None`: a
+    /// read that did not hear from every replica it asked).
     fn read_repair(
         &self,
         key: &[u8],
         replies: &[(ApEntry, Option<Object>)],
         extra: &[Object],
         allow_mult: bool,
+        reaping: Option<Reaping>,
     ) {
         let objects = replies.iter().filter_map(|(_, o)| o.as_ref());
         let Some(merged) = merge_all(objects.chain(extra), allow_mult) else {
             return;
         };
+        if let Some(r) = reaping
+            && extra.is_empty()
+            && merged.is_tombstone_only()
+            && replies.iter().all(|(_, o)| o.as_ref() == Some(&merged))
+        {
+            let primaries: std::collections::BTreeSet<NodeId> = replies
+                .iter()
+                .filter(|(e, _)| e.is_primary())
+                .map(|(e, _)| e.node)
+                .collect();
+            if primaries.len() as u32 >= r.n {
+                self.schedule_reap(key, merged, r.mode, primaries);
+            }
+            return;
+        }
         for (e, o) in replies {
             if o.as_ref() == Some(&merged) {
                 continue;
@@ -590,6 +675,16 @@ impl Node {
                     continue;
                 }
             } else {
+                // Cross-DC repairs draw from the WAN budget; what it cannot cover now is left
+                // to anti-entropy (§8).
+                let bytes = (crate::object_store::encoded_len(&merged) + key.len()) as u64;
+                if !self.wan_try(e.node, bytes) {
+                    self.kernel()
+                        .counters
+                        .read_repairs_deferred
+                        .fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let msg = Msg::Eventual(EventualMsg::Repair {
                     key: key.to_vec(),
                     object: merged.clone(),
@@ -604,6 +699,135 @@ impl Node {
                 .counters
                 .read_repairs
                 .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reaps `key`'s tombstone after `mode`'s delay (`Keep`: never) with
+    /// [`Node::reap_round`], unless this node is already reaping it or too many keys.
+    fn schedule_reap(
+        &self,
+        key: &[u8],
+        tombstone: Object,
+        mode: DeleteMode,
+        primaries: std::collections::BTreeSet<NodeId>,
+    ) {
+        let delay = match mode {
+            DeleteMode::Keep => return,
+            DeleteMode::Immediate => Duration::ZERO,
+            DeleteMode::DelayMs(ms) => Duration::from_millis(ms),
+        };
+        {
+            let mut reaping = self.eventual_state().reaping.lock();
+            if reaping.len() >= MAX_REAPING || !reaping.insert(key.to_vec()) {
+                return;
+            }
+        }
+        let (node, key) = (self.clone(), key.to_vec());
+        tokio::spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            let reaped = node.reap_round(&key, &tombstone, &primaries).await;
+            tracing::trace!(node = %node.id(), reaped, "reap round");
+            node.eventual_state().reaping.lock().remove(&key);
+        });
+    }
+
+    /// Reaps `tombstone`, which a GET found on every primary in `primaries`, in two steps:
+    /// 1. every other member of the cluster merges it into any hint or copy of `key` it
+    ///    holds ([`EventualMsg::Bury`]) — a hint or handoff copy older than the delete,
+    ///    delivered after the primaries forgot the key, would otherwise bring it back;
+    /// 2. only if every member acknowledged, each primary forgets `key` if it still holds
+    ///    exactly `tombstone` ([`EventualMsg::Reap`]; a write since keeps the key).
+    ///
+    /// A member that does not answer leaves the tombstone in place for a later GET. Returns
+    /// whether step 2 ran.
+    pub(crate) async fn reap_round(
+        &self,
+        key: &[u8],
+        tombstone: &Object,
+        primaries: &std::collections::BTreeSet<NodeId>,
+    ) -> bool {
+        let me = self.id();
+        let members: Vec<NodeId> = self
+            .layout()
+            .topology()
+            .members()
+            .iter()
+            .map(|m| m.id)
+            .filter(|&n| n != me && !primaries.contains(&n))
+            .collect();
+        if self.bury(key, tombstone).is_err() {
+            return false;
+        }
+        let timeout = self.kernel().cfg.handoff_timeout;
+        let asks = members.iter().map(|&n| {
+            let msg = Msg::Eventual(EventualMsg::Bury {
+                key: key.to_vec(),
+                object: tombstone.clone(),
+            });
+            self.kernel().transport.request(n, msg, timeout)
+        });
+        let all_buried = futures_util::future::join_all(asks)
+            .await
+            .into_iter()
+            .all(|r| matches!(r, Ok(Msg::Eventual(EventualMsg::Buried))));
+        if !all_buried {
+            return false;
+        }
+        for &n in primaries {
+            if n == me {
+                self.reap(key, tombstone);
+            } else {
+                let msg = Msg::Eventual(EventualMsg::Reap {
+                    key: key.to_vec(),
+                    object: tombstone.clone(),
+                });
+                let _ = self.kernel().transport.send(n, msg);
+            }
+        }
+        true
+    }
+
+    /// Reaping's first step on this node: merges `tombstone` into every hint of `key` it
+    /// holds, and into its own copy if it holds one (a primary's copy already is the
+    /// tombstone, or newer).
+    fn bury(&self, key: &[u8], tombstone: &Object) -> Result<()> {
+        if !tombstone.is_tombstone_only() || is_reserved_key(key) {
+            return Ok(());
+        }
+        let (allow_mult, _) = self.bucket_params(key);
+        let store = &self.kernel().store;
+        for n in store.hint_targets()? {
+            if store.get_hint(n, key)?.is_some() {
+                store.add_hint(n, key, tombstone, allow_mult)?;
+            }
+        }
+        if store.get(key)?.is_some() {
+            store.merge_apply(key, tombstone, allow_mult)?;
+        }
+        Ok(())
+    }
+
+    /// Forgets `key` if this replica still holds exactly `tombstone` (a write since then
+    /// keeps it).
+    fn reap(&self, key: &[u8], tombstone: &Object) {
+        if !tombstone.is_tombstone_only() {
+            return;
+        }
+        match self
+            .kernel()
+            .store
+            .reap_if_unchanged(key, tombstone, self.id())
+        {
+            Ok(true) => {
+                self.kernel()
+                    .counters
+                    .tombstones_reaped
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(node = %self.id(), error = %e, "tombstone reaping failed"),
         }
     }
 
@@ -723,7 +947,13 @@ impl Node {
         // The outcome is checked after every answer, so the last ack's DC says where the
         // write waited.
         let mut remote = false;
-        tally.dw_ack(true);
+        // Our own durable ack: at once if the write is on disk when it returns (or there is
+        // no disk), else once a sync covers it — and only if some dw is asked for.
+        let want_durable = pp.dw > 0;
+        let mut local_sync = want_durable && store.needs_sync();
+        if !local_sync {
+            tally.dw_ack(true);
+        }
         let mut answered = vec![me];
         // During an ownership handoff the write must also reach a write quorum of the key's
         // previous owners, so a coordinator still placing keys with the previous layout (its
@@ -749,6 +979,7 @@ impl Node {
                     object: object.clone(),
                     hint_for: hint_for(&e),
                     allow_mult: params.allow_mult,
+                    want_durable: false,
                 });
                 if let Err(err) = transport.send(e.node, msg) {
                     tracing::debug!(node = %me, peer = %e.node, error = %err, "replicate not sent");
@@ -770,6 +1001,7 @@ impl Node {
                 object: object.clone(),
                 hint_for: hint,
                 allow_mult: params.allow_mult,
+                want_durable,
             });
             tokio::spawn(async move {
                 let timeout = deadline.saturating_duration_since(Instant::now());
@@ -793,6 +1025,8 @@ impl Node {
         }
         drop(tx);
 
+        let synced = store.sync_written();
+        tokio::pin!(synced);
         let outcome = loop {
             if let Some(out) = tally.outcome()
                 && (out.is_err() || previous_acks.len() >= need_previous)
@@ -802,6 +1036,11 @@ impl Node {
             let next = tokio::select! {
                 biased;
                 _ = sleep_until(deadline) => None,
+                on_disk = &mut synced, if local_sync => {
+                    local_sync = false;
+                    count_own_sync(&mut tally, on_disk);
+                    continue;
+                }
                 r = rx.recv() => Some(r),
             };
             let Some(next) = next else {
@@ -812,6 +1051,12 @@ impl Node {
                 return Err(err);
             };
             let Some((entry, from, a)) = next else {
+                if local_sync {
+                    // Every reply is in; our own sync still decides.
+                    local_sync = false;
+                    count_own_sync(&mut tally, (&mut synced).await);
+                    continue;
+                }
                 // Every reply is in: the tally is decided, the previous owners fell short.
                 return Err(ReplicationError::Quorum(QuorumError::WValUnsatisfied {
                     need: need_previous as u32,
@@ -829,6 +1074,9 @@ impl Node {
                     tally.w_ack(e.node, e.dc);
                     if durable {
                         tally.dw_ack(e.is_primary());
+                    } else if want_durable {
+                        // Applied but not on disk (its sync failed).
+                        tally.dw_fail();
                     }
                 }
                 Err(k) => tally.fail(k),

@@ -1,6 +1,5 @@
-//! Ownership handoff's messages ([`crate::Msg::Handoff`]): [`HandoffMsg::Objects`] is answered
-//! by [`HandoffMsg::Ack`] or [`crate::Msg::Error`]. (Hinted handoff needs none of its own: a
-//! hint is delivered as a plain [`crate::EventualMsg::Replicate`].)
+//! Handoff's messages ([`crate::Msg::Handoff`]): [`HandoffMsg::Objects`], sent by ownership
+//! and hinted handoff alike, is answered by [`HandoffMsg::Ack`] or [`crate::Msg::Error`].
 
 use crate::anti_entropy::messages::AaeItem;
 use serde::{Deserialize, Serialize};
@@ -8,8 +7,8 @@ use serde::{Deserialize, Serialize};
 /// A message of ownership handoff.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HandoffMsg {
-    /// Ownership handoff: merge these objects (keys the sender no longer owns; a repair
-    /// path, no limits) and acknowledge.
+    /// Merge these objects (keys the sender no longer owns, or hints it held for the
+    /// receiver; a repair path, no limits) and acknowledge.
     Objects {
         /// The objects, each `Some`.
         items: Vec<AaeItem>,

@@ -1,8 +1,9 @@
 //! **Handoff**: moving objects to the nodes that should hold them, in one background task.
 //!
 //! - [`hinted`] (spec §9): a fallback that took writes for a down primary keeps them as hints
-//!   and, every `handoff_interval`, delivers each hint whose primary the detector says is up
-//!   (as a plain eventual `Replicate`), deleting it after the ack if unchanged since it was sent.
+//!   and, every `handoff_interval`, streams the hints of each primary the detector says is up
+//!   to it in batched [`HandoffMsg::Objects`], deleting each after the ack if unchanged since
+//!   it was sent.
 //! - [`ownership`]: after a layout change each node streams the objects it no longer owns to
 //!   their owners ([`HandoffMsg::Objects`]) and deletes each once every owner acked it
 //!   unchanged; reads and writes span both layouts meanwhile.
@@ -49,7 +50,25 @@ impl Protocol for Handoff {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
-                req.answer(node.accept_handoff(items));
+                // Extra copies of a hot key are invalidated before the owner acknowledges,
+                // as for a replicated write.
+                let hot: Vec<Vec<u8>> = items
+                    .iter()
+                    .filter(|i| node.is_hot(&i.key))
+                    .map(|i| i.key.clone())
+                    .collect();
+                let answer = node.accept_handoff(items);
+                if hot.is_empty() {
+                    req.answer(answer);
+                } else {
+                    let node = node.clone();
+                    tokio::spawn(async move {
+                        for key in hot {
+                            node.invalidate_if_hot(&key).await;
+                        }
+                        req.answer(answer);
+                    });
+                }
             }
             other @ HandoffMsg::Ack => req.unexpected(node, &other),
         }

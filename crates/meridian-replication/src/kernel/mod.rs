@@ -61,6 +61,7 @@
 
 pub mod messages;
 mod meta;
+mod wan_budget;
 
 use crate::anti_entropy::{Aae, AaeTrees};
 use crate::bucket::{BucketProps, Buckets};
@@ -106,11 +107,14 @@ pub struct NodeConfig {
     pub handoff_interval: Duration,
     /// Timeout of one hand-off transfer (default 5 s).
     pub handoff_timeout: Duration,
-    /// Most hints read per hand-off round (default 10 000).
+    /// Most hints handed off to one primary per round (default 10 000).
     pub handoff_batch: usize,
-    /// Background chunk traffic (handoff, read and scrub repair) to each other DC is paced
-    /// to this many bytes per second, so it never takes a WAN link from clients (default
-    /// 12.5 MB/s, a tenth of a 1 Gb/s link; 0: unpaced).
+    /// Primaries a node hands hints off to at once (default 2, spec §9's
+    /// `handoff_concurrency`).
+    pub handoff_concurrency: usize,
+    /// Background traffic to each other DC — hinted, ownership and chunk handoff, read and
+    /// scrub repair, anti-entropy — is paced to this many bytes per second, so it never takes
+    /// a WAN link from clients (default 12.5 MB/s, a tenth of a 1 Gb/s link; 0: unpaced).
     pub repair_wan_bytes_per_sec: u64,
     /// Client writes leaving more siblings are refused (default 100).
     pub siblings_max: usize,
@@ -148,6 +152,9 @@ pub struct NodeConfig {
     pub tl_sync_interval: Duration,
     /// Timeline: records compared per catch-up page (default 512).
     pub tl_sync_page: usize,
+    /// Timeline: how long a tombstone is kept before its master may reap it once every
+    /// primary holds it (spec §5 `tombstone_grace`; default 24 h; zero: never reaped).
+    pub tl_tombstone_grace: Duration,
     /// Timeline: how long a new master waits for the record that hands it the mastership
     /// (default 2 s).
     pub tl_migrate_wait: Duration,
@@ -189,6 +196,7 @@ impl NodeConfig {
             handoff_interval: Duration::from_secs(10),
             handoff_timeout: Duration::from_secs(5),
             handoff_batch: 10_000,
+            handoff_concurrency: 2,
             repair_wan_bytes_per_sec: 12_500_000,
             siblings_max: 100,
             siblings_warn: 25,
@@ -205,6 +213,7 @@ impl NodeConfig {
             tl_retry_max: Duration::from_secs(5),
             tl_batch: 256,
             tl_sync_interval: Duration::from_secs(10),
+            tl_tombstone_grace: Duration::from_secs(24 * 3600),
             tl_sync_page: 512,
             tl_migrate_wait: Duration::from_secs(2),
             tl_hint_cache: 100_000,
@@ -226,6 +235,9 @@ impl NodeConfig {
 pub struct NodeStats {
     /// Read-repair messages sent (`read_repairs_total`).
     pub read_repairs: u64,
+    /// Cross-DC read repairs dropped because the WAN budget had no room for them (left to
+    /// anti-entropy; `read_repairs_deferred_total`).
+    pub read_repairs_deferred: u64,
     /// Hints delivered and deleted (`hinted_handoffs_total`).
     pub hinted_handoffs: u64,
     /// Encoded bytes of delivered hints (`handoff_bytes`).
@@ -239,18 +251,22 @@ pub struct NodeStats {
     pub aae_keys_repaired: u64,
     /// Objects handed off to their new owners after a layout change (and deleted here).
     pub ownership_handoffs: u64,
+    /// Tombstones this replica forgot under `delete_mode` (`tombstones_reaped_total`).
+    pub tombstones_reaped: u64,
 }
 
 /// The node's counters, shared by the protocols (each bumps its own).
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) read_repairs: AtomicU64,
+    pub(crate) read_repairs_deferred: AtomicU64,
     pub(crate) hinted_handoffs: AtomicU64,
     pub(crate) handoff_bytes: AtomicU64,
     pub(crate) coord_redirs: AtomicU64,
     pub(crate) aae_exchanges: AtomicU64,
     pub(crate) aae_keys_repaired: AtomicU64,
     pub(crate) ownership_handoffs: AtomicU64,
+    pub(crate) tombstones_reaped: AtomicU64,
 }
 
 /// What every protocol of a node shares. See the module docs.
@@ -280,6 +296,8 @@ pub(crate) struct Kernel {
     /// Whether any bucket has extra copies (one atomic load lets every write of a cluster
     /// without them skip the hot-key check).
     pub(crate) has_extra_copies: std::sync::atomic::AtomicBool,
+    /// The WAN budgets of background traffic (module `wan_budget`).
+    pub(crate) wan_budgets: wan_budget::WanBudgets,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -409,8 +427,9 @@ impl Node {
                     peer_versions: Mutex::new(BTreeMap::new()),
                     has_txn_buckets: std::sync::atomic::AtomicBool::new(has_txn),
                     has_extra_copies: std::sync::atomic::AtomicBool::new(has_extra),
+                    wan_budgets: Default::default(),
                 },
-                eventual: Eventual,
+                eventual: Eventual::default(),
                 handoff: Handoff::default(),
                 aae,
                 tl,
@@ -424,6 +443,11 @@ impl Node {
     /// The shared part of the node.
     pub(crate) fn kernel(&self) -> &Kernel {
         &self.inner.kernel
+    }
+
+    /// The eventual protocol's state.
+    pub(crate) fn eventual_state(&self) -> &Eventual {
+        &self.inner.eventual
     }
 
     /// Ownership and hinted handoff's state.
@@ -582,12 +606,14 @@ impl Node {
         let c = &self.kernel().counters;
         NodeStats {
             read_repairs: c.read_repairs.load(Ordering::Relaxed),
+            read_repairs_deferred: c.read_repairs_deferred.load(Ordering::Relaxed),
             hinted_handoffs: c.hinted_handoffs.load(Ordering::Relaxed),
             handoff_bytes: c.handoff_bytes.load(Ordering::Relaxed),
             coord_redirs: c.coord_redirs.load(Ordering::Relaxed),
             aae_exchanges: c.aae_exchanges.load(Ordering::Relaxed),
             aae_keys_repaired: c.aae_keys_repaired.load(Ordering::Relaxed),
             ownership_handoffs: c.ownership_handoffs.load(Ordering::Relaxed),
+            tombstones_reaped: c.tombstones_reaped.load(Ordering::Relaxed),
         }
     }
 

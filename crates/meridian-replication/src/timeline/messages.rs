@@ -7,6 +7,8 @@
 //! | [`TimelineMsg::Read`] | [`TimelineMsg::ReadReply`] or [`crate::Msg::Error`] |
 //! | [`TimelineMsg::Replicate`] | [`TimelineMsg::Ack`] or [`crate::Msg::Error`] |
 //! | [`TimelineMsg::Sync`] | [`TimelineMsg::SyncReply`] or [`crate::Msg::Error`] |
+//!
+//! One-way: [`TimelineMsg::Reap`].
 
 use super::protocol::WriteId;
 use super::{Content as TlContent, Expect, Record, ReplicaRef, Version};
@@ -84,4 +86,13 @@ pub enum TimelineMsg {
     },
     /// The answer to [`TimelineMsg::Replicate`]: applied.
     Ack,
+    /// Tombstone GC (§5): the record's master found tombstone `ver` on every primary, past
+    /// `tombstone_grace`; forget `key` if its record is still exactly that tombstone. No
+    /// reply.
+    Reap {
+        /// The client key.
+        key: Vec<u8>,
+        /// The tombstone's version.
+        ver: Version,
+    },
 }

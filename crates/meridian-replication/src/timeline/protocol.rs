@@ -53,7 +53,9 @@
 //! - Lag is reported as records waiting per peer DC, not as an lsn distance.
 //! - `read_latest_fanout = all` and `read_any_fanout` are accepted and served as `master`
 //!   and local reads.
-//! - Tombstones are never reaped.
+//! - **Tombstone GC** (§5): catch-up rounds also let a record's master forget a tombstone it
+//!   issued once it is `tl_tombstone_grace` old (default 24 h) and every other primary holds
+//!   it as it is; tombstones of a master epoch above 0 are kept (see [`Node::tl_reap`]).
 //! - After a layout change a master that is no longer a primary of the key hands mastership
 //!   to a primary with its next write; records are not moved by ownership handoff, but
 //!   catch-up copies them to new primaries from the remaining ones (and confirmation covers
@@ -518,6 +520,7 @@ impl Protocol for Timeline {
             TimelineMsg::Force { key } => {
                 req.answer(TimelineMsg::WriteReply(node.tl_serve_force(&key)));
             }
+            TimelineMsg::Reap { key, ver } => node.tl_reap_local(&key, ver),
             other @ (TimelineMsg::WriteReply(_)
             | TimelineMsg::ReadReply(_)
             | TimelineMsg::SyncReply { .. }
@@ -1814,6 +1817,11 @@ impl Node {
                     });
                 }
             };
+        for (k, r) in &page {
+            if let Err(e) = self.tl_reap(k, r).await {
+                tracing::debug!(node = %self.id(), error = %e, "timeline tombstone GC failed");
+            }
+        }
         let applied = self.tl_apply(newer_there);
         // The pass counts only if this exchange covered the whole range and applied.
         advance(complete && applied.is_ok());
@@ -1833,6 +1841,74 @@ impl Node {
             .caught_up
             .fetch_add(copied as u64, Ordering::Relaxed);
         Ok(copied)
+    }
+
+    /// Tombstone GC (§5), run by the record's master on each page catch-up visits: a
+    /// tombstone it issued, stored here at least `tl_tombstone_grace` ago, that every other
+    /// primary holds as it is, is forgotten by every primary. Returns whether it was.
+    ///
+    /// Kept: tombstones in a master epoch above 0 (after a forced re-master a re-insert's
+    /// epoch-0 version would lose to a copy that missed the reap), and every tombstone while
+    /// a layout change is under way or a primary does not answer.
+    async fn tl_reap(&self, key: &[u8], r: &Record) -> Result<bool> {
+        let me = self.id();
+        let grace = self.kernel().cfg.tl_tombstone_grace;
+        if !r.is_tombstone() || r.master.node != me || r.ver.mepoch != 0 || grace.is_zero() {
+            return Ok(false);
+        }
+        let store = &self.tl_state().store;
+        let now = self.kernel().clock.now();
+        let old_enough = store
+            .stored_at(key)?
+            .is_some_and(|at| Duration::from_micros(now.0.saturating_sub(at.0)) >= grace);
+        if !old_enough || self.kernel().view.read().meta.previous.is_some() {
+            return Ok(false);
+        }
+        let pl = self.tl_placement(key)?;
+        let others: Vec<NodeId> = pl
+            .replicas
+            .iter()
+            .map(|rr| rr.node)
+            .filter(|&n| n != me)
+            .collect();
+        let timeout = Duration::from_millis(pl.props.master_timeout_ms);
+        let asks = others.iter().map(|&n| {
+            let msg = Msg::Timeline(TimelineMsg::Read {
+                key: key.to_vec(),
+                latest: false,
+                await_ver: None,
+            });
+            self.kernel().transport.request(n, msg, timeout)
+        });
+        let everywhere = futures_util::future::join_all(asks).await.into_iter().all(|a| {
+            matches!(a, Ok(Msg::Timeline(TimelineMsg::ReadReply(Ok(Some(theirs))))) if &theirs == r)
+        });
+        if !everywhere {
+            return Ok(false);
+        }
+        for &n in &others {
+            let msg = Msg::Timeline(TimelineMsg::Reap {
+                key: key.to_vec(),
+                ver: r.ver,
+            });
+            let _ = self.kernel().transport.send(n, msg);
+        }
+        self.tl_reap_local(key, r.ver);
+        Ok(true)
+    }
+
+    /// Forgets `key` here if its record is still the tombstone of version `ver`.
+    fn tl_reap_local(&self, key: &[u8], ver: Version) {
+        match self.tl_state().store.reap_if_unchanged(key, ver) {
+            Ok(true) => {
+                self.kernel()
+                    .counters
+                    .tombstones_reaped
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(node = %self.id(), error = %e, "timeline tombstone GC failed"),
+        }
     }
 
     /// Serves a `TlSync` from `from`.

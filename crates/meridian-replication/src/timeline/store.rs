@@ -14,7 +14,7 @@
 //! - each write first raises the engine's GC horizon to `now` (this store never reads old
 //!   versions), as the object store does.
 
-use super::{Merge, Record, decode_record, encode_record, merge};
+use super::{Merge, Record, Version, decode_record, encode_record, merge};
 use crate::error::{ReplicationError, Result};
 use crate::object_store::RESERVED_PREFIX;
 use bytes::Bytes;
@@ -82,6 +82,25 @@ impl TlStore {
         self.engine.set_gc_horizon(now);
         self.engine.put(record_key(key), now, encode_record(r))?;
         Ok(())
+    }
+
+    /// Forgets `key` if its record is still the tombstone of version `ver`; returns whether
+    /// it did.
+    pub fn reap_if_unchanged(&self, key: &[u8], ver: Version) -> Result<bool> {
+        let _g = self.lock(key);
+        match self.read(key)? {
+            Some(r) if r.is_tombstone() && r.ver == ver => {}
+            _ => return Ok(false),
+        }
+        let now = self.clock.now();
+        self.engine.set_gc_horizon(now);
+        self.engine.delete(record_key(key), now)?;
+        Ok(true)
+    }
+
+    /// When this replica stored its current record of `key` (its clock's time).
+    pub fn stored_at(&self, key: &[u8]) -> Result<Option<Timestamp>> {
+        Ok(self.engine.get_latest(&record_key(key))?.map(|v| v.ts))
     }
 
     /// The record of client key `key`, if this replica holds one.

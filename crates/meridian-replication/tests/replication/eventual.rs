@@ -352,6 +352,174 @@ async fn hinted_handoff_delivers_to_a_returning_primary() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn hinted_handoff_streams_batches_past_a_down_primary_and_across_a_restart() {
+    // Hand-off rounds are run by hand below.
+    let mut c =
+        Cluster::start_with(21, |cfg| cfg.handoff_interval = Duration::from_secs(3600)).await;
+    let (holder, down, up) = (NodeId(4), NodeId(2), NodeId(5));
+    // One object to hand off, cloned under many keys.
+    c.node(NodeId(1))
+        .put(b"default:seed", b("hinted"), None, PutOptions::default())
+        .await
+        .unwrap();
+    let object = c
+        .node(c.primaries(b"default:seed")[0])
+        .store()
+        .get(b"default:seed")
+        .unwrap()
+        .unwrap();
+    // 12,000 hints for a down primary sort before 300 for an up one (same DC as the
+    // holder): the first 10,000 hints in the store are all for the down one.
+    let store = c.node(holder).store();
+    for i in 0..12_000 {
+        let key = format!("default:d{i}");
+        store.add_hint(down, key.as_bytes(), &object, true).unwrap();
+    }
+    let up_keys: Vec<Vec<u8>> = (0..)
+        .map(|i| format!("default:u{i}").into_bytes())
+        .filter(|k| c.primaries(k).contains(&up))
+        .take(300)
+        .collect();
+    for k in &up_keys {
+        store.add_hint(up, k, &object, true).unwrap();
+    }
+    c.wan.isolate(down);
+    c.settle().await;
+
+    let started = Instant::now();
+    let delivered = c.node(holder).handoff_round().await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(delivered, 300);
+    for k in &up_keys {
+        assert_eq!(c.node(up).store().get(k).unwrap().as_ref(), Some(&object));
+    }
+    assert!(store.hints_for(up, None, 10).unwrap().is_empty());
+    // Two batched messages over a 2 ms link, not 300 round trips (virtual time).
+    assert!(took < Duration::from_millis(100), "{took:?}");
+
+    // The holder crashes with its hints on disk and comes back; its rounds deliver them.
+    let engine = c.engines[(holder.0 - 1) as usize].clone();
+    c.restart_on(holder, engine).await;
+    c.wan.heal_all();
+    c.settle().await;
+    assert_eq!(c.node(holder).hints_pending().unwrap(), 12_000);
+    assert_eq!(c.node(holder).handoff_round().await.unwrap(), 10_000);
+    assert_eq!(c.node(holder).handoff_round().await.unwrap(), 2_000);
+    assert_eq!(c.node(holder).hints_pending().unwrap(), 0);
+    assert!(
+        c.node(down)
+            .store()
+            .get(b"default:d11999")
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(c.node(holder).stats().hinted_handoffs, 12_000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_durable_ack_waits_for_the_replicas_sync() {
+    let c = Cluster::start(25, Duration::from_secs(3600)).await;
+    for e in &c.engines {
+        e.lazy_disk.store(true, Ordering::Relaxed);
+    }
+    let syncs = |c: &Cluster| -> Vec<u64> {
+        c.engines
+            .iter()
+            .map(|e| e.syncs.load(Ordering::Relaxed))
+            .collect()
+    };
+    let key = key_where(&c, "default:dw", |p| p[0] == NodeId(1));
+    let ps = c.primaries(&key);
+    // DW = 3: every primary syncs (the coordinator too) before the write is acknowledged.
+    let all = put_opts(|p| p.dw = Some(Quorum::All));
+    c.node(NodeId(1))
+        .put(&key, b("a"), None, all)
+        .await
+        .unwrap();
+    let after = syncs(&c);
+    for p in &ps {
+        assert!(
+            after[(p.0 - 1) as usize] >= 1,
+            "{p} did not sync: {after:?}"
+        );
+    }
+    // DW = 0 (and W = 1): nobody syncs for it.
+    let none = put_opts(|p| {
+        p.w = Some(Quorum::One);
+        p.dw = Some(Quorum::Count(0));
+    });
+    c.node(NodeId(1))
+        .put(&key, b("b"), None, none)
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(syncs(&c), after);
+    // Two replicas whose fsync fails: W = 3 is met, DW = 2 is not; DW = 1 (ours) is.
+    for p in &ps[1..] {
+        c.engine(*p).sync_broken.store(true, Ordering::Relaxed);
+    }
+    let w3 = |dw| {
+        put_opts(move |p| {
+            p.w = Some(Quorum::All);
+            p.dw = Some(Quorum::Count(dw));
+        })
+    };
+    let e = c
+        .node(NodeId(1))
+        .put(&key, b("c"), None, w3(2))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "dw_val_unsatisfied", "{e}");
+    c.node(NodeId(1))
+        .put(&key, b("d"), None, w3(1))
+        .await
+        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn cross_dc_read_repair_draws_from_the_wan_budget_and_defers_the_rest() {
+    // 20 kB/s of background traffic per remote DC; hand-off and anti-entropy off.
+    let c = Cluster::start_with(22, |cfg| {
+        cfg.handoff_interval = Duration::from_secs(3600);
+        cfg.repair_wan_bytes_per_sec = 20_000;
+    })
+    .await;
+    let stale = NodeId(4);
+    let keys: Vec<Vec<u8>> = (0..)
+        .map(|i| format!("default:rr{i}").into_bytes())
+        .filter(|k| c.primaries(k).contains(&stale) && c.primaries(k).contains(&NodeId(1)))
+        .take(60)
+        .collect();
+    c.wan.isolate(stale);
+    c.settle().await;
+    let value = Bytes::from(vec![b'x'; 1000]);
+    for k in &keys {
+        c.node(NodeId(1))
+            .put(k, value.clone(), None, PutOptions::default())
+            .await
+            .unwrap();
+    }
+    c.wan.heal_all();
+    c.settle().await;
+    // All at once: each read waits a WAN round trip, in which the budget would refill.
+    let all = get_opts(|p| p.r = Some(Quorum::All));
+    let reads = keys.iter().map(|k| c.node(NodeId(1)).get(k, all));
+    for r in futures_util::future::join_all(reads).await {
+        r.unwrap();
+    }
+    sleep(Duration::from_millis(500)).await;
+    let s = c.node(NodeId(1)).stats();
+    let repaired = keys
+        .iter()
+        .filter(|k| c.node(stale).store().get(k).unwrap().is_some())
+        .count();
+    // About 20 kB of 60 kB of repairs fit the budget; the rest is left to anti-entropy.
+    println!("repaired {repaired}, deferred {}", s.read_repairs_deferred);
+    assert!((5..=40).contains(&repaired), "{repaired}");
+    assert_eq!(s.read_repairs_deferred as usize, keys.len() - repaired);
+}
+
+#[tokio::test(start_paused = true)]
 async fn notfound_ok_decides_whether_a_missed_replica_answers_notfound() {
     // Spec invariant 9. Hand-off is off so node 1 stays behind until a read repairs it.
     let c = Cluster::start(17, Duration::from_secs(3600)).await;
@@ -477,6 +645,62 @@ async fn anti_entropy_converges_divergent_replicas_without_reads() {
     assert_eq!(stats.iter().map(|s| s.read_repairs).sum::<u64>(), 0);
     assert!(stats.iter().map(|s| s.aae_keys_repaired).sum::<u64>() >= keys.len() as u64);
     assert!(stats.iter().all(|s| s.aae_exchanges > 0), "{stats:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn anti_entropy_across_dcs_keeps_to_the_wan_budget() {
+    // 20 kB/s of background traffic per remote DC; exchanges run by hand.
+    for (rate, paced) in [(20_000, true), (0, false)] {
+        let mut c = Cluster::start_with(24, |cfg| {
+            cfg.handoff_interval = Duration::from_secs(3600);
+            cfg.anti_entropy_interval = Duration::from_secs(3600);
+            cfg.repair_wan_bytes_per_sec = rate;
+        })
+        .await;
+        let ring = c.nodes[0].layout().ring();
+        let key0 = key_where(&c, "default:ae", |p| {
+            p.contains(&NodeId(1)) && p.contains(&NodeId(4))
+        });
+        let partition = ring.partition_of(&key0);
+        let keys: Vec<Vec<u8>> = (0..)
+            .map(|i| format!("default:ae{i}").into_bytes())
+            .filter(|k| ring.partition_of(k) == partition)
+            .take(30)
+            .collect();
+        for k in &keys {
+            c.node(NodeId(1))
+                .put(
+                    k,
+                    Bytes::from(vec![b'v'; 2000]),
+                    None,
+                    PutOptions::default(),
+                )
+                .await
+                .unwrap();
+        }
+        sleep(Duration::from_secs(1)).await;
+        c.restart_wiped(NodeId(4)).await;
+        c.settle().await;
+        let started = Instant::now();
+        let synced = c
+            .node(NodeId(1))
+            .anti_entropy_with(partition, NodeId(4))
+            .await
+            .unwrap();
+        let took = started.elapsed();
+        assert_eq!(synced, keys.len());
+        for k in &keys {
+            assert!(c.node(NodeId(4)).store().get(k).unwrap().is_some());
+        }
+        // ~62 kB of objects went to the other DC: past the 20 kB burst, at 20 kB/s
+        // (virtual time), against a few round trips unpaced.
+        println!("rate {rate}: {synced} keys in {took:?}");
+        if paced {
+            assert!(took >= Duration::from_secs(2), "{took:?}");
+        } else {
+            assert!(took < Duration::from_secs(1), "{took:?}");
+        }
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -892,4 +1116,157 @@ async fn read_replies_carry_each_replicas_load_back_to_the_coordinator() {
     }
     // Other coordinators heard nothing.
     assert_eq!(c.node(peers[0]).replica_load(me), None);
+}
+
+/// Tombstone reaping (`delete_mode`): a tombstone a GET found on every primary, with nothing
+/// to repair, is forgotten by every primary after the delay; a write after the GET keeps the
+/// key; `keep` keeps tombstones; a GET that did not hear every primary reaps nothing.
+#[tokio::test(start_paused = true)]
+async fn tombstones_every_primary_holds_are_reaped_as_delete_mode_says() {
+    let c = Cluster::start(83, Duration::from_secs(60)).await;
+    let mut keep = BucketProps::default();
+    keep.props.delete_mode = Some(meridian_cluster::DeleteMode::Keep);
+    c.set_bucket("keep", keep).await;
+    let all = get_opts(|p| p.r = Some(Quorum::All));
+    let reaped = |c: &Cluster| -> u64 { c.nodes.iter().map(|n| n.stats().tombstones_reaped).sum() };
+    let on_disk = |c: &Cluster, key: &[u8]| -> usize {
+        c.primaries(key)
+            .into_iter()
+            .filter(|&p| c.node(p).store().get(key).unwrap().is_some())
+            .count()
+    };
+    let delete = |key: Vec<u8>| {
+        let node = c.node(NodeId(1)).clone();
+        async move {
+            let g = node.get(&key, GetOptions::default()).await.unwrap();
+            node.delete(&key, Some(&g.context()), PutOptions::default())
+                .await
+                .unwrap();
+            sleep(Duration::from_millis(500)).await;
+        }
+    };
+
+    // Default (3000 ms): every primary forgets the key once the delay has passed.
+    let key = b"default:reaped".to_vec();
+    c.node(NodeId(1))
+        .put(&key, b("v"), None, PutOptions::default())
+        .await
+        .unwrap();
+    delete(key.clone()).await;
+    assert_eq!(on_disk(&c, &key), 3, "tombstones on every primary");
+    let g = c.node(NodeId(2)).get(&key, all).await.unwrap();
+    assert!(matches!(g, GetResult::NotFound { .. }));
+    sleep(Duration::from_millis(2000)).await;
+    assert_eq!(on_disk(&c, &key), 3, "not before the delay");
+    sleep(Duration::from_millis(1500)).await;
+    assert_eq!(on_disk(&c, &key), 0, "reaped everywhere");
+    assert_eq!(reaped(&c), 3);
+    let g = c.node(NodeId(4)).get(&key, all).await.unwrap();
+    assert!(matches!(g, GetResult::NotFound { .. }));
+
+    // A write between the GET and the reaping keeps the key.
+    let key = b"default:rewritten".to_vec();
+    c.node(NodeId(1))
+        .put(&key, b("v"), None, PutOptions::default())
+        .await
+        .unwrap();
+    delete(key.clone()).await;
+    c.node(NodeId(2)).get(&key, all).await.unwrap();
+    c.node(NodeId(3))
+        .put(&key, b("again"), None, PutOptions::default())
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(4000)).await;
+    let g = c.node(NodeId(5)).get(&key, all).await.unwrap();
+    assert_eq!(g.values(), vec![b("again")]);
+    assert_eq!(reaped(&c), 3);
+
+    // `keep`: tombstones stay.
+    let key = b"keep:k".to_vec();
+    c.node(NodeId(1))
+        .put(&key, b("v"), None, PutOptions::default())
+        .await
+        .unwrap();
+    delete(key.clone()).await;
+    c.node(NodeId(2)).get(&key, all).await.unwrap();
+    sleep(Duration::from_millis(4000)).await;
+    assert_eq!(on_disk(&c, &key), 3);
+
+    // A primary cut off: the GET hears two primaries and reaps nothing.
+    let key = key_where(&c, "default:cut", |p| !p.contains(&NodeId(1)));
+    let prim = c.primaries(&key);
+    c.node(NodeId(1))
+        .put(&key, b("v"), None, PutOptions::default())
+        .await
+        .unwrap();
+    delete(key.clone()).await;
+    c.wan.cut_both(Scope::Node(prim[2]), Scope::Any);
+    sleep(Duration::from_millis(1000)).await;
+    let quorum = GetOptions::default();
+    c.node(prim[0]).get(&key, quorum).await.unwrap();
+    sleep(Duration::from_millis(4000)).await;
+    assert_eq!(on_disk(&c, &key), 3);
+    assert_eq!(reaped(&c), 3);
+    c.wan.heal_all();
+}
+
+/// Reaping must not let an older copy bring a key back: a fallback's hint of a value the
+/// delete superseded is buried under the tombstone before the primaries forget the key, so
+/// delivering it afterwards delivers the tombstone.
+#[tokio::test(start_paused = true)]
+async fn a_hint_older_than_the_delete_does_not_bring_a_reaped_key_back() {
+    let c = Cluster::start(84, Duration::from_secs(3600)).await;
+    let key = key_where(&c, "default:ghost", |p| p[0] == NodeId(1));
+    let prim = c.primaries(&key);
+    let down = prim[2];
+    let all = get_opts(|p| p.r = Some(Quorum::All));
+    c.node(NodeId(1))
+        .put(&key, b("v1"), None, PutOptions::default())
+        .await
+        .unwrap();
+    // A write while one primary is down leaves a hint on a fallback.
+    c.wan.isolate(down);
+    c.settle().await;
+    let g = c
+        .node(NodeId(1))
+        .get(&key, GetOptions::default())
+        .await
+        .unwrap();
+    c.node(NodeId(1))
+        .put(&key, b("v2"), Some(&g.context()), PutOptions::default())
+        .await
+        .unwrap();
+    let holder = c
+        .nodes
+        .iter()
+        .find(|n| n.store().get_hint(down, &key).unwrap().is_some())
+        .expect("a fallback holds a hint")
+        .id();
+    c.wan.heal_all();
+    c.settle().await;
+    // Every primary gets v2 by read repair, then the delete; the hint stays.
+    let g = c.node(NodeId(1)).get(&key, all).await.unwrap();
+    sleep(Duration::from_millis(500)).await;
+    c.node(NodeId(1))
+        .delete(&key, Some(&g.context()), PutOptions::default())
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(500)).await;
+    let g = c.node(NodeId(2)).get(&key, all).await.unwrap();
+    assert!(matches!(g, GetResult::NotFound { .. }));
+    sleep(Duration::from_secs(4)).await;
+    for &p in &prim {
+        assert!(c.node(p).store().get(&key).unwrap().is_none(), "{p} reaped");
+    }
+    // The hint was buried: handing it off now delivers the tombstone, not v2.
+    let hint = c
+        .node(holder)
+        .store()
+        .get_hint(down, &key)
+        .unwrap()
+        .unwrap();
+    assert!(hint.is_tombstone_only(), "{hint:?}");
+    c.node(holder).handoff_round().await.unwrap();
+    let g = c.node(NodeId(2)).get(&key, all).await.unwrap();
+    assert!(matches!(g, GetResult::NotFound { .. }), "{g:?}");
 }

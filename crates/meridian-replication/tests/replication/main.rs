@@ -32,11 +32,16 @@ use tokio_util::sync::CancellationToken;
 
 // ----- harness -----
 
-/// A `MemEngine` whose reads and writes fail while `broken` is set (a failing disk).
+/// A `MemEngine` whose reads and writes fail while `broken` is set (a failing disk). With
+/// `lazy_disk` set it behaves as an engine whose writes reach disk only when synced
+/// (`everysec`): it counts its syncs, which fail while `sync_broken` is set.
 #[derive(Debug, Default)]
 struct FlakyEngine {
     inner: MemEngine,
     broken: AtomicBool,
+    lazy_disk: AtomicBool,
+    sync_broken: AtomicBool,
+    syncs: std::sync::atomic::AtomicU64,
 }
 
 impl FlakyEngine {
@@ -86,6 +91,20 @@ impl Engine for FlakyEngine {
     }
     fn flush(&self) -> meridian_storage::Result<()> {
         self.inner.flush()
+    }
+    fn write_durability(&self) -> meridian_storage::WriteDurability {
+        if self.lazy_disk.load(Ordering::Relaxed) {
+            meridian_storage::WriteDurability::OnSync
+        } else {
+            meridian_storage::WriteDurability::Volatile
+        }
+    }
+    fn sync_written(&self) -> meridian_storage::Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        if self.sync_broken.load(Ordering::Relaxed) {
+            return Err(StorageError::Backend("injected fsync failure".into()));
+        }
+        Ok(())
     }
     fn stats(&self) -> EngineStats {
         self.inner.stats()
@@ -177,6 +196,17 @@ impl Cluster {
         aae_interval: Duration,
         aae_max_keys: usize,
     ) -> Cluster {
+        Cluster::start_with(seed, |cfg| {
+            cfg.handoff_interval = handoff_interval;
+            cfg.anti_entropy_interval = aae_interval;
+            cfg.anti_entropy_max_keys = aae_max_keys;
+        })
+        .await
+    }
+
+    /// Starts the cluster with every node's configuration changed by `tune` (anti-entropy
+    /// off and hand-off every second unless it changes them; small 16 × 16 trees).
+    async fn start_with(seed: u64, tune: impl Fn(&mut NodeConfig)) -> Cluster {
         println!("cluster seed = {seed}");
         let ids: Vec<NodeId> = (1..=DCS * PER_DC).map(NodeId).collect();
         let wan = WanEmulator::new(WanConfig {
@@ -218,11 +248,11 @@ impl Cluster {
             cfg.heartbeat_interval = Duration::from_millis(100);
             cfg.detector.first_interval = Duration::from_millis(100);
             cfg.detector.min_std_dev = Duration::from_millis(50);
-            cfg.handoff_interval = handoff_interval;
+            cfg.handoff_interval = Duration::from_secs(1);
             cfg.seed = seed ^ u64::from(id.0);
-            cfg.anti_entropy_interval = aae_interval;
-            cfg.anti_entropy_max_keys = aae_max_keys;
+            cfg.anti_entropy_interval = Duration::ZERO;
             cfg.anti_entropy_tree = MerkleConfig::new(16, 2).unwrap();
+            tune(&mut cfg);
             let (node, engine, node_stop) = c.launch(cfg.clone());
             c.nodes.push(node);
             c.engines.push(engine);

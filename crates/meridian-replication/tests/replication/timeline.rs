@@ -8,7 +8,16 @@ use meridian_replication::{ReadMode, ReplicationError};
 
 /// A cluster with bucket `tl` of type timeline (`master_timeout_ms` 2 s, T = 3).
 async fn timeline_cluster(seed: u64) -> Cluster {
-    let c = Cluster::start(seed, Duration::from_secs(3600)).await;
+    timeline_cluster_with(seed, |_| {}).await
+}
+
+/// [`timeline_cluster`] with every node's configuration changed by `tune`.
+async fn timeline_cluster_with(seed: u64, tune: impl Fn(&mut NodeConfig)) -> Cluster {
+    let c = Cluster::start_with(seed, |cfg| {
+        cfg.handoff_interval = Duration::from_secs(3600);
+        tune(cfg);
+    })
+    .await;
     c.set_bucket(
         "tl",
         BucketProps {
@@ -902,4 +911,67 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
         ));
         assert_eq!(d.get(key).await.unwrap(), None);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn tombstones_every_primary_holds_are_reaped_after_the_grace() {
+    let c = timeline_cluster_with(31, |cfg| {
+        cfg.tl_tombstone_grace = Duration::from_secs(5);
+        cfg.tl_sync_interval = Duration::from_secs(1);
+    })
+    .await;
+    let reaped = |c: &Cluster| -> u64 { c.nodes.iter().map(|n| n.stats().tombstones_reaped).sum() };
+    let key = key_where(&c, "tl:gc", |_| true);
+    let w = c
+        .node(NodeId(1))
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    c.node(NodeId(1))
+        .tl_put(&key, Content::Tombstone, Expect::Any)
+        .await
+        .unwrap();
+    assert!(converged(&c, &key).await.is_tombstone());
+    sleep(Duration::from_secs(2)).await;
+    assert!(
+        records(&c, &key).iter().all(Option::is_some),
+        "kept for the grace"
+    );
+    sleep(Duration::from_secs(10)).await;
+    assert!(
+        records(&c, &key).iter().all(Option::is_none),
+        "{:?}",
+        records(&c, &key)
+    );
+    assert_eq!(reaped(&c), 3);
+    // A re-insert starts a newer generation than the forgotten one.
+    let again = c
+        .node(NodeId(5))
+        .tl_put(&key, val("b"), Expect::Absent)
+        .await
+        .unwrap();
+    assert!(again.record.ver.generation > w.record.ver.generation);
+    assert_eq!(converged(&c, &key).await.content, val("b"));
+
+    // A primary that cannot be asked keeps every copy of the tombstone.
+    let key = key_where(&c, "tl:gc-cut", |_| true);
+    c.node(NodeId(1))
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    c.node(NodeId(1))
+        .tl_put(&key, Content::Tombstone, Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    let master = records(&c, &key)[0].as_ref().unwrap().master.node;
+    let other = *c.primaries(&key).iter().find(|&&p| p != master).unwrap();
+    c.wan.isolate(other);
+    sleep(Duration::from_secs(15)).await;
+    assert!(records(&c, &key).iter().all(Option::is_some));
+    assert_eq!(reaped(&c), 3);
+    c.wan.heal_all();
+    sleep(Duration::from_secs(15)).await;
+    assert!(records(&c, &key).iter().all(Option::is_none));
+    assert_eq!(reaped(&c), 6);
 }
