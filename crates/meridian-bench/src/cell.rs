@@ -187,15 +187,16 @@ pub async fn run_phases(
     let keys =
         || (0..w.record_count).map(|k| (k, crate::cluster::bucket_key(w.key_name(k).as_bytes())));
 
-    on_phase(&format!("load: {} records", w.record_count));
+    on_phase(&format!("load: 0/{} records", w.record_count));
     let LoadResult {
         inserted,
         failed,
         elapsed: load_elapsed,
     } = runner::load(Arc::clone(&target), w, cfg.load_threads, |done, total| {
-        on_phase(&format!("load: {done}/{total}"));
+        on_phase(&format!("load: {done}/{total} records"));
     })
     .await?;
+    on_phase(&format!("load: {inserted}/{} records", w.record_count));
     if !failed.is_empty() {
         return Err(BenchError::Target {
             reason: format!(
@@ -218,8 +219,11 @@ pub async fn run_phases(
         updates.update_proportion = 1.0;
         updates.insert_proportion = 0.0;
         updates.read_modify_write_proportion = 0.0;
-        for pass in 0..cfg.warmup.max_passes {
+        let max = cfg.warmup.max_passes;
+        for pass in 0..max {
             let before = target.counters().get("migrations").copied().unwrap_or(0.0);
+            let name = format!("warm-up pass {}/{max}", pass + 1);
+            on_phase(&format!("{name}: 0/{} updates", w.record_count));
             let mut pass_cfg = RunConfig::new(
                 Arrival::Closed {
                     threads: cfg.warmup.threads,
@@ -228,15 +232,22 @@ pub async fn run_phases(
             );
             pass_cfg.seed = cfg.run.seed ^ (0x5741_524d_0000_0000 | u64::from(pass));
             pass_cfg.max_ops = Some(w.record_count);
-            let r = runner::run(Arc::clone(&target), &updates, &pass_cfg, |_| {}).await?;
+            let r = runner::run(Arc::clone(&target), &updates, &pass_cfg, |p| {
+                on_phase(&format!(
+                    "{name}: {}/{} updates",
+                    p.completed + p.errors,
+                    w.record_count
+                ));
+            })
+            .await?;
             let after = target.counters().get("migrations").copied().unwrap_or(0.0);
             let writes = r.ops_started.max(1) as f64;
             let rate = (after - before) / writes;
             rates.push(rate);
             on_phase(&format!(
-                "warm-up pass {}: {:.2} % of writes migrated a master",
-                pass + 1,
-                rate * 100.0
+                "{name}: {:.2} % of updates migrated a master (the passes end below {} %)",
+                rate * 100.0,
+                cfg.warmup.until_migrations * 100.0
             ));
             if rate < cfg.warmup.until_migrations {
                 break;
@@ -246,7 +257,7 @@ pub async fn run_phases(
     let warmup_s = warm_start.elapsed().as_secs_f64();
     let home_after_warmup = target.home_mastered(keys());
 
-    on_phase("measure");
+    on_phase(&runner::warmup_phase(&cfg.run));
     let before = target.counters();
     let run = runner::run(Arc::clone(&target), w, &cfg.run, |p| progress(p)).await?;
     let mut counters = target.counters();

@@ -173,6 +173,11 @@ pub fn write_comparison(
                 label.clone()
             },
             per_second: r.report.throughput_per_s.clone(),
+            // The warm-up is not drawn as 0 ops/s, nor the run's last partial second as a drop.
+            measured: Some((
+                r.warmup_end.as_secs_f64(),
+                (r.warmup_end + r.measured).as_secs_f64(),
+            )),
         })
         .collect();
     written.extend(plot::throughput_over_time(

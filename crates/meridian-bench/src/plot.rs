@@ -20,7 +20,13 @@
 //!   scales; malformed percentile vectors are refused with [`BenchError::Plot`]. Drawing and
 //!   file errors are mapped to [`BenchError::Plot`] and [`BenchError::Io`].
 //! - Series and boxes take their colours from a fixed 10-colour palette (Tableau 10), in
-//!   order; they repeat after 10.
+//!   order. Lines past the 10th keep the colours but are dashed (11th to 20th), then dotted
+//!   (21st to 30th), so up to 30 lines are told apart ([`series_style`]); boxes, one colour
+//!   per label, repeat colours after 10.
+//! - Line figures (CDF, throughput) draw their legend in a panel right of the plot, never
+//!   over a curve: the figure is widened to hold it.
+//! - Throughput over time draws only each series' measured interval
+//!   ([`ThroughputSeries::measured`]): the warm-up is a shaded band, not a line at 0 ops/s.
 //! - Latencies are given in microseconds (as recorded by [`crate::stats`]) and drawn in
 //!   milliseconds.
 
@@ -32,6 +38,7 @@ use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::types::RangedCoordf64;
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::{FontStyle, register_font};
@@ -105,13 +112,18 @@ pub struct BoxFacet {
 }
 
 /// One throughput time series: ops completed per 1 s bucket.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ThroughputSeries {
     /// The legend entry.
     pub label: String,
     /// Operations completed in each 1 s bucket since the run start (bucket `i` covers
     /// `[i s, (i+1) s)`), as in [`crate::stats::Report::throughput_per_s`].
     pub per_second: Vec<u64>,
+    /// The measured interval `[from, to)` in seconds since the run start (after the warm-up,
+    /// until the run's end), or `None` when every bucket is measured. Buckets outside it are
+    /// not drawn; a bucket it cuts is drawn over its measured part, at its count divided by
+    /// that part's length (not at all when the part is under a quarter second).
+    pub measured: Option<(f64, f64)>,
 }
 
 /// Writes `<base>.png` and `<base>.svg`: the latency CDF of every series (x: latency in ms,
@@ -196,8 +208,10 @@ pub fn box_plots(
 /// Writes `<base>.png` and `<base>.svg`: throughput over time (x: seconds since the run start, y: ops/s), one line per series.
 ///
 /// Each series is drawn as a staircase: bucket `i` is a horizontal segment from `i` s to
-/// `i+1` s at its count. An empty series is listed as `label (no data)`; with no series or only
-/// empty ones, the figure holds a "no data" note listing the labels.
+/// `i+1` s at its count, within the series' measured interval; the time before every series'
+/// interval starts (the warm-up) is shaded and labelled. An empty series is listed as
+/// `label (no data)`; with no series or only empty ones, the figure holds a "no data" note
+/// listing the labels.
 pub fn throughput_over_time(
     base: &Path,
     title: &str,
@@ -651,23 +665,117 @@ fn draw_mesh<DB: DrawingBackend>(
         .map_err(|e| e.to_string())
 }
 
-/// Draws the legend of `chart`'s labelled series in its lower right corner.
-fn draw_legend<'a, DB: DrawingBackend + 'a>(
-    chart: &mut ChartContext<'a, DB, Cartesian2d<Axis, Axis>>,
-) -> Result<(), String> {
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .margin(12)
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(170, 170, 170))
-        .label_font((FONT_FAMILY, 15).into_font())
-        .draw()
-        .map_err(|e| e.to_string())
+/// How a line is drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dash {
+    Solid,
+    Dashed,
+    Dotted,
 }
 
-fn legend_line(colour: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
-    move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], colour.stroke_width(3))
+/// The colour and dash of one line of a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct SeriesStyle {
+    colour: RGBColor,
+    dash: Dash,
+}
+
+/// The style of the `i`-th line of a figure: the palette's colours in order, solid for the
+/// first 10 lines, dashed for the next 10, dotted for the 10 after (then again).
+fn series_style(i: usize) -> SeriesStyle {
+    SeriesStyle {
+        colour: PALETTE[i % PALETTE.len()],
+        dash: match (i / PALETTE.len()) % 3 {
+            0 => Dash::Solid,
+            1 => Dash::Dashed,
+            _ => Dash::Dotted,
+        },
+    }
+}
+
+/// Draws `points` (backend coordinates) on `area` in `style`, `width` pixels wide.
+fn draw_styled_path<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    points: Vec<(i32, i32)>,
+    style: SeriesStyle,
+    width: u32,
+) -> Result<(), String> {
+    let stroke = style.colour.stroke_width(width);
+    match style.dash {
+        Dash::Solid => area.draw(&PathElement::new(points, stroke)),
+        Dash::Dashed => area.draw(&DashedPathElement::new(points, 10, 6, stroke)),
+        Dash::Dotted => area.draw(&DashedPathElement::new(points, 2, 5, stroke)),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// Draws one line of a chart in `style`.
+fn draw_styled_line<DB: DrawingBackend>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<Axis, Axis>>,
+    points: Vec<(f64, f64)>,
+    style: SeriesStyle,
+) -> Result<(), String> {
+    let stroke = style.colour.stroke_width(2);
+    match style.dash {
+        Dash::Solid => chart
+            .draw_series(LineSeries::new(points, stroke))
+            .map(|_| ()),
+        Dash::Dashed => chart
+            .draw_series(DashedLineSeries::new(points, 10, 6, stroke))
+            .map(|_| ()),
+        Dash::Dotted => chart
+            .draw_series(DashedLineSeries::new(points, 2, 5, stroke))
+            .map(|_| ()),
+    }
+    .map_err(|e| e.to_string())
+}
+
+/// Width of the legend panel right of a line figure's plot, from its longest label.
+fn legend_width<'a>(labels: impl Iterator<Item = &'a str>) -> u32 {
+    let chars = labels.map(|l| l.chars().count()).max().unwrap_or(0);
+    let chars = u32::try_from(chars).unwrap_or(u32::MAX);
+    chars.saturating_mul(9).saturating_add(75).clamp(180, 520)
+}
+
+/// Splits a line figure's area into the plot and, when there are `entries`, the legend
+/// panel at its right ([`legend_width`] wide), drawn there: a sample of each line's style
+/// and its label, one per row, top down.
+fn with_legend_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(String, SeriesStyle)],
+) -> Result<DrawingArea<DB, Shift>, String> {
+    if entries.is_empty() {
+        return Ok(area.clone());
+    }
+    let (w, h) = area.dim_in_pixel();
+    let panel_w = legend_width(entries.iter().map(|(l, _)| l.as_str()));
+    let (plot, panel) = area.split_horizontally(w.saturating_sub(panel_w));
+    // The rows share the panel's height; fewer than 30 rows keep the usual 24 px and 15 px text.
+    let (top, bottom) = (15, i64::from(h) - 70);
+    let n = i64::try_from(entries.len()).unwrap_or(i64::MAX);
+    let row = ((bottom - top) / n.max(1)).clamp(8, 24);
+    let font = (row - 6).clamp(8, 15);
+    let height = row * n + 12;
+    panel
+        .draw(&Rectangle::new(
+            [
+                (0, top as i32),
+                (panel_w as i32 - 15, (top + height).min(i64::from(h)) as i32),
+            ],
+            RGBColor(170, 170, 170).stroke_width(1),
+        ))
+        .map_err(|e| e.to_string())?;
+    let text = TextStyle::from((FONT_FAMILY, font as i32).into_font())
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    for (k, (label, style)) in entries.iter().enumerate() {
+        let y = (top + 6 + row * k as i64 + row / 2) as i32;
+        draw_styled_path(&panel, vec![(10, y), (44, y)], *style, 3)?;
+        panel
+            .draw(&Text::new(label.clone(), (52, y), text.clone()))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(plot)
 }
 
 /// Keeps the first and last point and every point that moved at least `dx` or `dy` from the
@@ -728,9 +836,40 @@ fn cdf_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     points
 }
 
+impl CdfFigure {
+    /// The legend: every line's label and style, or nothing when no line has data.
+    fn legend(&self) -> Vec<(String, SeriesStyle)> {
+        if self.lines.iter().all(|l| l.points.is_empty()) {
+            return Vec::new();
+        }
+        self.lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                let label = if line.count == 0 {
+                    format!("{} (no data)", line.label)
+                } else {
+                    format!("{} (n={})", line.label, line.count)
+                };
+                (label, series_style(i))
+            })
+            .collect()
+    }
+}
+
+/// A line figure's size: the plot, widened by the legend panel when there is one.
+fn line_figure_size(legend: &[(String, SeriesStyle)]) -> (u32, u32) {
+    let (w, h) = LINE_FIGURE_SIZE;
+    if legend.is_empty() {
+        (w, h)
+    } else {
+        (w + legend_width(legend.iter().map(|(l, _)| l.as_str())), h)
+    }
+}
+
 impl Figure for CdfFigure {
     fn size(&self) -> (u32, u32) {
-        LINE_FIGURE_SIZE
+        line_figure_size(&self.legend())
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
@@ -742,6 +881,8 @@ impl Figure for CdfFigure {
                 &no_data_lines(self.lines.iter().map(|l| l.label.as_str())),
             );
         }
+        let legend = self.legend();
+        let area = with_legend_panel(&area, &legend)?;
         let min = with_data
             .iter()
             .map(|l| l.points[0].0)
@@ -761,26 +902,15 @@ impl Figure for CdfFigure {
             "cumulative fraction of operations",
         )?;
         let dx = (x.hi - x.lo) / 2000.0;
-        for (i, line) in self.lines.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
+        for (line, (_, style)) in self.lines.iter().zip(&legend) {
             let points: Vec<(f64, f64)> = line
                 .points
                 .iter()
                 .map(|&(ms, f)| (x.to_coord(ms), f))
                 .collect();
-            let points = thin(&points, dx, 0.001);
-            let label = if line.count == 0 {
-                format!("{} (no data)", line.label)
-            } else {
-                format!("{} (n={})", line.label, line.count)
-            };
-            chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(label)
-                .legend(legend_line(colour));
+            draw_styled_line(&mut chart, thin(&points, dx, 0.001), *style)?;
         }
-        draw_legend(&mut chart)
+        Ok(())
     }
 }
 
@@ -1028,9 +1158,51 @@ struct ThroughputFigure {
     series: Vec<ThroughputSeries>,
 }
 
+/// The shortest part of a 1 s bucket drawn as a rate: a sliver's rate is mostly noise.
+const MIN_PARTIAL_BUCKET_S: f64 = 0.25;
+
+/// The staircase of one throughput series: (x, ops/s) corner points of every bucket inside
+/// its measured interval, a cut bucket scaled to its measured part.
+fn throughput_points(s: &ThroughputSeries) -> Vec<(f64, f64)> {
+    let (from, to) = s.measured.unwrap_or((0.0, f64::INFINITY));
+    let mut points = Vec::with_capacity(2 * s.per_second.len());
+    for (t, &ops) in s.per_second.iter().enumerate() {
+        let (a, b) = (t as f64, t as f64 + 1.0);
+        let (a, b) = (a.max(from), b.min(to));
+        if b - a < MIN_PARTIAL_BUCKET_S {
+            continue;
+        }
+        let rate = ops as f64 / (b - a);
+        points.push((a, rate));
+        points.push((b, rate));
+    }
+    points
+}
+
+impl ThroughputFigure {
+    /// The legend: every series' label and style, or nothing when no series has buckets.
+    fn legend(&self) -> Vec<(String, SeriesStyle)> {
+        if self.series.iter().all(|s| s.per_second.is_empty()) {
+            return Vec::new();
+        }
+        self.series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let label = if s.per_second.is_empty() {
+                    format!("{} (no data)", s.label)
+                } else {
+                    s.label.clone()
+                };
+                (label, series_style(i))
+            })
+            .collect()
+    }
+}
+
 impl Figure for ThroughputFigure {
     fn size(&self) -> (u32, u32) {
-        LINE_FIGURE_SIZE
+        line_figure_size(&self.legend())
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
@@ -1047,14 +1219,14 @@ impl Figure for ThroughputFigure {
                 &no_data_lines(self.series.iter().map(|s| s.label.as_str())),
             );
         }
-        let max = self
-            .series
-            .iter()
-            .flat_map(|s| s.per_second.iter().copied())
-            .max()
-            .unwrap_or(0);
-        let x = linear_axis(0.0, seconds as f64);
-        let y = linear_axis_from_zero(max as f64);
+        let legend = self.legend();
+        let area = with_legend_panel(&area, &legend)?;
+        let lines: Vec<Vec<(f64, f64)>> = self.series.iter().map(throughput_points).collect();
+        let max = lines.iter().flatten().map(|&(_, y)| y).fold(0.0, f64::max);
+        // Up to the last bucket drawn (a run's drain may leave empty buckets after its end).
+        let last = lines.iter().flatten().map(|&(x, _)| x).fold(0.0, f64::max);
+        let x = linear_axis(0.0, if last > 0.0 { last } else { seconds as f64 });
+        let y = linear_axis_from_zero(max);
         let mut chart = styled_chart(
             &area,
             &x,
@@ -1062,26 +1234,40 @@ impl Figure for ThroughputFigure {
             "time since run start (s)",
             "throughput (ops/s)",
         )?;
-        for (i, s) in self.series.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
-            let points: Vec<(f64, f64)> = s
-                .per_second
-                .iter()
-                .enumerate()
-                .flat_map(|(t, &ops)| [(t as f64, ops as f64), (t as f64 + 1.0, ops as f64)])
-                .collect();
-            let label = if s.per_second.is_empty() {
-                format!("{} (no data)", s.label)
-            } else {
-                s.label.clone()
-            };
+        // The warm-up: before every series' measured interval starts.
+        let warmup = self
+            .series
+            .iter()
+            .filter(|s| !s.per_second.is_empty())
+            .map(|s| s.measured.map_or(0.0, |(from, _)| from))
+            .fold(f64::INFINITY, f64::min);
+        if warmup.is_finite() && warmup > 0.0 {
+            let end = warmup.min(x.hi);
             chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(label)
-                .legend(legend_line(colour));
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(x.lo, y.lo), (end, y.hi)],
+                    RGBColor(120, 120, 120).mix(0.12).filled(),
+                )))
+                .map_err(|e| e.to_string())?;
+            let (left, _) = chart.backend_coord(&(x.lo, y.hi));
+            let (right, _) = chart.backend_coord(&(end, y.hi));
+            // Labelled when the band is wide enough for the word.
+            if right - left >= 60 {
+                let text = TextStyle::from((FONT_FAMILY, 15).into_font())
+                    .color(&NOTE_GREY)
+                    .pos(Pos::new(HPos::Center, VPos::Top));
+                chart
+                    .draw_series(std::iter::once(
+                        EmptyElement::at(((x.lo + end) / 2.0, y.hi))
+                            + Text::new("warm-up", (0, 8), text),
+                    ))
+                    .map_err(|e| e.to_string())?;
+            }
         }
-        draw_legend(&mut chart)
+        for (points, (_, style)) in lines.into_iter().zip(&legend) {
+            draw_styled_line(&mut chart, points, *style)?;
+        }
+        Ok(())
     }
 }
 
@@ -1093,9 +1279,30 @@ struct XyFigure {
     series: Vec<XySeries>,
 }
 
+impl XyFigure {
+    /// The legend: every series' label and style, or nothing when nothing is drawn.
+    fn legend(&self) -> Vec<(String, SeriesStyle)> {
+        if self.series.iter().all(|s| s.points.is_empty()) {
+            return Vec::new();
+        }
+        self.series
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let label = if s.points.is_empty() {
+                    format!("{} (no data)", s.label)
+                } else {
+                    s.label.clone()
+                };
+                (label, series_style(i))
+            })
+            .collect()
+    }
+}
+
 impl Figure for XyFigure {
     fn size(&self) -> (u32, u32) {
-        LINE_FIGURE_SIZE
+        line_figure_size(&self.legend())
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
@@ -1113,6 +1320,8 @@ impl Figure for XyFigure {
         let (y_lo, y_hi) = all().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (_, y)| {
             (lo.min(y), hi.max(y))
         });
+        let legend = self.legend();
+        let area = with_legend_panel(&area, &legend)?;
         let x = linear_axis(x_lo, x_hi);
         let y = if self.axes.log_y {
             log_axis(y_lo, y_hi, 1e-9)
@@ -1134,33 +1343,15 @@ impl Figure for XyFigure {
             });
             chart.draw_series(dashes).map_err(|e| e.to_string())?;
         }
-        for (i, s) in self.series.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
+        for (s, (_, style)) in self.series.iter().zip(&legend) {
             let points: Vec<(f64, f64)> = s
                 .points
                 .iter()
                 .map(|&(px, py)| (px, y.to_coord(py)))
                 .collect();
-            let label = if points.is_empty() {
-                format!("{} (no data)", s.label)
-            } else {
-                s.label.clone()
-            };
-            chart
-                .draw_series(LineSeries::new(points, colour.stroke_width(2)))
-                .map_err(|e| e.to_string())?
-                .label(label)
-                .legend(legend_line(colour));
+            draw_styled_line(&mut chart, points, *style)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .margin(12)
-            .background_style(WHITE.mix(0.9))
-            .border_style(RGBColor(170, 170, 170))
-            .label_font((FONT_FAMILY, 15).into_font())
-            .draw()
-            .map_err(|e| e.to_string())
+        Ok(())
     }
 }
 
@@ -1222,6 +1413,22 @@ mod tests {
         (colours.len(), title_dark)
     }
 
+    /// The size of a line figure whose legend lists `labels`.
+    fn with_legend(labels: &[&str]) -> (u32, u32) {
+        (1000 + legend_width(labels.iter().copied()), 600)
+    }
+
+    /// The x of the SVG text element holding exactly `text`.
+    fn svg_text_x(svg: &str, text: &str) -> i32 {
+        let at = svg
+            .find(&format!(">\n{text}\n<"))
+            .unwrap_or_else(|| panic!("no text {text:?}"));
+        let open = svg[..at].rfind("<text").unwrap();
+        let x = &svg[open..at];
+        let x = &x[x.find(" x=\"").unwrap() + 4..];
+        x[..x.find('"').unwrap()].parse().unwrap()
+    }
+
     fn percentiles(scale_us: u64) -> Vec<u64> {
         (1..=99u64).map(|p| scale_us + p * scale_us / 50).collect()
     }
@@ -1246,7 +1453,7 @@ mod tests {
         let svg = check_outputs(
             &base,
             &paths,
-            (1000, 600),
+            with_legend(&["remote (n=1000)"]),
             &[
                 "read latency CDF",
                 "local (n=1000)",
@@ -1357,7 +1564,7 @@ mod tests {
         check_outputs(
             &base,
             &paths,
-            (1000, 600),
+            with_legend(&["saturated (n=1)"]),
             &[
                 "one (n=1)",
                 "zero (n=1)",
@@ -1541,17 +1748,19 @@ mod tests {
             ThroughputSeries {
                 label: "ind1".into(),
                 per_second: vec![0, 0, 900, 1_000, 1_050, 980, 1_010],
+                measured: None,
             },
             ThroughputSeries {
                 label: "lt_rec".into(),
                 per_second: vec![0, 0, 400, 420],
+                measured: None,
             },
         ];
         let paths = throughput_over_time(&base, "throughput", &series).unwrap();
         let svg = check_outputs(
             &base,
             &paths,
-            (1000, 600),
+            with_legend(&["lt_rec"]),
             &[
                 "throughput",
                 "ind1",
@@ -1575,6 +1784,7 @@ mod tests {
         let empty = [ThroughputSeries {
             label: "idle".into(),
             per_second: vec![],
+            measured: None,
         }];
         let paths = throughput_over_time(&base, "empty series", &empty).unwrap();
         check_outputs(&base, &paths, (1000, 600), &["no data", "idle"]);
@@ -1583,30 +1793,122 @@ mod tests {
             ThroughputSeries {
                 label: "one bucket".into(),
                 per_second: vec![7],
+                measured: None,
             },
             ThroughputSeries {
                 label: "zeros".into(),
                 per_second: vec![0, 0, 0],
+                measured: None,
             },
             ThroughputSeries {
                 label: "idle".into(),
                 per_second: vec![],
+                measured: None,
             },
         ];
         let paths = throughput_over_time(&base, "edges", &series).unwrap();
         check_outputs(
             &base,
             &paths,
-            (1000, 600),
+            with_legend(&["idle (no data)"]),
             &["one bucket", "zeros", "idle (no data)"],
         );
 
         let zeros = [ThroughputSeries {
             label: "all zero".into(),
             per_second: vec![0; 5],
+            measured: None,
         }];
         let paths = throughput_over_time(&base, "zero", &zeros).unwrap();
-        check_outputs(&base, &paths, (1000, 600), &["all zero"]);
+        check_outputs(&base, &paths, with_legend(&["all zero"]), &["all zero"]);
+    }
+
+    /// The demo's CDF has 16 curves (4 modes × 2 ops × local/remote): every curve gets its
+    /// own colour and dash, and the legend sits in its own panel, right of every curve.
+    #[test]
+    fn many_curves_stay_distinct_and_the_legend_hides_none() {
+        let styles: Vec<SeriesStyle> = (0..30).map(series_style).collect();
+        for (i, a) in styles.iter().enumerate() {
+            for b in &styles[..i] {
+                assert_ne!(a, b, "line {i} repeats a style");
+            }
+        }
+        assert_eq!(styles[9].dash, Dash::Solid);
+        assert_eq!(styles[10].dash, Dash::Dashed);
+        assert_eq!(styles[20].dash, Dash::Dotted);
+
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("cdf16");
+        let hists: Vec<Histogram<u64>> = (0..16u64)
+            .map(|i| {
+                let scale = if i % 2 == 0 { 100 } else { 100_000 };
+                histogram(&(1..=200).map(|k| scale + k * (i + 1)).collect::<Vec<_>>())
+            })
+            .collect();
+        let labels: Vec<String> = (0..16).map(|i| format!("mode{} op {i}", i / 4)).collect();
+        let series: Vec<CdfSeries<'_>> = labels
+            .iter()
+            .zip(&hists)
+            .map(|(label, h)| CdfSeries {
+                label: label.clone(),
+                histogram: h,
+            })
+            .collect();
+        let paths = latency_cdf(&base, "sixteen", &series).unwrap();
+        let entries: Vec<String> = labels.iter().map(|l| format!("{l} (n=200)")).collect();
+        let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
+        let svg = check_outputs(&base, &paths, with_legend(&refs), &refs);
+        // Every legend entry is right of the plot (which spans x < 1000).
+        for entry in &refs {
+            assert!(svg_text_x(&svg, entry) >= 1000, "{entry} over the plot");
+        }
+    }
+
+    /// The warm-up is not a line at 0 ops/s: buckets before the measured interval are left
+    /// out, a cut bucket is scaled to its measured part, and the band is shaded and named.
+    #[test]
+    fn throughput_leaves_the_warmup_out() {
+        let s = ThroughputSeries {
+            label: "ops/s".into(),
+            per_second: vec![0, 0, 50, 100, 100, 30],
+            measured: Some((2.5, 5.3)),
+        };
+        let want = [
+            (2.5, 100.0),
+            (3.0, 100.0),
+            (3.0, 100.0),
+            (4.0, 100.0),
+            (4.0, 100.0),
+            (5.0, 100.0),
+            (5.0, 100.0),
+            (5.3, 100.0),
+        ];
+        let got = throughput_points(&s);
+        assert_eq!(got.len(), want.len(), "{got:?}");
+        for ((x, y), (gx, gy)) in want.into_iter().zip(got) {
+            assert!((x - gx).abs() < 1e-9 && (y - gy).abs() < 1e-6, "{gx},{gy}");
+        }
+        // A sliver after the warm-up is too short to be a rate.
+        let sliver = ThroughputSeries {
+            measured: Some((2.9, 6.0)),
+            ..s.clone()
+        };
+        assert_eq!(throughput_points(&sliver)[0], (3.0, 100.0));
+
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("tput-warm");
+        let run = ThroughputSeries {
+            label: "ops/s".into(),
+            per_second: [vec![0; 5], vec![1_000; 10]].concat(),
+            measured: Some((5.0, 15.0)),
+        };
+        let points = throughput_points(&run);
+        assert!(
+            points.iter().all(|&(x, y)| x >= 5.0 && y == 1_000.0),
+            "{points:?}"
+        );
+        let paths = throughput_over_time(&base, "warm", &[run]).unwrap();
+        check_outputs(&base, &paths, with_legend(&["ops/s"]), &["warm-up"]);
     }
 
     #[test]
@@ -1687,7 +1989,7 @@ mod tests {
             let svg = check_outputs(
                 &base,
                 &paths,
-                (1000, 600),
+                with_legend(&["backlog"]),
                 &["latency over time", "fast", "backlog", "time (s)"],
             );
             assert!(svg.contains("#4E79A7") && svg.contains("#F28E2B"));

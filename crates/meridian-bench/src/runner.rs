@@ -26,7 +26,11 @@
 //!   with inserts, whose key numbers and readable key range follow the inserts completed so
 //!   far, as in YCSB (in virtual time that too replays exactly).
 //! - **Warm-up excluded:** samples whose intended start is before [`RunConfig::warmup`] are not
-//!   in the report (the [`stats::Recorder`] cut); the run lasts `warmup + duration`.
+//!   in the report; the run lasts at most `warmup + duration`. When [`RunConfig::max_ops`]
+//!   fixes the number of ops, the warm-up also ends after the first
+//!   [`WARMUP_MAX_SHARE`] of them, so a short run is never swallowed whole by its warm-up:
+//!   an op is excluded only if it started before the warm-up time **and** was among those
+//!   first ops.
 //! - **Bounded end:** no op starts after `warmup + duration`; ops still running then get
 //!   [`RunConfig::drain_timeout`] to finish, after which they are abandoned and recorded with
 //!   error code [`ABANDONED`], so a hung target cannot hang the run.
@@ -139,6 +143,11 @@ pub enum Arrival {
     },
 }
 
+/// The largest share of a fixed number of ops ([`RunConfig::max_ops`]) the warm-up may take:
+/// with YCSB's `operationcount` at 1000, at most the first 100 ops are excluded, however fast
+/// they run.
+pub const WARMUP_MAX_SHARE: f64 = 0.1;
+
 /// How to run a workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunConfig {
@@ -146,7 +155,8 @@ pub struct RunConfig {
     pub arrival: Arrival,
     /// The measured phase, after the warm-up.
     pub duration: Duration,
-    /// The excluded phase at the start of the run.
+    /// The excluded phase at the start of the run (with `max_ops`, at most its first
+    /// [`WARMUP_MAX_SHARE`] of ops).
     pub warmup: Duration,
     /// The run's seed; client `c` uses stream `c` of `ChaCha8Rng::seed_from_u64(seed)`.
     pub seed: u64,
@@ -260,6 +270,10 @@ pub struct RunResult {
     /// The measured phase: from the warm-up end to the configured end, or to the last op's
     /// completion if `max_ops` ended the run earlier. Throughput and the histogram log span it.
     pub measured: Duration,
+    /// Where the warm-up ended, since the run start: [`RunConfig::warmup`], or earlier when
+    /// the first [`WARMUP_MAX_SHARE`] of `max_ops` had started by then (also
+    /// `report.warmup_end_us`).
+    pub warmup_end: Duration,
 }
 
 /// Op name as reports write it (the serde name of [`Op`]).
@@ -451,11 +465,12 @@ fn lock(stats: &Shared) -> MutexGuard<'_, ClientStats> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn new_shared(warmup: Duration) -> Shared {
+/// The runner makes the warm-up cut itself ([`Warmup`]), so its recorders keep everything.
+fn new_shared() -> Shared {
     let interval = Histogram::new_with_bounds(1, stats::MAX_LATENCY_US, 2)
         .expect("constant bounds 1 µs ..= 1 h with 2 significant digits are valid");
     Arc::new(Mutex::new(ClientStats {
-        recorder: Recorder::new(warmup),
+        recorder: Recorder::new(Duration::ZERO),
         live: Live {
             completed: 0,
             errors: 0,
@@ -475,24 +490,79 @@ struct Counters {
     max_lag: Duration,
 }
 
+/// The warm-up cut: an op is excluded when its intended start is before `time` and it is
+/// among the first `ops` ops (all ops when the run's count is not fixed).
+struct Warmup {
+    time: Duration,
+    /// With [`RunConfig::max_ops`]: how many of the first ops the warm-up may take.
+    ops: Option<u64>,
+    /// The intended start (ns since the run start) of op number `ops`, the first one past
+    /// the op-count warm-up; `u64::MAX` until it starts.
+    ops_end_ns: AtomicU64,
+}
+
+impl Warmup {
+    fn new(config: &RunConfig) -> Self {
+        Warmup {
+            time: config.warmup,
+            ops: config
+                .max_ops
+                .filter(|&n| n > 0)
+                .map(|n| (n as f64 * WARMUP_MAX_SHARE) as u64),
+            ops_end_ns: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// Whether an op that intended to start at `at` and is inside the op-count window
+    /// (see [`OpBudget::take`]) belongs to the warm-up.
+    fn excludes(&self, at: Duration, in_window: bool) -> bool {
+        in_window && at < self.time
+    }
+
+    /// Where the warm-up ends, as far as is known now: its time, or earlier once the first
+    /// op past the op-count window has started.
+    fn end(&self) -> Duration {
+        let ops_end = self.ops_end_ns.load(Ordering::Relaxed);
+        if ops_end == u64::MAX {
+            self.time
+        } else {
+            self.time.min(Duration::from_nanos(ops_end))
+        }
+    }
+}
+
 /// The ops left to start under [`RunConfig::max_ops`], shared by every client.
 struct OpBudget {
+    max: u64,
     left: Option<AtomicU64>,
 }
 
 impl OpBudget {
     fn new(max_ops: Option<u64>) -> Self {
+        let max = max_ops.filter(|&n| n > 0);
         OpBudget {
-            left: max_ops.filter(|&n| n > 0).map(AtomicU64::new),
+            max: max.unwrap_or(0),
+            left: max.map(AtomicU64::new),
         }
     }
 
-    /// Takes one op from the budget; false once it is spent.
-    fn take(&self) -> bool {
-        self.left.as_ref().is_none_or(|left| {
-            left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-                .is_ok()
-        })
+    /// Takes one op, meant to start at `at` since the run start, from the budget: `None`
+    /// once it is spent, else whether the op is inside `warmup`'s op-count window (always,
+    /// when the count is not fixed). The op just past the window marks where it ended.
+    fn take(&self, at: Duration, warmup: &Warmup) -> Option<bool> {
+        let Some(left) = &self.left else {
+            return Some(true);
+        };
+        let before = left
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .ok()?;
+        let index = self.max - before;
+        let window = warmup.ops.unwrap_or(u64::MAX);
+        if index == window {
+            let ns = u64::try_from(at.as_nanos()).unwrap_or(u64::MAX - 1);
+            warmup.ops_end_ns.store(ns, Ordering::Relaxed);
+        }
+        Some(index < window)
     }
 }
 
@@ -501,6 +571,7 @@ struct OpContext<T> {
     target: Arc<T>,
     keys_space: Arc<KeySpace>,
     budget: Arc<OpBudget>,
+    warmup: Arc<Warmup>,
     stats: Shared,
     start: Instant,
     /// Cancelled [`RunConfig::drain_timeout`] after the run's end: ops still running are
@@ -517,6 +588,7 @@ impl<T> Clone for OpContext<T> {
             target: Arc::clone(&self.target),
             keys_space: Arc::clone(&self.keys_space),
             budget: Arc::clone(&self.budget),
+            warmup: Arc::clone(&self.warmup),
             stats: Arc::clone(&self.stats),
             start: self.start,
             abandon: self.abandon.clone(),
@@ -534,12 +606,14 @@ fn expected_locality(keynum: u64, dc: u32, dcs: u32) -> Locality {
     }
 }
 
-/// Runs `request`, meant to start at `intended`, and records it; returns whether it was
-/// abandoned, and when it completed (a closed loop's next start: one clock read fewer per op).
+/// Runs `request`, meant to start at `intended`, and records it (`in_window`: inside the
+/// op-count warm-up window, [`OpBudget::take`]); returns whether it was abandoned, and when
+/// it completed (a closed loop's next start: one clock read fewer per op).
 async fn execute_and_record<T: Target>(
     ctx: &OpContext<T>,
     request: Request,
     intended: Instant,
+    in_window: bool,
 ) -> (bool, Instant) {
     let name = op_name(request.op);
     let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
@@ -555,8 +629,12 @@ async fn execute_and_record<T: Target>(
     let completed = Instant::now();
     let latency = completed.saturating_duration_since(intended);
     let intended_since_start = intended.saturating_duration_since(ctx.start);
+    let warm = ctx.warmup.excludes(intended_since_start, in_window);
     let mut guard = lock(&ctx.stats);
     let stats = &mut *guard;
+    if warm {
+        stats.recorder.exclude_warmup_sample();
+    }
     match result {
         Ok(Ok(outcome)) => {
             let locality = if outcome.remote {
@@ -564,9 +642,11 @@ async fn execute_and_record<T: Target>(
             } else {
                 Locality::Local
             };
-            stats
-                .recorder
-                .record(name, locality, intended_since_start, latency);
+            if !warm {
+                stats
+                    .recorder
+                    .record(name, locality, intended_since_start, latency);
+            }
             stats.live.completed += 1;
             stats.live.interval_completed += 1;
             let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
@@ -574,16 +654,20 @@ async fn execute_and_record<T: Target>(
             (false, completed)
         }
         Ok(Err(code)) => {
-            stats
-                .recorder
-                .record_error(name, fallback, intended_since_start, &code);
+            if !warm {
+                stats
+                    .recorder
+                    .record_error(name, fallback, intended_since_start, &code);
+            }
             stats.live.errors += 1;
             (false, completed)
         }
         Err(_elapsed) => {
-            stats
-                .recorder
-                .record_error(name, fallback, intended_since_start, ABANDONED);
+            if !warm {
+                stats
+                    .recorder
+                    .record_error(name, fallback, intended_since_start, ABANDONED);
+            }
             stats.live.errors += 1;
             (true, completed)
         }
@@ -613,12 +697,12 @@ async fn closed_client<T: Target>(
         if now >= end {
             break;
         }
-        if !ctx.budget.take() {
+        let Some(in_window) = ctx.budget.take(now - ctx.start, &ctx.warmup) else {
             break;
-        }
+        };
         let request = source.next();
         counters.started += 1;
-        let (abandoned, completed) = execute_and_record(&ctx, request, now).await;
+        let (abandoned, completed) = execute_and_record(&ctx, request, now, in_window).await;
         counters.abandoned += u64::from(abandoned);
         now = completed;
     }
@@ -648,9 +732,10 @@ async fn open_client<T: Target>(
         while let Some(done) = tasks.try_join_next() {
             counters.abandoned += u64::from(reap(&ctx, done));
         }
-        if !ctx.budget.take() {
+        let at = intended.saturating_duration_since(ctx.start);
+        let Some(in_window) = ctx.budget.take(at, &ctx.warmup) else {
             break;
-        }
+        };
         let lag = Instant::now().saturating_duration_since(intended);
         if lag > LATE_START_THRESHOLD {
             counters.late += 1;
@@ -662,19 +747,20 @@ async fn open_client<T: Target>(
             counters.dropped += 1;
             let fallback = expected_locality(request.keynum, request.dc, ctx.dcs);
             let mut stats = lock(&ctx.stats);
-            stats.recorder.record_error(
-                op_name(request.op),
-                fallback,
-                intended.saturating_duration_since(ctx.start),
-                DROPPED,
-            );
+            if ctx.warmup.excludes(at, in_window) {
+                stats.recorder.exclude_warmup_sample();
+            } else {
+                stats
+                    .recorder
+                    .record_error(op_name(request.op), fallback, at, DROPPED);
+            }
             stats.live.errors += 1;
             continue;
         };
         counters.started += 1;
         let op_ctx = ctx.clone();
         tasks.spawn(async move {
-            let (abandoned, _) = execute_and_record(&op_ctx, request, intended).await;
+            let (abandoned, _) = execute_and_record(&op_ctx, request, intended, in_window).await;
             drop(permit);
             abandoned
         });
@@ -694,9 +780,13 @@ fn reap<T>(ctx: &OpContext<T>, done: Result<bool, tokio::task::JoinError>) -> bo
             // `unknown`, at the time it was noticed (so the warm-up cut still applies).
             let mut stats = lock(&ctx.stats);
             let at = Instant::now().saturating_duration_since(ctx.start);
-            stats
-                .recorder
-                .record_error("unknown", Locality::Local, at, PANICKED);
+            if at < ctx.warmup.end() {
+                stats.recorder.exclude_warmup_sample();
+            } else {
+                stats
+                    .recorder
+                    .record_error("unknown", Locality::Local, at, PANICKED);
+            }
             stats.live.errors += 1;
             false
         }
@@ -747,8 +837,9 @@ where
     let end = start + config.warmup + config.duration;
     let in_flight = Arc::new(Semaphore::new(config.max_in_flight));
     let budget = Arc::new(OpBudget::new(config.max_ops));
+    let warmup = Arc::new(Warmup::new(config));
     let shards = sources.len().clamp(1, STATS_SHARDS);
-    let all_stats: Vec<Shared> = (0..shards).map(|_| new_shared(config.warmup)).collect();
+    let all_stats: Vec<Shared> = (0..shards).map(|_| new_shared()).collect();
     let abandon_at = end + config.drain_timeout;
     let abandon = CancellationToken::new();
     let mut tasks: JoinSet<Counters> = JoinSet::new();
@@ -757,6 +848,7 @@ where
             target: Arc::clone(&target),
             keys_space: Arc::clone(&keys_space),
             budget: Arc::clone(&budget),
+            warmup: Arc::clone(&warmup),
             stats: Arc::clone(&all_stats[client % shards]),
             start,
             // A child per client: waiting ops register with their client's token, not
@@ -802,7 +894,7 @@ where
             }
             () = tokio::time::sleep_until(next_tick) => {
                 let now = Instant::now();
-                progress(&snapshot(&all_stats, now - start, now - last_tick, config.warmup));
+                progress(&snapshot(&all_stats, now - start, now - last_tick, &warmup));
                 last_tick = now;
                 next_tick += PROGRESS_INTERVAL;
             }
@@ -810,10 +902,12 @@ where
     }
     let elapsed = Instant::now() - start;
 
-    let mut merged = Recorder::new(config.warmup);
+    let mut merged = Recorder::new(Duration::ZERO);
     for stats in &all_stats {
         merged.merge(&lock(stats).recorder)?;
     }
+    let warmup_end = warmup.end();
+    merged.set_warmup_end(warmup_end);
     let report = merged.report();
     let measurement_end = elapsed.min(config.warmup + config.duration);
     let mean_throughput = merged.mean_throughput(measurement_end);
@@ -827,8 +921,29 @@ where
         late_starts: totals.late,
         max_start_lag: totals.max_lag,
         elapsed,
-        measured: measurement_end.saturating_sub(config.warmup),
+        measured: measurement_end.saturating_sub(warmup_end),
+        warmup_end,
     })
+}
+
+/// How a progress display announces a run of `config` before its first figures:
+/// `warm-up: ...` saying what is excluded, or `measure` when nothing is.
+pub fn warmup_phase(config: &RunConfig) -> String {
+    let Some(ops) = Warmup::new(config).ops.filter(|_| !config.warmup.is_zero()) else {
+        return if config.warmup.is_zero() {
+            "measure".to_owned()
+        } else {
+            format!(
+                "warm-up: the first {} s are excluded from the results",
+                config.warmup.as_secs_f64()
+            )
+        };
+    };
+    format!(
+        "warm-up: the first {} s or {ops} operations, whichever ends first, are excluded from \
+         the results",
+        config.warmup.as_secs_f64()
+    )
 }
 
 /// What a load phase did.
@@ -945,7 +1060,7 @@ fn snapshot(
     all_stats: &[Shared],
     elapsed: Duration,
     interval: Duration,
-    warmup: Duration,
+    warmup: &Warmup,
 ) -> Progress {
     let mut hist = Histogram::<u64>::new_with_bounds(1, stats::MAX_LATENCY_US, 2)
         .expect("constant bounds 1 µs ..= 1 h with 2 significant digits are valid");
@@ -963,7 +1078,7 @@ fn snapshot(
     let secs = interval.as_secs_f64();
     Progress {
         elapsed,
-        warming_up: elapsed < warmup,
+        warming_up: elapsed < warmup.end(),
         completed,
         errors,
         throughput: if secs > 0.0 {
@@ -1207,6 +1322,47 @@ mod tests {
         assert_eq!(successes(&r.report), 300);
         assert!((r.mean_throughput - 100.0).abs() < 1e-9);
         assert_eq!(r.report.throughput_per_s[..2], [0, 0]);
+    }
+
+    /// A run with a fixed op count faster than its warm-up (the README's `--workload a`
+    /// against the virtual cluster: 1000 ops inside 5 s) still measures all but the first
+    /// tenth of its ops, and its figures span the measured ops only.
+    #[tokio::test(start_paused = true)]
+    async fn a_fixed_op_count_is_never_swallowed_by_the_warmup() {
+        let target = Arc::new(Fake::new(Duration::from_millis(1)));
+        let mut config = RunConfig::new(Arrival::Closed { threads: 1 }, Duration::from_secs(30));
+        config.warmup = Duration::from_secs(5);
+        config.max_ops = Some(1000);
+        let mut seen = Vec::new();
+        let r = run(Arc::clone(&target), &workload(), &config, |p| {
+            seen.push(p.clone())
+        })
+        .await
+        .unwrap();
+        // 1000 ops of 1 ms: one second in all, the warm-up's 5 s never reached.
+        assert_eq!(r.ops_started, 1000);
+        assert_eq!(r.report.warmup_excluded, 100);
+        assert_eq!(successes(&r.report), 900);
+        // The warm-up ended when op 100 started, at 100 ms.
+        assert_eq!(r.warmup_end, Duration::from_millis(100));
+        assert_eq!(r.report.warmup_end_us, 100_000);
+        assert_eq!(r.measured, Duration::from_millis(900));
+        assert!(
+            (r.mean_throughput - 1000.0).abs() < 1.0,
+            "{}",
+            r.mean_throughput
+        );
+        assert!(seen.iter().all(|p| !p.warming_up), "{seen:?}");
+
+        // A slow run: the time ends the warm-up first, as without a count.
+        let target = Arc::new(Fake::new(Duration::from_millis(10)));
+        let mut config = RunConfig::new(Arrival::Closed { threads: 1 }, Duration::from_secs(30));
+        config.warmup = Duration::from_millis(500);
+        config.max_ops = Some(1000);
+        let r = go(&target, &workload(), &config).await;
+        assert_eq!(r.report.warmup_excluded, 50);
+        assert_eq!(successes(&r.report), 950);
+        assert_eq!(r.warmup_end, Duration::from_millis(500));
     }
 
     fn sequences(log: &[(Request, Duration)]) -> Vec<(u32, u64, Op, u64)> {

@@ -287,9 +287,22 @@ impl Recorder {
         }
     }
 
-    /// The warm-up end this recorder was created with.
+    /// The warm-up end this recorder was created with (or [`Recorder::set_warmup_end`] set).
     pub fn warmup_end(&self) -> Duration {
         self.warmup_end
+    }
+
+    /// Counts one sample its caller excluded as warm-up, for a caller that makes the cut
+    /// itself (recording into recorders created with `Duration::ZERO`).
+    pub fn exclude_warmup_sample(&mut self) {
+        self.warmup_excluded += 1;
+    }
+
+    /// Sets the warm-up end that the report, the mean throughput and the interval log use,
+    /// for a caller that made the cut itself and knows where the warm-up ended only after the
+    /// run. Samples already recorded stay; later ones are cut at `end`.
+    pub fn set_warmup_end(&mut self, end: Duration) {
+        self.warmup_end = end;
     }
 
     fn op_stats(&mut self, op: &str) -> &mut OpStats {

@@ -5,9 +5,12 @@
 //! Guarantees:
 //! - YCSB's canonical files A–F (bundled under `workloads/`, see [`canonical`]) parse unchanged;
 //!   defaults are YCSB's `CoreWorkload` defaults, so a file means what it means in YCSB;
-//! - unknown properties never stop a run (YCSB files carry `workload=…`, `measurementtype=…`),
-//!   they come back as warnings; malformed values and proportions that do not sum to 1 are
-//!   refused with [`BenchError::InvalidProperty`] naming the property;
+//! - unknown properties never stop a run, they come back as warnings; YCSB's standard
+//!   properties that do not change the operations (`workload=site.ycsb.workloads.CoreWorkload`,
+//!   `db`, `measurementtype`, ... — [`IGNORED_PROPERTIES`]) are accepted silently, and those a
+//!   flag replaces (`threadcount`, `target`, `maxexecutiontime`) warn naming the flag;
+//!   malformed values and proportions that do not sum to 1 are refused with
+//!   [`BenchError::InvalidProperty`] naming the property;
 //! - every random choice takes the caller's RNG: same seed, same operations.
 
 use meridian_core::mix::{GOLDEN_GAMMA, splitmix64};
@@ -167,6 +170,70 @@ pub const KNOWN_PROPERTIES: &[&str] = &[
     "dcs",
 ];
 
+/// YCSB's class names of its core workload: a `workload` property naming one of them is what
+/// Meridian runs, so it is accepted silently (any other class is a warning).
+pub const CORE_WORKLOAD_CLASSES: &[&str] = &[
+    "site.ycsb.workloads.CoreWorkload",
+    "com.yahoo.ycsb.workloads.CoreWorkload",
+];
+
+/// Standard YCSB properties that do not change the operations a run issues — the database
+/// binding, the table name, measurement and reporting settings, load retries — accepted
+/// silently and ignored: Meridian's target flag and its own report take their place.
+pub const IGNORED_PROPERTIES: &[&str] = &[
+    "db",
+    "table",
+    "exporter",
+    "exportfile",
+    "measurementtype",
+    "measurement.interval",
+    "measurement.trackjvm",
+    "measurement.histogram.verbose",
+    "measurement.raw.output_file",
+    "measurement.raw.separate_files",
+    "measurement.raw.no_summary",
+    "histogram.buckets",
+    "timeseries.granularity",
+    "hdrhistogram.percentiles",
+    "hdrhistogram.fileoutput",
+    "hdrhistogram.output.path",
+    "status.interval",
+    "reportlatencyforeacherror",
+    "latencytrackederrors",
+    "core_workload_insertion_retry_limit",
+    "core_workload_insertion_retry_interval",
+];
+
+/// YCSB properties that a `meridian bench` flag replaces: ignored with a warning naming it.
+const REPLACED_BY_FLAGS: &[(&str, &str)] = &[
+    ("threadcount", "--threads"),
+    ("target", "--open-rate or --rate-per-thread"),
+    ("maxexecutiontime", "--duration"),
+];
+
+/// The warnings for the properties of `props` that [`CoreWorkload::from_properties`] does not
+/// use, in key order; none for known, silently ignored and core-workload `workload` ones.
+fn property_warnings(props: &BTreeMap<String, String>) -> Vec<String> {
+    props
+        .iter()
+        .filter_map(|(k, v)| {
+            let k = k.as_str();
+            if KNOWN_PROPERTIES.contains(&k) || IGNORED_PROPERTIES.contains(&k) {
+                return None;
+            }
+            if k == "workload" {
+                return (!CORE_WORKLOAD_CLASSES.contains(&v.as_str())).then(|| {
+                    format!("workload class `{v}` is not supported: running YCSB's CoreWorkload")
+                });
+            }
+            if let Some((_, flag)) = REPLACED_BY_FLAGS.iter().find(|(p, _)| *p == k) {
+                return Some(format!("workload property `{k}` ignored: use {flag}"));
+            }
+            Some(format!("unknown workload property `{k}` ignored"))
+        })
+        .collect()
+}
+
 /// Splits Java-properties text into key/value pairs: `key=value`, `key: value` or
 /// `key value`; `#` and `!` start comment lines; surrounding whitespace is dropped; a line
 /// ending in an odd number of `\` continues on the next. Later keys override earlier ones, as
@@ -271,11 +338,7 @@ impl CoreWorkload {
 
     /// Builds a workload from already split properties (a file, then `-p` overrides).
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Parsed, BenchError> {
-        let warnings = props
-            .keys()
-            .filter(|k| !KNOWN_PROPERTIES.contains(&k.as_str()))
-            .map(|k| format!("unknown workload property `{k}` ignored"))
-            .collect();
+        let warnings = property_warnings(props);
         let p = Props(props);
         let d = CoreWorkload::default();
 
@@ -626,9 +689,11 @@ mod tests {
             assert_eq!((w.field_count, w.field_length), (10, 100), "1 KB records");
             assert_eq!(w.record_size(), 1000);
             assert_eq!(w.insert_order, InsertOrder::Hashed);
-            assert_eq!(
-                parsed.warnings,
-                vec!["unknown workload property `workload` ignored".to_owned()]
+            // `workload=site.ycsb.workloads.CoreWorkload` is what runs: no warning.
+            assert!(
+                parsed.warnings.is_empty(),
+                "{letter}: {:?}",
+                parsed.warnings
             );
         }
         let e = parse(canonical::E);
@@ -636,6 +701,34 @@ mod tests {
         assert_eq!(e.scan_length_distribution, ScanLengthDistribution::Uniform);
         assert_eq!(canonical::by_letter('A'), Some(canonical::A));
         assert_eq!(canonical::by_letter('g'), None);
+    }
+
+    /// YCSB's own files and harmless standard properties run without a warning; what is
+    /// really ignored still warns, naming the flag that replaces it when there is one.
+    #[test]
+    fn standard_ycsb_properties_are_accepted_silently() {
+        let text = "workload=site.ycsb.workloads.CoreWorkload\ndb=site.ycsb.BasicDB\n\
+                    measurementtype=hdrhistogram\nstatus.interval=10\ntable=usertable\n\
+                    exporter=site.ycsb.measurements.exporter.TextMeasurementsExporter\n\
+                    readallfields=true\nrequestdistribution=zipfian\n";
+        assert_eq!(
+            CoreWorkload::parse(text).unwrap().warnings,
+            Vec::<String>::new()
+        );
+        let legacy = "workload=com.yahoo.ycsb.workloads.CoreWorkload\n";
+        assert!(CoreWorkload::parse(legacy).unwrap().warnings.is_empty());
+
+        let text = "workload=site.ycsb.workloads.RestWorkload\nthreadcount=8\nfrobnicate=1\n";
+        assert_eq!(
+            CoreWorkload::parse(text).unwrap().warnings,
+            vec![
+                "unknown workload property `frobnicate` ignored".to_owned(),
+                "workload property `threadcount` ignored: use --threads".to_owned(),
+                "workload class `site.ycsb.workloads.RestWorkload` is not supported: running \
+                 YCSB's CoreWorkload"
+                    .to_owned(),
+            ]
+        );
     }
 
     #[test]

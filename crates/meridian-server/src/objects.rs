@@ -104,9 +104,10 @@ pub struct BlobConfig {
     /// key hashing its version and index: very large objects spread over the cluster and
     /// their range reads over many nodes).
     pub chunk_placement: Placement,
-    /// Background chunk traffic (handoff, read and scrub repair) to each other DC is paced to
-    /// this many bytes per second, so it never takes a WAN link from clients (default
-    /// 12 500 000; 0: unpaced).
+    /// Background traffic to each other DC — chunk handoff, read and scrub repair, and also
+    /// the objects' read repair, anti-entropy and hinted handoff — is paced to this many
+    /// bytes per second, so it never takes a WAN link from clients (default 12 500 000; 0:
+    /// unpaced).
     pub repair_wan_bytes_per_sec: u64,
     /// How often a node runs a chunk-repair pass (anti-entropy of chunks: the replicas of
     /// a live object's chunks that lack some are sent them), ms (default 60 000).

@@ -388,6 +388,7 @@ fn write_report(dir: &std::path::Path, r: &BlobReport) -> Result<()> {
         &[ThroughputSeries {
             label: r.label.clone(),
             per_second: s.completions.clone(),
+            measured: None,
         }],
     )?;
     Ok(())

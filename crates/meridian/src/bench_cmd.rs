@@ -3,9 +3,10 @@
 //! settings and the plots. Also the progress display shared with `experiment` and `demo`.
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -57,7 +58,8 @@ pub struct BenchArgs {
     /// earlier.
     #[arg(long, default_value_t = 30.0)]
     duration: f64,
-    /// Seconds at the start of the run excluded from the results.
+    /// Seconds at the start of the run excluded from the results; with YCSB's
+    /// `operationcount` set, at most its first 10 % of operations.
     #[arg(long, default_value_t = 5.0)]
     warmup: f64,
     /// Seed of every random choice (workload, emulator, nodes).
@@ -123,10 +125,29 @@ enum Commands {
     TimelineLatest,
 }
 
-/// A progress display: a bar over the measured run's time, with live throughput and p99.
+/// A progress display: the phase (load, warm-up passes, the measured run's warm-up, measure)
+/// with its own figures, and a bar over the measured run's time with live throughput and p99.
+/// With [`Display::log_phases`], each finished phase also leaves a line: above the bar on a
+/// terminal, as a plain stderr line otherwise (logs and pipes see the phases too).
 pub struct Display {
     bar: ProgressBar,
+    /// Log finished phases as lines on a terminal (`Some(false)`) or plainly (`Some(true)`).
+    log: Option<bool>,
+    phase: Mutex<Phase>,
 }
+
+/// The phase on show.
+struct Phase {
+    prefix: String,
+    message: String,
+    since: Instant,
+    bar: bool,
+}
+
+/// The bar of the measured run.
+const BAR_TEMPLATE: &str = "{prefix:>18} [{bar:30}] {pos:>4}/{len}s {msg}";
+/// A phase without a bar (load, warm-up passes): its elapsed time.
+const PHASE_TEMPLATE: &str = "{prefix:>18} {elapsed:>5} {msg}";
 
 impl Display {
     /// A bar of `seconds` (hidden when `quiet` or not on a terminal).
@@ -139,37 +160,100 @@ impl Display {
                 ProgressDrawTarget::stderr()
             },
         );
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos:>4}/{len}s {msg}")
-                .expect("a valid template")
-                .progress_chars("=> "),
-        );
-        Display { bar }
+        bar.set_style(Self::style(PHASE_TEMPLATE));
+        Display {
+            bar,
+            log: None,
+            phase: Mutex::new(Phase {
+                prefix: String::new(),
+                message: String::new(),
+                since: Instant::now(),
+                bar: false,
+            }),
+        }
     }
 
-    /// Shows a phase (load, warm-up, measure) as the prefix and message.
+    /// Also logs each finished phase (unless `quiet`): a line with its last figures and how
+    /// long it took, so a long warm-up is never silent, even without a terminal.
+    pub fn log_phases(mut self, quiet: bool) -> Display {
+        if !quiet {
+            self.log = Some(!std::io::stderr().is_terminal());
+        }
+        self
+    }
+
+    fn style(template: &str) -> ProgressStyle {
+        ProgressStyle::with_template(template)
+            .expect("a valid template")
+            .progress_chars("=> ")
+    }
+
+    /// Enters phase `prefix` (logging the previous one when it changes) with `message`.
+    fn show(&self, prefix: &str, message: String, bar: bool) {
+        let mut phase = self.phase.lock().unwrap_or_else(PoisonError::into_inner);
+        if phase.prefix != prefix {
+            if let Some(plain) = self.log
+                && !phase.prefix.is_empty()
+                && !phase.message.is_empty()
+            {
+                let line = format!(
+                    "{}: {} [{:.0} s]",
+                    phase.prefix,
+                    phase.message,
+                    phase.since.elapsed().as_secs_f64()
+                );
+                if plain {
+                    eprintln!("{line}");
+                } else {
+                    self.bar.println(line);
+                }
+            }
+            phase.prefix = prefix.to_owned();
+            phase.since = Instant::now();
+            self.bar.set_prefix(prefix.to_owned());
+            if !bar {
+                self.bar.reset_elapsed();
+            }
+        }
+        if phase.bar != bar {
+            phase.bar = bar;
+            self.bar
+                .set_style(Self::style(if bar { BAR_TEMPLATE } else { PHASE_TEMPLATE }));
+        }
+        phase.message.clone_from(&message);
+        self.bar.set_message(message);
+    }
+
+    /// Shows a phase (`load: 2000/10000 records`, `warm-up pass 2/15: ...`) as the prefix and
+    /// message.
     pub fn phase(&self, text: &str) {
         let (prefix, msg) = text.split_once(':').unwrap_or((text, ""));
-        self.bar.set_prefix(prefix.to_owned());
-        self.bar.set_message(msg.trim().to_owned());
+        self.show(prefix.trim(), msg.trim().to_owned(), false);
     }
 
     /// Shows the live figures of a run.
     pub fn progress(&self, p: &Progress) {
-        self.bar
-            .set_prefix(if p.warming_up { "warm-up" } else { "measure" });
+        let figures = format!(
+            "{:.0} ops/s  p99 {:.2} ms  errors {}",
+            p.throughput,
+            p.p99_us as f64 / 1e3,
+            p.errors
+        );
         let at = p.elapsed.as_secs();
+        if p.warming_up {
+            self.show(
+                "warm-up",
+                format!("excluded from the results  {figures}"),
+                true,
+            );
+        } else {
+            self.show("measure", figures, true);
+        }
         // An experiment's runs have their own lengths: grow the bar rather than overflow it.
         if self.bar.length().is_some_and(|len| at > len) {
             self.bar.set_length(at);
         }
         self.bar.set_position(at);
-        self.bar.set_message(format!(
-            "{:.0} ops/s  p99 {:.2} ms  errors {}",
-            p.throughput,
-            p.p99_us as f64 / 1e3,
-            p.errors
-        ));
     }
 
     /// Removes the bar.
@@ -297,7 +381,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         eprintln!("warning: {warning}");
     }
     let run_cfg = run_config(&args, &w)?;
-    let display = Display::new(args.quiet, args.warmup + args.duration);
+    let display = Display::new(args.quiet, args.warmup + args.duration).log_phases(args.quiet);
     let (result, settings, title) = if let Some(addrs) = args.target.strip_prefix("resp://") {
         let addrs = parse_resp(addrs);
         if addrs.iter().any(Vec::is_empty) {
@@ -402,20 +486,22 @@ fn run_resp(
     rt.block_on(async {
         let target = Arc::new(RespTarget::connect(config).await?);
         if args.load {
-            display.phase("load");
+            display.phase(&format!("load: 0/{} records", w.record_count));
             let l = runner::load(
                 Arc::clone(&target),
                 w,
                 args.threads.max(1),
                 |done, total| {
-                    display.phase(&format!("load: {done}/{total}"));
+                    display.phase(&format!("load: {done}/{total} records"));
                 },
             )
             .await?;
+            display.phase(&format!("load: {}/{} records", l.inserted, w.record_count));
             if !l.failed.is_empty() {
                 bail!("loading failed for {:?} records (by error code)", l.failed);
             }
         }
+        display.phase(&runner::warmup_phase(run_cfg));
         Ok(runner::run(target, w, run_cfg, |p| display.progress(p)).await?)
     })
 }

@@ -1678,6 +1678,50 @@ fn bench_runs_a_ycsb_workload_in_virtual_time_and_writes_report_and_plots() {
     );
 }
 
+/// The README's second bench example, as printed (plus `--out`): workload A's 1,000 ops run
+/// in well under the 5 s warm-up in virtual time, yet the table has rows with figures, and
+/// YCSB's own `workload=site.ycsb.workloads.CoreWorkload` line draws no warning.
+#[test]
+fn readme_bench_example_with_a_fixed_op_count_prints_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "bench",
+        "--workload",
+        "a",
+        "--target",
+        "virtual",
+        "--mode",
+        "ind2",
+        "--wan-rtt-ms",
+        "200",
+        "--jitter-pct",
+        "60",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
+    let out = Command::new(BIN).args(args).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    // Not logged to a terminal: the phases are plain lines.
+    assert!(stderr.contains("load: 1000/1000 records"), "{stderr}");
+    for op in ["read", "update"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("|  | {op} |")))
+            .unwrap_or_else(|| panic!("no {op} row:\n{stdout}"));
+        // `|  | read | 3.00 | ...`: a local p50, not `–`.
+        let p50 = row.split('|').nth(3).unwrap().trim();
+        assert!(p50.parse::<f64>().is_ok(), "{row}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["warmup_excluded"], 100, "{report}");
+}
+
 #[test]
 fn bench_drives_a_node_over_resp_like_any_redis_server() {
     let node = Node::start(&[]);

@@ -1242,10 +1242,12 @@ async fn e7(ctx: &mut Ctx<'_>) -> Result<(), BenchError> {
             ThroughputSeries {
                 label: "synchronized".into(),
                 per_second: a.series.completions.clone(),
+                measured: None,
             },
             ThroughputSeries {
                 label: format!("staggered over {over} s"),
                 per_second: b.series.completions.clone(),
+                measured: None,
             },
         ],
     )?);
@@ -1257,10 +1259,12 @@ async fn e7(ctx: &mut Ctx<'_>) -> Result<(), BenchError> {
             ThroughputSeries {
                 label: "synchronized".into(),
                 per_second: a.series.peak_active.clone(),
+                measured: None,
             },
             ThroughputSeries {
                 label: format!("staggered over {over} s"),
                 per_second: b.series.peak_active.clone(),
+                measured: None,
             },
         ],
     )?);
