@@ -105,6 +105,13 @@ pub enum ReplicationError {
         /// Entries (all fallbacks) in the preference list.
         apl_len: u32,
     },
+    /// The local storage engine refuses writes: its disk is full (it resumes by itself
+    /// once space returns).
+    #[error("disk_full {reason}")]
+    DiskFull {
+        /// The engine's error, in words (the path and the free space).
+        reason: String,
+    },
     /// The local storage engine failed, or a stored object does not decode.
     #[error("storage_error {reason}")]
     Storage {
@@ -290,6 +297,9 @@ pub enum ErrorClass {
     Internal,
     /// A test-and-set precondition failed (HTTP 412, RESP `-CONFLICT`).
     Conflict,
+    /// The node's disk is full: writes are refused until space returns (HTTP 507, RESP
+    /// `-MISCONF`, as Redis answers when it cannot persist).
+    DiskFull,
 }
 
 impl ReplicationError {
@@ -306,6 +316,7 @@ impl ReplicationError {
             ReservedKey => "reserved_key",
             InvalidBucket { .. } => "invalid_bucket",
             NoCoordinator { .. } => "no_coordinator",
+            DiskFull { .. } => "disk_full",
             Storage { .. } => "storage_error",
             ForwardFailed { .. } => "forward_failed",
             MembershipRefused { .. } => "membership_refused",
@@ -359,6 +370,7 @@ impl ReplicationError {
             Overload => ErrorClass::Overload,
             Timeout { .. } => ErrorClass::Timeout,
             TooManySiblings { .. } | ObjectTooLarge { .. } => ErrorClass::TooLarge,
+            DiskFull { .. } => ErrorClass::DiskFull,
             Storage { .. } => ErrorClass::Internal,
             _ => ErrorClass::Unavailable,
         }
@@ -383,6 +395,11 @@ impl From<QuorumError> for ReplicationError {
 
 impl From<meridian_storage::StorageError> for ReplicationError {
     fn from(e: meridian_storage::StorageError) -> Self {
+        if e.is_disk_full() {
+            return ReplicationError::DiskFull {
+                reason: e.to_string(),
+            };
+        }
         ReplicationError::Storage {
             reason: e.to_string(),
         }

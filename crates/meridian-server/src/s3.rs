@@ -1200,7 +1200,10 @@ fn object_error(e: ObjectError, slot: Option<&Slot<S3Error>>) -> S3Error {
 fn replication_error(e: &ReplicationError) -> S3Error {
     let code = match e.class() {
         ErrorClass::Overload => S3Code::SlowDown,
-        ErrorClass::Unavailable | ErrorClass::Timeout => S3Code::ServiceUnavailable,
+        // A full disk resumes by itself: clients that back off and retry get through.
+        ErrorClass::Unavailable | ErrorClass::Timeout | ErrorClass::DiskFull => {
+            S3Code::ServiceUnavailable
+        }
         ErrorClass::BadRequest | ErrorClass::Conflict => S3Code::InvalidRequest,
         ErrorClass::TooLarge => S3Code::EntityTooLarge,
         ErrorClass::Internal => S3Code::InternalError,

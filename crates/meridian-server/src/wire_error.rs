@@ -9,7 +9,7 @@
 //! | `BadRequest` | `-ERR <code> <figures>` | 400 |
 //! | `Unavailable` | `-UNAVAILABLE <code> <figures>` (`need=<x> got=<y>` for quorums) | 503 + `Retry-After` |
 //! | `Overload` | `-TRYAGAIN overload` | 503 + `Retry-After` |
-//! | `Timeout` | `-TIMEOUT need=… ok=… nf=… fail=… missing=…` | 504 |
+//! | `Timeout` | `-TIMEOUT need=… ok=… nf=… fail=… missing=… (<how long, and what sets it>)` | 504 |
 //! | `TooLarge` | `-ERR <code> <figures>` | 413 |
 //! | `Conflict` | `-CONFLICT <code> current=<ver\|none>` | 412 + `X-Meridian-Version` (a transaction's abort: 409 and its `key`) |
 //! | `Internal` | `-ERR <code> <figures>` | 500 |
@@ -21,6 +21,11 @@
 //! (`code`, `key`, `master`, `dc`, `maybe_applied`, `current`, `required`, `local`,
 //! `partition`, `node`). Every error mapped here is counted in
 //! `meridian_replication_errors_total{frontend,code}`.
+//!
+//! A quorum `timeout` ends with what bounds the wait and how to change it — the bucket
+//! property `timeout_ms` (default 60 000 ms) or the request's `TIMEOUT ms` (RESP) /
+//! `?timeout_ms=` (HTTP) — after the figures, so a client parsing `need=… missing=…` keeps
+//! working ([`timeout_hint`]).
 
 use crate::cluster::ClusterBackend;
 use crate::http::ApiError;
@@ -44,6 +49,7 @@ pub fn resp_prefix(class: ErrorClass) -> &'static str {
         ErrorClass::Overload => "TRYAGAIN",
         ErrorClass::Timeout => "TIMEOUT",
         ErrorClass::Conflict => "CONFLICT",
+        ErrorClass::DiskFull => "MISCONF",
     }
 }
 
@@ -56,12 +62,24 @@ pub fn http_status(class: ErrorClass) -> StatusCode {
         ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorClass::Conflict => StatusCode::PRECONDITION_FAILED,
         ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorClass::DiskFull => StatusCode::INSUFFICIENT_STORAGE,
     }
 }
 
 /// Whether a class tells the client to retry later (`Retry-After`).
 pub fn retry_later(class: ErrorClass) -> bool {
     matches!(class, ErrorClass::Unavailable | ErrorClass::Overload)
+}
+
+/// The explanation a quorum `timeout` error ends with: how long the coordinator waited by
+/// default and the bucket property and request option that change it. `per_request` is the
+/// front end's own spelling of the request option.
+pub fn timeout_hint(per_request: &str) -> String {
+    format!(
+        " (not enough replies within the request timeout: bucket property timeout_ms, default \
+         {} ms; per request {per_request})",
+        meridian_cluster::quorum::Params::default().timeout_ms
+    )
 }
 
 /// The RESP error line of `e`, without the leading `-` and the CRLF. `dc_name` names a DC.
@@ -86,11 +104,15 @@ pub fn resp_line(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Stri
             }
         ),
         ReplicationError::Overload => "TRYAGAIN overload".to_owned(),
-        // The prefix is the code: `-TIMEOUT need=2 ok=1 ...`.
+        // As a standalone node says it (`resp::exec::keyspace_error_line`).
+        ReplicationError::DiskFull { reason } => {
+            format!("MISCONF Errors writing to the disk: {reason}")
+        }
+        // The prefix is the code: `-TIMEOUT need=2 ok=1 ... (what bounds the wait)`.
         ReplicationError::Timeout { .. } => {
             let text = e.to_string();
             let figures = text.strip_prefix("timeout ").unwrap_or(&text);
-            format!("TIMEOUT {figures}")
+            format!("TIMEOUT {figures}{}", timeout_hint("TIMEOUT <ms>"))
         }
         _ => format!("{} {e}", resp_prefix(class)),
     }
@@ -100,7 +122,11 @@ pub fn resp_line(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Stri
 pub fn http_error(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> ApiError {
     let class = e.class();
     let code = e.code();
-    let mut api = ApiError::new(http_status(class), code.to_ascii_uppercase(), e.to_string());
+    let mut message = e.to_string();
+    if matches!(e, ReplicationError::Timeout { .. }) {
+        message.push_str(&timeout_hint("?timeout_ms=<ms>"));
+    }
+    let mut api = ApiError::new(http_status(class), code.to_ascii_uppercase(), message);
     if retry_later(class) {
         api = api.with_header(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
     }
@@ -238,6 +264,13 @@ mod tests {
             ),
             (ReplicationError::Overload, "TRYAGAIN overload", 503),
             (
+                ReplicationError::DiskFull {
+                    reason: "no space left on device".into(),
+                },
+                "MISCONF Errors writing to the disk: no space left on device",
+                507,
+            ),
+            (
                 ReplicationError::Timeout {
                     need: 2,
                     ok: 1,
@@ -309,6 +342,37 @@ mod tests {
                 assert!(retry.is_none(), "{e:?}");
             }
         }
+    }
+
+    /// A quorum timeout keeps its figures first (clients parse them) and then says how long
+    /// the wait was bounded by and what sets it, on both front ends.
+    #[tokio::test]
+    async fn a_timeout_names_the_property_that_bounds_it() {
+        let e = ReplicationError::Timeout {
+            need: 2,
+            ok: 1,
+            nf: 0,
+            fail: 0,
+            missing: Missing(vec![NodeId(4), NodeId(5)]),
+        };
+        assert_eq!(
+            resp_line(&e, dc_name),
+            "TIMEOUT need=2 ok=1 nf=0 fail=0 missing=n4,n5 (not enough replies within the \
+             request timeout: bucket property timeout_ms, default 60000 ms; per request \
+             TIMEOUT <ms>)"
+        );
+        let r = axum::response::IntoResponse::into_response(http_error(&e, dc_name));
+        assert_eq!(r.status(), 504);
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(j["error"]["code"], "TIMEOUT");
+        let message = j["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("timeout need=2 ok=1 nf=0 fail=0 missing=n4,n5 (")
+                && message.contains("bucket property timeout_ms, default 60000 ms")
+                && message.contains("?timeout_ms=<ms>"),
+            "{message}"
+        );
     }
 
     #[tokio::test]
