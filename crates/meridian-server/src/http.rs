@@ -524,6 +524,15 @@ async fn put_key(
     let options = params.ttl_ms.map_or_else(SetOptions::default, |ms| {
         SetOptions::with_ttl(Duration::from_millis(ms))
     });
+    // `maxmemory` holds for every front end: over it, `noeviction` refuses the write (as RESP
+    // does with -OOM) and the other policies evict first.
+    if !s.node.keyspace.make_room() {
+        return Err(ApiError::new(
+            StatusCode::INSUFFICIENT_STORAGE,
+            "OOM",
+            crate::memory::OOM,
+        ));
+    }
     timed(&s.put, || {
         s.node.keyspace.set(key, body, options)?;
         Ok(StatusCode::NO_CONTENT.into_response())

@@ -17,6 +17,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+/// A plain HTTP/1.1 request with a JSON body: the status code and the body.
+async fn http_put(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "PUT {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8(raw).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
+    (
+        head.split(' ').nth(1).unwrap().parse().unwrap(),
+        body.to_owned(),
+    )
+}
+
 /// Only a guard against hangs; no test asserts how long anything takes.
 const PATIENCE: Duration = Duration::from_secs(20);
 
@@ -1357,25 +1376,6 @@ mod cluster_mode {
             ..EmbeddedConfig::default()
         };
         start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
-    }
-
-    /// A plain HTTP/1.1 request with a JSON body: the status code and the body.
-    async fn http_put(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
-        let mut stream = TcpStream::connect(addr).await.unwrap();
-        let req = format!(
-            "PUT {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        stream.write_all(req.as_bytes()).await.unwrap();
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await.unwrap();
-        let text = String::from_utf8(raw).unwrap();
-        let (head, body) = text.split_once("\r\n\r\n").expect("a complete response");
-        (
-            head.split(' ').nth(1).unwrap().parse().unwrap(),
-            body.to_owned(),
-        )
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

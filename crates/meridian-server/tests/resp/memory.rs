@@ -323,7 +323,7 @@ async fn node_applies_the_memory_section_and_reports_it() {
     assert_eq!(node.keyspace.maxmemory(), 1 << 20);
     assert_eq!(node.keyspace.maxmemory_policy().name(), "volatile-ttl");
     let listeners = Listeners::bind(&node.config).await.unwrap();
-    let (resp, _) = listeners.addrs().unwrap();
+    let (resp, listeners_http) = listeners.addrs().unwrap();
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(meridian_server::run(
         node.clone(),
@@ -359,6 +359,20 @@ async fn node_applies_the_memory_section_and_reports_it() {
         Some(resp.port().to_string())
     );
     c.roundtrip(b"SET a 1\r\n", b"+OK\r\n").await;
+    // HTTP writes are held to the same limit: with noeviction, refused over it.
+    let http = listeners_http;
+    assert_eq!(http_put(http, "/kv/h", "v").await.0, 204);
+    c.roundtrip(b"CONFIG SET maxmemory-policy noeviction\r\n", b"+OK\r\n")
+        .await;
+    c.roundtrip(b"CONFIG SET maxmemory 1\r\n", b"+OK\r\n").await;
+    let (status, body) = http_put(http, "/kv/h2", "v").await;
+    assert_eq!(status, 507, "{body}");
+    assert!(body.contains("OOM command not allowed"), "{body}");
+    assert_eq!(node.keyspace.get(b"h2").unwrap(), None);
+    c.roundtrip(b"CONFIG SET maxmemory 1mb\r\n", b"+OK\r\n")
+        .await;
+    c.roundtrip(b"CONFIG SET maxmemory-policy volatile-ttl\r\n", b"+OK\r\n")
+        .await;
     let metrics = node.render_metrics();
     assert!(
         metrics.contains("\nmeridian_maxmemory_bytes 1048576\n"),
