@@ -389,13 +389,19 @@ impl ObjectStore {
         if self.read(key)?.as_ref() != Some(delivered) {
             return Ok(false);
         }
+        self.forget(key)?;
+        Ok(true)
+    }
+
+    /// Deletes client key `key` and its anti-entropy entry. The caller holds its stripe.
+    fn forget(&self, key: &[u8]) -> Result<()> {
         let now = self.clock.now();
         self.engine.set_gc_horizon(now);
         self.engine.delete(Bytes::copy_from_slice(key), now)?;
         if let Some(t) = self.trees.get() {
             t.record(key, None);
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Tombstone reaping: deletes client key `key` if it still holds exactly `tombstone`,
@@ -417,12 +423,7 @@ impl ObjectStore {
                 self.floors.write().insert(rid, counter);
             }
         }
-        let now = self.clock.now();
-        self.engine.set_gc_horizon(now);
-        self.engine.delete(Bytes::copy_from_slice(key), now)?;
-        if let Some(t) = self.trees.get() {
-            t.record(key, None);
-        }
+        self.forget(key)?;
         Ok(true)
     }
 

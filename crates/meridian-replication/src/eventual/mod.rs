@@ -815,20 +815,11 @@ impl Node {
         if !tombstone.is_tombstone_only() {
             return;
         }
-        match self
+        let reaped = self
             .kernel()
             .store
-            .reap_if_unchanged(key, tombstone, self.id())
-        {
-            Ok(true) => {
-                self.kernel()
-                    .counters
-                    .tombstones_reaped
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(false) => {}
-            Err(e) => tracing::warn!(node = %self.id(), error = %e, "tombstone reaping failed"),
-        }
+            .reap_if_unchanged(key, tombstone, self.id());
+        self.count_reap(reaped);
     }
 
     // ----- client API: PUT / DELETE -----

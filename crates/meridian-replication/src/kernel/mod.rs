@@ -601,6 +601,21 @@ impl Node {
                 .is_up(peer, self.kernel().clock.now())
     }
 
+    /// Counts a tombstone this replica forgot (eventual reaping, timeline tombstone GC), or
+    /// logs why it could not.
+    pub(crate) fn count_reap(&self, reaped: Result<bool>) {
+        match reaped {
+            Ok(true) => {
+                self.kernel()
+                    .counters
+                    .tombstones_reaped
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(node = %self.id(), error = %e, "tombstone reaping failed"),
+        }
+    }
+
     /// The node's counters.
     pub fn stats(&self) -> NodeStats {
         let c = &self.kernel().counters;

@@ -1899,16 +1899,7 @@ impl Node {
 
     /// Forgets `key` here if its record is still the tombstone of version `ver`.
     fn tl_reap_local(&self, key: &[u8], ver: Version) {
-        match self.tl_state().store.reap_if_unchanged(key, ver) {
-            Ok(true) => {
-                self.kernel()
-                    .counters
-                    .tombstones_reaped
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(false) => {}
-            Err(e) => tracing::warn!(node = %self.id(), error = %e, "timeline tombstone GC failed"),
-        }
+        self.count_reap(self.tl_state().store.reap_if_unchanged(key, ver));
     }
 
     /// Serves a `TlSync` from `from`.
