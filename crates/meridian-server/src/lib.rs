@@ -8,6 +8,7 @@ mod body;
 pub mod cluster;
 pub mod config;
 pub mod error;
+pub mod fd_limit;
 pub mod http;
 mod http_blob;
 mod http_cluster;

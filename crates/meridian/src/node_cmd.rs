@@ -177,6 +177,16 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let threads = args.threads;
     let stdin_eof = args.stop_on_stdin_eof;
     let config = args.into_config()?;
+    let want = meridian_server::fd_limit::wanted(&config);
+    match meridian_server::fd_limit::raise_open_files_limit(want) {
+        Ok(limit) if limit < want => tracing::warn!(
+            limit,
+            want,
+            "the open-files limit is below what the connection caps may need              (resp.max_clients + http.max_connections + s3.max_connections + 256):              raise the hard limit (ulimit -Hn) or lower the caps"
+        ),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-files limit"),
+    }
     let mut runtime = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = threads {
         anyhow::ensure!(n > 0, "--threads must be at least 1");
