@@ -852,6 +852,35 @@ mod tests {
         );
         assert!(serde_json::from_str::<Props>(r#"{"r": "most"}"#).is_err());
     }
+
+    #[test]
+    fn delete_mode_reads_its_three_forms_round_trips_and_refuses_the_rest() {
+        for (text, mode) in [
+            (r#""keep""#, DeleteMode::Keep),
+            (r#""immediate""#, DeleteMode::Immediate),
+            ("3000", DeleteMode::DelayMs(3000)),
+            ("86400000", DeleteMode::DelayMs(MAX_DELETE_DELAY_MS)),
+        ] {
+            let props: Props =
+                serde_json::from_str(&format!(r#"{{"delete_mode": {text}}}"#)).unwrap();
+            assert_eq!(props.delete_mode, Some(mode), "{text}");
+            let wire = postcard::to_allocvec(&props).unwrap();
+            assert_eq!(postcard::from_bytes::<Props>(&wire).unwrap(), props);
+            assert_eq!(
+                serde_json::from_value::<Props>(serde_json::to_value(props).unwrap()).unwrap(),
+                props
+            );
+        }
+        for bad in [r#""sometimes""#, "86400001", "-1", r#""""#, "1e30"] {
+            let e = serde_json::from_str::<Props>(&format!(r#"{{"delete_mode": {bad}}}"#))
+                .expect_err(bad)
+                .to_string();
+            assert!(
+                e.contains("delete_mode") || e.contains("did not match"),
+                "{bad}: {e}"
+            );
+        }
+    }
     use QuorumError as E;
 
     fn q(k: u32) -> Quorum {

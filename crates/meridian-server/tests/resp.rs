@@ -173,7 +173,6 @@ fn bulk(s: &str) -> Frame {
     Frame::bulk(s.as_bytes().to_vec())
 }
 
-/// Runs blocking `redis` crate code off the runtime.
 /// A whole node (`meridian_server::run`) on the loopback listeners its configuration names,
 /// for the tests that attack or drive its front ends; [`RunningNode::stop`] ends it.
 struct RunningNode {
@@ -189,9 +188,17 @@ impl RunningNode {
     async fn start(config: meridian_server::NodeConfig) -> RunningNode {
         config.validate().unwrap();
         let listeners = meridian_server::Listeners::bind(&config).await.unwrap();
+        RunningNode::serve(meridian_server::NodeState::open(config).unwrap(), listeners)
+    }
+
+    /// Serves `state` (a node already opened, e.g. over an engine the test holds) on
+    /// `listeners`.
+    fn serve(
+        state: Arc<meridian_server::NodeState>,
+        listeners: meridian_server::Listeners,
+    ) -> RunningNode {
         let (resp, http) = listeners.addrs().unwrap();
         let s3_listener = listeners.s3.as_ref().map(|l| l.local_addr().unwrap());
-        let state = meridian_server::NodeState::open(config).unwrap();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(meridian_server::run(
             state.clone(),
@@ -218,6 +225,7 @@ impl RunningNode {
     }
 }
 
+/// Runs blocking `redis` crate code off the runtime.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::time::timeout(PATIENCE, tokio::task::spawn_blocking(f))
         .await

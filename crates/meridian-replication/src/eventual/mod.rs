@@ -664,6 +664,8 @@ impl Node {
             }
             return;
         }
+        // The repair's size on the wire, for the WAN budget (measured once, if needed).
+        let mut repair_bytes: Option<u64> = None;
         for (e, o) in replies {
             if o.as_ref() == Some(&merged) {
                 continue;
@@ -677,7 +679,9 @@ impl Node {
             } else {
                 // Cross-DC repairs draw from the WAN budget; what it cannot cover now is left
                 // to anti-entropy (§8).
-                let bytes = (crate::object_store::encoded_len(&merged) + key.len()) as u64;
+                let bytes = *repair_bytes.get_or_insert_with(|| {
+                    (crate::object_store::encoded_len(&merged) + key.len()) as u64
+                });
                 if !self.wan_try(e.node, bytes) {
                     self.kernel()
                         .counters

@@ -67,27 +67,13 @@ async fn node_over(engine: Arc<dyn Engine>, dir: &std::path::Path) -> RunningNod
     config.storage.fsync = Durability::Always;
     config.storage.data_dir = dir.to_path_buf();
     let listeners = meridian_server::Listeners::bind(&config).await.unwrap();
-    let (resp, http) = listeners.addrs().unwrap();
     let state = meridian_server::NodeState::with_engine(
         config,
         engine,
         Arc::new(meridian_core::SystemClock::new()),
     )
     .unwrap();
-    let shutdown = CancellationToken::new();
-    let task = tokio::spawn(meridian_server::run(
-        state.clone(),
-        listeners,
-        shutdown.clone(),
-    ));
-    RunningNode {
-        resp,
-        http,
-        s3_listener: None,
-        state,
-        shutdown,
-        task,
-    }
+    RunningNode::serve(state, listeners)
 }
 
 async fn connect(addr: SocketAddr) -> Raw {
