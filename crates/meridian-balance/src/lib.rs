@@ -9,6 +9,7 @@
 //! | [`queue`] | the replica-side FIFO read queue with the deferred strategies' entries (Naive, AVR) |
 //! | [`service`] | the service-time model a replica's read workers follow (`real`, `fixed`, `exp`) |
 //! | [`spacesaving`] | SpaceSaving sketches of the most read keys and their mergeable summaries |
+//! | [`repart`] | workload-aware repartitioning: the co-access graph, METIS and FENNEL, relabelling |
 //! | [`planner`] | the root's extra-copy decisions: popularity, copies wanted, hysteresis, placement |
 //!
 //! The replication crate drives these from the node: it calls [`Balancer::order`] before a
@@ -17,6 +18,7 @@
 
 pub mod planner;
 pub mod queue;
+pub mod repart;
 pub mod selector;
 pub mod service;
 pub mod spacesaving;
