@@ -77,6 +77,14 @@ pub struct NodeConfig {
     /// `[blob]`: large objects — chunk size, inline threshold, admission control.
     #[serde(skip_serializing_if = "is_default_blob")]
     pub blob: crate::objects::BlobConfig,
+    /// `[repart]`: the worker-shard executor of a standalone node and how it repartitions
+    /// (off by default).
+    #[serde(skip_serializing_if = "is_default_repart")]
+    pub repart: crate::repart::RepartConfig,
+}
+
+fn is_default_repart(r: &crate::repart::RepartConfig) -> bool {
+    *r == crate::repart::RepartConfig::default()
 }
 
 fn is_default_blob(b: &crate::objects::BlobConfig) -> bool {
@@ -732,6 +740,14 @@ impl NodeConfig {
         self.balance.validate()?;
         self.s3.validate()?;
         self.blob.validate().map_err(Error::Config)?;
+        self.repart.validate().map_err(Error::Config)?;
+        if self.repart.mode.enabled() && self.cluster.is_some() {
+            return bad(format!(
+                "repart.mode = {} applies to standalone nodes: a cluster-mode node serves key \
+                 commands through its replication protocols; remove it from [repart]",
+                self.repart.mode
+            ));
+        }
         let maxmemory = self.memory.maxmemory_bytes()?;
         self.memory.policy()?;
         if maxmemory != 0 && self.cluster.is_some() {
@@ -818,6 +834,33 @@ mod tests {
         let section = &readme[readme.find("### Cluster configuration").unwrap()..];
         let start = section.find("```toml\n").unwrap() + 8;
         section[start..start + section[start..].find("```").unwrap()].to_owned()
+    }
+
+    #[test]
+    fn repart_is_refused_on_a_cluster_node_and_validated_alone() {
+        let text = format!(
+            "{}\n[repart]\nmode = \"non_stop\"\n",
+            readme_cluster_example()
+        );
+        let e = NodeConfig::from_toml(&text)
+            .and_then(|c| c.validate())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("repart.mode = non_stop applies to standalone"),
+            "{e}"
+        );
+        let mut c = NodeConfig::default();
+        c.repart.mode = crate::repart::Mode::NonStop;
+        c.repart.shards = 0;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("repart.shards")
+        );
+        let e = NodeConfig::from_toml("[repart]\nmode = \"base\"\n").unwrap_err();
+        assert!(e.to_string().contains("repart.mode"), "{e}");
     }
 
     #[test]

@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod node;
 pub mod objects;
 pub mod resp;
+pub mod repart;
 pub mod s3;
 pub mod strings;
 pub mod wire_error;

@@ -150,12 +150,19 @@ pub struct Metrics {
     s3_conns: ConnStats,
     /// Replication errors answered, by front end and spec code (rare: a lock is fine).
     replication_errors: Mutex<BTreeMap<(Frontend, &'static str), u64>>,
+    /// The worker-shard executor's counters, once one runs (`repart.mode`).
+    repart: std::sync::OnceLock<Arc<crate::repart::RepartStats>>,
 }
 
 impl Metrics {
     /// An empty set of metrics.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Exports the worker-shard executor's counters as `meridian_repart_*`.
+    pub fn attach_repart(&self, stats: Arc<crate::repart::RepartStats>) {
+        let _ = self.repart.set(stats);
     }
 
     /// The handle recording operation `name` of `frontend`; keep it, do not call per request.
@@ -356,6 +363,9 @@ impl Metrics {
         }
         if let Some(r) = replication {
             self.render_replication(&mut out, r);
+        }
+        if let Some(r) = self.repart.get() {
+            render_repart(&mut out, &r.snapshot());
         }
         out.push_str("# EOF\n");
         out
@@ -710,6 +720,133 @@ fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
         .replace('"', "\\\"")
         .replace('\n', "\\n")
         .into()
+}
+
+/// The executor's series (spec `repartitioning.md` §4); durations in seconds.
+fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
+    let secs = |us: u64| us as f64 / 1e6;
+    let series: [(&str, &str, &str, f64); 19] = [
+        (
+            "meridian_repart_dispatched_total",
+            "counter",
+            "Requests the dispatcher placed on worker shards.",
+            s.dispatched as f64,
+        ),
+        (
+            "meridian_repart_dispatch_stall_seconds_max",
+            "gauge",
+            "The longest time one dispatch spent placing and repartitioning (queue backpressure excluded).",
+            secs(s.dispatch_stall_max_us),
+        ),
+        (
+            "meridian_repart_sync_requests_total",
+            "counter",
+            "Requests that spanned several shards and waited on barriers.",
+            s.sync_requests as f64,
+        ),
+        (
+            "meridian_repart_barrier_wait_seconds_total",
+            "counter",
+            "Time shards spent waiting at barriers.",
+            secs(s.barrier_wait_us),
+        ),
+        (
+            "meridian_repart_tracker_lag",
+            "gauge",
+            "Requests handed to the tracker and not yet in its graph.",
+            s.tracked_sent.saturating_sub(s.tracked) as f64,
+        ),
+        (
+            "meridian_repart_graph_vertices",
+            "gauge",
+            "Keys in the last co-access graph snapshot.",
+            s.graph_vertices as f64,
+        ),
+        (
+            "meridian_repart_graph_edges",
+            "gauge",
+            "Co-access edges in the last snapshot.",
+            s.graph_edges as f64,
+        ),
+        (
+            "meridian_repart_csr_build_seconds_last",
+            "gauge",
+            "The last graph snapshot (CSR) build.",
+            secs(s.csr_us_last),
+        ),
+        (
+            "meridian_repart_csr_build_seconds_max",
+            "gauge",
+            "The longest graph snapshot build.",
+            secs(s.csr_us_max),
+        ),
+        (
+            "meridian_repart_partition_seconds_last",
+            "gauge",
+            "The last partition (with relabelling and the next map).",
+            secs(s.partition_us_last),
+        ),
+        (
+            "meridian_repart_partition_seconds_max",
+            "gauge",
+            "The longest partition.",
+            secs(s.partition_us_max),
+        ),
+        (
+            "meridian_repart_partitions_total",
+            "counter",
+            "Partitions computed.",
+            s.partitions as f64,
+        ),
+        (
+            "meridian_repart_failures_total",
+            "counter",
+            "Partitions that failed (the map stayed).",
+            s.failures as f64,
+        ),
+        (
+            "meridian_repart_edge_cut",
+            "gauge",
+            "The last partition's edge cut.",
+            s.edge_cut as f64,
+        ),
+        (
+            "meridian_repart_imbalance",
+            "gauge",
+            "The last partition's heaviest shard over the mean.",
+            s.imbalance_milli as f64 / 1000.0,
+        ),
+        (
+            "meridian_repart_keys_moved_total",
+            "counter",
+            "Keys moved between shards by swaps.",
+            s.keys_moved_total as f64,
+        ),
+        (
+            "meridian_repart_keys_moved_unrelabelled_total",
+            "counter",
+            "Keys the partitions would have moved without relabelling.",
+            s.keys_moved_raw_total as f64,
+        ),
+        (
+            "meridian_repart_swaps_total",
+            "counter",
+            "Maps swapped in.",
+            s.swaps as f64,
+        ),
+        (
+            "meridian_repart_swap_seconds_max",
+            "gauge",
+            "The longest swap on the dispatcher.",
+            secs(s.swap_us_max),
+        ),
+    ];
+    for (metric, kind, help, value) in series {
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric} {value}"
+        );
+    }
 }
 
 #[cfg(test)]

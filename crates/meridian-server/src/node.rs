@@ -332,19 +332,24 @@ pub async fn run(
         tasks.spawn(node.keyspace.clone().run_active_expiry(background.clone()));
     }
 
+    let executor = start_executor(&node)?;
+    let mut resp_ctx = crate::resp::RespContext::with_cluster(
+        node.keyspace.clone(),
+        node.metrics.clone(),
+        crate::resp::RespConfig {
+            durability: (node.config.storage.engine == EngineKind::Fjall)
+                .then_some(node.config.storage.fsync),
+            ..(&node.config.resp).into()
+        },
+        node.cluster.clone(),
+    )
+    .with_objects(node.objects.clone());
+    if let Some(e) = &executor {
+        resp_ctx = resp_ctx.with_executor(e.clone());
+    }
     let resp = tokio::spawn(crate::resp::serve(
         listeners.resp,
-        crate::resp::RespContext::with_cluster(
-            node.keyspace.clone(),
-            node.metrics.clone(),
-            crate::resp::RespConfig {
-                durability: (node.config.storage.engine == EngineKind::Fjall)
-                    .then_some(node.config.storage.fsync),
-                ..(&node.config.resp).into()
-            },
-            node.cluster.clone(),
-        )
-        .with_objects(node.objects.clone()),
+        resp_ctx,
         shutdown.clone(),
     ));
     let http = tokio::spawn(crate::http::serve(
@@ -365,6 +370,10 @@ pub async fn run(
     }
     background.cancel();
     while tasks.join_next().await.is_some() {}
+    if let Some(e) = executor {
+        // Every connection has drained: nothing is queued on the shards.
+        let _ = tokio::task::spawn_blocking(move || e.shutdown()).await;
+    }
 
     let flushed = node.engine.flush();
     for (name, result) in [("RESP", resp), ("HTTP", http)] {
@@ -377,6 +386,20 @@ pub async fn run(
     flushed?;
     info!("meridian node stopped; engine flushed");
     Ok(())
+}
+
+/// A standalone node's worker-shard executor, when `repart.mode` is on: one pinned thread
+/// per shard, plus the tracker and partitioner.
+fn start_executor(node: &NodeState) -> Result<Option<Arc<crate::repart::Executor<bytes::Bytes>>>> {
+    let cfg = &node.config.repart;
+    if !cfg.mode.enabled() || node.cluster.is_some() {
+        return Ok(None);
+    }
+    let e = crate::repart::Executor::start(cfg, crate::repart::Runtime::Threads { pin: cfg.pin })
+        .map_err(|e| Error::Config(e.to_string()))?;
+    node.metrics.attach_repart(e.stats().clone());
+    info!(mode = %cfg.mode, shards = e.shards(), "worker-shard executor on");
+    Ok(Some(Arc::new(e)))
 }
 
 /// Periodically drops versions older than the retention window.

@@ -2365,3 +2365,6 @@ mod blob_handoff;
 
 #[path = "resp/disk_full.rs"]
 mod disk_full;
+
+#[path = "resp/repart.rs"]
+mod repart;

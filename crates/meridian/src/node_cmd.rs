@@ -81,6 +81,14 @@ pub struct NodeArgs {
     /// Cluster nodes: workers serving the replica-side read queue, 1 to 1024 [default: 4].
     #[arg(long, value_name = "N")]
     read_workers: Option<usize>,
+    /// Standalone nodes: run key commands on worker shards, repartitioned by co-access:
+    /// off, single, round_robin, base:Δp, free:Δp or non_stop [default: off]
+    /// (see `[repart]` for the window, partitioner and policies).
+    #[arg(long, value_name = "MODE")]
+    repart: Option<meridian_server::repart::Mode>,
+    /// Worker shards of `--repart`, 1 to 256 [default: 8].
+    #[arg(long, value_name = "N")]
+    repart_shards: Option<u32>,
     /// Worker threads serving requests [default: one per core].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -144,6 +152,12 @@ impl NodeArgs {
         }
         if let Some(v) = self.service_model {
             c.balance.service_model = Some(v);
+        }
+        if let Some(v) = self.repart {
+            c.repart.mode = v;
+        }
+        if let Some(v) = self.repart_shards {
+            c.repart.shards = v;
         }
         if let Some(v) = self.read_workers {
             c.balance.read_workers = Some(v);

@@ -57,7 +57,7 @@ use tokio_util::sync::CancellationToken;
 /// Initial (and steady-state) size of each buffer, like Redis's `PROTO_IOBUF_LEN`.
 const IO_BUF: usize = 16 * 1024;
 /// Output written early when a batch's replies grow past this.
-const FLUSH_AT: usize = 1024 * 1024;
+pub(super) const FLUSH_AT: usize = 1024 * 1024;
 /// Buffers that grew past this are dropped once empty, so one large request or reply does
 /// not pin memory for the rest of the connection.
 const SHRINK_ABOVE: usize = 1024 * 1024;
@@ -87,6 +87,8 @@ pub(crate) async fn run(
     let mut session = Session::new(ctx, info);
     // Allocates nothing until cluster mode runs a command concurrently.
     let mut in_flight = InFlight::default();
+    // Likewise, until a standalone node with the executor on runs a key command.
+    let mut sharded = crate::resp::sharded::Running::default();
     // One waiter for the connection's life, rather than one per read.
     let cancelled = shutdown.cancelled();
     tokio::pin!(cancelled);
@@ -113,6 +115,26 @@ pub(crate) async fn run(
 
         let mut close = false;
         match &ctx.cluster {
+            None if let Some(executor) = ctx.executor() => {
+                let mut io = Io {
+                    ctx,
+                    stream: &mut stream,
+                    shutdown: &shutdown,
+                };
+                let batch = crate::resp::sharded::batch(
+                    &mut io,
+                    executor,
+                    &mut parser,
+                    &mut buf,
+                    &mut reply,
+                    &mut session,
+                    &mut sharded,
+                );
+                match batch.await {
+                    Ok(c) => close = c,
+                    Err(_) => return,
+                }
+            }
             None => {
                 let mut pos = 0;
                 let mut t0 = Instant::now();
@@ -208,10 +230,10 @@ pub(crate) async fn run(
 }
 
 /// Where a cluster-mode batch writes its replies early (past `FLUSH_AT`).
-struct Io<'a> {
-    ctx: &'a RespContext,
-    stream: &'a mut TcpStream,
-    shutdown: &'a CancellationToken,
+pub(super) struct Io<'a> {
+    pub(super) ctx: &'a Arc<RespContext>,
+    pub(super) stream: &'a mut TcpStream,
+    pub(super) shutdown: &'a CancellationToken,
 }
 
 /// Cluster mode: the connection's bookkeeping of its running key commands (none between
@@ -428,7 +450,7 @@ async fn finish_all<F: Future<Output = Reply>>(
 
 /// Writes the pending replies. A client that stops reading cannot hold shutdown up: once
 /// shutdown starts, an unfinished write gets [`SHUTDOWN_GRACE`] more, then fails.
-async fn write(
+pub(super) async fn write(
     ctx: &RespContext,
     stream: &mut TcpStream,
     reply: &mut Reply,

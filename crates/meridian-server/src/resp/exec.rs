@@ -71,6 +71,19 @@ impl Session {
         }
     }
 
+    /// The session a command gets on a worker shard (`resp::sharded`): the connection
+    /// admitted it, so it is authenticated; no transaction, no deferred reply yet.
+    pub fn on_shard(info: Arc<ClientInfo>) -> Self {
+        Self {
+            authed: true,
+            info,
+            multi: MultiState::default(),
+            txn_session: Arc::default(),
+            deferred: None,
+            last_cmd: 0,
+        }
+    }
+
     /// Publishes activity for CLIENT LIST (once per batch, not per command).
     pub fn touch(&self, ctx: &RespContext) {
         self.info

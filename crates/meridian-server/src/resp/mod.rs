@@ -14,6 +14,8 @@
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
 //! - `info`: the INFO text.
+//! - `sharded`: a standalone node's key commands on the worker-shard executor
+//!   (`repart.mode`), replies in request order.
 //! - `cluster_cmd`: the Redis Cluster protocol (`CLUSTER SLOTS`/`SHARDS`/`NODES`/..., each
 //!   node describing the cluster from its own DC), `READONLY`, `READWRITE`, `ASKING`.
 //! - `blob`: large objects on RESP: `BLOB.READ key offset len`, and `GET`/`STRLEN` of a key
@@ -43,6 +45,7 @@ pub(crate) mod multi;
 pub mod reply;
 pub mod request;
 pub mod server;
+mod sharded;
 
 pub use cluster_cmd::redis_node_id;
 pub use frame::{Frame, FrameError};

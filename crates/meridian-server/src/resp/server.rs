@@ -61,6 +61,9 @@ pub struct RespContext {
     /// The node's object service, which reads large objects' chunks for `GET` and
     /// `BLOB.READ` (`resp::blob`); set once by [`RespContext::with_objects`].
     objects: std::sync::OnceLock<Arc<crate::objects::Objects>>,
+    /// A standalone node's worker-shard executor (`repart.mode`), set once by
+    /// [`RespContext::with_executor`].
+    executor: std::sync::OnceLock<Arc<crate::repart::Executor<bytes::Bytes>>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) config: RespConfig,
     /// Metrics handle per command, indexed by [`Cmd`].
@@ -108,6 +111,7 @@ impl RespContext {
             keyspace,
             cluster,
             objects: std::sync::OnceLock::new(),
+            executor: std::sync::OnceLock::new(),
             metrics,
             config,
             ops,
@@ -130,6 +134,21 @@ impl RespContext {
     pub fn with_objects(self: Arc<Self>, objects: Arc<crate::objects::Objects>) -> Arc<Self> {
         let _ = self.objects.set(objects);
         self
+    }
+
+    /// Runs a standalone node's key commands on `executor`'s worker shards (`resp::sharded`).
+    /// Call it before serving; a second call changes nothing.
+    pub fn with_executor(
+        self: Arc<Self>,
+        executor: Arc<crate::repart::Executor<bytes::Bytes>>,
+    ) -> Arc<Self> {
+        let _ = self.executor.set(executor);
+        self
+    }
+
+    /// The worker-shard executor, when attached.
+    pub(crate) fn executor(&self) -> Option<&Arc<crate::repart::Executor<bytes::Bytes>>> {
+        self.executor.get()
     }
 
     /// The object service, when attached.

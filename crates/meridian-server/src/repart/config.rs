@@ -1,0 +1,297 @@
+//! `[repart]`: how a node's worker-shard executor runs and repartitions (spec
+//! `repartitioning.md` §1, §3, §4). Every field is validated once, with an error naming it.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// When (and whether) the key → shard map is recomputed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Mode {
+    /// No executor: requests run on the connection's task, as without this section.
+    Off,
+    /// "SW": one shard executes everything.
+    Single,
+    /// "RR": new keys go to shards round-robin; the map never changes.
+    RoundRobin,
+    /// Stop the world every `interval` dispatched requests: wait for the tracker, copy the
+    /// graph and partition it while dispatch waits, swap.
+    Base {
+        /// Δp, in dispatched requests.
+        interval: u64,
+    },
+    /// Partition every `interval` tracked requests, asynchronously; swap when ready.
+    Free {
+        /// Δp, in tracked requests.
+        interval: u64,
+    },
+    /// Continuously: a new partition starts as soon as the previous map was swapped in.
+    NonStop,
+}
+
+impl Mode {
+    /// Whether requests feed the co-access graph.
+    pub fn tracks(self) -> bool {
+        matches!(self, Mode::Base { .. } | Mode::Free { .. } | Mode::NonStop)
+    }
+
+    /// Whether requests go through the executor at all.
+    pub fn enabled(self) -> bool {
+        self != Mode::Off
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mode::Off => f.write_str("off"),
+            Mode::Single => f.write_str("single"),
+            Mode::RoundRobin => f.write_str("round_robin"),
+            Mode::Base { interval } => write!(f, "base:{interval}"),
+            Mode::Free { interval } => write!(f, "free:{interval}"),
+            Mode::NonStop => f.write_str("non_stop"),
+        }
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    /// `off`, `single`, `round_robin`, `base:Δp`, `free:Δp`, `non_stop`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let interval = |v: &str| -> Result<u64, String> {
+            match v.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!(
+                    "repart.mode: interval '{v}' must be a positive number of requests"
+                )),
+            }
+        };
+        match s.split_once(':') {
+            None => match s {
+                "off" => Ok(Mode::Off),
+                "single" | "sw" => Ok(Mode::Single),
+                "round_robin" | "rr" => Ok(Mode::RoundRobin),
+                "non_stop" | "ns" => Ok(Mode::NonStop),
+                "base" | "free" => Err(format!(
+                    "repart.mode: '{s}' needs its interval, as '{s}:100000'"
+                )),
+                _ => Err(format!(
+                    "repart.mode: unknown mode '{s}': expected off, single, round_robin, base:Δp, free:Δp or non_stop"
+                )),
+            },
+            Some(("base", v)) => Ok(Mode::Base {
+                interval: interval(v)?,
+            }),
+            Some(("free", v)) => Ok(Mode::Free {
+                interval: interval(v)?,
+            }),
+            Some(_) => Err(format!(
+                "repart.mode: unknown mode '{s}': expected off, single, round_robin, base:Δp, free:Δp or non_stop"
+            )),
+        }
+    }
+}
+
+/// Which partitioner computes new maps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartitionerKind {
+    /// METIS k-way (multilevel), as the study.
+    #[default]
+    Metis,
+    /// Restreamed FENNEL, pure Rust.
+    Fennel,
+}
+
+impl FromStr for PartitionerKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "metis" => Ok(Self::Metis),
+            "fennel" => Ok(Self::Fennel),
+            _ => Err(format!(
+                "repart.partitioner: unknown partitioner '{s}': expected metis or fennel"
+            )),
+        }
+    }
+}
+
+/// What a swap does with mapped keys the new partition does not mention (keys not in the
+/// graph's window).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnmappedPolicy {
+    /// As kvpaxos: they are forgotten and go round-robin at their next access.
+    Drop,
+    /// They stay on their current shard.
+    #[default]
+    Keep,
+}
+
+impl FromStr for UnmappedPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "drop" => Ok(Self::Drop),
+            "keep" => Ok(Self::Keep),
+            _ => Err(format!(
+                "repart.unmapped_policy: unknown policy '{s}': expected drop or keep"
+            )),
+        }
+    }
+}
+
+/// The most worker shards a node runs.
+pub const MAX_SHARDS: u32 = 256;
+
+/// `[repart]` in a node's configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RepartConfig {
+    /// `off` (the default), `single`, `round_robin`, `base:Δp`, `free:Δp`, `non_stop`.
+    #[serde(with = "mode_string")]
+    pub mode: Mode,
+    /// P, the number of worker shards (8).
+    pub shards: u32,
+    /// W, the graph's window in requests (0: every request since start).
+    pub window: usize,
+    /// Each shard's queue capacity in requests (0: unbounded, the connection limits bound
+    /// it). A full queue makes the dispatcher wait.
+    pub queue_cap: usize,
+    /// `metis` or `fennel`.
+    pub partitioner: PartitionerKind,
+    /// METIS's allowed imbalance in thousandths above 1 (200: 1.2, as kvpaxos).
+    pub ufactor: i32,
+    /// The partitioner's seed (METIS; FENNEL is deterministic).
+    pub seed: i32,
+    /// Map new labels onto current shards so the fewest keys move.
+    pub relabel: bool,
+    /// `drop` or `keep`.
+    pub unmapped_policy: UnmappedPolicy,
+    /// Pin shard i's thread to CPU i mod (CPUs this process may use).
+    pub pin: bool,
+}
+
+impl Default for RepartConfig {
+    fn default() -> Self {
+        Self {
+            mode: Mode::Off,
+            shards: 8,
+            window: 1_000,
+            queue_cap: 0,
+            partitioner: PartitionerKind::Metis,
+            ufactor: 200,
+            seed: 1,
+            relabel: true,
+            unmapped_policy: UnmappedPolicy::Keep,
+            pin: true,
+        }
+    }
+}
+
+impl RepartConfig {
+    /// Checks every field; the error names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.shards == 0 || self.shards > MAX_SHARDS {
+            return Err(format!(
+                "repart.shards: {} is out of range: expected 1..={MAX_SHARDS}",
+                self.shards
+            ));
+        }
+        if !(1..=10_000).contains(&self.ufactor) {
+            return Err(format!(
+                "repart.ufactor: {} is out of range: expected 1..=10000 (thousandths of imbalance)",
+                self.ufactor
+            ));
+        }
+        Ok(())
+    }
+
+    /// The number of shards the mode runs.
+    pub fn shard_count(&self) -> u32 {
+        if self.mode == Mode::Single {
+            1
+        } else {
+            self.shards
+        }
+    }
+}
+
+mod mode_string {
+    use super::Mode;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Mode, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(m)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Mode, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_print_back() {
+        for s in [
+            "off",
+            "single",
+            "round_robin",
+            "base:100000",
+            "free:1000",
+            "non_stop",
+        ] {
+            let m: Mode = s.parse().unwrap();
+            assert_eq!(m.to_string(), s);
+        }
+        assert_eq!("rr".parse::<Mode>().unwrap(), Mode::RoundRobin);
+        for bad in [
+            "base",
+            "base:0",
+            "base:-1",
+            "free:x",
+            "stop",
+            "non_stop:3",
+            "",
+        ] {
+            let e = bad.parse::<Mode>().unwrap_err();
+            assert!(e.starts_with("repart.mode"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let c = RepartConfig {
+            shards: 0,
+            ..RepartConfig::default()
+        };
+        assert!(c.validate().unwrap_err().starts_with("repart.shards"));
+        let c = RepartConfig {
+            shards: MAX_SHARDS + 1,
+            ..RepartConfig::default()
+        };
+        assert!(c.validate().unwrap_err().starts_with("repart.shards"));
+        let c = RepartConfig {
+            ufactor: 0,
+            ..RepartConfig::default()
+        };
+        assert!(c.validate().unwrap_err().starts_with("repart.ufactor"));
+        assert!(RepartConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        let c: RepartConfig =
+            toml::from_str("mode = \"free:5000\"\nshards = 4\npartitioner = \"fennel\"").unwrap();
+        assert_eq!(c.mode, Mode::Free { interval: 5000 });
+        assert_eq!(c.shards, 4);
+        assert_eq!(c.partitioner, PartitionerKind::Fennel);
+        assert!(toml::from_str::<RepartConfig>("mode = \"bogus\"").is_err());
+        assert!(toml::from_str::<RepartConfig>("shardz = 3").is_err());
+    }
+}

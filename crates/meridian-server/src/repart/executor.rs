@@ -1,0 +1,587 @@
+//! The worker shards and the dispatcher (spec `repartitioning.md` §1).
+//!
+//! Each shard is a FIFO queue drained by one worker. The dispatcher — a function run under
+//! one lock, so dispatch order is the order callers take it — places a request's keys with
+//! the [`ShardMap`] and queues it:
+//! - on its one shard when all its keys live there;
+//! - otherwise behind a barrier `b1` on every shard it spans, on the lowest of them, then
+//!   behind a second barrier `b2` on all of them: it runs once every one of its shards has
+//!   drained earlier work, and they stay blocked until it has finished.
+//!
+//! A map swap pushes one barrier through every shard, so per-key order survives any number
+//! of swaps. Workers are async loops over runtime-agnostic queues and barriers, run by a
+//! [`Runtime`]: dedicated (optionally pinned) threads in a real node, tasks on a given tokio
+//! runtime in simulation, so simulated code never spawns a thread.
+//!
+//! An operation is a closure; it carries its own reply channel. It must not block on another
+//! request of the same executor (it would wait for its own shard).
+
+use super::config::{Mode, RepartConfig};
+use super::map::{Key, ShardMap};
+use super::pipeline::{self, Pipeline, RepartStats};
+use meridian_balance::repart::ShardId;
+use parking_lot::{Condvar, Mutex};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+use tokio::sync::{Barrier, Notify};
+
+/// One request's work, run on its shard's worker.
+pub type Op = Box<dyn FnOnce() + Send + 'static>;
+
+/// Where the executor's actors run.
+#[derive(Clone, Debug)]
+pub enum Runtime {
+    /// One OS thread per actor, shard i pinned to CPU i mod (usable CPUs) when `pin`.
+    Threads {
+        /// Pin shard threads to CPUs.
+        pin: bool,
+    },
+    /// Tasks on this tokio runtime (simulation, tests). A current-thread runtime cannot run
+    /// the `base` mode, whose dispatcher waits synchronously for the tracker.
+    Tasks(tokio::runtime::Handle),
+}
+
+/// Why an executor could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A setting is out of range or the runtime cannot run the mode.
+    #[error("{0}")]
+    Config(String),
+    /// A thread could not be spawned.
+    #[error("repart: cannot start a thread: {0}")]
+    Spawn(#[from] std::io::Error),
+}
+
+enum Handle {
+    Thread(std::thread::JoinHandle<()>),
+    /// A task ends by itself once its queue yields `Stop` or its channel closes.
+    Task,
+}
+
+impl Runtime {
+    fn spawn<F>(&self, name: String, cpu: Option<usize>, fut: F) -> Result<Handle, StartError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match self {
+            Runtime::Threads { pin } => {
+                let pin = *pin;
+                let h = std::thread::Builder::new().name(name).spawn(move || {
+                    if pin && let Some(cpu) = cpu {
+                        pin_to(cpu);
+                    }
+                    match tokio::runtime::Builder::new_current_thread().build() {
+                        Ok(rt) => rt.block_on(fut),
+                        Err(e) => tracing::error!("repart: cannot build a shard runtime: {e}"),
+                    }
+                })?;
+                Ok(Handle::Thread(h))
+            }
+            Runtime::Tasks(h) => {
+                drop(h.spawn(fut));
+                Ok(Handle::Task)
+            }
+        }
+    }
+}
+
+/// Pins the calling thread to the `i`-th CPU this process may run on.
+fn pin_to(i: usize) {
+    use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+    let Ok(allowed) = sched_getaffinity(None) else {
+        return;
+    };
+    let cpus: Vec<usize> = (0..CpuSet::MAX_CPU)
+        .filter(|&c| allowed.is_set(c))
+        .collect();
+    if cpus.is_empty() {
+        return;
+    }
+    let mut set = CpuSet::new();
+    set.set(cpus[i % cpus.len()]);
+    if let Err(e) = sched_setaffinity(None, &set) {
+        tracing::debug!("repart: cannot pin a shard thread: {e}");
+    }
+}
+
+pub(super) enum Item {
+    Op(Op),
+    Sync(Arc<Barrier>),
+    Stop,
+}
+
+/// One shard's queue.
+pub(super) struct Shard {
+    queue: Mutex<VecDeque<Item>>,
+    ready: Notify,
+    space: Condvar,
+}
+
+impl Shard {
+    fn new() -> Self {
+        Self {
+            queue: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            space: Condvar::new(),
+        }
+    }
+
+    /// Queues `item`; with a capacity, waits while the queue is full (the caller is the
+    /// dispatcher: that wait is backpressure, not a repartitioning stall).
+    pub(super) fn push(&self, item: Item, cap: usize) {
+        let mut q = self.queue.lock();
+        while cap > 0 && q.len() >= cap {
+            self.space.wait(&mut q);
+        }
+        q.push_back(item);
+        drop(q);
+        self.ready.notify_one();
+    }
+}
+
+async fn worker(shard: Arc<Shard>, stats: Arc<RepartStats>) {
+    let mut batch = VecDeque::new();
+    loop {
+        {
+            let mut q = shard.queue.lock();
+            std::mem::swap(&mut *q, &mut batch);
+        }
+        if batch.is_empty() {
+            shard.ready.notified().await;
+            continue;
+        }
+        shard.space.notify_all();
+        while let Some(item) = batch.pop_front() {
+            match item {
+                Item::Op(op) => op(),
+                Item::Sync(b) => {
+                    let t = Instant::now();
+                    b.wait().await;
+                    stats.barrier_wait(t.elapsed());
+                }
+                Item::Stop => return,
+            }
+        }
+    }
+}
+
+/// The dispatcher's state, under the executor's one lock.
+pub(super) struct Dispatcher<K> {
+    pub(super) map: ShardMap<K>,
+    each: Vec<ShardId>,
+    set: Vec<ShardId>,
+    pub(super) pipeline: Option<Pipeline<K>>,
+}
+
+/// The shards a request ran on, in [`Executor::dispatch`]'s answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placed {
+    /// The shard that ran it.
+    pub shard: ShardId,
+    /// How many shards it spanned (more than 1: it waited on barriers).
+    pub span: usize,
+}
+
+/// P worker shards behind one dispatcher, with the mode's repartitioning pipeline.
+pub struct Executor<K: Key> {
+    shards: Arc<[Arc<Shard>]>,
+    dispatcher: Mutex<Dispatcher<K>>,
+    stats: Arc<RepartStats>,
+    queue_cap: usize,
+    handles: Mutex<Vec<Handle>>,
+    stopped: AtomicBool,
+    mode: Mode,
+}
+
+impl<K: Key> Executor<K> {
+    /// Starts the shards (and, when the mode repartitions, the tracker and partitioner) on
+    /// `runtime`.
+    pub fn start(config: &RepartConfig, runtime: Runtime) -> Result<Self, StartError> {
+        config.validate().map_err(StartError::Config)?;
+        if !config.mode.enabled() {
+            return Err(StartError::Config(
+                "repart.mode: off runs no executor".into(),
+            ));
+        }
+        if let Runtime::Tasks(h) = &runtime {
+            let single = h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread;
+            if single && matches!(config.mode, Mode::Base { .. }) {
+                return Err(StartError::Config(
+                    "repart.mode: base waits synchronously for its tracker, which a current-thread runtime cannot run"
+                        .into(),
+                ));
+            }
+            if config.queue_cap > 0 {
+                return Err(StartError::Config(
+                    "repart.queue_cap: a bounded queue makes the dispatcher wait, which tasks cannot; use 0 with the task runtime"
+                        .into(),
+                ));
+            }
+        }
+        let p = config.shard_count();
+        let stats = Arc::new(RepartStats::default());
+        let shards: Arc<[Arc<Shard>]> = (0..p).map(|_| Arc::new(Shard::new())).collect();
+        let mut handles = Vec::new();
+        for (i, s) in shards.iter().enumerate() {
+            handles.push(runtime.spawn(
+                format!("meridian-shard-{i}"),
+                Some(i),
+                worker(s.clone(), stats.clone()),
+            )?);
+        }
+        let pipeline = if config.mode.tracks() {
+            let (pipe, actors) = pipeline::start::<K>(config, p, stats.clone());
+            for (name, fut) in actors {
+                handles.push(runtime.spawn(name.to_string(), None, fut)?);
+            }
+            Some(pipe)
+        } else {
+            None
+        };
+        Ok(Self {
+            shards,
+            dispatcher: Mutex::new(Dispatcher {
+                map: ShardMap::new(p),
+                each: Vec::new(),
+                set: Vec::new(),
+                pipeline,
+            }),
+            stats,
+            queue_cap: config.queue_cap,
+            handles: Mutex::new(handles),
+            stopped: AtomicBool::new(false),
+            mode: config.mode,
+        })
+    }
+
+    /// The mode this executor runs.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Its metrics.
+    pub fn stats(&self) -> &Arc<RepartStats> {
+        &self.stats
+    }
+
+    /// Queues `op` on the shard its `keys` map to (see the module docs). A request without
+    /// keys runs on shard 0.
+    pub fn dispatch(&self, keys: &[K], op: Op) -> Placed {
+        let mut d = self.dispatcher.lock();
+        let start = Instant::now();
+        let d = &mut *d;
+        d.map.place(keys, &mut d.each, &mut d.set);
+        // The stall counts placement and repartitioning, not waits for queue space.
+        let mut stall = start.elapsed();
+        let cap = self.queue_cap;
+        let placed = match d.set.as_slice() {
+            [] => {
+                self.shards[0].push(Item::Op(op), cap);
+                Placed { shard: 0, span: 1 }
+            }
+            [s] => {
+                self.shards[*s as usize].push(Item::Op(op), cap);
+                Placed { shard: *s, span: 1 }
+            }
+            set => {
+                let b1 = Arc::new(Barrier::new(set.len()));
+                let b2 = Arc::new(Barrier::new(set.len()));
+                for &s in set {
+                    self.shards[s as usize].push(Item::Sync(b1.clone()), cap);
+                }
+                self.shards[set[0] as usize].push(Item::Op(op), cap);
+                for &s in set {
+                    self.shards[s as usize].push(Item::Sync(b2.clone()), cap);
+                }
+                self.stats.sync_request();
+                Placed {
+                    shard: set[0],
+                    span: set.len(),
+                }
+            }
+        };
+        if let Some(p) = d.pipeline.as_mut() {
+            let t = Instant::now();
+            p.track(keys, &d.each);
+            p.after_dispatch(&mut d.map, &self.shards, cap);
+            stall += t.elapsed();
+        }
+        self.stats.dispatched(stall);
+        placed
+    }
+
+    /// Waits until everything dispatched so far has run (a barrier through every shard).
+    pub async fn quiesce(&self) {
+        let b = {
+            let _d = self.dispatcher.lock();
+            let b = Arc::new(Barrier::new(self.shards.len() + 1));
+            for s in self.shards.iter() {
+                s.push(Item::Sync(b.clone()), self.queue_cap);
+            }
+            b
+        };
+        b.wait().await;
+    }
+
+    /// The shard `key` is mapped to now, if any.
+    pub fn shard_of(&self, key: &K) -> Option<ShardId> {
+        self.dispatcher.lock().map.get(key)
+    }
+
+    /// Stops every actor after the work already queued; waits for threads to end.
+    pub fn shutdown(&self) {
+        if self.stopped.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        {
+            let mut d = self.dispatcher.lock();
+            for s in self.shards.iter() {
+                s.push(Item::Stop, 0);
+            }
+            if let Some(p) = d.pipeline.as_mut() {
+                p.close();
+            }
+        }
+        let handles = std::mem::take(&mut *self.handles.lock());
+        for h in handles {
+            match h {
+                Handle::Thread(t) => {
+                    let _ = t.join();
+                }
+                Handle::Task => {}
+            }
+        }
+    }
+}
+
+impl<K: Key> std::fmt::Debug for Executor<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("mode", &self.mode)
+            .field("shards", &self.shards.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Key> Drop for Executor<K> {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Invariants 1 and 2: per-key order across map swaps, and multi-key requests that see
+    //! their keys quiesced, checked on recorded per-key histories.
+    use super::*;
+    use crate::repart::config::{PartitionerKind, UnmappedPolicy};
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::sync::atomic::AtomicU64;
+
+    /// Per key: the dispatch sequence numbers of the requests that ran on it, in execution
+    /// order, and whether a request is running on it now.
+    struct History {
+        runs: Vec<Mutex<Vec<u64>>>,
+        busy: Vec<AtomicBool>,
+        overlaps: AtomicU64,
+    }
+
+    impl History {
+        fn new(keys: usize) -> Arc<Self> {
+            Arc::new(Self {
+                runs: (0..keys).map(|_| Mutex::new(Vec::new())).collect(),
+                busy: (0..keys).map(|_| AtomicBool::new(false)).collect(),
+                overlaps: AtomicU64::new(0),
+            })
+        }
+
+        fn op(self: &Arc<Self>, seq: u64, keys: Vec<u32>) -> Op {
+            let h = self.clone();
+            Box::new(move || {
+                for &k in &keys {
+                    if h.busy[k as usize].swap(true, Ordering::SeqCst) {
+                        h.overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+                // Give a concurrent violator time to show itself.
+                for _ in 0..(seq % 7) * 20 {
+                    std::hint::spin_loop();
+                }
+                for &k in &keys {
+                    h.runs[k as usize].lock().push(seq);
+                }
+                for &k in &keys {
+                    h.busy[k as usize].store(false, Ordering::SeqCst);
+                }
+            })
+        }
+
+        /// Every key's requests ran in dispatch order; returns how many ran.
+        fn check(&self, seed: u64) -> usize {
+            assert_eq!(
+                self.overlaps.load(Ordering::SeqCst),
+                0,
+                "seed {seed}: two requests ran on one key at once"
+            );
+            let mut n = 0;
+            for (k, runs) in self.runs.iter().enumerate() {
+                let runs = runs.lock();
+                assert!(
+                    runs.windows(2).all(|w| w[0] < w[1]),
+                    "seed {seed}: key {k} ran out of dispatch order: {:?}",
+                    &runs[..runs.len().min(20)]
+                );
+                n += runs.len();
+            }
+            n
+        }
+    }
+
+    /// A request stream with hidden affinity: keys come in groups of 4 that are often
+    /// accessed together, plus single-key requests.
+    fn request(rng: &mut ChaCha8Rng, keys: u32) -> Vec<u32> {
+        let group = rng.random_range(0..keys / 4) * 4;
+        if rng.random_bool(0.5) {
+            vec![group + rng.random_range(0..4)]
+        } else {
+            let n = rng.random_range(2..=4);
+            (0..n).map(|i| group + i).collect()
+        }
+    }
+
+    fn config(mode: Mode) -> RepartConfig {
+        RepartConfig {
+            mode,
+            shards: 4,
+            window: 2_000,
+            partitioner: PartitionerKind::Fennel,
+            unmapped_policy: UnmappedPolicy::Drop,
+            pin: false,
+            ..RepartConfig::default()
+        }
+    }
+
+    /// Dispatches until `swaps` maps were swapped in (a count, not a time), then checks.
+    fn run_threads(mode: Mode, seed: u64, swaps: u64) {
+        const KEYS: u32 = 256;
+        let exec = Executor::<u32>::start(&config(mode), Runtime::Threads { pin: false }).unwrap();
+        let history = History::new(KEYS as usize);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut seq = 0u64;
+        while exec.stats().snapshot().swaps < swaps {
+            assert!(seq < 3_000_000, "seed {seed}: no swap after {seq} requests");
+            let keys = request(&mut rng, KEYS);
+            exec.dispatch(&keys, history.op(seq, keys.clone()));
+            seq += 1;
+        }
+        // A few more under the last map.
+        for _ in 0..1_000 {
+            let keys = request(&mut rng, KEYS);
+            exec.dispatch(&keys, history.op(seq, keys.clone()));
+            seq += 1;
+        }
+        exec.shutdown();
+        let ran = history.check(seed);
+        assert!(
+            ran as u64 >= seq,
+            "seed {seed}: {ran} key runs for {seq} requests"
+        );
+        let s = exec.stats().snapshot();
+        assert!(s.sync_requests > 0 && s.partitions >= swaps, "{s:?}");
+    }
+
+    #[test]
+    fn per_key_order_survives_non_stop_swaps_on_threads() {
+        run_threads(Mode::NonStop, 11, 5);
+    }
+
+    #[test]
+    fn per_key_order_survives_base_and_free_swaps_on_threads() {
+        run_threads(Mode::Base { interval: 3_000 }, 12, 3);
+        run_threads(Mode::Free { interval: 3_000 }, 13, 3);
+    }
+
+    /// The simulated form: every actor a task on one current-thread runtime, the dispatching
+    /// task yielding at seeded points, so a seed replays the same schedule.
+    #[test]
+    fn per_key_order_survives_swaps_in_simulation() {
+        for seed in 0..8u64 {
+            println!("repart executor simulation seed {seed}");
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                const KEYS: u32 = 64;
+                let exec = Executor::<u32>::start(
+                    &config(Mode::NonStop),
+                    Runtime::Tasks(tokio::runtime::Handle::current()),
+                )
+                .unwrap();
+                let history = History::new(KEYS as usize);
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                for seq in 0..20_000u64 {
+                    let keys = request(&mut rng, KEYS);
+                    exec.dispatch(&keys, history.op(seq, keys.clone()));
+                    if rng.random_bool(0.05) {
+                        tokio::task::yield_now().await;
+                    }
+                }
+                exec.quiesce().await;
+                let ran = history.check(seed);
+                assert!(ran >= 20_000, "seed {seed}: {ran}");
+                let s = exec.stats().snapshot();
+                assert!(s.swaps >= 2, "seed {seed}: {s:?}");
+                exec.shutdown();
+            });
+        }
+    }
+
+    #[test]
+    fn single_runs_everything_on_one_shard_and_round_robin_spreads_new_keys() {
+        let exec =
+            Executor::<u32>::start(&config(Mode::Single), Runtime::Threads { pin: false }).unwrap();
+        assert_eq!(exec.shards(), 1);
+        assert_eq!(exec.dispatch(&[1, 2, 3], Box::new(|| {})).span, 1);
+        let exec =
+            Executor::<u32>::start(&config(Mode::RoundRobin), Runtime::Threads { pin: false })
+                .unwrap();
+        let shards: Vec<_> = (0..8u32)
+            .map(|k| exec.dispatch(&[k], Box::new(|| {})).shard)
+            .collect();
+        assert_eq!(shards, vec![0, 1, 2, 3, 0, 1, 2, 3]);
+        // Keys 0 and 1 live on different shards: the request spans both, runs on the lower.
+        assert_eq!(
+            exec.dispatch(&[1, 0], Box::new(|| {})),
+            Placed { shard: 0, span: 2 }
+        );
+    }
+
+    #[test]
+    fn hostile_settings_are_refused() {
+        let bad = RepartConfig {
+            shards: 0,
+            ..config(Mode::NonStop)
+        };
+        assert!(Executor::<u32>::start(&bad, Runtime::Threads { pin: false }).is_err());
+        assert!(
+            Executor::<u32>::start(&config(Mode::Off), Runtime::Threads { pin: false }).is_err()
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let e = Executor::<u32>::start(
+            &config(Mode::Base { interval: 10 }),
+            Runtime::Tasks(rt.handle().clone()),
+        );
+        assert!(e.is_err());
+    }
+}

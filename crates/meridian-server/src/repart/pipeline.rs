@@ -1,0 +1,532 @@
+//! The repartitioning pipelines (spec `repartitioning.md` §4): a tracker actor that owns the
+//! co-access graph, a partitioner actor, and the dispatcher's side that swaps maps in.
+//!
+//! - **non_stop**: whenever no repartition is in flight, the tracker copies its graph (CSR)
+//!   and hands it to the partitioner; the dispatcher swaps the result in after whichever
+//!   dispatch first sees it ready. Copying stalls tracking, never dispatch.
+//! - **free**: the same, triggered every Δp tracked requests.
+//! - **base**: every Δp dispatched requests the dispatcher waits for the tracker to consume
+//!   everything queued (a two-party rendezvous), then copies and partitions inline, swaps
+//!   and continues: dispatch stops for the whole time, which is the point of the baseline.
+//!
+//! One repartition is in flight at a time. The partitioner builds the whole next base map
+//! (see [`super::map`]), so a swap costs the dispatcher only O(keys first seen since the last
+//! swap), and the maps a swap replaces are freed by the partitioner, not the dispatcher.
+//! Relabelling maps the new labels onto the shards keys are on now (as of their last
+//! dispatch, which the tracker mirrors), so that the fewest keys move.
+
+use super::config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy};
+use super::executor::{Item, Shard};
+use super::map::{Base, Key, Leftovers, ShardMap, next_base};
+use meridian_balance::repart::{self as rp, CoAccessGraph, Csr, Partitioner, RepartError, ShardId};
+use parking_lot::Mutex;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use tokio::sync::{Barrier, mpsc};
+
+/// A boxed actor future with its thread/task name.
+pub(super) type Actor = (&'static str, Pin<Box<dyn Future<Output = ()> + Send>>);
+
+enum TrackMsg<K> {
+    Request {
+        keys: Vec<K>,
+        shards: Vec<ShardId>,
+    },
+    /// Base: answer the graph's snapshot once everything queued before has been tracked.
+    Flush(std::sync::mpsc::SyncSender<Snapshot<K>>),
+}
+
+struct Snapshot<K> {
+    csr: Csr<K>,
+    /// Each vertex's shard as of its key's last dispatch.
+    current: Vec<Option<ShardId>>,
+}
+
+enum PartMsg<K> {
+    Partition(Snapshot<K>),
+    /// Maps a swap replaced, freed here rather than on the dispatcher.
+    Free(Leftovers<K>),
+}
+
+enum MapMsg<K> {
+    Ready(Base<K>),
+    Failed,
+}
+
+/// What a partition needs besides the graph.
+struct Compute<K> {
+    partitioner: Box<dyn Partitioner + Send>,
+    shards: u32,
+    relabel: bool,
+    policy: UnmappedPolicy,
+    /// The base installed by the last swap: a new base keeps its keys under `keep`.
+    installed: Arc<Mutex<Base<K>>>,
+    stats: Arc<RepartStats>,
+}
+
+impl<K: Key> Compute<K> {
+    fn run(&mut self, snap: &Snapshot<K>) -> Result<Base<K>, RepartError> {
+        let t = std::time::Instant::now();
+        let g = || rp::graph_ref(&snap.csr);
+        let raw = self.partitioner.partition(g(), self.shards)?;
+        let labels = if self.relabel {
+            rp::relabel(&snap.current, &raw, &snap.csr.vwgt, self.shards)
+        } else {
+            raw.clone()
+        };
+        self.stats.partitioned(
+            t.elapsed(),
+            &snap.csr,
+            rp::edge_cut(g(), &labels),
+            rp::imbalance(g(), &labels, self.shards),
+            rp::moved(&snap.current, &labels),
+            rp::moved(&snap.current, &raw),
+        );
+        let installed = self.installed.lock().clone();
+        Ok(next_base(&installed, &snap.csr.keys, &labels, self.policy))
+    }
+}
+
+fn partitioner(config: &RepartConfig) -> Box<dyn Partitioner + Send> {
+    match config.partitioner {
+        PartitionerKind::Metis => Box::new(rp::Metis {
+            ufactor: config.ufactor,
+            seed: config.seed,
+        }),
+        PartitionerKind::Fennel => Box::new(rp::Fennel::default()),
+    }
+}
+
+/// The dispatcher's side of a pipeline.
+pub(super) struct Pipeline<K> {
+    mode: Mode,
+    track: mpsc::UnboundedSender<TrackMsg<K>>,
+    part: mpsc::UnboundedSender<PartMsg<K>>,
+    maps: std::sync::mpsc::Receiver<MapMsg<K>>,
+    ready: Arc<AtomicBool>,
+    in_flight: Arc<AtomicBool>,
+    installed: Arc<Mutex<Base<K>>>,
+    policy: UnmappedPolicy,
+    dispatched: u64,
+    /// Base: partitions inline on the dispatcher.
+    inline: Option<Compute<K>>,
+    stats: Arc<RepartStats>,
+}
+
+/// Builds the pipeline for `config.mode` (which must track) and the actors to run.
+pub(super) fn start<K: Key>(
+    config: &RepartConfig,
+    shards: u32,
+    stats: Arc<RepartStats>,
+) -> (Pipeline<K>, Vec<Actor>) {
+    let (track_tx, track_rx) = mpsc::unbounded_channel();
+    let (part_tx, part_rx) = mpsc::unbounded_channel();
+    let (map_tx, map_rx) = std::sync::mpsc::channel();
+    let ready = Arc::new(AtomicBool::new(false));
+    let in_flight = Arc::new(AtomicBool::new(false));
+    let installed: Arc<Mutex<Base<K>>> = Arc::default();
+    let compute = || Compute {
+        partitioner: partitioner(config),
+        shards,
+        relabel: config.relabel,
+        policy: config.unmapped_policy,
+        installed: installed.clone(),
+        stats: stats.clone(),
+    };
+    let tracker = Tracker {
+        graph: CoAccessGraph::new(config.window),
+        mirror: HashMap::new(),
+        since: 0,
+        trigger: match config.mode {
+            Mode::NonStop => Some(1),
+            Mode::Free { interval } => Some(interval),
+            _ => None,
+        },
+        part: part_tx.clone(),
+        in_flight: in_flight.clone(),
+        stats: stats.clone(),
+    };
+    let mut actors: Vec<Actor> = vec![("meridian-repart-tracker", Box::pin(tracker.run(track_rx)))];
+    let inline = match config.mode {
+        Mode::Base { .. } => Some(compute()),
+        _ => {
+            actors.push((
+                "meridian-repart-partitioner",
+                Box::pin(partition_loop(compute(), part_rx, map_tx, ready.clone())),
+            ));
+            None
+        }
+    };
+    let pipe = Pipeline {
+        mode: config.mode,
+        track: track_tx,
+        part: part_tx,
+        maps: map_rx,
+        ready,
+        in_flight,
+        installed,
+        policy: config.unmapped_policy,
+        dispatched: 0,
+        inline,
+        stats,
+    };
+    (pipe, actors)
+}
+
+impl<K: Key> Pipeline<K> {
+    /// Hands a dispatched request's keys and shards to the tracker (never blocks).
+    pub(super) fn track(&mut self, keys: &[K], shards: &[ShardId]) {
+        if keys.is_empty() {
+            return;
+        }
+        self.stats.tracked_sent.fetch_add(1, Ordering::Relaxed);
+        let _ = self.track.send(TrackMsg::Request {
+            keys: keys.iter().map(Key::detach).collect(),
+            shards: shards.to_vec(),
+        });
+    }
+
+    /// After each dispatch: swap a ready map in (non_stop, free), or stop the world when
+    /// due (base).
+    pub(super) fn after_dispatch(
+        &mut self,
+        map: &mut ShardMap<K>,
+        shards: &[Arc<Shard>],
+        cap: usize,
+    ) {
+        self.dispatched += 1;
+        if let Mode::Base { interval } = self.mode {
+            if self.dispatched.is_multiple_of(interval) {
+                self.stop_the_world(map, shards, cap);
+            }
+            return;
+        }
+        if !self.ready.load(Ordering::Acquire) {
+            return;
+        }
+        self.ready.store(false, Ordering::Relaxed);
+        while let Ok(msg) = self.maps.try_recv() {
+            match msg {
+                MapMsg::Ready(base) => {
+                    if let Some(left) = self.swap(map, base, shards, cap) {
+                        let _ = self.part.send(PartMsg::Free(left));
+                    }
+                }
+                MapMsg::Failed => {}
+            }
+            self.in_flight.store(false, Ordering::Release);
+        }
+    }
+
+    fn swap(
+        &mut self,
+        map: &mut ShardMap<K>,
+        base: Base<K>,
+        shards: &[Arc<Shard>],
+        cap: usize,
+    ) -> Option<Leftovers<K>> {
+        let t = std::time::Instant::now();
+        *self.installed.lock() = base.clone();
+        let left = map.swap(base, self.policy);
+        let b = Arc::new(Barrier::new(shards.len()));
+        for s in shards {
+            s.push(Item::Sync(b.clone()), cap);
+        }
+        self.stats.swapped(t.elapsed());
+        Some(left)
+    }
+
+    fn stop_the_world(&mut self, map: &mut ShardMap<K>, shards: &[Arc<Shard>], cap: usize) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if self.track.send(TrackMsg::Flush(tx)).is_err() {
+            return;
+        }
+        let Ok(snap) = rx.recv() else { return };
+        let Some(compute) = self.inline.as_mut() else {
+            return;
+        };
+        match compute.run(&snap) {
+            Ok(base) => {
+                // Stop the world frees in place too: it is all one stall.
+                drop(self.swap(map, base, shards, cap));
+            }
+            Err(e) => {
+                self.stats.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("repart: partition failed: {e}");
+            }
+        }
+    }
+
+    /// Ends the tracker and partitioner (they exit when their channels close).
+    pub(super) fn close(&mut self) {
+        let (t, _) = mpsc::unbounded_channel();
+        let (p, _) = mpsc::unbounded_channel();
+        self.track = t;
+        self.part = p;
+    }
+}
+
+struct Tracker<K> {
+    graph: CoAccessGraph<K>,
+    mirror: HashMap<K, ShardId>,
+    since: u64,
+    /// Partition every this many tracked requests (non_stop: 1, i.e. whenever idle).
+    trigger: Option<u64>,
+    part: mpsc::UnboundedSender<PartMsg<K>>,
+    in_flight: Arc<AtomicBool>,
+    stats: Arc<RepartStats>,
+}
+
+impl<K: Key> Tracker<K> {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TrackMsg<K>>) {
+        while let Some(msg) = rx.recv().await {
+            match msg {
+                TrackMsg::Request { keys, shards } => {
+                    self.graph.record(&keys);
+                    for (k, s) in keys.into_iter().zip(shards) {
+                        self.mirror.insert(k, s);
+                    }
+                    self.stats.tracked.fetch_add(1, Ordering::Relaxed);
+                    self.since += 1;
+                    if let Some(every) = self.trigger
+                        && self.since >= every
+                        && !self.graph.is_empty()
+                        && !self.in_flight.load(Ordering::Acquire)
+                    {
+                        self.since = 0;
+                        self.in_flight.store(true, Ordering::Release);
+                        let snap = self.snapshot();
+                        let _ = self.part.send(PartMsg::Partition(snap));
+                    }
+                }
+                TrackMsg::Flush(reply) => {
+                    let _ = reply.send(self.snapshot());
+                }
+            }
+        }
+    }
+
+    fn snapshot(&mut self) -> Snapshot<K> {
+        let t = std::time::Instant::now();
+        // Forget the shards of keys that left the window, now and then (amortised O(1)).
+        if self.mirror.len() > 2 * self.graph.vertices() + 1024 {
+            let g = &self.graph;
+            self.mirror.retain(|k, _| g.vertex_weight(k) > 0);
+        }
+        let csr = self.graph.to_csr();
+        let current = csr
+            .keys
+            .iter()
+            .map(|k| self.mirror.get(k).copied())
+            .collect();
+        self.stats.snapshotted(t.elapsed(), &csr);
+        Snapshot { csr, current }
+    }
+}
+
+async fn partition_loop<K: Key>(
+    mut compute: Compute<K>,
+    mut rx: mpsc::UnboundedReceiver<PartMsg<K>>,
+    maps: std::sync::mpsc::Sender<MapMsg<K>>,
+    ready: Arc<AtomicBool>,
+) {
+    while let Some(msg) = rx.recv().await {
+        let snap = match msg {
+            PartMsg::Partition(snap) => snap,
+            PartMsg::Free(leftovers) => {
+                drop(leftovers);
+                continue;
+            }
+        };
+        let out = match compute.run(&snap) {
+            Ok(base) => MapMsg::Ready(base),
+            Err(e) => {
+                compute.stats.failures.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!("repart: partition failed: {e}");
+                MapMsg::Failed
+            }
+        };
+        drop(snap);
+        if maps.send(out).is_err() {
+            return;
+        }
+        ready.store(true, Ordering::Release);
+    }
+}
+
+/// The executor's metrics (spec §4), updated with relaxed atomics.
+#[derive(Debug, Default)]
+pub struct RepartStats {
+    dispatched: AtomicU64,
+    dispatch_stall_max_us: AtomicU64,
+    sync_requests: AtomicU64,
+    barrier_wait_us: AtomicU64,
+    tracked_sent: AtomicU64,
+    tracked: AtomicU64,
+    snapshots: AtomicU64,
+    csr_us_last: AtomicU64,
+    csr_us_max: AtomicU64,
+    partitions: AtomicU64,
+    partition_us_last: AtomicU64,
+    partition_us_max: AtomicU64,
+    failures: AtomicU64,
+    graph_vertices: AtomicU64,
+    graph_edges: AtomicU64,
+    edge_cut: AtomicU64,
+    imbalance_milli: AtomicU64,
+    keys_moved_last: AtomicU64,
+    keys_moved_total: AtomicU64,
+    keys_moved_raw_total: AtomicU64,
+    swaps: AtomicU64,
+    swap_us_max: AtomicU64,
+}
+
+/// A point-in-time copy of [`RepartStats`].
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RepartSnapshot {
+    /// Requests dispatched.
+    pub dispatched: u64,
+    /// The longest time one dispatch held the dispatcher for placement and repartitioning
+    /// (queue backpressure excluded), µs.
+    pub dispatch_stall_max_us: u64,
+    /// Requests that spanned several shards (and so waited on barriers).
+    pub sync_requests: u64,
+    /// Time workers spent waiting at barriers, µs summed over shards.
+    pub barrier_wait_us: u64,
+    /// Requests handed to the tracker, and tracked so far (the difference is its lag).
+    pub tracked_sent: u64,
+    /// Requests the tracker has added to its graph.
+    pub tracked: u64,
+    /// CSR snapshots taken.
+    pub snapshots: u64,
+    /// The last and the longest CSR build, µs.
+    pub csr_us_last: u64,
+    /// The longest CSR build, µs.
+    pub csr_us_max: u64,
+    /// Partitions computed.
+    pub partitions: u64,
+    /// The last and the longest partition (with relabelling and the next map), µs.
+    pub partition_us_last: u64,
+    /// The longest partition, µs.
+    pub partition_us_max: u64,
+    /// Partitions that failed (the map stayed).
+    pub failures: u64,
+    /// The last snapshot's vertices and undirected edges.
+    pub graph_vertices: u64,
+    /// The last snapshot's undirected edges.
+    pub graph_edges: u64,
+    /// The last partition's edge cut (weight of co-accesses split across shards).
+    pub edge_cut: u64,
+    /// The last partition's max/mean shard weight, in thousandths.
+    pub imbalance_milli: u64,
+    /// Keys the last partition moved, and all partitions together.
+    pub keys_moved_last: u64,
+    /// Keys all partitions moved.
+    pub keys_moved_total: u64,
+    /// Keys they would have moved without relabelling.
+    pub keys_moved_raw_total: u64,
+    /// Maps swapped in.
+    pub swaps: u64,
+    /// The longest swap on the dispatcher, µs.
+    pub swap_us_max: u64,
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl RepartStats {
+    pub(super) fn dispatched(&self, stall: Duration) {
+        self.dispatched.fetch_add(1, Ordering::Relaxed);
+        self.dispatch_stall_max_us
+            .fetch_max(us(stall), Ordering::Relaxed);
+    }
+
+    pub(super) fn sync_request(&self) {
+        self.sync_requests.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(super) fn barrier_wait(&self, d: Duration) {
+        self.barrier_wait_us.fetch_add(us(d), Ordering::Relaxed);
+    }
+
+    fn snapshotted<K>(&self, d: Duration, csr: &Csr<K>) {
+        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        self.csr_us_last.store(us(d), Ordering::Relaxed);
+        self.csr_us_max.fetch_max(us(d), Ordering::Relaxed);
+        self.graph_vertices
+            .store(csr.vertices() as u64, Ordering::Relaxed);
+        self.graph_edges
+            .store(csr.edges() as u64, Ordering::Relaxed);
+    }
+
+    fn partitioned<K>(
+        &self,
+        d: Duration,
+        _csr: &Csr<K>,
+        cut: u64,
+        imbalance: f64,
+        moved: usize,
+        moved_raw: usize,
+    ) {
+        self.partitions.fetch_add(1, Ordering::Relaxed);
+        self.partition_us_last.store(us(d), Ordering::Relaxed);
+        self.partition_us_max.fetch_max(us(d), Ordering::Relaxed);
+        self.edge_cut.store(cut, Ordering::Relaxed);
+        let milli = if imbalance.is_finite() {
+            (imbalance * 1000.0) as u64
+        } else {
+            0
+        };
+        self.imbalance_milli.store(milli, Ordering::Relaxed);
+        self.keys_moved_last.store(moved as u64, Ordering::Relaxed);
+        self.keys_moved_total
+            .fetch_add(moved as u64, Ordering::Relaxed);
+        self.keys_moved_raw_total
+            .fetch_add(moved_raw as u64, Ordering::Relaxed);
+    }
+
+    fn swapped(&self, d: Duration) {
+        self.swaps.fetch_add(1, Ordering::Relaxed);
+        self.swap_us_max.fetch_max(us(d), Ordering::Relaxed);
+    }
+
+    /// Resets the longest dispatch stall (the bench reads it per phase).
+    pub fn reset_stall(&self) {
+        self.dispatch_stall_max_us.store(0, Ordering::Relaxed);
+    }
+
+    /// A copy of every counter.
+    pub fn snapshot(&self) -> RepartSnapshot {
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RepartSnapshot {
+            dispatched: l(&self.dispatched),
+            dispatch_stall_max_us: l(&self.dispatch_stall_max_us),
+            sync_requests: l(&self.sync_requests),
+            barrier_wait_us: l(&self.barrier_wait_us),
+            tracked_sent: l(&self.tracked_sent),
+            tracked: l(&self.tracked),
+            snapshots: l(&self.snapshots),
+            csr_us_last: l(&self.csr_us_last),
+            csr_us_max: l(&self.csr_us_max),
+            partitions: l(&self.partitions),
+            partition_us_last: l(&self.partition_us_last),
+            partition_us_max: l(&self.partition_us_max),
+            failures: l(&self.failures),
+            graph_vertices: l(&self.graph_vertices),
+            graph_edges: l(&self.graph_edges),
+            edge_cut: l(&self.edge_cut),
+            imbalance_milli: l(&self.imbalance_milli),
+            keys_moved_last: l(&self.keys_moved_last),
+            keys_moved_total: l(&self.keys_moved_total),
+            keys_moved_raw_total: l(&self.keys_moved_raw_total),
+            swaps: l(&self.swaps),
+            swap_us_max: l(&self.swap_us_max),
+        }
+    }
+}
