@@ -837,6 +837,18 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_repart_example_parses() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Worker shards and repartitioning").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + 8;
+        let text = &section[start..start + section[start..].find("```").unwrap()];
+        let c = NodeConfig::from_toml(text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.repart.mode, crate::repart::Mode::NonStop);
+        assert_eq!(c.repart.window, 1000);
+    }
+
+    #[test]
     fn repart_is_refused_on_a_cluster_node_and_validated_alone() {
         let text = format!(
             "{}\n[repart]\nmode = \"non_stop\"\n",

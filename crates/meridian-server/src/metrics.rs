@@ -725,7 +725,7 @@ fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
 /// The executor's series (spec `repartitioning.md` §4); durations in seconds.
 fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
     let secs = |us: u64| us as f64 / 1e6;
-    let series: [(&str, &str, &str, f64); 19] = [
+    let series: [(&str, &str, &str, f64); 20] = [
         (
             "meridian_repart_dispatched_total",
             "counter",
@@ -797,6 +797,12 @@ fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
             "counter",
             "Partitions computed.",
             s.partitions as f64,
+        ),
+        (
+            "meridian_repart_partitions_kept_total",
+            "counter",
+            "Partitions not worth a swap (repart.min_gain, max_imbalance): the map stayed.",
+            s.kept as f64,
         ),
         (
             "meridian_repart_failures_total",

@@ -388,15 +388,21 @@ pub async fn run(
     Ok(())
 }
 
-/// A standalone node's worker-shard executor, when `repart.mode` is on: one pinned thread
-/// per shard, plus the tracker and partitioner.
+/// A standalone node's worker-shard executor, when `repart.mode` is on: its shards (threads
+/// or tasks, `repart.workers`), plus the tracker and partitioner.
 fn start_executor(node: &NodeState) -> Result<Option<Arc<crate::repart::Executor<bytes::Bytes>>>> {
     let cfg = &node.config.repart;
     if !cfg.mode.enabled() || node.cluster.is_some() {
         return Ok(None);
     }
-    let e = crate::repart::Executor::start(cfg, crate::repart::Runtime::Threads { pin: cfg.pin })
-        .map_err(|e| Error::Config(e.to_string()))?;
+    let runtime = match cfg.workers {
+        crate::repart::Workers::Threads => crate::repart::Runtime::Threads { pin: cfg.pin },
+        crate::repart::Workers::Tasks => {
+            crate::repart::Runtime::ShardTasks(tokio::runtime::Handle::current())
+        }
+    };
+    let e =
+        crate::repart::Executor::start(cfg, runtime).map_err(|e| Error::Config(e.to_string()))?;
     node.metrics.attach_repart(e.stats().clone());
     info!(mode = %cfg.mode, shards = e.shards(), "worker-shard executor on");
     Ok(Some(Arc::new(e)))

@@ -89,6 +89,10 @@ pub struct NodeArgs {
     /// Worker shards of `--repart`, 1 to 256 [default: 8].
     #[arg(long, value_name = "N")]
     repart_shards: Option<u32>,
+    /// What runs `--repart`'s shards: threads (one per shard) or tasks (on the node's
+    /// runtime) [default: threads].
+    #[arg(long, value_name = "KIND")]
+    repart_workers: Option<meridian_server::repart::Workers>,
     /// Worker threads serving requests [default: one per core].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -158,6 +162,9 @@ impl NodeArgs {
         }
         if let Some(v) = self.repart_shards {
             c.repart.shards = v;
+        }
+        if let Some(v) = self.repart_workers {
+            c.repart.workers = v;
         }
         if let Some(v) = self.read_workers {
             c.balance.read_workers = Some(v);

@@ -142,6 +142,32 @@ impl FromStr for UnmappedPolicy {
     }
 }
 
+/// What runs a node's worker shards.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workers {
+    /// One OS thread per shard (pinned with `pin`), as the study: a request crosses threads
+    /// twice (to its shard, and its reply back).
+    #[default]
+    Threads,
+    /// One task per shard on the node's own runtime: no thread crossing when a runtime
+    /// worker is free, which on a machine with few cores costs far less.
+    Tasks,
+}
+
+impl FromStr for Workers {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "threads" => Ok(Self::Threads),
+            "tasks" => Ok(Self::Tasks),
+            _ => Err(format!(
+                "repart.workers: unknown kind '{s}': expected threads or tasks"
+            )),
+        }
+    }
+}
+
 /// The most worker shards a node runs.
 pub const MAX_SHARDS: u32 = 256;
 
@@ -169,8 +195,17 @@ pub struct RepartConfig {
     pub relabel: bool,
     /// `drop` or `keep`.
     pub unmapped_policy: UnmappedPolicy,
+    /// `threads` (one per shard) or `tasks` (on the node's runtime).
+    pub workers: Workers,
     /// Pin shard i's thread to CPU i mod (CPUs this process may use).
     pub pin: bool,
+    /// Swap a new partition in only if it cuts the co-access weight split across shards by
+    /// at least this fraction of what the current map splits (on the same graph), or fixes
+    /// an imbalance above `max_imbalance`. 0: swap every new partition, as kvpaxos does.
+    pub min_gain: f64,
+    /// The heaviest shard's share of the window over the mean above which a partition that
+    /// balances better is swapped in even without a cut gain.
+    pub max_imbalance: f64,
 }
 
 impl Default for RepartConfig {
@@ -185,7 +220,10 @@ impl Default for RepartConfig {
             seed: 1,
             relabel: true,
             unmapped_policy: UnmappedPolicy::Keep,
+            workers: Workers::Threads,
             pin: true,
+            min_gain: 0.05,
+            max_imbalance: 1.5,
         }
     }
 }
@@ -203,6 +241,18 @@ impl RepartConfig {
             return Err(format!(
                 "repart.ufactor: {} is out of range: expected 1..=10000 (thousandths of imbalance)",
                 self.ufactor
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.min_gain) {
+            return Err(format!(
+                "repart.min_gain: {} is out of range: expected a fraction in 0..=1",
+                self.min_gain
+            ));
+        }
+        if !(self.max_imbalance >= 1.0 && self.max_imbalance.is_finite()) {
+            return Err(format!(
+                "repart.max_imbalance: {} is out of range: expected at least 1.0",
+                self.max_imbalance
             ));
         }
         Ok(())
@@ -281,6 +331,19 @@ mod tests {
             ..RepartConfig::default()
         };
         assert!(c.validate().unwrap_err().starts_with("repart.ufactor"));
+        for (gain, imb, field) in [
+            (-0.1, 1.5, "repart.min_gain"),
+            (f64::NAN, 1.5, "repart.min_gain"),
+            (0.1, 0.5, "repart.max_imbalance"),
+            (0.1, f64::INFINITY, "repart.max_imbalance"),
+        ] {
+            let c = RepartConfig {
+                min_gain: gain,
+                max_imbalance: imb,
+                ..RepartConfig::default()
+            };
+            assert!(c.validate().unwrap_err().starts_with(field), "{gain} {imb}");
+        }
         assert!(RepartConfig::default().validate().is_ok());
     }
 

@@ -42,6 +42,9 @@ pub enum Runtime {
     /// Tasks on this tokio runtime (simulation, tests). A current-thread runtime cannot run
     /// the `base` mode, whose dispatcher waits synchronously for the tracker.
     Tasks(tokio::runtime::Handle),
+    /// Shards as tasks on this runtime (a server's own), the tracker and partitioner on
+    /// threads of their own so a long partition never holds a runtime worker.
+    ShardTasks(tokio::runtime::Handle),
 }
 
 /// Why an executor could not start.
@@ -55,6 +58,15 @@ pub enum StartError {
     Spawn(#[from] std::io::Error),
 }
 
+/// What an actor is, for where it runs.
+#[derive(Clone, Copy)]
+enum Role {
+    /// Worker shard i.
+    Shard(usize),
+    /// The tracker or the partitioner.
+    Actor,
+}
+
 enum Handle {
     Thread(std::thread::JoinHandle<()>),
     /// A task ends by itself once its queue yields `Stop` or its channel closes.
@@ -62,7 +74,7 @@ enum Handle {
 }
 
 impl Runtime {
-    fn spawn<F>(&self, name: String, cpu: Option<usize>, fut: F) -> Result<Handle, StartError>
+    fn spawn<F>(&self, name: String, role: Role, fut: F) -> Result<Handle, StartError>
     where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -70,8 +82,8 @@ impl Runtime {
             Runtime::Threads { pin } => {
                 let pin = *pin;
                 let h = std::thread::Builder::new().name(name).spawn(move || {
-                    if pin && let Some(cpu) = cpu {
-                        pin_to(cpu);
+                    if pin && let Role::Shard(i) = role {
+                        pin_to(i);
                     }
                     match tokio::runtime::Builder::new_current_thread().build() {
                         Ok(rt) => rt.block_on(fut),
@@ -84,6 +96,18 @@ impl Runtime {
                 drop(h.spawn(fut));
                 Ok(Handle::Task)
             }
+            Runtime::ShardTasks(h) if matches!(role, Role::Shard(_)) => {
+                drop(h.spawn(fut));
+                Ok(Handle::Task)
+            }
+            Runtime::ShardTasks(_) => Runtime::Threads { pin: false }.spawn(name, role, fut),
+        }
+    }
+
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        match self {
+            Runtime::Threads { .. } => None,
+            Runtime::Tasks(h) | Runtime::ShardTasks(h) => Some(h),
         }
     }
 }
@@ -206,7 +230,7 @@ impl<K: Key> Executor<K> {
                 "repart.mode: off runs no executor".into(),
             ));
         }
-        if let Runtime::Tasks(h) = &runtime {
+        if let Some(h) = runtime.handle() {
             let single = h.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread;
             if single && matches!(config.mode, Mode::Base { .. }) {
                 return Err(StartError::Config(
@@ -228,14 +252,14 @@ impl<K: Key> Executor<K> {
         for (i, s) in shards.iter().enumerate() {
             handles.push(runtime.spawn(
                 format!("meridian-shard-{i}"),
-                Some(i),
+                Role::Shard(i),
                 worker(s.clone(), stats.clone()),
             )?);
         }
         let pipeline = if config.mode.tracks() {
             let (pipe, actors) = pipeline::start::<K>(config, p, stats.clone());
             for (name, fut) in actors {
-                handles.push(runtime.spawn(name.to_string(), None, fut)?);
+                handles.push(runtime.spawn(name.to_string(), Role::Actor, fut)?);
             }
             Some(pipe)
         } else {
@@ -466,6 +490,8 @@ mod tests {
             partitioner: PartitionerKind::Fennel,
             unmapped_policy: UnmappedPolicy::Drop,
             pin: false,
+            // Swap every partition (kvpaxos), so the tests see many swaps.
+            min_gain: 0.0,
             ..RepartConfig::default()
         }
     }
@@ -542,6 +568,44 @@ mod tests {
                 assert!(s.swaps >= 2, "seed {seed}: {s:?}");
                 exec.shutdown();
             });
+        }
+    }
+
+    /// With the default hysteresis, a workload with no co-access structure (single keys,
+    /// uniform) keeps its round-robin map: partitions run now and then, none is swapped in.
+    /// A workload with affinity groups gets maps that cut less.
+    #[test]
+    fn hysteresis_keeps_the_map_unless_a_partition_cuts_less() {
+        for (affinity, seed) in [(false, 21u64), (true, 22)] {
+            let cfg = RepartConfig {
+                min_gain: 0.05,
+                ..config(Mode::NonStop)
+            };
+            let exec = Executor::<u32>::start(&cfg, Runtime::Threads { pin: false }).unwrap();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut n = 0u64;
+            while exec.stats().snapshot().partitions < 6 {
+                assert!(
+                    n < 5_000_000,
+                    "seed {seed}: only {:?}",
+                    exec.stats().snapshot()
+                );
+                let keys = if affinity {
+                    request(&mut rng, 256)
+                } else {
+                    vec![rng.random_range(0..256u32)]
+                };
+                exec.dispatch(&keys, Box::new(|| {}));
+                n += 1;
+            }
+            exec.shutdown();
+            let s = exec.stats().snapshot();
+            if affinity {
+                assert!(s.swaps >= 1, "seed {seed}: {s:?}");
+            } else {
+                assert_eq!(s.swaps, 0, "seed {seed}: {s:?}");
+                assert_eq!(s.kept, s.partitions, "seed {seed}: {s:?}");
+            }
         }
     }
 

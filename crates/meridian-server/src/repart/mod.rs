@@ -28,7 +28,7 @@ pub mod executor;
 pub mod map;
 pub mod pipeline;
 
-pub use config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy};
+pub use config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy, Workers};
 pub use executor::{Executor, Op, Placed, Runtime, StartError};
 pub use map::Key;
 pub use pipeline::{RepartSnapshot, RepartStats};

@@ -33,10 +33,8 @@ use tokio::sync::{Barrier, mpsc};
 pub(super) type Actor = (&'static str, Pin<Box<dyn Future<Output = ()> + Send>>);
 
 enum TrackMsg<K> {
-    Request {
-        keys: Vec<K>,
-        shards: Vec<ShardId>,
-    },
+    /// A dispatched request's keys, each with the shard it was placed on.
+    Request(Vec<(K, ShardId)>),
     /// Base: answer the graph's snapshot once everything queued before has been tracked.
     Flush(std::sync::mpsc::SyncSender<Snapshot<K>>),
 }
@@ -45,6 +43,8 @@ struct Snapshot<K> {
     csr: Csr<K>,
     /// Each vertex's shard as of its key's last dispatch.
     current: Vec<Option<ShardId>>,
+    /// Requests tracked when it was taken.
+    tracked: u64,
 }
 
 enum PartMsg<K> {
@@ -58,6 +58,14 @@ enum MapMsg<K> {
     Failed,
 }
 
+/// What a partition concluded.
+enum Outcome<K> {
+    /// Swap this base in.
+    Swap(Base<K>),
+    /// Not worth a swap: the current map cuts about as little and is balanced enough.
+    Keep,
+}
+
 /// What a partition needs besides the graph.
 struct Compute<K> {
     partitioner: Box<dyn Partitioner + Send>,
@@ -66,11 +74,15 @@ struct Compute<K> {
     policy: UnmappedPolicy,
     /// The base installed by the last swap: a new base keeps its keys under `keep`.
     installed: Arc<Mutex<Base<K>>>,
+    min_gain: f64,
+    max_imbalance: f64,
+    /// Tracked requests to wait after a partition not worth a swap.
+    cooldown: u64,
     stats: Arc<RepartStats>,
 }
 
 impl<K: Key> Compute<K> {
-    fn run(&mut self, snap: &Snapshot<K>) -> Result<Base<K>, RepartError> {
+    fn run(&mut self, snap: &Snapshot<K>) -> Result<Outcome<K>, RepartError> {
         let t = std::time::Instant::now();
         let g = || rp::graph_ref(&snap.csr);
         let raw = self.partitioner.partition(g(), self.shards)?;
@@ -79,16 +91,49 @@ impl<K: Key> Compute<K> {
         } else {
             raw.clone()
         };
-        self.stats.partitioned(
-            t.elapsed(),
-            &snap.csr,
+        let (cut, imbalance) = (
             rp::edge_cut(g(), &labels),
             rp::imbalance(g(), &labels, self.shards),
-            rp::moved(&snap.current, &labels),
-            rp::moved(&snap.current, &raw),
         );
+        // The current map on the same graph; keys it does not place yet would go wherever
+        // the new partition puts them.
+        let now: Vec<ShardId> = snap
+            .current
+            .iter()
+            .zip(&labels)
+            .map(|(c, l)| c.unwrap_or(*l))
+            .collect();
+        let (cut_now, imbalance_now) = (
+            rp::edge_cut(g(), &now),
+            rp::imbalance(g(), &now, self.shards),
+        );
+        let cut_gain = cut_now.saturating_sub(cut) as f64 / cut_now.max(1) as f64;
+        let worth = self.min_gain == 0.0
+            || (cut_now > 0 && cut_gain >= self.min_gain)
+            || (imbalance_now > self.max_imbalance && imbalance < imbalance_now);
+        let moved = if worth {
+            rp::moved(&snap.current, &labels)
+        } else {
+            0
+        };
+        self.stats.partitioned(
+            t.elapsed(),
+            cut,
+            imbalance,
+            moved,
+            rp::moved(&snap.current, &raw),
+            worth,
+        );
+        if !worth {
+            return Ok(Outcome::Keep);
+        }
         let installed = self.installed.lock().clone();
-        Ok(next_base(&installed, &snap.csr.keys, &labels, self.policy))
+        Ok(Outcome::Swap(next_base(
+            &installed,
+            &snap.csr.keys,
+            &labels,
+            self.policy,
+        )))
     }
 }
 
@@ -136,10 +181,17 @@ pub(super) fn start<K: Key>(
         relabel: config.relabel,
         policy: config.unmapped_policy,
         installed: installed.clone(),
+        min_gain: config.min_gain,
+        max_imbalance: config.max_imbalance,
+        cooldown: (config.window as u64).max(1_000) / 2,
         stats: stats.clone(),
     };
+    let not_before = Arc::new(AtomicU64::new(0));
     let tracker = Tracker {
         graph: CoAccessGraph::new(config.window),
+        keys: Vec::new(),
+        tracked: 0,
+        not_before: not_before.clone(),
         mirror: HashMap::new(),
         since: 0,
         trigger: match config.mode {
@@ -157,7 +209,14 @@ pub(super) fn start<K: Key>(
         _ => {
             actors.push((
                 "meridian-repart-partitioner",
-                Box::pin(partition_loop(compute(), part_rx, map_tx, ready.clone())),
+                Box::pin(partition_loop(
+                    compute(),
+                    part_rx,
+                    map_tx,
+                    ready.clone(),
+                    in_flight.clone(),
+                    not_before,
+                )),
             ));
             None
         }
@@ -185,10 +244,8 @@ impl<K: Key> Pipeline<K> {
             return;
         }
         self.stats.tracked_sent.fetch_add(1, Ordering::Relaxed);
-        let _ = self.track.send(TrackMsg::Request {
-            keys: keys.iter().map(Key::detach).collect(),
-            shards: shards.to_vec(),
-        });
+        let placed = keys.iter().map(Key::detach).zip(shards.iter().copied());
+        let _ = self.track.send(TrackMsg::Request(placed.collect()));
     }
 
     /// After each dispatch: swap a ready map in (non_stop, free), or stop the world when
@@ -251,10 +308,11 @@ impl<K: Key> Pipeline<K> {
             return;
         };
         match compute.run(&snap) {
-            Ok(base) => {
+            Ok(Outcome::Swap(base)) => {
                 // Stop the world frees in place too: it is all one stall.
                 drop(self.swap(map, base, shards, cap));
             }
+            Ok(Outcome::Keep) => {}
             Err(e) => {
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("repart: partition failed: {e}");
@@ -273,6 +331,13 @@ impl<K: Key> Pipeline<K> {
 
 struct Tracker<K> {
     graph: CoAccessGraph<K>,
+    /// The current request's keys (reused).
+    keys: Vec<K>,
+    /// Requests tracked so far.
+    tracked: u64,
+    /// No snapshot before this many tracked requests (set after a partition not worth a
+    /// swap, so an unchanged graph is not partitioned again and again).
+    not_before: Arc<AtomicU64>,
     mirror: HashMap<K, ShardId>,
     since: u64,
     /// Partition every this many tracked requests (non_stop: 1, i.e. whenever idle).
@@ -286,16 +351,20 @@ impl<K: Key> Tracker<K> {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TrackMsg<K>>) {
         while let Some(msg) = rx.recv().await {
             match msg {
-                TrackMsg::Request { keys, shards } => {
-                    self.graph.record(&keys);
-                    for (k, s) in keys.into_iter().zip(shards) {
+                TrackMsg::Request(placed) => {
+                    self.keys.clear();
+                    for (k, s) in placed {
+                        self.keys.push(k.clone());
                         self.mirror.insert(k, s);
                     }
+                    self.graph.record(&self.keys);
+                    self.tracked += 1;
                     self.stats.tracked.fetch_add(1, Ordering::Relaxed);
                     self.since += 1;
                     if let Some(every) = self.trigger
                         && self.since >= every
                         && !self.graph.is_empty()
+                        && self.tracked >= self.not_before.load(Ordering::Acquire)
                         && !self.in_flight.load(Ordering::Acquire)
                     {
                         self.since = 0;
@@ -325,7 +394,11 @@ impl<K: Key> Tracker<K> {
             .map(|k| self.mirror.get(k).copied())
             .collect();
         self.stats.snapshotted(t.elapsed(), &csr);
-        Snapshot { csr, current }
+        Snapshot {
+            csr,
+            current,
+            tracked: self.tracked,
+        }
     }
 }
 
@@ -334,6 +407,8 @@ async fn partition_loop<K: Key>(
     mut rx: mpsc::UnboundedReceiver<PartMsg<K>>,
     maps: std::sync::mpsc::Sender<MapMsg<K>>,
     ready: Arc<AtomicBool>,
+    in_flight: Arc<AtomicBool>,
+    not_before: Arc<AtomicU64>,
 ) {
     while let Some(msg) = rx.recv().await {
         let snap = match msg {
@@ -344,7 +419,13 @@ async fn partition_loop<K: Key>(
             }
         };
         let out = match compute.run(&snap) {
-            Ok(base) => MapMsg::Ready(base),
+            Ok(Outcome::Swap(base)) => MapMsg::Ready(base),
+            Ok(Outcome::Keep) => {
+                // Nothing for the dispatcher to do; wait for the graph to change.
+                not_before.store(snap.tracked + compute.cooldown, Ordering::Release);
+                in_flight.store(false, Ordering::Release);
+                continue;
+            }
             Err(e) => {
                 compute.stats.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("repart: partition failed: {e}");
@@ -375,6 +456,7 @@ pub struct RepartStats {
     partition_us_last: AtomicU64,
     partition_us_max: AtomicU64,
     failures: AtomicU64,
+    kept: AtomicU64,
     graph_vertices: AtomicU64,
     graph_edges: AtomicU64,
     edge_cut: AtomicU64,
@@ -416,6 +498,8 @@ pub struct RepartSnapshot {
     pub partition_us_max: u64,
     /// Partitions that failed (the map stayed).
     pub failures: u64,
+    /// Partitions not worth a swap (`min_gain`, `max_imbalance`): the map stayed.
+    pub kept: u64,
     /// The last snapshot's vertices and undirected edges.
     pub graph_vertices: u64,
     /// The last snapshot's undirected edges.
@@ -465,16 +549,19 @@ impl RepartStats {
             .store(csr.edges() as u64, Ordering::Relaxed);
     }
 
-    fn partitioned<K>(
+    fn partitioned(
         &self,
         d: Duration,
-        _csr: &Csr<K>,
         cut: u64,
         imbalance: f64,
         moved: usize,
         moved_raw: usize,
+        swapped: bool,
     ) {
         self.partitions.fetch_add(1, Ordering::Relaxed);
+        if !swapped {
+            self.kept.fetch_add(1, Ordering::Relaxed);
+        }
         self.partition_us_last.store(us(d), Ordering::Relaxed);
         self.partition_us_max.fetch_max(us(d), Ordering::Relaxed);
         self.edge_cut.store(cut, Ordering::Relaxed);
@@ -518,6 +605,7 @@ impl RepartStats {
             partition_us_last: l(&self.partition_us_last),
             partition_us_max: l(&self.partition_us_max),
             failures: l(&self.failures),
+            kept: l(&self.kept),
             graph_vertices: l(&self.graph_vertices),
             graph_edges: l(&self.graph_edges),
             edge_cut: l(&self.edge_cut),

@@ -6,7 +6,7 @@
 use super::{PATIENCE, Raw, RunningNode};
 use bytes::BytesMut;
 use meridian_server::NodeConfig;
-use meridian_server::repart::{Mode, PartitionerKind};
+use meridian_server::repart::{Mode, PartitionerKind, Workers};
 use meridian_server::resp::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -132,7 +132,8 @@ fn normalise(frames: Vec<Frame>) -> Vec<Frame> {
         .collect()
 }
 
-#[tokio::test]
+// Multi-threaded: `base` on tasks waits synchronously for its tracker thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
     let plain = RunningNode::start(config(Mode::Off)).await;
     let mut want = Vec::new();
@@ -145,13 +146,17 @@ async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
         }
     }
     plain.stop().await;
-    for mode in [
-        Mode::Single,
-        Mode::RoundRobin,
-        Mode::NonStop,
-        Mode::Free { interval: 7 },
+    for (mode, workers) in [
+        (Mode::Single, Workers::Threads),
+        (Mode::RoundRobin, Workers::Threads),
+        (Mode::NonStop, Workers::Threads),
+        (Mode::Free { interval: 7 }, Workers::Threads),
+        (Mode::NonStop, Workers::Tasks),
+        (Mode::Base { interval: 11 }, Workers::Tasks),
     ] {
-        let node = RunningNode::start(config(mode)).await;
+        let mut c = config(mode);
+        c.repart.workers = workers;
+        let node = RunningNode::start(c).await;
         let mut raw = connect(&node).await;
         let mut got = vec![run_script(&mut raw, &script()).await];
         for r in script() {
@@ -171,12 +176,21 @@ async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_increment_is_lost_while_maps_swap() {
+    for workers in [Workers::Threads, Workers::Tasks] {
+        let mut c = config(Mode::NonStop);
+        c.repart.workers = workers;
+        c.repart.min_gain = 0.0;
+        increments_survive(c).await;
+    }
+}
+
+async fn increments_survive(config: NodeConfig) {
     const CLIENTS: usize = 6;
     const ROUNDS: usize = 40;
     const KEYS: usize = 24;
-    let node = RunningNode::start(config(Mode::NonStop)).await;
+    let node = RunningNode::start(config).await;
     let mut tasks = Vec::new();
     for c in 0..CLIENTS {
         let mut raw = connect(&node).await;
