@@ -4,7 +4,10 @@
 # redis-server, side by side under the same redis-benchmark load, in alternation.
 #
 #   bash bench/repart-overhead.sh [ROUNDS] [REQUESTS_P1] [REQUESTS_P16]
-#   MODES="round_robin non_stop" SHARDS=8 bash bench/repart-overhead.sh 5
+#   MODES="round_robin non_stop round_robin/tasks" SHARDS=8 bash bench/repart-overhead.sh 5
+#
+# A mode may name what runs the shards after a slash (`non_stop/tasks`: `--repart-workers
+# tasks`); without one, threads.
 #
 # Each round runs SET and GET with 500-byte values, 50 clients, random keys out of 100k, at
 # pipeline 1 and 16, against every server in a rotating order. Prints medians over rounds and
@@ -15,7 +18,7 @@ cd "$(dirname "$0")/.."
 rounds=${1:-3}
 n_p1=${2:-200000}
 n_p16=${3:-1000000}
-modes=(${MODES:-round_robin non_stop})
+modes=(${MODES:-round_robin round_robin/tasks non_stop/tasks})
 shards=${SHARDS:-8}
 bash scripts/ensure-redis-tools.sh --server
 cargo build -q --release -p meridian
@@ -33,8 +36,11 @@ for i in "${!names[@]}"; do
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
       >"$out/redis.log" 2>&1 &
   else
+    mode=${name%%/*} workers=threads
+    [[ $name == */* ]] && workers=${name#*/}
     "$bin" node --resp "127.0.0.1:$port" --http "127.0.0.1:$((port + 1))" \
-      --repart "$name" --repart-shards "$shards" >"$out/meridian-$name.log" 2>&1 &
+      --repart "$mode" --repart-shards "$shards" --repart-workers "$workers" \
+      >"$out/meridian-${name//\//-}.log" 2>&1 &
   fi
   pids+=($!)
 done
@@ -52,7 +58,7 @@ for round in $(seq 1 "$rounds"); do
       i=$(((k + round) % n))
       echo "round $round, pipeline $pipeline: ${names[$i]}" >&2
       redis-benchmark -p "${ports[$i]}" -t set,get -n "$reqs" -c 50 -d 500 -r 100000 -P "$pipeline" --csv 2>/dev/null \
-        | tail -n +2 | tr -d '"' | sed "s/^/${names[$i]},$round,$pipeline,/" >>"$csv"
+        | tail -n +2 | tr -d '"' | sed "s|^|${names[$i]},$round,$pipeline,|" >>"$csv"
     done
   done
 done

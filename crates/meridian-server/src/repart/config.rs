@@ -197,6 +197,12 @@ pub struct RepartConfig {
     pub unmapped_policy: UnmappedPolicy,
     /// `threads` (one per shard) or `tasks` (on the node's runtime).
     pub workers: Workers,
+    /// A connection runs a single-shard request itself when its shard is idle (nothing
+    /// queued, nothing running), instead of handing it to the shard's worker: the same order
+    /// and exclusion, without two thread crossings. Off, every request goes through the
+    /// queues (a single dispatching thread, as the study's replay, needs that to run shards
+    /// in parallel).
+    pub inline: bool,
     /// Pin shard i's thread to CPU i mod (CPUs this process may use).
     pub pin: bool,
     /// Swap a new partition in only if it cuts the co-access weight split across shards by
@@ -221,6 +227,7 @@ impl Default for RepartConfig {
             relabel: true,
             unmapped_policy: UnmappedPolicy::Keep,
             workers: Workers::Threads,
+            inline: true,
             pin: true,
             min_gain: 0.05,
             max_imbalance: 1.5,

@@ -21,6 +21,7 @@ use super::map::{Key, ShardMap};
 use super::pipeline::{self, Pipeline, RepartStats};
 use meridian_balance::repart::ShardId;
 use parking_lot::{Condvar, Mutex};
+use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
@@ -137,17 +138,25 @@ pub(super) enum Item {
     Stop,
 }
 
-/// One shard's queue.
+/// One shard: its FIFO queue, and whether someone is running its requests now — its
+/// worker, or a caller running one request inline (see [`Executor::claim`]). Requests of a
+/// shard run one at a time, in queue order, whoever runs them.
 pub(super) struct Shard {
-    queue: Mutex<VecDeque<Item>>,
+    state: Mutex<ShardState>,
     ready: Notify,
     space: Condvar,
+}
+
+#[derive(Default)]
+struct ShardState {
+    queue: VecDeque<Item>,
+    running: bool,
 }
 
 impl Shard {
     fn new() -> Self {
         Self {
-            queue: Mutex::new(VecDeque::new()),
+            state: Mutex::new(ShardState::default()),
             ready: Notify::new(),
             space: Condvar::new(),
         }
@@ -156,28 +165,56 @@ impl Shard {
     /// Queues `item`; with a capacity, waits while the queue is full (the caller is the
     /// dispatcher: that wait is backpressure, not a repartitioning stall).
     pub(super) fn push(&self, item: Item, cap: usize) {
-        let mut q = self.queue.lock();
-        while cap > 0 && q.len() >= cap {
-            self.space.wait(&mut q);
+        let mut st = self.state.lock();
+        while cap > 0 && st.queue.len() >= cap {
+            self.space.wait(&mut st);
         }
-        q.push_back(item);
-        drop(q);
+        st.queue.push_back(item);
+        drop(st);
         self.ready.notify_one();
+    }
+
+    /// Takes the shard for one inline request if nothing is queued or running on it.
+    fn try_claim(&self) -> bool {
+        let mut st = self.state.lock();
+        let idle = st.queue.is_empty() && !st.running;
+        if idle {
+            st.running = true;
+        }
+        idle
+    }
+
+    /// Gives the shard back after an inline request; wakes the worker if work came in.
+    fn release(&self) {
+        let mut st = self.state.lock();
+        st.running = false;
+        let pending = !st.queue.is_empty();
+        drop(st);
+        if pending {
+            self.ready.notify_one();
+        }
     }
 }
 
 async fn worker(shard: Arc<Shard>, stats: Arc<RepartStats>) {
     let mut batch = VecDeque::new();
     loop {
-        {
-            let mut q = shard.queue.lock();
-            std::mem::swap(&mut *q, &mut batch);
-        }
-        if batch.is_empty() {
+        let idle = {
+            let mut st = shard.state.lock();
+            let idle = st.queue.is_empty() || st.running;
+            if !idle {
+                // Taken before the batch leaves the queue, so no inline request overtakes it.
+                st.running = true;
+                std::mem::swap(&mut st.queue, &mut batch);
+            }
+            idle
+        };
+        if idle {
             shard.ready.notified().await;
             continue;
         }
         shard.space.notify_all();
+        let mut stop = false;
         while let Some(item) = batch.pop_front() {
             match item {
                 Item::Op(op) => op(),
@@ -186,8 +223,15 @@ async fn worker(shard: Arc<Shard>, stats: Arc<RepartStats>) {
                     b.wait().await;
                     stats.barrier_wait(t.elapsed());
                 }
-                Item::Stop => return,
+                Item::Stop => {
+                    stop = true;
+                    break;
+                }
             }
+        }
+        shard.state.lock().running = false;
+        if stop {
+            return;
         }
     }
 }
@@ -218,6 +262,75 @@ pub struct Executor<K: Key> {
     handles: Mutex<Vec<Handle>>,
     stopped: AtomicBool,
     mode: Mode,
+    inline: bool,
+}
+
+/// What [`Executor::claim`] decided for a request.
+pub enum Claim<'a, K: Key> {
+    /// Run it now, on the caller's thread: its one shard was idle and is held until this
+    /// guard drops.
+    Inline(InlineRun<'a>),
+    /// Queue it: the dispatcher is held until [`QueueSlot::push`], so dispatch order holds.
+    Queue(QueueSlot<'a, K>),
+}
+
+/// A shard held for one request run inline; dropping it gives the shard back.
+pub struct InlineRun<'a> {
+    shard: &'a Shard,
+    /// The shard held.
+    pub shard_id: ShardId,
+}
+
+impl Drop for InlineRun<'_> {
+    fn drop(&mut self) {
+        self.shard.release();
+    }
+}
+
+/// A placed request waiting for its operation, with the dispatcher held.
+pub struct QueueSlot<'a, K: Key> {
+    exec: &'a Executor<K>,
+    d: parking_lot::MutexGuard<'a, Dispatcher<K>>,
+    stall: std::time::Duration,
+}
+
+impl<K: Key> QueueSlot<'_, K> {
+    /// Queues `op` on the request's shard (behind barriers when it spans several), then
+    /// lets the pipeline swap a ready map in.
+    pub fn push(mut self, op: Op) -> Placed {
+        let exec = self.exec;
+        let cap = exec.queue_cap;
+        let d = &mut *self.d;
+        let placed = match d.set.as_slice() {
+            [] => {
+                exec.shards[0].push(Item::Op(op), cap);
+                Placed { shard: 0, span: 1 }
+            }
+            [s] => {
+                exec.shards[*s as usize].push(Item::Op(op), cap);
+                Placed { shard: *s, span: 1 }
+            }
+            set => {
+                let b1 = Arc::new(Barrier::new(set.len()));
+                let b2 = Arc::new(Barrier::new(set.len()));
+                for &s in set {
+                    exec.shards[s as usize].push(Item::Sync(b1.clone()), cap);
+                }
+                exec.shards[set[0] as usize].push(Item::Op(op), cap);
+                for &s in set {
+                    exec.shards[s as usize].push(Item::Sync(b2.clone()), cap);
+                }
+                exec.stats.sync_request();
+                Placed {
+                    shard: set[0],
+                    span: set.len(),
+                }
+            }
+        };
+        let stall = self.stall + exec.after_dispatch(d);
+        exec.stats.dispatched(stall);
+        placed
+    }
 }
 
 impl<K: Key> Executor<K> {
@@ -278,6 +391,7 @@ impl<K: Key> Executor<K> {
             handles: Mutex::new(handles),
             stopped: AtomicBool::new(false),
             mode: config.mode,
+            inline: config.inline,
         })
     }
 
@@ -296,50 +410,72 @@ impl<K: Key> Executor<K> {
         &self.stats
     }
 
-    /// Queues `op` on the shard its `keys` map to (see the module docs). A request without
-    /// keys runs on shard 0.
+    /// Queues `op` on the shard its `keys` map to (see the module docs), never running it on
+    /// the caller's thread. A request without keys runs on shard 0.
     pub fn dispatch(&self, keys: &[K], op: Op) -> Placed {
-        let mut d = self.dispatcher.lock();
-        let start = Instant::now();
-        let d = &mut *d;
-        d.map.place(keys, &mut d.each, &mut d.set);
-        // The stall counts placement and repartitioning, not waits for queue space.
-        let mut stall = start.elapsed();
-        let cap = self.queue_cap;
-        let placed = match d.set.as_slice() {
-            [] => {
-                self.shards[0].push(Item::Op(op), cap);
-                Placed { shard: 0, span: 1 }
-            }
-            [s] => {
-                self.shards[*s as usize].push(Item::Op(op), cap);
-                Placed { shard: *s, span: 1 }
-            }
-            set => {
-                let b1 = Arc::new(Barrier::new(set.len()));
-                let b2 = Arc::new(Barrier::new(set.len()));
-                for &s in set {
-                    self.shards[s as usize].push(Item::Sync(b1.clone()), cap);
-                }
-                self.shards[set[0] as usize].push(Item::Op(op), cap);
-                for &s in set {
-                    self.shards[s as usize].push(Item::Sync(b2.clone()), cap);
-                }
-                self.stats.sync_request();
-                Placed {
-                    shard: set[0],
-                    span: set.len(),
-                }
-            }
-        };
-        if let Some(p) = d.pipeline.as_mut() {
-            let t = Instant::now();
-            p.track(keys, &d.each);
-            p.after_dispatch(&mut d.map, &self.shards, cap);
-            stall += t.elapsed();
+        match self.place(keys.iter().map(Borrow::borrow), false) {
+            Claim::Queue(slot) => slot.push(op),
+            Claim::Inline(_) => unreachable!("place without inline never claims a shard"),
         }
-        self.stats.dispatched(stall);
-        placed
+    }
+
+    /// Places a request. With `repart.inline` on, a single-shard request whose shard is
+    /// idle (nothing queued, nobody running it) is run by the caller, at once, with no
+    /// thread crossing: shards still run their requests one at a time in dispatch order,
+    /// and a swap's or a multi-shard request's barrier waits for the shard's release.
+    /// Otherwise the caller gives the operation to [`QueueSlot::push`].
+    pub fn claim<'k>(&self, keys: impl IntoIterator<Item = &'k K::Ref> + Clone) -> Claim<'_, K>
+    where
+        K::Ref: 'k,
+    {
+        self.place(keys, self.inline)
+    }
+
+    fn place<'k>(
+        &self,
+        keys: impl IntoIterator<Item = &'k K::Ref> + Clone,
+        inline: bool,
+    ) -> Claim<'_, K>
+    where
+        K::Ref: 'k,
+    {
+        let mut guard = self.dispatcher.lock();
+        let start = Instant::now();
+        let d = &mut *guard;
+        d.map.place(keys.clone(), &mut d.each, &mut d.set);
+        if let Some(p) = d.pipeline.as_mut() {
+            p.track(keys, &d.each);
+        }
+        // The stall counts placement and repartitioning, not waits for queue space.
+        let stall = start.elapsed();
+        if inline && let [s] = d.set.as_slice() {
+            let shard = &self.shards[*s as usize];
+            if shard.try_claim() {
+                let shard_id = *s;
+                // A swap now queues its barrier behind this request on its (held) shard.
+                let stall = stall + self.after_dispatch(d);
+                self.stats.dispatched(stall);
+                self.stats.inline();
+                return Claim::Inline(InlineRun { shard, shard_id });
+            }
+        }
+        Claim::Queue(QueueSlot {
+            exec: self,
+            d: guard,
+            stall,
+        })
+    }
+
+    /// The pipeline's turn after a dispatch; returns the time it took.
+    fn after_dispatch(&self, d: &mut Dispatcher<K>) -> std::time::Duration {
+        match d.pipeline.as_mut() {
+            Some(p) => {
+                let t = Instant::now();
+                p.after_dispatch(&mut d.map, &self.shards, self.queue_cap);
+                t.elapsed()
+            }
+            None => std::time::Duration::ZERO,
+        }
     }
 
     /// Waits until everything dispatched so far has run (a barrier through every shard).
@@ -357,7 +493,7 @@ impl<K: Key> Executor<K> {
 
     /// The shard `key` is mapped to now, if any.
     pub fn shard_of(&self, key: &K) -> Option<ShardId> {
-        self.dispatcher.lock().map.get(key)
+        self.dispatcher.lock().map.get(key.borrow())
     }
 
     /// Stops every actor after the work already queued; waits for threads to end.
@@ -482,6 +618,19 @@ mod tests {
         }
     }
 
+    /// Through [`Executor::claim`]: run inline when the shard is idle, else queue.
+    fn submit(exec: &Executor<u32>, keys: &[u32], op: Op) {
+        match exec.claim(keys.iter()) {
+            Claim::Inline(held) => {
+                op();
+                drop(held);
+            }
+            Claim::Queue(slot) => {
+                slot.push(op);
+            }
+        }
+    }
+
     fn config(mode: Mode) -> RepartConfig {
         RepartConfig {
             mode,
@@ -506,7 +655,13 @@ mod tests {
         while exec.stats().snapshot().swaps < swaps {
             assert!(seq < 3_000_000, "seed {seed}: no swap after {seq} requests");
             let keys = request(&mut rng, KEYS);
-            exec.dispatch(&keys, history.op(seq, keys.clone()));
+            // Half the requests through `claim`, which runs them here when their shard is
+            // idle, interleaved with queued ones.
+            if seq.is_multiple_of(2) {
+                submit(&exec, &keys, history.op(seq, keys.clone()));
+            } else {
+                exec.dispatch(&keys, history.op(seq, keys.clone()));
+            }
             seq += 1;
         }
         // A few more under the last map.
@@ -522,7 +677,10 @@ mod tests {
             "seed {seed}: {ran} key runs for {seq} requests"
         );
         let s = exec.stats().snapshot();
-        assert!(s.sync_requests > 0 && s.partitions >= swaps, "{s:?}");
+        assert!(
+            s.sync_requests > 0 && s.partitions >= swaps && s.inline > 0,
+            "{s:?}"
+        );
     }
 
     #[test]
@@ -556,7 +714,11 @@ mod tests {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
                 for seq in 0..20_000u64 {
                     let keys = request(&mut rng, KEYS);
-                    exec.dispatch(&keys, history.op(seq, keys.clone()));
+                    if rng.random_bool(0.5) {
+                        submit(&exec, &keys, history.op(seq, keys.clone()));
+                    } else {
+                        exec.dispatch(&keys, history.op(seq, keys.clone()));
+                    }
                     if rng.random_bool(0.05) {
                         tokio::task::yield_now().await;
                     }

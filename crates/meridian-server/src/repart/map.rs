@@ -13,26 +13,41 @@
 
 use super::config::UnmappedPolicy;
 use meridian_balance::repart::ShardId;
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Arc;
 
 /// What a key must be to be placed: hashed, ordered (the graph's vertices are sorted by
 /// key), and storable.
-pub trait Key: Clone + Eq + Hash + Ord + Send + Sync + 'static {
-    /// The copy the map and the graph keep. A key sliced from a connection's read buffer
-    /// must not keep that buffer alive, so `Bytes` copies; plain values just clone.
-    fn detach(&self) -> Self {
-        self.clone()
+///
+/// Requests name their keys borrowed (`Ref`: a slice of a connection's read buffer for
+/// `Bytes`), so a lookup copies nothing; the map and the graph keep owned copies.
+pub trait Key: Clone + Eq + Hash + Ord + Send + Sync + 'static + Borrow<Self::Ref> {
+    /// The borrowed form requests name keys by.
+    type Ref: ?Sized + Eq + Hash;
+    /// The owned copy the map and the graph keep.
+    fn from_ref(r: &Self::Ref) -> Self;
+}
+
+impl Key for u32 {
+    type Ref = u32;
+    fn from_ref(r: &u32) -> Self {
+        *r
     }
 }
 
-impl Key for u32 {}
-impl Key for u64 {}
-impl Key for Vec<u8> {}
+impl Key for u64 {
+    type Ref = u64;
+    fn from_ref(r: &u64) -> Self {
+        *r
+    }
+}
+
 impl Key for bytes::Bytes {
-    fn detach(&self) -> Self {
-        bytes::Bytes::copy_from_slice(self)
+    type Ref = [u8];
+    fn from_ref(r: &[u8]) -> Self {
+        bytes::Bytes::copy_from_slice(r)
     }
 }
 
@@ -75,7 +90,7 @@ impl<K: Key> ShardMap<K> {
     }
 
     /// The shard `key` is mapped to, if any.
-    pub fn get(&self, key: &K) -> Option<ShardId> {
+    pub fn get(&self, key: &K::Ref) -> Option<ShardId> {
         self.overlay
             .get(key)
             .or_else(|| self.base.get(key))
@@ -85,7 +100,14 @@ impl<K: Key> ShardMap<K> {
     /// The spec's `shards_of`: the shard of every key of one request, placing the request's
     /// new keys all on the next round-robin shard. `each` receives every key's shard in
     /// order; the returned set is sorted and deduplicated in `set`.
-    pub fn place(&mut self, keys: &[K], each: &mut Vec<ShardId>, set: &mut Vec<ShardId>) {
+    pub fn place<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K::Ref>,
+        each: &mut Vec<ShardId>,
+        set: &mut Vec<ShardId>,
+    ) where
+        K::Ref: 'k,
+    {
         each.clear();
         set.clear();
         let fresh = self.next;
@@ -95,7 +117,7 @@ impl<K: Key> ShardMap<K> {
                 Some(s) => s,
                 None => {
                     new = true;
-                    self.overlay.insert(k.detach(), fresh);
+                    self.overlay.insert(K::from_ref(k), fresh);
                     fresh
                 }
             };
@@ -125,7 +147,7 @@ impl<K: Key> ShardMap<K> {
             + self
                 .overlay
                 .keys()
-                .filter(|k| !self.base.contains_key(*k))
+                .filter(|k| !self.base.contains_key((*k).borrow()))
                 .count()
     }
 
@@ -140,7 +162,7 @@ impl<K: Key> ShardMap<K> {
         let overlay = match policy {
             UnmappedPolicy::Drop => std::mem::take(&mut self.overlay),
             UnmappedPolicy::Keep => {
-                self.overlay.retain(|k, _| !base.contains_key(k));
+                self.overlay.retain(|k, _| !base.contains_key(k.borrow()));
                 HashMap::default()
             }
         };
@@ -177,7 +199,7 @@ mod tests {
 
     fn place(m: &mut ShardMap<u32>, keys: &[u32]) -> (Vec<u32>, Vec<u32>) {
         let (mut each, mut set) = (Vec::new(), Vec::new());
-        m.place(keys, &mut each, &mut set);
+        m.place(keys.iter(), &mut each, &mut set);
         (each, set)
     }
 

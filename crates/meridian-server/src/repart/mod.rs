@@ -29,6 +29,6 @@ pub mod map;
 pub mod pipeline;
 
 pub use config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy, Workers};
-pub use executor::{Executor, Op, Placed, Runtime, StartError};
+pub use executor::{Claim, Executor, InlineRun, Op, Placed, QueueSlot, Runtime, StartError};
 pub use map::Key;
 pub use pipeline::{RepartSnapshot, RepartStats};

@@ -239,12 +239,21 @@ pub(super) fn start<K: Key>(
 
 impl<K: Key> Pipeline<K> {
     /// Hands a dispatched request's keys and shards to the tracker (never blocks).
-    pub(super) fn track(&mut self, keys: &[K], shards: &[ShardId]) {
-        if keys.is_empty() {
+    pub(super) fn track<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K::Ref>,
+        shards: &[ShardId],
+    ) where
+        K::Ref: 'k,
+    {
+        if shards.is_empty() {
             return;
         }
         self.stats.tracked_sent.fetch_add(1, Ordering::Relaxed);
-        let placed = keys.iter().map(Key::detach).zip(shards.iter().copied());
+        let placed = keys
+            .into_iter()
+            .map(K::from_ref)
+            .zip(shards.iter().copied());
         let _ = self.track.send(TrackMsg::Request(placed.collect()));
     }
 
@@ -391,7 +400,7 @@ impl<K: Key> Tracker<K> {
         let current = csr
             .keys
             .iter()
-            .map(|k| self.mirror.get(k).copied())
+            .map(|k| self.mirror.get::<K>(k).copied())
             .collect();
         self.stats.snapshotted(t.elapsed(), &csr);
         Snapshot {
@@ -445,6 +454,7 @@ async fn partition_loop<K: Key>(
 pub struct RepartStats {
     dispatched: AtomicU64,
     dispatch_stall_max_us: AtomicU64,
+    inline: AtomicU64,
     sync_requests: AtomicU64,
     barrier_wait_us: AtomicU64,
     tracked_sent: AtomicU64,
@@ -476,6 +486,8 @@ pub struct RepartSnapshot {
     /// The longest time one dispatch held the dispatcher for placement and repartitioning
     /// (queue backpressure excluded), µs.
     pub dispatch_stall_max_us: u64,
+    /// Requests their dispatcher ran inline on an idle shard (`repart.inline`).
+    pub inline: u64,
     /// Requests that spanned several shards (and so waited on barriers).
     pub sync_requests: u64,
     /// Time workers spent waiting at barriers, µs summed over shards.
@@ -529,6 +541,10 @@ impl RepartStats {
         self.dispatched.fetch_add(1, Ordering::Relaxed);
         self.dispatch_stall_max_us
             .fetch_max(us(stall), Ordering::Relaxed);
+    }
+
+    pub(super) fn inline(&self) {
+        self.inline.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn sync_request(&self) {
@@ -594,6 +610,7 @@ impl RepartStats {
         RepartSnapshot {
             dispatched: l(&self.dispatched),
             dispatch_stall_max_us: l(&self.dispatch_stall_max_us),
+            inline: l(&self.inline),
             sync_requests: l(&self.sync_requests),
             barrier_wait_us: l(&self.barrier_wait_us),
             tracked_sent: l(&self.tracked_sent),

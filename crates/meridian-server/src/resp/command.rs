@@ -96,7 +96,7 @@ impl CommandSpec {
 
     /// Positions of the key arguments in a request of `argc` arguments (Redis's
     /// first/last/step rule; a negative last counts from the end). Empty for keyless commands.
-    pub fn key_positions(&self, argc: usize) -> impl Iterator<Item = usize> + use<> {
+    pub fn key_positions(&self, argc: usize) -> std::iter::StepBy<std::ops::Range<usize>> {
         let first = self.first_key.max(0) as usize;
         let last = if self.last_key < 0 {
             argc as i64 + i64::from(self.last_key)

@@ -131,12 +131,6 @@ impl OwnedArgs {
         }
     }
 
-    /// Argument `i` (which must exist), sharing the request's bytes.
-    pub(crate) fn arg_bytes(&self, i: usize) -> Bytes {
-        let (start, end) = self.ranges[i];
-        self.base.slice(start..end)
-    }
-
     /// The arguments, borrowed.
     #[inline]
     pub(crate) fn get(&self) -> Args<'_> {

@@ -18,6 +18,7 @@
 //! single node: the shard answers with the manifest read, the connection awaits the chunks.
 
 use crate::metrics::OpStats;
+use crate::repart::Claim;
 use crate::resp::blob::Deferred;
 use crate::resp::command::Cmd;
 use crate::resp::connection::{self, Io};
@@ -44,7 +45,15 @@ struct Done {
 /// The connection's commands on the shards, oldest first.
 #[derive(Default)]
 pub(super) struct Running {
-    queue: VecDeque<oneshot::Receiver<Done>>,
+    queue: VecDeque<Entry>,
+}
+
+/// A command of the connection not yet answered.
+enum Entry {
+    /// On a shard's queue.
+    Pending(oneshot::Receiver<Done>),
+    /// Run inline while earlier ones were still queued.
+    Ready(Done),
 }
 
 /// Whether `cmd` runs on a shard: a command with keys and no connection state.
@@ -105,40 +114,73 @@ pub(super) async fn batch(
         while running.queue.len() >= MAX_IN_FLIGHT {
             finish_oldest(io, running, reply).await?;
         }
-        let args = parser.owned_args(buf.split_to(len).freeze());
-        let keys: Vec<Bytes> = cmd
-            .spec()
-            .key_positions(args.get().len())
-            .map(|i| args.arg_bytes(i))
-            .collect();
-        let (tx, rx) = oneshot::channel();
-        let ctx2 = Arc::clone(ctx);
-        let info = session.info.clone();
-        let resp3 = reply.resp3;
-        executor.dispatch(
-            &keys,
-            Box::new(move || {
+        let keys = cmd.spec().key_positions(args.len()).map(|i| args.get(i));
+        // Synchronous, so the dispatcher or shard held is never held across an await; a
+        // large object's chunk read of a command run here is awaited after.
+        let direct_deferred = match executor.claim(keys) {
+            // Its shard was idle: run it here, as a node without the executor would.
+            Claim::Inline(held) => {
                 let t0 = Instant::now();
-                let mut own = Session::on_shard(info);
-                let mut r = Reply {
+                let direct = running.queue.is_empty();
+                let mut slot = Reply {
                     out: BytesMut::new(),
-                    resp3,
+                    resp3: reply.resp3,
                 };
-                let (stats, error, _) = exec::execute(&ctx2, &mut own, &mut r, args.get());
-                let deferred = match own.deferred.take() {
+                let out = if direct { &mut *reply } else { &mut slot };
+                let (stats, error, _) = exec::execute(ctx, session, out, args);
+                drop(held);
+                buf.advance(len);
+                let deferred = match session.deferred.take() {
                     Some(d) => Some((d, stats.clone(), t0)),
                     None => {
                         stats.observe(t0.elapsed(), error);
                         None
                     }
                 };
-                let _ = tx.send(Done {
-                    reply: r.out,
-                    deferred,
-                });
-            }),
-        );
-        running.queue.push_back(rx);
+                if direct {
+                    deferred
+                } else {
+                    running.queue.push_back(Entry::Ready(Done {
+                        reply: slot.out,
+                        deferred,
+                    }));
+                    None
+                }
+            }
+            Claim::Queue(queue) => {
+                let args = parser.owned_args(buf.split_to(len).freeze());
+                let (tx, rx) = oneshot::channel();
+                let ctx2 = Arc::clone(ctx);
+                let info = session.info.clone();
+                let resp3 = reply.resp3;
+                queue.push(Box::new(move || {
+                    let t0 = Instant::now();
+                    let mut own = Session::on_shard(info);
+                    let mut r = Reply {
+                        out: BytesMut::new(),
+                        resp3,
+                    };
+                    let (stats, error, _) = exec::execute(&ctx2, &mut own, &mut r, args.get());
+                    let deferred = match own.deferred.take() {
+                        Some(d) => Some((d, stats.clone(), t0)),
+                        None => {
+                            stats.observe(t0.elapsed(), error);
+                            None
+                        }
+                    };
+                    let _ = tx.send(Done {
+                        reply: r.out,
+                        deferred,
+                    });
+                }));
+                running.queue.push_back(Entry::Pending(rx));
+                None
+            }
+        };
+        if let Some((deferred, stats, t0)) = direct_deferred {
+            let error = exec::answer_deferred(reply, deferred.0.await);
+            stats.observe(t0.elapsed(), error);
+        }
         if reply.out.len() >= connection::FLUSH_AT {
             connection::write(ctx, io.stream, reply, io.shutdown).await?;
         }
@@ -152,10 +194,12 @@ async fn finish_oldest(
     running: &mut Running,
     reply: &mut Reply,
 ) -> std::io::Result<()> {
-    let Some(rx) = running.queue.pop_front() else {
-        return Ok(());
+    let done = match running.queue.pop_front() {
+        None => return Ok(()),
+        Some(Entry::Ready(done)) => Ok(done),
+        Some(Entry::Pending(rx)) => rx.await,
     };
-    match rx.await {
+    match done {
         Ok(done) => {
             reply.out.extend_from_slice(&done.reply);
             if let Some((deferred, stats, t0)) = done.deferred {

@@ -146,16 +146,21 @@ async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
         }
     }
     plain.stop().await;
-    for (mode, workers) in [
-        (Mode::Single, Workers::Threads),
-        (Mode::RoundRobin, Workers::Threads),
-        (Mode::NonStop, Workers::Threads),
-        (Mode::Free { interval: 7 }, Workers::Threads),
-        (Mode::NonStop, Workers::Tasks),
-        (Mode::Base { interval: 11 }, Workers::Tasks),
+    // With one client most requests find their shard idle and run inline; `inline = false`
+    // sends every one through the queues.
+    for (mode, workers, inline) in [
+        (Mode::Single, Workers::Threads, false),
+        (Mode::RoundRobin, Workers::Threads, true),
+        (Mode::RoundRobin, Workers::Threads, false),
+        (Mode::NonStop, Workers::Threads, false),
+        (Mode::Free { interval: 7 }, Workers::Threads, true),
+        (Mode::NonStop, Workers::Tasks, true),
+        (Mode::NonStop, Workers::Tasks, false),
+        (Mode::Base { interval: 11 }, Workers::Tasks, false),
     ] {
         let mut c = config(mode);
         c.repart.workers = workers;
+        c.repart.inline = inline;
         let node = RunningNode::start(c).await;
         let mut raw = connect(&node).await;
         let mut got = vec![run_script(&mut raw, &script()).await];
@@ -165,7 +170,7 @@ async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
         assert_eq!(
             got.into_iter().map(normalise).collect::<Vec<_>>(),
             want.iter().cloned().map(normalise).collect::<Vec<_>>(),
-            "mode {mode}"
+            "mode {mode} {workers:?} inline {inline}"
         );
         let metrics = http_get(node.http, "/metrics").await;
         assert!(
@@ -178,9 +183,14 @@ async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_increment_is_lost_while_maps_swap() {
-    for workers in [Workers::Threads, Workers::Tasks] {
+    for (workers, inline) in [
+        (Workers::Threads, false),
+        (Workers::Tasks, true),
+        (Workers::Threads, true),
+    ] {
         let mut c = config(Mode::NonStop);
         c.repart.workers = workers;
+        c.repart.inline = inline;
         c.repart.min_gain = 0.0;
         increments_survive(c).await;
     }
