@@ -45,6 +45,24 @@ const PREPARED_PREFIX: [u8; 2] = [0xFF, b'y'];
 const DECISION_PREFIX: [u8; 2] = [0xFF, b'z'];
 const TSO_BOUND_KEY: [u8; 2] = [0xFF, b'o'];
 
+/// The versions of one key shipped by a move: `(commit_ts, value)` newest first (`None`:
+/// deleted), and whether older ones were dropped by the [`MAX_OLDER`] cap.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyVersions {
+    /// The versions, newest first.
+    pub versions: Vec<(Timestamp, Option<Bytes>)>,
+    /// Snapshots below the oldest version are refused (`SnapshotTooOld`), not answered
+    /// "absent".
+    pub truncated: bool,
+}
+
+impl KeyVersions {
+    /// The newest commit timestamp shipped.
+    pub fn max_commit_ts(&self) -> Option<Timestamp> {
+        self.versions.first().map(|(t, _)| *t)
+    }
+}
+
 /// A buffered write: a value, or `None` for a delete.
 pub type Write = (Bytes, Option<Bytes>);
 
@@ -315,6 +333,81 @@ impl TxnStore {
         }
         batch.put(head_key(key), self.next_stamp(), head.encode());
         Ok(dropped)
+    }
+
+    /// Every version of `key` a snapshot at or above `watermark` can read — those at or
+    /// above it and the newest one below it — newest first, with whether older ones were
+    /// dropped by the [`MAX_OLDER`] cap (a move's export, spec `repartitioning.md` §6 step 2).
+    pub fn export_key(&self, key: &[u8], watermark: Timestamp) -> Result<KeyVersions> {
+        let Some(head) = self.head(key)? else {
+            return Ok(KeyVersions::default());
+        };
+        let mut versions = vec![(head.ts, decode_value(&head.stored)?)];
+        let mut below = head.ts < watermark;
+        for &t in &head.older {
+            if below {
+                break;
+            }
+            below = t < watermark.0;
+            let stored = self
+                .engine
+                .get_value(&version_key(key, Timestamp(t)), Timestamp::MAX)?
+                .ok_or_else(|| TxnError::Storage("a version the head names is missing".into()))?;
+            versions.push((Timestamp(t), decode_value(&stored)?));
+        }
+        // Versions left behind are below the watermark: the receiver refuses the snapshots
+        // that would need them (`SnapshotTooOld`) rather than answering "absent".
+        let left_some = versions.len() < 1 + head.older.len();
+        Ok(KeyVersions {
+            versions,
+            truncated: head.truncated || left_some,
+        })
+    }
+
+    /// Adds to `batch` the replacement of whatever this store holds of `key` by `kv` (a
+    /// move's install): afterwards [`TxnStore::read_at`] answers every snapshot exactly as
+    /// the exporting store did. An empty `kv` leaves the key absent.
+    ///
+    /// # Errors
+    /// `BadRequest` when the versions are not strictly newest first.
+    pub fn import_key(&self, batch: &mut WriteBatch, key: &[u8], kv: &KeyVersions) -> Result<()> {
+        if kv.versions.windows(2).any(|w| w[0].0 <= w[1].0) || kv.versions.len() > MAX_OLDER + 1 {
+            return Err(TxnError::BadRequest(
+                "imported versions are not strictly newest first within the cap".into(),
+            ));
+        }
+        self.delete_key(batch, key)?;
+        let Some(((ts, v), older)) = kv.versions.split_first() else {
+            return Ok(());
+        };
+        for (t, ov) in older {
+            batch.put(
+                version_key(key, *t),
+                self.next_stamp(),
+                encode_value(ov.as_ref()),
+            );
+        }
+        let head = Head {
+            ts: *ts,
+            truncated: kv.truncated,
+            older: older.iter().map(|(t, _)| t.0).collect(),
+            stored: encode_value(v.as_ref()),
+        };
+        batch.put(head_key(key), self.next_stamp(), head.encode());
+        Ok(())
+    }
+
+    /// Adds the removal of every version of `key` to `batch` (a moved key's source, after
+    /// the grace period). Returns how many versions it removes.
+    pub fn delete_key(&self, batch: &mut WriteBatch, key: &[u8]) -> Result<usize> {
+        let Some(head) = self.head(key)? else {
+            return Ok(0);
+        };
+        for &t in &head.older {
+            batch.delete(version_key(key, Timestamp(t)), self.next_stamp());
+        }
+        batch.delete(head_key(key), self.next_stamp());
+        Ok(1 + head.older.len())
     }
 
     /// Logs a prepared transaction (before its vote).
