@@ -34,7 +34,9 @@ pub use leader::{Controls, LeaderClock, Mark, ReadCheck};
 pub use meridian_core::envelope::Entry;
 pub use messages::{Found, Outcome, TxnMsg};
 pub use moves::{Exported, KeyMove, MoveTable};
-pub use placement::{KeyDirectory, Move, PartInfo, Placement, Plan, Planner, PlannerConfig, Route};
+pub use placement::{
+    DirChange, KeyDirectory, Move, PartInfo, Placement, Plan, Planner, PlannerConfig, Route,
+};
 pub use store::{Decision, KeyVersions, PreparedRecord, TxnStore, Write};
 pub use tso::{Grant, TsoServer};
 pub use types::{

@@ -96,11 +96,48 @@ pub struct Route {
 }
 
 /// The versioned key directory of a transactional keyspace (module docs). Replicated whole:
-/// a node adopts a copy with a higher epoch ([`KeyDirectory::adopt`]).
+/// a node adopts a copy with a higher epoch ([`KeyDirectory::adopt`]). Serialized as a list
+/// of entries, so text formats (the metadata file is JSON) carry it too.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "DirWire", into = "DirWire")]
 pub struct KeyDirectory {
     epoch: u64,
     entries: BTreeMap<Bytes, Placement>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DirWire {
+    epoch: u64,
+    entries: Vec<(Bytes, Placement)>,
+}
+
+impl From<KeyDirectory> for DirWire {
+    fn from(d: KeyDirectory) -> Self {
+        DirWire {
+            epoch: d.epoch,
+            entries: d.entries.into_iter().collect(),
+        }
+    }
+}
+
+impl From<DirWire> for KeyDirectory {
+    fn from(w: DirWire) -> Self {
+        KeyDirectory {
+            epoch: w.epoch,
+            entries: w.entries.into_iter().collect(),
+        }
+    }
+}
+
+/// A batch of directory changes, applied all or nothing (one cluster-metadata version).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DirChange {
+    /// Step 1: each key starts moving from where it is to the partition given.
+    Begin(Vec<(Bytes, PartitionId)>),
+    /// Step 3: each key's move ends at its destination.
+    Finish(Vec<Bytes>),
+    /// Each key's move is given up: it stays at its source.
+    Cancel(Vec<Bytes>),
 }
 
 impl KeyDirectory {
@@ -223,6 +260,34 @@ impl KeyDirectory {
             );
         }
         self.epoch
+    }
+
+    /// Applies `change` (all or nothing); `home` gives a key's hash partition.
+    ///
+    /// # Errors
+    /// `BadRequest` naming the first key whose change does not fit (nothing is applied).
+    pub fn apply(&mut self, change: &DirChange, home: impl Fn(&[u8]) -> PartitionId) -> Result<()> {
+        let mut next = self.clone();
+        match change {
+            DirChange::Begin(moves) => {
+                for (k, to) in moves {
+                    let from = next.partition(k, || home(k));
+                    next.begin_move(k, home(k), from, *to)?;
+                }
+            }
+            DirChange::Finish(keys) => {
+                for k in keys {
+                    next.finish_move(k, home(k))?;
+                }
+            }
+            DirChange::Cancel(keys) => {
+                for k in keys {
+                    next.cancel_move(k, home(k))?;
+                }
+            }
+        }
+        *self = next;
+        Ok(())
     }
 
     /// Replaces this copy by `newer` if its epoch is higher; whether it did.
@@ -879,6 +944,35 @@ mod tests {
         assert!(stale.adopt(&d));
         assert_eq!(stale, d);
         assert!(!stale.adopt(&KeyDirectory::new()));
+    }
+
+    #[test]
+    fn batches_apply_all_or_nothing_and_round_trip_through_json_and_postcard() {
+        let mut d = KeyDirectory::new();
+        let (a, b) = (Bytes::from("bank:a"), Bytes::from("bank:b"));
+        let to = |k: &[u8]| PartitionId((home(k).0 + 1) % Q);
+        d.apply(
+            &DirChange::Begin(vec![(a.clone(), to(&a)), (b.clone(), to(&b))]),
+            home,
+        )
+        .unwrap();
+        assert_eq!(d.epoch(), 2);
+        let before = d.clone();
+        // b is not moving twice: the batch is refused whole.
+        assert!(
+            d.apply(&DirChange::Begin(vec![(b.clone(), home(&b))]), home)
+                .is_err()
+        );
+        assert_eq!(d, before);
+        d.apply(&DirChange::Finish(vec![a.clone()]), home).unwrap();
+        d.apply(&DirChange::Cancel(vec![b.clone()]), home).unwrap();
+        assert_eq!(d.partition(&a, || home(&a)), to(&a));
+        assert_eq!(d.partition(&b, || home(&b)), home(&b));
+        assert_eq!(d.len(), 1);
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(serde_json::from_str::<KeyDirectory>(&json).unwrap(), d);
+        let bin = postcard::to_stdvec(&d).unwrap();
+        assert_eq!(postcard::from_bytes::<KeyDirectory>(&bin).unwrap(), d);
     }
 
     #[test]
