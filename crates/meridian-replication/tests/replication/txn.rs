@@ -6,7 +6,7 @@
 use super::*;
 use meridian_core::PartitionId;
 use meridian_replication::{
-    ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions, TxnProps,
+    PlannerConfig, ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions, TxnProps,
 };
 
 async fn bank_cluster(seed: u64, txn: TxnProps) -> Cluster {
@@ -662,4 +662,123 @@ async fn a_transaction_never_touches_a_key_at_two_partitions() {
     assert!(c.nodes[0].meta().key_directory.is_empty());
     let mut r = c.nodes[3].begin(TxnOptions::default());
     assert_eq!(r.read(&[k]).await.unwrap(), vec![Some(b("11"))]);
+}
+
+/// The planner on the claimant (spec §6): transactions over hidden affinity groups of four
+/// accounts, which hashing scatters over the six leaders, end up mostly on one leader each,
+/// while the bank's total holds in every audit.
+#[tokio::test(start_paused = true)]
+async fn the_planner_colocates_affinity_groups_while_the_bank_keeps_its_total() {
+    const GROUPS: usize = 12;
+    let c = bank_cluster(18, TxnProps::default()).await;
+    let key = |g: usize, j: usize| acct(g * 4 + j);
+    let all: Vec<Bytes> = (0..GROUPS * 4).map(acct).collect();
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    for k in &all {
+        t.write(k.clone(), Some(b("100"))).unwrap();
+    }
+    t.commit().await.unwrap();
+    let colocated = |c: &Cluster| {
+        (0..GROUPS)
+            .filter(|&g| {
+                let ls: BTreeSet<NodeId> = (0..4).map(|j| leader(c, &key(g, j))).collect();
+                ls.len() == 1
+            })
+            .count()
+    };
+    let before = colocated(&c);
+    let cfg = PlannerConfig {
+        plan_interval_us: 5_000_000,
+        window: 2_000,
+        min_gain: 8,
+        ..PlannerConfig::default()
+    };
+    for n in &c.nodes {
+        n.set_txn_planner(Some(cfg));
+    }
+    let stop = Instant::now() + Duration::from_secs(25);
+    let mut tasks = Vec::new();
+    for w in 0..6u64 {
+        let node = c.nodes[w as usize].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (w + 1);
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let mut ok = 0;
+            while Instant::now() < stop {
+                let g = next() as usize % GROUPS;
+                let (from, to) = (next() as usize % 4, next() as usize % 4);
+                let keys: Vec<Bytes> = (0..4).map(|j| acct(g * 4 + j)).collect();
+                let r = node
+                    .retry_txn(TxnOptions::default(), 10, |mut t| {
+                        let keys = keys.clone();
+                        async move {
+                            let v = t.read(&keys).await?;
+                            if from != to && num(&v[from]) >= 5 {
+                                t.write(
+                                    keys[from].clone(),
+                                    Some(b(&(num(&v[from]) - 5).to_string())),
+                                )?;
+                                t.write(keys[to].clone(), Some(b(&(num(&v[to]) + 5).to_string())))?;
+                            }
+                            Ok((t, ()))
+                        }
+                    })
+                    .await;
+                match r {
+                    Ok(_) => ok += 1,
+                    Err(e) => assert!(e.is_retryable(), "{e:?}"),
+                }
+                sleep(Duration::from_millis(10)).await;
+            }
+            ok
+        }));
+    }
+    let auditor = c.nodes[4].clone();
+    let audit_keys = all.clone();
+    let audits = tokio::spawn(async move {
+        let mut n = 0;
+        while Instant::now() < stop {
+            let mut t = auditor.begin(TxnOptions {
+                read_only: true,
+                session: None,
+            });
+            match t.read(&audit_keys).await {
+                Ok(v) => {
+                    let total: i64 = v.iter().map(num).sum();
+                    assert_eq!(
+                        total,
+                        100 * audit_keys.len() as i64,
+                        "an audit saw money appear or vanish"
+                    );
+                    n += 1;
+                }
+                Err(e) => assert!(e.is_retryable(), "{e:?}"),
+            }
+            sleep(Duration::from_millis(500)).await;
+        }
+        n
+    });
+    let mut committed = 0;
+    for t in tasks {
+        committed += t.await.unwrap();
+    }
+    let audited = audits.await.unwrap();
+    sleep(Duration::from_secs(1)).await;
+    let after = colocated(&c);
+    let moved = c.nodes[0].meta().key_directory.len();
+    println!(
+        "planner: {committed} transactions, {audited} audits, {moved} keys in the directory, \
+         groups on one leader {before}/{GROUPS} -> {after}/{GROUPS}"
+    );
+    assert!(audited >= 10);
+    assert!(moved > 0, "the planner moved keys");
+    assert!(
+        after >= GROUPS * 3 / 4,
+        "{before} -> {after} of {GROUPS} groups co-located"
+    );
 }
