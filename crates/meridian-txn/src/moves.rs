@@ -483,6 +483,39 @@ mod tests {
         assert!(p.read(k, Timestamp(ex.export_ts.0 - 1)).is_ok());
     }
 
+    /// Negative control: a destination that applies only the spec's `max commit_ts + 1`
+    /// (or nothing) issues a commit below a snapshot the source already served — the same
+    /// snapshot then reads two different values of the key.
+    #[test]
+    fn with_only_the_commit_ts_rule_a_served_snapshot_changes() {
+        let k = b"bank:a";
+        let mut p = Leader::new(50_000_000);
+        let mut q = Leader::new(1_000);
+        let ts = seeded(&mut p, k);
+        let snap = Timestamp(p.clock.read(Timestamp(p.raw + 5_000_000)).unwrap().0 - 1);
+        p.raw += 5_000_000;
+        let seen = p.read(k, snap).unwrap();
+        p.moves.freeze(k, Q, 1).unwrap();
+        let t = p.tick();
+        let export_ts = p.moves.exported(k, 1, t).unwrap();
+        let kv = p.store.export_key(k, Timestamp(0)).unwrap();
+        let mut b = WriteBatch::new();
+        q.store.import_key(&mut b, k, &kv).unwrap();
+        q.store.write(b).unwrap();
+        assert!(export_ts > snap);
+        // The spec's rule; then a writer whose snapshot is just past the last commit (R1 at
+        // q makes q's clock pass it).
+        let w = Timestamp(ts.last().unwrap().0 + 1);
+        q.clock.observe(w);
+        let c = q.commit(k, Some("late"), w).unwrap();
+        assert!(c < snap, "q committed at {c:?}, below the served {snap:?}");
+        assert_ne!(
+            q.store.read_at(k, snap).unwrap(),
+            seen,
+            "the snapshot changed"
+        );
+    }
+
     #[test]
     fn a_transaction_touching_a_moving_key_aborts_retryably_with_no_effect() {
         let k = b"bank:a";
