@@ -66,8 +66,9 @@ pub fn export_ready(mark: Option<&Mark>) -> bool {
     mark.is_none()
 }
 
-/// A key's state at a leader that is moving it away.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A key's state at a leader that is moving it away (logged by the serving code, so a
+/// restarted source still refuses what it refused: `TxnStore::log_key_move`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum KeyMove {
     /// Step 1–2: frozen for the move of directory epoch `epoch` to `to`; `export_ts` once
     /// the versions were exported.
@@ -107,6 +108,13 @@ impl MoveTable {
     /// An empty table.
     pub fn new() -> MoveTable {
         MoveTable::default()
+    }
+
+    /// A table holding the logged states (recovery after a restart).
+    pub fn restore(entries: impl IntoIterator<Item = (Bytes, KeyMove)>) -> MoveTable {
+        MoveTable {
+            keys: entries.into_iter().collect(),
+        }
     }
 
     /// `key`'s state, if it is being moved away or was.
@@ -257,11 +265,21 @@ impl MoveTable {
     }
 
     /// Drops the entries of keys deleted here whose move the local directory (at
-    /// `dir_epoch`) already knows: the directory answers for them from then on.
-    pub fn forget_settled(&mut self, dir_epoch: u64) {
-        self.keys.retain(|_, m| {
-            !matches!(m, KeyMove::Gone { dir_epoch: e, deleted: true, .. } if *e <= dir_epoch)
-        });
+    /// `dir_epoch`) already knows: the directory answers for them from then on. Returns
+    /// the keys dropped.
+    pub fn forget_settled(&mut self, dir_epoch: u64) -> Vec<Bytes> {
+        let gone: Vec<Bytes> = self
+            .keys
+            .iter()
+            .filter(|(_, m)| {
+                matches!(m, KeyMove::Gone { dir_epoch: e, deleted: true, .. } if *e <= dir_epoch)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in &gone {
+            self.keys.remove(k);
+        }
+        gone
     }
 }
 

@@ -11,6 +11,7 @@
 //! | `0xFF 'y' ‖ txid` | a [`PreparedRecord`] (postcard) |
 //! | `0xFF 'z' ‖ txid` | a [`Decision`] (postcard) |
 //! | `0xFF 'o'` | the oracle's persisted upper bound (u64) |
+//! | `0xFF 'm' ‖ k` | a [`KeyMove`]: `k` is being moved away, or left (postcard) |
 //!
 //! The head holds a key's newest version and the commit timestamps of the older versions it
 //! keeps, so every operation is a point lookup, never a scan: certification reads the head's
@@ -28,6 +29,7 @@
 //! [`WriteBatch`]; [`TxnStore::read_at`] returns the newest version committed strictly below
 //! the snapshot, or `SnapshotTooOld` if that version was dropped by the [`MAX_OLDER`] cap.
 
+use crate::moves::KeyMove;
 use crate::types::{Result, TimestampSource, TxId, TxnError};
 use bytes::Bytes;
 use meridian_core::{NodeId, Timestamp};
@@ -44,6 +46,7 @@ pub const MAX_OLDER: usize = 64;
 const PREPARED_PREFIX: [u8; 2] = [0xFF, b'y'];
 const DECISION_PREFIX: [u8; 2] = [0xFF, b'z'];
 const TSO_BOUND_KEY: [u8; 2] = [0xFF, b'o'];
+const MOVE_PREFIX: [u8; 2] = [0xFF, b'm'];
 
 /// The versions of one key shipped by a move: `(commit_ts, value)` newest first (`None`:
 /// deleted), and whether older ones were dropped by the [`MAX_OLDER`] cap.
@@ -410,6 +413,28 @@ impl TxnStore {
         Ok(1 + head.older.len())
     }
 
+    /// Logs `key`'s move state (`None`: none any more).
+    pub fn log_key_move(&self, key: &[u8], state: Option<&KeyMove>) -> Result<()> {
+        let mut k = Vec::with_capacity(2 + key.len());
+        k.extend_from_slice(&MOVE_PREFIX);
+        k.extend_from_slice(key);
+        match state {
+            Some(m) => {
+                let v = postcard::to_stdvec(&(Bytes::copy_from_slice(key), *m))
+                    .map_err(|e| TxnError::Storage(e.to_string()))?;
+                self.engine
+                    .put(Bytes::from(k), self.next_stamp(), Bytes::from(v))?;
+            }
+            None => self.engine.delete(Bytes::from(k), self.next_stamp())?,
+        }
+        Ok(())
+    }
+
+    /// Every logged move state (recovery after a restart).
+    pub fn key_moves(&self) -> Result<Vec<(Bytes, KeyMove)>> {
+        self.scan_records(MOVE_PREFIX)
+    }
+
     /// Logs a prepared transaction (before its vote).
     pub fn log_prepared(&self, rec: &PreparedRecord) -> Result<()> {
         let v = postcard::to_stdvec(rec).map_err(|e| TxnError::Storage(e.to_string()))?;
@@ -614,6 +639,24 @@ mod tests {
             Timestamp(990)
         );
         assert_eq!(c.read_at(b"k", Timestamp(5)).unwrap(), None);
+    }
+
+    #[test]
+    fn move_states_round_trip() {
+        let s = store();
+        let m = KeyMove::Frozen {
+            to: meridian_core::PartitionId(4),
+            epoch: 7,
+            export_ts: Some(Timestamp(99)),
+        };
+        s.log_key_move(b"a", Some(&m)).unwrap();
+        s.log_key_move(b"b\xff", Some(&m)).unwrap();
+        assert_eq!(
+            s.key_moves().unwrap(),
+            vec![(Bytes::from("a"), m), (Bytes::from_static(b"b\xff"), m)]
+        );
+        s.log_key_move(b"a", None).unwrap();
+        assert_eq!(s.key_moves().unwrap().len(), 1);
     }
 
     #[test]

@@ -160,6 +160,10 @@ impl Txn {
             moves: Mutex::new(MoveTable::new()),
             planning: Mutex::new(moves::Planning::default()),
         };
+        match t.store.key_moves() {
+            Ok(states) => *t.moves.lock() = MoveTable::restore(states),
+            Err(e) => tracing::error!(error = %e, "key move states not recovered"),
+        }
         match t.store.prepared() {
             Ok(recs) => {
                 for rec in recs {
@@ -223,6 +227,14 @@ impl Txn {
             now.0
                 .saturating_sub(self.limits.max_txn_duration_us + WATERMARK_SLACK_US),
         )
+    }
+
+    /// Changes the move table with `f` and logs `key`'s resulting state.
+    fn change_move<R>(&self, key: &[u8], f: impl FnOnce(&mut MoveTable) -> Result<R>) -> Result<R> {
+        let mut m = self.moves.lock();
+        let r = f(&mut m)?;
+        self.store.log_key_move(key, m.get(key))?;
+        Ok(r)
     }
 
     fn controls(&self) -> Controls {

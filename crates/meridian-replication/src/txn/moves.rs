@@ -113,21 +113,39 @@ impl Node {
         let due = t.moves.lock().to_delete(now_us);
         for k in due {
             let _g = t.stripe(&k).marks.lock();
+            // The key may have come back since (its install runs under this stripe).
+            let still_gone = matches!(
+                t.moves.lock().get(&k),
+                Some(meridian_txn::KeyMove::Gone { deleted: false, .. })
+            );
+            if !still_gone {
+                continue;
+            }
             let mut b = WriteBatch::new();
             let r = t
                 .store
                 .delete_key(&mut b, &k)
                 .and_then(|_| t.store.write(b));
-            match r {
-                Ok(()) => t.moves.lock().deleted(&k),
-                Err(e) => tracing::warn!(node = %self.id(), error = %e, "moved key not deleted"),
+            let r = r.and_then(|()| {
+                t.change_move(&k, |m| {
+                    m.deleted(&k);
+                    Ok(())
+                })
+            });
+            if let Err(e) = r {
+                tracing::warn!(node = %self.id(), error = %e, "moved key not deleted");
             }
         }
         let (dir_epoch, claimant) = {
             let v = self.kernel().view.read();
             (v.meta.key_directory.epoch(), v.meta.claimant())
         };
-        t.moves.lock().forget_settled(dir_epoch);
+        let settled = t.moves.lock().forget_settled(dir_epoch);
+        for k in settled {
+            if let Err(e) = t.store.log_key_move(&k, None) {
+                tracing::warn!(node = %self.id(), error = %e, "settled move not logged");
+            }
+        }
         let outbox = std::mem::take(&mut t.planning.lock().outbox);
         if !outbox.is_empty() {
             if claimant == self.id() {
@@ -392,19 +410,17 @@ impl Node {
             TxnMsg::MoveDone { keys, dir_epoch } => {
                 let now_us = self.kernel().clock.now().0;
                 let grace = t.move_grace_us();
-                let mut m = t.moves.lock();
-                let r = keys
-                    .iter()
-                    .try_for_each(|(k, e)| m.moved(k, *e, dir_epoch, now_us, grace));
+                let r = keys.iter().try_for_each(|(k, e)| {
+                    t.change_move(k, |m| m.moved(k, *e, dir_epoch, now_us, grace))
+                });
                 TxnMsg::Moved(r)
             }
-            TxnMsg::MoveCancel { keys } => {
-                let mut m = t.moves.lock();
-                for (k, e) in &keys {
+            TxnMsg::MoveCancel { keys } => TxnMsg::Moved(keys.iter().try_for_each(|(k, e)| {
+                t.change_move(k, |m| {
                     m.unfreeze(k, *e);
-                }
-                TxnMsg::Moved(Ok(()))
-            }
+                    Ok(())
+                })
+            })),
             other => TxnMsg::Moved(Err(TxnError::BadRequest(format!(
                 "not a move step: {other:?}"
             )))),
@@ -420,7 +436,7 @@ impl Node {
             // It must be served here (its Moving entry names this leader as the source).
             let r = self
                 .txn_admit(k, Some(Timestamp(0)))
-                .and_then(|()| t.moves.lock().freeze(k, *to, *epoch));
+                .and_then(|()| t.change_move(k, |m| m.freeze(k, *to, *epoch)));
             out.push(r);
         }
         let deadline = Instant::now()
@@ -432,7 +448,10 @@ impl Node {
                 Err(e) => Err(e),
             };
             if r.is_err() {
-                t.moves.lock().unfreeze(k, *epoch);
+                let _ = t.change_move(k, |m| {
+                    m.unfreeze(k, *epoch);
+                    Ok(())
+                });
             }
             res.push(r);
         }
@@ -472,7 +491,7 @@ impl Node {
             Some(ts) => ts,
             None => self.txn_clock_tick()?,
         };
-        let export_ts = t.moves.lock().exported(k, epoch, ts)?;
+        let export_ts = t.change_move(k, |m| m.exported(k, epoch, ts))?;
         let watermark = t.watermark(self.kernel().clock.now());
         Ok(Exported {
             versions: t.store.export_key(k, watermark)?,
@@ -492,10 +511,15 @@ impl Node {
                 )));
             }
             t.clock.lock().observe(ex.clock_floor());
+            // Forget an earlier move of the key away first: a leftover `Gone` would delete
+            // what is installed now once its grace period ends.
+            t.change_move(&k, |m| {
+                m.arrived(&k);
+                Ok(())
+            })?;
             let mut b = WriteBatch::new();
             t.store.import_key(&mut b, &k, &ex.versions)?;
             t.store.write(b)?;
-            t.moves.lock().arrived(&k);
         }
         Ok(())
     }
