@@ -42,6 +42,11 @@ use tokio::time::Instant;
 /// Transactions a coordinator keeps for the planner before shipping; older ones are dropped.
 const OUTBOX_MAX: usize = 100_000;
 
+/// The claimant gives up moves whose `Moving` entries stayed this long while the directory
+/// did not change (their mover crashed or lost the claimant): a move's steps time out well
+/// before, and a frozen key refuses writes until then.
+pub(crate) const STALE_MOVE: Duration = Duration::from_secs(60);
+
 /// The planner's feed and, on the claimant, the planner.
 #[derive(Debug, Default)]
 pub(crate) struct Planning {
@@ -49,6 +54,8 @@ pub(crate) struct Planning {
     outbox: Vec<(DcId, Vec<Bytes>)>,
     planner: Option<Planner>,
     running: bool,
+    /// The directory epoch at which `Moving` entries were first seen unchanged, and when.
+    stale_watch: Option<(u64, Instant)>,
 }
 
 /// What a batch of moves did.
@@ -158,6 +165,7 @@ impl Node {
             }
         }
         if claimant == self.id() {
+            self.txn_cancel_stale_moves().await;
             let start = {
                 let mut p = t.planning.lock();
                 let ready = !p.running && p.planner.as_ref().is_some_and(|pl| pl.due(now_us));
@@ -175,6 +183,60 @@ impl Node {
                     node.txn_state().planning.lock().running = false;
                 });
             }
+        }
+    }
+
+    /// On the claimant: gives up the moves left `Moving` for [`STALE_MOVE`] with no
+    /// directory change (their sources serve the keys again).
+    async fn txn_cancel_stale_moves(&self) {
+        let (epoch, moving, sources) = {
+            let v = self.kernel().view.read();
+            let dir = &v.meta.key_directory;
+            let mut moving = Vec::new();
+            let mut sources: BTreeMap<NodeId, Vec<(Bytes, u64)>> = BTreeMap::new();
+            for (k, pl) in dir.iter() {
+                if let Placement::Moving { from, epoch, .. } = *pl {
+                    moving.push(k.clone());
+                    if let Some(&l) = v.meta.layout.replicas(from).first() {
+                        sources.entry(l).or_default().push((k.clone(), epoch));
+                    }
+                }
+            }
+            (dir.epoch(), moving, sources)
+        };
+        let stale = {
+            let mut p = self.txn_state().planning.lock();
+            match p.stale_watch {
+                _ if moving.is_empty() => {
+                    p.stale_watch = None;
+                    false
+                }
+                Some((e, since)) if e == epoch => {
+                    let stale = Instant::now().duration_since(since) >= STALE_MOVE;
+                    if stale {
+                        p.stale_watch = None;
+                    }
+                    stale
+                }
+                _ => {
+                    p.stale_watch = Some((epoch, Instant::now()));
+                    false
+                }
+            }
+        };
+        if !stale {
+            return;
+        }
+        tracing::warn!(node = %self.id(), keys = moving.len(), "giving up stale key moves");
+        if let Err(e) = self
+            .change(MetaChange::KeyDirectory(DirChange::Cancel(moving)))
+            .await
+        {
+            tracing::warn!(node = %self.id(), error = %e, "stale key moves not cancelled");
+            return;
+        }
+        for (src, keys) in sources {
+            let _ = self.txn_call(src, TxnMsg::MoveCancel { keys }).await;
         }
     }
 

@@ -6,7 +6,8 @@
 use super::*;
 use meridian_core::PartitionId;
 use meridian_replication::{
-    PlannerConfig, ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions, TxnProps,
+    DirChange, PlannerConfig, ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions,
+    TxnProps,
 };
 
 async fn bank_cluster(seed: u64, txn: TxnProps) -> Cluster {
@@ -781,4 +782,43 @@ async fn the_planner_colocates_affinity_groups_while_the_bank_keeps_its_total() 
         after >= GROUPS * 3 / 4,
         "{before} -> {after} of {GROUPS} groups co-located"
     );
+}
+
+/// A mover that dies after `Moving` was published leaves its keys refusing writes
+/// (retryably); the claimant gives the move up after a minute without directory change, and
+/// the key is written at its old leader again.
+#[tokio::test(start_paused = true)]
+async fn the_claimant_gives_up_a_move_whose_mover_died() {
+    let c = bank_cluster(19, TxnProps::default()).await;
+    let k = acct(3);
+    let write = |n: usize, v: &str| {
+        let node = c.nodes[n].clone();
+        let (k, v) = (k.clone(), b(v));
+        async move {
+            let mut t = node.begin(TxnOptions::default());
+            t.write(k, Some(v))?;
+            t.commit().await
+        }
+    };
+    write(2, "1").await.unwrap();
+    let (p, _) = c.nodes[0].txn_leader(&k);
+    let to = elsewhere(&c.nodes[0], &k, 1);
+    // The mover's first step only: the directory says Moving, nothing else happens.
+    c.nodes[5]
+        .change(MetaChange::KeyDirectory(DirChange::Begin(vec![(
+            k.clone(),
+            to,
+        )])))
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(300)).await;
+    let e = write(2, "2").await.unwrap_err();
+    assert!(e.to_string().contains("key_moving"), "{e}");
+    assert!(e.is_retryable());
+    sleep(Duration::from_secs(70)).await;
+    assert!(c.nodes[0].meta().key_directory.is_empty());
+    assert_eq!(c.nodes[4].txn_leader(&k).0, p);
+    write(2, "3").await.unwrap();
+    let mut r = c.nodes[4].begin(TxnOptions::default());
+    assert_eq!(r.read(&[k]).await.unwrap(), vec![Some(b("3"))]);
 }
