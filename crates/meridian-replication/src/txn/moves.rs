@@ -554,6 +554,10 @@ impl Node {
             None => self.txn_clock_tick()?,
         };
         let export_ts = t.change_move(k, |m| m.exported(k, epoch, ts))?;
+        if t.controls().move_commit_ts_only {
+            // Negative control: the source keeps serving reads above the export timestamp.
+            t.change_move(k, |m| m.exported(k, epoch, Timestamp::MAX))?;
+        }
         let watermark = t.watermark(self.kernel().clock.now());
         Ok(Exported {
             versions: t.store.export_key(k, watermark)?,
@@ -572,7 +576,13 @@ impl Node {
                     String::from_utf8_lossy(&k)
                 )));
             }
-            t.clock.lock().observe(ex.clock_floor());
+            let floor = if t.controls().move_commit_ts_only {
+                // Negative control: the spec's rule alone.
+                ex.versions.max_commit_ts().unwrap_or_default()
+            } else {
+                ex.clock_floor()
+            };
+            t.clock.lock().observe(floor);
             // Forget an earlier move of the key away first: a leftover `Gone` would delete
             // what is installed now once its grace period ends.
             t.change_move(&k, |m| {
