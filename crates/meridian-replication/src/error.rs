@@ -341,6 +341,8 @@ impl ReplicationError {
                 meridian_txn::TxnError::Storage(_) => "txn_storage",
                 meridian_txn::TxnError::BadRequest(_) => "txn_bad_request",
                 meridian_txn::TxnError::OutcomeUnknown(_) => "txn_outcome_unknown",
+                meridian_txn::TxnError::WrongPartition { .. } => "wrong_partition",
+                meridian_txn::TxnError::Plan(_) => "txn_plan",
             },
         }
     }
@@ -362,8 +364,12 @@ impl ReplicationError {
                 meridian_txn::TxnError::Aborted(_)
                 | meridian_txn::TxnError::SnapshotTooOld { .. } => ErrorClass::Conflict,
                 meridian_txn::TxnError::TxnTooLarge { .. } => ErrorClass::TooLarge,
-                meridian_txn::TxnError::Storage(_) => ErrorClass::Internal,
+                meridian_txn::TxnError::Storage(_) | meridian_txn::TxnError::Plan(_) => {
+                    ErrorClass::Internal
+                }
                 meridian_txn::TxnError::BadRequest(_) => ErrorClass::BadRequest,
+                // A stale key directory: retry once it caught up.
+                meridian_txn::TxnError::WrongPartition { .. } => ErrorClass::Unavailable,
                 meridian_txn::TxnError::ClockWentBackward { .. } => ErrorClass::Unavailable,
                 meridian_txn::TxnError::OutcomeUnknown(_) => ErrorClass::Timeout,
             },

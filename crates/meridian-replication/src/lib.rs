@@ -87,7 +87,8 @@ pub use kernel::{
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use meridian_balance::{DeferredClaim, PeerView, ServiceModel, Strategy};
 pub use meridian_txn::{
-    Controls as TxnControls, Entry as TxnEntry, TimestampSource, TsoBatching, TxnError, TxnProps,
+    Controls as TxnControls, DirChange, Entry as TxnEntry, KeyDirectory, PlannerConfig,
+    TimestampSource, TsoBatching, TxnError, TxnProps,
 };
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use timeline::{
@@ -95,4 +96,4 @@ pub use timeline::{
     TlWriteResult,
 };
 pub use tokio_clock::TokioClock;
-pub use txn::{Transaction, TxnOptions, TxnStats};
+pub use txn::{MoveReport, Transaction, TxnOptions, TxnStats};

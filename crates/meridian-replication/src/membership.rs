@@ -17,12 +17,19 @@
 //!   set, that is until every node reported its handoff done and the claimant published the
 //!   [`MetaChange::HandoffComplete`] version.
 //!
+//! - The **key directory** of transactional buckets (spec `repartitioning.md` §6: keys moved
+//!   off their hash partition) rides in the document too: a move is two changes
+//!   ([`MetaChange::KeyDirectory`] `Begin`, then `Finish` or `Cancel`), so every coordinator
+//!   gets the directory by the same versioned, gossiped, persisted path as the layout, and no
+//!   node ever applies directory changes out of order.
+//!
 //! The document is pure data (no I/O); the node kernel ([`crate::kernel`]) adopts it.
 
 use crate::bucket::{BucketProps, BucketType, Buckets, ClusterShape};
 use crate::error::{ReplicationError, Result};
 use meridian_cluster::{Layout, Member, Props, Topology, rebalance};
 use meridian_core::{DcId, NodeId};
+use meridian_txn::{DirChange, KeyDirectory};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -88,6 +95,9 @@ pub enum MetaChange {
         /// The bucket's name.
         name: String,
     },
+    /// Change the transactional key directory (a batch of key moves starting, ending or
+    /// given up); refused whole if any key's change does not fit.
+    KeyDirectory(DirChange),
 }
 
 /// [`BucketProps`] in a form every serde format can carry (the TOML form is flattened, which
@@ -153,6 +163,9 @@ pub struct ClusterMeta {
     pub members: Vec<MemberRecord>,
     /// The bucket registry (validated against the layout's shape).
     pub buckets: BTreeMap<String, WireBucket>,
+    /// Transactional keys placed off their hash partition (empty: hash placement).
+    #[serde(default)]
+    pub key_directory: KeyDirectory,
 }
 
 impl ClusterMeta {
@@ -178,6 +191,7 @@ impl ClusterMeta {
                 .names()
                 .map(|n| (n.to_owned(), (*buckets.get(n).expect("listed")).into()))
                 .collect(),
+            key_directory: KeyDirectory::new(),
         })
     }
 
@@ -269,6 +283,21 @@ impl ClusterMeta {
                 if next.buckets.remove(name).is_none() {
                     return Err(refused(format!("no bucket named {name}")));
                 }
+            }
+            MetaChange::KeyDirectory(change) => {
+                let ring = self.layout.ring();
+                if let DirChange::Begin(moves) = change
+                    && let Some((k, to)) = moves.iter().find(|(_, to)| to.0 >= ring.q())
+                {
+                    return Err(refused(format!(
+                        "key {} cannot move to {to}: the ring has {} partitions",
+                        String::from_utf8_lossy(k),
+                        ring.q()
+                    )));
+                }
+                next.key_directory
+                    .apply(change, |k| ring.partition_of(k))
+                    .map_err(|e| refused(format!("key directory: {e}")))?;
             }
             MetaChange::HandoffComplete { epoch } => {
                 if self.previous.is_none() || self.layout.epoch() != *epoch {

@@ -424,6 +424,10 @@ fn txn_scenarios() -> Vec<Scenario> {
         r.expect = TxnExpect::Caught;
         r
     };
+    let moving = |mut r: TxnRun| {
+        r.workload.movers = 1;
+        r
+    };
     let mut skew = clock_si();
     skew.require_write_skew = true;
     skew.workload.skew_clients = 4;
@@ -570,11 +574,50 @@ fn txn_scenarios() -> Vec<Scenario> {
             ),
         ),
         txn_scenario(
+            "txn-neg-move-clock",
+            "negative control: key moves whose destination applies only the spec's              max commit_ts + 1 clock rule, clocks at ±200 ms, must be caught",
+            "none",
+            30,
+            {
+                let mut r = negative(
+                    TxnControls {
+                        move_commit_ts_only: true,
+                        ..TxnControls::default()
+                    },
+                    ClockPlan::Alternating { skew_us: 200_000 },
+                );
+                r.workload.movers = 2;
+                r.workload.move_every = Duration::from_millis(50);
+                r
+            },
+        ),
+        txn_scenario(
             "txn-session-delta",
             "session control: Clock-SI with snapshots 300 ms old and no session token must              fail strong-session SI (a client misses its own commits)",
             "none",
             20,
             session(false),
+        ),
+        txn_scenario(
+            "txn-moves",
+            "cross-node key moves (repartitioning §6): a mover moves accounts and list keys              between leaders every 200 ms under the bank, list-append SI and the counter;              Clock-SI, no faults",
+            "none",
+            30,
+            moving(clock_si()),
+        ),
+        txn_scenario(
+            "txn-moves-clocks",
+            "txn-moves under the clock nemesis: the move's clock rule against skew, drift,              jumps and strobing",
+            "none",
+            30,
+            moving(nemesis(clock_si())),
+        ),
+        txn_scenario(
+            "txn-moves-tso",
+            "txn-moves on the timestamp oracle (batched client)",
+            "none",
+            30,
+            moving(tso()),
         ),
         txn_scenario(
             "txn-session-token",

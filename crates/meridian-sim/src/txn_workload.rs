@@ -18,7 +18,11 @@
 //!   (the positive control);
 //! - **counter** (`ctr:c`): increments (read, write + 1), first a burst of concurrent ones
 //!   from every node, then a client per DC; the final value must equal the committed
-//!   increments (within the unknown outcomes): lost updates show.
+//!   increments (within the unknown outcomes): lost updates show;
+//! - **key moves** (`movers`, off by default; spec `repartitioning.md` §6): movers move a
+//!   random account and a random list-append key to a partition led by another node, every
+//!   `move_every`, while the other clients run — the bank audits and the SI checker then
+//!   judge the histories across moves (invariant 9).
 //!
 //! **Outcomes.** A transaction that fails before its commit is a certain abort (`fail`); at
 //! the commit, `timeout`, `coordinator_lost`, storage and request errors, and any answer from
@@ -108,6 +112,10 @@ pub struct TxnWorkloadConfig {
     /// Longest a transaction may take before its outcome is taken as unknown (a backstop:
     /// the protocol bounds every step itself).
     pub timeout: Duration,
+    /// Clients moving keys between leaders (in the first DC; 0: no moves).
+    pub movers: usize,
+    /// Pause between a mover's batches.
+    pub move_every: Duration,
 }
 
 impl Default for TxnWorkloadConfig {
@@ -124,6 +132,8 @@ impl Default for TxnWorkloadConfig {
             counter_clients: 1,
             think: Duration::from_millis(50),
             timeout: Duration::from_secs(30),
+            movers: 0,
+            move_every: Duration::from_millis(200),
         }
     }
 }
@@ -223,6 +233,8 @@ struct Ctx {
     origin: Instant,
     logs: Mutex<Logs>,
     next_value: Mutex<i64>,
+    /// Keys the movers moved.
+    moved: std::sync::atomic::AtomicUsize,
 }
 
 impl Ctx {
@@ -618,6 +630,41 @@ enum Kind {
     List(u64),
     Skew(u64),
     Counter,
+    Mover,
+}
+
+/// Moves a random account and a random list-append key to partitions led by other nodes.
+async fn move_keys(ctx: &Ctx, nodes: &[NodeId], rng: &mut ChaCha8Rng) {
+    let Some((node, _)) = pick(ctx, nodes, rng) else {
+        return;
+    };
+    let keys = [
+        account(rng.random_range(0..ctx.cfg.accounts)),
+        la_key(rng.random_range(0..ctx.cfg.list_keys)),
+    ];
+    let moves: Vec<(Bytes, meridian_core::PartitionId)> = keys
+        .into_iter()
+        .filter_map(|k| {
+            let now = node.txn_leader(&k).1;
+            let layout = node.layout();
+            let others: Vec<_> = layout
+                .ring()
+                .partitions()
+                .filter(|&p| layout.replicas(p).first().is_some_and(|&l| l != now))
+                .collect();
+            if others.is_empty() {
+                return None;
+            }
+            let to = others[rng.random_range(0..others.len())];
+            Some((k, to))
+        })
+        .collect();
+    // Failures (a crashed leader, a refused batch) leave the keys where they were.
+    if let Ok(r) = node.txn_move_keys(moves).await {
+        ctx.moved
+            .fetch_add(r.moved, std::sync::atomic::Ordering::Relaxed);
+    }
+    tokio::time::sleep(ctx.cfg.move_every).await;
 }
 
 async fn client(
@@ -638,6 +685,10 @@ async fn client(
                 if let Some((node, crashes)) = pick(&ctx, &nodes, &mut rng) {
                     increment(&ctx, &node, crashes).await;
                 }
+            }
+            Kind::Mover => {
+                move_keys(&ctx, &nodes, &mut rng).await;
+                continue;
             }
         }
         think(&ctx, &mut rng).await;
@@ -867,6 +918,7 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         origin: Instant::now(),
         logs: Mutex::new(Logs::default()),
         next_value: Mutex::new(0),
+        moved: std::sync::atomic::AtomicUsize::new(0),
     });
     let mut verdicts = Vec::new();
     let mut notes = Vec::new();
@@ -927,6 +979,7 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
     };
     let w = &tx.workload;
     let mut process = 0u64;
+    let mut first_dc = true;
     for dc in dcs {
         let in_dc: Vec<NodeId> = machines.iter().filter(|m| m.1 == dc).map(|m| m.0).collect();
         let mut kinds = Vec::new();
@@ -940,6 +993,10 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
         for _ in 0..w.skew_clients {
             kinds.push(Kind::Skew(process));
             process += 1;
+        }
+        if first_dc {
+            kinds.extend(std::iter::repeat_n(Kind::Mover, w.movers));
+            first_dc = false;
         }
         for kind in kinds {
             let rng = ChaCha8Rng::seed_from_u64(rng.random());
@@ -1120,6 +1177,12 @@ pub(crate) async fn run(scenario: &Scenario, tx: &TxnRun, seed: u64) -> Report {
             "negative control: {} (caught by: {})",
             if passed { "caught" } else { "NOT CAUGHT" },
             caught.join(", ")
+        ));
+    }
+    if tx.workload.movers > 0 {
+        notes.push(format!(
+            "key moves: {} keys moved between leaders",
+            ctx.moved.load(std::sync::atomic::Ordering::Relaxed)
         ));
     }
     notes.push(format!(

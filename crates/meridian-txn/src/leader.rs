@@ -92,6 +92,10 @@ pub struct Controls {
     /// A single-partition commit takes its timestamp before it holds its keys, then installs
     /// later (the race the spec's "timestamp after the marks are visible" rule closes).
     pub early_commit_ts: bool,
+    /// A key move's destination raises its clock only past the key's last commit (the
+    /// spec's `max commit_ts + 1`), not to the source's export timestamp, and the source
+    /// keeps serving reads above it (see `moves`).
+    pub move_commit_ts_only: bool,
 }
 
 /// What a read must do before it reads a key at `snap`.
@@ -180,6 +184,7 @@ mod tests {
         no_r2: false,
         no_certify: false,
         early_commit_ts: false,
+        move_commit_ts_only: false,
     };
 
     fn tx(n: u64) -> TxId {

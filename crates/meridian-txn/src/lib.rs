@@ -9,6 +9,8 @@
 //! | [`store`] | versions, prepared records, decisions and the oracle's bound over the engine |
 //! | [`tso`] | the oracle's state: ranges, persisted bound, capacity |
 //! | [`messages`] | the wire messages |
+//! | [`placement`] | the key directory overriding hash placement, and the planner proposing moves (spec `repartitioning.md` §6) |
+//! | [`moves`] | moving a key between leaders: freeze, export, install with the clock rule, redirect |
 //!
 //! The serving side — leaders answering reads with their waits, two-phase commit, the decision
 //! log's replay, the oracle's RPCs and the batched client — is the `txn` module of
@@ -22,6 +24,8 @@
 
 pub mod leader;
 pub mod messages;
+pub mod moves;
+pub mod placement;
 pub mod store;
 pub mod tso;
 pub mod types;
@@ -29,7 +33,11 @@ pub mod types;
 pub use leader::{Controls, LeaderClock, Mark, ReadCheck};
 pub use meridian_core::envelope::Entry;
 pub use messages::{Found, Outcome, TxnMsg};
-pub use store::{Decision, PreparedRecord, TxnStore, Write};
+pub use moves::{Exported, KeyMove, MoveTable};
+pub use placement::{
+    DirChange, KeyDirectory, Move, PartInfo, Placement, Plan, Planner, PlannerConfig, Route,
+};
+pub use store::{Decision, KeyVersions, PreparedRecord, TxnStore, Write};
 pub use tso::{Grant, TsoServer};
 pub use types::{
     Abort, Committed, Result, TimestampSource, TsoBatching, TxId, TxnError, TxnLimits, TxnProps,

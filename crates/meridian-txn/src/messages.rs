@@ -1,9 +1,10 @@
 //! The transaction protocol's messages (one variant of the node's wire type).
 
+use crate::moves::Exported;
 use crate::store::Write;
 use crate::types::{TimestampSource, TxId, TxnError};
 use bytes::Bytes;
-use meridian_core::Timestamp;
+use meridian_core::{DcId, PartitionId, Timestamp};
 use serde::{Deserialize, Serialize};
 
 /// A version a read found: its commit timestamp and value (`None`: deleted).
@@ -94,4 +95,38 @@ pub enum TxnMsg {
     },
     /// A range `first .. first + count`.
     TsoRange(Result<(u64, u32), TxnError>),
+    /// A move's steps 1–2 at the source leader (spec `repartitioning.md` §6): freeze each
+    /// key for the `Moving` entry of the given epoch towards the given partition, wait for
+    /// its marks to drain, export it. Answered by [`TxnMsg::MoveOutReply`].
+    MoveOut {
+        /// `(key, destination, entry epoch)`.
+        keys: Vec<(Bytes, PartitionId, u64)>,
+    },
+    /// Per key of a [`TxnMsg::MoveOut`], in order: what shipped, or why not.
+    MoveOutReply(Vec<Result<Exported, TxnError>>),
+    /// Step 2 at the destination leader: install each key's versions and raise the clock.
+    /// Answered by [`TxnMsg::Moved`].
+    MoveIn {
+        /// `(key, what shipped)`.
+        items: Vec<(Bytes, Exported)>,
+    },
+    /// Step 3 at the source leader: the keys live at their destinations since directory
+    /// epoch `dir_epoch`; delete them after the grace period. Answered by [`TxnMsg::Moved`].
+    MoveDone {
+        /// `(key, the Moving entry's epoch)`.
+        keys: Vec<(Bytes, u64)>,
+        /// The directory epoch of the `At` entries.
+        dir_epoch: u64,
+    },
+    /// A given-up move at the source leader: serve the keys again. Answered by
+    /// [`TxnMsg::Moved`].
+    MoveCancel {
+        /// `(key, the Moving entry's epoch)`.
+        keys: Vec<(Bytes, u64)>,
+    },
+    /// A move step's answer.
+    Moved(Result<(), TxnError>),
+    /// A coordinator's recent transactions for the planner: each one's DC and keys
+    /// (one-way, to the node running the planner).
+    Trace(Vec<(DcId, Vec<Bytes>)>),
 }

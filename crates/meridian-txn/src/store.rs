@@ -11,6 +11,7 @@
 //! | `0xFF 'y' ‖ txid` | a [`PreparedRecord`] (postcard) |
 //! | `0xFF 'z' ‖ txid` | a [`Decision`] (postcard) |
 //! | `0xFF 'o'` | the oracle's persisted upper bound (u64) |
+//! | `0xFF 'm' ‖ k` | a [`KeyMove`]: `k` is being moved away, or left (postcard) |
 //!
 //! The head holds a key's newest version and the commit timestamps of the older versions it
 //! keeps, so every operation is a point lookup, never a scan: certification reads the head's
@@ -28,6 +29,7 @@
 //! [`WriteBatch`]; [`TxnStore::read_at`] returns the newest version committed strictly below
 //! the snapshot, or `SnapshotTooOld` if that version was dropped by the [`MAX_OLDER`] cap.
 
+use crate::moves::KeyMove;
 use crate::types::{Result, TimestampSource, TxId, TxnError};
 use bytes::Bytes;
 use meridian_core::{NodeId, Timestamp};
@@ -44,6 +46,25 @@ pub const MAX_OLDER: usize = 64;
 const PREPARED_PREFIX: [u8; 2] = [0xFF, b'y'];
 const DECISION_PREFIX: [u8; 2] = [0xFF, b'z'];
 const TSO_BOUND_KEY: [u8; 2] = [0xFF, b'o'];
+const MOVE_PREFIX: [u8; 2] = [0xFF, b'm'];
+
+/// The versions of one key shipped by a move: `(commit_ts, value)` newest first (`None`:
+/// deleted), and whether older ones were dropped by the [`MAX_OLDER`] cap.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyVersions {
+    /// The versions, newest first.
+    pub versions: Vec<(Timestamp, Option<Bytes>)>,
+    /// Snapshots below the oldest version are refused (`SnapshotTooOld`), not answered
+    /// "absent".
+    pub truncated: bool,
+}
+
+impl KeyVersions {
+    /// The newest commit timestamp shipped.
+    pub fn max_commit_ts(&self) -> Option<Timestamp> {
+        self.versions.first().map(|(t, _)| *t)
+    }
+}
 
 /// A buffered write: a value, or `None` for a delete.
 pub type Write = (Bytes, Option<Bytes>);
@@ -317,6 +338,103 @@ impl TxnStore {
         Ok(dropped)
     }
 
+    /// Every version of `key` a snapshot at or above `watermark` can read — those at or
+    /// above it and the newest one below it — newest first, with whether older ones were
+    /// dropped by the [`MAX_OLDER`] cap (a move's export, spec `repartitioning.md` §6 step 2).
+    pub fn export_key(&self, key: &[u8], watermark: Timestamp) -> Result<KeyVersions> {
+        let Some(head) = self.head(key)? else {
+            return Ok(KeyVersions::default());
+        };
+        let mut versions = vec![(head.ts, decode_value(&head.stored)?)];
+        let mut below = head.ts < watermark;
+        for &t in &head.older {
+            if below {
+                break;
+            }
+            below = t < watermark.0;
+            let stored = self
+                .engine
+                .get_value(&version_key(key, Timestamp(t)), Timestamp::MAX)?
+                .ok_or_else(|| TxnError::Storage("a version the head names is missing".into()))?;
+            versions.push((Timestamp(t), decode_value(&stored)?));
+        }
+        // Versions left behind are below the watermark: the receiver refuses the snapshots
+        // that would need them (`SnapshotTooOld`) rather than answering "absent".
+        let left_some = versions.len() < 1 + head.older.len();
+        Ok(KeyVersions {
+            versions,
+            truncated: head.truncated || left_some,
+        })
+    }
+
+    /// Adds to `batch` the replacement of whatever this store holds of `key` by `kv` (a
+    /// move's install): afterwards [`TxnStore::read_at`] answers every snapshot exactly as
+    /// the exporting store did. An empty `kv` leaves the key absent.
+    ///
+    /// # Errors
+    /// `BadRequest` when the versions are not strictly newest first.
+    pub fn import_key(&self, batch: &mut WriteBatch, key: &[u8], kv: &KeyVersions) -> Result<()> {
+        if kv.versions.windows(2).any(|w| w[0].0 <= w[1].0) || kv.versions.len() > MAX_OLDER + 1 {
+            return Err(TxnError::BadRequest(
+                "imported versions are not strictly newest first within the cap".into(),
+            ));
+        }
+        self.delete_key(batch, key)?;
+        let Some(((ts, v), older)) = kv.versions.split_first() else {
+            return Ok(());
+        };
+        for (t, ov) in older {
+            batch.put(
+                version_key(key, *t),
+                self.next_stamp(),
+                encode_value(ov.as_ref()),
+            );
+        }
+        let head = Head {
+            ts: *ts,
+            truncated: kv.truncated,
+            older: older.iter().map(|(t, _)| t.0).collect(),
+            stored: encode_value(v.as_ref()),
+        };
+        batch.put(head_key(key), self.next_stamp(), head.encode());
+        Ok(())
+    }
+
+    /// Adds the removal of every version of `key` to `batch` (a moved key's source, after
+    /// the grace period). Returns how many versions it removes.
+    pub fn delete_key(&self, batch: &mut WriteBatch, key: &[u8]) -> Result<usize> {
+        let Some(head) = self.head(key)? else {
+            return Ok(0);
+        };
+        for &t in &head.older {
+            batch.delete(version_key(key, Timestamp(t)), self.next_stamp());
+        }
+        batch.delete(head_key(key), self.next_stamp());
+        Ok(1 + head.older.len())
+    }
+
+    /// Logs `key`'s move state (`None`: none any more).
+    pub fn log_key_move(&self, key: &[u8], state: Option<&KeyMove>) -> Result<()> {
+        let mut k = Vec::with_capacity(2 + key.len());
+        k.extend_from_slice(&MOVE_PREFIX);
+        k.extend_from_slice(key);
+        match state {
+            Some(m) => {
+                let v = postcard::to_stdvec(&(Bytes::copy_from_slice(key), *m))
+                    .map_err(|e| TxnError::Storage(e.to_string()))?;
+                self.engine
+                    .put(Bytes::from(k), self.next_stamp(), Bytes::from(v))?;
+            }
+            None => self.engine.delete(Bytes::from(k), self.next_stamp())?,
+        }
+        Ok(())
+    }
+
+    /// Every logged move state (recovery after a restart).
+    pub fn key_moves(&self) -> Result<Vec<(Bytes, KeyMove)>> {
+        self.scan_records(MOVE_PREFIX)
+    }
+
     /// Logs a prepared transaction (before its vote).
     pub fn log_prepared(&self, rec: &PreparedRecord) -> Result<()> {
         let v = postcard::to_stdvec(rec).map_err(|e| TxnError::Storage(e.to_string()))?;
@@ -521,6 +639,24 @@ mod tests {
             Timestamp(990)
         );
         assert_eq!(c.read_at(b"k", Timestamp(5)).unwrap(), None);
+    }
+
+    #[test]
+    fn move_states_round_trip() {
+        let s = store();
+        let m = KeyMove::Frozen {
+            to: meridian_core::PartitionId(4),
+            epoch: 7,
+            export_ts: Some(Timestamp(99)),
+        };
+        s.log_key_move(b"a", Some(&m)).unwrap();
+        s.log_key_move(b"b\xff", Some(&m)).unwrap();
+        assert_eq!(
+            s.key_moves().unwrap(),
+            vec![(Bytes::from("a"), m), (Bytes::from_static(b"b\xff"), m)]
+        );
+        s.log_key_move(b"a", None).unwrap();
+        assert_eq!(s.key_moves().unwrap().len(), 1);
     }
 
     #[test]

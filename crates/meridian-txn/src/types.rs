@@ -4,7 +4,7 @@
 //! Every abort is retryable and leaves no effect; [`TxnError::is_retryable`] says which
 //! errors a client's retry loop should retry.
 
-use meridian_core::{NodeId, Timestamp};
+use meridian_core::{NodeId, PartitionId, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use thiserror::Error;
@@ -185,6 +185,19 @@ pub enum TxnError {
     /// A request that makes no sense (an unknown transaction, mixed timestamp sources).
     #[error("txn_bad_request {0}")]
     BadRequest(String),
+    /// The key moved to another partition (spec `repartitioning.md` §6): the sender's key
+    /// directory is older than `dir_epoch`. Retryable once the directory is caught up; a
+    /// transaction that already touched the key elsewhere must start again.
+    #[error("wrong_partition hint={hint} dir_epoch={dir_epoch}")]
+    WrongPartition {
+        /// Where the key lives now.
+        hint: PartitionId,
+        /// The answering leader's directory epoch.
+        dir_epoch: u64,
+    },
+    /// A planning round failed (the partitioner refused the graph).
+    #[error("txn_plan {0}")]
+    Plan(String),
 }
 
 impl TxnError {
@@ -196,6 +209,7 @@ impl TxnError {
             TxnError::Aborted(_)
                 | TxnError::SnapshotTooOld { .. }
                 | TxnError::ClockWentBackward { .. }
+                | TxnError::WrongPartition { .. }
         )
     }
 

@@ -11,7 +11,11 @@
 //!   here before any `Commit` is sent; the client learns the outcome after the log write;
 //! - every abort is typed and leaves nothing behind: participants that voted are told to
 //!   abort, and one that never hears it asks this node, which answers `Aborted` for any
-//!   transaction it neither collects votes for nor has a decision on (presumed abort).
+//!   transaction it neither collects votes for nor has a decision on (presumed abort);
+//! - a transaction touches each key at one partition only: the partition a key was first
+//!   routed to (by the key directory) is remembered, and a key the directory has since moved
+//!   aborts the transaction with the retryable `KeyMoving` rather than being read or written
+//!   at a second partition (spec `repartitioning.md` invariant 9).
 
 use super::{Result, Txn};
 use crate::bucket::BucketType;
@@ -19,7 +23,7 @@ use crate::kernel::{Msg, Node};
 use bytes::Bytes;
 use futures_util::future::join_all;
 use meridian_cluster::bucket_and_key;
-use meridian_core::{NodeId, Timestamp};
+use meridian_core::{NodeId, PartitionId, Timestamp};
 use meridian_txn::{
     Abort, Decision, Found, TimestampSource, TxId, TxnError, TxnMsg, TxnProps, Write,
 };
@@ -52,6 +56,8 @@ pub struct Transaction {
     watches: BTreeSet<Bytes>,
     write_bytes: usize,
     started: Instant,
+    /// The partition each key touched was routed to (reads, then writes and watches).
+    routes: BTreeMap<Bytes, PartitionId>,
 }
 
 /// Per leader: its writes and its watched keys.
@@ -95,11 +101,13 @@ impl Node {
             watches: BTreeSet::new(),
             write_bytes: 0,
             started: Instant::now(),
+            routes: BTreeMap::new(),
         }
     }
 
     /// Runs `body` in a transaction and commits it; on a retryable abort (a conflict, a
-    /// blocked read, an old snapshot, a clock stepping back) runs it again at a fresh
+    /// blocked read, an old snapshot, a clock stepping back, a key moving between leaders or
+    /// a directory that had not caught up with a move) runs it again at a fresh
     /// snapshot, at most `attempts` times, after an exponential backoff (0.5 ms doubling to
     /// 100 ms) with seeded jitter. `body` gets the transaction and hands it back with its
     /// output; the answer is that output and the commit timestamp.
@@ -132,6 +140,19 @@ impl Node {
                     backoff_us = (backoff_us * 2).min(100_000);
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Waits (at most a second) until this node's key directory reached `epoch`, and a
+    /// little in any case (the answering leader's own copy may be the stale one).
+    pub(crate) async fn txn_await_directory(&self, epoch: u64) {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let now = self.kernel().view.read().meta.key_directory.epoch();
+            if now >= epoch || Instant::now() >= deadline {
+                return;
             }
         }
     }
@@ -204,6 +225,20 @@ impl Transaction {
         self.node.txn_state()
     }
 
+    /// `key`'s leader now; `KeyMoving` if the directory moved it since this transaction
+    /// first touched it at another partition.
+    fn route(&mut self, key: &Bytes) -> Result<NodeId> {
+        let (p, leader) = self.node.txn_leader(key);
+        match self.routes.get(key) {
+            Some(&was) if was != p => Err(Abort::KeyMoving(key.to_vec()).into()),
+            Some(_) => Ok(leader),
+            None => {
+                self.routes.insert(key.clone(), p);
+                Ok(leader)
+            }
+        }
+    }
+
     /// Checks `key`'s bucket: transactional, with the same timestamp source as the keys
     /// before it.
     fn check_key(&mut self, key: &[u8]) -> Result<()> {
@@ -266,11 +301,38 @@ impl Transaction {
 
     /// Reads `keys` at the snapshot with each version's commit timestamp (a key this
     /// transaction wrote answers its buffered value at `Timestamp::MAX`).
+    ///
+    /// A leader answering `WrongPartition` (this node's key directory is older than a move)
+    /// makes the read wait until the directory caught up and go again, at most three times —
+    /// unless the transaction already touched one of those keys at the old partition: then
+    /// it aborts with `KeyMoving` (see the module docs).
     pub async fn read_versions(&mut self, keys: &[Bytes]) -> Result<Vec<Found>> {
         for k in keys {
             self.check_key(k)?;
         }
         let snap = self.ensure_snapshot().await?;
+        let mut attempt = 0;
+        loop {
+            let fresh: Vec<Bytes> = keys
+                .iter()
+                .filter(|k| !self.routes.contains_key(*k) && !self.writes.contains_key(*k))
+                .cloned()
+                .collect();
+            match self.read_at_leaders(keys, snap).await {
+                Err(TxnError::WrongPartition { dir_epoch, .. }) if attempt < 3 => {
+                    attempt += 1;
+                    // Nothing was read: the keys first routed by this call are untouched.
+                    for k in &fresh {
+                        self.routes.remove(k);
+                    }
+                    self.node.txn_await_directory(dir_epoch).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn read_at_leaders(&mut self, keys: &[Bytes], snap: Timestamp) -> Result<Vec<Found>> {
         let (source, _) = self.source.unwrap_or_default();
         let mut out: Vec<Option<Found>> = vec![None; keys.len()];
         let mut by_leader: BTreeMap<NodeId, Vec<usize>> = BTreeMap::new();
@@ -278,10 +340,8 @@ impl Transaction {
             if let Some(v) = self.writes.get(k) {
                 out[i] = Some(Some((Timestamp::MAX, v.clone())));
             } else {
-                by_leader
-                    .entry(self.node.txn_leader(k).1)
-                    .or_default()
-                    .push(i);
+                let leader = self.route(k)?;
+                by_leader.entry(leader).or_default().push(i);
             }
         }
         let txid = Some(self.txid);
@@ -365,8 +425,13 @@ impl Transaction {
         let r = self.commit_inner().await;
         let c = &node.txn_state().counters;
         match r {
-            Ok(_) => c.commits.fetch_add(1, Ordering::Relaxed),
-            Err(_) => c.aborts.fetch_add(1, Ordering::Relaxed),
+            Ok(_) => {
+                c.commits.fetch_add(1, Ordering::Relaxed);
+                node.txn_trace(std::mem::take(&mut self.routes).into_keys().collect());
+            }
+            Err(_) => {
+                c.aborts.fetch_add(1, Ordering::Relaxed);
+            }
         };
         r
     }
@@ -390,11 +455,11 @@ impl Transaction {
         let (source, props) = self.source.unwrap_or_default();
         let mut parts: Participants = BTreeMap::new();
         for (k, v) in std::mem::take(&mut self.writes) {
-            let leader = self.node.txn_leader(&k).1;
+            let leader = self.route(&k)?;
             parts.entry(leader).or_default().0.push((k, v));
         }
         for k in std::mem::take(&mut self.watches) {
-            let leader = self.node.txn_leader(&k).1;
+            let leader = self.route(&k)?;
             let e = parts.entry(leader).or_default();
             if !e.0.iter().any(|(w, _)| *w == k) {
                 e.1.push(k);

@@ -6,10 +6,15 @@
 //! | leader | snapshot reads with the R1/R2 waits, single-partition commit, prepare, commit, abort, and the replay of prepared records after a restart | here |
 //! | coordinator | [`Transaction`]: the client's handle — snapshot, reads, buffered writes and watches, commit (one step or two-phase with the decision log), and the resend of logged decisions | `coordinator.rs` |
 //! | oracle | the timestamp oracle's RPC and the batched/unbatched clients | `oracle.rs` |
+//! | moves | cross-node key moves (spec `repartitioning.md` §6): the mover, the source's freeze and export, the destination's install, the planner's feed and rounds | `moves.rs` |
 //!
 //! **Deployment.** A partition's leader is its first replica in claim order
 //! ([`Node::txn_leader`]); its committed versions live only there (`txn_backups = 0`, see the
 //! `meridian-txn` crate docs). A transaction's coordinator is the node that serves the client.
+//! A key's partition is its hash partition unless the key directory (in the cluster metadata)
+//! moved it; a leader admits a key only if its own copy of the directory and its table of
+//! keys being moved away say it serves it (`KeyMoving` while it moves, `WrongPartition`
+//! once it left), checked under the key's stripe together with the read or certification.
 //!
 //! **Guarantees.**
 //! - Every key's mark is read and changed under that key's stripe lock, together with the
@@ -29,9 +34,11 @@
 //!   1 s slack can refuse old snapshots early, never serve wrong ones.
 
 mod coordinator;
+mod moves;
 mod oracle;
 
 pub use coordinator::{Transaction, TxnOptions};
+pub use moves::MoveReport;
 
 use crate::kernel::{Incoming, Node, Protocol};
 use bytes::Bytes;
@@ -39,8 +46,8 @@ use meridian_core::{NodeId, PartitionId, Timestamp};
 use meridian_storage::WriteBatch;
 use meridian_txn::leader::{self, ReadCheck};
 use meridian_txn::{
-    Abort, Controls, Found, LeaderClock, Mark, Outcome, PreparedRecord, TimestampSource, TxId,
-    TxnError, TxnLimits, TxnMsg, TxnStore, Write,
+    Abort, Controls, Found, LeaderClock, Mark, MoveTable, Outcome, PreparedRecord, TimestampSource,
+    TxId, TxnError, TxnLimits, TxnMsg, TxnStore, Write,
 };
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
@@ -124,6 +131,10 @@ pub(crate) struct Txn {
     controls: Mutex<Controls>,
     counters: Counters,
     oracle: oracle::Oracle,
+    /// Keys this leader is moving away, or moved away recently.
+    moves: Mutex<MoveTable>,
+    /// The planner's feed and, on the node that plans, its state.
+    planning: Mutex<moves::Planning>,
 }
 
 impl Txn {
@@ -146,7 +157,13 @@ impl Txn {
             controls: Mutex::new(Controls::default()),
             counters: Counters::default(),
             oracle: oracle::Oracle::default(),
+            moves: Mutex::new(MoveTable::new()),
+            planning: Mutex::new(moves::Planning::default()),
         };
+        match t.store.key_moves() {
+            Ok(states) => *t.moves.lock() = MoveTable::restore(states),
+            Err(e) => tracing::error!(error = %e, "key move states not recovered"),
+        }
         match t.store.prepared() {
             Ok(recs) => {
                 for rec in recs {
@@ -212,6 +229,14 @@ impl Txn {
         )
     }
 
+    /// Changes the move table with `f` and logs `key`'s resulting state.
+    fn change_move<R>(&self, key: &[u8], f: impl FnOnce(&mut MoveTable) -> Result<R>) -> Result<R> {
+        let mut m = self.moves.lock();
+        let r = f(&mut m)?;
+        self.store.log_key_move(key, m.get(key))?;
+        Ok(r)
+    }
+
     fn controls(&self) -> Controls {
         *self.controls.lock()
     }
@@ -237,12 +262,43 @@ fn guard_for<'g, 'a>(
 }
 
 impl Node {
-    /// The leader of `key`'s partition for transactions: its first replica in claim order.
+    /// The partition of `key` for transactions — the key directory's, else its hash
+    /// partition — and that partition's leader, its first replica in claim order.
     pub fn txn_leader(&self, key: &[u8]) -> (PartitionId, NodeId) {
-        let layout = self.layout();
-        let p = layout.ring().partition_of(key);
+        let v = self.kernel().view.read();
+        let layout = &v.meta.layout;
+        let p = v
+            .meta
+            .key_directory
+            .partition(key, || layout.ring().partition_of(key));
         let leader = layout.replicas(p).first().copied().unwrap_or(self.id());
         (p, leader)
+    }
+
+    /// Whether this leader serves `key`: for a read at `Some(snap)`, or for certification
+    /// (`None`). Its table of keys moving away first (it knows before its directory copy
+    /// does), then its directory copy. Called under the key's stripe.
+    fn txn_admit(&self, key: &[u8], read_at: Option<Timestamp>) -> Result<()> {
+        {
+            let m = self.txn_state().moves.lock();
+            match read_at {
+                Some(snap) => m.admit_read(key, snap)?,
+                None => m.admit_write(key)?,
+            }
+        }
+        let v = self.kernel().view.read();
+        let layout = &v.meta.layout;
+        let me = self.id();
+        let home = || layout.ring().partition_of(key);
+        let mine = |p: PartitionId| layout.replicas(p).first() == Some(&me);
+        match read_at {
+            Some(_) => {
+                meridian_txn::moves::directory_admits_read(&v.meta.key_directory, key, home, mine)
+            }
+            None => {
+                meridian_txn::moves::directory_admits_write(&v.meta.key_directory, key, home, mine)
+            }
+        }
     }
 
     /// This node's transaction counters.
@@ -337,6 +393,7 @@ impl Node {
                     let marks = stripe.marks.lock();
                     match leader::r2_check(source, marks.get(key), snap, txid, t.controls()) {
                         ReadCheck::Ready => {
+                            self.txn_admit(key, Some(snap))?;
                             out.push(t.store.read_at(key, snap)?);
                             None
                         }
@@ -374,6 +431,8 @@ impl Node {
         let t = self.txn_state();
         let c = t.controls();
         for key in writes.iter().map(|(k, _)| k).chain(watches.iter()) {
+            // Before certification: a refused key leaves nothing behind.
+            self.txn_admit(key, None)?;
             let marks = guard_for(idx, guards, key);
             leader::certify(
                 key,
@@ -574,6 +633,7 @@ impl Node {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            self.txn_moves_housekeeping().await;
             let stale: Vec<TxId> = {
                 let now = Instant::now();
                 self.txn_state()
@@ -673,12 +733,25 @@ impl Protocol for Txn {
                     req.answer(TxnMsg::TsoRange(r));
                 });
             }
+            m @ (TxnMsg::MoveOut { .. }
+            | TxnMsg::MoveIn { .. }
+            | TxnMsg::MoveDone { .. }
+            | TxnMsg::MoveCancel { .. }) => {
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let r = node.txn_move_step(m).await;
+                    req.answer(r);
+                });
+            }
+            TxnMsg::Trace(txns) => node.txn_trace_received(txns),
             other @ (TxnMsg::ReadReply(_)
             | TxnMsg::Committed(_)
             | TxnMsg::Vote(_)
             | TxnMsg::Ack
             | TxnMsg::Outcome(_)
-            | TxnMsg::TsoRange(_)) => req.unexpected(node, &other),
+            | TxnMsg::TsoRange(_)
+            | TxnMsg::MoveOutReply(_)
+            | TxnMsg::Moved(_)) => req.unexpected(node, &other),
         }
     }
 }

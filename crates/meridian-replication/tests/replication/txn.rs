@@ -4,8 +4,10 @@
 //! the WAN cost of a cross-DC transfer, and recovery after a participant or coordinator crash.
 
 use super::*;
+use meridian_core::PartitionId;
 use meridian_replication::{
-    ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions, TxnProps,
+    DirChange, PlannerConfig, ReplicationError, TimestampSource, TsoBatching, TxnError, TxnOptions,
+    TxnProps,
 };
 
 async fn bank_cluster(seed: u64, txn: TxnProps) -> Cluster {
@@ -172,6 +174,25 @@ async fn a_transfer_between_dcs_commits_in_two_wan_round_trips() {
 }
 
 async fn run_bank(c: &Cluster, seed: u64) {
+    run_bank_with(c, seed, None).await;
+}
+
+/// A partition led by another node than `key`'s leader now (as `node` sees it), picked
+/// with `r`.
+fn elsewhere(node: &EventualNode, key: &[u8], r: u64) -> PartitionId {
+    let now = node.txn_leader(key).1;
+    let layout = node.layout();
+    let others: Vec<PartitionId> = layout
+        .ring()
+        .partitions()
+        .filter(|&p| layout.replicas(p).first() != Some(&now))
+        .collect();
+    others[r as usize % others.len()]
+}
+
+/// The bank of [`run_bank`]; with `mover`, that node moves random accounts to other leaders
+/// every 20 ms while the transfers and audits run. Returns the keys moved.
+async fn run_bank_with(c: &Cluster, seed: u64, mover: Option<usize>) -> usize {
     const ACCOUNTS: usize = 24;
     let mut t = c.nodes[0].begin(TxnOptions::default());
     for i in 0..ACCOUNTS {
@@ -199,6 +220,7 @@ async fn run_bank(c: &Cluster, seed: u64) {
                 let amount = (next() % 30) as i64;
                 let mut t = node.begin(TxnOptions::default());
                 let v = match t.read(&[from.clone(), to.clone()]).await {
+                    Err(e) if !e.is_retryable() => panic!("{e:?}"),
                     Ok(v) => v,
                     Err(_) => {
                         aborted += 1;
@@ -222,6 +244,29 @@ async fn run_bank(c: &Cluster, seed: u64) {
             (ok, aborted)
         }));
     }
+    let moving = mover.map(|m| {
+        let node = c.nodes[m].clone();
+        tokio::spawn(async move {
+            let mut moved = 0;
+            for round in 0..40u64 {
+                let mut keys: Vec<(Bytes, PartitionId)> = (0..3u64)
+                    .map(|j| {
+                        let k = acct(((seed + round * 7 + j * 5) as usize) % ACCOUNTS);
+                        let to = elsewhere(&node, &k, seed ^ (round * 31 + j));
+                        (k, to)
+                    })
+                    .collect();
+                keys.sort();
+                keys.dedup_by(|a, b| a.0 == b.0);
+                match node.txn_move_keys(keys).await {
+                    Ok(r) => moved += r.moved,
+                    Err(e) => panic!("a move batch failed: {e}"),
+                }
+                sleep(Duration::from_millis(20)).await;
+            }
+            moved
+        })
+    });
     let auditor = c.nodes[3].clone();
     let audits = tokio::spawn(async move {
         let keys: Vec<Bytes> = (0..ACCOUNTS).map(acct).collect();
@@ -231,7 +276,11 @@ async fn run_bank(c: &Cluster, seed: u64) {
                 read_only: true,
                 session: None,
             });
-            if let Ok(v) = t.read(&keys).await {
+            let r = t.read(&keys).await;
+            if let Err(e) = &r {
+                assert!(e.is_retryable(), "{e:?}");
+            }
+            if let Ok(v) = r {
                 let total: i64 = v.iter().map(num).sum();
                 assert_eq!(
                     total,
@@ -250,13 +299,31 @@ async fn run_bank(c: &Cluster, seed: u64) {
         committed += t.await.unwrap().0;
     }
     let audited = audits.await.unwrap();
-    println!("bank: {committed} transfers committed, {audited} audits");
+    let moved = match moving {
+        Some(m) => m.await.unwrap(),
+        None => 0,
+    };
+    println!("bank: {committed} transfers committed, {audited} audits, {moved} keys moved");
     assert!(committed > 20, "the bank made progress");
-    assert!(audited >= 15);
+    // Audits read every account: with keys moving, some meet a move and abort (retryably).
+    assert!(
+        audited >= if mover.is_some() { 5 } else { 15 },
+        "{audited} audits"
+    );
     let keys: Vec<Bytes> = (0..ACCOUNTS).map(acct).collect();
-    let mut t = c.nodes[2].begin(TxnOptions::default());
-    let total: i64 = t.read(&keys).await.unwrap().iter().map(num).sum();
+    let total: i64 = c.nodes[2]
+        .retry_txn(TxnOptions::default(), 20, |mut t| {
+            let keys = keys.clone();
+            async move {
+                let v = t.read(&keys).await?;
+                Ok((t, v.iter().map(num).sum::<i64>()))
+            }
+        })
+        .await
+        .unwrap()
+        .0;
     assert_eq!(total, 100 * ACCOUNTS as i64);
+    moved
 }
 
 #[tokio::test(start_paused = true)]
@@ -497,4 +564,261 @@ async fn a_lost_commit_answer_is_an_unknown_outcome_not_an_abort() {
         vec![Some(b("7"))],
         "it did commit"
     );
+}
+
+/// Keys move between leaders while transfers and audits run (spec `repartitioning.md` §6,
+/// invariant 9): the total holds in every audit snapshot, and every abort a move causes is
+/// retryable.
+#[tokio::test(start_paused = true)]
+async fn the_bank_keeps_its_total_while_keys_move_between_leaders() {
+    let c = bank_cluster(15, TxnProps::default()).await;
+    let moved = run_bank_with(&c, 15, Some(1)).await;
+    assert!(moved >= 40, "{moved} keys moved");
+    assert!(!c.nodes[0].meta().key_directory.is_empty());
+    // Every node's directory copy caught up, and sends each key to one leader.
+    sleep(Duration::from_secs(2)).await;
+    for i in 0..24 {
+        let k = acct(i);
+        let l: BTreeSet<NodeId> = c.nodes.iter().map(|n| n.txn_leader(&k).1).collect();
+        assert_eq!(l.len(), 1, "{k:?} has leaders {l:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_bank_keeps_its_total_while_keys_move_under_an_oracle() {
+    let props = TxnProps {
+        timestamps: Some(TimestampSource::Tso),
+        tso_batching: Some(TsoBatching::Batched),
+        ..TxnProps::default()
+    };
+    let c = bank_cluster(16, props).await;
+    assert!(run_bank_with(&c, 16, Some(4)).await >= 40);
+}
+
+/// A transaction that read a key at one partition never writes it at another: the move in
+/// between aborts it (retryable, no effect); a snapshot older than the move reads the same
+/// version at the new leader; the old leader sends stale coordinators on.
+#[tokio::test(start_paused = true)]
+async fn a_transaction_never_touches_a_key_at_two_partitions() {
+    let c = bank_cluster(17, TxnProps::default()).await;
+    let (k, other) = (acct(1), acct(2));
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    t.write(k.clone(), Some(b("10"))).unwrap();
+    t.write(other.clone(), Some(b("0"))).unwrap();
+    t.commit().await.unwrap();
+    let (p, old) = c.nodes[0].txn_leader(&k);
+    // A reader fixes its snapshot and reads k before the move; a writer reads k.
+    let mut reader = c.nodes[5].begin(TxnOptions::default());
+    assert_eq!(
+        reader.read(std::slice::from_ref(&other)).await.unwrap(),
+        vec![Some(b("0"))]
+    );
+    let mut writer = c.nodes[2].begin(TxnOptions::default());
+    assert_eq!(
+        writer.read(std::slice::from_ref(&k)).await.unwrap(),
+        vec![Some(b("10"))]
+    );
+    let to = elsewhere(&c.nodes[4], &k, 3);
+    let r = c.nodes[4]
+        .txn_move_keys(vec![(k.clone(), to)])
+        .await
+        .unwrap();
+    assert_eq!(r.moved, 1);
+    sleep(Duration::from_millis(300)).await;
+    let (p2, new) = c.nodes[2].txn_leader(&k);
+    assert_eq!(p2, to);
+    assert_ne!(new, old);
+    assert_ne!(p2, p);
+    // The writer read k at p: writing it at the new partition aborts, retryably, leaving
+    // nothing.
+    writer.write(k.clone(), Some(b("11"))).unwrap();
+    let e = writer.commit().await.unwrap_err();
+    assert!(matches!(&e, TxnError::Aborted(_)), "{e:?}");
+    assert!(e.to_string().contains("key_moving"), "{e}");
+    assert!(e.is_retryable());
+    // The old snapshot reads the same version at the new leader.
+    assert_eq!(
+        reader.read(std::slice::from_ref(&k)).await.unwrap(),
+        vec![Some(b("10"))]
+    );
+    // Retried, the increment applies once, at the new leader.
+    let (v, _) = c.nodes[2]
+        .retry_txn(TxnOptions::default(), 10, |mut t| {
+            let k = k.clone();
+            async move {
+                let v = num(&t.read(std::slice::from_ref(&k)).await?[0]) + 1;
+                t.write(k, Some(b(&v.to_string())))?;
+                Ok((t, v))
+            }
+        })
+        .await
+        .unwrap();
+    assert_eq!(v, 11);
+    // Moved back home: the directory forgets the key, and the value travelled along.
+    let r = c.nodes[0]
+        .txn_move_keys(vec![(k.clone(), p)])
+        .await
+        .unwrap();
+    assert_eq!(r.moved, 1);
+    assert!(c.nodes[0].meta().key_directory.is_empty());
+    let mut r = c.nodes[3].begin(TxnOptions::default());
+    assert_eq!(r.read(&[k]).await.unwrap(), vec![Some(b("11"))]);
+}
+
+/// The planner on the claimant (spec §6): transactions over hidden affinity groups of four
+/// accounts, which hashing scatters over the six leaders, end up mostly on one leader each,
+/// while the bank's total holds in every audit.
+#[tokio::test(start_paused = true)]
+async fn the_planner_colocates_affinity_groups_while_the_bank_keeps_its_total() {
+    const GROUPS: usize = 12;
+    let c = bank_cluster(18, TxnProps::default()).await;
+    let key = |g: usize, j: usize| acct(g * 4 + j);
+    let all: Vec<Bytes> = (0..GROUPS * 4).map(acct).collect();
+    let mut t = c.nodes[0].begin(TxnOptions::default());
+    for k in &all {
+        t.write(k.clone(), Some(b("100"))).unwrap();
+    }
+    t.commit().await.unwrap();
+    let colocated = |c: &Cluster| {
+        (0..GROUPS)
+            .filter(|&g| {
+                let ls: BTreeSet<NodeId> = (0..4).map(|j| leader(c, &key(g, j))).collect();
+                ls.len() == 1
+            })
+            .count()
+    };
+    let before = colocated(&c);
+    let cfg = PlannerConfig {
+        plan_interval_us: 5_000_000,
+        window: 2_000,
+        min_gain: 8,
+        ..PlannerConfig::default()
+    };
+    for n in &c.nodes {
+        n.set_txn_planner(Some(cfg));
+    }
+    let stop = Instant::now() + Duration::from_secs(25);
+    let mut tasks = Vec::new();
+    for w in 0..6u64 {
+        let node = c.nodes[w as usize].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (w + 1);
+            let mut next = move || {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                rng
+            };
+            let mut ok = 0;
+            while Instant::now() < stop {
+                let g = next() as usize % GROUPS;
+                let (from, to) = (next() as usize % 4, next() as usize % 4);
+                let keys: Vec<Bytes> = (0..4).map(|j| acct(g * 4 + j)).collect();
+                let r = node
+                    .retry_txn(TxnOptions::default(), 10, |mut t| {
+                        let keys = keys.clone();
+                        async move {
+                            let v = t.read(&keys).await?;
+                            if from != to && num(&v[from]) >= 5 {
+                                t.write(
+                                    keys[from].clone(),
+                                    Some(b(&(num(&v[from]) - 5).to_string())),
+                                )?;
+                                t.write(keys[to].clone(), Some(b(&(num(&v[to]) + 5).to_string())))?;
+                            }
+                            Ok((t, ()))
+                        }
+                    })
+                    .await;
+                match r {
+                    Ok(_) => ok += 1,
+                    Err(e) => assert!(e.is_retryable(), "{e:?}"),
+                }
+                sleep(Duration::from_millis(10)).await;
+            }
+            ok
+        }));
+    }
+    let auditor = c.nodes[4].clone();
+    let audit_keys = all.clone();
+    let audits = tokio::spawn(async move {
+        let mut n = 0;
+        while Instant::now() < stop {
+            let mut t = auditor.begin(TxnOptions {
+                read_only: true,
+                session: None,
+            });
+            match t.read(&audit_keys).await {
+                Ok(v) => {
+                    let total: i64 = v.iter().map(num).sum();
+                    assert_eq!(
+                        total,
+                        100 * audit_keys.len() as i64,
+                        "an audit saw money appear or vanish"
+                    );
+                    n += 1;
+                }
+                Err(e) => assert!(e.is_retryable(), "{e:?}"),
+            }
+            sleep(Duration::from_millis(500)).await;
+        }
+        n
+    });
+    let mut committed = 0;
+    for t in tasks {
+        committed += t.await.unwrap();
+    }
+    let audited = audits.await.unwrap();
+    sleep(Duration::from_secs(1)).await;
+    let after = colocated(&c);
+    let moved = c.nodes[0].meta().key_directory.len();
+    println!(
+        "planner: {committed} transactions, {audited} audits, {moved} keys in the directory, \
+         groups on one leader {before}/{GROUPS} -> {after}/{GROUPS}"
+    );
+    assert!(audited >= 10);
+    assert!(moved > 0, "the planner moved keys");
+    assert!(
+        after >= GROUPS * 3 / 4,
+        "{before} -> {after} of {GROUPS} groups co-located"
+    );
+}
+
+/// A mover that dies after `Moving` was published leaves its keys refusing writes
+/// (retryably); the claimant gives the move up after a minute without directory change, and
+/// the key is written at its old leader again.
+#[tokio::test(start_paused = true)]
+async fn the_claimant_gives_up_a_move_whose_mover_died() {
+    let c = bank_cluster(19, TxnProps::default()).await;
+    let k = acct(3);
+    let write = |n: usize, v: &str| {
+        let node = c.nodes[n].clone();
+        let (k, v) = (k.clone(), b(v));
+        async move {
+            let mut t = node.begin(TxnOptions::default());
+            t.write(k, Some(v))?;
+            t.commit().await
+        }
+    };
+    write(2, "1").await.unwrap();
+    let (p, _) = c.nodes[0].txn_leader(&k);
+    let to = elsewhere(&c.nodes[0], &k, 1);
+    // The mover's first step only: the directory says Moving, nothing else happens.
+    c.nodes[5]
+        .change(MetaChange::KeyDirectory(DirChange::Begin(vec![(
+            k.clone(),
+            to,
+        )])))
+        .await
+        .unwrap();
+    sleep(Duration::from_millis(300)).await;
+    let e = write(2, "2").await.unwrap_err();
+    assert!(e.to_string().contains("key_moving"), "{e}");
+    assert!(e.is_retryable());
+    sleep(Duration::from_secs(70)).await;
+    assert!(c.nodes[0].meta().key_directory.is_empty());
+    assert_eq!(c.nodes[4].txn_leader(&k).0, p);
+    write(2, "3").await.unwrap();
+    let mut r = c.nodes[4].begin(TxnOptions::default());
+    assert_eq!(r.read(&[k]).await.unwrap(), vec![Some(b("3"))]);
 }

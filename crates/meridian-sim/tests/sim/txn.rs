@@ -71,6 +71,7 @@ fn negative_controls_are_caught() {
         ("txn-neg-no-r2", &["txn-si"][..]),
         ("txn-neg-no-certify", &["txn-counter", "txn-si"][..]),
         ("txn-neg-early-commit-ts", &["txn-si"][..]),
+        ("txn-neg-move-clock", &["txn-bank"][..]),
     ] {
         let r = run_named(name, 1);
         let failed = failed_checks(&r);
@@ -126,6 +127,38 @@ fn txn_nemesis_seed_sweep() {
     assert!(
         failures.is_empty(),
         "failing runs, replay with:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Cross-node key moves (spec `repartitioning.md` §6, invariant 9): accounts and list keys
+/// move between leaders under the bank, list-append SI and the counter, with steady clocks,
+/// the clock nemesis and the oracle; every check passes and keys did move.
+#[test]
+fn txn_key_moves_keep_bank_audits_and_si() {
+    let mut failures = Vec::new();
+    for name in ["txn-moves", "txn-moves-clocks", "txn-moves-tso"] {
+        for seed in 1..=txn_seeds().min(3) {
+            let r = run_named(name, seed);
+            let moved = r
+                .notes
+                .iter()
+                .find_map(|n| n.strip_prefix("key moves: "))
+                .and_then(|n| n.split(' ').next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            assert!(moved >= 20, "{name} seed {seed}: only {moved} keys moved");
+            if !r.passed {
+                failures.push(format!(
+                    "meridian sim --scenario {name} --seed {seed}: {:?}",
+                    failed_checks(&r)
+                ));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "failing runs:\n{}",
         failures.join("\n")
     );
 }
