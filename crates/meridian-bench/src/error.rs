@@ -39,4 +39,7 @@ pub enum BenchError {
         /// What failed.
         reason: String,
     },
+    /// A kvpaxos request file is malformed; the error names the line and the field.
+    #[error("kvpaxos request file: {0}")]
+    Kvpaxos(#[from] crate::kvpaxos::KvpaxosError),
 }
