@@ -20,6 +20,8 @@
 //! | [`cell`] | one cell on a Meridian cluster: load, timeline warm-up, measurement |
 //! | [`cluster`] | the study's consistency modes on the embedded (real-time) or simulated (virtual-time) cluster |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
+//! | [`kvpaxos`] | the kvpaxos YCSB D/E request generator and its `type,key,arg,` request files (spec `repartitioning.md` §5) |
+//! | [`repart`] | the in-node repartitioning study (`experiments/repartitioning/`): kvpaxos request files replayed through the worker-shard executor, 1 s throughput bins, makespan, report |
 //! | [`error`] | [`BenchError`], the crate's one error type |
 //!
 //! Everything here is deterministic given its seed: no global randomness, and no OS clock (the
@@ -34,9 +36,11 @@ pub mod error;
 pub mod executor;
 pub mod experiment;
 pub mod generator;
+pub mod kvpaxos;
 pub mod locality;
 pub mod output;
 pub mod plot;
+pub mod repart;
 pub mod replica_choice;
 pub mod resp;
 pub mod runner;

@@ -110,6 +110,9 @@ enum BenchKind {
     /// downloads, random reads; admission, memory, WAN and disk models), every object
     /// verified; `--study` runs the GridFS study's experiments E1–E7.
     Blob(Box<crate::bench_blob_cmd::BlobArgs>),
+    /// The in-node repartitioning study: `replay`, `kvpaxos-gen`, `repart-plot`.
+    #[command(flatten)]
+    Repart(crate::bench_repart_cmd::RepartCommand),
 }
 
 /// What YCSB operations become on a RESP server.
@@ -373,8 +376,10 @@ fn parse_resp(spec: &str) -> Vec<Vec<String>> {
 
 /// Runs `meridian bench`.
 pub fn run(args: BenchArgs) -> Result<()> {
-    if let Some(BenchKind::Blob(blob)) = args.kind {
-        return crate::bench_blob_cmd::run(*blob);
+    match args.kind {
+        Some(BenchKind::Blob(blob)) => return crate::bench_blob_cmd::run(*blob),
+        Some(BenchKind::Repart(cmd)) => return crate::bench_repart_cmd::run(cmd),
+        None => {}
     }
     let (mut w, warnings) = workload(&args)?;
     for warning in &warnings {

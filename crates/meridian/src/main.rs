@@ -2,6 +2,7 @@
 
 mod bench_blob_cmd;
 mod bench_cmd;
+mod bench_repart_cmd;
 mod ctl_cmd;
 mod demo_cmd;
 mod experiment_cmd;
