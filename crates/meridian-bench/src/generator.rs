@@ -173,9 +173,9 @@ impl Distribution {
     }
 }
 
-/// YCSB's `Utils.fnvhash64`: FNV-1 over the 8 little-endian bytes of `val`, made non-negative
-/// as Java's `Math.abs` does (YCSB's key names and scrambled ranks are defined by it).
-pub fn fnv_hash64(val: u64) -> u64 {
+/// FNV-1 over the 8 little-endian bytes of `val`, before any sign folding (YCSB and kvpaxos
+/// fold it differently).
+pub(crate) fn fnv1_64(val: u64) -> u64 {
     const OFFSET_BASIS: u64 = 0xCBF2_9CE4_8422_2325;
     const PRIME: u64 = 1_099_511_628_211;
     let mut hash = OFFSET_BASIS;
@@ -185,6 +185,13 @@ pub fn fnv_hash64(val: u64) -> u64 {
         hash = hash.wrapping_mul(PRIME);
         v >>= 8;
     }
+    hash
+}
+
+/// YCSB's `Utils.fnvhash64`: FNV-1 over the 8 little-endian bytes of `val`, made non-negative
+/// as Java's `Math.abs` does (YCSB's key names and scrambled ranks are defined by it).
+pub fn fnv_hash64(val: u64) -> u64 {
+    let hash = fnv1_64(val);
     // Java's Math.abs(Long.MIN_VALUE) stays negative; unsigned_abs gives 2^63 there instead,
     // the only value on which we differ, and one that still stays in range after `% n`.
     (hash as i64).unsigned_abs()

@@ -558,15 +558,7 @@ impl Zipfian {
 /// kvpaxos' `fnvhash64` as compiled: FNV over the 8 low-to-high bytes, then C's `int abs(int)`
 /// on the low 32 bits (see the module header). `i32::MIN` gives 2³¹, where C is undefined.
 fn kvpaxos_fnv_hash(val: u64) -> u64 {
-    const OFFSET_BASIS: u64 = 0xCBF2_9CE4_8422_2325;
-    const PRIME: u64 = 1_099_511_628_211;
-    let mut hash = OFFSET_BASIS;
-    let mut v = val;
-    for _ in 0..8 {
-        hash ^= v & 0xff;
-        hash = hash.wrapping_mul(PRIME);
-        v >>= 8;
-    }
+    let hash = crate::generator::fnv1_64(val);
     u64::from((hash as u32 as i32).unsigned_abs())
 }
 

@@ -395,11 +395,6 @@ impl<K: Key> Executor<K> {
         })
     }
 
-    /// The mode this executor runs.
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
     /// The number of shards.
     pub fn shards(&self) -> usize {
         self.shards.len()
@@ -489,11 +484,6 @@ impl<K: Key> Executor<K> {
             b
         };
         b.wait().await;
-    }
-
-    /// The shard `key` is mapped to now, if any.
-    pub fn shard_of(&self, key: &K) -> Option<ShardId> {
-        self.dispatcher.lock().map.get(key.borrow())
     }
 
     /// Stops every actor after the work already queued; waits for threads to end.

@@ -37,13 +37,6 @@ impl Key for u32 {
     }
 }
 
-impl Key for u64 {
-    type Ref = u64;
-    fn from_ref(r: &u64) -> Self {
-        *r
-    }
-}
-
 impl Key for bytes::Bytes {
     type Ref = [u8];
     fn from_ref(r: &[u8]) -> Self {
@@ -134,11 +127,6 @@ impl<K: Key> ShardMap<K> {
     /// The current base, for the partitioner to merge its new labels into.
     pub fn base(&self) -> Base<K> {
         self.base.clone()
-    }
-
-    /// Keys placed by the dispatcher since the last swap.
-    pub fn overlay_len(&self) -> usize {
-        self.overlay.len()
     }
 
     /// Every mapped key (a key in both layers counted once).
