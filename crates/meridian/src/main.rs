@@ -7,6 +7,7 @@ mod ctl_cmd;
 mod demo_cmd;
 mod experiment_cmd;
 mod node_cmd;
+mod signals;
 mod sim_cmd;
 mod up_cmd;
 mod up_processes;
@@ -53,15 +54,33 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
+    // First, while this is the only thread (see `signals`).
+    let signals = signals::ShutdownSignals::install()?;
     let cli = Cli::parse();
+    // The servers shut down gracefully on a signal; the other commands exit at once.
     match cli.command {
-        Command::Node(args) => node_cmd::run(*args),
-        Command::Up(args) => up_cmd::run(*args),
-        Command::Ctl(args) => ctl_cmd::run(*args),
-        Command::Sim(args) => sim_cmd::run_cmd(*args),
-        Command::Demo(args) => demo_cmd::run(*args),
-        Command::Bench(args) => bench_cmd::run(*args),
-        Command::Experiment(args) => experiment_cmd::run(*args),
+        Command::Node(args) => node_cmd::run(*args, signals),
+        Command::Up(args) => up_cmd::run(*args, signals),
+        Command::Ctl(args) => {
+            signals.exit_on_first();
+            ctl_cmd::run(*args)
+        }
+        Command::Sim(args) => {
+            signals.exit_on_first();
+            sim_cmd::run_cmd(*args)
+        }
+        Command::Demo(args) => {
+            signals.exit_on_first();
+            demo_cmd::run(*args)
+        }
+        Command::Bench(args) => {
+            signals.exit_on_first();
+            bench_cmd::run(*args)
+        }
+        Command::Experiment(args) => {
+            signals.exit_on_first();
+            experiment_cmd::run(*args)
+        }
     }
 }
 

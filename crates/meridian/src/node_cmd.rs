@@ -1,6 +1,7 @@
 //! `meridian node`: configuration from a TOML file, overridden by flags; runs until SIGINT or
 //! SIGTERM, then drains connections and flushes the engine.
 
+use crate::signals::ShutdownSignals;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 use meridian_server::cluster;
@@ -193,7 +194,7 @@ pub(crate) fn init_logging(format: LogFormat) {
 }
 
 /// Runs a node until SIGINT or SIGTERM.
-pub fn run(args: NodeArgs) -> anyhow::Result<()> {
+pub fn run(args: NodeArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let threads = args.threads;
     let stdin_eof = args.stop_on_stdin_eof;
@@ -221,7 +222,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let listeners = Listeners::bind(&config).await?;
         let shutdown = CancellationToken::new();
-        tokio::spawn(stop_on_signal(shutdown.clone()));
+        tokio::spawn(stop_on_signal(shutdown.clone(), signals));
         if stdin_eof {
             stop_on_stdin_eof(shutdown.clone());
         }
@@ -248,21 +249,17 @@ fn stop_on_stdin_eof(shutdown: CancellationToken) {
 }
 
 /// Cancels `shutdown` on the first SIGINT or SIGTERM; a second one exits at once.
-pub(crate) async fn stop_on_signal(shutdown: CancellationToken) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop the node with SIGKILL");
+pub(crate) async fn stop_on_signal(shutdown: CancellationToken, mut signals: ShutdownSignals) {
+    if signals.recv().await.is_none() {
+        tracing::error!("cannot wait for signals; stop the node with SIGKILL");
         return;
-    };
-    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
+    }
     tracing::info!(
         "shutting down: draining connections and flushing the engine (signal again to exit now)"
     );
     shutdown.cancel();
-    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
-    tracing::warn!("second signal: exiting without waiting");
-    std::process::exit(130);
+    if signals.recv().await.is_some() {
+        tracing::warn!("second signal: exiting without waiting");
+        std::process::exit(130);
+    }
 }

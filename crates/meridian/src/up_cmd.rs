@@ -3,6 +3,7 @@
 //! detector has heard every peer, then runs until SIGINT or SIGTERM.
 
 use crate::node_cmd::{LogFormat, init_logging, stop_on_signal};
+use crate::signals::ShutdownSignals;
 use anyhow::Context;
 use clap::Args;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
@@ -142,7 +143,7 @@ pub(crate) fn parse_fraction(s: &str) -> Result<f64, String> {
 }
 
 /// Runs the cluster until SIGINT or SIGTERM.
-pub fn run(mut args: UpArgs) -> anyhow::Result<()> {
+pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
     init_logging(args.log_format);
     anyhow::ensure!(args.loss <= 1.0, "--loss must be at most 100%");
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -177,7 +178,7 @@ pub fn run(mut args: UpArgs) -> anyhow::Result<()> {
     };
     runtime.block_on(async move {
         let shutdown = CancellationToken::new();
-        tokio::spawn(stop_on_signal(shutdown.clone()));
+        tokio::spawn(stop_on_signal(shutdown.clone(), signals));
         if let Some(key) = &made_key {
             println!(
                 "S3 access key for this run: {}  secret: {}",

@@ -389,6 +389,94 @@ fn sigterm_drains_and_flushes_so_a_restart_keeps_the_data() {
     assert_eq!(v, 499);
 }
 
+/// A metric's value from `/metrics` (0 when absent).
+fn metric(http_addr: SocketAddr, name: &str) -> f64 {
+    let (status, body) = http(http_addr, "GET", "/metrics", &[], b"");
+    assert_eq!(status, 200);
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// SIGTERM while the repartitioner is inside METIS. METIS's GKlib installs SIGTERM handlers
+/// of its own around every call, so a node that took the signal with a handler lost it
+/// (the call failed instead) or crashed when it landed in that window — which, with the
+/// non-stop pipeline partitioning a large window back to back, is most of the time. The node
+/// must drain and exit cleanly, and no partitioning may fail.
+#[test]
+fn sigterm_while_metis_partitions_still_shuts_down_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        "[repart]\nmode = \"non_stop\"\nshards = 4\nwindow = 200000\n\
+         partitioner = \"metis\"\nmin_gain = 0.0\npin = false\n",
+    )
+    .unwrap();
+    let mut node = Node::start(&["--config", config.to_str().unwrap()]);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let mut r = node.redis();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut p = redis::pipe();
+                for _ in 0..64 {
+                    let mut cmd = redis::cmd("MSET");
+                    for _ in 0..4 {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        cmd.arg(format!("k{}", x % 1_000_000)).arg(1);
+                    }
+                    p.add_command(cmd).ignore();
+                }
+                // The node going away ends the load.
+                if p.query::<()>(&mut r).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    // Wait until the graph is large enough that a METIS call takes a while.
+    let mut waited = 0;
+    while metric(node.http, "meridian_repart_graph_vertices") < 100_000.0
+        || metric(node.http, "meridian_repart_partitions_total") < 2.0
+    {
+        assert!(waited < 600, "the partitioner never ran on a large graph");
+        std::thread::sleep(Duration::from_millis(100));
+        waited += 1;
+    }
+    assert_eq!(metric(node.http, "meridian_repart_failures_total"), 0.0);
+    let status = Command::new("kill")
+        .args(["-TERM", &node.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut exit = None;
+    for _ in 0..600 {
+        if let Some(s) = node.child.try_wait().unwrap() {
+            exit = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    load.join().unwrap();
+    let log: Vec<String> = node.log.try_iter().collect();
+    let exit = exit
+        .unwrap_or_else(|| panic!("SIGTERM was lost: still running a minute later; log: {log:?}"));
+    assert!(exit.success(), "node exited with {exit}; log: {log:?}");
+    assert!(log.iter().any(|l| l.contains("shutting down")), "{log:?}");
+    assert!(
+        !log.iter()
+            .any(|l| l.contains("partition") && l.contains("fail")),
+        "a partitioning call failed: {log:?}"
+    );
+}
+
 /// Writers set keys through RESP on a durable node with `fsync = always`; the node is killed
 /// with SIGKILL mid-load. After a restart, every write that was acknowledged must be there.
 #[test]
