@@ -19,7 +19,7 @@
 use super::config::{Mode, RepartConfig};
 use super::map::{Key, ShardMap};
 use super::pipeline::{self, Pipeline, RepartStats};
-use meridian_balance::repart::ShardId;
+use meridian_balance::repart::{Partitioner, ShardId};
 use parking_lot::{Condvar, Mutex};
 use std::borrow::Borrow;
 use std::collections::VecDeque;
@@ -337,6 +337,15 @@ impl<K: Key> Executor<K> {
     /// Starts the shards (and, when the mode repartitions, the tracker and partitioner) on
     /// `runtime`.
     pub fn start(config: &RepartConfig, runtime: Runtime) -> Result<Self, StartError> {
+        Self::start_with(config, runtime, pipeline::partitioner(config))
+    }
+
+    /// [`Executor::start`] with a given partitioner (tests hold one inside its call).
+    fn start_with(
+        config: &RepartConfig,
+        runtime: Runtime,
+        partitioner: Box<dyn Partitioner + Send>,
+    ) -> Result<Self, StartError> {
         config.validate().map_err(StartError::Config)?;
         if !config.mode.enabled() {
             return Err(StartError::Config(
@@ -370,7 +379,7 @@ impl<K: Key> Executor<K> {
             )?);
         }
         let pipeline = if config.mode.tracks() {
-            let (pipe, actors) = pipeline::start::<K>(config, p, stats.clone());
+            let (pipe, actors) = pipeline::start::<K>(config, p, partitioner, stats.clone());
             for (name, fut) in actors {
                 handles.push(runtime.spawn(name.to_string(), Role::Actor, fut)?);
             }
@@ -439,7 +448,7 @@ impl<K: Key> Executor<K> {
         let d = &mut *guard;
         d.map.place(keys.clone(), &mut d.each, &mut d.set);
         if let Some(p) = d.pipeline.as_mut() {
-            p.track(keys, &d.each);
+            p.track(keys, &d.each, start);
         }
         // The stall counts placement and repartitioning, not waits for queue space.
         let stall = start.elapsed();
@@ -759,6 +768,144 @@ mod tests {
                 assert_eq!(s.kept, s.partitions, "seed {seed}: {s:?}");
             }
         }
+    }
+
+    /// A partitioner that holds each call until the test opens its gate.
+    struct Gated {
+        entered: std::sync::mpsc::Sender<()>,
+        open: Arc<(Mutex<bool>, Condvar)>,
+    }
+
+    impl Partitioner for Gated {
+        fn partition(
+            &mut self,
+            g: meridian_balance::repart::GraphRef<'_>,
+            k: u32,
+        ) -> Result<Vec<ShardId>, meridian_balance::repart::RepartError> {
+            let _ = self.entered.send(());
+            let (lock, cv) = &*self.open;
+            let mut open = lock.lock();
+            while !*open {
+                cv.wait(&mut open);
+            }
+            drop(open);
+            meridian_balance::repart::Fennel::default().partition(g, k)
+        }
+
+        fn name(&self) -> &'static str {
+            "gated"
+        }
+    }
+
+    fn gated(mode: Mode) -> (Executor<u32>, std::sync::mpsc::Receiver<()>, impl Fn()) {
+        let (entered, calls) = std::sync::mpsc::channel();
+        let open = Arc::new((Mutex::new(false), Condvar::new()));
+        let gate = Gated {
+            entered,
+            open: open.clone(),
+        };
+        let exec = Executor::<u32>::start_with(
+            &config(mode),
+            Runtime::Threads { pin: false },
+            Box::new(gate),
+        )
+        .unwrap();
+        let release = move || {
+            *open.0.lock() = true;
+            open.1.notify_all();
+        };
+        (exec, calls, release)
+    }
+
+    /// Invariant 8, the part that is not a number: the non-stop pipeline never makes dispatch
+    /// wait for the partitioner. While a partition is held inside its call — however long it
+    /// would take on a 10⁶-vertex graph — 20 000 more requests are dispatched and run on
+    /// their shards, and the map is swapped only after it returns. (The stall in
+    /// milliseconds is a benchmark figure: `experiments/repartitioning`.)
+    #[test]
+    fn non_stop_dispatches_and_runs_requests_while_the_partitioner_is_busy() {
+        let (exec, calls, release) = gated(Mode::NonStop);
+        let exec = Arc::new(exec);
+        let ran = Arc::new(AtomicU64::new(0));
+        let (done, finished) = std::sync::mpsc::channel();
+        let client = {
+            let (exec, ran) = (exec.clone(), ran.clone());
+            std::thread::spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(31);
+                let mut sent = 0u64;
+                let mut submit = |sent: &mut u64| {
+                    let ran = ran.clone();
+                    let op: Op = Box::new(move || {
+                        ran.fetch_add(1, Ordering::SeqCst);
+                    });
+                    exec.dispatch(&request(&mut rng, 256), op);
+                    *sent += 1;
+                };
+                while calls.try_recv().is_err() {
+                    assert!(sent < 1_000_000, "the partitioner was never called");
+                    submit(&mut sent);
+                }
+                for _ in 0..20_000 {
+                    submit(&mut sent);
+                }
+                while ran.load(Ordering::SeqCst) < sent {
+                    std::thread::yield_now();
+                }
+                let s = exec.stats().snapshot();
+                let _ = done.send(s);
+                // After the test opens the gate, a swap follows.
+                while exec.stats().snapshot().swaps == 0 {
+                    assert!(sent < 5_000_000, "no swap after the gate opened");
+                    submit(&mut sent);
+                }
+            })
+        };
+        // Every request is dispatched and runs although the partition has not returned; the
+        // bound is only there so a dispatcher that waits fails instead of hanging.
+        let waited = finished.recv_timeout(std::time::Duration::from_secs(120));
+        release();
+        let s = waited.expect("dispatch waited for the partitioner");
+        assert_eq!((s.partitions, s.swaps), (0, 0), "{s:?}");
+        client.join().unwrap();
+        exec.shutdown();
+    }
+
+    /// The baseline invariant 8 is measured against: Base stops the world. The dispatch that
+    /// reaches Δp does not return while its partition runs, and the dispatcher is held, so no
+    /// other dispatch returns either.
+    #[test]
+    fn base_holds_dispatch_for_the_whole_partition() {
+        let (exec, calls, release) = gated(Mode::Base { interval: 1_000 });
+        let exec = Arc::new(exec);
+        let returned = Arc::new(AtomicU64::new(0));
+        let dispatcher = |seed: u64| {
+            let (exec, returned) = (exec.clone(), returned.clone());
+            std::thread::spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                for _ in 0..3_000 {
+                    exec.dispatch(&request(&mut rng, 256), Box::new(|| {}));
+                    returned.fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        };
+        let first = dispatcher(41);
+        calls.recv().unwrap();
+        let second = dispatcher(42);
+        let before = returned.load(Ordering::SeqCst);
+        assert!(
+            before <= 1_000,
+            "{before} dispatches returned past Δp = 1000"
+        );
+        // The gate is closed, so nothing can return however long this waits; the wait only
+        // gives a broken dispatcher the chance to show itself.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(returned.load(Ordering::SeqCst), before);
+        release();
+        first.join().unwrap();
+        second.join().unwrap();
+        assert_eq!(returned.load(Ordering::SeqCst), 6_000);
+        assert!(exec.stats().snapshot().swaps >= 1);
+        exec.shutdown();
     }
 
     #[test]

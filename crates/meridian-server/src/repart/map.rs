@@ -4,7 +4,9 @@
 //! - the **base**, an immutable map shared by `Arc`, built whole by the partitioner off the
 //!   dispatch path and installed by one pointer swap;
 //! - the **overlay**, the keys the dispatcher placed itself since that swap (new keys, which
-//!   go round-robin).
+//!   go round-robin). It is split into [`OVERLAY_SEGMENTS`] hash maps by a hash of the key,
+//!   so that growing it rehashes one segment at a time: a map that only grows (round-robin
+//!   never swaps) would otherwise copy all of its 10⁶ keys on the dispatch path at once.
 //!
 //! A lookup reads the overlay first. A swap costs the dispatcher O(overlay): under `drop`
 //! the overlay is emptied (its keys go round-robin again at their next access, as kvpaxos's
@@ -15,7 +17,7 @@ use super::config::UnmappedPolicy;
 use meridian_balance::repart::ShardId;
 use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 use std::sync::Arc;
 
 /// What a key must be to be placed: hashed, ordered (the graph's vertices are sorted by
@@ -55,13 +57,71 @@ pub struct Leftovers<K> {
     /// The previous base.
     pub base: Base<K>,
     /// The dropped overlay (empty under `keep`).
-    pub overlay: HashMap<K, ShardId, KeyHasher>,
+    pub overlay: Overlay<K>,
+}
+
+/// How many hash maps the overlay is split into: growing it rehashes 1/64 of its keys.
+pub const OVERLAY_SEGMENTS: usize = 64;
+
+/// The keys the dispatcher placed since the last swap, in [`OVERLAY_SEGMENTS`] maps.
+pub struct Overlay<K> {
+    segments: Box<[HashMap<K, ShardId, KeyHasher>]>,
+    /// Picks a key's segment; independent of the segments' own hashers, so that the keys of
+    /// one segment still spread over all of its buckets.
+    pick: KeyHasher,
+}
+
+impl<K: Key> Overlay<K> {
+    fn new() -> Self {
+        Self {
+            segments: (0..OVERLAY_SEGMENTS).map(|_| HashMap::default()).collect(),
+            pick: KeyHasher::new(),
+        }
+    }
+
+    fn segment(&self, key: &K::Ref) -> usize {
+        (self.pick.hash_one(key) % OVERLAY_SEGMENTS as u64) as usize
+    }
+
+    fn get(&self, key: &K::Ref) -> Option<ShardId> {
+        self.segments[self.segment(key)].get(key).copied()
+    }
+
+    fn insert(&mut self, key: &K::Ref, shard: ShardId) {
+        let i = self.segment(key);
+        self.segments[i].insert(K::from_ref(key), shard);
+    }
+
+    /// The number of keys.
+    pub fn len(&self) -> usize {
+        self.segments.iter().map(HashMap::len).sum()
+    }
+
+    /// Whether it holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.segments.iter().all(HashMap::is_empty)
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &K> {
+        self.segments.iter().flat_map(HashMap::keys)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        for s in self.segments.iter_mut() {
+            s.retain(|k, _| keep(k));
+        }
+    }
+
+    /// Empties it, returning the keys it held.
+    fn take(&mut self) -> Self {
+        std::mem::replace(self, Self::new())
+    }
 }
 
 /// The key → shard map and the round-robin cursor for new keys.
 pub struct ShardMap<K> {
     base: Base<K>,
-    overlay: HashMap<K, ShardId, KeyHasher>,
+    overlay: Overlay<K>,
     next: ShardId,
     shards: ShardId,
 }
@@ -71,7 +131,7 @@ impl<K: Key> ShardMap<K> {
     pub fn new(shards: u32) -> Self {
         Self {
             base: Arc::default(),
-            overlay: HashMap::default(),
+            overlay: Overlay::new(),
             next: 0,
             shards: shards.max(1),
         }
@@ -86,8 +146,7 @@ impl<K: Key> ShardMap<K> {
     pub fn get(&self, key: &K::Ref) -> Option<ShardId> {
         self.overlay
             .get(key)
-            .or_else(|| self.base.get(key))
-            .copied()
+            .or_else(|| self.base.get(key).copied())
     }
 
     /// The spec's `shards_of`: the shard of every key of one request, placing the request's
@@ -110,7 +169,7 @@ impl<K: Key> ShardMap<K> {
                 Some(s) => s,
                 None => {
                     new = true;
-                    self.overlay.insert(K::from_ref(k), fresh);
+                    self.overlay.insert(k, fresh);
                     fresh
                 }
             };
@@ -148,10 +207,10 @@ impl<K: Key> ShardMap<K> {
     /// old base placed that it does not), returning what the caller should free elsewhere.
     pub fn swap(&mut self, base: Base<K>, policy: UnmappedPolicy) -> Leftovers<K> {
         let overlay = match policy {
-            UnmappedPolicy::Drop => std::mem::take(&mut self.overlay),
+            UnmappedPolicy::Drop => self.overlay.take(),
             UnmappedPolicy::Keep => {
-                self.overlay.retain(|k, _| !base.contains_key(k.borrow()));
-                HashMap::default()
+                self.overlay.retain(|k| !base.contains_key(k.borrow()));
+                Overlay::new()
             }
         };
         let old = std::mem::replace(&mut self.base, base);
@@ -202,6 +261,44 @@ mod tests {
         assert_eq!(place(&mut m, &[3]), (vec![1], vec![1]));
         assert_eq!(place(&mut m, &[5]), (vec![0], vec![0]));
         assert_eq!(m.len(), 5);
+    }
+
+    /// The overlay is a map like any other: a model check against one `HashMap` over keys
+    /// that span every segment, through placements and a `keep` swap.
+    #[test]
+    fn the_segmented_overlay_matches_a_single_map() {
+        let mut m = ShardMap::<u32>::new(5);
+        let mut model = HashMap::new();
+        let mut next = 0;
+        for k in (0..20_000u32).map(|i| i.wrapping_mul(2_654_435_761) % 50_000) {
+            let want = *model.entry(k).or_insert_with(|| {
+                let s = next;
+                next = (next + 1) % 5;
+                s
+            });
+            assert_eq!(place(&mut m, &[k]).0, vec![want]);
+        }
+        assert_eq!(m.len(), model.len());
+        assert!(
+            m.overlay.segments.iter().all(|s| !s.is_empty()),
+            "keys spread over every segment"
+        );
+        let moved: Vec<u32> = model.keys().copied().filter(|k| k % 3 == 0).collect();
+        let base = next_base(
+            &m.base(),
+            &moved,
+            &vec![4; moved.len()],
+            UnmappedPolicy::Keep,
+        );
+        m.swap(base, UnmappedPolicy::Keep);
+        for k in &moved {
+            model.insert(*k, 4);
+        }
+        assert_eq!(m.overlay.len(), model.len() - moved.len());
+        for (k, s) in &model {
+            assert_eq!(m.get(k), Some(*s), "key {k}");
+        }
+        assert_eq!(m.get(&50_001), None);
     }
 
     #[test]

@@ -32,9 +32,21 @@ use tokio::sync::{Barrier, mpsc};
 /// A boxed actor future with its thread/task name.
 pub(super) type Actor = (&'static str, Pin<Box<dyn Future<Output = ()> + Send>>);
 
+/// The dispatcher hands requests to the tracker this many at a time (or once the oldest
+/// waited [`TRACK_BATCH_AGE`]): one channel message and at most one wake-up of the tracker
+/// per batch, where one per request cost a single-key workload more than the tracking did.
+const TRACK_BATCH: usize = 64;
+/// The longest a dispatched request waits before it is handed to the tracker, if more
+/// requests follow (the last ones of a burst wait for the next request).
+const TRACK_BATCH_AGE: Duration = Duration::from_millis(1);
+
 enum TrackMsg<K> {
-    /// A dispatched request's keys, each with the shard it was placed on.
-    Request(Vec<(K, ShardId)>),
+    /// Dispatched requests' keys, each with the shard it was placed on, flat; `ends[i]` is
+    /// where request `i`'s keys end.
+    Requests {
+        placed: Vec<(K, ShardId)>,
+        ends: Vec<u32>,
+    },
     /// Base: answer the graph's snapshot once everything queued before has been tracked.
     Flush(std::sync::mpsc::SyncSender<Snapshot<K>>),
 }
@@ -137,7 +149,8 @@ impl<K: Key> Compute<K> {
     }
 }
 
-fn partitioner(config: &RepartConfig) -> Box<dyn Partitioner + Send> {
+/// The partitioner `config` names.
+pub(super) fn partitioner(config: &RepartConfig) -> Box<dyn Partitioner + Send> {
     match config.partitioner {
         PartitionerKind::Metis => Box::new(rp::Metis {
             ufactor: config.ufactor,
@@ -158,15 +171,22 @@ pub(super) struct Pipeline<K> {
     installed: Arc<Mutex<Base<K>>>,
     policy: UnmappedPolicy,
     dispatched: u64,
+    /// Requests not yet handed to the tracker (see [`TRACK_BATCH`]), and when the first of
+    /// them was dispatched.
+    pending: Vec<(K, ShardId)>,
+    pending_ends: Vec<u32>,
+    pending_since: Option<std::time::Instant>,
     /// Base: partitions inline on the dispatcher.
     inline: Option<Compute<K>>,
     stats: Arc<RepartStats>,
 }
 
-/// Builds the pipeline for `config.mode` (which must track) and the actors to run.
+/// Builds the pipeline for `config.mode` (which must track), partitioning with
+/// `partitioner`, and the actors to run.
 pub(super) fn start<K: Key>(
     config: &RepartConfig,
     shards: u32,
+    partitioner: Box<dyn Partitioner + Send>,
     stats: Arc<RepartStats>,
 ) -> (Pipeline<K>, Vec<Actor>) {
     let (track_tx, track_rx) = mpsc::unbounded_channel();
@@ -175,8 +195,8 @@ pub(super) fn start<K: Key>(
     let ready = Arc::new(AtomicBool::new(false));
     let in_flight = Arc::new(AtomicBool::new(false));
     let installed: Arc<Mutex<Base<K>>> = Arc::default();
-    let compute = || Compute {
-        partitioner: partitioner(config),
+    let compute = Compute {
+        partitioner,
         shards,
         relabel: config.relabel,
         policy: config.unmapped_policy,
@@ -205,12 +225,12 @@ pub(super) fn start<K: Key>(
     };
     let mut actors: Vec<Actor> = vec![("meridian-repart-tracker", Box::pin(tracker.run(track_rx)))];
     let inline = match config.mode {
-        Mode::Base { .. } => Some(compute()),
+        Mode::Base { .. } => Some(compute),
         _ => {
             actors.push((
                 "meridian-repart-partitioner",
                 Box::pin(partition_loop(
-                    compute(),
+                    compute,
                     part_rx,
                     map_tx,
                     ready.clone(),
@@ -231,6 +251,9 @@ pub(super) fn start<K: Key>(
         installed,
         policy: config.unmapped_policy,
         dispatched: 0,
+        pending: Vec::new(),
+        pending_ends: Vec::new(),
+        pending_since: None,
         inline,
         stats,
     };
@@ -238,23 +261,41 @@ pub(super) fn start<K: Key>(
 }
 
 impl<K: Key> Pipeline<K> {
-    /// Hands a dispatched request's keys and shards to the tracker (never blocks).
+    /// Hands a request dispatched at `now` to the tracker, with the shard of each of its
+    /// keys, in batches (never blocks).
     pub(super) fn track<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k K::Ref>,
         shards: &[ShardId],
+        now: std::time::Instant,
     ) where
         K::Ref: 'k,
     {
         if shards.is_empty() {
             return;
         }
-        self.stats.tracked_sent.fetch_add(1, Ordering::Relaxed);
+        self.stats.tracked_sent();
         let placed = keys
             .into_iter()
             .map(K::from_ref)
             .zip(shards.iter().copied());
-        let _ = self.track.send(TrackMsg::Request(placed.collect()));
+        self.pending.extend(placed);
+        self.pending_ends.push(self.pending.len() as u32);
+        let since = *self.pending_since.get_or_insert(now);
+        if self.pending_ends.len() >= TRACK_BATCH || now.duration_since(since) >= TRACK_BATCH_AGE {
+            self.send_pending();
+        }
+    }
+
+    fn send_pending(&mut self) {
+        self.pending_since = None;
+        if self.pending_ends.is_empty() {
+            return;
+        }
+        let _ = self.track.send(TrackMsg::Requests {
+            placed: std::mem::replace(&mut self.pending, Vec::with_capacity(TRACK_BATCH * 2)),
+            ends: std::mem::replace(&mut self.pending_ends, Vec::with_capacity(TRACK_BATCH)),
+        });
     }
 
     /// After each dispatch: swap a ready map in (non_stop, free), or stop the world when
@@ -308,6 +349,7 @@ impl<K: Key> Pipeline<K> {
     }
 
     fn stop_the_world(&mut self, map: &mut ShardMap<K>, shards: &[Arc<Shard>], cap: usize) {
+        self.send_pending();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         if self.track.send(TrackMsg::Flush(tx)).is_err() {
             return;
@@ -360,32 +402,45 @@ impl<K: Key> Tracker<K> {
     async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TrackMsg<K>>) {
         while let Some(msg) = rx.recv().await {
             match msg {
-                TrackMsg::Request(placed) => {
-                    self.keys.clear();
-                    for (k, s) in placed {
-                        self.keys.push(k.clone());
-                        self.mirror.insert(k, s);
-                    }
-                    self.graph.record(&self.keys);
-                    self.tracked += 1;
-                    self.stats.tracked.fetch_add(1, Ordering::Relaxed);
-                    self.since += 1;
-                    if let Some(every) = self.trigger
-                        && self.since >= every
-                        && !self.graph.is_empty()
-                        && self.tracked >= self.not_before.load(Ordering::Acquire)
-                        && !self.in_flight.load(Ordering::Acquire)
-                    {
-                        self.since = 0;
-                        self.in_flight.store(true, Ordering::Release);
-                        let snap = self.snapshot();
-                        let _ = self.part.send(PartMsg::Partition(snap));
+                TrackMsg::Requests { placed, ends } => {
+                    self.stats
+                        .tracked
+                        .fetch_add(ends.len() as u64, Ordering::Relaxed);
+                    let mut placed = placed.into_iter();
+                    let mut start = 0;
+                    for end in ends {
+                        self.keys.clear();
+                        for (k, s) in placed.by_ref().take((end - start) as usize) {
+                            self.keys.push(k.clone());
+                            self.mirror.insert(k, s);
+                        }
+                        start = end;
+                        self.request_tracked();
                     }
                 }
                 TrackMsg::Flush(reply) => {
                     let _ = reply.send(self.snapshot());
                 }
             }
+        }
+    }
+
+    /// Records the request in `self.keys`, and hands the partitioner a snapshot when one is
+    /// due.
+    fn request_tracked(&mut self) {
+        self.graph.record(&self.keys);
+        self.tracked += 1;
+        self.since += 1;
+        if let Some(every) = self.trigger
+            && self.since >= every
+            && !self.graph.is_empty()
+            && self.tracked >= self.not_before.load(Ordering::Acquire)
+            && !self.in_flight.load(Ordering::Acquire)
+        {
+            self.since = 0;
+            self.in_flight.store(true, Ordering::Release);
+            let snap = self.snapshot();
+            let _ = self.part.send(PartMsg::Partition(snap));
         }
     }
 
@@ -452,12 +507,9 @@ async fn partition_loop<K: Key>(
 /// The executor's metrics (spec §4), updated with relaxed atomics.
 #[derive(Debug, Default)]
 pub struct RepartStats {
-    dispatched: AtomicU64,
-    dispatch_stall_max_us: AtomicU64,
-    inline: AtomicU64,
+    hot: DispatchCounters,
     sync_requests: AtomicU64,
     barrier_wait_us: AtomicU64,
-    tracked_sent: AtomicU64,
     tracked: AtomicU64,
     snapshots: AtomicU64,
     csr_us_last: AtomicU64,
@@ -476,6 +528,18 @@ pub struct RepartStats {
     keys_moved_raw_total: AtomicU64,
     swaps: AtomicU64,
     swap_us_max: AtomicU64,
+}
+
+/// The counters the dispatcher bumps on every request, on a cache line of their own: shared
+/// with the tracker's or the shards' counters, that line moved between cores on every
+/// request.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct DispatchCounters {
+    dispatched: AtomicU64,
+    dispatch_stall_max_us: AtomicU64,
+    inline: AtomicU64,
+    tracked_sent: AtomicU64,
 }
 
 /// A point-in-time copy of [`RepartStats`].
@@ -538,13 +602,21 @@ fn us(d: Duration) -> u64 {
 
 impl RepartStats {
     pub(super) fn dispatched(&self, stall: Duration) {
-        self.dispatched.fetch_add(1, Ordering::Relaxed);
-        self.dispatch_stall_max_us
-            .fetch_max(us(stall), Ordering::Relaxed);
+        let h = &self.hot;
+        h.dispatched.fetch_add(1, Ordering::Relaxed);
+        let stall = us(stall);
+        // Read first: a new maximum is rare, and a load does not take the line exclusive.
+        if stall > h.dispatch_stall_max_us.load(Ordering::Relaxed) {
+            h.dispatch_stall_max_us.fetch_max(stall, Ordering::Relaxed);
+        }
     }
 
     pub(super) fn inline(&self) {
-        self.inline.fetch_add(1, Ordering::Relaxed);
+        self.hot.inline.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn tracked_sent(&self) {
+        self.hot.tracked_sent.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn sync_request(&self) {
@@ -601,19 +673,19 @@ impl RepartStats {
 
     /// Resets the longest dispatch stall (the bench reads it per phase).
     pub fn reset_stall(&self) {
-        self.dispatch_stall_max_us.store(0, Ordering::Relaxed);
+        self.hot.dispatch_stall_max_us.store(0, Ordering::Relaxed);
     }
 
     /// A copy of every counter.
     pub fn snapshot(&self) -> RepartSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         RepartSnapshot {
-            dispatched: l(&self.dispatched),
-            dispatch_stall_max_us: l(&self.dispatch_stall_max_us),
-            inline: l(&self.inline),
+            dispatched: l(&self.hot.dispatched),
+            dispatch_stall_max_us: l(&self.hot.dispatch_stall_max_us),
+            inline: l(&self.hot.inline),
             sync_requests: l(&self.sync_requests),
             barrier_wait_us: l(&self.barrier_wait_us),
-            tracked_sent: l(&self.tracked_sent),
+            tracked_sent: l(&self.hot.tracked_sent),
             tracked: l(&self.tracked),
             snapshots: l(&self.snapshots),
             csr_us_last: l(&self.csr_us_last),
