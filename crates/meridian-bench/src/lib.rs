@@ -21,12 +21,14 @@
 //! | [`cluster`] | the study's consistency modes on the embedded (real-time) or simulated (virtual-time) cluster |
 //! | [`doe`] | 2^k·r factorial designs: allocation of variation, confidence intervals, CV |
 //! | [`kvpaxos`] | the kvpaxos YCSB D/E request generator and its `type,key,arg,` request files (spec `repartitioning.md` §5) |
+//! | [`affinity`] | the cross-node planner study (`experiments/repartitioning/`, spec §6): hidden affinity groups on the simulated cluster, distributed transactions, 2PC, throughput and p99 before and after planning, keys moved per round |
 //! | [`repart`] | the in-node repartitioning study (`experiments/repartitioning/`): kvpaxos request files replayed through the worker-shard executor, 1 s throughput bins, makespan, report |
 //! | [`error`] | [`BenchError`], the crate's one error type |
 //!
 //! Everything here is deterministic given its seed: no global randomness, and no OS clock (the
 //! runner's time is tokio's, so it runs in real time or under a paused, virtual clock).
 
+pub mod affinity;
 pub mod blob;
 pub mod cell;
 pub mod clocksi;

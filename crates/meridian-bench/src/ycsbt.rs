@@ -209,14 +209,37 @@ struct NodeCpu {
 
 /// The per-node servers of a [`ServiceModel`].
 #[derive(Debug)]
-struct Cpus {
+pub(crate) struct Cpus {
     model: ServiceModel,
     origin: Instant,
     nodes: BTreeMap<NodeId, NodeCpu>,
 }
 
 impl Cpus {
-    async fn charge(&self, node: NodeId, cost_us: f64) {
+    /// Idle servers for `nodes`, in time since `origin`.
+    pub(crate) fn new(model: ServiceModel, origin: Instant, nodes: &[EventualNode]) -> Cpus {
+        Cpus {
+            model,
+            origin,
+            nodes: nodes
+                .iter()
+                .map(|n| {
+                    let c = NodeCpu::default();
+                    c.charged_rpcs
+                        .store(n.txn_stats().tso_rpcs, Ordering::Relaxed);
+                    (n.id(), c)
+                })
+                .collect(),
+        }
+    }
+
+    /// The model.
+    pub(crate) fn model(&self) -> ServiceModel {
+        self.model
+    }
+
+    /// Queues `cost_us` of work at `node`'s server and waits until it is done.
+    pub(crate) async fn charge(&self, node: NodeId, cost_us: f64) {
         let Some(cpu) = self.nodes.get(&node) else {
             return;
         };
@@ -318,7 +341,8 @@ pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
 }
 
-fn sum_stats(nodes: &[EventualNode]) -> TxnStats {
+/// Every node's counters, summed.
+pub fn sum_stats(nodes: &[EventualNode]) -> TxnStats {
     let mut s = TxnStats::default();
     for n in nodes {
         let t = n.txn_stats();
@@ -331,11 +355,13 @@ fn sum_stats(nodes: &[EventualNode]) -> TxnStats {
         s.tso_rpcs += t.tso_rpcs;
         s.tso_timestamps += t.tso_timestamps;
         s.versions_collected += t.versions_collected;
+        s.two_phase_commits += t.two_phase_commits;
     }
     s
 }
 
-fn diff_stats(a: TxnStats, b: TxnStats) -> TxnStats {
+/// The counters' change from `a` to `b`.
+pub fn diff_stats(a: TxnStats, b: TxnStats) -> TxnStats {
     TxnStats {
         commits: b.commits - a.commits,
         aborts: b.aborts - a.aborts,
@@ -346,6 +372,7 @@ fn diff_stats(a: TxnStats, b: TxnStats) -> TxnStats {
         tso_rpcs: b.tso_rpcs - a.tso_rpcs,
         tso_timestamps: b.tso_timestamps - a.tso_timestamps,
         versions_collected: b.versions_collected - a.versions_collected,
+        two_phase_commits: b.two_phase_commits - a.two_phase_commits,
     }
 }
 
@@ -397,21 +424,9 @@ pub async fn run_clients(
         });
     }
     let t0 = Instant::now();
-    let cpus = spec.service.map(|model| {
-        Arc::new(Cpus {
-            model,
-            origin: t0,
-            nodes: nodes
-                .iter()
-                .map(|n| {
-                    let c = NodeCpu::default();
-                    c.charged_rpcs
-                        .store(n.txn_stats().tso_rpcs, Ordering::Relaxed);
-                    (n.id(), c)
-                })
-                .collect(),
-        })
-    });
+    let cpus = spec
+        .service
+        .map(|model| Arc::new(Cpus::new(model, t0, nodes)));
     let window_start = t0 + spec.warmup;
     let window_end = window_start + spec.measure;
     let tally = Arc::new(Mutex::new(Tally::default()));

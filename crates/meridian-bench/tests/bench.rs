@@ -320,3 +320,72 @@ mod ycsbt {
         }
     }
 }
+
+/// The cross-node planner study (spec `repartitioning.md` §6): its quick variant in virtual
+/// time. The figures are virtual-time counts, not wall-clock.
+mod affinity {
+    use meridian_bench::affinity::{AffinityConfig, Phase, run};
+
+    /// Planning co-locates the hidden groups: the fraction of distributed transactions (and
+    /// of 2PC commits) drops by at least 80 %, keys moved, and throughput went up.
+    #[test]
+    fn the_planner_cuts_distributed_transactions_on_hidden_affinity_groups() {
+        let r = run(&AffinityConfig::quick(7)).unwrap();
+        let (b, a) = (
+            r.phase(Phase::Before).unwrap(),
+            r.phase(Phase::After).unwrap(),
+        );
+        println!(
+            "distributed {:.3} -> {:.3}, 2PC {} -> {}, txn/s {:.0} -> {:.0}, p99 {:.1} -> {:.1} ms, rounds {:?}",
+            b.distributed_fraction,
+            a.distributed_fraction,
+            b.two_phase_commits,
+            a.two_phase_commits,
+            b.txn_per_s,
+            a.txn_per_s,
+            b.p99_ms,
+            a.p99_ms,
+            r.rounds.iter().map(|r| r.keys_moved).collect::<Vec<_>>()
+        );
+        assert!(b.commits > 100 && a.commits > 100, "{b:?} {a:?}");
+        assert!(
+            b.distributed_fraction > 0.5,
+            "hashing scatters the groups: {b:?}"
+        );
+        assert!(
+            r.distributed_reduction() >= 0.8,
+            "distributed {:.3} -> {:.3}",
+            b.distributed_fraction,
+            a.distributed_fraction
+        );
+        assert!(
+            a.two_phase_fraction <= 0.2 * b.two_phase_fraction,
+            "2PC {:.3} -> {:.3}",
+            b.two_phase_fraction,
+            a.two_phase_fraction
+        );
+        assert!(r.keys_moved() > 0 && !r.rounds.is_empty());
+        assert!(a.txn_per_s > b.txn_per_s, "{b:?} {a:?}");
+    }
+
+    /// The control: the same run with the planner never on keeps its transactions
+    /// distributed, so the test above cannot pass without the planner.
+    #[test]
+    fn without_the_planner_transactions_stay_distributed() {
+        let mut cfg = AffinityConfig::quick(7);
+        cfg.planner = None;
+        let r = run(&cfg).unwrap();
+        let (b, a) = (
+            r.phase(Phase::Before).unwrap(),
+            r.phase(Phase::After).unwrap(),
+        );
+        assert_eq!(r.keys_moved(), 0);
+        assert!(r.rounds.is_empty());
+        assert!(
+            r.distributed_reduction() < 0.2,
+            "distributed {:.3} -> {:.3}",
+            b.distributed_fraction,
+            a.distributed_fraction
+        );
+    }
+}

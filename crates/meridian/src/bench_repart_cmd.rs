@@ -3,9 +3,11 @@
 //! - `meridian bench kvpaxos-gen`: writes a kvpaxos YCSB D or E request file;
 //! - `meridian bench replay`: replays a request file through the worker-shard executor;
 //! - `meridian bench repart-plot`: the study's tables, shape checks and plots over a
-//!   directory of replays.
+//!   directory of replays;
+//! - `meridian bench affinity`: the cross-node planner on hidden affinity groups (spec §6),
+//!   in virtual time.
 //!
-//! The work is `meridian_bench::{kvpaxos, repart}`.
+//! The work is `meridian_bench::{kvpaxos, repart, affinity}`.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -14,6 +16,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use meridian_bench::affinity::{self, AffinityConfig};
 use meridian_bench::kvpaxos::{self, Workload};
 use meridian_bench::repart::{self, ReplayConfig};
 use meridian_server::repart::{Mode, PartitionerKind, UnmappedPolicy};
@@ -30,6 +33,30 @@ pub enum RepartCommand {
     KvpaxosGen(Box<GenArgs>),
     /// Tables, shape checks and plots over `<DIR>/<workload>/<run>/result.json` replays.
     RepartPlot(Box<PlotArgs>),
+    /// The cross-node planner on a transactional workload with hidden affinity groups, on
+    /// the simulated cluster in virtual time: distributed transactions, 2PC, throughput and
+    /// p99 before and after planning, keys moved per round.
+    Affinity(Box<AffinityArgs>),
+}
+
+/// Arguments of `meridian bench affinity`.
+#[derive(Args, Debug)]
+pub struct AffinityArgs {
+    /// The small variant (6 leaders, 24 groups of 4 keys, 7.5 virtual seconds).
+    #[arg(long)]
+    quick: bool,
+    /// Seed of the cluster, the key names and the clients.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fraction of transactions touching two groups.
+    #[arg(long)]
+    cross_group: Option<f64>,
+    /// Never turn the planner on (the control run).
+    #[arg(long)]
+    no_planner: bool,
+    /// Directory for summary.md, result.json, the CSVs and the plots.
+    #[arg(long, default_value = "results/affinity")]
+    out: PathBuf,
 }
 
 /// Request file formats.
@@ -161,6 +188,7 @@ pub fn run(cmd: RepartCommand) -> Result<()> {
         RepartCommand::Replay(a) => replay(*a),
         RepartCommand::KvpaxosGen(a) => generate(*a),
         RepartCommand::RepartPlot(a) => plot(*a),
+        RepartCommand::Affinity(a) => run_affinity(*a),
     }
 }
 
@@ -270,6 +298,42 @@ fn plot(a: PlotArgs) -> Result<()> {
     let out = a.out.unwrap_or_else(|| a.results.clone());
     let md = repart::report(&a.results, &out)?;
     println!("{md}");
+    Ok(())
+}
+
+fn run_affinity(a: AffinityArgs) -> Result<()> {
+    let mut c = if a.quick {
+        AffinityConfig::quick(a.seed)
+    } else {
+        AffinityConfig::full(a.seed)
+    };
+    if let Some(x) = a.cross_group {
+        c.cross_group = x;
+    }
+    if a.no_planner {
+        c.planner = None;
+    }
+    c.validate().context("--cross-group")?;
+    eprintln!(
+        "affinity: seed {}, {} leaders, {} groups of {} keys, {} clients, {:.1} virtual s",
+        c.seed,
+        c.leaders,
+        c.groups,
+        c.group_size,
+        c.clients,
+        (c.warmup_ms + c.before_ms + c.planning_ms + c.after_ms) as f64 / 1e3
+    );
+    let t = Instant::now();
+    let r = affinity::run(&c)?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("--out: cannot create {}", a.out.display()))?;
+    let summary = affinity::write_results(&r, &a.out)?;
+    println!("{}", affinity::summary_markdown(&r));
+    eprintln!(
+        "{:.1} s of computation -> {}",
+        t.elapsed().as_secs_f64(),
+        summary.display()
+    );
     Ok(())
 }
 

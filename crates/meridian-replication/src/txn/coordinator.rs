@@ -573,6 +573,7 @@ impl Transaction {
         t.active.lock().remove(&txid);
         match decided {
             Ok(d) => {
+                t.counters.two_phase_commits.fetch_add(1, Ordering::Relaxed);
                 let ts = d.commit_ts;
                 tokio::spawn(node.clone().txn_send_commits(d));
                 Ok(ts)

@@ -101,6 +101,9 @@ pub struct TxnStats {
     pub tso_timestamps: u64,
     /// Versions garbage-collected at this leader.
     pub versions_collected: u64,
+    /// Transactions this node coordinated that committed through two-phase commit (more
+    /// than one participant leader, or any update under the oracle).
+    pub two_phase_commits: u64,
 }
 
 #[derive(Debug, Default)]
@@ -114,6 +117,7 @@ struct Counters {
     tso_rpcs: AtomicU64,
     tso_timestamps: AtomicU64,
     versions_collected: AtomicU64,
+    two_phase_commits: AtomicU64,
 }
 
 /// The transaction protocol's state on one node (leader, coordinator and, on one node, the
@@ -315,6 +319,7 @@ impl Node {
             tso_rpcs: l(&c.tso_rpcs),
             tso_timestamps: l(&c.tso_timestamps),
             versions_collected: l(&c.versions_collected),
+            two_phase_commits: l(&c.two_phase_commits),
         }
     }
 
