@@ -123,7 +123,7 @@ pub struct CoAccessGraph<K> {
     /// W, in requests; 0 = no window.
     window: usize,
     /// Key → id of every live vertex.
-    ids: HashMap<K, u32>,
+    ids: HashMap<K, u32, super::KeyHasher>,
     /// Id → key, weight and adjacency. Free ids are empty slots.
     slots: Vec<Slot<K>>,
     /// Free ids, reused before the table grows.
@@ -188,7 +188,7 @@ impl<K: Clone + Ord + Hash + Eq> CoAccessGraph<K> {
         );
         Self {
             window,
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             slots: Vec::new(),
             free: Vec::new(),
             win_ids: VecDeque::new(),

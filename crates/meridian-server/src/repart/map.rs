@@ -46,8 +46,7 @@ impl Key for bytes::Bytes {
     }
 }
 
-/// The build hasher of the executor's maps (keys from clients: seeded per process by std).
-pub type KeyHasher = std::hash::RandomState;
+pub use meridian_balance::repart::KeyHasher;
 
 /// An immutable key → shard map, shared between the dispatcher and the partitioner.
 pub type Base<K> = Arc<HashMap<K, ShardId, KeyHasher>>;
@@ -75,7 +74,7 @@ impl<K: Key> Overlay<K> {
     fn new() -> Self {
         Self {
             segments: (0..OVERLAY_SEGMENTS).map(|_| HashMap::default()).collect(),
-            pick: KeyHasher::new(),
+            pick: KeyHasher::default(),
         }
     }
 
@@ -228,10 +227,10 @@ pub fn next_base<K: Key>(
     policy: UnmappedPolicy,
 ) -> Base<K> {
     let mut m: HashMap<K, ShardId, KeyHasher> = match policy {
-        UnmappedPolicy::Drop => HashMap::with_capacity_and_hasher(keys.len(), KeyHasher::new()),
+        UnmappedPolicy::Drop => HashMap::with_capacity_and_hasher(keys.len(), KeyHasher::default()),
         UnmappedPolicy::Keep => {
             let mut m =
-                HashMap::with_capacity_and_hasher(old.len().max(keys.len()), KeyHasher::new());
+                HashMap::with_capacity_and_hasher(old.len().max(keys.len()), KeyHasher::default());
             m.extend(old.iter().map(|(k, s)| (k.clone(), *s)));
             m
         }

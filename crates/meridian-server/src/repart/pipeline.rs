@@ -17,7 +17,7 @@
 
 use super::config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy};
 use super::executor::{Item, Shard};
-use super::map::{Base, Key, Leftovers, ShardMap, next_base};
+use super::map::{Base, Key, KeyHasher, Leftovers, ShardMap, next_base};
 use meridian_balance::repart::{self as rp, CoAccessGraph, Csr, Partitioner, RepartError, ShardId};
 use parking_lot::Mutex;
 use serde::Serialize;
@@ -212,7 +212,7 @@ pub(super) fn start<K: Key>(
         keys: Vec::new(),
         tracked: 0,
         not_before: not_before.clone(),
-        mirror: HashMap::new(),
+        mirror: HashMap::default(),
         since: 0,
         trigger: match config.mode {
             Mode::NonStop => Some(1),
@@ -389,7 +389,7 @@ struct Tracker<K> {
     /// No snapshot before this many tracked requests (set after a partition not worth a
     /// swap, so an unchanged graph is not partitioned again and again).
     not_before: Arc<AtomicU64>,
-    mirror: HashMap<K, ShardId>,
+    mirror: HashMap<K, ShardId, KeyHasher>,
     since: u64,
     /// Partition every this many tracked requests (non_stop: 1, i.e. whenever idle).
     trigger: Option<u64>,
