@@ -2,7 +2,8 @@
 # Cluster-aware Redis clients against `meridian up` (2 DCs x 2 nodes, loopback only):
 # redis-py's RedisCluster from PyPI (scripts/cluster_clients.py: SET/GET, MGET with hash tags,
 # pipelines, every single-key command sent to the seed node's DC, a WATCH/MULTI/EXEC bank on a
-# transactional bucket), go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
+# transactional bucket, keys the placement planner moves under a RedisCluster client),
+# go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,10 @@ cargo build -q -p meridian
 bin="$target/debug/meridian"
 base=$((20000 + RANDOM % 9000))   # RESP base..base+3, HTTP base+1000..: below 32768
 log=$(mktemp)
-"$bin" up --dcs 2 --nodes-per-dc 2 --base-port "$base" --wan-latency 2ms >"$log" 2>&1 &
+# The placement planner runs every second (scripts/cluster_clients.py moves keys under a
+# RedisCluster client with it; the other cases see it too, harmlessly).
+"$bin" up --dcs 2 --nodes-per-dc 2 --base-port "$base" --wan-latency 2ms \
+  --txn-planner --txn-plan-interval 1s >"$log" 2>&1 &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"; }
 trap cleanup EXIT

@@ -300,6 +300,11 @@ pub enum ErrorClass {
     /// The node's disk is full: writes are refused until space returns (HTTP 507, RESP
     /// `-MISCONF`, as Redis answers when it cannot persist).
     DiskFull,
+    /// A transactional key is moving between partitions (spec `repartitioning.md` §6:
+    /// `KeyMoving`, or a `WrongPartition` the coordinator's own retries did not absorb):
+    /// nothing was applied and the same request succeeds once the move ends (HTTP 503 +
+    /// `Retry-After`, RESP `-TRYAGAIN`, which cluster clients retry as during resharding).
+    Moving,
 }
 
 impl ReplicationError {
@@ -334,6 +339,7 @@ impl ReplicationError {
             ChunkWriteFailed { .. } => "chunk_write_failed",
             ChunkUnavailable { .. } => "chunk_unavailable",
             Txn(t) => match t {
+                meridian_txn::TxnError::Aborted(meridian_txn::Abort::KeyMoving(_)) => "key_moving",
                 meridian_txn::TxnError::Aborted(_) => "txn_aborted",
                 meridian_txn::TxnError::SnapshotTooOld { .. } => "snapshot_too_old",
                 meridian_txn::TxnError::TxnTooLarge { .. } => "txn_too_large",
@@ -361,6 +367,9 @@ impl ReplicationError {
             | ForceMasterRefused { .. } => ErrorClass::BadRequest,
             VersionMismatch { .. } | AlreadyExists { .. } => ErrorClass::Conflict,
             Txn(t) => match t {
+                // A move, not a conflict on the client's data: retry the same request.
+                meridian_txn::TxnError::Aborted(meridian_txn::Abort::KeyMoving(_))
+                | meridian_txn::TxnError::WrongPartition { .. } => ErrorClass::Moving,
                 meridian_txn::TxnError::Aborted(_)
                 | meridian_txn::TxnError::SnapshotTooOld { .. } => ErrorClass::Conflict,
                 meridian_txn::TxnError::TxnTooLarge { .. } => ErrorClass::TooLarge,
@@ -368,8 +377,6 @@ impl ReplicationError {
                     ErrorClass::Internal
                 }
                 meridian_txn::TxnError::BadRequest(_) => ErrorClass::BadRequest,
-                // A stale key directory: retry once it caught up.
-                meridian_txn::TxnError::WrongPartition { .. } => ErrorClass::Unavailable,
                 meridian_txn::TxnError::ClockWentBackward { .. } => ErrorClass::Unavailable,
                 meridian_txn::TxnError::OutcomeUnknown(_) => ErrorClass::Timeout,
             },

@@ -87,8 +87,8 @@ pub use kernel::{
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use meridian_balance::{DeferredClaim, PeerView, ServiceModel, Strategy};
 pub use meridian_txn::{
-    Controls as TxnControls, DirChange, Entry as TxnEntry, KeyDirectory, PlannerConfig,
-    TimestampSource, TsoBatching, TxnError, TxnProps,
+    Abort as TxnAbort, Controls as TxnControls, DirChange, Entry as TxnEntry, KeyDirectory,
+    PlannerConfig, TimestampSource, TsoBatching, TxnError, TxnProps,
 };
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use timeline::{
@@ -96,4 +96,4 @@ pub use timeline::{
     TlWriteResult,
 };
 pub use tokio_clock::TokioClock;
-pub use txn::{MoveReport, Transaction, TxnOptions, TxnStats};
+pub use txn::{MoveReport, Transaction, TxnMoveStats, TxnOptions, TxnStats};

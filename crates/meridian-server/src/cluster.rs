@@ -25,7 +25,8 @@
 //!   data directory before serving ([`crate::identity`]).
 //!
 //! Every node's `[balance]` settings ([`crate::config::BalanceSection`]: service model, read
-//! workers, hot-key periods) configure its replication node; [`LocalNodes`] lists the
+//! workers, hot-key periods) and `[txn.planner]` ([`crate::config::PlannerSection`], the
+//! cross-node placement planner, set on every node at start) configure its replication node; [`LocalNodes`] lists the
 //! replication nodes of the process (all of an embedded cluster, the node alone with
 //! [`run_tcp`]), so `PUT /balance/service-model` with `"node"` reaches another embedded node.
 //!
@@ -692,6 +693,8 @@ fn start_member(
         });
     }
     node.set_chunk_store(node::open_chunk_store(&m.config)?);
+    // Every node feeds the planner the transactions it coordinates; the claimant plans.
+    node.set_txn_planner(m.config.txn.planner.planner_config());
     let handle = node.spawn(m.inbox, replication.clone());
     let backend = Arc::new(ClusterBackend::in_process(node, m.wan, m.local));
     let state = NodeState::open_cluster(m.config, engine, backend)?;

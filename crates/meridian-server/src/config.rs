@@ -81,6 +81,10 @@ pub struct NodeConfig {
     /// (off by default).
     #[serde(skip_serializing_if = "is_default_repart")]
     pub repart: crate::repart::RepartConfig,
+    /// `[txn]`: transactional buckets on a cluster node; today `[txn.planner]`, the
+    /// cross-node placement planner (off by default).
+    #[serde(skip_serializing_if = "TxnSection::is_default")]
+    pub txn: TxnSection,
 }
 
 fn is_default_repart(r: &crate::repart::RepartConfig) -> bool {
@@ -343,6 +347,152 @@ impl BalanceSection {
         if let Some(c) = self.deferred_claim {
             rc.deferred_claim = c;
         }
+    }
+}
+
+/// `[txn]`: settings of a cluster node's transactional buckets that are not bucket
+/// properties (those are `[buckets.NAME]`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TxnSection {
+    /// `[txn.planner]`: the cross-node placement planner.
+    #[serde(skip_serializing_if = "PlannerSection::is_default")]
+    pub planner: PlannerSection,
+}
+
+impl TxnSection {
+    fn is_default(&self) -> bool {
+        *self == TxnSection::default()
+    }
+}
+
+/// `[txn.planner]`: the planner that moves transactional keys between partitions so that
+/// keys used together by transactions share a partition leader, cutting two-phase commits
+/// (spec `repartitioning.md` §6; `meridian_replication`'s `txn::moves`). Off by default. On,
+/// every node feeds it the key sets of the transactions it coordinates, and the claimant
+/// (the lowest live node id) plans every `plan_interval_ms` and runs the moves; every node
+/// of a cluster should have the same settings (a node with the planner off feeds nothing).
+/// Defaults are the spec's (`meridian_txn::PlannerConfig::default`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlannerSection {
+    /// Whether the planner runs (default false).
+    pub enabled: bool,
+    /// W: the co-access graph covers the last W transactions (default 10 000; 0: every
+    /// transaction since the start, which grows without bound).
+    pub window: usize,
+    /// How often the claimant plans, milliseconds (default 60 000). Rounds start on the
+    /// transaction housekeeping tick (once a second), so the interval is at least a second.
+    pub plan_interval_ms: u64,
+    /// A round moves nothing unless the cut (plus the geo cost) drops by at least this many
+    /// co-accesses (default 16).
+    pub min_gain: u64,
+    /// At most this many keys move per round (default 1000): one round's moves are one
+    /// batch of key-directory changes in the cluster metadata.
+    pub max_moves_per_round: usize,
+    /// A key moved less than this long ago does not move again, milliseconds (default
+    /// 600 000): hysteresis against move thrashing.
+    pub min_residence_ms: u64,
+    /// The geo variant: the cost, in co-access units per access, of a key whose leader is
+    /// outside the DC that accesses it most (default 0: off).
+    pub geo_weight: u64,
+}
+
+impl Default for PlannerSection {
+    fn default() -> Self {
+        let d = meridian_replication::PlannerConfig::default();
+        PlannerSection {
+            enabled: false,
+            window: d.window,
+            plan_interval_ms: d.plan_interval_us / 1000,
+            min_gain: d.min_gain,
+            max_moves_per_round: d.max_moves_per_round,
+            min_residence_ms: d.min_residence_us / 1000,
+            geo_weight: d.geo_weight,
+        }
+    }
+}
+
+impl PlannerSection {
+    /// Largest window accepted: the graph keeps every transaction of it in memory.
+    pub const MAX_WINDOW: usize = 10_000_000;
+    /// Shortest planning interval, ms: the housekeeping tick that starts rounds.
+    pub const MIN_PLAN_INTERVAL_MS: u64 = 1_000;
+    /// Longest planning interval and residence, ms (one week).
+    pub const MAX_PERIOD_MS: u64 = 7 * 24 * 3_600_000;
+    /// Most moves per round.
+    pub const MAX_MOVES_PER_ROUND: usize = 100_000;
+    /// Largest `min_gain` and `geo_weight`.
+    pub const MAX_WEIGHT: u64 = 1_000_000_000;
+
+    fn is_default(&self) -> bool {
+        *self == PlannerSection::default()
+    }
+
+    /// Checks the section; messages name the setting (`txn.planner.<name>`) and the range.
+    /// Checked whether or not the planner is enabled, so turning it on never reveals an
+    /// old mistake.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::Config(msg));
+        if self.window > Self::MAX_WINDOW {
+            return bad(format!(
+                "txn.planner.window = {}: must be at most {} transactions (0: all since start)",
+                self.window,
+                Self::MAX_WINDOW
+            ));
+        }
+        if !(Self::MIN_PLAN_INTERVAL_MS..=Self::MAX_PERIOD_MS).contains(&self.plan_interval_ms) {
+            return bad(format!(
+                "txn.planner.plan_interval_ms = {}: must be between {} and {} milliseconds \
+                 (rounds start on a one-second tick)",
+                self.plan_interval_ms,
+                Self::MIN_PLAN_INTERVAL_MS,
+                Self::MAX_PERIOD_MS
+            ));
+        }
+        if !(1..=Self::MAX_WEIGHT).contains(&self.min_gain) {
+            return bad(format!(
+                "txn.planner.min_gain = {}: must be between 1 and {} co-accesses (0 would move \
+                 keys for no gain)",
+                self.min_gain,
+                Self::MAX_WEIGHT
+            ));
+        }
+        if !(1..=Self::MAX_MOVES_PER_ROUND).contains(&self.max_moves_per_round) {
+            return bad(format!(
+                "txn.planner.max_moves_per_round = {}: must be between 1 and {}",
+                self.max_moves_per_round,
+                Self::MAX_MOVES_PER_ROUND
+            ));
+        }
+        if self.min_residence_ms > Self::MAX_PERIOD_MS {
+            return bad(format!(
+                "txn.planner.min_residence_ms = {}: must be at most {} milliseconds",
+                self.min_residence_ms,
+                Self::MAX_PERIOD_MS
+            ));
+        }
+        if self.geo_weight > Self::MAX_WEIGHT {
+            return bad(format!(
+                "txn.planner.geo_weight = {}: must be at most {} (0: off)",
+                self.geo_weight,
+                Self::MAX_WEIGHT
+            ));
+        }
+        Ok(())
+    }
+
+    /// The planner's configuration, or `None` while it is off: what
+    /// `Node::set_txn_planner` takes.
+    pub fn planner_config(&self) -> Option<meridian_replication::PlannerConfig> {
+        self.enabled.then(|| meridian_replication::PlannerConfig {
+            window: self.window,
+            plan_interval_us: self.plan_interval_ms.saturating_mul(1000),
+            min_gain: self.min_gain,
+            max_moves_per_round: self.max_moves_per_round,
+            min_residence_us: self.min_residence_ms.saturating_mul(1000),
+            geo_weight: self.geo_weight,
+        })
     }
 }
 
@@ -738,6 +888,7 @@ impl NodeConfig {
             return bad("storage.data_dir is required with engine = \"fjall\"".into());
         }
         self.balance.validate()?;
+        self.txn.planner.validate()?;
         self.s3.validate()?;
         self.blob.validate().map_err(Error::Config)?;
         self.repart.validate().map_err(Error::Config)?;
@@ -893,6 +1044,90 @@ mod tests {
             meridian_replication::TimestampSource::ClockSi
         );
         assert_eq!(bank.txn.txn_backups, Some(0));
+    }
+
+    #[test]
+    fn the_readme_planner_example_parses_and_applies() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("### Moving transactional keys").unwrap()..];
+        let start = section.find("```toml\n").unwrap() + 8;
+        let text = &section[start..start + section[start..].find("```").unwrap()];
+        let c = NodeConfig::from_toml(&format!("{}\n{text}", readme_cluster_example())).unwrap();
+        let p = &c.txn.planner;
+        assert!(p.enabled);
+        assert_eq!(
+            p.planner_config(),
+            Some(meridian_replication::PlannerConfig {
+                window: 10_000,
+                plan_interval_us: 60_000_000,
+                min_gain: 16,
+                max_moves_per_round: 1000,
+                min_residence_us: 600_000_000,
+                geo_weight: 0,
+            })
+        );
+        // The example spells out the defaults, enabled aside.
+        assert_eq!(
+            *p,
+            PlannerSection {
+                enabled: true,
+                ..PlannerSection::default()
+            }
+        );
+        assert_eq!(NodeConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
+    }
+
+    #[test]
+    fn the_planner_is_off_by_default_and_every_range_is_checked_by_name() {
+        let c = NodeConfig::default();
+        assert!(!c.txn.planner.enabled);
+        assert_eq!(c.txn.planner.planner_config(), None);
+        assert!(!c.to_toml().unwrap().contains("txn"), "default left out");
+        let c = NodeConfig::from_toml(
+            "[txn.planner]\nenabled = true\nplan_interval_ms = 2000\nmin_residence_ms = 0\n\
+             geo_weight = 4\nwindow = 500\n",
+        )
+        .unwrap();
+        let cfg = c.txn.planner.planner_config().unwrap();
+        assert_eq!(cfg.plan_interval_us, 2_000_000);
+        assert_eq!(cfg.min_residence_us, 0);
+        assert_eq!((cfg.geo_weight, cfg.window), (4, 500));
+        assert_eq!(cfg.max_moves_per_round, 1000, "unset: the default");
+        let err = |line: &str| {
+            NodeConfig::from_toml(&format!("[txn.planner]\n{line}\n"))
+                .unwrap_err()
+                .to_string()
+        };
+        for (line, name) in [
+            ("window = 10000001", "txn.planner.window"),
+            ("plan_interval_ms = 999", "txn.planner.plan_interval_ms"),
+            (
+                "plan_interval_ms = 604800001",
+                "txn.planner.plan_interval_ms",
+            ),
+            ("min_gain = 0", "txn.planner.min_gain"),
+            ("max_moves_per_round = 0", "txn.planner.max_moves_per_round"),
+            (
+                "max_moves_per_round = 100001",
+                "txn.planner.max_moves_per_round",
+            ),
+            (
+                "min_residence_ms = 604800001",
+                "txn.planner.min_residence_ms",
+            ),
+            ("geo_weight = 1000000001", "txn.planner.geo_weight"),
+            ("min_gain = -1", "min_gain"),
+            ("enabled = \"yes\"", "enabled"),
+            ("interval_ms = 5", "interval_ms"),
+        ] {
+            let e = err(line);
+            assert!(e.contains(name), "{line}: {e}");
+        }
+        // Checked while off too, so switching it on never reveals an old mistake.
+        let e = err("enabled = false\nmin_gain = 0");
+        assert!(e.contains("txn.planner.min_gain"), "{e}");
+        let e = NodeConfig::from_toml("[txn]\nplanner = 1\n").unwrap_err();
+        assert!(e.to_string().contains("planner"), "{e}");
     }
 
     #[test]

@@ -10,14 +10,17 @@
 //! code ([`Metrics::replication_error`]), plus its timeline counters (`meridian_timeline_*`,
 //! from `EventualNode::tl_stats`) and its read load balancing series (`meridian_read_queue`,
 //! `meridian_replica_chosen_total{peer}`, `meridian_extra_copies`, `meridian_copy_create_ms`,
-//! ..., from `EventualNode::balance_stats`); a single node renders none of those series.
+//! ..., from `EventualNode::balance_stats`) and its transaction series (`meridian_txn_*`:
+//! commits, aborts, clock and prepared waits, and the cross-node planner's rounds, key moves,
+//! `key_moving` aborts, `wrong_partition` redirects and key-directory size, from
+//! `EventualNode::txn_stats`); a single node renders none of those series.
 //!
 //! `meridian_copy_create_ms` is a gauge with a `quantile` label (0.5, 0.99 and 1) over the
 //! sliding window of recent copies the node keeps as its DC's root, beside
 //! `meridian_copy_create_samples`: not a Prometheus summary, whose `_sum` and `_count` must
 //! be cumulative, which that window cannot give.
 
-use meridian_replication::{BalanceStats, NodeStats, TimelineStats};
+use meridian_replication::{BalanceStats, NodeStats, TimelineStats, TxnMoveStats, TxnStats};
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -139,6 +142,10 @@ pub struct ReplicationGauges {
     pub timeline: TimelineStats,
     /// The node's read load balancing counters and its view of its peers.
     pub balance: BalanceStats,
+    /// The node's transaction counters (transactional buckets).
+    pub txn: TxnStats,
+    /// The node's key-move counters and its copy of the key directory.
+    pub txn_moves: TxnMoveStats,
 }
 
 /// Every metric of a node.
@@ -485,6 +492,7 @@ impl Metrics {
         );
         render_timeline(out, r);
         render_balance(out, &r.balance);
+        render_txn(out, &r.txn, &r.txn_moves);
     }
 }
 
@@ -707,6 +715,153 @@ fn render_timeline(out: &mut String, r: &ReplicationGauges) {
         let _ = writeln!(
             out,
             "meridian_timeline_replication_lag_records{{dc=\"{dc}\"}} {lag}"
+        );
+    }
+}
+
+/// The transaction series (`meridian_txn_*`, spec `transactions.md` metrics and
+/// `repartitioning.md` §6): rendered on every cluster node, zero until a transactional bucket
+/// is used. Planning rounds and moves count on the node that ran them (the claimant), aborts
+/// and redirects on the coordinator that saw them; the directory gauges are this node's copy.
+fn render_txn(out: &mut String, t: &TxnStats, m: &TxnMoveStats) {
+    // Destructured so a new transaction counter fails to compile until it is exported here.
+    let TxnStats {
+        commits,
+        aborts,
+        r1_waits,
+        r1_wait_us,
+        r2_waits,
+        r2_wait_us,
+        tso_rpcs,
+        tso_timestamps,
+        versions_collected,
+        two_phase_commits,
+    } = *t;
+    let TxnMoveStats {
+        plan_rounds,
+        keys_moved,
+        moves_cancelled,
+        key_moving_aborts,
+        wrong_partition,
+        directory_keys,
+        directory_epoch,
+        planner_enabled,
+    } = *m;
+    let secs = |us: u64| us as f64 / 1e6;
+    let series: [(&str, &str, &str, f64); 18] = [
+        (
+            "meridian_txn_commits_total",
+            "counter",
+            "Transactions coordinated here that committed (read-only ones included).",
+            commits as f64,
+        ),
+        (
+            "meridian_txn_two_phase_commits_total",
+            "counter",
+            "Transactions coordinated here that committed through two-phase commit (more than one leader).",
+            two_phase_commits as f64,
+        ),
+        (
+            "meridian_txn_aborts_total",
+            "counter",
+            "Transactions coordinated here whose commit aborted (retryable, no effect).",
+            aborts as f64,
+        ),
+        (
+            "meridian_txn_r1_waits_total",
+            "counter",
+            "Reads at this leader that waited for its clock to pass the snapshot (R1).",
+            r1_waits as f64,
+        ),
+        (
+            "meridian_txn_r1_wait_seconds_total",
+            "counter",
+            "Time reads at this leader spent in R1 waits.",
+            secs(r1_wait_us),
+        ),
+        (
+            "meridian_txn_r2_waits_total",
+            "counter",
+            "Reads at this leader that waited for a prepared transaction (R2).",
+            r2_waits as f64,
+        ),
+        (
+            "meridian_txn_r2_wait_seconds_total",
+            "counter",
+            "Time reads at this leader spent in R2 waits.",
+            secs(r2_wait_us),
+        ),
+        (
+            "meridian_txn_tso_rpcs_total",
+            "counter",
+            "Timestamp oracle RPCs this node sent.",
+            tso_rpcs as f64,
+        ),
+        (
+            "meridian_txn_tso_timestamps_total",
+            "counter",
+            "Timestamps those oracle RPCs carried.",
+            tso_timestamps as f64,
+        ),
+        (
+            "meridian_txn_versions_collected_total",
+            "counter",
+            "Versions garbage-collected at this leader.",
+            versions_collected as f64,
+        ),
+        (
+            "meridian_txn_plan_rounds_total",
+            "counter",
+            "Rounds of the cross-node placement planner run here (txn.planner; the claimant plans).",
+            plan_rounds as f64,
+        ),
+        (
+            "meridian_txn_keys_moved_total",
+            "counter",
+            "Transactional keys this node moved to another partition.",
+            keys_moved as f64,
+        ),
+        (
+            "meridian_txn_moves_cancelled_total",
+            "counter",
+            "Key moves this node gave up (a step failed, or a stale move was cancelled); the keys stayed put.",
+            moves_cancelled as f64,
+        ),
+        (
+            "meridian_txn_key_moving_aborts_total",
+            "counter",
+            "Reads and commits of transactions coordinated here refused with key_moving (retried, no effect).",
+            key_moving_aborts as f64,
+        ),
+        (
+            "meridian_txn_wrong_partition_total",
+            "counter",
+            "wrong_partition answers to transactions coordinated here: a stale key directory, waited for and retried.",
+            wrong_partition as f64,
+        ),
+        (
+            "meridian_txn_directory_keys",
+            "gauge",
+            "Moved keys in this node's copy of the key directory.",
+            directory_keys as f64,
+        ),
+        (
+            "meridian_txn_directory_epoch",
+            "gauge",
+            "Epoch of this node's copy of the key directory.",
+            directory_epoch as f64,
+        ),
+        (
+            "meridian_txn_planner_enabled",
+            "gauge",
+            "Whether the cross-node placement planner is on here (1) or off (0).",
+            f64::from(u8::from(planner_enabled)),
+        ),
+    ];
+    for (metric, kind, help, value) in series {
+        let _ = writeln!(
+            out,
+            "# HELP {metric} {help}\n# TYPE {metric} {kind}\n{metric} {value}"
         );
     }
 }
@@ -983,6 +1138,21 @@ mod tests {
                     chosen: 40,
                 }],
             },
+            txn: TxnStats {
+                commits: 12,
+                r1_wait_us: 1_500_000,
+                ..TxnStats::default()
+            },
+            txn_moves: TxnMoveStats {
+                plan_rounds: 3,
+                keys_moved: 40,
+                moves_cancelled: 2,
+                key_moving_aborts: 5,
+                wrong_partition: 1,
+                directory_keys: 38,
+                directory_epoch: 7,
+                planner_enabled: true,
+            },
         };
         let text = m.render_cluster(EngineGauges::default(), &r);
         // The same series up to the standalone-only memory ones, then the replication ones.
@@ -1044,6 +1214,19 @@ mod tests {
             "meridian_copy_create_ms{quantile=\"0.99\"} 400",
             "meridian_copy_create_ms{quantile=\"1\"} 400",
             "meridian_copy_create_samples 4",
+            "# TYPE meridian_txn_commits_total counter",
+            "meridian_txn_commits_total 12",
+            "meridian_txn_aborts_total 0",
+            "meridian_txn_r1_wait_seconds_total 1.5",
+            "meridian_txn_plan_rounds_total 3",
+            "meridian_txn_keys_moved_total 40",
+            "meridian_txn_moves_cancelled_total 2",
+            "meridian_txn_key_moving_aborts_total 5",
+            "meridian_txn_wrong_partition_total 1",
+            "# TYPE meridian_txn_directory_keys gauge",
+            "meridian_txn_directory_keys 38",
+            "meridian_txn_directory_epoch 7",
+            "meridian_txn_planner_enabled 1",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}:\n{text}");
         }

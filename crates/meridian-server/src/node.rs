@@ -48,6 +48,8 @@ fn replication_gauges(c: &ClusterBackend) -> ReplicationGauges {
             .collect(),
         timeline: c.node.tl_stats(),
         balance: c.node.balance_stats(),
+        txn: c.node.txn_stats(),
+        txn_moves: c.node.txn_move_stats(),
     }
 }
 

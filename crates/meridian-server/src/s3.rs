@@ -1201,9 +1201,10 @@ fn replication_error(e: &ReplicationError) -> S3Error {
     let code = match e.class() {
         ErrorClass::Overload => S3Code::SlowDown,
         // A full disk resumes by itself: clients that back off and retry get through.
-        ErrorClass::Unavailable | ErrorClass::Timeout | ErrorClass::DiskFull => {
-            S3Code::ServiceUnavailable
-        }
+        ErrorClass::Unavailable
+        | ErrorClass::Timeout
+        | ErrorClass::DiskFull
+        | ErrorClass::Moving => S3Code::ServiceUnavailable,
         ErrorClass::BadRequest | ErrorClass::Conflict => S3Code::InvalidRequest,
         ErrorClass::TooLarge => S3Code::EntityTooLarge,
         ErrorClass::Internal => S3Code::InternalError,

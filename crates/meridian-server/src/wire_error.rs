@@ -13,6 +13,18 @@
 //! | `TooLarge` | `-ERR <code> <figures>` | 413 |
 //! | `Conflict` | `-CONFLICT <code> current=<ver\|none>` | 412 + `X-Meridian-Version` (a transaction's abort: 409 and its `key`) |
 //! | `Internal` | `-ERR <code> <figures>` | 500 |
+//! | `Moving` | `-TRYAGAIN key_moving key=<key> …` / `-TRYAGAIN wrong_partition …` | 503 + `Retry-After` |
+//!
+//! **Keys moving between partitions** (spec `repartitioning.md` §6). A transactional key
+//! being moved refuses writes (and reads above its export timestamp) with the retryable
+//! `KeyMoving`; a leader it left answers `WrongPartition`. Neither is a conflict on the
+//! client's data: nothing was applied and the same request succeeds once the move ends, so
+//! both are `-TRYAGAIN`, which cluster clients (redis-py, go-redis, Jedis, ...) retry as they
+//! do during Redis Cluster resharding, and HTTP 503 + `Retry-After`. The front ends retry them
+//! first themselves (a non-WATCH `EXEC` or a single command backs off and runs again), so a
+//! client only sees one when a move outlasts those retries. Never `-MOVED`: a key move does
+//! not move its hash slot — `CLUSTER SLOTS` stays right, any node coordinates a transaction
+//! on any key and routes it by the key directory — so redirecting a client would be false.
 //!
 //! `master_unavailable` keeps the spec's form that leads with what an operator acts on:
 //! `-UNAVAILABLE master_unavailable dc=<name> node=<id> key=<key> <reason>`, the DC by its
@@ -50,6 +62,7 @@ pub fn resp_prefix(class: ErrorClass) -> &'static str {
         ErrorClass::Timeout => "TIMEOUT",
         ErrorClass::Conflict => "CONFLICT",
         ErrorClass::DiskFull => "MISCONF",
+        ErrorClass::Moving => "TRYAGAIN",
     }
 }
 
@@ -57,7 +70,9 @@ pub fn resp_prefix(class: ErrorClass) -> &'static str {
 pub fn http_status(class: ErrorClass) -> StatusCode {
     match class {
         ErrorClass::BadRequest => StatusCode::BAD_REQUEST,
-        ErrorClass::Unavailable | ErrorClass::Overload => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Unavailable | ErrorClass::Overload | ErrorClass::Moving => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         ErrorClass::Timeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorClass::Conflict => StatusCode::PRECONDITION_FAILED,
@@ -68,7 +83,10 @@ pub fn http_status(class: ErrorClass) -> StatusCode {
 
 /// Whether a class tells the client to retry later (`Retry-After`).
 pub fn retry_later(class: ErrorClass) -> bool {
-    matches!(class, ErrorClass::Unavailable | ErrorClass::Overload)
+    matches!(
+        class,
+        ErrorClass::Unavailable | ErrorClass::Overload | ErrorClass::Moving
+    )
 }
 
 /// The explanation a quorum `timeout` error ends with: how long the coordinator waited by
@@ -104,6 +122,16 @@ pub fn resp_line(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Stri
             }
         ),
         ReplicationError::Overload => "TRYAGAIN overload".to_owned(),
+        // The code first, as every other line (`Display` of an abort leads with
+        // `txn_aborted`), then what the client should do.
+        ReplicationError::Txn(t) if class == ErrorClass::Moving => {
+            let text = t.to_string();
+            let what = text.strip_prefix("txn_aborted ").unwrap_or(&text);
+            format!(
+                "TRYAGAIN {what} (the key is moving between partitions; nothing was applied, \
+                 retry)"
+            )
+        }
         // As a standalone node says it (`resp::exec::keyspace_error_line`).
         ReplicationError::DiskFull { reason } => {
             format!("MISCONF Errors writing to the disk: {reason}")
@@ -176,6 +204,18 @@ pub fn http_error(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Api
         }
         // A transaction's conflict is not a failed precondition the client sent: 409, with
         // the key to retry around (spec `transactions.md` API).
+        ReplicationError::Txn(meridian_replication::TxnError::Aborted(
+            meridian_replication::TxnAbort::KeyMoving(k),
+        )) => {
+            fields.push(("key", String::from_utf8_lossy(k).into_owned().into()));
+        }
+        ReplicationError::Txn(meridian_replication::TxnError::WrongPartition {
+            hint,
+            dir_epoch,
+        }) => {
+            fields.push(("partition", hint.0.into()));
+            fields.push(("dir_epoch", (*dir_epoch).into()));
+        }
         ReplicationError::Txn(t @ meridian_replication::TxnError::Aborted(_)) => {
             api.status = StatusCode::CONFLICT;
             if let Some(k) = t.conflict_key() {
@@ -300,6 +340,13 @@ mod tests {
                 "ERR storage_error disk",
                 500,
             ),
+            (
+                ReplicationError::Txn(meridian_replication::TxnError::Aborted(
+                    meridian_replication::TxnAbort::KeyMoving(b"bank:a".to_vec()),
+                )),
+                "TRYAGAIN key_moving key=bank:a",
+                503,
+            ),
         ]
     }
 
@@ -314,6 +361,7 @@ mod tests {
             ErrorClass::TooLarge,
             ErrorClass::Conflict,
             ErrorClass::Internal,
+            ErrorClass::Moving,
         ];
         for class in classes {
             assert!(
@@ -404,5 +452,60 @@ mod tests {
         assert_eq!(j["master"], "n3");
         assert_eq!(j["maybe_applied"], false);
         assert_eq!(j["error"]["code"], "MASTER_UNAVAILABLE");
+    }
+
+    /// A key moving between partitions is `-TRYAGAIN` (redis-py's `TryAgainError`, which its
+    /// cluster client retries) and HTTP 503 + `Retry-After`, never `-MOVED` (the slot did not
+    /// move) nor `-CONFLICT` (nothing the client read changed); other aborts stay conflicts.
+    #[tokio::test]
+    async fn key_moves_are_tryagain_and_503_and_other_aborts_stay_conflicts() {
+        use meridian_replication::{TxnAbort, TxnError};
+        let moving =
+            ReplicationError::Txn(TxnError::Aborted(TxnAbort::KeyMoving(b"bank:a".to_vec())));
+        assert_eq!(moving.class(), ErrorClass::Moving);
+        assert_eq!(moving.code(), "key_moving");
+        assert_eq!(
+            resp_line(&moving, dc_name),
+            "TRYAGAIN key_moving key=bank:a (the key is moving between partitions; nothing was \
+             applied, retry)"
+        );
+        let r = axum::response::IntoResponse::into_response(http_error(&moving, dc_name));
+        assert_eq!(r.status(), 503);
+        assert_eq!(r.headers().get(header::RETRY_AFTER).unwrap(), "1");
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(j["error"]["code"], "KEY_MOVING");
+        assert_eq!(j["key"], "bank:a");
+
+        let wrong = ReplicationError::Txn(TxnError::WrongPartition {
+            hint: meridian_core::PartitionId(5),
+            dir_epoch: 9,
+        });
+        assert_eq!(wrong.class(), ErrorClass::Moving);
+        assert_eq!(
+            resp_line(&wrong, dc_name),
+            "TRYAGAIN wrong_partition hint=p5 dir_epoch=9 (the key is moving between \
+             partitions; nothing was applied, retry)"
+        );
+        let r = axum::response::IntoResponse::into_response(http_error(&wrong, dc_name));
+        assert_eq!(r.status(), 503);
+        let body = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(j["error"]["code"], "WRONG_PARTITION");
+        assert_eq!(
+            (j["partition"].as_u64(), j["dir_epoch"].as_u64()),
+            (Some(5), Some(9))
+        );
+
+        // A write-write conflict is still the client's business: -CONFLICT and 409.
+        let ww = ReplicationError::Txn(TxnError::Aborted(TxnAbort::WwConflict(b"bank:a".to_vec())));
+        assert_eq!(
+            resp_line(&ww, dc_name),
+            "CONFLICT txn_aborted ww_conflict key=bank:a"
+        );
+        assert_eq!(http_error(&ww, dc_name).status, StatusCode::CONFLICT);
+        for e in [&moving, &wrong, &ww] {
+            assert!(!resp_line(e, dc_name).starts_with("MOVED"), "{e:?}");
+        }
     }
 }

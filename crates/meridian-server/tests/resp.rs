@@ -2333,6 +2333,9 @@ mod cluster_slots;
 #[path = "resp/cluster_txn.rs"]
 mod cluster_txn;
 
+#[path = "resp/key_moves.rs"]
+mod key_moves;
+
 #[path = "resp/transactions.rs"]
 mod transactions;
 

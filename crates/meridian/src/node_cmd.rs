@@ -23,7 +23,8 @@ EXAMPLES:
     meridian node --config cluster-node.toml --service-model fixed:30 --read-workers 1
 
 Settings come from --config (TOML: sections [resp], [http], [storage], and [cluster] with
-[[cluster.members]], [buckets.NAME] and [balance] for a node of a multi-process cluster), then
+[[cluster.members]], [buckets.NAME], [balance] and [txn.planner] for a node of a multi-process
+cluster), then
 flags.
 Log verbosity follows RUST_LOG (default: info).")]
 pub struct NodeArgs {
@@ -175,6 +176,11 @@ impl NodeArgs {
             c.cluster.is_some() || c.balance == BalanceSection::default(),
             "--service-model, --read-workers and [balance] need a [cluster] section: a single \
              node reads only its own engine (try `meridian up --service-model ...`)"
+        );
+        anyhow::ensure!(
+            c.cluster.is_some() || !c.txn.planner.enabled,
+            "txn.planner.enabled needs a [cluster] section: the planner moves keys between the \
+             partition leaders of a cluster (try `meridian up --txn-planner`)"
         );
         Ok(c)
     }

@@ -7,7 +7,9 @@ use crate::signals::ShutdownSignals;
 use anyhow::Context;
 use clap::Args;
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
-use meridian_server::config::{BalanceSection, NodeConfig, S3Section, ServiceModel};
+use meridian_server::config::{
+    BalanceSection, NodeConfig, PlannerSection, S3Section, ServiceModel, TxnSection,
+};
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -20,6 +22,7 @@ EXAMPLES:
     meridian up --base-port 0                     every port chosen by the OS
     meridian up --processes --dcs 2 --nodes-per-dc 2   one `meridian node` process per node
     meridian up --dcs 1 --nodes-per-dc 4 --service-model fixed:30 --read-workers 1
+    meridian up --txn-planner --txn-plan-interval 5s   move transactional keys used together
     redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
@@ -63,6 +66,17 @@ pub struct UpArgs {
     /// Workers serving each node's replica-side read queue, 1 to 1024 [default: 4].
     #[arg(long, value_name = "N")]
     pub(crate) read_workers: Option<usize>,
+    /// Turn on the cross-node placement planner on every node (`[txn.planner] enabled`): keys
+    /// of transactional buckets that transactions use together move to one partition leader.
+    #[arg(long)]
+    pub(crate) txn_planner: bool,
+    /// With --txn-planner: how often the claimant plans (e.g. 2s, 1min; at least 1s)
+    /// [default: 60s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_latency, requires = "txn_planner")]
+    pub(crate) txn_plan_interval: Option<Duration>,
+    /// With --txn-planner: how long a moved key stays before it may move again [default: 10min].
+    #[arg(long, value_name = "DURATION", value_parser = parse_latency, requires = "txn_planner")]
+    pub(crate) txn_min_residence: Option<Duration>,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub(crate) log_format: LogFormat,
@@ -115,6 +129,21 @@ impl UpArgs {
         (section, made)
     }
 
+    /// The `[txn]` settings every node gets from the flags (`--txn-planner`, ...).
+    pub(crate) fn txn(&self) -> TxnSection {
+        let mut planner = PlannerSection {
+            enabled: self.txn_planner,
+            ..PlannerSection::default()
+        };
+        if let Some(d) = self.txn_plan_interval {
+            planner.plan_interval_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        }
+        if let Some(d) = self.txn_min_residence {
+            planner.min_residence_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        }
+        TxnSection { planner }
+    }
+
     /// The `[balance]` settings every node gets from the flags.
     pub(crate) fn balance(&self) -> BalanceSection {
         BalanceSection {
@@ -155,6 +184,7 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
     balance.validate()?;
     let mut node = NodeConfig {
         balance,
+        txn: args.txn(),
         ..NodeConfig::default()
     };
     node.resp.requirepass = args.requirepass.clone();

@@ -114,6 +114,7 @@ fn write_configs(
     for (m, a) in members.iter().zip(&addrs) {
         let mut c = NodeConfig {
             balance: args.balance(),
+            txn: args.txn(),
             s3: s3.clone(),
             ..NodeConfig::default()
         };

@@ -144,6 +144,21 @@ impl Node {
         }
     }
 
+    /// Counts a transaction's refusal because of a key move (`KeyMoving`,
+    /// `WrongPartition`) for `/metrics`; other errors are not counted here.
+    fn txn_count_move_refusal(&self, e: &TxnError) {
+        let c = &self.txn_state().counters;
+        match e {
+            TxnError::Aborted(Abort::KeyMoving(_)) => {
+                c.key_moving_aborts.fetch_add(1, Ordering::Relaxed);
+            }
+            TxnError::WrongPartition { .. } => {
+                c.wrong_partition.fetch_add(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+
     /// Waits (at most a second) until this node's key directory reached `epoch`, and a
     /// little in any case (the answering leader's own copy may be the stale one).
     pub(crate) async fn txn_await_directory(&self, epoch: u64) {
@@ -318,7 +333,11 @@ impl Transaction {
                 .filter(|k| !self.routes.contains_key(*k) && !self.writes.contains_key(*k))
                 .cloned()
                 .collect();
-            match self.read_at_leaders(keys, snap).await {
+            let r = self.read_at_leaders(keys, snap).await;
+            if let Err(e) = &r {
+                self.node.txn_count_move_refusal(e);
+            }
+            match r {
                 Err(TxnError::WrongPartition { dir_epoch, .. }) if attempt < 3 => {
                     attempt += 1;
                     // Nothing was read: the keys first routed by this call are untouched.
@@ -424,13 +443,14 @@ impl Transaction {
         let node = self.node.clone();
         let r = self.commit_inner().await;
         let c = &node.txn_state().counters;
-        match r {
+        match &r {
             Ok(_) => {
                 c.commits.fetch_add(1, Ordering::Relaxed);
                 node.txn_trace(std::mem::take(&mut self.routes).into_keys().collect());
             }
-            Err(_) => {
+            Err(e) => {
                 c.aborts.fetch_add(1, Ordering::Relaxed);
+                node.txn_count_move_refusal(e);
             }
         };
         r

@@ -106,6 +106,32 @@ pub struct TxnStats {
     pub two_phase_commits: u64,
 }
 
+/// Key-move counters of a node (spec `repartitioning.md` §6): the cross-node planner, the
+/// moves it ran, and the refusals coordinators met. Apart from [`TxnStats`] so code that
+/// builds or sums those (the benchmarks) is unaffected by this feature's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TxnMoveStats {
+    /// Planning rounds of the cross-node planner run here (the claimant plans).
+    pub plan_rounds: u64,
+    /// Keys this node moved to another partition (as the mover: the planner's node).
+    pub keys_moved: u64,
+    /// Key moves this node gave up (a step failed or timed out, or a stale `Moving` entry
+    /// was cancelled): the keys stayed where they were.
+    pub moves_cancelled: u64,
+    /// Reads and commits of transactions coordinated here refused with the retryable
+    /// `KeyMoving` (a key frozen for a move, or moved since the transaction first touched it).
+    pub key_moving_aborts: u64,
+    /// `WrongPartition` answers from leaders to transactions coordinated here: this node's
+    /// key directory was older than a move (the read waited for it and went again).
+    pub wrong_partition: u64,
+    /// Moved keys in this node's copy of the key directory (a gauge).
+    pub directory_keys: u64,
+    /// The epoch of this node's copy of the key directory (a gauge).
+    pub directory_epoch: u64,
+    /// Whether the cross-node planner is on here ([`Node::set_txn_planner`]).
+    pub planner_enabled: bool,
+}
+
 #[derive(Debug, Default)]
 struct Counters {
     commits: AtomicU64,
@@ -118,6 +144,11 @@ struct Counters {
     tso_timestamps: AtomicU64,
     versions_collected: AtomicU64,
     two_phase_commits: AtomicU64,
+    plan_rounds: AtomicU64,
+    keys_moved: AtomicU64,
+    moves_cancelled: AtomicU64,
+    key_moving_aborts: AtomicU64,
+    wrong_partition: AtomicU64,
 }
 
 /// The transaction protocol's state on one node (leader, coordinator and, on one node, the
@@ -320,6 +351,27 @@ impl Node {
             tso_timestamps: l(&c.tso_timestamps),
             versions_collected: l(&c.versions_collected),
             two_phase_commits: l(&c.two_phase_commits),
+        }
+    }
+
+    /// This node's key-move counters and its copy of the key directory.
+    pub fn txn_move_stats(&self) -> TxnMoveStats {
+        let c = &self.txn_state().counters;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (directory_keys, directory_epoch) = {
+            let v = self.kernel().view.read();
+            let dir = &v.meta.key_directory;
+            (dir.len() as u64, dir.epoch())
+        };
+        TxnMoveStats {
+            plan_rounds: l(&c.plan_rounds),
+            keys_moved: l(&c.keys_moved),
+            moves_cancelled: l(&c.moves_cancelled),
+            key_moving_aborts: l(&c.key_moving_aborts),
+            wrong_partition: l(&c.wrong_partition),
+            directory_keys,
+            directory_epoch,
+            planner_enabled: self.txn_state().planning.lock().enabled(),
         }
     }
 

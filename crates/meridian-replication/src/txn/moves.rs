@@ -36,6 +36,7 @@ use meridian_txn::{
     TxnError, TxnMsg,
 };
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -56,6 +57,13 @@ pub(crate) struct Planning {
     running: bool,
     /// The directory epoch at which `Moving` entries were first seen unchanged, and when.
     stale_watch: Option<(u64, Instant)>,
+}
+
+impl Planning {
+    /// Whether the planner is on (this node feeds it, and plans if it is the claimant).
+    pub(crate) fn enabled(&self) -> bool {
+        self.cfg.is_some()
+    }
 }
 
 /// What a batch of moves did.
@@ -228,6 +236,7 @@ impl Node {
             return;
         }
         tracing::warn!(node = %self.id(), keys = moving.len(), "giving up stale key moves");
+        let n = moving.len() as u64;
         if let Err(e) = self
             .change(MetaChange::KeyDirectory(DirChange::Cancel(moving)))
             .await
@@ -235,6 +244,10 @@ impl Node {
             tracing::warn!(node = %self.id(), error = %e, "stale key moves not cancelled");
             return;
         }
+        self.txn_state()
+            .counters
+            .moves_cancelled
+            .fetch_add(n, Ordering::Relaxed);
         for (src, keys) in sources {
             let _ = self.txn_call(src, TxnMsg::MoveCancel { keys }).await;
         }
@@ -275,6 +288,10 @@ impl Node {
                 |k| ring.partition_of(k),
             )?
         };
+        self.txn_state()
+            .counters
+            .plan_rounds
+            .fetch_add(1, Ordering::Relaxed);
         tracing::info!(node = %self.id(), moves = plan.moves.len(), cost_before = plan.cost_before,
             cost_after = plan.cost_after, held = plan.held_by_residence, "transactional placement planned");
         let moves: Vec<(Bytes, PartitionId)> =
@@ -401,6 +418,11 @@ impl Node {
                 .await;
             report.moved = ok.len();
         }
+        let c = &self.txn_state().counters;
+        c.keys_moved
+            .fetch_add(report.moved as u64, Ordering::Relaxed);
+        c.moves_cancelled
+            .fetch_add(report.cancelled as u64, Ordering::Relaxed);
         Ok(report)
     }
 

@@ -18,6 +18,13 @@
 //!   [`ATTEMPTS`] times;
 //! - **single-key commands** (INCR, SET NX/XX/GET/EX, APPEND, EXPIRE, ...) are the same
 //!   machinery with one command and no array;
+//! - **keys moving between partitions** (spec `repartitioning.md` §6) do not surface as
+//!   conflicts: a run refused because a key is moving (`KeyMoving`, `WrongPartition`) is
+//!   re-run after a backoff ([`MOVE_BACKOFF_MS`], doubling) — a move takes milliseconds, a
+//!   conflict retry at once would spend every attempt inside it — and if the key is still
+//!   moving after [`ATTEMPTS`] runs the client gets `-TRYAGAIN` (nothing applied), which
+//!   cluster clients retry. With WATCH the snapshot cannot be taken again: EXEC answers the
+//!   null array, as for a conflict, and the client's optimistic loop runs again;
 //! - **read-your-commits per connection**: the connection's last commit timestamp is the
 //!   session token of its next transaction.
 //!
@@ -42,6 +49,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How many times a transaction without WATCH runs before its conflict is reported.
 pub(crate) const ATTEMPTS: u32 = 32;
+
+/// The first and the largest backoff before re-running a transaction refused because a key
+/// was moving, ms: from 1 ms doubling to 64 ms, [`ATTEMPTS`] runs span about 1.7 s — far
+/// longer than a move's freeze, far shorter than a client's timeout.
+pub(crate) const MOVE_BACKOFF_MS: (u64, u64) = (1, 64);
+
+/// How one run of a transaction ended.
+enum Run {
+    /// Committed at this timestamp.
+    Committed(Timestamp),
+    /// Refused with a retryable error (nothing applied): a conflict, or a key moving.
+    Retry(meridian_replication::TxnError),
+}
+
+/// Whether a retryable refusal came from a key move rather than from a conflict.
+fn is_move(e: &meridian_replication::TxnError) -> bool {
+    matches!(
+        e,
+        meridian_replication::TxnError::Aborted(meridian_replication::TxnAbort::KeyMoving(_))
+            | meridian_replication::TxnError::WrongPartition { .. }
+    )
+}
 
 /// A transaction's view for the string commands: the snapshot reads, then its own writes.
 struct TxnView {
@@ -167,18 +196,18 @@ fn keys_of(cmd: Cmd, args: Args<'_>) -> impl Iterator<Item = Bytes> + '_ {
 }
 
 /// Runs `cmds` as one transaction into `out` (each command's reply in order), committing
-/// the writes. `Ok(None)`: a conflict the caller reports (WATCH) or retries.
+/// the writes. `Run::Retry`: a refusal the caller reports (WATCH) or retries.
 async fn run_once(
     c: &ClusterBackend,
     mut t: Transaction,
     keys: &[Bytes],
     cmds: &[(Cmd, Args<'_>)],
     out: &mut Reply,
-) -> Result<Option<Timestamp>, String> {
+) -> Result<Run, String> {
     let found = t.read(keys).await;
     let found = match found {
         Ok(f) => f,
-        Err(e) if e.is_retryable() => return Ok(None),
+        Err(e) if e.is_retryable() => return Ok(Run::Retry(e)),
         Err(e) => return Err(repl_line(c, e.into())),
     };
     let mut view = TxnView::over(keys, found, c.node.clock_now());
@@ -190,8 +219,8 @@ async fn run_once(
     view.write_back(&mut t)
         .map_err(|e| repl_line(c, e.into()))?;
     match t.commit().await {
-        Ok(ts) => Ok(Some(ts)),
-        Err(e) if e.is_retryable() => Ok(None),
+        Ok(ts) => Ok(Run::Committed(ts)),
+        Err(e) if e.is_retryable() => Ok(Run::Retry(e)),
         Err(e) => Err(repl_line(c, e.into())),
     }
 }
@@ -258,8 +287,10 @@ pub(crate) async fn exec(
 
 /// Runs `cmds` until they commit: the replies of the run that committed, or `None` when the
 /// transaction WATCH started (`watched`) conflicted — a watched or written key changed after
-/// its snapshot. Without WATCH a conflict re-runs everything at a fresh snapshot (at most
-/// [`ATTEMPTS`] runs); the commit timestamp becomes the connection's session token.
+/// its snapshot (or a key was moving: that snapshot cannot be read again either). Without
+/// WATCH a refusal re-runs everything at a fresh snapshot (at most [`ATTEMPTS`] runs; after
+/// a backoff when a key was moving); the commit timestamp becomes the connection's session
+/// token.
 async fn run_to_commit(
     c: &ClusterBackend,
     watched: Option<Transaction>,
@@ -270,7 +301,9 @@ async fn run_to_commit(
 ) -> Result<Option<bytes::BytesMut>, String> {
     let has_watch = watched.is_some();
     let mut next = watched;
-    for _ in 0..ATTEMPTS {
+    let mut backoff_ms = MOVE_BACKOFF_MS.0;
+    let mut last_move = None;
+    for attempt in 0..ATTEMPTS {
         let t = next.take().unwrap_or_else(|| {
             c.node.begin(TxnOptions {
                 read_only: false,
@@ -282,13 +315,24 @@ async fn run_to_commit(
             resp3,
         };
         match run_once(c, t, keys, cmds, &mut out).await? {
-            Some(ts) => {
+            Run::Committed(ts) => {
                 session.fetch_max(ts.0, Ordering::Relaxed);
                 return Ok(Some(out.out));
             }
-            None if has_watch => return Ok(None),
-            None => {}
+            Run::Retry(_) if has_watch => return Ok(None),
+            Run::Retry(e) if is_move(&e) => {
+                last_move = Some(e);
+                if attempt + 1 < ATTEMPTS {
+                    tokio::time::sleep(std::time::Duration::from_millis(backoff_ms)).await;
+                    backoff_ms = (backoff_ms * 2).min(MOVE_BACKOFF_MS.1);
+                }
+            }
+            Run::Retry(_) => last_move = None,
         }
+    }
+    // Still moving after every attempt: `-TRYAGAIN` (wire_error), which cluster clients retry.
+    if let Some(e) = last_move {
+        return Err(repl_line(c, e.into()));
     }
     Err("CONFLICT txn_aborted the transaction kept conflicting; retry it".into())
 }

@@ -242,7 +242,12 @@ async fn interactive_transactions_read_at_once_and_commit_or_conflict() {
 }
 
 /// One HTTP/1.1 request with `Connection: close`: status and body.
-async fn http(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -> (u16, String) {
+pub(crate) async fn http(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: meridian\r\nConnection: close\r\n\
