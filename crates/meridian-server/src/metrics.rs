@@ -880,12 +880,18 @@ fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
 /// The executor's series (spec `repartitioning.md` §4); durations in seconds.
 fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
     let secs = |us: u64| us as f64 / 1e6;
-    let series: [(&str, &str, &str, f64); 20] = [
+    let series: [(&str, &str, &str, f64); 21] = [
         (
             "meridian_repart_dispatched_total",
             "counter",
             "Requests the dispatcher placed on worker shards.",
             s.dispatched as f64,
+        ),
+        (
+            "meridian_repart_inline_total",
+            "counter",
+            "Requests run by their connection on an idle shard, without crossing to its worker.",
+            s.inline as f64,
         ),
         (
             "meridian_repart_dispatch_stall_seconds_max",

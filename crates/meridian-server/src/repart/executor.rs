@@ -153,6 +153,14 @@ struct ShardState {
     running: bool,
 }
 
+impl ShardState {
+    /// Whether the queue holds no barrier and no stop, so that a caller may run it: a
+    /// barrier is awaited, which only the worker can do.
+    fn only_requests(&self) -> bool {
+        self.queue.iter().all(|i| matches!(i, Item::Op(_)))
+    }
+}
+
 impl Shard {
     fn new() -> Self {
         Self {
@@ -170,28 +178,87 @@ impl Shard {
             self.space.wait(&mut st);
         }
         st.queue.push_back(item);
+        // Whoever runs the shard now looks at its queue before letting go of it.
+        let wake = !st.running;
         drop(st);
-        self.ready.notify_one();
-    }
-
-    /// Takes the shard for one inline request if nothing is queued or running on it.
-    fn try_claim(&self) -> bool {
-        let mut st = self.state.lock();
-        let idle = st.queue.is_empty() && !st.running;
-        if idle {
-            st.running = true;
+        if wake {
+            self.ready.notify_one();
         }
-        idle
     }
 
-    /// Gives the shard back after an inline request; wakes the worker if work came in.
+    /// [`Shard::push`], except that when nobody runs the shard and its queue holds only
+    /// requests, the caller takes the shard and the queue, `item` last, to run them itself
+    /// and then [`Shard::release`] it: its worker would first have to be woken and
+    /// scheduled, and on a machine with few cores that wait dwarfs the request.
+    fn push_or_take(&self, item: Item, cap: usize) -> Option<VecDeque<Item>> {
+        let mut st = self.state.lock();
+        while cap > 0 && st.queue.len() >= cap {
+            self.space.wait(&mut st);
+        }
+        if !st.running && st.only_requests() {
+            st.running = true;
+            let mut backlog = std::mem::take(&mut st.queue);
+            drop(st);
+            if !backlog.is_empty() {
+                self.space.notify_all();
+            }
+            backlog.push_back(item);
+            return Some(backlog);
+        }
+        st.queue.push_back(item);
+        let wake = !st.running;
+        drop(st);
+        if wake {
+            self.ready.notify_one();
+        }
+        None
+    }
+
+    /// Takes the shard for one inline request if nobody is running it, with its backlog:
+    /// requests queued and not yet taken by its worker move to `backlog`, for the caller to
+    /// run first, in queue order. A backlog holding a barrier or a stop stays with the
+    /// worker (a barrier is awaited, which the caller cannot do), and so does the shard.
+    fn try_claim(&self, backlog: &mut VecDeque<Item>) -> bool {
+        let mut st = self.state.lock();
+        if st.running || !st.only_requests() {
+            return false;
+        }
+        st.running = true;
+        let stolen = !st.queue.is_empty();
+        std::mem::swap(&mut st.queue, backlog);
+        drop(st);
+        if stolen {
+            self.space.notify_all();
+        }
+        true
+    }
+
+    /// Gives the shard back after an inline request. Requests queued meanwhile are run
+    /// here first, once (a caller that kept draining a busy shard would never answer its
+    /// own client); what is queued after that, or behind a barrier, wakes the worker.
     fn release(&self) {
         let mut st = self.state.lock();
+        if !st.queue.is_empty() && st.only_requests() {
+            let backlog = std::mem::take(&mut st.queue);
+            drop(st);
+            self.space.notify_all();
+            run_ops(backlog);
+            st = self.state.lock();
+        }
         st.running = false;
         let pending = !st.queue.is_empty();
         drop(st);
         if pending {
             self.ready.notify_one();
+        }
+    }
+}
+
+/// Runs stolen requests in queue order (a backlog holds nothing else; see [`Shard::release`]).
+fn run_ops(backlog: VecDeque<Item>) {
+    for item in backlog {
+        if let Item::Op(op) = item {
+            op();
         }
     }
 }
@@ -292,22 +359,39 @@ pub struct QueueSlot<'a, K: Key> {
     exec: &'a Executor<K>,
     d: parking_lot::MutexGuard<'a, Dispatcher<K>>,
     stall: std::time::Duration,
+    /// Whether the caller may run the request itself if its shard turns out free.
+    inline: bool,
 }
 
 impl<K: Key> QueueSlot<'_, K> {
     /// Queues `op` on the request's shard (behind barriers when it spans several), then
-    /// lets the pipeline swap a ready map in.
-    pub fn push(mut self, op: Op) -> Placed {
-        let exec = self.exec;
+    /// lets the pipeline swap a ready map in. From [`Executor::claim`] with `repart.inline`
+    /// on, a single-shard request whose shard was freed since it was claimed runs here,
+    /// after that shard's backlog, as [`Claim::Inline`] would have.
+    pub fn push(self, op: Op) -> Placed {
+        let QueueSlot {
+            exec,
+            d: mut guard,
+            stall,
+            inline,
+        } = self;
         let cap = exec.queue_cap;
-        let d = &mut *self.d;
+        let d = &mut *guard;
+        let mut taken = None;
         let placed = match d.set.as_slice() {
             [] => {
                 exec.shards[0].push(Item::Op(op), cap);
                 Placed { shard: 0, span: 1 }
             }
             [s] => {
-                exec.shards[*s as usize].push(Item::Op(op), cap);
+                let shard = &exec.shards[*s as usize];
+                if inline {
+                    taken = shard
+                        .push_or_take(Item::Op(op), cap)
+                        .map(|backlog| (shard, backlog));
+                } else {
+                    shard.push(Item::Op(op), cap);
+                }
                 Placed { shard: *s, span: 1 }
             }
             set => {
@@ -327,8 +411,14 @@ impl<K: Key> QueueSlot<'_, K> {
                 }
             }
         };
-        let stall = self.stall + exec.after_dispatch(d);
+        let stall = stall + exec.after_dispatch(d);
+        drop(guard);
         exec.stats.dispatched(stall);
+        if let Some((shard, backlog)) = taken {
+            exec.stats.inline();
+            run_ops(backlog);
+            shard.release();
+        }
         placed
     }
 }
@@ -423,10 +513,11 @@ impl<K: Key> Executor<K> {
         }
     }
 
-    /// Places a request. With `repart.inline` on, a single-shard request whose shard is
-    /// idle (nothing queued, nobody running it) is run by the caller, at once, with no
-    /// thread crossing: shards still run their requests one at a time in dispatch order,
-    /// and a swap's or a multi-shard request's barrier waits for the shard's release.
+    /// Places a request. With `repart.inline` on, a single-shard request whose shard nobody
+    /// is running is run by the caller, at once, with no thread crossing — after the
+    /// requests already queued on that shard, which the caller runs first unless a barrier
+    /// is among them: shards still run their requests one at a time in dispatch order, and
+    /// a swap's or a multi-shard request's barrier waits for the shard's release.
     /// Otherwise the caller gives the operation to [`QueueSlot::push`].
     pub fn claim<'k>(&self, keys: impl IntoIterator<Item = &'k K::Ref> + Clone) -> Claim<'_, K>
     where
@@ -454,12 +545,18 @@ impl<K: Key> Executor<K> {
         let stall = start.elapsed();
         if inline && let [s] = d.set.as_slice() {
             let shard = &self.shards[*s as usize];
-            if shard.try_claim() {
+            let mut backlog = VecDeque::new();
+            if shard.try_claim(&mut backlog) {
                 let shard_id = *s;
                 // A swap now queues its barrier behind this request on its (held) shard.
                 let stall = stall + self.after_dispatch(d);
+                drop(guard);
                 self.stats.dispatched(stall);
                 self.stats.inline();
+                // The requests queued before this one run first, here: waking the shard's
+                // worker to run them would make this caller, and theirs, wait for a thread
+                // to be scheduled.
+                run_ops(backlog);
                 return Claim::Inline(InlineRun { shard, shard_id });
             }
         }
@@ -467,6 +564,7 @@ impl<K: Key> Executor<K> {
             exec: self,
             d: guard,
             stall,
+            inline,
         })
     }
 
@@ -926,6 +1024,63 @@ mod tests {
             exec.dispatch(&[1, 0], Box::new(|| {})),
             Placed { shard: 0, span: 2 }
         );
+    }
+
+    /// A caller that finds a shard free runs the requests queued on it first, in order,
+    /// and those queued while it holds the shard when it lets go; a barrier stays with the
+    /// worker. The workers are tasks on a current-thread runtime this test never yields
+    /// to, so only callers can have run anything.
+    #[test]
+    fn callers_run_a_free_shards_backlog_in_order_and_leave_barriers_to_the_worker() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let exec = Executor::<u32>::start(
+            &config(Mode::RoundRobin),
+            Runtime::Tasks(rt.handle().clone()),
+        )
+        .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let op = |n: u32| -> Op {
+            let log = log.clone();
+            Box::new(move || log.lock().push(n))
+        };
+        // `dispatch` never runs a request itself: these wait for shard 0's worker.
+        assert_eq!(exec.dispatch(&[7], op(1)).shard, 0);
+        exec.dispatch(&[7], op(2));
+        assert!(log.lock().is_empty());
+        let Claim::Inline(held) = exec.claim([&7]) else {
+            panic!("a shard nobody runs is claimed")
+        };
+        assert_eq!(
+            *log.lock(),
+            [1, 2],
+            "the backlog ran before the claim returned"
+        );
+        // Held: a request for the same key queues behind it, and another caller's claim
+        // must queue too.
+        exec.dispatch(&[7], op(3));
+        assert!(matches!(exec.claim([&7]), Claim::Queue(_)));
+        assert_eq!(*log.lock(), [1, 2]);
+        drop(held);
+        assert_eq!(
+            *log.lock(),
+            [1, 2, 3],
+            "the releaser ran what queued meanwhile"
+        );
+        // A multi-shard request queues barriers on both shards: a caller must not run past
+        // them, so it queues, and nothing runs until the workers do.
+        exec.dispatch(&[8], op(4));
+        exec.dispatch(&[7, 8], op(5));
+        match exec.claim([&7]) {
+            Claim::Queue(slot) => {
+                slot.push(op(6));
+            }
+            Claim::Inline(_) => panic!("claimed a shard with a barrier queued"),
+        }
+        assert_eq!(*log.lock(), [1, 2, 3]);
+        rt.block_on(exec.quiesce());
+        assert_eq!(*log.lock(), [1, 2, 3, 4, 5, 6]);
     }
 
     #[test]

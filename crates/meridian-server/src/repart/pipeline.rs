@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{Barrier, mpsc};
 
@@ -88,7 +88,8 @@ struct Compute<K> {
     installed: Arc<Mutex<Base<K>>>,
     min_gain: f64,
     max_imbalance: f64,
-    /// Tracked requests to wait after a partition not worth a swap.
+    /// Tracked requests to wait after a partition not worth a swap (doubled after each
+    /// further one in a row, up to [`MAX_COOLDOWN_DOUBLINGS`] times).
     cooldown: u64,
     stats: Arc<RepartStats>,
 }
@@ -466,6 +467,12 @@ impl<K: Key> Tracker<K> {
     }
 }
 
+/// How many times the wait after a partition not worth a swap doubles while partitions keep
+/// not being worth one: up to 16 × `cooldown` tracked requests (8 windows at W = 1 000),
+/// which keeps a workload without co-access from spending a core on METIS runs that all
+/// conclude nothing while still answering a change within a fraction of a second.
+const MAX_COOLDOWN_DOUBLINGS: u32 = 4;
+
 async fn partition_loop<K: Key>(
     mut compute: Compute<K>,
     mut rx: mpsc::UnboundedReceiver<PartMsg<K>>,
@@ -474,6 +481,8 @@ async fn partition_loop<K: Key>(
     in_flight: Arc<AtomicBool>,
     not_before: Arc<AtomicU64>,
 ) {
+    // Partitions in a row not worth a swap: each doubles the wait before the next one.
+    let mut kept_in_a_row = 0u32;
     while let Some(msg) = rx.recv().await {
         let snap = match msg {
             PartMsg::Partition(snap) => snap,
@@ -486,7 +495,9 @@ async fn partition_loop<K: Key>(
             Ok(Outcome::Swap(base)) => MapMsg::Ready(base),
             Ok(Outcome::Keep) => {
                 // Nothing for the dispatcher to do; wait for the graph to change.
-                not_before.store(snap.tracked + compute.cooldown, Ordering::Release);
+                let wait = compute.cooldown << kept_in_a_row.min(MAX_COOLDOWN_DOUBLINGS);
+                kept_in_a_row = kept_in_a_row.saturating_add(1);
+                not_before.store(snap.tracked + wait, Ordering::Release);
                 in_flight.store(false, Ordering::Release);
                 continue;
             }
@@ -496,6 +507,7 @@ async fn partition_loop<K: Key>(
                 MapMsg::Failed
             }
         };
+        kept_in_a_row = 0;
         drop(snap);
         if maps.send(out).is_err() {
             return;
@@ -507,7 +519,7 @@ async fn partition_loop<K: Key>(
 /// The executor's metrics (spec §4), updated with relaxed atomics.
 #[derive(Debug, Default)]
 pub struct RepartStats {
-    hot: DispatchCounters,
+    hot: [DispatchCounters; STRIPES],
     sync_requests: AtomicU64,
     barrier_wait_us: AtomicU64,
     tracked: AtomicU64,
@@ -530,9 +542,9 @@ pub struct RepartStats {
     swap_us_max: AtomicU64,
 }
 
-/// The counters the dispatcher bumps on every request, on a cache line of their own: shared
-/// with the tracker's or the shards' counters, that line moved between cores on every
-/// request.
+/// The counters the dispatcher bumps on every request, one copy per stripe, each on a cache
+/// line of its own: a thread keeps to one stripe ([`stripe`]), so that the line does not
+/// move between cores on every request, as one shared copy did.
 #[derive(Debug, Default)]
 #[repr(align(128))]
 struct DispatchCounters {
@@ -540,6 +552,18 @@ struct DispatchCounters {
     dispatch_stall_max_us: AtomicU64,
     inline: AtomicU64,
     tracked_sent: AtomicU64,
+}
+
+/// How many stripes of [`DispatchCounters`] there are.
+const STRIPES: usize = 8;
+
+/// The calling thread's stripe: threads take stripes in turn, once each.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|s| *s)
 }
 
 /// A point-in-time copy of [`RepartStats`].
@@ -601,8 +625,20 @@ fn us(d: Duration) -> u64 {
 }
 
 impl RepartStats {
+    fn hot(&self) -> &DispatchCounters {
+        &self.hot[stripe()]
+    }
+
+    /// Sums one counter over the stripes.
+    fn hot_sum(&self, counter: impl Fn(&DispatchCounters) -> &AtomicU64) -> u64 {
+        self.hot
+            .iter()
+            .map(|h| counter(h).load(Ordering::Relaxed))
+            .sum()
+    }
+
     pub(super) fn dispatched(&self, stall: Duration) {
-        let h = &self.hot;
+        let h = self.hot();
         h.dispatched.fetch_add(1, Ordering::Relaxed);
         let stall = us(stall);
         // Read first: a new maximum is rare, and a load does not take the line exclusive.
@@ -612,11 +648,11 @@ impl RepartStats {
     }
 
     pub(super) fn inline(&self) {
-        self.hot.inline.fetch_add(1, Ordering::Relaxed);
+        self.hot().inline.fetch_add(1, Ordering::Relaxed);
     }
 
     fn tracked_sent(&self) {
-        self.hot.tracked_sent.fetch_add(1, Ordering::Relaxed);
+        self.hot().tracked_sent.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn sync_request(&self) {
@@ -673,19 +709,26 @@ impl RepartStats {
 
     /// Resets the longest dispatch stall (the bench reads it per phase).
     pub fn reset_stall(&self) {
-        self.hot.dispatch_stall_max_us.store(0, Ordering::Relaxed);
+        for h in &self.hot {
+            h.dispatch_stall_max_us.store(0, Ordering::Relaxed);
+        }
     }
 
     /// A copy of every counter.
     pub fn snapshot(&self) -> RepartSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         RepartSnapshot {
-            dispatched: l(&self.hot.dispatched),
-            dispatch_stall_max_us: l(&self.hot.dispatch_stall_max_us),
-            inline: l(&self.hot.inline),
+            dispatched: self.hot_sum(|h| &h.dispatched),
+            dispatch_stall_max_us: self
+                .hot
+                .iter()
+                .map(|h| l(&h.dispatch_stall_max_us))
+                .max()
+                .unwrap_or(0),
+            inline: self.hot_sum(|h| &h.inline),
             sync_requests: l(&self.sync_requests),
             barrier_wait_us: l(&self.barrier_wait_us),
-            tracked_sent: l(&self.hot.tracked_sent),
+            tracked_sent: self.hot_sum(|h| &h.tracked_sent),
             tracked: l(&self.tracked),
             snapshots: l(&self.snapshots),
             csr_us_last: l(&self.csr_us_last),
