@@ -890,7 +890,7 @@ fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
         (
             "meridian_repart_inline_total",
             "counter",
-            "Requests run by their connection on an idle shard, without crossing to its worker.",
+            "Requests their connection ran itself on a free shard instead of handing them to its worker.",
             s.inline as f64,
         ),
         (

@@ -81,11 +81,12 @@ impl<K> Csr<K> {
 /// still count as vertex accesses. The same keys are used when the request leaves the window.
 pub const MAX_CLIQUE_KEYS: usize = 64;
 
-/// Hashes interned ids. Ids are dense and assigned by the graph, not by clients, so a
-/// multiplicative (Fx-style) hash is safe. The rotation moves the well-mixed high bits of the
-/// product into the low bits that pick a bucket.
+/// Hashes ids that clients cannot choose: the graph's interned ids (dense, assigned by the
+/// graph) and a node's 64-bit key ids (a keyed hash). So a multiplicative (Fx-style) hash is
+/// safe. The rotation moves the well-mixed high bits of the product into the low bits that
+/// pick a bucket, and the top bits that tag entries depend on every bit of the id.
 #[derive(Debug, Default, Clone, Copy)]
-struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 const ID_HASH_SEED: u64 = 0xf135_7aea_2e62_a9c5;
 
@@ -97,6 +98,9 @@ impl Hasher for IdHasher {
     }
     fn write_u32(&mut self, i: u32) {
         self.0 = (self.0.rotate_left(5) ^ u64::from(i)).wrapping_mul(ID_HASH_SEED);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(ID_HASH_SEED);
     }
     fn finish(&self) -> u64 {
         self.0.rotate_left(26)

@@ -12,7 +12,7 @@
 pub mod graph;
 pub mod partition;
 
-pub use graph::{CoAccessGraph, Csr};
+pub use graph::{CoAccessGraph, Csr, IdHasher};
 #[cfg(feature = "metis")]
 pub use partition::Metis;
 pub use partition::{

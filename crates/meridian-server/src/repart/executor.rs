@@ -154,10 +154,24 @@ struct ShardState {
 }
 
 impl ShardState {
-    /// Whether the queue holds no barrier and no stop, so that a caller may run it: a
-    /// barrier is awaited, which only the worker can do.
-    fn only_requests(&self) -> bool {
-        self.queue.iter().all(|i| matches!(i, Item::Op(_)))
+    /// The queue, for a caller to run, if it holds no barrier and no stop: a barrier is
+    /// awaited, which only the worker can do.
+    fn take_requests(&mut self) -> Option<VecDeque<Item>> {
+        self.queue
+            .iter()
+            .all(|i| matches!(i, Item::Op(_)))
+            .then(|| std::mem::take(&mut self.queue))
+    }
+
+    /// Takes the shard for a caller, with its queue to run first, unless someone runs it
+    /// or a barrier is queued.
+    fn claim(&mut self) -> Option<VecDeque<Item>> {
+        if self.running {
+            return None;
+        }
+        let backlog = self.take_requests()?;
+        self.running = true;
+        Some(backlog)
     }
 }
 
@@ -170,20 +184,38 @@ impl Shard {
         }
     }
 
-    /// Queues `item`; with a capacity, waits while the queue is full (the caller is the
-    /// dispatcher: that wait is backpressure, not a repartitioning stall).
-    pub(super) fn push(&self, item: Item, cap: usize) {
+    /// The shard's state once its queue has room; with a capacity, waits while it is full
+    /// (the caller is the dispatcher: that wait is backpressure, not a repartitioning stall).
+    fn lock_with_room(&self, cap: usize) -> parking_lot::MutexGuard<'_, ShardState> {
         let mut st = self.state.lock();
         while cap > 0 && st.queue.len() >= cap {
             self.space.wait(&mut st);
         }
+        st
+    }
+
+    /// Appends `item`, waking the worker unless someone runs the shard now: whoever does
+    /// looks at the queue before letting go of it.
+    fn enqueue(&self, mut st: parking_lot::MutexGuard<'_, ShardState>, item: Item) {
         st.queue.push_back(item);
-        // Whoever runs the shard now looks at its queue before letting go of it.
         let wake = !st.running;
         drop(st);
         if wake {
             self.ready.notify_one();
         }
+    }
+
+    /// Wakes a dispatcher waiting for room, after a caller took `backlog` off the queue.
+    fn taken(&self, backlog: &VecDeque<Item>) {
+        if !backlog.is_empty() {
+            self.space.notify_all();
+        }
+    }
+
+    /// Queues `item` for the shard's worker (or whoever runs the shard).
+    pub(super) fn push(&self, item: Item, cap: usize) {
+        let st = self.lock_with_room(cap);
+        self.enqueue(st, item);
     }
 
     /// [`Shard::push`], except that when nobody runs the shard and its queue holds only
@@ -191,46 +223,29 @@ impl Shard {
     /// and then [`Shard::release`] it: its worker would first have to be woken and
     /// scheduled, and on a machine with few cores that wait dwarfs the request.
     fn push_or_take(&self, item: Item, cap: usize) -> Option<VecDeque<Item>> {
-        let mut st = self.state.lock();
-        while cap > 0 && st.queue.len() >= cap {
-            self.space.wait(&mut st);
-        }
-        if !st.running && st.only_requests() {
-            st.running = true;
-            let mut backlog = std::mem::take(&mut st.queue);
-            drop(st);
-            if !backlog.is_empty() {
-                self.space.notify_all();
+        let mut st = self.lock_with_room(cap);
+        match st.claim() {
+            Some(mut backlog) => {
+                drop(st);
+                self.taken(&backlog);
+                backlog.push_back(item);
+                Some(backlog)
             }
-            backlog.push_back(item);
-            return Some(backlog);
+            None => {
+                self.enqueue(st, item);
+                None
+            }
         }
-        st.queue.push_back(item);
-        let wake = !st.running;
-        drop(st);
-        if wake {
-            self.ready.notify_one();
-        }
-        None
     }
 
     /// Takes the shard for one inline request if nobody is running it, with its backlog:
-    /// requests queued and not yet taken by its worker move to `backlog`, for the caller to
-    /// run first, in queue order. A backlog holding a barrier or a stop stays with the
-    /// worker (a barrier is awaited, which the caller cannot do), and so does the shard.
-    fn try_claim(&self, backlog: &mut VecDeque<Item>) -> bool {
-        let mut st = self.state.lock();
-        if st.running || !st.only_requests() {
-            return false;
-        }
-        st.running = true;
-        let stolen = !st.queue.is_empty();
-        std::mem::swap(&mut st.queue, backlog);
-        drop(st);
-        if stolen {
-            self.space.notify_all();
-        }
-        true
+    /// the requests queued and not yet taken by its worker, for the caller to run first, in
+    /// queue order. A backlog holding a barrier or a stop stays with the worker, and so
+    /// does the shard.
+    fn try_claim(&self) -> Option<VecDeque<Item>> {
+        let backlog = self.state.lock().claim()?;
+        self.taken(&backlog);
+        Some(backlog)
     }
 
     /// Gives the shard back after an inline request. Requests queued meanwhile are run
@@ -238,10 +253,11 @@ impl Shard {
     /// own client); what is queued after that, or behind a barrier, wakes the worker.
     fn release(&self) {
         let mut st = self.state.lock();
-        if !st.queue.is_empty() && st.only_requests() {
-            let backlog = std::mem::take(&mut st.queue);
+        if !st.queue.is_empty()
+            && let Some(backlog) = st.take_requests()
+        {
             drop(st);
-            self.space.notify_all();
+            self.taken(&backlog);
             run_ops(backlog);
             st = self.state.lock();
         }
@@ -545,8 +561,7 @@ impl<K: Key> Executor<K> {
         let stall = start.elapsed();
         if inline && let [s] = d.set.as_slice() {
             let shard = &self.shards[*s as usize];
-            let mut backlog = VecDeque::new();
-            if shard.try_claim(&mut backlog) {
+            if let Some(backlog) = shard.try_claim() {
                 let shard_id = *s;
                 // A swap now queues its barrier behind this request on its (held) shard.
                 let stall = stall + self.after_dispatch(d);

@@ -22,10 +22,10 @@
 //! never correctness.
 
 use super::config::UnmappedPolicy;
-use meridian_balance::repart::ShardId;
+use meridian_balance::repart::{IdHasher, ShardId};
 use std::borrow::Borrow;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
@@ -65,41 +65,10 @@ pub fn key_id<R: Hash + ?Sized>(key: &R) -> u64 {
     IDS.get_or_init(KeyHasher::default).hash_one(key)
 }
 
-/// Hashes an id for its table with one multiply, which spreads every bit of the id —
-/// including the low bits, all that varies inside one overlay segment — into the high bits
-/// the table tags entries by.
-#[derive(Clone, Copy, Default)]
-pub struct IdHasher;
-
-/// [`IdHasher`]'s state: the id written.
-#[derive(Default)]
-pub struct IdState(u64);
-
-impl Hasher for IdState {
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `u64` ids are hashed here; fold anything else in rather than lose it.
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, id: u64) {
-        self.0 = id;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-    }
-}
-
-impl BuildHasher for IdHasher {
-    type Hasher = IdState;
-    fn build_hasher(&self) -> IdState {
-        IdState::default()
-    }
-}
-
-type IdMap = HashMap<u64, ShardId, IdHasher>;
+/// Id → shard. Ids are a keyed hash, so the tables hash them with one multiply: the top
+/// bits that pick an overlay segment are the same for all of a segment's ids, and
+/// [`IdHasher`] spreads the rest over the bits the table indexes and tags by.
+type IdMap = HashMap<u64, ShardId, BuildHasherDefault<IdHasher>>;
 
 /// An immutable key → shard map, built whole by the partitioner.
 pub struct BaseMap<K> {
@@ -320,7 +289,7 @@ pub fn next_base<K: Key>(
     policy: UnmappedPolicy,
 ) -> Base<K> {
     let mut shards = match policy {
-        UnmappedPolicy::Drop => IdMap::with_capacity_and_hasher(keys.len(), IdHasher),
+        UnmappedPolicy::Drop => IdMap::with_capacity_and_hasher(keys.len(), Default::default()),
         UnmappedPolicy::Keep => old.shards.clone(),
     };
     shards.extend(
