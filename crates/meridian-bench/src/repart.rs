@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use meridian_core::Timestamp;
 use meridian_server::repart::{
-    Executor, Mode, PartitionerKind, RepartConfig, RepartSnapshot, Runtime, UnmappedPolicy,
+    Executor, Mode, NewKeys, PartitionerKind, RepartConfig, RepartSnapshot, Runtime, UnmappedPolicy,
 };
 use meridian_storage::{Engine, MemEngine};
 use serde::{Deserialize, Serialize};
@@ -132,6 +132,7 @@ impl ReplayConfig {
             seed: self.seed,
             relabel: self.relabel,
             unmapped_policy: self.unmapped,
+            new_keys: NewKeys::RoundRobin,
             pin: self.pin,
             // Swap every new partition, as kvpaxos does (no hysteresis).
             min_gain: 0.0,

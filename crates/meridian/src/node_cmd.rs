@@ -95,6 +95,10 @@ pub struct NodeArgs {
     /// runtime) [default: threads].
     #[arg(long, value_name = "KIND")]
     repart_workers: Option<meridian_server::repart::Workers>,
+    /// Where `--repart` places keys no partition placed: hash (by the key, recording
+    /// nothing) or round_robin (the study's: in turn, remembered) [default: hash].
+    #[arg(long, value_name = "PLACEMENT")]
+    repart_new_keys: Option<meridian_server::repart::NewKeys>,
     /// Worker threads serving requests [default: one per core].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -167,6 +171,9 @@ impl NodeArgs {
         }
         if let Some(v) = self.repart_workers {
             c.repart.workers = v;
+        }
+        if let Some(v) = self.repart_new_keys {
+            c.repart.new_keys = v;
         }
         if let Some(v) = self.read_workers {
             c.balance.read_workers = Some(v);

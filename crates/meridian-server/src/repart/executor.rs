@@ -139,7 +139,7 @@ pub(super) enum Item {
 }
 
 /// One shard: its FIFO queue, and whether someone is running its requests now — its
-/// worker, or a caller running one request inline (see [`Executor::claim`]). Requests of a
+/// worker, or a caller running its own requests (see [`Batch`]). Requests of a
 /// shard run one at a time, in queue order, whoever runs them.
 pub(super) struct Shard {
     state: Mutex<ShardState>,
@@ -218,27 +218,7 @@ impl Shard {
         self.enqueue(st, item);
     }
 
-    /// [`Shard::push`], except that when nobody runs the shard and its queue holds only
-    /// requests, the caller takes the shard and the queue, `item` last, to run them itself
-    /// and then [`Shard::release`] it: its worker would first have to be woken and
-    /// scheduled, and on a machine with few cores that wait dwarfs the request.
-    fn push_or_take(&self, item: Item, cap: usize) -> Option<VecDeque<Item>> {
-        let mut st = self.lock_with_room(cap);
-        match st.claim() {
-            Some(mut backlog) => {
-                drop(st);
-                self.taken(&backlog);
-                backlog.push_back(item);
-                Some(backlog)
-            }
-            None => {
-                self.enqueue(st, item);
-                None
-            }
-        }
-    }
-
-    /// Takes the shard for one inline request if nobody is running it, with its backlog:
+    /// Takes the shard for a caller's requests if nobody is running it, with its backlog:
     /// the requests queued and not yet taken by its worker, for the caller to run first, in
     /// queue order. A backlog holding a barrier or a stop stays with the worker, and so
     /// does the shard.
@@ -248,7 +228,7 @@ impl Shard {
         Some(backlog)
     }
 
-    /// Gives the shard back after an inline request. Requests queued meanwhile are run
+    /// Gives the shard back after a caller's requests. Requests queued meanwhile are run
     /// here first, once (a caller that kept draining a busy shard would never answer its
     /// own client); what is queued after that, or behind a barrier, wakes the worker.
     fn release(&self) {
@@ -324,6 +304,8 @@ pub(super) struct Dispatcher<K> {
     pub(super) map: ShardMap<K>,
     each: Vec<ShardId>,
     set: Vec<ShardId>,
+    /// Per shard, what the current [`Batch`] did with it.
+    marks: Vec<Mark>,
     pub(super) pipeline: Option<Pipeline<K>>,
 }
 
@@ -348,94 +330,153 @@ pub struct Executor<K: Key> {
     inline: bool,
 }
 
-/// What [`Executor::claim`] decided for a request.
-pub enum Claim<'a, K: Key> {
-    /// Run it now, on the caller's thread: its one shard was idle and is held until this
-    /// guard drops.
-    Inline(InlineRun<'a>),
-    /// Queue it: the dispatcher is held until [`QueueSlot::push`], so dispatch order holds.
-    Queue(QueueSlot<'a, K>),
+/// Whether a batch holds a shard, queued on it, or neither (see [`Batch::place`]).
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum Mark {
+    #[default]
+    Untouched,
+    Held,
+    Queued,
 }
 
-/// A shard held for one request run inline; dropping it gives the shard back.
-pub struct InlineRun<'a> {
-    shard: &'a Shard,
-    /// The shard held.
-    pub shard_id: ShardId,
+/// Where [`Batch::place`] put a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// The caller runs it, after [`Batch::finish`] and before it releases the shard.
+    Inline(ShardId),
+    /// On its shards' queues.
+    Queued(Placed),
 }
 
-impl Drop for InlineRun<'_> {
-    fn drop(&mut self) {
-        self.shard.release();
+/// Requests placed under one hold of the dispatcher, in order: a connection's pipelined
+/// requests take the dispatcher's lock once, and each shard's at most twice, rather than
+/// once per request — two cores taking turns on one lock per request spend more time
+/// moving its cache line than placing keys.
+///
+/// A single-shard request whose shard nobody runs is held for the caller, with that
+/// shard's backlog (run first, by [`Batch::finish`]); a later request of the batch on a
+/// held shard is the caller's too. Everything else queues, and once a request queued on a
+/// shard, later ones on that shard queue behind it, so a shard's requests still run one at
+/// a time in dispatch order. A batch holds shards only with unbounded queues
+/// (`queue_cap = 0`): a dispatcher that held a shard while waiting for room on one whose
+/// worker waits at a barrier for the held shard would wait forever.
+pub struct Batch<'a, K: Key> {
+    exec: &'a Executor<K>,
+    d: Option<parking_lot::MutexGuard<'a, Dispatcher<K>>>,
+    start: Instant,
+    placed: u64,
+    inline: u64,
+    may_hold: bool,
+    held: Vec<(ShardId, VecDeque<Item>)>,
+}
+
+impl<'a, K: Key> Batch<'a, K> {
+    /// Places one request on the shards its `keys` map to; `op` is built only if it
+    /// queues. A request without keys queues on shard 0.
+    pub fn place<'k>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'k K::Ref> + Clone,
+        op: impl FnOnce() -> Op,
+    ) -> Route
+    where
+        K::Ref: 'k,
+    {
+        let exec = self.exec;
+        let Some(d) = self.d.as_deref_mut() else {
+            unreachable!("a batch holds the dispatcher until it finishes")
+        };
+        d.map.place(keys.clone(), &mut d.each, &mut d.set);
+        if let Some(p) = d.pipeline.as_mut() {
+            p.track(keys, &d.each, self.start);
+        }
+        self.placed += 1;
+        if self.may_hold
+            && let [s] = d.set.as_slice()
+        {
+            let s = *s;
+            let mark = &mut d.marks[s as usize];
+            if *mark == Mark::Held {
+                self.inline += 1;
+                return Route::Inline(s);
+            }
+            if *mark == Mark::Untouched
+                && let Some(backlog) = exec.shards[s as usize].try_claim()
+            {
+                *mark = Mark::Held;
+                self.held.push((s, backlog));
+                self.inline += 1;
+                return Route::Inline(s);
+            }
+        }
+        for &s in d.set.iter() {
+            d.marks[s as usize] = Mark::Queued;
+        }
+        Route::Queued(exec.queue(&d.set, op()))
+    }
+
+    /// Lets the pipeline swap a ready map in, lets go of the dispatcher, and runs the held
+    /// shards' backlogs; the caller then runs its inline requests and releases the shards.
+    pub fn finish(mut self) -> Held<'a> {
+        self.close()
+    }
+
+    fn close(&mut self) -> Held<'a> {
+        let exec = self.exec;
+        let mut held = Held {
+            shards: &exec.shards,
+            held: Vec::with_capacity(self.held.len()),
+        };
+        let Some(mut guard) = self.d.take() else {
+            return held;
+        };
+        let d = &mut *guard;
+        // A swap queues its barrier behind this batch's requests, on held shards too.
+        let stall = self.start.elapsed() + exec.after_dispatch(d, self.placed);
+        d.marks.fill(Mark::Untouched);
+        drop(guard);
+        exec.stats.dispatched(self.placed, stall);
+        exec.stats.inline(self.inline);
+        for (s, backlog) in self.held.drain(..) {
+            // The requests queued before this batch's run first, here: waking the shard's
+            // worker to run them would make this caller, and theirs, wait for a thread to
+            // be scheduled.
+            run_ops(backlog);
+            held.held.push(s);
+        }
+        held
     }
 }
 
-/// A placed request waiting for its operation, with the dispatcher held.
-pub struct QueueSlot<'a, K: Key> {
-    exec: &'a Executor<K>,
-    d: parking_lot::MutexGuard<'a, Dispatcher<K>>,
-    stall: std::time::Duration,
-    /// Whether the caller may run the request itself if its shard turns out free.
-    inline: bool,
+impl<K: Key> Drop for Batch<'_, K> {
+    /// A batch dropped unfinished still runs its held shards' backlogs and releases them.
+    fn drop(&mut self) {
+        drop(self.close());
+    }
 }
 
-impl<K: Key> QueueSlot<'_, K> {
-    /// Queues `op` on the request's shard (behind barriers when it spans several), then
-    /// lets the pipeline swap a ready map in. From [`Executor::claim`] with `repart.inline`
-    /// on, a single-shard request whose shard was freed since it was claimed runs here,
-    /// after that shard's backlog, as [`Claim::Inline`] would have.
-    pub fn push(self, op: Op) -> Placed {
-        let QueueSlot {
-            exec,
-            d: mut guard,
-            stall,
-            inline,
-        } = self;
-        let cap = exec.queue_cap;
-        let d = &mut *guard;
-        let mut taken = None;
-        let placed = match d.set.as_slice() {
-            [] => {
-                exec.shards[0].push(Item::Op(op), cap);
-                Placed { shard: 0, span: 1 }
-            }
-            [s] => {
-                let shard = &exec.shards[*s as usize];
-                if inline {
-                    taken = shard
-                        .push_or_take(Item::Op(op), cap)
-                        .map(|backlog| (shard, backlog));
-                } else {
-                    shard.push(Item::Op(op), cap);
-                }
-                Placed { shard: *s, span: 1 }
-            }
-            set => {
-                let b1 = Arc::new(Barrier::new(set.len()));
-                let b2 = Arc::new(Barrier::new(set.len()));
-                for &s in set {
-                    exec.shards[s as usize].push(Item::Sync(b1.clone()), cap);
-                }
-                exec.shards[set[0] as usize].push(Item::Op(op), cap);
-                for &s in set {
-                    exec.shards[s as usize].push(Item::Sync(b2.clone()), cap);
-                }
-                exec.stats.sync_request();
-                Placed {
-                    shard: set[0],
-                    span: set.len(),
-                }
-            }
-        };
-        let stall = stall + exec.after_dispatch(d);
-        drop(guard);
-        exec.stats.dispatched(stall);
-        if let Some((shard, backlog)) = taken {
-            exec.stats.inline();
-            run_ops(backlog);
-            shard.release();
+/// The shards a finished [`Batch`] holds for its caller's inline requests; each is given
+/// back by [`Held::release`] or when this drops.
+pub struct Held<'a> {
+    shards: &'a [Arc<Shard>],
+    held: Vec<ShardId>,
+}
+
+impl Held<'_> {
+    /// Gives `shard` back once the caller has run its last inline request there: requests
+    /// queued on it meanwhile run here first, once.
+    pub fn release(&mut self, shard: ShardId) {
+        if let Some(i) = self.held.iter().position(|&s| s == shard) {
+            self.held.swap_remove(i);
+            self.shards[shard as usize].release();
         }
-        placed
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        for s in std::mem::take(&mut self.held) {
+            self.shards[s as usize].release();
+        }
     }
 }
 
@@ -496,9 +537,10 @@ impl<K: Key> Executor<K> {
         Ok(Self {
             shards,
             dispatcher: Mutex::new(Dispatcher {
-                map: ShardMap::new(p),
+                map: ShardMap::new(p, config.new_keys),
                 each: Vec::new(),
                 set: Vec::new(),
+                marks: vec![Mark::Untouched; p as usize],
                 pipeline,
             }),
             stats,
@@ -523,72 +565,71 @@ impl<K: Key> Executor<K> {
     /// Queues `op` on the shard its `keys` map to (see the module docs), never running it on
     /// the caller's thread. A request without keys runs on shard 0.
     pub fn dispatch(&self, keys: &[K], op: Op) -> Placed {
-        match self.place(keys.iter().map(Borrow::borrow), false) {
-            Claim::Queue(slot) => slot.push(op),
-            Claim::Inline(_) => unreachable!("place without inline never claims a shard"),
+        let mut batch = self.begin(false);
+        match batch.place(keys.iter().map(Borrow::borrow), || op) {
+            Route::Queued(placed) => placed,
+            Route::Inline(_) => unreachable!("a batch that may not hold shards queues"),
         }
     }
 
-    /// Places a request. With `repart.inline` on, a single-shard request whose shard nobody
-    /// is running is run by the caller, at once, with no thread crossing — after the
-    /// requests already queued on that shard, which the caller runs first unless a barrier
-    /// is among them: shards still run their requests one at a time in dispatch order, and
-    /// a swap's or a multi-shard request's barrier waits for the shard's release.
-    /// Otherwise the caller gives the operation to [`QueueSlot::push`].
-    pub fn claim<'k>(&self, keys: impl IntoIterator<Item = &'k K::Ref> + Clone) -> Claim<'_, K>
-    where
-        K::Ref: 'k,
-    {
-        self.place(keys, self.inline)
+    /// Starts a [`Batch`]: the dispatcher is held until [`Batch::finish`]. With
+    /// `repart.inline` on, a request whose one shard nobody runs is run by the caller, with
+    /// no thread crossing.
+    pub fn batch(&self) -> Batch<'_, K> {
+        self.begin(self.inline && self.queue_cap == 0)
     }
 
-    fn place<'k>(
-        &self,
-        keys: impl IntoIterator<Item = &'k K::Ref> + Clone,
-        inline: bool,
-    ) -> Claim<'_, K>
-    where
-        K::Ref: 'k,
-    {
-        let mut guard = self.dispatcher.lock();
-        let start = Instant::now();
-        let d = &mut *guard;
-        d.map.place(keys.clone(), &mut d.each, &mut d.set);
-        if let Some(p) = d.pipeline.as_mut() {
-            p.track(keys, &d.each, start);
+    fn begin(&self, may_hold: bool) -> Batch<'_, K> {
+        let d = self.dispatcher.lock();
+        Batch {
+            exec: self,
+            d: Some(d),
+            start: Instant::now(),
+            placed: 0,
+            inline: 0,
+            may_hold,
+            held: Vec::new(),
         }
-        // The stall counts placement and repartitioning, not waits for queue space.
-        let stall = start.elapsed();
-        if inline && let [s] = d.set.as_slice() {
-            let shard = &self.shards[*s as usize];
-            if let Some(backlog) = shard.try_claim() {
-                let shard_id = *s;
-                // A swap now queues its barrier behind this request on its (held) shard.
-                let stall = stall + self.after_dispatch(d);
-                drop(guard);
-                self.stats.dispatched(stall);
-                self.stats.inline();
-                // The requests queued before this one run first, here: waking the shard's
-                // worker to run them would make this caller, and theirs, wait for a thread
-                // to be scheduled.
-                run_ops(backlog);
-                return Claim::Inline(InlineRun { shard, shard_id });
+    }
+
+    /// Queues `op` on `set` (behind barriers when it spans several shards; on shard 0 when
+    /// empty), under the dispatcher.
+    fn queue(&self, set: &[ShardId], op: Op) -> Placed {
+        let cap = self.queue_cap;
+        match set {
+            [] => {
+                self.shards[0].push(Item::Op(op), cap);
+                Placed { shard: 0, span: 1 }
+            }
+            [s] => {
+                self.shards[*s as usize].push(Item::Op(op), cap);
+                Placed { shard: *s, span: 1 }
+            }
+            set => {
+                let b1 = Arc::new(Barrier::new(set.len()));
+                let b2 = Arc::new(Barrier::new(set.len()));
+                for &s in set {
+                    self.shards[s as usize].push(Item::Sync(b1.clone()), cap);
+                }
+                self.shards[set[0] as usize].push(Item::Op(op), cap);
+                for &s in set {
+                    self.shards[s as usize].push(Item::Sync(b2.clone()), cap);
+                }
+                self.stats.sync_request();
+                Placed {
+                    shard: set[0],
+                    span: set.len(),
+                }
             }
         }
-        Claim::Queue(QueueSlot {
-            exec: self,
-            d: guard,
-            stall,
-            inline,
-        })
     }
 
-    /// The pipeline's turn after a dispatch; returns the time it took.
-    fn after_dispatch(&self, d: &mut Dispatcher<K>) -> std::time::Duration {
+    /// The pipeline's turn after `n` dispatches; returns the time it took.
+    fn after_dispatch(&self, d: &mut Dispatcher<K>, n: u64) -> std::time::Duration {
         match d.pipeline.as_mut() {
             Some(p) => {
                 let t = Instant::now();
-                p.after_dispatch(&mut d.map, &self.shards, self.queue_cap);
+                p.after_dispatch(n, &mut d.map, &self.shards, self.queue_cap);
                 t.elapsed()
             }
             None => std::time::Duration::ZERO,
@@ -654,7 +695,7 @@ mod tests {
     //! Invariants 1 and 2: per-key order across map swaps, and multi-key requests that see
     //! their keys quiesced, checked on recorded per-key histories.
     use super::*;
-    use crate::repart::config::{PartitionerKind, UnmappedPolicy};
+    use crate::repart::config::{NewKeys, PartitionerKind, UnmappedPolicy};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use std::sync::atomic::AtomicU64;
@@ -730,17 +771,48 @@ mod tests {
         }
     }
 
-    /// Through [`Executor::claim`]: run inline when the shard is idle, else queue.
-    fn submit(exec: &Executor<u32>, keys: &[u32], op: Op) {
-        match exec.claim(keys.iter()) {
-            Claim::Inline(held) => {
-                op();
-                drop(held);
+    /// Requests `seq..` as one batch of 1 to 6; returns how many.
+    fn submit_random_batch(
+        exec: &Executor<u32>,
+        history: &Arc<History>,
+        rng: &mut ChaCha8Rng,
+        keys: u32,
+        seq: u64,
+    ) -> u64 {
+        let n = rng.random_range(1..=6u64);
+        let requests = (seq..seq + n)
+            .map(|s| {
+                let k = request(rng, keys);
+                (k.clone(), history.op(s, k))
+            })
+            .collect();
+        submit_batch(exec, requests);
+        n
+    }
+
+    /// Places `requests` as one batch, then runs those routed to the caller in order,
+    /// releasing each shard after its last one.
+    fn submit_batch(exec: &Executor<u32>, requests: Vec<(Vec<u32>, Op)>) -> Vec<Route> {
+        let mut batch = exec.batch();
+        let mut inline = Vec::new();
+        let mut routes = Vec::new();
+        for (keys, op) in requests {
+            let mut op = Some(op);
+            let route = batch.place(keys.iter(), || op.take().expect("built once"));
+            if let (Route::Inline(s), Some(op)) = (route, op) {
+                inline.push((s, op));
             }
-            Claim::Queue(slot) => {
-                slot.push(op);
+            routes.push(route);
+        }
+        let mut held = batch.finish();
+        let shards: Vec<ShardId> = inline.iter().map(|(s, _)| *s).collect();
+        for (i, (s, op)) in inline.into_iter().enumerate() {
+            op();
+            if !shards[i + 1..].contains(&s) {
+                held.release(s);
             }
         }
+        routes
     }
 
     fn config(mode: Mode) -> RepartConfig {
@@ -750,6 +822,7 @@ mod tests {
             window: 2_000,
             partitioner: PartitionerKind::Fennel,
             unmapped_policy: UnmappedPolicy::Drop,
+            new_keys: NewKeys::RoundRobin,
             pin: false,
             // Swap every partition (kvpaxos), so the tests see many swaps.
             min_gain: 0.0,
@@ -758,23 +831,23 @@ mod tests {
     }
 
     /// Dispatches until `swaps` maps were swapped in (a count, not a time), then checks.
-    fn run_threads(mode: Mode, seed: u64, swaps: u64) {
+    fn run_threads(config: RepartConfig, seed: u64, swaps: u64) {
         const KEYS: u32 = 256;
-        let exec = Executor::<u32>::start(&config(mode), Runtime::Threads { pin: false }).unwrap();
+        let exec = Executor::<u32>::start(&config, Runtime::Threads { pin: false }).unwrap();
         let history = History::new(KEYS as usize);
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut seq = 0u64;
         while exec.stats().snapshot().swaps < swaps {
             assert!(seq < 3_000_000, "seed {seed}: no swap after {seq} requests");
-            let keys = request(&mut rng, KEYS);
-            // Half the requests through `claim`, which runs them here when their shard is
-            // idle, interleaved with queued ones.
-            if seq.is_multiple_of(2) {
-                submit(&exec, &keys, history.op(seq, keys.clone()));
+            // Half the requests in batches, which run them here when their shard is idle,
+            // interleaved with queued ones.
+            if rng.random_bool(0.5) {
+                seq += submit_random_batch(&exec, &history, &mut rng, KEYS, seq);
             } else {
+                let keys = request(&mut rng, KEYS);
                 exec.dispatch(&keys, history.op(seq, keys.clone()));
+                seq += 1;
             }
-            seq += 1;
         }
         // A few more under the last map.
         for _ in 0..1_000 {
@@ -797,13 +870,18 @@ mod tests {
 
     #[test]
     fn per_key_order_survives_non_stop_swaps_on_threads() {
-        run_threads(Mode::NonStop, 11, 5);
+        run_threads(config(Mode::NonStop), 11, 5);
+        let hashed = RepartConfig {
+            new_keys: NewKeys::Hash,
+            ..config(Mode::NonStop)
+        };
+        run_threads(hashed, 14, 40);
     }
 
     #[test]
     fn per_key_order_survives_base_and_free_swaps_on_threads() {
-        run_threads(Mode::Base { interval: 3_000 }, 12, 3);
-        run_threads(Mode::Free { interval: 3_000 }, 13, 3);
+        run_threads(config(Mode::Base { interval: 3_000 }), 12, 3);
+        run_threads(config(Mode::Free { interval: 3_000 }), 13, 3);
     }
 
     /// The simulated form: every actor a task on one current-thread runtime, the dispatching
@@ -817,19 +895,24 @@ mod tests {
                 .unwrap();
             rt.block_on(async {
                 const KEYS: u32 = 64;
-                let exec = Executor::<u32>::start(
-                    &config(Mode::NonStop),
-                    Runtime::Tasks(tokio::runtime::Handle::current()),
-                )
-                .unwrap();
+                // Half the seeds place new keys by hash.
+                let cfg = RepartConfig {
+                    new_keys: [NewKeys::RoundRobin, NewKeys::Hash][seed as usize % 2],
+                    ..config(Mode::NonStop)
+                };
+                let exec =
+                    Executor::<u32>::start(&cfg, Runtime::Tasks(tokio::runtime::Handle::current()))
+                        .unwrap();
                 let history = History::new(KEYS as usize);
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                for seq in 0..20_000u64 {
-                    let keys = request(&mut rng, KEYS);
+                let mut seq = 0;
+                while seq < 20_000u64 {
                     if rng.random_bool(0.5) {
-                        submit(&exec, &keys, history.op(seq, keys.clone()));
+                        seq += submit_random_batch(&exec, &history, &mut rng, KEYS, seq);
                     } else {
+                        let keys = request(&mut rng, KEYS);
                         exec.dispatch(&keys, history.op(seq, keys.clone()));
+                        seq += 1;
                     }
                     if rng.random_bool(0.05) {
                         tokio::task::yield_now().await;
@@ -1064,38 +1147,74 @@ mod tests {
         assert_eq!(exec.dispatch(&[7], op(1)).shard, 0);
         exec.dispatch(&[7], op(2));
         assert!(log.lock().is_empty());
-        let Claim::Inline(held) = exec.claim([&7]) else {
-            panic!("a shard nobody runs is claimed")
-        };
+        let mut batch = exec.batch();
+        assert_eq!(batch.place([&7], || op(100)), Route::Inline(0));
+        let held = batch.finish();
         assert_eq!(
             *log.lock(),
             [1, 2],
-            "the backlog ran before the claim returned"
+            "the backlog ran before the batch finished"
         );
-        // Held: a request for the same key queues behind it, and another caller's claim
+        // Held: a request for the same key queues behind it, and another caller's batch
         // must queue too.
         exec.dispatch(&[7], op(3));
-        assert!(matches!(exec.claim([&7]), Claim::Queue(_)));
+        let mut other = exec.batch();
+        assert!(matches!(other.place([&7], || op(4)), Route::Queued(_)));
+        drop(other.finish());
         assert_eq!(*log.lock(), [1, 2]);
         drop(held);
         assert_eq!(
             *log.lock(),
-            [1, 2, 3],
+            [1, 2, 3, 4],
             "the releaser ran what queued meanwhile"
         );
         // A multi-shard request queues barriers on both shards: a caller must not run past
         // them, so it queues, and nothing runs until the workers do.
-        exec.dispatch(&[8], op(4));
-        exec.dispatch(&[7, 8], op(5));
-        match exec.claim([&7]) {
-            Claim::Queue(slot) => {
-                slot.push(op(6));
-            }
-            Claim::Inline(_) => panic!("claimed a shard with a barrier queued"),
-        }
-        assert_eq!(*log.lock(), [1, 2, 3]);
+        exec.dispatch(&[8], op(5));
+        exec.dispatch(&[7, 8], op(6));
+        let mut batch = exec.batch();
+        assert!(matches!(batch.place([&7], || op(7)), Route::Queued(_)));
+        drop(batch);
+        assert_eq!(*log.lock(), [1, 2, 3, 4]);
         rt.block_on(exec.quiesce());
-        assert_eq!(*log.lock(), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(*log.lock(), [1, 2, 3, 4, 5, 6, 7]);
+    }
+
+    /// Within one batch, a shard a request queued on is not run by the caller afterwards:
+    /// the later request would overtake the queued one.
+    #[test]
+    fn a_batch_never_overtakes_its_own_queued_requests() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let exec = Executor::<u32>::start(
+            &config(Mode::RoundRobin),
+            Runtime::Tasks(rt.handle().clone()),
+        )
+        .unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let op = |n: u32| -> Op {
+            let log = log.clone();
+            Box::new(move || log.lock().push(n))
+        };
+        let routes = submit_batch(
+            &exec,
+            vec![
+                (vec![7], op(1)),
+                (vec![7, 8], op(2)),
+                (vec![7], op(3)),
+                (vec![9], op(4)),
+                (vec![9], op(5)),
+            ],
+        );
+        assert_eq!(routes[0], Route::Inline(0));
+        assert_eq!(routes[1], Route::Queued(Placed { shard: 0, span: 2 }));
+        assert!(matches!(routes[2], Route::Queued(_)), "{routes:?}");
+        assert_eq!(routes[3..], [Route::Inline(2), Route::Inline(2)]);
+        assert_eq!(*log.lock(), [1, 4, 5], "the caller ran its own, in order");
+        rt.block_on(exec.quiesce());
+        assert_eq!(*log.lock(), [1, 4, 5, 2, 3]);
+        assert_eq!(exec.stats().snapshot().inline, 3);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! Two layers, so that installing a partition of 10⁶ keys does not stall dispatch:
 //! - the **base**, an immutable map shared by `Arc`, built whole by the partitioner off the
 //!   dispatch path and installed by one pointer swap;
-//! - the **overlay**, the keys the dispatcher placed itself since that swap (new keys, which
-//!   go round-robin). It is split into [`OVERLAY_SEGMENTS`] hash maps by a hash of the key,
+//! - the **overlay**, the keys the dispatcher placed itself since that swap (new keys, under
+//!   `new_keys = round_robin`; under `hash` a new key's shard is a function of the key, and
+//!   nothing is recorded). It is split into [`OVERLAY_SEGMENTS`] hash maps by a hash of the key,
 //!   so that growing it rehashes one segment at a time: a map that only grows (round-robin
 //!   never swaps) would otherwise copy all of its 10⁶ keys on the dispatch path at once.
 //!
@@ -21,7 +22,7 @@
 //! and barriers only need every key to map to one shard at a time, so that costs balance,
 //! never correctness.
 
-use super::config::UnmappedPolicy;
+use super::config::{NewKeys, UnmappedPolicy};
 use meridian_balance::repart::{IdHasher, ShardId};
 use std::borrow::Borrow;
 use std::collections::HashMap;
@@ -178,16 +179,24 @@ impl<K> Overlay<K> {
 pub struct ShardMap<K> {
     base: Base<K>,
     overlay: Overlay<K>,
+    new_keys: NewKeys,
     next: ShardId,
     shards: ShardId,
 }
 
+/// The shard a key of id `id` hashes to under `new_keys = hash`: the id's top bits scaled
+/// to `shards` (ids are a keyed hash, so any bits are uniform).
+fn hashed(id: u64, shards: ShardId) -> ShardId {
+    ((u128::from(id) * u128::from(shards)) >> 64) as ShardId
+}
+
 impl<K: Key> ShardMap<K> {
-    /// An empty map over `shards` shards (at least 1).
-    pub fn new(shards: u32) -> Self {
+    /// An empty map over `shards` shards (at least 1), placing new keys by `new_keys`.
+    pub fn new(shards: u32, new_keys: NewKeys) -> Self {
         Self {
             base: Arc::default(),
             overlay: Overlay::new(),
+            new_keys,
             next: 0,
             shards: shards.max(1),
         }
@@ -198,7 +207,8 @@ impl<K: Key> ShardMap<K> {
         self.shards
     }
 
-    /// The shard `key` is mapped to, if any.
+    /// The shard `key` is recorded on, if any (under `new_keys = hash`, a key no partition
+    /// placed is on the shard it hashes to, and recorded nowhere).
     pub fn get(&self, key: &K::Ref) -> Option<ShardId> {
         self.get_id(key_id(key))
     }
@@ -208,8 +218,9 @@ impl<K: Key> ShardMap<K> {
     }
 
     /// The spec's `shards_of`: the shard of every key of one request, placing the request's
-    /// new keys all on the next round-robin shard. `each` receives every key's shard in
-    /// order; the returned set is sorted and deduplicated in `set`.
+    /// new keys by [`NewKeys`] (round-robin: all on the next shard in turn). `each`
+    /// receives every key's shard in order; the returned set is sorted and deduplicated in
+    /// `set`.
     pub fn place<'k>(
         &mut self,
         keys: impl IntoIterator<Item = &'k K::Ref>,
@@ -224,9 +235,10 @@ impl<K: Key> ShardMap<K> {
         let mut new = false;
         for k in keys {
             let id = key_id(k);
-            let s = match self.get_id(id) {
-                Some(s) => s,
-                None => {
+            let s = match (self.get_id(id), self.new_keys) {
+                (Some(s), _) => s,
+                (None, NewKeys::Hash) => hashed(id, self.shards),
+                (None, NewKeys::RoundRobin) => {
                     new = true;
                     self.overlay.insert(id, fresh);
                     fresh
@@ -315,7 +327,7 @@ mod tests {
 
     #[test]
     fn new_keys_of_one_request_share_the_next_round_robin_shard() {
-        let mut m = ShardMap::new(3);
+        let mut m = ShardMap::new(3, NewKeys::RoundRobin);
         assert_eq!(place(&mut m, &[1]), (vec![0], vec![0]));
         assert_eq!(place(&mut m, &[2, 3]), (vec![1, 1], vec![1]));
         // 1 is known (0), 4 is new (2): the request spans both.
@@ -330,7 +342,7 @@ mod tests {
     /// that span every segment, through placements and a `keep` swap.
     #[test]
     fn the_segmented_overlay_matches_a_single_map() {
-        let mut m = ShardMap::<u32>::new(5);
+        let mut m = ShardMap::<u32>::new(5, NewKeys::RoundRobin);
         let mut model = HashMap::new();
         let mut next = 0;
         for k in (0..20_000u32).map(|i| i.wrapping_mul(2_654_435_761) % 50_000) {
@@ -364,10 +376,44 @@ mod tests {
         assert_eq!(m.get(&50_001), None);
     }
 
+    /// Under `hash`, a key no partition placed goes where it hashes, every time, and is not
+    /// recorded; a partition's placement overrides that until a `drop` swap forgets it.
+    #[test]
+    fn hashed_new_keys_are_placed_by_their_id_and_recorded_nowhere() {
+        let mut m = ShardMap::<u32>::new(4, NewKeys::Hash);
+        let mut counts = [0u32; 4];
+        for k in 0..4_000u32 {
+            let (each, _) = place(&mut m, &[k]);
+            assert_eq!(place(&mut m, &[k]).0, each, "key {k} stays put");
+            counts[each[0] as usize] += 1;
+        }
+        assert!(m.is_empty(), "nothing recorded");
+        assert!(
+            counts.iter().all(|&c| (800..1200).contains(&c)),
+            "{counts:?}"
+        );
+        // Two new keys of one request go where each hashes.
+        let (a, b) = (0u32..)
+            .flat_map(|a| (a + 1..a + 50).map(move |b| (a, b)))
+            .find(|&(a, b)| place(&mut m, &[a]).0 != place(&mut m, &[b]).0)
+            .unwrap();
+        assert_eq!(place(&mut m, &[a, b]).1.len(), 2);
+        let home = place(&mut m, &[a]).0[0];
+        let elsewhere = (home + 1) % 4;
+        let base = next_base(&m.base(), &[a], &[elsewhere], UnmappedPolicy::Drop);
+        m.swap(base, UnmappedPolicy::Drop);
+        assert_eq!(place(&mut m, &[a]).0, vec![elsewhere]);
+        m.swap(
+            next_base(&m.base(), &[b], &[0], UnmappedPolicy::Drop),
+            UnmappedPolicy::Drop,
+        );
+        assert_eq!(place(&mut m, &[a]).0, vec![home], "dropped: hashed again");
+    }
+
     #[test]
     fn swap_keep_and_drop() {
         for policy in [UnmappedPolicy::Keep, UnmappedPolicy::Drop] {
-            let mut m = ShardMap::new(4);
+            let mut m = ShardMap::new(4, NewKeys::RoundRobin);
             for k in 0..8u32 {
                 place(&mut m, &[k]);
             }

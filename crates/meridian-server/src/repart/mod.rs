@@ -28,7 +28,7 @@ pub mod executor;
 pub mod map;
 pub mod pipeline;
 
-pub use config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy, Workers};
-pub use executor::{Claim, Executor, InlineRun, Op, Placed, QueueSlot, Runtime, StartError};
+pub use config::{Mode, NewKeys, PartitionerKind, RepartConfig, UnmappedPolicy, Workers};
+pub use executor::{Batch, Executor, Held, Op, Placed, Route, Runtime, StartError};
 pub use map::Key;
 pub use pipeline::{RepartSnapshot, RepartStats};

@@ -299,17 +299,19 @@ impl<K: Key> Pipeline<K> {
         });
     }
 
-    /// After each dispatch: swap a ready map in (non_stop, free), or stop the world when
-    /// due (base).
+    /// After `n` dispatches (a batch's): swap a ready map in (non_stop, free), or stop the
+    /// world when due (base: once the count crosses a multiple of Δp).
     pub(super) fn after_dispatch(
         &mut self,
+        n: u64,
         map: &mut ShardMap<K>,
         shards: &[Arc<Shard>],
         cap: usize,
     ) {
-        self.dispatched += 1;
+        let before = self.dispatched;
+        self.dispatched += n;
         if let Mode::Base { interval } = self.mode {
-            if self.dispatched.is_multiple_of(interval) {
+            if interval > 0 && before / interval != self.dispatched / interval {
                 self.stop_the_world(map, shards, cap);
             }
             return;
@@ -637,9 +639,10 @@ impl RepartStats {
             .sum()
     }
 
-    pub(super) fn dispatched(&self, stall: Duration) {
+    /// `n` requests dispatched under one hold of the dispatcher, for `stall`.
+    pub(super) fn dispatched(&self, n: u64, stall: Duration) {
         let h = self.hot();
-        h.dispatched.fetch_add(1, Ordering::Relaxed);
+        h.dispatched.fetch_add(n, Ordering::Relaxed);
         let stall = us(stall);
         // Read first: a new maximum is rare, and a load does not take the line exclusive.
         if stall > h.dispatch_stall_max_us.load(Ordering::Relaxed) {
@@ -647,8 +650,10 @@ impl RepartStats {
         }
     }
 
-    pub(super) fn inline(&self) {
-        self.hot().inline.fetch_add(1, Ordering::Relaxed);
+    pub(super) fn inline(&self, n: u64) {
+        if n > 0 {
+            self.hot().inline.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     fn tracked_sent(&self) {

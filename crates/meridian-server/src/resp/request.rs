@@ -75,7 +75,6 @@ pub struct Args<'a> {
 
 impl<'a> Args<'a> {
     /// Arguments `base[s..e]` for each range (ranges must lie within `base`).
-    #[cfg(test)]
     pub(crate) fn from_parts(base: &'a [u8], ranges: &'a [(usize, usize)]) -> Self {
         Args { base, ranges }
     }
@@ -99,6 +98,11 @@ impl<'a> Args<'a> {
         &self.base[s..e]
     }
 
+    /// Each argument's range in the input.
+    pub(crate) fn ranges(&self) -> &'a [(usize, usize)] {
+        self.ranges
+    }
+
     /// Arguments from `i` on.
     pub fn iter_from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + 'a {
         let base = self.base;
@@ -117,6 +121,16 @@ pub(crate) struct OwnedArgs {
 }
 
 impl OwnedArgs {
+    /// Arguments `base[s..e]` for each range (ranges must lie within `base`).
+    pub(crate) fn from_parts(base: Bytes, ranges: Box<[(usize, usize)]>) -> Self {
+        Self { base, ranges }
+    }
+
+    /// Its bytes and its arguments' ranges in them.
+    pub(crate) fn parts(&self) -> (&Bytes, &[(usize, usize)]) {
+        (&self.base, &self.ranges)
+    }
+
     /// A copy of `args` (MULTI queues a request whose bytes the read buffer will reuse).
     pub(crate) fn copy_of(args: Args<'_>) -> Self {
         let mut base = Vec::with_capacity(args.iter_from(0).map(<[u8]>::len).sum());
@@ -278,6 +292,12 @@ impl RequestParser {
             base: if self.inline { &self.scratch } else { buf },
             ranges: &self.args,
         }
+    }
+
+    /// Whether the last parsed request's arguments lie in its input (multibulk), rather
+    /// than in the parser's own scratch, which the next parse overwrites (inline).
+    pub(crate) fn args_in_input(&self) -> bool {
+        !self.inline
     }
 
     /// Like [`RequestParser::args`], but owning `request`: the whole request's bytes, split

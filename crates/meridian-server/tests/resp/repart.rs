@@ -6,7 +6,7 @@
 use super::{PATIENCE, Raw, RunningNode};
 use bytes::BytesMut;
 use meridian_server::NodeConfig;
-use meridian_server::repart::{Mode, PartitionerKind, Workers};
+use meridian_server::repart::{Mode, NewKeys, PartitionerKind, Workers};
 use meridian_server::resp::Frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -116,6 +116,21 @@ fn script() -> Vec<Vec<&'static str>> {
     s
 }
 
+/// Inline (telnet-style) key commands between multibulk ones: their arguments live in the
+/// parser's scratch, not in the read buffer, so they end a batch.
+async fn run_inline(raw: &mut Raw) -> Vec<Frame> {
+    let mut bytes = request(&["SET", "i", "1"]);
+    bytes.extend_from_slice(b"INCR i\r\nINCRBY i 5\r\n");
+    bytes.extend(request(&["GET", "i"]));
+    bytes.extend_from_slice(b"MGET i a\r\n");
+    raw.send(&bytes).await;
+    let mut out = Vec::new();
+    for _ in 0..5 {
+        out.push(raw.frame().await);
+    }
+    out
+}
+
 fn normalise(frames: Vec<Frame>) -> Vec<Frame> {
     // KEYS order is unspecified: compare it as a set.
     frames
@@ -144,33 +159,38 @@ async fn sharded_replies_equal_the_plain_node_reply_for_reply() {
         for r in script() {
             want.push(run_script(&mut raw, &[r]).await);
         }
+        want.push(run_inline(&mut raw).await);
     }
     plain.stop().await;
     // With one client most requests find their shard idle and run inline; `inline = false`
     // sends every one through the queues.
-    for (mode, workers, inline) in [
-        (Mode::Single, Workers::Threads, false),
-        (Mode::RoundRobin, Workers::Threads, true),
-        (Mode::RoundRobin, Workers::Threads, false),
-        (Mode::NonStop, Workers::Threads, false),
-        (Mode::Free { interval: 7 }, Workers::Threads, true),
-        (Mode::NonStop, Workers::Tasks, true),
-        (Mode::NonStop, Workers::Tasks, false),
-        (Mode::Base { interval: 11 }, Workers::Tasks, false),
+    use NewKeys::{Hash, RoundRobin};
+    for (mode, workers, inline, new_keys) in [
+        (Mode::Single, Workers::Threads, false, Hash),
+        (Mode::RoundRobin, Workers::Threads, true, Hash),
+        (Mode::RoundRobin, Workers::Threads, true, RoundRobin),
+        (Mode::RoundRobin, Workers::Threads, false, Hash),
+        (Mode::NonStop, Workers::Threads, false, RoundRobin),
+        (Mode::Free { interval: 7 }, Workers::Threads, true, Hash),
+        (Mode::NonStop, Workers::Tasks, true, Hash),
+        (Mode::NonStop, Workers::Tasks, false, RoundRobin),
+        (Mode::Base { interval: 11 }, Workers::Tasks, false, Hash),
     ] {
         let mut c = config(mode);
         c.repart.workers = workers;
         c.repart.inline = inline;
+        c.repart.new_keys = new_keys;
         let node = RunningNode::start(c).await;
         let mut raw = connect(&node).await;
         let mut got = vec![run_script(&mut raw, &script()).await];
         for r in script() {
             got.push(run_script(&mut raw, &[r]).await);
         }
+        got.push(run_inline(&mut raw).await);
         assert_eq!(
             got.into_iter().map(normalise).collect::<Vec<_>>(),
             want.iter().cloned().map(normalise).collect::<Vec<_>>(),
-            "mode {mode} {workers:?} inline {inline}"
+            "mode {mode} {workers:?} inline {inline} new keys {new_keys:?}"
         );
         let metrics = http_get(node.http, "/metrics").await;
         assert!(
