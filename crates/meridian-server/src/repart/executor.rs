@@ -17,7 +17,7 @@
 //! request of the same executor (it would wait for its own shard).
 
 use super::config::{Mode, RepartConfig};
-use super::map::{Key, ShardMap};
+use super::map::{Key, Placement, ShardMap};
 use super::pipeline::{self, Pipeline, RepartStats};
 use meridian_balance::repart::{Partitioner, ShardId};
 use parking_lot::{Condvar, Mutex};
@@ -302,8 +302,7 @@ async fn worker(shard: Arc<Shard>, stats: Arc<RepartStats>) {
 /// The dispatcher's state, under the executor's one lock.
 pub(super) struct Dispatcher<K> {
     pub(super) map: ShardMap<K>,
-    each: Vec<ShardId>,
-    set: Vec<ShardId>,
+    placed: Placement,
     /// Per shard, what the current [`Batch`] did with it.
     marks: Vec<Mark>,
     pub(super) pipeline: Option<Pipeline<K>>,
@@ -375,7 +374,7 @@ impl<'a, K: Key> Batch<'a, K> {
     /// queues. A request without keys queues on shard 0.
     pub fn place<'k>(
         &mut self,
-        keys: impl IntoIterator<Item = &'k K::Ref> + Clone,
+        keys: impl IntoIterator<Item = &'k K::Ref>,
         op: impl FnOnce() -> Op,
     ) -> Route
     where
@@ -385,13 +384,13 @@ impl<'a, K: Key> Batch<'a, K> {
         let Some(d) = self.d.as_deref_mut() else {
             unreachable!("a batch holds the dispatcher until it finishes")
         };
-        d.map.place(keys.clone(), &mut d.each, &mut d.set);
+        d.map.place(keys, &mut d.placed);
         if let Some(p) = d.pipeline.as_mut() {
-            p.track(keys, &d.each, self.start);
+            p.track(&d.placed.ids, &d.placed.each, self.start);
         }
         self.placed += 1;
         if self.may_hold
-            && let [s] = d.set.as_slice()
+            && let [s] = d.placed.set.as_slice()
         {
             let s = *s;
             let mark = &mut d.marks[s as usize];
@@ -408,10 +407,10 @@ impl<'a, K: Key> Batch<'a, K> {
                 return Route::Inline(s);
             }
         }
-        for &s in d.set.iter() {
+        for &s in d.placed.set.iter() {
             d.marks[s as usize] = Mark::Queued;
         }
-        Route::Queued(exec.queue(&d.set, op()))
+        Route::Queued(exec.queue(&d.placed.set, op()))
     }
 
     /// Lets the pipeline swap a ready map in, lets go of the dispatcher, and runs the held
@@ -538,8 +537,7 @@ impl<K: Key> Executor<K> {
             shards,
             dispatcher: Mutex::new(Dispatcher {
                 map: ShardMap::new(p, config.new_keys),
-                each: Vec::new(),
-                set: Vec::new(),
+                placed: Placement::default(),
                 marks: vec![Mark::Untouched; p as usize],
                 pipeline,
             }),

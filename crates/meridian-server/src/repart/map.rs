@@ -14,10 +14,11 @@
 //! do), under `keep` only the keys the new base places leave it. The old base and overlay
 //! are handed back to the caller to be freed elsewhere.
 //!
-//! Both layers are keyed by a key's 64-bit id ([`key_id`]), not by the key: a lookup hashes
-//! the key once and probes a table of integers, without following a pointer to the key's
-//! bytes and comparing them — on a 100k-key workload the keyed maps cost two cache misses
-//! and a `memcmp` per request, an eighth of a profile of the dispatch path. Two keys with
+//! Both layers, and the co-access graph, are keyed by a key's 64-bit id ([`key_id`]), not
+//! by the key: a lookup hashes the key once and probes a table of integers, without
+//! following a pointer to the key's bytes and comparing them — on a 100k-key workload the
+//! keyed maps cost two cache misses and a `memcmp` per request, an eighth of a profile of
+//! the dispatch path. Two keys with
 //! the same id (a chance of 2⁻⁶⁴ per pair) share one entry and so one shard: per-key order
 //! and barriers only need every key to map to one shard at a time, so that costs balance,
 //! never correctness.
@@ -30,38 +31,31 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hash};
 use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
-/// What a key must be to be placed: hashed, ordered (the graph's vertices are sorted by
-/// key), and storable.
-///
-/// Requests name their keys borrowed (`Ref`: a slice of a connection's read buffer for
-/// `Bytes`), so a lookup copies nothing; the graph keeps owned copies.
-pub trait Key: Clone + Eq + Hash + Ord + Send + Sync + 'static + Borrow<Self::Ref> {
+/// What a key must be to be placed: hashed into its id. Requests name their keys borrowed
+/// (`Ref`: a slice of a connection's read buffer for `Bytes`), so a lookup copies nothing,
+/// and the co-access graph tracks ids, never copies of keys.
+pub trait Key: Send + Sync + 'static + Borrow<Self::Ref> {
     /// The borrowed form requests name keys by.
     type Ref: ?Sized + Eq + Hash;
-    /// The owned copy the graph keeps.
-    fn from_ref(r: &Self::Ref) -> Self;
 }
 
 impl Key for u32 {
     type Ref = u32;
-    fn from_ref(r: &u32) -> Self {
-        *r
-    }
 }
 
 impl Key for bytes::Bytes {
     type Ref = [u8];
-    fn from_ref(r: &[u8]) -> Self {
-        bytes::Bytes::copy_from_slice(r)
-    }
 }
 
 pub use meridian_balance::repart::KeyHasher;
 
+/// A key's id in the maps and the co-access graph (see [`key_id`]).
+pub type KeyId = u64;
+
 /// A key's id in the maps: the key hashed with a seed drawn once per process, so that the
 /// dispatcher and the partitioner's bases agree on it and a client cannot aim its keys at
 /// one bucket. Placement never depends on an id's value, only on which keys share one.
-pub fn key_id<R: Hash + ?Sized>(key: &R) -> u64 {
+pub fn key_id<R: Hash + ?Sized>(key: &R) -> KeyId {
     static IDS: OnceLock<KeyHasher> = OnceLock::new();
     IDS.get_or_init(KeyHasher::default).hash_one(key)
 }
@@ -175,6 +169,25 @@ impl<K> Overlay<K> {
     }
 }
 
+/// One request's placement by [`ShardMap::place`] (buffers reused across requests).
+#[derive(Default)]
+pub struct Placement {
+    /// Every key's id, in request order.
+    pub ids: Vec<KeyId>,
+    /// Every key's shard, in request order.
+    pub each: Vec<ShardId>,
+    /// The shards it spans, sorted, without duplicates.
+    pub set: Vec<ShardId>,
+}
+
+impl Placement {
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.each.clear();
+        self.set.clear();
+    }
+}
+
 /// The key → shard map and the round-robin cursor for new keys.
 pub struct ShardMap<K> {
     base: Base<K>,
@@ -218,19 +231,12 @@ impl<K: Key> ShardMap<K> {
     }
 
     /// The spec's `shards_of`: the shard of every key of one request, placing the request's
-    /// new keys by [`NewKeys`] (round-robin: all on the next shard in turn). `each`
-    /// receives every key's shard in order; the returned set is sorted and deduplicated in
-    /// `set`.
-    pub fn place<'k>(
-        &mut self,
-        keys: impl IntoIterator<Item = &'k K::Ref>,
-        each: &mut Vec<ShardId>,
-        set: &mut Vec<ShardId>,
-    ) where
+    /// new keys by [`NewKeys`] (round-robin: all on the next shard in turn), into `out`.
+    pub fn place<'k>(&mut self, keys: impl IntoIterator<Item = &'k K::Ref>, out: &mut Placement)
+    where
         K::Ref: 'k,
     {
-        each.clear();
-        set.clear();
+        out.clear();
         let fresh = self.next;
         let mut new = false;
         for k in keys {
@@ -244,15 +250,16 @@ impl<K: Key> ShardMap<K> {
                     fresh
                 }
             };
-            each.push(s);
-            set.push(s);
+            out.ids.push(id);
+            out.each.push(s);
+            out.set.push(s);
         }
         if new {
             self.next = (self.next + 1) % self.shards;
         }
-        if set.len() > 1 {
-            set.sort_unstable();
-            set.dedup();
+        if out.set.len() > 1 {
+            out.set.sort_unstable();
+            out.set.dedup();
         }
     }
 
@@ -291,24 +298,20 @@ impl<K: Key> ShardMap<K> {
     }
 }
 
-/// Builds the next base from a partition: `keys[v]` goes to `labels[v]`; under `keep`, every
-/// key of `old` not among `keys` keeps its shard. Runs on the partitioner, not the
-/// dispatcher.
-pub fn next_base<K: Key>(
+/// Builds the next base from a partition: the key of id `ids[v]` goes to `labels[v]`;
+/// under `keep`, every key of `old` not among them keeps its shard. Runs on the
+/// partitioner, not the dispatcher.
+pub fn next_base<K>(
     old: &Base<K>,
-    keys: &[K],
+    ids: &[KeyId],
     labels: &[ShardId],
     policy: UnmappedPolicy,
 ) -> Base<K> {
     let mut shards = match policy {
-        UnmappedPolicy::Drop => IdMap::with_capacity_and_hasher(keys.len(), Default::default()),
+        UnmappedPolicy::Drop => IdMap::with_capacity_and_hasher(ids.len(), Default::default()),
         UnmappedPolicy::Keep => old.shards.clone(),
     };
-    shards.extend(
-        keys.iter()
-            .map(|k| key_id::<K::Ref>(k.borrow()))
-            .zip(labels.iter().copied()),
-    );
+    shards.extend(ids.iter().copied().zip(labels.iter().copied()));
     Arc::new(BaseMap {
         shards,
         keys: PhantomData,
@@ -320,9 +323,14 @@ mod tests {
     use super::*;
 
     fn place(m: &mut ShardMap<u32>, keys: &[u32]) -> (Vec<u32>, Vec<u32>) {
-        let (mut each, mut set) = (Vec::new(), Vec::new());
-        m.place(keys.iter(), &mut each, &mut set);
-        (each, set)
+        let mut out = Placement::default();
+        m.place(keys.iter(), &mut out);
+        assert_eq!(out.ids, keys.iter().map(key_id).collect::<Vec<_>>());
+        (out.each, out.set)
+    }
+
+    fn ids(keys: &[u32]) -> Vec<KeyId> {
+        keys.iter().map(key_id).collect()
     }
 
     #[test]
@@ -361,7 +369,7 @@ mod tests {
         let moved: Vec<u32> = model.keys().copied().filter(|k| k % 3 == 0).collect();
         let base = next_base(
             &m.base(),
-            &moved,
+            &ids(&moved),
             &vec![4; moved.len()],
             UnmappedPolicy::Keep,
         );
@@ -400,11 +408,11 @@ mod tests {
         assert_eq!(place(&mut m, &[a, b]).1.len(), 2);
         let home = place(&mut m, &[a]).0[0];
         let elsewhere = (home + 1) % 4;
-        let base = next_base(&m.base(), &[a], &[elsewhere], UnmappedPolicy::Drop);
+        let base = next_base(&m.base(), &ids(&[a]), &[elsewhere], UnmappedPolicy::Drop);
         m.swap(base, UnmappedPolicy::Drop);
         assert_eq!(place(&mut m, &[a]).0, vec![elsewhere]);
         m.swap(
-            next_base(&m.base(), &[b], &[0], UnmappedPolicy::Drop),
+            next_base(&m.base(), &ids(&[b]), &[0], UnmappedPolicy::Drop),
             UnmappedPolicy::Drop,
         );
         assert_eq!(place(&mut m, &[a]).0, vec![home], "dropped: hashed again");
@@ -419,7 +427,7 @@ mod tests {
             }
             // The partition places 0..4 on shard 3.
             let keys = [0u32, 1, 2, 3];
-            let base = next_base(&m.base(), &keys, &[3; 4], policy);
+            let base = next_base(&m.base(), &ids(&keys), &[3; 4], policy);
             let left = m.swap(base, policy);
             for k in 0..4 {
                 assert_eq!(m.get(&k), Some(3));
@@ -439,7 +447,7 @@ mod tests {
                 }
             }
             // A second swap under keep carries the old base's other keys over.
-            let base = next_base(&m.base(), &[7], &[0], policy);
+            let base = next_base(&m.base(), &ids(&[7]), &[0], policy);
             m.swap(base, policy);
             assert_eq!(m.get(&7), Some(0));
             let kept = (policy == UnmappedPolicy::Keep).then_some(3);

@@ -14,15 +14,23 @@
 //! swap), and the maps a swap replaces are freed by the partitioner, not the dispatcher.
 //! Relabelling maps the new labels onto the shards keys are on now (as of their last
 //! dispatch, which the tracker mirrors), so that the fewest keys move.
+//!
+//! The graph's vertices are key ids ([`super::map::key_id`]), not keys: the dispatcher hands
+//! the tracker the ids it computed to place a request, so tracking copies no key and the
+//! tracker's tables hash integers. Ids are seeded per process, so the same workload gives the
+//! partitioner its vertices in another order in another process (the same graph and seed
+//! still give the same map).
 
 use super::config::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy};
 use super::executor::{Item, Shard};
-use super::map::{Base, Key, KeyHasher, Leftovers, ShardMap, next_base};
+use super::map::{Base, Key, KeyId, Leftovers, ShardMap, next_base};
+use meridian_balance::repart::IdHasher;
 use meridian_balance::repart::{self as rp, CoAccessGraph, Csr, Partitioner, RepartError, ShardId};
 use parking_lot::Mutex;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::future::Future;
+use std::hash::BuildHasherDefault;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -40,19 +48,20 @@ const TRACK_BATCH: usize = 64;
 /// requests follow (the last ones of a burst wait for the next request).
 const TRACK_BATCH_AGE: Duration = Duration::from_millis(1);
 
-enum TrackMsg<K> {
-    /// Dispatched requests' keys, each with the shard it was placed on, flat; `ends[i]` is
-    /// where request `i`'s keys end.
+enum TrackMsg {
+    /// Dispatched requests' key ids, each with the shard it was placed on, flat; `ends[i]`
+    /// is where request `i`'s keys end.
     Requests {
-        placed: Vec<(K, ShardId)>,
+        placed: Vec<(KeyId, ShardId)>,
         ends: Vec<u32>,
     },
     /// Base: answer the graph's snapshot once everything queued before has been tracked.
-    Flush(std::sync::mpsc::SyncSender<Snapshot<K>>),
+    Flush(std::sync::mpsc::SyncSender<Snapshot>),
 }
 
-struct Snapshot<K> {
-    csr: Csr<K>,
+/// The graph's vertices are key ids: tracking copies no key, and ids hash with one multiply.
+struct Snapshot {
+    csr: Csr<KeyId>,
     /// Each vertex's shard as of its key's last dispatch.
     current: Vec<Option<ShardId>>,
     /// Requests tracked when it was taken.
@@ -60,7 +69,7 @@ struct Snapshot<K> {
 }
 
 enum PartMsg<K> {
-    Partition(Snapshot<K>),
+    Partition(Snapshot),
     /// Maps a swap replaced, freed here rather than on the dispatcher.
     Free(Leftovers<K>),
 }
@@ -95,7 +104,7 @@ struct Compute<K> {
 }
 
 impl<K: Key> Compute<K> {
-    fn run(&mut self, snap: &Snapshot<K>) -> Result<Outcome<K>, RepartError> {
+    fn run(&mut self, snap: &Snapshot) -> Result<Outcome<K>, RepartError> {
         let t = std::time::Instant::now();
         let g = || rp::graph_ref(&snap.csr);
         let raw = self.partitioner.partition(g(), self.shards)?;
@@ -164,7 +173,7 @@ pub(super) fn partitioner(config: &RepartConfig) -> Box<dyn Partitioner + Send> 
 /// The dispatcher's side of a pipeline.
 pub(super) struct Pipeline<K> {
     mode: Mode,
-    track: mpsc::UnboundedSender<TrackMsg<K>>,
+    track: mpsc::UnboundedSender<TrackMsg>,
     part: mpsc::UnboundedSender<PartMsg<K>>,
     maps: std::sync::mpsc::Receiver<MapMsg<K>>,
     ready: Arc<AtomicBool>,
@@ -174,7 +183,7 @@ pub(super) struct Pipeline<K> {
     dispatched: u64,
     /// Requests not yet handed to the tracker (see [`TRACK_BATCH`]), and when the first of
     /// them was dispatched.
-    pending: Vec<(K, ShardId)>,
+    pending: Vec<(KeyId, ShardId)>,
     pending_ends: Vec<u32>,
     pending_since: Option<std::time::Instant>,
     /// Base: partitions inline on the dispatcher.
@@ -264,23 +273,13 @@ pub(super) fn start<K: Key>(
 impl<K: Key> Pipeline<K> {
     /// Hands a request dispatched at `now` to the tracker, with the shard of each of its
     /// keys, in batches (never blocks).
-    pub(super) fn track<'k>(
-        &mut self,
-        keys: impl IntoIterator<Item = &'k K::Ref>,
-        shards: &[ShardId],
-        now: std::time::Instant,
-    ) where
-        K::Ref: 'k,
-    {
+    pub(super) fn track(&mut self, ids: &[KeyId], shards: &[ShardId], now: std::time::Instant) {
         if shards.is_empty() {
             return;
         }
         self.stats.tracked_sent();
-        let placed = keys
-            .into_iter()
-            .map(K::from_ref)
-            .zip(shards.iter().copied());
-        self.pending.extend(placed);
+        self.pending
+            .extend(ids.iter().copied().zip(shards.iter().copied()));
         self.pending_ends.push(self.pending.len() as u32);
         let since = *self.pending_since.get_or_insert(now);
         if self.pending_ends.len() >= TRACK_BATCH || now.duration_since(since) >= TRACK_BATCH_AGE {
@@ -384,15 +383,15 @@ impl<K: Key> Pipeline<K> {
 }
 
 struct Tracker<K> {
-    graph: CoAccessGraph<K>,
-    /// The current request's keys (reused).
-    keys: Vec<K>,
+    graph: CoAccessGraph<KeyId>,
+    /// The current request's key ids (reused).
+    keys: Vec<KeyId>,
     /// Requests tracked so far.
     tracked: u64,
     /// No snapshot before this many tracked requests (set after a partition not worth a
     /// swap, so an unchanged graph is not partitioned again and again).
     not_before: Arc<AtomicU64>,
-    mirror: HashMap<K, ShardId, KeyHasher>,
+    mirror: HashMap<KeyId, ShardId, BuildHasherDefault<IdHasher>>,
     since: u64,
     /// Partition every this many tracked requests (non_stop: 1, i.e. whenever idle).
     trigger: Option<u64>,
@@ -402,7 +401,7 @@ struct Tracker<K> {
 }
 
 impl<K: Key> Tracker<K> {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TrackMsg<K>>) {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<TrackMsg>) {
         while let Some(msg) = rx.recv().await {
             match msg {
                 TrackMsg::Requests { placed, ends } => {
@@ -414,7 +413,7 @@ impl<K: Key> Tracker<K> {
                     for end in ends {
                         self.keys.clear();
                         for (k, s) in placed.by_ref().take((end - start) as usize) {
-                            self.keys.push(k.clone());
+                            self.keys.push(k);
                             self.mirror.insert(k, s);
                         }
                         start = end;
@@ -447,7 +446,7 @@ impl<K: Key> Tracker<K> {
         }
     }
 
-    fn snapshot(&mut self) -> Snapshot<K> {
+    fn snapshot(&mut self) -> Snapshot {
         let t = std::time::Instant::now();
         // Forget the shards of keys that left the window, now and then (amortised O(1)).
         if self.mirror.len() > 2 * self.graph.vertices() + 1024 {
@@ -458,7 +457,7 @@ impl<K: Key> Tracker<K> {
         let current = csr
             .keys
             .iter()
-            .map(|k| self.mirror.get::<K>(k).copied())
+            .map(|k| self.mirror.get(k).copied())
             .collect();
         self.stats.snapshotted(t.elapsed(), &csr);
         Snapshot {
