@@ -848,8 +848,8 @@ pub fn table(runs: &[ReplayResult]) -> String {
         .find(|r| is(r, |m| m == Mode::RoundRobin) && r.shards > 1)
         .map(|r| r.makespan_s);
     let mut t = String::from(
-        "| run | makespan s | vs RR | mean kreq/s | peak kreq/s | lowest kreq/s | max dispatch stall ms | partitions | swaps | longest partition ms | last graph V / E | keys moved (raw) | sync requests | population s | checks |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|\n",
+        "| run | makespan s | vs RR | mean kreq/s | peak kreq/s | lowest kreq/s | max dispatch stall ms | partitions | swaps | longest swap ms | longest partition ms | last graph V / E | keys moved (raw) | sync requests | population s | checks |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|\n",
     );
     for r in runs {
         let (peak, dip) = r.peak_and_dip_rps();
@@ -870,7 +870,7 @@ pub fn table(runs: &[ReplayResult]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {:.0} | {} / {} | {} ({}) | {} | {:.1} | {} |",
+            "| {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {:.1} | {:.0} | {} / {} | {} ({}) | {} | {:.1} | {} |",
             r.label,
             r.makespan_s,
             vs,
@@ -880,6 +880,7 @@ pub fn table(runs: &[ReplayResult]) -> String {
             r.measured_stall_max_us as f64 / 1e3,
             r.stat("partitions"),
             r.stat("swaps"),
+            r.stat("swap_us_max") as f64 / 1e3,
             r.stat("partition_us_max") as f64 / 1e3,
             r.stat("graph_vertices"),
             r.stat("graph_edges"),

@@ -896,7 +896,7 @@ fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
         (
             "meridian_repart_dispatch_stall_seconds_max",
             "gauge",
-            "The longest time one dispatch spent placing and repartitioning (queue backpressure excluded).",
+            "The longest time one dispatch (one request, or a connection's batch of pipelined ones) spent placing and repartitioning (queue backpressure excluded).",
             secs(s.dispatch_stall_max_us),
         ),
         (

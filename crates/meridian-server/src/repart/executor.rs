@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{Barrier, Notify};
 
 /// One request's work, run on its shard's worker.
@@ -184,14 +184,19 @@ impl Shard {
         }
     }
 
-    /// The shard's state once its queue has room; with a capacity, waits while it is full
-    /// (the caller is the dispatcher: that wait is backpressure, not a repartitioning stall).
-    fn lock_with_room(&self, cap: usize) -> parking_lot::MutexGuard<'_, ShardState> {
+    /// The shard's state once its queue has room, and how long that took; with a capacity,
+    /// waits while it is full (the caller is the dispatcher: that wait is backpressure, not a
+    /// repartitioning stall, and the stall figures leave it out).
+    fn lock_with_room(&self, cap: usize) -> (parking_lot::MutexGuard<'_, ShardState>, Duration) {
         let mut st = self.state.lock();
-        while cap > 0 && st.queue.len() >= cap {
+        if cap == 0 || st.queue.len() < cap {
+            return (st, Duration::ZERO);
+        }
+        let t = Instant::now();
+        while st.queue.len() >= cap {
             self.space.wait(&mut st);
         }
-        st
+        (st, t.elapsed())
     }
 
     /// Appends `item`, waking the worker unless someone runs the shard now: whoever does
@@ -212,10 +217,12 @@ impl Shard {
         }
     }
 
-    /// Queues `item` for the shard's worker (or whoever runs the shard).
-    pub(super) fn push(&self, item: Item, cap: usize) {
-        let st = self.lock_with_room(cap);
+    /// Queues `item` for the shard's worker (or whoever runs the shard); returns how long
+    /// it waited for room.
+    pub(super) fn push(&self, item: Item, cap: usize) -> Duration {
+        let (st, waited) = self.lock_with_room(cap);
         self.enqueue(st, item);
+        waited
     }
 
     /// Takes the shard for a caller's requests if nobody is running it, with its backlog:
@@ -363,6 +370,8 @@ pub struct Batch<'a, K: Key> {
     exec: &'a Executor<K>,
     d: Option<parking_lot::MutexGuard<'a, Dispatcher<K>>>,
     start: Instant,
+    /// Time spent waiting for room on full queues (backpressure, not a stall).
+    waited: Duration,
     placed: u64,
     inline: u64,
     may_hold: bool,
@@ -410,7 +419,9 @@ impl<'a, K: Key> Batch<'a, K> {
         for &s in d.placed.set.iter() {
             d.marks[s as usize] = Mark::Queued;
         }
-        Route::Queued(exec.queue(&d.placed.set, op()))
+        let (placed, waited) = exec.queue(&d.placed.set, op());
+        self.waited += waited;
+        Route::Queued(placed)
     }
 
     /// Lets the pipeline swap a ready map in, lets go of the dispatcher, and runs the held
@@ -430,7 +441,8 @@ impl<'a, K: Key> Batch<'a, K> {
         };
         let d = &mut *guard;
         // A swap queues its barrier behind this batch's requests, on held shards too.
-        let stall = self.start.elapsed() + exec.after_dispatch(d, self.placed);
+        let stall =
+            self.start.elapsed().saturating_sub(self.waited) + exec.after_dispatch(d, self.placed);
         d.marks.fill(Mark::Untouched);
         drop(guard);
         exec.stats.dispatched(self.placed, stall);
@@ -583,6 +595,7 @@ impl<K: Key> Executor<K> {
             exec: self,
             d: Some(d),
             start: Instant::now(),
+            waited: Duration::ZERO,
             placed: 0,
             inline: 0,
             may_hold,
@@ -591,46 +604,44 @@ impl<K: Key> Executor<K> {
     }
 
     /// Queues `op` on `set` (behind barriers when it spans several shards; on shard 0 when
-    /// empty), under the dispatcher.
-    fn queue(&self, set: &[ShardId], op: Op) -> Placed {
+    /// empty), under the dispatcher; returns where, and how long it waited for room.
+    fn queue(&self, set: &[ShardId], op: Op) -> (Placed, Duration) {
         let cap = self.queue_cap;
         match set {
-            [] => {
-                self.shards[0].push(Item::Op(op), cap);
-                Placed { shard: 0, span: 1 }
-            }
-            [s] => {
-                self.shards[*s as usize].push(Item::Op(op), cap);
-                Placed { shard: *s, span: 1 }
-            }
+            [] => (
+                Placed { shard: 0, span: 1 },
+                self.shards[0].push(Item::Op(op), cap),
+            ),
+            [s] => (
+                Placed { shard: *s, span: 1 },
+                self.shards[*s as usize].push(Item::Op(op), cap),
+            ),
             set => {
                 let b1 = Arc::new(Barrier::new(set.len()));
                 let b2 = Arc::new(Barrier::new(set.len()));
+                let mut waited = Duration::ZERO;
                 for &s in set {
-                    self.shards[s as usize].push(Item::Sync(b1.clone()), cap);
+                    waited += self.shards[s as usize].push(Item::Sync(b1.clone()), cap);
                 }
-                self.shards[set[0] as usize].push(Item::Op(op), cap);
+                waited += self.shards[set[0] as usize].push(Item::Op(op), cap);
                 for &s in set {
-                    self.shards[s as usize].push(Item::Sync(b2.clone()), cap);
+                    waited += self.shards[s as usize].push(Item::Sync(b2.clone()), cap);
                 }
                 self.stats.sync_request();
-                Placed {
+                let placed = Placed {
                     shard: set[0],
                     span: set.len(),
-                }
+                };
+                (placed, waited)
             }
         }
     }
 
-    /// The pipeline's turn after `n` dispatches; returns the time it took.
-    fn after_dispatch(&self, d: &mut Dispatcher<K>, n: u64) -> std::time::Duration {
+    /// The pipeline's turn after `n` dispatches; returns the time it held the dispatcher.
+    fn after_dispatch(&self, d: &mut Dispatcher<K>, n: u64) -> Duration {
         match d.pipeline.as_mut() {
-            Some(p) => {
-                let t = Instant::now();
-                p.after_dispatch(n, &mut d.map, &self.shards, self.queue_cap);
-                t.elapsed()
-            }
-            None => std::time::Duration::ZERO,
+            Some(p) => p.after_dispatch(n, &mut d.map, &self.shards, self.queue_cap),
+            None => Duration::ZERO,
         }
     }
 
@@ -1099,6 +1110,47 @@ mod tests {
         second.join().unwrap();
         assert_eq!(returned.load(Ordering::SeqCst), 6_000);
         assert!(exec.stats().snapshot().swaps >= 1);
+        exec.shutdown();
+    }
+
+    /// A dispatch that waits for room on a full queue is backpressure, not a stall: the
+    /// stall figure leaves the wait out.
+    #[test]
+    fn waits_for_queue_room_are_not_counted_as_stalls() {
+        let cfg = RepartConfig {
+            queue_cap: 1,
+            ..config(Mode::Single)
+        };
+        let exec = Executor::<u32>::start(&cfg, Runtime::Threads { pin: false }).unwrap();
+        let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+        let (started_tx, started_rx) = std::sync::mpsc::channel::<()>();
+        // The worker runs this one until the gate opens; the next fills the queue.
+        exec.dispatch(
+            &[1],
+            Box::new(move || {
+                started_tx.send(()).unwrap();
+                gate_rx.recv().unwrap();
+            }),
+        );
+        started_rx.recv().unwrap();
+        exec.dispatch(&[1], Box::new(|| {}));
+        let blocked = std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                let t = Instant::now();
+                exec.dispatch(&[1], Box::new(|| {}));
+                t.elapsed()
+            });
+            // However long this sleeps, the dispatch above waits that long for room.
+            std::thread::sleep(Duration::from_millis(200));
+            gate_tx.send(()).unwrap();
+            waiter.join().unwrap()
+        });
+        let stall = Duration::from_micros(exec.stats().snapshot().dispatch_stall_max_us);
+        assert!(blocked >= Duration::from_millis(200), "{blocked:?}");
+        assert!(
+            stall < blocked / 2,
+            "stall {stall:?} counts the {blocked:?} wait for room"
+        );
         exec.shutdown();
     }
 

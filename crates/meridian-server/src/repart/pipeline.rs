@@ -299,76 +299,97 @@ impl<K: Key> Pipeline<K> {
     }
 
     /// After `n` dispatches (a batch's): swap a ready map in (non_stop, free), or stop the
-    /// world when due (base: once the count crosses a multiple of Δp).
+    /// world when due (base: once the count crosses a multiple of Δp). Returns how long that
+    /// held the dispatcher, waits for room on full queues left out (backpressure).
     pub(super) fn after_dispatch(
         &mut self,
         n: u64,
         map: &mut ShardMap<K>,
         shards: &[Arc<Shard>],
         cap: usize,
-    ) {
+    ) -> Duration {
         let before = self.dispatched;
         self.dispatched += n;
         if let Mode::Base { interval } = self.mode {
             if interval > 0 && before / interval != self.dispatched / interval {
-                self.stop_the_world(map, shards, cap);
+                let t = std::time::Instant::now();
+                let waited = self.stop_the_world(map, shards, cap);
+                return t.elapsed().saturating_sub(waited);
             }
-            return;
+            return Duration::ZERO;
         }
         if !self.ready.load(Ordering::Acquire) {
-            return;
+            return Duration::ZERO;
         }
+        let t = std::time::Instant::now();
+        let mut waited = Duration::ZERO;
         self.ready.store(false, Ordering::Relaxed);
         while let Ok(msg) = self.maps.try_recv() {
             match msg {
                 MapMsg::Ready(base) => {
-                    if let Some(left) = self.swap(map, base, shards, cap) {
-                        let _ = self.part.send(PartMsg::Free(left));
-                    }
+                    let (left, w) = self.swap(map, base, shards, cap);
+                    waited += w;
+                    let _ = self.part.send(PartMsg::Free(left));
                 }
                 MapMsg::Failed => {}
             }
             self.in_flight.store(false, Ordering::Release);
         }
+        t.elapsed().saturating_sub(waited)
     }
 
+    /// Installs `base` and pushes its barrier through every shard; returns the maps it
+    /// replaced and how long the pushes waited for room.
     fn swap(
         &mut self,
         map: &mut ShardMap<K>,
         base: Base<K>,
         shards: &[Arc<Shard>],
         cap: usize,
-    ) -> Option<Leftovers<K>> {
+    ) -> (Leftovers<K>, Duration) {
         let t = std::time::Instant::now();
         *self.installed.lock() = base.clone();
         let left = map.swap(base, self.policy);
         let b = Arc::new(Barrier::new(shards.len()));
+        let mut waited = Duration::ZERO;
         for s in shards {
-            s.push(Item::Sync(b.clone()), cap);
+            waited += s.push(Item::Sync(b.clone()), cap);
         }
-        self.stats.swapped(t.elapsed());
-        Some(left)
+        self.stats.swapped(t.elapsed().saturating_sub(waited));
+        (left, waited)
     }
 
-    fn stop_the_world(&mut self, map: &mut ShardMap<K>, shards: &[Arc<Shard>], cap: usize) {
+    /// Base's stall: waits for the tracker to catch up, partitions here and swaps. Returns
+    /// how long the swap waited for room.
+    fn stop_the_world(
+        &mut self,
+        map: &mut ShardMap<K>,
+        shards: &[Arc<Shard>],
+        cap: usize,
+    ) -> Duration {
         self.send_pending();
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         if self.track.send(TrackMsg::Flush(tx)).is_err() {
-            return;
+            return Duration::ZERO;
         }
-        let Ok(snap) = rx.recv() else { return };
+        let Ok(snap) = rx.recv() else {
+            return Duration::ZERO;
+        };
         let Some(compute) = self.inline.as_mut() else {
-            return;
+            return Duration::ZERO;
         };
         match compute.run(&snap) {
             Ok(Outcome::Swap(base)) => {
                 // Stop the world frees in place too: it is all one stall.
-                drop(self.swap(map, base, shards, cap));
+                let (left, waited) = self.swap(map, base, shards, cap);
+                drop(left);
+                waited
             }
-            Ok(Outcome::Keep) => {}
+            Ok(Outcome::Keep) => Duration::ZERO,
             Err(e) => {
                 self.stats.failures.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("repart: partition failed: {e}");
+                Duration::ZERO
             }
         }
     }
