@@ -1174,12 +1174,9 @@ mod tests {
         );
     }
 
-    /// A caller that finds a shard free runs the requests queued on it first, in order,
-    /// and those queued while it holds the shard when it lets go; a barrier stays with the
-    /// worker. The workers are tasks on a current-thread runtime this test never yields
-    /// to, so only callers can have run anything.
-    #[test]
-    fn callers_run_a_free_shards_backlog_in_order_and_leave_barriers_to_the_worker() {
+    /// A round-robin executor whose workers are tasks on a current-thread runtime the test
+    /// never yields to, so only callers run anything; and a log for its operations.
+    fn callers_only() -> (tokio::runtime::Runtime, Executor<u32>, Arc<Mutex<Vec<u32>>>) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -1188,11 +1185,25 @@ mod tests {
             Runtime::Tasks(rt.handle().clone()),
         )
         .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let op = |n: u32| -> Op {
+        (rt, exec, Arc::new(Mutex::new(Vec::new())))
+    }
+
+    /// An operation that appends `n` to `log`.
+    fn logging(log: &Arc<Mutex<Vec<u32>>>) -> impl Fn(u32) -> Op + '_ {
+        move |n| {
             let log = log.clone();
             Box::new(move || log.lock().push(n))
-        };
+        }
+    }
+
+    /// A caller that finds a shard free runs the requests queued on it first, in order,
+    /// and those queued while it holds the shard when it lets go; a barrier stays with the
+    /// worker. The workers are tasks on a current-thread runtime this test never yields
+    /// to, so only callers can have run anything.
+    #[test]
+    fn callers_run_a_free_shards_backlog_in_order_and_leave_barriers_to_the_worker() {
+        let (rt, exec, log) = callers_only();
+        let op = logging(&log);
         // `dispatch` never runs a request itself: these wait for shard 0's worker.
         assert_eq!(exec.dispatch(&[7], op(1)).shard, 0);
         exec.dispatch(&[7], op(2));
@@ -1234,19 +1245,8 @@ mod tests {
     /// the later request would overtake the queued one.
     #[test]
     fn a_batch_never_overtakes_its_own_queued_requests() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let exec = Executor::<u32>::start(
-            &config(Mode::RoundRobin),
-            Runtime::Tasks(rt.handle().clone()),
-        )
-        .unwrap();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let op = |n: u32| -> Op {
-            let log = log.clone();
-            Box::new(move || log.lock().push(n))
-        };
+        let (rt, exec, log) = callers_only();
+        let op = logging(&log);
         let routes = submit_batch(
             &exec,
             vec![
