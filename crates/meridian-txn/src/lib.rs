@@ -33,7 +33,7 @@ pub mod types;
 pub use leader::{Controls, LeaderClock, Mark, ReadCheck};
 pub use meridian_core::envelope::Entry;
 pub use messages::{Found, Outcome, TxnMsg};
-pub use moves::{Exported, KeyMove, MoveTable};
+pub use moves::{Exported, KeyMove, MoveOutcome, MoveTable};
 pub use placement::{
     DirChange, KeyDirectory, Move, PartInfo, Placement, Plan, Planner, PlannerConfig, Route,
 };

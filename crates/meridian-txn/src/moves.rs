@@ -264,6 +264,17 @@ impl MoveTable {
         }
     }
 
+    /// The keys frozen here, each with the epoch of its move.
+    pub fn frozen(&self) -> Vec<(Bytes, u64)> {
+        self.keys
+            .iter()
+            .filter_map(|(k, m)| match m {
+                KeyMove::Frozen { epoch, .. } => Some((k.clone(), *epoch)),
+                KeyMove::Gone { .. } => None,
+            })
+            .collect()
+    }
+
     /// Drops the entries of keys deleted here whose move the local directory (at
     /// `dir_epoch`) already knows: the directory answers for them from then on. Returns
     /// the keys dropped.
@@ -280,6 +291,52 @@ impl MoveTable {
             self.keys.remove(k);
         }
         gone
+    }
+}
+
+/// How a move ended, by a directory that no longer says it is under way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveOutcome {
+    /// The key stayed: its source serves it again.
+    Cancelled,
+    /// The key lives elsewhere since directory epoch `dir_epoch`.
+    Left {
+        /// The epoch of the directory entry that says so (or of the directory when the key
+        /// went back to its hash partition and the entry went with it).
+        dir_epoch: u64,
+    },
+}
+
+/// How the move of `key` that the leader of the partitions `mine` froze it for (directory
+/// epoch `epoch`) ended, by that leader's directory copy `dir` (`home`: the key's hash
+/// partition); `None` while it may still be under way — the copy says `Moving` at that
+/// epoch, or is older than the move.
+///
+/// The source learns the end of a move from the mover (`MoveDone`, `MoveCancel`); when that
+/// message is lost, or the mover crashed and the claimant gave the move up, the key would
+/// stay frozen — refusing writes, its copy never deleted. The directory is the record of how
+/// every move ended, so the source can settle the key by itself.
+pub fn move_outcome(
+    dir: &KeyDirectory,
+    key: &[u8],
+    epoch: u64,
+    home: impl FnOnce() -> PartitionId,
+    mine: impl Fn(PartitionId) -> bool,
+) -> Option<MoveOutcome> {
+    if dir.epoch() < epoch {
+        return None;
+    }
+    if let Some(crate::placement::Placement::Moving { epoch: e, .. }) = dir.get(key)
+        && *e == epoch
+    {
+        return None;
+    }
+    let r = dir.route(key, home);
+    if mine(r.partition) {
+        Some(MoveOutcome::Cancelled)
+    } else {
+        let dir_epoch = dir.get(key).map_or(dir.epoch(), |p| p.epoch());
+        Some(MoveOutcome::Left { dir_epoch })
     }
 }
 
@@ -674,6 +731,73 @@ mod tests {
             truncated: false,
         };
         assert!(p.store.import_key(&mut WriteBatch::new(), k, &bad).is_err());
+    }
+
+    /// A source that was never told how a move ended settles it from its directory copy:
+    /// not while the copy says the move is under way or predates it; served again after a
+    /// cancel; gone (refusing with `WrongPartition`, its copy deleted later) after a finish,
+    /// whether the directory keeps an entry for the key or the key went home and the entry
+    /// with it.
+    #[test]
+    fn a_source_settles_a_move_it_was_not_told_the_end_of() {
+        const R: PartitionId = PartitionId(5);
+        let mine = |x: PartitionId| x == P;
+        for home in [P, Q] {
+            let outcome = |dir: &KeyDirectory, epoch| move_outcome(dir, b"k", epoch, || home, mine);
+            let mut dir = KeyDirectory::new();
+            if home != P {
+                // The key lives at p, away from home, before the move back.
+                dir.begin_move(b"k", home, home, P).unwrap();
+                dir.finish_move(b"k", home).unwrap();
+            }
+            let e = dir.begin_move(b"k", home, P, Q).unwrap();
+            let mut moves = MoveTable::new();
+            moves.freeze(b"k", Q, e).unwrap();
+            assert_eq!(moves.frozen(), vec![(Bytes::from_static(b"k"), e)]);
+            assert_eq!(outcome(&dir, e), None, "under way");
+            assert_eq!(
+                outcome(&KeyDirectory::new(), e),
+                None,
+                "a copy older than the move"
+            );
+
+            let mut cancelled = dir.clone();
+            cancelled.cancel_move(b"k", home).unwrap();
+            assert_eq!(outcome(&cancelled, e), Some(MoveOutcome::Cancelled));
+            let mut m = moves.clone();
+            m.unfreeze(b"k", e);
+            assert!(m.admit_write(b"k").is_ok() && m.frozen().is_empty());
+
+            let mut finished = dir.clone();
+            let done = finished.finish_move(b"k", home).unwrap();
+            assert_eq!(
+                outcome(&finished, e),
+                Some(MoveOutcome::Left { dir_epoch: done }),
+                "home {home}"
+            );
+            let mut m = moves.clone();
+            m.moved(b"k", e, done, 0, GRACE).unwrap();
+            assert!(matches!(
+                m.admit_write(b"k"),
+                Err(TxnError::WrongPartition { hint: Q, .. })
+            ));
+            assert!(m.frozen().is_empty());
+            assert_eq!(m.to_delete(GRACE), vec![Bytes::from_static(b"k")]);
+
+            // Moved on since, from q to r: still not here.
+            let mut onward = finished.clone();
+            onward.begin_move(b"k", home, Q, R).unwrap();
+            let last = onward.finish_move(b"k", home).unwrap();
+            assert_eq!(
+                outcome(&onward, e),
+                Some(MoveOutcome::Left { dir_epoch: last })
+            );
+            // A newer move of the key from here ended the old one: cancelled.
+            let mut again = cancelled.clone();
+            let e2 = again.begin_move(b"k", home, P, Q).unwrap();
+            assert_eq!(outcome(&again, e), Some(MoveOutcome::Cancelled));
+            assert_eq!(outcome(&again, e2), None);
+        }
     }
 
     proptest::proptest! {

@@ -30,7 +30,7 @@ use futures_util::future::join_all;
 use meridian_cluster::bucket_and_key;
 use meridian_core::{DcId, NodeId, PartitionId, Timestamp};
 use meridian_storage::WriteBatch;
-use meridian_txn::moves::export_ready;
+use meridian_txn::moves::{MoveOutcome, export_ready, move_outcome};
 use meridian_txn::{
     Abort, DirChange, Exported, PartInfo, Placement, Planner, PlannerConfig, TimestampSource,
     TxnError, TxnMsg,
@@ -120,11 +120,59 @@ impl Node {
         }
     }
 
+    /// Settles the keys frozen here whose move ended without this leader being told — a
+    /// lost `MoveDone` or `MoveCancel`, or a mover that crashed and whose move the claimant
+    /// gave up after [`STALE_MOVE`] — by the directory copy (`move_outcome`): otherwise they
+    /// would refuse writes, and keep their versions here, for ever.
+    fn txn_settle_untold_moves(&self, now_us: u64) {
+        let t = self.txn_state();
+        let frozen = t.moves.lock().frozen();
+        if frozen.is_empty() {
+            return;
+        }
+        let ended: Vec<(Bytes, u64, MoveOutcome)> = {
+            let v = self.kernel().view.read();
+            let layout = &v.meta.layout;
+            let me = self.id();
+            frozen
+                .into_iter()
+                .filter_map(|(k, epoch)| {
+                    let outcome = move_outcome(
+                        &v.meta.key_directory,
+                        &k,
+                        epoch,
+                        || layout.ring().partition_of(&k),
+                        |p| layout.replicas(p).first() == Some(&me),
+                    )?;
+                    Some((k, epoch, outcome))
+                })
+                .collect()
+        };
+        let grace = t.move_grace_us();
+        for (k, epoch, outcome) in ended {
+            let r = t.change_move(&k, |m| match outcome {
+                MoveOutcome::Cancelled => {
+                    m.unfreeze(&k, epoch);
+                    Ok(())
+                }
+                MoveOutcome::Left { dir_epoch } => m.moved(&k, epoch, dir_epoch, now_us, grace),
+            });
+            match r {
+                Ok(()) => {
+                    tracing::info!(node = %self.id(), ?outcome, "settled a move from the directory")
+                }
+                // Settled meanwhile by the mover's own message, or frozen again by a newer move.
+                Err(e) => tracing::debug!(node = %self.id(), error = %e, "move already settled"),
+            }
+        }
+    }
+
     /// One housekeeping tick: delete moved-away keys past their grace period, ship the
     /// planner's feed, and on the claimant run a planning round when one is due.
     pub(crate) async fn txn_moves_housekeeping(&self) {
         let t = self.txn_state();
         let now_us = self.kernel().clock.now().0;
+        self.txn_settle_untold_moves(now_us);
         let due = t.moves.lock().to_delete(now_us);
         for k in due {
             let _g = t.stripe(&k).marks.lock();
@@ -444,8 +492,8 @@ impl Node {
         let sends = by_src.into_iter().map(|(src, keys)| {
             let m = msg(keys);
             async move {
-                // The source retries nothing itself: a lost MoveDone leaves the key frozen
-                // there (refusing writes), which the next attempt clears.
+                // Three tries; if all are lost, the source settles the key from its
+                // directory copy at its next housekeeping tick (`txn_settle_untold_moves`).
                 for _ in 0..3 {
                     if matches!(
                         self.txn_call(src, m.clone()).await,
