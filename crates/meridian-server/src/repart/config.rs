@@ -395,5 +395,13 @@ mod tests {
         assert_eq!(c.partitioner, PartitionerKind::Fennel);
         assert!(toml::from_str::<RepartConfig>("mode = \"bogus\"").is_err());
         assert!(toml::from_str::<RepartConfig>("shardz = 3").is_err());
+        let c: RepartConfig = toml::from_str("new_keys = \"round_robin\"").unwrap();
+        assert_eq!(c.new_keys, NewKeys::RoundRobin);
+        assert_eq!(RepartConfig::default().new_keys, NewKeys::Hash);
+        let e = toml::from_str::<RepartConfig>("new_keys = \"random\"").unwrap_err();
+        assert!(e.to_string().contains("new_keys"), "{e}");
+        let e = "random".parse::<NewKeys>().unwrap_err();
+        assert!(e.starts_with("repart.new_keys"), "{e}");
+        assert_eq!("hash".parse::<NewKeys>(), Ok(NewKeys::Hash));
     }
 }
