@@ -1,8 +1,8 @@
 //! The envelope every Meridian string value is stored in — `[flags][expiry µs, big endian,
-//! if flag 0x01][data]` — shared by the single node's keyspace and by transactional buckets,
-//! so Redis expiry (EX/PX/EXPIRE/TTL) travels with a value and every front end reads the same
-//! bytes the same way. Decoding never copies the data: it is the stored allocation, advanced
-//! past the header.
+//! if flag 0x01][data]` — shared by the single node's keyspace and by every bucket type of a
+//! cluster, so Redis expiry (EX/PX/EXPIRE/TTL) travels with a value and every front end reads
+//! the same bytes the same way. Decoding never copies the data: it is the stored allocation,
+//! advanced past the header.
 
 use crate::Timestamp;
 use bytes::{Buf, Bytes};

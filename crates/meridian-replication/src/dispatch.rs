@@ -10,22 +10,27 @@
 //! - **Refusals by bucket type come from here.** A request that carries what only the other
 //!   type understands (a read mode or version precondition on an eventual bucket; a causal
 //!   context or quorum option on a timeline bucket) is `wrong_bucket_type`, naming what to do
-//!   instead; a command that has no meaning on the key's type (`INCR`, `SETNX` on eventual
-//!   buckets, `SET` options) is [`ReplicationError::Unsupported`] with the replacement. Both
-//!   are `ErrorClass::BadRequest`, so the edge maps them like every other error.
-//! - **The Redis view of a bucket.** [`Dispatch::get`] is what a plain GET shows: on an
-//!   eventual bucket the sibling last-writer-wins would keep (greatest `(meta.ts_us, dot)`),
-//!   on a timeline bucket the value `read_any` sees. [`Dispatch::set`] on an eventual bucket
-//!   is a write that supersedes every value its coordinating primary holds, taking that
+//!   instead; a command the key's type cannot honour is [`ReplicationError::Unsupported`]
+//!   ([`Dispatch::refuse`], with the front end's reason). Both are `ErrorClass::BadRequest`,
+//!   so the edge maps them like every other error.
+//! - **The Redis view of a bucket.** Every bucket type stores a value in the envelope
+//!   `[flags][expiry][data]` ([`Entry`]), so a Redis TTL is part of the value and replicates
+//!   with it: eventual buckets resolve it with the value's causal context (the sibling shown
+//!   carries its own expiry), timeline buckets through the record's master. An expired value
+//!   is invisible at once to every read here, the full reads ([`Dispatch::read`]) included.
+//!   [`Dispatch::get`] is what a plain GET shows: on an eventual bucket the sibling
+//!   last-writer-wins would keep (greatest `(meta.ts_us, dot)`), on a timeline bucket the
+//!   value `read_any` sees. [`Dispatch::set`] / [`Dispatch::store`] on an eventual bucket is
+//!   a write that supersedes every value its coordinating primary holds, taking that
 //!   replica's own clock as the context under the key's lock (`PutOptions::supersede_local`:
 //!   no quorum read first, as Riak's coordinating vnode does); on a timeline bucket it is a
-//!   `write`.
-//!   [`Dispatch::del`] deletes with the context it read (eventual) or writes a tombstone over
-//!   the master's version ([`Dispatch::delete`] with [`DeleteOpts::Plain`]).
-//!   On a transactional bucket every one of them is a one-key snapshot-isolation transaction
-//!   over the value's envelope ([`meridian_txn::Entry`], expiry included), retried on
-//!   conflicts so that, as on Redis, the command always takes effect
-//!   ([`Dispatch::txn_update`] is the read-modify-write the front ends build commands on).
+//!   `write`. [`Dispatch::del`] deletes with the context it read (eventual) or writes a
+//!   tombstone over the master's version ([`Dispatch::delete`] with [`DeleteOpts::Plain`]).
+//!   [`Dispatch::update`] is the one-key read-modify-write the front ends build the other
+//!   Redis commands on, as atomic as the bucket type allows (a test-and-set at the master, a
+//!   write with the context read, or a transaction).
+//!   On a transactional bucket every one of them is a one-key snapshot-isolation transaction,
+//!   retried on conflicts so that, as on Redis, the command always takes effect.
 //! - **Results say which protocol answered** ([`Read`], [`Written`], [`Deleted`]) where their
 //!   shapes differ, so a front end only formats.
 
@@ -49,6 +54,10 @@ const TXN_ATTEMPTS: u32 = 32;
 /// How many times a plain timeline delete tries a test-and-set before it deletes
 /// unconditionally (see [`Dispatch::delete`]).
 const TL_DELETE_ATTEMPTS: u32 = 3;
+
+/// How many times a timeline read-modify-write ([`Dispatch::update`]) tries its
+/// test-and-set before the lost race is returned.
+const TL_UPDATE_ATTEMPTS: u32 = 32;
 
 /// The options of a read ([`Dispatch::read`]), as the front end parsed them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -166,37 +175,55 @@ impl Dispatch {
 
     // ----- the Redis view -----------------------------------------------------------------
 
-    /// The value a plain GET shows (`None`: notfound, deleted or absent).
-    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        match self.kind(key) {
-            BucketType::Timeline => {
-                Ok(self.node.tl_get(key, ReadMode::Any).await?.value().cloned())
-            }
-            BucketType::Transactional => Ok(self.txn_get(key).await?.0),
-            BucketType::Eventual => Ok(self
+    /// The command's time in the Redis view: what expiry is judged by.
+    fn now(&self) -> Timestamp {
+        self.node.clock_now()
+    }
+
+    /// The live entry a plain GET shows, with its expiry (`None`: notfound, deleted, expired
+    /// or absent).
+    pub async fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        let raw = match self.kind(key) {
+            BucketType::Timeline => self.node.tl_get(key, ReadMode::Any).await?.value().cloned(),
+            BucketType::Transactional => return Ok(self.txn_get(key).await?.0),
+            BucketType::Eventual => self
                 .node
                 .get(key, GetOptions::default())
                 .await?
                 .latest()
-                .cloned()),
-        }
+                .cloned(),
+        };
+        Ok(Entry::live(raw, self.now()))
+    }
+
+    /// The value a plain GET shows (`None`: notfound, deleted, expired or absent).
+    pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        Ok(self.get_entry(key).await?.map(|e| e.data))
     }
 
     /// Whether a plain GET would show a value.
     pub async fn exists(&self, key: &[u8]) -> Result<bool> {
-        Ok(self.get(key).await?.is_some())
+        Ok(self.get_entry(key).await?.is_some())
     }
 
-    /// A plain SET (see the module docs).
+    /// A plain SET: `value` with no expiry (see the module docs).
     pub async fn set(&self, key: &[u8], value: Bytes) -> Result<()> {
+        self.store(key, Entry::new(value)).await
+    }
+
+    /// A SET of a whole entry, value and expiry, superseding what is there (a blind write:
+    /// no read first on timeline and eventual buckets).
+    pub async fn store(&self, key: &[u8], entry: Entry) -> Result<()> {
         match self.kind(key) {
             BucketType::Timeline => {
                 self.node
-                    .tl_put(key, Content::Value(value), Expect::Any)
+                    .tl_put(key, Content::Value(entry.encode()), Expect::Any)
                     .await?;
             }
             BucketType::Transactional => {
-                self.txn_put(key, Some(value)).await?;
+                let entry = Some(entry);
+                self.txn_update(key, |_, _| (Some(entry.clone()), ()))
+                    .await?;
             }
             BucketType::Eventual => {
                 // No quorum read first: the coordinating primary supersedes what it holds.
@@ -204,73 +231,10 @@ impl Dispatch {
                     supersede_local: true,
                     ..PutOptions::default()
                 };
-                self.node.put(key, value, None, opts).await?;
+                self.node.put(key, entry.encode(), None, opts).await?;
             }
         }
         Ok(())
-    }
-
-    /// `SET key value <options>` (Redis's form): only `NX` has a meaning, and only on
-    /// timeline buckets (an insert-if-absent). Returns whether it wrote.
-    ///
-    /// # Errors
-    /// `unsupported` naming the first option the bucket type cannot take.
-    pub async fn set_with<'o>(
-        &self,
-        key: &[u8],
-        value: Bytes,
-        mut options: impl Iterator<Item = &'o [u8]>,
-    ) -> Result<bool> {
-        let ty = self.kind(key);
-        let refused = match ty {
-            BucketType::Timeline | BucketType::Transactional => {
-                options.find(|o| !o.eq_ignore_ascii_case(b"NX"))
-            }
-            BucketType::Eventual => options.next(),
-        };
-        if let Some(o) = refused {
-            return Err(ReplicationError::Unsupported {
-                command: format!("SET option '{}'", String::from_utf8_lossy(o)),
-                bucket_type: ty,
-                hint: match ty {
-                    BucketType::Timeline => " (no expiry, no XX, no GET); use SET key value [NX], \
-                                             or MERIDIAN.SET key value IFVERSION <version> for a \
-                                             test-and-set"
-                        .into(),
-                    BucketType::Transactional => {
-                        "; the RESP front end serves every SET option on transactional \
-                         buckets"
-                            .into()
-                    }
-                    BucketType::Eventual => "; use MERIDIAN.PUT".into(),
-                },
-            });
-        }
-        self.set_nx(key, value).await
-    }
-
-    /// `SETNX`: an insert-if-absent on a timeline bucket; returns whether it wrote.
-    ///
-    /// # Errors
-    /// `unsupported` on eventual buckets (no atomic read-modify-write across replicas).
-    pub async fn set_nx(&self, key: &[u8], value: Bytes) -> Result<bool> {
-        match self.kind(key) {
-            BucketType::Timeline => self.tl_insert(key, value).await,
-            BucketType::Transactional => self.txn_set_nx(key, value).await,
-            ty => Err(read_modify_write(ty, "SETNX")),
-        }
-    }
-
-    async fn tl_insert(&self, key: &[u8], value: Bytes) -> Result<bool> {
-        match self
-            .node
-            .tl_put(key, Content::Value(value), Expect::Absent)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(ReplicationError::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(e),
-        }
     }
 
     /// A plain DEL of one key; returns whether it had a value.
@@ -281,18 +245,117 @@ impl Dispatch {
         ))
     }
 
-    /// The refusal of a read-modify-write command (`INCR`, `APPEND`, `GETDEL`, `EXPIRE`, ...)
-    /// on `key`'s bucket, naming what to use instead.
-    pub fn refuse_read_modify_write(&self, key: &[u8], command: &str) -> ReplicationError {
-        read_modify_write(self.kind(key), command)
+    /// A one-key read-modify-write in the Redis view: `f` gets the key's live entry and the
+    /// command's time, and returns what to store (`None`: nothing, `Some(None)`: delete) and
+    /// a result. How atomic it is depends on the bucket type:
+    ///
+    /// - timeline: the master's record is read (`read_latest`) and the write is a
+    ///   test-and-set on its version (insert-if-absent over no record), retried with a
+    ///   jittered backoff when another write won, up to `TL_UPDATE_ATTEMPTS` times: the
+    ///   master orders every write of the key, so no update is lost and `f`'s decision is
+    ///   made on the value it replaces (`f` may run several times);
+    /// - eventual: one read with the bucket's R, then one write (or delete) with the causal
+    ///   context it returned, which supersedes exactly the values read. A write the read
+    ///   missed stays a sibling, and last-writer-wins chooses what GET shows: only commands
+    ///   whose outcome does not depend on such a race (expiry changes) are run this way;
+    /// - transactional: a one-key snapshot-isolation transaction, retried on conflicts.
+    ///
+    /// # Errors
+    /// The protocol's errors; `version_mismatch` when every attempt lost its race.
+    pub async fn update<T>(
+        &self,
+        key: &[u8],
+        mut f: impl FnMut(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
+    ) -> Result<T> {
+        match self.kind(key) {
+            BucketType::Timeline => self.tl_update(key, f).await,
+            BucketType::Transactional => Ok(self.txn_update(key, f).await?.0),
+            BucketType::Eventual => {
+                let got = self
+                    .node
+                    .get(
+                        key,
+                        GetOptions {
+                            deleted_context: true,
+                            ..GetOptions::default()
+                        },
+                    )
+                    .await?;
+                let ctx = got.context();
+                let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
+                let (write, out) = f(Entry::live(got.latest().cloned(), self.now()), self.now());
+                match write {
+                    Some(Some(e)) => {
+                        self.node
+                            .put(key, e.encode(), ctx, PutOptions::default())
+                            .await?;
+                    }
+                    Some(None) if ctx.is_some() => {
+                        self.node.delete(key, ctx, PutOptions::default()).await?;
+                    }
+                    _ => {}
+                }
+                Ok(out)
+            }
+        }
     }
 
-    /// The refusal of a substring command (`GETRANGE`, `SUBSTR`) on `key`'s bucket.
-    pub fn refuse_substring(&self, key: &[u8], command: &str) -> ReplicationError {
+    async fn tl_update<T>(
+        &self,
+        key: &[u8],
+        mut f: impl FnMut(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
+    ) -> Result<T> {
+        let mut backoff_us = 500u64;
+        let mut attempt = 1;
+        loop {
+            let record = self.node.tl_get(key, ReadMode::Latest).await?.record;
+            let now = self.now();
+            let live = Entry::live(
+                record.as_ref().and_then(|r| r.content.value().cloned()),
+                now,
+            );
+            let (write, out) = f(live, now);
+            let content = match write {
+                None => return Ok(out),
+                Some(Some(e)) => Content::Value(e.encode()),
+                Some(None) => Content::Tombstone,
+            };
+            // Nothing to delete: no record, or a tombstone already.
+            if content.is_tombstone() && record.as_ref().is_none_or(|r| r.is_tombstone()) {
+                return Ok(out);
+            }
+            let expect = record
+                .as_ref()
+                .map_or(Expect::Absent, |r| Expect::Version(r.ver));
+            match self.node.tl_put(key, content, expect).await {
+                Ok(_) => return Ok(out),
+                Err(
+                    ReplicationError::VersionMismatch { .. }
+                    | ReplicationError::AlreadyExists { .. },
+                ) if attempt < TL_UPDATE_ATTEMPTS => {
+                    attempt += 1;
+                    let jitter = {
+                        use rand::Rng;
+                        self.node.kernel().rng.lock().random_range(0..=backoff_us)
+                    };
+                    tokio::time::sleep(std::time::Duration::from_micros(
+                        backoff_us / 2 + jitter / 2,
+                    ))
+                    .await;
+                    backoff_us = (backoff_us * 2).min(50_000);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot
+    /// honour it (starting with its separator, as `"; use GET"`).
+    pub fn refuse(&self, key: &[u8], command: &str, why: &str) -> ReplicationError {
         ReplicationError::Unsupported {
             command: command.into(),
             bucket_type: self.kind(key),
-            hint: "; use GET".into(),
+            hint: why.into(),
         }
     }
 
@@ -304,10 +367,24 @@ impl Dispatch {
     /// `wrong_bucket_type` for a read mode on an eventual bucket or quorum options on a
     /// timeline bucket; the protocol's own errors.
     pub async fn read(&self, key: &[u8], opts: ReadOpts) -> Result<Read> {
+        let read = self.read_stored(key, opts).await?;
+        let now = self.now();
+        Ok(match read {
+            Read::Eventual(got) => Read::Eventual(live_siblings(got, now)),
+            Read::Timeline(got) => Read::Timeline(live_record(got, now)),
+            txn @ Read::Transactional { .. } => txn,
+        })
+    }
+
+    /// [`Dispatch::read`] before the envelopes of eventual and timeline values are opened.
+    async fn read_stored(&self, key: &[u8], opts: ReadOpts) -> Result<Read> {
         match (self.kind(key), opts) {
             (BucketType::Transactional, ReadOpts::Default) => {
-                let (value, ts) = self.txn_get(key).await?;
-                Ok(Read::Transactional { value, ts })
+                let (entry, ts) = self.txn_get(key).await?;
+                Ok(Read::Transactional {
+                    value: entry.map(|e| e.data),
+                    ts,
+                })
             }
             (ty @ BucketType::Transactional, _) => Err(wrong_type(key, ty, OPTIONS_ON_TXN)),
             (BucketType::Timeline, ReadOpts::Default) => {
@@ -367,7 +444,13 @@ impl Dispatch {
     /// options on a timeline bucket; the protocol's own errors (`version_mismatch`,
     /// `already_exists`, quorum failures, ...).
     pub async fn write(&self, key: &[u8], value: Bytes, opts: WriteOpts<'_>) -> Result<Written> {
-        match (self.kind(key), opts) {
+        let ty = self.kind(key);
+        // Eventual and timeline values are stored in the envelope too (no expiry).
+        let value = match ty {
+            BucketType::Transactional => value,
+            _ => Entry::new(value).encode(),
+        };
+        match (ty, opts) {
             (BucketType::Transactional, WriteOpts::Default) => Ok(Written::Transactional(
                 self.txn_put(key, Some(value)).await?.1,
             )),
@@ -455,20 +538,23 @@ impl Dispatch {
         };
         let out = match context {
             Some(ctx) => self.node.delete(key, Some(ctx), opts).await?,
-            None => match self.node.get(key, GetOptions::default()).await? {
-                GetResult::NotFound { .. } => return Ok(Deleted::Nothing),
-                found => {
-                    let ctx = found.context();
-                    self.node.delete(key, Some(&ctx), opts).await?
+            // An expired value is no value to delete, as on Redis (the sweep reaps it).
+            None => {
+                match live_siblings(self.node.get(key, GetOptions::default()).await?, self.now()) {
+                    GetResult::NotFound { .. } => return Ok(Deleted::Nothing),
+                    found => {
+                        let ctx = found.context();
+                        self.node.delete(key, Some(&ctx), opts).await?
+                    }
                 }
-            },
+            }
         };
         Ok(Deleted::Eventual(out))
     }
 
-    /// A transactional key's live value and its commit timestamp, read by a read-only
-    /// transaction at a fresh snapshot.
-    async fn txn_get(&self, key: &[u8]) -> Result<(Option<Bytes>, Option<Timestamp>)> {
+    /// A transactional key's live entry and the commit timestamp of the version read, read
+    /// by a read-only transaction at a fresh snapshot.
+    async fn txn_get(&self, key: &[u8]) -> Result<(Option<Entry>, Option<Timestamp>)> {
         let mut t = self.node.begin(TxnOptions {
             read_only: true,
             session: None,
@@ -476,18 +562,19 @@ impl Dispatch {
         let found = t.read_versions(&[Bytes::copy_from_slice(key)]).await?;
         let now = self.node.kernel().clock.now();
         Ok(match found.into_iter().next().flatten() {
-            Some((ts, raw)) => (Entry::live(raw, now).map(|e| e.data), Some(ts)),
+            Some((ts, raw)) => (Entry::live(raw, now), Some(ts)),
             None => (None, None),
         })
     }
 
     /// One-key read-modify-write transactions, retried on conflicts (a Redis command on a
     /// transactional bucket always takes effect, as it would on Redis): `f` gets the live
-    /// value and returns what to write (`None`: write nothing) and a result.
-    pub async fn txn_update<T>(
+    /// value and the transaction's time and returns what to write (`None`: write nothing)
+    /// and a result.
+    async fn txn_update<T>(
         &self,
         key: &[u8],
-        mut f: impl FnMut(Option<Entry>) -> (Option<Option<Entry>>, T),
+        mut f: impl FnMut(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
     ) -> Result<(T, Timestamp)> {
         let key = Bytes::copy_from_slice(key);
         let node = &self.node;
@@ -498,7 +585,8 @@ impl Dispatch {
             .retry_txn(TxnOptions::default(), TXN_ATTEMPTS, |mut t| async move {
                 let raw = t.read(std::slice::from_ref(key)).await?;
                 let now = node.kernel().clock.now();
-                let (write, out) = (f.lock())(Entry::live(raw.into_iter().next().flatten(), now));
+                let (write, out) =
+                    (f.lock())(Entry::live(raw.into_iter().next().flatten(), now), now);
                 if let Some(w) = write {
                     t.write(key.clone(), w.map(|e| e.encode()))?;
                 }
@@ -514,7 +602,7 @@ impl Dispatch {
         value: Option<Bytes>,
     ) -> Result<(Option<Bytes>, Timestamp)> {
         let (old, ts) = self
-            .txn_update(key, |old| {
+            .txn_update(key, |old, _| {
                 let write = match (&value, &old) {
                     (None, None) => None,
                     _ => Some(value.clone().map(Entry::new)),
@@ -525,20 +613,11 @@ impl Dispatch {
         Ok((old, ts))
     }
 
-    async fn txn_set_nx(&self, key: &[u8], value: Bytes) -> Result<bool> {
-        Ok(self
-            .txn_update(key, |old| match old {
-                Some(_) => (None, false),
-                None => (Some(Some(Entry::new(value.clone()))), true),
-            })
-            .await?
-            .0)
-    }
-
     async fn tl_delete(&self, key: &[u8]) -> Result<Deleted> {
         let mut attempt = 1;
         loop {
-            let latest = self.node.tl_get(key, ReadMode::Latest).await?;
+            // An expired value is no value to delete, as on Redis (the sweep reaps it).
+            let latest = live_record(self.node.tl_get(key, ReadMode::Latest).await?, self.now());
             let Some(ver) = latest.record.filter(|r| !r.is_tombstone()).map(|r| r.ver) else {
                 return Ok(Deleted::Nothing);
             };
@@ -553,6 +632,53 @@ impl Dispatch {
             }
         }
     }
+}
+
+/// `got` as the Redis view shows it: each sibling's data out of its envelope, expired ones
+/// (and any that is not an envelope) left out; notfound, with the context, when none is live.
+fn live_siblings(got: GetResult, now: Timestamp) -> GetResult {
+    let GetResult::Found {
+        values,
+        context,
+        latest,
+    } = got
+    else {
+        return got;
+    };
+    let mut live = Vec::with_capacity(values.len());
+    let mut shown = None;
+    for (i, raw) in values.into_iter().enumerate() {
+        if let Some(e) = Entry::live(Some(raw), now) {
+            if i == latest {
+                shown = Some(live.len());
+            }
+            live.push(e.data);
+        }
+    }
+    if live.is_empty() {
+        return GetResult::NotFound {
+            deleted_context: Some(context),
+        };
+    }
+    GetResult::Found {
+        latest: shown.unwrap_or(live.len() - 1),
+        values: live,
+        context,
+    }
+}
+
+/// `got` as the Redis view shows it: the value out of its envelope; an expired value (or one
+/// that is not an envelope) reads as the tombstone it will become, keeping its version.
+fn live_record(mut got: TlReadResult, now: Timestamp) -> TlReadResult {
+    if let Some(r) = &mut got.record
+        && let Content::Value(raw) = &r.content
+    {
+        r.content = match Entry::live(Some(raw.clone()), now) {
+            Some(e) => Content::Value(e.data),
+            None => Content::Tombstone,
+        };
+    }
+    got
 }
 
 /// The hint of a causal context or quorum option sent to a timeline bucket.
@@ -576,20 +702,5 @@ fn wrong_type(key: &[u8], ty: BucketType, hint: &str) -> ReplicationError {
         bucket: String::from_utf8_lossy(bucket_and_key(key).0).into_owned(),
         actual: ty.as_str().into(),
         hint: hint.into(),
-    }
-}
-
-/// The refusal of a read-modify-write `command` on a bucket of type `ty`.
-fn read_modify_write(ty: BucketType, command: &str) -> ReplicationError {
-    ReplicationError::Unsupported {
-        command: command.into(),
-        bucket_type: ty,
-        hint: match ty {
-            BucketType::Timeline => "; read with MERIDIAN.GET key LATEST and write with \
-                                     MERIDIAN.SET key value IFVERSION <version> (a \
-                                     test-and-set) instead"
-                .into(),
-            _ => " (no atomic read-modify-write across replicas)".into(),
-        },
     }
 }

@@ -86,6 +86,8 @@ pub use kernel::{
 };
 pub use membership::{ClusterMeta, MemberRecord, MetaChange, WireBucket};
 pub use meridian_balance::{DeferredClaim, PeerView, ServiceModel, Strategy};
+/// A Redis-view value: its data and expiry, as stored in every bucket type.
+pub use meridian_core::envelope::Entry;
 pub use meridian_txn::{
     Abort as TxnAbort, Controls as TxnControls, DirChange, Entry as TxnEntry, KeyDirectory,
     PlannerConfig, TimestampSource, TsoBatching, TxnError, TxnProps,

@@ -1177,7 +1177,25 @@ mod cluster_mode {
             "{e}"
         );
         let e = error(a.cmd(&[b"SET", b"k", b"v", b"NX"]).await);
-        assert!(e.contains("use MERIDIAN.PUT"), "{e}");
+        assert!(
+            e.starts_with("ERR SET ... NX is not supported on eventual buckets: ")
+                && e.contains("use a timeline bucket"),
+            "{e}"
+        );
+        // Expiry is served: a TTL travels with the value to the other DC's replicas.
+        assert_eq!(
+            a.cmd(&[b"SET", b"ttl", b"v", b"EX", b"100"]).await,
+            Frame::Simple("OK".into())
+        );
+        let Frame::Integer(ttl) = b.cmd(&[b"TTL", b"ttl"]).await else {
+            panic!("an integer TTL")
+        };
+        assert!((1..=100).contains(&ttl), "{ttl}");
+        assert_eq!(a.cmd(&[b"PERSIST", b"ttl"]).await, Frame::Integer(1));
+        assert_eq!(a.cmd(&[b"TTL", b"ttl"]).await, Frame::Integer(-1));
+        assert_eq!(a.cmd(&[b"PEXPIRE", b"ttl", b"0"]).await, Frame::Integer(1));
+        assert_eq!(a.cmd(&[b"GET", b"ttl"]).await, Frame::Null);
+        assert_eq!(a.cmd(&[b"TTL", b"ttl"]).await, Frame::Integer(-2));
         let e = error(a.cmd(&[b"KEYS", b"*"]).await);
         assert!(e.contains("cluster mode"), "{e}");
         let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"R", b"9"]).await);
@@ -1893,16 +1911,30 @@ mod cluster_mode {
                 let e = error(a.cmd(req).await);
                 assert!(e.starts_with("ERR syntax error"), "{req:?}: {e}");
             }
-            let e = error(a.cmd(&[b"SET", b"tl:k", b"v", b"EX", b"10"]).await);
+            // Every string command is served, its write a test-and-set at the master.
+            assert_eq!(
+                a.cmd(&[b"SET", b"tl:x", b"v", b"EX", b"10", b"GET"]).await,
+                Frame::Null
+            );
+            let Frame::Integer(ttl) = a.cmd(&[b"TTL", b"tl:x"]).await else {
+                panic!("an integer TTL")
+            };
+            assert!((1..=10).contains(&ttl), "{ttl}");
+            assert_eq!(a.cmd(&[b"SET", b"tl:x", b"w", b"NX"]).await, Frame::Null);
+            assert_eq!(a.cmd(&[b"INCR", b"tl:n"]).await, Frame::Integer(1));
+            assert_eq!(
+                a.cmd(&[b"INCRBY", b"tl:n", b"41"]).await,
+                Frame::Integer(42)
+            );
+            let e = error(a.cmd(&[b"INCR", b"tl:x"]).await);
+            assert_eq!(e, "ERR value is not an integer or out of range");
+            let e = error(a.cmd(&[b"MSETNX", b"tl:y", b"1"]).await);
             assert!(
-                e.starts_with("ERR SET option 'EX' is not supported on timeline buckets"),
+                e.starts_with("ERR MSETNX is not supported on timeline buckets: "),
                 "{e}"
             );
-            let e = error(a.cmd(&[b"INCR", b"tl:n"]).await);
-            assert!(
-                e.contains("INCR is not supported on timeline buckets"),
-                "{e}"
-            );
+            assert_eq!(a.cmd(&[b"GETDEL", b"tl:n"]).await, bulk("42"));
+            assert_eq!(a.cmd(&[b"EXISTS", b"tl:n"]).await, Frame::Integer(0));
             // Malformed versions name the text and the expected form.
             for (req, want) in [
                 (

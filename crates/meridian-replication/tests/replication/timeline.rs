@@ -774,7 +774,7 @@ async fn a_replica_stopped_for_ten_thousand_writes_catches_up_and_never_goes_bac
 async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
     use meridian_cluster::Props;
     use meridian_replication::{
-        BucketType, DeleteOpts, Deleted, Dispatch, ErrorClass, Read, ReadOpts, WriteOpts, Written,
+        DeleteOpts, Deleted, Dispatch, ErrorClass, Read, ReadOpts, WriteOpts, Written,
     };
     let c = timeline_cluster(41).await;
     let d = Dispatch::new(c.node(NodeId(1)).clone());
@@ -809,14 +809,21 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
         d.write(ev, b("v3"), WriteOpts::Default).await.unwrap(),
         Written::Eventual(_)
     ));
-    // SETNX: an insert-if-absent on timeline, refused on eventual.
-    assert!(!d.set_nx(tl, b("x")).await.unwrap());
-    assert!(d.set_nx(b"tl:new", b("x")).await.unwrap());
-    let e = d.set_nx(ev, b("x")).await.unwrap_err();
+    // A read-modify-write: a test-and-set at the master on timeline, a write with the
+    // context it read on eventual.
+    let put_if_absent = |old: Option<meridian_replication::Entry>, _| match old {
+        Some(_) => (None, false),
+        None => (Some(Some(meridian_replication::Entry::new(b("x")))), true),
+    };
+    assert!(!d.update(tl, put_if_absent).await.unwrap());
+    assert!(d.update(b"tl:new", put_if_absent).await.unwrap());
+    assert_eq!(d.get(b"tl:new").await.unwrap(), Some(b("x")));
+    assert!(!d.update(ev, put_if_absent).await.unwrap());
+    let e = d.refuse(ev, "SETNX", ": not atomic");
     assert_eq!(e.code(), "unsupported");
     assert_eq!(
         e.to_string(),
-        "SETNX is not supported on eventual buckets (no atomic read-modify-write across replicas)"
+        "SETNX is not supported on eventual buckets: not atomic"
     );
 
     // Refusals by bucket type, all bad requests.
@@ -858,45 +865,6 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
         let want = if i % 2 == 0 { "eventual" } else { "timeline" };
         assert!(e.to_string().contains(&format!(" is {want}: ")), "{i}: {e}");
     }
-    let e = d.refuse_read_modify_write(tl, "INCR");
-    assert!(
-        e.to_string()
-            .starts_with("INCR is not supported on timeline buckets; read with MERIDIAN.GET"),
-        "{e}"
-    );
-    let e = d.refuse_substring(ev, "GETRANGE");
-    assert_eq!(
-        e.to_string(),
-        "GETRANGE is not supported on eventual buckets; use GET"
-    );
-    let opts = [&b"NX"[..], b"EX", b"10"];
-    let e = d
-        .set_with(tl, b("x"), opts.iter().copied())
-        .await
-        .unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("SET option 'EX' is not supported on timeline buckets"),
-        "{e}"
-    );
-    assert!(matches!(
-        e,
-        ReplicationError::Unsupported {
-            bucket_type: BucketType::Timeline,
-            ..
-        }
-    ));
-    let e = d
-        .set_with(ev, b("x"), opts.iter().copied())
-        .await
-        .unwrap_err();
-    assert!(e.to_string().ends_with("use MERIDIAN.PUT"), "{e}");
-    // SET NX on timeline: an insert-if-absent.
-    assert!(
-        !d.set_with(tl, b("x"), [&b"nx"[..]].into_iter())
-            .await
-            .unwrap()
-    );
     // Nothing the refusals carried was written.
     assert_eq!(d.get(tl).await.unwrap(), Some(b("v3")));
     assert_eq!(d.get(ev).await.unwrap(), Some(b("v3")));
@@ -911,6 +879,90 @@ async fn the_dispatch_facade_picks_the_protocol_and_refuses_by_bucket_type() {
         ));
         assert_eq!(d.get(key).await.unwrap(), None);
     }
+}
+
+/// Expiry is part of the stored value on both types: an expired value is invisible to every
+/// read of the Redis view at once, and to the full reads (it shows as deleted).
+#[tokio::test(start_paused = true)]
+async fn an_expired_value_is_invisible_at_once_on_both_bucket_types() {
+    use meridian_replication::{DeleteOpts, Deleted, Dispatch, Entry, GetResult, Read, ReadOpts};
+    let c = timeline_cluster(43).await;
+    let d = Dispatch::new(c.node(NodeId(1)).clone());
+    for key in [&b"plain:e"[..], b"tl:e"] {
+        let now = c.node(NodeId(1)).clock_now().0;
+        let soon = Entry {
+            data: b("v"),
+            expiry: Some(now + 2_000_000),
+        };
+        d.store(key, soon.clone()).await.unwrap();
+        // Written on node 1, read through node 4 in the other DC: the expiry travelled.
+        let other = Dispatch::new(c.node(NodeId(4)).clone());
+        let mut seen = None;
+        for _ in 0..50 {
+            seen = other.get_entry(key).await.unwrap();
+            if seen.is_some() {
+                break;
+            }
+            sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(seen, Some(soon), "{key:?}");
+        sleep(Duration::from_secs(3)).await;
+        assert_eq!(d.get(key).await.unwrap(), None, "{key:?}");
+        assert!(!d.exists(key).await.unwrap());
+        match d.read(key, ReadOpts::Default).await.unwrap() {
+            Read::Eventual(got) => assert!(matches!(got, GetResult::NotFound { .. })),
+            Read::Timeline(got) => {
+                assert_eq!(got.value(), None);
+                assert!(
+                    got.version().is_some(),
+                    "an expired record keeps its version"
+                );
+            }
+            Read::Transactional { .. } => panic!("not transactional"),
+        }
+        // DEL of an expired key deletes nothing, as on Redis.
+        assert!(matches!(
+            d.delete(key, DeleteOpts::Plain).await.unwrap(),
+            Deleted::Nothing
+        ));
+        // A read-modify-write sees it absent.
+        assert!(d.update(key, |old, _| (None, old.is_none())).await.unwrap());
+    }
+}
+
+/// The timeline read-modify-write loses no update: clients on nodes of both DCs increment one
+/// key concurrently, and every increment is in the final value.
+#[tokio::test(start_paused = true)]
+async fn concurrent_timeline_updates_from_two_dcs_lose_nothing() {
+    use meridian_replication::{Dispatch, Entry, Read, ReadOpts};
+    let c = timeline_cluster(44).await;
+    let key = &b"tl:counter"[..];
+    let mut tasks = tokio::task::JoinSet::new();
+    for node in [1, 2, 4, 5] {
+        for _ in 0..4 {
+            let d = Dispatch::new(c.node(NodeId(node)).clone());
+            tasks.spawn(async move {
+                for _ in 0..5 {
+                    d.update(key, |old, _| {
+                        let n: u64 = old.map_or(0, |e| {
+                            std::str::from_utf8(&e.data).unwrap().parse().unwrap()
+                        });
+                        (Some(Some(Entry::new(Bytes::from((n + 1).to_string())))), ())
+                    })
+                    .await
+                    .unwrap();
+                }
+            });
+        }
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let d = Dispatch::new(c.node(NodeId(6)).clone());
+    let Read::Timeline(got) = d.read(key, ReadOpts::Mode(ReadMode::Latest)).await.unwrap() else {
+        panic!("a timeline read")
+    };
+    assert_eq!(got.value(), Some(&b("80")));
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,21 +9,20 @@
 //! - `MERIDIAN.GET key [R n] ... [REPLICA_SELECTION s]`: per-request quorum options; the
 //!   strategy `s` (`local_first`, `round_robin`, `least_outstanding`, `c3`, `naive`, ...)
 //!   chooses the replica of a read that needs one (`R 1 READ_FANOUT quorum`).
-//! - `SET key value`: reads the key's context with the bucket's R, then writes with it;
-//!   options are refused (use `MERIDIAN.PUT`). `DEL`: per key, read the context, delete with
-//!   it; replies how many keys had a value. `EXISTS`, `MGET`, `MSET`, `STRLEN`, `TYPE`, `TTL`
-//!   (always -1 or -2: eventual buckets have no expiry) go through the same calls.
-//! - Commands needing an atomic read-modify-write across replicas (INCR, APPEND, GETDEL,
-//!   EXPIRE, SETNX, ...) are refused with a message saying so; SCAN, KEYS, DBSIZE, FLUSHDB
-//!   and FLUSHALL are refused (no cluster-wide listing yet).
+//! - `SET key value`: a blind write that supersedes what the coordinating primary holds.
+//!   `DEL`: per key, read the context, delete with it; replies how many keys had a value.
+//!   `EXISTS`, `MGET`, `MSET` go through the same calls.
+//! - Every other string command (SET's options, the EXPIRE family, TTL, GETRANGE, ...) runs in
+//!   `cluster_strings`, which serves what an eventual bucket can honour and refuses, saying
+//!   why, what would need an atomic read-modify-write. SCAN, KEYS, DBSIZE, FLUSHDB and
+//!   FLUSHALL are refused (no cluster-wide listing yet).
 //!
 //! Timeline buckets (`timeline.md` §2; the bucket type decides, per key):
-//! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`
-//!   (`NX` makes it insert-if-absent and answers nil over a live record, as Redis does);
-//!   `SETNX` likewise; `DEL` reads the master's version and writes a tombstone over it
-//!   ([`meridian_replication::Dispatch::delete`]). `EXISTS`, `MGET`, `MSET`, `STRLEN`,
-//!   `TYPE`, `TTL` go through the same calls. Other read-modify-write commands are refused,
-//!   naming the versioned commands that do it.
+//! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`;
+//!   `DEL` reads the master's version and writes a tombstone over it
+//!   ([`meridian_replication::Dispatch::delete`]). `EXISTS`, `MGET`, `MSET` go through the
+//!   same calls; every other string command runs in `cluster_strings`, as a test-and-set at
+//!   the record's master.
 //! - `MERIDIAN.GET key [ANY | LATEST | CRITICAL ver]` and the spec's `TL.GETLATEST key`,
 //!   `TL.GETCRIT key ver` reply `[value, version]`: value nil for a tombstone or an absent
 //!   record, version nil only when absent (a tombstone has one, so a client can read past
@@ -145,21 +144,6 @@ pub(crate) async fn run(
             }
             Err(e) => Err(repl(c, m, e)),
         },
-        Cmd::Set => match d
-            .set_with(args.get(1), value(args.get(2)), args.iter_from(3))
-            .await
-        {
-            Ok(true) => {
-                reply.ok();
-                Ok(())
-            }
-            Ok(false) => {
-                // Redis's answer to a SET NX that did not set.
-                reply.null();
-                Ok(())
-            }
-            Err(e) => Err(repl(c, m, e)),
-        },
         Cmd::Del | Cmd::Unlink => {
             let mut n = 0;
             for k in args.iter_from(1) {
@@ -212,53 +196,10 @@ pub(crate) async fn run(
             reply.ok();
             Ok(())
         }
-        Cmd::Strlen | Cmd::Type | Cmd::Ttl | Cmd::Pttl | Cmd::Expiretime | Cmd::Pexpiretime => {
-            let v = match d.get(args.get(1)).await {
-                Ok(v) => v,
-                Err(e) => return Some(Err(repl(c, m, e))),
-            };
-            match (cmd, v) {
-                (Cmd::Strlen, v) => reply.int(v.map_or(0, |v| {
-                    blob::object_size(&v).unwrap_or(v.len() as u64) as i64
-                })),
-                (Cmd::Type, Some(_)) => reply.simple(b"string"),
-                (Cmd::Type, None) => reply.simple(b"none"),
-                (_, Some(_)) => reply.int(-1),
-                (_, None) => reply.int(-2),
-            }
-            Ok(())
-        }
-        Cmd::Setnx => match d.set_nx(args.get(1), value(args.get(2))).await {
-            Ok(written) => {
-                reply.int(i64::from(written));
-                Ok(())
-            }
-            Err(e) => Err(repl(c, m, e)),
-        },
-        Cmd::Incr
-        | Cmd::Decr
-        | Cmd::Incrby
-        | Cmd::Decrby
-        | Cmd::Incrbyfloat
-        | Cmd::Append
-        | Cmd::Setrange
-        | Cmd::Getdel
-        | Cmd::Getex
-        | Cmd::Getset
-        | Cmd::Setex
-        | Cmd::Psetex
-        | Cmd::Msetnx
-        | Cmd::Expire
-        | Cmd::Pexpire
-        | Cmd::Expireat
-        | Cmd::Pexpireat
-        | Cmd::Persist => Err(repl(
-            c,
-            m,
-            d.refuse_read_modify_write(args.get(1), &upper(cmd)),
-        )),
-        Cmd::Getrange | Cmd::Substr => {
-            Err(repl(c, m, d.refuse_substring(args.get(1), &upper(cmd))))
+        // Every other string command: over the key's live entry, as atomic as its bucket
+        // type allows (`cluster_strings`).
+        _ if crate::strings::handles(cmd) => {
+            Box::pin(crate::resp::cluster_strings::run(c, m, reply, cmd, args)).await
         }
         Cmd::Scan | Cmd::Keys | Cmd::Dbsize | Cmd::Flushdb | Cmd::Flushall => {
             Err(Cow::Owned(format!(

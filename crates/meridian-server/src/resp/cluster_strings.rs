@@ -1,0 +1,308 @@
+//! Redis string commands on eventual and timeline buckets in cluster mode, beyond the plain
+//! GET/SET/DEL/MGET/MSET that `cluster_exec` serves directly: SET with every option, the
+//! EXPIRE family, TTL, PERSIST, GETEX, INCR, APPEND, GETSET, GETDEL, SETRANGE, GETRANGE, ...
+//!
+//! Each runs with [`crate::strings::exec_on_view`] — the one copy of what the commands mean —
+//! over a one-key view of the key's live entry (its value and its expiry, stored together in
+//! the value's envelope, so a TTL replicates with the value). What makes a write atomic is
+//! the bucket type's ([`meridian_replication::Dispatch::update`]):
+//!
+//! - **timeline**: the master orders every write of a record, so every command is served:
+//!   the command runs on the master's record and its write is a test-and-set on that
+//!   record's version, retried when another write won. `SET NX/XX/GET`, `INCR`, `APPEND`,
+//!   `GETSET`, `GETDEL`, `SETNX` lose no update and answer as Redis does;
+//! - **eventual**: replicas accept writes concurrently, so a read-modify-write is not atomic
+//!   there. Commands whose result does not depend on a racing write are served — `SET` with
+//!   `EX/PX/EXAT/PXAT` (a blind write), `SET ... KEEPTTL`, the EXPIRE family, `PERSIST`,
+//!   `GETEX` (the write carries the context its read returned, so it supersedes exactly what
+//!   it read), and every read (`TTL`, `PTTL`, `GETRANGE`, ...). The others (`SET NX/XX/GET`,
+//!   `SETNX`, `GETSET`, `GETDEL`, `APPEND`, `SETRANGE`, `INCR` and its family, `MSETNX`) are
+//!   refused with an error that says why and which bucket type serves them: never a silent
+//!   last-writer-wins.
+//!
+//! Reads (`TTL`, `STRLEN`, `GETRANGE`, ...) read what a plain GET reads (`read_any` on a
+//! timeline bucket, the bucket's R on an eventual one) and write nothing.
+
+use crate::cluster::ClusterBackend;
+use crate::keyspace::{KeyspaceError, SetCondition, SetOptions};
+use crate::metrics::Metrics;
+use crate::resp::command::Cmd;
+use crate::resp::exec::{CmdError, error_reply};
+use crate::resp::reply::Reply;
+use crate::resp::request::Args;
+use crate::strings::{self, Entry, EntryRef, StringView};
+use crate::wire_error;
+use bytes::{Bytes, BytesMut};
+use meridian_core::Timestamp;
+use meridian_replication::BucketType;
+use std::borrow::Cow;
+
+/// What a command returns: `Err` holds an error line for the caller to write.
+type Outcome = Result<(), Cow<'static, str>>;
+
+/// One key's live entry, and what a command stored for it.
+struct OneKey<'k> {
+    key: &'k [u8],
+    now: Timestamp,
+    live: Option<Entry>,
+    /// `None`: nothing stored; `Some(None)`: deleted.
+    stored: Option<Option<Entry>>,
+}
+
+impl StringView for OneKey<'_> {
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, KeyspaceError> {
+        if key != self.key {
+            // The commands served here touch their first argument only.
+            return Err(KeyspaceError::Corrupt(
+                "a key outside the command's one key",
+            ));
+        }
+        Ok(match &self.stored {
+            Some(v) => v.clone(),
+            None => self.live.clone(),
+        })
+    }
+
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), KeyspaceError> {
+        if key != self.key {
+            return Err(KeyspaceError::Corrupt(
+                "a key outside the command's one key",
+            ));
+        }
+        self.stored = Some(value.map(|e| Entry {
+            data: Bytes::copy_from_slice(e.data),
+            expiry: e.expiry,
+        }));
+        Ok(())
+    }
+}
+
+/// Whether `cmd` only reads its key.
+fn reads_only(cmd: Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Strlen
+            | Cmd::Type
+            | Cmd::Ttl
+            | Cmd::Pttl
+            | Cmd::Expiretime
+            | Cmd::Pexpiretime
+            | Cmd::Getrange
+            | Cmd::Substr
+    )
+}
+
+/// Why an eventual bucket refuses a command whose outcome a racing write would change.
+const NOT_ATOMIC_ON_EVENTUAL: &str = ": replicas of an eventual bucket accept writes \
+     concurrently, so a read-modify-write is not atomic there and one of two racing writes \
+     would be lost; use a timeline bucket (its record's master orders the writes) or a \
+     transactional one";
+
+/// Why a timeline bucket refuses a command that must write several keys at once.
+const SEVERAL_KEYS_AT_ONCE: &str = ": it must write several keys atomically, and a timeline \
+     bucket orders each key's writes on its own; use a transactional bucket (MULTI/EXEC)";
+
+/// The refusal of `cmd` (with `args`) on a bucket of type `ty`, if it refuses it.
+fn refusal(ty: BucketType, cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<&'static str> {
+    match (ty, cmd) {
+        (BucketType::Transactional, _) => None,
+        (_, Cmd::Msetnx) => Some(SEVERAL_KEYS_AT_ONCE),
+        (BucketType::Timeline, _) => None,
+        (
+            _,
+            Cmd::Setnx
+            | Cmd::Getset
+            | Cmd::Getdel
+            | Cmd::Append
+            | Cmd::Setrange
+            | Cmd::Incr
+            | Cmd::Decr
+            | Cmd::Incrby
+            | Cmd::Decrby
+            | Cmd::Incrbyfloat,
+        ) => Some(NOT_ATOMIC_ON_EVENTUAL),
+        // SET's NX, XX and GET decide on the value read; a syntax error is SET's own answer.
+        (_, Cmd::Set) => match SetOptions::parse(args.iter_from(3), "set", now) {
+            Ok(o) if o.get || o.condition != SetCondition::Always => Some(NOT_ATOMIC_ON_EVENTUAL),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The name a client would write, for errors.
+fn upper(cmd: Cmd, args: Args<'_>) -> String {
+    let name = cmd.spec().name.to_ascii_uppercase();
+    if cmd == Cmd::Set {
+        // Name the option that needs the atomic read.
+        for o in args.iter_from(3) {
+            for w in ["NX", "XX", "GET"] {
+                if o.eq_ignore_ascii_case(w.as_bytes()) {
+                    return format!("SET ... {w}");
+                }
+            }
+        }
+    }
+    name
+}
+
+/// A `SET key value` whose options only set an expiry in the future: a blind write of the
+/// value with its expiry, no read first. `None`: the options need the general path.
+fn blind_set(args: Args<'_>, now: Timestamp) -> Option<Entry> {
+    let o = SetOptions::parse(args.iter_from(3), "set", now).ok()?;
+    if o.get || o.condition != SetCondition::Always || o.keep_ttl {
+        return None;
+    }
+    let expiry = o.deadline().map(|d| d.resolve(now));
+    // An expiry not after now makes the key vanish: the general path deletes it.
+    if expiry.is_some_and(|at| at <= now.0) {
+        return None;
+    }
+    Some(Entry {
+        data: Bytes::copy_from_slice(args.get(2)),
+        expiry,
+    })
+}
+
+/// Runs a string command (one `crate::strings::handles` accepts, checked for arity) on the
+/// eventual or timeline bucket of its key. See the module docs.
+pub(crate) async fn run(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> Outcome {
+    let d = &c.dispatch;
+    let key = args.get(1);
+    let now = c.node.clock_now();
+    if let Some(why) = refusal(c.node.bucket_type(key), cmd, args, now) {
+        return Err(wire_error::resp(
+            c,
+            m,
+            &d.refuse(key, &upper(cmd, args), why),
+        ));
+    }
+    if cmd == Cmd::Set
+        && let Some(entry) = blind_set(args, now)
+    {
+        d.store(key, entry)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?;
+        reply.ok();
+        return Ok(());
+    }
+    let resp3 = reply.resp3;
+    // Runs the command over `live` into a reply of its own: a timeline update may run it
+    // several times, and only the run whose write took effect is answered.
+    let run_once = |live: Option<Entry>, now: Timestamp| {
+        let mut view = OneKey {
+            key,
+            now,
+            live,
+            stored: None,
+        };
+        let mut out = Reply::new(64);
+        out.resp3 = resp3;
+        match strings::exec_on_view(cmd, args, &mut view, &mut out) {
+            Ok(()) => (view.stored, Ok(out.out)),
+            Err(e) => (None, Err(e)),
+        }
+    };
+    let answered: Result<BytesMut, CmdError> = if reads_only(cmd) {
+        let live = d
+            .get_entry(key)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?;
+        run_once(live, now).1
+    } else {
+        d.update(key, run_once)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?
+    };
+    match answered {
+        Ok(out) => reply.out.extend_from_slice(&out),
+        Err(e) => error_reply(reply, e),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `f` over the arguments `parts`.
+    fn with_args<T>(parts: &[&str], f: impl FnOnce(Args<'_>) -> T) -> T {
+        let (mut base, mut ranges) = (Vec::new(), Vec::new());
+        for p in parts {
+            ranges.push((base.len(), base.len() + p.len()));
+            base.extend_from_slice(p.as_bytes());
+        }
+        f(Args::from_parts(&base, &ranges))
+    }
+
+    #[test]
+    fn eventual_buckets_refuse_what_a_race_would_change_and_nothing_else() {
+        let now = Timestamp(1_000_000);
+        let refused = |ty, parts: &[&str]| {
+            let cmd = Cmd::lookup(parts[0].as_bytes()).unwrap();
+            with_args(parts, |a| refusal(ty, cmd, a, now).is_some())
+        };
+        for parts in [
+            &["SET", "k", "v", "NX"][..],
+            &["SET", "k", "v", "EX", "10", "XX"],
+            &["SET", "k", "v", "GET"],
+            &["SETNX", "k", "v"],
+            &["GETSET", "k", "v"],
+            &["GETDEL", "k"],
+            &["APPEND", "k", "v"],
+            &["SETRANGE", "k", "1", "v"],
+            &["INCR", "k"],
+            &["DECRBY", "k", "2"],
+            &["INCRBYFLOAT", "k", "1.5"],
+            &["MSETNX", "k", "v"],
+        ] {
+            assert!(refused(BucketType::Eventual, parts), "{parts:?}");
+            assert_eq!(
+                refused(BucketType::Timeline, parts),
+                parts[0] == "MSETNX",
+                "{parts:?}"
+            );
+            assert!(!refused(BucketType::Transactional, parts), "{parts:?}");
+        }
+        for parts in [
+            &["SET", "k", "v", "EX", "10"][..],
+            &["SET", "k", "v", "KEEPTTL"],
+            &["SET", "k", "v", "BOGUS"],
+            &["EXPIRE", "k", "10", "GT"],
+            &["PERSIST", "k"],
+            &["GETEX", "k", "PX", "5"],
+            &["TTL", "k"],
+            &["GETRANGE", "k", "0", "-1"],
+        ] {
+            assert!(!refused(BucketType::Eventual, parts), "{parts:?}");
+        }
+    }
+
+    #[test]
+    fn only_a_future_expiry_alone_is_a_blind_set() {
+        let now = Timestamp(1_000_000);
+        let blind = |parts: &[&str]| with_args(parts, |a| blind_set(a, now));
+        assert_eq!(
+            blind(&["SET", "k", "v", "PX", "5"]),
+            Some(Entry {
+                data: Bytes::from("v"),
+                expiry: Some(1_005_000),
+            })
+        );
+        assert_eq!(blind(&["SET", "k", "v"]).unwrap().expiry, None);
+        assert_eq!(blind(&["SET", "k", "v", "PXAT", "1"]), None);
+        assert_eq!(blind(&["SET", "k", "v", "KEEPTTL"]), None);
+        assert_eq!(blind(&["SET", "k", "v", "EX", "1", "NX"]), None);
+        assert_eq!(blind(&["SET", "k", "v", "EX", "nope"]), None);
+    }
+}
