@@ -36,6 +36,7 @@
 
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
+use crate::eventual::counter;
 use crate::timeline::{Content, Expect};
 use crate::txn::TxnOptions;
 use crate::{
@@ -186,12 +187,14 @@ impl Dispatch {
         let raw = match self.kind(key) {
             BucketType::Timeline => self.node.tl_get(key, ReadMode::Any).await?.value().cloned(),
             BucketType::Transactional => return Ok(self.txn_get(key).await?.0),
-            BucketType::Eventual => self
-                .node
-                .get(key, GetOptions::default())
-                .await?
-                .latest()
-                .cloned(),
+            BucketType::Eventual => {
+                return Ok(match self.node.get(key, GetOptions::default()).await? {
+                    GetResult::Found { values, latest, .. } => {
+                        counter::resolve(&values, latest, self.now())
+                    }
+                    GetResult::NotFound { .. } => None,
+                });
+            }
         };
         Ok(Entry::live(raw, self.now()))
     }
@@ -283,12 +286,24 @@ impl Dispatch {
                     .await?;
                 let ctx = got.context();
                 let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
-                let (write, out) = f(Entry::live(got.latest().cloned(), self.now()), self.now());
+                let (shown, count) = match &got {
+                    GetResult::Found { values, latest, .. } => (
+                        counter::resolve(values, *latest, self.now()),
+                        counter::shown_counter(values, *latest),
+                    ),
+                    GetResult::NotFound { .. } => (None, None),
+                };
+                let before = shown.as_ref().map(|e| e.data.clone());
+                let (write, out) = f(shown, self.now());
                 match write {
                     Some(Some(e)) => {
-                        self.node
-                            .put(key, e.encode(), ctx, PutOptions::default())
-                            .await?;
+                        // A counter whose value the command kept (EXPIRE, PERSIST) stays a
+                        // counter, so increments racing with it are still merged.
+                        let raw = match count {
+                            Some(c) if before.as_ref() == Some(&e.data) => c.encode(e.expiry),
+                            _ => e.encode(),
+                        };
+                        self.node.put(key, raw, ctx, PutOptions::default()).await?;
                     }
                     Some(None) if ctx.is_some() => {
                         self.node.delete(key, ctx, PutOptions::default()).await?;
@@ -347,6 +362,32 @@ impl Dispatch {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Redis's `INCRBY key delta` on an eventual bucket: an increment of the key's
+    /// PN-counter ([`crate::eventual::counter`]) at its coordinating replica, merged with
+    /// every concurrent increment rather than overwritten; returns the counter's value at
+    /// that replica after the increment.
+    ///
+    /// # Errors
+    /// `not_an_integer` over a value that is no integer, `increment_overflow`, `unsupported`
+    /// on a bucket with `allow_mult = false` or of another type; the protocol's errors.
+    pub async fn incr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
+        let ty = self.kind(key);
+        if ty != BucketType::Eventual {
+            return Err(self.refuse(key, "MERIDIAN counter increment", "; use INCRBY"));
+        }
+        let opts = PutOptions {
+            counter_add: Some(delta),
+            return_body: true,
+            ..PutOptions::default()
+        };
+        let out = self.node.put(key, Bytes::new(), None, opts).await?;
+        Ok(out
+            .values
+            .as_deref()
+            .and_then(counter::merged_value)
+            .unwrap_or(delta))
     }
 
     /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot
@@ -634,8 +675,9 @@ impl Dispatch {
     }
 }
 
-/// `got` as the Redis view shows it: each sibling's data out of its envelope, expired ones
-/// (and any that is not an envelope) left out; notfound, with the context, when none is live.
+/// `got` as the Redis view shows it: each sibling's data out of its envelope and the
+/// counter siblings merged into one integer (`counter::show`), expired ones (and any that
+/// is not an envelope) left out; notfound, with the context, when none is live.
 fn live_siblings(got: GetResult, now: Timestamp) -> GetResult {
     let GetResult::Found {
         values,
@@ -645,16 +687,7 @@ fn live_siblings(got: GetResult, now: Timestamp) -> GetResult {
     else {
         return got;
     };
-    let mut live = Vec::with_capacity(values.len());
-    let mut shown = None;
-    for (i, raw) in values.into_iter().enumerate() {
-        if let Some(e) = Entry::live(Some(raw), now) {
-            if i == latest {
-                shown = Some(live.len());
-            }
-            live.push(e.data);
-        }
-    }
+    let (live, shown) = counter::show(values, latest, now);
     if live.is_empty() {
         return GetResult::NotFound {
             deleted_context: Some(context),

@@ -260,6 +260,10 @@ pub enum ReplicationError {
         /// Why, and what to use instead, starting with its separator (`"; use GET"`).
         hint: String,
     },
+    /// An increment the key's value refuses, with Redis's message: the value is not an
+    /// integer, or the result would overflow.
+    #[error("{0}")]
+    Incr(crate::eventual::counter::IncrError),
     /// A chunk of a large object could not be stored on enough replicas.
     #[error("chunk_write_failed need={need} ok={ok} {reason}")]
     ChunkWriteFailed {
@@ -336,6 +340,8 @@ impl ReplicationError {
             WrongBucketType { .. } => "wrong_bucket_type",
             ForceMasterRefused { .. } => "force_master_refused",
             Unsupported { .. } => "unsupported",
+            Incr(crate::eventual::counter::IncrError::NotAnInteger) => "not_an_integer",
+            Incr(crate::eventual::counter::IncrError::Overflow) => "increment_overflow",
             ChunkWriteFailed { .. } => "chunk_write_failed",
             ChunkUnavailable { .. } => "chunk_unavailable",
             Txn(t) => match t {
@@ -364,6 +370,7 @@ impl ReplicationError {
             | MembershipRefused { .. }
             | WrongBucketType { .. }
             | Unsupported { .. }
+            | Incr(_)
             | ForceMasterRefused { .. } => ErrorClass::BadRequest,
             VersionMismatch { .. } | AlreadyExists { .. } => ErrorClass::Conflict,
             Txn(t) => match t {

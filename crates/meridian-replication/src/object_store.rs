@@ -273,11 +273,12 @@ impl ObjectStore {
         self.coordinate(
             Bytes::copy_from_slice(key),
             Some(ctx),
-            content,
+            |_| Ok((content, ())),
             me,
             allow_mult,
             siblings_max,
         )
+        .map(|(o, ())| o)
     }
 
     /// A client write coordinated here that supersedes everything this replica holds for
@@ -296,7 +297,31 @@ impl ObjectStore {
         self.coordinate(
             Bytes::copy_from_slice(key),
             None,
-            content,
+            |_| Ok((content, ())),
+            me,
+            allow_mult,
+            siblings_max,
+        )
+        .map(|(o, ())| o)
+    }
+
+    /// [`Self::coordinator_overwrite`] of content computed from what this replica holds,
+    /// under the key's stripe lock: `make` gets the stored object (if any) and returns the
+    /// content to write and a result, or refuses (nothing is written). A PN-counter's
+    /// increment (`eventual::counter`) is made this way, so an actor's increments are
+    /// serialized over its own last state.
+    pub fn coordinator_update<T>(
+        &self,
+        key: &[u8],
+        make: impl FnOnce(Option<&Object>) -> Result<(Content, T)>,
+        me: ReplicaId,
+        allow_mult: bool,
+        siblings_max: usize,
+    ) -> Result<(Object, T)> {
+        self.coordinate(
+            Bytes::copy_from_slice(key),
+            None,
+            make,
             me,
             allow_mult,
             siblings_max,
@@ -304,17 +329,18 @@ impl ObjectStore {
     }
 
     /// `ctx: None` takes the stored object's clock as the context.
-    fn coordinate(
+    fn coordinate<T>(
         &self,
         engine_key: Bytes,
         ctx: Option<&CausalClock>,
-        content: Content,
+        make: impl FnOnce(Option<&Object>) -> Result<(Content, T)>,
         me: ReplicaId,
         allow_mult: bool,
         siblings_max: usize,
-    ) -> Result<Object> {
+    ) -> Result<(Object, T)> {
         let _g = self.lock(&engine_key);
         let local = self.read(&engine_key)?;
+        let (content, out) = make(local.as_ref())?;
         let meta = Meta {
             ts_us: self.clock.now().micros(),
         };
@@ -342,7 +368,7 @@ impl ObjectStore {
             });
         }
         self.write(engine_key, &o)?;
-        Ok(o)
+        Ok((o, out))
     }
 
     /// One page of client objects: up to `limit` keys after `after` (`None`: from the

@@ -1171,11 +1171,26 @@ mod cluster_mode {
             Frame::Array(vec![Frame::Null, Frame::Array(vec![])])
         );
         // Refusals are errors, never dropped connections.
-        let e = error(a.cmd(&[b"INCR", b"n"]).await);
+        let e = error(a.cmd(&[b"INCRBYFLOAT", b"n", b"1.5"]).await);
         assert!(
-            e.contains("INCR is not supported on eventual buckets"),
+            e.starts_with("ERR INCRBYFLOAT is not supported on eventual buckets: "),
             "{e}"
         );
+        // INCR keeps a PN-counter: increments through both DCs add up.
+        assert_eq!(a.cmd(&[b"INCR", b"n"]).await, Frame::Integer(1));
+        assert_eq!(b.cmd(&[b"INCRBY", b"n", b"10"]).await, Frame::Integer(11));
+        assert_eq!(a.cmd(&[b"DECR", b"n"]).await, Frame::Integer(10));
+        assert_eq!(b.cmd(&[b"GET", b"n"]).await, bulk("10"));
+        let e = error(a.cmd(&[b"DECRBY", b"n", b"-9223372036854775808"]).await);
+        assert_eq!(e, "ERR decrement would overflow");
+        let e = error(a.cmd(&[b"INCRBY", b"n", b"9223372036854775807"]).await);
+        assert_eq!(e, "ERR increment or decrement would overflow");
+        assert_eq!(
+            a.cmd(&[b"SET", b"text", b"abc"]).await,
+            Frame::Simple("OK".into())
+        );
+        let e = error(a.cmd(&[b"INCR", b"text"]).await);
+        assert_eq!(e, "ERR value is not an integer or out of range");
         let e = error(a.cmd(&[b"SET", b"k", b"v", b"NX"]).await);
         assert!(
             e.starts_with("ERR SET ... NX is not supported on eventual buckets: ")
@@ -1353,7 +1368,7 @@ mod cluster_mode {
         }
         // Failures of every kind between them: a refusal and a replication error (run
         // concurrently), an arity error, an unknown command and a PING (barriers).
-        batch.extend(request(&[b"INCR", b"key0"]));
+        batch.extend(request(&[b"APPEND", b"key0", b"x"]));
         batch.extend(request(&[b"MERIDIAN.GET", b"key1", b"R", b"9"]));
         batch.extend(request(&[b"GET"]));
         batch.extend(request(&[b"NOSUCH", b"x"]));
@@ -1366,7 +1381,7 @@ mod cluster_mode {
             assert_eq!(a.frame().await, Frame::Simple("OK".into()), "SET key{i}");
         }
         let e = error(a.frame().await);
-        assert!(e.contains("INCR is not supported"), "{e}");
+        assert!(e.contains("APPEND is not supported"), "{e}");
         let e = error(a.frame().await);
         assert!(e.starts_with("ERR n_val_violation"), "{e}");
         let e = error(a.frame().await);
@@ -1380,7 +1395,7 @@ mod cluster_mode {
         // Every command was counted once, under its own name.
         assert_eq!(node_sample(&c, 0, &ops("set")), sets + 200);
         assert_eq!(node_sample(&c, 0, &ops("get")), gets + 200);
-        assert_eq!(node_sample(&c, 0, &errors("incr")), 1);
+        assert_eq!(node_sample(&c, 0, &errors("append")), 1);
         assert_eq!(node_sample(&c, 0, &errors("meridian.get")), 1);
         // The connection is still in step.
         assert_eq!(a.cmd(&[b"GET", b"key7"]).await, bulk("value7"));

@@ -747,9 +747,13 @@ fn up_serves_a_two_dc_cluster_over_resp_and_http() {
         assert!(String::from_utf8_lossy(&body).contains("<Code>AccessDenied</Code>"));
     }
 
-    // Read-modify-write commands are refused clearly; the connection stays usable.
-    let err = redis::cmd("INCR")
+    // INCR is a counter on eventual buckets; what an eventual bucket cannot make atomic is
+    // refused clearly, and the connection stays usable.
+    let n: i64 = redis::cmd("INCR").arg("n").query(&mut a).unwrap();
+    assert_eq!(n, 1);
+    let err = redis::cmd("APPEND")
         .arg("n")
+        .arg("x")
         .query::<i64>(&mut a)
         .unwrap_err();
     assert!(

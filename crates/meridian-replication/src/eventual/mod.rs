@@ -82,6 +82,7 @@
 //! - A replica refuses `Get`, `Replicate` and `Forward` with `overload` while more than
 //!   `overload_backlog` messages wait in its inbox; `Repair` is always applied.
 
+pub mod counter;
 pub mod messages;
 pub mod types;
 
@@ -900,6 +901,18 @@ impl Node {
         let deadline = Instant::now() + timeout;
         let me = self.id();
 
+        if opts.counter_add.is_some() && !params.allow_mult {
+            // Last-writer-wins would keep one of two concurrent increments.
+            return Err(ReplicationError::Unsupported {
+                command: "INCR".into(),
+                bucket_type: crate::bucket::BucketType::Eventual,
+                hint: format!(
+                    " with allow_mult = false (bucket '{}'): a counter's concurrent increments \
+                     are kept as siblings and merged, which needs allow_mult = true",
+                    String::from_utf8_lossy(bucket)
+                ),
+            });
+        }
         let local_primary = apl.get(me).is_some_and(ApEntry::is_primary);
         if !local_primary {
             let no_coordinator = ReplicationError::NoCoordinator {
@@ -926,7 +939,17 @@ impl Node {
         };
         let store = &self.kernel().store;
         let siblings_max = self.kernel().cfg.siblings_max;
-        let object = if opts.supersede_local {
+        let object = if let Some(delta) = opts.counter_add {
+            let now = self.kernel().clock.now();
+            let make = |local: Option<&Object>| {
+                let (content, _) =
+                    counter::increment(local, me.0, delta, now).map_err(ReplicationError::Incr)?;
+                Ok((content, ()))
+            };
+            store
+                .coordinator_update(key, make, rid, params.allow_mult, siblings_max)?
+                .0
+        } else if opts.supersede_local {
             store.coordinator_overwrite(key, content, rid, params.allow_mult, siblings_max)?
         } else {
             store.coordinator_put(key, &ctx, content, rid, params.allow_mult, siblings_max)?

@@ -29,6 +29,10 @@ pub struct PutOptions {
     /// `SET`: no quorum read first). Values the coordinator has not seen yet stay siblings,
     /// as they would after a read that missed them.
     pub supersede_local: bool,
+    /// An increment of the key's PN-counter (`counter`) by this much: the coordinating
+    /// replica ignores the request's value and context and writes its counter's next state,
+    /// computed under the key's lock from what it holds. Needs `allow_mult`.
+    pub counter_add: Option<i64>,
 }
 
 /// The answer to a GET.

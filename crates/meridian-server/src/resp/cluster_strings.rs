@@ -15,10 +15,13 @@
 //!   there. Commands whose result does not depend on a racing write are served — `SET` with
 //!   `EX/PX/EXAT/PXAT` (a blind write), `SET ... KEEPTTL`, the EXPIRE family, `PERSIST`,
 //!   `GETEX` (the write carries the context its read returned, so it supersedes exactly what
-//!   it read), and every read (`TTL`, `PTTL`, `GETRANGE`, ...). The others (`SET NX/XX/GET`,
-//!   `SETNX`, `GETSET`, `GETDEL`, `APPEND`, `SETRANGE`, `INCR` and its family, `MSETNX`) are
-//!   refused with an error that says why and which bucket type serves them: never a silent
-//!   last-writer-wins.
+//!   it read), and every read (`TTL`, `PTTL`, `GETRANGE`, ...). `INCR`, `DECR`, `INCRBY` and
+//!   `DECRBY` increment the key's PN-counter (`meridian_replication::eventual::counter`):
+//!   increments made concurrently in different DCs are merged, none is lost, and the reply
+//!   is the counter's value at the replica that coordinated the increment. The others
+//!   (`SET NX/XX/GET`, `SETNX`, `GETSET`, `GETDEL`, `APPEND`, `SETRANGE`, `INCRBYFLOAT`,
+//!   `MSETNX`) are refused with an error that says why and which bucket type serves them:
+//!   never a silent last-writer-wins.
 //!
 //! Reads (`TTL`, `STRLEN`, `GETRANGE`, ...) read what a plain GET reads (`read_any` on a
 //! timeline bucket, the bucket's R on an eventual one) and write nothing.
@@ -27,7 +30,7 @@ use crate::cluster::ClusterBackend;
 use crate::keyspace::{KeyspaceError, SetCondition, SetOptions};
 use crate::metrics::Metrics;
 use crate::resp::command::Cmd;
-use crate::resp::exec::{CmdError, error_reply};
+use crate::resp::exec::{CmdError, error_reply, int_arg, keyspace_error_line};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
 use crate::strings::{self, Entry, EntryRef, StringView};
@@ -114,16 +117,7 @@ fn refusal(ty: BucketType, cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<&
         (BucketType::Timeline, _) => None,
         (
             _,
-            Cmd::Setnx
-            | Cmd::Getset
-            | Cmd::Getdel
-            | Cmd::Append
-            | Cmd::Setrange
-            | Cmd::Incr
-            | Cmd::Decr
-            | Cmd::Incrby
-            | Cmd::Decrby
-            | Cmd::Incrbyfloat,
+            Cmd::Setnx | Cmd::Getset | Cmd::Getdel | Cmd::Append | Cmd::Setrange | Cmd::Incrbyfloat,
         ) => Some(NOT_ATOMIC_ON_EVENTUAL),
         // SET's NX, XX and GET decide on the value read; a syntax error is SET's own answer.
         (_, Cmd::Set) => match SetOptions::parse(args.iter_from(3), "set", now) {
@@ -148,6 +142,29 @@ fn upper(cmd: Cmd, args: Args<'_>) -> String {
         }
     }
     name
+}
+
+/// The increment of `INCR`, `DECR`, `INCRBY`, `DECRBY` (`None`: another command), or the
+/// argument's error.
+fn counter_delta(cmd: Cmd, args: Args<'_>) -> Option<Result<i64, CmdError>> {
+    Some(match cmd {
+        Cmd::Incr => Ok(1),
+        Cmd::Decr => Ok(-1),
+        Cmd::Incrby => int_arg(args.get(2)),
+        Cmd::Decrby => int_arg(args.get(2)).and_then(|n| {
+            n.checked_neg()
+                .ok_or(CmdError::Keyspace(KeyspaceError::DecrementOverflow))
+        }),
+        _ => return None,
+    })
+}
+
+/// The error line of a command error.
+fn exec_line(e: CmdError) -> Cow<'static, str> {
+    match e {
+        CmdError::Raw(line) => line,
+        CmdError::Keyspace(e) => Cow::Owned(keyspace_error_line(&e)),
+    }
 }
 
 /// A `SET key value` whose options only set an expiry in the future: a blind write of the
@@ -186,6 +203,16 @@ pub(crate) async fn run(
             m,
             &d.refuse(key, &upper(cmd, args), why),
         ));
+    }
+    if let Some(delta) = counter_delta(cmd, args)
+        && c.node.bucket_type(key) == BucketType::Eventual
+    {
+        let value = d
+            .incr_by(key, delta.map_err(exec_line)?)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?;
+        reply.int(value);
+        return Ok(());
     }
     if cmd == Cmd::Set
         && let Some(entry) = blind_set(args, now)
@@ -261,8 +288,6 @@ mod tests {
             &["GETDEL", "k"],
             &["APPEND", "k", "v"],
             &["SETRANGE", "k", "1", "v"],
-            &["INCR", "k"],
-            &["DECRBY", "k", "2"],
             &["INCRBYFLOAT", "k", "1.5"],
             &["MSETNX", "k", "v"],
         ] {
@@ -283,6 +308,8 @@ mod tests {
             &["GETEX", "k", "PX", "5"],
             &["TTL", "k"],
             &["GETRANGE", "k", "0", "-1"],
+            &["INCR", "k"],
+            &["DECRBY", "k", "2"],
         ] {
             assert!(!refused(BucketType::Eventual, parts), "{parts:?}");
         }
