@@ -908,6 +908,26 @@ async fn redis_crate_set_get_scan_expire_pipeline() {
         assert_eq!(keys.len(), 500);
         let all: Vec<String> = con.scan().unwrap().collect();
         assert_eq!(all.len(), 501);
+        // COUNT bounds a page, and the pages cover every key once.
+        let (mut cursor, mut seen) = (0u64, Vec::new());
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(10)
+                .query(&mut con)
+                .unwrap();
+            assert!(page.len() <= 10, "{}", page.len());
+            seen.extend(page);
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        seen.sort();
+        assert_eq!(seen.len(), 501);
+        seen.dedup();
+        assert_eq!(seen.len(), 501);
         let n: u64 = redis::cmd("DBSIZE").query(&mut con).unwrap();
         assert_eq!(n, 501);
         let info: redis::InfoDict = redis::cmd("INFO").query(&mut con).unwrap();

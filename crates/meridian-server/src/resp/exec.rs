@@ -874,7 +874,8 @@ fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
             if n < 1 {
                 return Err(raw(SYNTAX));
             }
-            count = n.min(usize::MAX as i64) as usize;
+            // (`usize::MAX as i64` is -1: a `min` with it made every COUNT unbounded.)
+            count = usize::try_from(n).unwrap_or(usize::MAX);
         } else if opt.eq_ignore_ascii_case(b"MATCH") {
             pattern = Some(v);
         } else if opt.eq_ignore_ascii_case(b"TYPE") {
