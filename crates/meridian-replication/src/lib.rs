@@ -65,6 +65,7 @@ pub mod bucket;
 pub mod dispatch;
 pub mod error;
 pub mod eventual;
+pub mod expiry;
 pub mod handoff;
 pub mod kernel;
 pub mod membership;

@@ -152,6 +152,11 @@ pub struct NodeConfig {
     pub tl_sync_interval: Duration,
     /// Timeline: records compared per catch-up page (default 512).
     pub tl_sync_page: usize,
+    /// How often the expiry sweep looks at a page of keys (`crate::expiry`; default 1 s;
+    /// zero disables it: expired values stay invisible but are not deleted).
+    pub expiry_sweep_interval: Duration,
+    /// Keys of each bucket type the expiry sweep looks at per round (default 512).
+    pub expiry_sweep_page: usize,
     /// Timeline: how long a tombstone is kept before its master may reap it once every
     /// primary holds it (spec §5 `tombstone_grace`; default 24 h; zero: never reaped).
     pub tl_tombstone_grace: Duration,
@@ -214,6 +219,8 @@ impl NodeConfig {
             tl_batch: 256,
             tl_sync_interval: Duration::from_secs(10),
             tl_tombstone_grace: Duration::from_secs(24 * 3600),
+            expiry_sweep_interval: Duration::from_secs(1),
+            expiry_sweep_page: 512,
             tl_sync_page: 512,
             tl_migrate_wait: Duration::from_secs(2),
             tl_hint_cache: 100_000,
@@ -651,15 +658,16 @@ impl Node {
     }
 
     /// Starts the node's background tasks: serving the inbox (the kernel), heartbeats (the
-    /// kernel), hinted and ownership handoff, anti-entropy, timeline propagation and catch-up.
+    /// kernel), hinted and ownership handoff, anti-entropy, timeline propagation and catch-up,
+    /// transaction recovery, read balancing and the expiry sweep.
     /// They stop when `shutdown` is cancelled; the handle completes then.
     pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
         let (e, f, g) = (self.clone(), self.clone(), self.clone());
-        let (h, i) = (self.clone(), self.clone());
+        let (h, i, j) = (self.clone(), self.clone(), self.clone());
         let s = shutdown;
         let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
-        let (s6, s7, s8) = (s.clone(), s.clone(), s.clone());
+        let (s6, s7, s8, s9) = (s.clone(), s.clone(), s.clone(), s.clone());
         // Polled in this order, so the tasks draw their start offsets from the RNG in this
         // order: a new protocol's task goes last.
         tokio::spawn(async move {
@@ -672,7 +680,8 @@ impl Node {
                 f.tl_catch_up(s6),
                 g.txn_recovery(s7),
                 h.serve_read_queue(s8),
-                i.balance_ticks(s)
+                i.balance_ticks(s9),
+                j.expiry_sweep(s)
             );
         })
     }

@@ -1843,6 +1843,16 @@ impl Node {
         Ok(copied)
     }
 
+    /// One page of this replica's records after `after`, in key order, and where the next
+    /// page starts (the expiry sweep's scan, `crate::expiry`).
+    pub(crate) fn tl_records_after(
+        &self,
+        after: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<super::RecordPage> {
+        self.tl_state().store.page(after, None, limit)
+    }
+
     /// Tombstone GC (§5), run by the record's master on each page catch-up visits: a
     /// tombstone it issued, stored here at least `tl_tombstone_grace` ago, that every other
     /// primary holds as it is, is forgotten by every primary. Returns whether it was.

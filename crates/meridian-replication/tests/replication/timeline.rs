@@ -930,6 +930,67 @@ async fn an_expired_value_is_invisible_at_once_on_both_bucket_types() {
     }
 }
 
+/// The expiry sweep deletes expired values for good on both types (a tombstone through the
+/// key's protocol), and leaves live ones alone.
+#[tokio::test(start_paused = true)]
+async fn the_expiry_sweep_tombstones_expired_values_on_both_bucket_types() {
+    use meridian_replication::{Dispatch, Entry, GetOptions, GetResult};
+    let c = timeline_cluster(46).await;
+    let d = Dispatch::new(c.node(NodeId(2)).clone());
+    let now = c.node(NodeId(1)).clock_now().0;
+    let entry = |secs: u64| Entry {
+        data: b("v"),
+        expiry: Some(now + secs * 1_000_000),
+    };
+    for key in [&b"plain:gone"[..], b"tl:gone"] {
+        d.store(key, entry(1)).await.unwrap();
+    }
+    for key in [&b"plain:kept"[..], b"tl:kept"] {
+        d.store(key, entry(3600)).await.unwrap();
+    }
+    let raw_eventual = |n: u32, key: &'static [u8]| {
+        let node = c.node(NodeId(n)).clone();
+        async move {
+            node.get(
+                key,
+                GetOptions {
+                    deleted_context: true,
+                    ..GetOptions::default()
+                },
+            )
+            .await
+            .unwrap()
+        }
+    };
+    // Stored, not yet swept: a raw read still finds the value.
+    assert!(matches!(
+        raw_eventual(1, b"plain:gone").await,
+        GetResult::Found { .. }
+    ));
+    sleep(Duration::from_secs(5)).await;
+    for n in [1, 4] {
+        let got = raw_eventual(n, b"plain:gone").await;
+        assert!(
+            matches!(
+                got,
+                GetResult::NotFound {
+                    deleted_context: Some(_)
+                }
+            ),
+            "node {n}: {got:?}"
+        );
+        assert!(matches!(
+            raw_eventual(n, b"plain:kept").await,
+            GetResult::Found { .. }
+        ));
+        let tl = c.node(NodeId(n));
+        let gone = tl.tl_get(b"tl:gone", ReadMode::Latest).await.unwrap();
+        assert!(gone.record.unwrap().is_tombstone(), "node {n}");
+        let kept = tl.tl_get(b"tl:kept", ReadMode::Latest).await.unwrap();
+        assert!(!kept.record.unwrap().is_tombstone(), "node {n}");
+    }
+}
+
 /// The timeline read-modify-write loses no update: clients on nodes of both DCs increment one
 /// key concurrently, and every increment is in the final value.
 #[tokio::test(start_paused = true)]
