@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Cluster-aware Redis clients against `meridian up` (2 DCs x 2 nodes, loopback only):
 # redis-py's RedisCluster from PyPI (scripts/cluster_clients.py: SET/GET, MGET with hash tags,
-# pipelines, every single-key command sent to the seed node's DC, a WATCH/MULTI/EXEC bank on a
+# pipelines, every single-key command sent to the seed node's DC, expiry on every bucket type and
+# INCR from both DCs (eventual counter, timeline master), a WATCH/MULTI/EXEC bank on a
 # transactional bucket, keys the placement planner moves under a RedisCluster client),
 # go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.

@@ -4,8 +4,8 @@ Run by scripts/cluster-clients.sh: python cluster_clients.py HTTP_URL. Uses redi
 RedisCluster (from PyPI): SET/GET, MGET with hash tags (mget_nonatomic and same-tag mget),
 pipelines, and checks that a client seeded in a DC sends every single-key command to that DC
 (by redis-py's own routing, get_node_from_key, and by each node's command counters); then
-transactions on transactional buckets, and a RedisCluster client working on keys the
-placement planner moves between partitions.
+transactions on transactional buckets, expiry on every bucket type and INCR from both DCs,
+and a RedisCluster client working on keys the placement planner moves between partitions.
 Prints `N passed, M failed`; exits non-zero on any failure.
 """
 
@@ -143,6 +143,97 @@ def bank(http, by_dc):
     assert audits and all(t == START * ACCOUNTS for t in audits), sorted(set(audits))
     assert sum(audit(first, keys)) == START * ACCOUNTS
     assert moved[0] > 20, moved
+
+
+def expiry_on_every_bucket_type(http, by_dc):
+    """SET EX / PX, TTL, PERSIST, GETEX and expiry through RedisCluster clients of both DCs,
+    on an eventual, a timeline and a transactional bucket: the TTL travels with the value to
+    the other DC, and an expired key is gone everywhere."""
+    import time
+
+    put_bucket(http, "tlx", {"type": "timeline"})
+    put_bucket(http, "txx", {"type": "transactional"})
+    dcs = sorted(by_dc)
+    near, far = (
+        RedisCluster(startup_nodes=[ClusterNode(*by_dc[dc][0])], decode_responses=True,
+                     socket_timeout=10)
+        for dc in (dcs[0], dcs[-1])
+    )
+    def eventually(what, ok, timeout=5):
+        # Replicas in the other DC see a write after the WAN's delay, not at once.
+        deadline = time.time() + timeout
+        while True:
+            v = what()
+            if ok(v) or time.time() > deadline:
+                return v
+            time.sleep(0.05)
+
+    for bucket in ("ex", "tlx", "txx"):
+        k = f"{bucket}:session"
+        assert near.set(k, "v", ex=100) is True
+        ttl = eventually(lambda: far.ttl(k), lambda t: 0 < t <= 100)
+        assert 0 < ttl <= 100, (bucket, ttl)
+        assert far.persist(k) is True
+        assert eventually(lambda: near.ttl(k), lambda t: t == -1) == -1, bucket
+        assert near.getex(k, px=400) == "v"
+        pttl = eventually(lambda: near.pttl(k), lambda t: 0 < t <= 400)
+        assert 0 < pttl <= 400, (bucket, pttl)
+        time.sleep(0.6)
+        assert near.get(k) is None and far.get(k) is None, bucket
+        assert near.ttl(k) == -2 and near.exists(k) == 0, bucket
+        if bucket == "ex":
+            try:
+                near.set(k, "w", nx=True)
+                raise AssertionError("SET NX on an eventual bucket must be refused")
+            except redis.ResponseError as e:
+                assert "not supported on eventual buckets" in str(e), e
+        else:
+            assert near.set(k, "w", nx=True) is True
+            assert near.set(k, "x", nx=True) is None
+    near.close()
+    far.close()
+
+
+def incr_from_two_dcs(http, by_dc):
+    """INCR under concurrent clients in both DCs, on an eventual bucket (a PN-counter merged
+    across replicas) and a timeline bucket (test-and-set at the record's master): once the
+    cluster settles, no increment is lost and every node reads the same total."""
+    import threading
+    import time
+
+    put_bucket(http, "tlc", {"type": "timeline"})
+    nodes = [addr for dc in sorted(by_dc) for addr in by_dc[dc]]
+    per_client, errors = 40, []
+
+    def client(addr, key):
+        try:
+            r = redis.Redis(host=addr[0], port=addr[1], socket_timeout=30)
+            for _ in range(per_client):
+                r.incr(key)
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(repr(e))
+
+    for key in ("cnt:hits", "tlc:hits"):
+        threads = [threading.Thread(target=client, args=(a, key)) for a in nodes for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        want = str(per_client * len(threads))
+        deadline = time.time() + 10
+        while True:
+            seen = [redis.Redis(host=a[0], port=a[1], decode_responses=True).get(key) for a in nodes]
+            if all(v == want for v in seen) or time.time() > deadline:
+                break
+            time.sleep(0.1)
+        assert all(v == want for v in seen), (key, want, seen)
+    r = redis.Redis(host=nodes[0][0], port=nodes[0][1])
+    try:
+        r.append("cnt:hits", "x")
+        raise AssertionError("APPEND on an eventual bucket must be refused")
+    except redis.ResponseError as e:
+        assert "not supported on eventual buckets" in str(e), e
 
 
 def cluster_transaction(by_dc):
@@ -377,6 +468,10 @@ def main():
 
     check("bank over transactional buckets (WATCH/MULTI/EXEC from both DCs)", lambda: bank(http, by_dc))
     check("cluster client transaction on one slot", lambda: cluster_transaction(by_dc))
+    check("expiry on eventual, timeline and transactional buckets from both DCs",
+          lambda: expiry_on_every_bucket_type(http, by_dc))
+    check("INCR from both DCs loses nothing (eventual counter, timeline master)",
+          lambda: incr_from_two_dcs(http, by_dc))
     check("keys moved by the planner under a cluster client",
           lambda: keys_move_under_a_cluster_client(http, by_dc))
 

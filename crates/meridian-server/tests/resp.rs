@@ -1233,6 +1233,10 @@ mod cluster_mode {
         assert_eq!(a.cmd(&[b"TTL", b"ttl"]).await, Frame::Integer(-2));
         let e = error(a.cmd(&[b"KEYS", b"*"]).await);
         assert!(e.contains("cluster mode"), "{e}");
+        // As Redis Cluster: database 0 only, never a silent switch.
+        assert_eq!(a.cmd(&[b"SELECT", b"0"]).await, Frame::Simple("OK".into()));
+        let e = error(a.cmd(&[b"SELECT", b"1"]).await);
+        assert_eq!(e, "ERR SELECT is not allowed in cluster mode");
         let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"R", b"9"]).await);
         assert!(e.starts_with("ERR n_val_violation"), "{e}");
         let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"W", b"1"]).await);

@@ -762,7 +762,13 @@ fn other(
         Cmd::Select => {
             let db = int_arg(args.get(1))?;
             if db != 0 {
-                return Err(raw("ERR DB index is out of range"));
+                // Redis's answers with one database, and in cluster mode (Redis Cluster's).
+                // Meridian keeps data apart by bucket instead: `bucket:key`.
+                return Err(raw(if ctx.cluster.is_some() {
+                    "ERR SELECT is not allowed in cluster mode"
+                } else {
+                    "ERR DB index is out of range"
+                }));
             }
             reply.ok();
         }
