@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod envelope;
 pub mod ids;
+pub mod int;
 pub mod mix;
 
 pub use clock::{Clock, ManualClock, SkewedClock, StrictlyMonotonic, SystemClock, Timestamp};

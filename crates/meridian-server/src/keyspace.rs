@@ -2061,39 +2061,7 @@ fn prefix_end(prefix: &[u8]) -> Bound<Bytes> {
     Bound::Unbounded
 }
 
-/// Parses a 64-bit integer exactly like Redis's `string2ll`: optional `-`, no `+`, no
-/// leading zeros, no spaces, no `-0`, at most 20 characters.
-pub fn parse_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() >= 21 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match s[0] {
-        b'-' => (true, &s[1..]),
-        _ => (false, s),
-    };
-    let (&first, rest) = digits.split_first()?;
-    if !(b'1'..=b'9').contains(&first) {
-        return None;
-    }
-    let mut v = (first - b'0') as u64;
-    for &c in rest {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as u64)?;
-    }
-    if negative {
-        if v > i64::MAX as u64 + 1 {
-            return None;
-        }
-        Some((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
-    }
-}
+pub use meridian_core::int::parse_i64;
 
 /// Parses a float like Redis's `string2ld`: no surrounding spaces, not NaN.
 pub fn parse_f64(s: &[u8]) -> Option<f64> {

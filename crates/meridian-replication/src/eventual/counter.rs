@@ -27,6 +27,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use meridian_cluster::dvv::{Content, Dot, Object};
 use meridian_core::Timestamp;
 use meridian_core::envelope::Entry;
+use meridian_core::int::parse_i64;
 use serde::{Deserialize, Serialize};
 
 const FLAG_EXPIRY: u8 = 0x01;
@@ -289,10 +290,7 @@ pub fn increment(
         },
         Some((Content::Value(v), dot)) => match Entry::live(Some(v.clone()), now) {
             Some(e) => {
-                let base = std::str::from_utf8(&e.data)
-                    .ok()
-                    .and_then(|s| parse_i64(s.as_bytes()))
-                    .ok_or(IncrError::NotAnInteger)?;
+                let base = parse_i64(&e.data).ok_or(IncrError::NotAnInteger)?;
                 let mut c = fresh(Some(dot));
                 c.base = base;
                 (c, e.expiry)
@@ -312,20 +310,6 @@ fn fresh(dot: Option<Dot>) -> Counter {
         base_id: dot.as_ref().map_or(0, dot_id),
         ..Counter::default()
     }
-}
-
-/// Redis's strict integer parse (`string2ll`): optional `-`, no leading zeros or `+`, no
-/// spaces, in the 64-bit range.
-fn parse_i64(s: &[u8]) -> Option<i64> {
-    let digits = s.strip_prefix(b"-").unwrap_or(s);
-    let canonical = !digits.is_empty()
-        && digits.iter().all(u8::is_ascii_digit)
-        && (digits == b"0" || digits[0] != b'0')
-        && s != b"-0";
-    if !canonical {
-        return None;
-    }
-    std::str::from_utf8(s).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -507,22 +491,5 @@ mod tests {
         assert_eq!(latest, Some(1));
         let (_, latest) = show(vec![a, p, b], 1, now);
         assert_eq!(latest, Some(0));
-    }
-
-    #[test]
-    fn parses_as_redis_does() {
-        for (s, want) in [
-            ("0", Some(0)),
-            ("-5", Some(-5)),
-            ("9223372036854775807", Some(i64::MAX)),
-            ("9223372036854775808", None),
-            ("01", None),
-            ("+1", None),
-            ("-0", None),
-            ("", None),
-            ("1 ", None),
-        ] {
-            assert_eq!(parse_i64(s.as_bytes()), want, "{s:?}");
-        }
     }
 }
