@@ -523,6 +523,7 @@ impl Node {
         let wanted: std::collections::BTreeSet<PartitionId> = partitions.iter().copied().collect();
         let mut out = Vec::new();
         let mut from = Bound::Included(start);
+        let now = self.kernel().clock.now();
         loop {
             let (page, next) = self.kernel().store.objects_from(from, 256)?;
             for (k, o) in page {
@@ -543,7 +544,14 @@ impl Node {
                 else {
                     continue;
                 };
-                out.push(match Manifest::decode(value) {
+                // Values are stored in the Redis view's envelope; an expired one is no
+                // longer listed (a counter is listed as its stored bytes).
+                let value = match meridian_core::envelope::Entry::decode(value.clone()) {
+                    Ok(e) if e.is_expired(now) => continue,
+                    Ok(e) => e.data,
+                    Err(_) => value.clone(),
+                };
+                out.push(match Manifest::decode(&value) {
                     Ok(Some(m)) => Listed {
                         key: k,
                         size: m.size,
