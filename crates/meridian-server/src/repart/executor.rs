@@ -871,10 +871,10 @@ mod tests {
             "seed {seed}: {ran} key runs for {seq} requests"
         );
         let s = exec.stats().snapshot();
-        assert!(
-            s.sync_requests > 0 && s.partitions >= swaps && s.inline > 0,
-            "{s:?}"
-        );
+        // Not `inline > 0`: whether a batch finds an idle shard is up to the OS scheduler
+        // here (a loaded host can keep every worker busy); the deterministic test of inline
+        // runs is `a_batch_never_overtakes_its_own_queued_requests`.
+        assert!(s.sync_requests > 0 && s.partitions >= swaps, "{s:?}");
     }
 
     #[test]
