@@ -286,15 +286,16 @@ impl Dispatch {
                     .await?;
                 let ctx = got.context();
                 let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
+                let now = self.now();
                 let (shown, count) = match &got {
                     GetResult::Found { values, latest, .. } => (
-                        counter::resolve(values, *latest, self.now()),
+                        counter::resolve(values, *latest, now),
                         counter::shown_counter(values, *latest),
                     ),
                     GetResult::NotFound { .. } => (None, None),
                 };
                 let before = shown.as_ref().map(|e| e.data.clone());
-                let (write, out) = f(shown, self.now());
+                let (write, out) = f(shown, now);
                 match write {
                     Some(Some(e)) => {
                         // A counter whose value the command kept (EXPIRE, PERSIST) stays a
@@ -383,11 +384,12 @@ impl Dispatch {
             ..PutOptions::default()
         };
         let out = self.node.put(key, Bytes::new(), None, opts).await?;
-        Ok(out
-            .values
+        out.values
             .as_deref()
             .and_then(counter::merged_value)
-            .unwrap_or(delta))
+            .ok_or_else(|| ReplicationError::Storage {
+                reason: "the coordinator's reply to an increment held no counter".into(),
+            })
     }
 
     /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot

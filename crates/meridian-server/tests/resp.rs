@@ -1211,6 +1211,19 @@ mod cluster_mode {
         );
         let e = error(a.cmd(&[b"INCR", b"text"]).await);
         assert_eq!(e, "ERR value is not an integer or out of range");
+        // Hostile arguments get Redis's errors and change nothing.
+        let e = error(a.cmd(&[b"INCRBY", b"n", b"1e3"]).await);
+        assert_eq!(e, "ERR value is not an integer or out of range");
+        let e = error(a.cmd(&[b"SET", b"n", b"1", b"EX", b"-5"]).await);
+        assert_eq!(e, "ERR invalid expire time in 'set' command");
+        let e = error(
+            a.cmd(&[b"SET", b"n", b"1", b"PX", b"99999999999999999999"])
+                .await,
+        );
+        assert_eq!(e, "ERR value is not an integer or out of range");
+        let e = error(a.cmd(&[b"EXPIRE", b"n", b"9223372036854775807"]).await);
+        assert_eq!(e, "ERR invalid expire time in 'expire' command");
+        assert_eq!(b.cmd(&[b"GET", b"n"]).await, bulk("10"));
         let e = error(a.cmd(&[b"SET", b"k", b"v", b"NX"]).await);
         assert!(
             e.starts_with("ERR SET ... NX is not supported on eventual buckets: ")

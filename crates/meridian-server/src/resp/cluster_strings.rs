@@ -109,8 +109,16 @@ const NOT_ATOMIC_ON_EVENTUAL: &str = ": replicas of an eventual bucket accept wr
 const SEVERAL_KEYS_AT_ONCE: &str = ": it must write several keys atomically, and a timeline \
      bucket orders each key's writes on its own; use a transactional bucket (MULTI/EXEC)";
 
-/// The refusal of `cmd` (with `args`) on a bucket of type `ty`, if it refuses it.
-fn refusal(ty: BucketType, cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<&'static str> {
+/// SET's options, when `cmd` is a SET whose options parse (a syntax error is SET's own
+/// answer, given by the general path).
+fn set_options(cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<SetOptions> {
+    (cmd == Cmd::Set)
+        .then(|| SetOptions::parse(args.iter_from(3), "set", now).ok())
+        .flatten()
+}
+
+/// The refusal of `cmd` (a SET with options `set`) on a bucket of type `ty`, if it refuses it.
+fn refusal(ty: BucketType, cmd: Cmd, set: Option<SetOptions>) -> Option<&'static str> {
     match (ty, cmd) {
         (BucketType::Transactional, _) => None,
         (_, Cmd::Msetnx) => Some(SEVERAL_KEYS_AT_ONCE),
@@ -119,11 +127,10 @@ fn refusal(ty: BucketType, cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<&
             _,
             Cmd::Setnx | Cmd::Getset | Cmd::Getdel | Cmd::Append | Cmd::Setrange | Cmd::Incrbyfloat,
         ) => Some(NOT_ATOMIC_ON_EVENTUAL),
-        // SET's NX, XX and GET decide on the value read; a syntax error is SET's own answer.
-        (_, Cmd::Set) => match SetOptions::parse(args.iter_from(3), "set", now) {
-            Ok(o) if o.get || o.condition != SetCondition::Always => Some(NOT_ATOMIC_ON_EVENTUAL),
-            _ => None,
-        },
+        // SET's NX, XX and GET decide on the value read.
+        (_, Cmd::Set) => set
+            .filter(|o| o.get || o.condition != SetCondition::Always)
+            .map(|_| NOT_ATOMIC_ON_EVENTUAL),
         _ => None,
     }
 }
@@ -169,8 +176,7 @@ fn exec_line(e: CmdError) -> Cow<'static, str> {
 
 /// A `SET key value` whose options only set an expiry in the future: a blind write of the
 /// value with its expiry, no read first. `None`: the options need the general path.
-fn blind_set(args: Args<'_>, now: Timestamp) -> Option<Entry> {
-    let o = SetOptions::parse(args.iter_from(3), "set", now).ok()?;
+fn blind_set(args: Args<'_>, o: SetOptions, now: Timestamp) -> Option<Entry> {
     if o.get || o.condition != SetCondition::Always || o.keep_ttl {
         return None;
     }
@@ -197,7 +203,9 @@ pub(crate) async fn run(
     let d = &c.dispatch;
     let key = args.get(1);
     let now = c.node.clock_now();
-    if let Some(why) = refusal(c.node.bucket_type(key), cmd, args, now) {
+    let ty = c.node.bucket_type(key);
+    let set = set_options(cmd, args, now);
+    if let Some(why) = refusal(ty, cmd, set) {
         return Err(wire_error::resp(
             c,
             m,
@@ -205,7 +213,7 @@ pub(crate) async fn run(
         ));
     }
     if let Some(delta) = counter_delta(cmd, args)
-        && c.node.bucket_type(key) == BucketType::Eventual
+        && ty == BucketType::Eventual
     {
         let value = d
             .incr_by(key, delta.map_err(exec_line)?)
@@ -214,9 +222,7 @@ pub(crate) async fn run(
         reply.int(value);
         return Ok(());
     }
-    if cmd == Cmd::Set
-        && let Some(entry) = blind_set(args, now)
-    {
+    if let Some(entry) = set.and_then(|o| blind_set(args, o, now)) {
         d.store(key, entry)
             .await
             .map_err(|e| wire_error::resp(c, m, &e))?;
@@ -277,7 +283,9 @@ mod tests {
         let now = Timestamp(1_000_000);
         let refused = |ty, parts: &[&str]| {
             let cmd = Cmd::lookup(parts[0].as_bytes()).unwrap();
-            with_args(parts, |a| refusal(ty, cmd, a, now).is_some())
+            with_args(parts, |a| {
+                refusal(ty, cmd, set_options(cmd, a, now)).is_some()
+            })
         };
         for parts in [
             &["SET", "k", "v", "NX"][..],
@@ -318,7 +326,11 @@ mod tests {
     #[test]
     fn only_a_future_expiry_alone_is_a_blind_set() {
         let now = Timestamp(1_000_000);
-        let blind = |parts: &[&str]| with_args(parts, |a| blind_set(a, now));
+        let blind = |parts: &[&str]| {
+            with_args(parts, |a| {
+                set_options(Cmd::Set, a, now).and_then(|o| blind_set(a, o, now))
+            })
+        };
         assert_eq!(
             blind(&["SET", "k", "v", "PX", "5"]),
             Some(Entry {
