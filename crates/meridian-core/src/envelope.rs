@@ -7,15 +7,49 @@
 use crate::Timestamp;
 use bytes::{Buf, Bytes};
 
-const FLAG_EXPIRY: u8 = 0x01;
+/// Envelope flag: an 8-byte absolute expiry (µs since the epoch, big endian) follows.
+pub const FLAG_EXPIRY: u8 = 0x01;
+/// Envelope flag: a CRDT state of an eventual bucket, not a plain envelope.
+pub const FLAG_CRDT: u8 = 0x02;
+/// Envelope flag: the value is a Redis hash.
+pub const FLAG_HASH: u8 = 0x04;
 
-/// A decoded stored value: its data and absolute expiry (µs since the epoch).
+/// The Redis type of a stored value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// A string (Redis's `string`, counters included).
+    #[default]
+    String,
+    /// A hash: the data is [`crate::hash::encode`]'s field list.
+    Hash,
+}
+
+impl Kind {
+    /// The name Redis's `TYPE` answers.
+    pub fn type_name(self) -> &'static str {
+        match self {
+            Kind::String => "string",
+            Kind::Hash => "hash",
+        }
+    }
+
+    fn flag(self) -> u8 {
+        match self {
+            Kind::String => 0,
+            Kind::Hash => FLAG_HASH,
+        }
+    }
+}
+
+/// A decoded stored value: its data, absolute expiry (µs since the epoch) and Redis type.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// The value.
     pub data: Bytes,
     /// When it expires, if it does.
     pub expiry: Option<u64>,
+    /// Its Redis type.
+    pub kind: Kind,
 }
 
 /// Stored bytes that are not an envelope: why.
@@ -26,7 +60,20 @@ pub struct BadEnvelope(pub &'static str);
 impl Entry {
     /// A persistent value.
     pub fn new(data: Bytes) -> Entry {
-        Entry { data, expiry: None }
+        Entry {
+            data,
+            expiry: None,
+            kind: Kind::String,
+        }
+    }
+
+    /// A persistent hash of `data` ([`crate::hash::encode`]'s encoding).
+    pub fn hash(data: Bytes) -> Entry {
+        Entry {
+            data,
+            expiry: None,
+            kind: Kind::Hash,
+        }
     }
 
     /// Whether the value has expired at `now` (Redis: once `now > expiry`).
@@ -36,31 +83,39 @@ impl Entry {
 
     /// The stored bytes.
     pub fn encode(&self) -> Bytes {
-        encode(&self.data, self.expiry)
+        encode_kind(self.kind, &self.data, self.expiry)
     }
 
     /// Decodes stored bytes in place.
     pub fn decode(mut raw: Bytes) -> Result<Entry, BadEnvelope> {
-        match raw.first() {
-            Some(0) => {
-                raw.advance(1);
-                Ok(Entry {
-                    data: raw,
-                    expiry: None,
-                })
-            }
-            Some(&FLAG_EXPIRY) if raw.len() >= 9 => {
-                let mut at = [0u8; 8];
-                at.copy_from_slice(&raw[1..9]);
-                raw.advance(9);
-                Ok(Entry {
-                    data: raw,
-                    expiry: Some(u64::from_be_bytes(at)),
-                })
-            }
-            Some(_) => Err(BadEnvelope("unknown envelope flags")),
-            None => Err(BadEnvelope("empty envelope")),
+        let Some(&flags) = raw.first() else {
+            return Err(BadEnvelope("empty envelope"));
+        };
+        if flags & !(FLAG_EXPIRY | FLAG_HASH) != 0 {
+            return Err(BadEnvelope("unknown envelope flags"));
         }
+        let kind = if flags & FLAG_HASH != 0 {
+            Kind::Hash
+        } else {
+            Kind::String
+        };
+        let expiry = if flags & FLAG_EXPIRY != 0 {
+            let Some(at) = raw.get(1..9) else {
+                return Err(BadEnvelope("truncated expiry"));
+            };
+            let mut be = [0u8; 8];
+            be.copy_from_slice(at);
+            raw.advance(9);
+            Some(u64::from_be_bytes(be))
+        } else {
+            raw.advance(1);
+            None
+        };
+        Ok(Entry {
+            data: raw,
+            expiry,
+            kind,
+        })
     }
 
     /// The live entry of stored bytes at `now`: `None` when absent, expired or not an
@@ -71,18 +126,23 @@ impl Entry {
     }
 }
 
-/// Encodes a value and its expiry.
+/// Encodes a string value and its expiry.
 pub fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
+    encode_kind(Kind::String, data, expiry)
+}
+
+/// Encodes a value of type `kind` and its expiry.
+pub fn encode_kind(kind: Kind, data: &[u8], expiry: Option<u64>) -> Bytes {
     // Exactly the needed capacity: `Bytes::from` a full Vec keeps the one allocation, while
     // spare capacity would make it allocate a second, shared header.
     let header = if expiry.is_some() { 9 } else { 1 };
     let mut v = Vec::with_capacity(data.len() + header);
     match expiry {
         Some(at) => {
-            v.push(FLAG_EXPIRY);
+            v.push(FLAG_EXPIRY | kind.flag());
             v.extend_from_slice(&at.to_be_bytes());
         }
-        None => v.push(0),
+        None => v.push(kind.flag()),
     }
     v.extend_from_slice(data);
     Bytes::from(v)
@@ -100,6 +160,7 @@ mod tests {
         let t = Entry {
             data: Bytes::from("x"),
             expiry: Some(100),
+            kind: Kind::String,
         };
         assert_eq!(&t.encode()[..9], &[1, 0, 0, 0, 0, 0, 0, 0, 100]);
         assert_eq!(Entry::decode(t.encode()), Ok(t.clone()));
@@ -108,5 +169,21 @@ mod tests {
         assert!(Entry::decode(Bytes::from_static(&[7, 1])).is_err());
         assert!(Entry::decode(Bytes::from_static(&[1, 0])).is_err());
         assert!(Entry::decode(Bytes::new()).is_err());
+        // A CRDT state is not a plain envelope.
+        assert!(Entry::decode(Bytes::from_static(&[FLAG_CRDT, 1])).is_err());
+    }
+
+    #[test]
+    fn a_hash_keeps_its_kind_with_and_without_expiry() {
+        let h = Entry::hash(Bytes::from("fields"));
+        assert_eq!(h.encode()[0], FLAG_HASH);
+        assert_eq!(Entry::decode(h.encode()), Ok(h.clone()));
+        let t = Entry {
+            expiry: Some(7),
+            ..h
+        };
+        assert_eq!(t.encode()[0], FLAG_HASH | FLAG_EXPIRY);
+        assert_eq!(Entry::decode(t.encode()), Ok(t));
+        assert_eq!(Kind::Hash.type_name(), "hash");
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod envelope;
+pub mod hash;
 pub mod ids;
 pub mod int;
 pub mod mix;

@@ -149,6 +149,7 @@ mod tests {
             Entry {
                 data: Bytes::from("v"),
                 expiry,
+                kind: Default::default(),
             }
             .encode()
         };

@@ -731,6 +731,7 @@ mod tests {
                         Entry {
                             data: Bytes::copy_from_slice(e.data),
                             expiry: e.expiry,
+                            kind: Default::default(),
                         },
                     );
                 }

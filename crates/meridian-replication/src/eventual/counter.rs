@@ -169,6 +169,7 @@ fn as_entry(c: &Counter, expiry: Option<u64>) -> Entry {
     Entry {
         data: Bytes::from(c.value().to_string()),
         expiry,
+        kind: Default::default(),
     }
 }
 
@@ -467,6 +468,7 @@ mod tests {
         let with_ttl = Entry {
             data: Bytes::from("41"),
             expiry: Some(2_000),
+            kind: Default::default(),
         };
         let o = object(vec![(Content::Value(with_ttl.encode()), 5)]);
         let (c, v) = increment(Some(&o), 1, 1, Timestamp(1_000)).unwrap();

@@ -893,6 +893,7 @@ async fn an_expired_value_is_invisible_at_once_on_both_bucket_types() {
         let soon = Entry {
             data: b("v"),
             expiry: Some(now + 2_000_000),
+            kind: Default::default(),
         };
         d.store(key, soon.clone()).await.unwrap();
         // Written on node 1, read through node 4 in the other DC: the expiry travelled.
@@ -941,6 +942,7 @@ async fn the_expiry_sweep_tombstones_expired_values_on_both_bucket_types() {
     let entry = |secs: u64| Entry {
         data: b("v"),
         expiry: Some(now + secs * 1_000_000),
+        kind: Default::default(),
     };
     for key in [&b"plain:gone"[..], b"tl:gone"] {
         d.store(key, entry(1)).await.unwrap();

@@ -79,6 +79,7 @@ impl StringView for OneKey<'_> {
         self.stored = Some(value.map(|e| Entry {
             data: Bytes::copy_from_slice(e.data),
             expiry: e.expiry,
+            kind: Default::default(),
         }));
         Ok(())
     }
@@ -188,6 +189,7 @@ fn blind_set(args: Args<'_>, o: SetOptions, now: Timestamp) -> Option<Entry> {
     Some(Entry {
         data: Bytes::copy_from_slice(args.get(2)),
         expiry,
+        kind: Default::default(),
     })
 }
 
@@ -336,6 +338,7 @@ mod tests {
             Some(Entry {
                 data: Bytes::from("v"),
                 expiry: Some(1_005_000),
+                kind: Default::default(),
             })
         );
         assert_eq!(blind(&["SET", "k", "v"]).unwrap().expiry, None);

@@ -127,6 +127,7 @@ impl StringView for TxnView {
         let v = value.map(|e| Entry {
             data: Bytes::copy_from_slice(e.data),
             expiry: e.expiry,
+            kind: Default::default(),
         });
         self.writes.insert(Bytes::copy_from_slice(key), v);
         Ok(())
