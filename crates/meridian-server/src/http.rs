@@ -1,6 +1,7 @@
 //! The HTTP API: keys under `/kv/{key}`, plus `/health`, `/metrics` and `/status`.
 //!
-//! - `GET /kv/{key}` → 200 with the value as `application/octet-stream`, or 404.
+//! - `GET /kv/{key}` → 200 with the value as `application/octet-stream`, 404, or 409
+//!   `WRONG_TYPE` when the key holds a Redis hash (RESP's HSET/HGETALL serve those).
 //! - `PUT /kv/{key}` with the value as body (optional `?ttl_ms=N`) → 204.
 //! - `DELETE /kv/{key}` → 204 if the key existed, 404 if not.
 //! - `GET /health` → 200 `{"status":"ok"}`.
@@ -101,7 +102,18 @@ impl From<KeyspaceError> for ApiError {
             KeyspaceError::Storage(meridian_storage::StorageError::KeyTooLarge { .. }) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "KEY_TOO_LARGE")
             }
-            KeyspaceError::ValueTooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "VALUE_TOO_LARGE"),
+            KeyspaceError::ValueTooLarge | KeyspaceError::HashTooLarge => {
+                (StatusCode::PAYLOAD_TOO_LARGE, "VALUE_TOO_LARGE")
+            }
+            // Hashes are the only other type: say so, and where to read them.
+            KeyspaceError::WrongType => {
+                return ApiError::new(
+                    StatusCode::CONFLICT,
+                    "WRONG_TYPE",
+                    "the key holds a hash, not a string value: /kv serves strings; read the \
+                     hash over RESP (HGETALL)",
+                );
+            }
             KeyspaceError::Storage(meridian_storage::StorageError::DiskFull { .. }) => {
                 (StatusCode::INSUFFICIENT_STORAGE, "DISK_FULL")
             }

@@ -17,6 +17,7 @@
 //!   EXISTS of several keys) take their stripes too, so they never see half of such a
 //!   write. Single-key reads (GET, STRLEN, TTL, ...) take no lock;
 //! - **one copy of the semantics**: what each string command means is [`crate::strings`],
+//!   what each hash command means is [`crate::hashes`] (a hash is one value of kind `Hash`),
 //!   run over a view of one locked stripe (single-key writes, straight to the engine), a
 //!   lock-free view (single-key reads), or an `Overlay` of several locked stripes whose
 //!   writes become one batch (multi-key commands, EXEC);
@@ -42,8 +43,9 @@
 //! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
 
 use crate::memory::{self, MaxmemoryPolicy};
-use crate::strings::{self, Entry, EntryRef, StringView, decode_version, encode};
+use crate::strings::{self, Entry, EntryRef, Kind, StringView, decode_version};
 use bytes::Bytes;
+use meridian_core::envelope::encode_kind;
 use meridian_core::{Clock, Timestamp};
 use meridian_storage::{Engine, StorageError, Version, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
@@ -101,6 +103,22 @@ pub enum KeyspaceError {
     /// SETRANGE with a negative offset.
     #[error("offset is out of range")]
     OffsetOutOfRange,
+    /// A command for one type on a key holding another (a string command on a hash, a hash
+    /// command on a string). The RESP line is `-WRONGTYPE ...`, not `-ERR ...`.
+    #[error("Operation against a key holding the wrong kind of value")]
+    WrongType,
+    /// HINCRBY on a field whose value is not a 64-bit integer.
+    #[error("hash value is not an integer")]
+    HashNotAnInteger,
+    /// HINCRBYFLOAT on a field whose value is not a float.
+    #[error("hash value is not a float")]
+    HashNotAFloat,
+    /// HINCRBYFLOAT by an infinite increment.
+    #[error("value is NaN or Infinity")]
+    NanOrInfinityArgument,
+    /// A hash write whose encoded hash would exceed [`KeyspaceConfig::max_value_len`].
+    #[error("hash exceeds maximum allowed size (proto-max-bulk-len)")]
+    HashTooLarge,
     /// EXPIRE with an option other than NX, XX, GT, LT.
     #[error("Unsupported option {0}")]
     UnsupportedOption(String),
@@ -829,13 +847,13 @@ impl Keyspace {
         &self,
         s: &mut Stripe,
         key: &[u8],
-        data: &[u8],
-        expiry: Option<u64>,
+        e: EntryRef<'_>,
         now: Timestamp,
     ) -> Result<()> {
         self.horizon(now);
+        let expiry = e.expiry;
         let key = Bytes::copy_from_slice(key);
-        let value = encode(data, expiry);
+        let value = encode_kind(e.kind, e.data, expiry);
         let bytes = entry_bytes(key.len(), value.len());
         self.engine.put(key.clone(), now, value)?;
         s.touch(&key);
@@ -974,11 +992,14 @@ impl Keyspace {
         strings::get(&mut ReadView { ks: self }, key)
     }
 
-    /// MGET: the value of each key, `None` for missing ones, read as one unit (under the
-    /// keys' stripes, so never half of a multi-key write).
+    /// MGET: the value of each key, `None` for missing ones and for keys holding another type
+    /// (as Redis's MGET answers), read as one unit (under the keys' stripes, so never half of
+    /// a multi-key write).
     pub fn mget<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Bytes>>> {
         self.with_keys(keys.iter().map(|k| k.as_ref()), |v| {
-            keys.iter().map(|k| strings::get(v, k.as_ref())).collect()
+            keys.iter()
+                .map(|k| strings::get_or_nil(v, k.as_ref()))
+                .collect()
         })
     }
 
@@ -990,7 +1011,7 @@ impl Keyspace {
         })
     }
 
-    /// TYPE: `"string"` if the key exists, `"none"` otherwise.
+    /// TYPE: `"string"` or `"hash"` if the key exists, `"none"` otherwise.
     pub fn key_type(&self, key: &[u8]) -> Result<&'static str> {
         strings::key_type(&mut ReadView { ks: self }, key)
     }
@@ -1108,9 +1129,10 @@ impl Keyspace {
         self.with_key(key, |v| strings::persist(v, key))
     }
 
-    /// Executes a string command ([`strings::handles`]) from its arguments with the same
-    /// locking as the typed calls: reads lock-free, single-key writes under their stripe,
-    /// multi-key writes as one batch.
+    /// Executes a string command ([`strings::handles`]) or a hash command
+    /// ([`crate::hashes::handles`]) from its arguments with the same locking as the typed
+    /// calls: reads lock-free, single-key writes under their stripe, multi-key writes as one
+    /// batch.
     pub(crate) fn execute(
         &self,
         cmd: crate::resp::command::Cmd,
@@ -1118,8 +1140,17 @@ impl Keyspace {
         reply: &mut crate::resp::reply::Reply,
     ) -> std::result::Result<(), crate::resp::exec::CmdError> {
         use crate::resp::command::Cmd;
-        debug_assert!(strings::handles(cmd), "{cmd:?} is not a string command");
         let spec = cmd.spec();
+        if crate::hashes::handles(cmd) {
+            // One key each: a read lock-free, a write under the key's stripe.
+            return if spec.flags.first() == Some(&"readonly") {
+                crate::hashes::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply)
+            } else {
+                let mut s = self.lock(args.get(1));
+                crate::hashes::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
+            };
+        }
+        debug_assert!(strings::handles(cmd), "{cmd:?} is not a string command");
         // Several keys at once are read or written under all their stripes, as one unit:
         // an MGET never sees half of an MSET or of an EXEC (Redis runs each command alone).
         let several = matches!(cmd, Cmd::Del | Cmd::Unlink | Cmd::Mset | Cmd::Msetnx)
@@ -1170,6 +1201,19 @@ impl Keyspace {
         pattern: Option<&[u8]>,
         count: usize,
     ) -> Result<(u64, Vec<Bytes>)> {
+        self.scan_type(cursor, pattern, count, None)
+    }
+
+    /// SCAN ... TYPE: [`Keyspace::scan`] listing only the keys holding a value of type
+    /// `kind` (all of them with `None`). Like Redis, the filter applies after COUNT: a call
+    /// may list fewer keys, none, with a cursor to go on.
+    pub fn scan_type(
+        &self,
+        cursor: u64,
+        pattern: Option<&[u8]>,
+        count: usize,
+        kind: Option<Kind>,
+    ) -> Result<(u64, Vec<Bytes>)> {
         let count = count.clamp(1, MAX_SCAN_COUNT);
         let resume = if cursor == 0 {
             None
@@ -1186,7 +1230,7 @@ impl Keyspace {
         let rows = self.engine.scan(start, end, Timestamp::MAX, count, false)?;
         let complete = rows.len() < count;
         let last = rows.last().map(|(k, _)| k.clone());
-        let keys = self.filter_live(rows, pattern)?;
+        let keys = self.filter_live(rows, pattern, kind)?;
         let next = match (complete, last) {
             (false, Some(k)) => self.cursors.lock().insert(k),
             _ => 0,
@@ -1212,7 +1256,7 @@ impl Keyspace {
             let last = rows.last().map(|(k, _)| k.clone());
             // Like Redis, `*` alone matches every key without running the matcher.
             let all = pattern == b"*";
-            out.extend(self.filter_live(rows, (!all).then_some(pattern))?);
+            out.extend(self.filter_live(rows, (!all).then_some(pattern), None)?);
             match (full, last) {
                 (true, Some(k)) => start = Bound::Excluded(k),
                 _ => return Ok(out),
@@ -1235,18 +1279,22 @@ impl Keyspace {
         let next = (rows.len() == limit)
             .then(|| rows.last().map(|(k, _)| k.clone()))
             .flatten();
-        Ok((self.filter_live(rows, None)?, next))
+        Ok((self.filter_live(rows, None, None)?, next))
     }
 
+    /// The live keys of `rows` matching `pattern` and holding a value of type `kind` (any
+    /// with `None`; a value that does not decode is listed only without a type filter).
     fn filter_live(
         &self,
         rows: Vec<(Bytes, Version)>,
         pattern: Option<&[u8]>,
+        kind: Option<Kind>,
     ) -> Result<Vec<Bytes>> {
         let mut now = None;
         let mut keys = Vec::with_capacity(rows.len());
         for (key, v) in rows {
-            if let Ok(Some(e)) = decode_version(Some(v))
+            let entry = decode_version(Some(v));
+            if let Ok(Some(e)) = &entry
                 && e.expiry.is_some()
                 && e.is_expired(*now.get_or_insert_with(|| self.clock.now()))
             {
@@ -1255,7 +1303,8 @@ impl Keyspace {
                 self.load_live_locked(&mut s, &key, now)?;
                 continue;
             }
-            if pattern.is_none_or(|p| glob_match(p, &key, false)) {
+            let typed = kind.is_none_or(|k| matches!(&entry, Ok(Some(e)) if e.kind == k));
+            if typed && pattern.is_none_or(|p| glob_match(p, &key, false)) {
                 keys.push(key);
             }
         }
@@ -1625,9 +1674,7 @@ impl StringView for LockedView<'_> {
     #[inline]
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
         match value {
-            Some(e) => self
-                .ks
-                .put_locked(self.stripe, key, e.data, e.expiry, self.now),
+            Some(e) => self.ks.put_locked(self.stripe, key, e, self.now),
             None => self.ks.delete_locked(self.stripe, key, self.now),
         }
     }
@@ -1765,6 +1812,16 @@ impl<'a> Overlay<'a> {
         pattern: Option<&[u8]>,
         after: Option<Bytes>,
     ) -> Result<Vec<Bytes>> {
+        self.keys_of_type(pattern, after, None)
+    }
+
+    /// [`Overlay::keys`] of the keys holding a value of type `kind` (SCAN ... TYPE).
+    pub(crate) fn keys_of_type(
+        &mut self,
+        pattern: Option<&[u8]>,
+        after: Option<Bytes>,
+        kind: Option<Kind>,
+    ) -> Result<Vec<Bytes>> {
         let mut out = Vec::new();
         let prefix = pattern.map_or(&[][..], literal_prefix);
         let mut start = match after {
@@ -1786,8 +1843,8 @@ impl<'a> Overlay<'a> {
                     continue;
                 }
                 let live = match decode_version(Some(v)) {
-                    Ok(Some(e)) => !e.is_expired(self.now),
-                    _ => true,
+                    Ok(Some(e)) => !e.is_expired(self.now) && kind.is_none_or(|k| e.kind == k),
+                    _ => kind.is_none(),
                 };
                 if live && pattern.is_none_or(|p| glob_match(p, &k, false)) {
                     out.push(k);
@@ -1812,8 +1869,11 @@ impl<'a> Overlay<'a> {
             self.pending
                 .iter()
                 .filter(|(k, p)| {
-                    p.value.is_some()
-                        && in_range(k)
+                    p.value.as_ref().is_some_and(|v| {
+                        kind.is_none_or(|want| {
+                            strings::decode(v.clone()).is_ok_and(|e| e.kind == want)
+                        })
+                    }) && in_range(k)
                         && pattern.is_none_or(|pat| glob_match(pat, k, false))
                 })
                 .map(|(k, _)| k.clone()),
@@ -1882,7 +1942,7 @@ impl StringView for Overlay<'_> {
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
         self.guards.of(key)?;
         let p = Pending {
-            value: value.map(|e| encode(e.data, e.expiry)),
+            value: value.map(|e| encode_kind(e.kind, e.data, e.expiry)),
             expiry: value.and_then(|e| e.expiry),
             touched: true,
             expired: false,

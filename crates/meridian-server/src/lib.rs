@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod fd_limit;
+pub mod hashes;
 pub mod http;
 mod http_blob;
 mod http_cluster;

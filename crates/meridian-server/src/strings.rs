@@ -15,7 +15,13 @@
 //! [`exec_on_view`] executes a request's arguments (as queued by MULTI, or as received) and
 //! writes the reply in Redis's type; the typed functions ([`set`], [`incr_by`], ...) are what
 //! the keyspace's own API calls. The value envelope `[flags][expiry µs BE if flagged][data]`
-//! is [`encode`]/[`decode`], so every path stores values the same way.
+//! is `meridian_core::envelope`'s ([`decode`]), so every path stores values the same way.
+//!
+//! Every stored value has a Redis type (`Entry::kind`): a command that reads a value's bytes
+//! (GET, GETSET, SET ... GET, GETDEL, GETEX, INCR*, APPEND, STRLEN, GETRANGE, SETRANGE)
+//! answers `-WRONGTYPE` on a hash, after one byte comparison; MGET shows a hash as nil; SET,
+//! SETEX, MSET overwrite whatever the key holds; DEL, EXISTS, TYPE and the TTL commands work
+//! on every type (EXPIRE and PERSIST keep the value's kind). Hashes are [`crate::hashes`].
 //!
 //! A view's `now` must not move during one command (Redis decides expiry at one time per
 //! command; a whole EXEC uses one time too).
@@ -32,19 +38,42 @@ use bytes::Bytes;
 use meridian_core::Timestamp;
 use meridian_storage::Version;
 
-/// Envelope flag: an 8-byte absolute expiry (µs since the epoch) follows the flag byte.
 /// Redis's `proto-max-bulk-len`, the default longest value.
 const DEFAULT_MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
 
-pub use meridian_core::envelope::Entry;
+pub use meridian_core::envelope::{Entry, Kind};
 
 /// A value to store, borrowed: SET stores the request's bytes without an intermediate copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryRef<'a> {
-    /// The value.
+    /// The value ([`meridian_core::hash::encode`]'s field list for a hash).
     pub data: &'a [u8],
     /// When it expires (always after the view's `now`: the functions here delete instead).
     pub expiry: Option<u64>,
+    /// Its Redis type: a view must store it with the value (`Entry::kind`), or a hash's TTL
+    /// change (EXPIRE, PERSIST) would turn it into a string.
+    pub kind: Kind,
+}
+
+impl<'a> EntryRef<'a> {
+    /// A string value.
+    #[inline]
+    pub fn string(data: &'a [u8], expiry: Option<u64>) -> Self {
+        Self {
+            data,
+            expiry,
+            kind: Kind::String,
+        }
+    }
+
+    /// The owned entry (a copy of the data): what a buffering view keeps.
+    pub fn to_entry(self) -> Entry {
+        Entry {
+            data: Bytes::copy_from_slice(self.data),
+            expiry: self.expiry,
+            kind: self.kind,
+        }
+    }
 }
 
 /// What the string commands need from a keyspace. See the module docs.
@@ -64,8 +93,6 @@ pub trait StringView {
 }
 
 // ----- the envelope ----------------------------------------------------------------------
-
-pub(crate) use meridian_core::envelope::encode;
 
 /// Decodes an envelope in place (no copy of the data).
 pub(crate) fn decode(raw: Bytes) -> Result<Entry> {
@@ -100,10 +127,39 @@ fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> 
     Ok(e)
 }
 
-/// GET.
+/// Refuses a value that is not a string (Redis's `checkType`): one byte comparison on the
+/// decoded envelope.
+#[inline]
+fn string(e: Option<Entry>) -> Result<Option<Entry>> {
+    match e {
+        Some(e) if e.kind != Kind::String => Err(KeyspaceError::WrongType),
+        e => Ok(e),
+    }
+}
+
+/// [`read`] of a string value: WRONGTYPE for another type.
+#[inline]
+fn read_string<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
+    string(read(v, key)?)
+}
+
+/// [`StringView::load`] of a string value: WRONGTYPE for another type.
+#[inline]
+fn load_string<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
+    string(v.load(key)?)
+}
+
+/// GET (WRONGTYPE on a key of another type).
 #[inline]
 pub fn get<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
-    Ok(read(v, key)?.map(|e| e.data))
+    Ok(read_string(v, key)?.map(|e| e.data))
+}
+
+/// MGET's read of one key: a key of another type reads as nil, as Redis's MGET answers.
+pub fn get_or_nil<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
+    Ok(read(v, key)?
+        .filter(|e| e.kind == Kind::String)
+        .map(|e| e.data))
 }
 
 /// EXISTS: how many of `keys` exist, counting repeated keys as many times.
@@ -118,19 +174,15 @@ pub fn exists<'k, V: StringView + ?Sized>(
     Ok(n)
 }
 
-/// TYPE: `"string"` or `"none"`.
+/// TYPE: `"string"`, `"hash"` or `"none"`.
 pub fn key_type<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<&'static str> {
-    Ok(if read(v, key)?.is_some() {
-        "string"
-    } else {
-        "none"
-    })
+    Ok(read(v, key)?.map_or("none", |e| e.kind.type_name()))
 }
 
 /// STRLEN.
 pub fn strlen<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
     // A large object's length is the object's, not its manifest's.
-    Ok(read(v, key)?.map_or(0, |e| {
+    Ok(read_string(v, key)?.map_or(0, |e| {
         crate::resp::blob::object_size(&e.data).unwrap_or(e.data.len() as u64)
     }))
 }
@@ -142,7 +194,7 @@ pub fn getrange<V: StringView + ?Sized>(
     start: i64,
     end: i64,
 ) -> Result<Bytes> {
-    let Some(e) = read(v, key)? else {
+    let Some(e) = read_string(v, key)? else {
         return Ok(Bytes::new());
     };
     not_an_object(Some(&e), "GETRANGE")?;
@@ -182,13 +234,13 @@ pub fn ttl<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<KeyTtl> {
 
 /// Stores `data` with `expiry`, or deletes the key when the expiry is not after now (a
 /// deadline already passed: the key is set and gone at once).
-fn put<V: StringView + ?Sized>(
+pub(crate) fn put<V: StringView + ?Sized>(
     v: &mut V,
     key: &[u8],
-    data: &[u8],
-    expiry: Option<u64>,
+    value: EntryRef<'_>,
     existed: Option<bool>,
 ) -> Result<()> {
+    let expiry = value.expiry;
     match expiry {
         Some(at) if at <= v.now().0 => {
             let existed = match existed {
@@ -200,7 +252,7 @@ fn put<V: StringView + ?Sized>(
             }
             Ok(())
         }
-        _ => v.store(key, Some(EntryRef { data, expiry })),
+        _ => v.store(key, Some(value)),
     }
 }
 
@@ -219,6 +271,10 @@ pub fn set<V: StringView + ?Sized>(
     let current = if needs_read { v.load(key)? } else { None };
     if opts.get {
         v.count_read(key, current.is_some());
+        // SET ... GET reads the old value first: WRONGTYPE, nothing written (Redis 7).
+        if current.as_ref().is_some_and(|e| e.kind != Kind::String) {
+            return Err(KeyspaceError::WrongType);
+        }
         not_an_object(current.as_ref(), "GETSET or SET ... GET")?;
     }
     let previous = if opts.get {
@@ -243,7 +299,7 @@ pub fn set<V: StringView + ?Sized>(
         None => None,
     };
     let existed = needs_read.then_some(current.is_some());
-    put(v, key, value, expiry, existed)?;
+    put(v, key, EntryRef::string(value, expiry), existed)?;
     Ok(crate::keyspace::SetOutcome {
         written: true,
         previous,
@@ -253,13 +309,7 @@ pub fn set<V: StringView + ?Sized>(
 /// MSET: every pair, clearing TTLs; a key given twice ends with its last value.
 pub fn mset<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<()> {
     for (k, val) in pairs {
-        v.store(
-            k,
-            Some(EntryRef {
-                data: val,
-                expiry: None,
-            }),
-        )?;
+        v.store(k, Some(EntryRef::string(val, None)))?;
     }
     Ok(())
 }
@@ -298,7 +348,7 @@ pub fn del<'k, V: StringView + ?Sized>(
 
 /// GETDEL.
 pub fn getdel<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
-    let e = read(v, key)?;
+    let e = read_string(v, key)?;
     not_an_object(e.as_ref(), "GETDEL")?;
     if e.is_some() {
         v.store(key, None)?;
@@ -312,7 +362,7 @@ pub fn getex<V: StringView + ?Sized>(
     key: &[u8],
     expiry: GetExExpiry,
 ) -> Result<Option<Bytes>> {
-    let Some(e) = read(v, key)? else {
+    let Some(e) = read_string(v, key)? else {
         return Ok(None);
     };
     not_an_object(Some(&e), "GETEX")?;
@@ -320,12 +370,12 @@ pub fn getex<V: StringView + ?Sized>(
         GetExExpiry::Unchanged => {}
         GetExExpiry::Persist => {
             if e.expiry.is_some() {
-                put(v, key, &e.data, None, Some(true))?;
+                put(v, key, EntryRef::string(&e.data, None), Some(true))?;
             }
         }
         GetExExpiry::At(d) => {
             let at = d.resolve(v.now());
-            put(v, key, &e.data, Some(at), Some(true))?;
+            put(v, key, EntryRef::string(&e.data, Some(at)), Some(true))?;
         }
     }
     Ok(Some(e.data))
@@ -333,7 +383,7 @@ pub fn getex<V: StringView + ?Sized>(
 
 /// INCRBY (INCR, DECR): adds `delta` to the integer value (0 if missing), keeping the TTL.
 pub fn incr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
-    let current = v.load(key)?;
+    let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "INCR/DECR/INCRBY/DECRBY")?;
     let (value, expiry) = match &current {
         Some(e) => (
@@ -346,10 +396,7 @@ pub fn incr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Res
     let mut buf = itoa::Buffer::new();
     v.store(
         key,
-        Some(EntryRef {
-            data: buf.format(new).as_bytes(),
-            expiry,
-        }),
+        Some(EntryRef::string(buf.format(new).as_bytes(), expiry)),
     )?;
     Ok(new)
 }
@@ -364,7 +411,7 @@ pub fn decr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Res
 
 /// INCRBYFLOAT: returns the new value as stored.
 pub fn incr_by_float<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: f64) -> Result<Bytes> {
-    let current = v.load(key)?;
+    let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "INCRBYFLOAT")?;
     let (value, expiry) = match &current {
         Some(e) => (
@@ -378,19 +425,13 @@ pub fn incr_by_float<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: f64) 
         return Err(KeyspaceError::NanOrInfinity);
     }
     let text = Bytes::from(crate::keyspace::format_f64(new));
-    v.store(
-        key,
-        Some(EntryRef {
-            data: &text,
-            expiry,
-        }),
-    )?;
+    v.store(key, Some(EntryRef::string(&text, expiry)))?;
     Ok(text)
 }
 
 /// APPEND: returns the new length.
 pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> Result<u64> {
-    let current = v.load(key)?;
+    let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "APPEND")?;
     let (old, expiry) = match &current {
         Some(e) => (&e.data[..], e.expiry),
@@ -402,13 +443,7 @@ pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> R
     let mut data = Vec::with_capacity(old.len() + suffix.len());
     data.extend_from_slice(old);
     data.extend_from_slice(suffix);
-    v.store(
-        key,
-        Some(EntryRef {
-            data: &data,
-            expiry,
-        }),
-    )?;
+    v.store(key, Some(EntryRef::string(&data, expiry)))?;
     Ok(data.len() as u64)
 }
 
@@ -423,7 +458,7 @@ pub fn setrange<V: StringView + ?Sized>(
         return Err(KeyspaceError::OffsetOutOfRange);
     }
     let offset = offset as usize;
-    let current = v.load(key)?;
+    let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "SETRANGE")?;
     let old_len = current.as_ref().map_or(0, |e| e.data.len());
     if value.is_empty() {
@@ -438,13 +473,7 @@ pub fn setrange<V: StringView + ?Sized>(
     }
     data[offset..offset + value.len()].copy_from_slice(value);
     let expiry = current.and_then(|e| e.expiry);
-    v.store(
-        key,
-        Some(EntryRef {
-            data: &data,
-            expiry,
-        }),
-    )?;
+    v.store(key, Some(EntryRef::string(&data, expiry)))?;
     Ok(data.len() as u64)
 }
 
@@ -465,7 +494,12 @@ pub fn expire<V: StringView + ?Sized>(
         Some(cur) => !cond.nx && (!cond.gt || at > cur) && (!cond.lt || at < cur),
     };
     if holds {
-        put(v, key, &e.data, Some(at), Some(true))?;
+        let value = EntryRef {
+            data: &e.data,
+            expiry: Some(at),
+            kind: e.kind,
+        };
+        put(v, key, value, Some(true))?;
     }
     Ok(holds)
 }
@@ -474,7 +508,12 @@ pub fn expire<V: StringView + ?Sized>(
 pub fn persist<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
     match v.load(key)? {
         Some(e) if e.expiry.is_some() => {
-            put(v, key, &e.data, None, Some(true))?;
+            let value = EntryRef {
+                data: &e.data,
+                expiry: None,
+                kind: e.kind,
+            };
+            put(v, key, value, Some(true))?;
             Ok(true)
         }
         _ => Ok(false),
@@ -538,7 +577,8 @@ pub(crate) fn exec_on_view(
             reply.array(args.len() - 1);
             for k in args.iter_from(1) {
                 // A chunked large object is nil, as Redis's MGET shows another type.
-                let v = get(view, k)?.and_then(|v| crate::resp::blob::shown_now(v).ok());
+                // So is a key of another type (a hash).
+                let v = get_or_nil(view, k)?.and_then(|v| crate::resp::blob::shown_now(v).ok());
                 reply.opt_bulk(v.as_deref());
             }
         }
@@ -562,14 +602,35 @@ pub(crate) fn exec_on_view(
         Cmd::Incrby => reply.int(incr_by(view, key(), int_arg(args.get(2))?)?),
         Cmd::Decrby => reply.int(decr_by(view, key(), int_arg(args.get(2))?)?),
         Cmd::Incrbyfloat => {
-            let delta = parse_f64(args.get(2)).ok_or(KeyspaceError::NotAFloat)?;
+            // Redis checks the key's type before it parses the increment.
+            let delta = match parse_f64(args.get(2)) {
+                Some(d) => d,
+                None => {
+                    load_string(view, key())?;
+                    return Err(KeyspaceError::NotAFloat.into());
+                }
+            };
             reply.bulk(&incr_by_float(view, key(), delta)?);
         }
         Cmd::Append => reply.int(append(view, key(), args.get(2))? as i64),
         Cmd::Strlen => reply.int(strlen(view, key())? as i64),
         Cmd::Getdel => reply.opt_bulk(getdel(view, key())?.as_deref()),
         Cmd::Getex => {
-            let expiry = parse_getex(args, view.now())?;
+            // Redis's order: the options' syntax, then the key (nil when missing, WRONGTYPE),
+            // then the expire time's value.
+            let (persist, ttl) = parse_getex(args)?;
+            let expiry = match ttl {
+                Some((unit, value)) => {
+                    if load_string(view, key())?.is_none() {
+                        view.count_read(key(), false);
+                        reply.null();
+                        return Ok(());
+                    }
+                    GetExExpiry::At(Deadline::At(unit.deadline(value, "getex", view.now())?))
+                }
+                None if persist => GetExExpiry::Persist,
+                None => GetExExpiry::Unchanged,
+            };
             reply.opt_bulk(getex(view, key(), expiry)?.as_deref());
         }
         Cmd::Getset => {
@@ -673,9 +734,11 @@ fn expire_deadline(
     )))
 }
 
-/// GETEX's options: EX/PX/EXAT/PXAT value, or PERSIST (Redis's rules: one of them).
-fn parse_getex(args: Args<'_>, now: Timestamp) -> std::result::Result<GetExExpiry, CmdError> {
-    let mut expiry = GetExExpiry::Unchanged;
+/// GETEX's options, syntax only: PERSIST, or EX/PX/EXAT/PXAT and its (unparsed) value
+/// (Redis's rules: one of them).
+type GetExArgs<'a> = (bool, Option<(TtlUnit, &'a [u8])>);
+
+fn parse_getex(args: Args<'_>) -> std::result::Result<GetExArgs<'_>, CmdError> {
     let mut ttl: Option<(TtlUnit, &[u8])> = None;
     let mut persist = false;
     let mut i = 2;
@@ -695,13 +758,7 @@ fn parse_getex(args: Args<'_>, now: Timestamp) -> std::result::Result<GetExExpir
         }
         i += 1;
     }
-    if persist {
-        expiry = GetExExpiry::Persist;
-    }
-    if let Some((unit, v)) = ttl {
-        expiry = GetExExpiry::At(Deadline::At(unit.deadline(v, "getex", now)?));
-    }
-    Ok(expiry)
+    Ok((persist, ttl))
 }
 
 #[cfg(test)]
@@ -726,14 +783,7 @@ mod tests {
         fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
             match value {
                 Some(e) => {
-                    self.map.insert(
-                        key.to_vec(),
-                        Entry {
-                            data: Bytes::copy_from_slice(e.data),
-                            expiry: e.expiry,
-                            kind: Default::default(),
-                        },
-                    );
+                    self.map.insert(key.to_vec(), e.to_entry());
                 }
                 None => {
                     self.map.remove(key);

@@ -2455,3 +2455,6 @@ mod disk_full;
 
 #[path = "resp/repart.rs"]
 mod repart;
+
+#[path = "resp/hashes.rs"]
+mod hashes;

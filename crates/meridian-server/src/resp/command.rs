@@ -189,6 +189,22 @@ commands! {
     BlobOpen "blob.open" 2 ["readonly"] 1 1 1;
     BlobPread "blob.pread" 5 ["readonly"] 1 1 1;
     BlobClose "blob.close" 3 ["readonly" "fast"] 1 1 1;
+    Hset "hset" -4 ["write" "denyoom" "fast"] 1 1 1;
+    Hsetnx "hsetnx" 4 ["write" "denyoom" "fast"] 1 1 1;
+    Hmset "hmset" -4 ["write" "denyoom" "fast"] 1 1 1;
+    Hget "hget" 3 ["readonly" "fast"] 1 1 1;
+    Hmget "hmget" -3 ["readonly" "fast"] 1 1 1;
+    Hgetall "hgetall" 2 ["readonly"] 1 1 1;
+    Hdel "hdel" -3 ["write" "fast"] 1 1 1;
+    Hexists "hexists" 3 ["readonly" "fast"] 1 1 1;
+    Hlen "hlen" 2 ["readonly" "fast"] 1 1 1;
+    Hstrlen "hstrlen" 3 ["readonly" "fast"] 1 1 1;
+    Hincrby "hincrby" 4 ["write" "denyoom" "fast"] 1 1 1;
+    Hincrbyfloat "hincrbyfloat" 4 ["write" "denyoom" "fast"] 1 1 1;
+    Hkeys "hkeys" 2 ["readonly"] 1 1 1;
+    Hvals "hvals" 2 ["readonly"] 1 1 1;
+    Hscan "hscan" -3 ["readonly"] 1 1 1;
+    Hrandfield "hrandfield" -2 ["readonly"] 1 1 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
@@ -199,6 +215,8 @@ pub enum Group {
     /// objects' `BLOB.READ` included (`resp::blob`: the async paths read chunks, a view
     /// serves what it holds).
     Strings,
+    /// A data command on hashes (`crate::hashes` runs it over any view): HSET, HGET, ...
+    Hashes,
     /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
     Keyspace,
     /// The replication layer's own operations: MERIDIAN.GET/PUT/DEL/SET, TL.* (cluster mode).
@@ -224,6 +242,8 @@ impl Cmd {
             | Getrange | Substr | Setrange | Setnx | Setex | Psetex | Expire | Pexpire
             | Expireat | Pexpireat | Ttl | Pttl | Expiretime | Pexpiretime | Persist | Type
             | BlobRead => Group::Strings,
+            Hset | Hsetnx | Hmset | Hget | Hmget | Hgetall | Hdel | Hexists | Hlen | Hstrlen
+            | Hincrby | Hincrbyfloat | Hkeys | Hvals | Hscan | Hrandfield => Group::Hashes,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
@@ -253,6 +273,7 @@ mod tests {
         assert_eq!(Cmd::lookup(b"nope"), None);
         assert_eq!(Cmd::lookup(b"TL.GETLATEST"), Some(Cmd::TlGetlatest));
         assert_eq!(Cmd::lookup(b"blob.READ"), Some(Cmd::BlobRead));
+        assert_eq!(Cmd::lookup(b"HINCRBYFLOAT"), Some(Cmd::Hincrbyfloat));
         assert_eq!(Cmd::lookup(b"a-command-name-longer-than-the-buffer"), None);
         for (i, c) in Cmd::ALL.iter().enumerate() {
             assert_eq!(*c as usize, i);
@@ -272,6 +293,8 @@ mod tests {
         assert_eq!(keys(Cmd::TlTas, 4), [1]);
         assert!(keys(Cmd::Ping, 2).is_empty());
         assert!(keys(Cmd::Scan, 4).is_empty());
+        assert_eq!(keys(Cmd::Hset, 6), [1]);
+        assert_eq!(keys(Cmd::Hmget, 5), [1]);
     }
 
     #[test]

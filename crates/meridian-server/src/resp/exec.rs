@@ -1,8 +1,9 @@
 //! What each command does: argument checks with Redis's messages, the keyspace call, and
 //! the reply in Redis's type (RESP2 or RESP3).
 //!
-//! String commands run through [`crate::strings`] (one copy of their semantics, via
-//! `Keyspace::execute`); MULTI/EXEC/DISCARD/WATCH/UNWATCH, and every command while a
+//! String commands run through [`crate::strings`], hash commands through [`crate::hashes`]
+//! (one copy of their semantics, via `Keyspace::execute`; cluster mode refuses hashes for
+//! now); MULTI/EXEC/DISCARD/WATCH/UNWATCH, and every command while a
 //! transaction is open, go through the `multi` state machine first. The standalone EXEC runs
 //! the queue inside `Keyspace::transaction`: string commands over its overlay, KEYS, SCAN,
 //! DBSIZE and FLUSH over the overlay with every stripe held, connection and server commands
@@ -271,6 +272,7 @@ fn run_queued(
             }
             crate::strings::exec_on_view(cmd, args, ov, reply)
         }
+        Queue::Hashes => crate::hashes::exec_on_view(cmd, args, ov, reply),
         Queue::WholeKeyspace => match cmd {
             Cmd::Keys => {
                 let pattern = args.get(1);
@@ -285,8 +287,8 @@ fn run_queued(
                 let q = parse_scan(args)?;
                 let resume = ov.scan_resume(q.cursor);
                 // Every remaining key at once: cursor 0 ends the iteration.
-                let keys = ov.keys(q.pattern, resume)?;
-                scan_reply(reply, 0, &keys, q.strings);
+                let keys = ov.keys_of_type(q.pattern, resume, q.kind.flatten())?;
+                scan_reply(reply, 0, &keys, q.kind != Some(None));
                 Ok(())
             }
             Cmd::Dbsize => {
@@ -526,12 +528,14 @@ pub(crate) fn error_reply(reply: &mut Reply, e: CmdError) {
 }
 
 /// The error line (without the leading `-`) of a keyspace error: `-MISCONF` as Redis answers
-/// when it cannot persist, for a full disk; `-ERR` otherwise.
+/// when it cannot persist, for a full disk; `-WRONGTYPE` for a key of another type; `-ERR`
+/// otherwise.
 pub(crate) fn keyspace_error_line(e: &KeyspaceError) -> String {
     match e {
         KeyspaceError::Storage(s @ meridian_storage::StorageError::DiskFull { .. }) => {
             format!("MISCONF Errors writing to the disk: {s}")
         }
+        KeyspaceError::WrongType => format!("WRONGTYPE {e}"),
         e => format!("ERR {e}"),
     }
 }
@@ -842,8 +846,19 @@ fn other(
                 cmd.spec().name.to_ascii_uppercase()
             )));
         }
-        // Every other command is a string command (`Group::Strings`): one copy of their
-        // semantics, in `crate::strings`, which refuses anything else.
+        // Hashes are served by the single node's keyspace only so far: in cluster mode this
+        // node's own keyspace is not the cluster's data (`crate::hashes` has the entry point
+        // the cluster front end will call).
+        _ if crate::hashes::handles(cmd) && ctx.cluster.is_some() => {
+            return Err(raw(format!(
+                "ERR {} is not supported in cluster mode yet (hashes are served by a single \
+                 node)",
+                cmd.spec().name.to_ascii_uppercase()
+            )));
+        }
+        // Every other command is a string or hash command (`Group::Strings`,
+        // `Group::Hashes`): one copy of their semantics, in `crate::strings` and
+        // `crate::hashes`, which refuse anything else.
         _ => ks.execute(cmd, args, reply)?,
     }
     Ok(())
@@ -855,19 +870,26 @@ struct ScanArgs<'a> {
     /// The MATCH pattern, unless it filters nothing.
     pattern: Option<&'a [u8]>,
     count: usize,
-    /// TYPE string (or none): keys are listed; another type lists nothing.
-    strings: bool,
+    /// TYPE: `None` lists every type; `Some(Some(kind))` keys of that type; `Some(None)` a
+    /// type Meridian never stores (list, set, zset, stream): nothing.
+    kind: Option<Option<crate::strings::Kind>>,
 }
 
-fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
-    let cursor = std::str::from_utf8(args.get(1))
+/// A SCAN/HSCAN cursor: an unsigned decimal (Redis's `parseScanCursorOrReply`).
+pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
+    std::str::from_utf8(a)
         .ok()
         .filter(|s| !s.starts_with(|c: char| c.is_ascii_whitespace()))
         .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| raw("ERR invalid cursor"))?;
+        .ok_or_else(|| raw("ERR invalid cursor"))
+}
+
+fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
+    use crate::strings::Kind;
+    let cursor = parse_cursor(args.get(1))?;
     let mut pattern = None;
     let mut count = 10usize;
-    let mut strings = true;
+    let mut kind = None;
     let mut i = 2;
     while i < args.len() {
         let opt = args.get(i);
@@ -889,7 +911,13 @@ fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
             if !TYPES.iter().any(|t| v.eq_ignore_ascii_case(t)) {
                 return Err(raw(format!("ERR unknown type name '{}'", lossy(v))));
             }
-            strings = v.eq_ignore_ascii_case(b"string");
+            kind = Some(if v.eq_ignore_ascii_case(b"string") {
+                Some(Kind::String)
+            } else if v.eq_ignore_ascii_case(b"hash") {
+                Some(Kind::Hash)
+            } else {
+                None
+            });
         } else {
             return Err(raw(SYNTAX));
         }
@@ -901,15 +929,15 @@ fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
         cursor,
         pattern,
         count,
-        strings,
+        kind,
     })
 }
 
-fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], strings: bool) {
+fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], list: bool) {
     let mut buf = itoa::Buffer::new();
     reply.array(2);
     reply.bulk(buf.format(next).as_bytes());
-    if strings {
+    if list {
         reply.array(keys.len());
         for k in keys {
             reply.bulk(k);
@@ -921,8 +949,10 @@ fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], strings: bool) {
 
 fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     let q = parse_scan(args)?;
-    let (next, keys) = ctx.keyspace.scan(q.cursor, q.pattern, q.count)?;
-    scan_reply(reply, next, &keys, q.strings);
+    let (next, keys) = ctx
+        .keyspace
+        .scan_type(q.cursor, q.pattern, q.count, q.kind.flatten())?;
+    scan_reply(reply, next, &keys, q.kind != Some(None));
     Ok(())
 }
 

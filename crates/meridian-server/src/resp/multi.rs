@@ -162,6 +162,8 @@ pub(crate) fn step(state: &mut MultiState, reply: &mut Reply, cmd: Cmd, args: Ar
 pub(crate) enum Queue {
     /// A string command, over the transaction's overlay.
     Strings,
+    /// A hash command, over the transaction's overlay.
+    Hashes,
     /// KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL: over the overlay, with every stripe locked.
     WholeKeyspace,
     /// UNWATCH: the watched keys were checked already; replies `+OK`.
@@ -178,6 +180,7 @@ pub(crate) enum Queue {
 pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
     match cmd.group() {
         Group::Strings => Queue::Strings,
+        Group::Hashes => Queue::Hashes,
         Group::Keyspace => Queue::WholeKeyspace,
         Group::Transaction if cmd == Cmd::Unwatch => Queue::Unwatch,
         Group::Transaction => Queue::Never,
@@ -287,6 +290,7 @@ mod tests {
         for &c in Cmd::ALL {
             let k = queue_kind(c);
             assert_eq!(k == Queue::Strings, crate::strings::handles(c), "{c:?}");
+            assert_eq!(k == Queue::Hashes, crate::hashes::handles(c), "{c:?}");
             assert_eq!(
                 k == Queue::Never,
                 matches!(
