@@ -200,9 +200,17 @@ ycsb() {
     props+=(-p "$p")
   done
   # silence=false prints each failed operation: keep the first 5 in the log, count the rest.
-  timeout -k 10 "$ycsb_timeout" "$GO_YCSB" "$phase" redis "${props[@]}" 2>&1 \
-    | awk '/^operation err/ { n++; if (n <= 5) print; next } { print }
-           END { if (n > 5) print "... " n - 5 " more operation err lines" }' >"$log" || rc=$?
+  # Both run in the background (a signal to this script then stops them at once, see cleanup).
+  rm -f "$out/fifo"; mkfifo "$out/fifo"
+  awk '/^operation err/ { n++; if (n <= 5) print; next } { print }
+       END { if (n > 5) print "... " n - 5 " more operation err lines" }' <"$out/fifo" >"$log" &
+  procs[awk]=$!
+  timeout -k 10 "$ycsb_timeout" "$GO_YCSB" "$phase" redis "${props[@]}" >"$out/fifo" 2>&1 &
+  procs[ycsb]=$!
+  wait "${procs[ycsb]}" || rc=$?
+  unset "procs[ycsb]"
+  wait "${procs[awk]}" || true
+  unset "procs[awk]"
   python3 - "$log" "$rc" "$part" "$round" "$w" "$target" "$phase" >>"$csv" <<'PY'
 import csv, re, sys
 log, rc = sys.argv[1], int(sys.argv[2])
@@ -226,7 +234,9 @@ elif rc != 0:
 else:
     status = "ok"
 first = next((l[len("operation err: "):] for l in lines if l.startswith("operation err")), "")
-if not first and status != "ok":
+if status == "timeout":
+    first = "killed by timeout"
+elif not first and status != "ok":
     first = next((l for l in reversed(lines) if l.strip()), "")
 csv.writer(sys.stdout).writerow(sys.argv[3:8] + [f"{total[1]:.1f}", total[0], errors, total[2], total[3], status, first[:200]])
 PY
@@ -271,8 +281,8 @@ probe() { # probe LABEL PORT: HSET/HMGET/DEL on a probe key; failures go to the 
   b=$(redis-cli -c -p "$2" HMGET ycsb-hash-probe f 2>&1 | tr -d '\r')
   redis-cli -c -p "$2" DEL ycsb-hash-probe >/dev/null 2>&1 || true
   if [[ $a != 1 || $b != v ]]; then
-    echo "$1: hash probe failed: HSET -> '$a', HMGET -> '$b'" >>"$notes"
-    echo "$1: hash probe failed: HSET -> '$a', HMGET -> '$b'" >&2
+    a=${a%%, with args beginning with:*} b=${b%%, with args beginning with:*}
+    echo "$1: hash probe failed: HSET -> '$a', HMGET -> '$b'" | tee -a "$notes" >&2
   fi
 }
 
@@ -414,6 +424,13 @@ def cell(part, w, t):
     errs = sum(int(r["errors"]) for r in sel(part, w, t, "load") + run)
     return ops_, p50, p99, errs
 
+def bad(part, w, t):
+    """Whether any phase of (part, workload, target) had errors, a failed status or read-back."""
+    rs = [r for r in rows if r["part"] == part and r["target"] == t and (w == "load" or r["workload"] == w)]
+    if w == "load":
+        rs = [r for r in rs if r["phase"] == "load"]
+    return any(r["status"] != "ok" or r["errors"] not in ("", "0") for r in rs)
+
 def table(part, title, pairs, workloads, base, other):
     print(f"### {title}\n")
     print(f"| workload | {pairs[0]} ops/s | {pairs[1]} ops/s | **{pairs[1]} / {pairs[0]}** | "
@@ -423,8 +440,9 @@ def table(part, title, pairs, workloads, base, other):
         if w == "load":
             a = [float(r["ops_per_s"]) for r in rows if r["part"] == part and r["target"] == base and r["phase"] == "load"]
             b = [float(r["ops_per_s"]) for r in rows if r["part"] == part and r["target"] == other and r["phase"] == "load"]
-            ca = (med(a), None, None, None) if a else None
-            cb = (med(b), None, None, None) if b else None
+            le = lambda t: sum(int(r["errors"] or 0) for r in rows if r["part"] == part and r["target"] == t and r["phase"] == "load")
+            ca = (med(a), None, None, le(base)) if a else None
+            cb = (med(b), None, None, le(other)) if b else None
             label = "load (inserts)"
         else:
             ca, cb = cell(part, w, base), cell(part, w, other)
@@ -433,13 +451,14 @@ def table(part, title, pairs, workloads, base, other):
             continue
         ratio = "–"
         if ca and cb and ca[0] and cb[0] is not None:
-            ratio = f"**{cb[0] / ca[0]:.2f}**"
-            if cb[3] or ca[3]:
-                ratio += " (errors)"
+            dirty = [t for t in (base, other) if bad(part, w, t)]
+            ratio = f"**{cb[0] / ca[0]:.2f}**" if not dirty else "– (errors: see below)"
         lat = lambda c: "–" if not c or c[1] is None else f"{c[1]:,.0f} / {c[2]:,.0f}"
         err = lambda c: "–" if not c or c[3] is None else str(c[3])
         print(f"| {label} | {fmt(ca and ca[0])} | {fmt(cb and cb[0])} | {ratio} | {lat(ca)} | {lat(cb)} | {err(ca)} | {err(cb)} |")
-    print()
+    print("\nops/s: go-ycsb's TOTAL of the run phase (successful operations; F counts a read-modify-write "
+          "as its READ and its UPDATE), median over rounds; load: the load phases' median. errors: "
+          "*_ERROR counts, load + run, summed over rounds.\n")
 
 parts = sorted({r["part"] for r in rows}, key=["single", "cluster"].index)
 for part in parts:
@@ -457,22 +476,28 @@ for part in parts:
               f"{threads} threads; medians of {rounds} rounds)",
               ["Redis Cluster", "meridian up"], ws, "redis-cluster", "meridian-up")
 
-seen = set()
+# One line per (part, target, phase) with trouble: runs affected, errors, statuses, an example.
+import re
+groups = {}
 for r in rows:
-    key = (r["part"], r["target"], r["phase"], r["status"], r["first_error"])
-    bad = r["status"] != "ok" or (r["errors"] not in ("", "0"))
-    if bad:
-        what = f"{r['part']} {r['target']} {r['phase']}"
-        if key in seen:
-            continue
-        seen.add(key)
-        if r["phase"] == "readback":
-            problems.append(f"{what}: {r['count']} sampled records read back after load (e.g. round {r['round']} "
-                            f"workload {r['workload']}; first bad reply: {r['first_error'] or '(nil)'}); go-ycsb's "
-                            f"hash READ drops HMGET errors, so this target's READ counts are not real reads")
-        else:
-            problems.append(f"{what}: status {r['status']}, {r['errors']} errors (e.g. round {r['round']} "
-                            f"workload {r['workload']}; first: {r['first_error'] or '-'})")
+    if r["status"] == "ok" and r["errors"] in ("", "0"):
+        continue
+    g = groups.setdefault((r["part"], r["target"], r["phase"]), {"runs": 0, "errors": 0, "status": set(), "rows": []})
+    g["runs"] += 1
+    g["errors"] += int(r["errors"] or 0)
+    g["status"].add(r["status"])
+    g["rows"].append(r)
+short = lambda e: re.sub(r", with args beginning with:.*", ", with args beginning with: ...", e or "-")[:160]
+for (part, target, phase), g in groups.items():
+    r = g["rows"][0]
+    if phase == "readback":
+        problems.append(f"{part} {target}: after {g['runs']} of its loads, sampled records did not read back "
+                        f"(e.g. {r['count']} in round {r['round']} workload {r['workload']}; first bad reply: "
+                        f"{short(r['first_error'])}). go-ycsb's hash READ drops HMGET's errors: this target's "
+                        f"READ counts are not real reads")
+    else:
+        problems.append(f"{part} {target} {phase}: {g['runs']} runs with trouble, {g['errors']} errors in all, "
+                        f"status {'/'.join(sorted(g['status']))} (first: {short(r['first_error'])})")
 if problems:
     print("**Problems** (raw results: bench/out/ycsb-hash/):\n")
     for p in problems:

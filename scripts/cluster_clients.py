@@ -236,6 +236,172 @@ def incr_from_two_dcs(http, by_dc):
         assert "not supported on eventual buckets" in str(e), e
 
 
+def scan_while_inserting(by_dc):
+    """SCAN with COUNT over 20k keys through a RedisCluster client while another client
+    inserts: every key that existed throughout is seen, exactly once per node; COUNT bounds
+    each reply; KEYS and DBSIZE agree with the iteration."""
+    import threading
+    import time
+
+    dcs = sorted(by_dc)
+    seed = by_dc[dcs[0]][0]
+    rc = RedisCluster(startup_nodes=[ClusterNode(*seed)], decode_responses=True, socket_timeout=30)
+    base = [f"scan-{i}" for i in range(20_000)]
+    p = rc.pipeline()
+    for i, k in enumerate(base):
+        p.set(k, i)
+        if i % 1000 == 999:
+            p.execute()
+            p = rc.pipeline()
+    p.execute()
+
+    def listed():
+        return sorted(rc.keys(target_nodes=RedisCluster.PRIMARIES))
+
+    # A key is listed by its slot's master in the client's DC once replication reaches it.
+    deadline = time.time() + 30
+    while sum(1 for k in listed() if k.startswith("scan-")) < len(base) and time.time() < deadline:
+        time.sleep(0.2)
+    stop, inserted, errors = threading.Event(), [], []
+
+    def inserter():
+        try:
+            w = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[-1]][0])], socket_timeout=30)
+            i = 0
+            while not stop.is_set() and i < 20_000:
+                w.set(f"scan-new-{i}", i)
+                inserted.append(i)
+                i += 1
+            w.close()
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(repr(e))
+
+    t = threading.Thread(target=inserter)
+    t.start()
+    seen, per_node_dups = [], 0
+    for node in rc.get_primaries():
+        cursor, mine = 0, []
+        while True:
+            cursor, keys = rc.scan(cursor=cursor, match="scan-*", count=100, target_nodes=node)
+            assert len(keys) <= 100, len(keys)
+            mine.extend(keys)
+            if cursor == 0:
+                break
+        per_node_dups += len(mine) - len(set(mine))
+        seen.extend(mine)
+    stop.set()
+    t.join()
+    assert not errors, errors
+    assert inserted, "the inserter ran"
+    missing = set(base) - set(seen)
+    assert not missing, (len(missing), sorted(missing)[:5])
+    assert per_node_dups == 0, per_node_dups
+    # The slots of one DC's masters are disjoint: no key from two nodes.
+    assert len(seen) == len(set(seen)), len(seen) - len(set(seen))
+    # redis-py's own iterator over every primary, with TYPE.
+    assert set(base) <= set(rc.scan_iter(match="scan-*", count=500, _type="string"))
+    assert not [k for k in rc.scan_iter(match="scan-*", _type="hash")]
+    total = rc.dbsize(target_nodes=RedisCluster.PRIMARIES)  # redis-py sums the primaries'
+    assert total >= len(base), (total, len(base))
+    rc.close()
+
+
+def hashes_on_every_bucket_type(http, by_dc):
+    """HSET / HGETALL / HINCRBY / HDEL through RedisCluster clients of both DCs on an
+    eventual (a map CRDT), a timeline and a transactional bucket; concurrent HSETs of
+    different fields and HINCRBYs of one field from both DCs all survive; WRONGTYPE both
+    ways."""
+    import threading
+    import time
+
+    put_bucket(http, "tlh", {"type": "timeline"})
+    put_bucket(http, "txh", {"type": "transactional"})
+    dcs = sorted(by_dc)
+    near, far = (
+        RedisCluster(startup_nodes=[ClusterNode(*by_dc[dc][0])], decode_responses=True,
+                     socket_timeout=10)
+        for dc in (dcs[0], dcs[-1])
+    )
+
+    def settle(read, want, timeout=10):
+        deadline = time.time() + timeout
+        while True:
+            got = read()
+            if got == want or time.time() > deadline:
+                return got
+            time.sleep(0.05)
+
+    nodes = [addr for dc in dcs for addr in by_dc[dc]]
+    for bucket in ("hh", "tlh", "txh"):
+        k = f"{bucket}:user:1"
+        assert near.hset(k, mapping={"name": "ada", "lang": "en"}) == 2
+        assert near.hset(k, "lang", "fr") == 0
+        assert settle(lambda: far.hgetall(k), {"name": "ada", "lang": "fr"}) == \
+            {"name": "ada", "lang": "fr"}, bucket
+        assert far.hmget(k, "name", "none") == ["ada", None]
+        assert near.hincrby(k, "visits", 5) == 5
+        assert near.hdel(k, "lang", "none") == 1
+        assert settle(lambda: far.hgetall(k), {"name": "ada", "visits": "5"}) == \
+            {"name": "ada", "visits": "5"}, bucket
+        assert far.hlen(k) == 2 and far.hexists(k, "name") and not far.hexists(k, "lang")
+        assert sorted(far.hkeys(k)) == ["name", "visits"]
+        assert far.type(k) == "hash"
+        s = f"{bucket}:plain"
+        near.set(s, "x")
+        for call in (lambda: near.hset(s, "f", "v"), lambda: near.get(k)):
+            try:
+                call()
+                raise AssertionError(f"{bucket}: WRONGTYPE expected")
+            except redis.ResponseError as e:
+                assert str(e).startswith("WRONGTYPE"), e
+
+        # Concurrent writers on every node of both DCs: distinct fields and one counter.
+        errors, per_client = [], 20
+        key = f"{bucket}:{{shared}}"
+
+        def writer(addr, n):
+            try:
+                r = redis.Redis(host=addr[0], port=addr[1], socket_timeout=30)
+                for i in range(per_client):
+                    r.hset(key, f"n{n}-{i}", i)
+                    r.hincrby(key, "total", 1)
+            except Exception as e:  # noqa: BLE001 - reported by the main thread
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=writer, args=(a, n)) for n, a in enumerate(nodes)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, (bucket, errors)
+        want = {f"n{n}-{i}": str(i) for n in range(len(nodes)) for i in range(per_client)}
+        want["total"] = str(per_client * len(nodes))
+        for addr in nodes:
+            r = redis.Redis(host=addr[0], port=addr[1], decode_responses=True)
+            got = settle(lambda: r.hgetall(key), want)
+            assert got == want, (bucket, addr, len(got), got.get("total"))
+    near.close()
+    far.close()
+
+
+def select_as_redis_cluster(by_dc):
+    """SELECT 0 is accepted and any other database refused, as Redis Cluster does: never
+    silently ignored."""
+    addr = by_dc[sorted(by_dc)[0]][0]
+    r = redis.Redis(host=addr[0], port=addr[1])
+    assert r.execute_command("SELECT", 0) in (b"OK", True)
+    try:
+        r.execute_command("SELECT", 1)
+        raise AssertionError("SELECT 1 must be refused in cluster mode")
+    except redis.ResponseError as e:
+        assert "SELECT is not allowed in cluster mode" in str(e), e
+    try:
+        redis.Redis(host=addr[0], port=addr[1], db=1).ping()
+        raise AssertionError("a client of db 1 must be refused, not silently moved to db 0")
+    except redis.ResponseError as e:
+        assert "SELECT is not allowed in cluster mode" in str(e), e
+
+
 def cluster_transaction(by_dc):
     """redis-py's RedisCluster transaction (keys of one slot, as Redis Cluster requires)."""
     host, port = by_dc[sorted(by_dc)[0]][0]
@@ -472,6 +638,11 @@ def main():
           lambda: expiry_on_every_bucket_type(http, by_dc))
     check("INCR from both DCs loses nothing (eventual counter, timeline master)",
           lambda: incr_from_two_dcs(http, by_dc))
+    check("SCAN with COUNT over 20k keys while inserting; KEYS, DBSIZE",
+          lambda: scan_while_inserting(by_dc))
+    check("hashes on eventual, timeline and transactional buckets from both DCs",
+          lambda: hashes_on_every_bucket_type(http, by_dc))
+    check("SELECT as Redis Cluster answers it", lambda: select_as_redis_cluster(by_dc))
     check("keys moved by the planner under a cluster client",
           lambda: keys_move_under_a_cluster_client(http, by_dc))
 

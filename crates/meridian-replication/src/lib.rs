@@ -68,6 +68,7 @@ pub mod eventual;
 pub mod expiry;
 pub mod handoff;
 pub mod kernel;
+pub mod listing;
 pub mod membership;
 pub mod object_store;
 pub mod timeline;

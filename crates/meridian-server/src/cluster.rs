@@ -87,7 +87,12 @@ pub struct ClusterBackend {
     pub wan: Option<WanControl>,
     /// The replication nodes of this process (this one included).
     pub local: LocalNodes,
+    /// The SCAN cursors this node handed out (`resp::cluster_keys`).
+    pub(crate) scan_cursors: Arc<parking_lot::Mutex<crate::scan_cursors::CursorTable>>,
 }
+
+/// How many SCAN cursors a cluster node remembers (as many as a single node does by default).
+const SCAN_CURSORS: usize = 16 * 1024;
 
 impl ClusterBackend {
     /// The backend of `node` (and its WAN emulator's control); the only node of its process.
@@ -107,6 +112,9 @@ impl ClusterBackend {
             node,
             wan,
             local,
+            scan_cursors: Arc::new(parking_lot::Mutex::new(
+                crate::scan_cursors::CursorTable::new(SCAN_CURSORS),
+            )),
         }
     }
 

@@ -43,6 +43,7 @@
 //! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
 
 use crate::memory::{self, MaxmemoryPolicy};
+use crate::scan_cursors::CursorTable;
 use crate::strings::{self, Entry, EntryRef, Kind, StringView, decode_version};
 use bytes::Bytes;
 use meridian_core::envelope::encode_kind;
@@ -50,10 +51,9 @@ use meridian_core::{Clock, Timestamp};
 use meridian_storage::{Engine, StorageError, Version, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHasher};
-use std::collections::BTreeMap;
 use std::collections::hash_map::Entry as MapEntry;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
+use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
@@ -527,63 +527,6 @@ fn stripe_of(key: &[u8]) -> usize {
     let mut h = FxHasher::default();
     h.write(key);
     (h.finish() as usize) & (STRIPES - 1)
-}
-
-/// Numeric SCAN cursors mapped to the key to resume after.
-#[derive(Debug)]
-struct CursorTable {
-    next: u64,
-    entries: BTreeMap<u64, Bytes>,
-    bytes: usize,
-    max: usize,
-}
-
-/// Remembered resume keys are bounded by bytes too, whatever their count.
-const MAX_CURSOR_BYTES: usize = 64 * 1024 * 1024;
-
-impl CursorTable {
-    fn new(max: usize) -> Self {
-        // A random start makes a cursor from before a restart unlikely to name a live entry.
-        let r = std::collections::hash_map::RandomState::new().hash_one(0u8);
-        Self {
-            next: (r >> 3) | 1,
-            entries: BTreeMap::new(),
-            bytes: 0,
-            max: max.max(1),
-        }
-    }
-
-    fn insert(&mut self, key: Bytes) -> u64 {
-        let id = self.next;
-        self.next = if self.next >= (1 << 62) {
-            1
-        } else {
-            self.next + 1
-        };
-        self.bytes += key.len();
-        if let Some(old) = self.entries.insert(id, key) {
-            self.bytes -= old.len();
-        }
-        while self.entries.len() > self.max || self.bytes > MAX_CURSOR_BYTES {
-            // Ids grow, so the smallest is the oldest (except right after a wrap).
-            match self.entries.pop_first() {
-                Some((_, k)) => self.bytes -= k.len(),
-                None => break,
-            }
-        }
-        id
-    }
-
-    fn take(&mut self, id: u64) -> Option<Bytes> {
-        let k = self.entries.remove(&id)?;
-        self.bytes -= k.len();
-        Some(k)
-    }
-
-    fn clear(&mut self) {
-        self.entries.clear();
-        self.bytes = 0;
-    }
 }
 
 /// Redis string commands over an [`Engine`]. See the module docs for the guarantees.
@@ -3197,17 +3140,6 @@ mod tests {
         assert_eq!(ks.scan(0, None, 10).unwrap(), (0, vec![b("b")]));
         assert_eq!(ks.stats().expired_keys, 1);
         assert_eq!(ks.dbsize(), 1);
-    }
-
-    #[test]
-    fn cursor_table_is_bounded() {
-        let mut t = CursorTable::new(3);
-        let ids: Vec<u64> = (0..5).map(|i| t.insert(b(&i.to_string()))).collect();
-        assert_eq!(t.entries.len(), 3);
-        assert_eq!(t.take(ids[0]), None, "oldest evicted");
-        assert_eq!(t.take(ids[4]), Some(b("4")));
-        assert_eq!(t.take(ids[4]), None, "used once");
-        assert!(ids.iter().all(|&id| id != 0 && id < 1 << 63));
     }
 
     #[test]

@@ -22,6 +22,7 @@ pub mod objects;
 pub mod repart;
 pub mod resp;
 pub mod s3;
+pub mod scan_cursors;
 pub mod strings;
 pub mod wire_error;
 

@@ -522,20 +522,29 @@ pub fn persist<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
 
 // ----- the commands, from their arguments ------------------------------------------------
 
-/// Whether [`exec_on_view`] executes `cmd`: every data command on strings.
+/// Whether `cmd` is a string command.
 pub(crate) fn handles(cmd: Cmd) -> bool {
     cmd.group() == Group::Strings
 }
 
-/// Executes a string command (one [`handles`] accepts) whose arity was checked, against
+/// Whether [`exec_on_view`] executes `cmd`: every data command, on strings and on hashes
+/// ([`crate::hashes`]).
+pub(crate) fn on_view(cmd: Cmd) -> bool {
+    handles(cmd) || crate::hashes::handles(cmd)
+}
+
+/// Executes a data command (one [`on_view`] accepts) whose arity was checked, against
 /// `view`, writing its reply; an error is returned for the caller to write (as its own reply,
-/// or as an element of EXEC's array).
+/// or as an element of EXEC's array). Hash commands run [`crate::hashes::exec_on_view`].
 pub(crate) fn exec_on_view(
     cmd: Cmd,
     args: Args<'_>,
     view: &mut dyn StringView,
     reply: &mut Reply,
 ) -> std::result::Result<(), CmdError> {
+    if crate::hashes::handles(cmd) {
+        return crate::hashes::exec_on_view(cmd, args, view, reply);
+    }
     let key = || args.get(1);
     match cmd {
         // A large object shows its bytes when the view holds them (inline); a chunked one

@@ -47,6 +47,13 @@ pub fn redis_node_id(id: NodeId) -> String {
     format!("{a:016x}{b:016x}{:08x}", id.0)
 }
 
+/// Which of a partition's replicas (given by their DCs, in the layout's claim order) the
+/// cluster commands report as the master of its slots to a node of `my_dc`: the first in
+/// `my_dc`, else the first.
+pub(crate) fn reported_lead(dcs: impl IntoIterator<Item = DcId>, my_dc: DcId) -> usize {
+    dcs.into_iter().position(|dc| dc == my_dc).unwrap_or(0)
+}
+
 /// One member, as the cluster commands describe it.
 struct NodeView {
     id: NodeId,
@@ -112,7 +119,7 @@ impl View {
                     .iter()
                     .filter_map(|n| index.get(n).copied())
                     .collect();
-                let lead = list.iter().position(|&i| nodes[i].dc == my_dc).unwrap_or(0);
+                let lead = reported_lead(list.iter().map(|&i| nodes[i].dc), my_dc);
                 let master = *list.get(lead)?;
                 let replicas = list
                     .iter()

@@ -94,7 +94,7 @@ fn upper(cmd: Cmd) -> String {
 pub(crate) fn handles(cmd: Cmd) -> bool {
     matches!(
         cmd.group(),
-        Group::Strings | Group::Keyspace | Group::Replication | Group::Handles
+        Group::Strings | Group::Hashes | Group::Keyspace | Group::Replication | Group::Handles
     )
 }
 
@@ -110,7 +110,7 @@ pub(crate) async fn run(
     objects: Option<&Objects>,
 ) -> Option<Outcome> {
     // Transactional buckets serve every string command, each as one transaction.
-    if crate::strings::handles(cmd) && args.len() > 1 && c.node.is_transactional(args.get(1)) {
+    if crate::strings::on_view(cmd) && args.len() > 1 && c.node.is_transactional(args.get(1)) {
         if cmd == Cmd::BlobRead
             && let Err(e) = blob::read_args(args, get_max(objects))
         {
@@ -198,16 +198,18 @@ pub(crate) async fn run(
         }
         // Every other string command: over the key's live entry, as atomic as its bucket
         // type allows (`cluster_strings`).
-        _ if crate::strings::handles(cmd) => {
+        _ if crate::strings::on_view(cmd) => {
             Box::pin(crate::resp::cluster_strings::run(c, m, reply, cmd, args)).await
         }
-        Cmd::Scan | Cmd::Keys | Cmd::Dbsize | Cmd::Flushdb | Cmd::Flushall => {
-            Err(Cow::Owned(format!(
-                "ERR {} is not supported in cluster mode (keys are spread over the ring and \
-                 there is no cluster-wide listing yet)",
-                upper(cmd)
-            )))
+        _ if crate::resp::cluster_keys::handles(cmd) => {
+            crate::resp::cluster_keys::run(c, m, reply, cmd, args)
         }
+        Cmd::Flushdb | Cmd::Flushall => Err(Cow::Owned(format!(
+            "ERR {} is not supported in cluster mode yet (a flush must be a bucket-level \
+             truncation every replica and anti-entropy honour, which is not built; delete the \
+             keys, or drop and recreate the bucket)",
+            upper(cmd)
+        ))),
         Cmd::MeridianGet => match read_opts(args, || {
             c.node.bucket_type(args.get(1)) == BucketType::Timeline
         }) {

@@ -30,14 +30,15 @@ use crate::cluster::ClusterBackend;
 use crate::keyspace::{KeyspaceError, SetCondition, SetOptions};
 use crate::metrics::Metrics;
 use crate::resp::command::Cmd;
-use crate::resp::exec::{CmdError, error_reply, int_arg, keyspace_error_line};
+use crate::resp::exec::{CmdError, arity_error, error_reply, int_arg};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
 use crate::strings::{self, Entry, EntryRef, StringView};
 use crate::wire_error;
 use bytes::{Bytes, BytesMut};
 use meridian_core::Timestamp;
-use meridian_replication::BucketType;
+use meridian_replication::eventual::counter::IncrError;
+use meridian_replication::{BucketType, HashOps, HashReply, ReplicationError};
 use std::borrow::Cow;
 
 /// What a command returns: `Err` holds an error line for the caller to write.
@@ -76,11 +77,7 @@ impl StringView for OneKey<'_> {
                 "a key outside the command's one key",
             ));
         }
-        self.stored = Some(value.map(|e| Entry {
-            data: Bytes::copy_from_slice(e.data),
-            expiry: e.expiry,
-            kind: Default::default(),
-        }));
+        self.stored = Some(value.map(EntryRef::to_entry));
         Ok(())
     }
 }
@@ -97,7 +94,60 @@ fn reads_only(cmd: Cmd) -> bool {
             | Cmd::Pexpiretime
             | Cmd::Getrange
             | Cmd::Substr
+            | Cmd::Hget
+            | Cmd::Hmget
+            | Cmd::Hgetall
+            | Cmd::Hexists
+            | Cmd::Hlen
+            | Cmd::Hstrlen
+            | Cmd::Hkeys
+            | Cmd::Hvals
+            | Cmd::Hscan
+            | Cmd::Hrandfield
     )
+}
+
+/// The map-CRDT update an eventual bucket serves for hash write `cmd`, or the argument's
+/// error in Redis's words and order (arguments before the key's type); `None` for a command
+/// that only reads.
+fn hash_ops(cmd: Cmd, args: Args<'_>) -> Option<Result<HashOps, CmdError>> {
+    let field = |i: usize| Bytes::copy_from_slice(args.get(i));
+    Some(match cmd {
+        Cmd::Hset | Cmd::Hmset => {
+            if args.len() < 4 || args.len().is_multiple_of(2) {
+                Err(arity_error(cmd.spec().name))
+            } else {
+                Ok(HashOps::Set(
+                    (2..args.len())
+                        .step_by(2)
+                        .map(|i| (field(i), field(i + 1)))
+                        .collect(),
+                ))
+            }
+        }
+        Cmd::Hsetnx => Ok(HashOps::SetNx {
+            field: field(2),
+            value: field(3),
+        }),
+        Cmd::Hdel => Ok(HashOps::Del((2..args.len()).map(field).collect())),
+        Cmd::Hincrby => int_arg(args.get(3)).map(|delta| HashOps::IncrBy {
+            field: field(2),
+            delta,
+        }),
+        _ => return None,
+    })
+}
+
+/// Writes the reply Redis gives to hash write `cmd` whose map answered `r`.
+fn hash_reply(reply: &mut Reply, cmd: Cmd, r: HashReply) {
+    match (cmd, r) {
+        (Cmd::Hmset, _) => reply.ok(),
+        (_, HashReply::Added(n) | HashReply::Removed(n)) => {
+            reply.int(i64::try_from(n).unwrap_or(i64::MAX))
+        }
+        (_, HashReply::Value(v)) => reply.int(v),
+        (_, HashReply::Set(set)) => reply.int(i64::from(set)),
+    }
 }
 
 /// Why an eventual bucket refuses a command whose outcome a racing write would change.
@@ -126,7 +176,13 @@ fn refusal(ty: BucketType, cmd: Cmd, set: Option<SetOptions>) -> Option<&'static
         (BucketType::Timeline, _) => None,
         (
             _,
-            Cmd::Setnx | Cmd::Getset | Cmd::Getdel | Cmd::Append | Cmd::Setrange | Cmd::Incrbyfloat,
+            Cmd::Setnx
+            | Cmd::Getset
+            | Cmd::Getdel
+            | Cmd::Append
+            | Cmd::Setrange
+            | Cmd::Incrbyfloat
+            | Cmd::Hincrbyfloat,
         ) => Some(NOT_ATOMIC_ON_EVENTUAL),
         // SET's NX, XX and GET decide on the value read.
         (_, Cmd::Set) => set
@@ -165,14 +221,6 @@ fn counter_delta(cmd: Cmd, args: Args<'_>) -> Option<Result<i64, CmdError>> {
         }),
         _ => return None,
     })
-}
-
-/// The error line of a command error.
-fn exec_line(e: CmdError) -> Cow<'static, str> {
-    match e {
-        CmdError::Raw(line) => line,
-        CmdError::Keyspace(e) => Cow::Owned(keyspace_error_line(&e)),
-    }
 }
 
 /// A `SET key value` whose options only set an expiry in the future: a blind write of the
@@ -218,10 +266,23 @@ pub(crate) async fn run(
         && ty == BucketType::Eventual
     {
         let value = d
-            .incr_by(key, delta.map_err(exec_line)?)
+            .incr_by(key, delta.map_err(CmdError::into_line)?)
             .await
             .map_err(|e| wire_error::resp(c, m, &e))?;
         reply.int(value);
+        return Ok(());
+    }
+    if ty == BucketType::Eventual
+        && let Some(ops) = hash_ops(cmd, args)
+    {
+        match d.hash_update(key, ops.map_err(CmdError::into_line)?).await {
+            Ok(r) => hash_reply(reply, cmd, r),
+            // Redis's words for a field that holds no integer.
+            Err(ReplicationError::Incr(IncrError::NotAnInteger)) => {
+                return Err(Cow::Borrowed("ERR hash value is not an integer"));
+            }
+            Err(e) => return Err(wire_error::resp(c, m, &e)),
+        }
         return Ok(());
     }
     if let Some(entry) = set.and_then(|o| blind_set(args, o, now)) {

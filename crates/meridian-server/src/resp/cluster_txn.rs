@@ -124,11 +124,7 @@ impl StringView for TxnView {
     }
 
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), KeyspaceError> {
-        let v = value.map(|e| Entry {
-            data: Bytes::copy_from_slice(e.data),
-            expiry: e.expiry,
-            kind: Default::default(),
-        });
+        let v = value.map(EntryRef::to_entry);
         self.writes.insert(Bytes::copy_from_slice(key), v);
         Ok(())
     }
@@ -248,7 +244,7 @@ pub(crate) async fn exec(
     let queued = std::mem::take(&mut state.queued);
     // Only data commands run against the snapshot; a connection or server command queued
     // here (PING, INFO, ...) has nothing to run on: refuse before anything applies.
-    if let Some(q) = queued.iter().find(|q| !strings::handles(q.cmd)) {
+    if let Some(q) = queued.iter().find(|q| !strings::on_view(q.cmd)) {
         state.cluster_txn = None;
         reply.error(&format!(
             "EXECABORT Transaction discarded: {} cannot run inside MULTI on a cluster node \
@@ -369,7 +365,7 @@ pub(crate) fn is_interactive(state: &MultiState, cmd: Cmd) -> bool {
     matches!(
         cmd,
         Cmd::MeridianBegin | Cmd::MeridianCommit | Cmd::MeridianAbort
-    ) || (state.interactive.is_some() && (strings::handles(cmd) || is_multi_command(cmd)))
+    ) || (state.interactive.is_some() && (strings::on_view(cmd) || is_multi_command(cmd)))
 }
 
 fn is_multi_command(cmd: Cmd) -> bool {

@@ -102,6 +102,16 @@ pub(crate) enum CmdError {
     Raw(Cow<'static, str>),
 }
 
+impl CmdError {
+    /// The error line to write (without the leading `-`).
+    pub(crate) fn into_line(self) -> Cow<'static, str> {
+        match self {
+            CmdError::Raw(line) => line,
+            CmdError::Keyspace(e) => Cow::Owned(keyspace_error_line(&e)),
+        }
+    }
+}
+
 impl From<KeyspaceError> for CmdError {
     fn from(e: KeyspaceError) -> Self {
         CmdError::Keyspace(e)
@@ -846,16 +856,6 @@ fn other(
                 cmd.spec().name.to_ascii_uppercase()
             )));
         }
-        // Hashes are served by the single node's keyspace only so far: in cluster mode this
-        // node's own keyspace is not the cluster's data (`crate::hashes` has the entry point
-        // the cluster front end will call).
-        _ if crate::hashes::handles(cmd) && ctx.cluster.is_some() => {
-            return Err(raw(format!(
-                "ERR {} is not supported in cluster mode yet (hashes are served by a single \
-                 node)",
-                cmd.spec().name.to_ascii_uppercase()
-            )));
-        }
         // Every other command is a string or hash command (`Group::Strings`,
         // `Group::Hashes`): one copy of their semantics, in `crate::strings` and
         // `crate::hashes`, which refuse anything else.
@@ -865,14 +865,14 @@ fn other(
 }
 
 /// SCAN's arguments.
-struct ScanArgs<'a> {
-    cursor: u64,
+pub(crate) struct ScanArgs<'a> {
+    pub(crate) cursor: u64,
     /// The MATCH pattern, unless it filters nothing.
-    pattern: Option<&'a [u8]>,
-    count: usize,
+    pub(crate) pattern: Option<&'a [u8]>,
+    pub(crate) count: usize,
     /// TYPE: `None` lists every type; `Some(Some(kind))` keys of that type; `Some(None)` a
     /// type Meridian never stores (list, set, zset, stream): nothing.
-    kind: Option<Option<crate::strings::Kind>>,
+    pub(crate) kind: Option<Option<crate::strings::Kind>>,
 }
 
 /// A SCAN/HSCAN cursor: an unsigned decimal (Redis's `parseScanCursorOrReply`).
@@ -884,7 +884,7 @@ pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
         .ok_or_else(|| raw("ERR invalid cursor"))
 }
 
-fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
+pub(crate) fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
     use crate::strings::Kind;
     let cursor = parse_cursor(args.get(1))?;
     let mut pattern = None;
@@ -933,7 +933,7 @@ fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
     })
 }
 
-fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], list: bool) {
+pub(crate) fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], list: bool) {
     let mut buf = itoa::Buffer::new();
     reply.array(2);
     reply.bulk(buf.format(next).as_bytes());

@@ -35,6 +35,7 @@
 pub(crate) mod blob;
 mod cluster_cmd;
 mod cluster_exec;
+mod cluster_keys;
 mod cluster_strings;
 mod cluster_txn;
 pub mod command;

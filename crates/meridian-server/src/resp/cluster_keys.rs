@@ -1,0 +1,175 @@
+//! Keyspace iteration in cluster mode: `SCAN`, `KEYS` and `DBSIZE` answer for the slots
+//! this node serves, as a Redis Cluster node answers for its own.
+//!
+//! **Which keys a node lists.** The cluster commands report, for every slot range, one
+//! "master" per DC: the range's replica in the asking client's DC
+//! ([`crate::resp::cluster_cmd`]). A node lists the keys of exactly the ranges it is that
+//! master of, in its own DC's view. A cluster-aware client (redis-py's `scan_iter`, `keys`,
+//! `dbsize`) asks every master of its view and merges, so it sees each key once: the ranges
+//! of one DC's view are a partition of the slots.
+//!
+//! **What a node lists** is what its replica holds and shows live
+//! ([`meridian_replication::listing`]): eventual and timeline keys, with their Redis types.
+//! A write not yet replicated to this node is listed once it arrives. Transactional buckets
+//! are not listed (their versions live at their partitions' leaders): SCAN over them is
+//! refused nowhere, it simply does not show them, and the README says so.
+//!
+//! **SCAN's guarantee** is Redis's: a full iteration returns every key present on this node
+//! from its start to its end, exactly once, whatever is written meanwhile. A cursor names a
+//! position in the replica's stores (a key, never a slot), kept in a bounded server-side
+//! table like the single node's; an unknown cursor restarts the iteration. One call examines
+//! at most [`EXAMINE_FACTOR`] × COUNT stored keys, so it may answer fewer than COUNT keys,
+//! or none, with a cursor that is not 0, and never more than COUNT.
+//!
+//! `DBSIZE` and `KEYS` walk the whole listing: O(keys held), where Redis's DBSIZE is O(1).
+
+use crate::cluster::ClusterBackend;
+use crate::keyspace::glob_match;
+use crate::resp::cluster_cmd::reported_lead;
+use crate::resp::command::Cmd;
+use crate::resp::exec::{CmdError, parse_scan, scan_reply};
+use crate::resp::reply::Reply;
+use crate::resp::request::Args;
+use crate::wire_error;
+use crate::metrics::Metrics;
+use bytes::Bytes;
+use meridian_core::envelope::Kind;
+use meridian_replication::listing::ListPos;
+use std::borrow::Cow;
+
+/// One SCAN call examines at most this many stored keys per key of COUNT.
+const EXAMINE_FACTOR: usize = 10;
+/// Stored keys examined per page by KEYS and DBSIZE.
+const PAGE: usize = 1024;
+
+/// Whether partition `p` (an index) is one this node lists, per partition of the ring.
+fn served_partitions(c: &ClusterBackend) -> Vec<bool> {
+    let node = &c.node;
+    let meta = node.meta();
+    let layout = &meta.layout;
+    let topo = layout.topology();
+    let (me, my_dc) = (node.id(), node.dc());
+    layout
+        .ring()
+        .partitions()
+        .map(|p| {
+            let replicas: Vec<_> = layout
+                .replicas(p)
+                .iter()
+                .filter_map(|&n| topo.dc_of(n).map(|dc| (n, dc)))
+                .collect();
+            let lead = reported_lead(replicas.iter().map(|&(_, dc)| dc), my_dc);
+            replicas.get(lead).is_some_and(|&(n, _)| n == me)
+        })
+        .collect()
+}
+
+/// The selection of keys this node lists, matching `pattern` if one is given.
+fn selector<'a>(c: &ClusterBackend, pattern: Option<&'a [u8]>) -> impl Fn(&[u8]) -> bool + 'a {
+    let served = served_partitions(c);
+    let ring = c.node.meta().layout.ring();
+    move |key: &[u8]| {
+        let p = ring.partition_of(key).0 as usize;
+        served.get(p).copied().unwrap_or(false)
+            && pattern.is_none_or(|pat| glob_match(pat, key, false))
+    }
+}
+
+type Outcome = Result<(), Cow<'static, str>>;
+
+fn error(c: &ClusterBackend, m: &Metrics, e: meridian_replication::ReplicationError) -> Cow<'static, str> {
+    wire_error::resp(c, m, &e)
+}
+
+/// Runs SCAN, KEYS or DBSIZE (the only commands [`handles`] accepts).
+pub(crate) fn run(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, cmd: Cmd, args: Args<'_>) -> Outcome {
+    match cmd {
+        Cmd::Scan => scan(c, m, reply, args),
+        Cmd::Keys => {
+            let pattern = Some(args.get(1)).filter(|p| !p.iter().all(|&b| b == b'*'));
+            let keys = walk(c, pattern, None).map_err(|e| error(c, m, e))?;
+            reply.array(keys.len());
+            for k in &keys {
+                reply.bulk(k);
+            }
+            Ok(())
+        }
+        Cmd::Dbsize => {
+            let keys = walk(c, None, None).map_err(|e| error(c, m, e))?;
+            reply.int(i64::try_from(keys.len()).unwrap_or(i64::MAX));
+            Ok(())
+        }
+        _ => Err(Cow::Owned(format!("ERR unknown command '{}'", cmd.spec().name))),
+    }
+}
+
+/// Which commands [`run`] serves.
+pub(crate) fn handles(cmd: Cmd) -> bool {
+    matches!(cmd, Cmd::Scan | Cmd::Keys | Cmd::Dbsize)
+}
+
+/// Every key this node lists that `pattern` matches and of type `kind` (if given).
+fn walk(
+    c: &ClusterBackend,
+    pattern: Option<&[u8]>,
+    kind: Option<Kind>,
+) -> Result<Vec<Bytes>, meridian_replication::ReplicationError> {
+    let select = selector(c, pattern);
+    let mut pos = Some(ListPos::start());
+    let mut out = Vec::new();
+    while let Some(from) = pos {
+        let (keys, next) = c.node.list_live_keys(from, PAGE, &select)?;
+        out.extend(
+            keys.into_iter()
+                .filter(|(_, k)| kind.is_none_or(|want| *k == want))
+                .map(|(key, _)| key),
+        );
+        pos = next;
+    }
+    Ok(out)
+}
+
+fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> Outcome {
+    let q = parse_scan(args).map_err(CmdError::into_line)?;
+    let mut pos = if q.cursor == 0 {
+        Some(ListPos::start())
+    } else {
+        // An unknown cursor restarts the iteration (see the module docs).
+        Some(
+            c.scan_cursors
+                .lock()
+                .take(q.cursor)
+                .and_then(|raw| ListPos::decode(&raw))
+                .unwrap_or_else(ListPos::start),
+        )
+    };
+    let select = selector(c, q.pattern);
+    let budget = q.count.saturating_mul(EXAMINE_FACTOR);
+    let mut examined = 0usize;
+    let mut keys = Vec::new();
+    while let Some(from) = pos.take() {
+        // Never more keys than COUNT: a page examines at most the keys still wanted.
+        let page = (q.count - keys.len()).min(budget - examined).max(1);
+        let (found, next) = c
+            .node
+            .list_live_keys(from, page, &select)
+            .map_err(|e| error(c, m, e))?;
+        examined += page;
+        keys.extend(
+            found
+                .into_iter()
+                .filter(|(_, k)| q.kind.flatten().is_none_or(|want| *k == want))
+                .map(|(key, _)| key),
+        );
+        pos = next;
+        if keys.len() >= q.count || examined >= budget {
+            break;
+        }
+    }
+    let next = match pos {
+        Some(p) => c.scan_cursors.lock().insert(p.encode()),
+        None => 0,
+    };
+    scan_reply(reply, next, &keys, q.kind != Some(None));
+    Ok(())
+}
