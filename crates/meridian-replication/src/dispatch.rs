@@ -36,7 +36,8 @@
 
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
-use crate::eventual::counter;
+use crate::eventual::map::{self, Stamp};
+use crate::eventual::{CrdtOp, CrdtReply, HashOps, HashReply, counter};
 use crate::timeline::{Content, Expect};
 use crate::txn::TxnOptions;
 use crate::{
@@ -46,6 +47,7 @@ use crate::{
 use bytes::Bytes;
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::Timestamp;
+use meridian_core::envelope::Kind;
 use meridian_txn::Entry;
 
 /// How many times a one-key transaction of the Redis view runs before its conflict is
@@ -287,21 +289,35 @@ impl Dispatch {
                 let ctx = got.context();
                 let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
                 let now = self.now();
-                let (shown, count) = match &got {
+                let (shown, count, hash) = match &got {
                     GetResult::Found { values, latest, .. } => (
                         counter::resolve(values, *latest, now),
                         counter::shown_counter(values, *latest),
+                        values
+                            .get(*latest)
+                            .filter(|v| map::is_map(v))
+                            .and_then(|_| map::merge_all(values.iter().map(|v| &v[..]))),
                     ),
-                    GetResult::NotFound { .. } => (None, None),
+                    GetResult::NotFound { .. } => (None, None, None),
                 };
                 let before = shown.as_ref().map(|e| e.data.clone());
                 let (write, out) = f(shown, now);
                 match write {
                     Some(Some(e)) => {
-                        // A counter whose value the command kept (EXPIRE, PERSIST) stays a
-                        // counter, so increments racing with it are still merged.
-                        let raw = match count {
-                            Some(c) if before.as_ref() == Some(&e.data) => c.encode(e.expiry),
+                        // A counter or a hash whose value the command kept (EXPIRE, PERSIST)
+                        // stays a CRDT, so updates racing with it are still merged; a hash's
+                        // new expiry is stamped now, so it wins over the older one.
+                        let kept = before.as_ref() == Some(&e.data);
+                        let raw = match (count, hash) {
+                            (Some(c), _) if kept => c.encode(e.expiry),
+                            (_, Some(mut m)) if kept && e.kind == Kind::Hash => {
+                                let at = Stamp {
+                                    ts: now.0,
+                                    id: u64::from(self.node.id().0),
+                                };
+                                m.set_expiry(e.expiry, at);
+                                m.encode()
+                            }
                             _ => e.encode(),
                         };
                         self.node.put(key, raw, ctx, PutOptions::default()).await?;
@@ -379,17 +395,46 @@ impl Dispatch {
             return Err(self.refuse(key, "MERIDIAN counter increment", "; use INCRBY"));
         }
         let opts = PutOptions {
-            counter_add: Some(delta),
-            return_body: true,
+            crdt: Some(CrdtOp::CounterAdd(delta)),
             ..PutOptions::default()
         };
-        let out = self.node.put(key, Bytes::new(), None, opts).await?;
-        out.values
-            .as_deref()
-            .and_then(counter::merged_value)
-            .ok_or_else(|| ReplicationError::Storage {
+        match self.node.put(key, Bytes::new(), None, opts).await?.crdt {
+            Some(CrdtReply::Counter(v)) => Ok(v),
+            _ => Err(ReplicationError::Storage {
                 reason: "the coordinator's reply to an increment held no counter".into(),
-            })
+            }),
+        }
+    }
+
+    /// A Redis hash command (`HSET`, `HDEL`, `HINCRBY`, `HSETNX`) on an eventual bucket: an
+    /// update of the key's map CRDT ([`crate::eventual::map`]) at its coordinating replica,
+    /// merged field by field with every concurrent update; returns the command's answer at
+    /// that replica. Timeline and transactional buckets run hash commands as ordinary values
+    /// through [`Dispatch::update`] (this refuses them); `HINCRBYFLOAT` is not served on
+    /// eventual buckets.
+    ///
+    /// # Errors
+    /// `wrong_type` when the key holds a string (plain or counter); `not_an_integer` /
+    /// `increment_overflow` for `HINCRBY`; `unsupported` on a bucket with `allow_mult =
+    /// false` or of another type; the protocol's errors.
+    pub async fn hash_update(&self, key: &[u8], ops: HashOps) -> Result<HashReply> {
+        if self.kind(key) != BucketType::Eventual {
+            return Err(self.refuse(
+                key,
+                ops.command(),
+                "; hashes of this bucket type are updated as whole values (Dispatch::update)",
+            ));
+        }
+        let opts = PutOptions {
+            crdt: Some(CrdtOp::HashUpdate(ops)),
+            ..PutOptions::default()
+        };
+        match self.node.put(key, Bytes::new(), None, opts).await?.crdt {
+            Some(CrdtReply::Hash(r)) => Ok(r),
+            _ => Err(ReplicationError::Storage {
+                reason: "the coordinator's reply to a hash command held no answer".into(),
+            }),
+        }
     }
 
     /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot
