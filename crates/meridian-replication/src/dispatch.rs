@@ -31,6 +31,14 @@
 //!   write with the context read, or a transaction).
 //!   On a transactional bucket every one of them is a one-key snapshot-isolation transaction,
 //!   retried on conflicts so that, as on Redis, the command always takes effect.
+//! - **CRDTs on eventual buckets.** `INCRBY` ([`Dispatch::incr_by`]) and the hash commands
+//!   `HSET`/`HDEL`/`HINCRBY`/`HSETNX` ([`Dispatch::hash_update`]) are applied by the key's
+//!   coordinating replica to a PN-counter or a map CRDT (`eventual::counter`,
+//!   `eventual::map`), so concurrent updates in different DCs merge instead of one winning.
+//!   A hash command on a string and an increment of a hash are `wrong_type`. What a key shows
+//!   is its last-writer-wins sibling's type: every counter sibling merged into one integer,
+//!   every map sibling merged into one hash ([`Entry`] of kind `Hash`). [`Dispatch::update`]
+//!   keeps a counter or a map a CRDT when the command kept its value (`EXPIRE`, `PERSIST`).
 //! - **Results say which protocol answered** ([`Read`], [`Written`], [`Deleted`]) where their
 //!   shapes differ, so a front end only formats.
 
@@ -387,8 +395,9 @@ impl Dispatch {
     /// that replica after the increment.
     ///
     /// # Errors
-    /// `not_an_integer` over a value that is no integer, `increment_overflow`, `unsupported`
-    /// on a bucket with `allow_mult = false` or of another type; the protocol's errors.
+    /// `wrong_type` over a hash, `not_an_integer` over a value that is no integer,
+    /// `increment_overflow`, `unsupported` on a bucket with `allow_mult = false` or of another
+    /// type; the protocol's errors.
     pub async fn incr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
         let ty = self.kind(key);
         if ty != BucketType::Eventual {
