@@ -31,12 +31,21 @@
 //!   write with the context read, or a transaction).
 //!   On a transactional bucket every one of them is a one-key snapshot-isolation transaction,
 //!   retried on conflicts so that, as on Redis, the command always takes effect.
+//! - **CRDTs on eventual buckets.** `INCRBY` ([`Dispatch::incr_by`]) and the hash commands
+//!   `HSET`/`HDEL`/`HINCRBY`/`HSETNX` ([`Dispatch::hash_update`]) are applied by the key's
+//!   coordinating replica to a PN-counter or a map CRDT (`eventual::counter`,
+//!   `eventual::map`), so concurrent updates in different DCs merge instead of one winning.
+//!   A hash command on a string and an increment of a hash are `wrong_type`. What a key shows
+//!   is its last-writer-wins sibling's type: every counter sibling merged into one integer,
+//!   every map sibling merged into one hash ([`Entry`] of kind `Hash`). [`Dispatch::update`]
+//!   keeps a counter or a map a CRDT when the command kept its value (`EXPIRE`, `PERSIST`).
 //! - **Results say which protocol answered** ([`Read`], [`Written`], [`Deleted`]) where their
 //!   shapes differ, so a front end only formats.
 
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
-use crate::eventual::counter;
+use crate::eventual::map::{self, Stamp};
+use crate::eventual::{CrdtOp, CrdtReply, HashOps, HashReply, counter};
 use crate::timeline::{Content, Expect};
 use crate::txn::TxnOptions;
 use crate::{
@@ -46,6 +55,7 @@ use crate::{
 use bytes::Bytes;
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::Timestamp;
+use meridian_core::envelope::Kind;
 use meridian_txn::Entry;
 
 /// How many times a one-key transaction of the Redis view runs before its conflict is
@@ -287,21 +297,35 @@ impl Dispatch {
                 let ctx = got.context();
                 let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
                 let now = self.now();
-                let (shown, count) = match &got {
+                let (shown, count, hash) = match &got {
                     GetResult::Found { values, latest, .. } => (
                         counter::resolve(values, *latest, now),
                         counter::shown_counter(values, *latest),
+                        values
+                            .get(*latest)
+                            .filter(|v| map::is_map(v))
+                            .and_then(|_| map::merge_all(values.iter().map(|v| &v[..]))),
                     ),
-                    GetResult::NotFound { .. } => (None, None),
+                    GetResult::NotFound { .. } => (None, None, None),
                 };
                 let before = shown.as_ref().map(|e| e.data.clone());
                 let (write, out) = f(shown, now);
                 match write {
                     Some(Some(e)) => {
-                        // A counter whose value the command kept (EXPIRE, PERSIST) stays a
-                        // counter, so increments racing with it are still merged.
-                        let raw = match count {
-                            Some(c) if before.as_ref() == Some(&e.data) => c.encode(e.expiry),
+                        // A counter or a hash whose value the command kept (EXPIRE, PERSIST)
+                        // stays a CRDT, so updates racing with it are still merged; a hash's
+                        // new expiry is stamped now, so it wins over the older one.
+                        let kept = before.as_ref() == Some(&e.data);
+                        let raw = match (count, hash) {
+                            (Some(c), _) if kept => c.encode(e.expiry),
+                            (_, Some(mut m)) if kept && e.kind == Kind::Hash => {
+                                let at = Stamp {
+                                    ts: now.0,
+                                    id: u64::from(self.node.id().0),
+                                };
+                                m.set_expiry(e.expiry, at);
+                                m.encode()
+                            }
                             _ => e.encode(),
                         };
                         self.node.put(key, raw, ctx, PutOptions::default()).await?;
@@ -371,25 +395,55 @@ impl Dispatch {
     /// that replica after the increment.
     ///
     /// # Errors
-    /// `not_an_integer` over a value that is no integer, `increment_overflow`, `unsupported`
-    /// on a bucket with `allow_mult = false` or of another type; the protocol's errors.
+    /// `wrong_type` over a hash, `not_an_integer` over a value that is no integer,
+    /// `increment_overflow`, `unsupported` on a bucket with `allow_mult = false` or of another
+    /// type; the protocol's errors.
     pub async fn incr_by(&self, key: &[u8], delta: i64) -> Result<i64> {
         let ty = self.kind(key);
         if ty != BucketType::Eventual {
             return Err(self.refuse(key, "MERIDIAN counter increment", "; use INCRBY"));
         }
         let opts = PutOptions {
-            counter_add: Some(delta),
-            return_body: true,
+            crdt: Some(CrdtOp::CounterAdd(delta)),
             ..PutOptions::default()
         };
-        let out = self.node.put(key, Bytes::new(), None, opts).await?;
-        out.values
-            .as_deref()
-            .and_then(counter::merged_value)
-            .ok_or_else(|| ReplicationError::Storage {
+        match self.node.put(key, Bytes::new(), None, opts).await?.crdt {
+            Some(CrdtReply::Counter(v)) => Ok(v),
+            _ => Err(ReplicationError::Storage {
                 reason: "the coordinator's reply to an increment held no counter".into(),
-            })
+            }),
+        }
+    }
+
+    /// A Redis hash command (`HSET`, `HDEL`, `HINCRBY`, `HSETNX`) on an eventual bucket: an
+    /// update of the key's map CRDT ([`crate::eventual::map`]) at its coordinating replica,
+    /// merged field by field with every concurrent update; returns the command's answer at
+    /// that replica. Timeline and transactional buckets run hash commands as ordinary values
+    /// through [`Dispatch::update`] (this refuses them); `HINCRBYFLOAT` is not served on
+    /// eventual buckets.
+    ///
+    /// # Errors
+    /// `wrong_type` when the key holds a string (plain or counter); `not_an_integer` /
+    /// `increment_overflow` for `HINCRBY`; `unsupported` on a bucket with `allow_mult =
+    /// false` or of another type; the protocol's errors.
+    pub async fn hash_update(&self, key: &[u8], ops: HashOps) -> Result<HashReply> {
+        if self.kind(key) != BucketType::Eventual {
+            return Err(self.refuse(
+                key,
+                ops.command(),
+                "; hashes of this bucket type are updated as whole values (Dispatch::update)",
+            ));
+        }
+        let opts = PutOptions {
+            crdt: Some(CrdtOp::HashUpdate(ops)),
+            ..PutOptions::default()
+        };
+        match self.node.put(key, Bytes::new(), None, opts).await?.crdt {
+            Some(CrdtReply::Hash(r)) => Ok(r),
+            _ => Err(ReplicationError::Storage {
+                reason: "the coordinator's reply to a hash command held no answer".into(),
+            }),
+        }
     }
 
     /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot

@@ -264,6 +264,11 @@ pub enum ReplicationError {
     /// integer, or the result would overflow.
     #[error("{0}")]
     Incr(crate::eventual::counter::IncrError),
+    /// A command of one Redis type on a key holding another (a hash command on a string or
+    /// counter, an increment on a hash), with Redis's message; a front end shows it as Redis
+    /// does (`-WRONGTYPE ...`).
+    #[error("Operation against a key holding the wrong kind of value")]
+    WrongType,
     /// A chunk of a large object could not be stored on enough replicas.
     #[error("chunk_write_failed need={need} ok={ok} {reason}")]
     ChunkWriteFailed {
@@ -340,7 +345,11 @@ impl ReplicationError {
             WrongBucketType { .. } => "wrong_bucket_type",
             ForceMasterRefused { .. } => "force_master_refused",
             Unsupported { .. } => "unsupported",
-            Incr(crate::eventual::counter::IncrError::NotAnInteger) => "not_an_integer",
+            Incr(
+                crate::eventual::counter::IncrError::NotAnInteger
+                | crate::eventual::counter::IncrError::HashNotAnInteger,
+            ) => "not_an_integer",
+            WrongType => "wrong_type",
             Incr(crate::eventual::counter::IncrError::Overflow) => "increment_overflow",
             ChunkWriteFailed { .. } => "chunk_write_failed",
             ChunkUnavailable { .. } => "chunk_unavailable",
@@ -371,6 +380,7 @@ impl ReplicationError {
             | WrongBucketType { .. }
             | Unsupported { .. }
             | Incr(_)
+            | WrongType
             | ForceMasterRefused { .. } => ErrorClass::BadRequest,
             VersionMismatch { .. } | AlreadyExists { .. } => ErrorClass::Conflict,
             Txn(t) => match t {

@@ -7,7 +7,7 @@
 //! `expiry_sweep_page` keys this replica holds of each kind, from cursors that wrap around:
 //!
 //! - an **eventual** object whose shown value (the last-writer-wins sibling, or the merged
-//!   counter) has expired is deleted by the key's coordinating replica — the first primary of
+//!   counter or hash map) has expired is deleted by the key's coordinating replica — the first primary of
 //!   its preference list, so one replica acts, not N — with its own clock as the context: the
 //!   tombstone supersedes exactly the values it saw, and a newer write it had not seen yet
 //!   survives as a sibling, as after any delete;
@@ -19,7 +19,7 @@
 
 use crate::PutOptions;
 use crate::bucket::BucketType;
-use crate::eventual::counter;
+use crate::eventual::{counter, map};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
@@ -29,23 +29,29 @@ use meridian_core::Timestamp;
 use meridian_core::envelope::Entry;
 use tokio_util::sync::CancellationToken;
 
-/// Whether `raw` is a value (plain or counter) whose expiry is at or before `now`.
+/// Whether `raw` is a value (plain, counter or map) whose expiry is at or before `now`.
 fn expired(raw: &Bytes, now: Timestamp) -> bool {
     let expiry = if counter::is_counter(raw) {
         counter::Counter::decode(raw).and_then(|(_, at)| at)
+    } else if map::is_map(raw) {
+        map::Map::decode(raw).and_then(|m| m.expiry())
     } else {
         Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
     };
     expiry.is_some_and(|at| now.0 > at)
 }
 
-/// Whether the value the Redis view shows for `o` has expired.
+/// Whether the value the Redis view shows for `o` has expired (a map: the merge of its map
+/// siblings, whose expiry is the one set last).
 fn shown_expired(o: &Object, now: Timestamp) -> bool {
     o.siblings()
         .iter()
         .filter(|s| matches!(s.content, dvv::Content::Value(_)))
         .max_by_key(|s| (s.meta.ts_us, s.dot))
         .is_some_and(|s| match &s.content {
+            dvv::Content::Value(v) if map::is_map(v) => map::merge_all(o.values().map(|v| &v[..]))
+                .and_then(|m| m.expiry())
+                .is_some_and(|at| now.0 > at),
             dvv::Content::Value(v) => expired(v, now),
             dvv::Content::Tombstone => false,
         })
@@ -163,5 +169,10 @@ mod tests {
         assert!(expired(&c.encode(Some(5)), now));
         assert!(!expired(&c.encode(None), now));
         assert!(!expired(&Bytes::from_static(b"\x07junk"), now));
+        let mut m = map::Map::default();
+        m.set_expiry(Some(5), map::Stamp::default());
+        assert!(expired(&m.encode(), now));
+        m.set_expiry(None, map::Stamp::default());
+        assert!(!expired(&m.encode(), now));
     }
 }

@@ -81,7 +81,10 @@ pub use balance::{BalanceMsg, BalanceStats, ExtraMap};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
 pub use dispatch::{DeleteOpts, Deleted, Dispatch, Read, ReadOpts, WriteOpts, Written};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
-pub use eventual::{EventualMsg, GetOptions, GetResult, PutOptions, PutResult};
+pub use eventual::{
+    CrdtOp, CrdtReply, EventualMsg, GetOptions, GetResult, HashOps, HashReply, PutOptions,
+    PutResult,
+};
 pub use handoff::HandoffMsg;
 pub use kernel::{
     EventualNode, KernelMsg, Msg, Node, NodeConfig, NodeStats, Protocol, RemoteError,

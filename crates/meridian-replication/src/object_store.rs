@@ -273,12 +273,12 @@ impl ObjectStore {
         self.coordinate(
             Bytes::copy_from_slice(key),
             Some(ctx),
-            |_| Ok((content, ())),
+            |_| Ok((Some(content), ())),
             me,
             allow_mult,
             siblings_max,
         )
-        .map(|(o, ())| o)
+        .map(|(o, ())| o.unwrap_or_default())
     }
 
     /// A client write coordinated here that supersedes everything this replica holds for
@@ -297,27 +297,28 @@ impl ObjectStore {
         self.coordinate(
             Bytes::copy_from_slice(key),
             None,
-            |_| Ok((content, ())),
+            |_| Ok((Some(content), ())),
             me,
             allow_mult,
             siblings_max,
         )
-        .map(|(o, ())| o)
+        .map(|(o, ())| o.unwrap_or_default())
     }
 
     /// [`Self::coordinator_overwrite`] of content computed from what this replica holds,
     /// under the key's stripe lock: `make` gets the stored object (if any) and returns the
-    /// content to write and a result, or refuses (nothing is written). A PN-counter's
-    /// increment (`eventual::counter`) is made this way, so an actor's increments are
-    /// serialized over its own last state.
+    /// content to write (`None`: nothing to write) and a result, or refuses (nothing is
+    /// written). Returns the object written (`None` when nothing was) and the result. A CRDT's
+    /// update (`eventual::counter`, `eventual::map`) is made this way, so an actor's updates
+    /// are serialized over its own last state.
     pub fn coordinator_update<T>(
         &self,
         key: &[u8],
-        make: impl FnOnce(Option<&Object>) -> Result<(Content, T)>,
+        make: impl FnOnce(Option<&Object>) -> Result<(Option<Content>, T)>,
         me: ReplicaId,
         allow_mult: bool,
         siblings_max: usize,
-    ) -> Result<(Object, T)> {
+    ) -> Result<(Option<Object>, T)> {
         self.coordinate(
             Bytes::copy_from_slice(key),
             None,
@@ -328,19 +329,23 @@ impl ObjectStore {
         )
     }
 
-    /// `ctx: None` takes the stored object's clock as the context.
+    /// `ctx: None` takes the stored object's clock as the context. `make` returning no
+    /// content writes nothing (and returns no object).
     fn coordinate<T>(
         &self,
         engine_key: Bytes,
         ctx: Option<&CausalClock>,
-        make: impl FnOnce(Option<&Object>) -> Result<(Content, T)>,
+        make: impl FnOnce(Option<&Object>) -> Result<(Option<Content>, T)>,
         me: ReplicaId,
         allow_mult: bool,
         siblings_max: usize,
-    ) -> Result<(Object, T)> {
+    ) -> Result<(Option<Object>, T)> {
         let _g = self.lock(&engine_key);
         let local = self.read(&engine_key)?;
         let (content, out) = make(local.as_ref())?;
+        let Some(content) = content else {
+            return Ok((None, out));
+        };
         let meta = Meta {
             ts_us: self.clock.now().micros(),
         };
@@ -368,7 +373,7 @@ impl ObjectStore {
             });
         }
         self.write(engine_key, &o)?;
-        Ok((o, out))
+        Ok((Some(o), out))
     }
 
     /// One page of client objects: up to `limit` keys after `after` (`None`: from the

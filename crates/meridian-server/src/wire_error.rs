@@ -26,6 +26,10 @@
 //! not move its hash slot — `CLUSTER SLOTS` stays right, any node coordinates a transaction
 //! on any key and routes it by the key directory — so redirecting a client would be false.
 //!
+//! `wrong_type` (a hash command on a string, an increment on a hash) is a `BadRequest` (HTTP
+//! 400) whose RESP line is Redis's own, `-WRONGTYPE Operation against a key holding the wrong
+//! kind of value`, so Redis clients raise their usual type error.
+//!
 //! `master_unavailable` keeps the spec's form that leads with what an operator acts on:
 //! `-UNAVAILABLE master_unavailable dc=<name> node=<id> key=<key> <reason>`, the DC by its
 //! configured name. The HTTP body is `{"error":{"code":"<CODE>","message":"<code> <figures>"}}`
@@ -122,6 +126,8 @@ pub fn resp_line(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Stri
             }
         ),
         ReplicationError::Overload => "TRYAGAIN overload".to_owned(),
+        // Redis's own line, which clients recognise by its prefix.
+        ReplicationError::WrongType => format!("WRONGTYPE {e}"),
         // The code first, as every other line (`Display` of an abort leads with
         // `txn_aborted`), then what the client should do.
         ReplicationError::Txn(t) if class == ErrorClass::Moving => {
@@ -281,6 +287,11 @@ mod tests {
                 400,
             ),
             (
+                ReplicationError::WrongType,
+                "WRONGTYPE Operation against a key holding the wrong kind of value",
+                400,
+            ),
+            (
                 ReplicationError::from(QuorumError::RValUnsatisfied { need: 2, got: 1 }),
                 "UNAVAILABLE r_val_unsatisfied need=2 got=1",
                 503,
@@ -372,7 +383,10 @@ mod tests {
         for (e, line, status) in &all {
             let got = resp_line(e, dc_name);
             assert!(got.starts_with(line), "{e:?}: {got}");
-            assert!(got.starts_with(resp_prefix(e.class())), "{got}");
+            // Redis's WRONGTYPE is the one line whose prefix is not its class's.
+            if *e != ReplicationError::WrongType {
+                assert!(got.starts_with(resp_prefix(e.class())), "{got}");
+            }
             let api = http_error(e, dc_name);
             assert_eq!(api.status.as_u16(), *status, "{e:?}");
             assert_eq!(api.status, http_status(e.class()));

@@ -21,17 +21,22 @@
 //!
 //! **Stored** in the value envelope with flag `0x02` (and `0x01` when it has an expiry):
 //! `[flags][expiry µs BE if 0x01][postcard state]`. Plain envelopes never set `0x02`, so a
-//! reader tells them apart by the first byte.
+//! reader tells them apart by the first byte. The same [`Counter`] also counts a field of a
+//! Redis hash ([`super::map`], `HINCRBY`), embedded in the map's state, and the map's stored
+//! form is this envelope with `0x04` (hash) added ([`crdt_envelope`], [`open_crdt`]).
+//!
+//! **What a key shows** ([`resolve`], [`show`]): the type of the sibling last-writer-wins
+//! keeps. A counter shows every counter sibling merged, a map every map sibling merged
+//! ([`super::map`]), a plain value itself.
 
+use super::map;
+use crate::error::ReplicationError;
 use bytes::{BufMut, Bytes, BytesMut};
-use meridian_cluster::dvv::{Content, Dot, Object};
+use meridian_cluster::dvv::{Content, Dot, Object, Sibling};
 use meridian_core::Timestamp;
-use meridian_core::envelope::Entry;
+use meridian_core::envelope::{Entry, FLAG_CRDT, FLAG_EXPIRY, FLAG_HASH, Kind};
 use meridian_core::int::parse_i64;
 use serde::{Deserialize, Serialize};
-
-const FLAG_EXPIRY: u8 = 0x01;
-const FLAG_COUNTER: u8 = 0x02;
 
 /// A PN-counter's state. See the module docs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,9 +58,21 @@ pub enum IncrError {
     /// The result would not fit a 64-bit integer.
     #[error("increment or decrement would overflow")]
     Overflow,
+    /// `HINCRBY` on a hash field whose value is not a 64-bit integer.
+    #[error("hash value is not an integer")]
+    HashNotAnInteger,
 }
 
 impl Counter {
+    /// A counter at `base`, with no base id: what a hash field's counter starts from (the
+    /// map names the register it continues, [`super::map`]).
+    pub(crate) fn starting_at(base: i64) -> Counter {
+        Counter {
+            base,
+            ..Counter::default()
+        }
+    }
+
     /// The counter's value (saturating: [`Counter::add`] keeps it in range).
     pub fn value(&self) -> i64 {
         let sum = self.entries.iter().fold(i128::from(self.base), |s, e| {
@@ -130,38 +147,50 @@ impl Counter {
 
     /// Its stored bytes, with an expiry.
     pub fn encode(&self, expiry: Option<u64>) -> Bytes {
-        let state = postcard::to_allocvec(self).unwrap_or_default();
-        let mut b = BytesMut::with_capacity(state.len() + 9);
-        match expiry {
-            Some(at) => {
-                b.put_u8(FLAG_COUNTER | FLAG_EXPIRY);
-                b.put_u64(at);
-            }
-            None => b.put_u8(FLAG_COUNTER),
-        }
-        b.put_slice(&state);
-        b.freeze()
+        crdt_envelope(0, expiry, &postcard::to_allocvec(self).unwrap_or_default())
     }
 
     /// A stored counter and its expiry; `None` when `raw` is no counter (or is damaged).
     pub fn decode(raw: &[u8]) -> Option<(Counter, Option<u64>)> {
-        let flags = *raw.first()?;
-        if flags & FLAG_COUNTER == 0 || flags & !(FLAG_COUNTER | FLAG_EXPIRY) != 0 {
-            return None;
-        }
-        let (expiry, state) = if flags & FLAG_EXPIRY != 0 {
-            let at: [u8; 8] = raw.get(1..9)?.try_into().ok()?;
-            (Some(u64::from_be_bytes(at)), raw.get(9..)?)
-        } else {
-            (None, &raw[1..])
-        };
+        let (expiry, state) = open_crdt(raw, 0)?;
         Some((postcard::from_bytes(state).ok()?, expiry))
+    }
+}
+
+/// The stored bytes of a CRDT state: `[0x02 | kind | 0x01 if an expiry][expiry µs BE]
+/// [state]`, `kind` being `0` (a counter) or [`FLAG_HASH`] (a map).
+pub(crate) fn crdt_envelope(kind: u8, expiry: Option<u64>, state: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(state.len() + 9);
+    match expiry {
+        Some(at) => {
+            b.put_u8(FLAG_CRDT | kind | FLAG_EXPIRY);
+            b.put_u64(at);
+        }
+        None => b.put_u8(FLAG_CRDT | kind),
+    }
+    b.put_slice(state);
+    b.freeze()
+}
+
+/// The expiry and state of [`crdt_envelope`]'s bytes of a CRDT of `kind`; `None` when `raw`
+/// is another kind of value or damaged.
+pub(crate) fn open_crdt(raw: &[u8], kind: u8) -> Option<(Option<u64>, &[u8])> {
+    let flags = *raw.first()?;
+    if flags & !FLAG_EXPIRY != FLAG_CRDT | kind {
+        return None;
+    }
+    if flags & FLAG_EXPIRY != 0 {
+        let at: [u8; 8] = raw.get(1..9)?.try_into().ok()?;
+        Some((Some(u64::from_be_bytes(at)), raw.get(9..)?))
+    } else {
+        Some((None, raw.get(1..)?))
     }
 }
 
 /// Whether stored bytes are a counter (one byte looked at).
 pub fn is_counter(raw: &[u8]) -> bool {
-    raw.first().is_some_and(|f| f & FLAG_COUNTER != 0)
+    raw.first()
+        .is_some_and(|f| f & (FLAG_CRDT | FLAG_HASH) == FLAG_CRDT)
 }
 
 /// A counter shown as Redis shows an integer value: its decimal text.
@@ -175,9 +204,13 @@ fn as_entry(c: &Counter, expiry: Option<u64>) -> Entry {
 
 /// The one live entry the Redis view shows for an eventual key's `values` (siblings), of
 /// which `latest` is the one last-writer-wins keeps: that sibling, out of its envelope —
-/// or, when it is a counter, every counter sibling merged, with its expiry.
+/// or, when it is a counter, every counter sibling merged, with its expiry; when it is a map,
+/// every map sibling merged into one hash (`None` when it has no field).
 pub fn resolve(values: &[Bytes], latest: usize, now: Timestamp) -> Option<Entry> {
     let shown = values.get(latest)?;
+    if map::is_map(shown) {
+        return map::merge_all(values.iter().map(|v| &v[..]))?.live_entry(now);
+    }
     if !is_counter(shown) {
         return Entry::live(Some(shown.clone()), now);
     }
@@ -195,12 +228,6 @@ pub fn shown_counter(values: &[Bytes], latest: usize) -> Option<Counter> {
         .and_then(|_| merge_all(values.iter().map(|v| &v[..])))
 }
 
-/// The value of the counters among `values`, merged (what an increment's coordinator holds
-/// after it wrote).
-pub fn merged_value(values: &[Vec<u8>]) -> Option<i64> {
-    merge_all(values.iter().map(|v| &v[..])).map(|c| c.value())
-}
-
 /// Every counter among `values` merged (`None`: there is none).
 fn merge_all<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<Counter> {
     values
@@ -210,9 +237,12 @@ fn merge_all<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<Counter> {
 }
 
 /// `values` as a full read shows them: plain siblings out of their envelopes, the counter
-/// siblings merged into one integer, expired ones left out; and the index of the one GET
-/// shows when `latest` is live.
+/// siblings merged into one integer, the map siblings merged into one hash (its
+/// [`meridian_core::hash`] data; left out when it has no field), expired ones left out; and
+/// the index of the one GET shows when `latest` is live.
 pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, Option<usize>) {
+    let hash = map::merge_all(values.iter().map(|v| &v[..])).and_then(|m| m.live_entry(now));
+    let latest_is_map = values.get(latest).is_some_and(|v| map::is_map(v));
     let counter = values
         .iter()
         .find(|v| is_counter(v))
@@ -225,7 +255,7 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
     let mut live = Vec::with_capacity(values.len());
     let mut shown = None;
     for (i, raw) in values.into_iter().enumerate() {
-        if is_counter(&raw) {
+        if is_counter(&raw) || map::is_map(&raw) {
             continue;
         }
         if let Some(e) = Entry::live(Some(raw), now) {
@@ -241,18 +271,24 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
         }
         live.push(c.data);
     }
+    if let Some(h) = hash {
+        if latest_is_map {
+            shown = Some(live.len());
+        }
+        live.push(h.data);
+    }
     (live, shown)
 }
 
 /// The sibling last-writer-wins keeps in `o`: greatest `(meta.ts_us, dot)`, tombstones
 /// included.
-fn lww_sibling(o: &Object) -> Option<&meridian_cluster::dvv::Sibling> {
+pub(crate) fn lww_sibling(o: &Object) -> Option<&Sibling> {
     o.siblings().iter().max_by_key(|s| (s.meta.ts_us, s.dot))
 }
 
 /// A stable 64-bit name for a dot (FNV-1a over its fields): every replica that sees the same
 /// sibling names a counter started over it the same way.
-fn dot_id(d: &Dot) -> u64 {
+pub(crate) fn dot_id(d: &Dot) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for word in [
         u64::from(d.replica.partition.0),
@@ -273,14 +309,25 @@ fn dot_id(d: &Dot) -> u64 {
 /// The content an increment by `delta` at `actor` writes over `local` (this replica's
 /// object, read under the key's lock), and the counter's new value. The counter keeps the
 /// expiry of the value it continues, as Redis's INCR keeps a TTL.
+///
+/// # Errors
+/// `wrong_type` when the key shows a hash; Redis's increment errors ([`IncrError`]).
 pub fn increment(
     local: Option<&Object>,
     actor: u32,
     delta: i64,
     now: Timestamp,
-) -> Result<(Content, i64), IncrError> {
+) -> Result<(Content, i64), ReplicationError> {
     let latest = local.and_then(lww_sibling);
     let (mut counter, expiry) = match latest.map(|s| (&s.content, s.dot)) {
+        Some((Content::Value(v), dot)) if map::is_map(v) => {
+            let values = local.into_iter().flat_map(|o| o.values()).map(|v| &v[..]);
+            if map::merge_all(values).is_some_and(|m| m.live_entry(now).is_some()) {
+                return Err(ReplicationError::WrongType);
+            }
+            // An expired or empty hash is no value: start again, over it.
+            (fresh(Some(dot)), None)
+        }
         Some((Content::Value(v), _)) if is_counter(v) => match Counter::decode(v) {
             Some((_, expiry)) if expiry.is_none_or(|at| now.0 <= at) => {
                 let values = local.into_iter().flat_map(|o| o.values()).map(|v| &v[..]);
@@ -290,8 +337,10 @@ pub fn increment(
             _ => (fresh(latest.map(|s| s.dot)), None),
         },
         Some((Content::Value(v), dot)) => match Entry::live(Some(v.clone()), now) {
+            Some(e) if e.kind == Kind::Hash => return Err(ReplicationError::WrongType),
             Some(e) => {
-                let base = parse_i64(&e.data).ok_or(IncrError::NotAnInteger)?;
+                let base =
+                    parse_i64(&e.data).ok_or(ReplicationError::Incr(IncrError::NotAnInteger))?;
                 let mut c = fresh(Some(dot));
                 c.base = base;
                 (c, e.expiry)
@@ -301,7 +350,7 @@ pub fn increment(
         Some((Content::Tombstone, dot)) => (fresh(Some(dot)), None),
         None => (Counter::default(), None),
     };
-    let value = counter.add(actor, delta)?;
+    let value = counter.add(actor, delta).map_err(ReplicationError::Incr)?;
     Ok((Content::Value(counter.encode(expiry)), value))
 }
 
@@ -355,7 +404,7 @@ mod tests {
         let plain = Entry::new(Bytes::from("5")).encode();
         assert!(!is_counter(&plain));
         assert_eq!(Counter::decode(&plain), None);
-        assert_eq!(Counter::decode(&[FLAG_COUNTER | FLAG_EXPIRY, 0, 0]), None);
+        assert_eq!(Counter::decode(&[FLAG_CRDT | FLAG_EXPIRY, 0, 0]), None);
         assert_eq!(Counter::decode(&[0x06]), None);
         assert!(
             Entry::decode(c.encode(None)).is_err(),
@@ -448,9 +497,15 @@ mod tests {
         assert_eq!(increment(Some(&o), 1, 1, now).unwrap().1, 11);
         // Over text: Redis's error.
         let o = object(vec![(plain("ten"), 5)]);
-        assert_eq!(increment(Some(&o), 1, 1, now), Err(IncrError::NotAnInteger));
+        assert_eq!(
+            increment(Some(&o), 1, 1, now),
+            Err(ReplicationError::Incr(IncrError::NotAnInteger))
+        );
         let o = object(vec![(plain(" 1"), 5)]);
-        assert_eq!(increment(Some(&o), 1, 1, now), Err(IncrError::NotAnInteger));
+        assert_eq!(
+            increment(Some(&o), 1, 1, now),
+            Err(ReplicationError::Incr(IncrError::NotAnInteger))
+        );
         // Over two concurrent counters (siblings): both merged, then incremented.
         let Content::Value(a) = c else { panic!() };
         let (b, _) = increment(None, 2, 4, now).unwrap();

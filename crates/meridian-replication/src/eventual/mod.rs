@@ -83,6 +83,7 @@
 //!   `overload_backlog` messages wait in its inbox; `Repair` is always applied.
 
 pub mod counter;
+pub mod map;
 pub mod messages;
 pub mod types;
 
@@ -103,7 +104,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
-pub use types::{GetOptions, GetResult, PutOptions, PutResult};
+pub use types::{
+    CrdtOp, CrdtReply, GetOptions, GetResult, HashOps, HashReply, PutOptions, PutResult,
+};
 
 /// The eventual protocol's state on a node (objects live in the kernel's object store,
 /// counters in the kernel's): the keys whose tombstones are being reaped.
@@ -901,14 +904,14 @@ impl Node {
         let deadline = Instant::now() + timeout;
         let me = self.id();
 
-        if opts.counter_add.is_some() && !params.allow_mult {
-            // Last-writer-wins would keep one of two concurrent increments.
+        if let Some(op) = opts.crdt.as_ref().filter(|_| !params.allow_mult) {
+            // Last-writer-wins would keep one of two concurrent updates.
             return Err(ReplicationError::Unsupported {
-                command: "INCR".into(),
+                command: op.command().into(),
                 bucket_type: crate::bucket::BucketType::Eventual,
                 hint: format!(
-                    " with allow_mult = false (bucket '{}'): a counter's concurrent increments \
-                     are kept as siblings and merged, which needs allow_mult = true",
+                    " with allow_mult = false (bucket '{}'): a counter's or a hash's concurrent \
+                     updates are kept as siblings and merged, which needs allow_mult = true",
                     String::from_utf8_lossy(bucket)
                 ),
             });
@@ -939,16 +942,30 @@ impl Node {
         };
         let store = &self.kernel().store;
         let siblings_max = self.kernel().cfg.siblings_max;
-        let object = if let Some(delta) = opts.counter_add {
+        let mut crdt = None;
+        let object = if let Some(op) = &opts.crdt {
             let now = self.kernel().clock.now();
-            let make = |local: Option<&Object>| {
-                let (content, _) =
-                    counter::increment(local, me.0, delta, now).map_err(ReplicationError::Incr)?;
-                Ok((content, ()))
+            let horizon_us = u64::try_from(self.kernel().cfg.map_tombstone_horizon.as_micros())
+                .unwrap_or(u64::MAX);
+            let make = |local: Option<&Object>| match op {
+                CrdtOp::CounterAdd(delta) => counter::increment(local, me.0, *delta, now)
+                    .map(|(c, v)| (Some(c), CrdtReply::Counter(v))),
+                CrdtOp::HashUpdate(ops) => map::update(local, me.0, ops, now, horizon_us)
+                    .map(|(c, r)| (c, CrdtReply::Hash(r))),
             };
-            store
-                .coordinator_update(key, make, rid, params.allow_mult, siblings_max)?
-                .0
+            let (object, reply) =
+                store.coordinator_update(key, make, rid, params.allow_mult, siblings_max)?;
+            let Some(object) = object else {
+                // The operation changed nothing: nothing to replicate.
+                return Ok(PutResult {
+                    context: Vec::new(),
+                    values: opts.return_body.then(Vec::new),
+                    remote: false,
+                    crdt: Some(reply),
+                });
+            };
+            crdt = Some(reply);
+            object
         } else if opts.supersede_local {
             store.coordinator_overwrite(key, content, rid, params.allow_mult, siblings_max)?
         } else {
@@ -1009,6 +1026,7 @@ impl Node {
                     .return_body
                     .then(|| object.values().map(|v| v.to_vec()).collect()),
                 remote: false,
+                crdt,
             });
         }
         let (tx, mut rx) = mpsc::unbounded_channel::<(Option<ApEntry>, NodeId, PutAnswer)>();
@@ -1107,6 +1125,7 @@ impl Node {
                 .return_body
                 .then(|| object.values().map(|v| v.to_vec()).collect()),
             remote,
+            crdt,
         })
     }
 
@@ -1242,17 +1261,22 @@ mod tests {
                 deleted_context: None
             }
         );
-        n.put(b"k", Bytes::from_static(b"v1"), None, w)
+        n.put(b"k", Bytes::from_static(b"v1"), None, w.clone())
             .await
             .unwrap();
         let g = n.get(b"k", o).await.unwrap();
         assert_eq!(g.values(), [Bytes::from_static(b"v1")]);
-        n.put(b"k", Bytes::from_static(b"v2"), Some(&g.context()), w)
-            .await
-            .unwrap();
+        n.put(
+            b"k",
+            Bytes::from_static(b"v2"),
+            Some(&g.context()),
+            w.clone(),
+        )
+        .await
+        .unwrap();
         let g = n.get(b"k", o).await.unwrap();
         assert_eq!(g.values(), [Bytes::from_static(b"v2")]);
-        n.delete(b"k", Some(&g.context()), w).await.unwrap();
+        n.delete(b"k", Some(&g.context()), w.clone()).await.unwrap();
         let d = n
             .get(
                 b"k",
@@ -1282,12 +1306,17 @@ mod tests {
             .unwrap_err();
         assert_eq!(e, ReplicationError::ReservedKey);
         let e = n
-            .put(b"k", Bytes::from_static(b"v"), Some(b"\x07junk"), w)
+            .put(b"k", Bytes::from_static(b"v"), Some(b"\x07junk"), w.clone())
             .await
             .unwrap_err();
         assert_eq!(e.code(), "invalid_context");
         let e = n
-            .put(b"k", Bytes::from(vec![0u8; (50 << 20) + 1]), None, w)
+            .put(
+                b"k",
+                Bytes::from(vec![0u8; (50 << 20) + 1]),
+                None,
+                w.clone(),
+            )
             .await
             .unwrap_err();
         assert_eq!(e.code(), "object_too_large");

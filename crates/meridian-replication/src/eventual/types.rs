@@ -17,7 +17,7 @@ pub struct GetOptions {
 }
 
 /// Per-request overrides of a PUT or DELETE.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PutOptions {
     /// Overrides of the bucket's parameters (`w`, `dw`, `pw`, `node_confirms`,
     /// `dc_confirms`, `timeout_ms`, ...); unset fields use the bucket's.
@@ -29,10 +29,91 @@ pub struct PutOptions {
     /// `SET`: no quorum read first). Values the coordinator has not seen yet stay siblings,
     /// as they would after a read that missed them.
     pub supersede_local: bool,
-    /// An increment of the key's PN-counter (`counter`) by this much: the coordinating
-    /// replica ignores the request's value and context and writes its counter's next state,
-    /// computed under the key's lock from what it holds. Needs `allow_mult`.
-    pub counter_add: Option<i64>,
+    /// An operation on the key's CRDT (a PN-counter's increment, a map's field updates): the
+    /// coordinating replica ignores the request's value and context and writes the CRDT's
+    /// next state, computed under the key's lock from what it holds, and answers
+    /// [`PutResult::crdt`]. Needs `allow_mult`.
+    pub crdt: Option<CrdtOp>,
+}
+
+/// An operation on an eventual key's CRDT, applied by its coordinating replica (see
+/// [`PutOptions::crdt`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CrdtOp {
+    /// Redis's `INCRBY`: add this much to the key's PN-counter (`eventual::counter`).
+    CounterAdd(i64),
+    /// A Redis hash command on the key's map (`eventual::map`).
+    HashUpdate(HashOps),
+}
+
+impl CrdtOp {
+    /// The Redis command family it serves (for refusals).
+    pub fn command(&self) -> &'static str {
+        match self {
+            CrdtOp::CounterAdd(_) => "INCR",
+            CrdtOp::HashUpdate(ops) => ops.command(),
+        }
+    }
+}
+
+/// The hash commands an eventual bucket's map serves, one per Redis command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HashOps {
+    /// `HSET key field value [field value ...]` (and `HMSET`): sets every field, in order
+    /// (a field given twice ends with its last value). Answers [`HashReply::Added`].
+    Set(Vec<(Bytes, Bytes)>),
+    /// `HDEL key field [field ...]`: removes the fields. Answers [`HashReply::Removed`].
+    Del(Vec<Bytes>),
+    /// `HINCRBY key field delta`: adds `delta` to the field's integer (0 when absent),
+    /// merged with concurrent increments. Answers [`HashReply::Value`].
+    IncrBy {
+        /// The field.
+        field: Bytes,
+        /// What to add.
+        delta: i64,
+    },
+    /// `HSETNX key field value`: sets the field if it is absent. Answers
+    /// [`HashReply::Set`].
+    SetNx {
+        /// The field.
+        field: Bytes,
+        /// Its value.
+        value: Bytes,
+    },
+}
+
+impl HashOps {
+    /// The Redis command it is.
+    pub fn command(&self) -> &'static str {
+        match self {
+            HashOps::Set(_) => "HSET",
+            HashOps::Del(_) => "HDEL",
+            HashOps::IncrBy { .. } => "HINCRBY",
+            HashOps::SetNx { .. } => "HSETNX",
+        }
+    }
+}
+
+/// What a hash command answers, as Redis replies it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HashReply {
+    /// `HSET`: how many fields were added (not present before).
+    Added(u64),
+    /// `HDEL`: how many fields were removed (present before).
+    Removed(u64),
+    /// `HINCRBY`: the field's value after the increment, at the coordinating replica.
+    Value(i64),
+    /// `HSETNX`: whether the field was set.
+    Set(bool),
+}
+
+/// What the coordinating replica answers to a [`CrdtOp`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CrdtReply {
+    /// The counter's value after the increment.
+    Counter(i64),
+    /// The hash command's answer.
+    Hash(HashReply),
 }
 
 /// The answer to a GET.
@@ -94,4 +175,7 @@ pub struct PutResult {
     /// from another DC (spec `experiments.md` §3, "local vs remote").
     #[serde(default)]
     pub remote: bool,
+    /// The answer to the write's [`PutOptions::crdt`] operation, if it had one.
+    #[serde(default)]
+    pub crdt: Option<CrdtReply>,
 }

@@ -157,6 +157,11 @@ pub struct NodeConfig {
     pub expiry_sweep_interval: Duration,
     /// Keys of each bucket type the expiry sweep looks at per round (default 512).
     pub expiry_sweep_page: usize,
+    /// Eventual hashes (`crate::eventual::map`): how much older than a map's newest write a
+    /// field removal may be before the map's coordinator drops it (default 24 h). It must
+    /// exceed how long a concurrent write can stay unseen (replication, hinted handoff,
+    /// anti-entropy), or that write's field may come back.
+    pub map_tombstone_horizon: Duration,
     /// Timeline: how long a tombstone is kept before its master may reap it once every
     /// primary holds it (spec §5 `tombstone_grace`; default 24 h; zero: never reaped).
     pub tl_tombstone_grace: Duration,
@@ -221,6 +226,7 @@ impl NodeConfig {
             tl_tombstone_grace: Duration::from_secs(24 * 3600),
             expiry_sweep_interval: Duration::from_secs(1),
             expiry_sweep_page: 512,
+            map_tombstone_horizon: Duration::from_secs(24 * 3600),
             tl_sync_page: 512,
             tl_migrate_wait: Duration::from_secs(2),
             tl_hint_cache: 100_000,

@@ -51,8 +51,8 @@ async fn concurrent_blind_writes_make_siblings_and_a_context_collapses_them() {
     let key = b"cart:alice";
     let wo = PutOptions::default();
     let (a, bb) = tokio::join!(
-        c.node(NodeId(1)).put(key, b("apple"), None, wo),
-        c.node(NodeId(5)).put(key, b("banana"), None, wo),
+        c.node(NodeId(1)).put(key, b("apple"), None, wo.clone()),
+        c.node(NodeId(5)).put(key, b("banana"), None, wo.clone()),
     );
     a.unwrap();
     bb.unwrap();
@@ -61,7 +61,7 @@ async fn concurrent_blind_writes_make_siblings_and_a_context_collapses_them() {
     assert_eq!(set(g.values()), set(&[b("apple"), b("banana")]));
     // A write carrying the merged context supersedes both.
     c.node(NodeId(6))
-        .put(key, b("apple+banana"), Some(&g.context()), wo)
+        .put(key, b("apple+banana"), Some(&g.context()), wo.clone())
         .await
         .unwrap();
     let g = c.node(NodeId(3)).get(key, all).await.unwrap();
@@ -86,8 +86,8 @@ async fn concurrent_blind_writes_make_siblings_and_a_context_collapses_them() {
     .await;
     let key = b"lww:alice";
     let (a, bb) = tokio::join!(
-        c.node(NodeId(1)).put(key, b("apple"), None, wo),
-        c.node(NodeId(5)).put(key, b("banana"), None, wo),
+        c.node(NodeId(1)).put(key, b("apple"), None, wo.clone()),
+        c.node(NodeId(5)).put(key, b("banana"), None, wo.clone()),
     );
     a.unwrap();
     bb.unwrap();
@@ -113,11 +113,11 @@ async fn dc_partition_accepts_w1_on_both_sides_and_read_repair_converges() {
         p.dw = Some(Quorum::One);
     });
     c.node(NodeId(1))
-        .put(key, b("left"), None, w1)
+        .put(key, b("left"), None, w1.clone())
         .await
         .unwrap();
     c.node(NodeId(4))
-        .put(key, b("right"), None, w1)
+        .put(key, b("right"), None, w1.clone())
         .await
         .unwrap();
     // W=1 answers after the coordinator's own write; let the replicates land.
@@ -601,11 +601,11 @@ async fn diverge_without_reads(c: &Cluster, n: usize) -> Vec<Vec<u8>> {
         let bucket = if i % 4 == 0 { "lww" } else { "default" };
         let key = format!("{bucket}:aae{i}").into_bytes();
         c.node(NodeId(1 + (i as u32 % 3)))
-            .put(&key, b("left"), None, w1)
+            .put(&key, b("left"), None, w1.clone())
             .await
             .unwrap();
         c.node(NodeId(4 + (i as u32 % 3)))
-            .put(&key, b("right"), None, w1)
+            .put(&key, b("right"), None, w1.clone())
             .await
             .unwrap();
         keys.push(key);

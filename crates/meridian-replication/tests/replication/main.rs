@@ -481,5 +481,6 @@ fn key_where(c: &Cluster, prefix: &str, pred: impl Fn(&[NodeId]) -> bool) -> Vec
 mod balance;
 mod blob;
 mod eventual;
+mod hash;
 mod timeline;
 mod txn;
