@@ -210,8 +210,14 @@ impl Dispatch {
     }
 
     /// The value a plain GET shows (`None`: notfound, deleted, expired or absent).
+    ///
+    /// # Errors
+    /// `wrong_type` when the key holds a hash, as Redis's GET answers.
     pub async fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        Ok(self.get_entry(key).await?.map(|e| e.data))
+        match self.get_entry(key).await? {
+            Some(e) if e.kind != Kind::String => Err(ReplicationError::WrongType),
+            e => Ok(e.map(|e| e.data)),
+        }
     }
 
     /// Whether a plain GET would show a value.

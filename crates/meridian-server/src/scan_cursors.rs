@@ -89,5 +89,4 @@ mod tests {
         assert_eq!(t.take(ids[4]), None, "used once");
         assert!(ids.iter().all(|&id| id != 0 && id < 1 << 63));
     }
-
 }

@@ -171,6 +171,8 @@ pub(crate) async fn run(
             for k in args.iter_from(1) {
                 match d.get(k).await {
                     Ok(v) => values.push(v),
+                    // Redis's MGET shows a key of another type as nil.
+                    Err(ReplicationError::WrongType) => values.push(None),
                     Err(e) => return Some(Err(repl(c, m, e))),
                 }
             }

@@ -25,13 +25,13 @@
 
 use crate::cluster::ClusterBackend;
 use crate::keyspace::glob_match;
+use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::reported_lead;
 use crate::resp::command::Cmd;
 use crate::resp::exec::{CmdError, parse_scan, scan_reply};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
 use crate::wire_error;
-use crate::metrics::Metrics;
 use bytes::Bytes;
 use meridian_core::envelope::Kind;
 use meridian_replication::listing::ListPos;
@@ -77,12 +77,22 @@ fn selector<'a>(c: &ClusterBackend, pattern: Option<&'a [u8]>) -> impl Fn(&[u8])
 
 type Outcome = Result<(), Cow<'static, str>>;
 
-fn error(c: &ClusterBackend, m: &Metrics, e: meridian_replication::ReplicationError) -> Cow<'static, str> {
+fn error(
+    c: &ClusterBackend,
+    m: &Metrics,
+    e: meridian_replication::ReplicationError,
+) -> Cow<'static, str> {
     wire_error::resp(c, m, &e)
 }
 
 /// Runs SCAN, KEYS or DBSIZE (the only commands [`handles`] accepts).
-pub(crate) fn run(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, cmd: Cmd, args: Args<'_>) -> Outcome {
+pub(crate) fn run(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> Outcome {
     match cmd {
         Cmd::Scan => scan(c, m, reply, args),
         Cmd::Keys => {
@@ -99,7 +109,10 @@ pub(crate) fn run(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, cmd: Cmd, 
             reply.int(i64::try_from(keys.len()).unwrap_or(i64::MAX));
             Ok(())
         }
-        _ => Err(Cow::Owned(format!("ERR unknown command '{}'", cmd.spec().name))),
+        _ => Err(Cow::Owned(format!(
+            "ERR unknown command '{}'",
+            cmd.spec().name
+        ))),
     }
 }
 

@@ -37,8 +37,7 @@ use crate::strings::{self, Entry, EntryRef, StringView};
 use crate::wire_error;
 use bytes::{Bytes, BytesMut};
 use meridian_core::Timestamp;
-use meridian_replication::eventual::counter::IncrError;
-use meridian_replication::{BucketType, HashOps, HashReply, ReplicationError};
+use meridian_replication::{BucketType, HashOps, HashReply};
 use std::borrow::Cow;
 
 /// What a command returns: `Err` holds an error line for the caller to write.
@@ -114,7 +113,7 @@ fn hash_ops(cmd: Cmd, args: Args<'_>) -> Option<Result<HashOps, CmdError>> {
     let field = |i: usize| Bytes::copy_from_slice(args.get(i));
     Some(match cmd {
         Cmd::Hset | Cmd::Hmset => {
-            if args.len() < 4 || args.len().is_multiple_of(2) {
+            if args.len() < 4 || !args.len().is_multiple_of(2) {
                 Err(arity_error(cmd.spec().name))
             } else {
                 Ok(HashOps::Set(
@@ -275,14 +274,11 @@ pub(crate) async fn run(
     if ty == BucketType::Eventual
         && let Some(ops) = hash_ops(cmd, args)
     {
-        match d.hash_update(key, ops.map_err(CmdError::into_line)?).await {
-            Ok(r) => hash_reply(reply, cmd, r),
-            // Redis's words for a field that holds no integer.
-            Err(ReplicationError::Incr(IncrError::NotAnInteger)) => {
-                return Err(Cow::Borrowed("ERR hash value is not an integer"));
-            }
-            Err(e) => return Err(wire_error::resp(c, m, &e)),
-        }
+        let r = d
+            .hash_update(key, ops.map_err(CmdError::into_line)?)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?;
+        hash_reply(reply, cmd, r);
         return Ok(());
     }
     if let Some(entry) = set.and_then(|o| blind_set(args, o, now)) {

@@ -1,0 +1,263 @@
+//! Keyspace iteration and hashes in cluster mode, over RESP on an embedded 2-DC × 2-node
+//! cluster: SCAN/KEYS/DBSIZE list each key once per DC (the nodes of a DC answer for
+//! disjoint slot ranges that cover every slot), COUNT bounds every reply, and hashes answer
+//! as Redis's on eventual buckets (a map CRDT) and timeline buckets (through the master),
+//! with WRONGTYPE both ways.
+
+use super::cluster_mode::{cluster, connect};
+use super::*;
+use meridian_replication::bucket::BucketProps;
+use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use std::collections::BTreeMap;
+
+fn error(f: Frame) -> String {
+    match f {
+        Frame::Error(e) => String::from_utf8_lossy(&e).into_owned(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn texts(f: Frame) -> Vec<String> {
+    let Frame::Array(items) = f else {
+        panic!("expected an array, got {f:?}")
+    };
+    items
+        .into_iter()
+        .map(|i| match i {
+            Frame::Bulk(b) => String::from_utf8(b.to_vec()).unwrap(),
+            other => panic!("expected a bulk string, got {other:?}"),
+        })
+        .collect()
+}
+
+/// One SCAN call: the next cursor and the keys.
+async fn scan(c: &mut Raw, cursor: &str, opts: &[&str]) -> (String, Vec<String>) {
+    let mut args: Vec<&[u8]> = vec![b"SCAN", cursor.as_bytes()];
+    args.extend(opts.iter().map(|o| o.as_bytes()));
+    let Frame::Array(mut parts) = c.cmd(&args).await else {
+        panic!("SCAN answers an array")
+    };
+    assert_eq!(parts.len(), 2);
+    let keys = texts(parts.pop().unwrap());
+    let Frame::Bulk(next) = parts.pop().unwrap() else {
+        panic!("a cursor")
+    };
+    (String::from_utf8(next.to_vec()).unwrap(), keys)
+}
+
+/// Every key a full SCAN of node connection `c` lists, with `opts`; checks COUNT's bound.
+async fn full_scan(c: &mut Raw, count: usize, opts: &[&str]) -> Vec<String> {
+    let count_s = count.to_string();
+    let mut all_opts = vec!["COUNT", count_s.as_str()];
+    all_opts.extend_from_slice(opts);
+    let (mut cursor, mut out) = ("0".to_owned(), Vec::new());
+    loop {
+        let (next, keys) = scan(c, &cursor, &all_opts).await;
+        assert!(keys.len() <= count, "{} keys for COUNT {count}", keys.len());
+        out.extend(keys);
+        if next == "0" {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+/// Replication between replicas is asynchronous: tests poll this often, this many times.
+const POLLS: usize = 200;
+const POLL_EVERY: Duration = Duration::from_millis(50);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_keys_and_dbsize_list_every_key_once_per_dc() {
+    let c = cluster().await;
+    let mut a = connect(&c, 0).await;
+    let mut written: Vec<String> = (0..300).map(|i| format!("k{i}")).collect();
+    for k in &written {
+        assert_eq!(
+            a.cmd(&[b"SET", k.as_bytes(), b"v"]).await,
+            Frame::Simple("OK".into())
+        );
+    }
+    for i in 0..10 {
+        let k = format!("h{i}");
+        assert_eq!(
+            a.cmd(&[b"HSET", k.as_bytes(), b"f", b"v"]).await,
+            Frame::Integer(1)
+        );
+        written.push(k);
+    }
+    // Deleted and expired keys are not listed.
+    a.cmd(&[b"SET", b"gone", b"v"]).await;
+    a.cmd(&[b"DEL", b"gone"]).await;
+    a.cmd(&[b"SET", b"brief", b"v", b"PX", b"1"]).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    written.sort();
+
+    // Each DC's nodes answer for disjoint slot ranges that cover every slot.
+    let by_dc: BTreeMap<_, Vec<usize>> =
+        c.members
+            .iter()
+            .enumerate()
+            .fold(BTreeMap::new(), |mut m, (i, member)| {
+                m.entry(member.dc).or_insert_with(Vec::new).push(i);
+                m
+            });
+    for nodes in by_dc.values() {
+        let mut seen = Vec::new();
+        for _ in 0..POLLS {
+            seen.clear();
+            for &i in nodes {
+                let mut n = connect(&c, i).await;
+                seen.extend(full_scan(&mut n, 7, &[]).await);
+            }
+            seen.sort();
+            if seen == written {
+                break;
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        assert_eq!(seen, written, "each key once per DC");
+        let (mut keys, mut hashes, mut strings, mut dbsize) = (vec![], vec![], 0, 0);
+        for &i in nodes {
+            let mut n = connect(&c, i).await;
+            keys.extend(texts(n.cmd(&[b"KEYS", b"h*"]).await));
+            hashes.extend(full_scan(&mut n, 3, &["TYPE", "hash"]).await);
+            strings += full_scan(&mut n, 50, &["MATCH", "k*", "TYPE", "string"])
+                .await
+                .len();
+            let Frame::Integer(size) = n.cmd(&[b"DBSIZE"]).await else {
+                panic!("DBSIZE answers an integer")
+            };
+            dbsize += size;
+            assert!(full_scan(&mut n, 10, &["TYPE", "zset"]).await.is_empty());
+        }
+        keys.sort();
+        hashes.sort();
+        let want_h: Vec<String> = (0..10).map(|i| format!("h{i}")).collect();
+        assert_eq!(keys, want_h);
+        assert_eq!(hashes, want_h);
+        assert_eq!(strings, 300);
+        assert_eq!(dbsize, 310);
+    }
+    // Hostile cursors and options get Redis's errors; an unknown cursor restarts.
+    assert_eq!(error(a.cmd(&[b"SCAN", b"-1"]).await), "ERR invalid cursor");
+    assert_eq!(error(a.cmd(&[b"SCAN", b"x"]).await), "ERR invalid cursor");
+    assert_eq!(
+        error(a.cmd(&[b"SCAN", b"0", b"COUNT", b"0"]).await),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        error(a.cmd(&[b"SCAN", b"0", b"TYPE", b"nope"]).await),
+        "ERR unknown type name 'nope'"
+    );
+    let (_, keys) = scan(&mut a, "12345", &["COUNT", "1000"]).await;
+    assert!(!keys.is_empty(), "an unknown cursor restarts the iteration");
+    let (_, huge) = scan(&mut a, "0", &["COUNT", "9223372036854775807"]).await;
+    assert!(!huge.is_empty());
+    // Flushing is refused, saying why, never done key by key.
+    let e = error(a.cmd(&[b"FLUSHALL"]).await);
+    assert!(e.contains("bucket-level truncation"), "{e}");
+    c.shutdown().await;
+}
+
+async fn tl_cluster() -> Embedded {
+    let cfg = EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::ZERO,
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        buckets: [("tl".to_owned(), BucketProps::timeline())].into(),
+        ..EmbeddedConfig::default()
+    };
+    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hashes_answer_as_redis_on_eventual_and_timeline_buckets() {
+    let c = tl_cluster().await;
+    let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+    for key in ["h", "tl:h"] {
+        let k = key.as_bytes();
+        assert_eq!(
+            a.cmd(&[b"HSET", k, b"b", b"2", b"a", b"1"]).await,
+            Frame::Integer(2)
+        );
+        assert_eq!(
+            a.cmd(&[b"HMSET", k, b"c", b"3"]).await,
+            Frame::Simple("OK".into())
+        );
+        assert_eq!(a.cmd(&[b"HSETNX", k, b"a", b"9"]).await, Frame::Integer(0));
+        assert_eq!(a.cmd(&[b"HINCRBY", k, b"n", b"5"]).await, Frame::Integer(5));
+        for _ in 0..POLLS {
+            if b.cmd(&[b"HLEN", k]).await == Frame::Integer(4) {
+                break;
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        assert_eq!(
+            texts(b.cmd(&[b"HGETALL", k]).await),
+            ["a", "1", "b", "2", "c", "3", "n", "5"]
+        );
+        assert_eq!(
+            b.cmd(&[b"HMGET", k, b"a", b"zz"]).await,
+            Frame::Array(vec![bulk("1"), Frame::Null])
+        );
+        assert_eq!(b.cmd(&[b"HGET", k, b"c"]).await, bulk("3"));
+        assert_eq!(b.cmd(&[b"HEXISTS", k, b"zz"]).await, Frame::Integer(0));
+        assert_eq!(b.cmd(&[b"TYPE", k]).await, Frame::Simple("hash".into()));
+        assert_eq!(a.cmd(&[b"HDEL", k, b"a", b"zz"]).await, Frame::Integer(1));
+        // Hostile arguments: Redis's errors, nothing changed.
+        assert_eq!(
+            error(a.cmd(&[b"HSET", k, b"x", b"1", b"y"]).await),
+            "ERR wrong number of arguments for 'hset' command"
+        );
+        assert_eq!(
+            error(a.cmd(&[b"HINCRBY", k, b"n", b"1.5"]).await),
+            "ERR value is not an integer or out of range"
+        );
+        assert_eq!(
+            error(a.cmd(&[b"HINCRBY", k, b"b", b"9223372036854775807"]).await),
+            "ERR increment or decrement would overflow"
+        );
+        a.cmd(&[b"HSET", k, b"t", b"text"]).await;
+        assert_eq!(
+            error(a.cmd(&[b"HINCRBY", k, b"t", b"1"]).await),
+            "ERR hash value is not an integer"
+        );
+        // WRONGTYPE both ways; MGET shows a hash as nil; EXPIRE keeps a hash a hash.
+        let e = error(a.cmd(&[b"GET", k]).await);
+        assert!(e.starts_with("WRONGTYPE"), "{e}");
+        let e = error(a.cmd(&[b"APPEND", k, b"x"]).await);
+        assert!(
+            e.starts_with("WRONGTYPE") || e.contains("not supported"),
+            "{e}"
+        );
+        assert_eq!(a.cmd(&[b"MGET", k]).await, Frame::Array(vec![Frame::Null]));
+        assert_eq!(a.cmd(&[b"EXPIRE", k, b"100"]).await, Frame::Integer(1));
+        assert_eq!(a.cmd(&[b"HGET", k, b"b"]).await, bulk("2"));
+        assert_eq!(a.cmd(&[b"TYPE", k]).await, Frame::Simple("hash".into()));
+        let s = format!("{key}-s");
+        a.cmd(&[b"SET", s.as_bytes(), b"v"]).await;
+        let e = error(a.cmd(&[b"HSET", s.as_bytes(), b"f", b"v"]).await);
+        assert!(e.starts_with("WRONGTYPE"), "{e}");
+        let e = error(a.cmd(&[b"HGET", s.as_bytes(), b"f"]).await);
+        assert!(e.starts_with("WRONGTYPE"), "{e}");
+        // HDEL of the last fields deletes the key.
+        assert_eq!(
+            a.cmd(&[b"HDEL", k, b"b", b"c", b"n", b"t"]).await,
+            Frame::Integer(4)
+        );
+        assert_eq!(a.cmd(&[b"EXISTS", k]).await, Frame::Integer(0));
+    }
+    // What an eventual bucket cannot make atomic is refused, saying why.
+    let e = error(a.cmd(&[b"HINCRBYFLOAT", b"h", b"f", b"1.5"]).await);
+    assert!(
+        e.starts_with("ERR HINCRBYFLOAT is not supported on eventual buckets"),
+        "{e}"
+    );
+    assert_eq!(
+        a.cmd(&[b"HINCRBYFLOAT", b"tl:h", b"f", b"1.5"]).await,
+        bulk("1.5")
+    );
+    c.shutdown().await;
+}
