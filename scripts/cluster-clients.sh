@@ -2,7 +2,9 @@
 # Cluster-aware Redis clients against `meridian up` (2 DCs x 2 nodes, loopback only):
 # redis-py's RedisCluster from PyPI (scripts/cluster_clients.py: SET/GET, MGET with hash tags,
 # pipelines, every single-key command sent to the seed node's DC, expiry on every bucket type and
-# INCR from both DCs (eventual counter, timeline master), a WATCH/MULTI/EXEC bank on a
+# INCR from both DCs (eventual counter, timeline master), SCAN with COUNT over 20k keys while
+# inserting with KEYS and DBSIZE, hashes on every bucket type from both DCs, SELECT, a
+# WATCH/MULTI/EXEC bank on a
 # transactional bucket, keys the placement planner moves under a RedisCluster client),
 # go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
@@ -24,8 +26,12 @@ if ! "$venv/bin/python" -c 'import redis' >/dev/null 2>&1; then
   "$venv/bin/pip" install -q --disable-pip-version-check 'redis>=5'
 fi
 
-cargo build -q -p meridian
-bin="$target/debug/meridian"
+# MERIDIAN_BIN runs a binary already built (a release build, say) instead of building one.
+bin="${MERIDIAN_BIN:-}"
+if [[ -z "$bin" ]]; then
+  cargo build -q -p meridian
+  bin="$target/debug/meridian"
+fi
 base=$((20000 + RANDOM % 9000))   # RESP base..base+3, HTTP base+1000..: below 32768
 log=$(mktemp)
 # The placement planner runs every second (scripts/cluster_clients.py moves keys under a

@@ -280,9 +280,11 @@ def scan_while_inserting(by_dc):
     t.start()
     seen, per_node_dups = [], 0
     for node in rc.get_primaries():
+        direct = redis.Redis(host=node.host, port=node.port, decode_responses=True,
+                             socket_timeout=30)
         cursor, mine = 0, []
         while True:
-            cursor, keys = rc.scan(cursor=cursor, match="scan-*", count=100, target_nodes=node)
+            cursor, keys = direct.scan(cursor=cursor, match="scan-*", count=100)
             assert len(keys) <= 100, len(keys)
             mine.extend(keys)
             if cursor == 0:

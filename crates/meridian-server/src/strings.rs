@@ -771,14 +771,17 @@ fn parse_getex(args: Args<'_>) -> std::result::Result<GetExArgs<'_>, CmdError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    /// A plain map view at a fixed time: the semantics alone, no engine.
-    struct MapView {
-        now: Timestamp,
-        map: BTreeMap<Vec<u8>, Entry>,
+    /// A plain map view at a fixed time: the semantics alone, no engine (shared with
+    /// `crate::hashes`' tests).
+    pub(crate) struct MapView {
+        pub(crate) now: Timestamp,
+        pub(crate) map: BTreeMap<Vec<u8>, Entry>,
+        /// The longest value it accepts.
+        pub(crate) max: usize,
     }
 
     impl StringView for MapView {
@@ -801,7 +804,7 @@ mod tests {
             Ok(())
         }
         fn max_value_len(&self) -> usize {
-            8
+            self.max
         }
     }
 
@@ -827,6 +830,7 @@ mod tests {
         let mut v = MapView {
             now: Timestamp(10_000_000),
             map: BTreeMap::new(),
+            max: 8,
         };
         assert_eq!(run(&mut v, "SET a 1"), b"+OK\r\n");
         assert_eq!(run(&mut v, "SET a 2 NX"), b"$-1\r\n");

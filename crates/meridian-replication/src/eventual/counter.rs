@@ -363,7 +363,7 @@ fn fresh(dot: Option<Dot>) -> Counter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use meridian_cluster::dvv::{Clock, Meta, ReplicaId};
     use meridian_core::{NodeId, PartitionId};
@@ -452,7 +452,7 @@ mod tests {
         }
     }
 
-    fn rid(node: u32) -> ReplicaId {
+    pub(crate) fn rid(node: u32) -> ReplicaId {
         ReplicaId {
             partition: PartitionId(0),
             node: NodeId(node),
@@ -462,7 +462,7 @@ mod tests {
     }
 
     /// An object holding `contents`, each written by its own replica at its own time.
-    fn object(contents: Vec<(Content, u64)>) -> Object {
+    pub(crate) fn object(contents: Vec<(Content, u64)>) -> Object {
         contents
             .into_iter()
             .enumerate()

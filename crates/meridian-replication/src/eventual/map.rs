@@ -438,6 +438,7 @@ pub fn update(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eventual::counter::tests::{object, rid};
     use meridian_cluster::dvv::{Clock, Meta, ReplicaId};
     use meridian_core::{NodeId, PartitionId};
     use proptest::prelude::*;
@@ -724,33 +725,6 @@ mod tests {
                 prop_assert!(fields.contains_key(&own));
             }
         }
-    }
-
-    fn rid(node: u32) -> ReplicaId {
-        ReplicaId {
-            partition: PartitionId(0),
-            node: NodeId(node),
-            incarnation: 0,
-            epoch: 0,
-        }
-    }
-
-    /// An object holding `contents`, each written by its own replica at its own time.
-    fn object(contents: Vec<(Content, u64)>) -> Object {
-        contents
-            .into_iter()
-            .enumerate()
-            .fold(Object::default(), |o, (i, (content, ts_us))| {
-                let other = meridian_cluster::dvv::coordinator_put_above(
-                    None,
-                    &Clock::default(),
-                    content,
-                    Meta { ts_us },
-                    rid(i as u32 + 1),
-                    0,
-                );
-                meridian_cluster::dvv::merge(&o, &other)
-            })
     }
 
     fn shows(o: &Object, now: Timestamp) -> Option<Entry> {

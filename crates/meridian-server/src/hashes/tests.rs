@@ -5,43 +5,13 @@
 use super::*;
 use crate::keyspace::Keyspace;
 use crate::strings::Entry;
+use crate::strings::tests::MapView;
 use meridian_core::{ManualClock, Timestamp};
 use meridian_storage::MemEngine;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A plain map view at a fixed time, with a small value limit.
-struct MapView {
-    now: Timestamp,
-    map: BTreeMap<Vec<u8>, Entry>,
-    max: usize,
-}
-
-impl StringView for MapView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-        let now = self.now;
-        Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-        match value {
-            Some(e) => {
-                self.map.insert(key.to_vec(), e.to_entry());
-            }
-            None => {
-                self.map.remove(key);
-            }
-        }
-        Ok(())
-    }
-    fn max_value_len(&self) -> usize {
-        self.max
-    }
-}
 
 /// Builds the arguments of `parts` and runs them with `f`, returning the reply's bytes.
 fn with_args(parts: &[&[u8]], f: impl FnOnce(Cmd, Args<'_>, &mut Reply)) -> Vec<u8> {

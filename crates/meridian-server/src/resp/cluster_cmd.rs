@@ -13,8 +13,12 @@
 //! coordinates anywhere), so no MOVED or CROSSSLOT is ever answered; the map only steers
 //! clients to a nearby replica.
 //!
-//! Redis's model has one role per node; here a node can lead some ranges and replicate others.
-//! `CLUSTER SLOTS` says exactly that per range. `CLUSTER NODES` flags a node `master` when it
+//! Redis's model has one role per node, and clients rely on it (redis-py takes a node's role
+//! from the first range it appears in, and sends SCAN, KEYS, DBSIZE, ... to the masters
+//! only). Here a node can lead some ranges and replicate others; the view keeps Redis's
+//! model: a node that leads a range in this view is listed only as a master, and a range's
+//! replicas are the other replicas that lead nothing in this view (in practice, the other
+//! DCs' nodes). `CLUSTER SLOTS` says that per range. `CLUSTER NODES` flags a node `master` when it
 //! leads at least one range in this node's view, else `slave` of the leader of the first range
 //! it replicates. `CLUSTER SHARDS` has one shard per leader: its ranges, the leader and every
 //! node replicating any of them.
@@ -111,7 +115,7 @@ impl View {
         let index: BTreeMap<NodeId, usize> =
             nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
         let ring = layout.ring();
-        let ranges = ring
+        let mut ranges: Vec<RangeView> = ring
             .partitions()
             .filter_map(|p| {
                 let list: Vec<usize> = layout
@@ -136,6 +140,16 @@ impl View {
                 })
             })
             .collect();
+        // One role per node, as Redis Cluster's: a node that leads a range is listed as a
+        // master only, never as another range's replica. Clients take a node's role from
+        // where it first appears (redis-py), and would otherwise leave a leader out of the
+        // masters they send SCAN, KEYS, DBSIZE, ... to.
+        let leaders: Vec<bool> = (0..nodes.len())
+            .map(|i| ranges.iter().any(|r| r.master == i))
+            .collect();
+        for r in &mut ranges {
+            r.replicas.retain(|&i| !leaders[i]);
+        }
         let me = index.get(&me).copied().unwrap_or(0);
         View {
             me,
@@ -518,8 +532,15 @@ mod tests {
                     .find(|n| meta.layout.topology().dc_of(**n) == Some(dc))
                     .unwrap();
                 assert_eq!(*master, expect, "partition {p}");
-                assert_eq!(replicas.len() + 1, list.len());
                 assert!(!replicas.contains(master));
+                // The replicas are the partition's other replicas that lead nothing here.
+                let leaders: Vec<NodeId> = ranges.iter().map(|r| r.2).collect();
+                let want: Vec<NodeId> = list
+                    .iter()
+                    .copied()
+                    .filter(|n| n != master && !leaders.contains(n))
+                    .collect();
+                assert_eq!(*replicas, want, "partition {p}");
             }
             assert_eq!(next, u32::from(SLOTS));
             let text = v.nodes_text();

@@ -14,8 +14,11 @@
 //!   `EXISTS`, `MGET`, `MSET` go through the same calls.
 //! - Every other string command (SET's options, the EXPIRE family, TTL, GETRANGE, ...) runs in
 //!   `cluster_strings`, which serves what an eventual bucket can honour and refuses, saying
-//!   why, what would need an atomic read-modify-write. SCAN, KEYS, DBSIZE, FLUSHDB and
-//!   FLUSHALL are refused (no cluster-wide listing yet).
+//!   why, what would need an atomic read-modify-write; so do the hash commands. `GET` of a
+//!   hash is `WRONGTYPE` and `MGET` shows it as nil, as Redis's.
+//! - `SCAN`, `KEYS`, `DBSIZE` list the keys of the slots this node answers for
+//!   (`cluster_keys`). `FLUSHDB` and `FLUSHALL` are refused, saying why (no bucket-level
+//!   truncation yet).
 //!
 //! Timeline buckets (`timeline.md` §2; the bucket type decides, per key):
 //! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`;

@@ -1,6 +1,7 @@
-//! Redis string commands on eventual and timeline buckets in cluster mode, beyond the plain
-//! GET/SET/DEL/MGET/MSET that `cluster_exec` serves directly: SET with every option, the
-//! EXPIRE family, TTL, PERSIST, GETEX, INCR, APPEND, GETSET, GETDEL, SETRANGE, GETRANGE, ...
+//! Redis string and hash commands on eventual and timeline buckets in cluster mode, beyond
+//! the plain GET/SET/DEL/MGET/MSET that `cluster_exec` serves directly: SET with every
+//! option, the EXPIRE family, TTL, PERSIST, GETEX, INCR, APPEND, GETSET, GETDEL, SETRANGE,
+//! GETRANGE, HSET, HGET, HGETALL, HDEL, HINCRBY, HSCAN, ...
 //!
 //! Each runs with [`crate::strings::exec_on_view`] — the one copy of what the commands mean —
 //! over a one-key view of the key's live entry (its value and its expiry, stored together in
@@ -20,11 +21,14 @@
 //!   increments made concurrently in different DCs are merged, none is lost, and the reply
 //!   is the counter's value at the replica that coordinated the increment. The others
 //!   (`SET NX/XX/GET`, `SETNX`, `GETSET`, `GETDEL`, `APPEND`, `SETRANGE`, `INCRBYFLOAT`,
-//!   `MSETNX`) are refused with an error that says why and which bucket type serves them:
-//!   never a silent last-writer-wins.
+//!   `MSETNX`, `HINCRBYFLOAT`) are refused with an error that says why and which bucket
+//!   type serves them: never a silent last-writer-wins. Hash writes (`HSET`, `HMSET`,
+//!   `HSETNX`, `HDEL`, `HINCRBY`) update the key's map CRDT
+//!   (`meridian_replication::eventual::map`) at its coordinating replica, merged field by
+//!   field with concurrent updates, and answer what that replica holds.
 //!
-//! Reads (`TTL`, `STRLEN`, `GETRANGE`, ...) read what a plain GET reads (`read_any` on a
-//! timeline bucket, the bucket's R on an eventual one) and write nothing.
+//! Reads (`TTL`, `STRLEN`, `GETRANGE`, `HGET`, `HGETALL`, ...) read what a plain GET reads
+//! (`read_any` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
 
 use crate::cluster::ClusterBackend;
 use crate::keyspace::{KeyspaceError, SetCondition, SetOptions};
