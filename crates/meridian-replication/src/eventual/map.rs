@@ -438,9 +438,7 @@ pub fn update(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eventual::counter::tests::{object, rid};
-    use meridian_cluster::dvv::{Clock, Meta, ReplicaId};
-    use meridian_core::{NodeId, PartitionId};
+    use crate::eventual::counter::tests::object;
     use proptest::prelude::*;
 
     fn b(s: &str) -> Bytes {
