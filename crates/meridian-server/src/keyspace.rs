@@ -70,7 +70,7 @@ const ACTIVE_EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 /// Keys scanned per engine call by KEYS and the index rebuild.
 const PAGE: usize = 1_024;
 /// The largest COUNT a single SCAN call honours.
-const MAX_SCAN_COUNT: usize = 100_000;
+pub(crate) const MAX_SCAN_COUNT: usize = 100_000;
 
 /// Why a keyspace operation failed. Messages are Redis's, minus the `ERR ` prefix.
 #[derive(Debug, Error)]

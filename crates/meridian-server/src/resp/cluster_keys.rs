@@ -18,13 +18,14 @@
 //! from its start to its end, exactly once, whatever is written meanwhile. A cursor names a
 //! position in the replica's stores (a key, never a slot), kept in a bounded server-side
 //! table like the single node's; an unknown cursor restarts the iteration. One call examines
-//! at most [`EXAMINE_FACTOR`] × COUNT stored keys, so it may answer fewer than COUNT keys,
-//! or none, with a cursor that is not 0, and never more than COUNT.
+//! at most [`EXAMINE_FACTOR`] × COUNT stored keys (COUNT capped at 100,000, as on a single
+//! node), so it may answer fewer than COUNT keys, or none, with a cursor that is not 0, and
+//! never more than COUNT.
 //!
 //! `DBSIZE` and `KEYS` walk the whole listing: O(keys held), where Redis's DBSIZE is O(1).
 
 use crate::cluster::ClusterBackend;
-use crate::keyspace::glob_match;
+use crate::keyspace::{MAX_SCAN_COUNT, glob_match};
 use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::reported_lead;
 use crate::resp::command::Cmd;
@@ -33,7 +34,6 @@ use crate::resp::reply::Reply;
 use crate::resp::request::Args;
 use crate::wire_error;
 use bytes::Bytes;
-use meridian_core::envelope::Kind;
 use meridian_replication::listing::ListPos;
 use std::borrow::Cow;
 
@@ -97,7 +97,8 @@ pub(crate) fn run(
         Cmd::Scan => scan(c, m, reply, args),
         Cmd::Keys => {
             let pattern = Some(args.get(1)).filter(|p| !p.iter().all(|&b| b == b'*'));
-            let keys = walk(c, pattern, None).map_err(|e| error(c, m, e))?;
+            let mut keys = Vec::new();
+            walk(c, pattern, |k| keys.push(k)).map_err(|e| error(c, m, e))?;
             reply.array(keys.len());
             for k in &keys {
                 reply.bulk(k);
@@ -105,8 +106,9 @@ pub(crate) fn run(
             Ok(())
         }
         Cmd::Dbsize => {
-            let keys = walk(c, None, None).map_err(|e| error(c, m, e))?;
-            reply.int(i64::try_from(keys.len()).unwrap_or(i64::MAX));
+            let mut n = 0i64;
+            walk(c, None, |_| n += 1).map_err(|e| error(c, m, e))?;
+            reply.int(n);
             Ok(())
         }
         _ => Err(Cow::Owned(format!(
@@ -121,25 +123,20 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
     matches!(cmd, Cmd::Scan | Cmd::Keys | Cmd::Dbsize)
 }
 
-/// Every key this node lists that `pattern` matches and of type `kind` (if given).
+/// Visits every key this node lists that `pattern` matches.
 fn walk(
     c: &ClusterBackend,
     pattern: Option<&[u8]>,
-    kind: Option<Kind>,
-) -> Result<Vec<Bytes>, meridian_replication::ReplicationError> {
+    mut visit: impl FnMut(Bytes),
+) -> Result<(), meridian_replication::ReplicationError> {
     let select = selector(c, pattern);
     let mut pos = Some(ListPos::start());
-    let mut out = Vec::new();
     while let Some(from) = pos {
         let (keys, next) = c.node.list_live_keys(from, PAGE, &select)?;
-        out.extend(
-            keys.into_iter()
-                .filter(|(_, k)| kind.is_none_or(|want| *k == want))
-                .map(|(key, _)| key),
-        );
+        keys.into_iter().for_each(|(key, _)| visit(key));
         pos = next;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> Outcome {
@@ -157,12 +154,14 @@ fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> O
         )
     };
     let select = selector(c, q.pattern);
-    let budget = q.count.saturating_mul(EXAMINE_FACTOR);
+    // As on a single node: one call never does more than a bounded amount of work.
+    let count = q.count.min(MAX_SCAN_COUNT);
+    let budget = count * EXAMINE_FACTOR;
     let mut examined = 0usize;
     let mut keys = Vec::new();
     while let Some(from) = pos.take() {
         // Never more keys than COUNT: a page examines at most the keys still wanted.
-        let page = (q.count - keys.len()).min(budget - examined).max(1);
+        let page = (count - keys.len()).min(budget - examined).max(1);
         let (found, next) = c
             .node
             .list_live_keys(from, page, &select)
@@ -175,7 +174,7 @@ fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> O
                 .map(|(key, _)| key),
         );
         pos = next;
-        if keys.len() >= q.count || examined >= budget {
+        if keys.len() >= count || examined >= budget {
             break;
         }
     }
