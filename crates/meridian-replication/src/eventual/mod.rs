@@ -947,11 +947,25 @@ impl Node {
             let now = self.kernel().clock.now();
             let horizon_us = u64::try_from(self.kernel().cfg.map_tombstone_horizon.as_micros())
                 .unwrap_or(u64::MAX);
+            let object_max = self.kernel().cfg.object_max;
             let make = |local: Option<&Object>| match op {
                 CrdtOp::CounterAdd(delta) => counter::increment(local, me.0, *delta, now)
                     .map(|(c, v)| (Some(c), CrdtReply::Counter(v))),
-                CrdtOp::HashUpdate(ops) => map::update(local, me.0, ops, now, horizon_us)
-                    .map(|(c, r)| (c, CrdtReply::Hash(r))),
+                CrdtOp::HashUpdate(ops) => {
+                    map::update(local, me.0, ops, now, horizon_us).and_then(|(c, r)| {
+                        // A map grows one bounded request at a time: bound what it grows
+                        // to as a plain PUT's value is bounded.
+                        match &c {
+                            Some(Content::Value(v)) if v.len() > object_max => {
+                                Err(ReplicationError::ObjectTooLarge {
+                                    len: v.len(),
+                                    max: object_max,
+                                })
+                            }
+                            _ => Ok((c, CrdtReply::Hash(r))),
+                        }
+                    })
+                }
             };
             let (object, reply) =
                 store.coordinator_update(key, make, rid, params.allow_mult, siblings_max)?;

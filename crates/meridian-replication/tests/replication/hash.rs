@@ -250,3 +250,27 @@ async fn a_hash_expires_whole_and_the_sweep_reaps_it() {
         vec![b("c")]
     );
 }
+
+/// A hash grows one bounded request at a time: its coordinator refuses the update that would
+/// take it past `object_max`, as a plain PUT of that size is refused, and keeps what it had.
+#[tokio::test(start_paused = true)]
+async fn a_hash_cannot_grow_past_the_largest_object() {
+    let c = Cluster::start_with(49, |cfg| cfg.object_max = 4096).await;
+    let d = Dispatch::new(c.node(NodeId(1)).clone());
+    let field = "v".repeat(1000);
+    for i in 0..3 {
+        let f = format!("f{i}");
+        d.hash_update(b"plain:big", hset(&[(&f, &field)]))
+            .await
+            .unwrap();
+    }
+    let e = d
+        .hash_update(b"plain:big", hset(&[("f9", &field), ("f8", &field)]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, ReplicationError::ObjectTooLarge { max: 4096, .. }),
+        "{e:?}"
+    );
+    assert_eq!(fields(&d, b"plain:big").await.unwrap().len(), 3);
+}
