@@ -293,6 +293,17 @@ pub fn coordinator_put_above(
     o
 }
 
+/// A bucket truncation (FLUSHALL in cluster mode) applied to `o`: drops every sibling written
+/// at or before `mark_us` (its coordinator's `ts_us`) and keeps the clock, so the dropped
+/// dots stay known and a replica's older copy holding them loses them on [`merge`], as a
+/// delete would. Returns whether a sibling was dropped; an object left with none reads as
+/// notfound ([`Object::is_tombstone_only`]).
+pub fn truncate(o: &mut Object, mark_us: u64) -> bool {
+    let before = o.siblings.len();
+    o.siblings.retain(|s| s.meta.ts_us > mark_us);
+    o.siblings.len() != before
+}
+
 /// Joins two replicas' states (apply, read merge, repair, handoff).
 pub fn merge(a: &Object, b: &Object) -> Object {
     let mut siblings: Vec<Sibling> = Vec::with_capacity(a.siblings.len() + b.siblings.len());
@@ -403,6 +414,23 @@ mod tests {
         assert_eq!(vals(&merge(&c, &b)), [b"w"]);
         assert!(dominated(&b, &c) && !dominated(&c, &b) && !dominated(&c, &c));
         assert!(descends(&c, &c));
+    }
+
+    #[test]
+    fn a_truncated_object_drops_old_siblings_and_wins_merges_against_its_old_copy() {
+        let a = put(None, &Clock::new(), "old", 1, 10);
+        let both = merge(&a, &put(None, &Clock::new(), "new", 2, 30));
+        let mut t = both.clone();
+        assert!(truncate(&mut t, 20));
+        assert_eq!(vals(&t), [b"new"]);
+        assert!(!truncate(&mut t, 20), "nothing left to drop");
+        // A replica that still holds the old sibling loses it on merge, either way round.
+        assert_eq!(vals(&merge(&t, &both)), [b"new"]);
+        assert_eq!(vals(&merge(&both, &t)), [b"new"]);
+        let mut all = both;
+        assert!(truncate(&mut all, 30));
+        assert!(all.is_tombstone_only() && all.clock().get(rid(1)) == 1);
+        assert!(vals(&merge(&a, &all)).is_empty());
     }
 
     #[test]
