@@ -14,6 +14,10 @@
 //! - a **timeline** record whose value has expired is tombstoned by its master, with a
 //!   test-and-set on the version it saw, so a write that raced the sweep wins.
 //!
+//! The same walk frees what a bucket truncation hides ([`crate::truncation`]): an eventual
+//! object is rewritten without its hidden siblings, a timeline record as a tombstone of its
+//! version (each on its own replica, with no message: every replica applies the same mark).
+//!
 //! Transactional buckets keep their expired versions until MVCC garbage collection: their
 //! reads judge expiry at the snapshot, and a delete would be a transaction of its own.
 
@@ -88,7 +92,12 @@ impl Node {
             }
         };
         let now = self.kernel().clock.now();
-        for (key, o) in objects {
+        for (key, mut o) in objects {
+            if self.kernel().store.visible(&key, &mut o)
+                && let Err(e) = self.kernel().store.prune(&key)
+            {
+                tracing::debug!(node = %self.id(), error = %e, "truncation sweep: rewrite failed");
+            }
             if self.bucket_type(&key) != BucketType::Eventual || !shown_expired(&o, now) {
                 continue;
             }
@@ -123,6 +132,11 @@ impl Node {
         };
         let now = self.kernel().clock.now();
         for (key, r) in records {
+            if self.kernel().marks.read().mark_for(&key).is_some()
+                && let Err(e) = self.tl_prune(&key)
+            {
+                tracing::debug!(node = %self.id(), error = %e, "truncation sweep: rewrite failed");
+            }
             let Content::Value(v) = &r.content else {
                 continue;
             };

@@ -73,6 +73,7 @@ pub mod membership;
 pub mod object_store;
 pub mod timeline;
 pub mod tokio_clock;
+pub mod truncation;
 pub mod txn;
 
 pub use anti_entropy::messages::{AaeItem, AaeMsg};

@@ -11,7 +11,8 @@
 //!   page may list fewer keys than asked, or none, and still have a next position, as
 //!   Redis's SCAN may;
 //! - **only live keys**: a key is listed when the value the Redis view shows for it is live
-//!   at `now` (not a tombstone, not expired), with its Redis type;
+//!   at `now` (not a tombstone, not expired, not hidden by its bucket's truncation mark),
+//!   with its Redis type;
 //! - **the caller chooses the keys**: `select` sees each key before its value is decoded (the
 //!   front end keeps the slots this node answers for, and MATCH's pattern).
 //!
@@ -129,7 +130,8 @@ impl Node {
                     None => Bound::Unbounded,
                 };
                 let (objects, next) = self.kernel().store.objects_from(start, budget)?;
-                for (key, o) in objects {
+                for (key, mut o) in objects {
+                    self.kernel().store.visible(&key, &mut o);
                     if select(&key)
                         && self.bucket_type(&key) == BucketType::Eventual
                         && let Some(e) = shown_entry(&o, now)

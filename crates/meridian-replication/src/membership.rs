@@ -98,6 +98,14 @@ pub enum MetaChange {
     /// Change the transactional key directory (a batch of key moves starting, ending or
     /// given up); refused whole if any key's change does not fit.
     KeyDirectory(DirChange),
+    /// Truncate buckets: every value of each written at or before `mark` (microseconds) is
+    /// gone. A bucket's mark only moves forward.
+    Truncate {
+        /// The buckets (registered names).
+        buckets: Vec<String>,
+        /// The mark ([`crate::Node::truncate`] picks it above every member's clock).
+        mark: u64,
+    },
 }
 
 /// [`BucketProps`] in a form every serde format can carry (the TOML form is flattened, which
@@ -166,6 +174,10 @@ pub struct ClusterMeta {
     /// Transactional keys placed off their hash partition (empty: hash placement).
     #[serde(default)]
     pub key_directory: KeyDirectory,
+    /// Bucket truncation marks (`FLUSHALL` in cluster mode), microseconds: every value of the
+    /// bucket written at or before its mark is gone (module [`crate::truncation`]).
+    #[serde(default)]
+    pub truncated: BTreeMap<String, u64>,
 }
 
 impl ClusterMeta {
@@ -192,6 +204,7 @@ impl ClusterMeta {
                 .map(|n| (n.to_owned(), (*buckets.get(n).expect("listed")).into()))
                 .collect(),
             key_directory: KeyDirectory::new(),
+            truncated: BTreeMap::new(),
         })
     }
 
@@ -282,6 +295,18 @@ impl ClusterMeta {
                 }
                 if next.buckets.remove(name).is_none() {
                     return Err(refused(format!("no bucket named {name}")));
+                }
+            }
+            MetaChange::Truncate { buckets, mark } => {
+                if buckets.is_empty() {
+                    return Err(refused("a truncation names at least one bucket".into()));
+                }
+                for name in buckets {
+                    if !self.buckets.contains_key(name) {
+                        return Err(refused(format!("no bucket named {name}")));
+                    }
+                    let m = next.truncated.entry(name.clone()).or_default();
+                    *m = (*m).max(*mark);
                 }
             }
             MetaChange::KeyDirectory(change) => {
@@ -425,6 +450,25 @@ mod tests {
             .unwrap();
         assert!(done.previous.is_none());
         assert_eq!(done.members.len(), 5);
+    }
+
+    #[test]
+    fn a_truncation_mark_only_moves_forward_and_names_known_buckets() {
+        let m = meta();
+        let t = |buckets: &[&str], mark| MetaChange::Truncate {
+            buckets: buckets.iter().map(|b| b.to_string()).collect(),
+            mark,
+        };
+        let a = m.apply(&t(&["default"], 50), NodeId(1)).unwrap();
+        assert_eq!(a.truncated.get("default"), Some(&50));
+        let b = a.apply(&t(&["default"], 20), NodeId(1)).unwrap();
+        assert_eq!(b.truncated.get("default"), Some(&50), "a late, lower mark");
+        let err = m.apply(&t(&["nope"], 5), NodeId(1)).unwrap_err();
+        assert!(err.to_string().contains("no bucket named nope"), "{err}");
+        assert!(m.apply(&t(&[], 5), NodeId(1)).is_err());
+        // The document carries its marks over the wire.
+        let bytes = postcard::to_allocvec(&b).unwrap();
+        assert_eq!(postcard::from_bytes::<ClusterMeta>(&bytes).unwrap(), b);
     }
 
     #[test]

@@ -29,12 +29,19 @@
 //!   above its floor, so a forgotten key never gets a dot other replicas already know;
 //! - client-write limits (`siblings_max`) apply only in [`ObjectStore::coordinator_put`],
 //!   never on merge, repair or handoff (basho/riak_kv#1156);
+//! - every read that serves a client key ([`ObjectStore::get`], merges, coordinated writes)
+//!   applies the bucket's truncation mark ([`crate::truncation`]): siblings written at or
+//!   before it are dropped, and a merge stores the object without them; the raw scans
+//!   ([`ObjectStore::objects_from`]) return objects as stored, for the callers that mirror
+//!   storage (anti-entropy trees, handoff), and [`ObjectStore::visible`] applies the mark to
+//!   what they return;
 //! - with anti-entropy trees attached ([`ObjectStore::attach_trees`]), every write of a
 //!   client key is recorded in them while the key's stripe lock is still held, so the trees
 //!   follow the engine's order of writes exactly; hints are never recorded.
 
 use crate::anti_entropy::AaeTrees;
 use crate::error::{ReplicationError, Result};
+use crate::truncation::SharedMarks;
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
 use meridian_core::{Clock, NodeId, PartitionId, Timestamp};
@@ -151,6 +158,8 @@ pub struct ObjectStore {
     trees: OnceLock<Arc<AaeTrees>>,
     /// Dot floors read so far (see the module docs); absent: not read yet.
     floors: RwLock<BTreeMap<ReplicaId, u64>>,
+    /// The buckets' truncation marks (shared with the node, which replaces them).
+    marks: SharedMarks,
 }
 
 impl ObjectStore {
@@ -182,7 +191,34 @@ impl ObjectStore {
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             trees: OnceLock::new(),
             floors: RwLock::new(BTreeMap::new()),
+            marks: SharedMarks::default(),
         }
+    }
+
+    /// This store, reading through `marks` (the node's truncation marks).
+    pub fn with_marks(mut self, marks: SharedMarks) -> ObjectStore {
+        self.marks = marks;
+        self
+    }
+
+    /// Applies the truncation mark of `key`'s bucket to `o` (its stored object): drops the
+    /// siblings the mark hides; returns whether it dropped any.
+    pub fn visible(&self, key: &[u8], o: &mut Object) -> bool {
+        match self.marks.read().mark_for(key) {
+            Some(mark) => dvv::truncate(o, mark),
+            None => false,
+        }
+    }
+
+    /// The object of client key `key` as stored, and as its bucket's truncation mark shows
+    /// it.
+    fn read_visible(&self, key: &[u8]) -> Result<(Option<Object>, Option<Object>)> {
+        let raw = self.read(key)?;
+        let mut shown = raw.clone();
+        if let Some(o) = shown.as_mut() {
+            self.visible(key, o);
+        }
+        Ok((raw, shown))
     }
 
     /// Attaches anti-entropy trees: from now on every write of a client key is recorded in
@@ -232,25 +268,55 @@ impl ObjectStore {
         Ok(())
     }
 
-    /// The object stored for client key `key`, if any.
+    /// The object stored for client key `key`, if any, as its bucket's truncation mark
+    /// shows it.
     pub fn get(&self, key: &[u8]) -> Result<Option<Object>> {
-        self.read(key)
+        let mut o = self.read(key)?;
+        if let Some(o) = o.as_mut() {
+            self.visible(key, o);
+        }
+        Ok(o)
+    }
+
+    /// Rewrites the object of `key` without the siblings its bucket's truncation mark hides
+    /// (the sweep that frees a flushed bucket's storage); returns whether it did.
+    pub fn prune(&self, key: &[u8]) -> Result<bool> {
+        let _g = self.lock(key);
+        let (raw, shown) = self.read_visible(key)?;
+        match shown {
+            Some(o) if raw.as_ref() != Some(&o) => {
+                self.write(Bytes::copy_from_slice(key), &o)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Merges `incoming` into the stored object of `key` (replica apply, read repair,
     /// handoff), resolving LWW when `allow_mult` is false; returns the merged object.
     pub fn merge_apply(&self, key: &[u8], incoming: &Object, allow_mult: bool) -> Result<Object> {
-        self.merge_into(Bytes::copy_from_slice(key), incoming, allow_mult)
+        self.merge_into(Bytes::copy_from_slice(key), key, incoming, allow_mult)
     }
 
-    fn merge_into(&self, engine_key: Bytes, incoming: &Object, allow_mult: bool) -> Result<Object> {
+    /// Merges `incoming` into what `engine_key` (client key `key`, or one of its hints) holds,
+    /// as `key`'s truncation mark shows both, and stores the result if it differs from what
+    /// was stored.
+    fn merge_into(
+        &self,
+        engine_key: Bytes,
+        key: &[u8],
+        incoming: &Object,
+        allow_mult: bool,
+    ) -> Result<Object> {
         let _g = self.lock(&engine_key);
         let local = self.read(&engine_key)?;
-        let merged = match &local {
+        let mut merged = match &local {
             Some(l) => dvv::merge_with(l, incoming, allow_mult),
             None if allow_mult => incoming.clone(),
             None => dvv::lww(incoming.clone()),
         };
+        // After the merge: the kept clock makes the hidden siblings lose against either side.
+        self.visible(key, &mut merged);
         if local.as_ref() != Some(&merged) {
             self.write(engine_key, &merged)?;
         }
@@ -341,7 +407,7 @@ impl ObjectStore {
         siblings_max: usize,
     ) -> Result<(Option<Object>, T)> {
         let _g = self.lock(&engine_key);
-        let local = self.read(&engine_key)?;
+        let (_, local) = self.read_visible(&engine_key)?;
         let (content, out) = make(local.as_ref())?;
         let Some(content) = content else {
             return Ok((None, out));
@@ -376,9 +442,10 @@ impl ObjectStore {
         Ok((Some(o), out))
     }
 
-    /// One page of client objects: up to `limit` keys after `after` (`None`: from the
-    /// start), in key order, hints and other reserved keys excluded, undecodable objects
-    /// skipped with a warning. Also returns where the next page starts (`None`: this was the
+    /// One page of client objects as stored (truncation marks not applied: see
+    /// [`Self::visible`]): up to `limit` keys after `after` (`None`: from the start), in key
+    /// order, hints and other reserved keys excluded, undecodable objects skipped with a
+    /// warning. Also returns where the next page starts (`None`: this was the
     /// last).
     pub fn objects_after(&self, after: Option<&[u8]>, limit: usize) -> Result<ObjectPage> {
         let start = match after {
@@ -440,7 +507,7 @@ impl ObjectStore {
     /// covers is issued again); returns whether it was deleted.
     pub fn reap_if_unchanged(&self, key: &[u8], tombstone: &Object, node: NodeId) -> Result<bool> {
         let _g = self.lock(key);
-        if self.read(key)?.as_ref() != Some(tombstone) {
+        if self.read_visible(key)?.1.as_ref() != Some(tombstone) {
             return Ok(false);
         }
         for (rid, counter) in tombstone.clock().iter().filter(|(r, _)| r.node == node) {
@@ -514,7 +581,7 @@ impl ObjectStore {
         incoming: &Object,
         allow_mult: bool,
     ) -> Result<Object> {
-        self.merge_into(hint_key(for_node, key), incoming, allow_mult)
+        self.merge_into(hint_key(for_node, key), key, incoming, allow_mult)
     }
 
     /// The hint of `key` held for `for_node`, if any.

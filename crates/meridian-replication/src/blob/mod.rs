@@ -526,13 +526,14 @@ impl Node {
         let now = self.kernel().clock.now();
         loop {
             let (page, next) = self.kernel().store.objects_from(from, 256)?;
-            for (k, o) in page {
+            for (k, mut o) in page {
                 if !end.is_empty() && k >= end {
                     return Ok((out, false));
                 }
                 if !wanted.contains(&ring.partition_of(&k)) {
                     continue;
                 }
+                self.kernel().store.visible(&k, &mut o);
                 let Some((value, ts)) = o
                     .siblings()
                     .iter()

@@ -89,6 +89,15 @@ pub enum KernelMsg {
         /// The layout epoch.
         epoch: u64,
     },
+    /// Asks for the receiver's clock reading (a truncation's mark goes above every member's).
+    ClockRead,
+    /// The answer to [`KernelMsg::ClockRead`]: microseconds.
+    ClockReading(u64),
+    /// A metadata document the sender waits on: the receiver adopts it if newer and answers
+    /// [`KernelMsg::Synced`] with the version it then follows.
+    Sync(Box<ClusterMeta>),
+    /// The answer to [`KernelMsg::Sync`].
+    Synced(u64),
 }
 
 macro_rules! wrap {
@@ -143,6 +152,12 @@ mod tests {
                 epoch: 3,
             }),
             Msg::Kernel(KernelMsg::Change(MetaChange::Leave(NodeId(3)))),
+            Msg::Kernel(KernelMsg::Change(MetaChange::Truncate {
+                buckets: vec!["default".into()],
+                mark: 17,
+            })),
+            Msg::Kernel(KernelMsg::ClockReading(5)),
+            Msg::Kernel(KernelMsg::Synced(9)),
             Msg::Eventual(EventualMsg::ForwardReply(Err(ReplicationError::Quorum(
                 meridian_cluster::QuorumError::WValUnsatisfied { need: 2, got: 1 },
             )))),

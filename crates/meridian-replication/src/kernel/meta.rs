@@ -140,6 +140,14 @@ impl Node {
             buckets.has_extra_copies(),
             std::sync::atomic::Ordering::Relaxed,
         );
+        let marks = crate::truncation::Marks::of(&meta);
+        let truncated = *self.kernel().marks.read() != marks;
+        if truncated {
+            // Before the new document is visible: no write this node coordinates from now on
+            // is stamped at or below a mark it knows.
+            self.kernel().floored.stay_above(marks.highest());
+            *self.kernel().marks.write() = marks;
+        }
         view.meta = meta;
         view.buckets = buckets;
         let snapshot = view.meta.clone();

@@ -290,7 +290,13 @@ pub(crate) struct Kernel {
     pub(crate) dc: DcId,
     /// The replica's objects and hints over the engine (the engine handle of every protocol).
     pub(crate) store: ObjectStore,
+    /// The node's clock: `floored`, as every protocol must read it.
     pub(crate) clock: Arc<dyn Clock>,
+    /// The same clock, whose floor adopted truncation marks raise (module
+    /// [`crate::truncation`]).
+    pub(crate) floored: Arc<crate::truncation::FlooredClock>,
+    /// The buckets' truncation marks, shared with the stores.
+    pub(crate) marks: crate::truncation::SharedMarks,
     pub(crate) transport: Transport<Msg>,
     /// The cluster metadata this node follows, and the bucket registry derived from it.
     pub(crate) view: RwLock<View>,
@@ -389,7 +395,12 @@ impl Node {
             .bucket_registry()
             .expect("the metadata's buckets validate");
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-        let store = ObjectStore::new(engine, clock.clone());
+        let marks = crate::truncation::Marks::of(&meta);
+        let floored = Arc::new(crate::truncation::FlooredClock::new(clock));
+        floored.stay_above(marks.highest());
+        let clock: Arc<dyn Clock> = floored.clone();
+        let marks: crate::truncation::SharedMarks = Arc::new(RwLock::new(marks));
+        let store = ObjectStore::new(engine, clock.clone()).with_marks(marks.clone());
         let held = crate::handoff::ownership::held(&meta.layout, config.id);
         if !config.anti_entropy_interval.is_zero() {
             let ring = meta.layout.ring();
@@ -413,7 +424,8 @@ impl Node {
         // The draw order (anti-entropy, then timeline) is part of a seed's replay.
         let aae = Aae::new(rng.random_range(0..1usize << 20));
         let tl = Timeline::new(
-            crate::timeline::TlStore::new(store.engine().clone(), clock.clone()),
+            crate::timeline::TlStore::new(store.engine().clone(), clock.clone())
+                .with_marks(marks.clone()),
             rng.random_range(0..1usize << 20),
         );
         let has_txn = buckets.has_transactional();
@@ -431,6 +443,8 @@ impl Node {
                     cfg: config,
                     dc,
                     clock,
+                    floored,
+                    marks,
                     transport,
                     view: RwLock::new(View { meta, buckets }),
                     hooks: MetaHooks::default(),
@@ -889,7 +903,14 @@ impl Protocol for Kernel {
                 });
             }
             KernelMsg::Drained { from: peer, epoch } => node.on_drained(peer, epoch),
-            other @ KernelMsg::ChangeReply(_) => req.unexpected(node, &other),
+            KernelMsg::ClockRead => req.answer(KernelMsg::ClockReading(self.clock.now().0)),
+            KernelMsg::Sync(meta) => {
+                node.adopt(*meta);
+                req.answer(KernelMsg::Synced(self.view.read().meta.version));
+            }
+            other @ (KernelMsg::ChangeReply(_)
+            | KernelMsg::ClockReading(_)
+            | KernelMsg::Synced(_)) => req.unexpected(node, &other),
         }
     }
 }

@@ -1853,6 +1853,12 @@ impl Node {
         self.tl_state().store.page(after, None, limit)
     }
 
+    /// Stores the record of `key` as a tombstone if a truncation mark hides it (the sweep's
+    /// rewrite, `crate::expiry`); returns whether it did.
+    pub(crate) fn tl_prune(&self, key: &[u8]) -> Result<bool> {
+        self.tl_state().store.prune(key)
+    }
+
     /// Tombstone GC (§5), run by the record's master on each page catch-up visits: a
     /// tombstone it issued, stored here at least `tl_tombstone_grace` ago, that every other
     /// primary holds as it is, is forgotten by every primary. Returns whether it was.

@@ -12,11 +12,15 @@
 //! - [`TlStore::apply`] stores a record only when [`merge`] says so, so a replica never moves
 //!   to a lower version, whatever order and how many times records arrive;
 //! - each write first raises the engine's GC horizon to `now` (this store never reads old
-//!   versions), as the object store does.
+//!   versions), as the object store does;
+//! - every read applies the bucket's truncation mark ([`crate::truncation`]): a record whose
+//!   generation began at or before it reads as a tombstone of its version, so merges still
+//!   order it and the master's next write re-inserts the key in a newer generation.
 
 use super::{Merge, Record, Version, decode_record, encode_record, merge};
 use crate::error::{ReplicationError, Result};
 use crate::object_store::RESERVED_PREFIX;
+use crate::truncation::SharedMarks;
 use bytes::Bytes;
 use meridian_core::{Clock, Timestamp};
 use meridian_storage::Engine;
@@ -46,6 +50,7 @@ pub struct TlStore {
     engine: Arc<dyn Engine>,
     clock: Arc<dyn Clock>,
     stripes: Box<[Mutex<()>]>,
+    marks: SharedMarks,
 }
 
 impl TlStore {
@@ -55,7 +60,29 @@ impl TlStore {
             engine,
             clock,
             stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            marks: SharedMarks::default(),
         }
+    }
+
+    /// This store, reading through `marks` (the node's truncation marks).
+    pub fn with_marks(mut self, marks: SharedMarks) -> TlStore {
+        self.marks = marks;
+        self
+    }
+
+    /// Turns `r` (the record of `key`) into a tombstone of its version if its bucket's
+    /// truncation mark hides it; returns whether it did.
+    fn hide(&self, key: &[u8], r: &mut Record) -> bool {
+        let hidden = !r.is_tombstone()
+            && self
+                .marks
+                .read()
+                .mark_for(key)
+                .is_some_and(|mark| r.ver.generation <= mark);
+        if hidden {
+            r.content = super::Content::Tombstone;
+        }
+        hidden
     }
 
     fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
@@ -64,6 +91,14 @@ impl TlStore {
     }
 
     fn read(&self, key: &[u8]) -> Result<Option<Record>> {
+        let mut r = self.read_raw(key)?;
+        if let Some(r) = r.as_mut() {
+            self.hide(key, r);
+        }
+        Ok(r)
+    }
+
+    fn read_raw(&self, key: &[u8]) -> Result<Option<Record>> {
         let Some(v) = self.engine.get_latest(&record_key(key))? else {
             return Ok(None);
         };
@@ -95,6 +130,20 @@ impl TlStore {
         let now = self.clock.now();
         self.engine.set_gc_horizon(now);
         self.engine.delete(record_key(key), now)?;
+        Ok(true)
+    }
+
+    /// Stores the record of `key` as a tombstone if its bucket's truncation mark hides it (the
+    /// sweep that frees a flushed bucket's storage); returns whether it did.
+    pub fn prune(&self, key: &[u8]) -> Result<bool> {
+        let _g = self.lock(key);
+        let Some(mut r) = self.read_raw(key)? else {
+            return Ok(false);
+        };
+        if !self.hide(key, &mut r) {
+            return Ok(false);
+        }
+        self.store(key, &r)?;
         Ok(true)
     }
 
@@ -164,7 +213,10 @@ impl TlStore {
             let key = k.slice(TIMELINE_PREFIX.len()..);
             if let Some(bytes) = v.value {
                 match decode_record(&bytes) {
-                    Ok(r) => out.push((key, r)),
+                    Ok(mut r) => {
+                        self.hide(&key, &mut r);
+                        out.push((key, r))
+                    }
                     Err(e) => {
                         tracing::warn!(key = ?key, error = %e, "skipping an undecodable timeline record")
                     }

@@ -382,6 +382,19 @@ impl Node {
         *self.txn_state().controls.lock() = c;
     }
 
+    /// A version read at this leader as its bucket's truncation mark shows it: committed at
+    /// or before the mark, it reads as deleted (module [`crate::truncation`]).
+    fn txn_visible(
+        &self,
+        key: &[u8],
+        found: Option<(Timestamp, Option<Bytes>)>,
+    ) -> Option<(Timestamp, Option<Bytes>)> {
+        match (found, self.kernel().marks.read().mark_for(key)) {
+            (Some((ts, Some(_))), Some(mark)) if ts.0 <= mark => Some((ts, None)),
+            (found, _) => found,
+        }
+    }
+
     /// The leader's clock reading, refusing a clock that went backward.
     fn txn_clock_read(&self) -> Result<Timestamp> {
         let raw = self.kernel().clock.now();
@@ -451,7 +464,8 @@ impl Node {
                     match leader::r2_check(source, marks.get(key), snap, txid, t.controls()) {
                         ReadCheck::Ready => {
                             self.txn_admit(key, Some(snap))?;
-                            out.push(t.store.read_at(key, snap)?);
+                            let found = t.store.read_at(key, snap)?;
+                            out.push(self.txn_visible(key, found));
                             None
                         }
                         ReadCheck::WaitFor(other) => Some(other),

@@ -483,4 +483,5 @@ mod blob;
 mod eventual;
 mod hash;
 mod timeline;
+mod truncate;
 mod txn;
