@@ -4,8 +4,8 @@
 # pipelines, every single-key command sent to the seed node's DC, expiry on every bucket type and
 # INCR from both DCs (eventual counter, timeline master), SCAN with COUNT over 20k keys while
 # inserting with KEYS and DBSIZE, hashes on every bucket type from both DCs, SELECT, a
-# WATCH/MULTI/EXEC bank on a
-# transactional bucket, keys the placement planner moves under a RedisCluster client),
+# WATCH/MULTI/EXEC bank on a transactional bucket, keys the placement planner moves under a
+# RedisCluster client, FLUSHALL emptying every bucket type cluster-wide),
 # go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail

@@ -404,6 +404,49 @@ def select_as_redis_cluster(by_dc):
         assert "SELECT is not allowed in cluster mode" in str(e), e
 
 
+def flushall_resets_the_cluster(http, by_dc):
+    """FLUSHALL through a RedisCluster client (sent to every primary, as redis-py does)
+    empties eventual, timeline and transactional buckets on every node of both DCs at once,
+    as a test harness resetting its state expects; writes after it are kept; FLUSHDB ASYNC on
+    one node does the same."""
+    import time
+
+    put_bucket(http, "tlf", {"type": "timeline"})
+    put_bucket(http, "txf", {"type": "transactional"})
+    dcs = sorted(by_dc)
+    near = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[0]][0])], decode_responses=True)
+    far = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[-1]][0])], decode_responses=True)
+    keys = [f"{b}flush-{i}" for b in ("", "tlf:", "txf:") for i in range(30)]
+    for k in keys:
+        near.set(k, "old")
+    near.hset("flush-h", mapping={"a": 1})
+    near.incrby("flush-n", 5)
+    flushed = near.flushall()  # one reply per primary
+    assert isinstance(flushed, dict) and flushed and all(v is True for v in flushed.values()), flushed
+    assert near.dbsize(target_nodes=RedisCluster.PRIMARIES) == 0
+    assert far.dbsize(target_nodes=RedisCluster.PRIMARIES) == 0
+    assert far.mget_nonatomic(keys) == [None] * len(keys)
+    assert far.hgetall("flush-h") == {} and far.get("flush-n") is None
+    assert far.incr("flush-n") == 1, "a counter starts over"
+    sel = keys[::10]  # three keys of each bucket type
+    for k in sel:
+        far.set(k, "new")
+    deadline = time.time() + 20
+    while near.mget_nonatomic(sel) != ["new"] * len(sel) and time.time() < deadline:
+        time.sleep(0.1)
+    assert near.mget_nonatomic(sel) == ["new"] * len(sel), near.mget_nonatomic(sel)
+    one = redis.Redis(host=by_dc[dcs[0]][0][0], port=by_dc[dcs[0]][0][1])
+    assert one.flushdb(asynchronous=True) is True
+    assert far.mget_nonatomic(sel) == [None] * len(sel)
+    try:
+        one.execute_command("FLUSHALL", "NOW")
+        raise AssertionError("FLUSHALL NOW must be a syntax error")
+    except redis.ResponseError as e:
+        assert str(e) == "syntax error", e
+    near.close()
+    far.close()
+
+
 def cluster_transaction(by_dc):
     """redis-py's RedisCluster transaction (keys of one slot, as Redis Cluster requires)."""
     host, port = by_dc[sorted(by_dc)[0]][0]
@@ -647,6 +690,8 @@ def main():
     check("SELECT as Redis Cluster answers it", lambda: select_as_redis_cluster(by_dc))
     check("keys moved by the planner under a cluster client",
           lambda: keys_move_under_a_cluster_client(http, by_dc))
+    check("FLUSHALL empties every bucket type on every node; writes after it stay",
+          lambda: flushall_resets_the_cluster(http, by_dc))
 
     print(f"cluster-clients (redis-py {redis.__version__}): {PASSED} passed, {FAILED} failed")
     return 0 if FAILED == 0 else 1

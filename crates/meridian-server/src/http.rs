@@ -161,6 +161,10 @@ pub fn router(node: Arc<NodeState>) -> Router {
             admin(axum::routing::put(crate::http_cluster::put_bucket)),
         )
         .route(
+            "/buckets/{name}/truncate",
+            admin(axum::routing::post(crate::http_cluster::truncate_bucket)),
+        )
+        .route(
             "/wan",
             admin(get(crate::http_cluster::wan).put(crate::http_cluster::put_wan)),
         )

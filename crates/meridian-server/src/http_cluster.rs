@@ -36,7 +36,8 @@
 //!   `peer`, optional `resp`/`http`) admits a node; `DELETE /cluster/members/{id}` removes
 //!   one; both go through the claimant and answer the new metadata version and layout epoch.
 //! - `GET /buckets`, `PUT /buckets/{name}` (JSON `BucketProps`, validated by the claimant and
-//!   applied to the whole cluster), `GET /wan`, `PUT /wan` (nodes behind a WAN emulator).
+//!   applied to the whole cluster), `POST /buckets/{name}/truncate` (the bucket's values
+//!   written before it are gone on every node, as `FLUSHALL` does to every bucket), `GET /wan`, `PUT /wan` (nodes behind a WAN emulator).
 //! - Admin input is checked before anything changes, each refusal a 400 naming the field and
 //!   its range: bucket, member and DC names against one alphabet ([`check_name`]:
 //!   `[A-Za-z0-9_.-]{1,64}`, not starting with `.`); a join's DC must exist or be a new one
@@ -727,6 +728,28 @@ pub(crate) async fn put_bucket(
         .await
         .map_err(|e| repl(&s, &c, e))?;
     Ok(axum::Json(json!({ "bucket": name, "props": props, "scope": "cluster" })).into_response())
+}
+
+/// `POST /buckets/{name}/truncate`: every value of the bucket written before now is gone on
+/// every node (`meridian_replication::truncation`; `FLUSHALL` truncates every bucket). Answers
+/// the mark (microseconds); an unknown bucket is refused.
+pub(crate) async fn truncate_bucket(
+    State(s): State<Arc<HttpState>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let c = backend(&s, &headers)?;
+    check_name("bucket", &name)
+        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "BAD_BUCKET_NAME", m))?;
+    let mark = c
+        .node
+        .truncate(Some(vec![name.clone()]))
+        .await
+        .map_err(|e| repl(&s, &c, e))?;
+    Ok(
+        axum::Json(json!({ "bucket": name, "truncated_at_us": mark, "scope": "cluster" }))
+            .into_response(),
+    )
 }
 
 /// The longest bucket, node or DC name the admin API accepts.

@@ -17,8 +17,9 @@
 //!   why, what would need an atomic read-modify-write; so do the hash commands. `GET` of a
 //!   hash is `WRONGTYPE` and `MGET` shows it as nil, as Redis's.
 //! - `SCAN`, `KEYS`, `DBSIZE` list the keys of the slots this node answers for
-//!   (`cluster_keys`). `FLUSHDB` and `FLUSHALL` are refused, saying why (no bucket-level
-//!   truncation yet).
+//!   (`cluster_keys`). `FLUSHDB` and `FLUSHALL [ASYNC|SYNC]` truncate every bucket, of every
+//!   type, cluster-wide (`meridian_replication::truncation`): values written before are gone
+//!   on every replica, and anti-entropy, repairs and hints cannot bring them back.
 //!
 //! Timeline buckets (`timeline.md` §2; the bucket type decides, per key):
 //! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`;
@@ -84,10 +85,6 @@ fn repl(c: &ClusterBackend, m: &Metrics, e: ReplicationError) -> Cow<'static, st
 
 fn value(v: &[u8]) -> Bytes {
     Bytes::copy_from_slice(v)
-}
-
-fn upper(cmd: Cmd) -> String {
-    cmd.spec().name.to_ascii_uppercase()
 }
 
 /// Whether cluster mode gives `cmd` its own meaning ([`run`] returns `Some`). These commands
@@ -209,12 +206,19 @@ pub(crate) async fn run(
         _ if crate::resp::cluster_keys::handles(cmd) => {
             crate::resp::cluster_keys::run(c, m, reply, cmd, args)
         }
-        Cmd::Flushdb | Cmd::Flushall => Err(Cow::Owned(format!(
-            "ERR {} is not supported in cluster mode yet (a flush must be a bucket-level \
-             truncation every replica and anti-entropy honour, which is not built; delete the \
-             keys, or drop and recreate the bucket)",
-            upper(cmd)
-        ))),
+        // A truncation of every bucket (`meridian_replication::truncation`): the cluster's
+        // whole keyspace, whichever node is asked, so a cluster client asking every master
+        // truncates it once per master, harmlessly.
+        Cmd::Flushdb | Cmd::Flushall if !crate::resp::exec::flush_args_ok(args) => {
+            Err(Cow::Borrowed("ERR syntax error"))
+        }
+        Cmd::Flushdb | Cmd::Flushall => match c.node.truncate(None).await {
+            Ok(_) => {
+                reply.ok();
+                Ok(())
+            }
+            Err(e) => Err(repl(c, m, e)),
+        },
         Cmd::MeridianGet => match read_opts(args, || {
             c.node.bucket_type(args.get(1)) == BucketType::Timeline
         }) {

@@ -958,14 +958,22 @@ fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
 
 /// FLUSHDB/FLUSHALL's optional ASYNC or SYNC.
 fn flush_args(args: Args<'_>) -> CmdResult {
+    if flush_args_ok(args) {
+        Ok(())
+    } else {
+        Err(raw(SYNTAX))
+    }
+}
+
+/// Whether FLUSHDB/FLUSHALL's arguments are none, `ASYNC` or `SYNC` (cluster mode checks the
+/// same).
+pub(crate) fn flush_args_ok(args: Args<'_>) -> bool {
     match args.len() {
-        1 => Ok(()),
-        2 if args.get(1).eq_ignore_ascii_case(b"ASYNC")
-            || args.get(1).eq_ignore_ascii_case(b"SYNC") =>
-        {
-            Ok(())
+        1 => true,
+        2 => {
+            args.get(1).eq_ignore_ascii_case(b"ASYNC") || args.get(1).eq_ignore_ascii_case(b"SYNC")
         }
-        _ => Err(raw(SYNTAX)),
+        _ => false,
     }
 }
 

@@ -392,6 +392,24 @@ async fn admin_names_are_checked() {
     let (status, body) = call(h, "PUT", "/buckets/users_v2.a-b", b"{}").await;
     assert_eq!(status, 200, "{body}");
 
+    // Truncation: a bad or unknown name changes nothing; a known bucket is emptied.
+    let (status, body) = call(h, "POST", "/buckets/a%20b/truncate", b"").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("BAD_BUCKET_NAME"), "{body}");
+    let (status, body) = call(h, "POST", "/buckets/nope/truncate", b"").await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("no bucket named nope"), "{body}");
+    let (status, body) = call(h, "PUT", "/kv/users_v2.a-b:k", b"v").await;
+    assert!(status < 300, "{body}");
+    let (status, body) = call(h, "POST", "/buckets/users_v2.a-b/truncate", b"").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        json(&body)["truncated_at_us"].as_u64().unwrap() > 0,
+        "{body}"
+    );
+    let (status, body) = call(h, "GET", "/kv/users_v2.a-b:k", b"").await;
+    assert_eq!(status, 404, "{body}");
+
     // Joins: a member name or DC outside the alphabet, a DC that looks like the id of a DC
     // that is neither an existing one nor the next one.
     let join =

@@ -2,7 +2,8 @@
 //! cluster: SCAN/KEYS/DBSIZE list each key once per DC (the nodes of a DC answer for
 //! disjoint slot ranges that cover every slot), COUNT bounds every reply, and hashes answer
 //! as Redis's on eventual buckets (a map CRDT) and timeline buckets (through the master),
-//! with WRONGTYPE both ways.
+//! with WRONGTYPE both ways; FLUSHALL/FLUSHDB asked of one node empty every bucket type on
+//! every node.
 
 use super::cluster_mode::{cluster, connect};
 use super::*;
@@ -153,9 +154,109 @@ async fn scan_keys_and_dbsize_list_every_key_once_per_dc() {
     assert!(!keys.is_empty(), "an unknown cursor restarts the iteration");
     let (_, huge) = scan(&mut a, "0", &["COUNT", "9223372036854775807"]).await;
     assert!(!huge.is_empty());
-    // Flushing is refused, saying why, never done key by key.
-    let e = error(a.cmd(&[b"FLUSHALL"]).await);
-    assert!(e.contains("bucket-level truncation"), "{e}");
+    c.shutdown().await;
+}
+
+/// The DBSIZE of the whole cluster: the sum over one DC's nodes.
+async fn cluster_dbsize(c: &Embedded, nodes: &[usize]) -> i64 {
+    let mut total = 0;
+    for &i in nodes {
+        let Frame::Integer(n) = connect(c, i).await.cmd(&[b"DBSIZE"]).await else {
+            panic!("DBSIZE answers an integer")
+        };
+        total += n;
+    }
+    total
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flushall_empties_every_bucket_type_cluster_wide() {
+    let cfg = EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::ZERO,
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        buckets: [
+            ("tl".to_owned(), BucketProps::timeline()),
+            (
+                "tx".to_owned(),
+                BucketProps::transactional(Default::default()),
+            ),
+        ]
+        .into(),
+        ..EmbeddedConfig::default()
+    };
+    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+    let keys = ["k", "tl:k", "tx:k"];
+    for k in keys {
+        assert_eq!(
+            a.cmd(&[b"SET", k.as_bytes(), b"old"]).await,
+            Frame::Simple("OK".into())
+        );
+    }
+    a.cmd(&[b"HSET", b"h", b"f", b"old"]).await;
+    a.cmd(&[b"INCRBY", b"n", b"7"]).await;
+    let listed = |n| n == 4; // k, tl:k, h, n (transactional keys are not listed)
+    for _ in 0..POLLS {
+        if listed(cluster_dbsize(&c, &[2, 3]).await) {
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    assert_eq!(cluster_dbsize(&c, &[2, 3]).await, 4);
+
+    // Redis's argument errors; then a flush asked of one node empties every node at once.
+    assert_eq!(
+        error(b.cmd(&[b"FLUSHALL", b"NOW"]).await),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        error(b.cmd(&[b"FLUSHDB", b"SYNC", b"x"]).await),
+        "ERR syntax error"
+    );
+    assert_eq!(
+        b.cmd(&[b"FLUSHALL", b"ASYNC"]).await,
+        Frame::Simple("OK".into())
+    );
+    for i in 0..4 {
+        let mut n = connect(&c, i).await;
+        for k in keys.iter().chain(&["h", "n"]) {
+            assert_eq!(
+                n.cmd(&[b"EXISTS", k.as_bytes()]).await,
+                Frame::Integer(0),
+                "node {i} {k}"
+            );
+        }
+    }
+    assert_eq!(cluster_dbsize(&c, &[0, 1]).await, 0);
+    assert_eq!(cluster_dbsize(&c, &[2, 3]).await, 0);
+
+    // Writes after it are kept; a counter and a hash start over.
+    assert_eq!(a.cmd(&[b"INCR", b"n"]).await, Frame::Integer(1));
+    assert_eq!(
+        a.cmd(&[b"HSET", b"h", b"g", b"new"]).await,
+        Frame::Integer(1)
+    );
+    assert_eq!(texts(a.cmd(&[b"HGETALL", b"h"]).await), ["g", "new"]);
+    for k in keys {
+        assert_eq!(
+            a.cmd(&[b"SET", k.as_bytes(), b"new"]).await,
+            Frame::Simple("OK".into())
+        );
+    }
+    assert_eq!(b.cmd(&[b"FLUSHDB"]).await, Frame::Simple("OK".into()));
+    assert_eq!(cluster_dbsize(&c, &[0, 1]).await, 0);
+    a.cmd(&[b"SET", b"tx:k", b"last"]).await;
+    for _ in 0..POLLS {
+        if b.cmd(&[b"GET", b"tx:k"]).await == bulk("last") {
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    assert_eq!(b.cmd(&[b"GET", b"tx:k"]).await, bulk("last"));
+    assert_eq!(b.cmd(&[b"GET", b"k"]).await, Frame::Null);
     c.shutdown().await;
 }
 
