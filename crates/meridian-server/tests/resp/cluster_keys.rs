@@ -171,23 +171,11 @@ async fn cluster_dbsize(c: &Embedded, nodes: &[usize]) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flushall_empties_every_bucket_type_cluster_wide() {
-    let cfg = EmbeddedConfig {
-        dcs: 2,
-        nodes_per_dc: 2,
-        wan_latency: Duration::ZERO,
-        intra_dc: meridian_net::wan::LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        buckets: [
-            ("tl".to_owned(), BucketProps::timeline()),
-            (
-                "tx".to_owned(),
-                BucketProps::transactional(Default::default()),
-            ),
-        ]
-        .into(),
-        ..EmbeddedConfig::default()
-    };
-    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let c = cluster_with(&[
+        ("tl", BucketProps::timeline()),
+        ("tx", BucketProps::transactional(Default::default())),
+    ])
+    .await;
     let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
     let keys = ["k", "tl:k", "tx:k"];
     for k in keys {
@@ -260,17 +248,22 @@ async fn flushall_empties_every_bucket_type_cluster_wide() {
     c.shutdown().await;
 }
 
-async fn tl_cluster() -> Embedded {
+/// A 2 × 2 cluster with `buckets` beside the default one.
+async fn cluster_with(buckets: &[(&str, BucketProps)]) -> Embedded {
     let cfg = EmbeddedConfig {
         dcs: 2,
         nodes_per_dc: 2,
         wan_latency: Duration::ZERO,
         intra_dc: meridian_net::wan::LinkConfig::ideal(),
         heartbeat: Duration::from_millis(100),
-        buckets: [("tl".to_owned(), BucketProps::timeline())].into(),
+        buckets: buckets.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
         ..EmbeddedConfig::default()
     };
     start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+}
+
+async fn tl_cluster() -> Embedded {
+    cluster_with(&[("tl", BucketProps::timeline())]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
