@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 use meridian_cluster::{Member, MerkleConfig, Object, Props, Quorum, Ring, Role, Topology, claim};
-use meridian_core::{DcId, NodeId, Timestamp};
+use meridian_core::{DcId, NodeId, SkewedClock, Timestamp};
 use meridian_net::MemNetwork;
 use meridian_net::wan::{LinkConfig, Placement, Scope, WanConfig, WanControl, WanEmulator};
 use meridian_replication::{
@@ -127,6 +127,8 @@ struct Cluster {
     epoch: Instant,
     /// Payloads sent by these nodes get a bit flipped on the wire (`blob.rs`).
     damage_payloads_from: Arc<parking_lot::Mutex<BTreeSet<NodeId>>>,
+    /// Each node's clock, whose offset a test may change ([`Cluster::skew`]).
+    clocks: parking_lot::Mutex<std::collections::BTreeMap<NodeId, Arc<SkewedClock<TokioClock>>>>,
 }
 
 /// A wire that flips one bit of every payload sent by the nodes in `from` (damage on the
@@ -242,6 +244,7 @@ impl Cluster {
             stop,
             epoch: Instant::now(),
             damage_payloads_from: Default::default(),
+            clocks: Default::default(),
         };
         for &id in &ids {
             let mut cfg = NodeConfig::new(id);
@@ -288,15 +291,15 @@ impl Cluster {
         t.layer(|w| self.emulator.wrap(w));
         let from = self.damage_payloads_from.clone();
         t.layer(|inner| Arc::new(DamagingWire { inner, from }));
-        let node = EventualNode::new(
-            cfg,
-            engine.clone(),
-            Arc::new(TokioClock::new(Timestamp(
+        let clock = Arc::new(SkewedClock::new(
+            TokioClock::new(Timestamp(
                 1_700_000_000_000_000 + self.epoch.elapsed().as_micros() as u64,
-            ))),
-            t,
-            meta,
-        );
+            )),
+            0,
+            0.0,
+        ));
+        self.clocks.lock().insert(cfg.id, clock.clone());
+        let node = EventualNode::new(cfg, engine.clone(), clock, t, meta);
         let node_stop = self.stop.child_token();
         node.spawn(inbox, node_stop.clone());
         (node, engine, node_stop)
@@ -386,6 +389,12 @@ impl Cluster {
         self.nodes[i] = node;
         self.engines[i] = engine;
         self.node_stops[i] = node_stop;
+    }
+
+    /// Moves `id`'s clock `offset_us` away from the others' (a clock moved back stands still
+    /// until the others' time catches up: clocks never read backwards).
+    fn skew(&self, id: NodeId, offset_us: i64) {
+        self.clocks.lock()[&id].set_offset(offset_us);
     }
 
     /// The objects each primary stores for `key`.

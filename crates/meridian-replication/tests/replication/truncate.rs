@@ -1,7 +1,8 @@
 //! Bucket truncation (`FLUSHALL` in cluster mode, `meridian_replication::truncation`): every
 //! bucket type forgets what was written before the flush on every node; writes after it
 //! survive; anti-entropy, repairs and a replica that was down during the flush bring nothing
-//! back; the expiry sweep frees the storage.
+//! back, nor does a clock running ahead of the others', and one running behind loses no
+//! write made after the flush; the expiry sweep frees the storage.
 
 use super::*;
 use meridian_replication::listing::ListPos;
@@ -165,5 +166,38 @@ async fn a_replica_down_during_the_flush_brings_nothing_back() {
         let d = Dispatch::new(c.node(n).clone());
         assert_eq!(d.get(b"k1").await.unwrap(), Some(b("after")), "{n}");
         assert_eq!(d.get(b"tl:k1").await.unwrap(), Some(b("after")), "{n}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn skewed_clocks_keep_no_old_value_and_lose_no_new_one() {
+    let c = flush_cluster(73).await;
+    let (ahead, behind) = (NodeId(3), NodeId(5));
+    let first_is = |n: NodeId, prefix: &str| key_where(&c, prefix, |p| p[0] == n);
+    let (old_ahead, new_behind) = (first_is(ahead, "ahead"), first_is(behind, "behind"));
+    // Coordinated by the node whose clock runs 3 s ahead: stamped in the others' future.
+    c.skew(ahead, 3_000_000);
+    c.skew(behind, -3_000_000);
+    sleep(Duration::from_secs(1)).await;
+    let d = Dispatch::new(c.node(ahead).clone());
+    d.set(&old_ahead, b("old")).await.unwrap();
+    d.set(&new_behind, b("old")).await.unwrap();
+    sleep(Duration::from_secs(1)).await;
+
+    // Asked of a node with a true clock: the mark still covers the value stamped ahead.
+    let true_time = c.node(NodeId(1)).clock_now().0;
+    let mark = c.node(NodeId(1)).truncate(None).await.unwrap();
+    assert!(
+        mark > true_time + 2_000_000,
+        "the mark is the ahead clock's reading"
+    );
+    // Written after the flush through the node whose clock is behind the mark: kept.
+    let d = Dispatch::new(c.node(behind).clone());
+    d.set(&new_behind, b("new")).await.unwrap();
+    sleep(Duration::from_secs(3)).await;
+    for n in all() {
+        let d = Dispatch::new(c.node(n).clone());
+        assert_eq!(d.get(&old_ahead).await.unwrap(), None, "{n}");
+        assert_eq!(d.get(&new_behind).await.unwrap(), Some(b("new")), "{n}");
     }
 }
