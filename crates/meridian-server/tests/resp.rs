@@ -1199,7 +1199,22 @@ mod cluster_mode {
         // INCR keeps a PN-counter: increments through both DCs add up.
         assert_eq!(a.cmd(&[b"INCR", b"n"]).await, Frame::Integer(1));
         assert_eq!(b.cmd(&[b"INCRBY", b"n", b"10"]).await, Frame::Integer(11));
+        // A counter command replies the counter at its DC's coordinating replica, which may
+        // not hold the other DC's increment yet (a busy host delays it): wait until it does
+        // (INCRBY 0 reads it without writing).
+        for _ in 0..200 {
+            if a.cmd(&[b"INCRBY", b"n", b"0"]).await == Frame::Integer(11) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(a.cmd(&[b"DECR", b"n"]).await, Frame::Integer(10));
+        for _ in 0..200 {
+            if b.cmd(&[b"GET", b"n"]).await == bulk("10") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         assert_eq!(b.cmd(&[b"GET", b"n"]).await, bulk("10"));
         let e = error(a.cmd(&[b"DECRBY", b"n", b"-9223372036854775808"]).await);
         assert_eq!(e, "ERR decrement would overflow");
