@@ -132,9 +132,12 @@ impl Node {
         };
         let now = self.kernel().clock.now();
         for (key, r) in records {
-            if self.kernel().marks.read().mark_for(&key).is_some()
-                && let Err(e) = self.tl_prune(&key)
-            {
+            // What a mark hides reads as a tombstone of a generation at or before it: only
+            // those can still hold a value on disk.
+            let hidden = r.is_tombstone()
+                && (self.kernel().marks.read().mark_for(&key))
+                    .is_some_and(|mark| r.ver.generation <= mark);
+            if hidden && let Err(e) = self.tl_prune(&key) {
                 tracing::debug!(node = %self.id(), error = %e, "truncation sweep: rewrite failed");
             }
             let Content::Value(v) = &r.content else {

@@ -210,17 +210,6 @@ impl ObjectStore {
         }
     }
 
-    /// The object of client key `key` as stored, and as its bucket's truncation mark shows
-    /// it.
-    fn read_visible(&self, key: &[u8]) -> Result<(Option<Object>, Option<Object>)> {
-        let raw = self.read(key)?;
-        let mut shown = raw.clone();
-        if let Some(o) = shown.as_mut() {
-            self.visible(key, o);
-        }
-        Ok((raw, shown))
-    }
-
     /// Attaches anti-entropy trees: from now on every write of a client key is recorded in
     /// them. The trees must describe the engine's current contents (see
     /// [`AaeTrees::build`]). Returns false (and changes nothing) if trees were already
@@ -282,14 +271,14 @@ impl ObjectStore {
     /// (the sweep that frees a flushed bucket's storage); returns whether it did.
     pub fn prune(&self, key: &[u8]) -> Result<bool> {
         let _g = self.lock(key);
-        let (raw, shown) = self.read_visible(key)?;
-        match shown {
-            Some(o) if raw.as_ref() != Some(&o) => {
-                self.write(Bytes::copy_from_slice(key), &o)?;
-                Ok(true)
-            }
-            _ => Ok(false),
+        let Some(mut o) = self.read(key)? else {
+            return Ok(false);
+        };
+        if !self.visible(key, &mut o) {
+            return Ok(false);
         }
+        self.write(Bytes::copy_from_slice(key), &o)?;
+        Ok(true)
     }
 
     /// Merges `incoming` into the stored object of `key` (replica apply, read repair,
@@ -407,7 +396,7 @@ impl ObjectStore {
         siblings_max: usize,
     ) -> Result<(Option<Object>, T)> {
         let _g = self.lock(&engine_key);
-        let (_, local) = self.read_visible(&engine_key)?;
+        let local = self.get(&engine_key)?;
         let (content, out) = make(local.as_ref())?;
         let Some(content) = content else {
             return Ok((None, out));
@@ -507,7 +496,7 @@ impl ObjectStore {
     /// covers is issued again); returns whether it was deleted.
     pub fn reap_if_unchanged(&self, key: &[u8], tombstone: &Object, node: NodeId) -> Result<bool> {
         let _g = self.lock(key);
-        if self.read_visible(key)?.1.as_ref() != Some(tombstone) {
+        if self.get(key)?.as_ref() != Some(tombstone) {
             return Ok(false);
         }
         for (rid, counter) in tombstone.clock().iter().filter(|(r, _)| r.node == node) {

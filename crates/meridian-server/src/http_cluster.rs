@@ -714,8 +714,7 @@ pub(crate) async fn put_bucket(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let c = backend(&s, &headers)?;
-    check_name("bucket", &name)
-        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "BAD_BUCKET_NAME", m))?;
+    check_bucket_name(&name)?;
     let props: BucketProps = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -739,8 +738,7 @@ pub(crate) async fn truncate_bucket(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let c = backend(&s, &headers)?;
-    check_name("bucket", &name)
-        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "BAD_BUCKET_NAME", m))?;
+    check_bucket_name(&name)?;
     let mark = c
         .node
         .truncate(Some(vec![name.clone()]))
@@ -750,6 +748,12 @@ pub(crate) async fn truncate_bucket(
         axum::Json(json!({ "bucket": name, "truncated_at_us": mark, "scope": "cluster" }))
             .into_response(),
     )
+}
+
+/// A bucket name from an admin route's path, checked ([`check_name`]): 400 `BAD_BUCKET_NAME`.
+fn check_bucket_name(name: &str) -> Result<(), ApiError> {
+    check_name("bucket", name)
+        .map_err(|m| ApiError::new(StatusCode::BAD_REQUEST, "BAD_BUCKET_NAME", m))
 }
 
 /// The longest bucket, node or DC name the admin API accepts.
