@@ -94,6 +94,8 @@ pub struct ReplayConfig {
     pub seed: i32,
     /// Pin shard threads to CPUs.
     pub pin: bool,
+    /// How much nicer than the replay the tracker and partitioner threads run (0..=19).
+    pub actor_nice: i32,
     /// The throughput bin (1 s).
     pub bin: Duration,
 }
@@ -116,6 +118,7 @@ impl ReplayConfig {
             records,
             seed: 1,
             pin: false,
+            actor_nice: RepartConfig::default().actor_nice,
             bin: Duration::from_secs(1),
         }
     }
@@ -134,6 +137,10 @@ impl ReplayConfig {
             unmapped_policy: self.unmapped,
             new_keys: NewKeys::RoundRobin,
             pin: self.pin,
+            actor_nice: self.actor_nice,
+            // Keep every request in the graph, as the study does (a replay's tracker lags by
+            // up to ≈ 7 × 10⁵ requests on two cores).
+            max_tracker_lag: meridian_server::repart::MAX_TRACKER_LAG,
             // Swap every new partition, as kvpaxos does (no hysteresis).
             min_gain: 0.0,
             ..RepartConfig::default()
@@ -273,6 +280,10 @@ pub struct ReplayResult {
     pub queue_cap: usize,
     /// Shard threads pinned.
     pub pin: bool,
+    /// The tracker's and partitioner's niceness above the replay's (0 in results older
+    /// than the setting, which ran them at the replay's priority).
+    #[serde(default)]
+    pub actor_nice: i32,
     /// `n_records` (the population is keys `0..=records`).
     pub records: u32,
     /// Population writes.
@@ -301,6 +312,10 @@ pub struct ReplayResult {
     pub population_stall_max_us: u64,
     /// The longest dispatch stall of the measured stream, µs.
     pub measured_stall_max_us: u64,
+    /// Dispatches of the measured stream that stalled at least 1, 10 and 100 ms
+    /// ([`meridian_server::repart::STALL_OVER_US`]); absent from older results.
+    #[serde(default)]
+    pub measured_stalls_over: [u64; 3],
     /// Throughput bins of the measured stream.
     pub bins: Vec<Bin>,
     /// The executor's metrics after the population (a [`RepartSnapshot`]).
@@ -608,6 +623,7 @@ fn run(
         value_size: config.value_size,
         queue_cap: config.queue_cap,
         pin: config.pin,
+        actor_nice: config.actor_nice,
         records: config.records,
         population: n_pop,
         requests: requests.len() as u64,
@@ -626,6 +642,9 @@ fn run(
         },
         population_stall_max_us: after_pop.dispatch_stall_max_us,
         measured_stall_max_us,
+        measured_stalls_over: std::array::from_fn(|i| {
+            end.dispatch_stalls_over[i].saturating_sub(after_pop.dispatch_stalls_over[i])
+        }),
         bins,
         stats_after_population: snapshot_value(&after_pop),
         stats: snapshot_value(&end),
@@ -848,8 +867,8 @@ pub fn table(runs: &[ReplayResult]) -> String {
         .find(|r| is(r, |m| m == Mode::RoundRobin) && r.shards > 1)
         .map(|r| r.makespan_s);
     let mut t = String::from(
-        "| run | makespan s | vs RR | mean kreq/s | peak kreq/s | lowest kreq/s | max dispatch stall ms | partitions | swaps | longest swap ms | longest partition ms | last graph V / E | keys moved (raw) | sync requests | population s | checks |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|\n",
+        "| run | makespan s | vs RR | mean kreq/s | peak kreq/s | lowest kreq/s | max dispatch stall ms | stalls ≥ 10 ms | partitions | swaps | longest swap ms | longest partition ms | last graph V / E | keys moved (raw) | sync requests | population s | checks |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|---|\n",
     );
     for r in runs {
         let (peak, dip) = r.peak_and_dip_rps();
@@ -870,7 +889,7 @@ pub fn table(runs: &[ReplayResult]) -> String {
         };
         let _ = writeln!(
             t,
-            "| {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {:.1} | {:.0} | {} / {} | {} ({}) | {} | {:.1} | {} |",
+            "| {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {:.1} | {:.0} | {} / {} | {} ({}) | {} | {:.1} | {} |",
             r.label,
             r.makespan_s,
             vs,
@@ -878,6 +897,7 @@ pub fn table(runs: &[ReplayResult]) -> String {
             peak / 1e3,
             dip / 1e3,
             r.measured_stall_max_us as f64 / 1e3,
+            r.measured_stalls_over[1],
             r.stat("partitions"),
             r.stat("swaps"),
             r.stat("swap_us_max") as f64 / 1e3,

@@ -997,6 +997,8 @@ mod tests {
         c.validate().unwrap();
         assert_eq!(c.repart.mode, crate::repart::Mode::NonStop);
         assert_eq!(c.repart.window, 1000);
+        assert_eq!(c.repart.actor_nice, 10);
+        assert_eq!(c.repart.max_tracker_lag, 1 << 18);
     }
 
     #[test]

@@ -880,7 +880,7 @@ fn escape_label(v: &str) -> std::borrow::Cow<'_, str> {
 /// The executor's series (spec `repartitioning.md` §4); durations in seconds.
 fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
     let secs = |us: u64| us as f64 / 1e6;
-    let series: [(&str, &str, &str, f64); 21] = [
+    let series: [(&str, &str, &str, f64); 25] = [
         (
             "meridian_repart_dispatched_total",
             "counter",
@@ -898,6 +898,30 @@ fn render_repart(out: &mut String, s: &crate::repart::RepartSnapshot) {
             "gauge",
             "The longest time one dispatch (one request, or a connection's batch of pipelined ones) spent placing and repartitioning (queue backpressure excluded).",
             secs(s.dispatch_stall_max_us),
+        ),
+        (
+            "meridian_repart_tracked_dropped_total",
+            "counter",
+            "Requests left out of the co-access graph because the tracker was repart.max_tracker_lag requests behind.",
+            s.tracked_dropped as f64,
+        ),
+        (
+            "meridian_repart_dispatch_stalls_over_1ms_total",
+            "counter",
+            "Dispatches that held the dispatcher 1 ms or more (queue backpressure excluded).",
+            s.dispatch_stalls_over[0] as f64,
+        ),
+        (
+            "meridian_repart_dispatch_stalls_over_10ms_total",
+            "counter",
+            "Dispatches that held the dispatcher 10 ms or more (queue backpressure excluded).",
+            s.dispatch_stalls_over[1] as f64,
+        ),
+        (
+            "meridian_repart_dispatch_stalls_over_100ms_total",
+            "counter",
+            "Dispatches that held the dispatcher 100 ms or more (queue backpressure excluded).",
+            s.dispatch_stalls_over[2] as f64,
         ),
         (
             "meridian_repart_sync_requests_total",

@@ -113,6 +113,10 @@ pub struct ReplayArgs {
     /// Pin shard i's thread to CPU i mod (usable CPUs).
     #[arg(long)]
     pin: bool,
+    /// How much nicer (0..=19) the tracker and partitioner threads run than the dispatcher
+    /// and the shards; 0 runs them at the same priority.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    actor_nice: i32,
     /// The run's name in tables and plots (default from the mode and window: `NS W=1000`).
     #[arg(long)]
     label: Option<String>,
@@ -207,6 +211,7 @@ fn config(a: &ReplayArgs, records: u32) -> ReplayConfig {
     c.queue_cap = a.queue_cap as usize;
     c.seed = a.seed;
     c.pin = a.pin;
+    c.actor_nice = a.actor_nice;
     c
 }
 
@@ -247,13 +252,14 @@ fn replay(a: ReplayArgs) -> Result<()> {
     let written = repart::write_result(&a.out, &r)?;
     let (peak, dip) = r.peak_and_dip_rps();
     println!(
-        "{}: makespan {:.2} s, {:.0} req/s (bins: peak {:.0}, lowest {:.0}), longest dispatch stall {:.1} ms, {} partitions, {} swaps, {} keys moved, {} sync requests; population {:.1} s; executed {}/{}{} -> {}",
+        "{}: makespan {:.2} s, {:.0} req/s (bins: peak {:.0}, lowest {:.0}), longest dispatch stall {:.1} ms ({} ≥ 10 ms), {} partitions, {} swaps, {} keys moved, {} sync requests; population {:.1} s; executed {}/{}{} -> {}",
         r.label,
         r.makespan_s,
         r.throughput_rps,
         peak,
         dip,
         r.measured_stall_max_us as f64 / 1e3,
+        r.measured_stalls_over[1],
         r.stat("partitions"),
         r.stat("swaps"),
         r.stat("keys_moved_total"),

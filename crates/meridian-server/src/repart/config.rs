@@ -200,6 +200,9 @@ impl FromStr for Workers {
 /// The most worker shards a node runs.
 pub const MAX_SHARDS: u32 = 256;
 
+/// The largest `repart.max_tracker_lag`: about 400 MB of waiting requests at 8 keys each.
+pub const MAX_TRACKER_LAG: u64 = 1 << 22;
+
 /// `[repart]` in a node's configuration.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -236,6 +239,16 @@ pub struct RepartConfig {
     pub inline: bool,
     /// Pin shard i's thread to CPU i mod (CPUs this process may use).
     pub pin: bool,
+    /// How much nicer than the node (0..=19) the tracker's and the partitioner's threads
+    /// run: their work is background work, and on a host short of cores it should yield the
+    /// CPU to the connections and the shards rather than deschedule a thread that is
+    /// dispatching. 0: the node's own priority.
+    pub actor_nice: i32,
+    /// The most requests handed to the tracker and not yet in its graph. Past it the
+    /// dispatcher leaves further requests out of the graph until the tracker catches up, so
+    /// a tracker short of CPU costs the graph samples, not unbounded memory (each request
+    /// waiting costs 12 bytes per key).
+    pub max_tracker_lag: u64,
     /// Swap a new partition in only if it cuts the co-access weight split across shards by
     /// at least this fraction of what the current map splits (on the same graph), or fixes
     /// an imbalance above `max_imbalance`. 0: swap every new partition, as kvpaxos does.
@@ -261,6 +274,8 @@ impl Default for RepartConfig {
             workers: Workers::Threads,
             inline: true,
             pin: true,
+            actor_nice: 10,
+            max_tracker_lag: 1 << 18,
             min_gain: 0.05,
             max_imbalance: 1.5,
         }
@@ -280,6 +295,18 @@ impl RepartConfig {
             return Err(format!(
                 "repart.ufactor: {} is out of range: expected 1..=10000 (thousandths of imbalance)",
                 self.ufactor
+            ));
+        }
+        if !(0..=19).contains(&self.actor_nice) {
+            return Err(format!(
+                "repart.actor_nice: {} is out of range: expected 0..=19",
+                self.actor_nice
+            ));
+        }
+        if !(1..=MAX_TRACKER_LAG).contains(&self.max_tracker_lag) {
+            return Err(format!(
+                "repart.max_tracker_lag: {} is out of range: expected 1..={MAX_TRACKER_LAG} requests",
+                self.max_tracker_lag
             ));
         }
         if !(0.0..=1.0).contains(&self.min_gain) {
@@ -370,6 +397,24 @@ mod tests {
             ..RepartConfig::default()
         };
         assert!(c.validate().unwrap_err().starts_with("repart.ufactor"));
+        for nice in [-1, 20, i32::MIN] {
+            let c = RepartConfig {
+                actor_nice: nice,
+                ..RepartConfig::default()
+            };
+            assert!(c.validate().unwrap_err().starts_with("repart.actor_nice"));
+        }
+        for lag in [0, MAX_TRACKER_LAG + 1, u64::MAX] {
+            let c = RepartConfig {
+                max_tracker_lag: lag,
+                ..RepartConfig::default()
+            };
+            assert!(
+                c.validate()
+                    .unwrap_err()
+                    .starts_with("repart.max_tracker_lag")
+            );
+        }
         for (gain, imb, field) in [
             (-0.1, 1.5, "repart.min_gain"),
             (f64::NAN, 1.5, "repart.min_gain"),

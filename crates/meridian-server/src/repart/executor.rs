@@ -64,8 +64,8 @@ pub enum StartError {
 enum Role {
     /// Worker shard i.
     Shard(usize),
-    /// The tracker or the partitioner.
-    Actor,
+    /// The tracker or the partitioner, run this much nicer than the node on a thread.
+    Actor { nice: i32 },
 }
 
 enum Handle {
@@ -83,8 +83,10 @@ impl Runtime {
             Runtime::Threads { pin } => {
                 let pin = *pin;
                 let h = std::thread::Builder::new().name(name).spawn(move || {
-                    if pin && let Role::Shard(i) = role {
-                        pin_to(i);
+                    match role {
+                        Role::Shard(i) if pin => pin_to(i),
+                        Role::Actor { nice } => lower_priority(nice),
+                        Role::Shard(_) => {}
                     }
                     match tokio::runtime::Builder::new_current_thread().build() {
                         Ok(rt) => rt.block_on(fut),
@@ -110,6 +112,21 @@ impl Runtime {
             Runtime::Threads { .. } => None,
             Runtime::Tasks(h) | Runtime::ShardTasks(h) => Some(h),
         }
+    }
+}
+
+/// Makes the calling thread `by` nicer than it is (Linux: niceness is per thread), capped
+/// at the lowest priority, 19.
+fn lower_priority(by: i32) {
+    use rustix::process::{getpriority_process, setpriority_process};
+    if by == 0 {
+        return;
+    }
+    let tid = Some(rustix::thread::gettid());
+    let set = getpriority_process(tid)
+        .and_then(|now| setpriority_process(tid, now.saturating_add(by).min(19)));
+    if let Err(e) = set {
+        tracing::debug!("repart: cannot lower a pipeline thread's priority: {e}");
     }
 }
 
@@ -539,7 +556,10 @@ impl<K: Key> Executor<K> {
         let pipeline = if config.mode.tracks() {
             let (pipe, actors) = pipeline::start::<K>(config, p, partitioner, stats.clone());
             for (name, fut) in actors {
-                handles.push(runtime.spawn(name.to_string(), Role::Actor, fut)?);
+                let role = Role::Actor {
+                    nice: config.actor_nice,
+                };
+                handles.push(runtime.spawn(name.to_string(), role, fut)?);
             }
             Some(pipe)
         } else {
@@ -1265,6 +1285,92 @@ mod tests {
         rt.block_on(exec.quiesce());
         assert_eq!(*log.lock(), [1, 4, 5, 2, 3]);
         assert_eq!(exec.stats().snapshot().inline, 3);
+    }
+
+    /// A tracker that cannot keep up costs the graph samples, not memory: past
+    /// `max_tracker_lag` requests waiting, the dispatcher leaves requests out, and hands them
+    /// over again once the tracker has caught up.
+    #[test]
+    fn a_tracker_behind_by_max_lag_gets_no_more_requests_until_it_catches_up() {
+        // Tasks on a runtime the test drives only when it wants the tracker to run.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let cfg = RepartConfig {
+            max_tracker_lag: 1_000,
+            ..config(Mode::NonStop)
+        };
+        let exec = Executor::<u32>::start(&cfg, Runtime::Tasks(rt.handle().clone())).unwrap();
+        for k in 0..5_000u32 {
+            exec.dispatch(&[k], Box::new(|| {}));
+        }
+        let s = exec.stats().snapshot();
+        assert_eq!(s.tracked, 0, "the tracker never ran");
+        assert!(s.tracked_sent <= 1_000, "{s:?}");
+        assert!(s.tracked_sent + s.tracked_dropped >= 5_000 - 64, "{s:?}");
+        assert!(s.tracked_dropped >= 3_000, "{s:?}");
+        rt.block_on(async {
+            while exec.stats().snapshot().tracked < s.tracked_sent {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        for k in 0..640u32 {
+            exec.dispatch(&[k], Box::new(|| {}));
+        }
+        let after = exec.stats().snapshot();
+        assert!(after.tracked_sent >= s.tracked_sent + 576, "{after:?}");
+        assert_eq!(after.tracked_dropped, s.tracked_dropped, "{after:?}");
+        exec.shutdown();
+    }
+
+    /// The niceness of each of this process's threads whose name starts with `prefix`.
+    fn thread_nice(prefix: &str) -> Vec<i32> {
+        let mut out = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // Fields after the name: state is field 3, nice field 19.
+            let nice = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(16)?.parse().ok());
+            if comm.starts_with(prefix)
+                && let Some(n) = nice
+            {
+                out.push(n);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn pipeline_threads_run_nicer_than_the_node() {
+        let own = rustix::process::getpriority_process(None).unwrap();
+        let want = (own + 3).min(19);
+        let cfg = RepartConfig {
+            actor_nice: 3,
+            ..config(Mode::NonStop)
+        };
+        let exec = Executor::<u32>::start(&cfg, Runtime::Threads { pin: false }).unwrap();
+        // Each thread lowers itself as it starts; tests running beside this one start
+        // pipelines at the default niceness, so look for this one's.
+        let mut seen = Vec::new();
+        for _ in 0..500 {
+            seen = thread_nice("meridian-repart");
+            if seen.iter().filter(|&&n| n == want).count() >= 2 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            seen.iter().filter(|&&n| n == want).count() >= 2,
+            "tracker and partitioner at niceness {want}: {seen:?}"
+        );
+        assert!(
+            thread_nice("meridian-shard").contains(&own),
+            "shards keep the node's priority"
+        );
+        exec.shutdown();
     }
 
     #[test]

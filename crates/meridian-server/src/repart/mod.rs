@@ -28,7 +28,9 @@ pub mod executor;
 pub mod map;
 pub mod pipeline;
 
-pub use config::{Mode, NewKeys, PartitionerKind, RepartConfig, UnmappedPolicy, Workers};
+pub use config::{
+    MAX_TRACKER_LAG, Mode, NewKeys, PartitionerKind, RepartConfig, UnmappedPolicy, Workers,
+};
 pub use executor::{Batch, Executor, Held, Op, Placed, Route, Runtime, StartError};
 pub use map::Key;
-pub use pipeline::{RepartSnapshot, RepartStats};
+pub use pipeline::{RepartSnapshot, RepartStats, STALL_OVER_US};
