@@ -200,7 +200,7 @@ impl FromStr for Workers {
 /// The most worker shards a node runs.
 pub const MAX_SHARDS: u32 = 256;
 
-/// The largest `repart.max_tracker_lag`: about 400 MB of waiting requests at 8 keys each.
+/// The largest `repart.max_tracker_lag`: about 550 MB of waiting requests at 8 keys each.
 pub const MAX_TRACKER_LAG: u64 = 1 << 22;
 
 /// `[repart]` in a node's configuration.
@@ -246,8 +246,8 @@ pub struct RepartConfig {
     pub actor_nice: i32,
     /// The most requests handed to the tracker and not yet in its graph. Past it the
     /// dispatcher leaves further requests out of the graph until the tracker catches up, so
-    /// a tracker short of CPU costs the graph samples, not unbounded memory (each request
-    /// waiting costs 12 bytes per key).
+    /// a tracker short of CPU costs the graph samples, not unbounded memory (a waiting
+    /// request costs 16 bytes per key and 4 more: 5 MB at the default, single-key).
     pub max_tracker_lag: u64,
     /// Swap a new partition in only if it cuts the co-access weight split across shards by
     /// at least this fraction of what the current map splits (on the same graph), or fixes
