@@ -7,8 +7,9 @@
 #   MODES="round_robin non_stop round_robin/tasks" SHARDS=8 bash bench/repart-overhead.sh 5
 #
 # A mode may name what runs the shards after a slash (`non_stop/tasks`: `--repart-workers
-# tasks`; without one, threads), and after a second where new keys go
-# (`round_robin/threads/round_robin`: `--repart-new-keys round_robin`; without one, hash).
+# tasks`; without one, threads), after a second where new keys go
+# (`round_robin/threads/round_robin`: `--repart-new-keys round_robin`; without one, hash),
+# and after a third how many shards (`round_robin/tasks/hash/64`; without one, SHARDS).
 #
 # Each round runs SET and GET with 500-byte values, 50 clients, random keys out of 100k, at
 # pipeline 1 and 16, against every server in a rotating order. Prints medians over rounds and
@@ -37,9 +38,9 @@ for i in "${!names[@]}"; do
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
       >"$out/redis.log" 2>&1 &
   else
-    IFS=/ read -r mode workers new_keys <<<"$name"
+    IFS=/ read -r mode workers new_keys mode_shards <<<"$name"
     "$bin" node --resp "127.0.0.1:$port" --http "127.0.0.1:$((port + 1))" \
-      --repart "$mode" --repart-shards "$shards" --repart-workers "${workers:-threads}" \
+      --repart "$mode" --repart-shards "${mode_shards:-$shards}" --repart-workers "${workers:-threads}" \
       --repart-new-keys "${new_keys:-hash}" \
       >"$out/meridian-${name//\//-}.log" 2>&1 &
   fi

@@ -176,6 +176,12 @@ impl ReplayConfig {
         if self.bin.is_zero() {
             return bad("bin", "must be positive".into());
         }
+        if !(0..=19).contains(&self.actor_nice) {
+            return bad(
+                "--actor-nice",
+                format!("{} is out of range: expected 0..=19", self.actor_nice),
+            );
+        }
         self.executor_config()
             .validate()
             .or_else(|e| bad("--shards", e))
@@ -1314,6 +1320,16 @@ mod tests {
         let mut c = ReplayConfig::new(Mode::RoundRobin, 10);
         c.shards = 0;
         assert!(c.validate().unwrap_err().to_string().contains("--shards"));
+        for nice in [-1, 20] {
+            let mut c = ReplayConfig::new(Mode::NonStop, 10);
+            c.actor_nice = nice;
+            assert!(
+                c.validate()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("--actor-nice")
+            );
+        }
         assert!(
             ReplayConfig::new(Mode::Off, 10)
                 .validate()

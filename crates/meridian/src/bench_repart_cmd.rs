@@ -19,7 +19,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use meridian_bench::affinity::{self, AffinityConfig};
 use meridian_bench::kvpaxos::{self, Workload};
 use meridian_bench::repart::{self, ReplayConfig};
-use meridian_server::repart::{Mode, PartitionerKind, UnmappedPolicy};
+use meridian_server::repart::{Mode, PartitionerKind, RepartConfig, UnmappedPolicy};
 
 /// The study's subcommands of `meridian bench`.
 #[derive(Subcommand, Debug)]
@@ -115,7 +115,7 @@ pub struct ReplayArgs {
     pin: bool,
     /// How much nicer (0..=19) the tracker and partitioner threads run than the dispatcher
     /// and the shards; 0 runs them at the same priority.
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = RepartConfig::default().actor_nice, value_name = "N")]
     actor_nice: i32,
     /// The run's name in tables and plots (default from the mode and window: `NS W=1000`).
     #[arg(long)]

@@ -203,8 +203,7 @@ pub(super) struct Pipeline<K> {
     pending: Vec<(KeyId, ShardId)>,
     pending_ends: Vec<u32>,
     pending_since: Option<std::time::Instant>,
-    /// Requests handed to the tracker so far, and the most it may have waiting.
-    sent: u64,
+    /// The most requests the tracker may have waiting.
     max_lag: u64,
     /// Base: partitions inline on the dispatcher.
     inline: Option<Compute<K>>,
@@ -284,7 +283,6 @@ pub(super) fn start<K: Key>(
         pending: Vec::new(),
         pending_ends: Vec::new(),
         pending_since: None,
-        sent: 0,
         max_lag: config.max_tracker_lag,
         inline,
         stats,
@@ -314,8 +312,7 @@ impl<K: Key> Pipeline<K> {
         if n == 0 {
             return;
         }
-        let waiting = self
-            .sent
+        let waiting = (self.stats.tracked_sent.load(Ordering::Relaxed))
             .saturating_sub(self.stats.tracked.load(Ordering::Relaxed));
         if waiting + n > self.max_lag {
             // The tracker is that far behind: these requests stay out of the graph.
@@ -324,8 +321,7 @@ impl<K: Key> Pipeline<K> {
             self.pending_ends.clear();
             return;
         }
-        self.sent += n;
-        self.stats.tracked_sent(n);
+        self.stats.tracked_sent.fetch_add(n, Ordering::Relaxed);
         let _ = self.track.send(TrackMsg::Requests {
             placed: std::mem::replace(&mut self.pending, Vec::with_capacity(TRACK_BATCH * 2)),
             ends: std::mem::replace(&mut self.pending_ends, Vec::with_capacity(TRACK_BATCH)),
@@ -580,6 +576,8 @@ pub struct RepartStats {
     stalls_over: [AtomicU64; 3],
     sync_requests: AtomicU64,
     barrier_wait_us: AtomicU64,
+    /// Requests handed to the tracker (once per batch of them: not striped).
+    tracked_sent: AtomicU64,
     tracked: AtomicU64,
     tracked_dropped: AtomicU64,
     snapshots: AtomicU64,
@@ -610,7 +608,6 @@ struct DispatchCounters {
     dispatched: AtomicU64,
     dispatch_stall_max_us: AtomicU64,
     inline: AtomicU64,
-    tracked_sent: AtomicU64,
 }
 
 /// The stall lengths counted in [`RepartSnapshot::dispatch_stalls_over`], µs: 1, 10 and
@@ -730,10 +727,6 @@ impl RepartStats {
         }
     }
 
-    fn tracked_sent(&self, n: u64) {
-        self.hot().tracked_sent.fetch_add(n, Ordering::Relaxed);
-    }
-
     pub(super) fn sync_request(&self) {
         self.sync_requests.fetch_add(1, Ordering::Relaxed);
     }
@@ -808,7 +801,7 @@ impl RepartStats {
             inline: self.hot_sum(|h| &h.inline),
             sync_requests: l(&self.sync_requests),
             barrier_wait_us: l(&self.barrier_wait_us),
-            tracked_sent: self.hot_sum(|h| &h.tracked_sent),
+            tracked_sent: l(&self.tracked_sent),
             tracked: l(&self.tracked),
             tracked_dropped: l(&self.tracked_dropped),
             snapshots: l(&self.snapshots),
