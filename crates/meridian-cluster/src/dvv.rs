@@ -6,9 +6,9 @@
 //! with their next write.
 //!
 //! Guarantees:
-//! - [`coordinator_put`] supersedes exactly the siblings the context covers, and issues a
-//!   dot `me`-counter strictly greater than any `me`-counter in the local object or the
-//!   context, so a replica never reuses a dot (as long as its incarnation changes when its
+//! - [`coordinator_put`] supersedes exactly the local siblings the context covers, and
+//!   issues a dot `me`-counter strictly greater than any `me`-counter in the local object or
+//!   the (accepted) context, so a replica never reuses a dot (as long as its incarnation changes when its
 //!   storage is wiped);
 //! - [`merge`] is commutative, associative and idempotent, keeps every sibling the other
 //!   side's clock does not cover, and never invents one (property tests);
@@ -17,6 +17,30 @@
 //! - [`Clock::decode`] accepts exactly what [`Clock::encode`] produces (canonical order,
 //!   minimal varints, no zero counters, no trailing bytes) and reports anything else as a
 //!   [`ContextError`]; it never panics and never allocates more than the input's size.
+//!
+//! ## Client contexts (hostile input)
+//!
+//! A context comes from a client, so it may claim anything. Joining a claim into an
+//! object's clock that no replica has issued yet is not harmless: a clock entry `r ↦ n`
+//! says "every write `r` coordinates up to `n` is seen", so a later real write of `r` with
+//! a counter `≤ n` would be dropped as covered on every replica — an acknowledged write
+//! lost (and a counter near `u64::MAX` wrapped the next dot to 0). [`coordinator_put_above`]
+//! therefore takes only what the coordinator can vouch for ([`vouched_context`]):
+//! - its **own** entry: the coordinator knows exactly what it has issued for the key (its
+//!   copy's clock entry, or the dot floor of a forgotten key), so a higher claim is forged
+//!   and is refused ([`ContextError::ClaimsUnissued`]);
+//! - **other replicas'** entries: the coordinator cannot know what they have issued, only
+//!   what its own copy has seen, which they did issue. Each entry is capped there. A
+//!   legitimate context read from a more up-to-date replica (an R=all read merges
+//!   replicas) can be ahead of the coordinator's copy; refusing it would fail honest
+//!   clients, so it is capped instead: the write still supersedes every sibling the
+//!   coordinator holds that the client saw, and a sibling the coordinator has not seen yet
+//!   survives as a concurrent sibling (a visible conflict, never a loss). The eventual
+//!   coordinator first pulls the key from the other replicas when the context is ahead
+//!   ([`vouches_for_others`]), so in the common case nothing is capped.
+//!
+//! Hence a coordinated object's clock never exceeds what some replica has issued, and the
+//! new dot's counter is computed with a checked add ([`ContextError::CountersExhausted`]).
 //!
 //! Choices: the encoding is a hand-written format (`0x01`, LEB128 count, then per entry
 //! LEB128 partition, node, incarnation, counter), no extra dependency; an empty byte string
@@ -256,20 +280,25 @@ impl Object {
 }
 
 /// A client write at replica `me`: drop the siblings `ctx` covers, issue a fresh dot,
-/// add the new sibling (`Content::Tombstone` for a delete).
+/// add the new sibling (`Content::Tombstone` for a delete). `ctx` is first checked and
+/// capped by [`vouched_context`].
 pub fn coordinator_put(
     local: Option<Object>,
     ctx: &Clock,
     content: Content,
     meta: Meta,
     me: ReplicaId,
-) -> Object {
+) -> Result<Object, ContextError> {
     coordinator_put_above(local, ctx, content, meta, me, 0)
 }
 
 /// [`coordinator_put`] with the new dot's counter also above `floor`: the highest `me`
 /// counter of any object this replica has forgotten (a reaped tombstone), whose dots other
 /// replicas may still know and must never see issued again.
+///
+/// Refuses a context that claims more for `me` than `max(local clock[me], floor)`
+/// ([`ContextError::ClaimsUnissued`]) and, as defence in depth, a counter that cannot
+/// grow ([`ContextError::CountersExhausted`]); never wraps.
 pub fn coordinator_put_above(
     local: Option<Object>,
     ctx: &Clock,
@@ -277,11 +306,15 @@ pub fn coordinator_put_above(
     meta: Meta,
     me: ReplicaId,
     floor: u64,
-) -> Object {
+) -> Result<Object, ContextError> {
     let mut o = local.unwrap_or_default();
+    let ctx = vouched_context(ctx, &o.clock, me, floor)?;
     o.siblings.retain(|s| !ctx.covers(s.dot));
-    let n = o.clock.get(me).max(ctx.get(me)).max(floor) + 1;
-    o.clock.join(ctx);
+    let at = o.clock.get(me).max(floor);
+    let n = at
+        .checked_add(1)
+        .ok_or(ContextError::CountersExhausted { at })?;
+    o.clock.join(&ctx);
     o.clock.set(me, n);
     let dot = Dot {
         replica: me,
@@ -290,7 +323,44 @@ pub fn coordinator_put_above(
     // `n` exceeds every `me`-counter seen, so the new dot sorts after every `me` sibling.
     let at = o.siblings.partition_point(|s| s.dot < dot);
     o.siblings.insert(at, Sibling { dot, content, meta });
-    o
+    Ok(o)
+}
+
+/// What a coordinator `me` takes from a client's context `ctx`, given its own copy's clock
+/// `local` and its dot floor `floor` (see the module docs, "Client contexts").
+///
+/// - For `me`: the claim must not exceed `max(local[me], floor)`, the most `me` has issued
+///   for the key; a higher claim is refused with [`ContextError::ClaimsUnissued`].
+/// - For every other replica `r`: the entry is capped at `local[r]`, what the coordinator's
+///   copy has seen (entries for replicas it has never seen are dropped).
+///
+/// The result is pointwise `≤` `local` except for `me`'s entry, so it covers a local
+/// sibling exactly when `ctx` does (every local sibling's dot is within `local`).
+pub fn vouched_context(
+    ctx: &Clock,
+    local: &Clock,
+    me: ReplicaId,
+    floor: u64,
+) -> Result<Clock, ContextError> {
+    let issued = local.get(me).max(floor);
+    let claimed = ctx.get(me);
+    if claimed > issued {
+        return Err(ContextError::ClaimsUnissued { claimed, issued });
+    }
+    let mut out = Clock::new();
+    for (r, n) in ctx.iter() {
+        let cap = if r == me { n } else { n.min(local.get(r)) };
+        out.set(r, cap);
+    }
+    Ok(out)
+}
+
+/// Whether `local` already vouches for all of `ctx`'s entries for replicas other than
+/// `me`: when it does not, [`vouched_context`] would cap some entry, and a coordinator may
+/// first pull the key from the other replicas so a legitimate context read from a more
+/// up-to-date replica keeps its full effect.
+pub fn vouches_for_others(ctx: &Clock, local: &Clock, me: ReplicaId) -> bool {
+    ctx.iter().all(|(r, n)| r == me || local.get(r) >= n)
 }
 
 /// A bucket truncation (FLUSHALL in cluster mode) applied to `o`: drops every sibling written
@@ -395,7 +465,7 @@ mod tests {
     }
 
     fn put(local: Option<Object>, ctx: &Clock, v: &str, node: u32, ts: u64) -> Object {
-        coordinator_put(local, ctx, val(v), Meta { ts_us: ts }, rid(node))
+        coordinator_put(local, ctx, val(v), Meta { ts_us: ts }, rid(node)).unwrap()
     }
 
     #[test]
@@ -440,11 +510,86 @@ mod tests {
         let a2 = put(Some(a), &Clock::new(), "y", 1, 2); // concurrent, unseen by the client
         let a3 = put(Some(a2), &ctx, "x2", 1, 3);
         assert_eq!(vals(&a3), [&b"y"[..], &b"x2"[..]]);
-        // The dot counter never goes back, even with a context ahead of the local object.
+        // The dot counter never goes back; a context ahead of what this replica issued is
+        // refused, and one within the dot floor (a forgotten key) is accepted.
         let far = put(Some(a3.clone()), &a3.clock, "q", 1, 4);
-        let fresh = put(None, &far.clock, "r", 1, 5);
         assert_eq!(far.siblings().last().unwrap().dot.counter, 4);
+        let refused = coordinator_put(None, &far.clock, val("r"), Meta { ts_us: 5 }, rid(1));
+        assert_eq!(
+            refused,
+            Err(ContextError::ClaimsUnissued {
+                claimed: 4,
+                issued: 0
+            })
+        );
+        let m = Meta { ts_us: 5 };
+        let fresh = coordinator_put_above(None, &far.clock, val("r"), m, rid(1), 4).unwrap();
         assert_eq!(fresh.siblings()[0].dot.counter, 5);
+    }
+
+    fn forged(entries: &[(u32, u64)]) -> Clock {
+        let mut c = Clock::new();
+        for &(node, n) in entries {
+            c.set(rid(node), n);
+        }
+        c
+    }
+
+    #[test]
+    fn a_context_claiming_u64_max_for_the_coordinator_is_refused_not_wrapped() {
+        // The issue's attack: PUT, then PUT with the context's own counter set to u64::MAX.
+        let a = put(None, &Clock::new(), "v1", 0, 1);
+        let evil = forged(&[(0, u64::MAX)]);
+        let r = coordinator_put(
+            Some(a.clone()),
+            &evil,
+            val("evil"),
+            Meta { ts_us: 2 },
+            rid(0),
+        );
+        assert_eq!(
+            r,
+            Err(ContextError::ClaimsUnissued {
+                claimed: u64::MAX,
+                issued: 1
+            })
+        );
+        assert!(r.unwrap_err().to_string().contains("claims counter"));
+    }
+
+    #[test]
+    fn a_counter_at_u64_max_is_refused_rather_than_wrapped() {
+        let m = Meta { ts_us: 1 };
+        let at_max = coordinator_put_above(None, &Clock::new(), val("x"), m, rid(0), u64::MAX);
+        assert_eq!(
+            at_max,
+            Err(ContextError::CountersExhausted { at: u64::MAX })
+        );
+    }
+
+    #[test]
+    fn a_context_claiming_other_replicas_future_writes_cannot_hide_them() {
+        // Replica 1 wrote once; a client claims it has seen replica 1 up to u64::MAX and an
+        // unknown replica 9 as well, and writes at replica 0.
+        let one = put(None, &Clock::new(), "one", 1, 1);
+        let evil = forged(&[(1, u64::MAX), (9, 77)]);
+        let w = put(Some(one.clone()), &evil, "evil", 0, 2);
+        assert_eq!(
+            w.clock.get(rid(1)),
+            1,
+            "capped at what the coordinator has seen"
+        );
+        assert_eq!(w.clock.get(rid(9)), 0, "a replica it never saw is dropped");
+        assert_eq!(
+            vals(&w),
+            [b"evil"],
+            "what the coordinator held is still superseded"
+        );
+        // Replica 1's next write survives every merge with the forged write's object.
+        let later = put(Some(one), &Clock::new(), "later", 1, 3);
+        let (ab, ba) = (merge(&w, &later), merge(&later, &w));
+        assert_eq!(ab, ba);
+        assert!(vals(&ab).contains(&&b"later"[..]));
     }
 
     #[test]
@@ -456,7 +601,8 @@ mod tests {
             Content::Tombstone,
             Meta { ts_us: 6 },
             rid(1),
-        );
+        )
+        .unwrap();
         assert!(d.is_tombstone_only() && !a.is_tombstone_only());
         assert!(Object::default().is_tombstone_only());
         // LWW: concurrent writes, the later timestamp wins and the other is lost.
@@ -563,6 +709,78 @@ mod tests {
         (pool, reps, dots)
     }
 
+    /// A client context: a replica's real one, that one with an entry raised (possibly to
+    /// `u64::MAX`, possibly naming a replica that never wrote), or arbitrary bytes.
+    #[derive(Debug, Clone)]
+    enum HostileCtx {
+        Real(usize),
+        Raised(usize, u32, u64),
+        Bytes(Vec<u8>),
+    }
+
+    fn hostile_ctx() -> impl Strategy<Value = HostileCtx> {
+        let counter = prop_oneof![Just(u64::MAX), Just(u64::MAX - 1), 1u64..40];
+        prop_oneof![
+            (0usize..3).prop_map(HostileCtx::Real),
+            (0usize..3, 0u32..5, counter).prop_map(|(b, r, n)| HostileCtx::Raised(b, r, n)),
+            prop::collection::vec(any::<u8>(), 0..24).prop_map(HostileCtx::Bytes),
+        ]
+    }
+
+    /// (write at replica a with a context | merge b into a).
+    fn hostile_history() -> impl Strategy<Value = Vec<(Option<HostileCtx>, usize, usize)>> {
+        prop::collection::vec(
+            (
+                prop::option::weighted(0.7, hostile_ctx()),
+                0usize..3,
+                0usize..3,
+            ),
+            0..30,
+        )
+    }
+
+    type HostileRun = (Vec<Object>, Vec<(usize, Dot)>, Vec<(usize, Clock)>);
+
+    /// Runs a hostile history; returns the replicas, each acknowledged write's (step, dot)
+    /// and each accepted write's (step, client context).
+    fn run_hostile(ops: &[(Option<HostileCtx>, usize, usize)]) -> HostileRun {
+        let mut reps: Vec<Object> = vec![Object::default(); 3];
+        let (mut acked, mut contexts) = (Vec::new(), Vec::new());
+        for (t, (ctx, a, b)) in ops.iter().enumerate() {
+            let Some(ctx) = ctx else {
+                reps[*a] = merge(&reps[*a], &reps[*b]);
+                continue;
+            };
+            let ctx = match ctx {
+                HostileCtx::Real(b) => reps[*b].clock.clone(),
+                HostileCtx::Raised(b, r, n) => {
+                    let mut c = reps[*b].clock.clone();
+                    c.set(rid(*r), *n);
+                    c
+                }
+                HostileCtx::Bytes(bytes) => match Clock::decode(bytes) {
+                    Ok(c) => c,
+                    Err(_) => continue,
+                },
+            };
+            let m = Meta { ts_us: t as u64 };
+            let v = val(&format!("v{t}"));
+            let Ok(o) = coordinator_put(Some(reps[*a].clone()), &ctx, v, m, rid(*a as u32)) else {
+                continue;
+            };
+            let dot = o.siblings.iter().max_by_key(|s| s.meta.ts_us).unwrap().dot;
+            // No object anywhere may already cover a dot being issued.
+            assert!(
+                reps.iter().all(|r| !r.clock.covers(dot)),
+                "{dot:?} pre-covered"
+            );
+            acked.push((t, dot));
+            contexts.push((t, ctx));
+            reps[*a] = o;
+        }
+        (reps, acked, contexts)
+    }
+
     fn pick(pool: &[Object], i: prop::sample::Index) -> &Object {
         &pool[i.index(pool.len())]
     }
@@ -624,9 +842,11 @@ mod tests {
             at in 0usize..3,
         ) {
             let (_, reps, _) = run(&ops);
-            // A GET from all replicas: merge them.
+            // A GET from all replicas: merge them. The coordinator has pulled the key from
+            // the others before writing (as the eventual coordinator does when a context is
+            // ahead of its copy), so it vouches for the whole context.
             let got = reps.iter().fold(Object::default(), |m, o| merge(&m, o));
-            let local = reps[at].clone();
+            let local = merge(&reps[at], &got);
             let w = put(Some(local.clone()), &got.clock, "new", at as u32, 1_000);
             // Collapses to one value everywhere once merged.
             prop_assert_eq!(vals(&w), [b"new"]);
@@ -656,6 +876,23 @@ mod tests {
             let (pool, _, _) = run(&ops);
             let c = &pick(&pool, i).clock;
             prop_assert_eq!(&Clock::decode(&c.encode()).unwrap(), c);
+        }
+
+        #[test]
+        fn hostile_contexts_never_lose_an_acknowledged_write(ops in hostile_history()) {
+            let (reps, acked, superseded_after) = run_hostile(&ops);
+            // Anti-entropy: merge everything everywhere; replicas converge.
+            let all = reps.iter().fold(Object::default(), |m, o| merge(&m, o));
+            for r in &reps {
+                prop_assert_eq!(&merge(r, &all), &all);
+            }
+            // Every acknowledged write is still there, unless a later write's client context
+            // covered it (the client saw it and replaced it).
+            for (t, dot) in acked {
+                let kept = all.siblings.iter().any(|s| s.dot == dot);
+                let replaced = superseded_after.iter().any(|(t2, c)| *t2 > t && c.covers(dot));
+                prop_assert!(kept || replaced, "write {dot:?} of step {t} lost");
+            }
         }
 
         #[test]

@@ -198,8 +198,9 @@ impl QuorumError {
     }
 }
 
-/// A causal context (client-held opaque bytes) that does not decode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+/// A causal context (client-held opaque bytes) that does not decode, or that claims what
+/// its coordinator cannot vouch for (`crate::dvv`, "Client contexts").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
 pub enum ContextError {
     /// The first byte is not a known format version.
     #[error("malformed context: unknown version {0}")]
@@ -216,6 +217,21 @@ pub enum ContextError {
     /// Bytes remain after the last entry.
     #[error("malformed context: {0} trailing bytes")]
     TrailingBytes(usize),
+    /// The context claims a counter for the coordinating replica above any it has issued:
+    /// joining it would make the replica's own later writes look already seen.
+    #[error("claims counter {claimed} for this coordinator, which has issued at most {issued}")]
+    ClaimsUnissued {
+        /// The counter the context claims for the coordinator.
+        claimed: u64,
+        /// The highest counter the coordinator has issued for the key (or forgotten).
+        issued: u64,
+    },
+    /// The coordinator's counter for the key is at `u64::MAX`: no fresh dot is left.
+    #[error("leaves no fresh counter for this coordinator (at {at})")]
+    CountersExhausted {
+        /// The counter reached.
+        at: u64,
+    },
 }
 
 /// Any error of this crate.

@@ -43,7 +43,7 @@ fn put_then_get_with_one_primary_down() {
         epoch: 0,
     };
     let v1 = Content::Value(Bytes::from_static(b"v1"));
-    let obj = coordinator_put(None, &Clock::new(), v1, Meta { ts_us: 1 }, me);
+    let obj = coordinator_put(None, &Clock::new(), v1, Meta { ts_us: 1 }, me).unwrap();
     let mut tally = PutTally::new(put_p, apl.len() as u32);
     for e in apl.entries() {
         let local = stores.remove(&e.node).unwrap_or_default();
@@ -79,7 +79,7 @@ fn put_then_get_with_one_primary_down() {
     let ctx = Clock::decode(&merged.clock().encode()).unwrap();
     let v2 = Content::Value(Bytes::from_static(b"v2"));
     let local = stores[&coord.node].clone();
-    let obj2 = coordinator_put(Some(local), &ctx, v2, Meta { ts_us: 2 }, me);
+    let obj2 = coordinator_put(Some(local), &ctx, v2, Meta { ts_us: 2 }, me).unwrap();
     let all = stores.values().fold(obj2, |m, o| merge(&m, o));
     assert_eq!(
         all.values().collect::<Vec<_>>(),

@@ -287,6 +287,12 @@ pub enum ReplicationError {
         /// Replicas asked.
         tried: u32,
     },
+    /// The causal context decodes but claims what the coordinating replica cannot vouch
+    /// for (a counter it never issued) or leaves it no fresh dot: refused, nothing written
+    /// (`meridian_cluster::dvv`, "Client contexts"). Last, so the wire indices of the
+    /// other variants (forwarded replies) do not move.
+    #[error("invalid_context invalid CONTEXT: {0}")]
+    ContextRefused(meridian_cluster::ContextError),
 }
 
 /// How the edge should present an error (spec §11).
@@ -326,7 +332,7 @@ impl ReplicationError {
             Timeout { .. } => "timeout",
             TooManySiblings { .. } => "too_many_siblings",
             ObjectTooLarge { .. } => "object_too_large",
-            InvalidContext { .. } => "invalid_context",
+            InvalidContext { .. } | ContextRefused(_) => "invalid_context",
             ReservedKey => "reserved_key",
             InvalidBucket { .. } => "invalid_bucket",
             NoCoordinator { .. } => "no_coordinator",
@@ -374,6 +380,7 @@ impl ReplicationError {
         match self {
             Quorum(QuorumError::NValViolation { .. })
             | InvalidContext { .. }
+            | ContextRefused(_)
             | ReservedKey
             | InvalidBucket { .. }
             | MembershipRefused { .. }

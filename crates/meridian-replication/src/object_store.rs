@@ -416,7 +416,8 @@ impl ObjectStore {
             }
         };
         let floor = self.dot_floor(me)?;
-        let mut o = dvv::coordinator_put_above(local, ctx, content, meta, me, floor);
+        let mut o = dvv::coordinator_put_above(local, ctx, content, meta, me, floor)
+            .map_err(ReplicationError::ContextRefused)?;
         if !allow_mult {
             o = dvv::lww(o);
         }

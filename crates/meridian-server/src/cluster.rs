@@ -257,6 +257,11 @@ pub fn parse_strategy(v: &[u8]) -> Option<ReplicaSelection> {
     std::str::from_utf8(v).ok()?.trim().parse().ok()
 }
 
+/// The largest `TIMEOUT`/`timeout_ms` and `HEDGE_MS`/`hedge_ms` a request may ask for: one
+/// hour. Larger values are refused naming the option, so no request-supplied duration is
+/// added to an `Instant` unbounded.
+pub const MAX_REQUEST_MS: u64 = 3_600_000;
+
 /// Applies one request option (`r`, `pr`, `w`, `dw`, `pw`, `node_confirms`, `dc_confirms`,
 /// `notfound_ok`, `basic_quorum`, `read_fanout`, `hedge_ms`, `replica_selection`,
 /// `timeout`/`timeout_ms`; names in any case) to `props`.
@@ -319,9 +324,11 @@ pub fn apply_option(
             let ms = std::str::from_utf8(value)
                 .ok()
                 .and_then(|v| v.parse::<u64>().ok())
+                .filter(|&ms| ms <= MAX_REQUEST_MS)
                 .ok_or_else(|| {
                     format!(
-                        "invalid hedge_ms '{}': expected a number of milliseconds",
+                        "invalid hedge_ms '{}': expected a number of milliseconds up to \
+                         {MAX_REQUEST_MS}",
                         String::from_utf8_lossy(value)
                     )
                 })?;
@@ -331,10 +338,11 @@ pub fn apply_option(
             let ms = std::str::from_utf8(value)
                 .ok()
                 .and_then(|v| v.parse::<u64>().ok())
-                .filter(|&ms| ms > 0)
+                .filter(|&ms| ms > 0 && ms <= MAX_REQUEST_MS)
                 .ok_or_else(|| {
                     format!(
-                        "invalid timeout '{}': expected a positive number of milliseconds",
+                        "invalid {lname} '{}': expected a positive number of milliseconds up \
+                         to {MAX_REQUEST_MS}",
                         String::from_utf8_lossy(value)
                     )
                 })?;
@@ -1022,8 +1030,28 @@ impl Embedded {
 
 #[cfg(test)]
 mod tests {
-    use super::announced;
+    use super::{MAX_REQUEST_MS, announced, apply_option};
+    use meridian_cluster::Props;
     use std::net::SocketAddr;
+
+    #[test]
+    fn huge_timeout_and_hedge_options_are_refused_naming_the_option() {
+        let mut p = Props::default();
+        let huge = u64::MAX.to_string();
+        for (name, reads) in [("TIMEOUT", true), ("timeout_ms", false), ("HEDGE_MS", true)] {
+            let e = apply_option(&mut p, name.as_bytes(), huge.as_bytes(), reads).unwrap_err();
+            assert!(
+                e.starts_with(&format!("invalid {}", name.to_ascii_lowercase())),
+                "{e}"
+            );
+            let over = (MAX_REQUEST_MS + 1).to_string();
+            assert!(apply_option(&mut p, name.as_bytes(), over.as_bytes(), reads).is_err());
+            let max = MAX_REQUEST_MS.to_string();
+            apply_option(&mut p, name.as_bytes(), max.as_bytes(), reads).unwrap();
+        }
+        assert_eq!(p.timeout_ms, Some(MAX_REQUEST_MS));
+        assert_eq!(p.hedge_ms, Some(MAX_REQUEST_MS));
+    }
 
     #[test]
     fn a_wildcard_listener_announces_a_connectable_address() {

@@ -338,6 +338,15 @@ mod tests {
                 413,
             ),
             (
+                ReplicationError::ContextRefused(meridian_cluster::ContextError::ClaimsUnissued {
+                    claimed: u64::MAX,
+                    issued: 1,
+                }),
+                "ERR invalid_context invalid CONTEXT: claims counter 18446744073709551615 for \
+                 this coordinator, which has issued at most 1",
+                400,
+            ),
+            (
                 ReplicationError::VersionMismatch {
                     current: Some(Version::new(7, 0, 2)),
                 },

@@ -98,6 +98,7 @@ fn refused_before_sending(e: &ReplicationError) -> bool {
                 | QuorumError::InsufficientVnodes { .. }
                 | QuorumError::NodeConfirmsValUnsatisfied { .. }
         ) | ReplicationError::InvalidContext { .. }
+            | ReplicationError::ContextRefused(_)
             | ReplicationError::ReservedKey
             | ReplicationError::ObjectTooLarge { .. }
             | ReplicationError::TooManySiblings { .. }

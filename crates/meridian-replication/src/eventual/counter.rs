@@ -474,7 +474,8 @@ pub(crate) mod tests {
                     Meta { ts_us },
                     rid(i as u32 + 1),
                     0,
-                );
+                )
+                .unwrap();
                 meridian_cluster::dvv::merge(&o, &other)
             })
     }

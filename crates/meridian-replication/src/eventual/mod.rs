@@ -378,7 +378,7 @@ impl Node {
         let params = self.registry().resolve(bucket, &opts.props);
         let (p, mut apl) = self.preflist_for(key, params.n_val);
         let gp = precheck_get(&params, AplSummary::from(&apl))?;
-        let deadline = Instant::now() + Duration::from_millis(params.timeout_ms);
+        let deadline = instant_after(Duration::from_millis(params.timeout_ms));
         let allow_mult = params.allow_mult;
         let reaping = Reaping {
             mode: params.delete_mode,
@@ -458,7 +458,7 @@ impl Node {
         };
         entries[..asked].iter().for_each(|&e| ask(e));
         let hedge = Duration::from_millis(params.hedge_ms.max(1));
-        let mut hedge_at = Instant::now() + hedge;
+        let mut hedge_at = instant_after(hedge);
 
         let mut tally = GetTally::new(gp, apl.len() as u32);
         let mut replies: Vec<(ApEntry, Option<Object>)> = Vec::new();
@@ -901,7 +901,7 @@ impl Node {
         let (partition, apl) = self.preflist_for(key, params.n_val);
         let pp = precheck_put(&params, AplSummary::from(&apl))?;
         let timeout = Duration::from_millis(params.timeout_ms);
-        let deadline = Instant::now() + timeout;
+        let deadline = instant_after(timeout);
         let me = self.id();
 
         if let Some(op) = opts.crdt.as_ref().filter(|_| !params.allow_mult) {
@@ -983,6 +983,8 @@ impl Node {
         } else if opts.supersede_local {
             store.coordinator_overwrite(key, content, rid, params.allow_mult, siblings_max)?
         } else {
+            self.catch_up_for_context(key, &ctx, rid, &apl, params.allow_mult, deadline)
+                .await;
             store.coordinator_put(key, &ctx, content, rid, params.allow_mult, siblings_max)?
         };
         // Extra copies of a hot key go before the write is acknowledged.
@@ -1143,6 +1145,48 @@ impl Node {
         })
     }
 
+    /// When the client's `ctx` claims more for other replicas than this coordinator's copy
+    /// of `key` has seen (a context read from more up-to-date replicas), pulls `key` from
+    /// the other apl members and merges their copies in first, so the capping of
+    /// `dvv::vouched_context` (a client context may only claim what this replica's copy
+    /// has seen) leaves a legitimate context its full effect. Best effort, one round, by
+    /// `deadline`: what a member does not answer with stays capped (a concurrent sibling,
+    /// never a loss). A forged context costs the attacker one such round per write.
+    async fn catch_up_for_context(
+        &self,
+        key: &[u8],
+        ctx: &CausalClock,
+        me: ReplicaId,
+        apl: &Preflist,
+        allow_mult: bool,
+        deadline: Instant,
+    ) {
+        let store = &self.kernel().store;
+        let Ok(local) = store.get(key) else { return };
+        let local = local.map(|o| o.clock().clone()).unwrap_or_default();
+        if dvv::vouches_for_others(ctx, &local, me) {
+            return;
+        }
+        let transport = &self.kernel().transport;
+        let asks = apl.entries().iter().filter(|e| e.node != me.node).map(|e| {
+            let msg = Msg::Eventual(EventualMsg::Get {
+                key: key.to_vec(),
+                hint_for: hint_for(e),
+            });
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            transport.request(e.node, msg, timeout)
+        });
+        for reply in futures_util::future::join_all(asks).await {
+            if let Ok(Msg::Eventual(EventualMsg::GetReply {
+                object: Some(o), ..
+            })) = reply
+                && let Err(e) = store.merge_apply(key, &o, allow_mult)
+            {
+                tracing::debug!(error = %e, "catch-up merge failed");
+            }
+        }
+    }
+
     #[allow(clippy::too_many_arguments)]
     async fn forward(
         &self,
@@ -1196,6 +1240,18 @@ impl Node {
         }
     }
 }
+/// The longest wait [`instant_after`] falls back to: a year, far beyond any deadline.
+const FAR_FUTURE: Duration = Duration::from_secs(365 * 86_400);
+
+/// `now + d` without the panic of `Instant + Duration` overflowing: a bucket's `timeout_ms`
+/// or `hedge_ms` out of range waits [`FAR_FUTURE`] at most instead.
+fn instant_after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .or_else(|| now.checked_add(FAR_FUTURE))
+        .unwrap_or(now)
+}
+
 fn merge_all<'a>(objs: impl Iterator<Item = &'a Object>, allow_mult: bool) -> Option<Object> {
     objs.fold(None, |acc: Option<Object>, o| {
         Some(match acc {

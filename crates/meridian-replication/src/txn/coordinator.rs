@@ -294,7 +294,7 @@ impl Transaction {
                 let delta = props.snapshot_delta_us.unwrap_or(0);
                 let s = Timestamp(now.0.saturating_sub(delta));
                 match self.opts.session {
-                    Some(last) => s.max(Timestamp(last.0 + 1)),
+                    Some(last) => s.max(above_session(last)?),
                     None => s,
                 }
             }
@@ -612,6 +612,32 @@ impl Transaction {
                 }
                 Err(e)
             }
+        }
+    }
+}
+
+/// The least snapshot above the client's session token `last` (its last commit timestamp):
+/// `last + 1`, refused when the token is the largest timestamp (no snapshot is above it).
+fn above_session(last: Timestamp) -> Result<Timestamp> {
+    last.0.checked_add(1).map(Timestamp).ok_or_else(|| {
+        TxnError::BadRequest(format!(
+            "session {} is the largest timestamp: no snapshot can follow it",
+            last.0
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_at_the_largest_timestamp_is_refused_naming_the_session() {
+        assert_eq!(above_session(Timestamp(41)).unwrap(), Timestamp(42));
+        // `last + 1` overflowed here: a panic in debug builds, a snapshot of 0 in release.
+        match above_session(Timestamp(u64::MAX)) {
+            Err(TxnError::BadRequest(m)) => assert!(m.starts_with("session "), "{m}"),
+            other => panic!("{other:?}"),
         }
     }
 }
