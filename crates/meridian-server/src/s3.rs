@@ -2,6 +2,9 @@
 //! path-style requests (`/bucket/key`) verified with AWS Signature V4 against the configured
 //! access keys, served by the node's object service ([`crate::objects`]).
 //!
+//! Every request is routed by method, path and query string in one table,
+//! [`meridian_s3::route`]:
+//!
 //! | request | operation |
 //! |---|---|
 //! | `GET /` | ListBuckets |
@@ -13,12 +16,22 @@
 //! | `DELETE /b/k` | DeleteObject; AbortMultipartUpload with `?uploadId` |
 //! | `POST /b/k?uploads`, `POST /b/k?uploadId` | CreateMultipartUpload, CompleteMultipartUpload |
 //! | `GET /b/k?uploadId` | ListParts |
+//! | any method with `?acl`, `?tagging`, `?retention`, `?legal-hold`, `?policy`, `?versioning`, … ([`meridian_s3::UNSERVED_SUBRESOURCES`]) | `501 NotImplemented` naming the sub-resource; nothing changes |
+//! | a served sub-resource with another method (`PUT /b?uploads`) | `405 MethodNotAllowed` |
+//! | `?versionId=` other than `null` (also in `x-amz-copy-source`) | `400 InvalidArgument` ("Invalid version id specified", as S3 answers on an unversioned bucket) |
 //!
 //! Guarantees:
 //! - every request is authenticated (header or presigned SigV4, any region in the scope)
-//!   unless `s3.open`; a signed body (`x-amz-content-sha256`), an aws-chunked body's chunk
+//!   unless `s3.open`; on an open endpoint only a request carrying no signature at all is
+//!   anonymous: one with an `Authorization` header or presigned parameters that fail
+//!   verification is refused (`SignatureDoesNotMatch`, `InvalidAccessKeyId`, …). A signed
+//!   body (`x-amz-content-sha256`), an aws-chunked body's chunk
 //!   signatures, a `Content-MD5` and an `x-amz-checksum-*` value are all checked before the
 //!   object is committed: a body that fails any of them leaves no object;
+//! - the objects of an S3 bucket are reached only through this endpoint while the node has
+//!   no `requirepass`: the RESP and HTTP front ends refuse its keys (`bucket:…`, see
+//!   [`crate::objects::S3Buckets`]); a single node registers its buckets there, a cluster
+//!   marks them `s3 = true` in their replicated bucket properties;
 //! - errors are S3's XML bodies with S3's codes and statuses; `TooManyTransfers` and an
 //!   unavailable cluster are `503 SlowDown`/`ServiceUnavailable` with `Retry-After`;
 //! - the listener has the HTTP front end's protections (`s3.max_connections`, header and idle
@@ -30,8 +43,8 @@
 //! `PUT /buckets/{name}` on the admin API); on a single node they are kept in memory, or in
 //! `DATA_DIR/s3-buckets` with the durable engine. DeleteBucket refuses a bucket holding
 //! objects or open uploads, and `default`. Not served: versioning, ACLs, policies,
-//! tagging, lifecycle, ListObjects v1 and virtual-hosted-style addressing
-//! (`NotImplemented`, naming the alternative).
+//! tagging, lifecycle and every other sub-resource above, ListObjects v1 and
+//! virtual-hosted-style addressing (`NotImplemented`, naming it or the alternative).
 
 use crate::body::{self, BodyCheck, Slot};
 use crate::http::{ConnLimits, serve_app};
