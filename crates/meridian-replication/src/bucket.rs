@@ -75,6 +75,10 @@ pub struct BucketProps {
     /// `load-balancing.md` §4). Eventual and timeline buckets only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_copies: Option<bool>,
+    /// Whether the bucket belongs to the S3 endpoint (set by its CreateBucket): its keys are
+    /// then refused to RESP/HTTP clients without the node's `requirepass`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub s3: Option<bool>,
     /// Timeline properties (`migration_threshold`, `timeline_w`, `initial_master`,
     /// `master_timeout_ms`, `read_latest_fanout`); only timeline buckets read them.
     #[serde(flatten)]
@@ -116,6 +120,8 @@ struct BucketTable {
     dc_rule: Option<bool>,
     #[serde(default)]
     extra_copies: Option<bool>,
+    #[serde(default)]
+    s3: Option<bool>,
     #[serde(flatten)]
     timeline: TimelineProps,
     #[serde(flatten)]
@@ -132,7 +138,7 @@ impl TryFrom<BucketTable> for BucketProps {
             return Err(format!(
                 "unknown bucket property `{key}`: expected type, n_val, r, w, dw, pr, pw, \
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
-                 replica_selection, extra_copies, \
+                 replica_selection, extra_copies, s3, \
                  hedge_ms, timeout_ms, dc_rule, migration_threshold, timeline_w, \
                  initial_master, master_timeout_ms, read_latest_fanout, timestamps, \
                  snapshot_delta_us, tso_batching, tso_max_rate, tso_dc or txn_backups"
@@ -143,6 +149,7 @@ impl TryFrom<BucketTable> for BucketProps {
             props: t.props,
             dc_rule: t.dc_rule,
             extra_copies: t.extra_copies,
+            s3: t.s3,
             timeline: t.timeline,
             txn: t.txn,
         })
@@ -320,6 +327,11 @@ impl Buckets {
     /// Whether any bucket has extra copies of hot keys.
     pub fn has_extra_copies(&self) -> bool {
         self.map.values().any(|p| p.extra_copies == Some(true))
+    }
+
+    /// Whether any bucket belongs to the S3 endpoint.
+    pub fn has_s3(&self) -> bool {
+        self.map.values().any(|p| p.s3 == Some(true))
     }
 
     /// Registered bucket names, in order.

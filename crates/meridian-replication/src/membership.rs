@@ -127,6 +127,9 @@ pub struct WireBucket {
     /// Transaction properties.
     #[serde(default)]
     pub txn: meridian_txn::TxnProps,
+    /// Whether the S3 endpoint owns the bucket (documents written before it lack it).
+    #[serde(default)]
+    pub s3: Option<bool>,
 }
 
 impl From<BucketProps> for WireBucket {
@@ -138,6 +141,7 @@ impl From<BucketProps> for WireBucket {
             extra_copies: b.extra_copies,
             timeline: b.timeline,
             txn: b.txn,
+            s3: b.s3,
         }
     }
 }
@@ -151,6 +155,7 @@ impl From<WireBucket> for BucketProps {
             extra_copies: w.extra_copies,
             timeline: w.timeline,
             txn: w.txn,
+            s3: w.s3,
         }
     }
 }
@@ -538,6 +543,7 @@ mod tests {
                         extra_copies: None,
                         timeline: Default::default(),
                         txn: Default::default(),
+                        s3: None,
                     },
                 },
                 NodeId(1),

@@ -7,6 +7,7 @@
 //! - [`checksum`]: `x-amz-checksum-*` and `x-amz-content-sha256` body verification.
 //! - [`xml`]: S3's XML response documents and bounded request-body parsers.
 //! - [`names`]: bucket and key validation, request parameter parsing.
+//! - [`route`]: which operation a request names (method, path and sub-resources).
 //! - [`error`]: S3 error codes with their HTTP statuses.
 //!
 //! Every input is treated as hostile: nothing here panics on request data, every
@@ -16,6 +17,7 @@ pub mod checksum;
 pub mod chunked;
 pub mod error;
 pub mod names;
+pub mod route;
 pub mod sigv4;
 mod time;
 mod uri;
@@ -27,6 +29,7 @@ pub use error::{S3Code, S3Error};
 pub use names::{
     CopySource, ListObjectsV2Params, S3Path, validate_bucket_name, validate_object_key,
 };
+pub use route::{Operation, Target, UNSERVED_SUBRESOURCES, route};
 pub use sigv4::{
     AuthKind, Authenticated, Credentials, Header, KeyLookup, PayloadMode, RequestParts,
     SigningParams, auth_kind, presign, sign_request, verify,

@@ -234,11 +234,12 @@ impl fmt::Debug for Authenticated {
 /// Which authentication a request carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthKind {
-    /// Neither an `Authorization` header nor `X-Amz-Algorithm` in the query.
+    /// Neither an `Authorization` header nor a presigned URL's parameter (`X-Amz-Algorithm`,
+    /// `X-Amz-Signature`, `X-Amz-Credential`, or Signature V2's `AWSAccessKeyId`).
     Anonymous,
     /// An `Authorization` header.
     Header,
-    /// A presigned URL.
+    /// A presigned URL (or a query that claims one).
     Presigned,
 }
 
@@ -250,7 +251,15 @@ pub fn auth_kind(parts: &RequestParts<'_>) -> AuthKind {
         .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
     {
         AuthKind::Header
-    } else if query_has_param(parts.raw_query, "X-Amz-Algorithm") {
+    } else if [
+        "X-Amz-Algorithm",
+        "X-Amz-Signature",
+        "X-Amz-Credential",
+        "AWSAccessKeyId",
+    ]
+    .iter()
+    .any(|p| query_has_param(parts.raw_query, p))
+    {
         AuthKind::Presigned
     } else {
         AuthKind::Anonymous
@@ -1668,6 +1677,20 @@ mod tests {
             headers: &[],
         };
         assert_eq!(auth_kind(&p), AuthKind::Presigned);
+        // Any presigned parameter claims a signature: an open endpoint must verify it.
+        for q in [
+            "X-Amz-Signature=ab",
+            "X-Amz-Credential=k",
+            "AWSAccessKeyId=k&Signature=x",
+        ] {
+            let p = RequestParts {
+                method: "GET",
+                raw_path: "/",
+                raw_query: Some(q),
+                headers: &[],
+            };
+            assert_eq!(auth_kind(&p), AuthKind::Presigned, "{q}");
+        }
         let p = RequestParts {
             method: "GET",
             raw_path: "/",

@@ -494,6 +494,7 @@ async fn get_key(
 ) -> Result<Response, ApiError> {
     authorize(&s.node, &headers)?;
     let key = key_of(&uri)?;
+    crate::http_blob::refuse_s3_key(&s.node, &key)?;
     if let Some(c) = &s.node.cluster {
         return crate::http_cluster::get_key(&s, c, &key, &uri).await;
     }
@@ -520,6 +521,7 @@ async fn put_key(
 ) -> Result<Response, ApiError> {
     authorize(&s.node, &headers)?;
     let key = key_of(&uri)?;
+    crate::http_blob::refuse_s3_key(&s.node, &key)?;
     if let Some(c) = &s.node.cluster {
         return crate::http_cluster::put_key(&s, c, &key, &uri, &headers, body).await;
     }
@@ -562,6 +564,7 @@ async fn delete_key(
 ) -> Result<Response, ApiError> {
     authorize(&s.node, &headers)?;
     let key = key_of(&uri)?;
+    crate::http_blob::refuse_s3_key(&s.node, &key)?;
     if let Some(c) = &s.node.cluster {
         return crate::http_cluster::delete_key(&s, c, &key, &uri, &headers).await;
     }

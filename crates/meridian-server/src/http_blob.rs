@@ -60,6 +60,9 @@
 //!   sent ends the connection early (a body short of its `Content-Length`). With a
 //!   `requirepass`, every request needs `Authorization: Bearer <password>` (401
 //!   `UNAUTHORIZED`).
+//! - **S3 buckets.** Without a `requirepass`, a bucket the S3 endpoint owns is refused with
+//!   403 `S3_BUCKET` (its objects are reached with the S3 access keys, or here once a
+//!   password is set); `/kv/{bucket}:{key}` likewise.
 //! - Timed in `meridian_ops_total{frontend="http",op="object_get|object_put|object_delete"}`,
 //!   uploads by range in `op="object_upload_create|object_upload_part|object_upload_list|
 //!   object_upload_complete|object_upload_abort"`.
@@ -202,10 +205,23 @@ fn object_error(s: &HttpState, e: ObjectError, slot: Option<&Slot>) -> ApiError 
     }
 }
 
-/// The bucket and key a request names, once it is authorized.
+/// The bucket and key a request names, once it is authorized (and its key is not an S3
+/// bucket's, see [`refuse_s3_key`]).
 fn target(s: &HttpState, uri: &Uri, headers: &HeaderMap) -> Result<(String, Bytes), ApiError> {
     authorize(&s.node, headers)?;
-    names(uri)
+    let (bucket, key) = names(uri)?;
+    refuse_s3_key(&s.node, &crate::objects::object_key(&bucket, &key))?;
+    Ok((bucket, key))
+}
+
+/// Refuses `key` when it belongs to an S3 bucket and the node has no `requirepass`: 403
+/// `S3_BUCKET`, naming the bucket. The one check `/kv/{key}` and `/b/{bucket}/{key}` pass
+/// through (see [`crate::objects::Objects::check_key_access`]).
+pub(crate) fn refuse_s3_key(node: &crate::node::NodeState, key: &[u8]) -> Result<(), ApiError> {
+    let password_set = node.config.resp.requirepass.is_some();
+    node.objects
+        .check_key_access(key, password_set)
+        .map_err(|refused| ApiError::new(StatusCode::FORBIDDEN, "S3_BUCKET", refused.to_string()))
 }
 
 /// Serves a request, timed into `op`'s statistics (server errors count as failures).

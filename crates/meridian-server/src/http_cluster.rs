@@ -715,13 +715,17 @@ pub(crate) async fn put_bucket(
 ) -> Result<Response, ApiError> {
     let c = backend(&s, &headers)?;
     check_bucket_name(&name)?;
-    let props: BucketProps = serde_json::from_slice(&body).map_err(|e| {
+    let mut props: BucketProps = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "BAD_BUCKET_PROPS",
             format!("{e}; expected JSON bucket properties such as {{\"n_val\":3,\"r\":\"one\"}}"),
         )
     })?;
+    // An S3 bucket stays one (its objects stay behind the S3 keys) unless `s3` is set.
+    if props.s3.is_none() && c.node.is_s3_bucket(name.as_bytes()) {
+        props.s3 = Some(true);
+    }
     c.node
         .set_bucket(&name, props)
         .await

@@ -511,6 +511,76 @@ pub struct PartEntry {
     pub modified_ms: u64,
 }
 
+/// The buckets the S3 endpoint owns: their objects (keys `bucket:…`) are reached only by
+/// requests signed with the endpoint's access keys, or by RESP/HTTP clients holding the
+/// node's `requirepass` (see [`Objects::check_key_access`]).
+///
+/// On a single node the S3 endpoint registers its buckets here (`BucketBook` in
+/// [`crate::s3`]: loaded from `DATA_DIR/s3-buckets` at start, kept up to date on create and
+/// delete). In cluster mode a bucket is S3-owned when its registered properties say so
+/// (`s3 = true`, set by CreateBucket and replicated with the bucket), so every node knows,
+/// whether or not it serves S3 itself.
+///
+/// Cost: a key without `:`, or any key while no bucket is registered on a single node, is
+/// one atomic load and a byte scan; otherwise one hash lookup under a read lock.
+#[derive(Debug, Default)]
+pub struct S3Buckets {
+    /// Whether `names` holds anything (the hot path's only read when it does not).
+    any: std::sync::atomic::AtomicBool,
+    names: parking_lot::RwLock<HashSet<Box<[u8]>>>,
+}
+
+impl S3Buckets {
+    /// Records that the S3 endpoint owns `bucket`.
+    pub fn insert(&self, bucket: &str) {
+        let mut names = self.names.write();
+        names.insert(bucket.as_bytes().into());
+        self.any.store(true, Ordering::Release);
+    }
+
+    /// Records that `bucket` is no longer an S3 bucket.
+    pub fn remove(&self, bucket: &str) {
+        let mut names = self.names.write();
+        names.remove(bucket.as_bytes());
+        self.any.store(!names.is_empty(), Ordering::Release);
+    }
+
+    /// The S3 bucket `key` belongs to, if any.
+    #[inline]
+    fn owner_of(&self, key: &[u8], backend: &Backend) -> Option<String> {
+        let cluster = match backend {
+            Backend::Cluster(c) => Some(c),
+            Backend::Local { .. } if self.any.load(Ordering::Acquire) => None,
+            Backend::Local { .. } => return None,
+        };
+        let colon = key.iter().position(|&b| b == b':')?;
+        let bucket = &key[..colon];
+        let owned = match cluster {
+            Some(c) => c.node.is_s3_bucket(bucket),
+            None => self.names.read().contains(bucket),
+        };
+        owned.then(|| String::from_utf8_lossy(bucket).into_owned())
+    }
+}
+
+/// A RESP or HTTP request refused because its key belongs to an S3 bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3KeyRefused {
+    /// The S3 bucket.
+    pub bucket: String,
+}
+
+impl std::fmt::Display for S3KeyRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "bucket '{}' is served by the S3 endpoint, which requires its access keys; set \
+             requirepass to reach it over RESP/HTTP",
+            self.bucket.chars().take(64).collect::<String>()
+        )
+    }
+}
+
 /// The full key of object `key` in `bucket`.
 pub fn object_key(bucket: &str, key: &[u8]) -> Bytes {
     let mut k = Vec::with_capacity(bucket.len() + 1 + key.len());
@@ -611,6 +681,8 @@ pub struct Objects {
     bytes_out: Arc<AtomicU64>,
     /// Chunk versions deleted by garbage collection.
     gc_deleted: AtomicU64,
+    /// The buckets the S3 endpoint owns, which the RESP and HTTP front ends refuse.
+    s3_buckets: S3Buckets,
 }
 
 impl std::fmt::Debug for Objects {
@@ -664,6 +736,28 @@ impl Objects {
             bytes_in: AtomicU64::new(0),
             bytes_out: Arc::new(AtomicU64::new(0)),
             gc_deleted: AtomicU64::new(0),
+            s3_buckets: S3Buckets::default(),
+        }
+    }
+
+    /// The buckets the S3 endpoint owns (see [`S3Buckets`]).
+    pub fn s3_buckets(&self) -> &S3Buckets {
+        &self.s3_buckets
+    }
+
+    /// Whether a RESP or HTTP client without the node's password may touch `key`: not when
+    /// `key` (`bucket:rest`) belongs to an S3 bucket, whose objects only requests signed
+    /// with its access keys reach. `Err` is the refusal, naming the bucket and the way in
+    /// (`password_set`: the node has a `requirepass`, whose holders reach every key, so the
+    /// check is skipped).
+    #[inline]
+    pub fn check_key_access(&self, key: &[u8], password_set: bool) -> Result<(), S3KeyRefused> {
+        if password_set {
+            return Ok(());
+        }
+        match self.s3_buckets.owner_of(key, &self.backend) {
+            Some(bucket) => Err(S3KeyRefused { bucket }),
+            None => Ok(()),
         }
     }
 

@@ -2,6 +2,9 @@
 //! path-style requests (`/bucket/key`) verified with AWS Signature V4 against the configured
 //! access keys, served by the node's object service ([`crate::objects`]).
 //!
+//! Every request is routed by method, path and query string in one table,
+//! [`meridian_s3::route`]:
+//!
 //! | request | operation |
 //! |---|---|
 //! | `GET /` | ListBuckets |
@@ -13,12 +16,22 @@
 //! | `DELETE /b/k` | DeleteObject; AbortMultipartUpload with `?uploadId` |
 //! | `POST /b/k?uploads`, `POST /b/k?uploadId` | CreateMultipartUpload, CompleteMultipartUpload |
 //! | `GET /b/k?uploadId` | ListParts |
+//! | any method with `?acl`, `?tagging`, `?retention`, `?legal-hold`, `?policy`, `?versioning`, … ([`meridian_s3::UNSERVED_SUBRESOURCES`]) | `501 NotImplemented` naming the sub-resource; nothing changes |
+//! | a served sub-resource with another method (`PUT /b?uploads`) | `405 MethodNotAllowed` |
+//! | `?versionId=` other than `null` (also in `x-amz-copy-source`) | `400 InvalidArgument` ("Invalid version id specified", as S3 answers on an unversioned bucket) |
 //!
 //! Guarantees:
 //! - every request is authenticated (header or presigned SigV4, any region in the scope)
-//!   unless `s3.open`; a signed body (`x-amz-content-sha256`), an aws-chunked body's chunk
+//!   unless `s3.open`; on an open endpoint only a request carrying no signature at all is
+//!   anonymous: one with an `Authorization` header or presigned parameters that fail
+//!   verification is refused (`SignatureDoesNotMatch`, `InvalidAccessKeyId`, …). A signed
+//!   body (`x-amz-content-sha256`), an aws-chunked body's chunk
 //!   signatures, a `Content-MD5` and an `x-amz-checksum-*` value are all checked before the
 //!   object is committed: a body that fails any of them leaves no object;
+//! - the objects of an S3 bucket are reached only through this endpoint while the node has
+//!   no `requirepass`: the RESP and HTTP front ends refuse its keys (`bucket:…`, see
+//!   [`crate::objects::S3Buckets`]); a single node registers its buckets there, a cluster
+//!   marks them `s3 = true` in their replicated bucket properties;
 //! - errors are S3's XML bodies with S3's codes and statuses; `TooManyTransfers` and an
 //!   unavailable cluster are `503 SlowDown`/`ServiceUnavailable` with `Retry-After`;
 //! - the listener has the HTTP front end's protections (`s3.max_connections`, header and idle
@@ -30,8 +43,8 @@
 //! `PUT /buckets/{name}` on the admin API); on a single node they are kept in memory, or in
 //! `DATA_DIR/s3-buckets` with the durable engine. DeleteBucket refuses a bucket holding
 //! objects or open uploads, and `default`. Not served: versioning, ACLs, policies,
-//! tagging, lifecycle, ListObjects v1 and virtual-hosted-style addressing
-//! (`NotImplemented`, naming the alternative).
+//! tagging, lifecycle and every other sub-resource above, ListObjects v1 and
+//! virtual-hosted-style addressing (`NotImplemented`, naming it or the alternative).
 
 use crate::body::{self, BodyCheck, Slot};
 use crate::http::{ConnLimits, serve_app};
@@ -52,7 +65,7 @@ use meridian_replication::{ErrorClass, ReplicationError};
 use meridian_s3::sigv4::{Authenticated, PayloadMode, RequestParts};
 use meridian_s3::{
     ChecksumAlgorithm, ChecksumVerifier, ChunkedConfig, ChunkedDecoder, ContentSha256Verifier,
-    S3Code, S3Error, names, xml,
+    Operation, S3Code, S3Error, Target, names, xml,
 };
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -160,6 +173,9 @@ impl BucketBook {
                 Err(e) => return Err(format!("reading {}: {e}", f.display())),
             }
         }
+        for name in names.keys() {
+            node.objects.s3_buckets().insert(name);
+        }
         Ok(BucketBook::Local {
             names: Mutex::new(names),
             file,
@@ -235,12 +251,22 @@ impl BucketBook {
             ));
         }
         match self {
-            BucketBook::Local { names, file } => BucketBook::edit(names, file, |n| {
-                n.insert(name.to_owned(), node.clock.now().0 / 1000);
-            }),
+            BucketBook::Local { names, file } => {
+                // Guarded before it exists: no RESP/HTTP write lands in it in between.
+                node.objects.s3_buckets().insert(name);
+                BucketBook::edit(names, file, |n| {
+                    n.insert(name.to_owned(), node.clock.now().0 / 1000);
+                })
+            }
             BucketBook::Cluster => BucketBook::cluster(node)?
                 .node
-                .set_bucket(name, meridian_replication::BucketProps::default())
+                .set_bucket(
+                    name,
+                    meridian_replication::BucketProps {
+                        s3: Some(true),
+                        ..meridian_replication::BucketProps::default()
+                    },
+                )
                 .await
                 .map_err(|e| replication_error(&e)),
         }
@@ -248,9 +274,13 @@ impl BucketBook {
 
     async fn delete(&self, node: &NodeState, name: &str) -> Result<(), S3Error> {
         match self {
-            BucketBook::Local { names, file } => BucketBook::edit(names, file, |n| {
-                n.remove(name);
-            }),
+            BucketBook::Local { names, file } => {
+                BucketBook::edit(names, file, |n| {
+                    n.remove(name);
+                })?;
+                node.objects.s3_buckets().remove(name);
+                Ok(())
+            }
             BucketBook::Cluster => BucketBook::cluster(node)?
                 .node
                 .drop_bucket(name)
@@ -284,10 +314,6 @@ impl Req {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
-    }
-
-    fn has(&self, name: &str) -> bool {
-        self.q(name).is_some()
     }
 
     fn header(&self, name: &str) -> Option<&str> {
@@ -361,11 +387,7 @@ async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, 
             headers: &list,
         };
         let now = (s.node.clock.now().0 / 1_000_000) as i64;
-        match meridian_s3::sigv4::verify(&rp, &s.keys, now) {
-            Ok(a) => Some(a),
-            Err(_) if s.open => None,
-            Err(e) => return Err(e),
-        }
+        anonymous_or_verified(s.open, &rp, &s.keys, now)?
     };
     let path = names::parse_path_style(&raw_path)?;
     let query = names::parse_query(raw_query.as_deref())?;
@@ -377,20 +399,39 @@ async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, 
         headers,
         auth,
     };
+    let op = meridian_s3::route(
+        req.method.as_str(),
+        Target::of(&req.path),
+        &req.query,
+        req.header("x-amz-copy-source").is_some(),
+    )?;
     let path = req.path.clone();
     match path {
-        names::S3Path::Root => match req.method {
-            Method::GET => Ok(list_buckets(s)),
-            _ => Err(method_not_allowed()),
-        },
-        names::S3Path::Bucket(bucket) => bucket_op(s, &req, &bucket, body).await,
+        names::S3Path::Root => Ok(list_buckets(s)),
+        names::S3Path::Bucket(bucket) => bucket_op(s, &req, op, &bucket, body).await,
         names::S3Path::Object { bucket, key } => {
             if !s.buckets.exists(&s.node, &bucket) {
                 return Err(no_such_bucket(&bucket));
             }
-            object_op(s, &req, &bucket, &key, body).await
+            object_op(s, &req, op, &bucket, &key, body).await
         }
     }
+}
+
+/// The request's authentication: `None` (anonymous) only when the endpoint is `s3.open` and
+/// the request carries no signature at all; a signature that fails verification is refused
+/// with its error (`SignatureDoesNotMatch`, `InvalidAccessKeyId`, …) even on an open endpoint,
+/// never served as anonymous.
+fn anonymous_or_verified(
+    open: bool,
+    rp: &RequestParts<'_>,
+    keys: &HashMap<String, String>,
+    now: i64,
+) -> Result<Option<Authenticated>, S3Error> {
+    if open && meridian_s3::auth_kind(rp) == meridian_s3::AuthKind::Anonymous {
+        return Ok(None);
+    }
+    meridian_s3::sigv4::verify(rp, keys, now).map(Some)
 }
 
 fn method_not_allowed() -> S3Error {
@@ -440,41 +481,29 @@ async fn small_body(body: Body) -> Result<Bytes, S3Error> {
     })
 }
 
-async fn bucket_op(s: &S3State, req: &Req, bucket: &str, body: Body) -> Result<Response, S3Error> {
-    const UNSERVED: [&str; 12] = [
-        "versioning",
-        "acl",
-        "policy",
-        "cors",
-        "lifecycle",
-        "tagging",
-        "website",
-        "logging",
-        "notification",
-        "replication",
-        "encryption",
-        "object-lock",
-    ];
-    if let Some(sub) = UNSERVED.iter().find(|q| req.has(q)) {
-        return Err(invalid(
-            S3Code::NotImplemented,
-            format!("bucket {sub} is not supported by Meridian's S3 endpoint"),
-        ));
-    }
-    match req.method {
-        Method::PUT => {
-            let config = small_body(body).await?;
-            xml::parse_create_bucket_configuration(&config)?;
-            s.buckets.create(&s.node, bucket).await?;
-            let mut r = StatusCode::OK.into_response();
-            if let Ok(v) = HeaderValue::from_str(&format!("/{bucket}")) {
-                r.headers_mut().insert(header::LOCATION, v);
-            }
-            return Ok(r);
+async fn bucket_op(
+    s: &S3State,
+    req: &Req,
+    op: Operation,
+    bucket: &str,
+    body: Body,
+) -> Result<Response, S3Error> {
+    if op == Operation::CreateBucket {
+        let config = small_body(body).await?;
+        xml::parse_create_bucket_configuration(&config)?;
+        s.buckets.create(&s.node, bucket).await?;
+        let mut r = StatusCode::OK.into_response();
+        if let Ok(v) = HeaderValue::from_str(&format!("/{bucket}")) {
+            r.headers_mut().insert(header::LOCATION, v);
         }
-        _ if !s.buckets.exists(&s.node, bucket) => return Err(no_such_bucket(bucket)),
-        Method::HEAD => return Ok(StatusCode::OK.into_response()),
-        Method::DELETE => {
+        return Ok(r);
+    }
+    if !s.buckets.exists(&s.node, bucket) {
+        return Err(no_such_bucket(bucket));
+    }
+    match op {
+        Operation::HeadBucket => Ok(StatusCode::OK.into_response()),
+        Operation::DeleteBucket => {
             if !s
                 .objects()
                 .bucket_is_empty(bucket)
@@ -487,26 +516,21 @@ async fn bucket_op(s: &S3State, req: &Req, bucket: &str, body: Body) -> Result<R
                 ));
             }
             s.buckets.delete(&s.node, bucket).await?;
-            return Ok(StatusCode::NO_CONTENT.into_response());
+            Ok(StatusCode::NO_CONTENT.into_response())
         }
-        Method::POST if req.has("delete") => return delete_objects(s, bucket, body).await,
-        Method::GET => {}
-        _ => return Err(method_not_allowed()),
+        Operation::DeleteObjects => delete_objects(s, bucket, body).await,
+        Operation::GetBucketLocation => {
+            Ok(xml_response(StatusCode::OK, xml::location_constraint(None)))
+        }
+        Operation::ListMultipartUploads => list_uploads(s, req, bucket).await,
+        Operation::ListObjectsV2 => list_objects_v2(s, req, bucket).await,
+        Operation::ListObjectsV1 => Err(invalid(
+            S3Code::NotImplemented,
+            "ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2; boto3 \
+             list_objects_v2, aws s3 ls, aws s3api list-objects-v2)",
+        )),
+        _ => Err(method_not_allowed()),
     }
-    if req.has("location") {
-        return Ok(xml_response(StatusCode::OK, xml::location_constraint(None)));
-    }
-    if req.has("uploads") {
-        return list_uploads(s, req, bucket).await;
-    }
-    if req.q("list-type") == Some("2") {
-        return list_objects_v2(s, req, bucket).await;
-    }
-    Err(invalid(
-        S3Code::NotImplemented,
-        "ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2; boto3 \
-         list_objects_v2, aws s3 ls, aws s3api list-objects-v2)",
-    ))
 }
 
 async fn list_objects_v2(s: &S3State, req: &Req, bucket: &str) -> Result<Response, S3Error> {
@@ -768,6 +792,7 @@ async fn delete_objects(s: &S3State, bucket: &str, body: Body) -> Result<Respons
 async fn object_op(
     s: &S3State,
     req: &Req,
+    op: Operation,
     bucket: &str,
     key: &str,
     body: Body,
@@ -776,16 +801,14 @@ async fn object_op(
     let slot = Slot::default();
     let err = |e: ObjectError| object_error(e, Some(&slot));
     let kb = key.as_bytes();
-    match req.method {
-        Method::GET | Method::HEAD if req.has("uploadId") => list_parts(s, req, bucket, key).await,
-        Method::GET | Method::HEAD => get_object(s, req, bucket, key).await,
-        Method::PUT if req.has("uploadId") || req.has("partNumber") => {
-            if req.header("x-amz-copy-source").is_some() {
-                return Err(invalid(
-                    S3Code::NotImplemented,
-                    "UploadPartCopy is not supported: copy with CopyObject, or upload the part",
-                ));
-            }
+    match op {
+        Operation::ListParts => list_parts(s, req, bucket, key).await,
+        Operation::GetObject | Operation::HeadObject => get_object(s, req, bucket, key).await,
+        Operation::UploadPartCopy => Err(invalid(
+            S3Code::NotImplemented,
+            "UploadPartCopy is not supported: copy with CopyObject, or upload the part",
+        )),
+        Operation::UploadPart => {
             let id = upload_id(req)?;
             let number = names::parse_part_number(req.q("partNumber").unwrap_or(""))?;
             let md5 = content_md5(req)?;
@@ -796,12 +819,19 @@ async fn object_op(
                 .map_err(err)?;
             Ok(etag_response(StatusCode::OK, &etag))
         }
-        Method::PUT if req.header("x-amz-copy-source").is_some() => {
+        Operation::CopyObject => {
             let src = names::parse_copy_source(
                 req.header("x-amz-copy-source")
                     .unwrap_or_default()
                     .as_bytes(),
             )?;
+            if src.version_id.as_deref().is_some_and(|v| v != "null") {
+                return Err(invalid(
+                    S3Code::InvalidArgument,
+                    "Invalid version id specified: the versionId of x-amz-copy-source must be \
+                     'null' (Meridian's buckets are not versioned)",
+                ));
+            }
             if !s.buckets.exists(&s.node, &src.bucket) {
                 return Err(no_such_bucket(&src.bucket));
             }
@@ -822,7 +852,7 @@ async fn object_op(
                 xml::copy_object_result(&m.meta.s3_etag, m.created_us / 1000),
             ))
         }
-        Method::PUT => {
+        Operation::PutObject => {
             let meta = object_meta(req)?;
             let md5 = content_md5(req)?;
             let stream = body_stream(req, body, slot.clone())?;
@@ -836,16 +866,16 @@ async fn object_op(
             }
             Ok(r)
         }
-        Method::DELETE if req.has("uploadId") => {
+        Operation::AbortMultipartUpload => {
             let id = upload_id(req)?;
             objects.abort_upload(bucket, kb, id).await.map_err(err)?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }
-        Method::DELETE => {
+        Operation::DeleteObject => {
             objects.delete(bucket, kb).await.map_err(err)?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }
-        Method::POST if req.has("uploads") => {
+        Operation::CreateMultipartUpload => {
             let meta = object_meta(req)?;
             let id = objects.create_upload(bucket, kb, meta).await.map_err(err)?;
             Ok(xml_response(
@@ -853,7 +883,7 @@ async fn object_op(
                 xml::initiate_multipart_upload(bucket, key, &format_upload_id(id)),
             ))
         }
-        Method::POST if req.has("uploadId") => {
+        Operation::CompleteMultipartUpload => {
             let id = upload_id(req)?;
             let body = small_body(body).await?;
             let parts: Vec<(u32, String)> = xml::parse_complete_multipart_upload(&body)?

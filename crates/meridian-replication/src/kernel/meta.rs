@@ -140,6 +140,9 @@ impl Node {
             buckets.has_extra_copies(),
             std::sync::atomic::Ordering::Relaxed,
         );
+        self.kernel()
+            .has_s3_buckets
+            .store(buckets.has_s3(), std::sync::atomic::Ordering::Relaxed);
         let marks = crate::truncation::Marks::of(&meta);
         let truncated = *self.kernel().marks.read() != marks;
         if truncated {

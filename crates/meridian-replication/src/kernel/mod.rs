@@ -315,6 +315,8 @@ pub(crate) struct Kernel {
     /// Whether any bucket has extra copies (one atomic load lets every write of a cluster
     /// without them skip the hot-key check).
     pub(crate) has_extra_copies: std::sync::atomic::AtomicBool,
+    /// Whether any bucket belongs to the S3 endpoint (kept with the registry).
+    pub(crate) has_s3_buckets: std::sync::atomic::AtomicBool,
     /// The WAN budgets of background traffic (module `wan_budget`).
     pub(crate) wan_budgets: wan_budget::WanBudgets,
 }
@@ -430,6 +432,7 @@ impl Node {
         );
         let has_txn = buckets.has_transactional();
         let has_extra = buckets.has_extra_copies();
+        let has_s3 = buckets.has_s3();
         let members = meta.members.len() as u32;
         let dc_nodes = meta.members.iter().filter(|m| m.dc == dc).count() as u32;
         let balance =
@@ -454,6 +457,7 @@ impl Node {
                     peer_versions: Mutex::new(BTreeMap::new()),
                     has_txn_buckets: std::sync::atomic::AtomicBool::new(has_txn),
                     has_extra_copies: std::sync::atomic::AtomicBool::new(has_extra),
+                    has_s3_buckets: std::sync::atomic::AtomicBool::new(has_s3),
                     wan_budgets: Default::default(),
                 },
                 eventual: Eventual::default(),
@@ -616,6 +620,16 @@ impl Node {
     pub fn is_transactional(&self, key: &[u8]) -> bool {
         self.kernel().has_txn_buckets.load(Ordering::Relaxed)
             && self.bucket_type(key) == crate::bucket::BucketType::Transactional
+    }
+
+    /// Whether bucket `name` (raw bytes from a key) belongs to the S3 endpoint: one atomic
+    /// load when no bucket does.
+    pub fn is_s3_bucket(&self, name: &[u8]) -> bool {
+        self.kernel().has_s3_buckets.load(Ordering::Relaxed)
+            && std::str::from_utf8(name)
+                .ok()
+                .and_then(|n| self.registry().get(n).map(|p| p.s3 == Some(true)))
+                .unwrap_or(false)
     }
 
     /// Whether this node's failure detector considers `peer` up now (itself always).

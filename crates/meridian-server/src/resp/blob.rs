@@ -29,6 +29,12 @@
 //!   `blob.version_grace_ms`), or when `BLOB.OPEN` meets `blob.max_open_handles` or
 //!   `blob.max_handle_bytes`. Not inside `MULTI`/`EXEC`.
 //!
+//! - Keys of S3 buckets (`bucket:…` where `bucket` is one the S3 endpoint owns, see
+//!   [`crate::objects::S3Buckets`]): without a `requirepass`, every command naming one is
+//!   refused before it runs (`-NOPERM bucket 'B' is served by the S3 endpoint, …`), so an
+//!   object only requests signed with the endpoint's keys could reach stays out of reach of
+//!   an unauthenticated RESP client. Keyless commands (`KEYS`, `SCAN`, `DBSIZE`) still list.
+//!
 //! Where the bytes come from: on a single node the RESP executor is synchronous over the
 //! keyspace, so a read that needs chunks is handed back to the connection as a *deferred*
 //! reply ([`Deferred`]), which the connection task awaits in place (in request order)
@@ -44,9 +50,11 @@
 
 use crate::blob_handles::HandleFault;
 use crate::objects::{BlobConfig, ObjectError, ObjectHead, Objects};
+use crate::resp::command::Cmd;
 use crate::resp::exec::{CmdError, int_arg, raw};
 use crate::resp::reply::Reply;
 use crate::resp::request::Args;
+use crate::resp::server::RespContext;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use meridian_blob::Manifest;
@@ -55,6 +63,22 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+
+/// The refusal of a request naming a key of an S3 bucket by a client that cannot hold the
+/// node's password (there is none): `NOPERM …` (see the module docs). `None` when it may run:
+/// with a `requirepass`, without an object service, and for every key outside S3 buckets
+/// (one atomic load while none exists).
+#[inline]
+pub(crate) fn s3_key_refusal(ctx: &RespContext, cmd: Cmd, args: Args<'_>) -> Option<String> {
+    if ctx.config.requirepass.is_some() {
+        return None;
+    }
+    let objects = ctx.objects()?;
+    cmd.spec()
+        .key_positions(args.len())
+        .find_map(|i| objects.check_key_access(args.get(i), false).err())
+        .map(|refused| format!("NOPERM {refused}"))
+}
 
 /// The manifest a stored value holds, if it is one. Plain values (the first byte is not
 /// `0xFF`) cost one comparison; a value that starts with the magic but does not decode is

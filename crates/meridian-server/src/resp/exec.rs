@@ -489,6 +489,10 @@ pub(crate) fn admit<'c>(
         reply.error(&msg);
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
+    if let Some(msg) = blob::s3_key_refusal(ctx, cmd, args) {
+        reply.error(&session.multi.refused(Some(cmd), msg));
+        return Err((&ctx.rejected_ops, true, Flow::Continue));
+    }
     session.last_cmd = cmd as u8 + 1;
     Ok(cmd)
 }

@@ -1342,6 +1342,15 @@ async fn cluster_nodes_serve_one_namespace() {
     })
     .await;
     assert!(got.body == body, "node 3: different bytes");
+    // Every node knows the bucket is S3's: its keys are refused over RESP without a password.
+    for (i, m) in cluster.members.iter().enumerate() {
+        let resp = m.resp.expect("a RESP address");
+        let line = resp_line(resp, &["GET", "shared:dir/obj"]).await;
+        assert!(
+            line.starts_with("-NOPERM bucket 'shared'"),
+            "node {i}: {line}"
+        );
+    }
     assert_eq!(got.header("etag"), Some(quoted_md5(&body).as_str()));
     let b3 = blake3::hash(&body).to_hex().to_string();
     assert_eq!(got.header("x-meridian-blake3"), Some(b3.as_str()));
@@ -1549,5 +1558,211 @@ async fn multipart_upload_listings_page_on_with_their_markers() {
     c.send(Request::new("GET", "/mpus").query("uploads&upload-id-marker=nope"))
         .await
         .s3_error(400, "InvalidArgument");
+    node.stop().await;
+}
+
+// ----- issue 36: sub-resources, bypasses, bad signatures ----------------------------------
+
+/// Sends one RESP command on a new connection and returns its reply's first line (enough
+/// for a status, an error or a bulk string's length).
+async fn resp_line(addr: SocketAddr, args: &[&str]) -> String {
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(PATIENCE, async {
+        while !buf.windows(2).any(|w| w == b"\r\n") {
+            assert!(fill(&mut s, &mut buf).await, "no RESP reply");
+        }
+    })
+    .await
+    .expect("a RESP reply in time");
+    let end = buf.windows(2).position(|w| w == b"\r\n").unwrap();
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// Every sub-resource S3 defines that Meridian does not serve, sent with every method to a
+/// bucket and to an object (a body for PUT and POST), is 501 NotImplemented naming it, and
+/// after each the object still holds its bytes and the bucket still exists; a `versionId`
+/// other than `null` is refused on every method the same way. (Before the routing table,
+/// `PUT ?acl` replaced the object, `DELETE ?tagging` deleted it and `DELETE
+/// ?publicAccessBlock` deleted the emptied bucket.)
+#[tokio::test]
+async fn sub_resources_never_touch_objects_or_buckets() {
+    let node = Node::start(|_| {}).await;
+    let c = node.client();
+    c.create_bucket("keep").await;
+    c.create_bucket("empty").await;
+    let body = b"the object's bytes".to_vec();
+    c.put("keep", "obj", &body).await.ok(200);
+    let xml = b"<Tagging><TagSet><Tag><Key>a</Key><Value>b</Value></Tag></TagSet></Tagging>";
+    for sub in meridian_s3::UNSERVED_SUBRESOURCES {
+        for path in ["/keep/obj", "/keep", "/empty"] {
+            for method in ["GET", "PUT", "DELETE", "POST", "HEAD"] {
+                let mut req = Request::new(method, path).query(sub.to_string());
+                if matches!(method, "PUT" | "POST") {
+                    req = req.body(&xml[..]);
+                }
+                let r = c.send(req).await;
+                if method == "HEAD" {
+                    assert_eq!(r.status, 501, "{method} {path}?{sub}");
+                } else {
+                    r.s3_error(501, "NotImplemented");
+                    let named = format!("sub-resource &apos;{sub}&apos;");
+                    assert!(r.text().contains(&named), "{}", r.text());
+                }
+                c.expect_object("keep", "obj", &body).await;
+                c.send(Request::new("HEAD", "/empty")).await.ok(200);
+            }
+        }
+    }
+    for method in ["GET", "PUT", "DELETE", "HEAD"] {
+        let req = Request::new(method, "/keep/obj")
+            .query("versionId=3HL4kqtJlcpXroDTDmJ")
+            .body(if method == "PUT" {
+                &b"new"[..]
+            } else {
+                &b""[..]
+            });
+        let r = c.send(req).await;
+        assert_eq!(r.status, 400, "{method} ?versionId: {}", r.text());
+        c.expect_object("keep", "obj", &body).await;
+    }
+    // The null version is the object; unknown parameters that are not sub-resources work.
+    let r = c
+        .send(
+            Request::new("GET", "/keep/obj")
+                .query("versionId=null&response-content-type=text%2Fplain&x-id=GetObject"),
+        )
+        .await;
+    r.ok(200);
+    assert_eq!(r.body, body);
+    c.still_serving().await;
+    node.stop().await;
+}
+
+/// Without a `requirepass`, the keys of an S3 bucket are refused over RESP (`NOPERM`,
+/// naming the bucket) and HTTP (`/kv` and `/b`: 403 `S3_BUCKET`), reads and writes alike,
+/// while other keys and KEYS listings work; the object is unchanged. With a `requirepass`,
+/// a client that holds it reaches the object.
+#[tokio::test]
+async fn s3_objects_are_out_of_reach_of_resp_and_http_without_a_password() {
+    let node = Node::start(|_| {}).await;
+    let c = node.client();
+    c.create_bucket("photos").await;
+    c.put("photos", "cat.jpg", b"meow").await.ok(200);
+    for args in [
+        &["GET", "photos:cat.jpg"][..],
+        &["SET", "photos:cat.jpg", "overwritten"],
+        &["DEL", "photos:cat.jpg"],
+        &["MGET", "plain", "photos:cat.jpg"],
+        &["BLOB.READ", "photos:cat.jpg", "0", "4"],
+        &["APPEND", "photos:cat.jpg", "more"],
+    ] {
+        let line = resp_line(node.resp, args).await;
+        assert!(
+            line.starts_with("-NOPERM bucket 'photos' is served by the S3 endpoint")
+                && line.contains("requirepass"),
+            "{args:?}: {line}"
+        );
+    }
+    assert_eq!(resp_line(node.resp, &["SET", "other:k", "v"]).await, "+OK");
+    assert_eq!(resp_line(node.resp, &["SET", "plain", "v"]).await, "+OK");
+    assert!(resp_line(node.resp, &["KEYS", "*"]).await.starts_with('*'));
+    let http = c.with_auth(Auth::Anonymous);
+    let http = Client {
+        addr: node.http,
+        ..http
+    };
+    for req in [
+        Request::new("GET", "/kv/photos:cat.jpg"),
+        Request::new("PUT", "/kv/photos:cat.jpg").body(&b"x"[..]),
+        Request::new("DELETE", "/kv/photos%3Acat.jpg"),
+        Request::new("GET", "/b/photos/cat.jpg"),
+        Request::new("HEAD", "/b/photos/cat.jpg"),
+        Request::new("PUT", "/b/photos/cat.jpg").body(&b"x"[..]),
+        Request::new("DELETE", "/b/photos/cat.jpg"),
+        Request::new("POST", "/b/photos/new").query("uploads"),
+    ] {
+        let what = format!("{} {}", req.method, req.path);
+        let head = req.method == "HEAD";
+        let r = http.send(req).await;
+        assert_eq!(r.status, 403, "{what}: {}", r.text());
+        if !head {
+            assert!(
+                r.text().contains("S3_BUCKET") && r.text().contains("'photos'"),
+                "{}",
+                r.text()
+            );
+        }
+    }
+    http.send(Request::new("GET", "/kv/other:k")).await.ok(200);
+    c.expect_object("photos", "cat.jpg", b"meow").await;
+    node.stop().await;
+
+    // With a password its holders reach the object (and others are refused by AUTH).
+    let node = Node::start(|cfg| cfg.resp.requirepass = Some("pw".into())).await;
+    let c = node.client();
+    c.create_bucket("photos").await;
+    c.put("photos", "cat.jpg", b"meow").await.ok(200);
+    let mut s = TcpStream::connect(node.resp).await.unwrap();
+    s.write_all(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*2\r\n$3\r\nGET\r\n$14\r\nphotos:cat.jpg\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let want = b"+OK\r\n$4\r\nmeow\r\n";
+    tokio::time::timeout(PATIENCE, async {
+        while buf.len() < want.len() && fill(&mut s, &mut buf).await {}
+    })
+    .await
+    .unwrap();
+    assert_eq!(String::from_utf8_lossy(&buf), String::from_utf8_lossy(want));
+    node.stop().await;
+}
+
+/// On an `s3.open` endpoint with keys, an unsigned request is anonymous, but one whose
+/// signature fails (a wrong secret, an unknown key, a tampered presigned URL) is refused as
+/// S3 refuses it, and writes nothing.
+#[tokio::test]
+async fn an_open_endpoint_refuses_bad_signatures() {
+    let node = Node::start(|cfg| cfg.s3.open = true).await;
+    let c = node.client();
+    c.create_bucket("open").await;
+    c.put("open", "k", b"signed").await.ok(200);
+    let wrong_secret = c.with_auth(Auth::Sign {
+        creds: Credentials::new(AK, "not-the-right-secret"),
+        skew_secs: 0,
+    });
+    let unknown_key = c.with_auth(Auth::Sign {
+        creds: Credentials::new("AKIDNOBODYKNOWS", SK),
+        skew_secs: 0,
+    });
+    for (bad, code) in [
+        (&wrong_secret, "SignatureDoesNotMatch"),
+        (&unknown_key, "InvalidAccessKeyId"),
+    ] {
+        bad.put("open", "k", b"forged").await.s3_error(403, code);
+        bad.put("open", "new", b"forged").await.s3_error(403, code);
+        bad.send(Request::new("DELETE", "/open/k"))
+            .await
+            .s3_error(403, code);
+    }
+    let anon = c.with_auth(Auth::Anonymous);
+    let mut tampered = c.presigned_get("/open/k", 0, 600);
+    let q = tampered.query.take().unwrap();
+    let (before, sig) = q.rsplit_once("X-Amz-Signature=").unwrap();
+    let flipped = if sig.starts_with('0') { "1" } else { "0" };
+    tampered.query = Some(format!("{before}X-Amz-Signature={flipped}{}", &sig[1..]));
+    anon.send(tampered)
+        .await
+        .s3_error(403, "SignatureDoesNotMatch");
+    anon.get("open", "new").await.s3_error(404, "NoSuchKey");
+    c.expect_object("open", "k", b"signed").await;
+    // Unsigned is anonymous, as before.
+    anon.put("open", "anon", b"hi").await.ok(200);
+    anon.expect_object("open", "anon", b"hi").await;
     node.stop().await;
 }
