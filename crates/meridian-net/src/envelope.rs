@@ -400,7 +400,7 @@ mod tests {
             !hello.verify(&Challenge::new(), &secret),
             "another connection's challenge"
         );
-        assert!(!hello.verify(&challenge, &ClusterSecret::open()));
+        assert!(!hello.verify(&challenge, &ClusterSecret::random()));
         let forged = Hello {
             node: NodeId(1),
             ..hello
