@@ -6,9 +6,9 @@
 //! proof over both nonces and its node id; the accepting node checks it and answers with a
 //! [`Welcome`] proving the secret in turn. Proofs are BLAKE3 keyed hashes under a key derived
 //! from the secret, compared in constant time; the nonces make a recorded handshake useless
-//! on another connection. A node without a configured secret ([`ClusterSecret::open`]) uses a
-//! well-known key: it talks only to other open nodes, and anyone who can reach its peer port
-//! can talk to it.
+//! on another connection. There is no well-known key: a transport configured without a secret
+//! gets a fresh random one ([`ClusterSecret::random`]), so nobody can reach it rather than
+//! everybody.
 //!
 //! What this does not do: encrypt or sign the frames that follow. Someone on the path can
 //! read them, or tamper with an established connection; keep peer links on a private network.
@@ -42,7 +42,6 @@ pub(crate) enum Role {
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClusterSecret {
     key: [u8; 32],
-    open: bool,
 }
 
 impl ClusterSecret {
@@ -63,15 +62,14 @@ impl ClusterSecret {
         }
         Ok(ClusterSecret {
             key: blake3::derive_key(KEY_CONTEXT, secret),
-            open: false,
         })
     }
 
-    /// No secret: a well-known key (the default of a node configured without one).
-    pub fn open() -> ClusterSecret {
+    /// A fresh random secret nobody else knows: a transport holding it refuses every peer
+    /// (the default of a transport configured without a secret).
+    pub fn random() -> ClusterSecret {
         ClusterSecret {
-            key: blake3::derive_key(KEY_CONTEXT, b""),
-            open: true,
+            key: blake3::derive_key(KEY_CONTEXT, Self::random_text().as_bytes()),
         }
     }
 
@@ -82,11 +80,6 @@ impl ClusterSecret {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect()
-    }
-
-    /// Whether this is the well-known key of [`ClusterSecret::open`].
-    pub fn is_open(&self) -> bool {
-        self.open
     }
 
     /// The proof `role`'s end sends: over the other end's nonce, its own, and its node id.
@@ -115,19 +108,9 @@ impl ClusterSecret {
     }
 }
 
-impl Default for ClusterSecret {
-    fn default() -> Self {
-        ClusterSecret::open()
-    }
-}
-
 impl std::fmt::Debug for ClusterSecret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.open {
-            "ClusterSecret(open)"
-        } else {
-            "ClusterSecret(<redacted>)"
-        })
+        f.write_str("ClusterSecret(<redacted>)")
     }
 }
 
@@ -153,7 +136,8 @@ mod tests {
         assert!(!s.verify(Role::Acceptor, &a, &b, NodeId(3), &p));
         assert!(!s.verify(Role::Connector, &b, &a, NodeId(3), &p));
         assert!(!s.verify(Role::Connector, &a, &b, NodeId(4), &p));
-        assert!(!ClusterSecret::open().verify(Role::Connector, &a, &b, NodeId(3), &p));
+        assert!(!ClusterSecret::random().verify(Role::Connector, &a, &b, NodeId(3), &p));
+        assert!(ClusterSecret::random() != ClusterSecret::random());
         assert_ne!(nonce(), nonce());
     }
 
@@ -164,7 +148,6 @@ mod tests {
         assert!(ClusterSecret::new(&vec![b'x'; 5000]).is_err());
         let s = ClusterSecret::new(b"0123456789abcdef").unwrap();
         assert_eq!(format!("{s:?}"), "ClusterSecret(<redacted>)");
-        assert!(!s.is_open() && ClusterSecret::open().is_open());
         let text = ClusterSecret::random_text();
         assert_eq!(text.len(), 64);
         assert!(ClusterSecret::new(text.as_bytes()).is_ok());

@@ -356,6 +356,31 @@ mod tests {
         }
     }
 
+    /// A frame whose vector claims 2^60 elements: postcard (serde's `size_hint::cautious`)
+    /// preallocates at most 1 MiB whatever a length prefix says, so decoding fails on the
+    /// missing elements instead of reserving 2^64 bytes (a capacity-overflow panic, or an
+    /// abort for want of memory, if it trusted the prefix).
+    #[test]
+    fn a_huge_claimed_vec_length_is_an_error_not_an_allocation() {
+        let env = Envelope::new(Kind::OneWay, NodeId(1), Vec::<u128>::new());
+        let mut bytes = encode(&env, usize::MAX).unwrap().to_vec();
+        assert_eq!(bytes.pop(), Some(0), "the empty vector's length comes last");
+        let mut len = 1u64 << 60;
+        while len >= 0x80 {
+            bytes.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        bytes.push(len as u8);
+        bytes.extend_from_slice(&[1, 2, 3]);
+        assert!(matches!(
+            decode::<Vec<u128>>(&bytes),
+            Err(NetError::Codec(_))
+        ));
+        // The same for vectors of vectors and strings.
+        assert!(decode::<Vec<Vec<u8>>>(&bytes).is_err());
+        assert!(decode::<Vec<String>>(&bytes).is_err());
+    }
+
     #[test]
     fn trailing_bytes_and_truncation_are_codec_errors() {
         let env = Envelope::new(Kind::OneWay, NodeId(1), Msg::Get { key: vec![1, 2] });
@@ -400,7 +425,7 @@ mod tests {
             !hello.verify(&Challenge::new(), &secret),
             "another connection's challenge"
         );
-        assert!(!hello.verify(&challenge, &ClusterSecret::open()));
+        assert!(!hello.verify(&challenge, &ClusterSecret::random()));
         let forged = Hello {
             node: NodeId(1),
             ..hello

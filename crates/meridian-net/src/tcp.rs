@@ -36,6 +36,11 @@
 //!   sender closes that connection only (logged with the reason).
 //! - Authentication: a connection whose other end does not prove the cluster secret
 //!   (`TcpConfig::secret`) within `handshake_timeout` is closed before any message crosses it.
+//! - Bounded before authentication: handshake frames are read with a limit of
+//!   [`HANDSHAKE_MAX_FRAME`] bytes (a larger length header closes the connection at once, with
+//!   nothing reserved for it); only a peer that proved the secret gets `max_frame`. At most
+//!   `max_handshakes` accepted connections are in their handshake at once: one more is closed
+//!   at once, and counted in [`TcpStats`].
 //! - Addresses come from an [`AddressBook`] that can change at runtime; a change applies to
 //!   the next connection attempt.
 //! - Everything stops when the `shutdown` token is cancelled: the listener, all connections,
@@ -61,10 +66,43 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::codec::{Decoder, Encoder};
 use tokio_util::sync::CancellationToken;
+
+/// The largest handshake frame read or sent, in bytes: a [`Challenge`], [`Hello`] or
+/// [`Welcome`] encodes to under 100 bytes; this leaves room for fields a later version adds.
+pub const HANDSHAKE_MAX_FRAME: usize = 4096;
+
+/// The default bound on accepted connections in their handshake at once.
+pub const DEFAULT_MAX_HANDSHAKES: usize = 64;
+
+/// Counters of a TCP transport's refusals. Cheap to clone; clones share the counters, so a
+/// caller keeps one from its [`TcpConfig`] to read them.
+#[derive(Clone, Debug, Default)]
+pub struct TcpStats {
+    inner: Arc<StatsInner>,
+}
+
+#[derive(Debug, Default)]
+struct StatsInner {
+    handshakes_busy: AtomicU64,
+    handshakes_failed: AtomicU64,
+}
+
+impl TcpStats {
+    /// Accepted connections closed at once because `max_handshakes` were already in progress.
+    pub fn handshakes_busy(&self) -> u64 {
+        self.inner.handshakes_busy.load(Ordering::Relaxed)
+    }
+
+    /// Accepted connections closed because their handshake failed (no proof of the secret, a
+    /// malformed or oversized frame, the deadline passed, or the peer hung up).
+    pub fn handshakes_failed(&self) -> u64 {
+        self.inner.handshakes_failed.load(Ordering::Relaxed)
+    }
+}
 
 /// Settings of a TCP transport.
 #[derive(Clone, Debug)]
@@ -85,9 +123,14 @@ pub struct TcpConfig {
     pub backoff_max: Duration,
     /// Seed of the backoff jitter.
     pub seed: u64,
-    /// The secret both ends of every connection must prove (default: open, see
-    /// [`ClusterSecret::open`]).
+    /// The secret both ends of every connection must prove (default: a random one, see
+    /// [`ClusterSecret::random`], so a transport nobody configured talks to nobody).
     pub secret: ClusterSecret,
+    /// Most accepted connections in their handshake at once (default
+    /// [`DEFAULT_MAX_HANDSHAKES`]); more are closed at once.
+    pub max_handshakes: usize,
+    /// Where the transport counts what it refused (shared with clones of this config).
+    pub stats: TcpStats,
     /// Bulk connections per peer for messages with a payload (default 4; 0 sends payloads on
     /// the control connection).
     pub bulk_lanes: u8,
@@ -123,7 +166,9 @@ impl Default for TcpConfig {
             backoff_initial: Duration::from_millis(50),
             backoff_max: Duration::from_secs(5),
             seed: 0,
-            secret: ClusterSecret::open(),
+            secret: ClusterSecret::random(),
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            stats: TcpStats::default(),
             bulk_lanes: 4,
             bulk_buffer: None,
             link_bandwidth: 125_000_000,
@@ -180,6 +225,9 @@ pub fn start<M: Message>(
 ) -> (Transport<M>, Inbox<M>) {
     let shared = Arc::new(Shared {
         local,
+        handshakes: Arc::new(Semaphore::new(
+            config.max_handshakes.clamp(1, Semaphore::MAX_PERMITS),
+        )),
         config,
         book,
         shutdown,
@@ -232,6 +280,8 @@ struct Shared<M> {
     /// The latest inbound control connection from each peer: (connection id, its send queue).
     inbound: Mutex<BTreeMap<NodeId, (u64, SendQueue)>>,
     next_conn: AtomicU64,
+    /// One permit per accepted connection in its handshake (`max_handshakes`).
+    handshakes: Arc<Semaphore>,
 }
 
 struct TcpWire<M> {
@@ -486,7 +536,7 @@ async fn connector_handshake<M: Message>(
     lane: u8,
     mut stream: TcpStream,
 ) -> Result<(TcpStream, BytesMut), String> {
-    let mut codec = FrameCodec::new(shared.config.max_frame);
+    let mut codec = FrameCodec::new(HANDSHAKE_MAX_FRAME);
     let mut buf = BytesMut::new();
     let frame = read_frame(&mut stream, &mut codec, &mut buf).await?;
     let challenge = Challenge::decode(&frame).map_err(|e| e.to_string())?;
@@ -737,9 +787,17 @@ async fn accept_loop<M: Message>(shared: Arc<Shared<M>>, listener: TcpListener) 
             r = listener.accept() => r,
         };
         match accepted {
-            Ok((stream, addr)) => {
-                tokio::spawn(inbound(shared.clone(), stream, addr));
-            }
+            Ok((stream, addr)) => match shared.handshakes.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    tokio::spawn(inbound(shared.clone(), stream, addr, permit));
+                }
+                Err(_) => {
+                    // Dropping the stream closes it: nothing was read or reserved for it.
+                    let busy = &shared.config.stats.inner.handshakes_busy;
+                    let total = busy.fetch_add(1, Ordering::Relaxed) + 1;
+                    tracing::warn!(local = %shared.local, %addr, total, "too many handshakes at once: closing connection");
+                }
+            },
             Err(e) => {
                 // E.g. out of file descriptors: wait a little instead of spinning.
                 tracing::warn!(local = %shared.local, error = %e, "accept failed");
@@ -757,7 +815,7 @@ async fn acceptor_handshake<M: Message>(
     wr: &mut OwnedWriteHalf,
     buf: &mut BytesMut,
 ) -> Result<(Hello, Duration), String> {
-    let mut codec = FrameCodec::new(shared.config.max_frame);
+    let mut codec = FrameCodec::new(HANDSHAKE_MAX_FRAME);
     let challenge = Challenge::new();
     write_frame(wr, &mut codec, challenge.encode()).await?;
     let sent = Instant::now();
@@ -772,8 +830,14 @@ async fn acceptor_handshake<M: Message>(
     Ok((hello, rtt))
 }
 
-/// Serves one accepted connection: handshake, then requests in, responses out.
-async fn inbound<M: Message>(shared: Arc<Shared<M>>, stream: TcpStream, addr: SocketAddr) {
+/// Serves one accepted connection: handshake (holding `permit`, one of `max_handshakes`),
+/// then requests in, responses out.
+async fn inbound<M: Message>(
+    shared: Arc<Shared<M>>,
+    stream: TcpStream,
+    addr: SocketAddr,
+    permit: OwnedSemaphorePermit,
+) {
     let _ = stream.set_nodelay(true);
     let (mut rd, mut wr) = stream.into_split();
     let mut buf = BytesMut::new();
@@ -784,12 +848,19 @@ async fn inbound<M: Message>(shared: Arc<Shared<M>>, stream: TcpStream, addr: So
             acceptor_handshake(&shared, &mut rd, &mut wr, &mut buf),
         ) => r.unwrap_or_else(|_| Err("no handshake in time".into())),
     };
+    drop(permit);
     let (peer, lane) = match hello {
         Ok((hello, rtt)) => {
             size_bulk_buffers(&shared.config, wr.as_ref(), hello.lane, rtt);
             (hello.node, hello.lane)
         }
         Err(reason) => {
+            shared
+                .config
+                .stats
+                .inner
+                .handshakes_failed
+                .fetch_add(1, Ordering::Relaxed);
             tracing::warn!(local = %shared.local, %addr, %reason, "rejecting connection");
             return;
         }

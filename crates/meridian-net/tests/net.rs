@@ -45,8 +45,16 @@ async fn node(id: u32, book: &AddressBook, config: TcpConfig) -> Node {
     }
 }
 
+/// The secret the nodes of [`test_config`] share.
+const TEST_SECRET: &[u8] = b"the test cluster's secret";
+
+fn test_secret() -> ClusterSecret {
+    ClusterSecret::new(TEST_SECRET).unwrap()
+}
+
 fn test_config() -> TcpConfig {
     TcpConfig {
+        secret: test_secret(),
         backoff_initial: Duration::from_millis(10),
         backoff_max: Duration::from_millis(100),
         seed: 1,
@@ -301,7 +309,7 @@ async fn tcp_bad_frames_close_only_their_connection() {
     .await;
     serve(b.inbox.take().unwrap(), |_| 0);
     assert_eq!(a.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
-    let open = ClusterSecret::open();
+    let open = test_secret();
     // Garbage after a valid handshake.
     let mut s = raw_peer(b.addr, n(7), &open).await;
     write_frames(&mut s, &[Bytes::from_static(&[0xff; 20])]).await;
@@ -462,7 +470,7 @@ async fn tcp_only_peers_proving_the_cluster_secret_are_served() {
     let challenge = {
         let mut s = TcpStream::connect(b.addr).await.unwrap();
         let challenge = Challenge::decode(&read_frame(&mut s).await).unwrap();
-        let mut hello = Hello::new(n(1), &challenge, &ClusterSecret::open());
+        let mut hello = Hello::new(n(1), &challenge, &test_secret());
         hello.proof = [7; 32];
         write_frames(&mut s, &[hello.encode()]).await;
         assert!(closed_by_peer(s).await, "forged proof");
@@ -588,4 +596,107 @@ async fn tcp_payloads_round_trip_from_memory_and_by_sendfile_with_identical_byte
         b.stop.cancel();
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A config whose handshakes wait far longer than any test does: a connection the node
+/// closes was closed for what it sent, not at the deadline.
+fn patient(max_handshakes: usize) -> TcpConfig {
+    TcpConfig {
+        handshake_timeout: Duration::from_secs(600),
+        max_handshakes,
+        ..test_config()
+    }
+}
+
+#[tokio::test]
+async fn tcp_handshake_length_header_beyond_the_handshake_limit_closes_at_once() {
+    let book = AddressBook::default();
+    let config = patient(64);
+    let stats = config.stats.clone();
+    let mut b = node(2, &book, config).await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+    // Before proving anything, a header announcing a 64 MiB frame (within max_frame).
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let _challenge = Challenge::decode(&read_frame(&mut s).await).unwrap();
+    s.write_all(&(64u32 << 20).to_be_bytes()).await.unwrap();
+    assert!(
+        closed_by_peer(s).await,
+        "closed for the header, long before the deadline"
+    );
+    // The limit sits well above a real handshake, and the first frame is refused as fast.
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let _challenge = read_frame(&mut s).await;
+    let just_over = u32::try_from(tcp::HANDSHAKE_MAX_FRAME + 1).unwrap();
+    s.write_all(&just_over.to_be_bytes()).await.unwrap();
+    assert!(closed_by_peer(s).await);
+    assert_eq!(stats.handshakes_failed(), 2);
+    // An authenticated peer still gets max_frame after its handshake.
+    let a = node(1, &book, test_config()).await;
+    let big = vec![7u8; 1 << 20];
+    let (id, echoed) = a.t.request(n(2), (1, big.clone()), LONG).await.unwrap();
+    assert_eq!((id, echoed.len()), (1001, big.len()));
+}
+
+#[tokio::test]
+async fn tcp_concurrent_idle_handshakes_are_bounded_and_a_real_peer_still_connects() {
+    let book = AddressBook::default();
+    let config = patient(4);
+    let stats = config.stats.clone();
+    let mut b = node(2, &book, config).await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+    // Four idle connections take every handshake slot (each got its challenge)...
+    let mut idle = Vec::new();
+    for _ in 0..4 {
+        let mut s = TcpStream::connect(b.addr).await.unwrap();
+        let _challenge = Challenge::decode(&read_frame(&mut s).await).unwrap();
+        idle.push(s);
+    }
+    // ...so a fifth is closed at once, without a challenge, and counted.
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(LONG, s.read_to_end(&mut got))
+        .await
+        .expect("the connection over the bound is closed at once")
+        .unwrap();
+    assert!(
+        got.is_empty(),
+        "no challenge for a connection over the bound"
+    );
+    assert_eq!(stats.handshakes_busy(), 1);
+    // One idle attacker leaves: its slot frees, and a peer proving the secret connects
+    // while the other three still wait.
+    drop(idle.pop());
+    tokio::time::timeout(LONG, async {
+        while stats.handshakes_failed() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .unwrap();
+    let a = node(1, &book, test_config()).await;
+    assert_eq!(a.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
+    assert_eq!(stats.handshakes_busy(), 1);
+    drop(idle);
+}
+
+#[tokio::test]
+async fn tcp_wrong_secret_is_refused_and_counted() {
+    let book = AddressBook::default();
+    let config = patient(64);
+    let stats = config.stats.clone();
+    let b = node(2, &book, config).await;
+    let wrong = ClusterSecret::new(b"not the test cluster's secret").unwrap();
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let challenge = Challenge::decode(&read_frame(&mut s).await).unwrap();
+    write_frames(&mut s, &[Hello::new(n(1), &challenge, &wrong).encode()]).await;
+    assert!(closed_by_peer(s).await, "closed without a welcome");
+    assert_eq!(stats.handshakes_failed(), 1);
+    // Transports configured without a secret have random ones: there is no well-known key,
+    // so two of them do not reach each other (nor anyone else).
+    let c = node(3, &book, TcpConfig::default()).await;
+    let mut d = node(4, &book, TcpConfig::default()).await;
+    serve(d.inbox.take().unwrap(), |_| 0);
+    refused(c.t.request(n(4), (1, vec![]), LONG).await);
+    refused(c.t.request(n(2), (1, vec![]), LONG).await);
+    assert_eq!(stats.handshakes_failed(), 2);
 }

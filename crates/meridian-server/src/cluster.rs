@@ -793,12 +793,6 @@ pub async fn run_tcp(
             .collect(),
     );
     let secret = c.peer_secret()?;
-    if secret.is_open() {
-        tracing::warn!(
-            "no cluster secret: the peer port accepts any node that can reach it \
-             (set cluster.secret, --cluster-secret or MERIDIAN_CLUSTER_SECRET on every member)"
-        );
-    }
     let tcp_config = TcpConfig {
         seed: c.seed ^ u64::from(c.id),
         secret,

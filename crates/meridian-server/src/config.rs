@@ -545,8 +545,9 @@ pub struct ClusterSection {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wan: Option<WanConfig>,
     /// The secret every peer link proves at its handshake (16 to 4096 bytes; the same on every
-    /// member). Without one, peer links accept anyone who can reach the peer port. Also
-    /// `--cluster-secret` / `MERIDIAN_CLUSTER_SECRET`.
+    /// member). Required when `members` names other nodes; a lone node without one gets a
+    /// random key, so its peer port admits nobody. Also `--cluster-secret` /
+    /// `MERIDIAN_CLUSTER_SECRET`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
 }
@@ -696,10 +697,19 @@ impl ClusterSection {
         Ok(())
     }
 
-    /// The key peer links are authenticated with (open without `secret`).
+    /// The key peer links are authenticated with. Without `secret`, a cluster of one node
+    /// gets a random key (its peer port then admits nobody), and a cluster naming other
+    /// members is refused: there is no well-known key anyone could connect with.
     pub fn peer_secret(&self) -> Result<meridian_net::ClusterSecret> {
         match &self.secret {
-            None => Ok(meridian_net::ClusterSecret::open()),
+            None if self.members.iter().any(|m| m.id != self.id) => Err(Error::Config(
+                "cluster.secret is not set but cluster.members names other nodes: peer links \
+                 must prove a shared secret. Make one (e.g. `openssl rand -hex 32`) and give \
+                 the same one to every member as cluster.secret, --cluster-secret or \
+                 MERIDIAN_CLUSTER_SECRET"
+                    .into(),
+            )),
+            None => Ok(meridian_net::ClusterSecret::random()),
             Some(s) => meridian_net::ClusterSecret::new(s.as_bytes())
                 .map_err(|e| Error::Config(format!("cluster.secret (--cluster-secret): {e}"))),
         }
@@ -1165,6 +1175,27 @@ mod tests {
         assert_eq!(NodeConfig::from_toml(&c.to_toml().unwrap()).unwrap(), c);
         // No [cluster]: a single node, unchanged.
         assert_eq!(NodeConfig::default().cluster, None);
+    }
+
+    #[test]
+    fn a_cluster_naming_other_members_needs_a_peer_secret() {
+        let ex = readme_cluster_example();
+        let secret_line = ex.lines().find(|l| l.starts_with("secret = ")).unwrap();
+        let e = NodeConfig::from_toml(&ex.replace(secret_line, ""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cluster.secret is not set but cluster.members names other nodes"),
+            "{e}"
+        );
+        assert!(e.contains("openssl rand -hex 32"), "how to make one: {e}");
+        // A lone member without a secret starts, with a random key nobody else holds.
+        let mut c = NodeConfig::from_toml(&ex).unwrap().cluster.unwrap();
+        c.members.retain(|m| m.id == c.id);
+        c.n = 1;
+        c.secret = None;
+        c.validate().unwrap();
+        assert_ne!(c.peer_secret().unwrap(), c.peer_secret().unwrap());
     }
 
     #[test]

@@ -391,6 +391,7 @@ impl Metrics {
             aae_keys_repaired,
             ownership_handoffs,
             tombstones_reaped,
+            peer_requests_refused,
         } = r.stats;
         for (metric, help, value) in [
             (
@@ -437,6 +438,11 @@ impl Metrics {
                 "meridian_ownership_handoffs_total",
                 "Objects handed off to their new owners after a layout change.",
                 ownership_handoffs,
+            ),
+            (
+                "meridian_peer_requests_refused_total",
+                "Peer requests refused unserved for asking more than this node's limits allow.",
+                peer_requests_refused,
             ),
         ] {
             let _ = writeln!(

@@ -992,8 +992,8 @@ fn peer_links_need_the_runs_secret(config: &Path) {
         read_peer_frame(&mut s).map(|f| Welcome::decode(&f).unwrap())
     };
     assert!(
-        attempt(&ClusterSecret::open()).is_none(),
-        "no secret: refused"
+        attempt(&ClusterSecret::random()).is_none(),
+        "a random secret: refused"
     );
     let wrong = ClusterSecret::new(b"not this run's secret").unwrap();
     assert!(attempt(&wrong).is_none(), "another secret: refused");
@@ -1048,7 +1048,11 @@ fn bad_cluster_settings_are_rejected_with_the_setting_named() {
             "[[cluster.members]]\nid = {id}\nname = \"n{id}\"\ndc = \"east\"\npeer = \"127.0.0.1:{port}\"\n"
         )
     };
-    let cases: [(String, &str); 6] = [
+    let cases: [(String, &str); 7] = [
+        (
+            format!("[cluster]\nid = 1\nn = 1\n{}{}", member(1, 9001), member(2, 9002)),
+            "cluster.secret is not set but cluster.members names other nodes",
+        ),
         (
             format!(
                 "[cluster]\nid = 1\nn = 1\nsecret = \"too short\"\n{}",
@@ -1087,6 +1091,9 @@ fn bad_cluster_settings_are_rejected_with_the_setting_named() {
         );
     }
 }
+
+/// The peer secret of the clusters these tests write configs for.
+const TEST_PEER_SECRET: &str = "the secret of a test cluster";
 
 /// `[resp, http, peer]` addresses for `n` nodes, node `i` on 127.0.0.(`first` + i), on ports
 /// the OS reports free (each probe held until all are chosen).
@@ -1137,7 +1144,7 @@ fn durable_cluster_node_survives_sigkill_with_no_acknowledged_write_lost() {
                 "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
                  [storage]\nengine = \"fjall\"\ndata_dir = \"{}\"\nfsync = \"always\"\n\
                  [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 200\n\
-                 anti_entropy_ms = 20\n\n{members}",
+                 anti_entropy_ms = 20\nsecret = \"{TEST_PEER_SECRET}\"\n\n{members}",
                 data.display(),
                 i + 1
             );
@@ -1586,8 +1593,8 @@ fn nodes_join_and_leave_a_tcp_cluster_through_the_admin_api_without_losing_write
         };
         let text = format!(
             "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
-             [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 500\n{join}\n\
-             {members}",
+             [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 500\n{join}\
+             secret = \"{TEST_PEER_SECRET}\"\n\n{members}",
             i + 1
         );
         let path = dir.path().join(format!("{}.toml", names[i]));

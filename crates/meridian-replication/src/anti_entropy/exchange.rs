@@ -39,7 +39,10 @@ impl Protocol for Aae {
         match msg {
             AaeMsg::Hashes { partition, request } => {
                 if let Some(req) = req.refuse_if_overloaded() {
-                    req.answer(node.aae_answer_hashes(partition, &request));
+                    match check_hash_request(&request) {
+                        Ok(()) => req.answer(node.aae_answer_hashes(partition, &request)),
+                        Err(why) => req.refuse_oversized(node, why),
+                    }
                 }
             }
             AaeMsg::Keys {
@@ -47,12 +50,23 @@ impl Protocol for Aae {
                 segments,
             } => {
                 if let Some(req) = req.refuse_if_overloaded() {
-                    req.answer(node.aae_answer_keys(partition, &segments));
+                    match check_segments(&segments) {
+                        Ok(()) => req.answer(node.aae_answer_keys(partition, &segments)),
+                        Err(why) => req.refuse_oversized(node, why),
+                    }
                 }
             }
             AaeMsg::Sync { partition, items } => {
                 if let Some(req) = req.refuse_if_overloaded() {
-                    req.answer(node.aae_answer_sync(partition, items));
+                    if items.len() > KEYS_PER_SYNC {
+                        let why = format!(
+                            "AaeMsg::Sync.items has {} items: at most {KEYS_PER_SYNC}",
+                            items.len()
+                        );
+                        req.refuse_oversized(node, why);
+                    } else {
+                        req.answer(node.aae_answer_sync(partition, items));
+                    }
                 }
             }
             other @ (AaeMsg::HashReply(_) | AaeMsg::KeysReply(_) | AaeMsg::SyncReply(_)) => {
@@ -327,6 +341,40 @@ impl Node {
         }
         Msg::Aae(AaeMsg::SyncReply(out))
     }
+}
+
+/// Refuses a hash request whose parents repeat or are out of order: the answer holds
+/// `fanout` hashes per parent, so with parents strictly ascending and inside the tree
+/// ([`meridian_cluster::MerkleTree::answer`] checks the largest) it is at most one level of
+/// this node's own tree, whatever the peer sends.
+fn check_hash_request(request: &HashRequest) -> std::result::Result<(), String> {
+    match request {
+        HashRequest::Children { parents, .. } if !strictly_ascending(parents) => Err(
+            "AaeMsg::Hashes.request.parents must be strictly ascending (no repeats)".into(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a key-list request for more than [`SEGMENTS_PER_REQUEST`] segments, or with
+/// repeats or out of order: each segment's key list is copied into the answer once.
+fn check_segments(segments: &[SegmentId]) -> std::result::Result<(), String> {
+    if segments.len() > SEGMENTS_PER_REQUEST {
+        return Err(format!(
+            "AaeMsg::Keys.segments has {} ids: at most {SEGMENTS_PER_REQUEST}",
+            segments.len()
+        ));
+    }
+    let ids: Vec<u32> = segments.iter().map(|s| s.0).collect();
+    if !strictly_ascending(&ids) {
+        return Err("AaeMsg::Keys.segments must be strictly ascending (no repeats)".into());
+    }
+    Ok(())
+}
+
+/// Whether every element is larger than the one before it.
+fn strictly_ascending(ids: &[u32]) -> bool {
+    ids.windows(2).all(|w| w[0] < w[1])
 }
 
 /// The bytes of a sync batch on the wire, near enough for pacing.

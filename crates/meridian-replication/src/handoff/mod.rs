@@ -41,6 +41,14 @@ pub(crate) struct Handoff {
     pub(crate) drain_wake: tokio::sync::Notify,
 }
 
+/// The most objects one [`HandoffMsg::Objects`] may carry: the larger of the two senders'
+/// batches ([`hinted::BATCH_HINTS`], [`ownership::HANDOFF_BATCH_KEYS`]).
+pub const MAX_HANDOFF_ITEMS: usize = if hinted::BATCH_HINTS > ownership::HANDOFF_BATCH_KEYS {
+    hinted::BATCH_HINTS
+} else {
+    ownership::HANDOFF_BATCH_KEYS
+};
+
 impl Protocol for Handoff {
     type Msg = HandoffMsg;
 
@@ -50,6 +58,13 @@ impl Protocol for Handoff {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
+                if items.len() > MAX_HANDOFF_ITEMS {
+                    let why = format!(
+                        "HandoffMsg::Objects.items has {} objects: at most {MAX_HANDOFF_ITEMS}",
+                        items.len()
+                    );
+                    return req.refuse_oversized(node, why);
+                }
                 // Extra copies of a hot key are invalidated before the owner acknowledges,
                 // as for a replicated write.
                 let hot: Vec<Vec<u8>> = items

@@ -266,6 +266,10 @@ pub struct NodeStats {
     pub ownership_handoffs: u64,
     /// Tombstones this replica forgot under `delete_mode` (`tombstones_reaped_total`).
     pub tombstones_reaped: u64,
+    /// Peer requests refused unserved because they asked for more than this node's own
+    /// limits allow (repeated or too many ids, counts past a cap;
+    /// `peer_requests_refused_total`).
+    pub peer_requests_refused: u64,
 }
 
 /// The node's counters, shared by the protocols (each bumps its own).
@@ -280,6 +284,7 @@ pub(crate) struct Counters {
     pub(crate) aae_keys_repaired: AtomicU64,
     pub(crate) ownership_handoffs: AtomicU64,
     pub(crate) tombstones_reaped: AtomicU64,
+    pub(crate) peer_requests_refused: AtomicU64,
 }
 
 /// What every protocol of a node shares. See the module docs.
@@ -670,6 +675,7 @@ impl Node {
             aae_keys_repaired: c.aae_keys_repaired.load(Ordering::Relaxed),
             ownership_handoffs: c.ownership_handoffs.load(Ordering::Relaxed),
             tombstones_reaped: c.tombstones_reaped.load(Ordering::Relaxed),
+            peer_requests_refused: c.peer_requests_refused.load(Ordering::Relaxed),
         }
     }
 
@@ -884,6 +890,18 @@ impl Incoming {
             return None;
         }
         Some(self)
+    }
+
+    /// Refuses a peer request that asks for more than the node's own limits allow, unserved:
+    /// counts it (`peer_requests_refused`) and answers `BadRequest` with `why` (which names
+    /// the field).
+    pub fn refuse_oversized(self, node: &Node, why: String) {
+        node.kernel()
+            .counters
+            .peer_requests_refused
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(node = %node.id(), peer = %self.from, %why, "refused a peer request");
+        self.answer(RemoteError::BadRequest(why));
     }
 
     /// Answers a message the node does not serve (a reply sent as a request, ...).

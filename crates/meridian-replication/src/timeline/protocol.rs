@@ -485,6 +485,14 @@ impl Protocol for Timeline {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
+                let cap = peer_batch_cap(node.kernel().cfg.tl_batch);
+                if records.len() > cap {
+                    let why = format!(
+                        "TimelineMsg::Replicate.records has {} records: at most {cap}",
+                        records.len()
+                    );
+                    return req.refuse_oversized(node, why);
+                }
                 let hot: Vec<Vec<u8>> = records
                     .iter()
                     .filter(|(k, _)| node.is_hot(k))
@@ -511,6 +519,14 @@ impl Protocol for Timeline {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
+                let cap = peer_batch_cap(node.kernel().cfg.tl_sync_page);
+                if items.len() > cap {
+                    let why = format!(
+                        "TimelineMsg::Sync.items has {} items: at most {cap}",
+                        items.len()
+                    );
+                    return req.refuse_oversized(node, why);
+                }
                 let from = req.from;
                 req.answer(match node.tl_serve_sync(from, items, after, upto) {
                     Ok(m) => m,
@@ -527,6 +543,13 @@ impl Protocol for Timeline {
             | TimelineMsg::Ack) => req.unexpected(node, &other),
         }
     }
+}
+
+/// The most entries a peer's batch may carry, from this node's own batch size `own`: four
+/// times it (nodes share their configuration; the margin tolerates a peer configured a
+/// little larger), never a count the peer chose.
+fn peer_batch_cap(own: usize) -> usize {
+    own.max(1).saturating_mul(4)
 }
 
 impl Node {

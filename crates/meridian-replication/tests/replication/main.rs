@@ -491,6 +491,7 @@ mod balance;
 mod blob;
 mod eventual;
 mod hash;
+mod peer_bounds;
 mod timeline;
 mod truncate;
 mod txn;
