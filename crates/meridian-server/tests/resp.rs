@@ -2474,3 +2474,6 @@ mod hashes;
 
 #[path = "resp/cluster_keys.rs"]
 mod cluster_keys;
+
+#[path = "resp/frontend_auth.rs"]
+mod frontend_auth;
