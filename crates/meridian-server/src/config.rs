@@ -97,7 +97,7 @@ fn is_default_blob(b: &crate::objects::BlobConfig) -> bool {
 
 /// `[s3]`: the S3-compatible endpoint. Requests must carry an AWS Signature V4 by one of
 /// `keys`, unless `open` says the endpoint serves anyone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct S3Section {
     /// Address to listen on (`--s3`); absent: no S3 endpoint.
@@ -499,7 +499,7 @@ impl PlannerSection {
 /// `[cluster]`: a node of a cluster whose nodes run in separate processes and talk over TCP.
 /// Every node of a cluster is given the same `members`, `q`, `n` and `seed`, so each computes
 /// the same layout.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterSection {
     /// This node's id: one of `members`.
@@ -717,12 +717,15 @@ impl ClusterSection {
 }
 
 /// `[resp]`: the Redis-protocol front end.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RespSection {
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Password clients must give with AUTH (none: no authentication).
+    /// Password clients must give with AUTH (none: no authentication); also the HTTP API's
+    /// bearer (`Authorization: Bearer <requirepass>`), which admin routes need on a listener
+    /// beyond loopback. Never shown: `CONFIG GET requirepass` answers `<redacted>` when it is
+    /// set (empty when not, as Redis), and `Debug` prints `<redacted>`.
     pub requirepass: Option<String>,
     /// Most clients connected at once; more are refused with an error.
     pub max_clients: usize,
@@ -1373,5 +1376,85 @@ mod tests {
         assert_eq!(c.memory.maxmemory_bytes().unwrap(), 1 << 20);
         let e = NodeConfig::from_toml("[memory]\nmaxmemory = -1").unwrap_err();
         assert!(e.to_string().contains("maxmemory"), "{e}");
+    }
+}
+
+/// How `Debug` shows a secret: whether it is set, never its value.
+pub(crate) fn redacted(secret: &Option<String>) -> Option<&'static str> {
+    secret.as_ref().map(|_| "<redacted>")
+}
+
+impl std::fmt::Debug for RespSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RespSection")
+            .field("listen", &self.listen)
+            .field("requirepass", &redacted(&self.requirepass))
+            .field("max_clients", &self.max_clients)
+            .field("max_bulk_len", &self.max_bulk_len)
+            .field("max_multibulk_len", &self.max_multibulk_len)
+            .field("max_inline_len", &self.max_inline_len)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for S3Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Access key ids are not secret; what follows their `:` is.
+        let ids: Vec<&str> = self
+            .keys
+            .iter()
+            .map(|k| k.split_once(':').map_or("<malformed>", |(id, _)| id))
+            .collect();
+        f.debug_struct("S3Section")
+            .field("listen", &self.listen)
+            .field("keys (ids; secrets redacted)", &ids)
+            .field("open", &self.open)
+            .field("max_connections", &self.max_connections)
+            .field("header_read_timeout_ms", &self.header_read_timeout_ms)
+            .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ClusterSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClusterSection")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("dc", &self.dc)
+            .field("peer_listen", &self.peer_listen)
+            .field("q", &self.q)
+            .field("n", &self.n)
+            .field("seed", &self.seed)
+            .field("heartbeat_ms", &self.heartbeat_ms)
+            .field("handoff_ms", &self.handoff_ms)
+            .field("anti_entropy_ms", &self.anti_entropy_ms)
+            .field("members", &self.members)
+            .field("join", &self.join)
+            .field("wan", &self.wan)
+            .field("secret", &redacted(&self.secret))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::*;
+
+    /// Attack: a log line or panic message printing the configuration with `{:?}`.
+    #[test]
+    fn debug_never_prints_a_secret() {
+        let mut c = NodeConfig::default();
+        c.resp.requirepass = Some("hunter2-resp".into());
+        c.s3.keys = vec!["AKIDEXAMPLE:hunter2-s3-secret".into()];
+        let text = format!("{c:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
+        assert!(text.contains("AKIDEXAMPLE"), "{text}");
+        let cluster: ClusterSection =
+            toml::from_str("id = 1\nsecret = \"hunter2-cluster-secret\"\nmembers = []\n").unwrap();
+        let text = format!("{cluster:?}");
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("<redacted>"), "{text}");
     }
 }

@@ -33,6 +33,7 @@ use hyper_util::service::TowerToHyperService;
 use serde::Deserialize;
 use serde_json::json;
 use std::borrow::Cow;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -196,6 +197,8 @@ pub fn router(node: Arc<NodeState>) -> Router {
         // After the body limits above, which must not apply to object uploads.
         .merge(crate::http_blob::routes())
         .layer(axum::middleware::map_response(json_errors))
+        // Outermost: authorizes before any body limit or extractor looks at the body.
+        .layer(axum::middleware::from_fn_with_state(state.clone(), gate))
         .with_state(state)
 }
 
@@ -358,13 +361,17 @@ pub(crate) async fn serve_app(
     let conns = node.metrics.connections(frontend);
     // Every connection task holds a sender; when all are dropped, every task has ended.
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    // Unknown (never on a bound socket): treated as beyond loopback by the gate.
+    let local = listener
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
             _ = shutdown.cancelled() => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 tracing::warn!(error = %e, "HTTP accept failed");
@@ -392,7 +399,19 @@ pub(crate) async fn serve_app(
             timer: Box::pin(tokio::time::sleep(idle)),
             _slot: slot,
         });
-        let service = service.clone();
+        let conn_auth = ConnAuth {
+            local,
+            peer,
+            failures: Arc::default(),
+        };
+        let inner = service.clone();
+        let service =
+            hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(conn_auth.clone());
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                hyper::service::Service::call(&inner, req)
+            });
         let shutdown = shutdown.clone();
         let done = done_tx.clone();
         tokio::spawn(async move {
@@ -459,23 +478,140 @@ pub(crate) fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-pub(crate) fn authorize(node: &NodeState, headers: &HeaderMap) -> Result<(), ApiError> {
+/// Whether `headers` carry the bearer this node requires (always, without a `requirepass`);
+/// compared in constant time ([`crate::auth::password_matches`]).
+fn bearer_ok(node: &NodeState, headers: &HeaderMap) -> bool {
     let Some(pass) = node.config.resp.requirepass.as_deref() else {
-        return Ok(());
+        return true;
     };
-    let given = headers
+    headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if given == Some(pass) {
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .is_some_and(|given| crate::auth::password_matches(pass.as_bytes(), given))
+}
+
+fn unauthorized() -> ApiError {
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "UNAUTHORIZED",
+        "this node requires a password: send 'Authorization: Bearer <requirepass>'",
+    )
+}
+
+/// The handlers' own check of the bearer (the [`gate`] has already refused, and counted,
+/// every request without it before any body was read).
+pub(crate) fn authorize(node: &NodeState, headers: &HeaderMap) -> Result<(), ApiError> {
+    if bearer_ok(node, headers) {
         Ok(())
     } else {
-        Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "UNAUTHORIZED",
-            "this node requires a password: send 'Authorization: Bearer <requirepass>'",
-        ))
+        Err(unauthorized())
     }
+}
+
+/// What a route needs before its handler runs (see [`gate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// `/health` and `/metrics`: open to probes.
+    Open,
+    /// The bearer, when the node has a `requirepass`.
+    Authed,
+    /// An admin change: the bearer, and a password at all unless the listener is loopback.
+    Admin,
+}
+
+/// What `method path` needs. Admin changes are the non-GET requests to the membership,
+/// bucket, WAN, service-model and force-master routes.
+pub(crate) fn access_of(method: &axum::http::Method, path: &str) -> Access {
+    if path == "/health" || path == "/metrics" {
+        return Access::Open;
+    }
+    let read = method == axum::http::Method::GET || method == axum::http::Method::HEAD;
+    let admin_path = path == "/cluster/members"
+        || path.starts_with("/cluster/members/")
+        || path.starts_with("/buckets/")
+        || path == "/wan"
+        || path == "/balance/service-model"
+        || path == "/timeline/force-master";
+    if admin_path && !read {
+        Access::Admin
+    } else {
+        Access::Authed
+    }
+}
+
+/// Per connection, what the [`gate`] needs: the address of the listener the connection came
+/// in on, the peer's, and the connection's failed authentications so far.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnAuth {
+    pub(crate) local: SocketAddr,
+    pub(crate) peer: SocketAddr,
+    pub(crate) failures: Arc<std::sync::atomic::AtomicU32>,
+}
+
+/// Every request of the API passes here first, before any extractor reads its body: a
+/// request without the bearer (when the node has a `requirepass`) is answered 401 and its
+/// body never read; failures are counted (`meridian_auth_failures_total{frontend="http"}`)
+/// and, repeated on one connection, answered late, then with `connection: close`
+/// ([`crate::auth::FailurePolicy`]). Admin changes need a password unless the listener is
+/// loopback (403 otherwise), and each is logged with its source and outcome.
+async fn gate(
+    State(s): State<Arc<HttpState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let access = access_of(req.method(), req.uri().path());
+    if access == Access::Open {
+        return next.run(req).await;
+    }
+    let conn = req.extensions().get::<ConnAuth>().cloned();
+    if !bearer_ok(&s.node, req.headers()) {
+        return refuse_bearer(&s.node, conn.as_ref()).await;
+    }
+    if access == Access::Authed {
+        return next.run(req).await;
+    }
+    let peer = conn
+        .as_ref()
+        .map(|c| c.peer.to_string())
+        .unwrap_or_default();
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    if s.node.config.resp.requirepass.is_none()
+        && !crate::auth::admin_allowed_without_password(conn.map(|c| c.local))
+    {
+        tracing::warn!(%peer, %method, %path, "admin change refused: no requirepass on a non-loopback listener");
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ADMIN_NEEDS_PASSWORD",
+            "admin routes need a password on a listener beyond loopback: set resp.requirepass \
+             (--requirepass) and send 'Authorization: Bearer <requirepass>'",
+        )
+        .into_response();
+    }
+    let response = next.run(req).await;
+    tracing::info!(%peer, %method, %path, status = response.status().as_u16(), "admin change");
+    response
+}
+
+/// The 401 of a request without the right bearer, counted, delayed and closing the
+/// connection as its connection's failures so far call for.
+async fn refuse_bearer(node: &NodeState, conn: Option<&ConnAuth>) -> Response {
+    node.metrics
+        .connections(Frontend::Http)
+        .auth_failures
+        .fetch_add(1, Ordering::Relaxed);
+    let failures = conn.map_or(1, |c| {
+        c.failures.fetch_add(1, Ordering::Relaxed).saturating_add(1)
+    });
+    let policy = crate::auth::FailurePolicy::after(failures);
+    if let Some(delay) = policy.delay() {
+        tokio::time::sleep(delay).await;
+    }
+    let mut r = unauthorized().into_response();
+    if policy == crate::auth::FailurePolicy::Close {
+        r.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
 }
 
 /// Runs one key operation, timing it into `stats`.

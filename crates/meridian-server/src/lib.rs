@@ -3,6 +3,7 @@
 //! Library first: [`node::run`] takes its listeners and a shutdown token, so tests run whole
 //! nodes on port 0 and the `meridian` binary stays a few lines.
 
+pub mod auth;
 pub mod blob_handles;
 mod body;
 pub mod cluster;

@@ -97,6 +97,8 @@ pub struct ConnStats {
     pub accepted: AtomicU64,
     /// Connections refused because the client limit was reached.
     pub rejected: AtomicU64,
+    /// Failed authentications (a wrong `AUTH` password, a missing or wrong HTTP bearer).
+    pub auth_failures: AtomicU64,
 }
 
 /// Engine sizes as last sampled, exported as gauges.
@@ -305,6 +307,12 @@ impl Metrics {
                 "Client connections refused at the client limit.",
                 "counter",
                 |c: &ConnStats| c.rejected.load(Ordering::Relaxed),
+            ),
+            (
+                "meridian_auth_failures_total",
+                "Failed authentications (wrong AUTH password, missing or wrong bearer).",
+                "counter",
+                |c: &ConnStats| c.auth_failures.load(Ordering::Relaxed),
             ),
         ] {
             let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");

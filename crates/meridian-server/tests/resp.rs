@@ -2477,3 +2477,5 @@ mod cluster_keys;
 
 #[path = "resp/context_attacks.rs"]
 mod context_attacks;
+#[path = "resp/frontend_auth.rs"]
+mod frontend_auth;

@@ -65,6 +65,13 @@ const SHRINK_ABOVE: usize = 1024 * 1024;
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The most the read buffer grows ahead of data for one large argument.
 const MAX_PREALLOC: usize = 64 * 1024 * 1024;
+/// Before `AUTH` (with a `requirepass`): the most the read buffer grows ahead of data. The
+/// parser already refuses bulk strings over 16 KiB then (Redis's CVE-2021-32675 limits);
+/// this keeps the reservation bounded even if those limits change.
+const UNAUTHENTICATED_PREALLOC: usize = 2 * IO_BUF;
+/// Before `AUTH`: the most unparsed input a connection may hold (the largest request the
+/// parser admits then is 10 arguments of 16 KiB, or a 64 KiB inline line).
+const UNAUTHENTICATED_QUERY_BUFFER: usize = 1024 * 1024;
 /// Cluster mode: the most key commands one connection runs at once. Several client
 /// pipelines' worth (redis-benchmark -P 16, a driver's batch), while one client can ask
 /// only so much of the cluster at a time and hold only so many replies.
@@ -93,12 +100,14 @@ pub(crate) async fn run(
     let cancelled = shutdown.cancelled();
     tokio::pin!(cancelled);
     loop {
-        if let Some(need) = parser.needed()
-            && need > buf.len()
-        {
-            buf.reserve((need - buf.len()).min(MAX_PREALLOC));
-        } else if buf.capacity() - buf.len() < IO_BUF / 4 {
-            buf.reserve(IO_BUF);
+        let room = read_room(
+            parser.needed(),
+            buf.len(),
+            buf.capacity() - buf.len(),
+            session.authed,
+        );
+        if room > 0 {
+            buf.reserve(room);
         }
         let n = tokio::select! {
             biased;
@@ -201,7 +210,14 @@ pub(crate) async fn run(
                 }
             }
         }
-        if buf.len() > limits.max_query_buffer {
+        if let Some(delay) = session.take_auth_delay() {
+            // Repeated AUTH failures: answered late (`crate::auth`), or not at all at shutdown.
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+        if buf.len() > query_buffer_limit(limits.max_query_buffer, session.authed) {
             tracing::warn!(
                 client = %session.info.addr,
                 "closing RESP client that reached the query buffer limit"
@@ -227,6 +243,34 @@ pub(crate) async fn run(
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// How many bytes to reserve in the read buffer before the next read: room for the whole of
+/// a large argument whose header has arrived (`needed` in all, `len` held now), at most
+/// [`MAX_PREALLOC`] ahead (only [`UNAUTHENTICATED_PREALLOC`] before authentication), else
+/// [`IO_BUF`] when less than a quarter of it is `spare`.
+fn read_room(needed: Option<usize>, len: usize, spare: usize, authed: bool) -> usize {
+    let cap = if authed {
+        MAX_PREALLOC
+    } else {
+        UNAUTHENTICATED_PREALLOC
+    };
+    match needed {
+        Some(need) if need > len => (need - len).min(cap),
+        _ if spare < IO_BUF / 4 => IO_BUF,
+        _ => 0,
+    }
+}
+
+/// The most unparsed input a connection may hold: `max_query_buffer`
+/// (`client-query-buffer-limit`), and at most [`UNAUTHENTICATED_QUERY_BUFFER`] before
+/// authentication.
+fn query_buffer_limit(max_query_buffer: usize, authed: bool) -> usize {
+    if authed {
+        max_query_buffer
+    } else {
+        max_query_buffer.min(UNAUTHENTICATED_QUERY_BUFFER)
+    }
 }
 
 /// Where a cluster-mode batch writes its replies early (past `FLUSH_AT`).
@@ -470,4 +514,48 @@ pub(super) async fn write(
         .fetch_add(reply.out.len() as u64, Ordering::Relaxed);
     reply.out.clear();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp::RespLimits;
+    use crate::resp::request::ProtocolError;
+
+    /// Attack: `$67108864` before AUTH. The parser refuses it with Redis's error, and the
+    /// read buffer never grows past a few KiB ahead of data before authentication.
+    #[test]
+    fn nothing_large_is_reserved_before_authentication() {
+        let mut parser = RequestParser::new(&RespLimits::default());
+        assert_eq!(
+            parser.parse(b"*1\r\n$67108864\r\n", false),
+            Err(ProtocolError::UnauthenticatedBulkLength)
+        );
+        let mut parser = RequestParser::new(&RespLimits::default());
+        assert_eq!(
+            parser.parse(b"*100000\r\n", false),
+            Err(ProtocolError::UnauthenticatedMultibulkLength)
+        );
+        // Even a header the parser admitted could not reserve more than the cap.
+        let huge = Some(64 * 1024 * 1024 + 16);
+        assert!(read_room(huge, 16, IO_BUF, false) <= UNAUTHENTICATED_PREALLOC);
+        assert_eq!(read_room(huge, 16, IO_BUF, true), MAX_PREALLOC);
+        // An authenticated client's large argument still gets its room at once.
+        let mut parser = RequestParser::new(&RespLimits::default());
+        assert_eq!(parser.parse(b"*1\r\n$67108864\r\n", true), Ok(None));
+        let need = parser.needed();
+        assert_eq!(need, Some(15 + 67108864 + 2));
+        assert_eq!(read_room(need, 15, 0, true), 67108864 + 2);
+    }
+
+    #[test]
+    fn the_query_buffer_is_small_before_authentication() {
+        let limit = RespLimits::default().max_query_buffer;
+        assert_eq!(
+            query_buffer_limit(limit, false),
+            UNAUTHENTICATED_QUERY_BUFFER
+        );
+        assert_eq!(query_buffer_limit(limit, true), limit);
+        assert_eq!(query_buffer_limit(1000, false), 1000);
+    }
 }

@@ -57,6 +57,11 @@ pub(crate) struct Session {
     /// Single node: the reply of the last command when it must read a large object's
     /// chunks (`resp::blob`); the connection awaits it before the next request.
     pub(crate) deferred: Option<Deferred>,
+    /// Failed authentications on this connection (`crate::auth::FailurePolicy`).
+    auth_failures: u32,
+    /// What the failures since the last write cost: the connection waits this long before
+    /// writing the replies (`take_auth_delay`).
+    auth_delay: std::time::Duration,
     last_cmd: u8,
 }
 
@@ -68,6 +73,8 @@ impl Session {
             multi: MultiState::default(),
             txn_session: Arc::default(),
             deferred: None,
+            auth_failures: 0,
+            auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
         }
     }
@@ -81,8 +88,42 @@ impl Session {
             multi: MultiState::default(),
             txn_session: Arc::default(),
             deferred: None,
+            auth_failures: 0,
+            auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
         }
+    }
+
+    /// How long to wait before writing the replies of the batch just run: the delay its
+    /// failed authentications earned (`crate::auth`); `None` when there were none.
+    pub(crate) fn take_auth_delay(&mut self) -> Option<std::time::Duration> {
+        let d = std::mem::take(&mut self.auth_delay);
+        (!d.is_zero()).then_some(d)
+    }
+
+    /// Records a failed authentication (counted in `/metrics`), and what it costs.
+    fn auth_failed(&mut self, ctx: &RespContext) {
+        ctx.metrics
+            .connections(crate::metrics::Frontend::Resp)
+            .auth_failures
+            .fetch_add(1, Ordering::Relaxed);
+        self.auth_failures = self.auth_failures.saturating_add(1);
+        let policy = crate::auth::FailurePolicy::after(self.auth_failures);
+        if let Some(d) = policy.delay() {
+            self.auth_delay = self.auth_delay.saturating_add(d);
+        }
+        if policy == crate::auth::FailurePolicy::Close {
+            tracing::warn!(
+                client = %self.info.addr,
+                failures = self.auth_failures,
+                "closing RESP client after repeated authentication failures"
+            );
+        }
+    }
+
+    /// Whether failed authentications have used up this connection.
+    fn auth_exhausted(&self) -> bool {
+        crate::auth::FailurePolicy::after(self.auth_failures) == crate::auth::FailurePolicy::Close
     }
 
     /// Publishes activity for CLIENT LIST (once per batch, not per command).
@@ -125,6 +166,8 @@ pub(crate) fn raw(msg: impl Into<Cow<'static, str>>) -> CmdError {
 }
 
 const SYNTAX: &str = "ERR syntax error";
+/// What `CONFIG GET` answers for a secret that is set (`requirepass`).
+pub(crate) const REDACTED: &str = "<redacted>";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
 
 pub(crate) fn arity_error(name: &str) -> CmdError {
@@ -790,22 +833,16 @@ fn other(
             }
             reply.ok();
         }
-        Cmd::Hello => hello(ctx, session, reply, args)?,
-        Cmd::Auth => {
-            match args.len() {
-                2 => {
-                    if ctx.config.requirepass.is_none() {
-                        return Err(raw(
-                            "ERR AUTH <password> called without any password configured for \
-                             the default user. Are you sure your configuration is correct?",
-                        ));
-                    }
-                    authenticate(ctx, session, b"default", args.get(1))?;
-                }
-                3 => authenticate(ctx, session, args.get(1), args.get(2))?,
-                _ => return Err(raw(SYNTAX)),
+        Cmd::Hello | Cmd::Auth => {
+            let result = if cmd == Cmd::Hello {
+                hello(ctx, session, reply, args)
+            } else {
+                auth(ctx, session, reply, args)
+            };
+            if session.auth_exhausted() {
+                *flow = Flow::Close;
             }
-            reply.ok();
+            result?
         }
         Cmd::Quit => {
             reply.ok();
@@ -981,27 +1018,41 @@ pub(crate) fn flush_args_ok(args: Args<'_>) -> bool {
     }
 }
 
-fn authenticate(ctx: &RespContext, session: &mut Session, user: &[u8], pass: &[u8]) -> CmdResult {
-    if user != b"default" {
-        return Err(raw(WRONGPASS));
+/// `AUTH [user] password`.
+fn auth(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    match args.len() {
+        2 => {
+            if ctx.config.requirepass.is_none() {
+                return Err(raw(
+                    "ERR AUTH <password> called without any password configured for \
+                     the default user. Are you sure your configuration is correct?",
+                ));
+            }
+            authenticate(ctx, session, b"default", args.get(1))?;
+        }
+        3 => authenticate(ctx, session, args.get(1), args.get(2))?,
+        _ => return Err(raw(SYNTAX)),
     }
-    match &ctx.config.requirepass {
-        // The default user without a password accepts any, as in Redis.
-        None => {}
-        Some(expected) if constant_time_eq(expected.as_bytes(), pass) => {}
-        Some(_) => return Err(raw(WRONGPASS)),
-    }
-    session.authed = true;
+    reply.ok();
     Ok(())
 }
 
-/// Compares without an early exit on the first differing byte.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() != b.len()) as u8;
-    for i in 0..a.len().max(b.len()) {
-        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+/// Checks `user`/`pass` (`AUTH`, `HELLO … AUTH`); a failure is counted, and repeated ones
+/// on one connection are slowed, then close it (`crate::auth::FailurePolicy`). The error
+/// stays Redis's `WRONGPASS`.
+fn authenticate(ctx: &RespContext, session: &mut Session, user: &[u8], pass: &[u8]) -> CmdResult {
+    let ok = user == b"default"
+        && match &ctx.config.requirepass {
+            // The default user without a password accepts any, as in Redis.
+            None => true,
+            Some(expected) => crate::auth::password_matches(expected.as_bytes(), pass),
+        };
+    if !ok {
+        session.auth_failed(ctx);
+        return Err(raw(WRONGPASS));
     }
-    diff == 0
+    session.authed = true;
+    Ok(())
 }
 
 fn hello(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
@@ -1303,9 +1354,15 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         // No protected mode: non-loopback clients are served without a password.
         ("protected-mode", "no".into()),
         ("proto-max-bulk-len", l.max_bulk_len.to_string()),
+        // Never the password (it is also the HTTP admin bearer): a placeholder when set,
+        // empty (as Redis) when not.
         (
             "requirepass",
-            ctx.config.requirepass.clone().unwrap_or_default(),
+            if ctx.config.requirepass.is_some() {
+                REDACTED.into()
+            } else {
+                String::new()
+            },
         ),
         // No RDB snapshots.
         ("save", String::new()),

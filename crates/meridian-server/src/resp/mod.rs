@@ -82,8 +82,8 @@ impl Default for RespLimits {
     }
 }
 
-/// Configuration of the RESP front end.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Configuration of the RESP front end (`Debug` redacts the password).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct RespConfig {
     /// Protocol limits.
     pub limits: RespLimits,
@@ -93,6 +93,16 @@ pub struct RespConfig {
     /// "fjall"`), for CONFIG GET `appendonly`/`appendfsync` and INFO `aof_enabled`; `None`:
     /// the in-memory engine, which writes nothing to disk.
     pub durability: Option<meridian_storage::Durability>,
+}
+
+impl std::fmt::Debug for RespConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RespConfig")
+            .field("limits", &self.limits)
+            .field("requirepass", &crate::config::redacted(&self.requirepass))
+            .field("durability", &self.durability)
+            .finish()
+    }
 }
 
 impl From<&crate::config::RespSection> for RespConfig {
