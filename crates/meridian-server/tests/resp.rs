@@ -2474,3 +2474,6 @@ mod hashes;
 
 #[path = "resp/cluster_keys.rs"]
 mod cluster_keys;
+
+#[path = "resp/cluster_maxmemory.rs"]
+mod cluster_maxmemory;
