@@ -39,6 +39,12 @@
 //!   is its last-writer-wins sibling's type: every counter sibling merged into one integer,
 //!   every map sibling merged into one hash ([`Entry`] of kind `Hash`). [`Dispatch::update`]
 //!   keeps a counter or a map a CRDT when the command kept its value (`EXPIRE`, `PERSIST`).
+//! - **`maxmemory` before any write.** Every write of every bucket type through here
+//!   ([`Dispatch::store`], [`Dispatch::update`] when it stores a new value, the CRDT updates
+//!   and [`Dispatch::write`]) is refused with `out_of_memory` (Redis's `-OOM`) before
+//!   anything is applied when this node or a node of the key's preference list reports
+//!   itself full ([`EventualNode::write_refused`], module [`crate::memory`]); deletes are
+//!   always served. Reads and writes record the key's access for LRU/LFU eviction.
 //! - **Results say which protocol answered** ([`Read`], [`Written`], [`Deleted`]) where their
 //!   shapes differ, so a front end only formats.
 
@@ -184,6 +190,13 @@ impl Dispatch {
         self.node.bucket_type(key)
     }
 
+    /// The `maxmemory` pre-check of a write (see the module docs); records the access.
+    fn admit_write(&self, key: &[u8]) -> Result<()> {
+        self.node.write_refused(key)?;
+        self.node.touch_key(key);
+        Ok(())
+    }
+
     // ----- the Redis view -----------------------------------------------------------------
 
     /// The command's time in the Redis view: what expiry is judged by.
@@ -194,6 +207,7 @@ impl Dispatch {
     /// The live entry a plain GET shows, with its expiry (`None`: notfound, deleted, expired
     /// or absent).
     pub async fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.node.touch_key(key);
         let raw = match self.kind(key) {
             BucketType::Timeline => self.node.tl_get(key, ReadMode::Any).await?.value().cloned(),
             BucketType::Transactional => return Ok(self.txn_get(key).await?.0),
@@ -233,6 +247,7 @@ impl Dispatch {
     /// A SET of a whole entry, value and expiry, superseding what is there (a blind write:
     /// no read first on timeline and eventual buckets).
     pub async fn store(&self, key: &[u8], entry: Entry) -> Result<()> {
+        self.admit_write(key)?;
         match self.kind(key) {
             BucketType::Timeline => {
                 self.node
@@ -287,8 +302,15 @@ impl Dispatch {
         mut f: impl FnMut(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
     ) -> Result<T> {
         match self.kind(key) {
-            BucketType::Timeline => self.tl_update(key, f).await,
-            BucketType::Transactional => Ok(self.txn_update(key, f).await?.0),
+            // The value is decided at the master or in the transaction: refused up front.
+            BucketType::Timeline => {
+                self.admit_write(key)?;
+                self.tl_update(key, f).await
+            }
+            BucketType::Transactional => {
+                self.admit_write(key)?;
+                Ok(self.txn_update(key, f).await?.0)
+            }
             BucketType::Eventual => {
                 let got = self
                     .node
@@ -318,6 +340,11 @@ impl Dispatch {
                 let (write, out) = f(shown, now);
                 match write {
                     Some(Some(e)) => {
+                        // A new value may add memory; a kept one (EXPIRE, PERSIST) does not,
+                        // and Redis serves those over the limit.
+                        if before.as_ref() != Some(&e.data) {
+                            self.admit_write(key)?;
+                        }
                         // A counter or a hash whose value the command kept (EXPIRE, PERSIST)
                         // stays a CRDT, so updates racing with it are still merged; a hash's
                         // new expiry is stamped now, so it wins over the older one.
@@ -409,6 +436,7 @@ impl Dispatch {
         if ty != BucketType::Eventual {
             return Err(self.refuse(key, "MERIDIAN counter increment", "; use INCRBY"));
         }
+        self.admit_write(key)?;
         let opts = PutOptions {
             crdt: Some(CrdtOp::CounterAdd(delta)),
             ..PutOptions::default()
@@ -440,6 +468,7 @@ impl Dispatch {
                 "; hashes of this bucket type are updated as whole values (Dispatch::update)",
             ));
         }
+        self.admit_write(key)?;
         let opts = PutOptions {
             crdt: Some(CrdtOp::HashUpdate(ops)),
             ..PutOptions::default()
@@ -470,6 +499,7 @@ impl Dispatch {
     /// `wrong_bucket_type` for a read mode on an eventual bucket or quorum options on a
     /// timeline bucket; the protocol's own errors.
     pub async fn read(&self, key: &[u8], opts: ReadOpts) -> Result<Read> {
+        self.node.touch_key(key);
         let read = self.read_stored(key, opts).await?;
         let now = self.now();
         Ok(match read {
@@ -548,6 +578,7 @@ impl Dispatch {
     /// `already_exists`, quorum failures, ...).
     pub async fn write(&self, key: &[u8], value: Bytes, opts: WriteOpts<'_>) -> Result<Written> {
         let ty = self.kind(key);
+        self.admit_write(key)?;
         // Eventual and timeline values are stored in the envelope too (no expiry).
         let value = match ty {
             BucketType::Transactional => value,

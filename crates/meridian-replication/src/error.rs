@@ -293,6 +293,16 @@ pub enum ReplicationError {
     /// other variants (forwarded replies) do not move.
     #[error("invalid_context invalid CONTEXT: {0}")]
     ContextRefused(meridian_cluster::ContextError),
+    /// A write refused for `maxmemory` before anything was applied: `node` (this
+    /// coordinator or a replica the write would store on) is over its limit under
+    /// `noeviction`, or too far over it for eviction to keep up (module [`crate::memory`]).
+    /// A front end shows Redis's line, `-OOM command not allowed when used memory >
+    /// 'maxmemory'.`; deletes are never refused.
+    #[error("out_of_memory node={node}")]
+    OutOfMemory {
+        /// The node over its limit.
+        node: NodeId,
+    },
 }
 
 /// How the edge should present an error (spec §11).
@@ -359,6 +369,7 @@ impl ReplicationError {
             Incr(crate::eventual::counter::IncrError::Overflow) => "increment_overflow",
             ChunkWriteFailed { .. } => "chunk_write_failed",
             ChunkUnavailable { .. } => "chunk_unavailable",
+            OutOfMemory { .. } => "out_of_memory",
             Txn(t) => match t {
                 meridian_txn::TxnError::Aborted(meridian_txn::Abort::KeyMoving(_)) => "key_moving",
                 meridian_txn::TxnError::Aborted(_) => "txn_aborted",

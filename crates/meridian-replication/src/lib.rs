@@ -70,6 +70,7 @@ pub mod handoff;
 pub mod kernel;
 pub mod listing;
 pub mod membership;
+pub mod memory;
 pub mod object_store;
 pub mod timeline;
 pub mod tokio_clock;

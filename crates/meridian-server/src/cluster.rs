@@ -691,6 +691,8 @@ fn start_member(
     }
     m.config.balance.apply(&mut rc);
     rc.repair_wan_bytes_per_sec = m.config.blob.repair_wan_bytes_per_sec;
+    rc.maxmemory = m.config.memory.maxmemory_bytes()?;
+    rc.maxmemory_policy = m.config.memory.policy()?;
     let engine = m.engine;
     let node = EventualNode::new(
         rc,

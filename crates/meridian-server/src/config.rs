@@ -183,9 +183,11 @@ impl S3Section {
     }
 }
 
-/// `[memory]`: the memory limit of a standalone node, as Redis's `maxmemory` and
-/// `maxmemory-policy` (both also changed at runtime with CONFIG SET). Used memory is the
-/// keyspace's estimate of its keys, values and per-key overhead (INFO memory `used_memory`).
+/// `[memory]`: the memory limit of a node, as Redis's `maxmemory` and `maxmemory-policy`
+/// (both also changed at runtime with CONFIG SET). Used memory is the estimate of stored
+/// keys, values and per-key overhead (INFO memory `used_memory`): the keyspace's on a
+/// standalone node, the replication engine's on a cluster node (every bucket type, hints
+/// included; `meridian_replication::memory`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemorySection {
@@ -912,15 +914,10 @@ impl NodeConfig {
                 self.repart.mode
             ));
         }
-        let maxmemory = self.memory.maxmemory_bytes()?;
+        // Both modes enforce it: a standalone node over its keyspace, a cluster node over
+        // its replication engine (`meridian_replication::memory`).
+        self.memory.maxmemory_bytes()?;
         self.memory.policy()?;
-        if maxmemory != 0 && self.cluster.is_some() {
-            return bad(
-                "memory.maxmemory applies to standalone nodes: a cluster-mode node does not \
-                 enforce it; remove it from [memory]"
-                    .into(),
-            );
-        }
         match &self.cluster {
             Some(c) => c.validate()?,
             None if !self.buckets.is_empty() => {

@@ -142,6 +142,8 @@ pub fn resp_line(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Stri
         ReplicationError::DiskFull { reason } => {
             format!("MISCONF Errors writing to the disk: {reason}")
         }
+        // Redis's own line (`maxmemory` under `noeviction`), which clients recognise.
+        ReplicationError::OutOfMemory { .. } => meridian_core::memory::OOM.to_owned(),
         // The prefix is the code: `-TIMEOUT need=2 ok=1 ... (what bounds the wait)`.
         ReplicationError::Timeout { .. } => {
             let text = e.to_string();

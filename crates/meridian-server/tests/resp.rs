@@ -2479,3 +2479,5 @@ mod cluster_keys;
 mod context_attacks;
 #[path = "resp/frontend_auth.rs"]
 mod frontend_auth;
+#[path = "resp/cluster_maxmemory.rs"]
+mod cluster_maxmemory;

@@ -75,6 +75,10 @@ pub enum KernelMsg {
         /// The version of the sender's cluster metadata (a receiver with a newer one sends
         /// it back in a [`KernelMsg::Meta`]).
         version: u64,
+        /// Whether the sender refuses writes for `maxmemory` (over its limit under
+        /// `noeviction`, or too far over it for eviction to keep up): coordinators refuse
+        /// the writes that would store on it with `-OOM` (module [`crate::memory`]).
+        memory_full: bool,
     },
     /// A cluster-metadata document: the receiver adopts it if it is newer than its own.
     Meta(Box<ClusterMeta>),
@@ -146,6 +150,7 @@ mod tests {
             Msg::Kernel(KernelMsg::Heartbeat {
                 from: NodeId(1),
                 version: 4,
+                memory_full: true,
             }),
             Msg::Kernel(KernelMsg::Drained {
                 from: NodeId(2),

@@ -193,6 +193,15 @@ pub struct NodeConfig {
     pub copy_lease: Duration,
     /// Read balancing: timeout of each step of making an extra copy (default 5 s).
     pub copy_timeout: Duration,
+    /// Redis's `maxmemory`: the used-memory estimate this node stays within (module
+    /// [`crate::memory`]; default 0: no limit). Changed at runtime with
+    /// [`Node::set_maxmemory`].
+    pub maxmemory: u64,
+    /// Redis's `maxmemory-policy` (default `noeviction`).
+    pub maxmemory_policy: meridian_core::memory::MaxmemoryPolicy,
+    /// How often the eviction task looks at the used-memory estimate (default 100 ms; zero
+    /// disables eviction, `noeviction`'s refusals still apply).
+    pub eviction_interval: Duration,
 }
 
 impl NodeConfig {
@@ -239,6 +248,9 @@ impl NodeConfig {
             hot_period: Duration::from_secs(1),
             copy_lease: Duration::from_secs(1),
             copy_timeout: Duration::from_secs(5),
+            maxmemory: 0,
+            maxmemory_policy: meridian_core::memory::MaxmemoryPolicy::NoEviction,
+            eviction_interval: Duration::from_millis(100),
         }
     }
 }
@@ -324,6 +336,9 @@ pub(crate) struct Kernel {
     pub(crate) has_s3_buckets: std::sync::atomic::AtomicBool,
     /// The WAN budgets of background traffic (module `wan_budget`).
     pub(crate) wan_budgets: wan_budget::WanBudgets,
+    /// `maxmemory`: the limit, the policy, the peers that refuse writes, the access index
+    /// (module [`crate::memory`]).
+    pub(crate) memory: crate::memory::MemoryLimit,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -443,6 +458,7 @@ impl Node {
         let balance =
             crate::balance::Balance::new(&config, members, dc_nodes, rng.random_range(0..u64::MAX));
         let txn = crate::txn::Txn::new(store.engine().clone(), clock.now(), config.txn);
+        let memory = crate::memory::MemoryLimit::new(config.maxmemory, config.maxmemory_policy);
         Node {
             inner: Arc::new(Inner {
                 kernel: Kernel {
@@ -464,6 +480,7 @@ impl Node {
                     has_extra_copies: std::sync::atomic::AtomicBool::new(has_extra),
                     has_s3_buckets: std::sync::atomic::AtomicBool::new(has_s3),
                     wan_budgets: Default::default(),
+                    memory,
                 },
                 eventual: Eventual::default(),
                 handoff: Handoff::default(),
@@ -699,15 +716,15 @@ impl Node {
 
     /// Starts the node's background tasks: serving the inbox (the kernel), heartbeats (the
     /// kernel), hinted and ownership handoff, anti-entropy, timeline propagation and catch-up,
-    /// transaction recovery, read balancing and the expiry sweep.
+    /// transaction recovery, read balancing, the expiry sweep and `maxmemory` eviction.
     /// They stop when `shutdown` is cancelled; the handle completes then.
     pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
         let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
         let (e, f, g) = (self.clone(), self.clone(), self.clone());
-        let (h, i, j) = (self.clone(), self.clone(), self.clone());
+        let (h, i, j, k) = (self.clone(), self.clone(), self.clone(), self.clone());
         let s = shutdown;
         let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
-        let (s6, s7, s8, s9) = (s.clone(), s.clone(), s.clone(), s.clone());
+        let (s6, s7, s8, s9, s10) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
         // Polled in this order, so the tasks draw their start offsets from the RNG in this
         // order: a new protocol's task goes last.
         tokio::spawn(async move {
@@ -721,7 +738,8 @@ impl Node {
                 g.txn_recovery(s7),
                 h.serve_read_queue(s8),
                 i.balance_ticks(s9),
-                j.expiry_sweep(s)
+                j.expiry_sweep(s10),
+                k.eviction(s)
             );
         })
     }
@@ -816,10 +834,16 @@ impl Node {
                 (v.meta.version, m)
             };
             let me = self.id();
+            // Read once per beat: every peer hears the same state.
+            let memory_full = self.memory_full();
             for peer in members.into_iter().filter(|&p| p != me) {
                 let _ = self.kernel().transport.send(
                     peer,
-                    Msg::Kernel(KernelMsg::Heartbeat { from: me, version }),
+                    Msg::Kernel(KernelMsg::Heartbeat {
+                        from: me,
+                        version,
+                        memory_full,
+                    }),
                 );
             }
         }
@@ -918,8 +942,13 @@ impl Protocol for Kernel {
 
     fn handle(&self, node: &Node, req: Incoming, msg: KernelMsg) {
         match msg {
-            KernelMsg::Heartbeat { from: hb, version } => {
+            KernelMsg::Heartbeat {
+                from: hb,
+                version,
+                memory_full,
+            } => {
                 self.detector.lock().heartbeat(hb, self.clock.now());
+                self.memory.note_peer(hb, memory_full);
                 self.peer_versions.lock().insert(hb, version);
                 node.on_peer_version(hb, version);
             }

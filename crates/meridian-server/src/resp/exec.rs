@@ -1326,6 +1326,7 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         Some(Durability::Everysec) => ("yes", "everysec"),
         Some(Durability::Never) => ("yes", "no"),
     };
+    let (max, policy) = memory_limit(ctx);
     let bind = ctx
         .listen_addr()
         .map(|a| a.ip().to_string())
@@ -1344,11 +1345,8 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         // The active expirer runs every 100 ms.
         ("hz", "10".into()),
         ("maxclients", l.max_clients.to_string()),
-        ("maxmemory", ctx.keyspace.maxmemory().to_string()),
-        (
-            "maxmemory-policy",
-            ctx.keyspace.maxmemory_policy().name().into(),
-        ),
+        ("maxmemory", max.to_string()),
+        ("maxmemory-policy", policy.name().into()),
         ("maxmemory-samples", crate::memory::SAMPLES.to_string()),
         ("port", ctx.port().to_string()),
         // No protected mode: non-loopback clients are served without a password.
@@ -1371,6 +1369,15 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         // Idle clients are never closed.
         ("timeout", "0".into()),
     ]
+}
+
+/// The node's `maxmemory` and `maxmemory-policy`: its keyspace's when standalone, its
+/// replication node's in cluster mode.
+pub(crate) fn memory_limit(ctx: &RespContext) -> (u64, crate::memory::MaxmemoryPolicy) {
+    match &ctx.cluster {
+        Some(c) => (c.node.maxmemory(), c.node.maxmemory_policy()),
+        None => (ctx.keyspace.maxmemory(), ctx.keyspace.maxmemory_policy()),
+    }
 }
 
 fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
@@ -1425,7 +1432,7 @@ fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
 }
 
 /// CONFIG SET: `maxmemory` (bytes, or with Redis's units: `100mb`, `1gb`) and
-/// `maxmemory-policy` change at runtime on a standalone node; every pair is checked before
+/// `maxmemory-policy` change at runtime, on a standalone or a cluster node; every pair is checked before
 /// any is applied, as in Redis 7. Other parameters are set in the configuration file.
 fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     use crate::memory::{MaxmemoryPolicy, parse_size};
@@ -1450,13 +1457,6 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
                 lossy(name)
             )));
         }
-        if ctx.cluster.is_some() {
-            return Err(raw(format!(
-                "ERR {} applies to standalone nodes: this node runs in cluster mode, which \
-                 does not enforce a memory limit",
-                lossy(name).to_ascii_lowercase()
-            )));
-        }
         if (is_max && maxmemory.is_some()) || (!is_max && policy.is_some()) {
             return Err(failed(name, "duplicate parameter"));
         }
@@ -1477,6 +1477,17 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             })?;
             policy = Some(p);
         }
+    }
+    if let Some(c) = &ctx.cluster {
+        // A cluster node's limit is its replication node's (`meridian_replication::memory`);
+        // its eviction task brings it back within a lower limit.
+        if let Some(p) = policy {
+            c.node.set_maxmemory_policy(p);
+        }
+        if let Some(bytes) = maxmemory {
+            c.node.set_maxmemory(bytes);
+        }
+        return Ok(());
     }
     if let Some(p) = policy {
         ctx.keyspace.set_maxmemory_policy(p);

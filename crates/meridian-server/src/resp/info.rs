@@ -106,13 +106,17 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
         "memory" => {
             // The keyspace's estimate (keys, values, per-key overhead), what `maxmemory`
             // bounds, as Redis's `used_memory` is.
-            let used = ctx.keyspace.used_memory();
-            let max = ctx.keyspace.maxmemory();
+            // In cluster mode, the replication engine's (`meridian_replication::memory`).
+            let used = match &ctx.cluster {
+                Some(c) => c.node.used_memory(),
+                None => ctx.keyspace.used_memory(),
+            };
+            let (max, policy) = super::exec::memory_limit(ctx);
             line("# Memory\r\nused_memory", &used);
             line("used_memory_human", &human(used));
             line("maxmemory", &max);
             line("maxmemory_human", &human(max));
-            line("maxmemory_policy", &ctx.keyspace.maxmemory_policy());
+            line("maxmemory_policy", &policy);
         }
         "persistence" => {
             line("# Persistence\r\nloading", &0);
@@ -172,7 +176,11 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
                 &conns.rejected.load(Ordering::Relaxed),
             );
             line("expired_keys", &ks.expired_keys);
-            line("evicted_keys", &ks.evicted_keys);
+            let evicted = match &ctx.cluster {
+                Some(c) => c.node.evicted_keys(),
+                None => ks.evicted_keys,
+            };
+            line("evicted_keys", &evicted);
             line("keyspace_hits", &ks.hits);
             line("keyspace_misses", &ks.misses);
         }

@@ -395,24 +395,3 @@ async fn node_applies_the_memory_section_and_reports_it() {
         .unwrap()
         .unwrap();
 }
-
-/// A cluster-mode node does not enforce maxmemory, and says so rather than pretend.
-#[tokio::test]
-async fn cluster_mode_refuses_maxmemory() {
-    let cluster = super::cluster_mode::cluster().await;
-    let mut c = super::cluster_mode::connect(&cluster, 0).await;
-    let Frame::Error(e) = c.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"1mb"]).await else {
-        panic!()
-    };
-    let e = String::from_utf8_lossy(&e).into_owned();
-    assert!(
-        e.starts_with("ERR maxmemory applies to standalone nodes"),
-        "{e}"
-    );
-    assert_eq!(config_get(&mut c, "maxmemory").await.as_deref(), Some("0"));
-    assert_eq!(
-        config_get(&mut c, "cluster-enabled").await.as_deref(),
-        Some("yes")
-    );
-    cluster.shutdown().await;
-}
