@@ -16,8 +16,14 @@
 //!
 //! Keys are the percent-decoded path after `/kv/`, so any byte string (slashes included) is a
 //! key. Every error is JSON `{"error":{"code":"STABLE_CODE","message":"..."}}`; codes never
-//! change meaning. When the node has a `requirepass`, `/kv` and `/status` need
-//! `Authorization: Bearer <password>`; `/health` and `/metrics` stay open for probes.
+//! change meaning. When the node has a `requirepass`, every route but `/health` and
+//! `/metrics` (open for probes) needs `Authorization: Bearer <password>`, checked in constant
+//! time by a gate that runs before any handler, so the body of an unauthenticated request is
+//! never read (401 `UNAUTHORIZED`; failures counted in `meridian_auth_failures_total`,
+//! repeated ones on a connection slowed, then the connection closed). Admin changes (non-GET
+//! requests to `/cluster/members`, `/buckets/{name}`, `/wan`, `/balance/service-model`,
+//! `/timeline/force-master`) need a password unless the listener is bound to loopback (403
+//! `ADMIN_NEEDS_PASSWORD` otherwise), and each is logged with its source address.
 
 use crate::keyspace::{KeyspaceError, SetOptions};
 use crate::metrics::{Frontend, OpStats};

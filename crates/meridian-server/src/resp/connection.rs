@@ -542,10 +542,10 @@ mod tests {
         assert_eq!(read_room(huge, 16, IO_BUF, true), MAX_PREALLOC);
         // An authenticated client's large argument still gets its room at once.
         let mut parser = RequestParser::new(&RespLimits::default());
-        assert_eq!(parser.parse(b"*1\r\n$67108864\r\n", true), Ok(None));
+        assert_eq!(parser.parse(b"*1\r\n$100000\r\n", true), Ok(None));
         let need = parser.needed();
-        assert_eq!(need, Some(15 + 67108864 + 2));
-        assert_eq!(read_room(need, 15, 0, true), 67108864 + 2);
+        assert_eq!(need, Some(13 + 100_000 + 2));
+        assert_eq!(read_room(need, 13, 0, true), 100_000 + 2);
     }
 
     #[test]

@@ -818,7 +818,7 @@ fn other(
             reply.verbatim(b"txt", text.as_bytes());
         }
         Cmd::Command => command(reply, args)?,
-        Cmd::Config => config(ctx, reply, args)?,
+        Cmd::Config => config(ctx, session, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
         Cmd::Select => {
             let db = int_arg(args.get(1))?;
@@ -1380,7 +1380,7 @@ pub(crate) fn memory_limit(ctx: &RespContext) -> (u64, crate::memory::MaxmemoryP
     }
 }
 
-fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+fn config(ctx: &RespContext, session: &Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     let sub = args.get(1);
     let argc = args.len();
     let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
@@ -1402,6 +1402,10 @@ fn config(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     } else if is("SET") {
         subcommand_arity("config", sub, argc >= 4 && argc.is_multiple_of(2))?;
         config_set(ctx, args)?;
+        // An admin change: logged with who made it and what it set (no setting it takes is
+        // secret).
+        let changes: Vec<_> = args.iter_from(2).map(lossy).collect();
+        tracing::info!(client = %session.info.addr, settings = ?changes, "CONFIG SET");
         reply.ok();
     } else if is("RESETSTAT") {
         subcommand_arity("config", sub, argc == 2)?;

@@ -166,6 +166,10 @@ async fn repeated_bearer_failures_are_counted_and_close_the_connection() {
         auth_failures(&node.state.metrics, Frontend::Http),
         u64::from(MAX_FAILURES)
     );
+    let (status, metrics) = request(http, "GET", "/metrics", None).await;
+    assert_eq!(status, 200);
+    let line = format!("meridian_auth_failures_total{{frontend=\"http\"}} {MAX_FAILURES}\n");
+    assert!(metrics.contains(&line), "{metrics}");
     // The right bearer is still served on a new connection.
     let mut s = TcpStream::connect(http).await.unwrap();
     s.write_all(b"GET /kv/k HTTP/1.1\r\nhost: x\r\nauthorization: Bearer s3cret\r\n\r\n")
