@@ -17,10 +17,13 @@ use crate::cluster::LiveNodes;
 use crate::history::{ClientId, Op, Outcome, Recorder};
 use bytes::Bytes;
 use meridian_cluster::QuorumError;
+use meridian_cluster::dvv::Clock as CausalClock;
 use meridian_core::{DcId, NodeId};
 use meridian_replication::{EventualNode, GetOptions, GetResult, PutOptions, ReplicationError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +47,10 @@ pub struct WorkloadConfig {
     pub deletes: f64,
     /// Request timeout.
     pub timeout: Duration,
+    /// Share of hostile writes: a read, then a write carrying a forged or mutated context
+    /// (random bytes, the context with a counter raised to `u64::MAX` or by a little, an
+    /// entry moved to another node), taken from the read-modify-writes' share.
+    pub forged_contexts: f64,
 }
 
 impl Default for WorkloadConfig {
@@ -57,6 +64,7 @@ impl Default for WorkloadConfig {
             blind_writes: 0.1,
             deletes: 0.05,
             timeout: Duration::from_secs(3),
+            forged_contexts: 0.0,
         }
     }
 }
@@ -114,6 +122,75 @@ enum Plan {
     BlindWrite(Bytes),
     /// Read, then write the value (`None`: delete) with the read's context.
     ReadModifyWrite(Option<Bytes>),
+    /// Read, then write the value with the read's context mutated by `Forgery`.
+    ForgedWrite(Bytes, Forgery),
+}
+
+/// How a hostile client mutates a context (drawn from its RNG, so runs replay by seed).
+#[derive(Debug, Clone)]
+enum Forgery {
+    /// Arbitrary bytes instead of the context.
+    Bytes(Vec<u8>),
+    /// Entry `index` (modulo the entry count) raised to `counter`.
+    Raise { index: usize, counter: u64 },
+    /// Entry `index` copied to node `node` with `counter`.
+    OtherNode {
+        index: usize,
+        node: u32,
+        counter: u64,
+    },
+}
+
+impl Forgery {
+    fn draw(rng: &mut ChaCha8Rng) -> Forgery {
+        let counter = match rng.random_range(0..3) {
+            0 => u64::MAX,
+            1 => u64::MAX - 1,
+            _ => rng.random_range(1..20),
+        };
+        let index = rng.random_range(0..8);
+        match rng.random_range(0..3) {
+            0 => Forgery::Bytes((0..rng.random_range(0..24)).map(|_| rng.random()).collect()),
+            1 => Forgery::Raise { index, counter },
+            _ => Forgery::OtherNode {
+                index,
+                node: rng.random_range(0..8),
+                counter,
+            },
+        }
+    }
+
+    /// The forged context made from the real one `ctx`.
+    fn apply(&self, ctx: &[u8]) -> Vec<u8> {
+        let entry = |index: usize| {
+            let clock = CausalClock::decode(ctx).ok()?;
+            let n = clock.len();
+            (n > 0).then(|| {
+                (
+                    clock.clone(),
+                    clock.iter().nth(index % n).expect("in range"),
+                )
+            })
+        };
+        match self {
+            Forgery::Bytes(b) => b.clone(),
+            Forgery::Raise { index, counter } => match entry(*index) {
+                Some((clock, (r, _))) => clock.with_entry(r, *counter).encode(),
+                None => ctx.to_vec(),
+            },
+            Forgery::OtherNode {
+                index,
+                node,
+                counter,
+            } => match entry(*index) {
+                Some((clock, (mut r, _))) => {
+                    r.node = NodeId(*node);
+                    clock.with_entry(r, *counter).encode()
+                }
+                None => ctx.to_vec(),
+            },
+        }
+    }
 }
 
 /// The shared state of a run's operations.
@@ -122,6 +199,10 @@ struct Runner {
     recorder: Recorder,
     origin: Instant,
     cfg: WorkloadConfig,
+    /// Per key, every value whose write was invoked so far (what a forged write may have
+    /// superseded: the coordinator caps a forged context at what it holds, which the
+    /// client cannot know).
+    invoked: Arc<Mutex<BTreeMap<Bytes, Vec<Bytes>>>>,
 }
 
 impl Runner {
@@ -175,6 +256,9 @@ impl Runner {
             Some(v) => Op::write(v.clone(), supersedes),
             None => Op::delete(supersedes),
         };
+        if let Some(v) = &value {
+            self.note_invoked(key, v);
+        }
         let id = self
             .recorder
             .invoke(client, dc, key.clone(), op, micros_since(self.origin));
@@ -191,6 +275,44 @@ impl Runner {
             .complete(id, outcome, micros_since(self.origin));
     }
 
+    fn note_invoked(&self, key: &Bytes, value: &Bytes) {
+        let mut invoked = self.invoked.lock().expect("not poisoned");
+        invoked.entry(key.clone()).or_default().push(value.clone());
+    }
+
+    /// A hostile write: `value` with the forged `context`. It is recorded once it completed,
+    /// as superseding every value whose write was invoked by then (an over-approximation:
+    /// the checkers then hold it to losing nothing written after it completed, which is
+    /// what a context claiming unissued counters broke).
+    async fn forged_write(
+        &self,
+        (client, dc): (ClientId, DcId),
+        node: &EventualNode,
+        key: &Bytes,
+        value: Bytes,
+        context: Vec<u8>,
+    ) {
+        self.note_invoked(key, &value);
+        let start = micros_since(self.origin);
+        let r = node
+            .put(key, value.clone(), Some(&context), self.put_opts())
+            .await;
+        let end = micros_since(self.origin);
+        let supersedes: Vec<Bytes> = {
+            let invoked = self.invoked.lock().expect("not poisoned");
+            let all = invoked.get(key).map(Vec::as_slice).unwrap_or_default();
+            all.iter().filter(|v| **v != value).cloned().collect()
+        };
+        let outcome = match r {
+            Ok(_) => Outcome::done(),
+            Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
+            Err(e) => Outcome::unknown(e.to_string()),
+        };
+        let op = Op::write(value, supersedes);
+        let id = self.recorder.invoke(client, dc, key.clone(), op, start);
+        self.recorder.complete(id, outcome, end);
+    }
+
     async fn execute(self, client: ClientId, dc: DcId, node: EventualNode, key: Bytes, plan: Plan) {
         match plan {
             Plan::Read => {
@@ -201,6 +323,13 @@ impl Runner {
                 // A write after a failed read would be blind; skip it to keep the mix honest.
                 if let Some(read) = self.read(client, dc, &node, &key).await {
                     self.write(client, dc, &node, &key, value, Some(&read))
+                        .await;
+                }
+            }
+            Plan::ForgedWrite(value, forgery) => {
+                if let Some(read) = self.read(client, dc, &node, &key).await {
+                    let context = forgery.apply(&read.context());
+                    self.forged_write((client, dc), &node, &key, value, context)
                         .await;
                 }
             }
@@ -244,6 +373,9 @@ impl Client {
             Plan::BlindWrite(self.next_value())
         } else if roll >= 1.0 - deletes {
             Plan::ReadModifyWrite(None)
+        } else if roll >= 1.0 - deletes - cfg.forged_contexts {
+            let forgery = Forgery::draw(&mut self.rng);
+            Plan::ForgedWrite(self.next_value(), forgery)
         } else {
             Plan::ReadModifyWrite(Some(self.next_value()))
         };
@@ -304,6 +436,7 @@ pub fn spawn_clients(
         recorder,
         origin,
         cfg: cfg.clone(),
+        invoked: Arc::default(),
     };
     for slot in client_slots(machines, cfg.clients_per_dc) {
         let client = Client {
