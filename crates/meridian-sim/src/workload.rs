@@ -7,6 +7,10 @@
 //!   read's causal context — so the write **supersedes exactly the values the read returned**
 //!   (what the checkers need). A delete is the same with a tombstone. A blind write carries no
 //!   context and supersedes nothing.
+//! - A hostile write (`forged_contexts` share) reads, then writes with the read's context
+//!   forged or mutated (random bytes, a counter raised, to `u64::MAX` too, an entry moved to
+//!   another node); it is recorded as superseding what the read returned, which is exact
+//!   only when the coordinator refuses or caps the forgery down to that read.
 //! - Every written value is unique (`c<client>-<n>`), as the checkers require.
 //! - Outcomes: a successful request is `Ok`; a failed read is `Fail` (it returned nothing);
 //!   a failed write is `Unknown` unless it failed before anything was sent (a client-side
@@ -280,37 +284,31 @@ impl Runner {
         invoked.entry(key.clone()).or_default().push(value.clone());
     }
 
-    /// A hostile write: `value` with the forged `context`. It is recorded once it completed,
-    /// as superseding every value whose write was invoked by then (an over-approximation:
-    /// the checkers then hold it to losing nothing written after it completed, which is
-    /// what a context claiming unissued counters broke).
+    /// A hostile write: `value` with the forged `context` made from `read`'s. Recorded as
+    /// superseding what the read returned: the coordinator caps a forged context at what its
+    /// copy holds, so a write claiming more than it saw supersedes at most what the read
+    /// returned plus what the coordinator held that the client could have read.
     async fn forged_write(
         &self,
         (client, dc): (ClientId, DcId),
         node: &EventualNode,
         key: &Bytes,
         value: Bytes,
-        context: Vec<u8>,
+        (read, context): (&GetResult, Vec<u8>),
     ) {
-        self.note_invoked(key, &value);
-        let start = micros_since(self.origin);
-        let r = node
-            .put(key, value.clone(), Some(&context), self.put_opts())
-            .await;
-        let end = micros_since(self.origin);
-        let supersedes: Vec<Bytes> = {
-            let invoked = self.invoked.lock().expect("not poisoned");
-            let all = invoked.get(key).map(Vec::as_slice).unwrap_or_default();
-            all.iter().filter(|v| **v != value).cloned().collect()
-        };
+        let supersedes: Vec<Bytes> = read.values().to_vec();
+        let op = Op::write(value.clone(), supersedes);
+        let id = self
+            .recorder
+            .invoke(client, dc, key.clone(), op, micros_since(self.origin));
+        let r = node.put(key, value, Some(&context), self.put_opts()).await;
         let outcome = match r {
             Ok(_) => Outcome::done(),
             Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
             Err(e) => Outcome::unknown(e.to_string()),
         };
-        let op = Op::write(value, supersedes);
-        let id = self.recorder.invoke(client, dc, key.clone(), op, start);
-        self.recorder.complete(id, outcome, end);
+        self.recorder
+            .complete(id, outcome, micros_since(self.origin));
     }
 
     async fn execute(self, client: ClientId, dc: DcId, node: EventualNode, key: Bytes, plan: Plan) {
@@ -329,7 +327,7 @@ impl Runner {
             Plan::ForgedWrite(value, forgery) => {
                 if let Some(read) = self.read(client, dc, &node, &key).await {
                     let context = forgery.apply(&read.context());
-                    self.forged_write((client, dc), &node, &key, value, context)
+                    self.forged_write((client, dc), &node, &key, value, (&read, context))
                         .await;
                 }
             }
