@@ -117,6 +117,15 @@ impl Clock {
         self.0.iter().map(|(&r, &n)| (r, n))
     }
 
+    /// This clock with `r`'s entry set to `n` (removed when 0): builds contexts, including
+    /// forged ones for tests and the simulator. A client context is only ever trusted
+    /// through [`vouched_context`].
+    pub fn with_entry(mut self, r: ReplicaId, n: u64) -> Clock {
+        self.0.remove(&r);
+        self.set(r, n);
+        self
+    }
+
     /// Number of replicas with a non-zero counter.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -282,6 +282,32 @@ pub fn scenarios() -> Vec<Scenario> {
             ci: true,
         },
         Scenario {
+            name: "forged-contexts",
+            about: "clients also send forged and mutated contexts (random bytes, counters \
+                    raised to u64::MAX, entries moved to other nodes) under DC partitions; \
+                    PR=PW=2 bucket",
+            cluster: with_buckets(),
+            workload: WorkloadConfig {
+                forged_contexts: 0.2,
+                ..strict.clone()
+            },
+            faults: FaultKinds::parse("partition").expect("valid kinds"),
+            duration: Duration::from_secs(30),
+            // Convergence only: a forged write supersedes what its capped context covers at
+            // the coordinator, which the client cannot know, so the lost-write and
+            // quorum-read checkers (exact `supersedes` sets) would flag writes it replaced.
+            checks: Checks {
+                lost_writes: false,
+                quorum_reads: false,
+                convergence: true,
+            },
+            expect_lost_writes: false,
+            schedule: None,
+            timeline: None,
+            txn: None,
+            ci: true,
+        },
+        Scenario {
             name: "lww-partition",
             about: "negative control: last-writer-wins with W=1 under DC partitions must lose \
                     acknowledged writes",

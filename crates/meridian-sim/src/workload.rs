@@ -7,6 +7,10 @@
 //!   read's causal context — so the write **supersedes exactly the values the read returned**
 //!   (what the checkers need). A delete is the same with a tombstone. A blind write carries no
 //!   context and supersedes nothing.
+//! - A hostile write (`forged_contexts` share) reads, then writes with the read's context
+//!   forged or mutated (random bytes, a counter raised, to `u64::MAX` too, an entry moved to
+//!   another node); it is recorded as superseding what the read returned, which is exact
+//!   only when the coordinator refuses or caps the forgery down to that read.
 //! - Every written value is unique (`c<client>-<n>`), as the checkers require.
 //! - Outcomes: a successful request is `Ok`; a failed read is `Fail` (it returned nothing);
 //!   a failed write is `Unknown` unless it failed before anything was sent (a client-side
@@ -17,10 +21,13 @@ use crate::cluster::LiveNodes;
 use crate::history::{ClientId, Op, Outcome, Recorder};
 use bytes::Bytes;
 use meridian_cluster::QuorumError;
+use meridian_cluster::dvv::Clock as CausalClock;
 use meridian_core::{DcId, NodeId};
 use meridian_replication::{EventualNode, GetOptions, GetResult, PutOptions, ReplicationError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +51,10 @@ pub struct WorkloadConfig {
     pub deletes: f64,
     /// Request timeout.
     pub timeout: Duration,
+    /// Share of hostile writes: a read, then a write carrying a forged or mutated context
+    /// (random bytes, the context with a counter raised to `u64::MAX` or by a little, an
+    /// entry moved to another node), taken from the read-modify-writes' share.
+    pub forged_contexts: f64,
 }
 
 impl Default for WorkloadConfig {
@@ -57,6 +68,7 @@ impl Default for WorkloadConfig {
             blind_writes: 0.1,
             deletes: 0.05,
             timeout: Duration::from_secs(3),
+            forged_contexts: 0.0,
         }
     }
 }
@@ -114,6 +126,75 @@ enum Plan {
     BlindWrite(Bytes),
     /// Read, then write the value (`None`: delete) with the read's context.
     ReadModifyWrite(Option<Bytes>),
+    /// Read, then write the value with the read's context mutated by `Forgery`.
+    ForgedWrite(Bytes, Forgery),
+}
+
+/// How a hostile client mutates a context (drawn from its RNG, so runs replay by seed).
+#[derive(Debug, Clone)]
+enum Forgery {
+    /// Arbitrary bytes instead of the context.
+    Bytes(Vec<u8>),
+    /// Entry `index` (modulo the entry count) raised to `counter`.
+    Raise { index: usize, counter: u64 },
+    /// Entry `index` copied to node `node` with `counter`.
+    OtherNode {
+        index: usize,
+        node: u32,
+        counter: u64,
+    },
+}
+
+impl Forgery {
+    fn draw(rng: &mut ChaCha8Rng) -> Forgery {
+        let counter = match rng.random_range(0..3) {
+            0 => u64::MAX,
+            1 => u64::MAX - 1,
+            _ => rng.random_range(1..20),
+        };
+        let index = rng.random_range(0..8);
+        match rng.random_range(0..3) {
+            0 => Forgery::Bytes((0..rng.random_range(0..24)).map(|_| rng.random()).collect()),
+            1 => Forgery::Raise { index, counter },
+            _ => Forgery::OtherNode {
+                index,
+                node: rng.random_range(0..8),
+                counter,
+            },
+        }
+    }
+
+    /// The forged context made from the real one `ctx`.
+    fn apply(&self, ctx: &[u8]) -> Vec<u8> {
+        let entry = |index: usize| {
+            let clock = CausalClock::decode(ctx).ok()?;
+            let n = clock.len();
+            (n > 0).then(|| {
+                (
+                    clock.clone(),
+                    clock.iter().nth(index % n).expect("in range"),
+                )
+            })
+        };
+        match self {
+            Forgery::Bytes(b) => b.clone(),
+            Forgery::Raise { index, counter } => match entry(*index) {
+                Some((clock, (r, _))) => clock.with_entry(r, *counter).encode(),
+                None => ctx.to_vec(),
+            },
+            Forgery::OtherNode {
+                index,
+                node,
+                counter,
+            } => match entry(*index) {
+                Some((clock, (mut r, _))) => {
+                    r.node = NodeId(*node);
+                    clock.with_entry(r, *counter).encode()
+                }
+                None => ctx.to_vec(),
+            },
+        }
+    }
 }
 
 /// The shared state of a run's operations.
@@ -122,6 +203,10 @@ struct Runner {
     recorder: Recorder,
     origin: Instant,
     cfg: WorkloadConfig,
+    /// Per key, every value whose write was invoked so far (what a forged write may have
+    /// superseded: the coordinator caps a forged context at what it holds, which the
+    /// client cannot know).
+    invoked: Arc<Mutex<BTreeMap<Bytes, Vec<Bytes>>>>,
 }
 
 impl Runner {
@@ -175,6 +260,9 @@ impl Runner {
             Some(v) => Op::write(v.clone(), supersedes),
             None => Op::delete(supersedes),
         };
+        if let Some(v) = &value {
+            self.note_invoked(key, v);
+        }
         let id = self
             .recorder
             .invoke(client, dc, key.clone(), op, micros_since(self.origin));
@@ -182,6 +270,38 @@ impl Runner {
             Some(v) => node.put(key, v, context.as_deref(), self.put_opts()).await,
             None => node.delete(key, context.as_deref(), self.put_opts()).await,
         };
+        let outcome = match r {
+            Ok(_) => Outcome::done(),
+            Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
+            Err(e) => Outcome::unknown(e.to_string()),
+        };
+        self.recorder
+            .complete(id, outcome, micros_since(self.origin));
+    }
+
+    fn note_invoked(&self, key: &Bytes, value: &Bytes) {
+        let mut invoked = self.invoked.lock().expect("not poisoned");
+        invoked.entry(key.clone()).or_default().push(value.clone());
+    }
+
+    /// A hostile write: `value` with the forged `context` made from `read`'s. Recorded as
+    /// superseding what the read returned: the coordinator caps a forged context at what its
+    /// copy holds, so a write claiming more than it saw supersedes at most what the read
+    /// returned plus what the coordinator held that the client could have read.
+    async fn forged_write(
+        &self,
+        (client, dc): (ClientId, DcId),
+        node: &EventualNode,
+        key: &Bytes,
+        value: Bytes,
+        (read, context): (&GetResult, Vec<u8>),
+    ) {
+        let supersedes: Vec<Bytes> = read.values().to_vec();
+        let op = Op::write(value.clone(), supersedes);
+        let id = self
+            .recorder
+            .invoke(client, dc, key.clone(), op, micros_since(self.origin));
+        let r = node.put(key, value, Some(&context), self.put_opts()).await;
         let outcome = match r {
             Ok(_) => Outcome::done(),
             Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
@@ -201,6 +321,13 @@ impl Runner {
                 // A write after a failed read would be blind; skip it to keep the mix honest.
                 if let Some(read) = self.read(client, dc, &node, &key).await {
                     self.write(client, dc, &node, &key, value, Some(&read))
+                        .await;
+                }
+            }
+            Plan::ForgedWrite(value, forgery) => {
+                if let Some(read) = self.read(client, dc, &node, &key).await {
+                    let context = forgery.apply(&read.context());
+                    self.forged_write((client, dc), &node, &key, value, (&read, context))
                         .await;
                 }
             }
@@ -244,6 +371,9 @@ impl Client {
             Plan::BlindWrite(self.next_value())
         } else if roll >= 1.0 - deletes {
             Plan::ReadModifyWrite(None)
+        } else if roll >= 1.0 - deletes - cfg.forged_contexts {
+            let forgery = Forgery::draw(&mut self.rng);
+            Plan::ForgedWrite(self.next_value(), forgery)
         } else {
             Plan::ReadModifyWrite(Some(self.next_value()))
         };
@@ -304,6 +434,7 @@ pub fn spawn_clients(
         recorder,
         origin,
         cfg: cfg.clone(),
+        invoked: Arc::default(),
     };
     for slot in client_slots(machines, cfg.clients_per_dc) {
         let client = Client {
