@@ -1050,7 +1050,11 @@ fn bad_cluster_settings_are_rejected_with_the_setting_named() {
     };
     let cases: [(String, &str); 7] = [
         (
-            format!("[cluster]\nid = 1\nn = 1\n{}{}", member(1, 9001), member(2, 9002)),
+            format!(
+                "[cluster]\nid = 1\nn = 1\n{}{}",
+                member(1, 9001),
+                member(2, 9002)
+            ),
             "cluster.secret is not set but cluster.members names other nodes",
         ),
         (

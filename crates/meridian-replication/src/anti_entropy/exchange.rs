@@ -349,9 +349,9 @@ impl Node {
 /// this node's own tree, whatever the peer sends.
 fn check_hash_request(request: &HashRequest) -> std::result::Result<(), String> {
     match request {
-        HashRequest::Children { parents, .. } if !strictly_ascending(parents) => Err(
-            "AaeMsg::Hashes.request.parents must be strictly ascending (no repeats)".into(),
-        ),
+        HashRequest::Children { parents, .. } if !strictly_ascending(parents) => {
+            Err("AaeMsg::Hashes.request.parents must be strictly ascending (no repeats)".into())
+        }
         _ => Ok(()),
     }
 }

@@ -32,8 +32,13 @@ fn refused_naming(reply: Msg, field: &str) {
 
 #[tokio::test(start_paused = true)]
 async fn merkle_requests_with_repeated_parents_or_segments_are_refused_unserved() {
-    let c = Cluster::start_aae(41, Duration::from_secs(3600), Duration::from_secs(3600), 1000)
-        .await;
+    let c = Cluster::start_aae(
+        41,
+        Duration::from_secs(3600),
+        Duration::from_secs(3600),
+        1000,
+    )
+    .await;
     for i in 0..200 {
         let key = format!("k{i}");
         c.node(NodeId(1))
@@ -48,7 +53,15 @@ async fn merkle_requests_with_repeated_parents_or_segments_are_refused_unserved(
         level: 0,
         parents: vec![0],
     };
-    match ask(&t, AaeMsg::Hashes { partition: p, request: one }).await {
+    match ask(
+        &t,
+        AaeMsg::Hashes {
+            partition: p,
+            request: one,
+        },
+    )
+    .await
+    {
         Msg::Aae(AaeMsg::HashReply(r)) => assert_eq!(r.hashes.len(), 16),
         other => panic!("{other:?}"),
     }
@@ -58,7 +71,14 @@ async fn merkle_requests_with_repeated_parents_or_segments_are_refused_unserved(
         level: 0,
         parents: vec![0; 100_000],
     };
-    let reply = ask(&t, AaeMsg::Hashes { partition: p, request: repeated }).await;
+    let reply = ask(
+        &t,
+        AaeMsg::Hashes {
+            partition: p,
+            request: repeated,
+        },
+    )
+    .await;
     refused_naming(reply, "parents");
 
     // Segment lists: the same segment 10k times, or more ids than one request carries.
@@ -87,7 +107,14 @@ async fn merkle_requests_with_repeated_parents_or_segments_are_refused_unserved(
             object: None,
         })
         .collect();
-    let reply = ask(&t, AaeMsg::Sync { partition: p, items }).await;
+    let reply = ask(
+        &t,
+        AaeMsg::Sync {
+            partition: p,
+            items,
+        },
+    )
+    .await;
     refused_naming(reply, "AaeMsg::Sync.items");
     assert_eq!(c.node(NodeId(1)).stats().peer_requests_refused, 4);
 
