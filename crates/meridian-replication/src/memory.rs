@@ -54,7 +54,7 @@ pub use meridian_core::memory::{KEY_OVERHEAD, MaxmemoryPolicy, OOM, SAMPLES};
 use meridian_core::{NodeId, Timestamp, splitmix64};
 use parking_lot::Mutex;
 use rand::Rng;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 
@@ -85,19 +85,19 @@ struct Access {
 /// [`ACCESS_SHARDS`] × [`ACCESS_PER_SHARD`] entries.
 #[derive(Debug)]
 pub(crate) struct AccessIndex {
-    shards: Box<[Mutex<HashMap<Bytes, Access>>]>,
+    shards: Box<[Mutex<BTreeMap<Bytes, Access>>]>,
 }
 
 impl AccessIndex {
     fn new() -> AccessIndex {
         AccessIndex {
             shards: (0..ACCESS_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(BTreeMap::new()))
                 .collect(),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Bytes, Access>> {
+    fn shard(&self, key: &[u8]) -> &Mutex<BTreeMap<Bytes, Access>> {
         let h = meridian_cluster::key_hash(b"", key) as usize;
         &self.shards[h & (ACCESS_SHARDS - 1)]
     }
