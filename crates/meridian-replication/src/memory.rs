@@ -49,12 +49,12 @@ use bytes::Bytes;
 use meridian_cluster::dvv::{self, Object};
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::envelope::Entry;
-pub use meridian_core::memory::{KEY_OVERHEAD, MaxmemoryPolicy, OOM, SAMPLES};
 use meridian_core::memory::lfu;
+pub use meridian_core::memory::{KEY_OVERHEAD, MaxmemoryPolicy, OOM, SAMPLES};
 use meridian_core::{NodeId, Timestamp, splitmix64};
 use parking_lot::Mutex;
 use rand::Rng;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use tokio_util::sync::CancellationToken;
 
@@ -85,19 +85,19 @@ struct Access {
 /// [`ACCESS_SHARDS`] × [`ACCESS_PER_SHARD`] entries.
 #[derive(Debug)]
 pub(crate) struct AccessIndex {
-    shards: Box<[Mutex<HashMap<Bytes, Access>>]>,
+    shards: Box<[Mutex<BTreeMap<Bytes, Access>>]>,
 }
 
 impl AccessIndex {
     fn new() -> AccessIndex {
         AccessIndex {
             shards: (0..ACCESS_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
+                .map(|_| Mutex::new(BTreeMap::new()))
                 .collect(),
         }
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<HashMap<Bytes, Access>> {
+    fn shard(&self, key: &[u8]) -> &Mutex<BTreeMap<Bytes, Access>> {
         let h = meridian_cluster::key_hash(b"", key) as usize;
         &self.shards[h & (ACCESS_SHARDS - 1)]
     }
@@ -315,6 +315,17 @@ impl Node {
         }
     }
 
+    /// The peers whose last heartbeat said they refuse writes.
+    pub fn peers_memory_full(&self) -> Vec<NodeId> {
+        self.kernel()
+            .memory
+            .full_peers
+            .lock()
+            .iter()
+            .copied()
+            .collect()
+    }
+
     /// Records an access of `key` coordinated here, for LRU and LFU (nothing without a limit
     /// or under the other policies).
     pub fn touch_key(&self, key: &[u8]) {
@@ -431,10 +442,7 @@ impl Node {
                 })
             }
             MaxmemoryPolicy::VolatileTtl => u64::MAX - expiry.unwrap_or(u64::MAX),
-            _ => {
-                let r = self.kernel().rng.lock().random::<u64>();
-                r
-            }
+            _ => self.kernel().rng.lock().random::<u64>(),
         }
     }
 
@@ -531,7 +539,11 @@ mod tests {
         assert!(refuses_writes(101, 100, MaxmemoryPolicy::NoEviction));
         assert!(!refuses_writes(125, 100, MaxmemoryPolicy::AllkeysLru));
         assert!(refuses_writes(126, 100, MaxmemoryPolicy::AllkeysLru));
-        assert!(!refuses_writes(u64::MAX, u64::MAX, MaxmemoryPolicy::AllkeysLfu));
+        assert!(!refuses_writes(
+            u64::MAX,
+            u64::MAX,
+            MaxmemoryPolicy::AllkeysLfu
+        ));
     }
 
     #[test]

@@ -86,8 +86,14 @@ async fn cluster_config_set_maxmemory_is_accepted_with_redis_replies() {
         Frame::Simple("OK".into())
     );
     assert_eq!(config_get(&mut a, "maxmemory-policy").await, "allkeys-lfu");
-    assert_eq!(info_field(&mut a, "memory", "maxmemory").await, "1073741824");
-    assert_eq!(info_field(&mut a, "memory", "maxmemory_human").await, "1.00G");
+    assert_eq!(
+        info_field(&mut a, "memory", "maxmemory").await,
+        "1073741824"
+    );
+    assert_eq!(
+        info_field(&mut a, "memory", "maxmemory_human").await,
+        "1.00G"
+    );
     assert_eq!(
         info_field(&mut a, "memory", "maxmemory_policy").await,
         "allkeys-lfu"
@@ -96,7 +102,12 @@ async fn cluster_config_set_maxmemory_is_accepted_with_redis_replies() {
     // Redis's errors; nothing applied when one pair is wrong.
     let bad = [
         (
-            &[&b"maxmemory-policy"[..], b"noeviction", b"maxmemory", b"12qb"][..],
+            &[
+                &b"maxmemory-policy"[..],
+                b"noeviction",
+                b"maxmemory",
+                b"12qb",
+            ][..],
             "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument must \
              be a memory value",
         ),
@@ -142,9 +153,20 @@ async fn cluster_noeviction_answers_oom_once_full_and_still_serves_get_and_del()
     assert!(refused, "no -OOM after {} writes of 1 KiB", written.len());
     assert!(written.len() > 10, "{} writes", written.len());
     assert!(c.node(0).used_memory() > 64 * 1024);
+    // Well below what is stored, so the DEL below cannot bring a node back under it.
+    for i in 0..3 {
+        let mut n = connect(&c, i).await;
+        assert_eq!(
+            n.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"16kb"]).await,
+            Frame::Simple("OK".into())
+        );
+    }
     // Every write command is refused, through any coordinator; reads and deletes are served.
     assert!(is_oom(&b.cmd(&[b"SET", b"another", b"v"]).await));
-    assert!(is_oom(&a.cmd(&[b"APPEND", written[0].as_bytes(), b"v"]).await));
+    assert!(is_oom(
+        &a.cmd(&[b"SET", b"another", b"v", b"EX", b"100"]).await
+    ));
+    assert!(is_oom(&a.cmd(&[b"MSET", b"m1", b"v", b"m2", b"v"]).await));
     assert!(is_oom(&a.cmd(&[b"INCR", b"counter"]).await));
     assert!(is_oom(&a.cmd(&[b"HSET", b"h", b"f", b"v"]).await));
     assert_eq!(
@@ -162,7 +184,19 @@ async fn cluster_noeviction_answers_oom_once_full_and_still_serves_get_and_del()
         a.cmd(&[b"CONFIG", b"SET", b"maxmemory", b"0"]).await,
         Frame::Simple("OK".into())
     );
-    assert!(is_oom(&a.cmd(&[b"SET", b"another", b"v"]).await));
+    // Their reports come with their next heartbeats (node 0 was refusing for itself).
+    let mut refused_for_peers = false;
+    for _ in 0..POLLS {
+        if c.node(0).peers_memory_full().len() == 2 {
+            refused_for_peers = true;
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    assert!(refused_for_peers, "{:?}", c.node(0).peers_memory_full());
+    let r = a.cmd(&[b"SET", b"another", b"v"]).await;
+    assert!(is_oom(&r), "{r:?}");
+    assert!(is_oom(&a.cmd(&[b"INCR", b"counter"]).await));
     // Once every node has room, writes are served again (after the next heartbeats).
     for i in [1, 2] {
         let mut n = connect(&c, i).await;
@@ -232,9 +266,16 @@ async fn cluster_allkeys_lru_evicts_and_every_replica_keeps_the_same_keys() {
         tokio::time::sleep(POLL_EVERY).await;
     }
     let left = agreed.expect("replicas did not come to hold the same keys within the limit");
-    assert!(!left.is_empty() && left.len() < keys.len(), "{} left", left.len());
+    assert!(
+        !left.is_empty() && left.len() < keys.len(),
+        "{} left",
+        left.len()
+    );
     let evicted: u64 = (0..3).map(|i| c.node(i).evicted_keys()).sum();
-    assert!(evicted as usize >= keys.len() - left.len(), "{evicted} evicted");
+    assert!(
+        evicted as usize >= keys.len() - left.len(),
+        "{evicted} evicted"
+    );
     assert_eq!(
         info_field(&mut a, "stats", "evicted_keys").await,
         c.node(0).evicted_keys().to_string()
