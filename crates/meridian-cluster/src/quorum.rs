@@ -249,6 +249,12 @@ pub struct Props {
     pub delete_mode: Option<DeleteMode>,
 }
 
+/// The longest duration a bucket property or a request option may set (`timeout_ms`,
+/// `hedge_ms`, a timeline bucket's `master_timeout_ms`): one hour. Larger values are refused
+/// naming the setting, so no configured or request-supplied duration is added to an
+/// `Instant` unbounded.
+pub const MAX_DURATION_MS: u64 = 3_600_000;
+
 /// Fully resolved parameters (symbolic values kept until N is applied).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Params {

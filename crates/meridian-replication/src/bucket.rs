@@ -16,6 +16,7 @@
 
 use crate::error::{ReplicationError, Result};
 use crate::timeline::TimelineProps;
+use meridian_cluster::quorum::MAX_DURATION_MS;
 use meridian_cluster::{Layout, Params, Props};
 use meridian_txn::TxnProps;
 use serde::{Deserialize, Serialize};
@@ -239,6 +240,13 @@ impl BucketProps {
         }
         if p.timeout_ms == 0 {
             return Err(bad("timeout_ms must be positive".into()));
+        }
+        for (field, ms) in [("timeout_ms", p.timeout_ms), ("hedge_ms", p.hedge_ms)] {
+            if ms > MAX_DURATION_MS {
+                return Err(bad(format!(
+                    "{field}={ms} exceeds the maximum of {MAX_DURATION_MS} ms (one hour)"
+                )));
+            }
         }
         if (n as usize) < shape.dcs {
             if self.dc_rule.unwrap_or(true) {
@@ -540,6 +548,26 @@ mod tests {
                     ..Default::default()
                 },
                 "timeout_ms must be positive",
+            ),
+            (
+                BucketProps {
+                    props: Props {
+                        timeout_ms: Some(u64::MAX),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "timeout_ms=18446744073709551615 exceeds the maximum",
+            ),
+            (
+                BucketProps {
+                    props: Props {
+                        hedge_ms: Some(MAX_DURATION_MS + 1),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                },
+                "hedge_ms=3600001 exceeds the maximum",
             ),
         ];
         for (props, want) in cases {

@@ -468,7 +468,12 @@ impl Dispatch {
                 "; hashes of this bucket type are updated as whole values (Dispatch::update)",
             ));
         }
-        self.admit_write(key)?;
+        // HDEL frees memory: as in Redis (no `denyoom` flag), it runs over the limit.
+        if matches!(ops, HashOps::Del(_)) {
+            self.node.touch_key(key);
+        } else {
+            self.admit_write(key)?;
+        }
         let opts = PutOptions {
             crdt: Some(CrdtOp::HashUpdate(ops)),
             ..PutOptions::default()

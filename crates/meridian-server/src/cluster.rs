@@ -257,10 +257,9 @@ pub fn parse_strategy(v: &[u8]) -> Option<ReplicaSelection> {
     std::str::from_utf8(v).ok()?.trim().parse().ok()
 }
 
-/// The largest `TIMEOUT`/`timeout_ms` and `HEDGE_MS`/`hedge_ms` a request may ask for: one
-/// hour. Larger values are refused naming the option, so no request-supplied duration is
-/// added to an `Instant` unbounded.
-pub const MAX_REQUEST_MS: u64 = 3_600_000;
+/// The largest `TIMEOUT`/`timeout_ms` and `HEDGE_MS`/`hedge_ms` a request may ask for
+/// ([`meridian_cluster::quorum::MAX_DURATION_MS`], as for bucket properties).
+pub const MAX_REQUEST_MS: u64 = meridian_cluster::quorum::MAX_DURATION_MS;
 
 /// Applies one request option (`r`, `pr`, `w`, `dw`, `pw`, `node_confirms`, `dc_confirms`,
 /// `notfound_ok`, `basic_quorum`, `read_fanout`, `hedge_ms`, `replica_selection`,

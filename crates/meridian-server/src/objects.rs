@@ -545,6 +545,15 @@ impl S3Buckets {
         self.any.store(!names.is_empty(), Ordering::Release);
     }
 
+    /// Whether any bucket is S3-owned (one atomic load).
+    #[inline]
+    fn any(&self, backend: &Backend) -> bool {
+        match backend {
+            Backend::Cluster(c) => c.node.has_s3_buckets(),
+            Backend::Local { .. } => self.any.load(Ordering::Acquire),
+        }
+    }
+
     /// The S3 bucket `key` belongs to, if any.
     #[inline]
     fn owner_of(&self, key: &[u8], backend: &Backend) -> Option<String> {
@@ -563,21 +572,33 @@ impl S3Buckets {
     }
 }
 
-/// A RESP or HTTP request refused because its key belongs to an S3 bucket.
+/// A RESP or HTTP request refused because it would reach the objects of an S3 bucket.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct S3KeyRefused {
-    /// The S3 bucket.
-    pub bucket: String,
+pub enum S3KeyRefused {
+    /// Its key belongs to this S3 bucket.
+    Key {
+        /// The S3 bucket.
+        bucket: String,
+    },
+    /// It changes the whole keyspace (FLUSHALL, FLUSHDB) while S3 buckets exist.
+    Keyspace,
 }
 
 impl std::fmt::Display for S3KeyRefused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "bucket '{}' is served by the S3 endpoint, which requires its access keys; set \
-             requirepass to reach it over RESP/HTTP",
-            self.bucket.chars().take(64).collect::<String>()
-        )
+        match self {
+            S3KeyRefused::Key { bucket } => write!(
+                f,
+                "bucket '{}' is served by the S3 endpoint, which requires its access keys; \
+                 set requirepass to reach it over RESP/HTTP",
+                bucket.chars().take(64).collect::<String>()
+            ),
+            S3KeyRefused::Keyspace => write!(
+                f,
+                "this node has S3 buckets, whose objects only their access keys may delete; \
+                 set requirepass to flush the keyspace over RESP/HTTP"
+            ),
+        }
     }
 }
 
@@ -756,9 +777,19 @@ impl Objects {
             return Ok(());
         }
         match self.s3_buckets.owner_of(key, &self.backend) {
-            Some(bucket) => Err(S3KeyRefused { bucket }),
+            Some(bucket) => Err(S3KeyRefused::Key { bucket }),
             None => Ok(()),
         }
+    }
+
+    /// Whether a RESP or HTTP client without the node's password may run a command over the
+    /// whole keyspace that changes it (FLUSHALL, FLUSHDB): not while any S3 bucket exists,
+    /// whose objects it would delete.
+    pub fn check_keyspace_write(&self, password_set: bool) -> Result<(), S3KeyRefused> {
+        if password_set || !self.s3_buckets.any(&self.backend) {
+            return Ok(());
+        }
+        Err(S3KeyRefused::Keyspace)
     }
 
     /// The settings.

@@ -2475,9 +2475,9 @@ mod hashes;
 #[path = "resp/cluster_keys.rs"]
 mod cluster_keys;
 
+#[path = "resp/cluster_maxmemory.rs"]
+mod cluster_maxmemory;
 #[path = "resp/context_attacks.rs"]
 mod context_attacks;
 #[path = "resp/frontend_auth.rs"]
 mod frontend_auth;
-#[path = "resp/cluster_maxmemory.rs"]
-mod cluster_maxmemory;

@@ -26,8 +26,6 @@ use meridian_core::{DcId, NodeId};
 use meridian_replication::{EventualNode, GetOptions, GetResult, PutOptions, ReplicationError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -55,6 +53,10 @@ pub struct WorkloadConfig {
     /// (random bytes, the context with a counter raised to `u64::MAX` or by a little, an
     /// entry moved to another node), taken from the read-modify-writes' share.
     pub forged_contexts: f64,
+    /// Hostile writes are drawn only this long from the start of the run, so the writes
+    /// after the last forgery of a key ended can be judged for loss
+    /// (`checker::forged`).
+    pub forged_until: Duration,
 }
 
 impl Default for WorkloadConfig {
@@ -69,6 +71,7 @@ impl Default for WorkloadConfig {
             deletes: 0.05,
             timeout: Duration::from_secs(3),
             forged_contexts: 0.0,
+            forged_until: Duration::MAX,
         }
     }
 }
@@ -203,10 +206,6 @@ struct Runner {
     recorder: Recorder,
     origin: Instant,
     cfg: WorkloadConfig,
-    /// Per key, every value whose write was invoked so far (what a forged write may have
-    /// superseded: the coordinator caps a forged context at what it holds, which the
-    /// client cannot know).
-    invoked: Arc<Mutex<BTreeMap<Bytes, Vec<Bytes>>>>,
 }
 
 impl Runner {
@@ -260,9 +259,6 @@ impl Runner {
             Some(v) => Op::write(v.clone(), supersedes),
             None => Op::delete(supersedes),
         };
-        if let Some(v) = &value {
-            self.note_invoked(key, v);
-        }
         let id = self
             .recorder
             .invoke(client, dc, key.clone(), op, micros_since(self.origin));
@@ -277,11 +273,6 @@ impl Runner {
         };
         self.recorder
             .complete(id, outcome, micros_since(self.origin));
-    }
-
-    fn note_invoked(&self, key: &Bytes, value: &Bytes) {
-        let mut invoked = self.invoked.lock().expect("not poisoned");
-        invoked.entry(key.clone()).or_default().push(value.clone());
     }
 
     /// A hostile write: `value` with the forged `context` made from `read`'s. Recorded as
@@ -356,6 +347,15 @@ impl Client {
         unique_value(self.id, &mut self.written)
     }
 
+    /// The value of a hostile write: unique like the others, marked as forged
+    /// ([`is_forged_value`]) so the checkers can tell what a forged context may supersede.
+    fn next_forged_value(&mut self) -> Bytes {
+        let v = unique_value(self.id, &mut self.written);
+        let mut marked = FORGED_VALUE_PREFIX.to_vec();
+        marked.extend_from_slice(&v);
+        Bytes::from(marked)
+    }
+
     fn plan(&mut self) -> (Bytes, Plan) {
         let cfg = &self.runner.cfg;
         let key = Bytes::from(format!(
@@ -371,9 +371,11 @@ impl Client {
             Plan::BlindWrite(self.next_value())
         } else if roll >= 1.0 - deletes {
             Plan::ReadModifyWrite(None)
-        } else if roll >= 1.0 - deletes - cfg.forged_contexts {
+        } else if roll >= 1.0 - deletes - cfg.forged_contexts
+            && u128::from(micros_since(self.runner.origin)) < cfg.forged_until.as_micros()
+        {
             let forgery = Forgery::draw(&mut self.rng);
-            Plan::ForgedWrite(self.next_value(), forgery)
+            Plan::ForgedWrite(self.next_forged_value(), forgery)
         } else {
             Plan::ReadModifyWrite(Some(self.next_value()))
         };
@@ -434,7 +436,6 @@ pub fn spawn_clients(
         recorder,
         origin,
         cfg: cfg.clone(),
-        invoked: Arc::default(),
     };
     for slot in client_slots(machines, cfg.clients_per_dc) {
         let client = Client {
@@ -510,6 +511,14 @@ pub(crate) fn pick_coordinator(
         return None;
     }
     Some(up[rng.random_range(0..up.len())].clone())
+}
+
+/// What the values of hostile writes start with (see [`is_forged_value`]).
+const FORGED_VALUE_PREFIX: &[u8] = b"forged-";
+
+/// Whether `value` was written by a hostile write (one carrying a forged context).
+pub fn is_forged_value(value: &[u8]) -> bool {
+    value.starts_with(FORGED_VALUE_PREFIX)
 }
 
 /// Client `id`'s next written value, `c<id>-<n>`: unique per run, as the checkers need.

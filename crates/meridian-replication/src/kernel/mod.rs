@@ -644,6 +644,11 @@ impl Node {
             && self.bucket_type(key) == crate::bucket::BucketType::Transactional
     }
 
+    /// Whether some bucket belongs to the S3 endpoint (one atomic load).
+    pub fn has_s3_buckets(&self) -> bool {
+        self.kernel().has_s3_buckets.load(Ordering::Relaxed)
+    }
+
     /// Whether bucket `name` (raw bytes from a key) belongs to the S3 endpoint: one atomic
     /// load when no bucket does.
     pub fn is_s3_bucket(&self, name: &[u8]) -> bool {

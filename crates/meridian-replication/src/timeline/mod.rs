@@ -168,6 +168,13 @@ impl TimelineProps {
         if self.master_timeout_ms == 0 {
             return bad("master_timeout_ms must be positive".into());
         }
+        let max = meridian_cluster::quorum::MAX_DURATION_MS;
+        if self.master_timeout_ms > max {
+            return bad(format!(
+                "master_timeout_ms={} exceeds the maximum of {max} ms (one hour)",
+                self.master_timeout_ms
+            ));
+        }
         Ok(())
     }
 }
@@ -910,6 +917,13 @@ mod tests {
                 ..p
             })
             .contains("master_timeout_ms")
+        );
+        assert!(
+            bad(TimelineProps {
+                master_timeout_ms: u64::MAX,
+                ..p
+            })
+            .contains("exceeds the maximum")
         );
         assert!(
             bad(TimelineProps {

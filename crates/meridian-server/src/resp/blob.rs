@@ -74,6 +74,12 @@ pub(crate) fn s3_key_refusal(ctx: &RespContext, cmd: Cmd, args: Args<'_>) -> Opt
         return None;
     }
     let objects = ctx.objects()?;
+    if matches!(cmd, Cmd::Flushall | Cmd::Flushdb) {
+        return objects
+            .check_keyspace_write(false)
+            .err()
+            .map(|refused| format!("NOPERM {refused}"));
+    }
     cmd.spec()
         .key_positions(args.len())
         .find_map(|i| objects.check_key_access(args.get(i), false).err())

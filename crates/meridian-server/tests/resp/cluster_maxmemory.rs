@@ -169,6 +169,8 @@ async fn cluster_noeviction_answers_oom_once_full_and_still_serves_get_and_del()
     assert!(is_oom(&a.cmd(&[b"MSET", b"m1", b"v", b"m2", b"v"]).await));
     assert!(is_oom(&a.cmd(&[b"INCR", b"counter"]).await));
     assert!(is_oom(&a.cmd(&[b"HSET", b"h", b"f", b"v"]).await));
+    // HDEL frees memory: served over the limit, as in Redis.
+    assert_eq!(a.cmd(&[b"HDEL", b"h", b"f"]).await, Frame::Integer(0));
     assert_eq!(
         b.cmd(&[b"GET", written[1].as_bytes()]).await,
         Frame::Bulk(value(1024).into())

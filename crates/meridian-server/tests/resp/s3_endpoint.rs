@@ -1669,6 +1669,14 @@ async fn s3_objects_are_out_of_reach_of_resp_and_http_without_a_password() {
             "{args:?}: {line}"
         );
     }
+    // A flush of the whole keyspace would delete the bucket's objects too.
+    for args in [&["FLUSHALL"][..], &["FLUSHDB"], &["FLUSHALL", "ASYNC"]] {
+        let line = resp_line(node.resp, args).await;
+        assert!(
+            line.starts_with("-NOPERM this node has S3 buckets"),
+            "{args:?}: {line}"
+        );
+    }
     assert_eq!(resp_line(node.resp, &["SET", "other:k", "v"]).await, "+OK");
     assert_eq!(resp_line(node.resp, &["SET", "plain", "v"]).await, "+OK");
     assert!(resp_line(node.resp, &["KEYS", "*"]).await.starts_with('*'));

@@ -3,6 +3,7 @@
 //!
 //! | module | property | input |
 //! |---|---|---|
+//! | [`forged`] | the part of a history with forged contexts that [`lost_writes`] can judge: every write started after its key's last forgery ended | history + [`FinalState`] |
 //! | [`lost_writes`] | no acknowledged write is lost (eventual, after heal + quiescence) | history + [`FinalState`] |
 //! | [`quorum_reads`] | with R+W>N on primaries, a read that starts after a write is acknowledged sees it or a causal successor | history |
 //! | [`convergence`] | every replica of a key holds the same sibling set | [`ReplicaStates`] |
@@ -16,6 +17,7 @@
 //! gives the same verdict, with violations in key order then time order.
 
 pub mod convergence;
+pub mod forged;
 mod graph;
 pub mod linearizability;
 pub mod lost_writes;
