@@ -12,7 +12,11 @@
 # `CARGO_TARGET_DIR=../tgt-old cargo build --release -p meridian` there.
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-6} test=${4:-set} pipeline=${5:-1}
-bash "$(dirname "$0")/../scripts/ensure-redis-tools.sh"
+if [[ ${WITH_REDIS:-0} == 1 ]]; then
+  bash "$(dirname "$0")/../scripts/ensure-redis-tools.sh" --server
+else
+  bash "$(dirname "$0")/../scripts/ensure-redis-tools.sh"
+fi
 base=$((20000 + RANDOM % 10000))
 "$old" node --resp "127.0.0.1:$base" --http "127.0.0.1:$((base + 1))" >/dev/null 2>&1 &
 pids=($!)
