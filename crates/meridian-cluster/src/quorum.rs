@@ -249,11 +249,15 @@ pub struct Props {
     pub delete_mode: Option<DeleteMode>,
 }
 
-/// The longest duration a bucket property or a request option may set (`timeout_ms`,
-/// `hedge_ms`, a timeline bucket's `master_timeout_ms`): one hour. Larger values are refused
-/// naming the setting, so no configured or request-supplied duration is added to an
-/// `Instant` unbounded.
+/// The longest duration a request option may ask for (`TIMEOUT`/`timeout_ms`,
+/// `HEDGE_MS`/`hedge_ms`): one hour. Larger values are refused naming the option, so no
+/// request-supplied duration is added to an `Instant` unbounded.
 pub const MAX_DURATION_MS: u64 = 3_600_000;
+
+/// The longest duration a bucket property may set (`timeout_ms`, `hedge_ms`, a timeline
+/// bucket's `master_timeout_ms`): 30 days, so virtual-time studies can say "never" (10 days)
+/// while no configured duration overflows an `Instant`.
+pub const MAX_PROPERTY_MS: u64 = 30 * 24 * 3_600_000;
 
 /// Fully resolved parameters (symbolic values kept until N is applied).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

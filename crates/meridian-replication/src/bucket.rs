@@ -16,7 +16,7 @@
 
 use crate::error::{ReplicationError, Result};
 use crate::timeline::TimelineProps;
-use meridian_cluster::quorum::MAX_DURATION_MS;
+use meridian_cluster::quorum::MAX_PROPERTY_MS;
 use meridian_cluster::{Layout, Params, Props};
 use meridian_txn::TxnProps;
 use serde::{Deserialize, Serialize};
@@ -242,9 +242,9 @@ impl BucketProps {
             return Err(bad("timeout_ms must be positive".into()));
         }
         for (field, ms) in [("timeout_ms", p.timeout_ms), ("hedge_ms", p.hedge_ms)] {
-            if ms > MAX_DURATION_MS {
+            if ms > MAX_PROPERTY_MS {
                 return Err(bad(format!(
-                    "{field}={ms} exceeds the maximum of {MAX_DURATION_MS} ms (one hour)"
+                    "{field}={ms} exceeds the maximum of {MAX_PROPERTY_MS} ms (30 days)"
                 )));
             }
         }
@@ -562,12 +562,12 @@ mod tests {
             (
                 BucketProps {
                     props: Props {
-                        hedge_ms: Some(MAX_DURATION_MS + 1),
+                        hedge_ms: Some(MAX_PROPERTY_MS + 1),
                         ..Default::default()
                     },
                     ..Default::default()
                 },
-                "hedge_ms=3600001 exceeds the maximum",
+                "hedge_ms=2592000001 exceeds the maximum",
             ),
         ];
         for (props, want) in cases {

@@ -168,10 +168,10 @@ impl TimelineProps {
         if self.master_timeout_ms == 0 {
             return bad("master_timeout_ms must be positive".into());
         }
-        let max = meridian_cluster::quorum::MAX_DURATION_MS;
+        let max = meridian_cluster::quorum::MAX_PROPERTY_MS;
         if self.master_timeout_ms > max {
             return bad(format!(
-                "master_timeout_ms={} exceeds the maximum of {max} ms (one hour)",
+                "master_timeout_ms={} exceeds the maximum of {max} ms (30 days)",
                 self.master_timeout_ms
             ));
         }
