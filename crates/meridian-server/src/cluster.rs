@@ -258,7 +258,7 @@ pub fn parse_strategy(v: &[u8]) -> Option<ReplicaSelection> {
 }
 
 /// The largest `TIMEOUT`/`timeout_ms` and `HEDGE_MS`/`hedge_ms` a request may ask for
-/// ([`meridian_cluster::quorum::MAX_DURATION_MS`], as for bucket properties).
+/// ([`meridian_cluster::quorum::MAX_DURATION_MS`]; bucket properties have their own, longer cap).
 pub const MAX_REQUEST_MS: u64 = meridian_cluster::quorum::MAX_DURATION_MS;
 
 /// Applies one request option (`r`, `pr`, `w`, `dw`, `pw`, `node_confirms`, `dc_confirms`,
