@@ -310,7 +310,7 @@ impl Metrics {
             ),
             (
                 "meridian_auth_failures_total",
-                "Failed authentications (wrong AUTH password, missing or wrong bearer).",
+                "Failed authentications (wrong AUTH password, missing or wrong bearer, refused S3 signature).",
                 "counter",
                 |c: &ConnStats| c.auth_failures.load(Ordering::Relaxed),
             ),

@@ -387,7 +387,13 @@ async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, 
             headers: &list,
         };
         let now = (s.node.clock.now().0 / 1_000_000) as i64;
-        anonymous_or_verified(s.open, &rp, &s.keys, now)?
+        anonymous_or_verified(s.open, &rp, &s.keys, now).inspect_err(|_| {
+            s.node
+                .metrics
+                .connections(Frontend::S3)
+                .auth_failures
+                .fetch_add(1, Ordering::Relaxed);
+        })?
     };
     let path = names::parse_path_style(&raw_path)?;
     let query = names::parse_query(raw_query.as_deref())?;

@@ -1769,6 +1769,18 @@ async fn an_open_endpoint_refuses_bad_signatures() {
         .s3_error(403, "SignatureDoesNotMatch");
     anon.get("open", "new").await.s3_error(404, "NoSuchKey");
     c.expect_object("open", "k", b"signed").await;
+    // Every refused signature is counted with the other front ends' AUTH failures.
+    let text = node.state.render_metrics();
+    let failures = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("meridian_auth_failures_total{frontend=\"s3\"} ")?
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+        .expect("the s3 series in /metrics");
+    assert!(failures >= 2, "{failures} S3 auth failures counted");
     // Unsigned is anonymous, as before.
     anon.put("open", "anon", b"hi").await.ok(200);
     anon.expect_object("open", "anon", b"hi").await;
