@@ -225,6 +225,19 @@ impl RunningNode {
     }
 }
 
+/// `meridian up --dcs 1 --nodes-per-dc 3` on port 0 with ideal links and 100 ms heartbeats:
+/// N = 3, so every node holds every key.
+fn one_dc_three_nodes() -> meridian_server::cluster::EmbeddedConfig {
+    meridian_server::cluster::EmbeddedConfig {
+        dcs: 1,
+        nodes_per_dc: 3,
+        wan_latency: Duration::ZERO,
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        ..meridian_server::cluster::EmbeddedConfig::default()
+    }
+}
+
 /// Runs blocking `redis` crate code off the runtime.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     tokio::time::timeout(PATIENCE, tokio::task::spawn_blocking(f))

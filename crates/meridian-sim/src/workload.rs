@@ -266,13 +266,8 @@ impl Runner {
             Some(v) => node.put(key, v, context.as_deref(), self.put_opts()).await,
             None => node.delete(key, context.as_deref(), self.put_opts()).await,
         };
-        let outcome = match r {
-            Ok(_) => Outcome::done(),
-            Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
-            Err(e) => Outcome::unknown(e.to_string()),
-        };
         self.recorder
-            .complete(id, outcome, micros_since(self.origin));
+            .complete(id, write_outcome(r), micros_since(self.origin));
     }
 
     /// A hostile write: `value` with the forged `context` made from `read`'s. Recorded as
@@ -293,13 +288,8 @@ impl Runner {
             .recorder
             .invoke(client, dc, key.clone(), op, micros_since(self.origin));
         let r = node.put(key, value, Some(&context), self.put_opts()).await;
-        let outcome = match r {
-            Ok(_) => Outcome::done(),
-            Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
-            Err(e) => Outcome::unknown(e.to_string()),
-        };
         self.recorder
-            .complete(id, outcome, micros_since(self.origin));
+            .complete(id, write_outcome(r), micros_since(self.origin));
     }
 
     async fn execute(self, client: ClientId, dc: DcId, node: EventualNode, key: Bytes, plan: Plan) {
@@ -511,6 +501,16 @@ pub(crate) fn pick_coordinator(
         return None;
     }
     Some(up[rng.random_range(0..up.len())].clone())
+}
+
+/// What a write's or delete's result says happened: refused before it was sent (it did
+/// not happen), or failed later (it may have).
+fn write_outcome<T>(r: Result<T, ReplicationError>) -> Outcome {
+    match r {
+        Ok(_) => Outcome::done(),
+        Err(e) if refused_before_sending(&e) => Outcome::fail(e.to_string()),
+        Err(e) => Outcome::unknown(e.to_string()),
+    }
 }
 
 /// What the values of hostile writes start with (see [`is_forged_value`]).

@@ -6,8 +6,7 @@
 
 use super::cluster_mode::connect;
 use super::*;
-use meridian_net::wan::LinkConfig;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, start_embedded};
 use meridian_server::config::{MemorySection, MemorySize};
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -19,14 +18,7 @@ const POLL_EVERY: Duration = Duration::from_millis(50);
 /// An embedded 1-DC × 3-node cluster (N = 3: every node holds every key), each node with
 /// `maxmemory` bytes under `policy`.
 async fn cluster(maxmemory: u64, policy: &str) -> Embedded {
-    let mut cfg = EmbeddedConfig {
-        dcs: 1,
-        nodes_per_dc: 3,
-        wan_latency: Duration::ZERO,
-        intra_dc: LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        ..EmbeddedConfig::default()
-    };
+    let mut cfg = one_dc_three_nodes();
     cfg.node.memory = MemorySection {
         maxmemory: MemorySize::Bytes(maxmemory),
         maxmemory_policy: policy.into(),

@@ -7,20 +7,13 @@
 
 use super::cluster_mode::connect;
 use super::*;
-use meridian_net::wan::LinkConfig;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, start_embedded};
 
 /// `meridian up --dcs 1 --nodes-per-dc 3`, on port 0 with ideal links.
 async fn three_nodes() -> Embedded {
-    let cfg = EmbeddedConfig {
-        dcs: 1,
-        nodes_per_dc: 3,
-        wan_latency: Duration::ZERO,
-        intra_dc: LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        ..EmbeddedConfig::default()
-    };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    start_embedded(one_dc_three_nodes(), Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 fn error(f: Frame) -> String {
