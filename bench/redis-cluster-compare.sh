@@ -3,6 +3,8 @@
 #
 #   bash bench/redis-cluster-compare.sh [ROUNDS] [REQUESTS_P1] [REQUESTS_P16]
 #   DECAY=1 bash bench/redis-cluster-compare.sh      # the 3-minute pipeline-1 stability run
+#   OLD_BIN=/path/to/old/meridian TARGETS="redis up up-old" bash bench/redis-cluster-compare.sh 5
+#                                                    # before/after a change, in one run
 #
 # Starts, on loopback:
 #   redis         Redis Cluster, 3 masters + 3 replicas (Debian's redis-server, persistence off)
@@ -10,6 +12,8 @@
 #   processes     `meridian up --processes`, the same over TCP, one process per node
 #   up-n3         `meridian up` with the default quorums (N=3, R=W=DW=quorum)
 #   single        one `meridian node` (no cluster), for CPU per operation only
+#   up-old        with OLD_BIN set: `up` run from that binary (a build of an older commit)
+# TARGETS restricts the targets benchmarked (all of them are started).
 # Every cluster runs with the default WAN emulation of `meridian up` (100 ms one-way between DCs).
 # Each round runs SET then GET (500-byte values, 50 clients, keys random in 100k) at pipelines 1
 # and 16 against every target, the target order rotating each round. It prints medians over
@@ -67,7 +71,7 @@ set_bucket() { # set_bucket HOST:HTTP_PORT JSON
 started=
 start_up() { # start_up NAME BASE N [FLAGS...]: starts a cluster; its pid in $started
   local name=$1 base=$2 n=$3; shift 3
-  "$bin" up --dcs 2 --nodes-per-dc 3 --n "$n" --base-port "$base" "$@" >"$out/$name.log" 2>&1 &
+  "${up_bin:-$bin}" up --dcs 2 --nodes-per-dc 3 --n "$n" --base-port "$base" "$@" >"$out/$name.log" 2>&1 &
   started=$!
   pids+=("$started")
   wait_for "$out/$name.log" '^ready'
@@ -81,12 +85,22 @@ start_up up-n3 22200 3; n3_pid=$started
 "$bin" node --resp 127.0.0.1:22300 --http 127.0.0.1:22301 >"$out/single.log" 2>&1 &
 single_pid=$!; pids+=("$single_pid")
 for _ in $(seq 1 100); do redis-cli -p 22300 PING >/dev/null 2>&1 && break; sleep 0.1; done
+old_pid=
+if [[ -n "${OLD_BIN:-}" ]]; then
+  up_bin=$OLD_BIN start_up up-old 22400 2; old_pid=$started
+  set_bucket 127.0.0.1:23400 '{"type":"eventual","n_val":2,"r":1,"w":1,"dw":1,"read_fanout":"quorum"}'
+fi
 
 # `up --processes` puts node i on 127.0.0.(i+2).
-declare -A host=([redis]=127.0.0.1 [up]=127.0.0.1 [processes]=127.0.0.2 [up-n3]=127.0.0.1 [single]=127.0.0.1)
-declare -A port=([redis]=$rbase [up]=22000 [processes]=22100 [up-n3]=22200 [single]=22300)
-declare -A spids=([redis]="$rpids" [up]="$up_pid" [processes]="$proc_pids" [up-n3]="$n3_pid" [single]="$single_pid")
+declare -A host=([redis]=127.0.0.1 [up]=127.0.0.1 [processes]=127.0.0.2 [up-n3]=127.0.0.1 [single]=127.0.0.1
+  [up-old]=127.0.0.1)
+declare -A port=([redis]=$rbase [up]=22000 [processes]=22100 [up-n3]=22200 [single]=22300 [up-old]=22400)
+declare -A spids=([redis]="$rpids" [up]="$up_pid" [processes]="$proc_pids" [up-n3]="$n3_pid" [single]="$single_pid"
+  [up-old]="$old_pid")
 targets=(redis up processes up-n3 single)
+[[ -n "${OLD_BIN:-}" ]] && targets+=(up-old)
+# shellcheck disable=SC2206
+[[ -n "${TARGETS:-}" ]] && targets=($TARGETS)
 
 cpu_ticks() { # total user+system clock ticks of the given pids
   local t=0 p f
@@ -169,9 +183,10 @@ meridian_keys() { # meridian_keys TARGET: stored objects, every replica counted
   done
   echo "$t"
 }
-declare -A http=([up]=23000 [processes]=23100 [up-n3]=23200)
+declare -A http=([up]=23000 [processes]=23100 [up-n3]=23200 [up-old]=23400)
 echo "target,stored_copies,rss_kb,redis_used_memory" >"$out/memory.csv"
-for t in redis up processes up-n3; do
+for t in "${targets[@]}"; do
+  [[ $t == single ]] && continue
   redis-benchmark --cluster -h "${host[$t]}" -p "${port[$t]}" -t set -n 1000000 -c 50 -d 500 -r 100000 -P 16 -q \
     >/dev/null 2>&1
   if [[ $t == redis ]]; then
@@ -194,7 +209,7 @@ def cpu_us(t, test, p):
                 for r in rows if r["target"] == t and r["test"] == test and r["pipeline"] == p])
 print("| target | test | pipeline | ops/s | ratio to Redis Cluster | p50 / p99 ms | CPU µs/op | CPU ratio to single node |")
 print("|---|---|---|---|---|---|---|---|")
-for t in ("redis", "up", "processes", "up-n3", "single"):
+for t in ("redis", "up", "up-old", "processes", "up-n3", "single"):
     for test in ("SET", "GET"):
         for p in ("1", "16"):
             v = pick(t, test, p, "rps")
@@ -202,10 +217,10 @@ for t in ("redis", "up", "processes", "up-n3", "single"):
                 continue
             r = med(pick("redis", test, p, "rps"))
             ratio = "" if t == "single" else f"**{med(v) / r:.2f}**"
-            single = cpu_us("single", test, p)
+            single = f"{cpu_us(t, test, p) / cpu_us('single', test, p):.1f}×" if pick("single", test, p, "rps") else "–"
             print(f"| {t} | {test} | {p} | {med(v):,.0f} | {ratio} | "
                   f"{med(pick(t, test, p, 'p50_ms')):.3f} / {med(pick(t, test, p, 'p99_ms')):.3f} | "
-                  f"{cpu_us(t, test, p):.1f} | {cpu_us(t, test, p) / single:.1f}× |")
+                  f"{cpu_us(t, test, p):.1f} | {single} |")
 print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 500-byte values, 50 clients, keys random in 100k")
 print("\n| target | stored copies (500-byte values) | resident MiB | resident bytes per stored value byte |")
 print("|---|---|---|---|")
