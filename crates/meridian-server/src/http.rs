@@ -25,7 +25,6 @@
 //! `/timeline/force-master`) need a password unless the listener is bound to loopback (403
 //! `ADMIN_NEEDS_PASSWORD` otherwise), and each is logged with its source address.
 
-use crate::keyspace::{KeyspaceError, SetOptions};
 use crate::metrics::{Frontend, OpStats};
 use crate::node::NodeState;
 use axum::Router;
@@ -36,6 +35,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use meridian_redis::RedisError;
+use meridian_redis::options::SetOptions;
 use serde::Deserialize;
 use serde_json::json;
 use std::borrow::Cow;
@@ -103,17 +104,17 @@ impl IntoResponse for ApiError {
     }
 }
 
-impl From<KeyspaceError> for ApiError {
-    fn from(e: KeyspaceError) -> Self {
+impl From<RedisError> for ApiError {
+    fn from(e: RedisError) -> Self {
         let (status, code) = match &e {
-            KeyspaceError::Storage(meridian_storage::StorageError::KeyTooLarge { .. }) => {
+            RedisError::Storage(meridian_storage::StorageError::KeyTooLarge { .. }) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "KEY_TOO_LARGE")
             }
-            KeyspaceError::ValueTooLarge | KeyspaceError::HashTooLarge => {
+            RedisError::ValueTooLarge | RedisError::HashTooLarge => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "VALUE_TOO_LARGE")
             }
             // Hashes are the only other type: say so, and where to read them.
-            KeyspaceError::WrongType => {
+            RedisError::WrongType => {
                 return ApiError::new(
                     StatusCode::CONFLICT,
                     "WRONG_TYPE",
@@ -121,11 +122,11 @@ impl From<KeyspaceError> for ApiError {
                      hash over RESP (HGETALL)",
                 );
             }
-            KeyspaceError::Storage(meridian_storage::StorageError::DiskFull { .. }) => {
+            RedisError::Storage(meridian_storage::StorageError::DiskFull { .. }) => {
                 (StatusCode::INSUFFICIENT_STORAGE, "DISK_FULL")
             }
             e if e.is_client_error() => (StatusCode::BAD_REQUEST, "BAD_REQUEST"),
-            KeyspaceError::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "CORRUPT_VALUE"),
+            RedisError::Corrupt(_) => (StatusCode::INTERNAL_SERVER_ERROR, "CORRUPT_VALUE"),
             _ => (StatusCode::INTERNAL_SERVER_ERROR, "STORAGE_ERROR"),
         };
         ApiError::new(status, code, e.to_string())

@@ -39,16 +39,25 @@
 //!   already used, or evicted from the table) restarts the iteration from the beginning,
 //!   which keeps the guarantee at the price of repeated keys.
 //!
-//! Errors are one [`KeyspaceError`] enum whose messages are Redis's (without the `ERR `
+//! Errors are the Redis layer's [`RedisError`], whose messages are Redis's (without the `ERR `
 //! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
 
 use crate::memory::{self, MaxmemoryPolicy};
 use crate::scan_cursors::CursorTable;
-use crate::strings::{self, Entry, EntryRef, Kind, StringView, decode_version};
 use bytes::Bytes;
 use meridian_core::envelope::encode_kind;
 use meridian_core::{Clock, Timestamp};
-use meridian_storage::{Engine, StorageError, Version, WriteBatch};
+use meridian_redis::RedisError;
+use meridian_redis::error::Result;
+use meridian_redis::options::{
+    Deadline, ExpireCondition, GetExExpiry, KeyTtl, SetOptions, SetOutcome,
+};
+use meridian_redis::scan::MAX_SCAN_COUNT;
+use meridian_redis::strings;
+use meridian_redis::value::glob_match;
+use meridian_redis::view::decode_version;
+use meridian_redis::{Entry, EntryRef, Kind, View};
+use meridian_storage::{Engine, Version, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHasher};
 use std::collections::hash_map::Entry as MapEntry;
@@ -58,7 +67,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 /// Number of lock stripes (a power of two).
@@ -69,99 +77,6 @@ const ACTIVE_EXPIRE_BUDGET: usize = 2_000;
 const ACTIVE_EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 /// Keys scanned per engine call by KEYS and the index rebuild.
 const PAGE: usize = 1_024;
-/// The largest COUNT a single SCAN call honours.
-pub(crate) const MAX_SCAN_COUNT: usize = 100_000;
-
-/// Why a keyspace operation failed. Messages are Redis's, minus the `ERR ` prefix.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum KeyspaceError {
-    /// A stored value or an argument is not a 64-bit integer in Redis's strict format.
-    #[error("value is not an integer or out of range")]
-    NotAnInteger,
-    /// A stored value or an argument is not a float.
-    #[error("value is not a valid float")]
-    NotAFloat,
-    /// INCR/DECR/INCRBY/DECRBY would leave the 64-bit range.
-    #[error("increment or decrement would overflow")]
-    Overflow,
-    /// DECRBY by the smallest 64-bit integer (its negation overflows).
-    #[error("decrement would overflow")]
-    DecrementOverflow,
-    /// INCRBYFLOAT would produce NaN or an infinity.
-    #[error("increment would produce NaN or Infinity")]
-    NanOrInfinity,
-    /// Options that do not parse or do not combine.
-    #[error("syntax error")]
-    Syntax,
-    /// A non-positive or overflowing expire time, for the named command.
-    #[error("invalid expire time in '{0}' command")]
-    InvalidExpireTime(&'static str),
-    /// The value would exceed [`KeyspaceConfig::max_value_len`].
-    #[error("string exceeds maximum allowed size (proto-max-bulk-len)")]
-    ValueTooLarge,
-    /// SETRANGE with a negative offset.
-    #[error("offset is out of range")]
-    OffsetOutOfRange,
-    /// A command for one type on a key holding another (a string command on a hash, a hash
-    /// command on a string). The RESP line is `-WRONGTYPE ...`, not `-ERR ...`.
-    #[error("Operation against a key holding the wrong kind of value")]
-    WrongType,
-    /// HINCRBY on a field whose value is not a 64-bit integer.
-    #[error("hash value is not an integer")]
-    HashNotAnInteger,
-    /// HINCRBYFLOAT on a field whose value is not a float.
-    #[error("hash value is not a float")]
-    HashNotAFloat,
-    /// HINCRBYFLOAT by an infinite increment.
-    #[error("value is NaN or Infinity")]
-    NanOrInfinityArgument,
-    /// A hash write whose encoded hash would exceed [`KeyspaceConfig::max_value_len`].
-    #[error("hash exceeds maximum allowed size (proto-max-bulk-len)")]
-    HashTooLarge,
-    /// EXPIRE with an option other than NX, XX, GT, LT.
-    #[error("Unsupported option {0}")]
-    UnsupportedOption(String),
-    /// EXPIRE with NX and one of XX, GT, LT.
-    #[error("NX and XX, GT or LT options at the same time are not compatible")]
-    ExpireNxConflict,
-    /// EXPIRE with both GT and LT.
-    #[error("GT and LT options at the same time are not compatible")]
-    ExpireGtLtConflict,
-    /// The storage engine failed (or refused the key, e.g. longer than `MAX_KEY_LEN`).
-    #[error("{0}")]
-    Storage(#[from] StorageError),
-    /// A stored value is not in the keyspace's envelope format (written by something else).
-    #[error("stored value is not a Meridian string value ({0})")]
-    Corrupt(&'static str),
-    /// A string command that would read or change the bytes of a key holding a large
-    /// object (an object's manifest, see `resp::blob`); nothing was changed.
-    #[error(
-        "the key holds a large object ({size} bytes), which {cmd} does not apply to: read it \
-         with BLOB.READ key offset len, GET (up to blob.resp_get_max) or the S3 endpoint; SET \
-         or DEL replace it"
-    )]
-    LargeObject {
-        /// The command refused.
-        cmd: &'static str,
-        /// The object's size.
-        size: u64,
-    },
-}
-
-impl KeyspaceError {
-    /// Whether the request was at fault (HTTP 4xx) rather than the server (5xx).
-    pub fn is_client_error(&self) -> bool {
-        match self {
-            KeyspaceError::Storage(StorageError::KeyTooLarge { .. }) => true,
-            KeyspaceError::Storage(_) | KeyspaceError::Corrupt(_) => false,
-            _ => true,
-        }
-    }
-}
-
-/// Result of a keyspace operation.
-pub type Result<T> = std::result::Result<T, KeyspaceError>;
 
 /// Tunables of a [`Keyspace`].
 #[derive(Clone, Debug)]
@@ -192,237 +107,6 @@ impl Default for KeyspaceConfig {
             maxmemory_policy: MaxmemoryPolicy::NoEviction,
         }
     }
-}
-
-/// Whether SET writes unconditionally, only if the key is absent (NX) or present (XX).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SetCondition {
-    /// Always write.
-    #[default]
-    Always,
-    /// NX: write only if the key does not exist.
-    IfAbsent,
-    /// XX: write only if the key exists.
-    IfPresent,
-}
-
-/// When a key should expire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Deadline {
-    /// This long after the operation runs.
-    After(Duration),
-    /// At this absolute time (µs since the epoch); a time not after now expires at once.
-    At(Timestamp),
-}
-
-impl Deadline {
-    pub(crate) fn resolve(self, now: Timestamp) -> u64 {
-        match self {
-            Deadline::After(d) => now.saturating_add(d).0,
-            Deadline::At(t) => t.0,
-        }
-    }
-}
-
-/// Options of SET (and of SETNX, SETEX, GETSET, which are SETs with fixed options).
-///
-/// The TTL fields combine like Redis's flags: `expire_at` wins over `ttl`, and either wins
-/// over `keep_ttl`; with none of them, SET removes any TTL the key had.
-/// [`SetOptions::parse`] never produces a conflicting combination.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetOptions {
-    /// NX / XX.
-    pub condition: SetCondition,
-    /// EX/PX: expire this long after the write.
-    pub ttl: Option<Duration>,
-    /// EXAT/PXAT: expire at this absolute time (µs since the epoch); a time not after now
-    /// makes the key vanish at once.
-    pub expire_at: Option<Timestamp>,
-    /// KEEPTTL: keep the key's current TTL.
-    pub keep_ttl: bool,
-    /// GET: also return the previous value.
-    pub get: bool,
-}
-
-impl SetOptions {
-    /// Plain SET with a TTL.
-    pub fn with_ttl(ttl: Duration) -> Self {
-        Self {
-            ttl: Some(ttl),
-            ..Self::default()
-        }
-    }
-
-    pub(crate) fn deadline(&self) -> Option<Deadline> {
-        match (self.expire_at, self.ttl) {
-            (Some(at), _) => Some(Deadline::At(at)),
-            (None, Some(d)) => Some(Deadline::After(d)),
-            (None, None) => None,
-        }
-    }
-
-    /// Parses SET's options (everything after `SET key value`) with Redis's rules and
-    /// messages; `cmd` names the command in expire-time errors. Relative times (EX, PX) are
-    /// resolved against `now` here, as Redis does, so an overflowing time is reported.
-    pub fn parse<'a>(
-        args: impl IntoIterator<Item = &'a [u8]>,
-        cmd: &'static str,
-        now: Timestamp,
-    ) -> Result<SetOptions> {
-        let mut opts = SetOptions::default();
-        let mut ttl: Option<(TtlUnit, &[u8])> = None;
-        let mut args = args.into_iter();
-        while let Some(opt) = args.next() {
-            if opt.eq_ignore_ascii_case(b"NX") && opts.condition != SetCondition::IfPresent {
-                opts.condition = SetCondition::IfAbsent;
-            } else if opt.eq_ignore_ascii_case(b"XX") && opts.condition != SetCondition::IfAbsent {
-                opts.condition = SetCondition::IfPresent;
-            } else if opt.eq_ignore_ascii_case(b"GET") {
-                opts.get = true;
-            } else if opt.eq_ignore_ascii_case(b"KEEPTTL") && ttl.is_none() {
-                opts.keep_ttl = true;
-            } else if let Some(unit) = TtlUnit::from_option(opt)
-                && !opts.keep_ttl
-                && ttl.is_none_or(|(u, _)| u == unit)
-            {
-                ttl = Some((unit, args.next().ok_or(KeyspaceError::Syntax)?));
-            } else {
-                return Err(KeyspaceError::Syntax);
-            }
-        }
-        if let Some((unit, value)) = ttl {
-            opts.expire_at = Some(unit.deadline(value, cmd, now)?);
-        }
-        Ok(opts)
-    }
-}
-
-/// The unit and base of a TTL option: EX, PX (relative), EXAT, PXAT (absolute).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TtlUnit {
-    /// Seconds from now.
-    Ex,
-    /// Milliseconds from now.
-    Px,
-    /// Unix time in seconds.
-    ExAt,
-    /// Unix time in milliseconds.
-    PxAt,
-}
-
-impl TtlUnit {
-    /// Recognizes `EX`, `PX`, `EXAT`, `PXAT` (any case).
-    pub fn from_option(opt: &[u8]) -> Option<TtlUnit> {
-        if opt.eq_ignore_ascii_case(b"EX") {
-            Some(TtlUnit::Ex)
-        } else if opt.eq_ignore_ascii_case(b"PX") {
-            Some(TtlUnit::Px)
-        } else if opt.eq_ignore_ascii_case(b"EXAT") {
-            Some(TtlUnit::ExAt)
-        } else if opt.eq_ignore_ascii_case(b"PXAT") {
-            Some(TtlUnit::PxAt)
-        } else {
-            None
-        }
-    }
-
-    /// The absolute deadline `value` means for SET-like commands, validated like Redis's
-    /// `getExpireMillisecondsOrReply`: positive, and not overflowing 64-bit milliseconds.
-    pub fn deadline(self, value: &[u8], cmd: &'static str, now: Timestamp) -> Result<Timestamp> {
-        let v = parse_i64(value).ok_or(KeyspaceError::NotAnInteger)?;
-        let seconds = matches!(self, TtlUnit::Ex | TtlUnit::ExAt);
-        if v <= 0 || (seconds && v > i64::MAX / 1000) {
-            return Err(KeyspaceError::InvalidExpireTime(cmd));
-        }
-        let mut ms = if seconds { v * 1000 } else { v };
-        if matches!(self, TtlUnit::Ex | TtlUnit::Px) {
-            ms = ms
-                .checked_add((now.0 / 1000) as i64)
-                .ok_or(KeyspaceError::InvalidExpireTime(cmd))?;
-            // Relative deadlines keep the clock's sub-millisecond part.
-            return Ok(Timestamp((ms as u64).saturating_mul(1000) + now.0 % 1000));
-        }
-        Ok(Timestamp((ms as u64).saturating_mul(1000)))
-    }
-}
-
-/// What [`Keyspace::set`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SetOutcome {
-    /// Whether the value was written (false when NX/XX did not hold).
-    pub written: bool,
-    /// The previous value, when [`SetOptions::get`] asked for it.
-    pub previous: Option<Bytes>,
-}
-
-/// EXPIRE's conditions (Redis 7): any combination but NX with another, or GT with LT.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ExpireCondition {
-    /// Only if the key has no TTL.
-    pub nx: bool,
-    /// Only if the key has a TTL.
-    pub xx: bool,
-    /// Only if the new deadline is later than the current one (no TTL counts as infinite).
-    pub gt: bool,
-    /// Only if the new deadline is earlier than the current one (no TTL counts as infinite).
-    pub lt: bool,
-}
-
-impl ExpireCondition {
-    /// Parses EXPIRE's options with Redis's messages.
-    pub fn parse<'a>(args: impl IntoIterator<Item = &'a [u8]>) -> Result<ExpireCondition> {
-        let mut c = ExpireCondition::default();
-        for opt in args {
-            if opt.eq_ignore_ascii_case(b"NX") {
-                c.nx = true;
-            } else if opt.eq_ignore_ascii_case(b"XX") {
-                c.xx = true;
-            } else if opt.eq_ignore_ascii_case(b"GT") {
-                c.gt = true;
-            } else if opt.eq_ignore_ascii_case(b"LT") {
-                c.lt = true;
-            } else {
-                return Err(KeyspaceError::UnsupportedOption(
-                    String::from_utf8_lossy(opt).into_owned(),
-                ));
-            }
-        }
-        if c.nx && (c.xx || c.gt || c.lt) {
-            return Err(KeyspaceError::ExpireNxConflict);
-        }
-        if c.gt && c.lt {
-            return Err(KeyspaceError::ExpireGtLtConflict);
-        }
-        Ok(c)
-    }
-}
-
-/// GETEX's TTL change.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum GetExExpiry {
-    /// Leave the TTL alone (a plain GET).
-    #[default]
-    Unchanged,
-    /// PERSIST: remove the TTL.
-    Persist,
-    /// EX/PX/EXAT/PXAT: set this deadline (a past one deletes the key after reading it).
-    At(Deadline),
-}
-
-/// A key's time to live, as TTL/PTTL/EXPIRETIME report it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyTtl {
-    /// The key does not exist (`-2`).
-    Missing,
-    /// The key exists without a TTL (`-1`).
-    Persistent,
-    /// The key expires at `at`; `remaining` is how long until then.
-    Expires {
-        /// Absolute expiry, µs since the epoch.
-        at: Timestamp,
-        /// Time left (zero if due).
-        remaining: Duration,
-    },
 }
 
 /// Counters for INFO.
@@ -597,7 +281,7 @@ impl StripeGuards<'_> {
     fn of(&mut self, key: &[u8]) -> Result<&mut Stripe> {
         match self.ids.binary_search(&stripe_of(key)) {
             Ok(i) => Ok(&mut self.guards[i]),
-            Err(_) => Err(KeyspaceError::Corrupt("key outside the locked stripes")),
+            Err(_) => Err(RedisError::Corrupt("key outside the locked stripes")),
         }
     }
 }
@@ -1056,7 +740,7 @@ impl Keyspace {
     /// the new length.
     pub fn setrange(&self, key: &[u8], offset: i64, value: &[u8]) -> Result<u64> {
         if offset < 0 {
-            return Err(KeyspaceError::OffsetOutOfRange);
+            return Err(RedisError::OffsetOutOfRange);
         }
         self.with_key(key, |v| strings::setrange(v, key, offset, value))
     }
@@ -1073,24 +757,24 @@ impl Keyspace {
     }
 
     /// Executes a string command ([`strings::handles`]) or a hash command
-    /// ([`crate::hashes::handles`]) from its arguments with the same locking as the typed
+    /// ([`meridian_redis::hashes::handles`]) from its arguments with the same locking as the typed
     /// calls: reads lock-free, single-key writes under their stripe, multi-key writes as one
     /// batch.
     pub(crate) fn execute(
         &self,
-        cmd: crate::resp::command::Cmd,
-        args: crate::resp::request::Args<'_>,
-        reply: &mut crate::resp::reply::Reply,
-    ) -> std::result::Result<(), crate::resp::exec::CmdError> {
-        use crate::resp::command::Cmd;
+        cmd: meridian_redis::Cmd,
+        args: meridian_redis::Args<'_>,
+        reply: &mut meridian_redis::Reply,
+    ) -> std::result::Result<(), meridian_redis::CmdError> {
+        use meridian_redis::Cmd;
         let spec = cmd.spec();
-        if crate::hashes::handles(cmd) {
+        if meridian_redis::hashes::handles(cmd) {
             // One key each: a read lock-free, a write under the key's stripe.
             return if spec.flags.first() == Some(&"readonly") {
-                crate::hashes::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply)
+                meridian_redis::hashes::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply)
             } else {
                 let mut s = self.lock(args.get(1));
-                crate::hashes::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
+                meridian_redis::hashes::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
             };
         }
         debug_assert!(strings::handles(cmd), "{cmd:?} is not a string command");
@@ -1569,7 +1253,7 @@ struct ReadView<'a> {
     ks: &'a Keyspace,
 }
 
-impl StringView for ReadView<'_> {
+impl View for ReadView<'_> {
     #[inline]
     fn now(&self) -> Timestamp {
         self.ks.clock.now()
@@ -1603,7 +1287,7 @@ struct LockedView<'a> {
     now: Timestamp,
 }
 
-impl StringView for LockedView<'_> {
+impl View for LockedView<'_> {
     #[inline]
     fn now(&self) -> Timestamp {
         self.now
@@ -1717,7 +1401,7 @@ impl<'a> Overlay<'a> {
     /// gone, which fails EXEC by itself; one that did not exist did not change.
     pub(crate) fn flush(&mut self) -> Result<()> {
         if self.guards.ids.len() != STRIPES {
-            return Err(KeyspaceError::Corrupt("flush without every stripe locked"));
+            return Err(RedisError::Corrupt("flush without every stripe locked"));
         }
         for p in self.pending.values_mut() {
             p.value = None;
@@ -1814,7 +1498,7 @@ impl<'a> Overlay<'a> {
                 .filter(|(k, p)| {
                     p.value.as_ref().is_some_and(|v| {
                         kind.is_none_or(|want| {
-                            strings::decode(v.clone()).is_ok_and(|e| e.kind == want)
+                            meridian_redis::view::decode(v.clone()).is_ok_and(|e| e.kind == want)
                         })
                     }) && in_range(k)
                         && pattern.is_none_or(|pat| glob_match(pat, k, false))
@@ -1843,7 +1527,7 @@ impl<'a> Overlay<'a> {
     }
 }
 
-impl StringView for Overlay<'_> {
+impl View for Overlay<'_> {
     fn now(&self) -> Timestamp {
         self.now
     }
@@ -1851,7 +1535,7 @@ impl StringView for Overlay<'_> {
     fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
         if let Some(p) = self.pending.get(key) {
             return match &p.value {
-                Some(v) => strings::decode(v.clone()).map(Some),
+                Some(v) => meridian_redis::view::decode(v.clone()).map(Some),
                 None => Ok(None),
             };
         }
@@ -2064,143 +1748,14 @@ fn prefix_end(prefix: &[u8]) -> Bound<Bytes> {
     Bound::Unbounded
 }
 
-pub use meridian_core::int::parse_i64;
-
-/// Parses a float like Redis's `string2ld`: no surrounding spaces, not NaN.
-pub fn parse_f64(s: &[u8]) -> Option<f64> {
-    let s = std::str::from_utf8(s).ok()?;
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_whitespace()) {
-        return None;
-    }
-    let v: f64 = s.parse().ok()?;
-    (!v.is_nan()).then_some(v)
-}
-
-/// Formats a float the way INCRBYFLOAT stores it: the shortest decimal that reads back as the
-/// same `f64`, without exponent or trailing `.0`.
-pub fn format_f64(v: f64) -> Vec<u8> {
-    let s = format!("{v}");
-    let s = s.strip_suffix(".0").unwrap_or(&s);
-    let s = if s == "-0" { "0" } else { s };
-    s.as_bytes().to_vec()
-}
-
-/// Redis's glob matcher (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a]`, `[a-z]` and `\`
-/// escapes, byte-wise, optionally ASCII case-insensitive. Like Redis, it gives up (no match)
-/// on patterns nesting `*` more than 1000 deep, and stops retrying longer matches for an
-/// earlier `*` once a later one failed everywhere, so no pattern takes exponential time.
-pub fn glob_match(pattern: &[u8], string: &[u8], nocase: bool) -> bool {
-    let mut skip_longer = false;
-    glob_impl(pattern, string, nocase, &mut skip_longer, 0)
-}
-
-fn glob_impl(
-    mut p: &[u8],
-    mut s: &[u8],
-    nocase: bool,
-    skip_longer: &mut bool,
-    nesting: u32,
-) -> bool {
-    // Out-of-range reads return 0, as the C version reads the NUL terminator.
-    fn at(b: &[u8], i: usize) -> u8 {
-        b.get(i).copied().unwrap_or(0)
-    }
-    let fold = |c: u8| if nocase { c.to_ascii_lowercase() } else { c };
-    if nesting > 1000 {
-        return false;
-    }
-    while !p.is_empty() && !s.is_empty() {
-        match p[0] {
-            b'*' => {
-                while at(p, 1) == b'*' {
-                    p = &p[1..];
-                }
-                if p.len() == 1 {
-                    return true;
-                }
-                while !s.is_empty() {
-                    if glob_impl(&p[1..], s, nocase, skip_longer, nesting + 1) {
-                        return true;
-                    }
-                    if *skip_longer {
-                        return false;
-                    }
-                    s = &s[1..];
-                }
-                *skip_longer = true;
-                return false;
-            }
-            b'?' => s = &s[1..],
-            b'[' => {
-                p = &p[1..];
-                let not = at(p, 0) == b'^';
-                if not {
-                    p = &p[1..];
-                }
-                let mut matched = false;
-                loop {
-                    if at(p, 0) == b'\\' && p.len() >= 2 {
-                        p = &p[1..];
-                        if p[0] == s[0] {
-                            matched = true;
-                        }
-                    } else if at(p, 0) == b']' {
-                        break;
-                    } else if p.is_empty() {
-                        // Unterminated class: the C code steps back so the final advance
-                        // below leaves the pattern empty.
-                        break;
-                    } else if p.len() >= 3 && p[1] == b'-' {
-                        let (mut start, mut end) = (fold(p[0]), fold(p[2]));
-                        if start > end {
-                            std::mem::swap(&mut start, &mut end);
-                        }
-                        let c = fold(s[0]);
-                        p = &p[2..];
-                        if c >= start && c <= end {
-                            matched = true;
-                        }
-                    } else if fold(p[0]) == fold(s[0]) {
-                        matched = true;
-                    }
-                    p = &p[1..];
-                }
-                if not {
-                    matched = !matched;
-                }
-                if !matched {
-                    return false;
-                }
-                s = &s[1..];
-            }
-            c => {
-                let c = if c == b'\\' && p.len() >= 2 {
-                    p = &p[1..];
-                    p[0]
-                } else {
-                    c
-                };
-                if fold(c) != fold(s[0]) {
-                    return false;
-                }
-                s = &s[1..];
-            }
-        }
-        p = p.get(1..).unwrap_or(&[]);
-        if s.is_empty() {
-            while at(p, 0) == b'*' {
-                p = &p[1..];
-            }
-            break;
-        }
-    }
-    p.is_empty() && s.is_empty()
-}
+#[cfg(test)]
+mod hash_tests;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use meridian_core::ManualClock;
+    use meridian_redis::options::SetCondition;
     use meridian_storage::MemEngine;
 
     const START: Timestamp = Timestamp(1_700_000_000_000_000);
@@ -2816,14 +2371,14 @@ mod tests {
         assert_eq!(ks.get(b"n").unwrap(), Some(b("-10")));
         ks.set(b"n", i64::MAX.to_string(), SetOptions::default())
             .unwrap();
-        assert!(matches!(ks.incr_by(b"n", 1), Err(KeyspaceError::Overflow)));
+        assert!(matches!(ks.incr_by(b"n", 1), Err(RedisError::Overflow)));
         assert_eq!(
             ks.incr_by(b"n", 1).unwrap_err().to_string(),
             "increment or decrement would overflow"
         );
         assert!(matches!(
             ks.decr_by(b"n", i64::MIN),
-            Err(KeyspaceError::DecrementOverflow)
+            Err(RedisError::DecrementOverflow)
         ));
         for bad in [
             "",
@@ -2846,7 +2401,7 @@ mod tests {
         }
         ks.set(b"m", i64::MIN.to_string(), SetOptions::default())
             .unwrap();
-        assert!(matches!(ks.incr_by(b"m", -1), Err(KeyspaceError::Overflow)));
+        assert!(matches!(ks.incr_by(b"m", -1), Err(RedisError::Overflow)));
         assert_eq!(ks.incr_by(b"m", 1).unwrap(), i64::MIN + 1);
     }
 
@@ -2876,12 +2431,12 @@ mod tests {
         assert_eq!(ks.incr_by_float(b"f", 5e3).unwrap(), b("5000"));
         assert!(matches!(
             ks.incr_by_float(b"f", f64::INFINITY),
-            Err(KeyspaceError::NanOrInfinity)
+            Err(RedisError::NanOrInfinity)
         ));
         ks.set(b"s", b"abc", SetOptions::default()).unwrap();
         assert!(matches!(
             ks.incr_by_float(b"s", 1.0),
-            Err(KeyspaceError::NotAFloat)
+            Err(RedisError::NotAFloat)
         ));
     }
 
@@ -3025,7 +2580,7 @@ mod tests {
         assert_eq!(ks.get(b"e").unwrap(), None);
         assert!(matches!(
             ks.setrange(b"z", -1, b"x"),
-            Err(KeyspaceError::OffsetOutOfRange)
+            Err(RedisError::OffsetOutOfRange)
         ));
         let small = Keyspace::with_config(
             Arc::new(MemEngine::new()),
@@ -3038,11 +2593,11 @@ mod tests {
         small.append(b"a", b"12345678").unwrap();
         assert!(matches!(
             small.append(b"a", b"9"),
-            Err(KeyspaceError::ValueTooLarge)
+            Err(RedisError::ValueTooLarge)
         ));
         assert!(matches!(
             small.setrange(b"a", 8, b"9"),
-            Err(KeyspaceError::ValueTooLarge)
+            Err(RedisError::ValueTooLarge)
         ));
     }
 
@@ -3077,7 +2632,7 @@ mod tests {
         ks.engine()
             .put(b("foreign"), ks.now(), b("\x07raw"))
             .unwrap();
-        assert!(matches!(ks.get(b"foreign"), Err(KeyspaceError::Corrupt(_))));
+        assert!(matches!(ks.get(b"foreign"), Err(RedisError::Corrupt(_))));
         assert_eq!(
             ks.del(&["foreign"]).unwrap(),
             1,
@@ -3140,73 +2695,6 @@ mod tests {
         assert_eq!(ks.scan(0, None, 10).unwrap(), (0, vec![b("b")]));
         assert_eq!(ks.stats().expired_keys, 1);
         assert_eq!(ks.dbsize(), 1);
-    }
-
-    #[test]
-    fn parse_i64_is_string2ll() {
-        for (s, want) in [
-            ("0", Some(0)),
-            ("-1", Some(-1)),
-            ("9223372036854775807", Some(i64::MAX)),
-            ("-9223372036854775808", Some(i64::MIN)),
-            ("9223372036854775808", None),
-            ("-9223372036854775809", None),
-            ("-0", None),
-            ("007", None),
-            ("+7", None),
-            ("", None),
-            ("-", None),
-            ("1e3", None),
-            (" 1", None),
-        ] {
-            assert_eq!(parse_i64(s.as_bytes()), want, "{s:?}");
-        }
-    }
-
-    #[test]
-    fn glob_table() {
-        let cases: &[(&str, &str, bool)] = &[
-            ("*", "", false), // as in Redis; KEYS * and SCAN skip matching altogether
-            ("*", "anything", true),
-            ("h?llo", "hello", true),
-            ("h?llo", "hllo", false),
-            ("h*llo", "hllo", true),
-            ("h*llo", "heeeello", true),
-            ("h[ae]llo", "hallo", true),
-            ("h[ae]llo", "hillo", false),
-            ("h[^e]llo", "hallo", true),
-            ("h[^e]llo", "hello", false),
-            ("h[a-b]llo", "hbllo", true),
-            ("h[b-a]llo", "hallo", true),
-            ("h[a-b]llo", "hcllo", false),
-            ("h\\*llo", "h*llo", true),
-            ("h\\*llo", "hello", false),
-            ("[\\]]", "]", true),
-            ("[abc", "a", true),
-            ("[abc", "ab", false),
-            ("a*", "a", true),
-            ("a**b", "ab", true),
-            ("*a*b*", "xxaxxbxx", true),
-            ("*a*b*", "xxbxxaxx", false),
-            ("", "", true),
-            ("", "a", false),
-            ("a", "", false),
-            ("abc\\", "abc\\", true),
-            ("user:*", "user:42", true),
-            ("user:*", "item:42", false),
-        ];
-        for &(p, s, want) in cases {
-            assert_eq!(
-                glob_match(p.as_bytes(), s.as_bytes(), false),
-                want,
-                "{p:?} vs {s:?}"
-            );
-        }
-        assert!(glob_match(b"HeLLo", b"hello", true));
-        assert!(glob_match(b"[A-C]x", b"bx", true));
-        // Adversarial patterns finish quickly (Redis's skipLongerMatches).
-        let p = "a*".repeat(30) + "b";
-        assert!(!glob_match(p.as_bytes(), "a".repeat(100).as_bytes(), false));
     }
 
     #[test]
@@ -3389,9 +2877,9 @@ mod tests {
                                 .filter(|n| n.to_string().as_bytes() == &v[..]),
                         };
                         match parsed {
-                            None => prop_assert!(matches!(got, Err(KeyspaceError::NotAnInteger))),
+                            None => prop_assert!(matches!(got, Err(RedisError::NotAnInteger))),
                             Some(n) => match n.checked_add(d) {
-                                None => prop_assert!(matches!(got, Err(KeyspaceError::Overflow))),
+                                None => prop_assert!(matches!(got, Err(RedisError::Overflow))),
                                 Some(new) => {
                                     prop_assert_eq!(got.unwrap(), new);
                                     let ttl = m.live(k).and_then(|e| e.1);

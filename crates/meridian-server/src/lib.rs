@@ -10,7 +10,6 @@ pub mod cluster;
 pub mod config;
 pub mod error;
 pub mod fd_limit;
-pub mod hashes;
 pub mod http;
 mod http_blob;
 mod http_cluster;
@@ -24,7 +23,6 @@ pub mod repart;
 pub mod resp;
 pub mod s3;
 pub mod scan_cursors;
-pub mod strings;
 pub mod wire_error;
 
 pub use config::{EngineKind, NodeConfig};

@@ -25,7 +25,7 @@
 
 use crate::blob_handles::{HandleFault, HandleLimits, HandleTable, Pinned};
 use crate::cluster::ClusterBackend;
-use crate::keyspace::{Keyspace, KeyspaceError, SetOptions};
+use crate::keyspace::Keyspace;
 use bytes::Bytes;
 use futures_util::stream::{FuturesOrdered, FuturesUnordered, Stream, StreamExt};
 use meridian_blob::admission::{
@@ -38,6 +38,8 @@ use meridian_blob::{
     BlobError, ChunkBuffers, ChunkDigest, ChunkId, ChunkRef, ChunkStore, Manifest, ObjectHasher,
     ObjectMeta, Placement, VersionInfo, chunk_digest,
 };
+use meridian_redis::RedisError;
+use meridian_redis::options::SetOptions;
 use meridian_replication::ReplicationError;
 use meridian_replication::blob::Listed;
 use serde::{Deserialize, Serialize};
@@ -304,8 +306,8 @@ pub enum ObjectError {
     Unsupported(String),
 }
 
-impl From<KeyspaceError> for ObjectError {
-    fn from(e: KeyspaceError) -> Self {
+impl From<RedisError> for ObjectError {
+    fn from(e: RedisError) -> Self {
         ObjectError::Keyspace(e.to_string())
     }
 }

@@ -138,7 +138,7 @@ pub fn resp_line(e: &ReplicationError, dc_name: impl Fn(DcId) -> String) -> Stri
                  retry)"
             )
         }
-        // As a standalone node says it (`resp::exec::keyspace_error_line`).
+        // As a standalone node says it (`meridian_redis::RedisError::line`).
         ReplicationError::DiskFull { reason } => {
             format!("MISCONF Errors writing to the disk: {reason}")
         }

@@ -50,14 +50,17 @@
 
 use crate::blob_handles::HandleFault;
 use crate::objects::{BlobConfig, ObjectError, ObjectHead, Objects};
-use crate::resp::command::Cmd;
-use crate::resp::exec::{CmdError, int_arg, raw};
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
 use crate::resp::server::RespContext;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use meridian_blob::Manifest;
+use meridian_redis::Args;
+use meridian_redis::Cmd;
+use meridian_redis::Reply;
+use meridian_redis::error::{CmdError, int_arg, raw};
+pub(crate) use meridian_redis::large_object::{
+    manifest, range_args, read_args, shown_now, slice, span,
+};
 use meridian_replication::ReplicationError;
 use std::borrow::Cow;
 use std::future::Future;
@@ -86,23 +89,6 @@ pub(crate) fn s3_key_refusal(ctx: &RespContext, cmd: Cmd, args: Args<'_>) -> Opt
         .map(|refused| format!("NOPERM {refused}"))
 }
 
-/// The manifest a stored value holds, if it is one. Plain values (the first byte is not
-/// `0xFF`) cost one comparison; a value that starts with the magic but does not decode is
-/// treated as a plain value.
-#[inline]
-pub(crate) fn manifest(value: &[u8]) -> Option<Manifest> {
-    if value.first() != Some(&0xff) {
-        return None;
-    }
-    Manifest::decode(value).ok().flatten()
-}
-
-/// The object size of a stored value that is a manifest.
-#[inline]
-pub(crate) fn object_size(value: &[u8]) -> Option<u64> {
-    manifest(value).map(|m| m.size)
-}
-
 /// What a stored value shows the string commands (and what a handle pins): a plain value
 /// or an inline object's bytes, or an object whose bytes are in chunks.
 pub(crate) use crate::blob_handles::Pinned as Shown;
@@ -114,16 +100,6 @@ pub(crate) fn shown(value: Bytes) -> Shown {
         None => Shown::Bytes(value),
         Some(m) if m.chunks.is_empty() => Shown::Bytes(m.inline.unwrap_or_default()),
         Some(m) => Shown::Chunked(Arc::new(m)),
-    }
-}
-
-/// The value `GET` and `MGET` show in a synchronous context: the bytes, or `None` for a
-/// chunked object (which only the async paths can read).
-#[inline]
-pub(crate) fn shown_now(value: Bytes) -> Result<Bytes, u64> {
-    match shown(value) {
-        Shown::Bytes(b) => Ok(b),
-        Shown::Chunked(m) => Err(m.size),
     }
 }
 
@@ -140,74 +116,12 @@ pub(crate) fn too_large(size: u64, max: u64) -> String {
     )
 }
 
-/// The error of `GET`/`BLOB.READ` reaching a chunked object where only the synchronous
-/// view is at hand (inside `MULTI`/`EXEC`, transactional buckets).
-pub(crate) fn chunked_in_transaction(size: u64) -> CmdError {
-    raw(format!(
-        "ERR the key holds a large object of {size} bytes stored in chunks, which a \
-         transaction cannot read: read it with BLOB.READ key offset len or GET outside \
-         MULTI/EXEC and transactional buckets, or through the S3 endpoint"
-    ))
-}
-
 /// The error when chunks are needed and the server has no object service.
 pub(crate) fn no_service(size: u64) -> Cow<'static, str> {
     Cow::Owned(format!(
         "ERR the key holds a large object of {size} bytes stored in chunks, and this server \
          has no object service to read them"
     ))
-}
-
-/// The error line of a [`CmdError`] (for the paths that answer lines).
-pub(crate) fn error_line(e: CmdError) -> Cow<'static, str> {
-    match e {
-        CmdError::Raw(msg) => msg,
-        CmdError::Keyspace(e) => Cow::Owned(crate::resp::exec::keyspace_error_line(&e)),
-    }
-}
-
-/// `BLOB.READ`'s `offset` and `len`: non-negative integers, `len` at most `max`.
-pub(crate) fn read_args(args: Args<'_>, max: u64) -> Result<(u64, u64), CmdError> {
-    range_args(args, 2, max, "BLOB.READ")
-}
-
-/// The `offset` and `len` arguments at `at` and `at + 1`: non-negative integers, `len` at
-/// most `max`.
-fn range_args(args: Args<'_>, at: usize, max: u64, cmd: &str) -> Result<(u64, u64), CmdError> {
-    let offset = int_arg(args.get(at))?;
-    let len = int_arg(args.get(at + 1))?;
-    if offset < 0 || len < 0 {
-        return Err(CmdError::Keyspace(
-            crate::keyspace::KeyspaceError::NotAnInteger,
-        ));
-    }
-    let len = len as u64;
-    if len > max {
-        return Err(raw(format!(
-            "ERR {cmd} len {len} is above blob.resp_get_max ({max}): read the object in \
-             smaller pieces"
-        )));
-    }
-    Ok((offset as u64, len))
-}
-
-/// The bytes `first..=last` that `offset`/`len` name in an object of `size` bytes, or
-/// `None` when that is nothing (`len` 0, or `offset` at or past the end).
-#[inline]
-pub(crate) fn span(size: u64, offset: u64, len: u64) -> Option<(u64, u64)> {
-    if len == 0 || offset >= size {
-        return None;
-    }
-    Some((offset, offset.saturating_add(len).min(size) - 1))
-}
-
-/// `BLOB.READ` of bytes already at hand.
-#[inline]
-pub(crate) fn slice(bytes: &Bytes, offset: u64, len: u64) -> Bytes {
-    match span(bytes.len() as u64, offset, len) {
-        Some((a, b)) => bytes.slice(a as usize..=b as usize),
-        None => Bytes::new(),
-    }
 }
 
 /// A reply the single-node connection awaits before the next request: the bytes of a

@@ -28,12 +28,12 @@
 //! Addresses are the members' announced RESP addresses (`MemberRecord::resp`).
 
 use crate::cluster::ClusterBackend;
-use crate::resp::command::Cmd;
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
 use crate::resp::server::RespContext;
 use meridian_cluster::{SLOTS, key_hash, slot_of};
 use meridian_core::{DcId, NodeId};
+use meridian_redis::Args;
+use meridian_redis::Cmd;
+use meridian_redis::Reply;
 use meridian_replication::ClusterMeta;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

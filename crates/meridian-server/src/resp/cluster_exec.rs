@@ -62,12 +62,10 @@ use crate::cluster::{ClusterBackend, apply_option};
 use crate::metrics::Metrics;
 use crate::objects::Objects;
 use crate::resp::blob;
-use crate::resp::command::{Cmd, Group};
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
 use crate::wire_error;
 use bytes::Bytes;
 use meridian_cluster::Props;
+use meridian_redis::{Args, Cmd, CmdError, Group, Reply};
 use meridian_replication::timeline::{Expect, Version};
 use meridian_replication::{
     BucketType, DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError,
@@ -110,11 +108,14 @@ pub(crate) async fn run(
     objects: Option<&Objects>,
 ) -> Option<Outcome> {
     // Transactional buckets serve every string command, each as one transaction.
-    if crate::strings::on_view(cmd) && args.len() > 1 && c.node.is_transactional(args.get(1)) {
+    if meridian_redis::strings::on_view(cmd)
+        && args.len() > 1
+        && c.node.is_transactional(args.get(1))
+    {
         if cmd == Cmd::BlobRead
             && let Err(e) = blob::read_args(args, get_max(objects))
         {
-            return Some(Err(blob::error_line(e)));
+            return Some(Err(e.into_line()));
         }
         crate::resp::cluster_txn::single(c, txn_session, cmd, args, reply).await;
         return Some(Ok(()));
@@ -200,7 +201,7 @@ pub(crate) async fn run(
         }
         // Every other string command: over the key's live entry, as atomic as its bucket
         // type allows (`cluster_strings`).
-        _ if crate::strings::on_view(cmd) => {
+        _ if meridian_redis::strings::on_view(cmd) => {
             Box::pin(crate::resp::cluster_strings::run(c, m, reply, cmd, args)).await
         }
         _ if crate::resp::cluster_keys::handles(cmd) => {
@@ -319,7 +320,7 @@ async fn blob_read(
     objects: Option<&Objects>,
     args: Args<'_>,
 ) -> Outcome {
-    let (offset, len) = blob::read_args(args, get_max(objects)).map_err(blob::error_line)?;
+    let (offset, len) = blob::read_args(args, get_max(objects)).map_err(CmdError::into_line)?;
     let Some(v) = c
         .dispatch
         .get(args.get(1))
@@ -398,20 +399,20 @@ async fn blob_handle(
             let size = pinned.size();
             let id = objects
                 .open_handle(key, pinned)
-                .map_err(|f| blob::error_line(blob::handle_error(f, 0, objects.config())))?;
+                .map_err(|f| blob::handle_error(f, 0, objects.config()).into_line())?;
             blob::opened(reply, id, size);
             Ok(())
         }
         Cmd::BlobPread => {
             let (id, offset, len) =
-                blob::pread_args(args, get_max(Some(objects))).map_err(blob::error_line)?;
+                blob::pread_args(args, get_max(Some(objects))).map_err(CmdError::into_line)?;
             let pinned = objects
                 .handle(key, id)
-                .map_err(|f| blob::error_line(blob::handle_error(f, id, objects.config())))?;
+                .map_err(|f| blob::handle_error(f, id, objects.config()).into_line())?;
             read_shown(c, m, reply, Some(objects), key, pinned, offset, len).await
         }
         _ => {
-            let id = blob::close_args(args).map_err(blob::error_line)?;
+            let id = blob::close_args(args).map_err(CmdError::into_line)?;
             reply.int(i64::from(objects.close_handle(key, id)));
             Ok(())
         }

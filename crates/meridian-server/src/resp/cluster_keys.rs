@@ -25,15 +25,16 @@
 //! `DBSIZE` and `KEYS` walk the whole listing: O(keys held), where Redis's DBSIZE is O(1).
 
 use crate::cluster::ClusterBackend;
-use crate::keyspace::{MAX_SCAN_COUNT, glob_match};
 use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::reported_lead;
-use crate::resp::command::Cmd;
-use crate::resp::exec::{CmdError, parse_scan, scan_reply};
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
 use crate::wire_error;
 use bytes::Bytes;
+use meridian_redis::Args;
+use meridian_redis::Cmd;
+use meridian_redis::CmdError;
+use meridian_redis::Reply;
+use meridian_redis::scan::{MAX_SCAN_COUNT, parse_scan, scan_reply};
+use meridian_redis::value::glob_match;
 use meridian_replication::listing::ListPos;
 use std::borrow::Cow;
 

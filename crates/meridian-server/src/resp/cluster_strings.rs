@@ -3,7 +3,7 @@
 //! option, the EXPIRE family, TTL, PERSIST, GETEX, INCR, APPEND, GETSET, GETDEL, SETRANGE,
 //! GETRANGE, HSET, HGET, HGETALL, HDEL, HINCRBY, HSCAN, ...
 //!
-//! Each runs with [`crate::strings::exec_on_view`] — the one copy of what the commands mean —
+//! Each runs with [`meridian_redis::strings::exec_on_view`] — the one copy of what the commands mean —
 //! over a one-key view of the key's live entry (its value and its expiry, stored together in
 //! the value's envelope, so a TTL replicates with the value). What makes a write atomic is
 //! the bucket type's ([`meridian_replication::Dispatch::update`]):
@@ -31,16 +31,19 @@
 //! (`read_any` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
 
 use crate::cluster::ClusterBackend;
-use crate::keyspace::{KeyspaceError, SetCondition, SetOptions};
 use crate::metrics::Metrics;
-use crate::resp::command::Cmd;
-use crate::resp::exec::{CmdError, arity_error, error_reply, int_arg};
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
-use crate::strings::{self, Entry, EntryRef, StringView};
+use crate::resp::exec::error_reply;
 use crate::wire_error;
 use bytes::{Bytes, BytesMut};
 use meridian_core::Timestamp;
+use meridian_redis::Args;
+use meridian_redis::Cmd;
+use meridian_redis::RedisError;
+use meridian_redis::Reply;
+use meridian_redis::error::{CmdError, arity_error, int_arg};
+use meridian_redis::options::{SetCondition, SetOptions};
+use meridian_redis::strings;
+use meridian_redis::{Entry, EntryRef, View};
 use meridian_replication::{BucketType, HashOps, HashReply};
 use std::borrow::Cow;
 
@@ -56,17 +59,15 @@ struct OneKey<'k> {
     stored: Option<Option<Entry>>,
 }
 
-impl StringView for OneKey<'_> {
+impl View for OneKey<'_> {
     fn now(&self) -> Timestamp {
         self.now
     }
 
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, KeyspaceError> {
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, RedisError> {
         if key != self.key {
             // The commands served here touch their first argument only.
-            return Err(KeyspaceError::Corrupt(
-                "a key outside the command's one key",
-            ));
+            return Err(RedisError::Corrupt("a key outside the command's one key"));
         }
         Ok(match &self.stored {
             Some(v) => v.clone(),
@@ -74,11 +75,9 @@ impl StringView for OneKey<'_> {
         })
     }
 
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), KeyspaceError> {
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), RedisError> {
         if key != self.key {
-            return Err(KeyspaceError::Corrupt(
-                "a key outside the command's one key",
-            ));
+            return Err(RedisError::Corrupt("a key outside the command's one key"));
         }
         self.stored = Some(value.map(EntryRef::to_entry));
         Ok(())
@@ -220,7 +219,7 @@ fn counter_delta(cmd: Cmd, args: Args<'_>) -> Option<Result<i64, CmdError>> {
         Cmd::Incrby => int_arg(args.get(2)),
         Cmd::Decrby => int_arg(args.get(2)).and_then(|n| {
             n.checked_neg()
-                .ok_or(CmdError::Keyspace(KeyspaceError::DecrementOverflow))
+                .ok_or(CmdError::Keyspace(RedisError::DecrementOverflow))
         }),
         _ => return None,
     })
@@ -244,7 +243,7 @@ fn blind_set(args: Args<'_>, o: SetOptions, now: Timestamp) -> Option<Entry> {
     })
 }
 
-/// Runs a string command (one `crate::strings::handles` accepts, checked for arity) on the
+/// Runs a string command (one `meridian_redis::strings::handles` accepts, checked for arity) on the
 /// eventual or timeline bucket of its key. See the module docs.
 pub(crate) async fn run(
     c: &ClusterBackend,

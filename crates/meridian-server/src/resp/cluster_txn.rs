@@ -4,7 +4,7 @@
 //!
 //! How an EXEC runs: every key of every queued command (and every watched key) is read at the
 //! transaction's snapshot in one round of parallel reads; the commands then run in order with
-//! [`crate::strings::exec_on_view`] over a [`TxnView`] that answers from those reads and
+//! [`meridian_redis::strings::exec_on_view`] over a [`TxnView`] that answers from those reads and
 //! buffers writes; the buffered writes commit atomically, across partitions and DCs.
 //!
 //! Guarantees:
@@ -32,16 +32,18 @@
 //! them atomically).
 
 use crate::cluster::ClusterBackend;
-use crate::keyspace::KeyspaceError;
-use crate::resp::command::Cmd;
-use crate::resp::exec::{CmdError, error_reply, raw};
+use crate::resp::exec::error_reply;
 use crate::resp::multi::MultiState;
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
-use crate::strings::{self, Entry, EntryRef, StringView};
 use bytes::Bytes;
 use meridian_cluster::bucket_and_key;
 use meridian_core::Timestamp;
+use meridian_redis::Args;
+use meridian_redis::Cmd;
+use meridian_redis::RedisError;
+use meridian_redis::Reply;
+use meridian_redis::error::{CmdError, raw};
+use meridian_redis::strings;
+use meridian_redis::{Entry, EntryRef, View};
 use meridian_replication::{BucketType, ReplicationError, Transaction, TxnOptions};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -104,12 +106,12 @@ impl TxnView {
     }
 }
 
-impl StringView for TxnView {
+impl View for TxnView {
     fn now(&self) -> Timestamp {
         self.now
     }
 
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, KeyspaceError> {
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, RedisError> {
         if let Some(w) = self.writes.get(key) {
             return Ok(w.clone());
         }
@@ -117,13 +119,11 @@ impl StringView for TxnView {
             Some(v) => Ok(v.clone()),
             // Every key of the commands was read first; a command reaching for another is a
             // bug in the key positions, not the client's fault.
-            None => Err(KeyspaceError::Corrupt(
-                "a key outside the transaction's reads",
-            )),
+            None => Err(RedisError::Corrupt("a key outside the transaction's reads")),
         }
     }
 
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), KeyspaceError> {
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), RedisError> {
         let v = value.map(EntryRef::to_entry);
         self.writes.insert(Bytes::copy_from_slice(key), v);
         Ok(())

@@ -38,11 +38,11 @@
 
 use crate::cluster::ClusterBackend;
 use crate::resp::exec::{self, Flow, Session};
-use crate::resp::reply::Reply;
 use crate::resp::request::RequestParser;
 use crate::resp::server::{ClientInfo, RespContext};
 use bytes::{Buf, BytesMut};
 use futures_util::stream::{FuturesOrdered, StreamExt};
+use meridian_redis::Reply;
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::collections::VecDeque;
 use std::hash::BuildHasher;

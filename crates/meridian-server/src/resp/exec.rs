@@ -15,17 +15,17 @@
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
 use crate::cluster::ClusterBackend;
-use crate::keyspace::{KeyspaceError, glob_match, parse_i64};
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
-use crate::resp::command::Cmd;
 use crate::resp::info;
 use crate::resp::multi::{self, MultiState, Queue, Step};
-use crate::resp::reply::Reply;
-use crate::resp::request::{Args, OwnedArgs};
 use crate::resp::server::{ClientInfo, REDIS_VERSION, RespContext};
 use bytes::Bytes;
+use meridian_redis::Cmd;
+use meridian_redis::Reply;
+use meridian_redis::value::{glob_match, parse_i64};
+use meridian_redis::{Args, OwnedArgs};
 use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -135,50 +135,12 @@ impl Session {
     }
 }
 
-/// A failed command.
-#[derive(Debug)]
-pub(crate) enum CmdError {
-    Keyspace(KeyspaceError),
-    /// A complete error line (code included), without the leading `-`.
-    Raw(Cow<'static, str>),
-}
+pub(crate) use meridian_redis::error::{CmdError, CmdResult, SYNTAX, arity_error, int_arg, raw};
+pub(crate) use meridian_redis::scan::{parse_scan, scan_reply};
 
-impl CmdError {
-    /// The error line to write (without the leading `-`).
-    pub(crate) fn into_line(self) -> Cow<'static, str> {
-        match self {
-            CmdError::Raw(line) => line,
-            CmdError::Keyspace(e) => Cow::Owned(keyspace_error_line(&e)),
-        }
-    }
-}
-
-impl From<KeyspaceError> for CmdError {
-    fn from(e: KeyspaceError) -> Self {
-        CmdError::Keyspace(e)
-    }
-}
-
-pub(crate) type CmdResult = Result<(), CmdError>;
-
-pub(crate) fn raw(msg: impl Into<Cow<'static, str>>) -> CmdError {
-    CmdError::Raw(msg.into())
-}
-
-const SYNTAX: &str = "ERR syntax error";
 /// What `CONFIG GET` answers for a secret that is set (`requirepass`).
 pub(crate) const REDACTED: &str = "<redacted>";
 const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
-
-pub(crate) fn arity_error(name: &str) -> CmdError {
-    raw(format!(
-        "ERR wrong number of arguments for '{name}' command"
-    ))
-}
-
-pub(crate) fn int_arg(a: &[u8]) -> Result<i64, CmdError> {
-    parse_i64(a).ok_or(CmdError::Keyspace(KeyspaceError::NotAnInteger))
-}
 
 fn lossy(b: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(b)
@@ -323,9 +285,9 @@ fn run_queued(
             if cmd == Cmd::BlobRead {
                 blob::read_args(args, ctx.blob_get_max())?;
             }
-            crate::strings::exec_on_view(cmd, args, ov, reply)
+            meridian_redis::strings::exec_on_view(cmd, args, ov, reply)
         }
-        Queue::Hashes => crate::hashes::exec_on_view(cmd, args, ov, reply),
+        Queue::Hashes => meridian_redis::hashes::exec_on_view(cmd, args, ov, reply),
         Queue::WholeKeyspace => match cmd {
             Cmd::Keys => {
                 let pattern = args.get(1);
@@ -578,23 +540,7 @@ fn finish(reply: &mut Reply, result: CmdResult) -> bool {
 }
 
 pub(crate) fn error_reply(reply: &mut Reply, e: CmdError) {
-    match e {
-        CmdError::Raw(msg) => reply.error(&msg),
-        CmdError::Keyspace(e) => reply.error(&keyspace_error_line(&e)),
-    }
-}
-
-/// The error line (without the leading `-`) of a keyspace error: `-MISCONF` as Redis answers
-/// when it cannot persist, for a full disk; `-WRONGTYPE` for a key of another type; `-ERR`
-/// otherwise.
-pub(crate) fn keyspace_error_line(e: &KeyspaceError) -> String {
-    match e {
-        KeyspaceError::Storage(s @ meridian_storage::StorageError::DiskFull { .. }) => {
-            format!("MISCONF Errors writing to the disk: {s}")
-        }
-        KeyspaceError::WrongType => format!("WRONGTYPE {e}"),
-        e => format!("ERR {e}"),
-    }
+    reply.command_error(e);
 }
 
 /// Redis's `unknown command '%.128s', with args beginning with: '%.*s' ...`.
@@ -903,89 +849,6 @@ fn other(
         _ => ks.execute(cmd, args, reply)?,
     }
     Ok(())
-}
-
-/// SCAN's arguments.
-pub(crate) struct ScanArgs<'a> {
-    pub(crate) cursor: u64,
-    /// The MATCH pattern, unless it filters nothing.
-    pub(crate) pattern: Option<&'a [u8]>,
-    pub(crate) count: usize,
-    /// TYPE: `None` lists every type; `Some(Some(kind))` keys of that type; `Some(None)` a
-    /// type Meridian never stores (list, set, zset, stream): nothing.
-    pub(crate) kind: Option<Option<crate::strings::Kind>>,
-}
-
-/// A SCAN/HSCAN cursor: an unsigned decimal (Redis's `parseScanCursorOrReply`).
-pub(crate) fn parse_cursor(a: &[u8]) -> Result<u64, CmdError> {
-    std::str::from_utf8(a)
-        .ok()
-        .filter(|s| !s.starts_with(|c: char| c.is_ascii_whitespace()))
-        .and_then(|s| s.parse::<u64>().ok())
-        .ok_or_else(|| raw("ERR invalid cursor"))
-}
-
-pub(crate) fn parse_scan(args: Args<'_>) -> Result<ScanArgs<'_>, CmdError> {
-    use crate::strings::Kind;
-    let cursor = parse_cursor(args.get(1))?;
-    let mut pattern = None;
-    let mut count = 10usize;
-    let mut kind = None;
-    let mut i = 2;
-    while i < args.len() {
-        let opt = args.get(i);
-        if i + 1 >= args.len() {
-            return Err(raw(SYNTAX));
-        }
-        let v = args.get(i + 1);
-        if opt.eq_ignore_ascii_case(b"COUNT") {
-            let n = int_arg(v)?;
-            if n < 1 {
-                return Err(raw(SYNTAX));
-            }
-            // (`usize::MAX as i64` is -1: a `min` with it made every COUNT unbounded.)
-            count = usize::try_from(n).unwrap_or(usize::MAX);
-        } else if opt.eq_ignore_ascii_case(b"MATCH") {
-            pattern = Some(v);
-        } else if opt.eq_ignore_ascii_case(b"TYPE") {
-            const TYPES: [&[u8]; 6] = [b"string", b"list", b"set", b"zset", b"hash", b"stream"];
-            if !TYPES.iter().any(|t| v.eq_ignore_ascii_case(t)) {
-                return Err(raw(format!("ERR unknown type name '{}'", lossy(v))));
-            }
-            kind = Some(if v.eq_ignore_ascii_case(b"string") {
-                Some(Kind::String)
-            } else if v.eq_ignore_ascii_case(b"hash") {
-                Some(Kind::Hash)
-            } else {
-                None
-            });
-        } else {
-            return Err(raw(SYNTAX));
-        }
-        i += 2;
-    }
-    // A pattern of only `*` filters nothing.
-    let pattern = pattern.filter(|p| !p.iter().all(|&c| c == b'*'));
-    Ok(ScanArgs {
-        cursor,
-        pattern,
-        count,
-        kind,
-    })
-}
-
-pub(crate) fn scan_reply(reply: &mut Reply, next: u64, keys: &[Bytes], list: bool) {
-    let mut buf = itoa::Buffer::new();
-    reply.array(2);
-    reply.bulk(buf.format(next).as_bytes());
-    if list {
-        reply.array(keys.len());
-        for k in keys {
-            reply.bulk(k);
-        }
-    } else {
-        reply.array(0);
-    }
 }
 
 fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {

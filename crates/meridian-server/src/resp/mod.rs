@@ -4,10 +4,9 @@
 //!   tests use);
 //! - [`request`]: the server's incremental request parser (multibulk and inline commands),
 //!   zero-copy, with Redis's exact protocol errors and limits;
-//! - [`reply`]: the hot-path reply writer, RESP2 or RESP3 per connection;
-//! - [`command`]: the command table (names, arity, flags) and case-insensitive lookup;
-//! - `exec`: what each command does, over the shared [`crate::keyspace::Keyspace`] (string
-//!   commands through [`crate::strings`]), and the standalone EXEC;
+//! - `exec`: connection and server commands, and the data commands over the shared
+//!   [`crate::keyspace::Keyspace`] (their semantics are the Redis layer's, `meridian_redis`:
+//!   its command table, reply writer and one module per data type), and the standalone EXEC;
 //! - `multi`: the MULTI/EXEC/DISCARD/WATCH state machine of a connection;
 //! - `cluster_txn`: MULTI/EXEC and WATCH in cluster mode;
 //! - `connection`: one client: read, parse every complete request, execute (in cluster mode,
@@ -38,13 +37,13 @@ mod cluster_exec;
 mod cluster_keys;
 mod cluster_strings;
 mod cluster_txn;
-pub mod command;
+
 mod connection;
 pub(crate) mod exec;
 pub mod frame;
 mod info;
 pub(crate) mod multi;
-pub mod reply;
+
 pub mod request;
 pub mod server;
 mod sharded;

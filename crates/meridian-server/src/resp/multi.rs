@@ -15,11 +15,11 @@
 //!   the keyspace (`exec`), cluster mode hands it to `cluster_txn`.
 
 use crate::keyspace::WatchSet;
-use crate::resp::command::{Cmd, Group};
-use crate::resp::exec::{CmdError, raw};
-use crate::resp::reply::Reply;
-use crate::resp::request::{Args, OwnedArgs};
 use bytes::Bytes;
+use meridian_redis::Reply;
+use meridian_redis::error::{CmdError, raw};
+use meridian_redis::{Args, OwnedArgs};
+use meridian_redis::{Cmd, Group};
 
 /// A queued command.
 #[derive(Debug)]
@@ -289,8 +289,16 @@ mod tests {
     fn every_command_has_a_queue_kind() {
         for &c in Cmd::ALL {
             let k = queue_kind(c);
-            assert_eq!(k == Queue::Strings, crate::strings::handles(c), "{c:?}");
-            assert_eq!(k == Queue::Hashes, crate::hashes::handles(c), "{c:?}");
+            assert_eq!(
+                k == Queue::Strings,
+                meridian_redis::strings::handles(c),
+                "{c:?}"
+            );
+            assert_eq!(
+                k == Queue::Hashes,
+                meridian_redis::hashes::handles(c),
+                "{c:?}"
+            );
             assert_eq!(
                 k == Queue::Never,
                 matches!(

@@ -16,9 +16,10 @@
 //! arguments (`*0`, `*-1`, a blank line) parses as an empty request, which the server skips
 //! without a reply, as Redis does.
 
-use crate::keyspace::parse_i64;
 use crate::resp::RespLimits;
 use bytes::Bytes;
+use meridian_redis::args::{Args, OwnedArgs};
+use meridian_redis::value::parse_i64;
 use thiserror::Error;
 
 /// Headers of bulk strings larger than this are refused before authentication (Redis).
@@ -63,95 +64,6 @@ fn printable(c: u8) -> char {
     match c {
         b'\r' | b'\n' => ' ',
         c => c as char,
-    }
-}
-
-/// The arguments of one parsed request.
-#[derive(Clone, Copy, Debug)]
-pub struct Args<'a> {
-    base: &'a [u8],
-    ranges: &'a [(usize, usize)],
-}
-
-impl<'a> Args<'a> {
-    /// Arguments `base[s..e]` for each range (ranges must lie within `base`).
-    pub(crate) fn from_parts(base: &'a [u8], ranges: &'a [(usize, usize)]) -> Self {
-        Args { base, ranges }
-    }
-
-    /// Number of arguments (the command name included).
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.ranges.len()
-    }
-
-    /// Whether there are none (an empty request).
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.ranges.is_empty()
-    }
-
-    /// Argument `i`; panics if out of range.
-    #[inline]
-    pub fn get(&self, i: usize) -> &'a [u8] {
-        let (s, e) = self.ranges[i];
-        &self.base[s..e]
-    }
-
-    /// Each argument's range in the input.
-    pub(crate) fn ranges(&self) -> &'a [(usize, usize)] {
-        self.ranges
-    }
-
-    /// Arguments from `i` on.
-    pub fn iter_from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + 'a {
-        let base = self.base;
-        self.ranges[i.min(self.ranges.len())..]
-            .iter()
-            .map(move |&(s, e)| &base[s..e])
-    }
-}
-
-/// The arguments of one request, owning their bytes: cluster mode runs a connection's key
-/// commands concurrently, so their arguments must outlive the read buffer's next reuse.
-#[derive(Debug)]
-pub(crate) struct OwnedArgs {
-    base: Bytes,
-    ranges: Box<[(usize, usize)]>,
-}
-
-impl OwnedArgs {
-    /// Arguments `base[s..e]` for each range (ranges must lie within `base`).
-    pub(crate) fn from_parts(base: Bytes, ranges: Box<[(usize, usize)]>) -> Self {
-        Self { base, ranges }
-    }
-
-    /// Its bytes and its arguments' ranges in them.
-    pub(crate) fn parts(&self) -> (&Bytes, &[(usize, usize)]) {
-        (&self.base, &self.ranges)
-    }
-
-    /// A copy of `args` (MULTI queues a request whose bytes the read buffer will reuse).
-    pub(crate) fn copy_of(args: Args<'_>) -> Self {
-        let mut base = Vec::with_capacity(args.iter_from(0).map(<[u8]>::len).sum());
-        let mut ranges = Vec::with_capacity(args.len());
-        for a in args.iter_from(0) {
-            ranges.push((base.len(), base.len() + a.len()));
-            base.extend_from_slice(a);
-        }
-        Self {
-            base: Bytes::from(base),
-            ranges: ranges.into_boxed_slice(),
-        }
-    }
-
-    /// The arguments, borrowed.
-    #[inline]
-    pub(crate) fn get(&self) -> Args<'_> {
-        Args {
-            base: &self.base,
-            ranges: &self.ranges,
-        }
     }
 }
 
@@ -288,10 +200,7 @@ impl RequestParser {
     /// `buf` must be the same input.
     #[inline]
     pub fn args<'a>(&'a self, buf: &'a [u8]) -> Args<'a> {
-        Args {
-            base: if self.inline { &self.scratch } else { buf },
-            ranges: &self.args,
-        }
+        Args::from_parts(if self.inline { &self.scratch } else { buf }, &self.args)
     }
 
     /// Whether the last parsed request's arguments lie in its input (multibulk), rather
@@ -304,14 +213,12 @@ impl RequestParser {
     /// from the input the last successful [`RequestParser::parse`] saw (multibulk arguments
     /// stay ranges into it; inline ones, unescaped, are copied).
     pub(crate) fn owned_args(&self, request: Bytes) -> OwnedArgs {
-        OwnedArgs {
-            base: if self.inline {
-                Bytes::copy_from_slice(&self.scratch)
-            } else {
-                request
-            },
-            ranges: self.args.as_slice().into(),
-        }
+        let base = if self.inline {
+            Bytes::copy_from_slice(&self.scratch)
+        } else {
+            request
+        };
+        OwnedArgs::from_parts(base, self.args.as_slice().into())
     }
 
     fn parse_inline(&mut self, buf: &[u8]) -> Result<Option<usize>, ProtocolError> {

@@ -8,9 +8,9 @@
 use crate::cluster::ClusterBackend;
 use crate::keyspace::Keyspace;
 use crate::metrics::{Frontend, Metrics, OpStats};
-use crate::resp::command::Cmd;
 use crate::resp::{RespConfig, connection};
 use bytes::Bytes;
+use meridian_redis::Cmd;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::hash::BuildHasher;

@@ -6,7 +6,7 @@
 //! nothing allocates except the buffer growing. Error messages have CR and LF replaced by
 //! spaces, as Redis does, so a reply can never break the stream.
 
-use crate::resp::frame::Frame;
+use crate::error::CmdError;
 use bytes::{BufMut, BytesMut};
 
 /// Writes replies into an output buffer. See the module docs.
@@ -35,6 +35,11 @@ impl Reply {
         self.out.put_u8(marker);
         self.out.put_slice(s.as_bytes());
         self.out.put_slice(b"\r\n");
+    }
+
+    /// A failed command's error line.
+    pub fn command_error(&mut self, e: CmdError) {
+        self.error(&e.into_line());
     }
 
     /// `+OK`
@@ -143,11 +148,6 @@ impl Reply {
         } else {
             self.bulk(text);
         }
-    }
-
-    /// Any value, in this connection's dialect.
-    pub fn frame(&mut self, f: &Frame) {
-        f.encode(&mut self.out, self.resp3);
     }
 }
 

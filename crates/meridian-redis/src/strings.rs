@@ -1,21 +1,23 @@
 //! Redis string-command semantics over a small synchronous view of a keyspace: the one copy
 //! of what GET, SET (every option), INCR, APPEND, EXPIRE, DEL, MSET, ... mean.
 //!
-//! A [`StringView`] answers three questions: what time the command runs at (expiry
+//! A [`View`] answers three questions: what time the command runs at (expiry
 //! decisions), what a key's live value is (an expired key reads as absent), and how to store
 //! or delete a key. Everything else — NX/XX, KEEPTTL, integer and float parsing, overflow,
 //! range clamping, EXPIRE's NX/XX/GT/LT, the replies — is here, once:
 //!
-//! - the standalone keyspace runs single-key writes over a view of one locked stripe that
-//!   writes straight to the engine, reads over a lock-free view, and multi-key writes and
-//!   MULTI/EXEC over an overlay that buffers every write into one atomic `WriteBatch`
-//!   ([`crate::keyspace`]);
-//! - the cluster's transactional path can run the same commands over its own view.
+//! - the standalone keyspace (`meridian-server`) runs single-key writes over a view of one
+//!   locked stripe that writes straight to the engine, reads over a lock-free view, and
+//!   multi-key writes and MULTI/EXEC over an overlay that buffers every write into one
+//!   atomic `WriteBatch`;
+//! - the cluster's dispatch facade runs them over a one-key view of the key's live entry,
+//!   inside the bucket type's read-modify-write (a test-and-set at a timeline master, a
+//!   one-key transaction).
 //!
 //! [`exec_on_view`] executes a request's arguments (as queued by MULTI, or as received) and
 //! writes the reply in Redis's type; the typed functions ([`set`], [`incr_by`], ...) are what
 //! the keyspace's own API calls. The value envelope `[flags][expiry µs BE if flagged][data]`
-//! is `meridian_core::envelope`'s ([`decode`]), so every path stores values the same way.
+//! is `meridian_core::envelope`'s ([`crate::view::decode`]), so every path stores values the same way.
 //!
 //! Every stored value has a Redis type (`Entry::kind`): a command that reads a value's bytes
 //! (GET, GETSET, SET ... GET, GETDEL, GETEX, INCR*, APPEND, STRLEN, GETRANGE, SETRANGE)
@@ -26,102 +28,32 @@
 //! A view's `now` must not move during one command (Redis decides expiry at one time per
 //! command; a whole EXEC uses one time too).
 
-use crate::keyspace::{
-    Deadline, ExpireCondition, GetExExpiry, KeyTtl, KeyspaceError, Result, SetCondition,
-    SetOptions, TtlUnit, parse_f64, parse_i64,
+use crate::args::Args;
+use crate::command::{Cmd, Group};
+use crate::error::{CmdError, RedisError, Result, arity_error, int_arg, raw};
+use crate::large_object;
+use crate::options::{
+    Deadline, ExpireCondition, GetExExpiry, KeyTtl, SetCondition, SetOptions, SetOutcome, TtlUnit,
 };
-use crate::resp::command::{Cmd, Group};
-use crate::resp::exec::{CmdError, arity_error, int_arg, raw};
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
+use crate::reply::Reply;
+use crate::value::{format_f64, parse_f64, parse_i64};
+use crate::view::{Entry, EntryRef, Kind, View};
 use bytes::Bytes;
 use meridian_core::Timestamp;
-use meridian_storage::Version;
-
-/// Redis's `proto-max-bulk-len`, the default longest value.
-const DEFAULT_MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
-
-pub use meridian_core::envelope::{Entry, Kind};
-
-/// A value to store, borrowed: SET stores the request's bytes without an intermediate copy.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EntryRef<'a> {
-    /// The value ([`meridian_core::hash::encode`]'s field list for a hash).
-    pub data: &'a [u8],
-    /// When it expires (always after the view's `now`: the functions here delete instead).
-    pub expiry: Option<u64>,
-    /// Its Redis type: a view must store it with the value (`Entry::kind`), or a hash's TTL
-    /// change (EXPIRE, PERSIST) would turn it into a string.
-    pub kind: Kind,
-}
-
-impl<'a> EntryRef<'a> {
-    /// A string value.
-    #[inline]
-    pub fn string(data: &'a [u8], expiry: Option<u64>) -> Self {
-        Self {
-            data,
-            expiry,
-            kind: Kind::String,
-        }
-    }
-
-    /// The owned entry (a copy of the data): what a buffering view keeps.
-    pub fn to_entry(self) -> Entry {
-        Entry {
-            data: Bytes::copy_from_slice(self.data),
-            expiry: self.expiry,
-            kind: self.kind,
-        }
-    }
-}
-
-/// What the string commands need from a keyspace. See the module docs.
-pub trait StringView {
-    /// The command's time: expiry decisions and relative TTLs are taken against it.
-    fn now(&self) -> Timestamp;
-    /// The live value of `key`: `None` if absent or expired at [`StringView::now`].
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>>;
-    /// Stores `value` as `key`'s value, or deletes `key` (`None`).
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()>;
-    /// The longest value APPEND, SETRANGE, INCRBYFLOAT may produce.
-    fn max_value_len(&self) -> usize {
-        DEFAULT_MAX_VALUE_LEN
-    }
-    /// Records a read that found (`hit`) or missed its key, for INFO's keyspace_hits/misses.
-    fn count_read(&mut self, _key: &[u8], _hit: bool) {}
-}
-
-// ----- the envelope ----------------------------------------------------------------------
-
-/// Decodes an envelope in place (no copy of the data).
-pub(crate) fn decode(raw: Bytes) -> Result<Entry> {
-    Entry::decode(raw).map_err(|e| KeyspaceError::Corrupt(e.0))
-}
-
-/// Decodes an engine version: a tombstone or no version is `None`.
-pub(crate) fn decode_version(v: Option<Version>) -> Result<Option<Entry>> {
-    match v {
-        Some(Version {
-            value: Some(raw), ..
-        }) => decode(raw).map(Some),
-        _ => Ok(None),
-    }
-}
 
 // ----- the commands, typed ---------------------------------------------------------------
 
-/// Refuses `cmd` on a key whose value is a large object's manifest (`resp::blob`); a plain
+/// Refuses `cmd` on a key whose value is a large object's manifest ([`crate::large_object`]); a plain
 /// value costs one byte comparison.
 #[inline]
 fn not_an_object(e: Option<&Entry>, cmd: &'static str) -> Result<()> {
-    match e.and_then(|e| crate::resp::blob::object_size(&e.data)) {
-        Some(size) => Err(KeyspaceError::LargeObject { cmd, size }),
+    match e.and_then(|e| large_object::object_size(&e.data)) {
+        Some(size) => Err(RedisError::LargeObject { cmd, size }),
         None => Ok(()),
     }
 }
 
-fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
+fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
     let e = v.load(key)?;
     v.count_read(key, e.is_some());
     Ok(e)
@@ -132,38 +64,38 @@ fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> 
 #[inline]
 fn string(e: Option<Entry>) -> Result<Option<Entry>> {
     match e {
-        Some(e) if e.kind != Kind::String => Err(KeyspaceError::WrongType),
+        Some(e) if e.kind != Kind::String => Err(RedisError::WrongType),
         e => Ok(e),
     }
 }
 
 /// [`read`] of a string value: WRONGTYPE for another type.
 #[inline]
-fn read_string<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
+fn read_string<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
     string(read(v, key)?)
 }
 
-/// [`StringView::load`] of a string value: WRONGTYPE for another type.
+/// [`View::load`] of a string value: WRONGTYPE for another type.
 #[inline]
-fn load_string<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
+fn load_string<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
     string(v.load(key)?)
 }
 
 /// GET (WRONGTYPE on a key of another type).
 #[inline]
-pub fn get<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
+pub fn get<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
     Ok(read_string(v, key)?.map(|e| e.data))
 }
 
 /// MGET's read of one key: a key of another type reads as nil, as Redis's MGET answers.
-pub fn get_or_nil<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
+pub fn get_or_nil<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
     Ok(read(v, key)?
         .filter(|e| e.kind == Kind::String)
         .map(|e| e.data))
 }
 
 /// EXISTS: how many of `keys` exist, counting repeated keys as many times.
-pub fn exists<'k, V: StringView + ?Sized>(
+pub fn exists<'k, V: View + ?Sized>(
     v: &mut V,
     keys: impl IntoIterator<Item = &'k [u8]>,
 ) -> Result<u64> {
@@ -175,25 +107,20 @@ pub fn exists<'k, V: StringView + ?Sized>(
 }
 
 /// TYPE: `"string"`, `"hash"` or `"none"`.
-pub fn key_type<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<&'static str> {
+pub fn key_type<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<&'static str> {
     Ok(read(v, key)?.map_or("none", |e| e.kind.type_name()))
 }
 
 /// STRLEN.
-pub fn strlen<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
+pub fn strlen<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
     // A large object's length is the object's, not its manifest's.
     Ok(read_string(v, key)?.map_or(0, |e| {
-        crate::resp::blob::object_size(&e.data).unwrap_or(e.data.len() as u64)
+        large_object::object_size(&e.data).unwrap_or(e.data.len() as u64)
     }))
 }
 
 /// GETRANGE with Redis's clamping of negative and out-of-range offsets.
-pub fn getrange<V: StringView + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    start: i64,
-    end: i64,
-) -> Result<Bytes> {
+pub fn getrange<V: View + ?Sized>(v: &mut V, key: &[u8], start: i64, end: i64) -> Result<Bytes> {
     let Some(e) = read_string(v, key)? else {
         return Ok(Bytes::new());
     };
@@ -216,7 +143,7 @@ pub fn getrange<V: StringView + ?Sized>(
 }
 
 /// TTL/PTTL/EXPIRETIME/PEXPIRETIME: the key's time to live.
-pub fn ttl<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<KeyTtl> {
+pub fn ttl<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<KeyTtl> {
     Ok(match read(v, key)? {
         None => KeyTtl::Missing,
         Some(Entry { expiry: None, .. }) => KeyTtl::Persistent,
@@ -234,7 +161,7 @@ pub fn ttl<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<KeyTtl> {
 
 /// Stores `data` with `expiry`, or deletes the key when the expiry is not after now (a
 /// deadline already passed: the key is set and gone at once).
-pub(crate) fn put<V: StringView + ?Sized>(
+pub fn put<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     value: EntryRef<'_>,
@@ -258,12 +185,12 @@ pub(crate) fn put<V: StringView + ?Sized>(
 
 /// SET with its options (NX/XX, GET, EX/PX/EXAT/PXAT, KEEPTTL).
 #[inline]
-pub fn set<V: StringView + ?Sized>(
+pub fn set<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     value: &[u8],
     opts: SetOptions,
-) -> Result<crate::keyspace::SetOutcome> {
+) -> Result<SetOutcome> {
     let now = v.now();
     let deadline = opts.deadline();
     let keep = opts.keep_ttl && deadline.is_none();
@@ -273,7 +200,7 @@ pub fn set<V: StringView + ?Sized>(
         v.count_read(key, current.is_some());
         // SET ... GET reads the old value first: WRONGTYPE, nothing written (Redis 7).
         if current.as_ref().is_some_and(|e| e.kind != Kind::String) {
-            return Err(KeyspaceError::WrongType);
+            return Err(RedisError::WrongType);
         }
         not_an_object(current.as_ref(), "GETSET or SET ... GET")?;
     }
@@ -288,7 +215,7 @@ pub fn set<V: StringView + ?Sized>(
         SetCondition::IfPresent => current.is_some(),
     };
     if !proceed {
-        return Ok(crate::keyspace::SetOutcome {
+        return Ok(SetOutcome {
             written: false,
             previous,
         });
@@ -300,14 +227,14 @@ pub fn set<V: StringView + ?Sized>(
     };
     let existed = needs_read.then_some(current.is_some());
     put(v, key, EntryRef::string(value, expiry), existed)?;
-    Ok(crate::keyspace::SetOutcome {
+    Ok(SetOutcome {
         written: true,
         previous,
     })
 }
 
 /// MSET: every pair, clearing TTLs; a key given twice ends with its last value.
-pub fn mset<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<()> {
+pub fn mset<V: View + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<()> {
     for (k, val) in pairs {
         v.store(k, Some(EntryRef::string(val, None)))?;
     }
@@ -315,7 +242,7 @@ pub fn mset<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Resu
 }
 
 /// MSETNX: every pair only if none of the keys exists; returns whether it wrote.
-pub fn msetnx<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<bool> {
+pub fn msetnx<V: View + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Result<bool> {
     for (k, _) in pairs {
         if v.load(k)?.is_some() {
             return Ok(false);
@@ -326,7 +253,7 @@ pub fn msetnx<V: StringView + ?Sized>(v: &mut V, pairs: &[(&[u8], &[u8])]) -> Re
 }
 
 /// DEL/UNLINK: returns how many of the keys existed (a key given twice counts once).
-pub fn del<'k, V: StringView + ?Sized>(
+pub fn del<'k, V: View + ?Sized>(
     v: &mut V,
     keys: impl IntoIterator<Item = &'k [u8]>,
 ) -> Result<u64> {
@@ -335,7 +262,7 @@ pub fn del<'k, V: StringView + ?Sized>(
         let exists = match v.load(k) {
             Ok(e) => e.is_some(),
             // A value in a foreign format still exists and can be deleted.
-            Err(KeyspaceError::Corrupt(_)) => true,
+            Err(RedisError::Corrupt(_)) => true,
             Err(e) => return Err(e),
         };
         if exists {
@@ -347,7 +274,7 @@ pub fn del<'k, V: StringView + ?Sized>(
 }
 
 /// GETDEL.
-pub fn getdel<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
+pub fn getdel<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
     let e = read_string(v, key)?;
     not_an_object(e.as_ref(), "GETDEL")?;
     if e.is_some() {
@@ -357,7 +284,7 @@ pub fn getdel<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<By
 }
 
 /// GETEX: the value, with its TTL changed.
-pub fn getex<V: StringView + ?Sized>(
+pub fn getex<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     expiry: GetExExpiry,
@@ -382,17 +309,17 @@ pub fn getex<V: StringView + ?Sized>(
 }
 
 /// INCRBY (INCR, DECR): adds `delta` to the integer value (0 if missing), keeping the TTL.
-pub fn incr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
+pub fn incr_by<V: View + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
     let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "INCR/DECR/INCRBY/DECRBY")?;
     let (value, expiry) = match &current {
         Some(e) => (
-            parse_i64(&e.data).ok_or(KeyspaceError::NotAnInteger)?,
+            parse_i64(&e.data).ok_or(RedisError::NotAnInteger)?,
             e.expiry,
         ),
         None => (0, None),
     };
-    let new = value.checked_add(delta).ok_or(KeyspaceError::Overflow)?;
+    let new = value.checked_add(delta).ok_or(RedisError::Overflow)?;
     let mut buf = itoa::Buffer::new();
     v.store(
         key,
@@ -402,35 +329,30 @@ pub fn incr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Res
 }
 
 /// DECRBY: refuses the one delta whose negation overflows, as Redis does.
-pub fn decr_by<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
-    let neg = delta
-        .checked_neg()
-        .ok_or(KeyspaceError::DecrementOverflow)?;
+pub fn decr_by<V: View + ?Sized>(v: &mut V, key: &[u8], delta: i64) -> Result<i64> {
+    let neg = delta.checked_neg().ok_or(RedisError::DecrementOverflow)?;
     incr_by(v, key, neg)
 }
 
 /// INCRBYFLOAT: returns the new value as stored.
-pub fn incr_by_float<V: StringView + ?Sized>(v: &mut V, key: &[u8], delta: f64) -> Result<Bytes> {
+pub fn incr_by_float<V: View + ?Sized>(v: &mut V, key: &[u8], delta: f64) -> Result<Bytes> {
     let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "INCRBYFLOAT")?;
     let (value, expiry) = match &current {
-        Some(e) => (
-            parse_f64(&e.data).ok_or(KeyspaceError::NotAFloat)?,
-            e.expiry,
-        ),
+        Some(e) => (parse_f64(&e.data).ok_or(RedisError::NotAFloat)?, e.expiry),
         None => (0.0, None),
     };
     let new = value + delta;
     if !new.is_finite() {
-        return Err(KeyspaceError::NanOrInfinity);
+        return Err(RedisError::NanOrInfinity);
     }
-    let text = Bytes::from(crate::keyspace::format_f64(new));
+    let text = Bytes::from(format_f64(new));
     v.store(key, Some(EntryRef::string(&text, expiry)))?;
     Ok(text)
 }
 
 /// APPEND: returns the new length.
-pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> Result<u64> {
+pub fn append<V: View + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> Result<u64> {
     let current = load_string(v, key)?;
     not_an_object(current.as_ref(), "APPEND")?;
     let (old, expiry) = match &current {
@@ -438,7 +360,7 @@ pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> R
         None => (&b""[..], None),
     };
     if old.len() + suffix.len() > v.max_value_len() {
-        return Err(KeyspaceError::ValueTooLarge);
+        return Err(RedisError::ValueTooLarge);
     }
     let mut data = Vec::with_capacity(old.len() + suffix.len());
     data.extend_from_slice(old);
@@ -448,14 +370,9 @@ pub fn append<V: StringView + ?Sized>(v: &mut V, key: &[u8], suffix: &[u8]) -> R
 }
 
 /// SETRANGE: overwrites from `offset`, zero-padding; returns the new length.
-pub fn setrange<V: StringView + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    offset: i64,
-    value: &[u8],
-) -> Result<u64> {
+pub fn setrange<V: View + ?Sized>(v: &mut V, key: &[u8], offset: i64, value: &[u8]) -> Result<u64> {
     if offset < 0 {
-        return Err(KeyspaceError::OffsetOutOfRange);
+        return Err(RedisError::OffsetOutOfRange);
     }
     let offset = offset as usize;
     let current = load_string(v, key)?;
@@ -465,7 +382,7 @@ pub fn setrange<V: StringView + ?Sized>(
         return Ok(old_len as u64);
     }
     if offset.saturating_add(value.len()) > v.max_value_len() {
-        return Err(KeyspaceError::ValueTooLarge);
+        return Err(RedisError::ValueTooLarge);
     }
     let mut data = current.as_ref().map_or_else(Vec::new, |e| e.data.to_vec());
     if data.len() < offset + value.len() {
@@ -479,7 +396,7 @@ pub fn setrange<V: StringView + ?Sized>(
 
 /// EXPIRE and friends: sets the deadline under `cond`; a deadline not after now deletes the
 /// key. Returns whether the key existed and the condition held.
-pub fn expire<V: StringView + ?Sized>(
+pub fn expire<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     deadline: Deadline,
@@ -505,7 +422,7 @@ pub fn expire<V: StringView + ?Sized>(
 }
 
 /// PERSIST: returns whether the key had a TTL.
-pub fn persist<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
+pub fn persist<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
     match v.load(key)? {
         Some(e) if e.expiry.is_some() => {
             let value = EntryRef {
@@ -523,25 +440,25 @@ pub fn persist<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
 // ----- the commands, from their arguments ------------------------------------------------
 
 /// Whether `cmd` is a string command.
-pub(crate) fn handles(cmd: Cmd) -> bool {
+pub fn handles(cmd: Cmd) -> bool {
     cmd.group() == Group::Strings
 }
 
 /// Whether [`exec_on_view`] executes `cmd`: every data command, on strings and on hashes
 /// ([`crate::hashes`]).
-pub(crate) fn on_view(cmd: Cmd) -> bool {
+pub fn on_view(cmd: Cmd) -> bool {
     handles(cmd) || crate::hashes::handles(cmd)
 }
 
 /// Executes a data command (one [`on_view`] accepts) whose arity was checked, against
 /// `view`, writing its reply; an error is returned for the caller to write (as its own reply,
 /// or as an element of EXEC's array). Hash commands run [`crate::hashes::exec_on_view`].
-pub(crate) fn exec_on_view(
+pub fn exec_on_view(
     cmd: Cmd,
     args: Args<'_>,
-    view: &mut dyn StringView,
+    view: &mut dyn View,
     reply: &mut Reply,
-) -> std::result::Result<(), CmdError> {
+) -> crate::error::CmdResult {
     if crate::hashes::handles(cmd) {
         return crate::hashes::exec_on_view(cmd, args, view, reply);
     }
@@ -549,13 +466,13 @@ pub(crate) fn exec_on_view(
     match cmd {
         // A large object shows its bytes when the view holds them (inline); a chunked one
         // needs the object service, which the async paths read before they get here.
-        Cmd::Get => match get(view, key())?.map(crate::resp::blob::shown_now) {
+        Cmd::Get => match get(view, key())?.map(large_object::shown_now) {
             None => reply.null(),
             Some(Ok(b)) => reply.bulk(&b),
-            Some(Err(size)) => return Err(crate::resp::blob::chunked_in_transaction(size)),
+            Some(Err(size)) => return Err(large_object::chunked_in_transaction(size)),
         },
         Cmd::BlobRead => {
-            use crate::resp::blob;
+            use crate::large_object as blob;
             // The caller applies `blob.resp_get_max`; a view only serves bytes it holds.
             let (offset, len) = blob::read_args(args, u64::MAX)?;
             match get(view, key())?.map(blob::shown_now) {
@@ -587,7 +504,7 @@ pub(crate) fn exec_on_view(
             for k in args.iter_from(1) {
                 // A chunked large object is nil, as Redis's MGET shows another type.
                 // So is a key of another type (a hash).
-                let v = get_or_nil(view, k)?.and_then(|v| crate::resp::blob::shown_now(v).ok());
+                let v = get_or_nil(view, k)?.and_then(|v| large_object::shown_now(v).ok());
                 reply.opt_bulk(v.as_deref());
             }
         }
@@ -616,7 +533,7 @@ pub(crate) fn exec_on_view(
                 Some(d) => d,
                 None => {
                     load_string(view, key())?;
-                    return Err(KeyspaceError::NotAFloat.into());
+                    return Err(RedisError::NotAFloat.into());
                 }
             };
             reply.bulk(&incr_by_float(view, key(), delta)?);
@@ -784,7 +701,7 @@ pub(crate) mod tests {
         pub(crate) max: usize,
     }
 
-    impl StringView for MapView {
+    impl View for MapView {
         fn now(&self) -> Timestamp {
             self.now
         }
@@ -820,7 +737,7 @@ pub(crate) mod tests {
         let cmd = Cmd::lookup(parts[0]).unwrap();
         let mut reply = Reply::new(64);
         if let Err(e) = exec_on_view(cmd, args, v, &mut reply) {
-            crate::resp::exec::error_reply(&mut reply, e);
+            reply.command_error(e);
         }
         reply.out.to_vec()
     }

@@ -1,25 +1,25 @@
-//! Redis hash-command semantics over a [`StringView`]: the one copy of what HSET, HSETNX,
+//! Redis hash-command semantics over a [`View`]: the one copy of what HSET, HSETNX,
 //! HMSET, HGET, HMGET, HGETALL, HDEL, HEXISTS, HLEN, HSTRLEN, HINCRBY, HINCRBYFLOAT, HKEYS,
 //! HVALS, HSCAN and HRANDFIELD mean, reply for reply and error for error Redis 7's.
 //!
 //! A hash is **one stored value**: an envelope of kind [`Kind::Hash`] whose data is
 //! [`meridian_core::hash::encode`]'s field list (fields sorted by field). It reuses the
-//! string commands' view: [`StringView::load`] hands out the entry with its kind,
-//! [`StringView::store`] stores an [`EntryRef`] of kind `Hash`. So whatever runs the string
+//! string commands' view: [`View::load`] hands out the entry with its kind,
+//! [`View::store`] stores an [`EntryRef`] of kind `Hash`. So whatever runs the string
 //! commands runs these too, with the same atomicity:
 //!
 //! - the standalone keyspace runs reads over its lock-free view, writes over a view of the
 //!   key's locked stripe, and MULTI/EXEC over its overlay (WATCH sees every hash write as a
-//!   modification of the key) — `Keyspace::execute` and `resp::exec`;
+//!   modification of the key) — `Keyspace::execute` and the RESP front end;
 //! - a cluster front end can run [`exec_on_view`] over a one-key view, as
-//!   `resp::cluster_strings` runs `strings::exec_on_view`. Such a view must store
+//!   the dispatch facade runs `strings::exec_on_view`. Such a view must store
 //!   [`EntryRef::kind`] with the value.
 //!
 //! **Cost**: every command decodes the whole hash (no copy of the bytes: fields and values
 //! are slices of the stored value, but one map node per field), and every write re-encodes
 //! and rewrites it: O(size of the hash) per command, which bounds a hash, in practice, to
 //! what one value may hold — the encoded hash must fit the view's
-//! [`StringView::max_value_len`] (Redis's `proto-max-bulk-len`), else the write is refused
+//! [`View::max_value_len`] (Redis's `proto-max-bulk-len`), else the write is refused
 //! with `ERR hash exceeds maximum allowed size (proto-max-bulk-len)` and nothing changes.
 //! HLEN reads the field count only.
 //!
@@ -38,12 +38,13 @@
 //! to build a reply of any length. HINCRBYFLOAT computes in `f64`, as INCRBYFLOAT does here
 //! (Redis uses `long double`, which differs only in the last digits of extreme values).
 
-use crate::keyspace::{KeyspaceError, Result, format_f64, glob_match, parse_f64, parse_i64};
-use crate::resp::command::{Cmd, Group};
-use crate::resp::exec::{CmdError, arity_error, int_arg, parse_cursor, raw};
-use crate::resp::reply::Reply;
-use crate::resp::request::Args;
-use crate::strings::{Entry, EntryRef, Kind, StringView};
+use crate::args::Args;
+use crate::command::{Cmd, Group};
+use crate::error::{CmdError, RedisError, Result, arity_error, int_arg, raw};
+use crate::reply::Reply;
+use crate::scan::parse_cursor;
+use crate::value::{format_f64, glob_match, parse_f64, parse_i64};
+use crate::view::{Entry, EntryRef, Kind, View};
 use bytes::Bytes;
 use meridian_core::hash::Fields;
 
@@ -63,9 +64,9 @@ pub struct Hash {
 /// decode.
 pub fn decode(e: Entry) -> Result<Hash> {
     if e.kind != Kind::Hash {
-        return Err(KeyspaceError::WrongType);
+        return Err(RedisError::WrongType);
     }
-    let fields = meridian_core::hash::decode(&e.data).map_err(|b| KeyspaceError::Corrupt(b.0))?;
+    let fields = meridian_core::hash::decode(&e.data).map_err(|b| RedisError::Corrupt(b.0))?;
     Ok(Hash {
         fields,
         expiry: e.expiry,
@@ -73,12 +74,12 @@ pub fn decode(e: Entry) -> Result<Hash> {
 }
 
 /// The hash at `key` for a write (no hit/miss counted): `None` when the key is absent.
-pub fn load<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
+pub fn load<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
     v.load(key)?.map(decode).transpose()
 }
 
 /// The hash at `key` for a read command: counts a hit or a miss (INFO), then checks the type.
-fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
+fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
     let e = v.load(key)?;
     v.count_read(key, e.is_some());
     e.map(decode).transpose()
@@ -86,7 +87,7 @@ fn read<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
 
 /// Stores `fields` as the hash at `key` with `expiry`, or deletes the key when no field is
 /// left (an empty hash does not exist). Refuses a hash longer than the view's maximum.
-pub fn store<V: StringView + ?Sized>(
+pub fn store<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     fields: &Fields,
@@ -97,7 +98,7 @@ pub fn store<V: StringView + ?Sized>(
     }
     let data = meridian_core::hash::encode_map(fields);
     if data.len() > v.max_value_len() {
-        return Err(KeyspaceError::HashTooLarge);
+        return Err(RedisError::HashTooLarge);
     }
     v.store(
         key,
@@ -113,11 +114,7 @@ pub fn store<V: StringView + ?Sized>(
 
 /// HSET/HMSET: sets every pair (a field given twice ends with its last value), keeping the
 /// key's TTL; returns how many fields were created.
-pub fn hset<V: StringView + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    pairs: &[(&[u8], &[u8])],
-) -> Result<u64> {
+pub fn hset<V: View + ?Sized>(v: &mut V, key: &[u8], pairs: &[(&[u8], &[u8])]) -> Result<u64> {
     let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
     let mut created = 0;
     for (f, val) in pairs {
@@ -129,12 +126,7 @@ pub fn hset<V: StringView + ?Sized>(
 }
 
 /// HSETNX: sets the field only if it does not exist; returns whether it did.
-pub fn hsetnx<V: StringView + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    field: &[u8],
-    value: &[u8],
-) -> Result<bool> {
+pub fn hsetnx<V: View + ?Sized>(v: &mut V, key: &[u8], field: &[u8], value: &[u8]) -> Result<bool> {
     let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
     if fields.contains_key(field) {
         return Ok(false);
@@ -145,18 +137,18 @@ pub fn hsetnx<V: StringView + ?Sized>(
 }
 
 /// HGET.
-pub fn hget<V: StringView + ?Sized>(v: &mut V, key: &[u8], field: &[u8]) -> Result<Option<Bytes>> {
+pub fn hget<V: View + ?Sized>(v: &mut V, key: &[u8], field: &[u8]) -> Result<Option<Bytes>> {
     Ok(read(v, key)?.and_then(|h| h.fields.get(field).cloned()))
 }
 
 /// HGETALL (HKEYS, HVALS): every field and value, in field order; empty for a missing key.
-pub fn hgetall<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<Fields> {
+pub fn hgetall<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Fields> {
     Ok(read(v, key)?.map(|h| h.fields).unwrap_or_default())
 }
 
 /// HDEL: removes the fields (a field given twice counts once); deletes the key when none is
 /// left. Returns how many were removed.
-pub fn hdel<'f, V: StringView + ?Sized>(
+pub fn hdel<'f, V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     fields: impl IntoIterator<Item = &'f [u8]>,
@@ -175,31 +167,26 @@ pub fn hdel<'f, V: StringView + ?Sized>(
 }
 
 /// HLEN: the number of fields, read without decoding them.
-pub fn hlen<V: StringView + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
+pub fn hlen<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
     let e = v.load(key)?;
     v.count_read(key, e.is_some());
     match e {
         None => Ok(0),
-        Some(e) if e.kind != Kind::Hash => Err(KeyspaceError::WrongType),
+        Some(e) if e.kind != Kind::Hash => Err(RedisError::WrongType),
         Some(e) => meridian_core::hash::len(&e.data)
             .map(|n| n as u64)
-            .map_err(|b| KeyspaceError::Corrupt(b.0)),
+            .map_err(|b| RedisError::Corrupt(b.0)),
     }
 }
 
 /// HINCRBY: adds `delta` to the field's integer value (0 if missing); returns the new value.
-pub fn hincrby<V: StringView + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    field: &[u8],
-    delta: i64,
-) -> Result<i64> {
+pub fn hincrby<V: View + ?Sized>(v: &mut V, key: &[u8], field: &[u8], delta: i64) -> Result<i64> {
     let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
     let old = match fields.get(field) {
-        Some(val) => parse_i64(val).ok_or(KeyspaceError::HashNotAnInteger)?,
+        Some(val) => parse_i64(val).ok_or(RedisError::HashNotAnInteger)?,
         None => 0,
     };
-    let new = old.checked_add(delta).ok_or(KeyspaceError::Overflow)?;
+    let new = old.checked_add(delta).ok_or(RedisError::Overflow)?;
     let mut buf = itoa::Buffer::new();
     fields.insert(
         Bytes::copy_from_slice(field),
@@ -211,23 +198,23 @@ pub fn hincrby<V: StringView + ?Sized>(
 
 /// HINCRBYFLOAT: adds `delta` (finite) to the field's float value (0 if missing); returns the
 /// new value as stored.
-pub fn hincrbyfloat<V: StringView + ?Sized>(
+pub fn hincrbyfloat<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     field: &[u8],
     delta: f64,
 ) -> Result<Bytes> {
     if !delta.is_finite() {
-        return Err(KeyspaceError::NanOrInfinityArgument);
+        return Err(RedisError::NanOrInfinityArgument);
     }
     let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
     let old = match fields.get(field) {
-        Some(val) => parse_f64(val).ok_or(KeyspaceError::HashNotAFloat)?,
+        Some(val) => parse_f64(val).ok_or(RedisError::HashNotAFloat)?,
         None => 0.0,
     };
     let new = old + delta;
     if !new.is_finite() {
-        return Err(KeyspaceError::NanOrInfinity);
+        return Err(RedisError::NanOrInfinity);
     }
     let text = Bytes::from(format_f64(new));
     fields.insert(Bytes::copy_from_slice(field), text.clone());
@@ -256,10 +243,10 @@ fn arg<'a>(args: Args<'a>, cmd: Cmd, i: usize) -> std::result::Result<&'a [u8], 
 /// write (as its own reply, or as an element of EXEC's array). Every command touches only
 /// its key, `args[1]`, so a one-key view serves any of them. Arity is checked again here
 /// (Redis's errors), so a caller that did not check gets an error, never a panic.
-pub(crate) fn exec_on_view(
+pub fn exec_on_view(
     cmd: Cmd,
     args: Args<'_>,
-    view: &mut dyn StringView,
+    view: &mut dyn View,
     reply: &mut Reply,
 ) -> std::result::Result<(), CmdError> {
     let name = cmd.spec().name;
@@ -328,7 +315,7 @@ pub(crate) fn exec_on_view(
             reply.int(hincrby(view, key, arg(args, cmd, 2)?, delta)?);
         }
         Cmd::Hincrbyfloat => {
-            let delta = parse_f64(arg(args, cmd, 3)?).ok_or(KeyspaceError::NotAFloat)?;
+            let delta = parse_f64(arg(args, cmd, 3)?).ok_or(RedisError::NotAFloat)?;
             reply.bulk(&hincrbyfloat(view, key, arg(args, cmd, 2)?, delta)?);
         }
         Cmd::Hscan => hscan(view, args, reply)?,
@@ -348,7 +335,7 @@ pub(crate) fn exec_on_view(
 /// options, as Redis's `scanGenericCommand` does. The whole hash is answered at once (cursor
 /// 0), as Redis does for a hash of its compact encoding. NOVALUES is Redis 7.4's.
 fn hscan(
-    view: &mut dyn StringView,
+    view: &mut dyn View,
     args: Args<'_>,
     reply: &mut Reply,
 ) -> std::result::Result<(), CmdError> {
@@ -404,7 +391,7 @@ fn hscan(
 /// `count` distinct ones (the whole hash when `count` is not below its size), or `-count`
 /// with repetitions.
 fn hrandfield(
-    view: &mut dyn StringView,
+    view: &mut dyn View,
     args: Args<'_>,
     reply: &mut Reply,
 ) -> std::result::Result<(), CmdError> {
