@@ -2,8 +2,10 @@
 //! Redis's, without the `ERR ` prefix), and [`CmdError`], a failed command as the reply line
 //! a client reads. [`CmdError::into_line`] is the one place a [`RedisError`] becomes a line.
 
+use crate::args::Args;
 use meridian_storage::StorageError;
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use thiserror::Error;
 
 /// Why a Redis command failed in its data type's semantics. Messages are Redis's, minus the `ERR ` prefix.
@@ -157,4 +159,53 @@ pub fn arity_error(name: &str) -> CmdError {
 /// range` otherwise).
 pub fn int_arg(a: &[u8]) -> std::result::Result<i64, CmdError> {
     crate::value::parse_i64(a).ok_or(CmdError::Keyspace(RedisError::NotAnInteger))
+}
+
+fn lossy(b: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+/// Redis's `unknown command '%.128s', with args beginning with: '%.*s' ...`.
+pub fn unknown_command(args: Args<'_>) -> String {
+    let name = args.get(0);
+    let mut msg = String::from("ERR unknown command '");
+    msg.push_str(&lossy(until_nul(&name[..name.len().min(128)])));
+    msg.push_str("', with args beginning with: ");
+    let mut rest = String::new();
+    for a in args.iter_from(1) {
+        if rest.len() >= 128 {
+            break;
+        }
+        let room = 128 - rest.len();
+        let a = until_nul(a);
+        let _ = write!(rest, "'{}' ", lossy(&a[..a.len().min(room)]));
+    }
+    msg.push_str(&rest);
+    msg
+}
+
+/// C's `%s` stops at a NUL byte.
+pub(crate) fn until_nul(b: &[u8]) -> &[u8] {
+    &b[..memchr::memchr(0, b).unwrap_or(b.len())]
+}
+
+/// Redis's arity error of a subcommand (`'config|get'`), unless `ok`.
+pub fn subcommand_arity(container: &str, sub: &[u8], ok: bool) -> CmdResult {
+    if ok {
+        return Ok(());
+    }
+    Err(raw(format!(
+        "ERR wrong number of arguments for '{container}|{}' command",
+        lossy(sub).to_ascii_lowercase()
+    )))
+}
+
+/// Redis's `unknown subcommand '<sub>'. Try <CONTAINER> HELP.`
+pub fn unknown_subcommand(container: &str, sub: &[u8]) -> CmdError {
+    let sub = until_nul(sub);
+    raw(format!(
+        "ERR unknown subcommand '{}'. Try {} HELP.",
+        lossy(&sub[..sub.len().min(128)]),
+        container.to_ascii_uppercase()
+    ))
 }

@@ -42,6 +42,14 @@ impl Reply {
         self.error(&e.into_line());
     }
 
+    /// A HELP reply: one simple string per line.
+    pub fn help(&mut self, lines: &[&str]) {
+        self.array(lines.len());
+        for l in lines {
+            self.simple(l.as_bytes());
+        }
+    }
+
     /// `+OK`
     #[inline]
     pub fn ok(&mut self) {

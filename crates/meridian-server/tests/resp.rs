@@ -644,7 +644,19 @@ async fn client_setup_commands_redis_tools_send() {
     };
     assert_eq!(get[0], bulk("get"));
     assert_eq!(get[1], Frame::Integer(2));
-    c.roundtrip(b"COMMAND DOCS\r\n", b"*0\r\n").await;
+    // ACL categories, as Redis lists them (own and implied by the flags, in Redis's order).
+    let cats = ["@read", "@string", "@fast"].map(|c| Frame::Simple(c.into()));
+    assert_eq!(get[6], Frame::Array(cats.to_vec()));
+    c.roundtrip(
+        b"COMMAND DOCS get\r\n",
+        b"*2\r\n$3\r\nget\r\n*2\r\n$5\r\ngroup\r\n$6\r\nstring\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"COMMAND GETKEYS mset a 1 b 2\r\n",
+        b"*2\r\n$1\r\na\r\n$1\r\nb\r\n",
+    )
+    .await;
     let Frame::Array(all) = c.cmd(&[b"COMMAND"]).await else {
         panic!()
     };

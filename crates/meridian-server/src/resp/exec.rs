@@ -27,7 +27,6 @@ use meridian_redis::Reply;
 use meridian_redis::value::{glob_match, parse_i64};
 use meridian_redis::{Args, OwnedArgs};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -135,7 +134,10 @@ impl Session {
     }
 }
 
-pub(crate) use meridian_redis::error::{CmdError, CmdResult, SYNTAX, arity_error, int_arg, raw};
+pub(crate) use meridian_redis::error::{
+    CmdError, CmdResult, SYNTAX, arity_error, int_arg, raw, subcommand_arity, unknown_command,
+    unknown_subcommand,
+};
 pub(crate) use meridian_redis::scan::{parse_scan, scan_reply};
 
 /// What `CONFIG GET` answers for a secret that is set (`requirepass`).
@@ -543,30 +545,6 @@ pub(crate) fn error_reply(reply: &mut Reply, e: CmdError) {
     reply.command_error(e);
 }
 
-/// Redis's `unknown command '%.128s', with args beginning with: '%.*s' ...`.
-fn unknown_command(args: Args<'_>) -> String {
-    let name = args.get(0);
-    let mut msg = String::from("ERR unknown command '");
-    msg.push_str(&lossy(until_nul(&name[..name.len().min(128)])));
-    msg.push_str("', with args beginning with: ");
-    let mut rest = String::new();
-    for a in args.iter_from(1) {
-        if rest.len() >= 128 {
-            break;
-        }
-        let room = 128 - rest.len();
-        let a = until_nul(a);
-        let _ = write!(rest, "'{}' ", lossy(&a[..a.len().min(room)]));
-    }
-    msg.push_str(&rest);
-    msg
-}
-
-/// C's `%s` stops at a NUL byte.
-fn until_nul(b: &[u8]) -> &[u8] {
-    &b[..memchr::memchr(0, b).unwrap_or(b.len())]
-}
-
 #[inline]
 fn get(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     let v = ctx.keyspace.get(args.get(1))?;
@@ -763,7 +741,7 @@ fn other(
             let text = info::render(ctx, args.iter_from(1));
             reply.verbatim(b"txt", text.as_bytes());
         }
-        Cmd::Command => command(reply, args)?,
+        Cmd::Command => meridian_redis::command_info::command(reply, args)?,
         Cmd::Config => config(ctx, session, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
         Cmd::Select => {
@@ -998,32 +976,6 @@ fn set_client_name(session: &Session, name: &[u8]) -> CmdResult {
     Ok(())
 }
 
-fn subcommand_arity(container: &str, sub: &[u8], ok: bool) -> CmdResult {
-    if ok {
-        return Ok(());
-    }
-    Err(raw(format!(
-        "ERR wrong number of arguments for '{container}|{}' command",
-        lossy(sub).to_ascii_lowercase()
-    )))
-}
-
-fn unknown_subcommand(container: &str, sub: &[u8]) -> CmdError {
-    let sub = until_nul(sub);
-    raw(format!(
-        "ERR unknown subcommand '{}'. Try {} HELP.",
-        lossy(&sub[..sub.len().min(128)]),
-        container.to_ascii_uppercase()
-    ))
-}
-
-fn help(reply: &mut Reply, lines: &[&str]) {
-    reply.array(lines.len());
-    for l in lines {
-        reply.simple(l.as_bytes());
-    }
-}
-
 fn client(
     ctx: &RespContext,
     session: &mut Session,
@@ -1118,29 +1070,26 @@ fn client(
         }
         reply.ok();
     } else if is("HELP") {
-        help(
-            reply,
-            &[
-                "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "GETNAME",
-                "    Return the name of the current connection.",
-                "ID",
-                "    Return the ID of the current connection.",
-                "INFO",
-                "    Return information about the current client connection.",
-                "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
-                "    Return information about client connections.",
-                "SETNAME <name>",
-                "    Assign the name <name> to the current connection.",
-                "SETINFO <LIB-NAME|LIB-VER> <value>",
-                "    Set client meta attr.",
-                "NO-EVICT (ON|OFF)",
-                "NO-TOUCH (ON|OFF)",
-                "    Accepted and ignored.",
-                "HELP",
-                "    Print this help.",
-            ],
-        );
+        reply.help(&[
+            "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "GETNAME",
+            "    Return the name of the current connection.",
+            "ID",
+            "    Return the ID of the current connection.",
+            "INFO",
+            "    Return information about the current client connection.",
+            "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
+            "    Return information about client connections.",
+            "SETNAME <name>",
+            "    Assign the name <name> to the current connection.",
+            "SETINFO <LIB-NAME|LIB-VER> <value>",
+            "    Set client meta attr.",
+            "NO-EVICT (ON|OFF)",
+            "NO-TOUCH (ON|OFF)",
+            "    Accepted and ignored.",
+            "HELP",
+            "    Print this help.",
+        ]);
     } else {
         return Err(unknown_subcommand("client", sub));
     }
@@ -1278,8 +1227,7 @@ fn config(ctx: &RespContext, session: &Session, reply: &mut Reply, args: Args<'_
         subcommand_arity("config", sub, argc == 2)?;
         return Err(raw("ERR The server is running without a config file"));
     } else if is("HELP") {
-        help(
-            reply,
+        reply.help(
             &[
                 "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
                 "GET <pattern>",
@@ -1363,85 +1311,6 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
         ctx.keyspace.set_maxmemory(bytes)?;
         // Like Redis, a lower limit evicts at once (the next write would anyway).
         ctx.keyspace.make_room();
-    }
-    Ok(())
-}
-
-fn command_entry(reply: &mut Reply, cmd: Cmd) {
-    let spec = cmd.spec();
-    reply.array(10);
-    reply.bulk(spec.name.as_bytes());
-    reply.int(spec.arity as i64);
-    reply.set(spec.flags.len());
-    for f in spec.flags {
-        reply.simple(f.as_bytes());
-    }
-    reply.int(spec.first_key as i64);
-    reply.int(spec.last_key as i64);
-    reply.int(spec.step as i64);
-    reply.set(0); // ACL categories
-    reply.array(0); // tips
-    reply.array(0); // key specifications
-    reply.array(0); // subcommands
-}
-
-fn command(reply: &mut Reply, args: Args<'_>) -> CmdResult {
-    if args.len() == 1 {
-        reply.array(Cmd::ALL.len());
-        for &c in Cmd::ALL {
-            command_entry(reply, c);
-        }
-        return Ok(());
-    }
-    let sub = args.get(1);
-    let argc = args.len();
-    let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
-    if is("COUNT") {
-        subcommand_arity("command", sub, argc == 2)?;
-        reply.int(Cmd::ALL.len() as i64);
-    } else if is("INFO") {
-        if argc == 2 {
-            reply.array(Cmd::ALL.len());
-            for &c in Cmd::ALL {
-                command_entry(reply, c);
-            }
-        } else {
-            reply.array(argc - 2);
-            for name in args.iter_from(2) {
-                match Cmd::lookup(name) {
-                    Some(c) => command_entry(reply, c),
-                    None => reply.null_array(),
-                }
-            }
-        }
-    } else if is("DOCS") {
-        reply.map(0);
-    } else if is("LIST") {
-        reply.array(Cmd::ALL.len());
-        for c in Cmd::ALL {
-            reply.bulk(c.spec().name.as_bytes());
-        }
-    } else if is("HELP") {
-        help(
-            reply,
-            &[
-                "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "(no subcommand)",
-                "    Return details about all commands.",
-                "COUNT",
-                "    Return the total number of commands in this server.",
-                "LIST",
-                "    Return a list of all commands in this server.",
-                "INFO [<command-name> ...]",
-                "    Return details about multiple commands.",
-                "DOCS [<command-name> ...]",
-                "    Return documentation details (none) about commands.",
-                "HELP",
-                "    Print this help.",
-            ],
-        );
-    } else {
-        return Err(unknown_subcommand("command", sub));
     }
     Ok(())
 }
