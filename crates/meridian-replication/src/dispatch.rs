@@ -86,6 +86,9 @@ pub enum ReadOpts {
     Quorum(Props),
     /// A timeline read mode (timeline buckets only).
     Mode(ReadMode),
+    /// `ANY` with a replica-selection strategy: `read_any` with that strategy on a timeline
+    /// bucket; on another bucket type, the read mode `ANY` (refused, `wrong_bucket_type`).
+    AnyWith(Props),
 }
 
 /// The options of a write ([`Dispatch::write`]).
@@ -165,6 +168,72 @@ pub enum Deleted {
     Timeline(TlWriteResult),
     /// The commit timestamp of the one-key transaction that deleted it.
     Transactional(Timestamp),
+}
+
+/// What a Redis command needs of its key's bucket, as the front end classifies the command
+/// (the Redis layer's semantics); [`Dispatch::plan`] decides how the key's bucket type
+/// serves it, or refuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// It only reads the key.
+    Read,
+    /// A write whose value does not depend on what the key held (a plain SET, a SET with
+    /// only a future expiry).
+    Blind,
+    /// A read-modify-write whose outcome a racing write cannot change (the EXPIRE family,
+    /// PERSIST, GETEX, SET KEEPTTL): served with the causal context it read on eventual
+    /// buckets.
+    Reconcilable,
+    /// A read-modify-write whose outcome depends on the value it replaces (SET NX/XX/GET,
+    /// SETNX, GETSET, GETDEL, APPEND, SETRANGE, INCRBYFLOAT, HINCRBYFLOAT): needs a bucket
+    /// that orders the key's writes.
+    Ordered,
+    /// An integer increment (INCR, DECR, INCRBY, DECRBY): a PN-counter on eventual buckets.
+    Counter,
+    /// A hash write (HSET, HMSET, HSETNX, HDEL, HINCRBY): a map CRDT on eventual buckets.
+    MapUpdate,
+    /// Several keys written atomically (MSETNX): needs a transactional bucket.
+    AtomicGroup,
+}
+
+/// How [`Dispatch::plan`] serves a [`Need`] on a key's bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// Read what a plain GET reads ([`Dispatch::get_entry`]).
+    Read,
+    /// A blind write ([`Dispatch::store`]).
+    Store,
+    /// A one-key read-modify-write ([`Dispatch::update`]).
+    Update,
+    /// The key's PN-counter ([`Dispatch::incr_by`]).
+    Counter,
+    /// The key's map CRDT ([`Dispatch::hash_update`]).
+    Map,
+}
+
+/// Why an eventual bucket refuses a command whose outcome a racing write would change.
+const NOT_ATOMIC_ON_EVENTUAL: &str = ": replicas of an eventual bucket accept writes \
+     concurrently, so a read-modify-write is not atomic there and one of two racing writes \
+     would be lost; use a timeline bucket (its record's master orders the writes) or a \
+     transactional one";
+
+/// Why a timeline or eventual bucket refuses a command that must write several keys at once.
+const SEVERAL_KEYS_AT_ONCE: &str = ": it must write several keys atomically, and a timeline \
+     bucket orders each key's writes on its own; use a transactional bucket (MULTI/EXEC)";
+
+/// [`Dispatch::plan`]'s decision for a bucket of type `ty`, or why it refuses.
+fn plan_for(ty: BucketType, need: Need) -> std::result::Result<Plan, &'static str> {
+    match (ty, need) {
+        (_, Need::Read) => Ok(Plan::Read),
+        (_, Need::Blind) => Ok(Plan::Store),
+        (BucketType::Transactional, _) => Ok(Plan::Update),
+        (_, Need::AtomicGroup) => Err(SEVERAL_KEYS_AT_ONCE),
+        (BucketType::Timeline, _) => Ok(Plan::Update),
+        (BucketType::Eventual, Need::Reconcilable) => Ok(Plan::Update),
+        (BucketType::Eventual, Need::Ordered) => Err(NOT_ATOMIC_ON_EVENTUAL),
+        (BucketType::Eventual, Need::Counter) => Ok(Plan::Counter),
+        (BucketType::Eventual, Need::MapUpdate) => Ok(Plan::Map),
+    }
 }
 
 /// The dispatch facade over a node. Cheap to clone (it is the node handle). See the module
@@ -496,6 +565,63 @@ impl Dispatch {
         }
     }
 
+    /// How `key`'s bucket serves a command that needs `need` — the one decision of what a
+    /// bucket type can honour (see [`Need`]): timeline and transactional buckets order each
+    /// key's writes, so every one-key command is an [`Plan::Update`] there; eventual buckets
+    /// serve counters and hash writes as CRDTs and refuse what a race would change.
+    ///
+    /// # Errors
+    /// `unsupported` naming `command` (as a client wrote it) and what to use instead.
+    pub fn plan(&self, key: &[u8], need: Need, command: &str) -> Result<Plan> {
+        let ty = self.kind(key);
+        plan_for(ty, need).map_err(|why| ReplicationError::Unsupported {
+            command: command.into(),
+            bucket_type: ty,
+            hint: why.into(),
+        })
+    }
+
+    /// Whether `keys` can be written as one atomic group (MULTI/EXEC, WATCH): `None` when
+    /// they can, else why not, naming the first key outside a transactional bucket.
+    pub fn atomic_group_refusal<K: AsRef<[u8]>>(&self, keys: &[K]) -> Option<String> {
+        keys.iter().map(AsRef::as_ref).find_map(|k| {
+            let ty = self.kind(k);
+            (ty != BucketType::Transactional).then(|| {
+                let bucket = String::from_utf8_lossy(bucket_and_key(k).0).into_owned();
+                format!(
+                    "key '{}' is in bucket '{bucket}' of type {ty}; MULTI/EXEC and WATCH need a \
+                     transactional bucket (type = \"transactional\")",
+                    String::from_utf8_lossy(k)
+                )
+            })
+        })
+    }
+
+    /// Live objects' keys in `[start, end)`, at most `limit`, and whether more may follow
+    /// ([`EventualNode::blob_list`]).
+    ///
+    /// # Errors
+    /// `unsupported` unless `start` is in an eventual bucket: timeline records and
+    /// transactional versions live in other key spaces, which listings do not scan yet.
+    pub async fn list_objects(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        limit: usize,
+    ) -> Result<(Vec<crate::blob::Listed>, bool)> {
+        let ty = self.kind(start);
+        if ty != BucketType::Eventual {
+            return Err(ReplicationError::Unsupported {
+                command: "listing the keys".into(),
+                bucket_type: ty,
+                hint: " yet (objects in it are read and written by key); list an eventual \
+                       bucket"
+                    .into(),
+            });
+        }
+        self.node.blob_list(start, end, limit).await
+    }
+
     // ----- the full operations -------------------------------------------------------------
 
     /// A read with its options (`MERIDIAN.GET`, `TL.GETLATEST`, `TL.GETCRIT`, `GET /kv`).
@@ -516,7 +642,12 @@ impl Dispatch {
 
     /// [`Dispatch::read`] before the envelopes of eventual and timeline values are opened.
     async fn read_stored(&self, key: &[u8], opts: ReadOpts) -> Result<Read> {
-        match (self.kind(key), opts) {
+        let ty = self.kind(key);
+        let opts = match opts {
+            ReadOpts::AnyWith(props) if ty == BucketType::Timeline => ReadOpts::Quorum(props),
+            opts => opts,
+        };
+        match (ty, opts) {
             (BucketType::Transactional, ReadOpts::Default) => {
                 let (entry, ts) = self.txn_get(key).await?;
                 Ok(Read::Transactional {
@@ -552,7 +683,7 @@ impl Dispatch {
                  read=any|latest|critical&version=<version>), not quorum options, which are \
                  for eventual buckets",
             )),
-            (ty, ReadOpts::Mode(_)) => Err(wrong_type(
+            (ty, ReadOpts::Mode(_) | ReadOpts::AnyWith(_)) => Err(wrong_type(
                 key,
                 ty,
                 "read modes and versions need a timeline bucket; eventual reads take quorum \
@@ -833,5 +964,44 @@ fn wrong_type(key: &[u8], ty: BucketType, hint: &str) -> ReplicationError {
         bucket: String::from_utf8_lossy(bucket_and_key(key).0).into_owned(),
         actual: ty.as_str().into(),
         hint: hint.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_each_bucket_type_honours() {
+        use BucketType::*;
+        for need in [
+            Need::Ordered,
+            Need::Reconcilable,
+            Need::Counter,
+            Need::MapUpdate,
+        ] {
+            assert_eq!(plan_for(Timeline, need), Ok(Plan::Update), "{need:?}");
+            assert_eq!(plan_for(Transactional, need), Ok(Plan::Update), "{need:?}");
+        }
+        assert_eq!(
+            plan_for(Eventual, Need::Ordered),
+            Err(NOT_ATOMIC_ON_EVENTUAL)
+        );
+        assert_eq!(plan_for(Eventual, Need::Reconcilable), Ok(Plan::Update));
+        assert_eq!(plan_for(Eventual, Need::Counter), Ok(Plan::Counter));
+        assert_eq!(plan_for(Eventual, Need::MapUpdate), Ok(Plan::Map));
+        assert_eq!(
+            plan_for(Eventual, Need::AtomicGroup),
+            Err(SEVERAL_KEYS_AT_ONCE)
+        );
+        assert_eq!(
+            plan_for(Timeline, Need::AtomicGroup),
+            Err(SEVERAL_KEYS_AT_ONCE)
+        );
+        assert_eq!(plan_for(Transactional, Need::AtomicGroup), Ok(Plan::Update));
+        for ty in [Eventual, Timeline, Transactional] {
+            assert_eq!(plan_for(ty, Need::Read), Ok(Plan::Read));
+            assert_eq!(plan_for(ty, Need::Blind), Ok(Plan::Store));
+        }
     }
 }

@@ -81,7 +81,7 @@ pub use anti_entropy::messages::{AaeItem, AaeMsg};
 pub use anti_entropy::{AaeError, AaeTrees};
 pub use balance::{BalanceMsg, BalanceStats, ExtraMap};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
-pub use dispatch::{DeleteOpts, Deleted, Dispatch, Read, ReadOpts, WriteOpts, Written};
+pub use dispatch::{DeleteOpts, Deleted, Dispatch, Need, Plan, Read, ReadOpts, WriteOpts, Written};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
 pub use eventual::{
     CrdtOp, CrdtReply, EventualMsg, GetOptions, GetResult, HashOps, HashReply, PutOptions,

@@ -202,20 +202,21 @@ async fn timed<T>(
 /// `replica_selection` goes with either: with `read=any` (or `req_version=any`) it is the
 /// `read_any`'s strategy on a timeline bucket (`is_timeline` says whether the key's bucket is
 /// one; on another type the read mode is passed on for the facade to refuse).
-fn read_opts(uri: &Uri, is_timeline: impl FnOnce() -> bool) -> Result<ReadOpts, ApiError> {
+fn read_opts(uri: &Uri) -> Result<ReadOpts, ApiError> {
     let q = TlQuery::parse(uri)?;
     if q.names_timeline() {
         let mode = q.mode()?;
         match (&q.selection, mode) {
             (None, mode) => Ok(ReadOpts::Mode(mode)),
-            (Some(_), ReadMode::Any) if is_timeline() => {
+            // The facade reads it as a `read_any` with that strategy on a timeline bucket,
+            // and refuses the read mode on another bucket type.
+            (Some(_), ReadMode::Any) => {
                 let mut props = Props::default();
                 let value = q.selection.as_deref().unwrap_or_default();
                 apply_option(&mut props, b"replica_selection", value.as_bytes(), true)
                     .map_err(bad_query)?;
-                Ok(ReadOpts::Quorum(props))
+                Ok(ReadOpts::AnyWith(props))
             }
-            (Some(_), ReadMode::Any) => Ok(ReadOpts::Mode(ReadMode::Any)),
             (Some(_), _) => Err(bad_query(
                 "replica_selection goes with read=any (a read_any asks one replica; latest \
                  and critical reads go to the master or check a version)"
@@ -263,9 +264,7 @@ pub(crate) async fn get_key(
     key: &[u8],
     uri: &Uri,
 ) -> Result<Response, ApiError> {
-    let opts = read_opts(uri, || {
-        c.node.bucket_type(key) == meridian_replication::BucketType::Timeline
-    })?;
+    let opts = read_opts(uri)?;
     timed(&s.get, async {
         match c
             .dispatch

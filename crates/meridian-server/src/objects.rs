@@ -424,18 +424,12 @@ impl Backend {
     /// may follow.
     async fn list(&self, start: Bytes, end: Bytes, limit: usize) -> ObjResult<(Vec<Listed>, bool)> {
         match self {
-            Backend::Cluster(c) => {
-                // Listings scan the replicas' eventual objects; timeline records and
-                // transactional versions live in other key spaces.
-                let ty = c.node.bucket_type(&start);
-                if ty != meridian_replication::BucketType::Eventual {
-                    return Err(ObjectError::Unsupported(format!(
-                        "listing the keys of a {ty} bucket is not supported yet (objects in \
-                         it are read and written by key); list an eventual bucket"
-                    )));
+            Backend::Cluster(c) => match c.dispatch.list_objects(&start, &end, limit).await {
+                Err(e @ ReplicationError::Unsupported { .. }) => {
+                    Err(ObjectError::Unsupported(e.to_string()))
                 }
-                Ok(c.node.blob_list(&start, &end, limit).await?)
-            }
+                listed => Ok(listed?),
+            },
             Backend::Local { keyspace, .. } => {
                 let mut out = Vec::new();
                 let mut from = Bound::Included(start);

@@ -68,8 +68,7 @@ use meridian_cluster::Props;
 use meridian_redis::{Args, Cmd, CmdError, Group, Reply};
 use meridian_replication::timeline::{Expect, Version};
 use meridian_replication::{
-    BucketType, DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError,
-    WriteOpts, Written,
+    DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError, WriteOpts, Written,
 };
 use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
@@ -220,9 +219,7 @@ pub(crate) async fn run(
             }
             Err(e) => Err(repl(c, m, e)),
         },
-        Cmd::MeridianGet => match read_opts(args, || {
-            c.node.bucket_type(args.get(1)) == BucketType::Timeline
-        }) {
+        Cmd::MeridianGet => match read_opts(args) {
             Ok(opts) => read(c, m, reply, args.get(1), opts).await,
             Err(e) => Err(e),
         },
@@ -568,10 +565,7 @@ fn options<'a>(
 /// options; `REPLICA_SELECTION` alone is a `read_any` option on a timeline bucket too); the
 /// facade refuses the kind the key's bucket does not take. `is_timeline` says whether the
 /// key's bucket is a timeline bucket (asked only for `ANY REPLICA_SELECTION s`).
-fn read_opts(
-    args: Args<'_>,
-    is_timeline: impl FnOnce() -> bool,
-) -> Result<ReadOpts, Cow<'static, str>> {
+fn read_opts(args: Args<'_>) -> Result<ReadOpts, Cow<'static, str>> {
     if args.len() == 2 {
         Ok(ReadOpts::Default)
     } else if args.len() == 5
@@ -580,13 +574,9 @@ fn read_opts(
     {
         let mut props = Props::default();
         options(&mut props, args, 3, true, None)?;
-        // The facade reads a lone strategy as a `read_any` option on a timeline bucket; on
+        // The facade reads it as a `read_any` with that strategy on a timeline bucket; on
         // another bucket type `ANY` is a read mode it refuses (`wrong_bucket_type`).
-        Ok(if is_timeline() {
-            ReadOpts::Quorum(props)
-        } else {
-            ReadOpts::Mode(ReadMode::Any)
-        })
+        Ok(ReadOpts::AnyWith(props))
     } else if names_read_mode(args) {
         tl_read_mode(args, 2).map(ReadOpts::Mode)
     } else {

@@ -44,7 +44,7 @@ use meridian_redis::error::{CmdError, arity_error, int_arg};
 use meridian_redis::options::{SetCondition, SetOptions};
 use meridian_redis::strings;
 use meridian_redis::{Entry, EntryRef, View};
-use meridian_replication::{BucketType, HashOps, HashReply};
+use meridian_replication::{HashOps, HashReply, Need, Plan};
 use std::borrow::Cow;
 
 /// What a command returns: `Err` holds an error line for the caller to write.
@@ -152,16 +152,6 @@ fn hash_reply(reply: &mut Reply, cmd: Cmd, r: HashReply) {
     }
 }
 
-/// Why an eventual bucket refuses a command whose outcome a racing write would change.
-const NOT_ATOMIC_ON_EVENTUAL: &str = ": replicas of an eventual bucket accept writes \
-     concurrently, so a read-modify-write is not atomic there and one of two racing writes \
-     would be lost; use a timeline bucket (its record's master orders the writes) or a \
-     transactional one";
-
-/// Why a timeline bucket refuses a command that must write several keys at once.
-const SEVERAL_KEYS_AT_ONCE: &str = ": it must write several keys atomically, and a timeline \
-     bucket orders each key's writes on its own; use a transactional bucket (MULTI/EXEC)";
-
 /// SET's options, when `cmd` is a SET whose options parse (a syntax error is SET's own
 /// answer, given by the general path).
 fn set_options(cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<SetOptions> {
@@ -170,27 +160,28 @@ fn set_options(cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<SetOptions> {
         .flatten()
 }
 
-/// The refusal of `cmd` (a SET with options `set`) on a bucket of type `ty`, if it refuses it.
-fn refusal(ty: BucketType, cmd: Cmd, set: Option<SetOptions>) -> Option<&'static str> {
-    match (ty, cmd) {
-        (BucketType::Transactional, _) => None,
-        (_, Cmd::Msetnx) => Some(SEVERAL_KEYS_AT_ONCE),
-        (BucketType::Timeline, _) => None,
-        (
-            _,
-            Cmd::Setnx
-            | Cmd::Getset
-            | Cmd::Getdel
-            | Cmd::Append
-            | Cmd::Setrange
-            | Cmd::Incrbyfloat
-            | Cmd::Hincrbyfloat,
-        ) => Some(NOT_ATOMIC_ON_EVENTUAL),
+/// What `cmd` (a SET with options `set`) needs of its key's bucket: the Redis layer's
+/// semantics, classified for the dispatch facade, which decides how the bucket serves it.
+fn need(cmd: Cmd, set: Option<SetOptions>) -> Need {
+    match cmd {
+        Cmd::Msetnx => Need::AtomicGroup,
+        Cmd::Setnx
+        | Cmd::Getset
+        | Cmd::Getdel
+        | Cmd::Append
+        | Cmd::Setrange
+        | Cmd::Incrbyfloat
+        | Cmd::Hincrbyfloat => Need::Ordered,
         // SET's NX, XX and GET decide on the value read.
-        (_, Cmd::Set) => set
-            .filter(|o| o.get || o.condition != SetCondition::Always)
-            .map(|_| NOT_ATOMIC_ON_EVENTUAL),
-        _ => None,
+        Cmd::Set if set.is_some_and(|o| o.get || o.condition != SetCondition::Always) => {
+            Need::Ordered
+        }
+        Cmd::Set if set.is_some_and(|o| !o.keep_ttl) => Need::Blind,
+        Cmd::Setex | Cmd::Psetex | Cmd::Mset => Need::Blind,
+        Cmd::Incr | Cmd::Decr | Cmd::Incrby | Cmd::Decrby => Need::Counter,
+        Cmd::Hset | Cmd::Hmset | Cmd::Hsetnx | Cmd::Hdel | Cmd::Hincrby => Need::MapUpdate,
+        c if reads_only(c) => Need::Read,
+        _ => Need::Reconcilable,
     }
 }
 
@@ -255,34 +246,32 @@ pub(crate) async fn run(
     let d = &c.dispatch;
     let key = args.get(1);
     let now = c.node.clock_now();
-    let ty = c.node.bucket_type(key);
     let set = set_options(cmd, args, now);
-    if let Some(why) = refusal(ty, cmd, set) {
-        return Err(wire_error::resp(
-            c,
-            m,
-            &d.refuse(key, &upper(cmd, args), why),
-        ));
-    }
-    if let Some(delta) = counter_delta(cmd, args)
-        && ty == BucketType::Eventual
-    {
-        let value = d
-            .incr_by(key, delta.map_err(CmdError::into_line)?)
-            .await
-            .map_err(|e| wire_error::resp(c, m, &e))?;
-        reply.int(value);
-        return Ok(());
-    }
-    if ty == BucketType::Eventual
-        && let Some(ops) = hash_ops(cmd, args)
-    {
-        let r = d
-            .hash_update(key, ops.map_err(CmdError::into_line)?)
-            .await
-            .map_err(|e| wire_error::resp(c, m, &e))?;
-        hash_reply(reply, cmd, r);
-        return Ok(());
+    let plan = d
+        .plan(key, need(cmd, set), &upper(cmd, args))
+        .map_err(|e| wire_error::resp(c, m, &e))?;
+    match plan {
+        Plan::Counter => {
+            let delta = counter_delta(cmd, args).unwrap_or(Ok(0));
+            let value = d
+                .incr_by(key, delta.map_err(CmdError::into_line)?)
+                .await
+                .map_err(|e| wire_error::resp(c, m, &e))?;
+            reply.int(value);
+            return Ok(());
+        }
+        Plan::Map => {
+            let Some(ops) = hash_ops(cmd, args) else {
+                return Err(format!("ERR {} is not a hash write", upper(cmd, args)).into());
+            };
+            let r = d
+                .hash_update(key, ops.map_err(CmdError::into_line)?)
+                .await
+                .map_err(|e| wire_error::resp(c, m, &e))?;
+            hash_reply(reply, cmd, r);
+            return Ok(());
+        }
+        Plan::Store | Plan::Read | Plan::Update => {}
     }
     if let Some(entry) = set.and_then(|o| blind_set(args, o, now)) {
         d.store(key, entry)
@@ -308,7 +297,7 @@ pub(crate) async fn run(
             Err(e) => (None, Err(e)),
         }
     };
-    let answered: Result<BytesMut, CmdError> = if reads_only(cmd) {
+    let answered: Result<BytesMut, CmdError> = if plan == Plan::Read {
         let live = d
             .get_entry(key)
             .await
@@ -341,14 +330,13 @@ mod tests {
     }
 
     #[test]
-    fn eventual_buckets_refuse_what_a_race_would_change_and_nothing_else() {
+    fn commands_are_classified_by_what_a_race_would_change() {
         let now = Timestamp(1_000_000);
-        let refused = |ty, parts: &[&str]| {
+        let need_of = |parts: &[&str]| {
             let cmd = Cmd::lookup(parts[0].as_bytes()).unwrap();
-            with_args(parts, |a| {
-                refusal(ty, cmd, set_options(cmd, a, now)).is_some()
-            })
+            with_args(parts, |a| need(cmd, set_options(cmd, a, now)))
         };
+        // What an eventual bucket refuses (the facade's `plan`).
         for parts in [
             &["SET", "k", "v", "NX"][..],
             &["SET", "k", "v", "EX", "10", "XX"],
@@ -359,29 +347,24 @@ mod tests {
             &["APPEND", "k", "v"],
             &["SETRANGE", "k", "1", "v"],
             &["INCRBYFLOAT", "k", "1.5"],
-            &["MSETNX", "k", "v"],
         ] {
-            assert!(refused(BucketType::Eventual, parts), "{parts:?}");
-            assert_eq!(
-                refused(BucketType::Timeline, parts),
-                parts[0] == "MSETNX",
-                "{parts:?}"
-            );
-            assert!(!refused(BucketType::Transactional, parts), "{parts:?}");
+            assert_eq!(need_of(parts), Need::Ordered, "{parts:?}");
         }
-        for parts in [
-            &["SET", "k", "v", "EX", "10"][..],
-            &["SET", "k", "v", "KEEPTTL"],
-            &["SET", "k", "v", "BOGUS"],
-            &["EXPIRE", "k", "10", "GT"],
-            &["PERSIST", "k"],
-            &["GETEX", "k", "PX", "5"],
-            &["TTL", "k"],
-            &["GETRANGE", "k", "0", "-1"],
-            &["INCR", "k"],
-            &["DECRBY", "k", "2"],
+        assert_eq!(need_of(&["MSETNX", "k", "v"]), Need::AtomicGroup);
+        for (parts, want) in [
+            (&["SET", "k", "v", "EX", "10"][..], Need::Blind),
+            (&["SET", "k", "v", "KEEPTTL"], Need::Reconcilable),
+            (&["SET", "k", "v", "BOGUS"], Need::Reconcilable),
+            (&["EXPIRE", "k", "10", "GT"], Need::Reconcilable),
+            (&["PERSIST", "k"], Need::Reconcilable),
+            (&["GETEX", "k", "PX", "5"], Need::Reconcilable),
+            (&["TTL", "k"], Need::Read),
+            (&["GETRANGE", "k", "0", "-1"], Need::Read),
+            (&["INCR", "k"], Need::Counter),
+            (&["DECRBY", "k", "2"], Need::Counter),
+            (&["HSET", "k", "f", "v"], Need::MapUpdate),
         ] {
-            assert!(!refused(BucketType::Eventual, parts), "{parts:?}");
+            assert_eq!(need_of(parts), want, "{parts:?}");
         }
     }
 

@@ -35,7 +35,6 @@ use crate::cluster::ClusterBackend;
 use crate::resp::exec::error_reply;
 use crate::resp::multi::MultiState;
 use bytes::Bytes;
-use meridian_cluster::bucket_and_key;
 use meridian_core::Timestamp;
 use meridian_redis::Args;
 use meridian_redis::Cmd;
@@ -44,7 +43,7 @@ use meridian_redis::Reply;
 use meridian_redis::error::{CmdError, raw};
 use meridian_redis::strings;
 use meridian_redis::{Entry, EntryRef, View};
-use meridian_replication::{BucketType, ReplicationError, Transaction, TxnOptions};
+use meridian_replication::{ReplicationError, Transaction, TxnOptions};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -130,15 +129,6 @@ impl View for TxnView {
     }
 }
 
-/// The refusal of a transaction touching `key` outside transactional buckets.
-fn not_transactional(key: &[u8], ty: BucketType) -> String {
-    let bucket = String::from_utf8_lossy(bucket_and_key(key).0).into_owned();
-    format!(
-        "EXECABORT Transaction discarded: key '{}' is in bucket '{bucket}' of type {ty}; MULTI/EXEC and WATCH need a transactional bucket (type = \"transactional\"), nothing was applied",
-        String::from_utf8_lossy(key)
-    )
-}
-
 fn repl_line(c: &ClusterBackend, e: ReplicationError) -> String {
     crate::wire_error::resp_line(&e, |dc| c.dc_name(dc))
 }
@@ -222,15 +212,15 @@ async fn run_once(
     }
 }
 
-/// Checks every key is transactional; the EXECABORT line otherwise.
+/// Checks every key can be written in one atomic group (the dispatch facade decides); the
+/// EXECABORT line otherwise.
 fn check_keys(c: &ClusterBackend, keys: &[Bytes]) -> Result<(), String> {
-    for k in keys {
-        let ty = c.node.bucket_type(k);
-        if ty != BucketType::Transactional {
-            return Err(not_transactional(k, ty));
-        }
+    match c.dispatch.atomic_group_refusal(keys) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "EXECABORT Transaction discarded: {why}, nothing was applied"
+        )),
     }
-    Ok(())
 }
 
 /// EXEC: the array of the commands' replies, the null array when a watched key changed, or
