@@ -17,13 +17,13 @@
 //!   over (the command's time, each key's live typed value, store or delete), made atomic by
 //!   the backend;
 //! - one module per data type, each the one copy of its commands' semantics: [`strings`]
-//!   (and the expiry commands), [`hashes`];
+//!   (and the expiry commands), [`hashes`]; [`types`] routes a data command to its module;
 //! - helpers every type shares: [`options`] (SET/EXPIRE/GETEX options), [`scan`] (SCAN's
 //!   arguments and reply), [`value`] (integers, floats, globs), [`large_object`] (keys
 //!   holding an S3 object's manifest).
 //!
 //! Adding a data type is one module here, registered in [`command`]'s table under its own
-//! [`command::Group`], plus its storage (and, on eventual buckets, its merge rule) below the
+//! [`command::Group`] and in [`types`], plus its storage (and, on eventual buckets, its merge rule) below the
 //! dispatch facade; no front-end file changes. See ARCHITECTURE.md's recipe.
 
 pub mod args;
@@ -36,6 +36,7 @@ pub mod options;
 pub mod reply;
 pub mod scan;
 pub mod strings;
+pub mod types;
 pub mod value;
 pub mod view;
 

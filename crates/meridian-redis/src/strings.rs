@@ -444,24 +444,15 @@ pub fn handles(cmd: Cmd) -> bool {
     cmd.group() == Group::Strings
 }
 
-/// Whether [`exec_on_view`] executes `cmd`: every data command, on strings and on hashes
-/// ([`crate::hashes`]).
-pub fn on_view(cmd: Cmd) -> bool {
-    handles(cmd) || crate::hashes::handles(cmd)
-}
-
-/// Executes a data command (one [`on_view`] accepts) whose arity was checked, against
-/// `view`, writing its reply; an error is returned for the caller to write (as its own reply,
-/// or as an element of EXEC's array). Hash commands run [`crate::hashes::exec_on_view`].
+/// Executes a string command ([`handles`]) whose arity was checked, against `view`, writing
+/// its reply; an error is returned for the caller to write. Callers route every data command
+/// through [`crate::types::exec_on_view`].
 pub fn exec_on_view(
     cmd: Cmd,
     args: Args<'_>,
     view: &mut dyn View,
     reply: &mut Reply,
 ) -> crate::error::CmdResult {
-    if crate::hashes::handles(cmd) {
-        return crate::hashes::exec_on_view(cmd, args, view, reply);
-    }
     let key = || args.get(1);
     match cmd {
         // A large object shows its bytes when the view holds them (inline); a chunked one

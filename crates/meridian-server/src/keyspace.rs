@@ -756,34 +756,23 @@ impl Keyspace {
         self.with_key(key, |v| strings::persist(v, key))
     }
 
-    /// Executes a string command ([`strings::handles`]) or a hash command
-    /// ([`meridian_redis::hashes::handles`]) from its arguments with the same locking as the typed
-    /// calls: reads lock-free, single-key writes under their stripe, multi-key writes as one
-    /// batch.
+    /// Executes a data command ([`meridian_redis::types::is_data_command`]) from its
+    /// arguments with the same locking as the typed calls: reads lock-free, single-key writes
+    /// under their stripe, multi-key commands as one batch under all their stripes.
     pub(crate) fn execute(
         &self,
         cmd: meridian_redis::Cmd,
         args: meridian_redis::Args<'_>,
         reply: &mut meridian_redis::Reply,
     ) -> std::result::Result<(), meridian_redis::CmdError> {
-        use meridian_redis::Cmd;
+        use meridian_redis::types::exec_on_view;
         let spec = cmd.spec();
-        if meridian_redis::hashes::handles(cmd) {
-            // One key each: a read lock-free, a write under the key's stripe.
-            return if spec.flags.first() == Some(&"readonly") {
-                meridian_redis::hashes::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply)
-            } else {
-                let mut s = self.lock(args.get(1));
-                meridian_redis::hashes::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
-            };
-        }
-        debug_assert!(strings::handles(cmd), "{cmd:?} is not a string command");
         // Several keys at once are read or written under all their stripes, as one unit:
         // an MGET never sees half of an MSET or of an EXEC (Redis runs each command alone).
-        let several = matches!(cmd, Cmd::Del | Cmd::Unlink | Cmd::Mset | Cmd::Msetnx)
-            || (matches!(cmd, Cmd::Mget | Cmd::Exists | Cmd::Touch) && args.len() > 2);
-        if !several && spec.flags.first() == Some(&"readonly") {
-            return strings::exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
+        let several = spec.key_positions(args.len()).nth(1).is_some();
+        let readonly = spec.flags.first() == Some(&"readonly");
+        if !several && readonly {
+            return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
         if several {
             let guards = self.lock_many(spec.key_positions(args.len()).map(|i| args.get(i)));
@@ -791,14 +780,14 @@ impl Keyspace {
             // The reply is written before the batch is: a refused batch (a full disk) takes
             // it back, so only the error is answered.
             let mark = reply.out.len();
-            strings::exec_on_view(cmd, args, &mut ov, reply)?;
+            exec_on_view(cmd, args, &mut ov, reply)?;
             return ov.commit().map_err(|e| {
                 reply.out.truncate(mark);
                 e.into()
             });
         }
         let mut s = self.lock(args.get(1));
-        strings::exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
+        exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
     }
 
     /// FLUSHDB/FLUSHALL: removes every key.

@@ -87,12 +87,10 @@ fn value(v: &[u8]) -> Bytes {
 /// Whether cluster mode gives `cmd` its own meaning ([`run`] returns `Some`). These commands
 /// touch only their key arguments and never the connection's session, which is what lets a
 /// connection run several of them at once; every other command waits for them (a barrier).
-/// Exhaustive, so a new command has to be placed on one side.
+/// Every data type's commands are, and the groups below.
 pub(crate) fn handles(cmd: Cmd) -> bool {
-    matches!(
-        cmd.group(),
-        Group::Strings | Group::Hashes | Group::Keyspace | Group::Replication | Group::Handles
-    )
+    let g = cmd.group();
+    g.is_data() || matches!(g, Group::Keyspace | Group::Replication | Group::Handles)
 }
 
 /// Runs `cmd` if cluster mode gives it its own meaning; `None` means "run it as usual"
@@ -107,7 +105,7 @@ pub(crate) async fn run(
     objects: Option<&Objects>,
 ) -> Option<Outcome> {
     // Transactional buckets serve every string command, each as one transaction.
-    if meridian_redis::strings::on_view(cmd)
+    if meridian_redis::types::is_data_command(cmd)
         && args.len() > 1
         && c.node.is_transactional(args.get(1))
     {
@@ -200,7 +198,7 @@ pub(crate) async fn run(
         }
         // Every other string command: over the key's live entry, as atomic as its bucket
         // type allows (`cluster_strings`).
-        _ if meridian_redis::strings::on_view(cmd) => {
+        _ if meridian_redis::types::is_data_command(cmd) => {
             Box::pin(crate::resp::cluster_strings::run(c, m, reply, cmd, args)).await
         }
         _ if crate::resp::cluster_keys::handles(cmd) => {

@@ -42,7 +42,6 @@ use meridian_redis::RedisError;
 use meridian_redis::Reply;
 use meridian_redis::error::{CmdError, arity_error, int_arg};
 use meridian_redis::options::{SetCondition, SetOptions};
-use meridian_redis::strings;
 use meridian_redis::{Entry, EntryRef, View};
 use meridian_replication::{HashOps, HashReply, Need, Plan};
 use std::borrow::Cow;
@@ -292,7 +291,7 @@ pub(crate) async fn run(
         };
         let mut out = Reply::new(64);
         out.resp3 = resp3;
-        match strings::exec_on_view(cmd, args, &mut view, &mut out) {
+        match meridian_redis::types::exec_on_view(cmd, args, &mut view, &mut out) {
             Ok(()) => (view.stored, Ok(out.out)),
             Err(e) => (None, Err(e)),
         }

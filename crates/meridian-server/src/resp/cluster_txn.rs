@@ -41,7 +41,6 @@ use meridian_redis::Cmd;
 use meridian_redis::RedisError;
 use meridian_redis::Reply;
 use meridian_redis::error::{CmdError, raw};
-use meridian_redis::strings;
 use meridian_redis::{Entry, EntryRef, View};
 use meridian_replication::{ReplicationError, Transaction, TxnOptions};
 use std::borrow::Cow;
@@ -199,7 +198,7 @@ async fn run_once(
     };
     let mut view = TxnView::over(keys, found, c.node.clock_now());
     for (cmd, args) in cmds {
-        if let Err(e) = strings::exec_on_view(*cmd, *args, &mut view, out) {
+        if let Err(e) = meridian_redis::types::exec_on_view(*cmd, *args, &mut view, out) {
             error_reply(out, e);
         }
     }
@@ -234,7 +233,10 @@ pub(crate) async fn exec(
     let queued = std::mem::take(&mut state.queued);
     // Only data commands run against the snapshot; a connection or server command queued
     // here (PING, INFO, ...) has nothing to run on: refuse before anything applies.
-    if let Some(q) = queued.iter().find(|q| !strings::on_view(q.cmd)) {
+    if let Some(q) = queued
+        .iter()
+        .find(|q| !meridian_redis::types::is_data_command(q.cmd))
+    {
         state.cluster_txn = None;
         reply.error(&format!(
             "EXECABORT Transaction discarded: {} cannot run inside MULTI on a cluster node \
@@ -355,7 +357,8 @@ pub(crate) fn is_interactive(state: &MultiState, cmd: Cmd) -> bool {
     matches!(
         cmd,
         Cmd::MeridianBegin | Cmd::MeridianCommit | Cmd::MeridianAbort
-    ) || (state.interactive.is_some() && (strings::on_view(cmd) || is_multi_command(cmd)))
+    ) || (state.interactive.is_some()
+        && (meridian_redis::types::is_data_command(cmd) || is_multi_command(cmd)))
 }
 
 fn is_multi_command(cmd: Cmd) -> bool {
@@ -454,7 +457,7 @@ pub(crate) async fn interactive(
                 out: bytes::BytesMut::new(),
                 resp3: reply.resp3,
             };
-            strings::exec_on_view(cmd, args, &mut view, &mut out)?;
+            meridian_redis::types::exec_on_view(cmd, args, &mut view, &mut out)?;
             view.write_back(t)
                 .map_err(|e| raw(repl_line(c, e.into())))?;
             reply.out.extend_from_slice(&out.out);

@@ -283,13 +283,12 @@ fn run_queued(
     args: Args<'_>,
 ) -> CmdResult {
     match multi::queue_kind(cmd) {
-        Queue::Strings => {
+        Queue::Data => {
             if cmd == Cmd::BlobRead {
                 blob::read_args(args, ctx.blob_get_max())?;
             }
-            meridian_redis::strings::exec_on_view(cmd, args, ov, reply)
+            meridian_redis::types::exec_on_view(cmd, args, ov, reply)
         }
-        Queue::Hashes => meridian_redis::hashes::exec_on_view(cmd, args, ov, reply),
         Queue::WholeKeyspace => match cmd {
             Cmd::Keys => {
                 let pattern = args.get(1);

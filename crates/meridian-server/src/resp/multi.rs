@@ -160,10 +160,8 @@ pub(crate) fn step(state: &mut MultiState, reply: &mut Reply, cmd: Cmd, args: Ar
 /// How the standalone EXEC runs a queued command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Queue {
-    /// A string command, over the transaction's overlay.
-    Strings,
-    /// A hash command, over the transaction's overlay.
-    Hashes,
+    /// A data command (any type's, `meridian_redis::types`), over the transaction's overlay.
+    Data,
     /// KEYS, SCAN, DBSIZE, FLUSHDB, FLUSHALL: over the overlay, with every stripe locked.
     WholeKeyspace,
     /// UNWATCH: the watched keys were checked already; replies `+OK`.
@@ -179,14 +177,14 @@ pub(crate) enum Queue {
 /// How a transaction queues `cmd`, by its [`Group`].
 pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
     match cmd.group() {
-        Group::Strings => Queue::Strings,
-        Group::Hashes => Queue::Hashes,
         Group::Keyspace => Queue::WholeKeyspace,
         Group::Transaction if cmd == Cmd::Unwatch => Queue::Unwatch,
         Group::Transaction => Queue::Never,
         Group::Connection if matches!(cmd, Cmd::Quit | Cmd::Reset) => Queue::Never,
         Group::Connection | Group::Replication | Group::Interactive => Queue::Session,
         Group::Handles => Queue::Outside,
+        // Every data type's commands (the test below checks `Group::is_data`).
+        _ => Queue::Data,
     }
 }
 
@@ -290,13 +288,8 @@ mod tests {
         for &c in Cmd::ALL {
             let k = queue_kind(c);
             assert_eq!(
-                k == Queue::Strings,
-                meridian_redis::strings::handles(c),
-                "{c:?}"
-            );
-            assert_eq!(
-                k == Queue::Hashes,
-                meridian_redis::hashes::handles(c),
+                k == Queue::Data,
+                meridian_redis::types::is_data_command(c),
                 "{c:?}"
             );
             assert_eq!(
