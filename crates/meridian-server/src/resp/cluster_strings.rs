@@ -83,31 +83,6 @@ impl View for OneKey<'_> {
     }
 }
 
-/// Whether `cmd` only reads its key.
-fn reads_only(cmd: Cmd) -> bool {
-    matches!(
-        cmd,
-        Cmd::Strlen
-            | Cmd::Type
-            | Cmd::Ttl
-            | Cmd::Pttl
-            | Cmd::Expiretime
-            | Cmd::Pexpiretime
-            | Cmd::Getrange
-            | Cmd::Substr
-            | Cmd::Hget
-            | Cmd::Hmget
-            | Cmd::Hgetall
-            | Cmd::Hexists
-            | Cmd::Hlen
-            | Cmd::Hstrlen
-            | Cmd::Hkeys
-            | Cmd::Hvals
-            | Cmd::Hscan
-            | Cmd::Hrandfield
-    )
-}
-
 /// The map-CRDT update an eventual bucket serves for hash write `cmd`, or the argument's
 /// error in Redis's words and order (arguments before the key's type); `None` for a command
 /// that only reads.
@@ -179,8 +154,18 @@ fn need(cmd: Cmd, set: Option<SetOptions>) -> Need {
         Cmd::Setex | Cmd::Psetex | Cmd::Mset => Need::Blind,
         Cmd::Incr | Cmd::Decr | Cmd::Incrby | Cmd::Decrby => Need::Counter,
         Cmd::Hset | Cmd::Hmset | Cmd::Hsetnx | Cmd::Hdel | Cmd::Hincrby => Need::MapUpdate,
-        c if reads_only(c) => Need::Read,
-        _ => Need::Reconcilable,
+        // Expiry changes (and SET ... KEEPTTL): a race cannot change their outcome.
+        Cmd::Set
+        | Cmd::Expire
+        | Cmd::Pexpire
+        | Cmd::Expireat
+        | Cmd::Pexpireat
+        | Cmd::Persist
+        | Cmd::Getex => Need::Reconcilable,
+        c if c.has_flag("readonly") => Need::Read,
+        // Any other write — a new type's, until it has a CRDT — needs its key's writes
+        // ordered: served by timeline and transactional buckets, refused by eventual ones.
+        _ => Need::Ordered,
     }
 }
 
