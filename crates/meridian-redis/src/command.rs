@@ -211,7 +211,7 @@ commands! {
 /// decide by (exhaustive, so a new command must be placed here).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Group {
-    /// A data command on string values (`crate::strings` runs it over any view), large
+    /// A data command on string values ([`crate::strings`] runs it over any view), large
     /// objects' `BLOB.READ` included (`resp::blob`: the async paths read chunks, a view
     /// serves what it holds).
     Strings,

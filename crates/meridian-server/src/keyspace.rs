@@ -16,9 +16,9 @@
 //!   write one [`WriteBatch`], so they are atomic and cannot deadlock; multi-key reads (MGET,
 //!   EXISTS of several keys) take their stripes too, so they never see half of such a
 //!   write. Single-key reads (GET, STRLEN, TTL, ...) take no lock;
-//! - **one copy of the semantics**: what each string command means is [`crate::strings`],
-//!   what each hash command means is [`crate::hashes`] (a hash is one value of kind `Hash`),
-//!   run over a view of one locked stripe (single-key writes, straight to the engine), a
+//! - **one copy of the semantics**: what each data command means is its type's module of the
+//!   Redis layer ([`meridian_redis::strings`], [`meridian_redis::hashes`]; a hash is one value
+//!   of kind `Hash`), run over a view of one locked stripe (single-key writes, straight to the engine), a
 //!   lock-free view (single-key reads), or an `Overlay` of several locked stripes whose
 //!   writes become one batch (multi-key commands, EXEC);
 //! - **WATCH** (`Keyspace::watch`, `Keyspace::transaction`): each stripe counts the

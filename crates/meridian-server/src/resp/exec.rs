@@ -1,9 +1,9 @@
 //! What each command does: argument checks with Redis's messages, the keyspace call, and
 //! the reply in Redis's type (RESP2 or RESP3).
 //!
-//! String commands run through [`crate::strings`], hash commands through [`crate::hashes`]
-//! (one copy of their semantics, via `Keyspace::execute`; cluster mode refuses hashes for
-//! now); MULTI/EXEC/DISCARD/WATCH/UNWATCH, and every command while a
+//! Data commands run through their type's module of the Redis layer
+//! ([`meridian_redis::types`], one copy of their semantics, via `Keyspace::execute`);
+//! MULTI/EXEC/DISCARD/WATCH/UNWATCH, and every command while a
 //! transaction is open, go through the `multi` state machine first. The standalone EXEC runs
 //! the queue inside `Keyspace::transaction`: string commands over its overlay, KEYS, SCAN,
 //! DBSIZE and FLUSH over the overlay with every stripe held, connection and server commands
@@ -820,9 +820,8 @@ fn other(
                 cmd.spec().name.to_ascii_uppercase()
             )));
         }
-        // Every other command is a string or hash command (`Group::Strings`,
-        // `Group::Hashes`): one copy of their semantics, in `crate::strings` and
-        // `crate::hashes`, which refuse anything else.
+        // Every other command is a data command: one copy of its semantics, in its type's
+        // module of the Redis layer (`meridian_redis::types`), which refuses anything else.
         _ => ks.execute(cmd, args, reply)?,
     }
     Ok(())
