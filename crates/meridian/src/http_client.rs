@@ -177,9 +177,10 @@ impl Client {
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| exchange(e.into()))?;
-        // The connection ends with the reply (`Connection: close`); its error, if any, is
-        // the one the request sees too.
-        tokio::spawn(conn);
+        // The connection's own task ends with the reply (`Connection: close`), or when this
+        // exchange is dropped (a caller's timeout), which closes the socket; its error, if
+        // any, is the one the request sees too.
+        let _conn = AbortOnDrop(tokio::spawn(conn).abort_handle());
         let reply = sender
             .send_request(req)
             .await
@@ -192,6 +193,15 @@ impl Client {
             .map_err(|e| exchange(e.into()))?
             .to_bytes();
         Ok(Reply { status, body })
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
