@@ -45,32 +45,13 @@ pub fn key_hash(bucket: &[u8], key: &[u8]) -> u64 {
 pub const SLOTS: u16 = 16384;
 
 /// CRC-16/XMODEM (polynomial 0x1021, initial value 0, no reflection), as Redis Cluster's
-/// `crc16`, one byte at a time through a table built at compile time.
+/// `crc16`: the `crc` crate's table-driven implementation of that catalogued algorithm.
 pub fn crc16_xmodem(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |crc, &b| {
-        (crc << 8) ^ CRC16_TABLE[usize::from((crc >> 8) as u8 ^ b)]
-    })
+    CRC16.checksum(bytes)
 }
 
-const CRC16_TABLE: [u16; 256] = {
-    let mut table = [0u16; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut crc = (i as u16) << 8;
-        let mut bit = 0;
-        while bit < 8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-            bit += 1;
-        }
-        table[i] = crc;
-        i += 1;
-    }
-    table
-};
+/// The byte table is built at compile time (`Crc::new` is `const`).
+static CRC16: crc::Crc<u16> = crc::Crc::<u16>::new(&crc::CRC_16_XMODEM);
 
 /// Redis Cluster's hash tag: the bytes between the first `{` and the next `}` when that is
 /// non-empty, else the whole key (`foo{}{bar}` is hashed whole, `foo{{bar}}zap` as `{bar`).

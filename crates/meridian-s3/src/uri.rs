@@ -5,28 +5,38 @@
 //! strict: a `%` not followed by two hex digits is an error, never passed through, and
 //! `+` is a literal plus (S3 clients encode a space as `%20`).
 
-const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, percent_encode, percent_encode_byte};
+use std::fmt::Write as _;
+
+/// Every byte but RFC 3986's unreserved characters (`A-Za-z0-9-._~`), which SigV4 never
+/// encodes.
+const RESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// [`RESERVED`] less `/` (paths).
+const RESERVED_BUT_SLASH: &AsciiSet = &RESERVED.remove(b'/');
 
 /// The unreserved characters of RFC 3986, which SigV4 never encodes.
 pub(crate) fn is_unreserved(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
 }
 
+/// `b` as `%XY`, upper-case hex.
 fn push_escaped(out: &mut String, b: u8) {
-    out.push('%');
-    out.push(char::from(HEX_UPPER[usize::from(b >> 4)]));
-    out.push(char::from(HEX_UPPER[usize::from(b & 0x0f)]));
+    out.push_str(percent_encode_byte(b));
 }
 
 /// AWS `UriEncode` of `bytes` appended to `out`; `/` kept as is when `keep_slash`.
 pub(crate) fn encode_into(out: &mut String, bytes: &[u8], keep_slash: bool) {
-    for &b in bytes {
-        if is_unreserved(b) || (keep_slash && b == b'/') {
-            out.push(char::from(b));
-        } else {
-            push_escaped(out, b);
-        }
-    }
+    let set = if keep_slash {
+        RESERVED_BUT_SLASH
+    } else {
+        RESERVED
+    };
+    let _ = write!(out, "{}", percent_encode(bytes, set));
 }
 
 /// AWS `UriEncode` of `bytes`.
@@ -36,31 +46,22 @@ pub(crate) fn encode(bytes: &[u8], keep_slash: bool) -> String {
     out
 }
 
-fn hex_val(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+/// The byte of the escape whose `%` is at `s[i]`; `None` unless two hex digits follow.
+fn escaped_byte(s: &[u8], i: usize) -> Option<u8> {
+    let mut byte = [0u8; 1];
+    hex::decode_to_slice(s.get(i + 1..i + 3)?, &mut byte).ok()?;
+    Some(byte[0])
 }
 
-/// Strict percent-decoding; `None` on a malformed escape.
+/// Strict percent-decoding; `None` on a malformed escape (`percent_decode` alone would pass
+/// it through as a literal `%`).
 pub(crate) fn decode(s: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while let Some(&b) = s.get(i) {
-        if b == b'%' {
-            let hi = hex_val(*s.get(i + 1)?)?;
-            let lo = hex_val(*s.get(i + 2)?)?;
-            out.push((hi << 4) | lo);
-            i += 3;
-        } else {
-            out.push(b);
-            i += 1;
-        }
-    }
-    Some(out)
+    let well_formed = s
+        .iter()
+        .enumerate()
+        .filter(|&(_, &b)| b == b'%')
+        .all(|(i, _)| escaped_byte(s, i).is_some());
+    well_formed.then(|| percent_encoding::percent_decode(s).collect())
 }
 
 /// Strict percent-decoding into UTF-8; `None` on a malformed escape or invalid UTF-8.
@@ -78,9 +79,7 @@ pub(crate) fn canonicalize_encoded_path(raw: &str) -> Option<String> {
     let mut i = 0;
     while let Some(&b) = s.get(i) {
         if b == b'%' {
-            let hi = hex_val(*s.get(i + 1)?)?;
-            let lo = hex_val(*s.get(i + 2)?)?;
-            let v = (hi << 4) | lo;
+            let v = escaped_byte(s, i)?;
             if is_unreserved(v) {
                 out.push(char::from(v));
             } else {

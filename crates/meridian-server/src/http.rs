@@ -468,21 +468,14 @@ pub(crate) fn key_of(uri: &Uri) -> Result<Bytes, ApiError> {
         })
 }
 
+/// Strict percent-decoding: `None` when a `%` is not followed by two hex digits (the
+/// `percent-encoding` crate alone would pass such a `%` through as a literal).
 pub(crate) fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(s[i]);
-            i += 1;
-        }
-    }
-    Some(out)
+    let well_formed = memchr::memchr_iter(b'%', s).all(|i| {
+        s.get(i + 1..i + 3)
+            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
+    });
+    well_formed.then(|| percent_encoding::percent_decode(s).collect())
 }
 
 /// Whether `headers` carry the bearer this node requires (always, without a `requirepass`);
@@ -873,6 +866,8 @@ mod tests {
         assert_eq!(percent_decode(b"plain").unwrap(), b"plain");
         assert!(percent_decode(b"bad%2").is_none());
         assert!(percent_decode(b"bad%zz").is_none());
+        // from_str_radix, which decoded these before, took a sign: `%+f` was 0x0f.
+        assert!(percent_decode(b"bad%+f").is_none());
     }
 
     #[test]

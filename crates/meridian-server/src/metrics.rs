@@ -19,6 +19,16 @@
 //! sliding window of recent copies the node keeps as its DC's root, beside
 //! `meridian_copy_create_samples`: not a Prometheus summary, whose `_sum` and `_count` must
 //! be cumulative, which that window cannot give.
+//!
+//! The text is written here, not through the `prometheus-client` crate (0.25), which cannot
+//! keep this exposition's names: its encoder follows OpenMetrics and names a counter family
+//! without `_total` in `# HELP` and `# TYPE` (`# TYPE meridian_ops counter` above
+//! `meridian_ops_total` samples), where these lines have always read
+//! `# TYPE meridian_ops_total counter` (dashboards and the tests grep them); its registry
+//! appends a `.` to every help text; it writes floats through `dtoa`, so the latency buckets
+//! `le="1"` and `le="10"` would become new series `le="1.0"` and `le="10.0"`; and its
+//! `Histogram` and `Family` take a lock per observation or lookup, which the hot path here
+//! avoids (it would keep its own atomics and use the crate only to print them).
 
 use meridian_replication::{BalanceStats, NodeStats, TimelineStats, TxnMoveStats, TxnStats};
 use parking_lot::{Mutex, RwLock};

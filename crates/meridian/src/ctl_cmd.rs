@@ -1,15 +1,15 @@
 //! `meridian ctl`: a thin client of a node's HTTP admin API (`/status`, `/cluster`,
 //! `/cluster/members`, `/buckets`, `/wan`, `/timeline/force-master`, `/balance`,
-//! `/balance/service-model`). One HTTP/1.1 request per connection over a plain `TcpStream`; replies
+//! `/balance/service-model`). One HTTP/1.1 request per connection (`crate::http_client`); replies
 //! are shown as tables or summaries (`--json` for the raw reply); an error reply's code and
 //! message are shown and the exit status is non-zero.
 
+use crate::http_client;
 use crate::up_cmd::parse_fraction;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use serde_json::{Map, Value, json};
-use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::io::Write;
 use std::time::Duration;
 
 /// Flags of `meridian ctl`.
@@ -923,20 +923,19 @@ fn wan_summary(w: &Value) -> String {
     t
 }
 
-/// Percent-encodes a path segment.
+/// Every byte but RFC 3986's unreserved characters (`A-Za-z0-9-._~`).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Percent-encodes a path segment (upper-case hex).
 fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    percent_encoding::utf8_percent_encode(s, PATH_SEGMENT).to_string()
 }
 
-/// A minimal HTTP/1.1 client of one node: one request per connection.
+/// One node's API, through [`http_client`]: one request per connection.
 struct Client {
     node: String,
     password: Option<String>,
@@ -986,28 +985,17 @@ impl Client {
     /// Sends a request; returns the JSON reply, or an error naming the reply's code and
     /// message.
     fn request(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let mut s = self.connect()?;
-        let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAccept: \
-             application/json\r\nContent-Length: {}\r\n",
-            self.node,
-            body.len()
-        );
-        if !body.is_empty() {
-            req.push_str("Content-Type: application/json\r\n");
-        }
-        if let Some(p) = &self.password {
-            req.push_str(&format!("Authorization: Bearer {p}\r\n"));
-        }
-        req.push_str("\r\n");
-        req.push_str(&body);
-        let mut raw = Vec::new();
-        s.write_all(req.as_bytes())
-            .and_then(|()| s.read_to_end(&mut raw))
-            .with_context(|| format!("{method} {path} on {}", self.node))?;
-        let (status, reply) = parse_response(&raw)
-            .with_context(|| format!("{method} {path} on {}: malformed reply", self.node))?;
+        let http = http_client::Client::new(self.node.clone(), self.password.clone());
+        let reply = match http.send_blocking(method, path, body.map(Value::to_string)) {
+            Ok(reply) => reply,
+            Err(e @ http_client::Error::Unreachable { .. }) => return Err(e.into()),
+            Err(e) => {
+                return Err(
+                    anyhow::Error::new(e).context(format!("{method} {path} on {}", self.node))
+                );
+            }
+        };
+        let (status, reply) = (reply.status, reply.body);
         let json: Option<Value> = serde_json::from_slice(&reply).ok();
         if (200..300).contains(&status) {
             return json.with_context(|| {
@@ -1035,60 +1023,6 @@ impl Client {
             ),
         }
     }
-
-    fn connect(&self) -> anyhow::Result<TcpStream> {
-        let unreachable = |why: String| {
-            anyhow::anyhow!(
-                "cannot reach node at {}: {why}is it running? (meridian up prints the HTTP \
-                 ports)",
-                self.node
-            )
-        };
-        let addrs: Vec<_> = self
-            .node
-            .to_socket_addrs()
-            .map_err(|e| unreachable(format!("{e}; ")))?
-            .collect();
-        let mut last = None;
-        for a in addrs {
-            match TcpStream::connect_timeout(&a, Duration::from_secs(5)) {
-                Ok(s) => {
-                    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-                    s.set_write_timeout(Some(Duration::from_secs(60)))?;
-                    return Ok(s);
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        Err(unreachable(match last {
-            Some(e) if e.kind() == ErrorKind::ConnectionRefused => String::new(),
-            Some(e) => format!("{e}; "),
-            None => "no address; ".into(),
-        }))
-    }
-}
-
-/// (status, body) of a raw HTTP/1.1 response (chunked bodies decoded).
-fn parse_response(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    let body = &raw[split + 4..];
-    if head.contains("transfer-encoding: chunked") {
-        let mut out = Vec::new();
-        let mut b = body;
-        loop {
-            let eol = b.windows(2).position(|w| w == b"\r\n")?;
-            let line = std::str::from_utf8(&b[..eol]).ok()?;
-            let len = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
-            if len == 0 {
-                return Some((status, out));
-            }
-            out.extend_from_slice(b.get(eol + 2..eol + 2 + len)?);
-            b = b.get(eol + 2 + len + 2..)?;
-        }
-    }
-    Some((status, body.to_vec()))
 }
 
 #[cfg(test)]
@@ -1310,9 +1244,8 @@ mod tests {
     }
 
     #[test]
-    fn chunked_replies_are_decoded() {
-        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n3\r\n\":1\r\n1\r\n}\r\n0\r\n\r\n";
-        assert_eq!(parse_response(raw).unwrap(), (200, b"{\"a\":1}".to_vec()));
+    fn path_segments_are_percent_encoded() {
         assert_eq!(percent_encode("a b/c"), "a%20b%2Fc");
+        assert_eq!(percent_encode("x-y.z_~é"), "x-y.z_~%C3%A9");
     }
 }

@@ -6,6 +6,7 @@ mod bench_repart_cmd;
 mod ctl_cmd;
 mod demo_cmd;
 mod experiment_cmd;
+mod http_client;
 mod node_cmd;
 mod signals;
 mod sim_cmd;

@@ -11,6 +11,7 @@
 //! even by SIGKILL, the pipe closes and every node shuts down by itself. On SIGINT/SIGTERM the
 //! parent sends SIGTERM to every child and waits for it (SIGKILL after 30 s).
 
+use crate::http_client;
 use crate::up_cmd::UpArgs;
 use anyhow::{Context, bail};
 use meridian_net::wan::{LinkConfig, WanConfig};
@@ -22,7 +23,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
 
 /// How long `--processes` waits for every node to see every other up.
@@ -163,16 +163,10 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 
 /// `GET /cluster` on `addr`: whether the node sees every member up.
 async fn all_up(addr: SocketAddr, password: Option<&str>) -> bool {
+    let client = http_client::Client::new(addr.to_string(), password.map(str::to_owned));
     let fetch = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let auth = password.map_or(String::new(), |p| format!("Authorization: Bearer {p}\r\n"));
-        let req =
-            format!("GET /cluster HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.ok()?;
-        let body = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
-        let j: serde_json::Value = serde_json::from_slice(&buf[body..]).ok()?;
+        let reply = client.send("GET", "/cluster", None).await.ok()?;
+        let j: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
         let members = j["members"].as_array()?.clone();
         Some(members.iter().all(|m| m["status"] == "up"))
     };
