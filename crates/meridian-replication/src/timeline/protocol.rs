@@ -67,6 +67,8 @@
 //!   and had not yet sent anywhere is lost if the master's disk is (a wipe, or a crash under
 //!   a lossy fsync policy); `timeline_w = 2` keeps it on a second replica before the ack.
 //! - The forced re-master works per key (`--partition` is not built).
+//!
+//! [`master_write`]: crate::timeline::master_write
 
 use super::messages::TimelineMsg;
 use crate::bucket::BucketType;

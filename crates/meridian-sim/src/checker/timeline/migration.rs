@@ -66,6 +66,8 @@ pub fn check_migration_with(issued: &[Issued], t: usize, targets: &MigrationTarg
 /// other replica stored them (as in [`check_single_writer_with`]): such a version is judged,
 /// but its origin does not enter the window of the versions after it (the master that issued
 /// it restarted without it, so its next write extends the record before it).
+///
+/// [`check_single_writer_with`]: super::check_single_writer_with
 pub fn check_migration_with_applied(
     issued: &[Issued],
     applied: &[Applied],
