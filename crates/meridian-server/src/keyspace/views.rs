@@ -1,0 +1,356 @@
+//! The views the Redis layer's commands run over (`meridian_redis::View`): a lock-free
+//! read view, a view of one locked stripe that writes straight to the engine, and an
+//! overlay of several locked stripes whose writes become one atomic batch.
+
+use super::*;
+
+// ----- views for the string commands -----------------------------------------------------
+
+/// Lock-free reads (GET, MGET, EXISTS, ...): an expired key reads as absent and is deleted
+/// under its stripe's lock. Writes lock their key's stripe (read-only commands never write).
+pub(super) struct ReadView<'a> {
+    pub(super) ks: &'a Keyspace,
+}
+
+impl View for ReadView<'_> {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        self.ks.clock.now()
+    }
+
+    #[inline]
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+        self.ks.read_live(key)
+    }
+
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        let mut s = self.ks.lock(key);
+        self.ks.locked(&mut s).store(key, value)
+    }
+
+    fn max_value_len(&self) -> usize {
+        self.ks.config.max_value_len
+    }
+
+    #[inline]
+    fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.ks.count_read(key, hit);
+    }
+}
+
+/// One key's stripe, locked: reads delete expired keys, writes go straight to the engine at
+/// the view's time.
+pub(super) struct LockedView<'a> {
+    pub(super) ks: &'a Keyspace,
+    pub(super) stripe: &'a mut Stripe,
+    pub(super) now: Timestamp,
+}
+
+impl View for LockedView<'_> {
+    #[inline]
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    #[inline]
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+        self.ks.load_live_locked(self.stripe, key, self.now)
+    }
+
+    #[inline]
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        match value {
+            Some(e) => self.ks.put_locked(self.stripe, key, e, self.now),
+            None => self.ks.delete_locked(self.stripe, key, self.now),
+        }
+    }
+
+    fn max_value_len(&self) -> usize {
+        self.ks.config.max_value_len
+    }
+
+    #[inline]
+    fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.ks.count_read(key, hit);
+    }
+}
+
+/// A buffered write of an [`Overlay`].
+#[derive(Debug)]
+pub(super) struct Pending {
+    /// The new envelope, or a delete.
+    pub(super) value: Option<Bytes>,
+    /// The new expiry, for the TTL index.
+    pub(super) expiry: Option<u64>,
+    /// Whether a command wrote it (a modification for WATCH), rather than expiry.
+    pub(super) touched: bool,
+    /// Whether it deletes an expired key (counted in `expired_keys`).
+    pub(super) expired: bool,
+}
+
+/// Several keys' stripes, locked, at one time: reads see the engine plus this overlay's own
+/// earlier writes; writes are buffered and [`Overlay::commit`] writes them as one atomic
+/// [`WriteBatch`]. What MSET, MSETNX, DEL and a whole MULTI/EXEC run over, so no reader or
+/// writer can observe part of them.
+pub(crate) struct Overlay<'a> {
+    pub(super) ks: &'a Keyspace,
+    pub(super) guards: StripeGuards<'a>,
+    pub(super) now: Timestamp,
+    pub(super) pending: FxHashMap<Bytes, Pending>,
+    /// Whether a FLUSHDB/FLUSHALL ran: SCAN cursors are forgotten at commit.
+    pub(super) flushed: bool,
+}
+
+impl<'a> Overlay<'a> {
+    /// Takes the time after the locks, so the batch's versions are newer than any earlier
+    /// write of its keys.
+    pub(super) fn new(ks: &'a Keyspace, guards: StripeGuards<'a>) -> Self {
+        Self {
+            ks,
+            guards,
+            now: ks.clock.now(),
+            pending: FxHashMap::default(),
+            flushed: false,
+        }
+    }
+
+    /// Writes every buffered write as one batch at the overlay's time, then updates the TTL
+    /// index and the watchers of the keys commands modified.
+    pub(super) fn commit(mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::new();
+        for (k, p) in &self.pending {
+            match &p.value {
+                Some(v) => {
+                    batch.put(k.clone(), self.now, v.clone());
+                }
+                None => {
+                    batch.delete(k.clone(), self.now);
+                }
+            }
+        }
+        self.ks.horizon(self.now);
+        self.ks.engine.write_batch(batch)?;
+        let mut expired = 0;
+        for (k, p) in self.pending.drain() {
+            let s = self.guards.of(&k)?;
+            if p.touched {
+                s.touch(&k);
+            }
+            expired += p.expired as u64;
+            match &p.value {
+                Some(v) => self
+                    .ks
+                    .account_put(s, &k, entry_bytes(k.len(), v.len()), self.now),
+                None => self.ks.account_delete(s, &k),
+            }
+            self.ks.index_owned(s, k, p.expiry);
+        }
+        self.ks.expired_keys.fetch_add(expired, Ordering::Relaxed);
+        if self.flushed {
+            self.ks.cursors.lock().clear();
+        }
+        Ok(())
+    }
+
+    /// FLUSHDB/FLUSHALL inside the overlay: deletes every key (the overlay must hold every
+    /// stripe). Not a modification for WATCH, as in Redis 7: a watched key that existed is
+    /// gone, which fails EXEC by itself; one that did not exist did not change.
+    pub(crate) fn flush(&mut self) -> Result<()> {
+        if self.guards.ids.len() != STRIPES {
+            return Err(RedisError::Corrupt("flush without every stripe locked"));
+        }
+        for p in self.pending.values_mut() {
+            p.value = None;
+            p.expiry = None;
+        }
+        let mut start = Bound::Unbounded;
+        loop {
+            let page = self
+                .ks
+                .engine
+                .scan(start, Bound::Unbounded, Timestamp::MAX, PAGE, false)?;
+            let full = page.len() == PAGE;
+            let last = page.last().map(|(k, _)| k.clone());
+            for (k, _) in page {
+                self.pending.entry(k).or_insert(Pending {
+                    value: None,
+                    expiry: None,
+                    touched: false,
+                    expired: false,
+                });
+            }
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => break,
+            }
+        }
+        self.flushed = true;
+        Ok(())
+    }
+
+    /// KEYS (and SCAN, from after `after`) as this overlay sees the keyspace: live engine keys
+    /// and the overlay's own writes, in key order, matching the glob `pattern`.
+    pub(crate) fn keys(
+        &mut self,
+        pattern: Option<&[u8]>,
+        after: Option<Bytes>,
+    ) -> Result<Vec<Bytes>> {
+        self.keys_of_type(pattern, after, None)
+    }
+
+    /// [`Overlay::keys`] of the keys holding a value of type `kind` (SCAN ... TYPE).
+    pub(crate) fn keys_of_type(
+        &mut self,
+        pattern: Option<&[u8]>,
+        after: Option<Bytes>,
+        kind: Option<Kind>,
+    ) -> Result<Vec<Bytes>> {
+        let mut out = Vec::new();
+        let prefix = pattern.map_or(&[][..], literal_prefix);
+        let mut start = match after {
+            Some(k) if prefix.is_empty() || &k[..] >= prefix => Bound::Excluded(k),
+            _ if prefix.is_empty() => Bound::Unbounded,
+            _ => Bound::Included(Bytes::copy_from_slice(prefix)),
+        };
+        let end = prefix_end(prefix);
+        let lower = start.clone();
+        loop {
+            let rows = self
+                .ks
+                .engine
+                .scan(start, end.clone(), Timestamp::MAX, PAGE, false)?;
+            let full = rows.len() == PAGE;
+            let last = rows.last().map(|(k, _)| k.clone());
+            for (k, v) in rows {
+                if self.pending.contains_key(&k) {
+                    continue;
+                }
+                let live = match decode_version(Some(v)) {
+                    Ok(Some(e)) => !e.is_expired(self.now) && kind.is_none_or(|k| e.kind == k),
+                    _ => kind.is_none(),
+                };
+                if live && pattern.is_none_or(|p| glob_match(p, &k, false)) {
+                    out.push(k);
+                }
+            }
+            match (full, last) {
+                (true, Some(k)) => start = Bound::Excluded(k),
+                _ => break,
+            }
+        }
+        let in_range = |k: &Bytes| {
+            (match &lower {
+                Bound::Excluded(l) => k > l,
+                Bound::Included(l) => k >= l,
+                Bound::Unbounded => true,
+            }) && (match &end {
+                Bound::Excluded(e) => k < e,
+                _ => true,
+            })
+        };
+        out.extend(
+            self.pending
+                .iter()
+                .filter(|(k, p)| {
+                    p.value.as_ref().is_some_and(|v| {
+                        kind.is_none_or(|want| {
+                            meridian_redis::view::decode(v.clone()).is_ok_and(|e| e.kind == want)
+                        })
+                    }) && in_range(k)
+                        && pattern.is_none_or(|pat| glob_match(pat, k, false))
+                })
+                .map(|(k, _)| k.clone()),
+        );
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// DBSIZE as this overlay sees the keyspace.
+    pub(crate) fn dbsize(&mut self) -> Result<u64> {
+        let mut n = self.ks.engine.stats().live_keys as i64;
+        for (k, p) in &self.pending {
+            let before = self.ks.load(k).map(|e| e.is_some()).unwrap_or(true);
+            n += p.value.is_some() as i64 - before as i64;
+        }
+        Ok(n.max(0) as u64)
+    }
+
+    /// Takes a SCAN cursor's resume key (see [`Keyspace::scan`]).
+    pub(crate) fn scan_resume(&self, cursor: u64) -> Option<Bytes> {
+        (cursor != 0)
+            .then(|| self.ks.cursors.lock().take(cursor))
+            .flatten()
+    }
+}
+
+impl View for Overlay<'_> {
+    fn now(&self) -> Timestamp {
+        self.now
+    }
+
+    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
+        if let Some(p) = self.pending.get(key) {
+            return match &p.value {
+                Some(v) => meridian_redis::view::decode(v.clone()).map(Some),
+                None => Ok(None),
+            };
+        }
+        // Fails for a key outside the locked stripes before reading it.
+        self.guards.of(key)?;
+        match self.ks.load(key)? {
+            Some(e) if e.is_expired(self.now) => {
+                self.pending.insert(
+                    Bytes::copy_from_slice(key),
+                    Pending {
+                        value: None,
+                        expiry: None,
+                        touched: false,
+                        expired: true,
+                    },
+                );
+                Ok(None)
+            }
+            Some(e) => {
+                if self.ks.tracks_reads()
+                    && let Some(m) = self.guards.of(key)?.meta.get_mut(key)
+                {
+                    m.access(self.now);
+                }
+                Ok(Some(e))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        self.guards.of(key)?;
+        let p = Pending {
+            value: value.map(|e| encode_kind(e.kind, e.data, e.expiry)),
+            expiry: value.and_then(|e| e.expiry),
+            touched: true,
+            expired: false,
+        };
+        match self.pending.entry(Bytes::copy_from_slice(key)) {
+            MapEntry::Occupied(mut o) => {
+                // A key that expired, then was written: still counted as expired.
+                let expired = o.get().expired;
+                *o.get_mut() = Pending { expired, ..p };
+            }
+            MapEntry::Vacant(v) => {
+                v.insert(p);
+            }
+        }
+        Ok(())
+    }
+
+    fn max_value_len(&self) -> usize {
+        self.ks.config.max_value_len
+    }
+
+    fn count_read(&mut self, key: &[u8], hit: bool) {
+        self.ks.count_read(key, hit);
+    }
+}
