@@ -8,12 +8,9 @@
 //! specifications, subcommands (none: containers such as `CONFIG` and `CLIENT` are listed as
 //! one command).
 //!
-//! Where it departs from Redis: a key specification's `begin_search`/`find_keys` are exact
-//! (they follow first/last/step, which is what cluster clients route by), but its flags are
-//! coarse — `RO ACCESS` for readers, `RM DELETE` for the deleting commands, `RW UPDATE`
-//! (plus `ACCESS` when the command returns the value) for other writers — where Redis
-//! distinguishes `OW`, `INSERT` and `VARIABLE_FLAGS` per command. `COMMAND DOCS` answers each
-//! command's `group` only (no summary, complexity or argument list).
+//! Where it departs from Redis: `COMMAND DOCS` answers each command's `group` only (no
+//! summary, complexity or argument list); containers (`CONFIG`, `CLIENT`, `CLUSTER`) list no
+//! subcommands, so `COMMAND LIST` and `COMMAND COUNT` count them once.
 
 use crate::args::Args;
 use crate::command::{Cmd, Group};
@@ -58,14 +55,14 @@ impl Cmd {
         use Cmd::*;
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
-            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Dbsize => {
-                &["keyspace"]
-            }
-            Flushdb | Flushall => &["keyspace", "dangerous"],
-            Info | Role => &["dangerous"],
-            Ping | Echo | Command | Client | Select | Hello | Auth | Quit | Reset | Readonly
-            | Readwrite | Asking => &["connection"],
-            Time | Config | Cluster => &[],
+            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize => &["keyspace"],
+            Keys | Flushdb | Flushall => &["keyspace", "dangerous"],
+            Info => &["dangerous"],
+            Role => &["admin", "dangerous"],
+            Ping | Echo | Command | Select | Hello | Auth | Quit | Reset | Readonly | Readwrite
+            | Asking => &["connection"],
+            // Containers (their subcommands carry the categories in Redis).
+            Time | Config | Client | Cluster => &[],
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => &["string"],
                 Group::Hashes => &["hash"],
@@ -115,21 +112,70 @@ impl Cmd {
         }
     }
 
-    /// The flags of the command's key specification (see the module docs: coarse).
+    /// The flags of the command's key specification, as Redis 7 spells them (the access
+    /// type uppercase, the operation lowercase).
     fn key_spec_flags(self) -> &'static [&'static str] {
         use Cmd::*;
         match self {
-            Del | Unlink | MeridianDel => &["RM", "DELETE"],
-            Getdel => &["RW", "ACCESS", "DELETE"],
-            Getex | Getset | Incr | Decr | Incrby | Decrby | Incrbyfloat | Hincrby
-            | Hincrbyfloat | TlTas => &["RW", "ACCESS", "UPDATE"],
-            Set | Setex | Psetex | Setnx | Mset | Msetnx | Append | Setrange | Expire | Pexpire
-            | Expireat | Pexpireat | Persist | Hset | Hsetnx | Hmset | Hdel | MeridianPut
-            | MeridianSet => &["RW", "UPDATE"],
-            _ => &["RO", "ACCESS"],
+            Del | Unlink | MeridianDel => &["RM", "delete"],
+            Getdel => &["RW", "access", "delete"],
+            Hdel => &["RW", "delete"],
+            Set => &["RW", "access", "update", "variable_flags"],
+            Mset | Setex | Psetex | MeridianPut | MeridianSet => &["OW", "update"],
+            Msetnx | Setnx => &["OW", "insert"],
+            Append | Hsetnx => &["RW", "insert"],
+            Incr | Decr | Incrby | Decrby | Incrbyfloat | Getex | Getset | Hincrby
+            | Hincrbyfloat | TlTas => &["RW", "access", "update"],
+            Setrange | Expire | Pexpire | Expireat | Pexpireat | Persist | Hset | Hmset => {
+                &["RW", "update"]
+            }
+            Exists | Touch | Strlen | Type | Watch | Hexists | Hlen | Hstrlen | BlobClose => {
+                &["RO"]
+            }
+            _ => &["RO", "access"],
         }
     }
+
+    /// The key flags `COMMAND GETKEYSANDFLAGS` reports for a request: the key
+    /// specification's, with SET's variable flags resolved as Redis resolves them (`OW
+    /// update` unless `GET` asks for the old value).
+    fn request_key_flags(self, args: Args<'_>) -> &'static [&'static str] {
+        if self == Cmd::Set {
+            let get = args.iter_from(5).any(|a| a.eq_ignore_ascii_case(b"GET"));
+            return if get {
+                &["RW", "access", "update"]
+            } else {
+                &["OW", "update"]
+            };
+        }
+        self.key_spec_flags()
+    }
 }
+
+/// Redis's command flags in the order `COMMAND INFO` lists them.
+const FLAG_ORDER: &[&str] = &[
+    "write",
+    "readonly",
+    "denyoom",
+    "module",
+    "admin",
+    "pubsub",
+    "noscript",
+    "blocking",
+    "loading",
+    "stale",
+    "skip_monitor",
+    "skip_slowlog",
+    "asking",
+    "fast",
+    "no_auth",
+    "may_replicate",
+    "no_mandatory_keys",
+    "no_async_loading",
+    "no_multi",
+    "movablekeys",
+    "allow_busy",
+];
 
 /// Runs `COMMAND [subcommand ...]` (the arity of `COMMAND` itself was checked).
 pub fn command(reply: &mut Reply, args: Args<'_>) -> CmdResult {
@@ -209,7 +255,7 @@ fn entry(reply: &mut Reply, cmd: Cmd) {
     reply.bulk(spec.name.as_bytes());
     reply.int(i64::from(spec.arity));
     reply.set(spec.flags.len());
-    for f in spec.flags {
+    for f in FLAG_ORDER.iter().filter(|f| spec.flags.contains(f)) {
         reply.simple(f.as_bytes());
     }
     reply.int(i64::from(spec.first_key));
@@ -340,7 +386,7 @@ fn getkeys(reply: &mut Reply, args: Args<'_>, with_flags: bool) -> CmdResult {
         if with_flags {
             reply.array(2);
             reply.bulk(key);
-            let flags = cmd.key_spec_flags();
+            let flags = cmd.request_key_flags(args);
             reply.set(flags.len());
             for f in flags {
                 reply.simple(f.as_bytes());
@@ -382,7 +428,9 @@ mod tests {
             cats(Cmd::Flushall),
             ["keyspace", "write", "slow", "dangerous"]
         );
-        assert_eq!(cats(Cmd::Config), ["admin", "slow", "dangerous"]);
+        assert_eq!(cats(Cmd::Config), ["slow"]);
+        assert_eq!(cats(Cmd::Keys), ["keyspace", "read", "slow", "dangerous"]);
+        assert_eq!(cats(Cmd::Role), ["admin", "fast", "dangerous"]);
         assert_eq!(cats(Cmd::Ping), ["fast", "connection"]);
         assert_eq!(cats(Cmd::Multi), ["fast", "transaction"]);
     }
@@ -426,7 +474,34 @@ mod tests {
         );
         assert_eq!(
             run("COMMAND GETKEYSANDFLAGS del k"),
-            "*1\r\n*2\r\n$1\r\nk\r\n*2\r\n+RM\r\n+DELETE\r\n"
+            "*1\r\n*2\r\n$1\r\nk\r\n*2\r\n+RM\r\n+delete\r\n"
+        );
+    }
+
+    #[test]
+    fn getkeysandflags_as_redis_7() {
+        // Redis 7.0's unit/introspection-2.tcl.
+        assert_eq!(
+            run("COMMAND GETKEYSANDFLAGS set k1 v1"),
+            "*1\r\n*2\r\n$2\r\nk1\r\n*2\r\n+OW\r\n+update\r\n"
+        );
+        assert_eq!(
+            run("COMMAND GETKEYSANDFLAGS mset k1 v1 k2 v2"),
+            "*2\r\n*2\r\n$2\r\nk1\r\n*2\r\n+OW\r\n+update\r\n*2\r\n$2\r\nk2\r\n*2\r\n+OW\r\n+update\r\n"
+        );
+        assert_eq!(run("COMMAND GETKEYS get key"), "*1\r\n$3\r\nkey\r\n");
+        assert_eq!(
+            run("COMMAND LIST FILTERBY PATTERN set"),
+            "*1\r\n$3\r\nset\r\n"
+        );
+        assert_eq!(
+            run("COMMAND LIST FILTERBY ACLCAT non_existing_category"),
+            "*0\r\n"
+        );
+        assert_eq!(run("COMMAND LIST bad_arg"), "-ERR syntax error\r\n");
+        assert_eq!(
+            run("COMMAND LIST FILTERBY bad_arg"),
+            "-ERR syntax error\r\n"
         );
     }
 
