@@ -406,7 +406,8 @@ pub fn peek(bytes: &[u8]) -> Option<Peek<'_>> {
     }
     let value = bytes.get(at..)?;
     let kind = *value.first()?;
-    let cr = 1 + memchr::memchr(b'\r', value.get(1..)?)?;
+    // Header lines are short: a plain scan beats memchr's setup here.
+    let cr = 1 + value.get(1..)?.iter().position(|&b| b == b'\r')?;
     let line = &value[1..cr];
     let rest = value.get(cr + 2..)?;
     Some(match kind {
@@ -468,7 +469,13 @@ impl Walker<'_> {
             )
         };
         let window = &rest[..rest.len().min(limit.saturating_add(2))];
-        match memchr::memchr2(b'\r', b'\n', window) {
+        // Numbers are a few bytes: a plain scan beats memchr's setup there.
+        let found = if numeric {
+            window.iter().position(|&b| b == b'\r' || b == b'\n')
+        } else {
+            memchr::memchr2(b'\r', b'\n', window)
+        };
+        match found {
             Some(i) if i > limit => Err(too_long),
             Some(i) if window[i] == b'\n' => Err(FrameError::BadLine),
             Some(i) => match rest.get(i + 1) {
