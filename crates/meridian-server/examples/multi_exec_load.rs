@@ -9,7 +9,9 @@
 //! a Redis Cluster: the slot map comes from `CLUSTER SLOTS` at ADDR and each transaction goes
 //! to its slot's master (both keys share the slot through the hash tag).
 
-use bytes::{Buf, BytesMut};
+use bytes::BytesMut;
+use meridian_server::resp::Frame;
+use meridian_server::resp::frame;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -17,43 +19,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 type Res<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
-
-/// Length of one complete RESP value at the start of `b`, if it is all there.
-fn value_len(b: &[u8]) -> Option<usize> {
-    let line = b.windows(2).position(|w| w == b"\r\n")?;
-    let head = std::str::from_utf8(&b[1..line]).ok()?;
-    let after = line + 2;
-    match b.first()? {
-        b'+' | b'-' | b':' => Some(after),
-        b'$' => {
-            let n: i64 = head.parse().ok()?;
-            if n < 0 {
-                return Some(after);
-            }
-            let end = after + n as usize + 2;
-            (b.len() >= end).then_some(end)
-        }
-        b'*' => {
-            let n: i64 = head.parse().ok()?;
-            let mut at = after;
-            for _ in 0..n.max(0) {
-                at += value_len(&b[at..])?;
-            }
-            Some(at)
-        }
-        _ => None,
-    }
-}
-
-fn cmd(args: &[&[u8]]) -> Vec<u8> {
-    let mut v = format!("*{}\r\n", args.len()).into_bytes();
-    for a in args {
-        v.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-        v.extend_from_slice(a);
-        v.extend_from_slice(b"\r\n");
-    }
-    v
-}
 
 struct Conn {
     s: TcpStream,
@@ -70,19 +35,16 @@ impl Conn {
         })
     }
 
-    /// Reads `n` replies; returns them concatenated.
-    async fn replies(&mut self, n: usize) -> Res<Vec<u8>> {
-        let mut out = Vec::new();
-        for _ in 0..n {
-            loop {
-                if let Some(len) = value_len(&self.buf) {
-                    out.extend_from_slice(&self.buf[..len]);
-                    self.buf.advance(len);
-                    break;
-                }
-                if self.s.read_buf(&mut self.buf).await? == 0 {
+    /// Reads `n` replies.
+    async fn replies(&mut self, n: usize) -> Res<Vec<Frame>> {
+        let mut out = Vec::with_capacity(n);
+        while out.len() < n {
+            match Frame::parse(&mut self.buf)? {
+                Some(reply) => out.push(reply),
+                None if self.s.read_buf(&mut self.buf).await? == 0 => {
                     return Err("connection closed".into());
                 }
+                None => {}
             }
         }
         Ok(out)
@@ -92,29 +54,29 @@ impl Conn {
 /// Slot → master address, from `CLUSTER SLOTS`.
 async fn slot_map(addr: SocketAddr) -> Res<Vec<SocketAddr>> {
     let mut c = Conn::open(addr).await?;
-    c.s.write_all(&cmd(&[b"CLUSTER", b"SLOTS"])).await?;
-    let raw = c.replies(1).await?;
-    // Tokens: the reply flattened into lines; each range is `*N :start :end *M $ip :port ...`.
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let lines: Vec<&str> = text.split("\r\n").collect();
+    let mut req = BytesMut::new();
+    frame::encode_command(&mut req, &[b"CLUSTER", b"SLOTS"]);
+    c.s.write_all(&req).await?;
     let mut map = vec![addr; 16384];
-    let mut i = 1;
-    while i + 6 < lines.len() {
-        if lines[i].starts_with('*')
-            && lines[i + 1].starts_with(':')
-            && lines[i + 2].starts_with(':')
-        {
-            let start: usize = lines[i + 1][1..].parse()?;
-            let end: usize = lines[i + 2][1..].parse()?;
-            let ip = lines[i + 5];
-            let port: u16 = lines[i + 6][1..].parse()?;
-            let a: SocketAddr = format!("{ip}:{port}").parse()?;
-            for slot in map.iter_mut().take(end.min(16383) + 1).skip(start) {
-                *slot = a;
-            }
-            i += 7;
-        } else {
-            i += 1;
+    // Each range is `[start, end, [ip, port, id, ...] (the master), replicas...]`.
+    let Some(Frame::Array(ranges)) = c.replies(1).await?.pop() else {
+        return Err("CLUSTER SLOTS did not answer an array".into());
+    };
+    for range in ranges {
+        let Frame::Array(range) = range else { continue };
+        let (Some(Frame::Integer(start)), Some(Frame::Integer(end)), Some(Frame::Array(master))) =
+            (range.first(), range.get(1), range.get(2))
+        else {
+            continue;
+        };
+        let (Some(Frame::Bulk(ip)), Some(Frame::Integer(port))) = (master.first(), master.get(1))
+        else {
+            continue;
+        };
+        let a: SocketAddr = format!("{}:{port}", String::from_utf8_lossy(ip)).parse()?;
+        let (start, end) = (usize::try_from(*start)?, usize::try_from(*end)?);
+        for slot in map.iter_mut().take(end.min(16383) + 1).skip(start) {
+            *slot = a;
         }
     }
     Ok(map)
@@ -168,19 +130,25 @@ async fn main() -> Res<()> {
                         e.insert(Conn::open(to).await?)
                     }
                 };
-                let mut req = cmd(&[b"MULTI"]);
-                req.extend(cmd(&[b"INCRBY", a.as_bytes(), b"1"]));
-                req.extend(cmd(&[b"INCRBY", b.as_bytes(), b"1"]));
-                req.extend(cmd(&[b"EXEC"]));
+                let mut req = BytesMut::new();
+                frame::encode_command(&mut req, &[b"MULTI"]);
+                frame::encode_command(&mut req, &[b"INCRBY", a.as_bytes(), b"1"]);
+                frame::encode_command(&mut req, &[b"INCRBY", b.as_bytes(), b"1"]);
+                frame::encode_command(&mut req, &[b"EXEC"]);
                 let t0 = Instant::now();
                 conn.s.write_all(&req).await?;
                 let out = conn.replies(4).await?;
                 lat.push(t0.elapsed().as_micros() as u32);
-                let exec = &out[out.len().saturating_sub(5)..];
-                if exec == b"*-1\r\n" {
-                    nil += 1;
-                } else if out.contains(&b'-') && out.windows(3).any(|w| w == b"\r\n-") {
-                    errors += 1;
+                let failed = |f: &Frame| matches!(f, Frame::Error(_) | Frame::BlobError(_));
+                match out.last() {
+                    // EXEC aborted by WATCH (a null array).
+                    Some(Frame::Null) => nil += 1,
+                    Some(Frame::Array(results)) if !out.iter().any(failed) => {
+                        if results.iter().any(failed) {
+                            errors += 1;
+                        }
+                    }
+                    _ => errors += 1,
                 }
             }
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>((lat, nil, errors))

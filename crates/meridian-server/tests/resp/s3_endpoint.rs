@@ -1566,12 +1566,11 @@ async fn multipart_upload_listings_page_on_with_their_markers() {
 /// Sends one RESP command on a new connection and returns its reply's first line (enough
 /// for a status, an error or a bulk string's length).
 async fn resp_line(addr: SocketAddr, args: &[&str]) -> String {
-    let mut req = format!("*{}\r\n", args.len());
-    for a in args {
-        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let mut req = bytes::BytesMut::new();
+    meridian_server::resp::frame::encode_command(&mut req, &args);
     let mut s = TcpStream::connect(addr).await.unwrap();
-    s.write_all(req.as_bytes()).await.unwrap();
+    s.write_all(&req).await.unwrap();
     let mut buf = Vec::new();
     tokio::time::timeout(PATIENCE, async {
         while !buf.windows(2).any(|w| w == b"\r\n") {
