@@ -58,10 +58,11 @@
 //!
 //! On a single node (no cluster) the cluster routes answer 404 `NOT_CLUSTER`.
 
-use crate::cluster::{ClusterBackend, apply_option};
-use crate::http::{ApiError, HttpState, authorize, not_found, percent_decode};
+use crate::cluster_backend::{ClusterBackend, apply_option};
+use crate::http_common::{ApiError, HttpState, authorize, not_found, percent_decode};
 use crate::metrics::OpStats;
 use crate::wire_error;
+pub use crate::wire_error::VERSION_HEADER;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
@@ -81,9 +82,6 @@ use std::time::Instant;
 
 /// The header carrying a causal context (hex).
 pub const CONTEXT_HEADER: &str = "x-meridian-context";
-
-/// The header carrying a timeline record's version (`gen.mepoch.seq`).
-pub const VERSION_HEADER: &str = "x-meridian-version";
 
 /// The header naming a timeline record's master (`n3@dc1`).
 pub const MASTER_HEADER: &str = "x-meridian-master";
@@ -1317,7 +1315,7 @@ fn meridian_txn_entry(raw: Option<Bytes>, now: meridian_core::Timestamp) -> Opti
 // ----- read load balancing ------------------------------------------------------------------
 
 /// Largest body `PUT /balance/service-model` accepts.
-pub(crate) const BALANCE_BODY_MAX: usize = crate::http::ADMIN_BODY_MAX;
+pub(crate) const BALANCE_BODY_MAX: usize = crate::http_common::ADMIN_BODY_MAX;
 
 fn member_name(c: &ClusterBackend, id: NodeId) -> String {
     c.node

@@ -27,7 +27,7 @@
 //! node names every other the same way, across restarts); the last 8 are the id itself.
 //! Addresses are the members' announced RESP addresses (`MemberRecord::resp`).
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::resp::server::RespContext;
 use meridian_cluster::{SLOTS, key_hash, slot_of};
 use meridian_core::{DcId, NodeId};

@@ -58,7 +58,7 @@
 //! `meridian_replication_errors_total{frontend="resp",code=...}`. A malformed argument is
 //! `-ERR syntax error ...` or `-ERR invalid version ...`. The connection stays open.
 
-use crate::cluster::{ClusterBackend, apply_option};
+use crate::cluster_backend::{ClusterBackend, apply_option};
 use crate::metrics::Metrics;
 use crate::objects::Objects;
 use crate::resp::blob;

@@ -36,7 +36,7 @@
 //! limit, or shutdown (checked only while waiting for input, so requests already read are
 //! answered).
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::resp::exec::{self, Flow, Session};
 use crate::resp::request::RequestParser;
 use crate::resp::server::{ClientInfo, RespContext};

@@ -14,7 +14,7 @@
 //! checks inside MULTI flags the transaction (EXECABORT); a refused EXEC discards it. Keyspace errors become `-ERR
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;

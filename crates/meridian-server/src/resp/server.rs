@@ -5,7 +5,7 @@
 //! finish what it has read and close. Connection gauges (`open`, `accepted`, `rejected`) in
 //! [`Metrics`] are kept exact: a connection is counted open from accept until its task ends.
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::keyspace::Keyspace;
 use crate::metrics::{Frontend, Metrics, OpStats};
 use crate::resp::{RespConfig, connection};
