@@ -82,12 +82,12 @@ pub fn router(node: Arc<NodeState>) -> Router {
             "/wan",
             admin(get(crate::http_cluster::wan).put(crate::http_cluster::put_wan)),
         )
-        .route("/balance", get(crate::http_cluster::balance))
+        .route("/balance", get(crate::http_balance::balance))
         .route(
             "/balance/service-model",
-            admin(axum::routing::put(crate::http_cluster::put_service_model)),
+            admin(axum::routing::put(crate::http_balance::put_service_model)),
         )
-        .route("/txn", axum::routing::post(crate::http_cluster::post_txn))
+        .route("/txn", axum::routing::post(crate::http_txn::post_txn))
         .route(
             "/timeline/force-master",
             admin(axum::routing::post(crate::http_cluster::force_master)),

@@ -28,7 +28,7 @@
 //! Addresses are the members' announced RESP addresses (`MemberRecord::resp`).
 
 use crate::cluster_backend::ClusterBackend;
-use crate::resp::server::RespContext;
+use crate::resp::context::RespContext;
 use meridian_cluster::{SLOTS, key_hash, slot_of};
 use meridian_core::{DcId, NodeId};
 use meridian_redis::Args;

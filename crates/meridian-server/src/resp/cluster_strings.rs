@@ -32,7 +32,7 @@
 
 use crate::cluster_backend::ClusterBackend;
 use crate::metrics::Metrics;
-use crate::resp::exec::error_reply;
+use crate::resp::common::error_reply;
 use crate::wire_error;
 use bytes::{Bytes, BytesMut};
 use meridian_core::Timestamp;

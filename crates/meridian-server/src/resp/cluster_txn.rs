@@ -32,7 +32,7 @@
 //! them atomically).
 
 use crate::cluster_backend::ClusterBackend;
-use crate::resp::exec::error_reply;
+use crate::resp::common::error_reply;
 use crate::resp::multi::MultiState;
 use bytes::Bytes;
 use meridian_core::Timestamp;
