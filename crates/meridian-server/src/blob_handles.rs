@@ -12,7 +12,7 @@
 //! - **Bounded.** At most `blob.max_open_handles` per node and at most
 //!   `blob.max_handle_bytes` pinned (bytes of pinned values plus manifests; handles of one
 //!   version share its manifest), beyond which `BLOB.OPEN` fails with
-//!   [`HandleLimit`](crate::objects::ObjectError::HandleLimit); a handle unused for
+//!   `HandleLimit` (the object service's `ObjectError::HandleLimit`); a handle unused for
 //!   `blob.handle_idle_ms` closes.
 //! - **Scoped to its key.** A handle is found only with the key it was opened on, and only on
 //!   the node that opened it (in cluster mode, the node the key's slot routes to).

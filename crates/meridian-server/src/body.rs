@@ -1,5 +1,5 @@
-//! Object bodies over HTTP, shared by the S3 endpoint ([`crate::s3`]) and the `/b/` routes
-//! ([`crate::http_blob`]): a request body as the chunk stream the object service consumes
+//! Object bodies over HTTP, shared by the S3 endpoint (`s3`) and the `/b/` routes
+//! (`http_blob`): a request body as the chunk stream the object service consumes
 //! ([`request_stream`]), each front end deciding what it decodes and checks ([`BodyCheck`]),
 //! and an object's bytes as a response body ([`object_body`]).
 //!

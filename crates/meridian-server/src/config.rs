@@ -76,7 +76,7 @@ pub struct NodeConfig {
     pub s3: S3Section,
     /// `[blob]`: large objects — chunk size, inline threshold, admission control.
     #[serde(skip_serializing_if = "is_default_blob")]
-    pub blob: crate::objects::BlobConfig,
+    pub blob: crate::blob_config::BlobConfig,
     /// `[repart]`: the worker-shard executor of a standalone node and how it repartitions
     /// (off by default).
     #[serde(skip_serializing_if = "is_default_repart")]
@@ -91,8 +91,8 @@ fn is_default_repart(r: &crate::repart::RepartConfig) -> bool {
     *r == crate::repart::RepartConfig::default()
 }
 
-fn is_default_blob(b: &crate::objects::BlobConfig) -> bool {
-    *b == crate::objects::BlobConfig::default()
+fn is_default_blob(b: &crate::blob_config::BlobConfig) -> bool {
+    *b == crate::blob_config::BlobConfig::default()
 }
 
 /// `[s3]`: the S3-compatible endpoint. Requests must carry an AWS Signature V4 by one of

@@ -68,7 +68,7 @@
 //!   object_upload_complete|object_upload_abort"`.
 
 use crate::body::{self, BodyCheck};
-use crate::http::{ApiError, HttpState, authorize, percent_decode};
+use crate::http_common::{ApiError, HttpState, authorize, percent_decode};
 use crate::metrics::Frontend;
 use crate::objects::{ObjectError, format_upload_id, parse_upload_id};
 use axum::Router;
@@ -90,7 +90,7 @@ use std::time::Instant;
 /// The longest object key, bytes (S3's).
 pub const KEY_MAX: usize = 1024;
 
-/// The routes, merged into [`crate::http::router`] outside its body limits.
+/// The routes, merged into the router (`http::router`) outside its body limits.
 pub(crate) fn routes() -> Router<Arc<HttpState>> {
     Router::new()
         .route(
@@ -217,7 +217,7 @@ fn target(s: &HttpState, uri: &Uri, headers: &HeaderMap) -> Result<(String, Byte
 /// Refuses `key` when it belongs to an S3 bucket and the node has no `requirepass`: 403
 /// `S3_BUCKET`, naming the bucket. The one check `/kv/{key}` and `/b/{bucket}/{key}` pass
 /// through (see [`crate::objects::Objects::check_key_access`]).
-pub(crate) fn refuse_s3_key(node: &crate::node::NodeState, key: &[u8]) -> Result<(), ApiError> {
+pub(crate) fn refuse_s3_key(node: &crate::state::NodeState, key: &[u8]) -> Result<(), ApiError> {
     let password_set = node.config.resp.requirepass.is_some();
     node.objects
         .check_key_access(key, password_set)

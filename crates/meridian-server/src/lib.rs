@@ -4,15 +4,20 @@
 //! nodes on port 0 and the `meridian` binary stays a few lines.
 
 pub mod auth;
+pub mod blob_config;
 pub mod blob_handles;
 mod body;
 pub mod cluster;
+pub mod cluster_backend;
 pub mod config;
 pub mod error;
 pub mod fd_limit;
 pub mod http;
+mod http_balance;
 mod http_blob;
 mod http_cluster;
+mod http_common;
+mod http_txn;
 pub mod identity;
 pub mod keyspace;
 pub mod memory;
@@ -23,6 +28,7 @@ pub mod repart;
 pub mod resp;
 pub mod s3;
 pub mod scan_cursors;
+pub mod state;
 pub mod wire_error;
 
 pub use config::{EngineKind, NodeConfig};

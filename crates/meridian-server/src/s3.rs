@@ -47,12 +47,12 @@
 //! virtual-hosted-style addressing (`NotImplemented`, naming it or the alternative).
 
 use crate::body::{self, BodyCheck, Slot};
-use crate::http::{ConnLimits, serve_app};
+use crate::http_common::{ConnLimits, serve_app};
 use crate::metrics::Frontend;
-use crate::node::NodeState;
 use crate::objects::{
     ByteStream, LIST_BUDGET, ObjectError, Objects, format_upload_id, parse_upload_id,
 };
+use crate::state::NodeState;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -237,7 +237,7 @@ impl BucketBook {
     }
 
     /// The cluster whose registry holds the buckets.
-    fn cluster(node: &NodeState) -> Result<&crate::cluster::ClusterBackend, S3Error> {
+    fn cluster(node: &NodeState) -> Result<&crate::cluster_backend::ClusterBackend, S3Error> {
         node.cluster
             .as_deref()
             .ok_or_else(|| internal("no cluster"))

@@ -43,15 +43,17 @@
 //! `?timeout_ms=` (HTTP) — after the figures, so a client parsing `need=… missing=…` keeps
 //! working ([`timeout_hint`]).
 
-use crate::cluster::ClusterBackend;
-use crate::http::ApiError;
-use crate::http_cluster::VERSION_HEADER;
+use crate::cluster_backend::ClusterBackend;
+use crate::http_common::ApiError;
 use crate::metrics::{Frontend, Metrics};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use meridian_core::DcId;
 use meridian_replication::timeline::Version;
 use meridian_replication::{ErrorClass, ReplicationError};
 use std::borrow::Cow;
+
+/// The header carrying a timeline record's version (`gen.mepoch.seq`).
+pub const VERSION_HEADER: &str = "x-meridian-version";
 
 /// Seconds a client should wait before retrying an `Unavailable` or `Overload` error. The
 /// failure detector and the master timeout act within about a second, so one is the scale.

@@ -50,7 +50,7 @@
 
 use crate::blob_handles::HandleFault;
 use crate::objects::{BlobConfig, ObjectError, ObjectHead, Objects};
-use crate::resp::server::RespContext;
+use crate::resp::context::RespContext;
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
 use meridian_blob::Manifest;
@@ -101,11 +101,6 @@ pub(crate) fn shown(value: Bytes) -> Shown {
         Some(m) if m.chunks.is_empty() => Shown::Bytes(m.inline.unwrap_or_default()),
         Some(m) => Shown::Chunked(Arc::new(m)),
     }
-}
-
-/// The largest reply `GET` and `BLOB.READ` give when no object service is attached.
-pub(crate) fn default_get_max() -> u64 {
-    BlobConfig::default().resp_get_max
 }
 
 /// `GET`'s error for an object above `blob.resp_get_max`.

@@ -27,8 +27,8 @@
 //! node names every other the same way, across restarts); the last 8 are the id itself.
 //! Addresses are the members' announced RESP addresses (`MemberRecord::resp`).
 
-use crate::cluster::ClusterBackend;
-use crate::resp::server::RespContext;
+use crate::cluster_backend::ClusterBackend;
+use crate::resp::context::RespContext;
 use meridian_cluster::{SLOTS, key_hash, slot_of};
 use meridian_core::{DcId, NodeId};
 use meridian_redis::Args;

@@ -58,7 +58,7 @@
 //! `meridian_replication_errors_total{frontend="resp",code=...}`. A malformed argument is
 //! `-ERR syntax error ...` or `-ERR invalid version ...`. The connection stays open.
 
-use crate::cluster::{ClusterBackend, apply_option};
+use crate::cluster_backend::{ClusterBackend, apply_option};
 use crate::metrics::Metrics;
 use crate::objects::Objects;
 use crate::resp::blob;
@@ -207,7 +207,7 @@ pub(crate) async fn run(
         // A truncation of every bucket (`meridian_replication::truncation`): the cluster's
         // whole keyspace, whichever node is asked, so a cluster client asking every master
         // truncates it once per master, harmlessly.
-        Cmd::Flushdb | Cmd::Flushall if !crate::resp::exec::flush_args_ok(args) => {
+        Cmd::Flushdb | Cmd::Flushall if !crate::resp::common::flush_args_ok(args) => {
             Err(Cow::Borrowed("ERR syntax error"))
         }
         Cmd::Flushdb | Cmd::Flushall => match c.node.truncate(None).await {
@@ -276,7 +276,9 @@ pub(crate) async fn run(
 
 /// `blob.resp_get_max` of the node (the default without an object service).
 fn get_max(objects: Option<&Objects>) -> u64 {
-    objects.map_or_else(blob::default_get_max, |o| o.config().resp_get_max)
+    objects.map_or_else(crate::resp::context::default_get_max, |o| {
+        o.config().resp_get_max
+    })
 }
 
 /// `GET` of a value starting with 0xFF: a large object's bytes up to `blob.resp_get_max`,

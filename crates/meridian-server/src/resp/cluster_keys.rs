@@ -24,7 +24,7 @@
 //!
 //! `DBSIZE` and `KEYS` walk the whole listing: O(keys held), where Redis's DBSIZE is O(1).
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::reported_lead;
 use crate::wire_error;

@@ -30,9 +30,9 @@
 //! Reads (`TTL`, `STRLEN`, `GETRANGE`, `HGET`, `HGETALL`, ...) read what a plain GET reads
 //! (`read_any` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::metrics::Metrics;
-use crate::resp::exec::error_reply;
+use crate::resp::common::error_reply;
 use crate::wire_error;
 use bytes::{Bytes, BytesMut};
 use meridian_core::Timestamp;

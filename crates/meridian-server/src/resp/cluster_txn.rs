@@ -31,8 +31,8 @@
 //! Keys of any hash slots may be mixed (Redis Cluster refuses `CROSSSLOT`; Meridian commits
 //! them atomically).
 
-use crate::cluster::ClusterBackend;
-use crate::resp::exec::error_reply;
+use crate::cluster_backend::ClusterBackend;
+use crate::resp::common::error_reply;
 use crate::resp::multi::MultiState;
 use bytes::Bytes;
 use meridian_core::Timestamp;

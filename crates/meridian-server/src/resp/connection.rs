@@ -36,10 +36,11 @@
 //! limit, or shutdown (checked only while waiting for input, so requests already read are
 //! answered).
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
+use crate::resp::conn_io::{FLUSH_AT, Io, write};
+use crate::resp::context::{ClientInfo, RespContext};
 use crate::resp::exec::{self, Flow, Session};
 use crate::resp::request::RequestParser;
-use crate::resp::server::{ClientInfo, RespContext};
 use bytes::{Buf, BytesMut};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use meridian_redis::Reply;
@@ -49,20 +50,16 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::Poll;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 /// Initial (and steady-state) size of each buffer, like Redis's `PROTO_IOBUF_LEN`.
 const IO_BUF: usize = 16 * 1024;
-/// Output written early when a batch's replies grow past this.
-pub(super) const FLUSH_AT: usize = 1024 * 1024;
 /// Buffers that grew past this are dropped once empty, so one large request or reply does
 /// not pin memory for the rest of the connection.
 const SHRINK_ABOVE: usize = 1024 * 1024;
-/// How long a reply write may still take once shutdown has started.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// The most the read buffer grows ahead of data for one large argument.
 const MAX_PREALLOC: usize = 64 * 1024 * 1024;
 /// Before `AUTH` (with a `requirepass`): the most the read buffer grows ahead of data. The
@@ -271,13 +268,6 @@ fn query_buffer_limit(max_query_buffer: usize, authed: bool) -> usize {
     } else {
         max_query_buffer.min(UNAUTHENTICATED_QUERY_BUFFER)
     }
-}
-
-/// Where a cluster-mode batch writes its replies early (past `FLUSH_AT`).
-pub(super) struct Io<'a> {
-    pub(super) ctx: &'a Arc<RespContext>,
-    pub(super) stream: &'a mut TcpStream,
-    pub(super) shutdown: &'a CancellationToken,
 }
 
 /// Cluster mode: the connection's bookkeeping of its running key commands (none between
@@ -489,30 +479,6 @@ async fn finish_all<F: Future<Output = Reply>>(
     while !running.is_empty() {
         finish_oldest(io, running, st, reply).await?;
     }
-    Ok(())
-}
-
-/// Writes the pending replies. A client that stops reading cannot hold shutdown up: once
-/// shutdown starts, an unfinished write gets [`SHUTDOWN_GRACE`] more, then fails.
-pub(super) async fn write(
-    ctx: &RespContext,
-    stream: &mut TcpStream,
-    reply: &mut Reply,
-    shutdown: &CancellationToken,
-) -> std::io::Result<()> {
-    let fut = stream.write_all(&reply.out);
-    tokio::pin!(fut);
-    tokio::select! {
-        biased;
-        r = &mut fut => r?,
-        _ = shutdown.cancelled() => match tokio::time::timeout(SHUTDOWN_GRACE, &mut fut).await {
-            Ok(r) => r?,
-            Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
-        },
-    }
-    ctx.net_output
-        .fetch_add(reply.out.len() as u64, Ordering::Relaxed);
-    reply.out.clear();
     Ok(())
 }
 

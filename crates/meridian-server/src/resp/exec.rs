@@ -14,13 +14,14 @@
 //! checks inside MULTI flags the transaction (EXECABORT); a refused EXEC discards it. Keyspace errors become `-ERR
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
-use crate::cluster::ClusterBackend;
+use crate::cluster_backend::ClusterBackend;
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
+pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
+use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
 use crate::resp::info;
 use crate::resp::multi::{self, MultiState, Queue, Step};
-use crate::resp::server::{ClientInfo, REDIS_VERSION, RespContext};
 use bytes::Bytes;
 use meridian_redis::Cmd;
 use meridian_redis::Reply;
@@ -540,10 +541,6 @@ fn finish(reply: &mut Reply, result: CmdResult) -> bool {
     }
 }
 
-pub(crate) fn error_reply(reply: &mut Reply, e: CmdError) {
-    reply.command_error(e);
-}
-
 #[inline]
 fn get(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     let v = ctx.keyspace.get(args.get(1))?;
@@ -842,18 +839,6 @@ fn flush_args(args: Args<'_>) -> CmdResult {
         Ok(())
     } else {
         Err(raw(SYNTAX))
-    }
-}
-
-/// Whether FLUSHDB/FLUSHALL's arguments are none, `ASYNC` or `SYNC` (cluster mode checks the
-/// same).
-pub(crate) fn flush_args_ok(args: Args<'_>) -> bool {
-    match args.len() {
-        1 => true,
-        2 => {
-            args.get(1).eq_ignore_ascii_case(b"ASYNC") || args.get(1).eq_ignore_ascii_case(b"SYNC")
-        }
-        _ => false,
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::memory::human;
 use crate::metrics::Frontend;
-use crate::resp::server::{REDIS_VERSION, RespContext};
+use crate::resp::context::{REDIS_VERSION, RespContext};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 

@@ -37,8 +37,11 @@ mod cluster_exec;
 mod cluster_keys;
 mod cluster_strings;
 mod cluster_txn;
+mod common;
 
+mod conn_io;
 mod connection;
+pub mod context;
 pub(crate) mod exec;
 pub mod frame;
 mod info;
@@ -49,9 +52,10 @@ pub mod server;
 mod sharded;
 
 pub use cluster_cmd::redis_node_id;
+pub use context::RespContext;
 pub use frame::{Frame, FrameError};
 pub use request::{ProtocolError, RequestParser};
-pub use server::{RespContext, serve};
+pub use server::serve;
 
 /// Protocol limits of the RESP front end (Redis's defaults unless noted).
 #[derive(Clone, Debug, PartialEq, Eq)]

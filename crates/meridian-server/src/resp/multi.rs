@@ -211,7 +211,7 @@ mod tests {
         let step = match step(st, &mut reply, cmd, a.get()) {
             Step::Done(Ok(())) => "done".to_string(),
             Step::Done(Err(e)) => {
-                crate::resp::exec::error_reply(&mut reply, e);
+                crate::resp::common::error_reply(&mut reply, e);
                 "error".to_string()
             }
             other => format!("{other:?}"),

@@ -23,11 +23,11 @@
 use crate::metrics::OpStats;
 use crate::repart::{Executor, Route};
 use crate::resp::blob::Deferred;
-use crate::resp::connection::{self, Io};
+use crate::resp::conn_io::{self, Io};
+use crate::resp::context::RespContext;
 use crate::resp::exec::{self, Flow, Session};
 use crate::resp::multi;
 use crate::resp::request::{ProtocolError, RequestParser};
-use crate::resp::server::RespContext;
 use bytes::{Buf, Bytes, BytesMut};
 use meridian_balance::repart::ShardId;
 use meridian_redis::Cmd;
@@ -229,8 +229,8 @@ async fn run_batch(
         finish_oldest(io, running, reply).await?;
     }
     place_and_run(ctx, executor, session, reply, running, bytes);
-    if reply.out.len() >= connection::FLUSH_AT {
-        connection::write(ctx, io.stream, reply, io.shutdown).await?;
+    if reply.out.len() >= conn_io::FLUSH_AT {
+        conn_io::write(ctx, io.stream, reply, io.shutdown).await?;
     }
     Ok(())
 }
@@ -378,8 +378,8 @@ async fn finish_oldest(
         // The executor stopped (shutdown) before running it.
         Err(_) => reply.error("ERR server is shutting down"),
     }
-    if reply.out.len() >= connection::FLUSH_AT {
-        connection::write(io.ctx, io.stream, reply, io.shutdown).await?;
+    if reply.out.len() >= conn_io::FLUSH_AT {
+        conn_io::write(io.ctx, io.stream, reply, io.shutdown).await?;
     }
     Ok(())
 }
