@@ -42,7 +42,7 @@ impl<'a> Args<'a> {
     }
 
     /// Arguments from `i` on.
-    pub fn iter_from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + 'a {
+    pub fn iter_from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + Clone + 'a {
         let base = self.base;
         self.ranges[i.min(self.ranges.len())..]
             .iter()
@@ -71,9 +71,15 @@ impl OwnedArgs {
 
     /// A copy of `args` (MULTI queues a request whose bytes the read buffer will reuse).
     pub fn copy_of(args: Args<'_>) -> Self {
-        let mut base = Vec::with_capacity(args.iter_from(0).map(<[u8]>::len).sum());
-        let mut ranges = Vec::with_capacity(args.len());
-        for a in args.iter_from(0) {
+        Self::from_slices(args.iter_from(0))
+    }
+
+    /// Arguments holding a copy of each of `parts`, in order (tests and tools build requests
+    /// this way).
+    pub fn from_slices<'p>(parts: impl ExactSizeIterator<Item = &'p [u8]> + Clone) -> Self {
+        let mut base = Vec::with_capacity(parts.clone().map(<[u8]>::len).sum());
+        let mut ranges = Vec::with_capacity(parts.len());
+        for a in parts {
             ranges.push((base.len(), base.len() + a.len()));
             base.extend_from_slice(a);
         }

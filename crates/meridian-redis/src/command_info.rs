@@ -404,14 +404,9 @@ mod tests {
 
     fn run(line: &str) -> String {
         let parts: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for p in &parts {
-            ranges.push((buf.len(), buf.len() + p.len()));
-            buf.extend_from_slice(p);
-        }
+        let owned = crate::OwnedArgs::from_slices(parts.iter().copied());
         let mut reply = Reply::new(64);
-        if let Err(e) = command(&mut reply, Args::from_parts(&buf, &ranges)) {
+        if let Err(e) = command(&mut reply, owned.get()) {
             reply.command_error(e);
         }
         String::from_utf8(reply.out.to_vec()).unwrap()

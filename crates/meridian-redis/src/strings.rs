@@ -718,13 +718,8 @@ pub(crate) mod tests {
 
     fn run(v: &mut MapView, line: &str) -> Vec<u8> {
         let parts: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for p in &parts {
-            ranges.push((buf.len(), buf.len() + p.len()));
-            buf.extend_from_slice(p);
-        }
-        let args = Args::from_parts(&buf, &ranges);
+        let owned = crate::OwnedArgs::from_slices(parts.iter().copied());
+        let args = owned.get();
         let cmd = Cmd::lookup(parts[0]).unwrap();
         let mut reply = Reply::new(64);
         if let Err(e) = exec_on_view(cmd, args, v, &mut reply) {

@@ -2,6 +2,7 @@
 //! keyspace, with a model test, in `meridian-server`'s `keyspace::hash_tests`.)
 
 use super::*;
+use crate::OwnedArgs;
 use crate::strings::tests::MapView;
 use crate::view::Entry;
 use meridian_core::Timestamp;
@@ -9,13 +10,8 @@ use std::collections::BTreeMap;
 
 /// Builds the arguments of `parts` and runs them with `f`, returning the reply's bytes.
 fn with_args(parts: &[&[u8]], f: impl FnOnce(Cmd, Args<'_>, &mut Reply)) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut ranges = Vec::new();
-    for p in parts {
-        ranges.push((buf.len(), buf.len() + p.len()));
-        buf.extend_from_slice(p);
-    }
-    let args = Args::from_parts(&buf, &ranges);
+    let owned = OwnedArgs::from_slices(parts.iter().copied());
+    let args = owned.get();
     let cmd = Cmd::lookup(parts[0]).expect("a known command");
     let mut reply = Reply::new(64);
     f(cmd, args, &mut reply);

@@ -9,7 +9,7 @@ use meridian_core::{ManualClock, Timestamp};
 use meridian_redis::RedisError;
 use meridian_redis::error::arity_error;
 use meridian_redis::value::parse_i64;
-use meridian_redis::{Args, Cmd, Kind, Reply, View, hashes, strings};
+use meridian_redis::{Args, Cmd, Kind, OwnedArgs, Reply, View, hashes, strings};
 use meridian_storage::MemEngine;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -18,13 +18,8 @@ use std::time::Duration;
 
 /// Builds the arguments of `parts` and runs them with `f`, returning the reply's bytes.
 fn with_args(parts: &[&[u8]], f: impl FnOnce(Cmd, Args<'_>, &mut Reply)) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut ranges = Vec::new();
-    for p in parts {
-        ranges.push((buf.len(), buf.len() + p.len()));
-        buf.extend_from_slice(p);
-    }
-    let args = Args::from_parts(&buf, &ranges);
+    let owned = OwnedArgs::from_slices(parts.iter().copied());
+    let args = owned.get();
     let cmd = Cmd::lookup(parts[0]).expect("a known command");
     let mut reply = Reply::new(64);
     f(cmd, args, &mut reply);
