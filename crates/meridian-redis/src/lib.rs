@@ -26,6 +26,8 @@
 //! [`command::Group`] and in [`types`], plus its storage (and, on eventual buckets, its merge rule) below the
 //! dispatch facade; no front-end file changes. See ARCHITECTURE.md's recipe.
 
+#![warn(missing_docs)]
+
 pub mod args;
 pub mod command;
 pub mod command_info;
