@@ -71,6 +71,7 @@ pub mod kernel;
 pub mod listing;
 pub mod membership;
 pub mod memory;
+pub mod msg;
 pub mod object_store;
 pub mod timeline;
 pub mod tokio_clock;

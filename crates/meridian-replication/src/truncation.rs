@@ -27,8 +27,8 @@
 use crate::bucket::DEFAULT_BUCKET_NAME;
 use crate::error::Result;
 use crate::kernel::Node;
-use crate::kernel::messages::{KernelMsg, Msg};
 use crate::membership::ClusterMeta;
+use crate::msg::{KernelMsg, Msg};
 use futures_util::future::join_all;
 use meridian_cluster::bucket_and_key;
 use meridian_core::{Clock, NodeId, StrictlyMonotonic, Timestamp};

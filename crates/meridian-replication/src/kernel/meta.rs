@@ -5,8 +5,8 @@
 use super::{Node, View};
 use crate::error::{ReplicationError, Result};
 use crate::handoff::ownership::held;
-use crate::kernel::messages::{KernelMsg, Msg};
 use crate::membership::{ClusterMeta, MetaChange};
+use crate::msg::{KernelMsg, Msg};
 use meridian_core::NodeId;
 use parking_lot::RwLockWriteGuard;
 use std::collections::BTreeSet;

@@ -69,6 +69,7 @@ use crate::error::Result;
 use crate::eventual::Eventual;
 use crate::handoff::Handoff;
 use crate::membership::{ClusterMeta, MetaChange};
+pub use crate::msg::{KernelMsg, Msg, RemoteError};
 use crate::object_store::ObjectStore;
 use crate::timeline::Timeline;
 use meridian_cluster::{
@@ -76,7 +77,6 @@ use meridian_cluster::{
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Responder, Transport};
-pub use messages::{KernelMsg, Msg, RemoteError};
 use parking_lot::{MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
