@@ -41,7 +41,7 @@
 
 use crate::anti_entropy::AaeTrees;
 use crate::error::{ReplicationError, Result};
-use crate::truncation::SharedMarks;
+use crate::truncation::marks::SharedMarks;
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
 use meridian_core::{Clock, NodeId, PartitionId, Timestamp};

@@ -143,7 +143,7 @@ impl Node {
         self.kernel()
             .has_s3_buckets
             .store(buckets.has_s3(), std::sync::atomic::Ordering::Relaxed);
-        let marks = crate::truncation::Marks::of(&meta);
+        let marks = crate::truncation::marks::Marks::of(&meta);
         let truncated = *self.kernel().marks.read() != marks;
         if truncated {
             // Before the new document is visible: no write this node coordinates from now on

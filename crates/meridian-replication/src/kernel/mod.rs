@@ -311,9 +311,9 @@ pub(crate) struct Kernel {
     pub(crate) clock: Arc<dyn Clock>,
     /// The same clock, whose floor adopted truncation marks raise (module
     /// [`crate::truncation`]).
-    pub(crate) floored: Arc<crate::truncation::FlooredClock>,
+    pub(crate) floored: Arc<crate::truncation::marks::FlooredClock>,
     /// The buckets' truncation marks, shared with the stores.
-    pub(crate) marks: crate::truncation::SharedMarks,
+    pub(crate) marks: crate::truncation::marks::SharedMarks,
     pub(crate) transport: Transport<Msg>,
     /// The cluster metadata this node follows, and the bucket registry derived from it.
     pub(crate) view: RwLock<View>,
@@ -338,7 +338,7 @@ pub(crate) struct Kernel {
     pub(crate) wan_budgets: wan_budget::WanBudgets,
     /// `maxmemory`: the limit, the policy, the peers that refuse writes, the access index
     /// (module [`crate::memory`]).
-    pub(crate) memory: crate::memory::MemoryLimit,
+    pub(crate) memory: crate::memory::limit::MemoryLimit,
 }
 
 /// A node: the kernel and one state per protocol.
@@ -417,11 +417,11 @@ impl Node {
             .bucket_registry()
             .expect("the metadata's buckets validate");
         let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-        let marks = crate::truncation::Marks::of(&meta);
-        let floored = Arc::new(crate::truncation::FlooredClock::new(clock));
+        let marks = crate::truncation::marks::Marks::of(&meta);
+        let floored = Arc::new(crate::truncation::marks::FlooredClock::new(clock));
         floored.stay_above(marks.highest());
         let clock: Arc<dyn Clock> = floored.clone();
-        let marks: crate::truncation::SharedMarks = Arc::new(RwLock::new(marks));
+        let marks: crate::truncation::marks::SharedMarks = Arc::new(RwLock::new(marks));
         let store = ObjectStore::new(engine, clock.clone()).with_marks(marks.clone());
         let held = crate::handoff::ownership::held(&meta.layout, config.id);
         if !config.anti_entropy_interval.is_zero() {
@@ -458,7 +458,8 @@ impl Node {
         let balance =
             crate::balance::Balance::new(&config, members, dc_nodes, rng.random_range(0..u64::MAX));
         let txn = crate::txn::Txn::new(store.engine().clone(), clock.now(), config.txn);
-        let memory = crate::memory::MemoryLimit::new(config.maxmemory, config.maxmemory_policy);
+        let memory =
+            crate::memory::limit::MemoryLimit::new(config.maxmemory, config.maxmemory_policy);
         Node {
             inner: Arc::new(Inner {
                 kernel: Kernel {
