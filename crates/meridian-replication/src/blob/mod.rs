@@ -96,6 +96,13 @@ async fn store_chunk(
     .map_err(storage)
 }
 
+impl Node {
+    /// The blob protocol's state (registered with the kernel when the node is built).
+    pub(crate) fn blob_state(&self) -> &Blob {
+        self.protocol::<Blob>()
+    }
+}
+
 impl Protocol for Blob {
     type Msg = BlobMsg;
 

@@ -4,10 +4,10 @@
 
 use super::{Node, View};
 use crate::error::{ReplicationError, Result};
-use crate::handoff::ownership::held;
 use crate::membership::{ClusterMeta, MetaChange};
 use crate::msg::{KernelMsg, Msg};
-use meridian_core::NodeId;
+use meridian_cluster::Layout;
+use meridian_core::{NodeId, PartitionId};
 use parking_lot::RwLockWriteGuard;
 use std::collections::BTreeSet;
 
@@ -199,4 +199,13 @@ impl Node {
         }
         Ok(())
     }
+}
+
+/// The partitions whose replica list names `me`.
+pub(crate) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
+    layout
+        .ring()
+        .partitions()
+        .filter(|&p| layout.replicas(p).contains(&me))
+        .collect()
 }

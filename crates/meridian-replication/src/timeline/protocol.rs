@@ -436,6 +436,13 @@ fn at_least(a: &Version, b: &Version) -> bool {
     a.precedence() >= b.precedence()
 }
 
+impl Node {
+    /// Timeline's state (registered with the kernel when the node is built).
+    pub(crate) fn tl_state(&self) -> &Timeline {
+        self.protocol::<Timeline>()
+    }
+}
+
 impl Protocol for Timeline {
     type Msg = TimelineMsg;
 
