@@ -71,6 +71,7 @@
 //! [`master_write`]: crate::timeline::master_write
 
 use super::messages::TimelineMsg;
+pub use super::messages::WriteId;
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Node, Protocol};
@@ -299,20 +300,6 @@ impl RecentWrites {
 
 /// Most write results remembered for duplicate detection.
 const RECENT_WRITES_MAX: usize = 16_384;
-
-/// The id of one client write: the coordinator, its incarnation and a counter. Every
-/// forward and retry of the write carries it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub struct WriteId {
-    /// The coordinator.
-    pub node: NodeId,
-    /// Its incarnation.
-    pub incarnation: u32,
-    /// Its counter.
-    pub seq: u64,
-}
 
 impl std::fmt::Debug for Timeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
