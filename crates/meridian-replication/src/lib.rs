@@ -66,6 +66,7 @@ pub mod anti_entropy;
 pub mod balance;
 pub mod blob;
 pub mod bucket;
+pub mod bucket_type;
 pub mod dispatch;
 pub mod error;
 pub mod eventual;
