@@ -14,6 +14,7 @@
 //! - parameter resolution is request, else bucket, else the spec's default
 //!   ([`meridian_cluster::Params::resolve`]).
 
+pub use crate::bucket_type::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::timeline::TimelineProps;
 use meridian_cluster::quorum::MAX_PROPERTY_MS;
@@ -24,36 +25,6 @@ use std::collections::BTreeMap;
 
 /// The name of the bucket every registry has.
 pub const DEFAULT_BUCKET_NAME: &str = "default";
-
-/// A bucket's consistency model.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BucketType {
-    /// N/R/W quorums, causal contexts, siblings or LWW (spec `placement-and-quorums.md`).
-    #[default]
-    Eventual,
-    /// Per-record master, ordered propagation (spec `timeline.md`).
-    Timeline,
-    /// Snapshot-isolation transactions, Clock-SI or a timestamp oracle (spec `transactions.md`).
-    Transactional,
-}
-
-impl BucketType {
-    /// The type's name as configurations and error messages write it (`eventual`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BucketType::Eventual => "eventual",
-            BucketType::Timeline => "timeline",
-            BucketType::Transactional => "transactional",
-        }
-    }
-}
-
-impl std::fmt::Display for BucketType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A bucket's properties as configured: its type, the quorum parameters ([`Props`], every
 /// one optional: unset means the spec's default), and the DC rule. Serialized flat, as a TOML

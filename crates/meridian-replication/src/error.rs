@@ -10,7 +10,7 @@
 //! The type is serializable because a coordinator that forwards a client write (§6.1) gets
 //! the remote coordinator's result, error included, back over the wire unchanged.
 
-use crate::bucket::BucketType;
+use crate::bucket_type::BucketType;
 use crate::timeline::{ReplicaRef, Version};
 use meridian_cluster::QuorumError;
 use meridian_core::{DcId, NodeId};
@@ -263,7 +263,7 @@ pub enum ReplicationError {
     /// An increment the key's value refuses, with Redis's message: the value is not an
     /// integer, or the result would overflow.
     #[error("{0}")]
-    Incr(crate::eventual::counter::IncrError),
+    Incr(crate::eventual::types::IncrError),
     /// A command of one Redis type on a key holding another (a hash command on a string or
     /// counter, an increment on a hash), with Redis's message; a front end shows it as Redis
     /// does (`-WRONGTYPE ...`).
@@ -362,11 +362,11 @@ impl ReplicationError {
             ForceMasterRefused { .. } => "force_master_refused",
             Unsupported { .. } => "unsupported",
             Incr(
-                crate::eventual::counter::IncrError::NotAnInteger
-                | crate::eventual::counter::IncrError::HashNotAnInteger,
+                crate::eventual::types::IncrError::NotAnInteger
+                | crate::eventual::types::IncrError::HashNotAnInteger,
             ) => "not_an_integer",
             WrongType => "wrong_type",
-            Incr(crate::eventual::counter::IncrError::Overflow) => "increment_overflow",
+            Incr(crate::eventual::types::IncrError::Overflow) => "increment_overflow",
             ChunkWriteFailed { .. } => "chunk_write_failed",
             ChunkUnavailable { .. } => "chunk_unavailable",
             OutOfMemory { .. } => "out_of_memory",

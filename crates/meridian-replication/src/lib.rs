@@ -11,12 +11,16 @@
 //! timestamp oracle), whose protocol core is the `meridian-txn` crate.
 //!
 //! A node is a **kernel** plus one module per **protocol**; each protocol has its own message
-//! enum (one variant of [`Msg`]) and state, and the kernel routes incoming messages to it
-//! through [`kernel::Protocol`] (see [`kernel`] for how a new protocol plugs in).
+//! enum (one variant of [`Msg`], module [`msg`]) and state, which the kernel holds as a value
+//! without naming its type; [`node`] builds the kernel and the protocols and routes incoming
+//! messages to them through [`kernel::Protocol`] (see [`kernel`] for how a new protocol plugs
+//! in).
 //!
 //! | module | concept |
 //! |---|---|
-//! | [`kernel`] | [`Node`] (= [`EventualNode`]): identity, metadata view and claimant, failure detector and heartbeats, transport and routing, RNG, clock, counters, task spawn; the wire type [`Msg`] |
+//! | [`kernel`] | [`Node`] (= [`EventualNode`]): identity, metadata view and claimant, failure detector and heartbeats, transport and the serving task, RNG, clock, counters, the protocols' states as registered values |
+//! | [`node`] | the wiring: builds a node's kernel and protocols, routes messages, spawns the tasks |
+//! | [`msg`] | the wire type [`Msg`]: one variant per protocol's message enum |
 //! | [`eventual`] | protocol: quorum GET/PUT/DELETE coordinators, forwarding, replica side, read repair; [`eventual::types`] |
 //! | [`timeline`] | protocol: routing to masters, propagation, catch-up, re-master ([`timeline::protocol`]) over its pure core and record store |
 //! | [`handoff`] | protocols: hinted handoff ([`handoff::hinted`]) and ownership handoff after a layout change ([`handoff::ownership`]) |
@@ -62,6 +66,7 @@ pub mod anti_entropy;
 pub mod balance;
 pub mod blob;
 pub mod bucket;
+pub mod bucket_type;
 pub mod dispatch;
 pub mod error;
 pub mod eventual;
@@ -71,6 +76,8 @@ pub mod kernel;
 pub mod listing;
 pub mod membership;
 pub mod memory;
+pub mod msg;
+pub mod node;
 pub mod object_store;
 pub mod timeline;
 pub mod tokio_clock;

@@ -32,6 +32,13 @@ impl Aae {
     }
 }
 
+impl Node {
+    /// Anti-entropy's state (registered with the kernel when the node is built).
+    pub(crate) fn aae_state(&self) -> &Aae {
+        self.protocol::<Aae>()
+    }
+}
+
 impl Protocol for Aae {
     type Msg = AaeMsg;
 

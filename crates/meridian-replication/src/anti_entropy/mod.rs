@@ -65,7 +65,7 @@ mod exchange;
 pub mod messages;
 
 use crate::error::{ReplicationError, Result};
-use crate::object_store::{RESERVED_PREFIX, decode_object};
+use crate::object_store::format::{RESERVED_PREFIX, decode_object};
 use bytes::Bytes;
 pub(crate) use exchange::Aae;
 use meridian_cluster::{MerkleConfig, MerkleTree, Object, Ring};

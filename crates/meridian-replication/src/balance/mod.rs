@@ -228,6 +228,13 @@ impl Balance {
     }
 }
 
+impl Node {
+    /// The read-balancing protocol's state (registered with the kernel when the node is built).
+    pub(crate) fn balance_state(&self) -> &Balance {
+        self.protocol::<Balance>()
+    }
+}
+
 impl Protocol for Balance {
     type Msg = BalanceMsg;
 

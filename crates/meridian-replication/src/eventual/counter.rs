@@ -30,6 +30,7 @@
 //! ([`super::map`]), a plain value itself.
 
 use super::map;
+pub use super::types::IncrError;
 use crate::error::ReplicationError;
 use bytes::{BufMut, Bytes, BytesMut};
 use meridian_cluster::dvv::{Content, Dot, Object, Sibling};
@@ -47,20 +48,6 @@ pub struct Counter {
     base: i64,
     /// `(actor, added, subtracted)`, sorted by actor (a node id).
     entries: Vec<(u32, u64, u64)>,
-}
-
-/// Why an increment cannot apply: Redis's own errors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
-pub enum IncrError {
-    /// The key holds a value that is not a 64-bit integer.
-    #[error("value is not an integer or out of range")]
-    NotAnInteger,
-    /// The result would not fit a 64-bit integer.
-    #[error("increment or decrement would overflow")]
-    Overflow,
-    /// `HINCRBY` on a hash field whose value is not a 64-bit integer.
-    #[error("hash value is not an integer")]
-    HashNotAnInteger,
 }
 
 impl Counter {

@@ -118,6 +118,13 @@ pub(crate) struct Eventual {
 /// Most keys a node reaps at once; tombstones found beyond it stay for a later GET.
 const MAX_REAPING: usize = 10_000;
 
+impl Node {
+    /// The eventual protocol's state (registered with the kernel when the node is built).
+    pub(crate) fn eventual_state(&self) -> &Eventual {
+        self.protocol::<Eventual>()
+    }
+}
+
 impl Protocol for Eventual {
     type Msg = EventualMsg;
 

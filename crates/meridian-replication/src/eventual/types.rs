@@ -1,6 +1,7 @@
 //! The eventual protocol's request and result types, shared by its coordinator and its wire
 //! messages (a forwarded write carries [`PutOptions`] and answers a [`PutResult`]), so the
-//! messages do not depend on the coordinator.
+//! messages do not depend on the coordinator; and the increment errors ([`IncrError`]), which
+//! the crate's error type names without importing the counters.
 
 use bytes::Bytes;
 use meridian_cluster::Props;
@@ -178,4 +179,18 @@ pub struct PutResult {
     /// The answer to the write's [`PutOptions::crdt`] operation, if it had one.
     #[serde(default)]
     pub crdt: Option<CrdtReply>,
+}
+
+/// Why an increment cannot apply: Redis's own errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+pub enum IncrError {
+    /// The key holds a value that is not a 64-bit integer.
+    #[error("value is not an integer or out of range")]
+    NotAnInteger,
+    /// The result would not fit a 64-bit integer.
+    #[error("increment or decrement would overflow")]
+    Overflow,
+    /// `HINCRBY` on a hash field whose value is not a 64-bit integer.
+    #[error("hash value is not an integer")]
+    HashNotAnInteger,
 }

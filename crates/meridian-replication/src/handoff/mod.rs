@@ -49,6 +49,13 @@ pub const MAX_HANDOFF_ITEMS: usize = if hinted::BATCH_HINTS > ownership::HANDOFF
     ownership::HANDOFF_BATCH_KEYS
 };
 
+impl Node {
+    /// Ownership and hinted handoff's state (registered with the kernel when the node is built).
+    pub(crate) fn handoff_state(&self) -> &Handoff {
+        self.protocol::<Handoff>()
+    }
+}
+
 impl Protocol for Handoff {
     type Msg = HandoffMsg;
 

@@ -39,7 +39,7 @@ use crate::kernel::{KernelMsg, Msg, RemoteError};
 use crate::membership::MetaChange;
 use crate::object_store::encode_object;
 use bytes::Bytes;
-use meridian_cluster::{Layout, Object, Preflist, Props, bucket_and_key};
+use meridian_cluster::{Object, Preflist, Props, bucket_and_key};
 use meridian_core::{NodeId, PartitionId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -95,15 +95,6 @@ impl Drained {
         }
         self
     }
-}
-
-/// The partitions whose replica list names `me`.
-pub(crate) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
-    layout
-        .ring()
-        .partitions()
-        .filter(|&p| layout.replicas(p).contains(&me))
-        .collect()
 }
 
 /// GETs sent to a key's previous owners during a handoff; see [`PreviousReads::collect`].

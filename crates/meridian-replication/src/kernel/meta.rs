@@ -4,10 +4,10 @@
 
 use super::{Node, View};
 use crate::error::{ReplicationError, Result};
-use crate::handoff::ownership::held;
-use crate::kernel::messages::{KernelMsg, Msg};
 use crate::membership::{ClusterMeta, MetaChange};
-use meridian_core::NodeId;
+use crate::msg::{KernelMsg, Msg};
+use meridian_cluster::Layout;
+use meridian_core::{NodeId, PartitionId};
 use parking_lot::RwLockWriteGuard;
 use std::collections::BTreeSet;
 
@@ -143,7 +143,7 @@ impl Node {
         self.kernel()
             .has_s3_buckets
             .store(buckets.has_s3(), std::sync::atomic::Ordering::Relaxed);
-        let marks = crate::truncation::Marks::of(&meta);
+        let marks = crate::truncation::marks::Marks::of(&meta);
         let truncated = *self.kernel().marks.read() != marks;
         if truncated {
             // Before the new document is visible: no write this node coordinates from now on
@@ -199,4 +199,13 @@ impl Node {
         }
         Ok(())
     }
+}
+
+/// The partitions whose replica list names `me`.
+pub(crate) fn held(layout: &Layout, me: NodeId) -> BTreeSet<PartitionId> {
+    layout
+        .ring()
+        .partitions()
+        .filter(|&p| layout.replicas(p).contains(&me))
+        .collect()
 }

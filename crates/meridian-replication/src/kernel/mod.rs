@@ -1,12 +1,18 @@
-//! The node **kernel**: what every protocol of a node shares, and the one place incoming
-//! messages are routed to the protocol that owns them.
+//! The node **kernel**: the services every protocol of a node shares — identity, the
+//! cluster metadata view, the transport, the object store, placement, the failure detector,
+//! the clock, the seeded RNG, timers and counters — and the serving task that hands each
+//! incoming message to its protocol. The kernel names no protocol.
 //!
 //! A node ([`Node`], also known by its historical name [`EventualNode`]) is this kernel plus
-//! one state per protocol:
+//! one state per protocol, held as **values**: a registry keyed by type ([`Protocols`]),
+//! filled once when the node is built and read by [`Node::protocol`]. Each protocol wraps that
+//! in its own accessor (`node.txn_state()`, `node.tl_state()`, ...), which is also how one
+//! protocol reaches another: through the kernel, not through a field of a shared type.
 //!
 //! | part | owns | module |
 //! |---|---|---|
-//! | kernel | identity (id, DC, [`NodeConfig`]), the cluster metadata view (layout, members, bucket registry) and its adoption hooks, the claimant's side of changes, the failure detector and heartbeats, the transport and routing, the seeded RNG, the clock, the object store (engine handle), counters, the spawn of every protocol's background tasks | here and `kernel/meta.rs` |
+//! | kernel | identity (id, DC, [`NodeConfig`]), the cluster metadata view (layout, members, bucket registry) and its adoption hooks, the claimant's side of changes, the failure detector and heartbeats, the transport and the serving task, the seeded RNG, the clock, the object store (engine handle), the `maxmemory` state, counters | here, `kernel/meta.rs`, `kernel/protocols.rs` |
+//! | wiring | building the kernel and every protocol's state, routing each [`Msg`] variant, the spawn of every background task | [`crate::node`] |
 //! | eventual | quorum GET/PUT/DELETE coordinators, forwarding, the replica side, read repair | [`crate::eventual`] |
 //! | timeline | per-record masters, propagation, catch-up, forced re-master | [`crate::timeline`] |
 //! | handoff | hinted handoff (hints to their primaries) and ownership handoff (after a layout change) | [`crate::handoff`] |
@@ -18,37 +24,33 @@
 //! ## Routing: how a protocol registers
 //!
 //! Every protocol has its own message enum, wrapped by one variant of the wire type
-//! [`Msg`] (`Msg::Eventual(EventualMsg)`, `Msg::Timeline(TimelineMsg)`, ...), and a state
-//! that implements [`Protocol`] for that enum. The kernel's serving task reads the inbox and
-//! `route` matches on the outer variant, handing the inner message to that protocol's
-//! [`Protocol::handle`] together with an [`Incoming`] (sender, reply handle, and whether
-//! the inbox is backed up). Dispatch is static — a `match`, no trait objects, no boxing,
-//! no allocation beyond the decoded message itself. A protocol answers through its
-//! [`Incoming`] with its own enum (converted into [`Msg`] by `From`), or with
-//! [`Msg::Error`]; under overload it refuses the requests it chooses
-//! ([`Incoming::refuse_if_overloaded`]).
+//! [`Msg`] (module [`crate::msg`], which imports no protocol), and a state that implements
+//! [`Protocol`] for that enum. The kernel's serving task reads the inbox, wraps each message
+//! in an [`Incoming`] (sender, reply handle, and whether the inbox is backed up) and calls
+//! the node's [`Router`], a function the wiring ([`crate::node`]) registers when it builds the
+//! node: it matches on the outer variant and hands the inner message to that protocol's
+//! [`Protocol::handle`]. Dispatch stays static — a `match` and a direct call, no trait
+//! objects, no boxing. A protocol answers through its [`Incoming`] with its own enum
+//! (converted into [`Msg`] by `From`), or with [`Msg::Error`]; under overload it refuses the
+//! requests it chooses ([`Incoming::refuse_if_overloaded`]).
 //!
-//! Adding a protocol inside this crate is therefore: a module with its message enum, its
-//! state and `impl Protocol for State`; one variant (and its `From`) in [`Msg`]; one field in
-//! the node's state and one `route` arm; and, if it has background work, one entry in
-//! [`Node::spawn`]. No other protocol's code changes.
+//! Adding a protocol inside this crate touches its own module, one variant of [`Msg`] and the
+//! wiring (see [`crate::node`]); the kernel and the other protocols do not change.
 //!
-//! **External crates** (the coming `meridian-txn`; large objects) cannot add a variant to
-//! [`Msg`] without a dependency cycle. The chosen path, not built yet because nothing needs
-//! it: an escape hatch `Msg::Ext { protocol: u16, payload: Bytes }` carrying the protocol's
-//! own postcard-encoded enum, and a registry of `Arc<dyn ExtProtocol>` keyed by `protocol`,
-//! filled by `Node::register(id, handler)` before `spawn`. That costs a second decode and
-//! one dynamic call per message of that protocol only; the built-in protocols keep the
-//! static `match`. When a crate's protocol becomes hot, the alternative is to move the kernel
-//! into its own crate generic over the wire type (`Node<M: Wire>`), with the top crate
-//! defining the full enum — a larger change this layout keeps possible.
+//! **External crates** cannot add a variant to [`Msg`] without a dependency cycle. The
+//! chosen path, not built yet because nothing needs it: an escape hatch
+//! `Msg::Ext { protocol: u16, payload: Bytes }` carrying the protocol's own postcard-encoded
+//! enum, and handlers registered with the protocols' states. That costs a second decode and
+//! one dynamic call per message of that protocol only; the built-in protocols keep the static
+//! `match`.
 //!
 //! ## Determinism
 //!
 //! Time comes only from the node's [`meridian_core::Clock`] and tokio timers; randomness
 //! (the start offsets of the periodic tasks, the protocols' round-robin starts) from one
 //! ChaCha8 RNG seeded by [`NodeConfig::seed`], drawn in a fixed order at creation and at
-//! spawn; no map iteration order affects behaviour.
+//! spawn (the order is the wiring's, [`crate::node`]); no map iteration order affects
+//! behaviour.
 //!
 //! ## Guarantees of the kernel
 //!
@@ -61,31 +63,32 @@
 
 pub mod messages;
 mod meta;
+mod protocols;
 mod wan_budget;
 
-use crate::anti_entropy::{Aae, AaeTrees};
 use crate::bucket::{BucketProps, Buckets};
 use crate::error::Result;
-use crate::eventual::Eventual;
-use crate::handoff::Handoff;
 use crate::membership::{ClusterMeta, MetaChange};
+use crate::memory::limit::MemoryLimit;
+pub use crate::msg::{KernelMsg, Msg, RemoteError};
 use crate::object_store::ObjectStore;
-use crate::timeline::Timeline;
+use crate::truncation::marks::{FlooredClock, Marks, SharedMarks};
 use meridian_cluster::{
     DetectorConfig, FailureDetector, Layout, Preflist, Props, ReplicaLoad, bucket_and_key, preflist,
 };
 use meridian_core::{Clock, DcId, NodeId, PartitionId};
 use meridian_net::{Inbox, Responder, Transport};
-pub use messages::{KernelMsg, Msg, RemoteError};
+pub(crate) use meta::held;
 use parking_lot::{MappedRwLockReadGuard, Mutex, RwLock, RwLockReadGuard};
+pub(crate) use protocols::Protocols;
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
@@ -311,9 +314,9 @@ pub(crate) struct Kernel {
     pub(crate) clock: Arc<dyn Clock>,
     /// The same clock, whose floor adopted truncation marks raise (module
     /// [`crate::truncation`]).
-    pub(crate) floored: Arc<crate::truncation::FlooredClock>,
+    pub(crate) floored: Arc<FlooredClock>,
     /// The buckets' truncation marks, shared with the stores.
-    pub(crate) marks: crate::truncation::SharedMarks,
+    pub(crate) marks: SharedMarks,
     pub(crate) transport: Transport<Msg>,
     /// The cluster metadata this node follows, and the bucket registry derived from it.
     pub(crate) view: RwLock<View>,
@@ -338,28 +341,21 @@ pub(crate) struct Kernel {
     pub(crate) wan_budgets: wan_budget::WanBudgets,
     /// `maxmemory`: the limit, the policy, the peers that refuse writes, the access index
     /// (module [`crate::memory`]).
-    pub(crate) memory: crate::memory::MemoryLimit,
+    pub(crate) memory: MemoryLimit,
 }
 
-/// A node: the kernel and one state per protocol.
+/// A node: the kernel, the protocols' states (registered values the kernel does not name),
+/// and the router that hands each incoming message to its protocol.
 #[derive(Debug)]
 struct Inner {
     kernel: Kernel,
-    eventual: Eventual,
-    /// Hinted and ownership handoff (module [`crate::handoff`]).
-    handoff: Handoff,
-    /// Anti-entropy's exchange cursor (module [`crate::anti_entropy`]).
-    aae: Aae,
-    /// Timeline buckets' records, queues and counters (module [`crate::timeline`]).
-    tl: Timeline,
-    /// Transactional buckets: leader, coordinator and oracle state (module [`crate::txn`]).
-    txn: crate::txn::Txn,
-    /// Read load balancing: strategies, read queue, root, extra copies (module
-    /// [`crate::balance`]).
-    balance: crate::balance::Balance,
-    /// Large objects: the chunk store (module [`crate::blob`]).
-    blob: crate::blob::Blob,
+    protocols: Protocols,
+    router: Router,
 }
+
+/// Hands one incoming message to the protocol that owns it: set once when the node is built
+/// (by [`crate::node`], which knows every protocol), called by the kernel's serving task.
+pub(crate) type Router = fn(&Node, Incoming, Msg);
 
 /// What a node believes about the cluster: the metadata document and its bucket registry.
 #[derive(Debug)]
@@ -391,24 +387,21 @@ pub struct Node {
 /// The node's historical name (it served only eventual buckets once); the same type.
 pub type EventualNode = Node;
 
-impl Node {
-    /// A node storing its objects (and hints) in `engine`, stamping writes with `clock`,
-    /// talking over `transport`, and following the cluster metadata `meta` (layout, members,
-    /// buckets) until a newer version arrives. Call [`EventualNode::spawn`] to start
-    /// serving. A node started to join a cluster gets a version-0 document
-    /// ([`ClusterMeta::joining`]) and serves no client request until a member sends it the
-    /// cluster's.
+impl Kernel {
+    /// The kernel of a node storing its objects (and hints) in `engine`, stamping writes with
+    /// `clock` (floored by the truncation marks of `meta`), talking over `transport`, and
+    /// following `meta`. Draws nothing from the RNG: the protocols draw their seeds, in the
+    /// order the node's wiring registers them.
     ///
     /// # Panics
-    /// If `meta` has no member record for `config.id`, or its buckets do not validate
-    /// (documents from [`ClusterMeta::new`] always do).
-    pub fn new(
+    /// If `meta` has no member record for `config.id`, or its buckets do not validate.
+    pub(crate) fn new(
         config: NodeConfig,
         engine: Arc<dyn meridian_storage::Engine>,
         clock: Arc<dyn Clock>,
         transport: Transport<Msg>,
         meta: ClusterMeta,
-    ) -> Node {
+    ) -> Kernel {
         let dc = meta
             .member(config.id)
             .unwrap_or_else(|| panic!("{} has no member record", config.id))
@@ -416,79 +409,50 @@ impl Node {
         let buckets = meta
             .bucket_registry()
             .expect("the metadata's buckets validate");
-        let mut rng = ChaCha8Rng::seed_from_u64(config.seed);
-        let marks = crate::truncation::Marks::of(&meta);
-        let floored = Arc::new(crate::truncation::FlooredClock::new(clock));
+        let rng = ChaCha8Rng::seed_from_u64(config.seed);
+        let marks = Marks::of(&meta);
+        let floored = Arc::new(FlooredClock::new(clock));
         floored.stay_above(marks.highest());
         let clock: Arc<dyn Clock> = floored.clone();
-        let marks: crate::truncation::SharedMarks = Arc::new(RwLock::new(marks));
+        let marks: SharedMarks = Arc::new(RwLock::new(marks));
         let store = ObjectStore::new(engine, clock.clone()).with_marks(marks.clone());
-        let held = crate::handoff::ownership::held(&meta.layout, config.id);
-        if !config.anti_entropy_interval.is_zero() {
-            let ring = meta.layout.ring();
-            // Nobody else can write through this node yet, so the scan and the attach
-            // cannot miss a write.
-            match AaeTrees::build(
-                store.engine().as_ref(),
-                config.anti_entropy_tree,
-                ring,
-                held.iter().copied(),
-                config.anti_entropy_scan_page,
-            ) {
-                Ok(t) => {
-                    store.attach_trees(Arc::new(t));
-                }
-                Err(e) => {
-                    tracing::error!(node = %config.id, error = %e, "anti-entropy trees not built; anti-entropy disabled");
-                }
-            }
-        }
-        // The draw order (anti-entropy, then timeline) is part of a seed's replay.
-        let aae = Aae::new(rng.random_range(0..1usize << 20));
-        let tl = Timeline::new(
-            crate::timeline::TlStore::new(store.engine().clone(), clock.clone())
-                .with_marks(marks.clone()),
-            rng.random_range(0..1usize << 20),
-        );
         let has_txn = buckets.has_transactional();
         let has_extra = buckets.has_extra_copies();
         let has_s3 = buckets.has_s3();
-        let members = meta.members.len() as u32;
-        let dc_nodes = meta.members.iter().filter(|m| m.dc == dc).count() as u32;
-        let balance =
-            crate::balance::Balance::new(&config, members, dc_nodes, rng.random_range(0..u64::MAX));
-        let txn = crate::txn::Txn::new(store.engine().clone(), clock.now(), config.txn);
-        let memory = crate::memory::MemoryLimit::new(config.maxmemory, config.maxmemory_policy);
+        let memory = MemoryLimit::new(config.maxmemory, config.maxmemory_policy);
+        Kernel {
+            store,
+            detector: Mutex::new(FailureDetector::new(config.detector.clone())),
+            cfg: config,
+            dc,
+            clock,
+            floored,
+            marks,
+            transport,
+            view: RwLock::new(View { meta, buckets }),
+            hooks: MetaHooks::default(),
+            rng: Mutex::new(rng),
+            counters: Counters::default(),
+            loads: Mutex::new(BTreeMap::new()),
+            peer_versions: Mutex::new(BTreeMap::new()),
+            has_txn_buckets: std::sync::atomic::AtomicBool::new(has_txn),
+            has_extra_copies: std::sync::atomic::AtomicBool::new(has_extra),
+            has_s3_buckets: std::sync::atomic::AtomicBool::new(has_s3),
+            wan_budgets: Default::default(),
+            memory,
+        }
+    }
+}
+
+impl Node {
+    /// A node of `kernel`, the protocols' states `protocols` and the router that hands them
+    /// their messages: what the wiring ([`crate::node`]) builds a node from.
+    pub(crate) fn assemble(kernel: Kernel, protocols: Protocols, router: Router) -> Node {
         Node {
             inner: Arc::new(Inner {
-                kernel: Kernel {
-                    store,
-                    detector: Mutex::new(FailureDetector::new(config.detector.clone())),
-                    cfg: config,
-                    dc,
-                    clock,
-                    floored,
-                    marks,
-                    transport,
-                    view: RwLock::new(View { meta, buckets }),
-                    hooks: MetaHooks::default(),
-                    rng: Mutex::new(rng),
-                    counters: Counters::default(),
-                    loads: Mutex::new(BTreeMap::new()),
-                    peer_versions: Mutex::new(BTreeMap::new()),
-                    has_txn_buckets: std::sync::atomic::AtomicBool::new(has_txn),
-                    has_extra_copies: std::sync::atomic::AtomicBool::new(has_extra),
-                    has_s3_buckets: std::sync::atomic::AtomicBool::new(has_s3),
-                    wan_budgets: Default::default(),
-                    memory,
-                },
-                eventual: Eventual::default(),
-                handoff: Handoff::default(),
-                aae,
-                tl,
-                txn,
-                balance,
-                blob: crate::blob::Blob::default(),
+                kernel,
+                protocols,
+                router,
             }),
         }
     }
@@ -498,39 +462,18 @@ impl Node {
         &self.inner.kernel
     }
 
-    /// The eventual protocol's state.
-    pub(crate) fn eventual_state(&self) -> &Eventual {
-        &self.inner.eventual
-    }
-
-    /// Ownership and hinted handoff's state.
-    pub(crate) fn handoff_state(&self) -> &Handoff {
-        &self.inner.handoff
-    }
-
-    /// Anti-entropy's state.
-    pub(crate) fn aae_state(&self) -> &Aae {
-        &self.inner.aae
-    }
-
-    /// Timeline's state.
-    pub(crate) fn tl_state(&self) -> &Timeline {
-        &self.inner.tl
-    }
-
-    /// The transaction protocol's state.
-    pub(crate) fn txn_state(&self) -> &crate::txn::Txn {
-        &self.inner.txn
-    }
-
-    /// The read-balancing protocol's state.
-    pub(crate) fn balance_state(&self) -> &crate::balance::Balance {
-        &self.inner.balance
-    }
-
-    /// The blob protocol's state.
-    pub(crate) fn blob_state(&self) -> &crate::blob::Blob {
-        &self.inner.blob
+    /// The state the node's wiring registered for protocol type `T`: how a protocol reaches
+    /// its own state and another's (each protocol wraps this in a named accessor).
+    ///
+    /// # Panics
+    /// If no state of type `T` was registered (a wiring bug, caught by any test).
+    pub(crate) fn protocol<T: Any>(&self) -> &T {
+        self.inner.protocols.get::<T>().unwrap_or_else(|| {
+            panic!(
+                "protocol state {} is not registered",
+                std::any::type_name::<T>()
+            )
+        })
     }
 
     /// This node's id.
@@ -719,37 +662,9 @@ impl Node {
         (p, apl)
     }
 
-    /// Starts the node's background tasks: serving the inbox (the kernel), heartbeats (the
-    /// kernel), hinted and ownership handoff, anti-entropy, timeline propagation and catch-up,
-    /// transaction recovery, read balancing, the expiry sweep and `maxmemory` eviction.
-    /// They stop when `shutdown` is cancelled; the handle completes then.
-    pub fn spawn(&self, inbox: Inbox<Msg>, shutdown: CancellationToken) -> JoinHandle<()> {
-        let (a, b, c, d) = (self.clone(), self.clone(), self.clone(), self.clone());
-        let (e, f, g) = (self.clone(), self.clone(), self.clone());
-        let (h, i, j, k) = (self.clone(), self.clone(), self.clone(), self.clone());
-        let s = shutdown;
-        let (s1, s2, s3, s4, s5) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
-        let (s6, s7, s8, s9, s10) = (s.clone(), s.clone(), s.clone(), s.clone(), s.clone());
-        // Polled in this order, so the tasks draw their start offsets from the RNG in this
-        // order: a new protocol's task goes last.
-        tokio::spawn(async move {
-            tokio::join!(
-                a.serve(inbox, s1),
-                b.heartbeats(s2),
-                c.handoffs(s3),
-                d.anti_entropy(s4),
-                e.tl_streams(s5),
-                f.tl_catch_up(s6),
-                g.txn_recovery(s7),
-                h.serve_read_queue(s8),
-                i.balance_ticks(s9),
-                j.expiry_sweep(s10),
-                k.eviction(s)
-            );
-        })
-    }
-
-    async fn serve(self, mut inbox: Inbox<Msg>, shutdown: CancellationToken) {
+    /// Serves the inbox until `shutdown`: each message goes to the router (the kernel's
+    /// serving task, started by [`Node::spawn`]).
+    pub(crate) async fn serve(self, mut inbox: Inbox<Msg>, shutdown: CancellationToken) {
         loop {
             let m = tokio::select! {
                 biased;
@@ -762,8 +677,7 @@ impl Node {
         }
     }
 
-    /// Hands an incoming message to the protocol that owns it: the registration point of
-    /// every protocol (see the module docs).
+    /// Wraps an incoming message into the envelope protocols see and hands it to the router.
     fn route(&self, m: meridian_net::Incoming<Msg>, backlog: usize) {
         let meridian_net::Incoming {
             from,
@@ -778,18 +692,7 @@ impl Node {
             reply,
             payload,
         };
-        let i = &*self.inner;
-        match body {
-            Msg::Kernel(m) => i.kernel.handle(self, req, m),
-            Msg::Eventual(m) => i.eventual.handle(self, req, m),
-            Msg::Timeline(m) => i.tl.handle(self, req, m),
-            Msg::Handoff(m) => i.handoff.handle(self, req, m),
-            Msg::Aae(m) => i.aae.handle(self, req, m),
-            Msg::Txn(m) => i.txn.handle(self, req, m),
-            Msg::Balance(m) => i.balance.handle(self, req, m),
-            Msg::Blob(m) => i.blob.handle(self, req, m),
-            Msg::Error(e) => req.unexpected(self, &e),
-        }
+        (self.inner.router)(self, req, body);
     }
 
     /// Keeps the load `peer` reported with a read reply.
@@ -824,7 +727,7 @@ impl Node {
         tick
     }
 
-    async fn heartbeats(self, shutdown: CancellationToken) {
+    pub(crate) async fn heartbeats(self, shutdown: CancellationToken) {
         let every = self.kernel().cfg.heartbeat_interval;
         let mut tick = self.ticker(Duration::ZERO, every, every);
         loop {

@@ -10,10 +10,9 @@
 //!
 //! One-way: [`TimelineMsg::Reap`].
 
-use super::protocol::WriteId;
 use super::{Content as TlContent, Expect, Record, ReplicaRef, Version};
 use crate::error::ReplicationError;
-use meridian_core::DcId;
+use meridian_core::{DcId, NodeId};
 use serde::{Deserialize, Serialize};
 
 /// A message of the timeline protocol. See the module docs.
@@ -95,4 +94,18 @@ pub enum TimelineMsg {
         /// The tombstone's version.
         ver: Version,
     },
+}
+
+/// The id of one client write: the coordinator, its incarnation and a counter. Every
+/// forward and retry of the write carries it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct WriteId {
+    /// The coordinator.
+    pub node: NodeId,
+    /// Its incarnation.
+    pub incarnation: u32,
+    /// Its counter.
+    pub seq: u64,
 }

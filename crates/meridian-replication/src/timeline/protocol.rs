@@ -71,6 +71,7 @@
 //! [`master_write`]: crate::timeline::master_write
 
 use super::messages::TimelineMsg;
+pub use super::messages::WriteId;
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Incoming, Node, Protocol};
@@ -300,20 +301,6 @@ impl RecentWrites {
 /// Most write results remembered for duplicate detection.
 const RECENT_WRITES_MAX: usize = 16_384;
 
-/// The id of one client write: the coordinator, its incarnation and a counter. Every
-/// forward and retry of the write carries it.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-pub struct WriteId {
-    /// The coordinator.
-    pub node: NodeId,
-    /// Its incarnation.
-    pub incarnation: u32,
-    /// Its counter.
-    pub seq: u64,
-}
-
 impl std::fmt::Debug for Timeline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Timeline")
@@ -434,6 +421,13 @@ fn is_behind(awaited: Option<Version>, have: Option<Version>) -> bool {
 
 fn at_least(a: &Version, b: &Version) -> bool {
     a.precedence() >= b.precedence()
+}
+
+impl Node {
+    /// Timeline's state (registered with the kernel when the node is built).
+    pub(crate) fn tl_state(&self) -> &Timeline {
+        self.protocol::<Timeline>()
+    }
 }
 
 impl Protocol for Timeline {

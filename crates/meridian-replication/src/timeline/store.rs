@@ -20,7 +20,7 @@
 use super::{Merge, Record, Version, decode_record, encode_record, merge};
 use crate::error::{ReplicationError, Result};
 use crate::object_store::RESERVED_PREFIX;
-use crate::truncation::SharedMarks;
+use crate::truncation::marks::SharedMarks;
 use bytes::Bytes;
 use meridian_core::{Clock, Timestamp};
 use meridian_storage::Engine;

@@ -743,6 +743,13 @@ impl Node {
     }
 }
 
+impl Node {
+    /// The transaction protocol's state (registered with the kernel when the node is built).
+    pub(crate) fn txn_state(&self) -> &Txn {
+        self.protocol::<Txn>()
+    }
+}
+
 impl Protocol for Txn {
     type Msg = TxnMsg;
 

@@ -39,9 +39,16 @@
 //!   client key is recorded in them while the key's stripe lock is still held, so the trees
 //!   follow the engine's order of writes exactly; hints are never recorded.
 
+pub mod format;
+
+pub use format::{
+    FLOOR_PREFIX, HINT_PREFIX, OBJECT_FORMAT, RESERVED_PREFIX, decode_object, encode_object,
+    encoded_len, is_reserved_key,
+};
+
 use crate::anti_entropy::AaeTrees;
 use crate::error::{ReplicationError, Result};
-use crate::truncation::SharedMarks;
+use crate::truncation::marks::SharedMarks;
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Clock as CausalClock, Content, Meta, Object, ReplicaId};
 use meridian_core::{Clock, NodeId, PartitionId, Timestamp};
@@ -51,58 +58,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::sync::{Arc, OnceLock};
 
-/// The first byte of a stored object's encoding.
-pub const OBJECT_FORMAT: u8 = 1;
-
-/// The first byte of every internal key space; client keys may not start with it.
-pub const RESERVED_PREFIX: u8 = 0xFF;
-
-/// The prefix of hint keys: `0xFF 'h'`.
-pub const HINT_PREFIX: [u8; 2] = [RESERVED_PREFIX, b'h'];
-
-/// The prefix of dot-floor keys: `0xFF 'f'`.
-pub const FLOOR_PREFIX: [u8; 2] = [RESERVED_PREFIX, b'f'];
-
 /// Number of lock stripes (a power of two).
 const STRIPES: usize = 256;
-
-/// Whether a client key falls in the reserved internal key space.
-pub fn is_reserved_key(key: &[u8]) -> bool {
-    key.first() == Some(&RESERVED_PREFIX)
-}
-
-/// Encodes an object for storage: a format byte, then postcard.
-pub fn encode_object(o: &Object) -> Bytes {
-    // Sized up front: growing the buffer as postcard writes a 500-byte value took seven
-    // reallocations and copies per write.
-    let size = postcard::experimental::serialized_size(o).expect("objects always serialize");
-    let mut out = Vec::with_capacity(1 + size);
-    out.push(OBJECT_FORMAT);
-    let out = postcard::to_extend(o, out).expect("objects always serialize");
-    Bytes::from(out)
-}
-
-/// How many bytes [`encode_object`] makes of `o`, without encoding it.
-pub fn encoded_len(o: &Object) -> usize {
-    1 + postcard::experimental::serialized_size(o).expect("objects always serialize")
-}
-
-/// Decodes what [`encode_object`] produced.
-pub fn decode_object(bytes: &[u8]) -> Result<Object> {
-    match bytes.split_first() {
-        Some((&OBJECT_FORMAT, rest)) => {
-            postcard::from_bytes(rest).map_err(|e| ReplicationError::Storage {
-                reason: format!("stored object does not decode: {e}"),
-            })
-        }
-        Some((v, _)) => Err(ReplicationError::Storage {
-            reason: format!("stored object has unknown format {v}"),
-        }),
-        None => Err(ReplicationError::Storage {
-            reason: "stored object is empty".into(),
-        }),
-    }
-}
 
 /// The engine key of `rid`'s dot floor.
 fn floor_key(rid: ReplicaId) -> Bytes {

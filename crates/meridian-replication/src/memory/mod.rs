@@ -35,9 +35,14 @@
 //! tombstone test-and-set on the version it saw through the master — counting
 //! `evicted_keys`. Transactional keys are not evicted (a delete there is a transaction; their
 //! writes are still refused when full). LRU and LFU rank keys by an in-memory access index
-//! ([`AccessIndex`]) updated by the reads and writes this node coordinates while a limit is
+//! ([`limit::AccessIndex`]) updated by the reads and writes this node coordinates while a limit is
 //! set under those policies (nothing is written to the engine for it); a key the index does
 //! not know ranks as the oldest and least used.
+
+pub(crate) mod limit;
+
+use limit::Access;
+pub use limit::refuses_writes;
 
 use crate::ReplicationError;
 use crate::bucket::BucketType;
@@ -48,14 +53,12 @@ use crate::timeline::{Content, Expect};
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Object};
 use meridian_cluster::{Props, bucket_and_key};
+use meridian_core::NodeId;
 use meridian_core::envelope::Entry;
 use meridian_core::memory::lfu;
 pub use meridian_core::memory::{KEY_OVERHEAD, MaxmemoryPolicy, OOM, SAMPLES};
-use meridian_core::{NodeId, Timestamp, splitmix64};
-use parking_lot::Mutex;
 use rand::Rng;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use tokio_util::sync::CancellationToken;
 
 /// Most keys one eviction round deletes (the next round goes on).
@@ -64,137 +67,6 @@ pub const EVICTIONS_PER_ROUND: usize = 64;
 /// Stored objects examined per sample (a page of the cursor's walk); keys the node does not
 /// coordinate, tombstones and (for the volatile policies) keys without a TTL are skipped.
 const SAMPLE_PAGE: usize = 32;
-
-/// Shards of the access index.
-const ACCESS_SHARDS: usize = 64;
-
-/// Most keys the access index remembers per shard; a full shard is cleared (its keys then
-/// rank as unknown until they are touched again), so the index stays bounded.
-const ACCESS_PER_SHARD: usize = 16 * 1024;
-
-/// A key's access record for LRU and LFU.
-#[derive(Debug, Clone, Copy)]
-struct Access {
-    /// Last access, ms of the node's clock.
-    ms: u64,
-    /// Redis's logarithmic LFU counter.
-    freq: u8,
-}
-
-/// The access index: per key coordinated here, its last access and LFU counter. Bounded by
-/// [`ACCESS_SHARDS`] × [`ACCESS_PER_SHARD`] entries.
-#[derive(Debug)]
-pub(crate) struct AccessIndex {
-    shards: Box<[Mutex<BTreeMap<Bytes, Access>>]>,
-}
-
-impl AccessIndex {
-    fn new() -> AccessIndex {
-        AccessIndex {
-            shards: (0..ACCESS_SHARDS)
-                .map(|_| Mutex::new(BTreeMap::new()))
-                .collect(),
-        }
-    }
-
-    fn shard(&self, key: &[u8]) -> &Mutex<BTreeMap<Bytes, Access>> {
-        let h = meridian_cluster::key_hash(b"", key) as usize;
-        &self.shards[h & (ACCESS_SHARDS - 1)]
-    }
-
-    /// Records one access of `key` at `now`.
-    fn touch(&self, key: &[u8], now: Timestamp) {
-        let ms = now.0 / 1000;
-        let mut s = self.shard(key).lock();
-        if let Some(a) = s.get_mut(key) {
-            let f = lfu::decayed(a.freq, ms.saturating_sub(a.ms));
-            a.freq = lfu::incremented(f, splitmix64(now.0 ^ key.len() as u64));
-            a.ms = ms;
-            return;
-        }
-        if s.len() >= ACCESS_PER_SHARD {
-            s.clear();
-        }
-        s.insert(
-            Bytes::copy_from_slice(key),
-            Access {
-                ms,
-                freq: lfu::INIT,
-            },
-        );
-    }
-
-    fn get(&self, key: &[u8]) -> Option<Access> {
-        self.shard(key).lock().get(key).copied()
-    }
-
-    fn forget(&self, key: &[u8]) {
-        self.shard(key).lock().remove(key);
-    }
-
-    fn clear(&self) {
-        for s in self.shards.iter() {
-            s.lock().clear();
-        }
-    }
-}
-
-/// A node's `maxmemory` state (in the kernel).
-#[derive(Debug)]
-pub(crate) struct MemoryLimit {
-    /// The limit in bytes (0: none).
-    maxmemory: AtomicU64,
-    /// The policy, as `MaxmemoryPolicy as u8`.
-    policy: AtomicU8,
-    /// Keys this node evicted.
-    evicted: AtomicU64,
-    /// Peers whose last heartbeat said they refuse writes.
-    full_peers: Mutex<BTreeSet<NodeId>>,
-    /// Whether `full_peers` is not empty (one load on every write of a healthy cluster).
-    any_peer_full: AtomicBool,
-    access: AccessIndex,
-}
-
-impl MemoryLimit {
-    pub(crate) fn new(maxmemory: u64, policy: MaxmemoryPolicy) -> MemoryLimit {
-        MemoryLimit {
-            maxmemory: AtomicU64::new(maxmemory),
-            policy: AtomicU8::new(policy as u8),
-            evicted: AtomicU64::new(0),
-            full_peers: Mutex::new(BTreeSet::new()),
-            any_peer_full: AtomicBool::new(false),
-            access: AccessIndex::new(),
-        }
-    }
-
-    /// Keeps what `peer`'s heartbeat said of its memory.
-    pub(crate) fn note_peer(&self, peer: NodeId, full: bool) {
-        let mut set = self.full_peers.lock();
-        if full {
-            set.insert(peer);
-        } else {
-            set.remove(&peer);
-        }
-        self.any_peer_full.store(!set.is_empty(), Ordering::Relaxed);
-    }
-
-    fn peer_full(&self, peer: NodeId) -> bool {
-        self.any_peer_full.load(Ordering::Relaxed) && self.full_peers.lock().contains(&peer)
-    }
-}
-
-/// Whether a node using `used` bytes under limit `max` and `policy` refuses writes: over the
-/// limit under `noeviction`, more than a quarter over it otherwise.
-pub fn refuses_writes(used: u64, max: u64, policy: MaxmemoryPolicy) -> bool {
-    if max == 0 {
-        return false;
-    }
-    let ceiling = match policy {
-        MaxmemoryPolicy::NoEviction => max,
-        _ => max.saturating_add(max / 4),
-    };
-    used > ceiling
-}
 
 /// The expiry (µs) of a stored value — plain, counter or map — if it has one.
 fn expiry_of(raw: &Bytes) -> Option<u64> {
@@ -525,41 +397,5 @@ impl Node {
             .iter()
             .find(|e| e.is_primary())
             .is_some_and(|e| e.node == self.id())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn noeviction_refuses_over_the_limit_and_evicting_policies_at_a_quarter_over() {
-        assert!(!refuses_writes(u64::MAX, 0, MaxmemoryPolicy::NoEviction));
-        assert!(!refuses_writes(100, 100, MaxmemoryPolicy::NoEviction));
-        assert!(refuses_writes(101, 100, MaxmemoryPolicy::NoEviction));
-        assert!(!refuses_writes(125, 100, MaxmemoryPolicy::AllkeysLru));
-        assert!(refuses_writes(126, 100, MaxmemoryPolicy::AllkeysLru));
-        assert!(!refuses_writes(
-            u64::MAX,
-            u64::MAX,
-            MaxmemoryPolicy::AllkeysLfu
-        ));
-    }
-
-    #[test]
-    fn the_access_index_stays_bounded_and_counts_accesses() {
-        let idx = AccessIndex::new();
-        for i in 0..(ACCESS_SHARDS * ACCESS_PER_SHARD + 10_000) {
-            idx.touch(format!("k{i}").as_bytes(), Timestamp(1_000));
-        }
-        let total: usize = idx.shards.iter().map(|s| s.lock().len()).sum();
-        assert!(total <= ACCESS_SHARDS * ACCESS_PER_SHARD, "{total}");
-        idx.touch(b"hot", Timestamp(1_000));
-        idx.touch(b"hot", Timestamp(5_000_000));
-        let a = idx.get(b"hot").unwrap();
-        assert_eq!(a.ms, 5_000);
-        assert!(a.freq >= lfu::INIT);
-        idx.forget(b"hot");
-        assert!(idx.get(b"hot").is_none());
     }
 }
