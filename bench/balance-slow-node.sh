@@ -26,7 +26,7 @@ rounds=${1:-3}
 requests=${2:-20000}
 bash scripts/ensure-redis-tools.sh
 cargo build -q --release -p meridian
-bin="$PWD/${CARGO_TARGET_DIR:-target}/release/meridian"
+bin="$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/meridian"
 part=${PART:-all}
 out=bench/out/balance; mkdir -p "$out"
 [ "$part" = all ] && rm -f "$out"/*.txt

@@ -30,7 +30,7 @@ n_p1=${2:-100000}
 n_p16=${3:-400000}
 bash scripts/ensure-redis-tools.sh --server
 cargo build -q --release -p meridian
-bin="$PWD/${CARGO_TARGET_DIR:-target}/release/meridian"
+bin="$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/meridian"
 out=bench/out/redis-cluster; rm -rf "$out"; mkdir -p "$out"
 csv="$out/results.csv"
 pids=()

@@ -108,7 +108,7 @@ print(f"\nmedians of {sys.argv[2]} rounds; 3-byte values, keys uniform in 100k; 
 PY
 
 # ---- go-ycsb, workload A ----------------------------------------------------------------
-gobin="$PWD/${CARGO_TARGET_DIR:-target}/go-bin"
+gobin="$(realpath -m "${CARGO_TARGET_DIR:-target}")/go-bin"
 # GO_YCSB=/path/to/go-ycsb uses a go-ycsb built by hand (the module proxy refuses go-ycsb, so
 # `go install` fails here; see BENCHMARKS.md for how it was built for the recorded figures).
 ycsb="${GO_YCSB:-$gobin/go-ycsb}"

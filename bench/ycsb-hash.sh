@@ -111,7 +111,7 @@ if [[ $use_meridian != 0 ]]; then
       echo "cargo build --release -p meridian failed; MERIDIAN=0 measures the Redis half only" >&2
       exit 1
     fi
-    bin="$PWD/${CARGO_TARGET_DIR:-target}/release/meridian"
+    bin="$(realpath -m "${CARGO_TARGET_DIR:-target}")/release/meridian"
   fi
 fi
 
