@@ -5,23 +5,32 @@
 //! **Slots.** A key's slot is Redis's (`meridian_cluster::slot_of`), and each partition of
 //! the ring is one contiguous slot range (`Ring::slot_range`).
 //!
-//! **Each node describes the cluster from its own DC.** For every partition's slot range the
-//! "master" reported is the partition's replica in the answering node's DC (the first, in the
-//! layout's claim order, whose DC is this node's; if none, the first replica) and the other
-//! replicas are its "replicas". A cluster-aware client connected to a DC-1 node therefore
-//! sends every single-key command to a DC-1 node. Any node still serves any key (Meridian
-//! coordinates anywhere), so no MOVED or CROSSSLOT is ever answered; the map only steers
-//! clients to a nearby replica.
+//! **Each DC is a Redis Cluster of its own nodes.** A node answers with its own DC's view:
+//! for every partition's slot range the "master" is the partition's first replica (in the
+//! layout's claim order) that is in this node's DC and up by this node's failure detector.
+//! Only the nodes of that view are listed — this DC's, plus another DC's replica standing in
+//! for a range none of this DC's replicas can serve — so a client seeded in a DC, refreshing
+//! from any node it learns of, never routes outside it while the DC holds a live replica of
+//! every range; the other DCs replicate underneath. Any node still serves any key (Meridian
+//! coordinates anywhere), so no MOVED or CROSSSLOT is ever answered: the map steers clients.
 //!
-//! Redis's model has one role per node, and clients rely on it (redis-py takes a node's role
-//! from the first range it appears in, and sends SCAN, KEYS, DBSIZE, ... to the masters
-//! only). Here a node can lead some ranges and replicate others; the view keeps Redis's
-//! model: a node that leads a range in this view is listed only as a master, and a range's
-//! replicas are the other replicas that lead nothing in this view (in practice, the other
-//! DCs' nodes). `CLUSTER SLOTS` says that per range. `CLUSTER NODES` flags a node `master` when it
-//! leads at least one range in this node's view, else `slave` of the leader of the first range
-//! it replicates. `CLUSTER SHARDS` has one shard per leader: its ranges, the leader and every
-//! node replicating any of them.
+//! **Failover.** When the failure detector marks a node down (φ-accrual over 1 s heartbeats:
+//! about 1.6 s of silence), the next answer names the range's next replica in the DC as its
+//! master, or another DC's up replica when the DC has none; the dead node stays listed as
+//! `master,fail … disconnected` without slots, as Redis lists a failed-over master. When it
+//! returns, its heartbeat makes it up again and the same rule gives its ranges back. A client
+//! that still sends a range's keys to the stand-in is served there: nothing is redirected.
+//!
+//! Redis's model has one role per node and one replica set per master, and clients rely on it
+//! (redis-py takes a node's role from the first range it appears in and sends SCAN, KEYS,
+//! DBSIZE, ... to the masters only; ioredis groups a pipeline's keys by a range's whole node
+//! list). Here a node can lead some ranges and replicate others, so the view keeps Redis's
+//! model: a node that leads a range is listed only as a master; each other up node of the view
+//! that replicates a master's range is the replica of exactly one master (the first range's),
+//! and every range of a master lists the same replicas. Any node serves a key, so a replica
+//! listed for a range it does not hold still answers `READONLY` reads correctly. `CLUSTER
+//! SLOTS` says that per range; `CLUSTER NODES` flags a node `master` or `slave` of its master;
+//! `CLUSTER SHARDS` has one shard per master.
 //!
 //! Node ids are 40 lowercase hex characters derived only from the Meridian `NodeId` (so every
 //! node names every other the same way, across restarts); the last 8 are the id itself.
@@ -51,11 +60,20 @@ pub fn redis_node_id(id: NodeId) -> String {
     format!("{a:016x}{b:016x}{:08x}", id.0)
 }
 
-/// Which of a partition's replicas (given by their DCs, in the layout's claim order) the
-/// cluster commands report as the master of its slots to a node of `my_dc`: the first in
-/// `my_dc`, else the first.
-pub(crate) fn reported_lead(dcs: impl IntoIterator<Item = DcId>, my_dc: DcId) -> usize {
-    dcs.into_iter().position(|dc| dc == my_dc).unwrap_or(0)
+/// Which of a partition's replicas (their DCs and liveness, in the layout's claim order) the
+/// cluster commands report as the master of its slots to a node of `my_dc`: the first up
+/// replica in `my_dc`; else the first up replica of any DC; else (every replica down) the
+/// first in `my_dc`, else the first. `None` only for an empty list.
+pub(crate) fn reported_lead(
+    replicas: impl IntoIterator<Item = (DcId, bool)>,
+    my_dc: DcId,
+) -> Option<usize> {
+    let list: Vec<(DcId, bool)> = replicas.into_iter().collect();
+    let find = |ok: &dyn Fn(DcId, bool) -> bool| list.iter().position(|&(dc, up)| ok(dc, up));
+    find(&|dc, up| up && dc == my_dc)
+        .or_else(|| find(&|_, up| up))
+        .or_else(|| find(&|dc, _| dc == my_dc))
+        .or_else(|| (!list.is_empty()).then_some(0))
 }
 
 /// One member, as the cluster commands describe it.
@@ -68,8 +86,8 @@ struct NodeView {
     up: bool,
 }
 
-/// One partition's slot range with its reported leader and replicas (indexes into
-/// [`View::nodes`]).
+/// One partition's slot range with its reported master and that master's replicas (indexes
+/// into [`View::nodes`]).
 struct RangeView {
     first: u16,
     last: u16,
@@ -77,11 +95,16 @@ struct RangeView {
     replicas: Vec<usize>,
 }
 
-/// The cluster as this node reports it: from its own DC (see the module docs).
+/// The cluster as this node reports it: its own DC's view (see the module docs).
 struct View {
     me: usize,
     epoch: u64,
+    /// Every member, in id order.
     nodes: Vec<NodeView>,
+    /// Whether each member is part of this view (listed by `CLUSTER NODES`).
+    listed: Vec<bool>,
+    /// The master each member replicates in this view, if it is a replica.
+    replica_of: Vec<Option<usize>>,
     ranges: Vec<RangeView>,
 }
 
@@ -107,7 +130,7 @@ impl View {
                     dc: m.dc,
                     resp: rec.and_then(|r| r.resp),
                     bus_port: rec.and_then(|r| r.peer).map_or(0, |p| p.port()),
-                    up: up(m.id),
+                    up: m.id == me || up(m.id),
                 }
             })
             .collect();
@@ -123,38 +146,46 @@ impl View {
                     .iter()
                     .filter_map(|n| index.get(n).copied())
                     .collect();
-                let lead = reported_lead(list.iter().map(|&i| nodes[i].dc), my_dc);
-                let master = *list.get(lead)?;
-                let replicas = list
-                    .iter()
-                    .enumerate()
-                    .filter(|&(j, _)| j != lead)
-                    .map(|(_, &i)| i)
-                    .collect();
+                let lead = reported_lead(list.iter().map(|&i| (nodes[i].dc, nodes[i].up)), my_dc)?;
                 let (first, last) = ring.slot_range(p);
+                let master = list[lead];
                 Some(RangeView {
                     first,
                     last,
                     master,
-                    replicas,
+                    // For now the range's other replicas; replaced by its master's below.
+                    replicas: list.into_iter().filter(|&i| i != master).collect(),
                 })
             })
             .collect();
-        // One role per node, as Redis Cluster's: a node that leads a range is listed as a
-        // master only, never as another range's replica. Clients take a node's role from
-        // where it first appears (redis-py), and would otherwise leave a leader out of the
-        // masters they send SCAN, KEYS, DBSIZE, ... to.
         let leaders: Vec<bool> = (0..nodes.len())
             .map(|i| ranges.iter().any(|r| r.master == i))
             .collect();
-        for r in &mut ranges {
-            r.replicas.retain(|&i| !leaders[i]);
+        // One role per node and one replica set per master (see the module docs).
+        let mut replica_of: Vec<Option<usize>> = vec![None; nodes.len()];
+        for r in &ranges {
+            for &i in &r.replicas {
+                let eligible = !leaders[i] && nodes[i].up && nodes[i].dc == my_dc;
+                if eligible && replica_of[i].is_none() {
+                    replica_of[i] = Some(r.master);
+                }
+            }
         }
+        for r in &mut ranges {
+            r.replicas = (0..nodes.len())
+                .filter(|&i| replica_of[i] == Some(r.master))
+                .collect();
+        }
+        let listed = (0..nodes.len())
+            .map(|i| nodes[i].dc == my_dc || leaders[i])
+            .collect();
         let me = index.get(&me).copied().unwrap_or(0);
         View {
             me,
             epoch: layout.epoch(),
             nodes,
+            listed,
+            replica_of,
             ranges,
         }
     }
@@ -165,6 +196,13 @@ impl View {
         m.sort_unstable();
         m.dedup();
         m
+    }
+
+    /// The replicas of master `m`, in node order.
+    fn replicas_of(&self, m: usize) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&i| self.replica_of[i] == Some(m))
+            .collect()
     }
 
     /// The slot ranges `i` leads, merged where contiguous.
@@ -238,14 +276,7 @@ impl View {
         reply.array(masters.len());
         for m in masters {
             let led = self.led_ranges(m);
-            let mut replicas: Vec<usize> = self
-                .ranges
-                .iter()
-                .filter(|r| r.master == m)
-                .flat_map(|r| r.replicas.iter().copied())
-                .collect();
-            replicas.sort_unstable();
-            replicas.dedup();
+            let replicas = self.replicas_of(m);
             reply.map(2);
             reply.bulk(b"slots");
             reply.array(2 * led.len());
@@ -267,19 +298,15 @@ impl View {
         let masters = self.masters();
         let mut out = String::new();
         for (i, n) in self.nodes.iter().enumerate() {
+            if !self.listed[i] {
+                continue;
+            }
             let is_master = masters.contains(&i);
             let mut flags = Vec::new();
             if i == self.me {
                 flags.push("myself");
             }
-            let master_of = if is_master {
-                None
-            } else {
-                self.ranges
-                    .iter()
-                    .find(|r| r.replicas.contains(&i))
-                    .map(|r| r.master)
-            };
+            let master_of = self.replica_of[i];
             flags.push(if is_master || master_of.is_none() {
                 "master"
             } else {
@@ -334,14 +361,18 @@ impl View {
         let mut line = |k: &str, v: &dyn std::fmt::Display| {
             let _ = write!(out, "{k}:{v}\r\n");
         };
-        // Any node serves any key, so the cluster is `ok` while its slots are assigned.
+        // Any node serves any key, so the cluster is `ok` while its slots are assigned (a range
+        // whose replicas are all down is counted failed, but other ranges are still served).
         let ok = assigned == u32::from(SLOTS);
         line("cluster_state", &if ok { "ok" } else { "fail" });
         line("cluster_slots_assigned", &assigned);
         line("cluster_slots_ok", &(assigned - failed));
         line("cluster_slots_pfail", &0);
         line("cluster_slots_fail", &failed);
-        line("cluster_known_nodes", &self.nodes.len());
+        line(
+            "cluster_known_nodes",
+            &self.listed.iter().filter(|&&l| l).count(),
+        );
         line("cluster_size", &self.masters().len());
         line("cluster_current_epoch", &self.epoch);
         line("cluster_my_epoch", &self.epoch);
@@ -495,81 +526,181 @@ mod tests {
         assert!(slot_arg(b"x").is_err());
     }
 
-    /// Two DCs of two nodes each (ids 1, 2 in DC 0; 3, 4 in DC 1), Q = 64, N = 3.
-    fn meta() -> ClusterMeta {
+    /// `per_dc[d]` nodes in DC d (ids from 1, DC by DC), Q = `q`, N = `n`.
+    fn meta_of(per_dc: &[u32], q: u32, n: usize) -> ClusterMeta {
         use meridian_cluster::{Member, Ring, Topology, claim};
         use meridian_replication::{Buckets, ClusterShape, MemberRecord};
-        let records: Vec<MemberRecord> = (1..=4u32)
-            .map(|i| MemberRecord {
-                id: NodeId(i),
-                name: format!("n{i}"),
-                dc: DcId((i - 1) / 2),
-                dc_name: format!("dc{}", (i - 1) / 2),
-                peer: Some(format!("127.0.0.1:{}", 17000 + i).parse().unwrap()),
-                resp: Some(format!("127.0.0.1:{}", 7000 + i).parse().unwrap()),
-                http: None,
+        let dcs: Vec<u32> = per_dc
+            .iter()
+            .enumerate()
+            .flat_map(|(d, &k)| std::iter::repeat_n(d as u32, k as usize))
+            .collect();
+        let records: Vec<MemberRecord> = dcs
+            .iter()
+            .enumerate()
+            .map(|(i, &dc)| {
+                let i = i as u32 + 1;
+                MemberRecord {
+                    id: NodeId(i),
+                    name: format!("n{i}"),
+                    dc: DcId(dc),
+                    dc_name: format!("dc{dc}"),
+                    peer: Some(format!("127.0.0.1:{}", 17000 + i).parse().unwrap()),
+                    resp: Some(format!("127.0.0.1:{}", 7000 + i).parse().unwrap()),
+                    http: None,
+                }
             })
             .collect();
         let topo = Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).unwrap();
-        let layout = claim(&topo, Ring::new(64).unwrap(), 3).unwrap();
+        let layout = claim(&topo, Ring::new(q).unwrap(), n).unwrap();
         let buckets = Buckets::new(ClusterShape::of(&layout)).unwrap();
         ClusterMeta::new(layout, records, &buckets).unwrap()
     }
 
+    /// Two DCs of two nodes each (ids 1, 2 in DC 0; 3, 4 in DC 1), Q = 64, N = 3.
+    fn meta() -> ClusterMeta {
+        meta_of(&[2, 2], 64, 3)
+    }
+
+    fn dc_of(meta: &ClusterMeta, n: NodeId) -> DcId {
+        meta.layout.topology().dc_of(n).unwrap()
+    }
+
+    /// Redis's shape, whatever the cluster: every slot exactly once, in order; no master is
+    /// also a replica; every range of a master lists the same replicas; a replica has one
+    /// master; `CLUSTER NODES` says the same.
+    fn assert_redis_shaped(v: &View) {
+        let ranges = v.describe();
+        let mut next = 0u32;
+        let mut replicas_of: BTreeMap<NodeId, Vec<NodeId>> = BTreeMap::new();
+        for (first, last, master, replicas) in &ranges {
+            assert_eq!(u32::from(*first), next);
+            next = u32::from(*last) + 1;
+            assert!(!replicas.contains(master));
+            let known = replicas_of
+                .entry(*master)
+                .or_insert_with(|| replicas.clone());
+            assert_eq!(known, replicas, "one replica list per master");
+        }
+        assert_eq!(next, u32::from(SLOTS));
+        let masters: Vec<NodeId> = replicas_of.keys().copied().collect();
+        let all: Vec<NodeId> = replicas_of.values().flatten().copied().collect();
+        for r in &all {
+            assert!(!masters.contains(r), "a master listed as a replica");
+            assert_eq!(all.iter().filter(|x| *x == r).count(), 1, "one master each");
+        }
+        let text = v.nodes_text();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let id = NodeId(u32::from_str_radix(&f[0][32..], 16).unwrap());
+            assert_eq!(f[2].contains("slave"), all.contains(&id), "{line}");
+            assert_eq!(f.len() > 8, masters.contains(&id), "{line}");
+        }
+    }
+
     #[test]
-    fn every_slot_once_led_by_the_answering_nodes_dc() {
+    fn every_slot_once_led_by_the_answering_nodes_dc_which_alone_is_listed() {
         let meta = meta();
         for (me, dc) in [(NodeId(1), DcId(0)), (NodeId(4), DcId(1))] {
             let v = View::build(&meta, me, dc, |_| true);
-            let ranges = v.describe();
-            let mut next = 0u32;
-            for (p, (first, last, master, replicas)) in ranges.iter().enumerate() {
-                assert_eq!(u32::from(*first), next);
-                next = u32::from(*last) + 1;
+            assert_redis_shaped(&v);
+            for (p, (_, _, master, replicas)) in v.describe().iter().enumerate() {
                 let list = meta.layout.replicas(meridian_core::PartitionId(p as u32));
-                let expect = *list
-                    .iter()
-                    .find(|n| meta.layout.topology().dc_of(**n) == Some(dc))
-                    .unwrap();
+                let expect = *list.iter().find(|n| dc_of(&meta, **n) == dc).unwrap();
                 assert_eq!(*master, expect, "partition {p}");
-                assert!(!replicas.contains(master));
-                // The replicas are the partition's other replicas that lead nothing here.
-                let leaders: Vec<NodeId> = ranges.iter().map(|r| r.2).collect();
-                let want: Vec<NodeId> = list
-                    .iter()
-                    .copied()
-                    .filter(|n| n != master && !leaders.contains(n))
-                    .collect();
-                assert_eq!(*replicas, want, "partition {p}");
+                // Both of this DC's nodes lead ranges: no replica is left to list.
+                assert!(replicas.is_empty(), "partition {p}: {replicas:?}");
             }
-            assert_eq!(next, u32::from(SLOTS));
             let text = v.nodes_text();
-            assert_eq!(text.lines().count(), 4);
+            assert_eq!(text.lines().count(), 2, "this DC's nodes only: {text}");
             let mine = text.lines().find(|l| l.contains("myself")).unwrap();
             assert!(mine.starts_with(&redis_node_id(me)), "{mine}");
-            // Only this DC's nodes lead slots.
             for line in text.lines() {
-                let f: Vec<&str> = line.split(' ').collect();
-                let leads = f.len() > 8;
-                let port: u32 = f[1].split(['@', ':']).nth(1).unwrap().parse().unwrap();
-                let in_my_dc = (port - 7001) / 2 == dc.0;
-                assert_eq!(leads, in_my_dc, "{line}");
-                assert_eq!(f[2].contains("master"), leads, "{line}");
-                assert_eq!(f[7], "connected");
+                let port: u32 = line.split([' ', ':', '@']).nth(2).unwrap().parse().unwrap();
+                assert_eq!((port - 7001) / 2, dc.0, "{line}");
+                assert!(
+                    line.contains(" master ") || line.contains(",master "),
+                    "{line}"
+                );
+                assert!(line.contains(" connected"), "{line}");
             }
-            assert!(v.info_text().starts_with("cluster_state:ok\r\n"));
+            let info = v.info_text();
+            assert!(info.starts_with("cluster_state:ok\r\n"));
+            assert!(info.contains("cluster_known_nodes:2\r\n"), "{info}");
         }
-        // A down leader is flagged `fail` and its slots counted failed.
-        let v = View::build(&meta, NodeId(1), DcId(0), |n| n != NodeId(2));
+    }
+
+    #[test]
+    fn a_down_node_hands_its_ranges_to_a_live_replica_of_its_dc_first() {
+        let meta = meta();
+        let down = NodeId(2);
+        let v = View::build(&meta, NodeId(1), DcId(0), |n| n != down);
+        assert_redis_shaped(&v);
+        for (p, (_, _, master, _)) in v.describe().iter().enumerate() {
+            let list = meta.layout.replicas(meridian_core::PartitionId(p as u32));
+            assert_ne!(*master, down, "partition {p}");
+            // This DC's live replica if it has one, else another DC's first replica.
+            let expect = list
+                .iter()
+                .find(|&&n| n != down && dc_of(&meta, n) == DcId(0))
+                .or_else(|| list.iter().find(|&&n| n != down))
+                .unwrap();
+            assert_eq!(master, expect, "partition {p}");
+        }
+        // The dead node is listed as Redis lists a failed-over master: no slots.
         let text = v.nodes_text();
         let two = text
             .lines()
-            .find(|l| l.starts_with(&redis_node_id(NodeId(2))))
+            .find(|l| l.starts_with(&redis_node_id(down)))
             .unwrap();
-        assert!(
-            two.contains(",fail ") && two.contains(" disconnected"),
+        assert_eq!(
+            two.split(' ').skip(2).collect::<Vec<_>>(),
+            [
+                "master,fail",
+                "-",
+                "0",
+                "0",
+                &meta.layout.epoch().to_string(),
+                "disconnected"
+            ],
             "{two}"
         );
+        assert!(v.info_text().contains("cluster_slots_fail:0\r\n"));
+        // Back up: the same rule gives its ranges back.
+        let back = View::build(&meta, NodeId(1), DcId(0), |_| true);
+        let again = View::build(&meta, NodeId(1), DcId(0), |n| n != down);
+        assert_eq!(again.describe(), v.describe());
+        assert!(back.describe().iter().any(|r| r.2 == down));
+        // Every replica down: the range is failed and says so.
+        let v = View::build(&meta, NodeId(1), DcId(0), |n| n == NodeId(1));
         assert!(!v.info_text().contains("cluster_slots_fail:0\r\n"));
+    }
+
+    #[test]
+    fn spare_nodes_of_the_dc_are_replicas_of_one_master_each() {
+        // With more nodes in a DC than ranges (70 nodes, Q = 64) some lead nothing, and each
+        // of those replicates exactly one master.
+        let cases = [
+            (&[4u32, 1][..], 64, 3),
+            (&[5, 2], 64, 4),
+            (&[3, 3], 64, 3),
+            (&[2, 2, 2], 64, 3),
+            (&[70], 64, 3),
+            (&[68, 3], 64, 3),
+        ];
+        let mut replicas_seen = 0;
+        for (per_dc, q, n) in cases {
+            let meta = meta_of(per_dc, q, n);
+            for me in meta.layout.topology().members().iter().take(8) {
+                for v in [
+                    View::build(&meta, me.id, me.dc, |_| true),
+                    View::build(&meta, me.id, me.dc, |x| x.0 % 2 == 1 || x == me.id),
+                ] {
+                    assert_redis_shaped(&v);
+                    replicas_seen += v.replica_of.iter().flatten().count();
+                }
+            }
+        }
+        assert!(replicas_seen > 0, "some case has a spare node");
     }
 }

@@ -2,9 +2,9 @@
 //! this node serves, as a Redis Cluster node answers for its own.
 //!
 //! **Which keys a node lists.** The cluster commands report, for every slot range, one
-//! "master" per DC: the range's replica in the asking client's DC
-//! ([`crate::resp::cluster_cmd`]). A node lists the keys of exactly the ranges it is that
-//! master of, in its own DC's view. A cluster-aware client (redis-py's `scan_iter`, `keys`,
+//! "master" per DC: the range's first live replica in the asking client's DC, or a live
+//! replica standing in for it ([`crate::resp::cluster_cmd`]). A node lists the keys of exactly
+//! the ranges it is that master of, in its own DC's view, by its own failure detector. A cluster-aware client (redis-py's `scan_iter`, `keys`,
 //! `dbsize`) asks every master of its view and merges, so it sees each key once: the ranges
 //! of one DC's view are a partition of the slots.
 //!
@@ -29,6 +29,7 @@ use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::reported_lead;
 use crate::wire_error;
 use bytes::Bytes;
+use meridian_core::{DcId, NodeId};
 use meridian_redis::Args;
 use meridian_redis::Cmd;
 use meridian_redis::CmdError;
@@ -54,13 +55,13 @@ fn served_partitions(c: &ClusterBackend) -> Vec<bool> {
         .ring()
         .partitions()
         .map(|p| {
-            let replicas: Vec<_> = layout
+            let replicas: Vec<(NodeId, DcId)> = layout
                 .replicas(p)
                 .iter()
                 .filter_map(|&n| topo.dc_of(n).map(|dc| (n, dc)))
                 .collect();
-            let lead = reported_lead(replicas.iter().map(|&(_, dc)| dc), my_dc);
-            replicas.get(lead).is_some_and(|&(n, _)| n == me)
+            let lead = reported_lead(replicas.iter().map(|&(n, dc)| (dc, node.is_up(n))), my_dc);
+            lead.is_some_and(|l| replicas[l].0 == me)
         })
         .collect()
 }

@@ -120,12 +120,13 @@ async fn every_slot_is_covered_once_and_led_by_the_answering_nodes_dc() {
             assert!(first <= last);
             next = u32::from(*last) + 1;
             assert!((1..=3).contains(&nodes.len()), "N = 3 replicas at most");
-            assert_eq!(dc_of(&c, nodes[0].0), my_dc, "the master is in my DC");
-            // One role per node: my DC's nodes all lead ranges, so none is listed as a
-            // replica (redis-py would take it for a replica and leave it out of SCAN).
-            for (addr, _) in &nodes[1..] {
-                assert_ne!(dc_of(&c, *addr), my_dc, "a leader listed as a replica");
+            // Each DC is a cluster of its own nodes: every node listed is in my DC, and
+            // since both of them lead ranges, neither is listed as a replica (one role per
+            // node: redis-py would take it for a replica and leave it out of SCAN).
+            for (addr, _) in nodes {
+                assert_eq!(dc_of(&c, *addr), my_dc, "a node of another DC listed");
             }
+            assert_eq!(nodes.len(), 1, "no spare node in a DC of two");
             let mut ids: Vec<&String> = nodes.iter().map(|(_, id)| id).collect();
             ids.sort();
             ids.dedup();
@@ -171,10 +172,10 @@ async fn cluster_commands_reply_in_redis_shapes() {
     assert_eq!(myid, redis_node_id(NodeId(1)));
     assert!(is_node_id(&myid));
 
-    // NODES: one line per member; myself, master/slave, epoch, connected, slot ranges.
+    // NODES: one line per node of this DC; myself, master, epoch, connected, slot ranges.
     let nodes = text(&a.cmd(&[b"CLUSTER", b"NODES"]).await);
     let lines: Vec<&str> = nodes.lines().collect();
-    assert_eq!(lines.len(), 4, "{nodes}");
+    assert_eq!(lines.len(), 2, "{nodes}");
     let epoch = c.node(0).layout().epoch();
     let mut slots = 0;
     for line in &lines {
@@ -185,10 +186,9 @@ async fn cluster_commands_reply_in_redis_shapes() {
         let member = c.members.iter().find(|m| m.resp == Some(addr)).unwrap();
         assert_eq!(f[0], redis_node_id(member.id));
         assert_eq!(f[2].contains("myself"), member.id == NodeId(1), "{line}");
-        let master = f[2].contains("master");
-        assert_eq!(master, member.dc == DcId(0), "DC 0's view: {line}");
-        assert!(master || f[2].contains("slave"), "{line}");
-        assert_eq!(f[3] == "-", master, "{line}");
+        assert_eq!(member.dc, DcId(0), "DC 0's view: {line}");
+        assert!(f[2].contains("master"), "{line}");
+        assert_eq!(f[3], "-", "{line}");
         assert_eq!(f[6], epoch.to_string());
         assert_eq!(f[7], "connected");
         for range in &f[8..] {
@@ -204,7 +204,7 @@ async fn cluster_commands_reply_in_redis_shapes() {
         "cluster_state:ok\r\n",
         "cluster_slots_assigned:16384\r\n",
         "cluster_slots_ok:16384\r\n",
-        "cluster_known_nodes:4\r\n",
+        "cluster_known_nodes:2\r\n",
         "cluster_size:2\r\n",
     ] {
         assert!(info.contains(want), "{want} in {info}");
@@ -246,7 +246,7 @@ async fn cluster_commands_reply_in_redis_shapes() {
             })
             .collect();
         assert_eq!(roles[0], "master");
-        assert!(roles[1..].iter().all(|r| r == "replica"), "{roles:?}");
+        assert_eq!(roles, ["master"], "no spare node in a DC of two");
     }
     assert_eq!(shard_slots, 16384);
 
@@ -376,6 +376,115 @@ async fn a_cluster_client_seeded_in_a_dc_sends_every_key_command_to_that_dc() {
         }
         assert_eq!(sent.values().sum::<u64>(), 400);
     }
+    c.shutdown().await;
+}
+
+/// The slot owners of `node`'s `CLUSTER SLOTS`: one address per slot.
+async fn owners(c: &Embedded, node: usize) -> Vec<SocketAddr> {
+    let ranges = parse_slots(connect(c, node).await.cmd(&[b"CLUSTER", b"SLOTS"]).await);
+    let mut owner = Vec::with_capacity(16384);
+    for (first, last, nodes) in &ranges {
+        owner.extend((*first..=*last).map(|_| nodes[0].0));
+    }
+    assert_eq!(owner.len(), 16384);
+    owner
+}
+
+/// Polls `node`'s slot map until `done` holds of it (the failure detector's verdict takes a
+/// few heartbeats); panics after a minute.
+async fn wait_for_slots(
+    c: &Embedded,
+    node: usize,
+    what: &str,
+    done: impl Fn(&[SlotRange]) -> bool,
+) -> Vec<SlotRange> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let ranges = parse_slots(connect(c, node).await.cmd(&[b"CLUSTER", b"SLOTS"]).await);
+        if done(&ranges) {
+            return ranges;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{what}: {ranges:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Failover as a cluster client sees it: when a node is cut off, every other node's map
+/// names a live replica (of the same DC where there is one) as master of each of its ranges,
+/// writes acknowledged before the cut stay readable there, and the dead node is listed as a
+/// failed master without slots; when it returns, it takes its ranges back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_node_hands_its_ranges_over_and_takes_them_back() {
+    let c = cluster().await;
+    let victim = 1; // NodeId(2), DC 0
+    let victim_addr = c.members[victim].resp.unwrap();
+    let before = owners(&c, 0).await;
+    assert!(before.contains(&victim_addr));
+    // Keys the victim is master of, written through it before the cut.
+    let keys: Vec<String> = (0..4000)
+        .map(|k| format!("fo-{k}"))
+        .filter(|k| before[usize::from(slot_of(k.as_bytes()))] == victim_addr)
+        .take(50)
+        .collect();
+    assert_eq!(keys.len(), 50);
+    let mut v = connect(&c, victim).await;
+    for k in &keys {
+        let set = v.cmd(&[b"SET", k.as_bytes(), k.as_bytes()]).await;
+        assert_eq!(set, Frame::Simple("OK".into()));
+    }
+
+    c.wan.isolate(c.members[victim].id);
+    for node in [0, 2, 3] {
+        let ranges = wait_for_slots(&c, node, "the victim still leads", |r| {
+            r.iter().all(|r| r.2[0].0 != victim_addr)
+        })
+        .await;
+        let my_dc = c.members[node].dc;
+        for (first, _, nodes) in &ranges {
+            // A live replica of my DC when there is one, else another DC's.
+            let l = c.node(node).layout();
+            let p = l.ring().partition_of_slot(*first);
+            let list = l.replicas(p);
+            let live: Vec<NodeId> = list.iter().copied().filter(|&n| n != NodeId(2)).collect();
+            let expect = live
+                .iter()
+                .copied()
+                .find(|&n| l.topology().dc_of(n) == Some(my_dc))
+                .unwrap_or(live[0]);
+            assert_eq!(
+                nodes[0].1,
+                redis_node_id(expect),
+                "slot {first} from node {node}"
+            );
+        }
+    }
+    let text = text(&connect(&c, 0).await.cmd(&[b"CLUSTER", b"NODES"]).await);
+    let line = text
+        .lines()
+        .find(|l| l.contains(&victim_addr.to_string()))
+        .unwrap();
+    assert!(
+        line.contains(" master,fail - ") && line.ends_with(" disconnected"),
+        "{line}"
+    );
+    // The acknowledged writes are readable at the new masters, and new writes go there.
+    let after = owners(&c, 0).await;
+    for k in &keys {
+        let owner = after[usize::from(slot_of(k.as_bytes()))];
+        assert_ne!(owner, victim_addr);
+        let mut con = connect_to(owner).await;
+        assert_eq!(con.cmd(&[b"GET", k.as_bytes()]).await, bulk(k), "{k}");
+        let set = con.cmd(&[b"SET", k.as_bytes(), b"after"]).await;
+        assert_eq!(set, Frame::Simple("OK".into()));
+    }
+
+    c.wan.heal_all();
+    wait_for_slots(&c, 0, "the victim never took its ranges back", |r| {
+        r.iter().any(|r| r.2[0].0 == victim_addr)
+    })
+    .await;
+    let back = owners(&c, 0).await;
+    assert_eq!(back, before, "the same ranges as before the cut");
     c.shutdown().await;
 }
 
