@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Cluster-aware Redis clients against `meridian up` (2 DCs x 2 nodes, loopback only):
 # redis-py's RedisCluster from PyPI (scripts/cluster_clients.py: SET/GET, MGET with hash tags,
-# pipelines, every single-key command sent to the seed node's DC, expiry on every bucket type and
+# pipelines, every single-key command sent to the seed node's DC, topology refreshes from every
+# node of a DC naming that DC's nodes only, expiry on every bucket type and
 # INCR from both DCs (eventual counter, timeline master), SCAN with COUNT over 20k keys while
 # inserting with KEYS and DBSIZE, hashes on every bucket type from both DCs, SELECT, a
 # WATCH/MULTI/EXEC bank on a transactional bucket, keys the placement planner moves under a
 # RedisCluster client, FLUSHALL emptying every bucket type cluster-wide),
-# go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
+# failover while a node process of a second cluster is killed and restarted
+# (scripts/cluster_failover.py), go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +73,21 @@ py_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p
 passed=$((passed + ${py_passed:-0}))
 failed=$((failed + ${py_fail:-1}))
 [[ $py_failed -eq 1 && ${py_fail:-1} -eq 0 ]] && failed=$((failed + 1))
+
+# Failover (scripts/cluster_failover.py): redis-py keeps writing to its own `meridian up
+# --processes` cluster while a node process is killed with SIGKILL and restarted.
+if out=$("$venv/bin/python" scripts/cluster_failover.py "$bin" 2>&1); then
+  fo_failed=0
+else
+  fo_failed=1
+fi
+echo "$out"
+summary=$(echo "$out" | tail -n 1)
+fo_passed=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\1/p')
+fo_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p')
+passed=$((passed + ${fo_passed:-0}))
+failed=$((failed + ${fo_fail:-1}))
+[[ $fo_failed -eq 1 && ${fo_fail:-1} -eq 0 ]] && failed=$((failed + 1))
 
 # go-redis v9 (scripts/go-bank, modules from the Go proxy): a bank moved by Watch/TxPipelined
 # from a node of each DC, audited inside MULTI/EXEC. Needs a Go toolchain (the machine's).

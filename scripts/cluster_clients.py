@@ -602,6 +602,22 @@ def main():
             assert covered[0][0] == 0 and covered[-1][1] == 16383, covered[:1]
             assert sum(e - s + 1 for s, e in covered) == 16384
 
+        def refreshes_from_every_node_stay_in_dc():
+            # What go-redis ReloadState, ioredis refreshSlotsCache and Lettuce's discovery do:
+            # ask whichever known node for the map. Every node of this DC answers with this
+            # DC's nodes only, so no number of refreshes leads out of it.
+            for addr in by_dc[dc]:
+                for _ in range(3):
+                    slots = counters[addr].execute_command("CLUSTER SLOTS")
+                    for first, last, *nodes in slots:
+                        for n in nodes:
+                            host = n[0].decode() if isinstance(n[0], bytes) else n[0]
+                            assert dc_of[(host, int(n[1]))] == dc, (addr, first, last, n)
+                    assert sum(r[1] - r[0] + 1 for r in slots) == 16384
+                rc.nodes_manager.initialize()
+                for n in rc.get_nodes():
+                    assert dc_of[(n.host, n.port)] == dc, n.name
+
         def keyslot_matches_the_client():
             for key in ["somekey", "foo", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap",
                         f"{tag}:{{x}}y", "img:cat.png"]:
@@ -653,10 +669,10 @@ def main():
             assert local >= 650, local
 
         def cluster_views():
+            # Each DC is a Redis Cluster of its own nodes: only they are listed.
             nodes = rc.cluster_nodes()
-            assert len(nodes) == len(dc_of), nodes
-            masters = [a for a, n in nodes.items() if "master" in n["flags"]]
-            for a in masters:
+            assert len(nodes) == len(by_dc[dc]), nodes
+            for a in nodes:
                 host, port = a.split("@")[0].rsplit(":", 1)
                 assert dc_of[(host, int(port))] == dc, (a, nodes[a])
             info = rc.cluster_info(target_nodes=rc.get_node(seed_host, seed_port))
@@ -668,6 +684,7 @@ def main():
         for name, fn in [
             ("set-get", set_get),
             ("routing-stays-in-dc", routing_stays_in_dc),
+            ("refreshes-from-every-node-stay-in-dc", refreshes_from_every_node_stay_in_dc),
             ("keyslot-matches-redis-py", keyslot_matches_the_client),
             ("mget-hash-tags", mget_with_hash_tags),
             ("pipelines", pipelines),
