@@ -8,7 +8,8 @@
 # WATCH/MULTI/EXEC bank on a transactional bucket, keys the placement planner moves under a
 # RedisCluster client, FLUSHALL emptying every bucket type cluster-wide),
 # failover while a node process of a second cluster is killed and restarted
-# (scripts/cluster_failover.py), go-redis's Watch bank (scripts/go-bank), `redis-cli -c`, and
+# (scripts/cluster_failover.py), go-redis's Watch bank and ClusterClient map refreshes
+# (scripts/go-bank), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -98,8 +99,14 @@ if command -v go >/dev/null 2>&1; then
   else
     failed=$((failed + 1)); echo "$out" >&2
   fi
+  # go-redis's ClusterClient: map refreshes from random known nodes never leave the seed's DC.
+  if out=$(cd scripts/go-bank && go run . cluster "http://127.0.0.1:$((base + 1000))" 2>&1); then
+    passed=$((passed + 1)); echo "$out"
+  else
+    failed=$((failed + 1)); echo "$out" >&2
+  fi
 else
-  echo "skip go-redis bank: no Go toolchain on this machine" >&2
+  echo "skip go-redis bank and ClusterClient: no Go toolchain on this machine" >&2
 fi
 
 # redis-cli in cluster mode (the README's example) sees 64 ranges.
