@@ -49,7 +49,16 @@ redis_round() {
   for _ in $(seq 1 100); do
     redis-cli -p "$base" CLUSTER INFO | grep -q 'cluster_state:ok' && break; sleep 0.1
   done
-  sleep 2 # replicas finish their first sync
+  # Every replica must have finished its first sync, or it may not fail over (Redis refuses a
+  # replica disconnected longer than cluster-replica-validity-factor allows).
+  for i in 0 1 2 3 4 5; do
+    for _ in $(seq 1 300); do
+      info=$(redis-cli -p $((base + i)) INFO replication | tr -d '\r')
+      grep -q '^role:master' <<<"$info" && break
+      grep -q '^master_link_status:up' <<<"$info" && break
+      sleep 0.1
+    done
+  done
   # The victim: the master of slot 0's range; the seed: another master.
   local victim seed vpid
   victim=$(redis-cli -p "$base" CLUSTER SLOTS | awk 'NR==4{print; exit}')
