@@ -14,8 +14,8 @@
 //! every range; the other DCs replicate underneath. Any node still serves any key (Meridian
 //! coordinates anywhere), so no MOVED or CROSSSLOT is ever answered: the map steers clients.
 //!
-//! **Failover.** When the failure detector marks a node down (φ-accrual over 1 s heartbeats:
-//! about 1.6 s of silence), the next answer names the range's next replica in the DC as its
+//! **Failover.** When the failure detector marks a node down (φ-accrual over a cluster node's
+//! 500 ms heartbeats: about 3 s of silence), the next answer names the range's next replica in the DC as its
 //! master, or another DC's up replica when the DC has none; the dead node stays listed as
 //! `master,fail … disconnected` without slots, as Redis lists a failed-over master. When it
 //! returns, its heartbeat makes it up again and the same rule gives its ranges back. A client
