@@ -61,34 +61,27 @@ expect() { # expect NAME WANT GOT
     failed=$((failed + 1)); echo "FAIL $1: want [$2] got [$3]" >&2; fi
 }
 
+# run_py SCRIPT ARGS...: runs a Python check script of the venv, prints its output and adds its
+# last line's `N passed, M failed` to the totals (a script that fails without saying so counts
+# as one failure).
+run_py() {
+  local out rc=0 summary n_pass n_fail
+  out=$("$venv/bin/python" "$@" 2>&1) || rc=1
+  echo "$out"
+  summary=$(echo "$out" | tail -n 1)
+  n_pass=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\1/p')
+  n_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p')
+  passed=$((passed + ${n_pass:-0}))
+  failed=$((failed + ${n_fail:-1}))
+  if [[ $rc -eq 1 && ${n_fail:-1} -eq 0 ]]; then failed=$((failed + 1)); fi
+}
+
 # redis-py's RedisCluster.
-if out=$("$venv/bin/python" scripts/cluster_clients.py "http://127.0.0.1:$((base + 1000))" 2>&1); then
-  py_failed=0
-else
-  py_failed=1
-fi
-echo "$out"
-summary=$(echo "$out" | tail -n 1)
-py_passed=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\1/p')
-py_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p')
-passed=$((passed + ${py_passed:-0}))
-failed=$((failed + ${py_fail:-1}))
-[[ $py_failed -eq 1 && ${py_fail:-1} -eq 0 ]] && failed=$((failed + 1))
+run_py scripts/cluster_clients.py "http://127.0.0.1:$((base + 1000))"
 
 # Failover (scripts/cluster_failover.py): redis-py keeps writing to its own `meridian up
 # --processes` cluster while a node process is killed with SIGKILL and restarted.
-if out=$("$venv/bin/python" scripts/cluster_failover.py "$bin" 2>&1); then
-  fo_failed=0
-else
-  fo_failed=1
-fi
-echo "$out"
-summary=$(echo "$out" | tail -n 1)
-fo_passed=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\1/p')
-fo_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p')
-passed=$((passed + ${fo_passed:-0}))
-failed=$((failed + ${fo_fail:-1}))
-[[ $fo_failed -eq 1 && ${fo_fail:-1} -eq 0 ]] && failed=$((failed + 1))
+run_py scripts/cluster_failover.py "$bin"
 
 # go-redis v9 (scripts/go-bank, modules from the Go proxy): a bank moved by Watch/TxPipelined
 # from a node of each DC, audited inside MULTI/EXEC. Needs a Go toolchain (the machine's).
