@@ -9,7 +9,7 @@
 # RedisCluster client, FLUSHALL emptying every bucket type cluster-wide),
 # failover while a node process of a second cluster is killed and restarted
 # (scripts/cluster_failover.py), go-redis's Watch bank and ClusterClient map refreshes
-# (scripts/go-bank), `redis-cli -c`, and
+# (scripts/go-bank), ioredis and node-redis (scripts/js-cluster), `redis-cli -c`, and
 # `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,19 +61,24 @@ expect() { # expect NAME WANT GOT
     failed=$((failed + 1)); echo "FAIL $1: want [$2] got [$3]" >&2; fi
 }
 
-# run_py SCRIPT ARGS...: runs a Python check script of the venv, prints its output and adds its
-# last line's `N passed, M failed` to the totals (a script that fails without saying so counts
-# as one failure).
-run_py() {
-  local out rc=0 summary n_pass n_fail
-  out=$("$venv/bin/python" "$@" 2>&1) || rc=1
-  echo "$out"
-  summary=$(echo "$out" | tail -n 1)
+# tally OUT RC: prints a check script's output and adds its last line's `N passed, M failed` to
+# the totals (a script that exits non-zero without saying so counts as one failure).
+tally() {
+  local summary n_pass n_fail
+  echo "$1"
+  summary=$(echo "$1" | tail -n 1)
   n_pass=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\1/p')
   n_fail=$(echo "$summary" | sed -nE 's/.* ([0-9]+) passed, ([0-9]+) failed$/\2/p')
   passed=$((passed + ${n_pass:-0}))
   failed=$((failed + ${n_fail:-1}))
-  if [[ $rc -eq 1 && ${n_fail:-1} -eq 0 ]]; then failed=$((failed + 1)); fi
+  if [[ $2 -ne 0 && ${n_fail:-1} -eq 0 ]]; then failed=$((failed + 1)); fi
+}
+
+# run_py SCRIPT ARGS...: a Python check script in the venv, tallied.
+run_py() {
+  local out rc=0
+  out=$("$venv/bin/python" "$@" 2>&1) || rc=1
+  tally "$out" "$rc"
 }
 
 # redis-py's RedisCluster.
@@ -100,6 +105,20 @@ if command -v go >/dev/null 2>&1; then
   fi
 else
   echo "skip go-redis bank and ClusterClient: no Go toolchain on this machine" >&2
+fi
+
+# ioredis and node-redis (scripts/js-cluster, from the npm registry at the versions its
+# package-lock.json pins): map refreshes stay in the seed's DC; strings, counters, hashes,
+# pipelines over one master's slots, SCAN. Needs Node.js and npm (the machine's).
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+  if [[ ! -d scripts/js-cluster/node_modules/ioredis || ! -d scripts/js-cluster/node_modules/redis ]]; then
+    (cd scripts/js-cluster && npm ci --no-audit --no-fund --silent)
+  fi
+  rc=0
+  out=$(cd scripts/js-cluster && node check.mjs "http://127.0.0.1:$((base + 1000))" 2>&1) || rc=1
+  tally "$out" "$rc"
+else
+  echo "skip ioredis and node-redis: no Node.js on this machine" >&2
 fi
 
 # redis-cli in cluster mode (the README's example) sees 64 ranges.
