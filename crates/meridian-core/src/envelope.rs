@@ -39,6 +39,18 @@ impl Kind {
             Kind::Hash => FLAG_HASH,
         }
     }
+
+    /// A stable number for this type, for messages between nodes ([`Kind::from_code`]).
+    pub fn code(self) -> u8 {
+        self.flag()
+    }
+
+    /// The type [`Kind::code`] gave `code`, if any.
+    pub fn from_code(code: u8) -> Option<Kind> {
+        [Kind::String, Kind::Hash]
+            .into_iter()
+            .find(|k| k.code() == code)
+    }
 }
 
 /// A decoded stored value: its data, absolute expiry (µs since the epoch) and Redis type.
@@ -151,6 +163,15 @@ pub fn encode_kind(kind: Kind, data: &[u8], expiry: Option<u64>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_codes_round_trip_and_unknown_codes_are_refused() {
+        for k in [Kind::String, Kind::Hash] {
+            assert_eq!(Kind::from_code(k.code()), Some(k));
+        }
+        assert_ne!(Kind::String.code(), Kind::Hash.code());
+        assert_eq!(Kind::from_code(0xEE), None);
+    }
 
     #[test]
     fn round_trips_and_expires() {

@@ -2,7 +2,9 @@
 //! answer in cluster mode.
 //!
 //! A listing walks this replica's eventual objects, then its timeline records, each in key
-//! order, from a [`ListPos`] that names the last key examined. What it guarantees:
+//! order, then the transactional keys of each partition leader in turn (asked over the
+//! network, [`crate::txn`]'s `listing.rs`), from a [`ListPos`] that names the last key
+//! examined. What it guarantees:
 //!
 //! - **stable positions**: a key that this replica holds from the start of a listing to its
 //!   end is listed exactly once, whatever is written or deleted meanwhile (keys written
@@ -18,8 +20,9 @@
 //!
 //! What a replica holds is what reached it: a write acknowledged elsewhere and not yet
 //! replicated here (or waiting in a hint while this node was down) is not listed until it
-//! arrives. Transactional buckets keep their versions at their partitions' leaders under
-//! reserved keys, and are not listed here.
+//! arrives. Transactional keys are listed as their leaders hold them, only those whose home
+//! partition the caller marks as served (so the nodes of a DC, each marking its own, list each
+//! key once); a leader that does not answer fails the page with its error.
 
 use crate::Result;
 use crate::bucket::BucketType;
@@ -28,8 +31,8 @@ use crate::kernel::Node;
 use crate::timeline::Content;
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Object};
-use meridian_core::Timestamp;
 use meridian_core::envelope::{Entry, Kind};
+use meridian_core::{NodeId, Timestamp};
 use std::ops::Bound;
 
 /// Where a listing resumes: after `after` in the store of `phase`.
@@ -43,6 +46,8 @@ pub struct ListPos {
 enum Phase {
     Eventual,
     Timeline,
+    /// The transactional keys held by this leader.
+    Txn(NodeId),
 }
 
 impl ListPos {
@@ -56,12 +61,15 @@ impl ListPos {
 
     /// The bytes a front end keeps to resume at this position (its SCAN cursor's payload).
     pub fn encode(&self) -> Bytes {
-        let tag = match self.phase {
-            Phase::Eventual => b'e',
-            Phase::Timeline => b't',
-        };
-        let mut v = Vec::with_capacity(1 + self.after.as_ref().map_or(0, |a| a.len()));
-        v.push(tag);
+        let mut v = Vec::with_capacity(5 + self.after.as_ref().map_or(0, |a| a.len()));
+        match self.phase {
+            Phase::Eventual => v.push(b'e'),
+            Phase::Timeline => v.push(b't'),
+            Phase::Txn(leader) => {
+                v.push(b'x');
+                v.extend_from_slice(&leader.0.to_be_bytes());
+            }
+        }
         if let Some(a) = &self.after {
             v.extend_from_slice(a);
         }
@@ -71,12 +79,16 @@ impl ListPos {
     /// The position [`ListPos::encode`] gave `raw` (a resume key of length 0 resumes at the
     /// start of its phase).
     pub fn decode(raw: &Bytes) -> Option<ListPos> {
-        let phase = match raw.first()? {
-            b'e' => Phase::Eventual,
-            b't' => Phase::Timeline,
+        let (phase, rest) = match raw.first()? {
+            b'e' => (Phase::Eventual, 1),
+            b't' => (Phase::Timeline, 1),
+            b'x' => {
+                let id: [u8; 4] = raw.get(1..5)?.try_into().ok()?;
+                (Phase::Txn(NodeId(u32::from_be_bytes(id))), 5)
+            }
             _ => return None,
         };
-        let after = (raw.len() > 1).then(|| raw.slice(1..));
+        let after = (raw.len() > rest).then(|| raw.slice(rest..));
         Some(ListPos { phase, after })
     }
 }
@@ -104,69 +116,137 @@ fn shown_entry(o: &Object, now: Timestamp) -> Option<Entry> {
     counter::resolve(&raw, latest, now)
 }
 
-/// A store page's next start, and whether the store has no more pages.
-fn exhausted(next: Option<Bytes>) -> (Option<Bytes>, bool) {
-    let done = next.is_none();
-    (next, done)
-}
-
 impl Node {
-    /// One page of the live keys this replica holds from `from`, examining at most `budget`
-    /// stored keys; `select` chooses among them by key (see the module docs).
-    pub fn list_live_keys(
+    /// One page of the live keys listed from `from`, examining at most `budget` stored keys;
+    /// `select` chooses among them by key, and `served` (by partition index; `None`: all)
+    /// names the home partitions whose transactional keys to list (see the module docs).
+    pub async fn list_live_keys(
         &self,
         from: ListPos,
         budget: usize,
         select: impl Fn(&[u8]) -> bool,
+        served: Option<&[bool]>,
     ) -> Result<ListPage> {
         let budget = budget.max(1);
-        let now = self.kernel().clock.now();
-        let mut keys = Vec::new();
         let ListPos { phase, after } = from;
-        let (next_after, exhausted) = match phase {
-            Phase::Eventual => {
-                let start = match &after {
-                    Some(k) => Bound::Excluded(k.clone()),
-                    None => Bound::Unbounded,
-                };
-                let (objects, next) = self.kernel().store.objects_from(start, budget)?;
-                for (key, mut o) in objects {
-                    self.kernel().store.visible(&key, &mut o);
-                    if select(&key)
-                        && self.bucket_type(&key) == BucketType::Eventual
-                        && let Some(e) = shown_entry(&o, now)
-                    {
-                        keys.push((key, e.kind));
-                    }
-                }
-                exhausted(next)
-            }
-            Phase::Timeline => {
-                let (records, next) = self.tl_records_after(after.as_deref(), budget)?;
-                for (key, r) in records {
-                    if !select(&key) || self.bucket_type(&key) != BucketType::Timeline {
-                        continue;
-                    }
-                    if let Content::Value(v) = &r.content
-                        && let Some(e) = Entry::live(Some(v.clone()), now)
-                    {
-                        keys.push((key, e.kind));
-                    }
-                }
-                exhausted(next)
+        let leader = match phase {
+            Phase::Eventual => return self.list_replica_keys(true, after, budget, select),
+            Phase::Timeline => return self.list_replica_keys(false, after, budget, select),
+            Phase::Txn(leader) => leader,
+        };
+        let all;
+        let served = match served {
+            Some(s) => s,
+            None => {
+                all = vec![true; self.meta().layout.ring().q() as usize];
+                &all
             }
         };
-        let next = match (phase, exhausted) {
-            (_, false) => Some(ListPos {
+        let (keys, next) = self.txn_list_keys(leader, after, budget, served).await?;
+        let keys = keys.into_iter().filter(|(k, _)| select(k)).collect();
+        let next = match next {
+            Some(after) => Some(ListPos {
                 phase,
-                after: next_after,
+                after: Some(after),
             }),
-            (Phase::Eventual, true) => Some(ListPos {
+            None => self.next_leader_after(Some(leader)),
+        };
+        Ok((keys, next))
+    }
+
+    /// Where the transactional phase starts after `leader` (`None`: at the first leader), or
+    /// `None` when no leader is left.
+    fn next_leader_after(&self, leader: Option<NodeId>) -> Option<ListPos> {
+        let next = self
+            .txn_leaders()
+            .into_iter()
+            .find(|&l| leader.is_none_or(|prev| l > prev))?;
+        Some(ListPos {
+            phase: Phase::Txn(next),
+            after: None,
+        })
+    }
+
+    /// One page of the eventual (`eventual`) or timeline keys this replica holds.
+    fn list_replica_keys(
+        &self,
+        eventual: bool,
+        after: Option<Bytes>,
+        budget: usize,
+        select: impl Fn(&[u8]) -> bool,
+    ) -> Result<ListPage> {
+        let now = self.kernel().clock.now();
+        let (keys, next_after) = if eventual {
+            self.eventual_page(after, budget, now, select)?
+        } else {
+            self.timeline_page(after, budget, now, select)?
+        };
+        let phase = if eventual {
+            Phase::Eventual
+        } else {
+            Phase::Timeline
+        };
+        let next = match (next_after, eventual) {
+            (Some(after), _) => Some(ListPos {
+                phase,
+                after: Some(after),
+            }),
+            (None, true) => Some(ListPos {
                 phase: Phase::Timeline,
                 after: None,
             }),
-            (Phase::Timeline, true) => None,
+            (None, false) => self.next_leader_after(None),
         };
+        Ok((keys, next))
+    }
+
+    /// One page of this replica's eventual objects after `after`: the live keys selected,
+    /// and where the next page starts (`None`: no more).
+    fn eventual_page(
+        &self,
+        after: Option<Bytes>,
+        budget: usize,
+        now: Timestamp,
+        select: impl Fn(&[u8]) -> bool,
+    ) -> Result<(Vec<(Bytes, Kind)>, Option<Bytes>)> {
+        let start = match after {
+            Some(k) => Bound::Excluded(k),
+            None => Bound::Unbounded,
+        };
+        let (objects, next) = self.kernel().store.objects_from(start, budget)?;
+        let mut keys = Vec::new();
+        for (key, mut o) in objects {
+            self.kernel().store.visible(&key, &mut o);
+            if select(&key)
+                && self.bucket_type(&key) == BucketType::Eventual
+                && let Some(e) = shown_entry(&o, now)
+            {
+                keys.push((key, e.kind));
+            }
+        }
+        Ok((keys, next))
+    }
+
+    /// One page of this replica's timeline records after `after`, as [`Node::eventual_page`].
+    fn timeline_page(
+        &self,
+        after: Option<Bytes>,
+        budget: usize,
+        now: Timestamp,
+        select: impl Fn(&[u8]) -> bool,
+    ) -> Result<(Vec<(Bytes, Kind)>, Option<Bytes>)> {
+        let (records, next) = self.tl_records_after(after.as_deref(), budget)?;
+        let mut keys = Vec::new();
+        for (key, r) in records {
+            if !select(&key) || self.bucket_type(&key) != BucketType::Timeline {
+                continue;
+            }
+            if let Content::Value(v) = &r.content
+                && let Some(e) = Entry::live(Some(v.clone()), now)
+            {
+                keys.push((key, e.kind));
+            }
+        }
         Ok((keys, next))
     }
 }
@@ -187,10 +267,23 @@ mod tests {
                 phase: Phase::Eventual,
                 after: Some(Bytes::from("bucket:key")),
             },
+            ListPos {
+                phase: Phase::Txn(NodeId(7)),
+                after: None,
+            },
+            ListPos {
+                phase: Phase::Txn(NodeId(u32::MAX)),
+                after: Some(Bytes::from("x")),
+            },
         ] {
             assert_eq!(ListPos::decode(&p.encode()), Some(p));
         }
         assert_eq!(ListPos::decode(&Bytes::new()), None);
-        assert_eq!(ListPos::decode(&Bytes::from("x")), None);
+        assert_eq!(ListPos::decode(&Bytes::from("q")), None);
+        assert_eq!(
+            ListPos::decode(&Bytes::from("x\0\0\0")),
+            None,
+            "a short leader id"
+        );
     }
 }

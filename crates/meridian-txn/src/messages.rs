@@ -129,4 +129,19 @@ pub enum TxnMsg {
     /// A coordinator's recent transactions for the planner: each one's DC and keys
     /// (one-way, to the node running the planner).
     Trace(Vec<(DcId, Vec<Bytes>)>),
+    /// One page of the live keys a leader holds (what SCAN, KEYS and DBSIZE list): those after
+    /// `after` in its store's order whose home partition's bit is set in `partitions` (bit
+    /// `p % 8` of byte `p / 8`), examining at most `budget` stored keys. Answered by
+    /// [`TxnMsg::KeysPage`].
+    ListKeys {
+        /// The key to resume after (`None`: from the first).
+        after: Option<Bytes>,
+        /// Stored keys to examine at most (the leader caps it).
+        budget: u32,
+        /// The home partitions wanted, as a bitmap.
+        partitions: Vec<u8>,
+    },
+    /// The live keys found, each with its Redis type's code (`Kind::code`), and the key to
+    /// resume after (`None`: the leader has no more).
+    KeysPage(Result<(Vec<(Bytes, u8)>, Option<Bytes>), TxnError>),
 }

@@ -115,6 +115,25 @@ fn head_key(key: &[u8]) -> Bytes {
     Bytes::from(k)
 }
 
+/// A page of [`TxnStore::heads_after`]: `(key, newest commit, newest value)` rows and the key to
+/// resume after.
+pub type HeadPage = (Vec<(Bytes, Timestamp, Option<Bytes>)>, Option<Bytes>);
+
+/// The user key of a head's engine key (the inverse of [`head_key`]).
+fn user_key_of_head(raw: &Bytes) -> Result<Bytes> {
+    let bad = || TxnError::Storage("a transactional head key does not decode".into());
+    let len: [u8; 4] = raw
+        .get(2..6)
+        .ok_or_else(bad)?
+        .try_into()
+        .map_err(|_| bad())?;
+    let len = u32::from_be_bytes(len) as usize;
+    if raw.len() != 6 + len {
+        return Err(bad());
+    }
+    Ok(raw.slice(6..))
+}
+
 fn version_key(key: &[u8], ts: Timestamp) -> Bytes {
     let mut k = Vec::with_capacity(2 + 4 + key.len() + 8);
     k.extend_from_slice(&VERSION_PREFIX);
@@ -277,6 +296,39 @@ impl TxnStore {
             .get_value(&version_key(key, Timestamp(t)), Timestamp::MAX)?
             .ok_or_else(|| TxnError::Storage("a version the head names is missing".into()))?;
         Ok(Some((Timestamp(t), decode_value(&stored)?)))
+    }
+
+    /// One page of the keys this store holds, in the store's order (by key length, then
+    /// bytes), after the key `after` (from the first when `None`), at most `limit`: each with
+    /// its newest version's commit timestamp and value (`None`: deleted). The second element is
+    /// the key to resume after, `None` when no key is left.
+    pub fn heads_after(&self, after: Option<&[u8]>, limit: usize) -> Result<HeadPage> {
+        let start = match after {
+            Some(k) => Bound::Excluded(head_key(k)),
+            None => Bound::Included(Bytes::from_static(&HEAD_PREFIX)),
+        };
+        let limit = limit.max(1);
+        let rows = self.engine.scan(
+            start,
+            prefix_end(&HEAD_PREFIX),
+            Timestamp::MAX,
+            limit,
+            false,
+        )?;
+        let full = rows.len() == limit;
+        let mut out = Vec::with_capacity(rows.len());
+        for (raw_key, version) in rows {
+            let key = user_key_of_head(&raw_key)?;
+            let Some(raw) = version.value else { continue };
+            let head = Head::decode(raw)?;
+            out.push((key, head.ts, decode_value(&head.stored)?));
+        }
+        let next = if full {
+            out.last().map(|(k, _, _)| k.clone())
+        } else {
+            None
+        };
+        Ok((out, next))
     }
 
     /// The newest commit timestamp of `key` (what certification compares), if any.
@@ -571,6 +623,56 @@ mod tests {
 
     fn put(s: &TxnStore, k: &[u8], ts: u64, v: Option<&str>) {
         put_below(s, k, ts, v, 0);
+    }
+
+    /// The listing against a model: every key once, in pages of any size, with its newest
+    /// version, whatever else the store holds (versions, prepared records, moves).
+    #[test]
+    fn heads_list_every_key_once_with_its_newest_version() {
+        let s = store();
+        let mut model = std::collections::BTreeMap::new();
+        for i in 0..57u64 {
+            let key = format!("k{}", i * 7 % 57).repeat(1 + (i % 3) as usize);
+            put(&s, key.as_bytes(), 10 + i, Some("old"));
+            let newest = (i % 4 != 0).then(|| format!("v{i}"));
+            put(&s, key.as_bytes(), 100 + i, newest.as_deref());
+            model.insert(key, (100 + i, newest));
+        }
+        s.log_decision(&Decision {
+            txid: TxId {
+                coord: meridian_core::NodeId(1),
+                seq: 1,
+            },
+            commit_ts: Timestamp(5),
+            pending: vec![],
+        })
+        .unwrap();
+        for page in [1, 2, 10, 56, 57, 58, 1000] {
+            let mut got = std::collections::BTreeMap::new();
+            let mut after: Option<Bytes> = None;
+            loop {
+                let (rows, next) = s.heads_after(after.as_deref(), page).unwrap();
+                assert!(rows.len() <= page);
+                for (k, ts, v) in rows {
+                    let k = String::from_utf8(k.to_vec()).unwrap();
+                    let v = v.map(|v| String::from_utf8(v.to_vec()).unwrap());
+                    assert!(got.insert(k, (ts.0, v)).is_none(), "listed twice");
+                }
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+            assert_eq!(got, model, "pages of {page}");
+        }
+        // A deleted key is forgotten by the listing.
+        let mut b = WriteBatch::new();
+        let gone = model.keys().next().unwrap().clone();
+        s.delete_key(&mut b, gone.as_bytes()).unwrap();
+        s.write(b).unwrap();
+        let (rows, _) = s.heads_after(None, 1000).unwrap();
+        assert_eq!(rows.len(), model.len() - 1);
+        assert!(rows.iter().all(|(k, _, _)| k.as_ref() != gone.as_bytes()));
     }
 
     #[test]

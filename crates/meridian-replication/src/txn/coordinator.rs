@@ -68,7 +68,7 @@ fn net_abort(leader: NodeId, what: &str, e: impl std::fmt::Display) -> TxnError 
 }
 
 /// Unwraps a reply of the expected variant.
-fn reply<T>(
+pub(super) fn reply<T>(
     leader: NodeId,
     what: &str,
     r: std::result::Result<Msg, meridian_net::NetError>,
@@ -172,7 +172,7 @@ impl Node {
         }
     }
 
-    fn txn_timeout(&self) -> Duration {
+    pub(super) fn txn_timeout(&self) -> Duration {
         let l = &self.txn_state().limits;
         Duration::from_micros(l.prepare_timeout_us + l.read_wait_max_us)
     }

@@ -6,6 +6,7 @@
 //! | leader | snapshot reads with the R1/R2 waits, single-partition commit, prepare, commit, abort, and the replay of prepared records after a restart | here |
 //! | coordinator | [`Transaction`]: the client's handle — snapshot, reads, buffered writes and watches, commit (one step or two-phase with the decision log), and the resend of logged decisions | `coordinator.rs` |
 //! | oracle | the timestamp oracle's RPC and the batched/unbatched clients | `oracle.rs` |
+//! | listing | the live keys a leader holds, page by page, for SCAN, KEYS and DBSIZE | `listing.rs` |
 //! | moves | cross-node key moves (spec `repartitioning.md` §6): the mover, the source's freeze and export, the destination's install, the planner's feed and rounds | `moves.rs` |
 //!
 //! **Deployment.** A partition's leader is its first replica in claim order
@@ -34,6 +35,7 @@
 //!   1 s slack can refuse old snapshots early, never serve wrong ones.
 
 mod coordinator;
+mod listing;
 mod moves;
 mod oracle;
 
@@ -822,7 +824,19 @@ impl Protocol for Txn {
                 });
             }
             TxnMsg::Trace(txns) => node.txn_trace_received(txns),
+            TxnMsg::ListKeys {
+                after,
+                budget,
+                partitions,
+            } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                let r = node.txn_list_held(after.as_deref(), budget, &partitions);
+                req.answer(TxnMsg::KeysPage(r));
+            }
             other @ (TxnMsg::ReadReply(_)
+            | TxnMsg::KeysPage(_)
             | TxnMsg::Committed(_)
             | TxnMsg::Vote(_)
             | TxnMsg::Ack

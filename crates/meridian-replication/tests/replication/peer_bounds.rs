@@ -132,3 +132,54 @@ async fn merkle_requests_with_repeated_parents_or_segments_are_refused_unserved(
         other => panic!("{other:?}"),
     }
 }
+
+/// A peer's key listing is served within the leader's own cap, whatever budget, bitmap or
+/// resume key it sends.
+#[tokio::test(start_paused = true)]
+async fn hostile_key_listings_are_answered_within_the_leaders_limits() {
+    use meridian_replication::{Dispatch, TxnProps};
+    use meridian_txn::TxnMsg;
+    let c = Cluster::start(43, Duration::from_secs(3600)).await;
+    c.set_bucket("tx", BucketProps::transactional(TxnProps::default()))
+        .await;
+    let mut led = 0;
+    let d = Dispatch::new(c.nodes[0].clone());
+    for i in 0..40 {
+        let key = b(&format!("tx:k{i}"));
+        led += usize::from(c.nodes[0].txn_leader(&key).1 == NodeId(1));
+        d.set(&key, b("v")).await.unwrap();
+    }
+    assert!(led >= 2, "node 1 leads {led} of the keys");
+    let (t, _) = attacker(&c);
+    let list = |after: Option<Bytes>, budget: u32, partitions: Vec<u8>| {
+        let t = &t;
+        async move {
+            let msg = TxnMsg::ListKeys {
+                after,
+                budget,
+                partitions,
+            };
+            match t
+                .request(NodeId(1), Msg::Txn(msg), Duration::from_secs(30))
+                .await
+                .unwrap()
+            {
+                Msg::Txn(TxnMsg::KeysPage(Ok(page))) => page,
+                other => panic!("expected a page, got {other:?}"),
+            }
+        }
+    };
+    // Every partition, any budget: the keys node 1 leads, all of them, in one page.
+    let (keys, next) = list(None, u32::MAX, vec![0xFF; 1 << 16]).await;
+    assert_eq!((keys.len(), next), (led, None));
+    // A zero budget examines one key, and says where to go on.
+    let (keys, next) = list(None, 0, vec![0xFF; 8]).await;
+    assert!(keys.len() <= 1 && next.is_some(), "{keys:?} {next:?}");
+    // No partition marked (or a bitmap too short to name one): nothing listed.
+    assert!(list(None, 100, Vec::new()).await.0.is_empty());
+    // A resume key of any size or content is a position, not an error.
+    let (keys, _) = list(Some(Bytes::from(vec![0xFF; 64 * 1024])), 100, vec![0xFF; 8]).await;
+    assert!(keys.is_empty());
+    let (keys, _) = list(Some(Bytes::new()), 100, vec![0xFF; 8]).await;
+    assert_eq!(keys.len(), led);
+}

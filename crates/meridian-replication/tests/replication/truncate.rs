@@ -59,7 +59,11 @@ async fn seen(c: &Cluster, nodes: impl Iterator<Item = NodeId>) -> (Vec<String>,
         }
         let mut at = Some(ListPos::start());
         while let Some(pos) = at {
-            let (page, next) = c.node(n).list_live_keys(pos, 10_000, |_| true).unwrap();
+            let (page, next) = c
+                .node(n)
+                .list_live_keys(pos, 10_000, |_| true, None)
+                .await
+                .unwrap();
             listed.extend(
                 page.into_iter()
                     .map(|(k, _)| format!("{n}:{}", String::from_utf8_lossy(&k))),
@@ -115,11 +119,15 @@ async fn a_flush_hides_every_bucket_type_everywhere_and_later_writes_survive() {
     read.sort();
     read.dedup();
     assert_eq!(read, ["bank:k0", "ctr", "k0", "tl:k0"]);
+    // A replica lists what it holds; every node lists the transactional key from its leader
+    // (asked for every partition here).
     assert_eq!(
         listed.len(),
-        3 * 3,
-        "k0, tl:k0, ctr at N = 3 replicas each: {listed:?}"
+        3 * 3 + 6,
+        "k0, tl:k0, ctr at N = 3 replicas each, bank:k0 at every node: {listed:?}"
     );
+    let bank = listed.iter().filter(|k| k.ends_with(":bank:k0")).count();
+    assert_eq!(bank, 6, "{listed:?}");
 
     // The sweep rewrote every stored object: no sibling from before the mark is left.
     for n in all() {

@@ -202,7 +202,7 @@ pub(crate) async fn run(
             Box::pin(crate::resp::cluster_strings::run(c, m, reply, cmd, args)).await
         }
         _ if crate::resp::cluster_keys::handles(cmd) => {
-            crate::resp::cluster_keys::run(c, m, reply, cmd, args)
+            Box::pin(crate::resp::cluster_keys::run(c, m, reply, cmd, args)).await
         }
         // A truncation of every bucket (`meridian_replication::truncation`): the cluster's
         // whole keyspace, whichever node is asked, so a cluster client asking every master

@@ -8,11 +8,12 @@
 //! `dbsize`) asks every master of its view and merges, so it sees each key once: the ranges
 //! of one DC's view are a partition of the slots.
 //!
-//! **What a node lists** is what its replica holds and shows live
-//! ([`meridian_replication::listing`]): eventual and timeline keys, with their Redis types.
-//! A write not yet replicated to this node is listed once it arrives. Transactional buckets
-//! are not listed (their versions live at their partitions' leaders): SCAN over them is
-//! refused nowhere, it simply does not show them, and the README says so.
+//! **What a node lists** ([`meridian_replication::listing`]) is what its replica holds and
+//! shows live — eventual and timeline keys, with their Redis types; a write not yet replicated
+//! to this node is listed once it arrives — then the transactional keys of the partitions it
+//! serves, asked of each partition leader in turn (their versions live only there). A leader
+//! that does not answer fails that call with its error (a retry with the same cursor restarts
+//! the iteration, as an unknown cursor does).
 //!
 //! **SCAN's guarantee** is Redis's: a full iteration returns every key present on this node
 //! from its start to its end, exactly once, whatever is written meanwhile. A cursor names a
@@ -66,15 +67,21 @@ fn served_partitions(c: &ClusterBackend) -> Vec<bool> {
         .collect()
 }
 
-/// The selection of keys this node lists, matching `pattern` if one is given.
-fn selector<'a>(c: &ClusterBackend, pattern: Option<&'a [u8]>) -> impl Fn(&[u8]) -> bool + 'a {
+/// The keys this node lists, matching `pattern` if one is given: the home partitions it
+/// serves (by index, for the transactional leaders it asks) and the selection by key.
+fn selection<'a>(
+    c: &ClusterBackend,
+    pattern: Option<&'a [u8]>,
+) -> (Vec<bool>, impl Fn(&[u8]) -> bool + 'a) {
     let served = served_partitions(c);
     let ring = c.node.meta().layout.ring();
-    move |key: &[u8]| {
+    let mine = served.clone();
+    let select = move |key: &[u8]| {
         let p = ring.partition_of(key).0 as usize;
-        served.get(p).copied().unwrap_or(false)
+        mine.get(p).copied().unwrap_or(false)
             && pattern.is_none_or(|pat| glob_match(pat, key, false))
-    }
+    };
+    (served, select)
 }
 
 type Outcome = Result<(), Cow<'static, str>>;
@@ -88,7 +95,7 @@ fn error(
 }
 
 /// Runs SCAN, KEYS or DBSIZE (the only commands [`handles`] accepts).
-pub(crate) fn run(
+pub(crate) async fn run(
     c: &ClusterBackend,
     m: &Metrics,
     reply: &mut Reply,
@@ -96,11 +103,13 @@ pub(crate) fn run(
     args: Args<'_>,
 ) -> Outcome {
     match cmd {
-        Cmd::Scan => scan(c, m, reply, args),
+        Cmd::Scan => scan(c, m, reply, args).await,
         Cmd::Keys => {
             let pattern = Some(args.get(1)).filter(|p| !p.iter().all(|&b| b == b'*'));
             let mut keys = Vec::new();
-            walk(c, pattern, |k| keys.push(k)).map_err(|e| error(c, m, e))?;
+            walk(c, pattern, |k| keys.push(k))
+                .await
+                .map_err(|e| error(c, m, e))?;
             reply.array(keys.len());
             for k in &keys {
                 reply.bulk(k);
@@ -109,7 +118,9 @@ pub(crate) fn run(
         }
         Cmd::Dbsize => {
             let mut n = 0i64;
-            walk(c, None, |_| n += 1).map_err(|e| error(c, m, e))?;
+            walk(c, None, |_| n += 1)
+                .await
+                .map_err(|e| error(c, m, e))?;
             reply.int(n);
             Ok(())
         }
@@ -126,22 +137,25 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
 }
 
 /// Visits every key this node lists that `pattern` matches.
-fn walk(
+async fn walk(
     c: &ClusterBackend,
     pattern: Option<&[u8]>,
     mut visit: impl FnMut(Bytes),
 ) -> Result<(), meridian_replication::ReplicationError> {
-    let select = selector(c, pattern);
+    let (served, select) = selection(c, pattern);
     let mut pos = Some(ListPos::start());
     while let Some(from) = pos {
-        let (keys, next) = c.node.list_live_keys(from, PAGE, &select)?;
+        let (keys, next) = c
+            .node
+            .list_live_keys(from, PAGE, &select, Some(&served))
+            .await?;
         keys.into_iter().for_each(|(key, _)| visit(key));
         pos = next;
     }
     Ok(())
 }
 
-fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> Outcome {
+async fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> Outcome {
     let q = parse_scan(args).map_err(CmdError::into_line)?;
     let mut pos = if q.cursor == 0 {
         Some(ListPos::start())
@@ -155,7 +169,7 @@ fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> O
                 .unwrap_or_else(ListPos::start),
         )
     };
-    let select = selector(c, q.pattern);
+    let (served, select) = selection(c, q.pattern);
     // As on a single node: one call never does more than a bounded amount of work.
     let count = q.count.min(MAX_SCAN_COUNT);
     let budget = count * EXAMINE_FACTOR;
@@ -166,7 +180,8 @@ fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> O
         let page = (count - keys.len()).min(budget - examined).max(1);
         let (found, next) = c
             .node
-            .list_live_keys(from, page, &select)
+            .list_live_keys(from, page, &select, Some(&served))
+            .await
             .map_err(|e| error(c, m, e))?;
         examined += page;
         keys.extend(

@@ -186,14 +186,14 @@ async fn flushall_empties_every_bucket_type_cluster_wide() {
     }
     a.cmd(&[b"HSET", b"h", b"f", b"old"]).await;
     a.cmd(&[b"INCRBY", b"n", b"7"]).await;
-    let listed = |n| n == 4; // k, tl:k, h, n (transactional keys are not listed)
+    let listed = |n| n == 5; // k, tl:k, tx:k, h, n
     for _ in 0..POLLS {
         if listed(cluster_dbsize(&c, &[2, 3]).await) {
             break;
         }
         tokio::time::sleep(POLL_EVERY).await;
     }
-    assert_eq!(cluster_dbsize(&c, &[2, 3]).await, 4);
+    assert_eq!(cluster_dbsize(&c, &[2, 3]).await, 5);
 
     // Redis's argument errors; then a flush asked of one node empties every node at once.
     assert_eq!(
@@ -245,6 +245,66 @@ async fn flushall_empties_every_bucket_type_cluster_wide() {
     }
     assert_eq!(b.cmd(&[b"GET", b"tx:k"]).await, bulk("last"));
     assert_eq!(b.cmd(&[b"GET", b"k"]).await, Frame::Null);
+    c.shutdown().await;
+}
+
+/// Transactional keys live only at their partitions' leaders; the nodes of each DC list
+/// them between them, each once, with their types, whichever DC wrote them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_keys_and_dbsize_list_transactional_keys_once_per_dc() {
+    let c = cluster_with(&[("tx", BucketProps::transactional(Default::default()))]).await;
+    let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+    let mut strings = Vec::new();
+    for i in 0..120 {
+        let k = format!("tx:s{i}");
+        let con = if i % 2 == 0 { &mut a } else { &mut b };
+        let set = con.cmd(&[b"SET", k.as_bytes(), b"v"]).await;
+        assert_eq!(set, Frame::Simple("OK".into()));
+        strings.push(k);
+    }
+    let mut hashes = Vec::new();
+    for i in 0..15 {
+        let k = format!("tx:h{i}");
+        let hset = b.cmd(&[b"HSET", k.as_bytes(), b"f", b"v"]).await;
+        assert_eq!(hset, Frame::Integer(1));
+        hashes.push(k);
+    }
+    // Deleted and expired keys are not listed; an eventual key is, once.
+    a.cmd(&[b"SET", b"tx:gone", b"v"]).await;
+    assert_eq!(a.cmd(&[b"DEL", b"tx:gone"]).await, Frame::Integer(1));
+    a.cmd(&[b"SET", b"tx:brief", b"v", b"PX", b"1"]).await;
+    a.cmd(&[b"SET", b"plain", b"v"]).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let mut all: Vec<String> = strings.iter().chain(&hashes).cloned().collect();
+    all.push("plain".into());
+    all.sort();
+    hashes.sort();
+    for nodes in [[0usize, 1], [2, 3]] {
+        let mut seen = Vec::new();
+        for _ in 0..POLLS {
+            seen.clear();
+            for &i in &nodes {
+                seen.extend(full_scan(&mut connect(&c, i).await, 7, &[]).await);
+            }
+            seen.sort();
+            if seen == all {
+                break;
+            }
+            tokio::time::sleep(POLL_EVERY).await;
+        }
+        assert_eq!(seen, all, "each key once in DC of nodes {nodes:?}");
+        let (mut keys, mut typed) = (Vec::new(), Vec::new());
+        for &i in &nodes {
+            let mut n = connect(&c, i).await;
+            keys.extend(texts(n.cmd(&[b"KEYS", b"tx:h*"]).await));
+            typed.extend(full_scan(&mut n, 3, &["TYPE", "hash", "MATCH", "tx:*"]).await);
+        }
+        keys.sort();
+        typed.sort();
+        assert_eq!(keys, hashes);
+        assert_eq!(typed, hashes);
+        assert_eq!(cluster_dbsize(&c, &nodes).await, all.len() as i64);
+    }
     c.shutdown().await;
 }
 
