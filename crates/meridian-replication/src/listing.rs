@@ -97,6 +97,10 @@ impl ListPos {
 /// starts (`None`: the listing is complete).
 pub type ListPage = (Vec<(Bytes, Kind)>, Option<ListPos>);
 
+/// One page of one store: the live keys selected, with their types, and the key to resume
+/// after (`None`: the store has no more).
+pub type StorePage = (Vec<(Bytes, Kind)>, Option<Bytes>);
+
 /// The value the Redis view shows for eventual object `o` at `now`, if it is live.
 fn shown_entry(o: &Object, now: Timestamp) -> Option<Entry> {
     let values: Vec<(&dvv::Sibling, Bytes)> = o
@@ -208,7 +212,7 @@ impl Node {
         budget: usize,
         now: Timestamp,
         select: impl Fn(&[u8]) -> bool,
-    ) -> Result<(Vec<(Bytes, Kind)>, Option<Bytes>)> {
+    ) -> Result<StorePage> {
         let start = match after {
             Some(k) => Bound::Excluded(k),
             None => Bound::Unbounded,
@@ -234,7 +238,7 @@ impl Node {
         budget: usize,
         now: Timestamp,
         select: impl Fn(&[u8]) -> bool,
-    ) -> Result<(Vec<(Bytes, Kind)>, Option<Bytes>)> {
+    ) -> Result<StorePage> {
         let (records, next) = self.tl_records_after(after.as_deref(), budget)?;
         let mut keys = Vec::new();
         for (key, r) in records {

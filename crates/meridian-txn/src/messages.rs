@@ -21,6 +21,10 @@ pub enum Outcome {
     Active,
 }
 
+/// A page of a leader's live keys: each with its Redis type's code, and the key to resume
+/// after (`None`: no more).
+pub type KeysPage = (Vec<(Bytes, u8)>, Option<Bytes>);
+
 /// The protocol's messages.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TxnMsg {
@@ -143,5 +147,5 @@ pub enum TxnMsg {
     },
     /// The live keys found, each with its Redis type's code (`Kind::code`), and the key to
     /// resume after (`None`: the leader has no more).
-    KeysPage(Result<(Vec<(Bytes, u8)>, Option<Bytes>), TxnError>),
+    KeysPage(Result<KeysPage, TxnError>),
 }

@@ -17,18 +17,16 @@
 use super::coordinator::reply;
 use crate::Result;
 use crate::kernel::Node;
+use crate::listing::StorePage;
 use crate::msg::Msg;
 use bytes::Bytes;
 use meridian_core::envelope::{Entry, Kind};
 use meridian_core::{NodeId, Timestamp};
 use meridian_txn::TxnError;
-use meridian_txn::messages::TxnMsg;
+use meridian_txn::messages::{KeysPage, TxnMsg};
 
 /// The most stored keys a leader examines for one [`TxnMsg::ListKeys`].
 pub const MAX_LIST_BUDGET: u32 = 100_000;
-
-/// A page of one leader's live keys, with their types, and the key to resume after.
-pub type HeldPage = (Vec<(Bytes, Kind)>, Option<Bytes>);
 
 /// Whether bit `p` of a partition bitmap is set.
 fn has_partition(bitmap: &[u8], p: usize) -> bool {
@@ -65,7 +63,7 @@ impl Node {
         after: Option<&[u8]>,
         budget: u32,
         partitions: &[u8],
-    ) -> std::result::Result<(Vec<(Bytes, u8)>, Option<Bytes>), TxnError> {
+    ) -> std::result::Result<KeysPage, TxnError> {
         let budget = budget.clamp(1, MAX_LIST_BUDGET) as usize;
         let (rows, next) = self.txn_state().store.heads_after(after, budget)?;
         let now = self.kernel().clock.now();
@@ -96,7 +94,7 @@ impl Node {
         after: Option<Bytes>,
         budget: usize,
         served: &[bool],
-    ) -> Result<HeldPage> {
+    ) -> Result<StorePage> {
         let partitions = partition_bitmap(served);
         let budget = u32::try_from(budget).unwrap_or(MAX_LIST_BUDGET);
         let (keys, next) = if leader == self.id() {
