@@ -29,6 +29,13 @@ if ! "$venv/bin/python" -c 'import redis' >/dev/null 2>&1; then
   "$venv/bin/pip" install -q --disable-pip-version-check 'redis>=5'
 fi
 
+# ioredis and node-redis from the npm registry, at the versions scripts/js-cluster's
+# package-lock.json pins (when Node.js and npm are present).
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
+   && [[ ! -d scripts/js-cluster/node_modules/ioredis || ! -d scripts/js-cluster/node_modules/redis ]]; then
+  (cd scripts/js-cluster && npm ci --no-audit --no-fund --silent)
+fi
+
 # MERIDIAN_BIN runs a binary already built (a release build, say) instead of building one.
 bin="${MERIDIAN_BIN:-}"
 if [[ -z "$bin" ]]; then
@@ -85,7 +92,8 @@ run_py() {
 run_py scripts/cluster_clients.py "http://127.0.0.1:$((base + 1000))"
 
 # Failover (scripts/cluster_failover.py): redis-py keeps writing to its own `meridian up
-# --processes` cluster while a node process is killed with SIGKILL and restarted.
+# --processes` cluster while a node process is killed with SIGKILL and restarted; then
+# go-redis and ioredis each write through one more kill of it.
 run_py scripts/cluster_failover.py "$bin"
 
 # go-redis v9 (scripts/go-bank, modules from the Go proxy): a bank moved by Watch/TxPipelined
@@ -111,9 +119,6 @@ fi
 # package-lock.json pins): map refreshes stay in the seed's DC; strings, counters, hashes,
 # pipelines over one master's slots, SCAN. Needs Node.js and npm (the machine's).
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
-  if [[ ! -d scripts/js-cluster/node_modules/ioredis || ! -d scripts/js-cluster/node_modules/redis ]]; then
-    (cd scripts/js-cluster && npm ci --no-audit --no-fund --silent)
-  fi
   rc=0
   out=$(cd scripts/js-cluster && node check.mjs "http://127.0.0.1:$((base + 1000))" 2>&1) || rc=1
   tally "$out" "$rc"

@@ -10,13 +10,18 @@ client at one DC-0 node and kills the other, then checks:
 - every live node's CLUSTER SLOTS names no dead node, and DC 0's nodes name only DC 0 nodes
   while DC 0 still has a live replica of the range;
 - the restarted node takes its ranges back in the seed's map;
-- every write acknowledged at any point is readable afterwards with its last value.
+- every write acknowledged at any point is readable afterwards with its last value;
+- then go-redis's ClusterClient and ioredis's Cluster (when Go and Node.js with
+  scripts/js-cluster's modules are present) each go through the same kill of the restarted
+  node (scripts/go-bank/failover.go, scripts/js-cluster/failover.mjs) and must write to its
+  keys again; the seconds each took are printed.
 
 Prints `N passed, M failed` last; exits non-zero on any failure.
 """
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,6 +122,41 @@ class Writer:
             self.last_victim_ok = time.time()
 
 
+def restart(binary, workdir, victim):
+    """Starts the killed node again from its config; returns its process."""
+    log = open(os.path.join(workdir, f"{victim[0]}.restart.log"), "a")
+    return subprocess.Popen(
+        [binary, "node", "--config", os.path.join(workdir, f"{victim[0]}.toml")],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+
+
+def wait_until_back(seed, dead, keep_busy):
+    """Whether the seed's map names `dead` as a master again within a minute."""
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        keep_busy()
+        try:
+            if dead in masters_of(slot_masters(seed[2], seed[3])):
+                return True
+        except (redis.RedisError, OSError):
+            pass
+    return False
+
+
+def probes():
+    """The other languages' failover probes that can run here: (name, argv prefix, cwd)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    if shutil.which("go"):
+        out.append(("go-redis ClusterClient", ["go", "run", ".", "failover"],
+                    os.path.join(here, "go-bank")))
+    js = os.path.join(here, "js-cluster")
+    if shutil.which("node") and os.path.isdir(os.path.join(js, "node_modules", "ioredis")):
+        out.append(("ioredis Cluster", ["node", "failover.mjs"], js))
+    return out
+
+
 def main():
     binary = sys.argv[1]
     workdir = tempfile.mkdtemp(prefix="meridian-failover-")
@@ -159,19 +199,8 @@ def main():
                 dcs = {next(x[1] for x in nodes if (x[2], x[3]) == a) for a in m}
                 check(f"{n[0]} (DC 0) names DC 0 masters first", 0 in dcs, m)
 
-        log = open(os.path.join(workdir, f"{victim[0]}.restart.log"), "w")
-        restarted = subprocess.Popen(
-            [binary, "node", "--config", os.path.join(workdir, f"{victim[0]}.toml")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-        deadline = time.time() + 60
-        back = False
-        while time.time() < deadline and not back:
-            w.run_for(0.5)
-            try:
-                back = dead in masters_of(slot_masters(seed[2], seed[3]))
-            except (redis.RedisError, OSError):
-                pass
+        restarted = restart(binary, workdir, victim)
+        back = wait_until_back(seed, dead, lambda: w.run_for(0.5))
         check("the restarted node takes its ranges back", back)
         check("the same masters as before the kill",
               masters_of(slot_masters(seed[2], seed[3])) == before)
@@ -191,6 +220,28 @@ def main():
         check(f"every acknowledged write reads back ({len(w.acked)} keys, {w.seq} writes)",
               not wrong, list(wrong.items())[:5])
         rc.close()
+
+        # The other languages' clients, each through one more kill of the restarted node.
+        for name, argv, cwd in probes():
+            if not wait_until_back(seed, dead, lambda: time.sleep(0.2)):
+                check(f"{name}: the victim is back before the kill", False)
+                break
+            pid = restarted.pid
+            r = subprocess.run(
+                argv + [f"{seed[2]}:{seed[3]}", f"{victim[2]}:{victim[3]}", str(pid)],
+                cwd=cwd, capture_output=True, text=True, timeout=600,
+            )
+            restarted.wait(30)
+            last = (r.stdout.strip().splitlines() or ["(nothing)"])[-1]
+            try:
+                seconds = float(last)
+            except ValueError:
+                seconds = None
+            check(f"{name} writes to the dead node's keys again", seconds is not None,
+                  f"{last} {r.stderr[-500:]}")
+            if seconds is not None:
+                print(f"     {name}: kill -9 to the first acknowledged write: {seconds:.2f} s")
+            restarted = restart(binary, workdir, victim)
     except Exception:  # noqa: BLE001 - reported and counted
         traceback.print_exc()
         check("the failover run completed", False)

@@ -80,6 +80,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "cluster" {
 		os.Exit(clusterMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "failover" {
+		os.Exit(failoverMain(os.Args[2:]))
+	}
 	if len(os.Args) != 4 {
 		fmt.Fprintln(os.Stderr, "usage: go-bank HTTP_URL RESP_ADDR_DC0 RESP_ADDR_DC1")
 		os.Exit(2)

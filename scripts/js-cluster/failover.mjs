@@ -1,0 +1,55 @@
+// ioredis's Cluster through a master's death: seeded at SEED, it writes for a second, kills
+// the process VICTIM_PID (the master at VICTIM_ADDR) with SIGKILL, then writes to the
+// victim's keys until one is acknowledged, at most 60 s, and prints the seconds from the kill,
+// or `timeout`. Run by scripts/cluster_failover.py:
+// node failover.mjs SEED VICTIM_ADDR VICTIM_PID
+
+import Redis from "ioredis";
+
+const [seed, victim, pid] = process.argv.slice(2);
+const [host, port] = seed.split(":");
+const c = new Redis.Cluster([{ host, port: Number(port) }], {
+  redisOptions: { connectTimeout: 1000, commandTimeout: 1000, maxRetriesPerRequest: 1 },
+  clusterRetryStrategy: () => 100,
+});
+c.on("error", () => {});
+
+async function main() {
+  await new Promise((resolve, reject) => {
+    c.once("ready", resolve);
+    c.once("error", reject);
+  });
+  const mine = [];
+  for (let i = 0; i < 2000 && mine.length < 50; i++) {
+    const key = `jsfo:${i}`;
+    const slot = await c.cluster("KEYSLOT", key);
+    if (c.slots[slot][0] === victim) mine.push(key);
+  }
+  if (mine.length === 0) throw new Error("the victim leads no key");
+  for (const end = Date.now() + 1000; Date.now() < end; ) {
+    for (const k of mine) await c.set(k, "before");
+  }
+  process.kill(Number(pid), "SIGKILL");
+  const killed = Date.now();
+  for (let i = 0; Date.now() - killed < 60000; i++) {
+    try {
+      await c.set(mine[i % mine.length], "after");
+      console.log(((Date.now() - killed) / 1000).toFixed(3));
+      return 0;
+    } catch {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  console.log("timeout");
+  return 1;
+}
+
+main()
+  .then((rc) => {
+    c.disconnect();
+    process.exit(rc);
+  })
+  .catch((e) => {
+    console.log(`failed: ${e}`);
+    process.exit(1);
+  });
