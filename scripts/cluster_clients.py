@@ -143,6 +143,15 @@ def bank(http, by_dc):
     assert audits and all(t == START * ACCOUNTS for t in audits), sorted(set(audits))
     assert sum(audit(first, keys)) == START * ACCOUNTS
     assert moved[0] > 20, moved
+    # The accounts live only at their partitions' leaders, and a cluster client lists them:
+    # SCAN and KEYS over every master of each DC's view find each account once.
+    for dc in sorted(by_dc):
+        rc = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dc][0])], decode_responses=True)
+        scanned = list(rc.scan_iter(match="bank:acct*", count=7))
+        assert sorted(scanned) == sorted(keys), (dc, len(scanned), len(keys))
+        listed = rc.keys("bank:acct*", target_nodes=RedisCluster.PRIMARIES)
+        assert sorted(listed) == sorted(keys), (dc, len(listed))
+        rc.close()
 
 
 def expiry_on_every_bucket_type(http, by_dc):
@@ -694,7 +703,8 @@ def main():
             check(f"dc{dc} {name}", fn)
         rc.close()
 
-    check("bank over transactional buckets (WATCH/MULTI/EXEC from both DCs)", lambda: bank(http, by_dc))
+    check("bank over transactional buckets (WATCH/MULTI/EXEC from both DCs; SCAN and KEYS list the accounts)",
+          lambda: bank(http, by_dc))
     check("cluster client transaction on one slot", lambda: cluster_transaction(by_dc))
     check("expiry on eventual, timeline and transactional buckets from both DCs",
           lambda: expiry_on_every_bucket_type(http, by_dc))
