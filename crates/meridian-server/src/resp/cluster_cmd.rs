@@ -394,7 +394,7 @@ impl View {
     }
 }
 
-fn arity(sub: &[u8], ok: bool) -> Result<(), String> {
+pub(crate) fn arity(sub: &[u8], ok: bool) -> Result<(), String> {
     if ok {
         return Ok(());
     }
@@ -404,21 +404,16 @@ fn arity(sub: &[u8], ok: bool) -> Result<(), String> {
     ))
 }
 
-fn slot_arg(a: &[u8]) -> Result<u16, String> {
-    std::str::from_utf8(a)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .and_then(|s| u16::try_from(s).ok())
-        .filter(|&s| s < SLOTS)
-        .ok_or_else(|| "ERR Invalid or out of range slot".to_owned())
-}
-
 const HELP: &[&str] = &[
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "INFO",
     "    Return information about the cluster.",
     "KEYSLOT <key>",
     "    Return the hash slot for <key>.",
+    "COUNTKEYSINSLOT <slot>",
+    "    Return the number of keys in <slot>.",
+    "GETKEYSINSLOT <slot> <count>",
+    "    Return key names stored by current node in a slot.",
     "MYID",
     "    Return the node id.",
     "NODES",
@@ -461,11 +456,11 @@ pub(crate) fn cluster(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> R
         arity(sub, argc == 3)?;
         reply.int(i64::from(slot_of(args.get(2))));
     } else if is("COUNTKEYSINSLOT") || is("GETKEYSINSLOT") {
-        arity(sub, argc == if is("COUNTKEYSINSLOT") { 3 } else { 4 })?;
-        slot_arg(args.get(2))?;
+        // Served outside transactions by `cluster_keys::keys_in_slot` (they walk the node's
+        // listing, which waits on the network); a transaction's queue runs synchronously.
         return Err(format!(
-            "ERR CLUSTER {} is not supported: Meridian does not index keys by slot, and any \
-             node serves any key (use SCAN, or CLUSTER KEYSLOT per key)",
+            "ERR CLUSTER {} is not supported inside MULTI on a Meridian cluster (send it on \
+             its own)",
             String::from_utf8_lossy(sub).to_ascii_uppercase()
         ));
     } else if is("HELP") {
@@ -516,15 +511,6 @@ mod tests {
         assert_eq!(a, GOLDEN_NODE_1);
     }
     const GOLDEN_NODE_1: &str = "45e8abb8022cc497e9a751c55e78d18d00000001";
-
-    #[test]
-    fn slot_arguments() {
-        assert_eq!(slot_arg(b"0"), Ok(0));
-        assert_eq!(slot_arg(b"16383"), Ok(16383));
-        assert!(slot_arg(b"16384").is_err());
-        assert!(slot_arg(b"-1").is_err());
-        assert!(slot_arg(b"x").is_err());
-    }
 
     /// `per_dc[d]` nodes in DC d (ids from 1, DC by DC), Q = `q`, N = `n`.
     fn meta_of(per_dc: &[u32], q: u32, n: usize) -> ClusterMeta {

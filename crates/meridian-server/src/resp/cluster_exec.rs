@@ -201,6 +201,9 @@ pub(crate) async fn run(
         _ if meridian_redis::types::is_data_command(cmd) => {
             Box::pin(crate::resp::cluster_strings::run(c, m, reply, cmd, args)).await
         }
+        _ if crate::resp::cluster_keys::is_slot_listing(cmd, args) => {
+            Box::pin(crate::resp::cluster_keys::keys_in_slot(c, m, reply, args)).await
+        }
         _ if crate::resp::cluster_keys::handles(cmd) => {
             Box::pin(crate::resp::cluster_keys::run(c, m, reply, cmd, args)).await
         }

@@ -30,6 +30,7 @@ use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::reported_lead;
 use crate::wire_error;
 use bytes::Bytes;
+use meridian_cluster::{SLOTS, slot_of};
 use meridian_core::{DcId, NodeId};
 use meridian_redis::Args;
 use meridian_redis::Cmd;
@@ -143,14 +144,106 @@ async fn walk(
     mut visit: impl FnMut(Bytes),
 ) -> Result<(), meridian_replication::ReplicationError> {
     let (served, select) = selection(c, pattern);
+    walk_selected(c, &served, select, |k| {
+        visit(k);
+        true
+    })
+    .await
+}
+
+/// Visits the keys this node lists that `select` keeps, of the home partitions `served`
+/// marks (for the transactional leaders it asks), until `visit` answers `false`.
+async fn walk_selected(
+    c: &ClusterBackend,
+    served: &[bool],
+    select: impl Fn(&[u8]) -> bool,
+    mut visit: impl FnMut(Bytes) -> bool,
+) -> Result<(), meridian_replication::ReplicationError> {
     let mut pos = Some(ListPos::start());
     while let Some(from) = pos {
         let (keys, next) = c
             .node
-            .list_live_keys(from, PAGE, &select, Some(&served))
+            .list_live_keys(from, PAGE, &select, Some(served))
             .await?;
-        keys.into_iter().for_each(|(key, _)| visit(key));
+        for (key, _) in keys {
+            if !visit(key) {
+                return Ok(());
+            }
+        }
         pos = next;
+    }
+    Ok(())
+}
+
+/// Whether `args` is `CLUSTER COUNTKEYSINSLOT` or `CLUSTER GETKEYSINSLOT`, served by
+/// [`keys_in_slot`].
+pub(crate) fn is_slot_listing(cmd: Cmd, args: Args<'_>) -> bool {
+    cmd == Cmd::Cluster
+        && args.len() > 1
+        && (args.get(1).eq_ignore_ascii_case(b"COUNTKEYSINSLOT")
+            || args.get(1).eq_ignore_ascii_case(b"GETKEYSINSLOT"))
+}
+
+/// `CLUSTER COUNTKEYSINSLOT slot` and `CLUSTER GETKEYSINSLOT slot count`, as a Redis Cluster
+/// node answers them: over the keys this node lists (see the module docs), so a node that is
+/// not the master of the slot's range in its DC's view counts 0 and returns none. Both walk
+/// the node's listing: O(keys held), where Redis keeps a per-slot index.
+pub(crate) async fn keys_in_slot(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> Outcome {
+    let sub = args.get(1);
+    let count_only = sub.eq_ignore_ascii_case(b"COUNTKEYSINSLOT");
+    crate::resp::cluster_cmd::arity(sub, args.len() == if count_only { 3 } else { 4 })
+        .map_err(Cow::Owned)?;
+    let int = |a: &[u8]| {
+        std::str::from_utf8(a)
+            .ok()
+            .and_then(|s| s.parse::<i64>().ok())
+            .ok_or(Cow::Borrowed("ERR value is not an integer or out of range"))
+    };
+    let slot = int(args.get(2))?;
+    let max = if count_only {
+        i64::MAX
+    } else {
+        int(args.get(3))?
+    };
+    let slot = match u16::try_from(slot).ok().filter(|&s| s < SLOTS) {
+        Some(s) if max >= 0 => s,
+        _ if count_only => return Err(Cow::Borrowed("ERR Invalid slot")),
+        _ => return Err(Cow::Borrowed("ERR Invalid slot or number of keys")),
+    };
+    // Only the slot's partition, and only if this node answers for it.
+    let p = c.node.meta().layout.ring().partition_of_slot(slot).0 as usize;
+    let mut served = served_partitions(c);
+    let mine = served.get(p).copied().unwrap_or(false);
+    served
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, s)| *s &= i == p);
+    let mut keys = Vec::new();
+    let mut n = 0i64;
+    if mine && max > 0 {
+        let in_slot = |k: &[u8]| slot_of(k) == slot;
+        walk_selected(c, &served, in_slot, |k| {
+            n += 1;
+            if !count_only {
+                keys.push(k);
+            }
+            n < max
+        })
+        .await
+        .map_err(|e| error(c, m, e))?;
+    }
+    if count_only {
+        reply.int(n);
+    } else {
+        reply.array(keys.len());
+        for k in &keys {
+            reply.bulk(k);
+        }
     }
     Ok(())
 }

@@ -254,13 +254,17 @@ async fn cluster_commands_reply_in_redis_shapes() {
     for cmd in [&b"READONLY"[..], b"READWRITE", b"ASKING"] {
         assert_eq!(a.cmd(&[cmd]).await, Frame::Simple("OK".into()));
     }
-    let e = text(&a.cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT", b"7"]).await);
-    assert!(
-        e.starts_with("ERR CLUSTER COUNTKEYSINSLOT is not supported"),
-        "{e}"
-    );
     let e = text(&a.cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT", b"16384"]).await);
-    assert_eq!(e, "ERR Invalid or out of range slot");
+    assert_eq!(e, "ERR Invalid slot");
+    let e = text(&a.cmd(&[b"CLUSTER", b"GETKEYSINSLOT", b"7", b"-1"]).await);
+    assert_eq!(e, "ERR Invalid slot or number of keys");
+    let e = text(&a.cmd(&[b"CLUSTER", b"GETKEYSINSLOT", b"7", b"x"]).await);
+    assert_eq!(e, "ERR value is not an integer or out of range");
+    let e = text(&a.cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT"]).await);
+    assert_eq!(
+        e,
+        "ERR wrong number of arguments for 'cluster|countkeysinslot' command"
+    );
     let e = text(&a.cmd(&[b"CLUSTER", b"BOGUS"]).await);
     assert_eq!(e, "ERR unknown subcommand 'BOGUS'. Try CLUSTER HELP.");
     let e = text(&a.cmd(&[b"CLUSTER", b"SLOTS", b"x"]).await);
@@ -375,6 +379,70 @@ async fn a_cluster_client_seeded_in_a_dc_sends_every_key_command_to_that_dc() {
             }
         }
         assert_eq!(sent.values().sum::<u64>(), 400);
+    }
+    c.shutdown().await;
+}
+
+/// `CLUSTER COUNTKEYSINSLOT` and `GETKEYSINSLOT` as Redis Cluster answers them: the node that
+/// answers for a slot in its DC's view counts and returns its keys; every other node 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_in_slot_are_counted_by_the_slots_master_only() {
+    let c = cluster().await;
+    let mut a = connect(&c, 0).await;
+    let keys: Vec<String> = (0..25).map(|i| format!("{{tagged}}.{i}")).collect();
+    let slot = slot_of(b"tagged");
+    for k in &keys {
+        let set = a.cmd(&[b"SET", k.as_bytes(), b"v"]).await;
+        assert_eq!(set, Frame::Simple("OK".into()));
+    }
+    let slot_text = slot.to_string();
+    for nodes in [[0usize, 1], [2, 3]] {
+        let owner = owners(&c, nodes[0]).await[usize::from(slot)];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let mut counts = Vec::new();
+            for &i in &nodes {
+                let mut n = connect(&c, i).await;
+                let count = n
+                    .cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT", slot_text.as_bytes()])
+                    .await;
+                counts.push((c.members[i].resp.unwrap(), int(&count)));
+            }
+            let (mine, others): (Vec<_>, Vec<_>) =
+                counts.into_iter().partition(|(addr, _)| *addr == owner);
+            assert!(others.iter().all(|(_, n)| *n == 0), "{others:?}");
+            if mine == [(owner, 25)] {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "{mine:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut o = connect_to(owner).await;
+        let got = array(
+            o.cmd(&[b"CLUSTER", b"GETKEYSINSLOT", slot_text.as_bytes(), b"10"])
+                .await,
+        );
+        assert_eq!(got.len(), 10);
+        let mut all: Vec<String> = array(
+            o.cmd(&[b"CLUSTER", b"GETKEYSINSLOT", slot_text.as_bytes(), b"1000"])
+                .await,
+        )
+        .iter()
+        .map(text)
+        .collect();
+        all.sort();
+        let mut want = keys.clone();
+        want.sort();
+        assert_eq!(all, want);
+        let none = o
+            .cmd(&[b"CLUSTER", b"GETKEYSINSLOT", slot_text.as_bytes(), b"0"])
+            .await;
+        assert_eq!(none, Frame::Array(vec![]));
+        let empty_slot = ((slot + 1) % 16384).to_string();
+        let zero = o
+            .cmd(&[b"CLUSTER", b"COUNTKEYSINSLOT", empty_slot.as_bytes()])
+            .await;
+        assert_eq!(int(&zero), 0);
     }
     c.shutdown().await;
 }
@@ -526,19 +594,23 @@ async fn hostile_cluster_arguments_get_errors_and_the_node_keeps_serving() {
         ),
         (
             vec![b"CLUSTER", b"COUNTKEYSINSLOT", b"16384"],
-            "ERR Invalid or out of range slot",
+            "ERR Invalid slot",
         ),
         (
             vec![b"CLUSTER", b"COUNTKEYSINSLOT", b"-1"],
-            "ERR Invalid or out of range slot",
+            "ERR Invalid slot",
         ),
         (
             vec![b"CLUSTER", b"COUNTKEYSINSLOT", b"99999999999999999999999"],
-            "ERR Invalid or out of range slot",
+            "ERR value is not an integer or out of range",
         ),
         (
             vec![b"CLUSTER", b"GETKEYSINSLOT", b"\xff\xfe", b"10"],
-            "ERR Invalid or out of range slot",
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            vec![b"CLUSTER", b"GETKEYSINSLOT", b"1", b"-9223372036854775808"],
+            "ERR Invalid slot or number of keys",
         ),
         (vec![b"CLUSTER", b"\xff\x00"], "ERR unknown subcommand"),
     ];
