@@ -159,8 +159,12 @@ impl Node {
     }
 
     /// Where the transactional phase starts after `leader` (`None`: at the first leader), or
-    /// `None` when no leader is left.
+    /// `None` when no leader is left — or no bucket is transactional, so a cluster without
+    /// one never asks the leaders (a round trip each, some across the WAN).
     fn next_leader_after(&self, leader: Option<NodeId>) -> Option<ListPos> {
+        if !self.has_txn_buckets() {
+            return None;
+        }
         let next = self
             .txn_leaders()
             .into_iter()

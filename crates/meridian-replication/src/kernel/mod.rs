@@ -583,8 +583,12 @@ impl Node {
 
     /// Whether `key`'s bucket is transactional: one atomic load when no bucket is.
     pub fn is_transactional(&self, key: &[u8]) -> bool {
+        self.has_txn_buckets() && self.bucket_type(key) == crate::bucket::BucketType::Transactional
+    }
+
+    /// Whether some bucket is transactional (one atomic load).
+    pub fn has_txn_buckets(&self) -> bool {
         self.kernel().has_txn_buckets.load(Ordering::Relaxed)
-            && self.bucket_type(key) == crate::bucket::BucketType::Transactional
     }
 
     /// Whether some bucket belongs to the S3 endpoint (one atomic load).

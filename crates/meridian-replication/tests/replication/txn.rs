@@ -822,3 +822,36 @@ async fn the_claimant_gives_up_a_move_whose_mover_died() {
     let mut r = c.nodes[4].begin(TxnOptions::default());
     assert_eq!(r.read(&[k]).await.unwrap(), vec![Some(b("3"))]);
 }
+
+/// The phases a full listing from node 1 goes through: the first byte of each position.
+async fn listing_phases(c: &Cluster) -> Vec<u8> {
+    use meridian_replication::listing::ListPos;
+    let mut phases = Vec::new();
+    let mut at = Some(ListPos::start());
+    while let Some(pos) = at {
+        phases.push(pos.encode()[0]);
+        let (_, next) = c
+            .node(NodeId(1))
+            .list_live_keys(pos, 1000, |_| true, None)
+            .await
+            .unwrap();
+        at = next;
+    }
+    phases.dedup();
+    phases
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_listing_asks_the_leaders_only_while_a_bucket_is_transactional() {
+    let c = Cluster::start(44, Duration::from_secs(3600)).await;
+    // Eventual objects, then timeline records; no round trip to any leader.
+    assert_eq!(listing_phases(&c).await, b"et");
+    c.set_bucket("bank", BucketProps::transactional(TxnProps::default()))
+        .await;
+    let phases = listing_phases(&c).await;
+    assert_eq!(&phases[..2], b"et");
+    assert!(
+        phases[2..].iter().all(|&p| p == b'x') && phases.len() > 2,
+        "{phases:?}"
+    );
+}
