@@ -4,9 +4,10 @@
 //! **Which keys a node lists.** The cluster commands report, for every slot range, one
 //! "master" per DC: the range's first live replica in the asking client's DC, or a live
 //! replica standing in for it ([`crate::resp::cluster_cmd`]). A node lists the keys of exactly
-//! the ranges it is that master of, in its own DC's view, by its own failure detector. A cluster-aware client (redis-py's `scan_iter`, `keys`,
-//! `dbsize`) asks every master of its view and merges, so it sees each key once: the ranges
-//! of one DC's view are a partition of the slots.
+//! the ranges it is that master of, in its own DC's view, by its own failure detector. A
+//! cluster-aware client (redis-py's `scan_iter`, `keys`, `dbsize`) asks every master of its
+//! view and merges, so it sees each key once: the ranges of one DC's view are a partition of
+//! the slots.
 //!
 //! **What a node lists** ([`meridian_replication::listing`]) is what its replica holds and
 //! shows live — eventual and timeline keys, with their Redis types; a write not yet replicated
