@@ -15,8 +15,9 @@
 //! - **only live keys**: a key is listed when the value the Redis view shows for it is live
 //!   at `now` (not a tombstone, not expired, not hidden by its bucket's truncation mark),
 //!   with its Redis type;
-//! - **the caller chooses the keys**: `select` sees each key before its value is decoded (the
-//!   front end keeps the slots this node answers for, and MATCH's pattern).
+//! - **the caller chooses the keys**: only keys of the home partitions it marks as served
+//!   (the front end marks those this node answers for), and of those the ones `select` keeps
+//!   (MATCH's pattern, a slot), each seen before its value is decoded.
 //!
 //! What a replica holds is what reached it: a write acknowledged elsewhere and not yet
 //! replicated here (or waiting in a hint while this node was down) is not listed until it
@@ -121,30 +122,30 @@ fn shown_entry(o: &Object, now: Timestamp) -> Option<Entry> {
 }
 
 impl Node {
-    /// One page of the live keys listed from `from`, examining at most `budget` stored keys;
-    /// `select` chooses among them by key, and `served` (by partition index; `None`: all)
-    /// names the home partitions whose transactional keys to list (see the module docs).
+    /// One page of the live keys listed from `from`, examining at most `budget` stored keys:
+    /// those of the home partitions `served` marks (by partition index) that `select` keeps
+    /// (see the module docs).
     pub async fn list_live_keys(
         &self,
         from: ListPos,
         budget: usize,
+        served: &[bool],
         select: impl Fn(&[u8]) -> bool,
-        served: Option<&[bool]>,
     ) -> Result<ListPage> {
         let budget = budget.max(1);
+        let ring = self.kernel().view.read().meta.layout.ring();
+        let wanted = |key: &[u8]| {
+            served
+                .get(ring.partition_of(key).0 as usize)
+                .copied()
+                .unwrap_or(false)
+                && select(key)
+        };
         let ListPos { phase, after } = from;
         let leader = match phase {
-            Phase::Eventual => return self.list_replica_keys(true, after, budget, select),
-            Phase::Timeline => return self.list_replica_keys(false, after, budget, select),
+            Phase::Eventual => return self.list_replica_keys(true, after, budget, wanted),
+            Phase::Timeline => return self.list_replica_keys(false, after, budget, wanted),
             Phase::Txn(leader) => leader,
-        };
-        let all;
-        let served = match served {
-            Some(s) => s,
-            None => {
-                all = vec![true; self.meta().layout.ring().q() as usize];
-                &all
-            }
         };
         let (keys, next) = self.txn_list_keys(leader, after, budget, served).await?;
         let keys = keys.into_iter().filter(|(k, _)| select(k)).collect();

@@ -25,8 +25,9 @@ use meridian_core::{NodeId, Timestamp};
 use meridian_txn::TxnError;
 use meridian_txn::messages::{KeysPage, TxnMsg};
 
-/// The most stored keys a leader examines for one [`TxnMsg::ListKeys`].
-pub const MAX_LIST_BUDGET: u32 = 100_000;
+/// The most stored keys a leader examines for one [`TxnMsg::ListKeys`]: a request's work is
+/// the leader's to bound, whatever budget the asker names.
+pub const MAX_LIST_BUDGET: u32 = 10_000;
 
 /// Whether bit `p` of a partition bitmap is set.
 fn has_partition(bitmap: &[u8], p: usize) -> bool {
@@ -67,7 +68,7 @@ impl Node {
         let budget = budget.clamp(1, MAX_LIST_BUDGET) as usize;
         let (rows, next) = self.txn_state().store.heads_after(after, budget)?;
         let now = self.kernel().clock.now();
-        let ring = self.meta().layout.ring();
+        let ring = self.kernel().view.read().meta.layout.ring();
         let keys = rows
             .into_iter()
             .filter(|(key, _, _)| has_partition(partitions, ring.partition_of(key).0 as usize))

@@ -832,8 +832,12 @@ impl Protocol for Txn {
                 let Some(req) = req.refuse_if_overloaded() else {
                     return;
                 };
-                let r = node.txn_list_held(after.as_deref(), budget, &partitions);
-                req.answer(TxnMsg::KeysPage(r));
+                // A page of the store is read off the serving task, as a snapshot read is.
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let r = node.txn_list_held(after.as_deref(), budget, &partitions);
+                    req.answer(TxnMsg::KeysPage(r));
+                });
             }
             other @ (TxnMsg::ReadReply(_)
             | TxnMsg::KeysPage(_)

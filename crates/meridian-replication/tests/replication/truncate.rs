@@ -61,7 +61,7 @@ async fn seen(c: &Cluster, nodes: impl Iterator<Item = NodeId>) -> (Vec<String>,
         while let Some(pos) = at {
             let (page, next) = c
                 .node(n)
-                .list_live_keys(pos, 10_000, |_| true, None)
+                .list_live_keys(pos, 10_000, &[true; 64], |_| true)
                 .await
                 .unwrap();
             listed.extend(

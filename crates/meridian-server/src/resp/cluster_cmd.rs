@@ -64,16 +64,43 @@ pub fn redis_node_id(id: NodeId) -> String {
 /// cluster commands report as the master of its slots to a node of `my_dc`: the first up
 /// replica in `my_dc`; else the first up replica of any DC; else (every replica down) the
 /// first in `my_dc`, else the first. `None` only for an empty list.
-pub(crate) fn reported_lead(
-    replicas: impl IntoIterator<Item = (DcId, bool)>,
-    my_dc: DcId,
-) -> Option<usize> {
+fn reported_lead(replicas: impl IntoIterator<Item = (DcId, bool)>, my_dc: DcId) -> Option<usize> {
     let list: Vec<(DcId, bool)> = replicas.into_iter().collect();
     let find = |ok: &dyn Fn(DcId, bool) -> bool| list.iter().position(|&(dc, up)| ok(dc, up));
     find(&|dc, up| up && dc == my_dc)
         .or_else(|| find(&|_, up| up))
         .or_else(|| find(&|dc, _| dc == my_dc))
         .or_else(|| (!list.is_empty()).then_some(0))
+}
+
+/// Whether this node is the reported master of each partition (by index) in its own DC's
+/// view: the ranges it answers `SCAN`, `KEYS`, `DBSIZE` and `COUNTKEYSINSLOT` for. The same
+/// rule as [`View`]'s, with each member's liveness asked of the failure detector once.
+pub(crate) fn served_partitions(cluster: &ClusterBackend) -> Vec<bool> {
+    let node = &cluster.node;
+    let meta = node.meta();
+    let layout = &meta.layout;
+    let topo = layout.topology();
+    let (me, my_dc) = (node.id(), node.dc());
+    let up: BTreeMap<NodeId, bool> = topo
+        .members()
+        .iter()
+        .map(|m| (m.id, node.is_up(m.id)))
+        .collect();
+    layout
+        .ring()
+        .partitions()
+        .map(|p| {
+            let replicas: Vec<(NodeId, DcId)> = layout
+                .replicas(p)
+                .iter()
+                .filter_map(|&n| topo.dc_of(n).map(|dc| (n, dc)))
+                .collect();
+            let live = |n: NodeId| up.get(&n).copied().unwrap_or(false);
+            let lead = reported_lead(replicas.iter().map(|&(n, dc)| (dc, live(n))), my_dc);
+            lead.is_some_and(|l| replicas[l].0 == me)
+        })
+        .collect()
 }
 
 /// One member, as the cluster commands describe it.

@@ -28,11 +28,10 @@
 
 use crate::cluster_backend::ClusterBackend;
 use crate::metrics::Metrics;
-use crate::resp::cluster_cmd::reported_lead;
+use crate::resp::cluster_cmd::served_partitions;
 use crate::wire_error;
 use bytes::Bytes;
 use meridian_cluster::{SLOTS, slot_of};
-use meridian_core::{DcId, NodeId};
 use meridian_redis::Args;
 use meridian_redis::Cmd;
 use meridian_redis::CmdError;
@@ -47,43 +46,9 @@ const EXAMINE_FACTOR: usize = 10;
 /// Stored keys examined per page by KEYS and DBSIZE.
 const PAGE: usize = 1024;
 
-/// Whether partition `p` (an index) is one this node lists, per partition of the ring.
-fn served_partitions(c: &ClusterBackend) -> Vec<bool> {
-    let node = &c.node;
-    let meta = node.meta();
-    let layout = &meta.layout;
-    let topo = layout.topology();
-    let (me, my_dc) = (node.id(), node.dc());
-    layout
-        .ring()
-        .partitions()
-        .map(|p| {
-            let replicas: Vec<(NodeId, DcId)> = layout
-                .replicas(p)
-                .iter()
-                .filter_map(|&n| topo.dc_of(n).map(|dc| (n, dc)))
-                .collect();
-            let lead = reported_lead(replicas.iter().map(|&(n, dc)| (dc, node.is_up(n))), my_dc);
-            lead.is_some_and(|l| replicas[l].0 == me)
-        })
-        .collect()
-}
-
-/// The keys this node lists, matching `pattern` if one is given: the home partitions it
-/// serves (by index, for the transactional leaders it asks) and the selection by key.
-fn selection<'a>(
-    c: &ClusterBackend,
-    pattern: Option<&'a [u8]>,
-) -> (Vec<bool>, impl Fn(&[u8]) -> bool + 'a) {
-    let served = served_partitions(c);
-    let ring = c.node.meta().layout.ring();
-    let mine = served.clone();
-    let select = move |key: &[u8]| {
-        let p = ring.partition_of(key).0 as usize;
-        mine.get(p).copied().unwrap_or(false)
-            && pattern.is_none_or(|pat| glob_match(pat, key, false))
-    };
-    (served, select)
+/// The keys MATCH's `pattern` keeps (all without one).
+fn matching(pattern: Option<&[u8]>) -> impl Fn(&[u8]) -> bool + '_ {
+    move |key: &[u8]| pattern.is_none_or(|pat| glob_match(pat, key, false))
 }
 
 type Outcome = Result<(), Cow<'static, str>>;
@@ -144,16 +109,15 @@ async fn walk(
     pattern: Option<&[u8]>,
     mut visit: impl FnMut(Bytes),
 ) -> Result<(), meridian_replication::ReplicationError> {
-    let (served, select) = selection(c, pattern);
-    walk_selected(c, &served, select, |k| {
+    walk_selected(c, &served_partitions(c), matching(pattern), |k| {
         visit(k);
         true
     })
     .await
 }
 
-/// Visits the keys this node lists that `select` keeps, of the home partitions `served`
-/// marks (for the transactional leaders it asks), until `visit` answers `false`.
+/// Visits the keys this node lists of the home partitions `served` marks that `select` keeps,
+/// until `visit` answers `false`.
 async fn walk_selected(
     c: &ClusterBackend,
     served: &[bool],
@@ -162,10 +126,7 @@ async fn walk_selected(
 ) -> Result<(), meridian_replication::ReplicationError> {
     let mut pos = Some(ListPos::start());
     while let Some(from) = pos {
-        let (keys, next) = c
-            .node
-            .list_live_keys(from, PAGE, &select, Some(served))
-            .await?;
+        let (keys, next) = c.node.list_live_keys(from, PAGE, served, &select).await?;
         for (key, _) in keys {
             if !visit(key) {
                 return Ok(());
@@ -263,7 +224,8 @@ async fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>
                 .unwrap_or_else(ListPos::start),
         )
     };
-    let (served, select) = selection(c, q.pattern);
+    let served = served_partitions(c);
+    let select = matching(q.pattern);
     // As on a single node: one call never does more than a bounded amount of work.
     let count = q.count.min(MAX_SCAN_COUNT);
     let budget = count * EXAMINE_FACTOR;
@@ -274,7 +236,7 @@ async fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>
         let page = (count - keys.len()).min(budget - examined).max(1);
         let (found, next) = c
             .node
-            .list_live_keys(from, page, &select, Some(&served))
+            .list_live_keys(from, page, &served, &select)
             .await
             .map_err(|e| error(c, m, e))?;
         examined += page;
