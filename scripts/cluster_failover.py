@@ -231,14 +231,17 @@ def main():
                 argv + [f"{seed[2]}:{seed[3]}", f"{victim[2]}:{victim[3]}", str(pid)],
                 cwd=cwd, capture_output=True, text=True, timeout=600,
             )
-            restarted.wait(30)
             last = (r.stdout.strip().splitlines() or ["(nothing)"])[-1]
             try:
                 seconds = float(last)
             except ValueError:
                 seconds = None
             check(f"{name} writes to the dead node's keys again", seconds is not None,
-                  f"{last} {r.stderr[-500:]}")
+                  f"{r.stdout[-500:]} {r.stderr[-500:]}")
+            # A probe that failed before its kill leaves the node running: stop it here.
+            if restarted.poll() is None and seconds is None:
+                restarted.kill()
+            restarted.wait(30)
             if seconds is not None:
                 print(f"     {name}: kill -9 to the first acknowledged write: {seconds:.2f} s")
             restarted = restart(binary, workdir, victim)

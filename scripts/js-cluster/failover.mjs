@@ -15,15 +15,23 @@ const c = new Redis.Cluster([{ host, port: Number(port) }], {
 c.on("error", () => {});
 
 async function main() {
+  // A node's connection error while the client starts (the victim has just restarted) is
+  // not a failure: ioredis retries it; wait for the map, at most 30 s.
   await new Promise((resolve, reject) => {
     c.once("ready", resolve);
-    c.once("error", reject);
+    setTimeout(() => reject(new Error("not ready within 30 s")), 30000).unref();
   });
   const mine = [];
-  for (let i = 0; i < 2000 && mine.length < 50; i++) {
-    const key = `jsfo:${i}`;
-    const slot = await c.cluster("KEYSLOT", key);
-    if (c.slots[slot][0] === victim) mine.push(key);
+  for (const end = Date.now() + 30000; mine.length === 0 && Date.now() < end; ) {
+    for (let i = 0; i < 2000 && mine.length < 50; i++) {
+      const key = `jsfo:${i}`;
+      const slot = await c.cluster("KEYSLOT", key);
+      if (c.slots[slot] && c.slots[slot][0] === victim) mine.push(key);
+    }
+    if (mine.length === 0) {
+      await new Promise((resolve) => c.refreshSlotsCache(() => resolve()));
+      await new Promise((r) => setTimeout(r, 200));
+    }
   }
   if (mine.length === 0) throw new Error("the victim leads no key");
   for (const end = Date.now() + 1000; Date.now() < end; ) {
