@@ -118,7 +118,8 @@ pub enum CommandSet {
     /// `HGETALL` then `HSET`; scan → [`UNSUPPORTED`].
     Hash,
     /// Meridian timeline buckets: read → `MERIDIAN.GET key LATEST` when `latest`, else
-    /// `GET key`; writes → `SET key value`; scan → [`UNSUPPORTED`].
+    /// `MERIDIAN.GET key ANY` (a plain `GET` reads at the master too); writes →
+    /// `SET key value`; scan → [`UNSUPPORTED`].
     MeridianTimeline {
         /// Reads ask for the latest version (`LATEST`) rather than any replica's.
         latest: bool,
@@ -129,12 +130,11 @@ impl CommandSet {
     /// Appends the read command for `key` to `out`.
     pub fn encode_read(self, out: &mut BytesMut, key: &[u8]) {
         match self {
-            CommandSet::Plain | CommandSet::MeridianTimeline { latest: false } => {
-                frame::encode_command(out, &[b"GET", key]);
-            }
+            CommandSet::Plain => frame::encode_command(out, &[b"GET", key]),
             CommandSet::Hash => frame::encode_command(out, &[b"HGETALL", key]),
-            CommandSet::MeridianTimeline { latest: true } => {
-                frame::encode_command(out, &[b"MERIDIAN.GET", key, b"LATEST"]);
+            CommandSet::MeridianTimeline { latest } => {
+                let mode: &[u8] = if latest { b"LATEST" } else { b"ANY" };
+                frame::encode_command(out, &[b"MERIDIAN.GET", key, mode]);
             }
         }
     }
@@ -1135,7 +1135,7 @@ mod tests {
                 CommandSet::MeridianTimeline { latest: false },
                 Op::Read,
                 "k",
-                &[&["GET", "k"]],
+                &[&["MERIDIAN.GET", "k", "ANY"]],
             ),
         ];
         for (commands, op, key, expected) in cases {

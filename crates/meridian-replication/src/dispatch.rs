@@ -20,7 +20,8 @@
 //!   is invisible at once to every read here, the full reads ([`Dispatch::read`]) included.
 //!   [`Dispatch::get`] is what a plain GET shows: on an eventual bucket the sibling
 //!   last-writer-wins would keep (greatest `(meta.ts_us, dot)`), on a timeline bucket the
-//!   value `read_any` sees. [`Dispatch::set`] / [`Dispatch::store`] on an eventual bucket is
+//!   master's value (`read_latest`: as on Redis Cluster, a client reads its own writes; the
+//!   HTTP API's `?mode=any` reads a nearby replica). [`Dispatch::set`] / [`Dispatch::store`] on an eventual bucket is
 //!   a write that supersedes every value its coordinating primary holds, taking that
 //!   replica's own clock as the context under the key's lock (`PutOptions::supersede_local`:
 //!   no quorum read first, as Riak's coordinating vnode does); on a timeline bucket it is a
@@ -52,7 +53,7 @@ use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::eventual::map::{self, Stamp};
 use crate::eventual::{CrdtOp, CrdtReply, HashOps, HashReply, counter};
-use crate::timeline::{Content, Expect};
+use crate::timeline::{Content, Expect, GroupItem, GroupOutcome, Record};
 use crate::txn::TxnOptions;
 use crate::{
     EventualNode, GetOptions, GetResult, PutOptions, PutResult, ReadMode, TlReadResult,
@@ -75,6 +76,27 @@ const TL_DELETE_ATTEMPTS: u32 = 3;
 /// How many times a timeline read-modify-write ([`Dispatch::update`]) tries its
 /// test-and-set before the lost race is returned.
 const TL_UPDATE_ATTEMPTS: u32 = 32;
+
+/// How a group of keys is made atomic ([`Dispatch::atomic_group`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicGroup {
+    /// One snapshot-isolation transaction (transactional buckets; keys of any slots).
+    Transaction,
+    /// One timeline group at the records' master (timeline buckets; keys of one slot's
+    /// partition).
+    Timeline,
+}
+
+/// Why `key`, of bucket type `ty`, cannot join an atomic group.
+fn no_group(key: &[u8], ty: BucketType) -> String {
+    let bucket = String::from_utf8_lossy(bucket_and_key(key).0).into_owned();
+    format!(
+        "key '{}' is in bucket '{bucket}' of type {ty}; MULTI/EXEC and WATCH need the keys of \
+         one timeline bucket (type = \"timeline\") or of transactional buckets \
+         (type = \"transactional\")",
+        String::from_utf8_lossy(key)
+    )
+}
 
 /// The options of a read ([`Dispatch::read`]), as the front end parsed them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -278,7 +300,14 @@ impl Dispatch {
     pub async fn get_entry(&self, key: &[u8]) -> Result<Option<Entry>> {
         self.node.touch_key(key);
         let raw = match self.kind(key) {
-            BucketType::Timeline => self.node.tl_get(key, ReadMode::Any).await?.value().cloned(),
+            // At the master, as Redis Cluster reads: a client reads its own writes, and a
+            // WATCH loop's GET sees at least the version WATCH holds.
+            BucketType::Timeline => self
+                .node
+                .tl_get(key, ReadMode::Latest)
+                .await?
+                .value()
+                .cloned(),
             BucketType::Transactional => return Ok(self.txn_get(key).await?.0),
             BucketType::Eventual => {
                 return Ok(match self.node.get(key, GetOptions::default()).await? {
@@ -581,20 +610,68 @@ impl Dispatch {
         })
     }
 
-    /// Whether `keys` can be written as one atomic group (MULTI/EXEC, WATCH): `None` when
-    /// they can, else why not, naming the first key outside a transactional bucket.
-    pub fn atomic_group_refusal<K: AsRef<[u8]>>(&self, keys: &[K]) -> Option<String> {
-        keys.iter().map(AsRef::as_ref).find_map(|k| {
-            let ty = self.kind(k);
-            (ty != BucketType::Transactional).then(|| {
-                let bucket = String::from_utf8_lossy(bucket_and_key(k).0).into_owned();
-                format!(
-                    "key '{}' is in bucket '{bucket}' of type {ty}; MULTI/EXEC and WATCH need a \
-                     transactional bucket (type = \"transactional\")",
-                    String::from_utf8_lossy(k)
-                )
-            })
-        })
+    /// How `keys` can be written as one atomic group (MULTI/EXEC, WATCH): as one transaction
+    /// when every key is in a transactional bucket, as one timeline group
+    /// ([`Dispatch::tl_commit_group`]) when every key is in a timeline bucket and one hash slot's
+    /// partition; else why not, as the error line's text.
+    ///
+    /// # Errors
+    /// The reason, naming the first key of another bucket type (eventual buckets have no
+    /// atomic groups: their replicas accept concurrent writes), or Redis Cluster's
+    /// `CROSSSLOT` when timeline keys span partitions.
+    pub fn atomic_group<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+    ) -> std::result::Result<AtomicGroup, String> {
+        let Some(first) = keys.first().map(AsRef::as_ref) else {
+            return Ok(AtomicGroup::Transaction);
+        };
+        let ty = self.kind(first);
+        let group = match ty {
+            BucketType::Transactional => AtomicGroup::Transaction,
+            BucketType::Timeline => AtomicGroup::Timeline,
+            BucketType::Eventual => return Err(no_group(first, ty)),
+        };
+        if let Some(k) = keys.iter().map(AsRef::as_ref).find(|k| self.kind(k) != ty) {
+            return Err(no_group(k, self.kind(k)));
+        }
+        if group == AtomicGroup::Timeline && !self.node.same_partition(keys) {
+            return Err("CROSSSLOT Keys in request don't hash to the same slot".into());
+        }
+        Ok(group)
+    }
+
+    /// The records of `keys` of a timeline group, each read at its master (`read_latest`),
+    /// in parallel.
+    ///
+    /// # Errors
+    /// The first read's error (`master_unavailable`, ...).
+    pub async fn tl_group_read<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<Vec<Option<Record>>> {
+        let reads = keys
+            .iter()
+            .map(|k| self.node.tl_get(k.as_ref(), ReadMode::Latest));
+        futures_util::future::join_all(reads)
+            .await
+            .into_iter()
+            .map(|r| r.map(|r| r.record))
+            .collect()
+    }
+
+    /// Commits a timeline group: `items` checked against and written over the records
+    /// `read` returned ([`crate::EventualNode::tl_commit_group`]); refused before anything
+    /// applies when this node or a replica reports itself full and the group writes.
+    ///
+    /// # Errors
+    /// `out_of_memory`; the errors of a timeline write.
+    pub async fn tl_commit_group(
+        &self,
+        items: Vec<GroupItem>,
+        read: &[Option<Record>],
+    ) -> Result<GroupOutcome> {
+        for item in items.iter().filter(|i| i.content.is_some()) {
+            self.admit_write(&item.key)?;
+        }
+        self.node.tl_commit_group(items, read).await
     }
 
     /// Live objects' keys in `[start, end)`, at most `limit`, and whether more may follow

@@ -88,7 +88,9 @@ pub use anti_entropy::messages::{AaeItem, AaeMsg};
 pub use anti_entropy::{AaeError, AaeTrees};
 pub use balance::{BalanceMsg, BalanceStats, ExtraMap};
 pub use bucket::{BucketProps, BucketType, Buckets, ClusterShape, DEFAULT_BUCKET_NAME};
-pub use dispatch::{DeleteOpts, Deleted, Dispatch, Need, Plan, Read, ReadOpts, WriteOpts, Written};
+pub use dispatch::{
+    AtomicGroup, DeleteOpts, Deleted, Dispatch, Need, Plan, Read, ReadOpts, WriteOpts, Written,
+};
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
 pub use eventual::{
     CrdtOp, CrdtReply, EventualMsg, GetOptions, GetResult, HashOps, HashReply, PutOptions,
@@ -108,8 +110,8 @@ pub use meridian_txn::{
 };
 pub use object_store::{Hint, ObjectStore, is_reserved_key};
 pub use timeline::{
-    ReadMode, TimelineMsg, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace,
-    TlWriteResult,
+    GroupOutcome, ReadMode, TimelineMsg, TimelineStats, TlIssueKind, TlObserver, TlReadResult,
+    TlTrace, TlWriteResult,
 };
 pub use tokio_clock::TokioClock;
 pub use txn::{MoveReport, Transaction, TxnMoveStats, TxnOptions, TxnStats};

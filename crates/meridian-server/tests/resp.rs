@@ -149,6 +149,21 @@ impl Raw {
         self.frame().await
     }
 
+    /// Sends the commands as one pipeline and reads every reply, in order.
+    async fn roundtrip_frames(&mut self, cmds: &[&[&[u8]]]) -> Vec<Frame> {
+        let mut req = Vec::new();
+        for args in cmds {
+            let f = Frame::Array(args.iter().map(|a| Frame::bulk(a.to_vec())).collect());
+            req.extend_from_slice(&f.to_bytes(false));
+        }
+        self.send(&req).await;
+        let mut out = Vec::with_capacity(cmds.len());
+        for _ in cmds {
+            out.push(self.frame().await);
+        }
+        out
+    }
+
     /// Asserts the server closes the connection (after any pending bytes, which must be none).
     async fn expect_eof(&mut self) {
         tokio::time::timeout(PATIENCE, async {
@@ -2414,8 +2429,14 @@ mod cluster_mode {
             assert_eq!(j["master"], master.to_string());
             assert_eq!(j["dc"], "dc1");
             assert_eq!(j["error"]["code"], "MASTER_UNAVAILABLE");
+            // A plain GET reads at the master, as on Redis Cluster: unavailable too.
+            let e = error(a.cmd(&[b"GET", key.as_bytes()]).await);
+            assert!(e.starts_with("UNAVAILABLE master_unavailable"), "{e}");
             // read_any and a satisfiable read_critical still work in the cut-off DC.
-            assert_eq!(a.cmd(&[b"GET", key.as_bytes()]).await, bulk("before"));
+            assert_eq!(
+                read(a.cmd(&[b"MERIDIAN.GET", key.as_bytes(), b"ANY"]).await),
+                (Some("before".into()), Some(v1))
+            );
             let v1s = v1.to_string();
             assert_eq!(
                 read(
@@ -2454,6 +2475,9 @@ mod cluster_slots;
 
 #[path = "resp/cluster_txn.rs"]
 mod cluster_txn;
+
+#[path = "resp/timeline_groups.rs"]
+mod timeline_groups;
 
 #[path = "resp/key_moves.rs"]
 mod key_moves;

@@ -7,6 +7,7 @@
 //! | [`TimelineMsg::Read`] | [`TimelineMsg::ReadReply`] or [`crate::Msg::Error`] |
 //! | [`TimelineMsg::Replicate`] | [`TimelineMsg::Ack`] or [`crate::Msg::Error`] |
 //! | [`TimelineMsg::Sync`] | [`TimelineMsg::SyncReply`] or [`crate::Msg::Error`] |
+//! | [`TimelineMsg::Group`] | [`TimelineMsg::GroupReply`] or [`crate::Msg::Error`] |
 //!
 //! One-way: [`TimelineMsg::Reap`].
 
@@ -83,6 +84,21 @@ pub enum TimelineMsg {
         /// The client key.
         key: Vec<u8>,
     },
+    /// An atomic group (MULTI/EXEC, WATCH) for the master of every record in it: check every
+    /// item's precondition and write every item's content, all or nothing, under all the
+    /// records' locks. The receiver must master every record (or arbitrate an absent one).
+    Group {
+        /// The items, at most one per key, every key in one partition.
+        items: Vec<GroupItem>,
+        /// The DC of the coordinator that took the client's request.
+        origin_dc: DcId,
+        /// Hand the mastership of every written record to the first up replica of this DC
+        /// (how a coordinator gathers a group's records at one master).
+        move_to: Option<DcId>,
+    },
+    /// The answer to [`TimelineMsg::Group`]: for each item, the record issued (`None` for a
+    /// check-only item), or why nothing was applied.
+    GroupReply(Result<Vec<Option<Record>>, ReplicationError>),
     /// The answer to [`TimelineMsg::Replicate`]: applied.
     Ack,
     /// Tombstone GC (§5): the record's master found tombstone `ver` on every primary, past
@@ -108,4 +124,16 @@ pub struct WriteId {
     pub incarnation: u32,
     /// Its counter.
     pub seq: u64,
+}
+
+/// One item of a [`TimelineMsg::Group`]: a precondition on a record and, unless the item only
+/// checks it (a watched or read key), its new content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupItem {
+    /// The client key.
+    pub key: Vec<u8>,
+    /// What the record must be for the group to apply.
+    pub expect: Expect,
+    /// The new value or a tombstone; `None`: check only.
+    pub content: Option<TlContent>,
 }

@@ -46,10 +46,11 @@ pub mod protocol;
 mod record;
 mod store;
 
-pub use messages::TimelineMsg;
+pub use messages::{GroupItem, TimelineMsg};
 pub(crate) use protocol::Timeline;
 pub use protocol::{
-    ReadMode, TimelineStats, TlIssueKind, TlObserver, TlReadResult, TlTrace, TlWriteResult, WriteId,
+    GroupOutcome, MAX_GROUP_ITEMS, ReadMode, TimelineStats, TlIssueKind, TlObserver, TlReadResult,
+    TlTrace, TlWriteResult, WriteId,
 };
 pub use record::{
     Content, DecodeError, ParseVersionError, RECORD_FORMAT, Record, ReplicaRef, Version,
@@ -418,19 +419,7 @@ pub fn master_write(
             await_ver: r.ver,
         });
     }
-    match (op.expect, current) {
-        (Expect::Any, _) => {}
-        (Expect::Version(v), Some(r)) if v == r.ver => {}
-        (Expect::Version(_), current) => {
-            return Err(WriteRefusal::VersionMismatch {
-                current: current.map(|r| r.ver),
-            });
-        }
-        (Expect::Absent, Some(r)) if !r.is_tombstone() => {
-            return Err(WriteRefusal::AlreadyExists { current: r.ver });
-        }
-        (Expect::Absent, _) => {}
-    }
+    check_expect(op.expect, current)?;
     let t = props.threshold();
     let d = op.origin_dc;
     let (master, recent) = match current {
@@ -456,6 +445,22 @@ pub fn master_write(
         master,
         recent,
     })
+}
+
+/// Whether `expect` holds over `current`: `version_mismatch` when a test-and-set finds another
+/// version (or no record), `already_exists` when an insert-if-absent finds a live record.
+pub fn check_expect(expect: Expect, current: Option<&Record>) -> Result<(), WriteRefusal> {
+    match (expect, current) {
+        (Expect::Any, _) => Ok(()),
+        (Expect::Version(v), Some(r)) if v == r.ver => Ok(()),
+        (Expect::Version(_), current) => Err(WriteRefusal::VersionMismatch {
+            current: current.map(|r| r.ver),
+        }),
+        (Expect::Absent, Some(r)) if !r.is_tombstone() => {
+            Err(WriteRefusal::AlreadyExists { current: r.ver })
+        }
+        (Expect::Absent, _) => Ok(()),
+    }
 }
 
 /// The record a forced re-master writes (§7): `current`'s content and `recent`, `new_master`

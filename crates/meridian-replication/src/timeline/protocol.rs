@@ -88,7 +88,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
+pub use group::{GroupOutcome, MAX_GROUP_ITEMS};
+
 mod catch_up;
+mod group;
 mod master;
 mod propagate;
 mod read;
@@ -534,7 +537,29 @@ impl Protocol for Timeline {
                 req.answer(TimelineMsg::WriteReply(node.tl_serve_force(&key)));
             }
             TimelineMsg::Reap { key, ver } => node.tl_reap_local(&key, ver),
+            TimelineMsg::Group {
+                items,
+                origin_dc,
+                move_to,
+            } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                if items.len() > MAX_GROUP_ITEMS {
+                    let why = format!(
+                        "TimelineMsg::Group.items has {} items: at most {MAX_GROUP_ITEMS}",
+                        items.len()
+                    );
+                    return req.refuse_oversized(node, why);
+                }
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let r = node.tl_master_group(items, origin_dc, move_to).await;
+                    req.answer(TimelineMsg::GroupReply(r));
+                });
+            }
             other @ (TimelineMsg::WriteReply(_)
+            | TimelineMsg::GroupReply(_)
             | TimelineMsg::ReadReply(_)
             | TimelineMsg::SyncReply { .. }
             | TimelineMsg::Ack) => req.unexpected(node, &other),
@@ -647,6 +672,14 @@ impl Node {
             replicas,
             props,
         })
+    }
+
+    /// Whether every key is in one partition of the ring (one hash slot's range).
+    pub fn same_partition<K: AsRef<[u8]>>(&self, keys: &[K]) -> bool {
+        let ring = self.layout().ring();
+        let mut parts = keys.iter().map(|k| ring.partition_of(k.as_ref()));
+        let first = parts.next();
+        parts.all(|p| Some(p) == first)
     }
 
     /// Whether the key's bucket is a timeline bucket.

@@ -85,9 +85,13 @@ impl TlStore {
         hidden
     }
 
-    fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
+    fn stripe_of(&self, key: &[u8]) -> usize {
         let h = meridian_cluster::key_hash(b"t", key);
-        self.stripes[(h as usize) & (STRIPES - 1)].lock()
+        (h as usize) & (STRIPES - 1)
+    }
+
+    fn lock(&self, key: &[u8]) -> MutexGuard<'_, ()> {
+        self.stripes[self.stripe_of(key)].lock()
     }
 
     fn read(&self, key: &[u8]) -> Result<Option<Record>> {
@@ -183,6 +187,37 @@ impl TlStore {
             Ok(r) => {
                 self.store(key, &r)?;
                 Ok(Ok(r))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    /// [`TlStore::write_with`] for several distinct keys at once: `decide` sees every key's
+    /// current record under all their stripes' locks (taken in stripe order, so two groups
+    /// never deadlock) and returns, for each key, the record to store or `None` to leave it.
+    /// Nothing is stored unless `decide` returns `Ok`, so a group applies all or nothing.
+    pub fn write_group<E>(
+        &self,
+        keys: &[&[u8]],
+        decide: impl FnOnce(&[Option<Record>]) -> std::result::Result<Vec<Option<Record>>, E>,
+    ) -> Result<std::result::Result<Vec<Option<Record>>, E>> {
+        let mut stripes: Vec<usize> = keys.iter().map(|k| self.stripe_of(k)).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let _guards: Vec<MutexGuard<'_, ()>> =
+            stripes.iter().map(|&i| self.stripes[i].lock()).collect();
+        let current = keys
+            .iter()
+            .map(|k| self.read(k))
+            .collect::<Result<Vec<_>>>()?;
+        match decide(&current) {
+            Ok(records) => {
+                for (key, r) in keys.iter().zip(&records) {
+                    if let Some(r) = r {
+                        self.store(key, r)?;
+                    }
+                }
+                Ok(Ok(records))
             }
             Err(e) => Ok(Err(e)),
         }
@@ -286,6 +321,40 @@ mod tests {
         let (page, next) = s.page(next.as_deref(), Some(b"b:3"), 10).unwrap();
         assert_eq!(page.len(), 1, "upto is inclusive");
         assert!(next.is_none());
+    }
+
+    #[test]
+    fn write_group_stores_all_or_nothing() {
+        let s = store();
+        let keys: [&[u8]; 3] = [b"b:x", b"b:y", b"b:z"];
+        let r: std::result::Result<_, &str> = s
+            .write_group(&keys, |cur| {
+                assert!(cur.iter().all(Option::is_none));
+                Err("refused")
+            })
+            .unwrap();
+        assert_eq!(r, Err("refused"));
+        assert!(keys.iter().all(|k| s.get(k).unwrap().is_none()));
+        let v = Version::new(1, 0, 1);
+        s.write_group(&keys, |_| {
+            Ok::<_, ()>(vec![Some(rec("x", v)), None, Some(rec("z", v))])
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(s.get(b"b:x").unwrap(), Some(rec("x", v)));
+        assert!(s.get(b"b:y").unwrap().is_none());
+        // The next group sees what the last one stored, and many keys sharing stripes lock once.
+        let many: Vec<Vec<u8>> = (0..1000).map(|i| format!("b:{i}").into_bytes()).collect();
+        let refs: Vec<&[u8]> = many.iter().map(|k| &k[..]).collect();
+        s.write_group(&refs, |cur| Ok::<_, ()>(vec![None; cur.len()]))
+            .unwrap()
+            .unwrap();
+        s.write_group(&keys, |cur| {
+            assert_eq!(cur[2], Some(rec("z", v)));
+            Ok::<_, ()>(vec![None; 3])
+        })
+        .unwrap()
+        .unwrap();
     }
 
     #[test]

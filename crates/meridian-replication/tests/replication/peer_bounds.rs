@@ -183,3 +183,98 @@ async fn hostile_key_listings_are_answered_within_the_leaders_limits() {
     let (keys, _) = list(Some(Bytes::new()), 100, vec![0xFF; 8]).await;
     assert_eq!(keys.len(), led);
 }
+
+#[tokio::test]
+async fn hostile_timeline_groups_are_refused_and_apply_nothing() {
+    use meridian_replication::timeline::{Content, Expect, GroupItem, MAX_GROUP_ITEMS};
+    use meridian_replication::{ReplicationError, TimelineMsg};
+    let c = Cluster::start(47, Duration::from_secs(3600)).await;
+    c.set_bucket("tl", BucketProps::timeline()).await;
+    let ring = c.meta.layout.ring();
+    // Keys node 1 arbitrates (absent records are inserted by their partition's first replica).
+    let arbitrated = |tag: &str| {
+        (0..10_000)
+            .map(|i| format!("tl:{{{tag}{i}}}"))
+            .find(|k| c.meta.layout.replicas(ring.partition_of(k.as_bytes()))[0] == NodeId(1))
+            .unwrap()
+    };
+    let (k1, k2) = (arbitrated("a"), arbitrated("b"));
+    assert_ne!(
+        ring.partition_of(k1.as_bytes()),
+        ring.partition_of(k2.as_bytes())
+    );
+    let (t, _) = attacker(&c);
+    let item = |key: &str| GroupItem {
+        key: key.as_bytes().to_vec(),
+        expect: Expect::Absent,
+        content: Some(Content::Value(b("v"))),
+    };
+    let group = |items: Vec<GroupItem>| {
+        let t = &t;
+        async move {
+            let msg = TimelineMsg::Group {
+                items,
+                origin_dc: DcId(0),
+                move_to: None,
+            };
+            t.request(NodeId(1), Msg::Timeline(msg), Duration::from_secs(30))
+                .await
+                .unwrap()
+        }
+    };
+    let refused = |reply: Msg, why: &str| match reply {
+        Msg::Timeline(TimelineMsg::GroupReply(Err(e))) => {
+            assert!(e.to_string().contains(why), "{e}")
+        }
+        other => panic!("expected a refusal ({why}), got {other:?}"),
+    };
+    // Too many items: refused unserved, naming the field.
+    let many = (0..=MAX_GROUP_ITEMS)
+        .map(|i| item(&format!("{k1}{i}")))
+        .collect();
+    refused_naming(group(many).await, "TimelineMsg::Group.items");
+    // A repeated key, and keys of two partitions: refused, nothing applied.
+    refused(
+        group(vec![item(&k1), item(&k1)]).await,
+        "a key appears twice",
+    );
+    refused(group(vec![item(&k1), item(&k2)]).await, "another partition");
+    // A precondition that fails on one item: nothing applied, the other item included.
+    c.node(NodeId(1))
+        .tl_put(k2.as_bytes(), Content::Value(b("old")), Expect::Any)
+        .await
+        .unwrap();
+    let k2b = format!("{k2}x");
+    let r = group(vec![item(&k2), item(&k2b)]).await;
+    assert!(
+        matches!(
+            r,
+            Msg::Timeline(TimelineMsg::GroupReply(Err(
+                ReplicationError::AlreadyExists { .. }
+            )))
+        ),
+        "{r:?}"
+    );
+    assert!(
+        c.node(NodeId(1))
+            .tl_local(k2b.as_bytes())
+            .unwrap()
+            .is_none()
+    );
+    // An empty group is nothing to do; a sound one applies every item.
+    assert!(matches!(
+        group(Vec::new()).await,
+        Msg::Timeline(TimelineMsg::GroupReply(Ok(v))) if v.is_empty()
+    ));
+    let k1b = format!("{k1}x");
+    match group(vec![item(&k1), item(&k1b)]).await {
+        Msg::Timeline(TimelineMsg::GroupReply(Ok(v))) => assert!(v.iter().all(Option::is_some)),
+        other => panic!("expected the group applied, got {other:?}"),
+    }
+    assert!(
+        c.node(NodeId(1))
+            .tl_local(k1b.as_bytes())
+            .unwrap()
+            .is_some()
+    );
+}

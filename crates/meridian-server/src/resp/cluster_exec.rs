@@ -22,7 +22,8 @@
 //!   on every replica, and anti-entropy, repairs and hints cannot bring them back.
 //!
 //! Timeline buckets (`timeline.md` §2; the bucket type decides, per key):
-//! - `GET` is the bucket's default read mode, `read_any`; `SET key value` is a `write`;
+//! - `GET` reads at the record's master (`read_latest`, as Redis Cluster reads at a slot's
+//!   master: a client reads its own writes); `SET key value` is a `write`;
 //!   `DEL` reads the master's version and writes a tombstone over it
 //!   ([`meridian_replication::Dispatch::delete`]). `EXISTS`, `MGET`, `MSET` go through the
 //!   same calls; every other string command runs in `cluster_strings`, as a test-and-set at
@@ -33,6 +34,8 @@
 //!   its own delete). `MERIDIAN.GET key [ANY] REPLICA_SELECTION s` is a `read_any` whose
 //!   replica the strategy `s` chooses (`load-balancing.md`; `LATEST` and `CRITICAL` read
 //!   the master or check a version and take no strategy).
+//! - `MULTI`/`EXEC` and `WATCH` over keys of one hash slot run as one timeline group at the
+//!   records' master (`cluster_group`); `MERIDIAN.GET key ANY` reads a nearby replica.
 //! - `MERIDIAN.SET key value [IFVERSION ver | IFVERSION NONE | NX]` and `TL.TAS key ver
 //!   value` (ver may be `NONE`: insert-if-absent) reply the new version as a bulk string;
 //!   `MERIDIAN.DEL key [IFVERSION ver]` replies the tombstone's version (nil when a plain

@@ -28,7 +28,7 @@
 //!   field with concurrent updates, and answer what that replica holds.
 //!
 //! Reads (`TTL`, `STRLEN`, `GETRANGE`, `HGET`, `HGETALL`, ...) read what a plain GET reads
-//! (`read_any` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
+//! (`read_latest` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
 
 use crate::cluster_backend::ClusterBackend;
 use crate::metrics::Metrics;

@@ -42,7 +42,7 @@ use meridian_redis::RedisError;
 use meridian_redis::Reply;
 use meridian_redis::error::{CmdError, raw};
 use meridian_redis::{Entry, EntryRef, View};
-use meridian_replication::{ReplicationError, Transaction, TxnOptions};
+use meridian_replication::{AtomicGroup, ReplicationError, Transaction, TxnOptions};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,7 +73,8 @@ fn is_move(e: &meridian_replication::TxnError) -> bool {
 }
 
 /// A transaction's view for the string commands: the snapshot reads, then its own writes.
-struct TxnView {
+/// The timeline groups of `cluster_group` run over it too.
+pub(crate) struct TxnView {
     now: Timestamp,
     read: BTreeMap<Bytes, Option<Entry>>,
     writes: BTreeMap<Bytes, Option<Entry>>,
@@ -81,7 +82,7 @@ struct TxnView {
 
 impl TxnView {
     /// The view over what `keys` read at the snapshot (stored envelopes, expired = absent).
-    fn over(keys: &[Bytes], found: Vec<Option<Bytes>>, now: Timestamp) -> TxnView {
+    pub(crate) fn over(keys: &[Bytes], found: Vec<Option<Bytes>>, now: Timestamp) -> TxnView {
         let read = keys
             .iter()
             .cloned()
@@ -92,6 +93,11 @@ impl TxnView {
             read,
             writes: BTreeMap::new(),
         }
+    }
+
+    /// The view's writes: each key's new entry (`None`: deleted).
+    pub(crate) fn into_writes(self) -> BTreeMap<Bytes, Option<Entry>> {
+        self.writes
     }
 
     /// Buffers the view's writes in the transaction, as stored envelopes.
@@ -128,7 +134,7 @@ impl View for TxnView {
     }
 }
 
-fn repl_line(c: &ClusterBackend, e: ReplicationError) -> String {
+pub(crate) fn repl_line(c: &ClusterBackend, e: ReplicationError) -> String {
     crate::wire_error::resp_line(&e, |dc| c.dc_name(dc))
 }
 
@@ -153,6 +159,7 @@ pub(crate) async fn watch(
             state.cluster_watched.push(k);
         }
     }
+    crate::resp::cluster_group::watch(c, state).await?;
     let txn_keys: Vec<Bytes> = state
         .cluster_watched
         .iter()
@@ -211,14 +218,23 @@ async fn run_once(
     }
 }
 
-/// Checks every key can be written in one atomic group (the dispatch facade decides); the
+/// How every key can be written in one atomic group (the dispatch facade decides); the
 /// EXECABORT line otherwise.
-fn check_keys(c: &ClusterBackend, keys: &[Bytes]) -> Result<(), String> {
-    match c.dispatch.atomic_group_refusal(keys) {
-        None => Ok(()),
-        Some(why) => Err(format!(
-            "EXECABORT Transaction discarded: {why}, nothing was applied"
-        )),
+fn check_keys(c: &ClusterBackend, keys: &[Bytes]) -> Result<AtomicGroup, String> {
+    c.dispatch
+        .atomic_group(keys)
+        .map_err(|why| format!("EXECABORT Transaction discarded: {why}, nothing was applied"))
+}
+
+/// [`check_keys`] for one transaction's keys (transactional buckets only).
+fn check_txn_keys(c: &ClusterBackend, keys: &[Bytes]) -> Result<(), String> {
+    match check_keys(c, keys)? {
+        AtomicGroup::Transaction => Ok(()),
+        AtomicGroup::Timeline => Err(
+            "EXECABORT Transaction discarded: a transaction here needs transactional buckets, \
+             nothing was applied"
+                .into(),
+        ),
     }
 }
 
@@ -250,21 +266,38 @@ pub(crate) async fn exec(
     keys.extend(state.cluster_watched.iter().cloned());
     keys.sort();
     keys.dedup();
-    if let Err(line) = check_keys(c, &keys) {
-        state.cluster_txn = None;
-        reply.error(&line);
-        return;
-    }
-    match run_to_commit(
-        c,
-        state.cluster_txn.take(),
-        session,
-        &keys,
-        &cmds,
-        reply.resp3,
-    )
-    .await
-    {
+    let group = match check_keys(c, &keys) {
+        Ok(g) => g,
+        Err(line) => {
+            state.cluster_txn = None;
+            reply.error(&line);
+            return;
+        }
+    };
+    let result = match group {
+        AtomicGroup::Timeline => {
+            crate::resp::cluster_group::exec(
+                c,
+                &state.cluster_watch_versions,
+                &keys,
+                &cmds,
+                reply.resp3,
+            )
+            .await
+        }
+        AtomicGroup::Transaction => {
+            run_to_commit(
+                c,
+                state.cluster_txn.take(),
+                session,
+                &keys,
+                &cmds,
+                reply.resp3,
+            )
+            .await
+        }
+    };
+    match result {
         Ok(Some(out)) => {
             reply.array(cmds.len());
             reply.out.extend_from_slice(&out);
@@ -338,7 +371,7 @@ pub(crate) async fn single(
     let mut keys: Vec<Bytes> = keys_of(cmd, args).collect();
     keys.sort();
     keys.dedup();
-    if let Err(line) = check_keys(c, &keys) {
+    if let Err(line) = check_txn_keys(c, &keys) {
         // Not reached for commands the caller routes here by their first key's type, except
         // for a multi-key command mixing bucket types.
         reply.error(&line.replace("EXECABORT Transaction discarded: ", "ERR "));
@@ -436,7 +469,7 @@ pub(crate) async fn interactive(
             let mut keys: Vec<Bytes> = keys_of(cmd, args).collect();
             keys.sort();
             keys.dedup();
-            if let Err(line) = check_keys(c, &keys) {
+            if let Err(line) = check_txn_keys(c, &keys) {
                 let line = line.replace("EXECABORT Transaction discarded: ", "ERR ");
                 return Err(raw(
                     line.replace(", nothing was applied", "; the transaction stays open")

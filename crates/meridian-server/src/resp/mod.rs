@@ -8,7 +8,8 @@
 //!   [`crate::keyspace::Keyspace`] (their semantics are the Redis layer's, `meridian_redis`:
 //!   its command table, reply writer and one module per data type), and the standalone EXEC;
 //! - `multi`: the MULTI/EXEC/DISCARD/WATCH state machine of a connection;
-//! - `cluster_txn`: MULTI/EXEC and WATCH in cluster mode;
+//! - `cluster_txn`: MULTI/EXEC and WATCH in cluster mode (transactional buckets);
+//! - `cluster_group`: MULTI/EXEC and WATCH on timeline buckets;
 //! - `connection`: one client: read, parse every complete request, execute (in cluster mode,
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
@@ -34,6 +35,7 @@
 pub(crate) mod blob;
 mod cluster_cmd;
 mod cluster_exec;
+mod cluster_group;
 mod cluster_keys;
 mod cluster_strings;
 mod cluster_txn;

@@ -43,6 +43,10 @@ pub(crate) struct MultiState {
     pub(crate) watches: Option<WatchSet>,
     /// Cluster mode: the WATCHed keys, for `cluster_txn`.
     pub(crate) cluster_watched: Vec<Bytes>,
+    /// Cluster mode: each WATCHed key of a timeline bucket and the version its master held
+    /// at WATCH (`None`: no record), for `cluster_group`.
+    pub(crate) cluster_watch_versions:
+        Vec<(Bytes, Option<meridian_replication::timeline::Version>)>,
     /// Cluster mode: the transaction WATCH started on transactional buckets (its snapshot
     /// is the WATCH's time; EXEC commits it).
     pub(crate) cluster_txn: Option<meridian_replication::Transaction>,
@@ -82,6 +86,7 @@ impl MultiState {
             w.clear();
         }
         self.cluster_watched.clear();
+        self.cluster_watch_versions.clear();
         self.cluster_txn = None;
     }
 

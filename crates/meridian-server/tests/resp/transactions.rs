@@ -245,7 +245,8 @@ async fn cluster_mode_queues_in_order_and_refuses_exec_on_eventual_buckets() {
         b"SET before 1\r\nMULTI\r\nSET inside 1\r\nGET before\r\nWATCH x\r\nEXEC\r\nEXISTS inside\r\n",
         b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n-ERR WATCH inside MULTI is not allowed\r\n\
           -EXECABORT Transaction discarded: key 'before' is in bucket 'default' of type \
-          eventual; MULTI/EXEC and WATCH need a transactional bucket (type = \"transactional\"), \
+          eventual; MULTI/EXEC and WATCH need the keys of one timeline bucket \
+          (type = \"timeline\") or of transactional buckets (type = \"transactional\"), \
           nothing was applied\r\n:0\r\n",
     )
     .await;

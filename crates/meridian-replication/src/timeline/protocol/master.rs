@@ -169,30 +169,7 @@ impl Node {
         let origin = op.origin_dc;
         match master_write(cur, op, &pl.props, me, now_us, &pl.replicas, up) {
             Ok(mut r) => {
-                // A master that a layout change left without a replica of the key hands
-                // the mastership to a primary with this write.
-                if !pl.holds(r.master.node)
-                    && let Some(m) = new_master_in(origin, &pl.replicas, up)
-                        .or_else(|| pl.replicas.iter().find(|x| up(x.node)).copied())
-                {
-                    r.master = m;
-                }
-                // This node's first write over a record it did not issue during this run opens
-                // a new generation: an earlier run of this node may have issued (and a crash
-                // under a lossy fsync policy lost) versions after the one it holds, and a
-                // version must never be issued twice. A record it was handed by a migration is
-                // no exception: a retransmission can hand it over again after a restart.
-                if fresh
-                    && let Some(c) = cur
-                    && r.ver.generation == c.ver.generation
-                    && r.ver.mepoch == c.ver.mepoch
-                {
-                    r.ver = Version::new(
-                        now_us.max(c.ver.generation.saturating_add(1)),
-                        c.ver.mepoch,
-                        1,
-                    );
-                }
+                settle_issued(&mut r, cur, origin, pl, up, fresh, now_us);
                 let kind = if cur.is_none() {
                     TlIssueKind::Insert
                 } else {
@@ -251,7 +228,7 @@ impl Node {
     }
 
     /// Notes that this node issued the latest record of a key it masters.
-    fn mark_confirmed(&self, key: &[u8], record: &Record) {
+    pub(super) fn mark_confirmed(&self, key: &[u8], record: &Record) {
         if record.master.node != self.id() {
             return;
         }
@@ -279,7 +256,7 @@ impl Node {
     /// (right after a start it has heard nobody); one that does not answer within
     /// `tl_confirm_timeout` is skipped, which is the residual risk: a record held only by a
     /// replica unreachable right now.
-    async fn tl_confirm(&self, key: &[u8], pl: &Placement) -> Result<()> {
+    pub(super) async fn tl_confirm(&self, key: &[u8], pl: &Placement) -> Result<()> {
         let me = self.id();
         if self.tl_state().issued_here.lock().contains(key)
             || self.tl_state().peer_checked.lock().contains(key)
@@ -419,5 +396,40 @@ impl Node {
             record,
             issued_by,
         })
+    }
+}
+
+/// What every record a master issues goes through after [`master_write`]: a master that a
+/// layout change left without a replica of the key hands the mastership to a primary with
+/// this write; and this node's first write over a record it did not issue during this run
+/// (`fresh`) opens a new generation — an earlier run of this node may have issued (and a crash
+/// under a lossy fsync policy lost) versions after the one it holds, and a version must never
+/// be issued twice. A record it was handed by a migration is no exception: a retransmission
+/// can hand it over again after a restart.
+pub(super) fn settle_issued(
+    r: &mut Record,
+    cur: Option<&Record>,
+    origin: DcId,
+    pl: &Placement,
+    up: &impl Fn(NodeId) -> bool,
+    fresh: bool,
+    now_us: u64,
+) {
+    if !pl.holds(r.master.node)
+        && let Some(m) = new_master_in(origin, &pl.replicas, up)
+            .or_else(|| pl.replicas.iter().find(|x| up(x.node)).copied())
+    {
+        r.master = m;
+    }
+    if fresh
+        && let Some(c) = cur
+        && r.ver.generation == c.ver.generation
+        && r.ver.mepoch == c.ver.mepoch
+    {
+        r.ver = Version::new(
+            now_us.max(c.ver.generation.saturating_add(1)),
+            c.ver.mepoch,
+            1,
+        );
     }
 }
