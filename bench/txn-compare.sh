@@ -6,7 +6,8 @@
 # Starts, on loopback:
 #   redis     Redis Cluster, 3 masters (Debian's redis-server, persistence off)
 #   meridian  `meridian up --dcs 1 --nodes-per-dc 3` (one DC, no WAN delay), bucket `bank`
-#             transactional (Clock-SI), the default bucket eventual (N=3, R=W=quorum)
+#             transactional (Clock-SI), bucket `tl` timeline (MULTI/EXEC as one timeline group
+#             at the records' master), the default bucket eventual (N=3, R=W=quorum)
 # Each round, the target order alternating:
 #   multi   50 clients, `MULTI; INCRBY {t}a 1; INCRBY {t}b 1; EXEC` back to back for SECONDS
 #           (crates/meridian-server/examples/multi_exec_load.rs; tags random in 10k, so both
@@ -60,6 +61,8 @@ pids+=($!)
 for _ in $(seq 1 300); do grep -q '^ready' "$out/meridian.log" && break; sleep 0.1; done
 curl -sf -X PUT "127.0.0.1:$((mbase + 1000))/buckets/bank" -H 'content-type: application/json' \
   -d '{"type":"transactional"}' >/dev/null
+curl -sf -X PUT "127.0.0.1:$((mbase + 1000))/buckets/tl" -H 'content-type: application/json' \
+  -d '{"type":"timeline"}' >/dev/null
 
 keys() { # keys PREFIX: 8 keys of one hash tag
   for i in 1 2 3 4 5 6 7 8; do printf '%s{acct}k%d ' "$1" "$i"; done
@@ -80,6 +83,7 @@ multi() { # multi ROUND TARGET
   case $2 in
     redis) r=$("$load" "127.0.0.1:$rbase" 50 "$secs" --cluster) ;;
     meridian) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" bank:) ;;
+    meridian-tl) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" tl:) ;;
   esac
   read -r tps p50 p99 nil errors <<<"$r"
   echo "$1,multi,$2,$tps,$(awk "BEGIN{print $p50/1000}"),$(awk "BEGIN{print $p99/1000}"),$nil,$errors" >>"$csv"
@@ -99,7 +103,7 @@ mget() { # mget ROUND TARGET
   echo "$1,mget8,$2,$rps,$p50,$p99,0,0" >>"$csv"
 }
 for r in $(seq 1 "$rounds"); do
-  if ((r % 2)); then order=(redis meridian); else order=(meridian redis); fi
+  if ((r % 2)); then order=(redis meridian meridian-tl); else order=(meridian-tl meridian redis); fi
   for t in "${order[@]}"; do multi "$r" "$t"; done
   if ((r % 2)); then order=(redis meridian-txn meridian-quorum); else order=(meridian-quorum meridian-txn redis); fi
   for t in "${order[@]}"; do mget "$r" "$t"; done
@@ -114,7 +118,7 @@ def med(test, target, col):
     return statistics.median(v) if v else float("nan")
 print("| test | target | ops/s | p50 ms | p99 ms | ratio to Redis Cluster |")
 print("|---|---|---|---|---|---|")
-for test, targets in [("multi", ["redis", "meridian"]), ("mget8", ["redis", "meridian-txn", "meridian-quorum"])]:
+for test, targets in [("multi", ["redis", "meridian", "meridian-tl"]), ("mget8", ["redis", "meridian-txn", "meridian-quorum"])]:
     base = med(test, "redis", "ops_per_s")
     for t in targets:
         ops = med(test, t, "ops_per_s")
@@ -123,7 +127,8 @@ txn = med("mget8", "meridian-txn", "ops_per_s")
 quorum = med("mget8", "meridian-quorum", "ops_per_s")
 print(f"\nread-only transaction (8 keys, one partition) vs 8 quorum reads: throughput {txn / quorum:.2f}x, "
       f"p50 {med('mget8', 'meridian-txn', 'p50_ms') / med('mget8', 'meridian-quorum', 'p50_ms'):.2f}x the latency")
-nil = sum(int(r["nil"]) for r in rows if r["target"] == "meridian")
-err = sum(int(r["errors"]) for r in rows if r["target"] == "meridian")
-print(f"Meridian MULTI/EXEC: {nil} nil EXECs, {err} errors over all rounds")
+for t in ["meridian", "meridian-tl"]:
+    nil = sum(int(r["nil"]) for r in rows if r["target"] == t)
+    err = sum(int(r["errors"]) for r in rows if r["target"] == t)
+    print(f"{t} MULTI/EXEC: {nil} nil EXECs, {err} errors over all rounds")
 PY
