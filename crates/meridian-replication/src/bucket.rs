@@ -52,7 +52,8 @@ pub struct BucketProps {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub s3: Option<bool>,
     /// Timeline properties (`migration_threshold`, `timeline_w`, `initial_master`,
-    /// `master_timeout_ms`, `read_latest_fanout`); only timeline buckets read them.
+    /// `master_timeout_ms`, `read_latest_fanout`, `failover`); only timeline buckets read
+    /// them.
     #[serde(flatten)]
     pub timeline: TimelineProps,
     /// Transaction properties (`timestamps`, `snapshot_delta_us`, `tso_batching`,
@@ -112,7 +113,7 @@ impl TryFrom<BucketTable> for BucketProps {
                  node_confirms, dc_confirms, notfound_ok, basic_quorum, allow_mult, read_fanout, \
                  replica_selection, extra_copies, s3, \
                  hedge_ms, timeout_ms, dc_rule, migration_threshold, timeline_w, \
-                 initial_master, master_timeout_ms, read_latest_fanout, timestamps, \
+                 initial_master, master_timeout_ms, read_latest_fanout, failover, timestamps, \
                  snapshot_delta_us, tso_batching, tso_max_rate, tso_dc or txn_backups"
             ));
         }

@@ -8,6 +8,7 @@
 //! | [`TimelineMsg::Replicate`] | [`TimelineMsg::Ack`] or [`crate::Msg::Error`] |
 //! | [`TimelineMsg::Sync`] | [`TimelineMsg::SyncReply`] or [`crate::Msg::Error`] |
 //! | [`TimelineMsg::Group`] | [`TimelineMsg::GroupReply`] or [`crate::Msg::Error`] |
+//! | [`TimelineMsg::TakeOver`] | [`TimelineMsg::WriteReply`] or [`crate::Msg::Error`] |
 //!
 //! One-way: [`TimelineMsg::Reap`].
 
@@ -99,6 +100,16 @@ pub enum TimelineMsg {
     /// The answer to [`TimelineMsg::Group`]: for each item, the record issued (`None` for a
     /// check-only item), or why nothing was applied.
     GroupReply(Result<Vec<Option<Record>>, ReplicationError>),
+    /// Automatic failover (buckets with `failover`): the receiver, the successor of the
+    /// record's master `from` that the sender's detector marks down, takes the record over
+    /// in a new master epoch, unless its master is no longer `from`. Answered with
+    /// [`TimelineMsg::WriteReply`].
+    TakeOver {
+        /// The client key.
+        key: Vec<u8>,
+        /// The master the sender found down.
+        from: NodeId,
+    },
     /// The answer to [`TimelineMsg::Replicate`]: applied.
     Ack,
     /// Tombstone GC (§5): the record's master found tombstone `ver` on every primary, past

@@ -118,6 +118,12 @@ pub struct TimelineProps {
     pub master_timeout_ms: u64,
     /// Where `read_latest` goes. Default `master`.
     pub read_latest_fanout: ReadLatestFanout,
+    /// Whether a record whose master the failure detector marks down is taken over by a
+    /// successor (the first up replica of the master's DC, else of any DC), and an absent
+    /// record's inserts go to the first up replica, while the node deciding sees a majority
+    /// of the cluster's members up; a master that sees no majority then refuses writes.
+    /// Default false (the spec's behaviour: the operator forces a re-master).
+    pub failover: bool,
 }
 
 impl Default for TimelineProps {
@@ -128,6 +134,7 @@ impl Default for TimelineProps {
             initial_master: InitialMaster::InsertArbiter,
             master_timeout_ms: DEFAULT_MASTER_TIMEOUT_MS,
             read_latest_fanout: ReadLatestFanout::Master,
+            failover: false,
         }
     }
 }

@@ -91,6 +91,7 @@ use tokio::time::Instant;
 pub use group::{GroupOutcome, MAX_GROUP_ITEMS};
 
 mod catch_up;
+mod failover;
 mod group;
 mod master;
 mod propagate;
@@ -342,11 +343,13 @@ struct Placement {
     /// The key's N primaries, in claim order.
     replicas: Vec<ReplicaRef>,
     props: TimelineProps,
+    /// The insert arbiter: the first primary, or with `failover` the first one up.
+    arbiter: ReplicaRef,
 }
 
 impl Placement {
     fn arbiter(&self) -> ReplicaRef {
-        self.replicas[0]
+        self.arbiter
     }
 
     fn holds(&self, node: NodeId) -> bool {
@@ -537,6 +540,16 @@ impl Protocol for Timeline {
                 req.answer(TimelineMsg::WriteReply(node.tl_serve_force(&key)));
             }
             TimelineMsg::Reap { key, ver } => node.tl_reap_local(&key, ver),
+            TimelineMsg::TakeOver { key, from } => {
+                let Some(req) = req.refuse_if_overloaded() else {
+                    return;
+                };
+                let node = node.clone();
+                tokio::spawn(async move {
+                    let r = node.tl_serve_take_over(&key, from).await;
+                    req.answer(TimelineMsg::WriteReply(r));
+                });
+            }
             TimelineMsg::Group {
                 items,
                 origin_dc,
@@ -660,15 +673,24 @@ impl Node {
         let partition = layout.ring().partition_of(key);
         let list = layout.replicas(partition);
         let topo = layout.topology();
-        let replicas = list[..(n as usize).min(list.len())]
+        let replicas: Vec<ReplicaRef> = list[..(n as usize).min(list.len())]
             .iter()
             .map(|&node| ReplicaRef {
                 node,
                 dc: topo.dc_of(node).expect("layouts only list members"),
             })
             .collect();
+        let arbiter = if props.failover {
+            replicas
+                .iter()
+                .find(|r| self.is_up(r.node))
+                .unwrap_or(&replicas[0])
+        } else {
+            &replicas[0]
+        };
         Ok(Placement {
             partition,
+            arbiter: *arbiter,
             replicas,
             props,
         })

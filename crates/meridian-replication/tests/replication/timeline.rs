@@ -1133,3 +1133,115 @@ async fn tombstones_every_primary_holds_are_reaped_after_the_grace() {
     assert!(records(&c, &key).iter().all(Option::is_none));
     assert_eq!(reaped(&c), 6);
 }
+
+/// A cluster whose timeline bucket `tf` fails over by itself.
+async fn failover_cluster(seed: u64) -> Cluster {
+    let c = Cluster::start_with(seed, |cfg| {
+        cfg.handoff_interval = Duration::from_secs(3600);
+    })
+    .await;
+    c.set_bucket(
+        "tf",
+        BucketProps {
+            timeline: TimelineProps {
+                master_timeout_ms: 2000,
+                failover: true,
+                ..TimelineProps::default()
+            },
+            ..BucketProps::timeline()
+        },
+    )
+    .await;
+    c
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_failover_a_dead_masters_records_are_taken_over_within_its_dc() {
+    let c = failover_cluster(61).await;
+    // Two primaries in DC 0 (the master and its successor), one in DC 1.
+    let in_dc0 = |p: &[NodeId]| p.iter().filter(|n| dc_of(**n) == DcId(0)).count();
+    let key = key_where(&c, "tf:k", |p| dc_of(p[0]) == DcId(0) && in_dc0(p) == 2);
+    let prim = c.primaries(&key);
+    let successor = prim[1..]
+        .iter()
+        .copied()
+        .find(|n| dc_of(*n) == DcId(0))
+        .unwrap();
+    let other = prim[1..].iter().copied().find(|n| *n != successor).unwrap();
+    let far = coordinator_in(&c, &key, 1).unwrap_or(other);
+    let w = c
+        .node(far)
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w.record.master.node, prim[0]);
+    converged(&c, &key).await;
+    // The master is cut off from everyone; once the detectors say so, the next write is
+    // served by its successor in the same DC, in a new master epoch.
+    c.wan.cut_both(Scope::Node(prim[0]), Scope::Any);
+    sleep(Duration::from_secs(5)).await;
+    let w2 = c
+        .node(far)
+        .tl_put(&key, val("b"), Expect::Any)
+        .await
+        .unwrap();
+    assert_eq!(w2.record.master.node, successor);
+    assert!(
+        w2.record.ver.mepoch > w.record.ver.mepoch,
+        "{:?}",
+        w2.record.ver
+    );
+    let latest = c.node(other).tl_get(&key, ReadMode::Latest).await.unwrap();
+    assert_eq!(latest.value(), Some(&b("b")));
+    // The cut-off master sees no majority: it refuses to write, so nothing it says can be
+    // fenced away later.
+    let e = c
+        .node(prim[0])
+        .tl_put(&key, val("lost"), Expect::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "master_unavailable", "{e}");
+    // An absent key whose arbiter is the dead node is inserted by the next up primary.
+    let fresh = key_where(&c, "tf:new", |p| p[0] == prim[0]);
+    let ins = c
+        .node(far)
+        .tl_put(&fresh, val("x"), Expect::Absent)
+        .await
+        .unwrap();
+    assert_ne!(ins.issued_by.node, prim[0]);
+    // Healed, the old master learns it was taken over.
+    c.wan.heal_all();
+    let r = converged(&c, &key).await;
+    assert_eq!((r.master.node, r.content), (successor, val("b")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_majority_nobody_takes_over() {
+    let c = failover_cluster(62).await;
+    let key = key_where(&c, "tf:k", |p| dc_of(p[0]) == DcId(0));
+    let far = coordinator_in(&c, &key, 1).unwrap();
+    c.node(far)
+        .tl_put(&key, val("a"), Expect::Any)
+        .await
+        .unwrap();
+    converged(&c, &key).await;
+    // Three nodes of six on each side: no side has a majority.
+    c.wan.cut_both(Scope::Dc(DcId(0)), Scope::Dc(DcId(1)));
+    sleep(Duration::from_secs(5)).await;
+    let e = c
+        .node(far)
+        .tl_put(&key, val("b"), Expect::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "master_unavailable", "{e}");
+    let master = c.primaries(&key)[0];
+    let e = c
+        .node(master)
+        .tl_put(&key, val("c"), Expect::Any)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "master_unavailable", "{e}");
+    c.wan.heal_all();
+    let r = converged(&c, &key).await;
+    assert_eq!((r.master.node, r.content), (master, val("a")));
+}

@@ -239,6 +239,7 @@ impl Node {
         };
         let pl = self.tl_placement(&first.key)?;
         self.check_group(&items, &pl)?;
+        self.tl_check_majority(&first.key, &pl)?;
         for item in &items {
             self.tl_confirm(&item.key, &pl).await?;
         }

@@ -33,6 +33,7 @@ impl Node {
         let deadline = Instant::now() + self.kernel().cfg.tl_migrate_wait;
         loop {
             let pl = self.tl_placement(key)?;
+            self.tl_check_majority(key, &pl)?;
             self.tl_confirm(key, &pl).await?;
             let applied = self.tl_state().applied.notified();
             tokio::pin!(applied);
@@ -203,6 +204,7 @@ impl Node {
         let deadline = Instant::now() + self.kernel().cfg.tl_migrate_wait;
         loop {
             let pl = self.tl_placement(key)?;
+            self.tl_check_majority(key, &pl)?;
             self.tl_confirm(key, &pl).await?;
             let applied = self.tl_state().applied.notified();
             tokio::pin!(applied);
@@ -305,22 +307,7 @@ impl Node {
             }),
         })??;
         tracing::warn!(node = %me.node, key = %lossy(key), ver = %r.ver, "forced re-master: this node is the master now");
-        self.mark_confirmed(key, &r);
-        let k = Bytes::copy_from_slice(key);
-        self.trace(TlTrace::Issued {
-            key: k.clone(),
-            record: r.clone(),
-            kind: TlIssueKind::ForceMaster,
-            by: me,
-            origin_dc: me.dc,
-        });
-        self.trace(TlTrace::Applied {
-            key: k.clone(),
-            node: me.node,
-            record: r.clone(),
-        });
-        self.tl_state().applied.notify_waiters();
-        self.tl_enqueue(&k, &r, &pl);
+        self.after_force(key, &r, &pl);
         Ok((r, me))
     }
 

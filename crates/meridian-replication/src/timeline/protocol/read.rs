@@ -143,7 +143,7 @@ impl Node {
         pl: &Placement,
         local: Option<std::result::Result<&TlReadResult, ()>>,
     ) -> Result<TlReadResult> {
-        let (target, mut await_ver) = match local {
+        let (target, await_ver) = match local {
             Some(Ok(l)) => match &l.record {
                 Some(r) => (Target::Master(r.master), Some(r.ver)),
                 None => (Target::Arbiter(pl.arbiter()), None),
@@ -155,6 +155,7 @@ impl Node {
             },
             None => self.master_target(key, pl).await?,
         };
+        let (target, mut await_ver) = self.tl_live_target(key, pl, (target, await_ver)).await?;
         let timeout = Duration::from_millis(pl.props.master_timeout_ms);
         let mut to = target.replica();
         // A stale master in another DC that redirects to one in ours still cost a WAN trip.
@@ -269,6 +270,23 @@ impl Node {
         Ok(match near.record {
             Some(r) => (Target::Master(r.master), Some(r.ver)),
             None => (Target::Arbiter(pl.arbiter()), None),
+        })
+    }
+
+    /// `found` (where the master is, and the version that says so), or the new master when
+    /// the found one is down and the bucket fails over ([`Node::tl_fail_over`]).
+    pub(super) async fn tl_live_target(
+        &self,
+        key: &[u8],
+        pl: &Placement,
+        found: (Target, Option<Version>),
+    ) -> Result<(Target, Option<Version>)> {
+        let Target::Master(m) = found.0 else {
+            return Ok(found);
+        };
+        Ok(match self.tl_fail_over(key, pl, m).await? {
+            Some(r) => (Target::Master(r.master), Some(r.ver)),
+            None => found,
         })
     }
 

@@ -33,7 +33,8 @@ impl Node {
                 max: self.kernel().cfg.object_max,
             });
         }
-        let (target, hint_ver) = self.master_target(key, &pl).await?;
+        let found = self.master_target(key, &pl).await?;
+        let (target, hint_ver) = self.tl_live_target(key, &pl, found).await?;
         let op = WriteMsg {
             id: WriteId {
                 node: self.id(),
