@@ -72,6 +72,18 @@ impl BucketProps {
         }
     }
 
+    /// The `default` bucket of a cluster that its configuration does not describe: what a
+    /// Redis Cluster application relies on (ARCHITECTURE.md, "Which mechanism the default
+    /// bucket is"). A timeline bucket — each record's master orders its writes, so one-key
+    /// read-modify-writes are atomic and MULTI/EXEC runs as one group — whose records start
+    /// mastered in the DC that inserts them and whose masters fail over by themselves.
+    pub fn redis_default() -> BucketProps {
+        let mut b = BucketProps::timeline();
+        b.timeline.initial_master = crate::timeline::InitialMaster::InserterDc;
+        b.timeline.failover = true;
+        b
+    }
+
     /// The properties of a timeline bucket with the spec's defaults.
     pub fn timeline() -> BucketProps {
         BucketProps {

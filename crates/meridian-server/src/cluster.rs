@@ -353,7 +353,7 @@ fn first_meta(
     })?;
     buckets
         .entry(meridian_replication::DEFAULT_BUCKET_NAME.to_owned())
-        .or_default()
+        .or_insert_with(BucketProps::redis_default)
         .props
         .n_val
         .get_or_insert(n);

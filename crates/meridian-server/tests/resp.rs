@@ -249,8 +249,19 @@ fn one_dc_three_nodes() -> meridian_server::cluster::EmbeddedConfig {
         wan_latency: Duration::ZERO,
         intra_dc: meridian_net::wan::LinkConfig::ideal(),
         heartbeat: Duration::from_millis(100),
+        buckets: [eventual_default()].into(),
         ..meridian_server::cluster::EmbeddedConfig::default()
     }
+}
+
+/// The `default` bucket as an eventual one (N and quorums by default), for the tests of
+/// eventual semantics through bare keys; a cluster's own default is a timeline bucket
+/// (`BucketProps::redis_default`).
+fn eventual_default() -> (String, meridian_replication::BucketProps) {
+    (
+        "default".to_owned(),
+        meridian_replication::BucketProps::default(),
+    )
 }
 
 /// Runs blocking `redis` crate code off the runtime.
@@ -1103,8 +1114,8 @@ mod cluster_mode {
     use meridian_net::wan::LinkConfig;
     use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
 
-    /// An embedded 2-DC × 2-node cluster on port 0, no WAN delay (shared with
-    /// `cluster_slots`).
+    /// An embedded 2-DC × 2-node cluster on port 0, no WAN delay, its `default` bucket
+    /// eventual (shared with `cluster_slots` and the transaction tests).
     pub(crate) async fn cluster() -> Embedded {
         let cfg = EmbeddedConfig {
             dcs: 2,
@@ -1112,6 +1123,7 @@ mod cluster_mode {
             wan_latency: Duration::ZERO,
             intra_dc: LinkConfig::ideal(),
             heartbeat: Duration::from_millis(100),
+            buckets: [eventual_default()].into(),
             ..EmbeddedConfig::default()
         };
         start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
@@ -1504,6 +1516,7 @@ mod cluster_mode {
             wan_latency: WAN,
             intra_dc: LinkConfig::ideal(),
             heartbeat: Duration::from_millis(100),
+            buckets: [eventual_default()].into(),
             ..EmbeddedConfig::default()
         };
         start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
@@ -1656,7 +1669,7 @@ mod cluster_mode {
                 wan_latency: Duration::ZERO,
                 intra_dc: LinkConfig::ideal(),
                 heartbeat: Duration::from_millis(100),
-                buckets: [("tl".to_owned(), tl)].into(),
+                buckets: [("tl".to_owned(), tl), eventual_default()].into(),
                 ..EmbeddedConfig::default()
             };
             start_embedded(cfg, Duration::from_secs(60)).await.unwrap()

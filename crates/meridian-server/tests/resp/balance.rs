@@ -33,6 +33,7 @@ async fn balance_cluster() -> Embedded {
         buckets: [
             ("tl".to_owned(), BucketProps::timeline()),
             ("hot".to_owned(), hot),
+            super::eventual_default(),
         ]
         .into(),
         ..EmbeddedConfig::default()

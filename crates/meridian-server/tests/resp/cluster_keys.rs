@@ -308,7 +308,8 @@ async fn scan_keys_and_dbsize_list_transactional_keys_once_per_dc() {
     c.shutdown().await;
 }
 
-/// A 2 × 2 cluster with `buckets` beside the default one.
+/// A 2 × 2 cluster with `buckets` beside the default one (eventual unless `buckets` says
+/// otherwise).
 async fn cluster_with(buckets: &[(&str, BucketProps)]) -> Embedded {
     let cfg = EmbeddedConfig {
         dcs: 2,
@@ -316,7 +317,9 @@ async fn cluster_with(buckets: &[(&str, BucketProps)]) -> Embedded {
         wan_latency: Duration::ZERO,
         intra_dc: meridian_net::wan::LinkConfig::ideal(),
         heartbeat: Duration::from_millis(100),
-        buckets: buckets.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
+        buckets: std::iter::once(super::eventual_default())
+            .chain(buckets.iter().map(|(n, p)| (n.to_string(), *p)))
+            .collect(),
         ..EmbeddedConfig::default()
     };
     start_embedded(cfg, Duration::from_secs(60)).await.unwrap()

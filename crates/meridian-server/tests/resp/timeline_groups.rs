@@ -1,5 +1,6 @@
-//! MULTI/EXEC and WATCH on timeline buckets, through the RESP front end of an embedded 2-DC ×
-//! 2-node cluster (port 0), clients on nodes of both DCs: EXEC answers as Redis does and
+//! The default bucket of a cluster (a timeline bucket: `BucketProps::redis_default`) through
+//! the RESP front end of an embedded 2-DC × 2-node cluster (port 0), clients on nodes of both
+//! DCs: EXEC answers as Redis does and
 //! applies all or nothing, WATCH makes EXEC answer nil when a watched key changed, keys
 //! mastered in different DCs are gathered at one master, WATCH retry loops lose no increment,
 //! a reader never sees half of an EXEC, and a SET NX lock never has two holders.
@@ -9,22 +10,19 @@ use super::*;
 use bytes::Bytes;
 use meridian_net::wan::LinkConfig;
 use meridian_replication::BucketProps;
-use meridian_replication::timeline::InitialMaster;
 use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
 
-/// A cluster with the timeline bucket `tl`, whose records start mastered in the DC that
-/// inserts them (so two keys of one slot can have masters in different DCs).
+/// A cluster as `meridian up` makes it: its `default` bucket is the timeline bucket of
+/// `BucketProps::redis_default`, whose records start mastered in the DC that inserts them (so
+/// two keys of one slot can have masters in different DCs). Bucket `ev` is eventual.
 async fn tl_cluster() -> Embedded {
-    let mut tl = BucketProps::timeline();
-    tl.timeline.initial_master = InitialMaster::InserterDc;
-    tl.timeline.master_timeout_ms = 2000;
     let cfg = EmbeddedConfig {
         dcs: 2,
         nodes_per_dc: 2,
         wan_latency: Duration::ZERO,
         intra_dc: LinkConfig::ideal(),
         heartbeat: Duration::from_millis(100),
-        buckets: [("tl".to_owned(), tl)].into(),
+        buckets: [("ev".to_owned(), BucketProps::default())].into(),
         ..EmbeddedConfig::default()
     };
     start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
@@ -47,30 +45,30 @@ async fn exec_and_watch_answer_as_redis_and_apply_all_or_nothing() {
     let c = tl_cluster().await;
     let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
     a.roundtrip(
-        b"MULTI\r\nSET tl:{t}a 1\r\nINCRBY tl:{t}b 5\r\nAPPEND tl:{t}a x\r\nGET tl:{t}a\r\nEXEC\r\n",
+        b"MULTI\r\nSET {t}a 1\r\nINCRBY {t}b 5\r\nAPPEND {t}a x\r\nGET {t}a\r\nEXEC\r\n",
         b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*4\r\n+OK\r\n:5\r\n:2\r\n$2\r\n1x\r\n",
     )
     .await;
     // Read from the other DC: the master's values.
-    assert_eq!(b.cmd(&[b"GET", b"tl:{t}a"]).await, bulk("1x"));
-    assert_eq!(b.cmd(&[b"GET", b"tl:{t}b"]).await, bulk("5"));
+    assert_eq!(b.cmd(&[b"GET", b"{t}a"]).await, bulk("1x"));
+    assert_eq!(b.cmd(&[b"GET", b"{t}b"]).await, bulk("5"));
     // A command's own error is its reply; the others apply (Redis runs every queued one).
     a.roundtrip(
-        b"MULTI\r\nINCR tl:{t}a\r\nINCR tl:{t}b\r\nEXEC\r\n",
+        b"MULTI\r\nINCR {t}a\r\nINCR {t}b\r\nEXEC\r\n",
         b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n-ERR value is not an integer or out of range\r\n:6\r\n",
     )
     .await;
     // WATCH: a change by another client (the other DC) makes EXEC answer nil, nothing applied.
-    assert_eq!(a.cmd(&[b"WATCH", b"tl:{t}b"]).await, ok());
-    assert_eq!(b.cmd(&[b"SET", b"tl:{t}b", b"100"]).await, ok());
+    assert_eq!(a.cmd(&[b"WATCH", b"{t}b"]).await, ok());
+    assert_eq!(b.cmd(&[b"SET", b"{t}b", b"100"]).await, ok());
     a.cmd(&[b"MULTI"]).await;
-    a.cmd(&[b"SET", b"tl:{t}c", b"never"]).await;
+    a.cmd(&[b"SET", b"{t}c", b"never"]).await;
     assert_eq!(a.cmd(&[b"EXEC"]).await, Frame::Null);
-    assert_eq!(b.cmd(&[b"EXISTS", b"tl:{t}c"]).await, Frame::Integer(0));
+    assert_eq!(b.cmd(&[b"EXISTS", b"{t}c"]).await, Frame::Integer(0));
     // Unchanged: EXEC runs; WATCH is forgotten after it.
-    a.cmd(&[b"WATCH", b"tl:{t}b"]).await;
+    a.cmd(&[b"WATCH", b"{t}b"]).await;
     a.cmd(&[b"MULTI"]).await;
-    a.cmd(&[b"INCR", b"tl:{t}b"]).await;
+    a.cmd(&[b"INCR", b"{t}b"]).await;
     assert_eq!(
         a.cmd(&[b"EXEC"]).await,
         Frame::Array(vec![Frame::Integer(101)])
@@ -79,8 +77,8 @@ async fn exec_and_watch_answer_as_redis_and_apply_all_or_nothing() {
     let e = match a
         .roundtrip_frames(&[
             &[b"MULTI"],
-            &[b"SET", b"tl:{t}a", b"no"],
-            &[b"SET", b"tl:{u}a", b"no"],
+            &[b"SET", b"{t}a", b"no"],
+            &[b"SET", b"{u}a", b"no"],
             &[b"EXEC"],
         ])
         .await
@@ -93,8 +91,8 @@ async fn exec_and_watch_answer_as_redis_and_apply_all_or_nothing() {
     let e = match a
         .roundtrip_frames(&[
             &[b"MULTI"],
-            &[b"SET", b"tl:{t}a", b"no"],
-            &[b"SET", b"{t}plain", b"no"],
+            &[b"SET", b"{t}a", b"no"],
+            &[b"SET", b"ev:{t}plain", b"no"],
             &[b"EXEC"],
         ])
         .await
@@ -107,7 +105,7 @@ async fn exec_and_watch_answer_as_redis_and_apply_all_or_nothing() {
         e.contains("of type eventual") && e.contains("timeline"),
         "{e}"
     );
-    assert_eq!(a.cmd(&[b"GET", b"tl:{t}a"]).await, bulk("1x"));
+    assert_eq!(a.cmd(&[b"GET", b"{t}a"]).await, bulk("1x"));
     c.shutdown().await;
 }
 
@@ -116,8 +114,8 @@ async fn keys_mastered_in_different_dcs_are_gathered_at_one_master() {
     let c = tl_cluster().await;
     let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
     // Inserted from each DC: each record starts mastered in its inserter's DC.
-    assert_eq!(a.cmd(&[b"SET", b"tl:{g}x", b"1"]).await, ok());
-    assert_eq!(b.cmd(&[b"SET", b"tl:{g}y", b"1"]).await, ok());
+    assert_eq!(a.cmd(&[b"SET", b"{g}x", b"1"]).await, ok());
+    assert_eq!(b.cmd(&[b"SET", b"{g}y", b"1"]).await, ok());
     let master = |key: &[u8]| {
         c.node(0)
             .tl_local(key)
@@ -125,13 +123,13 @@ async fn keys_mastered_in_different_dcs_are_gathered_at_one_master() {
             .map(|r| r.master.node)
             .expect("a record")
     };
-    let before = (master(b"tl:{g}x"), master(b"tl:{g}y"));
+    let before = (master(b"{g}x"), master(b"{g}y"));
     assert_ne!(before.0, before.1, "the test needs two masters");
     let reply = a
         .roundtrip_frames(&[
             &[b"MULTI"],
-            &[b"INCR", b"tl:{g}x"],
-            &[b"INCR", b"tl:{g}y"],
+            &[b"INCR", b"{g}x"],
+            &[b"INCR", b"{g}y"],
             &[b"EXEC"],
         ])
         .await
@@ -140,8 +138,8 @@ async fn keys_mastered_in_different_dcs_are_gathered_at_one_master() {
         reply,
         Some(Frame::Array(vec![Frame::Integer(2), Frame::Integer(2)]))
     );
-    assert_eq!(b.cmd(&[b"GET", b"tl:{g}x"]).await, bulk("2"));
-    assert_eq!(b.cmd(&[b"GET", b"tl:{g}y"]).await, bulk("2"));
+    assert_eq!(b.cmd(&[b"GET", b"{g}x"]).await, bulk("2"));
+    assert_eq!(b.cmd(&[b"GET", b"{g}y"]).await, bulk("2"));
     c.shutdown().await;
 }
 
@@ -156,10 +154,10 @@ async fn concurrent_clients_in_both_dcs_lose_nothing_and_see_no_half_exec() {
         tasks.push(tokio::spawn(async move {
             let mut done = 0;
             while done < LOOPS {
-                con.cmd(&[b"WATCH", b"tl:{w}n"]).await;
-                let next = (number(&con.cmd(&[b"GET", b"tl:{w}n"]).await) + 1).to_string();
+                con.cmd(&[b"WATCH", b"{w}n"]).await;
+                let next = (number(&con.cmd(&[b"GET", b"{w}n"]).await) + 1).to_string();
                 con.cmd(&[b"MULTI"]).await;
-                con.cmd(&[b"SET", b"tl:{w}n", next.as_bytes()]).await;
+                con.cmd(&[b"SET", b"{w}n", next.as_bytes()]).await;
                 if let Frame::Array(_) = con.cmd(&[b"EXEC"]).await {
                     done += 1;
                 }
@@ -174,8 +172,8 @@ async fn concurrent_clients_in_both_dcs_lose_nothing_and_see_no_half_exec() {
                 let r = con
                     .roundtrip_frames(&[
                         &[b"MULTI"],
-                        &[b"INCR", b"tl:{w}a"],
-                        &[b"INCR", b"tl:{w}b"],
+                        &[b"INCR", b"{w}a"],
+                        &[b"INCR", b"{w}b"],
                         &[b"EXEC"],
                     ])
                     .await
@@ -193,8 +191,8 @@ async fn concurrent_clients_in_both_dcs_lose_nothing_and_see_no_half_exec() {
                 let r = con
                     .roundtrip_frames(&[
                         &[b"MULTI"],
-                        &[b"GET", b"tl:{w}a"],
-                        &[b"GET", b"tl:{w}b"],
+                        &[b"GET", b"{w}a"],
+                        &[b"GET", b"{w}b"],
                         &[b"EXEC"],
                     ])
                     .await
@@ -214,15 +212,15 @@ async fn concurrent_clients_in_both_dcs_lose_nothing_and_see_no_half_exec() {
     }
     let mut a = connect(&c, 2).await;
     assert_eq!(
-        a.cmd(&[b"GET", b"tl:{w}n"]).await,
+        a.cmd(&[b"GET", b"{w}n"]).await,
         bulk(&(2 * LOOPS).to_string())
     );
     assert_eq!(
-        a.cmd(&[b"GET", b"tl:{w}a"]).await,
+        a.cmd(&[b"GET", b"{w}a"]).await,
         bulk(&(2 * LOOPS).to_string())
     );
     assert_eq!(
-        a.cmd(&[b"GET", b"tl:{w}b"]).await,
+        a.cmd(&[b"GET", b"{w}b"]).await,
         bulk(&(2 * LOOPS).to_string())
     );
     c.shutdown().await;
@@ -241,7 +239,7 @@ async fn a_set_nx_lock_never_has_two_holders() {
             tries.push(tokio::spawn(async move {
                 let me = format!("{round}-{i}");
                 let got = con
-                    .cmd(&[b"SET", b"tl:lock", me.as_bytes(), b"NX", b"PX", b"60000"])
+                    .cmd(&[b"SET", b"lock", me.as_bytes(), b"NX", b"PX", b"60000"])
                     .await;
                 (con, me, got == ok())
             }));
@@ -255,8 +253,8 @@ async fn a_set_nx_lock_never_has_two_holders() {
             cons.push(con);
         }
         assert_eq!(holders.len(), 1, "round {round}: holders {holders:?}");
-        assert_eq!(cons[3].cmd(&[b"GET", b"tl:lock"]).await, bulk(&holders[0]));
-        assert_eq!(cons[0].cmd(&[b"DEL", b"tl:lock"]).await, Frame::Integer(1));
+        assert_eq!(cons[3].cmd(&[b"GET", b"lock"]).await, bulk(&holders[0]));
+        assert_eq!(cons[0].cmd(&[b"DEL", b"lock"]).await, Frame::Integer(1));
     }
     c.shutdown().await;
 }
