@@ -6,15 +6,18 @@
 # Starts, on loopback:
 #   redis     Redis Cluster, 3 masters (Debian's redis-server, persistence off)
 #   meridian  `meridian up --dcs 1 --nodes-per-dc 3` (one DC, no WAN delay), bucket `bank`
-#             transactional (Clock-SI), bucket `tl` timeline (MULTI/EXEC as one timeline group
-#             at the records' master), the default bucket eventual (N=3, R=W=quorum)
+#             transactional (Clock-SI), bucket `tl` a timeline bucket with the spec's defaults,
+#             bucket `q` eventual (N=3, R=W=quorum), and the default bucket as `meridian up`
+#             makes it (timeline, masters in the inserting DC, failover); on both timeline
+#             buckets MULTI/EXEC is one timeline group at the records' master
 # Each round, the target order alternating:
 #   multi   50 clients, `MULTI; INCRBY {t}a 1; INCRBY {t}b 1; EXEC` back to back for SECONDS
 #           (crates/meridian-server/examples/multi_exec_load.rs; tags random in 10k, so both
 #           keys share a slot, as Redis Cluster requires)
 #   mget8   redis-benchmark, 50 clients, `MGET` of 8 keys of one partition (one hash tag):
 #           on Meridian's transactional bucket that is one read-only snapshot transaction at
-#           one leader; on its eventual bucket, 8 quorum reads; on Redis Cluster, one MGET.
+#           one leader; on its eventual bucket, 8 quorum reads; on the default bucket, 8 reads
+#           at the records' master; on Redis Cluster, one MGET.
 # Prints medians over rounds and the ratios.
 #
 # Ports: 21100-21102 (Redis), 22400.. (Meridian); below the ephemeral range.
@@ -63,13 +66,15 @@ curl -sf -X PUT "127.0.0.1:$((mbase + 1000))/buckets/bank" -H 'content-type: app
   -d '{"type":"transactional"}' >/dev/null
 curl -sf -X PUT "127.0.0.1:$((mbase + 1000))/buckets/tl" -H 'content-type: application/json' \
   -d '{"type":"timeline"}' >/dev/null
+curl -sf -X PUT "127.0.0.1:$((mbase + 1000))/buckets/q" -H 'content-type: application/json' \
+  -d '{"type":"eventual"}' >/dev/null
 
 keys() { # keys PREFIX: 8 keys of one hash tag
   for i in 1 2 3 4 5 6 7 8; do printf '%s{acct}k%d ' "$1" "$i"; done
 }
 # The keys exist (100-byte values), so every read returns data.
 val=$(head -c 100 /dev/zero | tr '\0' v)
-for k in $(keys bank:) $(keys ""); do redis-cli -p "$mbase" SET "$k" "$val" >/dev/null; done
+for k in $(keys bank:) $(keys q:) $(keys ""); do redis-cli -p "$mbase" SET "$k" "$val" >/dev/null; done
 for k in $(keys ""); do redis-cli -c -p "$rbase" SET "$k" "$val" >/dev/null; done
 # redis-benchmark --cluster does not route custom commands: send the MGET to the tag's master.
 rowner=$rbase
@@ -84,6 +89,7 @@ multi() { # multi ROUND TARGET
     redis) r=$("$load" "127.0.0.1:$rbase" 50 "$secs" --cluster) ;;
     meridian) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" bank:) ;;
     meridian-tl) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" tl:) ;;
+    meridian-default) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" "") ;;
   esac
   read -r tps p50 p99 nil errors <<<"$r"
   echo "$1,multi,$2,$tps,$(awk "BEGIN{print $p50/1000}"),$(awk "BEGIN{print $p99/1000}"),$nil,$errors" >>"$csv"
@@ -93,7 +99,8 @@ mget() { # mget ROUND TARGET
   case $2 in
     redis) port=$rowner ;;
     meridian-txn) prefix=bank: ;;
-    meridian-quorum) ;;
+    meridian-quorum) prefix=q: ;;
+    meridian-default) ;;
   esac
   # shellcheck disable=SC2046
    line=$(redis-benchmark -p "$port" -n "$requests" -c 50 --csv MGET $(keys "$prefix") \
@@ -103,9 +110,11 @@ mget() { # mget ROUND TARGET
   echo "$1,mget8,$2,$rps,$p50,$p99,0,0" >>"$csv"
 }
 for r in $(seq 1 "$rounds"); do
-  if ((r % 2)); then order=(redis meridian meridian-tl); else order=(meridian-tl meridian redis); fi
+  if ((r % 2)); then order=(redis meridian meridian-tl meridian-default)
+  else order=(meridian-default meridian-tl meridian redis); fi
   for t in "${order[@]}"; do multi "$r" "$t"; done
-  if ((r % 2)); then order=(redis meridian-txn meridian-quorum); else order=(meridian-quorum meridian-txn redis); fi
+  if ((r % 2)); then order=(redis meridian-txn meridian-quorum meridian-default)
+  else order=(meridian-default meridian-quorum meridian-txn redis); fi
   for t in "${order[@]}"; do mget "$r" "$t"; done
   echo "round $r done" >&2
 done
@@ -118,7 +127,7 @@ def med(test, target, col):
     return statistics.median(v) if v else float("nan")
 print("| test | target | ops/s | p50 ms | p99 ms | ratio to Redis Cluster |")
 print("|---|---|---|---|---|---|")
-for test, targets in [("multi", ["redis", "meridian", "meridian-tl"]), ("mget8", ["redis", "meridian-txn", "meridian-quorum"])]:
+for test, targets in [("multi", ["redis", "meridian", "meridian-tl", "meridian-default"]), ("mget8", ["redis", "meridian-txn", "meridian-quorum", "meridian-default"])]:
     base = med(test, "redis", "ops_per_s")
     for t in targets:
         ops = med(test, t, "ops_per_s")
@@ -127,7 +136,7 @@ txn = med("mget8", "meridian-txn", "ops_per_s")
 quorum = med("mget8", "meridian-quorum", "ops_per_s")
 print(f"\nread-only transaction (8 keys, one partition) vs 8 quorum reads: throughput {txn / quorum:.2f}x, "
       f"p50 {med('mget8', 'meridian-txn', 'p50_ms') / med('mget8', 'meridian-quorum', 'p50_ms'):.2f}x the latency")
-for t in ["meridian", "meridian-tl"]:
+for t in ["meridian", "meridian-tl", "meridian-default"]:
     nil = sum(int(r["nil"]) for r in rows if r["target"] == t)
     err = sum(int(r["errors"]) for r in rows if r["target"] == t)
     print(f"{t} MULTI/EXEC: {nil} nil EXECs, {err} errors over all rounds")

@@ -160,6 +160,7 @@ def expiry_on_every_bucket_type(http, by_dc):
     the other DC, and an expired key is gone everywhere."""
     import time
 
+    put_bucket(http, "ex", {"type": "eventual"})
     put_bucket(http, "tlx", {"type": "timeline"})
     put_bucket(http, "txx", {"type": "transactional"})
     dcs = sorted(by_dc)
@@ -210,6 +211,7 @@ def incr_from_two_dcs(http, by_dc):
     import threading
     import time
 
+    put_bucket(http, "cnt", {"type": "eventual"})
     put_bucket(http, "tlc", {"type": "timeline"})
     nodes = [addr for dc in sorted(by_dc) for addr in by_dc[dc]]
     per_client, errors = 40, []
@@ -325,6 +327,7 @@ def hashes_on_every_bucket_type(http, by_dc):
     import threading
     import time
 
+    put_bucket(http, "hh", {"type": "eventual"})
     put_bucket(http, "tlh", {"type": "timeline"})
     put_bucket(http, "txh", {"type": "transactional"})
     dcs = sorted(by_dc)
@@ -420,12 +423,13 @@ def flushall_resets_the_cluster(http, by_dc):
     one node does the same."""
     import time
 
+    put_bucket(http, "evf", {"type": "eventual"})
     put_bucket(http, "tlf", {"type": "timeline"})
     put_bucket(http, "txf", {"type": "transactional"})
     dcs = sorted(by_dc)
     near = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[0]][0])], decode_responses=True)
     far = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[-1]][0])], decode_responses=True)
-    keys = [f"{b}flush-{i}" for b in ("", "tlf:", "txf:") for i in range(30)]
+    keys = [f"{b}flush-{i}" for b in ("", "evf:", "tlf:", "txf:") for i in range(30)]
     for k in keys:
         near.set(k, "old")
     near.hset("flush-h", mapping={"a": 1})
@@ -437,7 +441,7 @@ def flushall_resets_the_cluster(http, by_dc):
     assert far.mget_nonatomic(keys) == [None] * len(keys)
     assert far.hgetall("flush-h") == {} and far.get("flush-n") is None
     assert far.incr("flush-n") == 1, "a counter starts over"
-    sel = keys[::10]  # three keys of each bucket type
+    sel = keys[::10]  # three keys of each bucket
     for k in sel:
         far.set(k, "new")
     deadline = time.time() + 20

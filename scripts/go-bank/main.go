@@ -1,8 +1,10 @@
 // A bank moved by go-redis v9 `Watch` transactions against a running `meridian up` cluster:
-// clients on a node of each DC move money between accounts on many slots (plain clients, one
-// per node: Meridian nodes serve every key), auditors read every account inside MULTI/EXEC.
-// Every audit must see the same total, no balance may go negative, and the final total must
-// be exact. Run by scripts/cluster-clients.sh: go run . HTTP_URL RESP_ADDR_DC0 RESP_ADDR_DC1
+// clients on a node of each DC move money between accounts (plain clients, one per node:
+// Meridian nodes serve every key), auditors read every account inside MULTI/EXEC. Every
+// audit must see the same total, no balance may go negative, and the final total must be
+// exact. Twice: on a transactional bucket with accounts on many slots, and on the default
+// bucket with accounts under one hash tag (one slot, as Redis Cluster requires). Run by
+// scripts/cluster-clients.sh: go run . HTTP_URL RESP_ADDR_DC0 RESP_ADDR_DC1
 package main
 
 import (
@@ -22,7 +24,10 @@ import (
 const accounts = 20
 const start = 100
 
-func key(i int) string { return fmt.Sprintf("gobank:acct%d", i) }
+// keyFormat names account i: "gobank:acct%d" (transactional) or "{gobank}acct%d" (default).
+var keyFormat = "gobank:acct%d"
+
+func key(i int) string { return fmt.Sprintf(keyFormat, i) }
 
 func transfer(ctx context.Context, c *redis.Client, from, to string, amount int) error {
 	for {
@@ -97,14 +102,29 @@ func main() {
 		redis.NewClient(&redis.Options{Addr: os.Args[2]}),
 		redis.NewClient(&redis.Options{Addr: os.Args[3]}),
 	}
+	code := 0
+	for _, bank := range []struct{ format, label string }{
+		{"gobank:acct%d", "transactional bucket, many slots"},
+		{"{gobank}acct%d", "default bucket, one slot"},
+	} {
+		keyFormat = bank.format
+		if !runBank(ctx, clients, bank.label) {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// runBank runs one bank over accounts named by keyFormat and reports it.
+func runBank(ctx context.Context, clients []*redis.Client, label string) bool {
 	if _, err := clients[0].TxPipelined(ctx, func(p redis.Pipeliner) error {
 		for i := 0; i < accounts; i++ {
 			p.Set(ctx, key(i), start, 0)
 		}
 		return nil
 	}); err != nil {
-		fmt.Println("FAIL go-redis bank: setup:", err)
-		os.Exit(1)
+		fmt.Println("FAIL go-redis bank ("+label+"): setup:", err)
+		return false
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -149,8 +169,9 @@ func main() {
 		fail(fmt.Sprintf("final total %d %v", total, err))
 	}
 	if len(failures) > 0 {
-		fmt.Println("FAIL go-redis bank:", failures)
-		os.Exit(1)
+		fmt.Println("FAIL go-redis bank ("+label+"):", failures)
+		return false
 	}
-	fmt.Println("ok   go-redis bank (Watch/TxPipelined from both DCs, audits in MULTI/EXEC)")
+	fmt.Println("ok   go-redis bank (" + label + "; Watch/TxPipelined from both DCs, audits in MULTI/EXEC)")
+	return true
 }

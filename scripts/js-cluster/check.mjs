@@ -1,8 +1,9 @@
 // ioredis and node-redis (v4) cluster clients, unchanged, against a running `meridian up`:
 // per DC, seeded with one node of it, each client must route every key to that DC through
 // repeated map refreshes, and serve strings, counters, hashes, pipelines (ioredis: keys of
-// different slots on one master, which ioredis groups by a range's whole node list) and SCAN
-// over every master. Run by scripts/cluster-clients.sh: node check.mjs HTTP_URL
+// different slots on one master, which ioredis groups by a range's whole node list), SCAN
+// over every master, and the default bucket's SET NX, APPEND, MULTI/EXEC (and, with ioredis,
+// a WATCH retry loop). Run by scripts/cluster-clients.sh: node check.mjs HTTP_URL
 // Prints one `ok`/`FAIL` line per check and `N passed, M failed` last; exits 1 on a failure.
 
 import Redis from "ioredis";
@@ -98,6 +99,25 @@ async function ioredisInDc(dcOf, dc, seed) {
       } while (cursor !== "0");
     }
     assert(found.size === 50, `SCAN found ${found.size} of 50`);
+    // The default bucket's Redis Cluster guarantees: SET NX, APPEND, MULTI/EXEC and a WATCH
+    // retry loop over keys of one slot.
+    const t = `{${tag}}`;
+    assert((await c.set(`${t}lock`, "me", "NX")) === "OK", "SET NX");
+    assert((await c.set(`${t}lock`, "you", "NX")) === null, "SET NX on a held lock");
+    assert((await c.append(`${t}s`, "ab")) === 2, "APPEND");
+    assert((await c.append(`${t}s`, "c")) === 3, "APPEND again");
+    const tx = await c.multi().incrby(`${t}a`, 2).incrby(`${t}b`, 3).get(`${t}s`).exec();
+    assert(JSON.stringify(tx) === JSON.stringify([[null, 2], [null, 3], [null, "abc"]]),
+      `EXEC ${JSON.stringify(tx)}`);
+    for (let i = 0; i < 5; i++) {
+      for (let attempt = 0; ; attempt++) {
+        assert(attempt < 50, "the WATCH loop never committed");
+        await c.watch(`${t}a`);
+        const v = Number(await c.get(`${t}a`));
+        if ((await c.multi().set(`${t}a`, String(v + 1)).exec()) !== null) break;
+      }
+    }
+    assert((await c.get(`${t}a`)) === "7", "WATCH loop");
   } finally {
     c.disconnect();
   }
@@ -121,6 +141,13 @@ async function nodeRedisInDc(dcOf, dc, seed) {
     assert((await c.hGet(`${tag}:h`, "f")) === "x", "HGET");
     const got = await c.mGet([`{${tag}}a`, `{${tag}}b`]);
     assert(got.length === 2 && got[0] === null, `MGET ${got}`);
+    // The default bucket: SET NX, APPEND and MULTI/EXEC over keys of one slot.
+    const t = `{${tag}}`;
+    assert((await c.set(`${t}lock`, "me", { NX: true })) === "OK", "SET NX");
+    assert((await c.set(`${t}lock`, "you", { NX: true })) === null, "SET NX on a held lock");
+    assert((await c.append(`${t}s`, "ab")) === 2, "APPEND");
+    const tx = await c.multi().incrBy(`${t}a`, 2).incrBy(`${t}b`, 3).get(`${t}s`).exec();
+    assert(JSON.stringify(tx) === JSON.stringify([2, 3, "ab"]), `EXEC ${JSON.stringify(tx)}`);
   } finally {
     await c.disconnect();
   }
@@ -132,9 +159,9 @@ async function main() {
   const seeds = new Map();
   for (const [addr, dc] of dcOf) if (!seeds.has(dc) || addr > seeds.get(dc)) seeds.set(dc, addr);
   for (const [dc, seed] of [...seeds].sort()) {
-    await check(`ioredis Cluster seeded in DC ${dc}: 8 refreshes stay in the DC; strings, counters, hashes, one-master pipelines, SCAN`,
+    await check(`ioredis Cluster seeded in DC ${dc}: 8 refreshes stay in the DC; strings, counters, hashes, one-master pipelines, SCAN, SET NX, APPEND, MULTI/EXEC, WATCH`,
       () => ioredisInDc(dcOf, dc, seed));
-    await check(`node-redis cluster seeded in DC ${dc}: masters in the DC; strings, counters, hashes, MGET`,
+    await check(`node-redis cluster seeded in DC ${dc}: masters in the DC; strings, counters, hashes, MGET, SET NX, APPEND, MULTI/EXEC`,
       () => nodeRedisInDc(dcOf, dc, seed));
   }
   console.log(`js-cluster (ioredis, node-redis): ${passed} passed, ${failed} failed`);

@@ -6,10 +6,12 @@ use crate::node_cmd::{LogFormat, init_logging, stop_on_signal};
 use crate::signals::ShutdownSignals;
 use anyhow::Context;
 use clap::Args;
+use meridian_replication::{BucketProps, DEFAULT_BUCKET_NAME};
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
 use meridian_server::config::{
     BalanceSection, NodeConfig, PlannerSection, S3Section, ServiceModel, TxnSection,
 };
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -23,6 +25,7 @@ EXAMPLES:
     meridian up --processes --dcs 2 --nodes-per-dc 2   one `meridian node` process per node
     meridian up --dcs 1 --nodes-per-dc 4 --service-model fixed:30 --read-workers 1
     meridian up --txn-planner --txn-plan-interval 5s   move transactional keys used together
+    meridian up --default-bucket eventual          bare keys get siblings and CRDTs
     redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
@@ -104,6 +107,21 @@ pub struct UpArgs {
     /// Serve S3 requests without a signature: anyone who can connect reads and writes.
     #[arg(long)]
     pub(crate) s3_open: bool,
+    /// The type of the `default` bucket (bare keys): `timeline`, Redis Cluster's guarantees
+    /// (atomic read-modify-writes, MULTI/EXEC, masters that fail over); or `eventual`,
+    /// Dynamo-style quorums with siblings and CRDT counters and hashes.
+    #[arg(long, value_enum, default_value_t = DefaultBucket::Timeline, value_name = "TYPE")]
+    pub(crate) default_bucket: DefaultBucket,
+}
+
+/// The `default` bucket `meridian up` gives its cluster (`--default-bucket`).
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DefaultBucket {
+    /// `BucketProps::redis_default`: a timeline bucket whose masters start in the inserting
+    /// DC and fail over by themselves.
+    Timeline,
+    /// An eventual bucket with the spec's quorums.
+    Eventual,
 }
 
 impl UpArgs {
@@ -142,6 +160,17 @@ impl UpArgs {
             planner.min_residence_ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         }
         TxnSection { planner }
+    }
+
+    /// The `[buckets]` every node gets from `--default-bucket` (none: the cluster's own
+    /// default bucket, `BucketProps::redis_default`).
+    pub(crate) fn buckets(&self) -> BTreeMap<String, BucketProps> {
+        match self.default_bucket {
+            DefaultBucket::Timeline => BTreeMap::new(),
+            DefaultBucket::Eventual => {
+                [(DEFAULT_BUCKET_NAME.to_owned(), BucketProps::default())].into()
+            }
+        }
     }
 
     /// The `[balance]` settings every node gets from the flags.
@@ -204,6 +233,7 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
         seed: args.seed,
         q: args.q,
         n: args.n,
+        buckets: args.buckets(),
         ..EmbeddedConfig::default()
     };
     runtime.block_on(async move {

@@ -115,6 +115,7 @@ fn write_configs(
         let mut c = NodeConfig {
             balance: args.balance(),
             txn: args.txn(),
+            buckets: args.buckets(),
             s3: s3.clone(),
             ..NodeConfig::default()
         };

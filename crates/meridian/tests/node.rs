@@ -674,7 +674,18 @@ fn cluster_of(addr: SocketAddr) -> serde_json::Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-const UP_ARGS: &[&str] = &["--dcs", "2", "--nodes-per-dc", "3", "--wan-latency", "5ms"];
+/// `meridian up` with an eventual default bucket, for the tests of eventual semantics through
+/// bare keys (`up_default_bucket_gives_redis_cluster_guarantees` runs the timeline default).
+const UP_ARGS: &[&str] = &[
+    "--dcs",
+    "2",
+    "--nodes-per-dc",
+    "3",
+    "--wan-latency",
+    "5ms",
+    "--default-bucket",
+    "eventual",
+];
 
 /// `MERIDIAN.GET` → (context, sorted sibling values).
 fn meridian_get(c: &mut redis::Connection, key: &str, r: &str) -> (Option<Vec<u8>>, Vec<String>) {
@@ -815,6 +826,82 @@ fn up_serves_a_two_dc_cluster_over_resp_and_http() {
 }
 
 #[test]
+fn up_default_bucket_gives_redis_cluster_guarantees() {
+    let up = Up::start(&["--dcs", "2", "--nodes-per-dc", "2", "--wan-latency", "5ms"]);
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+    // A write in one DC is read in the other, from the key's master.
+    let () = redis::cmd("SET")
+        .arg("greeting")
+        .arg("hello")
+        .query(&mut a)
+        .unwrap();
+    let got: Option<String> = redis::cmd("GET").arg("greeting").query(&mut b).unwrap();
+    assert_eq!(got.as_deref(), Some("hello"));
+    // SET NX from both DCs: one holder.
+    let mine: Option<String> = redis::cmd("SET")
+        .arg("lock")
+        .arg("a")
+        .arg("NX")
+        .arg("PX")
+        .arg(60_000)
+        .query(&mut a)
+        .unwrap();
+    let theirs: Option<String> = redis::cmd("SET")
+        .arg("lock")
+        .arg("b")
+        .arg("NX")
+        .query(&mut b)
+        .unwrap();
+    assert_eq!((mine.as_deref(), theirs), (Some("OK"), None));
+    // The read-modify-writes an eventual bucket refuses.
+    let n: i64 = redis::cmd("APPEND")
+        .arg("s")
+        .arg("ab")
+        .query(&mut a)
+        .unwrap();
+    let m: i64 = redis::cmd("APPEND")
+        .arg("s")
+        .arg("c")
+        .query(&mut b)
+        .unwrap();
+    assert_eq!((n, m), (2, 3));
+    let f: String = redis::cmd("INCRBYFLOAT")
+        .arg("f")
+        .arg("1.5")
+        .query(&mut b)
+        .unwrap();
+    assert_eq!(f, "1.5");
+    let old: String = redis::cmd("GETSET")
+        .arg("s")
+        .arg("new")
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(old, "abc");
+    // MULTI/EXEC over one slot, and a WATCH loop from each DC.
+    let (x, y): (i64, i64) = redis::pipe()
+        .atomic()
+        .incr("{acct}x", 5)
+        .incr("{acct}y", 7)
+        .query(&mut a)
+        .unwrap();
+    assert_eq!((x, y), (5, 7));
+    for con in [&mut a, &mut b] {
+        let (v,): (i64,) = redis::transaction(con, &["{acct}x"], |con, pipe| {
+            let x: i64 = redis::cmd("GET").arg("{acct}x").query(con)?;
+            pipe.set("{acct}x", x + 1)
+                .ignore()
+                .get("{acct}x")
+                .query(con)
+        })
+        .unwrap();
+        assert!(v == 6 || v == 7, "{v}");
+    }
+    let x: i64 = redis::cmd("GET").arg("{acct}x").query(&mut b).unwrap();
+    assert_eq!(x, 7);
+    up.terminate();
+}
+
+#[test]
 fn up_partition_then_heal_keeps_both_sides_writes_as_siblings() {
     let up = Up::start(UP_ARGS);
     let (mut a, mut b) = (up.redis(0), up.redis(1));
@@ -887,6 +974,8 @@ fn status_of(http: SocketAddr, name: &str) -> String {
 fn up_processes_runs_one_node_per_process_over_tcp() {
     let dir = tempfile::tempdir().unwrap();
     let up = Up::start(&[
+        "--default-bucket",
+        "eventual",
         "--processes",
         "--dcs",
         "2",
@@ -1147,6 +1236,7 @@ fn durable_cluster_node_survives_sigkill_with_no_acknowledged_write_lost() {
             let text = format!(
                 "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
                  [storage]\nengine = \"fjall\"\ndata_dir = \"{}\"\nfsync = \"always\"\n\
+                 [buckets.default]\ntype = \"eventual\"\n\
                  [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 200\n\
                  anti_entropy_ms = 20\nsecret = \"{TEST_PEER_SECRET}\"\n\n{members}",
                 data.display(),
@@ -1354,6 +1444,8 @@ fn put_w2(c: &mut redis::Connection, key: &str) -> redis::RedisResult<Vec<u8>> {
 #[test]
 fn ctl_shows_the_cluster_sets_buckets_and_cuts_and_heals_the_wan() {
     let up = Up::start(&[
+        "--default-bucket",
+        "eventual",
         "--dcs",
         "2",
         "--nodes-per-dc",
@@ -1430,6 +1522,8 @@ fn ctl_shows_the_cluster_sets_buckets_and_cuts_and_heals_the_wan() {
 #[test]
 fn ctl_timeline_force_master_warns_and_needs_yes() {
     let up = Up::start(&[
+        "--default-bucket",
+        "eventual",
         "--dcs",
         "2",
         "--nodes-per-dc",
@@ -1597,6 +1691,7 @@ fn nodes_join_and_leave_a_tcp_cluster_through_the_admin_api_without_losing_write
         };
         let text = format!(
             "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
+             [buckets.default]\ntype = \"eventual\"\n\
              [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 500\n{join}\
              secret = \"{TEST_PEER_SECRET}\"\n\n{members}",
             i + 1
@@ -1930,6 +2025,8 @@ fn balance_of(addr: SocketAddr) -> serde_json::Value {
 #[test]
 fn up_balance_flags_ctl_balance_and_service_models() {
     let up = Up::start(&[
+        "--default-bucket",
+        "eventual",
         "--dcs",
         "1",
         "--nodes-per-dc",
