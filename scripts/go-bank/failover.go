@@ -55,13 +55,22 @@ func failoverMain(args []string) int {
 		fmt.Println("the victim leads no key")
 		return 1
 	}
-	for end := time.Now().Add(time.Second); time.Now().Before(end); {
+	// Writes before the kill; a node that has just restarted refuses them until its detector
+	// hears a majority of the members (a second or so): wait that out, at most 30 s.
+	wrote, end := 0, time.Now().Add(30*time.Second)
+	var lastErr error
+	for wrote < 3*len(mine) && time.Now().Before(end) {
 		for _, k := range mine {
-			if err := c.Set(ctx, k, "before", 0).Err(); err != nil {
-				fmt.Println("SET before the kill:", err)
-				return 1
+			if lastErr = c.Set(ctx, k, "before", 0).Err(); lastErr != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
 			}
+			wrote++
 		}
+	}
+	if wrote < 3*len(mine) {
+		fmt.Println("SET before the kill:", lastErr)
+		return 1
 	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		fmt.Println("kill:", err)

@@ -34,21 +34,34 @@ async function main() {
     }
   }
   if (mine.length === 0) throw new Error("the victim leads no key");
-  for (const end = Date.now() + 1000; Date.now() < end; ) {
-    for (const k of mine) await c.set(k, "before");
+  // Writes before the kill; a node that has just restarted refuses them until its detector
+  // hears a majority of the members (a second or so): wait that out, at most 30 s.
+  let wrote = 0;
+  for (const end = Date.now() + 30000; wrote < 3 * mine.length && Date.now() < end; ) {
+    for (const k of mine) {
+      try {
+        await c.set(k, "before");
+        wrote += 1;
+      } catch {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
   }
+  if (wrote < 3 * mine.length) throw new Error("the victim's keys refused writes before the kill");
   process.kill(Number(pid), "SIGKILL");
   const killed = Date.now();
+  let last = null;
   for (let i = 0; Date.now() - killed < 60000; i++) {
     try {
       await c.set(mine[i % mine.length], "after");
       console.log(((Date.now() - killed) / 1000).toFixed(3));
       return 0;
-    } catch {
+    } catch (e) {
+      last = e;
       await new Promise((r) => setTimeout(r, 20));
     }
   }
-  console.log("timeout");
+  console.log(`timeout (last error: ${last})`);
   return 1;
 }
 

@@ -91,30 +91,42 @@ impl FailureDetector {
 
     /// Records a heartbeat from `peer` received at `now`. A heartbeat older than the last one
     /// (reordered on the network) only confirms the peer is alive and adds no interval.
+    ///
+    /// A heartbeat that ends a silence long enough to have the peer suspected (an outage, a
+    /// restart) starts its history over instead of adding the silence as an interval: one
+    /// outage in the window would otherwise teach the detector to wait many times longer
+    /// before it suspects the peer again.
     pub fn heartbeat(&mut self, peer: NodeId, now: Timestamp) {
-        let first = self.config.first_interval.as_micros() as f64;
         let window = self.config.window.max(1);
+        let suspected = self.peers.contains_key(&peer) && !self.is_up(peer, now);
         match self.peers.get_mut(&peer) {
-            None => {
-                // Seed the history with the assumed interval (and a spread around it), so the
-                // second heartbeat is judged against something sensible.
-                let mut h = History {
-                    last: now,
-                    intervals_us: VecDeque::with_capacity(window),
-                    sum: 0.0,
-                    sum_sq: 0.0,
-                };
-                h.push(first - first / 4.0, window);
-                h.push(first + first / 4.0, window);
-                self.peers.insert(peer, h);
-            }
-            Some(h) if now > h.last => {
+            Some(h) if now > h.last && !suspected => {
                 let interval = now.duration_since(h.last).as_micros() as f64;
                 h.push(interval, window);
                 h.last = now;
             }
-            Some(_) => {}
+            Some(h) if now <= h.last => {}
+            _ => {
+                let h = self.seeded(now);
+                self.peers.insert(peer, h);
+            }
         }
+    }
+
+    /// A history with only the assumed interval (and a spread around it), so the next
+    /// heartbeat is judged against something sensible.
+    fn seeded(&self, now: Timestamp) -> History {
+        let first = self.config.first_interval.as_micros() as f64;
+        let window = self.config.window.max(1);
+        let mut h = History {
+            last: now,
+            intervals_us: VecDeque::with_capacity(window),
+            sum: 0.0,
+            sum_sq: 0.0,
+        };
+        h.push(first - first / 4.0, window);
+        h.push(first + first / 4.0, window);
+        h
     }
 
     /// The suspicion level of `peer` at `now`; infinite for a peer never heard from.
@@ -245,6 +257,29 @@ mod tests {
         let gap = Duration::from_millis(2_200);
         assert!(jittery.is_up(PEER, last_j.saturating_add(gap)));
         assert!(!steady.is_up(PEER, last_s.saturating_add(gap)));
+    }
+
+    #[test]
+    fn an_outage_does_not_teach_the_detector_to_wait_longer() {
+        let mut d = regular(100, 10_000);
+        let down_after = |d: &FailureDetector, from_ms: u64| {
+            (from_ms..from_ms + 60_000)
+                .step_by(10)
+                .find(|&t| !d.is_up(PEER, at_ms(t)))
+                .map(|t| t - from_ms)
+                .expect("suspected within a minute")
+        };
+        let before = down_after(&d, 10_000);
+        // Thirty seconds of silence (a crash), then the peer is back on its old rhythm.
+        for t in (40_000..=50_000).step_by(100) {
+            d.heartbeat(PEER, at_ms(t));
+        }
+        assert!(d.is_up(PEER, at_ms(50_000)));
+        let after = down_after(&d, 50_000);
+        assert!(
+            after <= before + 200,
+            "suspected after {after} ms, {before} ms before"
+        );
     }
 
     #[test]
