@@ -13,7 +13,8 @@
 # Each round, the target order alternating:
 #   multi   50 clients, `MULTI; INCRBY {t}a 1; INCRBY {t}b 1; EXEC` back to back for SECONDS
 #           (crates/meridian-server/examples/multi_exec_load.rs; tags random in 10k, so both
-#           keys share a slot, as Redis Cluster requires)
+#           keys share a slot, as Redis Cluster requires; each transaction sent to the node
+#           CLUSTER SLOTS names for its slot, on every target)
 #   mget8   redis-benchmark, 50 clients, `MGET` of 8 keys of one partition (one hash tag):
 #           on Meridian's transactional bucket that is one read-only snapshot transaction at
 #           one leader; on its eventual bucket, 8 quorum reads; on the default bucket, 8 reads
@@ -87,9 +88,10 @@ multi() { # multi ROUND TARGET
   local r
   case $2 in
     redis) r=$("$load" "127.0.0.1:$rbase" 50 "$secs" --cluster) ;;
-    meridian) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" bank:) ;;
-    meridian-tl) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" tl:) ;;
-    meridian-default) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" "") ;;
+    # Every target's clients route by CLUSTER SLOTS, as a cluster client does.
+    meridian) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" bank: --cluster) ;;
+    meridian-tl) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" tl: --cluster) ;;
+    meridian-default) r=$("$load" "127.0.0.1:$mbase" 50 "$secs" "" --cluster) ;;
   esac
   read -r tps p50 p99 nil errors <<<"$r"
   echo "$1,multi,$2,$tps,$(awk "BEGIN{print $p50/1000}"),$(awk "BEGIN{print $p99/1000}"),$nil,$errors" >>"$csv"

@@ -25,9 +25,9 @@
 //! runs again and finds them together.
 
 use crate::cluster_backend::ClusterBackend;
-use crate::resp::cluster_txn::{ATTEMPTS, TxnView, repl_line};
 use crate::resp::common::error_reply;
 use crate::resp::multi::MultiState;
+use crate::resp::txn_view::{ATTEMPTS, TxnView, repl_line};
 use bytes::{Bytes, BytesMut};
 use meridian_redis::{Args, Cmd, Reply};
 use meridian_replication::GroupOutcome;

@@ -34,21 +34,16 @@
 use crate::cluster_backend::ClusterBackend;
 use crate::resp::common::error_reply;
 use crate::resp::multi::MultiState;
+use crate::resp::txn_view::{ATTEMPTS, TxnView, repl_line};
 use bytes::Bytes;
 use meridian_core::Timestamp;
 use meridian_redis::Args;
 use meridian_redis::Cmd;
-use meridian_redis::RedisError;
 use meridian_redis::Reply;
 use meridian_redis::error::{CmdError, raw};
-use meridian_redis::{Entry, EntryRef, View};
-use meridian_replication::{AtomicGroup, ReplicationError, Transaction, TxnOptions};
+use meridian_replication::{AtomicGroup, Transaction, TxnOptions};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// How many times a transaction without WATCH runs before its conflict is reported.
-pub(crate) const ATTEMPTS: u32 = 32;
 
 /// The first and the largest backoff before re-running a transaction refused because a key
 /// was moving, ms: from 1 ms doubling to 64 ms, [`ATTEMPTS`] runs span about 1.7 s — far
@@ -70,72 +65,6 @@ fn is_move(e: &meridian_replication::TxnError) -> bool {
         meridian_replication::TxnError::Aborted(meridian_replication::TxnAbort::KeyMoving(_))
             | meridian_replication::TxnError::WrongPartition { .. }
     )
-}
-
-/// A transaction's view for the string commands: the snapshot reads, then its own writes.
-/// The timeline groups of `cluster_group` run over it too.
-pub(crate) struct TxnView {
-    now: Timestamp,
-    read: BTreeMap<Bytes, Option<Entry>>,
-    writes: BTreeMap<Bytes, Option<Entry>>,
-}
-
-impl TxnView {
-    /// The view over what `keys` read at the snapshot (stored envelopes, expired = absent).
-    pub(crate) fn over(keys: &[Bytes], found: Vec<Option<Bytes>>, now: Timestamp) -> TxnView {
-        let read = keys
-            .iter()
-            .cloned()
-            .zip(found.into_iter().map(|raw| Entry::live(raw, now)))
-            .collect();
-        TxnView {
-            now,
-            read,
-            writes: BTreeMap::new(),
-        }
-    }
-
-    /// The view's writes: each key's new entry (`None`: deleted).
-    pub(crate) fn into_writes(self) -> BTreeMap<Bytes, Option<Entry>> {
-        self.writes
-    }
-
-    /// Buffers the view's writes in the transaction, as stored envelopes.
-    fn write_back(self, t: &mut Transaction) -> Result<(), meridian_replication::TxnError> {
-        for (k, v) in self.writes {
-            let v = v.map(|e| e.encode());
-            t.write(k, v)?;
-        }
-        Ok(())
-    }
-}
-
-impl View for TxnView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>, RedisError> {
-        if let Some(w) = self.writes.get(key) {
-            return Ok(w.clone());
-        }
-        match self.read.get(key) {
-            Some(v) => Ok(v.clone()),
-            // Every key of the commands was read first; a command reaching for another is a
-            // bug in the key positions, not the client's fault.
-            None => Err(RedisError::Corrupt("a key outside the transaction's reads")),
-        }
-    }
-
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<(), RedisError> {
-        let v = value.map(EntryRef::to_entry);
-        self.writes.insert(Bytes::copy_from_slice(key), v);
-        Ok(())
-    }
-}
-
-pub(crate) fn repl_line(c: &ClusterBackend, e: ReplicationError) -> String {
-    crate::wire_error::resp_line(&e, |dc| c.dc_name(dc))
 }
 
 /// The connection's session token (0: none yet).

@@ -10,6 +10,7 @@
 //! - `multi`: the MULTI/EXEC/DISCARD/WATCH state machine of a connection;
 //! - `cluster_txn`: MULTI/EXEC and WATCH in cluster mode (transactional buckets);
 //! - `cluster_group`: MULTI/EXEC and WATCH on timeline buckets;
+//! - `txn_view`: the view and limits both cluster transaction paths share;
 //! - `connection`: one client: read, parse every complete request, execute (in cluster mode,
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
@@ -40,6 +41,7 @@ mod cluster_keys;
 mod cluster_strings;
 mod cluster_txn;
 mod common;
+mod txn_view;
 
 mod conn_io;
 mod connection;

@@ -101,29 +101,20 @@ impl Node {
         let (record, _) = if to.node == self.id() {
             self.tl_serve_take_over(key, master.node).await?
         } else {
-            let msg = Msg::Timeline(TimelineMsg::TakeOver {
+            let msg = TimelineMsg::TakeOver {
                 key: key.to_vec(),
                 from: master.node,
-            });
+            };
             let timeout = std::time::Duration::from_millis(pl.props.master_timeout_ms);
-            match self.kernel().transport.request(to.node, msg, timeout).await {
-                Ok(Msg::Timeline(TimelineMsg::WriteReply(r))) => r?,
-                Ok(other) => {
-                    return Err(ReplicationError::ForceMasterRefused {
-                        key: lossy(key),
-                        reason: format!("unexpected reply from {}: {other:?}", to.node),
-                    });
-                }
-                Err(e) => {
-                    return Err(ReplicationError::MasterUnavailable {
-                        key: lossy(key),
-                        master: to.node,
-                        dc: to.dc,
-                        reason: format!("taking over from {} failed: {e}", master.node),
-                        maybe_applied: false,
-                    });
-                }
-            }
+            self.ask_mastership(key, to.node, msg, timeout)
+                .await
+                .map_err(|e| ReplicationError::MasterUnavailable {
+                    key: lossy(key),
+                    master: to.node,
+                    dc: to.dc,
+                    reason: format!("taking over from {} failed: {e}", master.node),
+                    maybe_applied: false,
+                })??
         };
         self.remember_master(key, &record);
         Ok(Some(record))

@@ -229,6 +229,30 @@ impl Node {
         }
     }
 
+    /// Sends a mastership request (`Force`, `TakeOver`) about `key` to `to`: its answer (an
+    /// unexpected reply is `force_master_refused`), or the transport's error.
+    pub(super) async fn ask_mastership(
+        &self,
+        key: &[u8],
+        to: NodeId,
+        msg: TimelineMsg,
+        timeout: Duration,
+    ) -> std::result::Result<Result<(Record, ReplicaRef)>, String> {
+        match self
+            .kernel()
+            .transport
+            .request(to, Msg::Timeline(msg), timeout)
+            .await
+        {
+            Ok(Msg::Timeline(TimelineMsg::WriteReply(r))) => Ok(r),
+            Ok(other) => Ok(Err(ReplicationError::ForceMasterRefused {
+                key: lossy(key),
+                reason: format!("unexpected reply from {to}: {other:?}"),
+            })),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// Notes that this node issued the latest record of a key it masters.
     pub(super) fn mark_confirmed(&self, key: &[u8], record: &Record) {
         if record.master.node != self.id() {
@@ -360,22 +384,13 @@ impl Node {
         let (record, issued_by) = if to.node == self.id() {
             self.tl_serve_force(key)?
         } else {
-            let msg = Msg::Timeline(TimelineMsg::Force { key: key.to_vec() });
-            match self.kernel().transport.request(to.node, msg, timeout).await {
-                Ok(Msg::Timeline(TimelineMsg::WriteReply(r))) => r?,
-                Ok(other) => {
-                    return Err(ReplicationError::ForceMasterRefused {
-                        key: lossy(key),
-                        reason: format!("unexpected reply from {}: {other:?}", to.node),
-                    });
-                }
-                Err(e) => {
-                    return Err(ReplicationError::ForceMasterRefused {
-                        key: lossy(key),
-                        reason: format!("{} did not answer: {e}", to.node),
-                    });
-                }
-            }
+            let msg = TimelineMsg::Force { key: key.to_vec() };
+            self.ask_mastership(key, to.node, msg, timeout)
+                .await
+                .map_err(|e| ReplicationError::ForceMasterRefused {
+                    key: lossy(key),
+                    reason: format!("{} did not answer: {e}", to.node),
+                })??
         };
         self.remember_master(key, &record);
         Ok(TlWriteResult {
