@@ -185,7 +185,7 @@ pub(crate) async fn exec(
         state.cluster_txn = None;
         reply.error(&format!(
             "EXECABORT Transaction discarded: {} cannot run inside MULTI on a cluster node \
-             (transactions there run string commands on transactional buckets)",
+             (transactions there run data commands over the keys they read)",
             q.cmd.spec().name.to_ascii_uppercase()
         ));
         return;

@@ -60,8 +60,9 @@ impl Node {
     /// it was read (`None`: absent).
     ///
     /// # Errors
-    /// `unsupported` when the keys span partitions or repeat; the errors of a timeline write
-    /// (`master_unavailable`, `object_too_large`, ...).
+    /// `unsupported` when the keys span partitions or repeat, or `read` does not hold one
+    /// record per item; the errors of a timeline write (`master_unavailable`,
+    /// `object_too_large`, ...).
     pub async fn tl_commit_group(
         &self,
         items: Vec<GroupItem>,
@@ -72,6 +73,13 @@ impl Node {
         };
         let pl = self.tl_check(&first.key)?;
         self.check_group(&items, &pl)?;
+        if read.len() != items.len() {
+            return Err(ReplicationError::Unsupported {
+                command: "an atomic group".into(),
+                bucket_type: BucketType::Timeline,
+                hint: format!("; {} items but {} records read", items.len(), read.len()),
+            });
+        }
         let masters: Vec<ReplicaRef> = read
             .iter()
             .map(|r| r.as_ref().map_or(pl.arbiter(), |r| r.master))
