@@ -20,7 +20,8 @@ use meridian_core::Timestamp;
 use parking_lot::RwLock;
 use rustc_hash::FxBuildHasher;
 use smallvec::SmallVec;
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::hash::BuildHasher;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -249,25 +250,43 @@ impl Engine for MemEngine {
         if limit == 0 || crate::is_empty_range(&start, &end) {
             return Ok(Vec::new());
         }
-        // Each shard contributes its first `limit` matches; the merged first `limit` of those
-        // are the answer, since every shard's run is already ordered. Every shard is locked
-        // before any is read (in shard order, like batches), so a scan sees a batch entirely
-        // or not at all.
+        // A k-way merge of the shards' ordered runs: the work is `limit` steps of a heap of
+        // one head per shard, whatever the shards hold beyond the answer. Every shard is
+        // locked before any is read (in shard order, like batches), so a scan sees a batch
+        // entirely or not at all.
         let shards: Vec<_> = self.shards.iter().map(|s| s.read()).collect();
+        let range = (
+            start.as_ref().map(|b| &b[..]),
+            end.as_ref().map(|b| &b[..]),
+        );
+        let mut runs: Vec<_> = shards
+            .iter()
+            .map(|shard| {
+                shard
+                    .order
+                    .range::<[u8], _>(range)
+                    .filter_map(move |k| visible_at(&shard.map[&k[..]], at).map(|v| (k, v)))
+                    .filter(move |(_, v)| include_tombstones || !v.is_tombstone())
+            })
+            .collect();
+        let mut heads: Vec<_> = runs.iter_mut().map(Iterator::next).collect();
+        let mut heap: BinaryHeap<Reverse<(&[u8], usize)>> = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| h.as_ref().map(|(k, _)| Reverse((&k[..], i))))
+            .collect();
         let mut all = Vec::new();
-        for shard in &shards {
-            let matches = shard
-                .order
-                .range::<[u8], _>((start.as_ref().map(|b| &b[..]), end.as_ref().map(|b| &b[..])))
-                .filter_map(|k| visible_at(&shard.map[&k[..]], at).map(|v| (k, v)))
-                .filter(|(_, v)| include_tombstones || !v.is_tombstone())
-                .take(limit)
-                .map(|(k, v)| (k.clone(), v));
-            all.extend(matches);
+        while all.len() < limit
+            && let Some(Reverse((_, i))) = heap.pop()
+        {
+            if let Some((k, v)) = heads[i].take() {
+                all.push((k.clone(), v));
+            }
+            heads[i] = runs[i].next();
+            if let Some((k, _)) = &heads[i] {
+                heap.push(Reverse((&k[..], i)));
+            }
         }
-        drop(shards);
-        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        all.truncate(limit);
         Ok(all)
     }
 

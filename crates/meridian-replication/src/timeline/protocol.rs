@@ -20,7 +20,7 @@
 //!   first); `read_critical(v)` does the same and goes to the master only when that copy is
 //!   older than `v`; `read_latest` asks the master, which answers only while it is master.
 //! - **Propagation** (§4): the master applies its record, then queues it for every other
-//!   primary of the key. One sender per peer sends batches in key order, one batch in flight,
+//!   primary of the key. One sender per peer sends batches, oldest queued key first, up to eight in flight,
 //!   and retransmits after `tl_retry` with exponential backoff up to `tl_retry_max`. A queued
 //!   record replaces an older queued record of the same key, so the log is compacted per key: a
 //!   replica may skip versions, never reorder them (apply keeps the higher version).
@@ -78,6 +78,7 @@ use crate::kernel::{Incoming, Node, Protocol};
 use crate::kernel::{Msg, RemoteError};
 use crate::object_store::is_reserved_key;
 use crate::timeline::{Content, Expect, Record, ReplicaRef, TimelineProps, TlStore, Version};
+use queue::KeyQueue;
 use bytes::Bytes;
 use meridian_cluster::bucket_and_key;
 use meridian_core::{DcId, NodeId, PartitionId};
@@ -95,6 +96,7 @@ mod failover;
 mod group;
 mod master;
 mod propagate;
+mod queue;
 mod read;
 mod write;
 
@@ -229,13 +231,21 @@ struct TlCounters {
     caught_up: AtomicU64,
 }
 
+/// Sets and maps keyed by client keys, looked up on every write: hashed (a B-tree compared
+/// long shared key prefixes on each step, a fifth of a timeline SET's CPU), with a per-process
+/// seed so hostile keys cannot aim at one bucket. None of them is iterated.
+type KeySet = std::collections::HashSet<Bytes, foldhash::quality::RandomState>;
+type KeyMap<V> = std::collections::HashMap<Bytes, V, foldhash::quality::RandomState>;
+
 /// Per-peer propagation state.
 #[derive(Debug, Default)]
 struct Outbound {
-    /// The newest unacknowledged record of each key, per peer.
-    pending: BTreeMap<NodeId, BTreeMap<Bytes, Record>>,
-    /// Peers with a batch in flight.
-    inflight: BTreeSet<NodeId>,
+    /// The newest unacknowledged record of each key, per peer, oldest first: batches are
+    /// taken from the front, so the order (and a simulation's replay) does not depend on the
+    /// hash seed.
+    pending: BTreeMap<NodeId, KeyQueue>,
+    /// Batches in flight per peer.
+    inflight: BTreeMap<NodeId, usize>,
     /// Peers backing off after a failed batch: when to retry, and the current delay.
     backoff: BTreeMap<NodeId, (Instant, Duration)>,
 }
@@ -245,7 +255,7 @@ pub(crate) struct Timeline {
     store: TlStore,
     /// Master hints of keys this node is not a replica of, with the version of the record
     /// that named that master (the master waits for it if it has not applied it yet).
-    hints: Mutex<BTreeMap<Bytes, (ReplicaRef, Version)>>,
+    hints: Mutex<KeyMap<(ReplicaRef, Version)>>,
     outbound: Mutex<Outbound>,
     /// Wakes the propagation task (new records queued, a batch acknowledged).
     wake: tokio::sync::Notify,
@@ -259,9 +269,9 @@ pub(crate) struct Timeline {
     /// re-master). For any other record naming it master, an earlier run of this node may
     /// have issued versions beyond it that a crash lost (see [`Node::tl_confirm`] and
     /// the new-generation rule in `decide`).
-    issued_here: Mutex<BTreeSet<Bytes>>,
+    issued_here: Mutex<KeySet>,
     /// Keys already confirmed with the peers this run.
-    peer_checked: Mutex<BTreeSet<Bytes>>,
+    peer_checked: Mutex<KeySet>,
     /// Peers with which a full catch-up pass completed since this node started, under the
     /// layout epoch given (a layout change starts over): for a partition whose other
     /// primaries are all here, this node holds every record they held then.
@@ -317,7 +327,7 @@ impl Timeline {
     pub(crate) fn new(store: TlStore, sync_start: usize) -> Timeline {
         Timeline {
             store,
-            hints: Mutex::new(BTreeMap::new()),
+            hints: Mutex::new(KeyMap::default()),
             outbound: Mutex::new(Outbound::default()),
             wake: tokio::sync::Notify::new(),
             applied: tokio::sync::Notify::new(),
@@ -328,8 +338,8 @@ impl Timeline {
                 after: None,
                 pass_ok: true,
             }),
-            issued_here: Mutex::new(BTreeSet::new()),
-            peer_checked: Mutex::new(BTreeSet::new()),
+            issued_here: Mutex::new(KeySet::default()),
+            peer_checked: Mutex::new(KeySet::default()),
             synced_with: Mutex::new((0, BTreeSet::new())),
             recent_writes: Mutex::new(RecentWrites::default()),
             next_write: AtomicU64::new(0),
@@ -398,7 +408,7 @@ const CONFIRMED_MAX: usize = 1 << 20;
 
 /// Adds `key` to a bounded set of keys; a full set starts over (forgetting only costs a
 /// repeated check).
-fn remember(set: &Mutex<BTreeSet<Bytes>>, key: &[u8]) {
+fn remember(set: &Mutex<KeySet>, key: &[u8]) {
     let mut c = set.lock();
     if c.len() >= CONFIRMED_MAX && !c.contains(key) {
         c.clear();
@@ -608,7 +618,7 @@ impl Node {
             .lock()
             .pending
             .values()
-            .map(BTreeMap::len)
+            .map(KeyQueue::len)
             .sum()
     }
 

@@ -650,17 +650,23 @@ async fn a_hint_fresher_than_the_new_master_waits_there_instead_of_bouncing() {
         .await
         .unwrap();
     converged(&c, &key).await;
-    // The old master's records reach the new one late (300 ms RTT on that link alone), so
-    // the reply naming the new master reaches the coordinator before the hand-over record.
+    // The old master's records reach the new one late (2 s RTT on that link alone), so the
+    // reply naming the new master reaches the coordinator before the hand-over record.
     c.wan
         .set_node_link(
             old_master,
             new_master,
-            LinkConfig::wan(Duration::from_millis(300), 0.0),
+            LinkConfig::wan(Duration::from_secs(2), 0.0),
         )
         .unwrap();
     let mut last = None;
     for i in 0..3 {
+        if i == 2 {
+            // The write that moves the mastership: the coordinator's own hand-over to the
+            // new master is lost too (a cut link), so the new master learns of its
+            // mastership only from a later request.
+            c.wan.cut(Scope::Node(via), Scope::Node(new_master));
+        }
         last = Some(
             c.node(via)
                 .tl_put(&key, val(&format!("m{i}")), Expect::Any)
@@ -671,6 +677,7 @@ async fn a_hint_fresher_than_the_new_master_waits_there_instead_of_bouncing() {
     let migrated = last.unwrap();
     assert_eq!(migrated.record.master.node, new_master);
     assert!(c.node(new_master).tl_local(&key).unwrap().unwrap().ver < migrated.record.ver);
+    c.wan.heal(Scope::Node(via), Scope::Node(new_master));
     // The new master waits for that record instead of forwarding to the old master.
     let w = c
         .node(via)
@@ -1244,4 +1251,68 @@ async fn without_a_majority_nobody_takes_over() {
     c.wan.heal_all();
     let r = converged(&c, &key).await;
     assert_eq!((r.master.node, r.content), (master, val("a")));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_insert_mastered_in_the_writers_dc_is_at_its_master_when_acknowledged() {
+    let c = Cluster::start_with(71, |cfg| {
+        cfg.handoff_interval = Duration::from_secs(3600);
+    })
+    .await;
+    c.set_bucket(
+        "ti",
+        BucketProps {
+            timeline: TimelineProps {
+                master_timeout_ms: 2000,
+                initial_master: meridian_replication::timeline::InitialMaster::InserterDc,
+                ..TimelineProps::default()
+            },
+            ..BucketProps::timeline()
+        },
+    )
+    .await;
+    // The arbiter (first primary) in DC 1, a DC-0 coordinator that is not a replica, and a
+    // replica in DC 0 to master the record.
+    let key = (0..10_000)
+        .map(|i| format!("ti:k{i}").into_bytes())
+        .find(|k| {
+            let p = c.primaries(k);
+            dc_of(p[0]) == DcId(1)
+                && p.iter().any(|n| dc_of(*n) == DcId(0))
+                && coordinator_in(&c, k, 0).is_some()
+        })
+        .unwrap();
+    let via = coordinator_in(&c, &key, 0).unwrap();
+    let arbiter = c.primaries(&key)[0];
+    // The arbiter's own queue to DC 0 is slow: 3 s one way to every DC-0 replica.
+    for n in (1..=DCS * PER_DC)
+        .map(NodeId)
+        .filter(|n| dc_of(*n) == DcId(0) && *n != via)
+    {
+        c.wan
+            .set_node_link(arbiter, n, LinkConfig::wan(Duration::from_secs(6), 0.0))
+            .unwrap();
+    }
+    let w = c
+        .node(via)
+        .tl_put(&key, val("v"), Expect::Absent)
+        .await
+        .unwrap();
+    assert_eq!(w.issued_by.node, arbiter);
+    let master = w.record.master.node;
+    assert_eq!(dc_of(master), DcId(0), "mastered in the writer's DC");
+    assert_eq!(
+        c.node(master).tl_local(&key).unwrap(),
+        Some(w.record.clone()),
+        "the coordinator handed the record to its master before acknowledging"
+    );
+    // So the writer's next write and read are served at once, in its DC.
+    let next = c
+        .node(via)
+        .tl_put(&key, val("w"), Expect::Version(w.record.ver))
+        .await
+        .unwrap();
+    assert_eq!(next.issued_by.node, master);
+    let read = c.node(via).tl_get(&key, ReadMode::Latest).await.unwrap();
+    assert_eq!(read.value(), Some(&b("w")));
 }

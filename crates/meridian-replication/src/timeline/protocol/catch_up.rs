@@ -158,7 +158,7 @@ impl Node {
         let q = out.pending.entry(peer).or_default();
         for k in want {
             if let Some(r) = self.tl_state().store.get(&k)? {
-                q.insert(Bytes::from(k), r);
+                q.offer(&Bytes::from(k), &r);
                 copied += 1;
             }
         }

@@ -76,6 +76,7 @@ impl Node {
             }
             r => r?,
         };
+        self.tl_hand_to_master(key, &record, issued_by, &pl).await;
         if !pl.holds(self.id()) {
             self.remember_master(key, &record);
         }
