@@ -143,6 +143,18 @@ impl FailureDetector {
 
     /// Whether `peer` is considered up at `now`.
     pub fn is_up(&self, peer: NodeId, now: Timestamp) -> bool {
+        // The common case without the exp and log: phi grows with the silence and is
+        // −log10(½) ≈ 0.30 when the silence equals the expected interval, so a silence no
+        // longer than that is up under any threshold above it.
+        if let Some(h) = self.peers.get(&peer)
+            && self.config.threshold > PHI_AT_MEAN
+        {
+            let expected = h.sum / h.intervals_us.len() as f64
+                + self.config.acceptable_pause.as_micros() as f64;
+            if (now.duration_since(h.last).as_micros() as f64) <= expected {
+                return true;
+            }
+        }
         self.phi(peer, now) < self.config.threshold
     }
 
@@ -156,6 +168,9 @@ impl FailureDetector {
         self.peers.keys().copied()
     }
 }
+
+/// phi when the silence equals the expected interval (a little above −log10(½), for margin).
+const PHI_AT_MEAN: f64 = 0.31;
 
 /// −log10 of the probability that a heartbeat comes later than `elapsed`, for normally
 /// distributed intervals, using the logistic approximation of the normal CDF (as Akka does),
@@ -227,6 +242,27 @@ mod tests {
             last = p;
         }
         assert!(last.is_infinite() || last > 8.0);
+    }
+
+    #[test]
+    fn the_fast_path_agrees_with_phi() {
+        let d = regular(500, 30_000);
+        let strict = FailureDetector {
+            config: DetectorConfig {
+                threshold: 0.2,
+                ..DetectorConfig::default()
+            },
+            ..d.clone()
+        };
+        for ms in (30_000..36_000).step_by(10) {
+            let now = at_ms(ms);
+            assert_eq!(
+                d.is_up(PEER, now),
+                d.phi(PEER, now) < d.config.threshold,
+                "{ms}"
+            );
+            assert_eq!(strict.is_up(PEER, now), strict.phi(PEER, now) < 0.2, "{ms}");
+        }
     }
 
     #[test]

@@ -255,10 +255,7 @@ impl Engine for MemEngine {
         // locked before any is read (in shard order, like batches), so a scan sees a batch
         // entirely or not at all.
         let shards: Vec<_> = self.shards.iter().map(|s| s.read()).collect();
-        let range = (
-            start.as_ref().map(|b| &b[..]),
-            end.as_ref().map(|b| &b[..]),
-        );
+        let range = (start.as_ref().map(|b| &b[..]), end.as_ref().map(|b| &b[..]));
         let mut runs: Vec<_> = shards
             .iter()
             .map(|shard| {

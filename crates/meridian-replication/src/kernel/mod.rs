@@ -616,6 +616,17 @@ impl Node {
                 .is_up(peer, self.kernel().clock.now())
     }
 
+    /// How many of `peers` this node's failure detector considers up now (one lock, one
+    /// clock reading for all of them).
+    pub fn count_up(&self, peers: impl IntoIterator<Item = NodeId>) -> usize {
+        let now = self.kernel().clock.now();
+        let detector = self.kernel().detector.lock();
+        peers
+            .into_iter()
+            .filter(|p| *p == self.id() || detector.is_up(*p, now))
+            .count()
+    }
+
     /// Counts a tombstone this replica forgot (eventual reaping, timeline tombstone GC), or
     /// logs why it could not.
     pub(crate) fn count_reap(&self, reaped: Result<bool>) {

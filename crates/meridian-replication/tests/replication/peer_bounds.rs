@@ -278,3 +278,86 @@ async fn hostile_timeline_groups_are_refused_and_apply_nothing() {
             .is_some()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn hostile_take_overs_leave_a_live_masters_record_alone() {
+    use meridian_replication::timeline::{Content, Expect, TimelineProps};
+    use meridian_replication::{ReplicationError, TimelineMsg};
+    let c = Cluster::start(53, Duration::from_secs(3600)).await;
+    let failover = BucketProps {
+        timeline: TimelineProps {
+            failover: true,
+            ..TimelineProps::default()
+        },
+        ..BucketProps::timeline()
+    };
+    c.set_bucket("tf", failover).await;
+    c.set_bucket("tl", BucketProps::timeline()).await;
+    // Keys node 1 holds, mastered by another primary that is up.
+    let held = |bucket: &str| {
+        (0..10_000)
+            .map(|i| format!("{bucket}:k{i}").into_bytes())
+            .find(|k| {
+                let p = c.primaries(k);
+                p.contains(&NodeId(1)) && p[0] != NodeId(1)
+            })
+            .unwrap()
+    };
+    let (key, plain) = (held("tf"), held("tl"));
+    let master = c.primaries(&key)[0];
+    let mut before = Vec::new();
+    for k in [&key, &plain] {
+        let w = c
+            .node(c.primaries(k)[0])
+            .tl_put(k, Content::Value(b("v")), Expect::Any)
+            .await
+            .unwrap();
+        before.push(w.record);
+    }
+    sleep(Duration::from_secs(2)).await;
+    let (t, _) = attacker(&c);
+    let take_over = |key: &[u8], from: NodeId| {
+        let t = &t;
+        let msg = TimelineMsg::TakeOver {
+            key: key.to_vec(),
+            from,
+        };
+        async move {
+            match t
+                .request(NodeId(1), Msg::Timeline(msg), Duration::from_secs(30))
+                .await
+                .unwrap()
+            {
+                Msg::Timeline(TimelineMsg::WriteReply(r)) => r,
+                other => panic!("expected a write reply, got {other:?}"),
+            }
+        }
+    };
+    let refused = |r: Result<_, ReplicationError>, why: &str| match r {
+        Err(e @ ReplicationError::ForceMasterRefused { .. }) => {
+            assert!(e.to_string().contains(why), "{e}")
+        }
+        other => panic!("expected a refusal ({why}), got {other:?}"),
+    };
+    // The master is up: refused.
+    refused(take_over(&key, master).await, "is up");
+    // The serving node itself: refused.
+    refused(take_over(&key, NodeId(1)).await, "is up");
+    // A bucket that does not fail over: refused whoever is named.
+    refused(take_over(&plain, NodeId(77)).await, "does not fail over");
+    // A node that is not a member (never up): the record names another master, so it is
+    // answered as it is, not taken.
+    match take_over(&key, NodeId(77)).await {
+        Ok((r, by)) => {
+            assert_eq!(r, before[0]);
+            assert_eq!(by.node, master);
+        }
+        Err(e) => panic!("expected the record as it is, got {e}"),
+    }
+    // Nothing changed anywhere: every primary holds the master's records.
+    for (k, rec) in [(&key, &before[0]), (&plain, &before[1])] {
+        for p in c.primaries(k) {
+            assert_eq!(c.node(p).tl_local(k).unwrap().as_ref(), Some(rec), "{p}");
+        }
+    }
+}

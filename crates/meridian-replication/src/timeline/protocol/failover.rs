@@ -46,7 +46,7 @@ impl Node {
     pub(crate) fn sees_majority(&self) -> bool {
         let layout = self.layout();
         let members = layout.topology().members();
-        let up = members.iter().filter(|m| self.is_up(m.id)).count();
+        let up = self.count_up(members.iter().map(|m| m.id));
         up * 2 > members.len()
     }
 

@@ -66,7 +66,12 @@ impl Node {
             records: vec![(key.to_vec(), record.clone())],
         });
         let timeout = Duration::from_millis(pl.props.master_timeout_ms).min(HAND_OVER_WAIT);
-        match self.kernel().transport.request(master.node, msg, timeout).await {
+        match self
+            .kernel()
+            .transport
+            .request(master.node, msg, timeout)
+            .await
+        {
             Ok(Msg::Timeline(TimelineMsg::Ack)) => {}
             other => {
                 tracing::debug!(node = %self.id(), to = %master.node, reply = ?other.map(|_| ()), "timeline hand-over not acknowledged; the queue delivers it");
