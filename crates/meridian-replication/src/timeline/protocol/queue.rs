@@ -14,7 +14,11 @@
 use super::newer;
 use crate::timeline::Record;
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashMap};
+// `records` is only probed, never iterated: the order comes from `order`, so the per-process
+// hash seed cannot reach the simulator's replay.
+use std::collections::BTreeMap;
+#[allow(clippy::disallowed_types)]
+use std::collections::HashMap;
 
 #[derive(Debug)]
 struct Entry {
@@ -27,6 +31,7 @@ struct Entry {
 #[derive(Debug, Default)]
 pub(super) struct KeyQueue {
     /// Each queued key's place in line, record, and whether a batch in flight holds it.
+    #[allow(clippy::disallowed_types)]
     records: HashMap<Bytes, Entry, foldhash::quality::RandomState>,
     /// Keys by place in line.
     order: BTreeMap<u64, Bytes>,
