@@ -44,7 +44,7 @@ strategies=(local_first least_outstanding c3 dynamic_snitch)
 
 start_up() { # start_up NAME BASE [FLAGS...]
   local name=$1 base=$2; shift 2
-  "$bin" up --dcs 2 --nodes-per-dc 3 --n 4 --base-port "$base" "$@" >"$out/$name.log" 2>&1 &
+  "$bin" up --dcs 2 --nodes-per-dc 3 --n 4 --base-port "$base" --misrouted serve "$@" >"$out/$name.log" 2>&1 &
   pids+=($!)
   wait_for "$out/$name.log" '^ready'
 }

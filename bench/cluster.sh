@@ -17,7 +17,7 @@ cargo build -q --release -p meridian
 bin="${CARGO_TARGET_DIR:-target}/release/meridian"
 out=bench/out; mkdir -p "$out"
 base=$((20000 + RANDOM % 5000))   # below the ephemeral range (32768+)
-"$bin" up --dcs 2 --nodes-per-dc 3 --wan-latency 100ms --jitter 0% --base-port "$base" \
+"$bin" up --dcs 2 --nodes-per-dc 3 --wan-latency 100ms --jitter 0% --base-port "$base" --misrouted serve \
   >"$out/cluster.log" 2>&1 &
 upid=$!
 single=$((base + 3000))

@@ -60,7 +60,7 @@ for _ in $(seq 1 100); do
 done
 
 mbase=22400
-"$bin" up --dcs 1 --nodes-per-dc 3 --base-port "$mbase" --wan-latency 0ms >"$out/meridian.log" 2>&1 &
+"$bin" up --dcs 1 --nodes-per-dc 3 --base-port "$mbase" --wan-latency 0ms --misrouted serve >"$out/meridian.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 300); do grep -q '^ready' "$out/meridian.log" && break; sleep 0.1; done
 curl -sf -X PUT "127.0.0.1:$((mbase + 1000))/buckets/bank" -H 'content-type: application/json' \

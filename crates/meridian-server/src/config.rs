@@ -15,6 +15,21 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+/// What a cluster node does with a key command sent to a node that is not its slot's master
+/// (`resp.misrouted`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Misrouted {
+    /// Redis Cluster's answer, `-MOVED <slot> <host>:<port>`, naming the slot's master in the
+    /// node's DC's view (`CLUSTER SLOTS`), so cluster clients (which follow it) learn where a
+    /// range went after a failover or a return.
+    #[default]
+    Moved,
+    /// Coordinate it here (any node serves any key), for clients that are not cluster-aware
+    /// and send every key to one node.
+    Serve,
+}
+
 /// Which storage engine a node runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -737,6 +752,10 @@ pub struct RespSection {
     pub max_multibulk_len: usize,
     /// Longest inline (telnet-style) command, in bytes.
     pub max_inline_len: usize,
+    /// Cluster mode: `"moved"` (Redis Cluster's `-MOVED` for a key command whose keys share a
+    /// slot this node is not the master of in its DC's view) or `"serve"` (coordinate every
+    /// key here, for clients that are not cluster-aware).
+    pub misrouted: Misrouted,
 }
 
 impl Default for RespSection {
@@ -748,6 +767,7 @@ impl Default for RespSection {
             max_bulk_len: 512 * 1024 * 1024,
             max_multibulk_len: 1024 * 1024,
             max_inline_len: 64 * 1024,
+            misrouted: Misrouted::Moved,
         }
     }
 }
@@ -1390,6 +1410,7 @@ impl std::fmt::Debug for RespSection {
             .field("max_bulk_len", &self.max_bulk_len)
             .field("max_multibulk_len", &self.max_multibulk_len)
             .field("max_inline_len", &self.max_inline_len)
+            .field("misrouted", &self.misrouted)
             .finish()
     }
 }

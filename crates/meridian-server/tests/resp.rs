@@ -17,6 +17,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+/// An embedded cluster whose nodes coordinate any key where it arrives (`resp.misrouted =
+/// "serve"`): the tests that use it drive plain connections to chosen nodes, as clients that
+/// are not cluster-aware do. `cluster_slots` tests the default, `-MOVED`.
+async fn start_serving(
+    mut cfg: meridian_server::cluster::EmbeddedConfig,
+    ready: Duration,
+) -> meridian_server::Result<meridian_server::cluster::Embedded> {
+    cfg.node.resp.misrouted = meridian_server::config::Misrouted::Serve;
+    meridian_server::cluster::start_embedded(cfg, ready).await
+}
+
 /// A plain HTTP/1.1 request with a JSON body: the status code and the body.
 async fn http_put(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
     let mut stream = TcpStream::connect(addr).await.unwrap();
@@ -1112,7 +1123,7 @@ mod fuzz {
 mod cluster_mode {
     use super::*;
     use meridian_net::wan::LinkConfig;
-    use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+    use meridian_server::cluster::{Embedded, EmbeddedConfig};
 
     /// An embedded 2-DC × 2-node cluster on port 0, no WAN delay, its `default` bucket
     /// eventual (shared with `cluster_slots` and the transaction tests).
@@ -1126,7 +1137,9 @@ mod cluster_mode {
             buckets: [eventual_default()].into(),
             ..EmbeddedConfig::default()
         };
-        start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+        crate::start_serving(cfg, Duration::from_secs(60))
+            .await
+            .unwrap()
     }
 
     /// A raw RESP connection to member `i`.
@@ -1519,7 +1532,9 @@ mod cluster_mode {
             buckets: [eventual_default()].into(),
             ..EmbeddedConfig::default()
         };
-        start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+        crate::start_serving(cfg, Duration::from_secs(60))
+            .await
+            .unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1672,7 +1687,9 @@ mod cluster_mode {
                 buckets: [("tl".to_owned(), tl), eventual_default()].into(),
                 ..EmbeddedConfig::default()
             };
-            start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+            crate::start_serving(cfg, Duration::from_secs(60))
+                .await
+                .unwrap()
         }
 
         fn text(f: &Frame) -> Option<String> {

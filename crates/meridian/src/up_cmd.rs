@@ -9,7 +9,7 @@ use clap::Args;
 use meridian_replication::{BucketProps, DEFAULT_BUCKET_NAME};
 use meridian_server::cluster::{EmbeddedConfig, start_embedded};
 use meridian_server::config::{
-    BalanceSection, NodeConfig, PlannerSection, S3Section, ServiceModel, TxnSection,
+    BalanceSection, Misrouted, NodeConfig, PlannerSection, S3Section, ServiceModel, TxnSection,
 };
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -26,7 +26,8 @@ EXAMPLES:
     meridian up --dcs 1 --nodes-per-dc 4 --service-model fixed:30 --read-workers 1
     meridian up --txn-planner --txn-plan-interval 5s   move transactional keys used together
     meridian up --default-bucket eventual          bare keys get siblings and CRDTs
-    redis-cli -p 7000 SET k v && redis-cli -p 7003 GET k
+    meridian up --misrouted serve                  any node serves any key (no -MOVED)
+    redis-cli -c -p 7000 SET k v && redis-cli -c -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
 Node i (0-based, DC by DC) serves RESP on BASE+i, HTTP on BASE+1000+i and S3 on BASE+3000+i.
@@ -112,6 +113,29 @@ pub struct UpArgs {
     /// Dynamo-style quorums with siblings and CRDT counters and hashes.
     #[arg(long, value_enum, default_value_t = DefaultBucket::Timeline, value_name = "TYPE")]
     pub(crate) default_bucket: DefaultBucket,
+    /// A key command sent to a node that is not its slot's master: `moved`, Redis Cluster's
+    /// `-MOVED` (cluster clients follow it: `redis-cli -c`, ...); or `serve`, coordinated
+    /// where it arrives, for clients that send every key to one node.
+    #[arg(long, value_enum, default_value_t = MisroutedArg::Moved, value_name = "MODE")]
+    pub(crate) misrouted: MisroutedArg,
+}
+
+/// `--misrouted`: [`Misrouted`] as a flag.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MisroutedArg {
+    /// `-MOVED <slot> <host>:<port>`, as Redis Cluster answers.
+    Moved,
+    /// Coordinated by the node that received it.
+    Serve,
+}
+
+impl From<MisroutedArg> for Misrouted {
+    fn from(m: MisroutedArg) -> Misrouted {
+        match m {
+            MisroutedArg::Moved => Misrouted::Moved,
+            MisroutedArg::Serve => Misrouted::Serve,
+        }
+    }
 }
 
 /// The `default` bucket `meridian up` gives its cluster (`--default-bucket`).
@@ -217,6 +241,7 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
         ..NodeConfig::default()
     };
     node.resp.requirepass = args.requirepass.clone();
+    node.resp.misrouted = args.misrouted.into();
     let (s3, made_key) = args.s3();
     node.s3 = s3;
     // Any address: the embedded cluster gives each node its own port.

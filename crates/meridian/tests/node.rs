@@ -568,7 +568,14 @@ struct Up {
 }
 
 impl Up {
+    /// `meridian up ARGS` whose nodes coordinate any key where it arrives (`--misrouted
+    /// serve`): these tests drive plain clients at chosen nodes.
     fn start(args: &[&str]) -> Up {
+        Up::start_with(&[&["--misrouted", "serve"], args].concat())
+    }
+
+    /// `meridian up ARGS`, nothing added.
+    fn start_with(args: &[&str]) -> Up {
         let mut child = Command::new(BIN)
             .arg("up")
             .args(["--base-port", "0"])
@@ -822,6 +829,49 @@ fn up_serves_a_two_dc_cluster_over_resp_and_http() {
     let c = up.cluster(0);
     assert_eq!(c["members"].as_array().unwrap().len(), 6);
     assert_eq!(c["layout"]["q"], 64);
+    up.terminate();
+}
+
+/// `meridian up` as it starts answers a key command sent to a node that is not its slot's
+/// master with Redis Cluster's `-MOVED` naming that master (which serves it), and does nothing.
+#[test]
+fn up_redirects_a_misrouted_key_command_to_its_slots_master() {
+    let up = Up::start_with(&["--dcs", "1", "--nodes-per-dc", "3", "--wan-latency", "0ms"]);
+    let mut a = up.redis(0);
+    let (mut served, mut moved) = (0, 0);
+    for k in 0..64 {
+        let key = format!("k{k}");
+        match redis::cmd("SET").arg(&key).arg("v").query::<()>(&mut a) {
+            Ok(()) => served += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), redis::ErrorKind::Moved, "{e}");
+                let (addr, slot) = e.redirect_node().unwrap();
+                let want: u16 = redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(&key)
+                    .query(&mut a)
+                    .unwrap();
+                assert_eq!(slot, want);
+                assert!(
+                    up.members.iter().any(|m| m.resp.to_string() == addr),
+                    "{addr}"
+                );
+                let mut master = redis::Client::open(format!("redis://{addr}/"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap();
+                let got: Option<String> = redis::cmd("GET").arg(&key).query(&mut master).unwrap();
+                assert_eq!(got, None, "a MOVED write does nothing");
+                let () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg("v")
+                    .query(&mut master)
+                    .unwrap();
+                moved += 1;
+            }
+        }
+    }
+    assert!(served > 0 && moved > 0, "{served} served, {moved} moved");
     up.terminate();
 }
 
@@ -1234,7 +1284,7 @@ fn durable_cluster_node_survives_sigkill_with_no_acknowledged_write_lost() {
             let [resp, http, _] = addrs[i];
             let data = dir.path().join(format!("data{}", i + 1));
             let text = format!(
-                "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
+                "[resp]\nlisten = \"{resp}\"\nmisrouted = \"serve\"\n[http]\nlisten = \"{http}\"\n\
                  [storage]\nengine = \"fjall\"\ndata_dir = \"{}\"\nfsync = \"always\"\n\
                  [buckets.default]\ntype = \"eventual\"\n\
                  [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 200\n\
@@ -1690,7 +1740,7 @@ fn nodes_join_and_leave_a_tcp_cluster_through_the_admin_api_without_losing_write
             ("", (0..3).map(member).collect::<String>())
         };
         let text = format!(
-            "[resp]\nlisten = \"{resp}\"\n[http]\nlisten = \"{http}\"\n\
+            "[resp]\nlisten = \"{resp}\"\nmisrouted = \"serve\"\n[http]\nlisten = \"{http}\"\n\
              [buckets.default]\ntype = \"eventual\"\n\
              [cluster]\nid = {}\nq = 64\nn = 3\nheartbeat_ms = 100\nhandoff_ms = 500\n{join}\
              secret = \"{TEST_PEER_SECRET}\"\n\n{members}",

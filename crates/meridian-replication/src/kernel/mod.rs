@@ -501,6 +501,12 @@ impl Node {
         RwLockReadGuard::map(self.kernel().view.read(), |v| &v.buckets)
     }
 
+    /// Member `id`'s RESP address, when known, without copying the metadata.
+    pub fn member_resp(&self, id: NodeId) -> Option<std::net::SocketAddr> {
+        let view = self.kernel().view.read();
+        view.meta.members.iter().find(|m| m.id == id)?.resp
+    }
+
     /// A copy of the cluster metadata this node follows.
     pub fn meta(&self) -> ClusterMeta {
         self.kernel().view.read().meta.clone()

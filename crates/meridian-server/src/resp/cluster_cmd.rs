@@ -11,15 +11,17 @@
 //! Only the nodes of that view are listed — this DC's, plus another DC's replica standing in
 //! for a range none of this DC's replicas can serve — so a client seeded in a DC, refreshing
 //! from any node it learns of, never routes outside it while the DC holds a live replica of
-//! every range; the other DCs replicate underneath. Any node still serves any key (Meridian
-//! coordinates anywhere), so no MOVED or CROSSSLOT is ever answered: the map steers clients.
+//! every range; the other DCs replicate underneath. A key command sent to a node that is not
+//! its slot's master in this view gets `-MOVED` to that master (`cluster_redirect`; with
+//! `resp.misrouted = "serve"` any node coordinates any key instead). Keys of several slots
+//! in one command are served, not refused with CROSSSLOT: Meridian coordinates anywhere.
 //!
 //! **Failover.** When the failure detector marks a node down (φ-accrual over a cluster node's
 //! 500 ms heartbeats: about 3 s of silence), the next answer names the range's next replica in the DC as its
 //! master, or another DC's up replica when the DC has none; the dead node stays listed as
 //! `master,fail … disconnected` without slots, as Redis lists a failed-over master. When it
 //! returns, its heartbeat makes it up again and the same rule gives its ranges back. A client
-//! that still sends a range's keys to the stand-in is served there: nothing is redirected.
+//! that still sends a range's keys to the stand-in gets `-MOVED` back to it.
 //!
 //! Redis's model has one role per node and one replica set per master, and clients rely on it
 //! (redis-py takes a node's role from the first range it appears in and sends SCAN, KEYS,
@@ -60,17 +62,24 @@ pub fn redis_node_id(id: NodeId) -> String {
     format!("{a:016x}{b:016x}{:08x}", id.0)
 }
 
-/// Which of a partition's replicas (their DCs and liveness, in the layout's claim order) the
-/// cluster commands report as the master of its slots to a node of `my_dc`: the first up
-/// replica in `my_dc`; else the first up replica of any DC; else (every replica down) the
-/// first in `my_dc`, else the first. `None` only for an empty list.
-fn reported_lead(replicas: impl IntoIterator<Item = (DcId, bool)>, my_dc: DcId) -> Option<usize> {
-    let list: Vec<(DcId, bool)> = replicas.into_iter().collect();
-    let find = |ok: &dyn Fn(DcId, bool) -> bool| list.iter().position(|&(dc, up)| ok(dc, up));
-    find(&|dc, up| up && dc == my_dc)
-        .or_else(|| find(&|_, up| up))
-        .or_else(|| find(&|dc, _| dc == my_dc))
-        .or_else(|| (!list.is_empty()).then_some(0))
+/// Which of a partition's replicas (their DCs, in the layout's claim order; `up(i)` the
+/// liveness of the `i`-th) the cluster commands report as the master of its slots to a node
+/// of `my_dc`: the first up replica in `my_dc`; else the first up replica of any DC; else
+/// (every replica down) the first in `my_dc`, else the first. `None` only for an empty list.
+/// `up` is asked lazily, in order, and only as far as the answer needs (a routed request asks
+/// it of nobody when the answering node is its DC's first replica).
+pub(crate) fn reported_lead(
+    dcs: &[DcId],
+    up: impl Fn(usize) -> bool,
+    my_dc: DcId,
+) -> Option<usize> {
+    let mine = |i: &usize| dcs[*i] == my_dc;
+    (0..dcs.len())
+        .filter(mine)
+        .find(|&i| up(i))
+        .or_else(|| (0..dcs.len()).find(|&i| up(i)))
+        .or_else(|| (0..dcs.len()).find(mine))
+        .or_else(|| (!dcs.is_empty()).then_some(0))
 }
 
 /// Whether this node is the reported master of each partition (by index) in its own DC's
@@ -96,8 +105,9 @@ pub(crate) fn served_partitions(cluster: &ClusterBackend) -> Vec<bool> {
                 .iter()
                 .filter_map(|&n| topo.dc_of(n).map(|dc| (n, dc)))
                 .collect();
-            let live = |n: NodeId| up.get(&n).copied().unwrap_or(false);
-            let lead = reported_lead(replicas.iter().map(|&(n, dc)| (dc, live(n))), my_dc);
+            let live = |i: usize| up.get(&replicas[i].0).copied().unwrap_or(false);
+            let dcs: Vec<DcId> = replicas.iter().map(|&(_, dc)| dc).collect();
+            let lead = reported_lead(&dcs, live, my_dc);
             lead.is_some_and(|l| replicas[l].0 == me)
         })
         .collect()
@@ -173,7 +183,8 @@ impl View {
                     .iter()
                     .filter_map(|n| index.get(n).copied())
                     .collect();
-                let lead = reported_lead(list.iter().map(|&i| (nodes[i].dc, nodes[i].up)), my_dc)?;
+                let dcs: Vec<DcId> = list.iter().map(|&i| nodes[i].dc).collect();
+                let lead = reported_lead(&dcs, |j| nodes[list[j]].up, my_dc)?;
                 let (first, last) = ring.slot_range(p);
                 let master = list[lead];
                 Some(RangeView {
@@ -505,8 +516,9 @@ pub(crate) fn cluster(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> R
     Ok(())
 }
 
-/// `READONLY`, `READWRITE`, `ASKING`: accepted in cluster mode (any node serves reads and
-/// writes of any key, so there is nothing to switch).
+/// `READONLY`, `READWRITE`, `ASKING`: accepted in cluster mode. The connection's `READONLY`
+/// flag (kept by the caller) lets read-only commands be served on any node
+/// (`cluster_redirect`); nothing is ever in migration, so `ASKING` changes nothing.
 pub(crate) fn connection_mode(
     ctx: &RespContext,
     reply: &mut Reply,

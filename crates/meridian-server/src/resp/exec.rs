@@ -18,6 +18,7 @@ use crate::cluster_backend::ClusterBackend;
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
+use crate::resp::cluster_redirect;
 pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
 use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
 use crate::resp::info;
@@ -63,6 +64,9 @@ pub(crate) struct Session {
     /// writing the replies (`take_auth_delay`).
     auth_delay: std::time::Duration,
     last_cmd: u8,
+    /// Cluster mode: `READONLY` was sent (and no `READWRITE` since), so read-only commands
+    /// are served here whatever node masters their slot (`cluster_redirect`).
+    pub(crate) readonly: bool,
 }
 
 impl Session {
@@ -76,6 +80,7 @@ impl Session {
             auth_failures: 0,
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
+            readonly: false,
         }
     }
 
@@ -91,6 +96,7 @@ impl Session {
             auth_failures: 0,
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
+            readonly: false,
         }
     }
 
@@ -500,6 +506,10 @@ pub(crate) fn admit<'c>(
         reply.error(&session.multi.refused(Some(cmd), msg));
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
+    if let Some(msg) = cluster_redirect::moved(ctx, session, cmd, args) {
+        reply.error(&session.multi.refused(Some(cmd), msg));
+        return Err((&ctx.rejected_ops, true, Flow::Continue));
+    }
     session.last_cmd = cmd as u8 + 1;
     Ok(cmd)
 }
@@ -793,6 +803,11 @@ fn other(
         Cmd::Cluster => cluster_cmd::cluster(ctx, reply, args).map_err(raw)?,
         Cmd::Readonly | Cmd::Readwrite | Cmd::Asking => {
             cluster_cmd::connection_mode(ctx, reply, cmd).map_err(raw)?;
+            match cmd {
+                Cmd::Readonly => session.readonly = true,
+                Cmd::Readwrite => session.readonly = false,
+                _ => {}
+            }
         }
         Cmd::Multi | Cmd::Exec | Cmd::Discard | Cmd::Watch | Cmd::Unwatch => {
             // The transaction state machine (`multi::step`) answers these before `other`.

@@ -38,6 +38,7 @@ mod cluster_cmd;
 mod cluster_exec;
 mod cluster_group;
 mod cluster_keys;
+mod cluster_redirect;
 mod cluster_strings;
 mod cluster_txn;
 mod common;
@@ -100,6 +101,8 @@ pub struct RespConfig {
     /// "fjall"`), for CONFIG GET `appendonly`/`appendfsync` and INFO `aof_enabled`; `None`:
     /// the in-memory engine, which writes nothing to disk.
     pub durability: Option<meridian_storage::Durability>,
+    /// Cluster mode: what a key command sent to the wrong node gets (`resp.misrouted`).
+    pub misrouted: crate::config::Misrouted,
 }
 
 impl std::fmt::Debug for RespConfig {
@@ -108,6 +111,7 @@ impl std::fmt::Debug for RespConfig {
             .field("limits", &self.limits)
             .field("requirepass", &crate::config::redacted(&self.requirepass))
             .field("durability", &self.durability)
+            .field("misrouted", &self.misrouted)
             .finish()
     }
 }
@@ -124,6 +128,7 @@ impl From<&crate::config::RespSection> for RespConfig {
             },
             requirepass: r.requirepass.clone(),
             durability: None,
+            misrouted: r.misrouted,
         }
     }
 }

@@ -10,7 +10,7 @@ use super::cluster_mode::connect;
 use super::*;
 use meridian_net::wan::LinkConfig;
 use meridian_replication::{BucketProps, ServiceModel, Strategy};
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 use meridian_server::config::BalanceSection;
 
 /// The text of the exact error of an unknown `replica_selection`.
@@ -44,7 +44,9 @@ async fn balance_cluster() -> Embedded {
         hot_period_ms: Some(200),
         ..BalanceSection::default()
     };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 fn error(f: Frame) -> String {

@@ -8,7 +8,7 @@ use super::objects::body;
 use bytes::Bytes;
 use meridian_blob::{ChunkStore, Placement};
 use meridian_net::wan::LinkConfig;
-use meridian_server::cluster::{EmbeddedConfig, start_embedded};
+use meridian_server::cluster::EmbeddedConfig;
 use meridian_server::objects::BlobConfig;
 use std::time::Duration;
 
@@ -62,7 +62,9 @@ async fn chunks_follow_their_homes(placement: Placement) {
         chunk_placement: placement,
         ..BlobConfig::default()
     };
-    let mut c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let mut c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     let objects = 24usize;
     let mut expected = Vec::new();
     for i in 0..objects {
@@ -165,7 +167,9 @@ async fn chunk_repair_restores_missing_chunks_of_live_objects_only() {
         threshold: 0,
         ..BlobConfig::default()
     };
-    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     let data = |seed: usize| -> Vec<u8> {
         (0..(64 << 10) * 3 + 17)
             .map(|j| (j * 13 + seed) as u8)

@@ -9,7 +9,7 @@
 use super::objects::body;
 use super::{PATIENCE, blocking};
 use meridian_server::NodeConfig;
-use meridian_server::cluster::{EmbeddedConfig, start_embedded};
+use meridian_server::cluster::EmbeddedConfig;
 use meridian_server::objects::{BlobConfig, Objects};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -436,7 +436,9 @@ async fn blob_read_and_get_through_every_node_of_a_cluster() {
         ..EmbeddedConfig::default()
     };
     cfg.node.blob = blob_config();
-    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     let f = std::sync::Arc::new(put_all(&c.states[0].objects).await);
     for (i, m) in c.members.iter().enumerate() {
         let addr = m.resp.expect("a RESP address");

@@ -8,7 +8,7 @@
 use super::cluster_mode::{cluster, connect};
 use super::*;
 use meridian_replication::bucket::BucketProps;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 use std::collections::BTreeMap;
 
 fn error(f: Frame) -> String {
@@ -322,7 +322,9 @@ async fn cluster_with(buckets: &[(&str, BucketProps)]) -> Embedded {
             .collect(),
         ..EmbeddedConfig::default()
     };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 async fn tl_cluster() -> Embedded {

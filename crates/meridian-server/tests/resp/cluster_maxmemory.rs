@@ -6,7 +6,7 @@
 
 use super::cluster_mode::connect;
 use super::*;
-use meridian_server::cluster::{Embedded, start_embedded};
+use meridian_server::cluster::Embedded;
 use meridian_server::config::{MemorySection, MemorySize};
 
 const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
@@ -23,7 +23,9 @@ async fn cluster(maxmemory: u64, policy: &str) -> Embedded {
         maxmemory: MemorySize::Bytes(maxmemory),
         maxmemory_policy: policy.into(),
     };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 async fn config_get(c: &mut Raw, name: &str) -> String {

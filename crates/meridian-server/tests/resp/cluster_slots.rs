@@ -2,7 +2,9 @@
 //! `CLUSTER SLOTS`/`SHARDS`/`NODES`/`INFO`/`KEYSLOT`/`MYID`, `READONLY`, `READWRITE`,
 //! `ASKING` in Redis 7's shapes (RESP2 and RESP3), covers every slot exactly once, and each
 //! node maps every slot to a node of its own DC, so a cluster-aware client connected in a DC
-//! sends every single-key command to that DC.
+//! sends every single-key command to that DC. With the default `resp.misrouted = "moved"`,
+//! a key command sent to a node that is not its slot's master there gets `-MOVED` to that
+//! master, which follows failovers and returns.
 
 use super::cluster_mode::{cluster, connect};
 use super::*;
@@ -273,7 +275,7 @@ async fn cluster_commands_reply_in_redis_shapes() {
         "ERR wrong number of arguments for 'cluster|slots' command"
     );
 
-    // Never MOVED or CROSSSLOT: keys of different slots in one command are served.
+    // Never CROSSSLOT: keys of different slots in one command are served.
     assert_ne!(slot_of(b"a"), slot_of(b"b"));
     assert_eq!(
         a.cmd(&[b"MSET", b"a", b"1", b"b", b"2"]).await,
@@ -624,5 +626,178 @@ async fn hostile_cluster_arguments_get_errors_and_the_node_keeps_serving() {
     // The connection and the node still serve.
     assert_eq!(text(&con.cmd(&[b"SET", b"k", b"v"]).await), "OK");
     assert_eq!(text(&con.cmd(&[b"GET", b"k"]).await), "v");
+    c.shutdown().await;
+}
+
+/// A 2-DC × 2-node cluster with the default settings a cluster node has: `-MOVED` for a
+/// misrouted key command, the timeline default bucket.
+async fn redirecting_cluster() -> Embedded {
+    let cfg = meridian_server::cluster::EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::ZERO,
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        ..Default::default()
+    };
+    meridian_server::cluster::start_embedded(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
+}
+
+/// The first key `PREFIX-N` whose slot `pick` accepts, by its owner in `owner`.
+fn key_where(prefix: &str, owner: &[SocketAddr], pick: impl Fn(SocketAddr) -> bool) -> String {
+    (0..100_000)
+        .map(|k| format!("{prefix}-{k}"))
+        .find(|k| pick(owner[usize::from(slot_of(k.as_bytes()))]))
+        .unwrap()
+}
+
+fn moved_to(slot_key: &str, to: SocketAddr) -> Frame {
+    Frame::Error(format!("MOVED {} {to}", slot_of(slot_key.as_bytes())).into())
+}
+
+/// Every node redirects a key of a slot it does not master (in its DC's view) to the master
+/// its own `CLUSTER SLOTS` names, in its DC, and does nothing; it serves its own slots'.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_command_sent_to_another_nodes_slot_is_moved_there_and_does_nothing() {
+    let c = redirecting_cluster().await;
+    for node in 0..4 {
+        let me = c.members[node].resp.unwrap();
+        let owner = owners(&c, node).await;
+        let prefix = format!("n{node}");
+        let theirs = key_where(&prefix, &owner, |o| o != me);
+        let mine = key_where(&prefix, &owner, |o| o == me);
+        let master = owner[usize::from(slot_of(theirs.as_bytes()))];
+        assert_eq!(
+            dc_of(&c, master),
+            c.members[node].dc,
+            "MOVED stays in the DC"
+        );
+
+        let mut con = connect(&c, node).await;
+        let v = format!("v{node}");
+        let set = con.cmd(&[b"SET", theirs.as_bytes(), v.as_bytes()]).await;
+        assert_eq!(set, moved_to(&theirs, master), "node {node}");
+        assert_eq!(
+            con.cmd(&[b"GET", theirs.as_bytes()]).await,
+            moved_to(&theirs, master)
+        );
+        let mut at_master = connect_to(master).await;
+        assert_eq!(
+            at_master.cmd(&[b"GET", theirs.as_bytes()]).await,
+            Frame::Null
+        );
+        let set = at_master
+            .cmd(&[b"SET", theirs.as_bytes(), v.as_bytes()])
+            .await;
+        assert_eq!(set, Frame::Simple("OK".into()));
+        assert_eq!(at_master.cmd(&[b"GET", theirs.as_bytes()]).await, bulk(&v));
+
+        let set = con.cmd(&[b"SET", mine.as_bytes(), v.as_bytes()]).await;
+        assert_eq!(set, Frame::Simple("OK".into()), "node {node}'s own slot");
+        assert_eq!(con.cmd(&[b"GET", mine.as_bytes()]).await, bulk(&v));
+    }
+    c.shutdown().await;
+}
+
+/// What Meridian can serve anywhere is not redirected: keys of several slots in one command,
+/// commands queued in MULTI (EXEC runs them where the bucket decides), read-only commands
+/// after READONLY (until READWRITE), keyless commands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_slot_queued_readonly_and_keyless_commands_are_served_where_they_arrive() {
+    let c = redirecting_cluster().await;
+    let me = c.members[0].resp.unwrap();
+    let owner = owners(&c, 0).await;
+    let theirs = key_where("key", &owner, |o| o != me);
+    let mine = key_where("key", &owner, |o| o == me);
+    let master = owner[usize::from(slot_of(theirs.as_bytes()))];
+    let mut con = connect(&c, 0).await;
+    let ok = Frame::Simple("OK".into());
+
+    let mset = [b"MSET", theirs.as_bytes(), b"1", mine.as_bytes(), b"2"];
+    assert_eq!(con.cmd(&mset).await, ok);
+    let mget = con
+        .cmd(&[b"MGET", theirs.as_bytes(), mine.as_bytes()])
+        .await;
+    assert_eq!(mget, Frame::Array(vec![bulk("1"), bulk("2")]));
+
+    assert_eq!(con.cmd(&[b"MULTI"]).await, ok);
+    let queued = Frame::Simple("QUEUED".into());
+    assert_eq!(con.cmd(&[b"INCR", theirs.as_bytes()]).await, queued);
+    assert_eq!(
+        con.cmd(&[b"EXEC"]).await,
+        Frame::Array(vec![Frame::Integer(2)])
+    );
+
+    assert_eq!(con.cmd(&[b"READONLY"]).await, ok);
+    assert_eq!(con.cmd(&[b"GET", theirs.as_bytes()]).await, bulk("2"));
+    let write = con.cmd(&[b"SET", theirs.as_bytes(), b"x"]).await;
+    assert_eq!(
+        write,
+        moved_to(&theirs, master),
+        "READONLY lets reads through only"
+    );
+    assert_eq!(con.cmd(&[b"READWRITE"]).await, ok);
+    let get = con.cmd(&[b"GET", theirs.as_bytes()]).await;
+    assert_eq!(get, moved_to(&theirs, master));
+
+    assert_eq!(con.cmd(&[b"PING"]).await, Frame::Simple("PONG".into()));
+    assert!(matches!(con.cmd(&[b"DBSIZE"]).await, Frame::Integer(_)));
+    // A pipeline: each misrouted command answers MOVED in its place, the others run.
+    let mut pipeline = Vec::new();
+    for args in [
+        [&b"GET"[..], mine.as_bytes()],
+        [&b"GET"[..], theirs.as_bytes()],
+        [&b"GET"[..], mine.as_bytes()],
+    ] {
+        let req = Frame::Array(args.iter().map(|a| Frame::bulk(a.to_vec())).collect());
+        pipeline.extend_from_slice(&req.to_bytes(false));
+    }
+    con.send(&pipeline).await;
+    assert_eq!(con.frame().await, bulk("2"));
+    assert_eq!(con.frame().await, moved_to(&theirs, master));
+    assert_eq!(con.frame().await, bulk("2"));
+    c.shutdown().await;
+}
+
+/// MOVED follows a failover and a return: while a node is cut off its DC partner serves its
+/// ranges (no MOVED), and once it is back the partner redirects them to it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moved_follows_a_failover_and_the_dead_nodes_return() {
+    let c = redirecting_cluster().await;
+    let victim = 1; // NodeId(2), DC 0
+    let victim_addr = c.members[victim].resp.unwrap();
+    let before = owners(&c, 0).await;
+    let key = key_where("key", &before, |o| o == victim_addr);
+    let mut partner = connect(&c, 0).await;
+    let moved = moved_to(&key, victim_addr);
+    assert_eq!(partner.cmd(&[b"SET", key.as_bytes(), b"1"]).await, moved);
+
+    c.wan.isolate(c.members[victim].id);
+    wait_for_slots(&c, 0, "the victim still leads", |r| {
+        r.iter().all(|r| r.2[0].0 != victim_addr)
+    })
+    .await;
+    let ok = Frame::Simple("OK".into());
+    assert_eq!(partner.cmd(&[b"SET", key.as_bytes(), b"2"]).await, ok);
+
+    c.wan.heal_all();
+    wait_for_slots(&c, 0, "the victim never took its ranges back", |r| {
+        r.iter().any(|r| r.2[0].0 == victim_addr)
+    })
+    .await;
+    assert_eq!(partner.cmd(&[b"GET", key.as_bytes()]).await, moved);
+    let partner_addr = c.members[0].resp.unwrap();
+    wait_for_slots(
+        &c,
+        victim,
+        "the victim does not see its partner back",
+        |r| r.iter().any(|r| r.2[0].0 == partner_addr),
+    )
+    .await;
+    let mut back = connect_to(victim_addr).await;
+    let read = back.cmd(&[b"GET", key.as_bytes()]).await;
+    assert_eq!(read, bulk("2"), "the write taken during the failover");
     c.shutdown().await;
 }

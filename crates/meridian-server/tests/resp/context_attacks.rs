@@ -7,11 +7,11 @@
 
 use super::cluster_mode::connect;
 use super::*;
-use meridian_server::cluster::{Embedded, start_embedded};
+use meridian_server::cluster::Embedded;
 
 /// `meridian up --dcs 1 --nodes-per-dc 3`, on port 0 with ideal links.
 async fn three_nodes() -> Embedded {
-    start_embedded(one_dc_three_nodes(), Duration::from_secs(60))
+    crate::start_serving(one_dc_three_nodes(), Duration::from_secs(60))
         .await
         .unwrap()
 }

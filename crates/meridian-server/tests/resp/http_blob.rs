@@ -20,7 +20,7 @@ use meridian_blob::ObjectMeta;
 use meridian_blob::digest::{hex, md5};
 use meridian_s3::{ChecksumAlgorithm, Checksummer};
 use meridian_server::NodeConfig;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 use meridian_server::objects::{BlobConfig, ByteStream};
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -587,7 +587,9 @@ async fn cluster_nodes_serve_one_object_namespace() {
         node: node_config(),
         ..EmbeddedConfig::default()
     };
-    let cluster: Embedded = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let cluster: Embedded = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     let first = &cluster.members[0];
     let other = cluster
         .members

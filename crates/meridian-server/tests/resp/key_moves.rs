@@ -19,7 +19,7 @@ use bytes::Bytes;
 use meridian_core::{NodeId, PartitionId};
 use meridian_net::wan::LinkConfig;
 use meridian_replication::{BucketProps, EventualNode, TxnProps};
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 use meridian_server::config::{NodeConfig, PlannerSection};
 use std::collections::BTreeMap;
 
@@ -35,7 +35,9 @@ async fn bank_cluster(node: NodeConfig) -> Embedded {
         node,
         ..EmbeddedConfig::default()
     };
-    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     c.node(0)
         .set_bucket("bank", BucketProps::transactional(TxnProps::default()))
         .await
@@ -191,7 +193,9 @@ async fn a_client_at_the_source_leader_rides_out_a_move_over_the_wan() {
         heartbeat: Duration::from_millis(100),
         ..EmbeddedConfig::default()
     };
-    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     c.node(0)
         .set_bucket("bank", BucketProps::transactional(TxnProps::default()))
         .await

@@ -11,7 +11,7 @@ use futures_util::stream;
 use meridian_blob::{ChunkId, MemChunkStore};
 use meridian_core::{Clock, SystemClock};
 use meridian_net::wan::LinkConfig;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 use meridian_server::keyspace::Keyspace;
 use meridian_server::objects::{Backend, BlobConfig, ByteStream, ObjectError, Objects};
 use meridian_storage::MemEngine;
@@ -191,7 +191,9 @@ async fn cluster() -> Embedded {
         ..EmbeddedConfig::default()
     };
     cfg.node.blob = small_chunks(64 << 10);
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 /// A body that yields `prefix` and then waits forever (a client, or its coordinator, that
@@ -641,7 +643,9 @@ async fn a_timeline_bucket_holds_objects_and_refuses_listings() {
         ..EmbeddedConfig::default()
     };
     cfg.node.blob = small_chunks(64 << 10);
-    let c = start_embedded(cfg, Duration::from_secs(60)).await.unwrap();
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
     let d = data(12, 200_000);
     c.states[0]
         .objects

@@ -15,7 +15,7 @@ use meridian_s3::chunked::encode_aws_chunked;
 use meridian_s3::sigv4::{self, Credentials, RequestParts, SigningParams};
 use meridian_s3::{ChecksumAlgorithm, Checksummer, ChunkSigning};
 use meridian_server::NodeConfig;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 use meridian_server::config::S3Section;
 use meridian_server::objects::BlobConfig;
 use rand::{Rng, RngCore, SeedableRng};
@@ -1310,7 +1310,9 @@ async fn s3_cluster() -> Embedded {
         node,
         ..EmbeddedConfig::default()
     };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 fn cluster_client(c: &Embedded, i: usize) -> Client {

@@ -10,7 +10,7 @@ use super::*;
 use bytes::Bytes;
 use meridian_net::wan::LinkConfig;
 use meridian_replication::BucketProps;
-use meridian_server::cluster::{Embedded, EmbeddedConfig, start_embedded};
+use meridian_server::cluster::{Embedded, EmbeddedConfig};
 
 /// A cluster as `meridian up` makes it: its `default` bucket is the timeline bucket of
 /// `BucketProps::redis_default`, whose records start mastered in the DC that inserts them (so
@@ -25,7 +25,9 @@ async fn tl_cluster() -> Embedded {
         buckets: [("ev".to_owned(), BucketProps::default())].into(),
         ..EmbeddedConfig::default()
     };
-    start_embedded(cfg, Duration::from_secs(60)).await.unwrap()
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
 }
 
 fn ok() -> Frame {
