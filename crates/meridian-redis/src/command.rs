@@ -160,6 +160,8 @@ commands! {
     Config "config" -2 [] 0 0 0;
     Client "client" -2 [] 0 0 0;
     Select "select" 2 ["loading" "stale" "fast"] 0 0 0;
+    Move "move" 3 ["write" "fast"] 1 1 1;
+    Swapdb "swapdb" 3 ["write" "fast"] 0 0 0;
     Hello "hello" -1 ["noscript" "loading" "stale" "fast" "no_auth" "allow_busy"] 0 0 0;
     Auth "auth" -2 ["noscript" "loading" "stale" "fast" "no_auth" "allow_busy"] 0 0 0;
     Quit "quit" -1 ["noscript" "loading" "stale" "fast" "no_auth" "allow_busy"] 0 0 0;
@@ -251,7 +253,9 @@ impl Cmd {
             MeridianBegin | MeridianCommit | MeridianAbort => Group::Interactive,
             BlobOpen | BlobPread | BlobClose => Group::Handles,
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
-            | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking => Group::Connection,
+            | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb => {
+                Group::Connection
+            }
         }
     }
 

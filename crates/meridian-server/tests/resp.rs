@@ -1324,10 +1324,10 @@ mod cluster_mode {
         assert_eq!(a.cmd(&[b"PEXPIRE", b"ttl", b"0"]).await, Frame::Integer(1));
         assert_eq!(a.cmd(&[b"GET", b"ttl"]).await, Frame::Null);
         assert_eq!(a.cmd(&[b"TTL", b"ttl"]).await, Frame::Integer(-2));
-        // As Redis Cluster: database 0 only, never a silent switch.
+        // Databases 0 to 15 (`cluster_keys::numbered_databases_...`), never a silent switch.
         assert_eq!(a.cmd(&[b"SELECT", b"0"]).await, Frame::Simple("OK".into()));
-        let e = error(a.cmd(&[b"SELECT", b"1"]).await);
-        assert_eq!(e, "ERR SELECT is not allowed in cluster mode");
+        let e = error(a.cmd(&[b"SELECT", b"16"]).await);
+        assert_eq!(e, "ERR DB index is out of range");
         let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"R", b"9"]).await);
         assert!(e.starts_with("ERR n_val_violation"), "{e}");
         let e = error(a.cmd(&[b"MERIDIAN.GET", b"s", b"W", b"1"]).await);

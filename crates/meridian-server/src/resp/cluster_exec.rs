@@ -65,6 +65,7 @@ use crate::cluster_backend::{ClusterBackend, apply_option};
 use crate::metrics::Metrics;
 use crate::objects::Objects;
 use crate::resp::blob;
+use crate::resp::cluster_db::{Db, flushdb_buckets};
 use crate::wire_error;
 use bytes::Bytes;
 use meridian_cluster::Props;
@@ -96,6 +97,15 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
     g.is_data() || matches!(g, Group::Keyspace | Group::Replication | Group::Handles)
 }
 
+/// What a key command needs of the connection that sent it.
+#[derive(Clone, Copy)]
+pub(crate) struct Caller<'a> {
+    /// The connection's transaction session token (read-your-commits).
+    pub txn_session: &'a AtomicU64,
+    /// The database it selected (its keys are already rewritten into it).
+    pub db: Db,
+}
+
 /// Runs `cmd` if cluster mode gives it its own meaning; `None` means "run it as usual"
 /// (connection and server commands).
 pub(crate) async fn run(
@@ -104,9 +114,10 @@ pub(crate) async fn run(
     reply: &mut Reply,
     cmd: Cmd,
     args: Args<'_>,
-    txn_session: &AtomicU64,
+    caller: Caller<'_>,
     objects: Option<&Objects>,
 ) -> Option<Outcome> {
+    let Caller { txn_session, db } = caller;
     // Transactional buckets serve every string command, each as one transaction.
     if meridian_redis::types::is_data_command(cmd)
         && args.len() > 1
@@ -208,15 +219,19 @@ pub(crate) async fn run(
             Box::pin(crate::resp::cluster_keys::keys_in_slot(c, m, reply, args)).await
         }
         _ if crate::resp::cluster_keys::handles(cmd) => {
-            Box::pin(crate::resp::cluster_keys::run(c, m, reply, cmd, args)).await
+            Box::pin(crate::resp::cluster_keys::run(c, m, reply, cmd, args, db)).await
         }
-        // A truncation of every bucket (`meridian_replication::truncation`): the cluster's
-        // whole keyspace, whichever node is asked, so a cluster client asking every master
-        // truncates it once per master, harmlessly.
+        // A truncation (`meridian_replication::truncation`) of every bucket (FLUSHALL) or of
+        // the selected database's (FLUSHDB, `cluster_db`), cluster-wide, whichever node is
+        // asked, so a cluster client asking every master truncates once per master, harmlessly.
         Cmd::Flushdb | Cmd::Flushall if !crate::resp::common::flush_args_ok(args) => {
             Err(Cow::Borrowed("ERR syntax error"))
         }
-        Cmd::Flushdb | Cmd::Flushall => match c.node.truncate(None).await {
+        Cmd::Flushdb | Cmd::Flushall => match c
+            .node
+            .truncate((cmd == Cmd::Flushdb).then(|| flushdb_buckets(c, db)))
+            .await
+        {
             Ok(_) => {
                 reply.ok();
                 Ok(())

@@ -25,10 +25,14 @@
 //! never more than COUNT.
 //!
 //! `DBSIZE` and `KEYS` walk the whole listing: O(keys held), where Redis's DBSIZE is O(1).
+//!
+//! All three list the connection's selected database only ([`crate::resp::cluster_db`]), by
+//! the names its clients gave the keys.
 
 use crate::cluster_backend::ClusterBackend;
 use crate::metrics::Metrics;
 use crate::resp::cluster_cmd::served_partitions;
+use crate::resp::cluster_db::{Db, KeysOf};
 use crate::wire_error;
 use bytes::Bytes;
 use meridian_cluster::{SLOTS, slot_of};
@@ -68,13 +72,14 @@ pub(crate) async fn run(
     reply: &mut Reply,
     cmd: Cmd,
     args: Args<'_>,
+    db: Db,
 ) -> Outcome {
     match cmd {
-        Cmd::Scan => scan(c, m, reply, args).await,
+        Cmd::Scan => scan(c, m, reply, args, db).await,
         Cmd::Keys => {
             let pattern = Some(args.get(1)).filter(|p| !p.iter().all(|&b| b == b'*'));
             let mut keys = Vec::new();
-            walk(c, pattern, |k| keys.push(k))
+            walk(c, pattern, db, |k| keys.push(k))
                 .await
                 .map_err(|e| error(c, m, e))?;
             reply.array(keys.len());
@@ -85,7 +90,7 @@ pub(crate) async fn run(
         }
         Cmd::Dbsize => {
             let mut n = 0i64;
-            walk(c, None, |_| n += 1)
+            walk(c, None, db, |_| n += 1)
                 .await
                 .map_err(|e| error(c, m, e))?;
             reply.int(n);
@@ -103,17 +108,27 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
     matches!(cmd, Cmd::Scan | Cmd::Keys | Cmd::Dbsize)
 }
 
-/// Visits every key this node lists that `pattern` matches.
+/// Visits every key of database `db` this node lists that `pattern` matches, by the name
+/// the database's clients gave it.
 async fn walk(
     c: &ClusterBackend,
     pattern: Option<&[u8]>,
+    db: Db,
     mut visit: impl FnMut(Bytes),
 ) -> Result<(), meridian_replication::ReplicationError> {
-    walk_selected(c, &served_partitions(c), matching(pattern), |k| {
-        visit(k);
+    let keys = db.keys();
+    let select = in_database(&keys, pattern);
+    walk_selected(c, &served_partitions(c), select, |k| {
+        visit(keys.client_bytes(k).unwrap_or_default());
         true
     })
     .await
+}
+
+/// The stored keys of a database whose client names `pattern` matches.
+fn in_database<'a>(keys: &'a KeysOf, pattern: Option<&'a [u8]>) -> impl Fn(&[u8]) -> bool + 'a {
+    let matches = matching(pattern);
+    move |stored: &[u8]| keys.client_key(stored).is_some_and(&matches)
 }
 
 /// Visits the keys this node lists of the home partitions `served` marks that `select` keeps,
@@ -188,7 +203,10 @@ pub(crate) async fn keys_in_slot(
     let mut keys = Vec::new();
     let mut n = 0i64;
     if mine && max > 0 {
-        let in_slot = |k: &[u8]| slot_of(k) == slot;
+        // Database 0's keys: a numbered database's are stored, and so hashed, under its
+        // bucket's name (`cluster_db`).
+        let db0 = Db::default().keys();
+        let in_slot = |k: &[u8]| slot_of(k) == slot && db0.client_key(k).is_some();
         walk_selected(c, &served, in_slot, |k| {
             n += 1;
             if !count_only {
@@ -210,7 +228,13 @@ pub(crate) async fn keys_in_slot(
     Ok(())
 }
 
-async fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>) -> Outcome {
+async fn scan(
+    c: &ClusterBackend,
+    m: &Metrics,
+    reply: &mut Reply,
+    args: Args<'_>,
+    db: Db,
+) -> Outcome {
     let q = parse_scan(args).map_err(CmdError::into_line)?;
     let mut pos = if q.cursor == 0 {
         Some(ListPos::start())
@@ -225,7 +249,8 @@ async fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>
         )
     };
     let served = served_partitions(c);
-    let select = matching(q.pattern);
+    let in_db = db.keys();
+    let select = in_database(&in_db, q.pattern);
     // As on a single node: one call never does more than a bounded amount of work.
     let count = q.count.min(MAX_SCAN_COUNT);
     let budget = count * EXAMINE_FACTOR;
@@ -244,7 +269,7 @@ async fn scan(c: &ClusterBackend, m: &Metrics, reply: &mut Reply, args: Args<'_>
             found
                 .into_iter()
                 .filter(|(_, k)| q.kind.flatten().is_none_or(|want| *k == want))
-                .map(|(key, _)| key),
+                .filter_map(|(key, _)| in_db.client_bytes(key)),
         );
         pos = next;
         if keys.len() >= count || examined >= budget {

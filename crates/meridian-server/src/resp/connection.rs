@@ -384,7 +384,10 @@ async fn cluster_batch(
                     .map(|i| FxBuildHasher.hash_one(args.get(i))),
             );
             let args = parser.owned_args(buf.split_to(len).freeze());
-            let token = session.txn_session.clone();
+            let sender = || exec::Sender {
+                txn_session: session.txn_session.clone(),
+                db: session.db,
+            };
             let run = |args, slot| {
                 Box::pin(exec::run_concurrent(
                     ctx,
@@ -393,7 +396,7 @@ async fn cluster_batch(
                     args,
                     slot,
                     Instant::now(),
-                    token,
+                    sender(),
                 ))
             };
             let command = if running.is_empty() {

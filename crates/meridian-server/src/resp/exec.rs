@@ -18,6 +18,7 @@ use crate::cluster_backend::ClusterBackend;
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
+use crate::resp::cluster_db::{self, Db};
 use crate::resp::cluster_redirect;
 pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
 use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
@@ -67,6 +68,8 @@ pub(crate) struct Session {
     /// Cluster mode: `READONLY` was sent (and no `READWRITE` since), so read-only commands
     /// are served here whatever node masters their slot (`cluster_redirect`).
     pub(crate) readonly: bool,
+    /// Cluster mode: the database `SELECT` chose (`cluster_db`).
+    pub(crate) db: Db,
 }
 
 impl Session {
@@ -81,6 +84,7 @@ impl Session {
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
             readonly: false,
+            db: Db::default(),
         }
     }
 
@@ -97,6 +101,7 @@ impl Session {
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
             readonly: false,
+            db: Db::default(),
         }
     }
 
@@ -360,6 +365,9 @@ pub(crate) async fn execute_cluster<'c>(
         Ok(cmd) => cmd,
         Err(refused) => return refused,
     };
+    // A selected database's keys, from here on (the MOVED check judged the client's).
+    let rewritten = session.db.rewrite(cmd, args);
+    let args = rewritten.as_ref().map_or(args, OwnedArgs::get);
     let mut flow = Flow::Continue;
     if crate::resp::cluster_txn::is_interactive(&session.multi, cmd) {
         let result = crate::resp::cluster_txn::interactive(
@@ -408,13 +416,20 @@ pub(crate) async fn execute_cluster<'c>(
         };
         return (&ctx.ops[cmd as usize], finish(reply, result), flow);
     }
+    if matches!(cmd, Cmd::Select | Cmd::Move | Cmd::Swapdb) {
+        let result = databases(cluster, session, reply, cmd, args).await;
+        return (&ctx.ops[cmd as usize], finish(reply, result), flow);
+    }
     let result = match crate::resp::cluster_exec::run(
         cluster,
         &ctx.metrics,
         reply,
         cmd,
         args,
-        &session.txn_session,
+        crate::resp::cluster_exec::Caller {
+            txn_session: &session.txn_session,
+            db: session.db,
+        },
         ctx.objects().map(|o| &**o),
     )
     .await
@@ -426,11 +441,39 @@ pub(crate) async fn execute_cluster<'c>(
     (&ctx.ops[cmd as usize], finish(reply, result), flow)
 }
 
+/// Cluster mode's `SELECT` (a bucket per database, `cluster_db`), `MOVE` and `SWAPDB`.
+async fn databases(
+    cluster: &ClusterBackend,
+    session: &mut Session,
+    reply: &mut Reply,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> CmdResult {
+    match cmd {
+        Cmd::Select => {
+            let db = Db::parse(args.get(1)).map_err(raw)?;
+            session.db = cluster_db::select(cluster, db).await.map_err(raw)?;
+            reply.ok();
+            Ok(())
+        }
+        Cmd::Move => Err(raw(cluster_db::MOVE_REFUSED)),
+        _ => Err(raw(cluster_db::SWAPDB_REFUSED)),
+    }
+}
+
 /// Cluster mode: the command a request names when it is one the connection may run
 /// concurrently with others (see [`crate::resp::cluster_exec::handles`]), before any check.
 #[inline]
 pub(crate) fn concurrent_command(args: Args<'_>) -> Option<Cmd> {
     Cmd::lookup(args.get(0)).filter(|&c| crate::resp::cluster_exec::handles(c))
+}
+
+/// What a concurrent key command keeps of the connection that sent it.
+pub(crate) struct Sender {
+    /// The connection's transaction session token, shared with it.
+    pub txn_session: Arc<std::sync::atomic::AtomicU64>,
+    /// The database it had selected.
+    pub db: Db,
 }
 
 /// Cluster mode: runs a key command that [`admit`] accepted, on the replication node, with
@@ -443,15 +486,20 @@ pub(crate) async fn run_concurrent(
     args: OwnedArgs,
     mut reply: Reply,
     start: Instant,
-    txn_session: Arc<std::sync::atomic::AtomicU64>,
+    sender: Sender,
 ) -> Reply {
+    let Sender { txn_session, db } = sender;
+    let rewritten = db.rewrite(cmd, args.get());
     let result = match crate::resp::cluster_exec::run(
         cluster,
         &ctx.metrics,
         &mut reply,
         cmd,
-        args.get(),
-        &txn_session,
+        rewritten.as_ref().unwrap_or(&args).get(),
+        crate::resp::cluster_exec::Caller {
+            txn_session: &txn_session,
+            db,
+        },
         ctx.objects().map(|o| &**o),
     )
     .await
@@ -750,16 +798,27 @@ fn other(
         Cmd::Command => meridian_redis::command_info::command(reply, args)?,
         Cmd::Config => config(ctx, session, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
+        // A single node has one database, as Redis with `databases 1`; cluster mode serves
+        // these in `databases` (a bucket per database).
         Cmd::Select => {
-            let db = int_arg(args.get(1))?;
-            if db != 0 {
-                // Redis's answers with one database, and in cluster mode (Redis Cluster's).
-                // Meridian keeps data apart by bucket instead: `bucket:key`.
-                return Err(raw(if ctx.cluster.is_some() {
-                    "ERR SELECT is not allowed in cluster mode"
-                } else {
-                    "ERR DB index is out of range"
-                }));
+            if int_arg(args.get(1))? != 0 {
+                return Err(raw(cluster_db::OUT_OF_RANGE));
+            }
+            reply.ok();
+        }
+        Cmd::Move => {
+            let db = int_arg(args.get(2))?;
+            return Err(raw(if db == 0 {
+                "ERR source and destination objects are the same"
+            } else {
+                cluster_db::OUT_OF_RANGE
+            }));
+        }
+        Cmd::Swapdb => {
+            let first = int_arg(args.get(1)).map_err(|_| raw("ERR invalid first DB index"))?;
+            let second = int_arg(args.get(2)).map_err(|_| raw("ERR invalid second DB index"))?;
+            if first != 0 || second != 0 {
+                return Err(raw(cluster_db::OUT_OF_RANGE));
             }
             reply.ok();
         }
@@ -784,6 +843,8 @@ fn other(
             *session.info.meta.lock() = Default::default();
             session.authed = ctx.config.requirepass.is_none();
             session.multi.discard();
+            session.db = Db::default();
+            session.readonly = false;
             reply.simple(b"RESET");
         }
         Cmd::Time => {

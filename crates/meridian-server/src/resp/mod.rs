@@ -35,6 +35,7 @@
 
 pub(crate) mod blob;
 mod cluster_cmd;
+mod cluster_db;
 mod cluster_exec;
 mod cluster_group;
 mod cluster_keys;

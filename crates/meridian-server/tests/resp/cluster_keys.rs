@@ -420,3 +420,139 @@ async fn hashes_answer_as_redis_on_eventual_and_timeline_buckets() {
     );
     c.shutdown().await;
 }
+
+/// The DBSIZE of database `db` over one DC's nodes.
+async fn db_size(c: &Embedded, nodes: &[usize], db: &str) -> i64 {
+    let mut total = 0;
+    for &i in nodes {
+        let mut con = connect(c, i).await;
+        assert_eq!(
+            con.cmd(&[b"SELECT", db.as_bytes()]).await,
+            Frame::Simple("OK".into())
+        );
+        let Frame::Integer(n) = con.cmd(&[b"DBSIZE"]).await else {
+            panic!("DBSIZE answers an integer")
+        };
+        total += n;
+    }
+    total
+}
+
+/// `SELECT n` in cluster mode is database n, the bucket `db<n>` (the default bucket's type):
+/// its keys are its own on every node of both DCs, listed by the names its clients gave them,
+/// transactions run in it, FLUSHDB empties it alone, and MOVE and SWAPDB are refused saying
+/// why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn numbered_databases_are_buckets_of_their_own() {
+    let cfg = EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::ZERO,
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        ..EmbeddedConfig::default()
+    };
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let ok = || Frame::Simple("OK".into());
+    let (mut a3, mut b3, mut a0) = (
+        connect(&c, 0).await,
+        connect(&c, 2).await,
+        connect(&c, 0).await,
+    );
+    assert_eq!(a3.cmd(&[b"SELECT", b"3"]).await, ok());
+    assert_eq!(b3.cmd(&[b"SELECT", b"3"]).await, ok());
+    assert_eq!(a3.cmd(&[b"SET", b"foo", b"three"]).await, ok());
+    assert_eq!(a0.cmd(&[b"SET", b"foo", b"zero"]).await, ok());
+    assert_eq!(
+        b3.cmd(&[b"GET", b"foo"]).await,
+        bulk("three"),
+        "the other DC"
+    );
+    assert_eq!(a0.cmd(&[b"GET", b"foo"]).await, bulk("zero"));
+    assert_eq!(
+        a3.cmd(&[b"GET", b"db3:foo"]).await,
+        Frame::Null,
+        "no way out of db 3"
+    );
+
+    // Listed in their own database only, by the client's names.
+    let mut listed = Vec::new();
+    for _ in 0..POLLS {
+        listed.clear();
+        for node in [2, 3] {
+            let mut con = connect(&c, node).await;
+            assert_eq!(con.cmd(&[b"SELECT", b"3"]).await, ok());
+            listed.extend(full_scan(&mut con, 10, &[]).await);
+        }
+        if listed == ["foo"] {
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    assert_eq!(listed, ["foo"]);
+    assert_eq!(db_size(&c, &[0, 1], "3").await, 1);
+    assert_eq!(
+        db_size(&c, &[0, 1], "0").await,
+        1,
+        "database 0 holds its own foo only"
+    );
+
+    // A transaction in database 3, all or nothing, invisible to database 0.
+    assert_eq!(b3.cmd(&[b"MULTI"]).await, ok());
+    assert_eq!(
+        b3.cmd(&[b"INCR", b"{t}x"]).await,
+        Frame::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        b3.cmd(&[b"INCR", b"{t}y"]).await,
+        Frame::Simple("QUEUED".into())
+    );
+    let exec = b3.cmd(&[b"EXEC"]).await;
+    assert_eq!(
+        exec,
+        Frame::Array(vec![Frame::Integer(1), Frame::Integer(1)])
+    );
+    assert_eq!(a0.cmd(&[b"GET", b"{t}x"]).await, Frame::Null);
+
+    // FLUSHDB empties database 3 alone; FLUSHALL every database.
+    assert_eq!(a3.cmd(&[b"FLUSHDB"]).await, ok());
+    assert_eq!(b3.cmd(&[b"GET", b"foo"]).await, Frame::Null);
+    assert_eq!(b3.cmd(&[b"GET", b"{t}x"]).await, Frame::Null);
+    assert_eq!(a0.cmd(&[b"GET", b"foo"]).await, bulk("zero"));
+    assert_eq!(a3.cmd(&[b"SET", b"bar", b"3"]).await, ok());
+    assert_eq!(a0.cmd(&[b"FLUSHDB"]).await, ok());
+    assert_eq!(a0.cmd(&[b"GET", b"foo"]).await, Frame::Null);
+    assert_eq!(
+        a3.cmd(&[b"GET", b"bar"]).await,
+        bulk("3"),
+        "FLUSHDB of db 0 keeps db 3"
+    );
+    assert_eq!(a0.cmd(&[b"FLUSHALL"]).await, ok());
+    assert_eq!(a3.cmd(&[b"GET", b"bar"]).await, Frame::Null);
+
+    // Refusals, and RESET back to database 0.
+    let e = error(a3.cmd(&[b"SELECT", b"16"]).await);
+    assert_eq!(e, "ERR DB index is out of range");
+    let e = error(a3.cmd(&[b"SELECT", b"x"]).await);
+    assert_eq!(e, "ERR value is not an integer or out of range");
+    let e = error(a3.cmd(&[b"MOVE", b"foo", b"0"]).await);
+    assert!(
+        e.starts_with("ERR MOVE is not allowed in cluster mode: "),
+        "{e}"
+    );
+    let e = error(a3.cmd(&[b"SWAPDB", b"0", b"3"]).await);
+    assert!(
+        e.starts_with("ERR SWAPDB is not allowed in cluster mode: "),
+        "{e}"
+    );
+    assert_eq!(a3.cmd(&[b"SET", b"baz", b"3"]).await, ok());
+    assert_eq!(a3.cmd(&[b"RESET"]).await, Frame::Simple("RESET".into()));
+    assert_eq!(
+        a3.cmd(&[b"GET", b"baz"]).await,
+        Frame::Null,
+        "RESET selects database 0"
+    );
+    c.shutdown().await;
+}
