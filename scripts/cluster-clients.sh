@@ -9,8 +9,9 @@
 # RedisCluster client, FLUSHALL emptying every bucket type cluster-wide),
 # failover while a node process of a second cluster is killed and restarted
 # (scripts/cluster_failover.py), go-redis's Watch bank and ClusterClient map refreshes
-# (scripts/go-bank), ioredis and node-redis (scripts/js-cluster), `redis-cli -c`, and
-# `redis-benchmark --cluster` when installed. Prints `N passed, M failed`; non-zero on failure.
+# (scripts/go-bank), ioredis and node-redis (scripts/js-cluster), Jedis and Lettuce
+# (scripts/java-cluster), `redis-cli -c`, and `redis-benchmark --cluster` when installed.
+# Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -36,6 +37,35 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 \
   (cd scripts/js-cluster && npm ci --no-audit --no-fund --silent)
 fi
 
+# Jedis and Lettuce from Maven Central, at the versions scripts/java-cluster/pom.xml pins, as
+# jars under the target directory (when a JDK 17+ and Maven are present). Exported for
+# scripts/cluster_failover.py's Java probes.
+java_deps=""
+if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
+  java_version=$(java -XshowSettings:properties -version 2>&1 \
+    | sed -nE 's/^ *java\.specification\.version = ([0-9]+).*/\1/p')
+  if [[ ${java_version:-0} -ge 17 ]]; then
+    mkdir -p "$target/java-cluster-deps"
+    java_deps=$(cd "$target/java-cluster-deps" && pwd)
+    if [[ ! -f "$java_deps/.fetched" || scripts/java-cluster/pom.xml -nt "$java_deps/.fetched" ]]; then
+      rm -f "$java_deps"/*.jar "$java_deps/.fetched"
+      # (Maven prints a few bare colour resets even with -q: its output shows on failure only.)
+      if ! mvn_out=$(mvn -q -B -f scripts/java-cluster/pom.xml dependency:copy-dependencies \
+          -DoutputDirectory="$java_deps" 2>&1); then
+        echo "cluster-clients: fetching Jedis and Lettuce with mvn failed:" >&2
+        echo "$mvn_out" >&2
+        exit 1
+      fi
+      touch "$java_deps/.fetched"
+    fi
+    export JAVA_CLUSTER_DEPS="$java_deps"
+  else
+    echo "skip Jedis and Lettuce: java is version ${java_version:-unknown}, the checks need 17+" >&2
+  fi
+else
+  echo "skip Jedis and Lettuce: no java or no mvn on this machine" >&2
+fi
+
 # MERIDIAN_BIN runs a binary already built (a release build, say) instead of building one.
 bin="${MERIDIAN_BIN:-}"
 if [[ -z "$bin" ]]; then
@@ -45,9 +75,12 @@ fi
 base=$((20000 + RANDOM % 9000))   # RESP base..base+3, HTTP base+1000..: below 32768
 log=$(mktemp)
 # The placement planner runs every second (scripts/cluster_clients.py moves keys under a
-# RedisCluster client with it; the other cases see it too, harmlessly).
+# RedisCluster client with it; the other cases see it too, harmlessly). `--misrouted serve`:
+# besides the cluster clients, these checks drive plain per-node clients (redis-py `Redis`,
+# go-redis `Client`) at chosen nodes; the failover cluster (scripts/cluster_failover.py) keeps
+# the default, `-MOVED`, which its cluster clients follow.
 "$bin" up --dcs 2 --nodes-per-dc 2 --base-port "$base" --wan-latency 2ms \
-  --txn-planner --txn-plan-interval 1s >"$log" 2>&1 &
+  --txn-planner --txn-plan-interval 1s --misrouted serve >"$log" 2>&1 &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"; }
 trap cleanup EXIT
@@ -124,6 +157,18 @@ if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   tally "$out" "$rc"
 else
   echo "skip ioredis and node-redis: no Node.js on this machine" >&2
+fi
+
+# Jedis and Lettuce (scripts/java-cluster, from Maven Central at the versions its pom.xml pins,
+# run by the JDK's source launcher): per DC, JedisCluster and RedisClusterClient seeded there
+# keep maps of that DC's nodes through refreshes; strings, counters, a SET NX lock, SET XX,
+# GETSET/GETDEL, EXPIRE/TTL, hashes, MULTI/EXEC and a WATCH retry loop on a slot's master,
+# SCAN over every master, pipelines of keys of different slots. Needs java 17+ and mvn.
+if [[ -n "$java_deps" ]]; then
+  rc=0
+  out=$(java -cp "$java_deps/*" scripts/java-cluster/Check.java \
+    "http://127.0.0.1:$((base + 1000))" 2>&1) || rc=1
+  tally "$out" "$rc"
 fi
 
 # redis-cli in cluster mode (the README's example) sees 64 ranges.

@@ -11,10 +11,13 @@ client at one DC-0 node and kills the other, then checks:
   while DC 0 still has a live replica of the range;
 - the restarted node takes its ranges back in the seed's map;
 - every write acknowledged at any point is readable afterwards with its last value;
-- then go-redis's ClusterClient and ioredis's Cluster (when Go and Node.js with
-  scripts/js-cluster's modules are present) each go through the same kill of the restarted
-  node (scripts/go-bank/failover.go, scripts/js-cluster/failover.mjs) and must write to its
-  keys again; the seconds each took are printed.
+- then go-redis's ClusterClient, ioredis's Cluster, Jedis's JedisCluster and Lettuce's
+  RedisClusterClient (when Go, Node.js with scripts/js-cluster's modules, and java with
+  scripts/java-cluster's jars are present) each go through the same kill of the restarted
+  node (scripts/go-bank/failover.go, scripts/js-cluster/failover.mjs,
+  scripts/java-cluster/Failover.java) and must write to its keys again; the seconds each
+  took are printed. The Java jars: $JAVA_CLUSTER_DEPS (scripts/cluster-clients.sh exports
+  it), else ${CARGO_TARGET_DIR:-target}/java-cluster-deps.
 
 Prints `N passed, M failed` last; exits non-zero on any failure.
 """
@@ -154,6 +157,15 @@ def probes():
     js = os.path.join(here, "js-cluster")
     if shutil.which("node") and os.path.isdir(os.path.join(js, "node_modules", "ioredis")):
         out.append(("ioredis Cluster", ["node", "failover.mjs"], js))
+    java = os.path.join(here, "java-cluster")
+    deps = os.environ.get("JAVA_CLUSTER_DEPS") or os.path.join(
+        os.path.dirname(here), os.environ.get("CARGO_TARGET_DIR", "target"), "java-cluster-deps")
+    jars = os.listdir(deps) if os.path.isdir(deps) else []
+    if shutil.which("java") and any(j.startswith("jedis-") for j in jars) \
+            and any(j.startswith("lettuce-core-") for j in jars):
+        classpath = os.path.join(os.path.abspath(deps), "*")
+        for client, name in [("jedis", "Jedis JedisCluster"), ("lettuce", "Lettuce RedisClusterClient")]:
+            out.append((name, ["java", "-cp", classpath, "Failover.java", client], java))
     return out
 
 
