@@ -54,7 +54,7 @@ pub use protocol::{
 };
 pub use record::{
     Content, DecodeError, ParseVersionError, RECORD_FORMAT, Record, ReplicaRef, Version,
-    decode_record, encode_record,
+    decode_record, decode_record_shared, encode_record,
 };
 pub use store::{RecordPage, TIMELINE_PREFIX, TlStore, record_key};
 

@@ -235,6 +235,54 @@ pub fn decode_record(bytes: &[u8]) -> Result<Record, DecodeError> {
     }
 }
 
+/// [`decode_record`] of a shared buffer: the same records and the same verdicts on any
+/// input, but a value is a slice of `bytes`, not a copy (a read's decode copied every value
+/// it returned).
+pub fn decode_record_shared(bytes: &Bytes) -> Result<Record, DecodeError> {
+    match split_value(bytes) {
+        Some((value, tail)) => match postcard::take_from_bytes::<RecordTail>(tail) {
+            Ok((t, [])) => Ok(Record {
+                content: value.map_or(Content::Tombstone, Content::Value),
+                ver: t.ver,
+                master: t.master,
+                recent: t.recent,
+            }),
+            // Whatever is wrong, the full decoder says it in its own words.
+            _ => decode_record(bytes),
+        },
+        None => decode_record(bytes),
+    }
+}
+
+/// Everything of a [`Record`] after its content, in its field order.
+#[derive(Deserialize)]
+struct RecordTail {
+    ver: Version,
+    master: ReplicaRef,
+    recent: Vec<DcId>,
+}
+
+/// A stored record's content (its value as a slice of `bytes`, `None` for a tombstone) and
+/// the bytes after it; `None` when the format byte or the content does not parse.
+fn split_value(bytes: &Bytes) -> Option<(Option<Bytes>, &[u8])> {
+    let (&RECORD_FORMAT, body) = bytes.split_first()? else {
+        return None;
+    };
+    // Postcard: the variant index as a varint (0 Value, 1 Tombstone), then a value's length
+    // as a varint and its bytes.
+    let (variant, rest) = postcard::take_from_bytes::<u32>(body).ok()?;
+    match variant {
+        0 => {
+            let (len, rest) = postcard::take_from_bytes::<u64>(rest).ok()?;
+            let len = usize::try_from(len).ok().filter(|&l| l <= rest.len())?;
+            let start = bytes.len() - rest.len();
+            Some((Some(bytes.slice(start..start + len)), &rest[len..]))
+        }
+        1 => Some((None, rest)),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -396,7 +444,26 @@ pub(crate) mod tests {
 
         #[test]
         fn records_round_trip(r in any_record()) {
-            prop_assert_eq!(decode_record(&encode_record(&r)), Ok(r));
+            prop_assert_eq!(decode_record(&encode_record(&r)), Ok(r.clone()));
+            prop_assert_eq!(decode_record_shared(&encode_record(&r)), Ok(r));
+        }
+
+        /// The shared decoder is the full one, verdicts included, on any input: encodings,
+        /// their prefixes, and random bytes behind the format byte.
+        #[test]
+        fn the_shared_decoder_agrees_with_the_full_one(
+            r in any_record(),
+            cut in any::<prop::sample::Index>(),
+            mut noise in prop::collection::vec(any::<u8>(), 0..48),
+        ) {
+            let bytes = encode_record(&r);
+            let prefix = bytes.slice(..cut.index(bytes.len() + 1));
+            prop_assert_eq!(decode_record_shared(&prefix), decode_record(&prefix));
+            if let Some(first) = noise.first_mut() {
+                *first = RECORD_FORMAT;
+            }
+            let noise = Bytes::from(noise);
+            prop_assert_eq!(decode_record_shared(&noise), decode_record(&noise));
         }
 
         #[test]

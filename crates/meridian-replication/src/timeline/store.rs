@@ -17,7 +17,7 @@
 //!   generation began at or before it reads as a tombstone of its version, so merges still
 //!   order it and the master's next write re-inserts the key in a newer generation.
 
-use super::{Merge, Record, Version, decode_record, encode_record, merge};
+use super::{Merge, Record, Version, decode_record_shared, encode_record, merge};
 use crate::error::{ReplicationError, Result};
 use crate::object_store::RESERVED_PREFIX;
 use crate::truncation::marks::SharedMarks;
@@ -107,11 +107,13 @@ impl TlStore {
             return Ok(None);
         };
         match v.value {
-            Some(bytes) => decode_record(&bytes)
-                .map(Some)
-                .map_err(|e| ReplicationError::Storage {
-                    reason: e.to_string(),
-                }),
+            Some(bytes) => {
+                decode_record_shared(&bytes)
+                    .map(Some)
+                    .map_err(|e| ReplicationError::Storage {
+                        reason: e.to_string(),
+                    })
+            }
             None => Ok(None),
         }
     }
@@ -247,7 +249,7 @@ impl TlStore {
         for (k, v) in rows {
             let key = k.slice(TIMELINE_PREFIX.len()..);
             if let Some(bytes) = v.value {
-                match decode_record(&bytes) {
+                match decode_record_shared(&bytes) {
                     Ok(mut r) => {
                         self.hide(&key, &mut r);
                         out.push((key, r))

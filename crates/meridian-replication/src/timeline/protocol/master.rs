@@ -284,9 +284,7 @@ impl Node {
     /// replica unreachable right now.
     pub(super) async fn tl_confirm(&self, key: &[u8], pl: &Placement) -> Result<()> {
         let me = self.id();
-        if self.tl_state().issued_here.lock().contains(key)
-            || self.tl_state().peer_checked.lock().contains(key)
-        {
+        if self.tl_confirmed(key) {
             return Ok(());
         }
         let local = self.tl_state().store.get(key)?;
@@ -317,6 +315,13 @@ impl Node {
         }
         remember(&self.tl_state().peer_checked, key);
         Ok(())
+    }
+
+    /// Whether [`Node::tl_confirm`] has nothing to do for `key`: this node issued its
+    /// current version, or already checked its peers' copies.
+    pub(super) fn tl_confirmed(&self, key: &[u8]) -> bool {
+        self.tl_state().issued_here.lock().contains(key)
+            || self.tl_state().peer_checked.lock().contains(key)
     }
 
     /// Serves a `TlForce`: takes the mastership of `key` in the next master epoch.

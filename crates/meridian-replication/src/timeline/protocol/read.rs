@@ -18,6 +18,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::time::Instant;
 
+/// How many masters a read_latest or a write tries, each named by the previous one's
+/// redirect (with the version to wait for), before answering "the mastership is moving": a
+/// record written from two DCs may migrate again while a request chases it.
+pub(super) const MASTER_REDIRECTS: u8 = 4;
+
 impl Node {
     /// A timeline read of `key` (spec §2). See the module docs for the routing.
     ///
@@ -143,6 +148,11 @@ impl Node {
         pl: &Placement,
         local: Option<std::result::Result<&TlReadResult, ()>>,
     ) -> Result<TlReadResult> {
+        if local.is_none()
+            && let Some(mine) = self.tl_read_mine(key, pl)?
+        {
+            return Ok(mine);
+        }
         let (target, await_ver) = match local {
             Some(Ok(l)) => match &l.record {
                 Some(r) => (Target::Master(r.master), Some(r.ver)),
@@ -160,7 +170,7 @@ impl Node {
         let mut to = target.replica();
         // A stale master in another DC that redirects to one in ours still cost a WAN trip.
         let mut crossed = false;
-        for attempt in 0..2 {
+        for attempt in 0..MASTER_REDIRECTS {
             crossed |= to.dc != self.dc();
             let r = if to.node == self.id() {
                 self.tl_serve_read(key, true, await_ver).await
@@ -194,7 +204,9 @@ impl Node {
                         remote: crossed,
                     });
                 }
-                Err(ReplicationError::NotMaster { hint, await_ver: v }) if attempt == 0 => {
+                Err(ReplicationError::NotMaster { hint, await_ver: v })
+                    if attempt + 1 < MASTER_REDIRECTS =>
+                {
                     to = hint;
                     await_ver = Some(v);
                 }
@@ -210,7 +222,7 @@ impl Node {
                 Err(e) => return Err(e),
             }
         }
-        unreachable!("the loop returns on its second attempt")
+        unreachable!("the loop returns on its last attempt")
     }
 
     async fn tl_read_critical(
@@ -252,6 +264,30 @@ impl Node {
         }
     }
 
+    /// A read_latest this node answers from its own copy, read once: the record's master is
+    /// this node, which sees a majority and has confirmed the record since it became master
+    /// (what [`Node::tl_serve_read`] would check, re-reading the copy). `None`: the general
+    /// path decides (another master, an absent record, a record to confirm first, an emulated
+    /// service model).
+    fn tl_read_mine(&self, key: &[u8], pl: &Placement) -> Result<Option<TlReadResult>> {
+        let me = self.id();
+        if !pl.holds(me) || !self.service_model().is_real() || !self.tl_confirmed(key) {
+            return Ok(None);
+        }
+        let Some(record) = self.tl_state().store.get(key)? else {
+            return Ok(None);
+        };
+        if record.master.node != me {
+            return Ok(None);
+        }
+        self.tl_check_majority(key, pl)?;
+        Ok(Some(TlReadResult {
+            record: Some(record),
+            served_by: me,
+            remote: false,
+        }))
+    }
+
     /// Where a write or read_latest of `key` goes first (§3's `master_hint`), and the
     /// version of the record that named that master: the target waits until it has applied
     /// it, so a hint fresher than the target's own copy (just after a migration) costs no
@@ -290,7 +326,14 @@ impl Node {
         })
     }
 
+    /// Remembers where `key`'s master is, for a coordinator that holds no copy of it
+    /// ([`Node::master_target`]). A record this node masters is not remembered: this node
+    /// holds a copy, so the hint would never be read (and inserting it was a sixth of a
+    /// GET's CPU at the master).
     pub(super) fn remember_master(&self, key: &[u8], record: &Record) {
+        if record.master.node == self.id() {
+            return;
+        }
         let mut h = self.tl_state().hints.lock();
         if h.len() >= self.kernel().cfg.tl_hint_cache && !h.contains_key(key) {
             // A full cache starts over: hints are only an optimisation.

@@ -2,6 +2,7 @@
 //! to the hinted master (or the insert arbiter), retry once at a `not_master` hint, and report
 //! "may have applied" for every failure after the request was sent.
 
+use super::read::MASTER_REDIRECTS;
 use super::{Ask, Placement, Target, TlWriteResult, WriteId, WriteMsg, lossy};
 use crate::error::{ReplicationError, Result};
 use crate::kernel::{Msg, Node};
@@ -49,7 +50,10 @@ impl Node {
         let mut r = self
             .tl_send_write(key, &pl, target, to, &op, 0, hint_ver)
             .await;
-        if let Err(ReplicationError::NotMaster { hint, await_ver }) = r {
+        for _ in 1..MASTER_REDIRECTS {
+            let Err(ReplicationError::NotMaster { hint, await_ver }) = r else {
+                break;
+            };
             to = hint;
             r = self
                 .tl_send_write(
