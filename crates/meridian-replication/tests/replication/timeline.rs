@@ -1141,25 +1141,35 @@ async fn tombstones_every_primary_holds_are_reaped_after_the_grace() {
     assert_eq!(reaped(&c), 6);
 }
 
-/// A cluster whose timeline bucket `tf` fails over by itself.
-async fn failover_cluster(seed: u64) -> Cluster {
+/// A cluster (no handoff rounds) with a timeline bucket `name` of a 2 s master timeout and
+/// `props`' other settings.
+async fn cluster_with_timeline(seed: u64, name: &str, props: TimelineProps) -> Cluster {
     let c = Cluster::start_with(seed, |cfg| {
         cfg.handoff_interval = Duration::from_secs(3600);
     })
     .await;
+    let timeline = TimelineProps {
+        master_timeout_ms: 2000,
+        ..props
+    };
     c.set_bucket(
-        "tf",
+        name,
         BucketProps {
-            timeline: TimelineProps {
-                master_timeout_ms: 2000,
-                failover: true,
-                ..TimelineProps::default()
-            },
+            timeline,
             ..BucketProps::timeline()
         },
     )
     .await;
     c
+}
+
+/// A cluster whose timeline bucket `tf` fails over by itself.
+async fn failover_cluster(seed: u64) -> Cluster {
+    let failover = TimelineProps {
+        failover: true,
+        ..TimelineProps::default()
+    };
+    cluster_with_timeline(seed, "tf", failover).await
 }
 
 #[tokio::test(start_paused = true)]
@@ -1255,22 +1265,11 @@ async fn without_a_majority_nobody_takes_over() {
 
 #[tokio::test(start_paused = true)]
 async fn an_insert_mastered_in_the_writers_dc_is_at_its_master_when_acknowledged() {
-    let c = Cluster::start_with(71, |cfg| {
-        cfg.handoff_interval = Duration::from_secs(3600);
-    })
-    .await;
-    c.set_bucket(
-        "ti",
-        BucketProps {
-            timeline: TimelineProps {
-                master_timeout_ms: 2000,
-                initial_master: meridian_replication::timeline::InitialMaster::InserterDc,
-                ..TimelineProps::default()
-            },
-            ..BucketProps::timeline()
-        },
-    )
-    .await;
+    let inserter_dc = TimelineProps {
+        initial_master: meridian_replication::timeline::InitialMaster::InserterDc,
+        ..TimelineProps::default()
+    };
+    let c = cluster_with_timeline(71, "ti", inserter_dc).await;
     // The arbiter (first primary) in DC 1, a DC-0 coordinator that is not a replica, and a
     // replica in DC 0 to master the record.
     let key = (0..10_000)

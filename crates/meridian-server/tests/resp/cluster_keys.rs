@@ -311,15 +311,21 @@ async fn scan_keys_and_dbsize_list_transactional_keys_once_per_dc() {
 /// A 2 × 2 cluster with `buckets` beside the default one (eventual unless `buckets` says
 /// otherwise).
 async fn cluster_with(buckets: &[(&str, BucketProps)]) -> Embedded {
+    let buckets = std::iter::once(super::eventual_default())
+        .chain(buckets.iter().map(|(n, p)| (n.to_string(), *p)))
+        .collect();
+    two_by_two(buckets).await
+}
+
+/// A 2 × 2 cluster (ideal links, 100 ms heartbeats) with `buckets`, serving any key anywhere.
+async fn two_by_two(buckets: BTreeMap<String, BucketProps>) -> Embedded {
     let cfg = EmbeddedConfig {
         dcs: 2,
         nodes_per_dc: 2,
         wan_latency: Duration::ZERO,
         intra_dc: meridian_net::wan::LinkConfig::ideal(),
         heartbeat: Duration::from_millis(100),
-        buckets: std::iter::once(super::eventual_default())
-            .chain(buckets.iter().map(|(n, p)| (n.to_string(), *p)))
-            .collect(),
+        buckets,
         ..EmbeddedConfig::default()
     };
     crate::start_serving(cfg, Duration::from_secs(60))
@@ -444,17 +450,8 @@ async fn db_size(c: &Embedded, nodes: &[usize], db: &str) -> i64 {
 /// why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn numbered_databases_are_buckets_of_their_own() {
-    let cfg = EmbeddedConfig {
-        dcs: 2,
-        nodes_per_dc: 2,
-        wan_latency: Duration::ZERO,
-        intra_dc: meridian_net::wan::LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        ..EmbeddedConfig::default()
-    };
-    let c = crate::start_serving(cfg, Duration::from_secs(60))
-        .await
-        .unwrap();
+    // The cluster's own default bucket (timeline), as `meridian up` starts.
+    let c = two_by_two(BTreeMap::new()).await;
     let ok = || Frame::Simple("OK".into());
     let (mut a3, mut b3, mut a0) = (
         connect(&c, 0).await,
