@@ -30,6 +30,17 @@ pub enum Misrouted {
     Serve,
 }
 
+impl FromStr for Misrouted {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "moved" => Ok(Misrouted::Moved),
+            "serve" => Ok(Misrouted::Serve),
+            other => Err(format!("unknown mode '{other}': expected moved or serve")),
+        }
+    }
+}
+
 /// Which storage engine a node runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

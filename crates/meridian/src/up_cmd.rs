@@ -113,29 +113,11 @@ pub struct UpArgs {
     /// Dynamo-style quorums with siblings and CRDT counters and hashes.
     #[arg(long, value_enum, default_value_t = DefaultBucket::Timeline, value_name = "TYPE")]
     pub(crate) default_bucket: DefaultBucket,
-    /// A key command sent to a node that is not its slot's master: `moved`, Redis Cluster's
-    /// `-MOVED` (cluster clients follow it: `redis-cli -c`, ...); or `serve`, coordinated
-    /// where it arrives, for clients that send every key to one node.
-    #[arg(long, value_enum, default_value_t = MisroutedArg::Moved, value_name = "MODE")]
-    pub(crate) misrouted: MisroutedArg,
-}
-
-/// `--misrouted`: [`Misrouted`] as a flag.
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MisroutedArg {
-    /// `-MOVED <slot> <host>:<port>`, as Redis Cluster answers.
-    Moved,
-    /// Coordinated by the node that received it.
-    Serve,
-}
-
-impl From<MisroutedArg> for Misrouted {
-    fn from(m: MisroutedArg) -> Misrouted {
-        match m {
-            MisroutedArg::Moved => Misrouted::Moved,
-            MisroutedArg::Serve => Misrouted::Serve,
-        }
-    }
+    /// A key command sent to a node that is not its slot's master: moved, Redis Cluster's
+    /// `-MOVED` (cluster clients follow it: `redis-cli -c`, ...); or serve, coordinated where
+    /// it arrives, for clients that send every key to one node.
+    #[arg(long, default_value = "moved", value_name = "MODE")]
+    pub(crate) misrouted: Misrouted,
 }
 
 /// The `default` bucket `meridian up` gives its cluster (`--default-bucket`).
@@ -241,7 +223,7 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
         ..NodeConfig::default()
     };
     node.resp.requirepass = args.requirepass.clone();
-    node.resp.misrouted = args.misrouted.into();
+    node.resp.misrouted = args.misrouted;
     let (s3, made_key) = args.s3();
     node.s3 = s3;
     // Any address: the embedded cluster gives each node its own port.

@@ -121,7 +121,7 @@ fn write_configs(
         };
         c.s3.listen = Some(a[3]);
         c.resp.requirepass = args.requirepass.clone();
-        c.resp.misrouted = args.misrouted.into();
+        c.resp.misrouted = args.misrouted;
         c.resp.listen = m.resp.expect("set above");
         c.http.listen = m.http.expect("set above");
         c.cluster = Some(ClusterSection {

@@ -75,6 +75,7 @@ use meridian_replication::{
     DeleteOpts, Deleted, GetResult, Read, ReadMode, ReadOpts, ReplicationError, WriteOpts, Written,
 };
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
 type Outcome = Result<(), Cow<'static, str>>;
@@ -97,11 +98,12 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
     g.is_data() || matches!(g, Group::Keyspace | Group::Replication | Group::Handles)
 }
 
-/// What a key command needs of the connection that sent it.
-#[derive(Clone, Copy)]
-pub(crate) struct Caller<'a> {
-    /// The connection's transaction session token (read-your-commits).
-    pub txn_session: &'a AtomicU64,
+/// What a key command needs of the connection that sent it (kept by a pipelined command
+/// that outlives the connection's borrow).
+#[derive(Clone)]
+pub(crate) struct Caller {
+    /// The connection's transaction session token (read-your-commits), shared with it.
+    pub txn_session: Arc<AtomicU64>,
     /// The database it selected (its keys are already rewritten into it).
     pub db: Db,
 }
@@ -114,10 +116,10 @@ pub(crate) async fn run(
     reply: &mut Reply,
     cmd: Cmd,
     args: Args<'_>,
-    caller: Caller<'_>,
+    caller: &Caller,
     objects: Option<&Objects>,
 ) -> Option<Outcome> {
-    let Caller { txn_session, db } = caller;
+    let (txn_session, db) = (&*caller.txn_session, caller.db);
     // Transactional buckets serve every string command, each as one transaction.
     if meridian_redis::types::is_data_command(cmd)
         && args.len() > 1

@@ -25,24 +25,32 @@
 use crate::config::Misrouted;
 use crate::resp::cluster_cmd::reported_lead;
 use crate::resp::context::RespContext;
-use crate::resp::exec::Session;
 use meridian_cluster::slot_of;
 use meridian_core::{DcId, NodeId};
 use meridian_redis::{Args, Cmd};
 use smallvec::SmallVec;
 
+/// What of the sending connection decides whether a command is redirected.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ConnectionState {
+    /// Inside `MULTI`: the command is queued.
+    pub in_multi: bool,
+    /// `READONLY` was sent.
+    pub readonly: bool,
+}
+
 /// The `-MOVED` line for a misrouted key command, or `None` to run it here (see the module
 /// docs).
 pub(crate) fn moved(
     ctx: &RespContext,
-    session: &Session,
+    conn: ConnectionState,
     cmd: Cmd,
     args: Args<'_>,
 ) -> Option<String> {
     let cluster = ctx.cluster.as_ref()?;
     if ctx.config.misrouted == Misrouted::Serve
-        || session.multi.active
-        || session.readonly && is_read_only(cmd)
+        || conn.in_multi
+        || conn.readonly && is_read_only(cmd)
     {
         return None;
     }

@@ -384,7 +384,7 @@ async fn cluster_batch(
                     .map(|i| FxBuildHasher.hash_one(args.get(i))),
             );
             let args = parser.owned_args(buf.split_to(len).freeze());
-            let sender = || exec::Sender {
+            let caller = || crate::resp::cluster_exec::Caller {
                 txn_session: session.txn_session.clone(),
                 db: session.db,
             };
@@ -396,7 +396,7 @@ async fn cluster_batch(
                     args,
                     slot,
                     Instant::now(),
-                    sender(),
+                    caller(),
                 ))
             };
             let command = if running.is_empty() {

@@ -19,6 +19,7 @@ use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
 use crate::resp::cluster_db::{self, Db};
+use crate::resp::cluster_exec::Caller;
 use crate::resp::cluster_redirect;
 pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
 use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
@@ -426,8 +427,8 @@ pub(crate) async fn execute_cluster<'c>(
         reply,
         cmd,
         args,
-        crate::resp::cluster_exec::Caller {
-            txn_session: &session.txn_session,
+        &Caller {
+            txn_session: session.txn_session.clone(),
             db: session.db,
         },
         ctx.objects().map(|o| &**o),
@@ -468,14 +469,6 @@ pub(crate) fn concurrent_command(args: Args<'_>) -> Option<Cmd> {
     Cmd::lookup(args.get(0)).filter(|&c| crate::resp::cluster_exec::handles(c))
 }
 
-/// What a concurrent key command keeps of the connection that sent it.
-pub(crate) struct Sender {
-    /// The connection's transaction session token, shared with it.
-    pub txn_session: Arc<std::sync::atomic::AtomicU64>,
-    /// The database it had selected.
-    pub db: Db,
-}
-
 /// Cluster mode: runs a key command that [`admit`] accepted, on the replication node, with
 /// its own `reply` (the connection copies it out in request order) and its own metrics:
 /// latency from `start` to its completion, not to the completion of the pipeline around it.
@@ -486,20 +479,16 @@ pub(crate) async fn run_concurrent(
     args: OwnedArgs,
     mut reply: Reply,
     start: Instant,
-    sender: Sender,
+    caller: Caller,
 ) -> Reply {
-    let Sender { txn_session, db } = sender;
-    let rewritten = db.rewrite(cmd, args.get());
+    let rewritten = caller.db.rewrite(cmd, args.get());
     let result = match crate::resp::cluster_exec::run(
         cluster,
         &ctx.metrics,
         &mut reply,
         cmd,
         rewritten.as_ref().unwrap_or(&args).get(),
-        crate::resp::cluster_exec::Caller {
-            txn_session: &txn_session,
-            db,
-        },
+        &caller,
         ctx.objects().map(|o| &**o),
     )
     .await
@@ -554,7 +543,11 @@ pub(crate) fn admit<'c>(
         reply.error(&session.multi.refused(Some(cmd), msg));
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
-    if let Some(msg) = cluster_redirect::moved(ctx, session, cmd, args) {
+    let conn = cluster_redirect::ConnectionState {
+        in_multi: session.multi.active,
+        readonly: session.readonly,
+    };
+    if let Some(msg) = cluster_redirect::moved(ctx, conn, cmd, args) {
         reply.error(&session.multi.refused(Some(cmd), msg));
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }

@@ -615,11 +615,36 @@ async fn hostile_cluster_arguments_get_errors_and_the_node_keeps_serving() {
             "ERR Invalid slot or number of keys",
         ),
         (vec![b"CLUSTER", b"\xff\x00"], "ERR unknown subcommand"),
+        // Databases (`cluster_db`): every index outside 0..16 refused, nothing created.
+        (vec![b"SELECT", b"-1"], "ERR DB index is out of range"),
+        (vec![b"SELECT", b"16"], "ERR DB index is out of range"),
+        (
+            vec![b"SELECT", b"99999999999999999999999"],
+            "ERR value is not an integer or out of range",
+        ),
+        (
+            vec![b"SELECT", b"\xff"],
+            "ERR value is not an integer or out of range",
+        ),
+        (vec![b"SELECT", b"1", b"2"], "ERR wrong number of arguments"),
+        (
+            vec![b"SWAPDB", b"0", b"x"],
+            "ERR SWAPDB is not allowed in cluster mode",
+        ),
+        (
+            vec![b"MOVE", b"{a}", b"1"],
+            "ERR MOVE is not allowed in cluster mode",
+        ),
     ];
     for (req, want) in &cases {
         let got = text(&con.cmd(req).await);
         assert!(got.starts_with(want), "{req:?}: {got}");
     }
+    let buckets = c.node(0).buckets();
+    assert!(
+        !buckets.names().any(|n| n.starts_with("db")),
+        "a refused SELECT registered a bucket"
+    );
     // A 1 MiB key of unbalanced braces hashes whole, like Redis.
     let slot = int(&con.cmd(&[b"CLUSTER", b"KEYSLOT", &huge]).await);
     assert_eq!(slot, i64::from(slot_of(&huge)));
