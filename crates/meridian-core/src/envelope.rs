@@ -13,6 +13,9 @@ pub const FLAG_EXPIRY: u8 = 0x01;
 pub const FLAG_CRDT: u8 = 0x02;
 /// Envelope flag: the value is a Redis hash.
 pub const FLAG_HASH: u8 = 0x04;
+/// Envelope bits naming a collection type other than a hash (never set with [`FLAG_HASH`]):
+/// `0x08` a list, `0x10` a set, `0x18` a sorted set; the other values are reserved.
+pub const TYPE_BITS: u8 = 0x38;
 
 /// The Redis type of a stored value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -22,6 +25,12 @@ pub enum Kind {
     String,
     /// A hash: the data is [`crate::hash::encode`]'s field list.
     Hash,
+    /// A list (its encoding is the Redis layer's `lists` module's).
+    List,
+    /// A set (the Redis layer's `sets` module).
+    Set,
+    /// A sorted set (the Redis layer's `zsets` module).
+    ZSet,
 }
 
 impl Kind {
@@ -30,14 +39,29 @@ impl Kind {
         match self {
             Kind::String => "string",
             Kind::Hash => "hash",
+            Kind::List => "list",
+            Kind::Set => "set",
+            Kind::ZSet => "zset",
         }
     }
+
+    /// Every type, in code order.
+    pub const ALL: [Kind; 5] = [Kind::String, Kind::Hash, Kind::List, Kind::Set, Kind::ZSet];
 
     fn flag(self) -> u8 {
         match self {
             Kind::String => 0,
             Kind::Hash => FLAG_HASH,
+            Kind::List => 0x08,
+            Kind::Set => 0x10,
+            Kind::ZSet => 0x18,
         }
+    }
+
+    /// The type named by an envelope's flags, if any.
+    fn from_flags(flags: u8) -> Option<Kind> {
+        let bits = flags & (FLAG_HASH | TYPE_BITS);
+        Kind::ALL.into_iter().find(|k| k.flag() == bits)
     }
 
     /// A stable number for this type, for messages between nodes ([`Kind::from_code`]).
@@ -47,9 +71,7 @@ impl Kind {
 
     /// The type [`Kind::code`] gave `code`, if any.
     pub fn from_code(code: u8) -> Option<Kind> {
-        [Kind::String, Kind::Hash]
-            .into_iter()
-            .find(|k| k.code() == code)
+        Kind::ALL.into_iter().find(|k| k.code() == code)
     }
 }
 
@@ -103,13 +125,11 @@ impl Entry {
         let Some(&flags) = raw.first() else {
             return Err(BadEnvelope("empty envelope"));
         };
-        if flags & !(FLAG_EXPIRY | FLAG_HASH) != 0 {
+        if flags & !(FLAG_EXPIRY | FLAG_HASH | TYPE_BITS) != 0 {
             return Err(BadEnvelope("unknown envelope flags"));
         }
-        let kind = if flags & FLAG_HASH != 0 {
-            Kind::Hash
-        } else {
-            Kind::String
+        let Some(kind) = Kind::from_flags(flags) else {
+            return Err(BadEnvelope("unknown value type"));
         };
         let expiry = if flags & FLAG_EXPIRY != 0 {
             let Some(at) = raw.get(1..9) else {
@@ -206,5 +226,26 @@ mod tests {
         assert_eq!(t.encode()[0], FLAG_HASH | FLAG_EXPIRY);
         assert_eq!(Entry::decode(t.encode()), Ok(t));
         assert_eq!(Kind::Hash.type_name(), "hash");
+    }
+
+    #[test]
+    fn every_type_round_trips_and_unknown_type_bits_are_refused() {
+        for kind in Kind::ALL {
+            for expiry in [None, Some(9)] {
+                let e = Entry {
+                    data: Bytes::from("d"),
+                    expiry,
+                    kind,
+                };
+                assert_eq!(Entry::decode(e.encode()), Ok(e));
+            }
+        }
+        // The hash bit with a collection type, and the reserved type values.
+        for flags in [FLAG_HASH | 0x08, 0x20, 0x28, 0x30, 0x38] {
+            assert!(
+                Entry::decode(Bytes::from(vec![flags, 1])).is_err(),
+                "{flags:#x}"
+            );
+        }
     }
 }

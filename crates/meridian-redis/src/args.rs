@@ -41,6 +41,15 @@ impl<'a> Args<'a> {
         self.ranges
     }
 
+    /// The arguments from `n` on, as a request of their own (COMMAND GETKEYS's inner
+    /// command); empty when `n` is past the end.
+    pub fn skip(&self, n: usize) -> Args<'a> {
+        Args {
+            base: self.base,
+            ranges: &self.ranges[n.min(self.ranges.len())..],
+        }
+    }
+
     /// Arguments from `i` on.
     pub fn iter_from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + Clone + 'a {
         let base = self.base;

@@ -5,10 +5,12 @@
 //! negative one the minimum. [`Cmd`] values index per-command tables (metrics handles), so
 //! [`Cmd::ALL`] lists them in declaration order.
 
+use crate::args::Args;
+
 macro_rules! commands {
     ($(
         $id:ident $name:literal $arity:literal [$($flag:literal)*]
-        $first:literal $last:literal $step:literal;
+        $first:literal $last:literal $step:literal $(numkeys $nk:literal)?;
     )*) => {
         /// A command the front end implements.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -41,7 +43,7 @@ macro_rules! commands {
                         return Some(Cmd::Set);
                     }
                 }
-                let mut buf = [0u8; 16];
+                let mut buf = [0u8; 24];
                 let lower = buf.get_mut(..name.len())?;
                 for (d, s) in lower.iter_mut().zip(name) {
                     *d = s.to_ascii_lowercase();
@@ -61,9 +63,12 @@ macro_rules! commands {
                 first_key: $first,
                 last_key: $last,
                 step: $step,
+                numkeys_at: commands!(@numkeys $($nk)?),
             },
         )*];
     };
+    (@numkeys) => { 0 };
+    (@numkeys $nk:literal) => { $nk };
 }
 
 /// Static facts about a command, as `COMMAND INFO` reports them.
@@ -81,6 +86,9 @@ pub struct CommandSpec {
     pub last_key: i32,
     /// Step between key arguments.
     pub step: i32,
+    /// Position of a `numkeys` argument that counts the key arguments following it (0: none;
+    /// Redis's "movablekeys" commands: ZUNIONSTORE, LMPOP, SINTERCARD, ...).
+    pub numkeys_at: usize,
 }
 
 impl CommandSpec {
@@ -94,9 +102,18 @@ impl CommandSpec {
         }
     }
 
-    /// Positions of the key arguments in a request of `argc` arguments (Redis's
-    /// first/last/step rule; a negative last counts from the end). Empty for keyless commands.
-    pub fn key_positions(&self, argc: usize) -> std::iter::StepBy<std::ops::Range<usize>> {
+    /// Whether the command takes key arguments at all.
+    pub fn has_keys(&self) -> bool {
+        self.first_key > 0 || self.numkeys_at > 0
+    }
+
+    /// Positions of the key arguments of `args` (the name at 0): Redis's first/last/step rule
+    /// (a negative last counts from the end), then, for a command with a `numkeys` argument,
+    /// the keys it counts. A `numkeys` that is not a positive integer names no key (the
+    /// command refuses it); one larger than the arguments left is cut to them. Empty for
+    /// keyless commands.
+    pub fn key_positions(&self, args: &Args<'_>) -> KeyPositions {
+        let argc = args.len();
         let first = self.first_key.max(0) as usize;
         let last = if self.last_key < 0 {
             argc as i64 + i64::from(self.last_key)
@@ -108,7 +125,36 @@ impl CommandSpec {
         } else {
             (last + 1).clamp(0, argc as i64) as usize
         };
-        (first..end.max(first)).step_by(self.step.max(1) as usize)
+        let fixed = (first..end.max(first)).step_by(self.step.max(1) as usize);
+        let counted = match self.numkeys_at {
+            0 => 0..0,
+            at if at < argc => {
+                let n = crate::value::parse_i64(args.get(at)).unwrap_or(0).max(0);
+                let start = at + 1;
+                start
+                    ..start
+                        .saturating_add(usize::try_from(n).unwrap_or(0))
+                        .min(argc)
+            }
+            _ => 0..0,
+        };
+        KeyPositions { fixed, counted }
+    }
+}
+
+/// The positions of a request's key arguments, in order ([`CommandSpec::key_positions`]).
+#[derive(Clone, Debug)]
+pub struct KeyPositions {
+    fixed: std::iter::StepBy<std::ops::Range<usize>>,
+    counted: std::ops::Range<usize>,
+}
+
+impl Iterator for KeyPositions {
+    type Item = usize;
+
+    #[inline]
+    fn next(&mut self) -> Option<usize> {
+        self.fixed.next().or_else(|| self.counted.next())
     }
 }
 
@@ -207,6 +253,80 @@ commands! {
     Hvals "hvals" 2 ["readonly"] 1 1 1;
     Hscan "hscan" -3 ["readonly"] 1 1 1;
     Hrandfield "hrandfield" -2 ["readonly"] 1 1 1;
+    Lpush "lpush" -3 ["write" "denyoom" "fast"] 1 1 1;
+    Rpush "rpush" -3 ["write" "denyoom" "fast"] 1 1 1;
+    Lpushx "lpushx" -3 ["write" "denyoom" "fast"] 1 1 1;
+    Rpushx "rpushx" -3 ["write" "denyoom" "fast"] 1 1 1;
+    Linsert "linsert" 5 ["write" "denyoom"] 1 1 1;
+    Lpop "lpop" -2 ["write" "fast"] 1 1 1;
+    Rpop "rpop" -2 ["write" "fast"] 1 1 1;
+    Llen "llen" 2 ["readonly" "fast"] 1 1 1;
+    Lrange "lrange" 4 ["readonly"] 1 1 1;
+    Lindex "lindex" 3 ["readonly"] 1 1 1;
+    Lset "lset" 4 ["write" "denyoom"] 1 1 1;
+    Lrem "lrem" 4 ["write"] 1 1 1;
+    Ltrim "ltrim" 4 ["write"] 1 1 1;
+    Lpos "lpos" -3 ["readonly"] 1 1 1;
+    Lmove "lmove" 6 ["write" "denyoom"] 1 2 1;
+    Rpoplpush "rpoplpush" 3 ["write" "denyoom"] 1 2 1;
+    Lmpop "lmpop" -4 ["write" "movablekeys"] 0 0 0 numkeys 1;
+    Blpop "blpop" -3 ["write" "noscript" "blocking"] 1 -2 1;
+    Brpop "brpop" -3 ["write" "noscript" "blocking"] 1 -2 1;
+    Blmove "blmove" 7 ["write" "denyoom" "noscript" "blocking"] 1 2 1;
+    Brpoplpush "brpoplpush" 4 ["write" "denyoom" "noscript" "blocking"] 1 2 1;
+    Blmpop "blmpop" -5 ["write" "blocking" "movablekeys"] 0 0 0 numkeys 2;
+    Sadd "sadd" -3 ["write" "denyoom" "fast"] 1 1 1;
+    Srem "srem" -3 ["write" "fast"] 1 1 1;
+    Smove "smove" 4 ["write" "fast"] 1 2 1;
+    Sismember "sismember" 3 ["readonly" "fast"] 1 1 1;
+    Smismember "smismember" -3 ["readonly" "fast"] 1 1 1;
+    Scard "scard" 2 ["readonly" "fast"] 1 1 1;
+    Spop "spop" -2 ["write" "fast"] 1 1 1;
+    Srandmember "srandmember" -2 ["readonly"] 1 1 1;
+    Sinter "sinter" -2 ["readonly"] 1 -1 1;
+    Sintercard "sintercard" -3 ["readonly" "movablekeys"] 0 0 0 numkeys 1;
+    Sinterstore "sinterstore" -3 ["write" "denyoom"] 1 -1 1;
+    Sunion "sunion" -2 ["readonly"] 1 -1 1;
+    Sunionstore "sunionstore" -3 ["write" "denyoom"] 1 -1 1;
+    Sdiff "sdiff" -2 ["readonly"] 1 -1 1;
+    Sdiffstore "sdiffstore" -3 ["write" "denyoom"] 1 -1 1;
+    Smembers "smembers" 2 ["readonly"] 1 1 1;
+    Sscan "sscan" -3 ["readonly"] 1 1 1;
+    Zadd "zadd" -4 ["write" "denyoom" "fast"] 1 1 1;
+    Zincrby "zincrby" 4 ["write" "denyoom" "fast"] 1 1 1;
+    Zrem "zrem" -3 ["write" "fast"] 1 1 1;
+    Zremrangebyscore "zremrangebyscore" 4 ["write"] 1 1 1;
+    Zremrangebyrank "zremrangebyrank" 4 ["write"] 1 1 1;
+    Zremrangebylex "zremrangebylex" 4 ["write"] 1 1 1;
+    Zunionstore "zunionstore" -4 ["write" "denyoom" "movablekeys"] 1 1 1 numkeys 2;
+    Zinterstore "zinterstore" -4 ["write" "denyoom" "movablekeys"] 1 1 1 numkeys 2;
+    Zdiffstore "zdiffstore" -4 ["write" "denyoom" "movablekeys"] 1 1 1 numkeys 2;
+    Zunion "zunion" -3 ["readonly" "movablekeys"] 0 0 0 numkeys 1;
+    Zinter "zinter" -3 ["readonly" "movablekeys"] 0 0 0 numkeys 1;
+    Zintercard "zintercard" -3 ["readonly" "movablekeys"] 0 0 0 numkeys 1;
+    Zdiff "zdiff" -3 ["readonly" "movablekeys"] 0 0 0 numkeys 1;
+    Zrange "zrange" -4 ["readonly"] 1 1 1;
+    Zrangestore "zrangestore" -5 ["write" "denyoom"] 1 2 1;
+    Zrangebyscore "zrangebyscore" -4 ["readonly"] 1 1 1;
+    Zrevrangebyscore "zrevrangebyscore" -4 ["readonly"] 1 1 1;
+    Zrangebylex "zrangebylex" -4 ["readonly"] 1 1 1;
+    Zrevrangebylex "zrevrangebylex" -4 ["readonly"] 1 1 1;
+    Zcount "zcount" 4 ["readonly" "fast"] 1 1 1;
+    Zlexcount "zlexcount" 4 ["readonly" "fast"] 1 1 1;
+    Zrevrange "zrevrange" -4 ["readonly"] 1 1 1;
+    Zcard "zcard" 2 ["readonly" "fast"] 1 1 1;
+    Zscore "zscore" 3 ["readonly" "fast"] 1 1 1;
+    Zmscore "zmscore" -3 ["readonly" "fast"] 1 1 1;
+    Zrank "zrank" 3 ["readonly" "fast"] 1 1 1;
+    Zrevrank "zrevrank" 3 ["readonly" "fast"] 1 1 1;
+    Zscan "zscan" -3 ["readonly"] 1 1 1;
+    Zpopmin "zpopmin" -2 ["write" "fast"] 1 1 1;
+    Zpopmax "zpopmax" -2 ["write" "fast"] 1 1 1;
+    Bzpopmin "bzpopmin" -3 ["write" "noscript" "blocking" "fast"] 1 -2 1;
+    Bzpopmax "bzpopmax" -3 ["write" "noscript" "blocking" "fast"] 1 -2 1;
+    Zmpop "zmpop" -4 ["write" "movablekeys"] 0 0 0 numkeys 1;
+    Bzmpop "bzmpop" -5 ["write" "blocking" "movablekeys"] 0 0 0 numkeys 2;
+    Zrandmember "zrandmember" -2 ["readonly"] 1 1 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
@@ -219,6 +339,12 @@ pub enum Group {
     Strings,
     /// A data command on hashes (`crate::hashes` runs it over any view): HSET, HGET, ...
     Hashes,
+    /// A data command on lists (`crate::lists`): LPUSH, LRANGE, LMOVE, BLPOP, ...
+    Lists,
+    /// A data command on sets (`crate::sets`): SADD, SINTER, SPOP, ...
+    Sets,
+    /// A data command on sorted sets (`crate::zsets`): ZADD, ZRANGE, ZUNIONSTORE, ...
+    SortedSets,
     /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
     Keyspace,
     /// The replication layer's own operations: MERIDIAN.GET/PUT/DEL/SET, TL.* (cluster mode).
@@ -246,6 +372,18 @@ impl Cmd {
             | BlobRead => Group::Strings,
             Hset | Hsetnx | Hmset | Hget | Hmget | Hgetall | Hdel | Hexists | Hlen | Hstrlen
             | Hincrby | Hincrbyfloat | Hkeys | Hvals | Hscan | Hrandfield => Group::Hashes,
+            Lpush | Rpush | Lpushx | Rpushx | Linsert | Lpop | Rpop | Llen | Lrange | Lindex
+            | Lset | Lrem | Ltrim | Lpos | Lmove | Rpoplpush | Lmpop | Blpop | Brpop | Blmove
+            | Brpoplpush | Blmpop => Group::Lists,
+            Sadd | Srem | Smove | Sismember | Smismember | Scard | Spop | Srandmember | Sinter
+            | Sintercard | Sinterstore | Sunion | Sunionstore | Sdiff | Sdiffstore | Smembers
+            | Sscan => Group::Sets,
+            Zadd | Zincrby | Zrem | Zremrangebyscore | Zremrangebyrank | Zremrangebylex
+            | Zunionstore | Zinterstore | Zdiffstore | Zunion | Zinter | Zintercard | Zdiff
+            | Zrange | Zrangestore | Zrangebyscore | Zrevrangebyscore | Zrangebylex
+            | Zrevrangebylex | Zcount | Zlexcount | Zrevrange | Zcard | Zscore | Zmscore
+            | Zrank | Zrevrank | Zscan | Zpopmin | Zpopmax | Bzpopmin | Bzpopmax | Zmpop
+            | Bzmpop | Zrandmember => Group::SortedSets,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
@@ -287,18 +425,36 @@ mod tests {
 
     #[test]
     fn key_positions() {
-        let keys = |c: Cmd, argc| c.spec().key_positions(argc).collect::<Vec<_>>();
-        assert_eq!(keys(Cmd::Get, 2), [1]);
-        assert_eq!(keys(Cmd::Set, 5), [1]);
-        assert_eq!(keys(Cmd::Del, 4), [1, 2, 3]);
-        assert_eq!(keys(Cmd::Mset, 5), [1, 3]);
-        assert_eq!(keys(Cmd::MeridianPut, 7), [1]);
-        assert_eq!(keys(Cmd::MeridianSet, 5), [1]);
-        assert_eq!(keys(Cmd::TlTas, 4), [1]);
-        assert!(keys(Cmd::Ping, 2).is_empty());
-        assert!(keys(Cmd::Scan, 4).is_empty());
-        assert_eq!(keys(Cmd::Hset, 6), [1]);
-        assert_eq!(keys(Cmd::Hmget, 5), [1]);
+        let keys = |parts: &[&str]| {
+            let owned = crate::OwnedArgs::from_slices(parts.iter().map(|p| p.as_bytes()));
+            let args = owned.get();
+            let cmd = Cmd::lookup(args.get(0)).unwrap();
+            cmd.spec().key_positions(&args).collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&["GET", "k"]), [1]);
+        assert_eq!(keys(&["SET", "k", "v", "EX", "1"]), [1]);
+        assert_eq!(keys(&["DEL", "a", "b", "c"]), [1, 2, 3]);
+        assert_eq!(keys(&["MSET", "a", "1", "b", "2"]), [1, 3]);
+        assert_eq!(keys(&["TL.TAS", "k", "1", "v"]), [1]);
+        assert!(keys(&["PING", "x"]).is_empty());
+        assert!(keys(&["SCAN", "0", "COUNT", "1"]).is_empty());
+        assert_eq!(keys(&["HMGET", "h", "a", "b", "c"]), [1]);
+        assert_eq!(keys(&["BLPOP", "a", "b", "0"]), [1, 2]);
+        assert_eq!(keys(&["LMOVE", "a", "b", "LEFT", "RIGHT"]), [1, 2]);
+        // numkeys: the keys it counts, after the fixed ones.
+        assert_eq!(
+            keys(&["ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"]),
+            [1, 3, 4]
+        );
+        assert_eq!(keys(&["ZUNION", "2", "a", "b", "WITHSCORES"]), [2, 3]);
+        assert_eq!(keys(&["LMPOP", "1", "a", "LEFT"]), [2]);
+        assert_eq!(keys(&["BLMPOP", "0", "2", "a", "b", "LEFT"]), [3, 4]);
+        // A numkeys past the arguments is cut to them; a bad one names no key.
+        assert_eq!(keys(&["ZUNION", "9", "a", "b"]), [2, 3]);
+        assert!(keys(&["ZUNION", "-1", "a"]).is_empty());
+        assert!(keys(&["ZUNION", "x", "a"]).is_empty());
+        assert!(keys(&["SINTERCARD", "99999999999999999999", "a"]).is_empty());
+        assert_eq!(keys(&["SINTERCARD", "9223372036854775807", "a"]), [2]);
     }
 
     #[test]

@@ -66,6 +66,9 @@ impl Cmd {
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => &["string"],
                 Group::Hashes => &["hash"],
+                Group::Lists => &["list"],
+                Group::Sets => &["set"],
+                Group::SortedSets => &["sortedset"],
                 Group::Transaction | Group::Interactive => &["transaction"],
                 Group::Keyspace | Group::Connection => &[],
             },
@@ -105,6 +108,9 @@ impl Cmd {
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => "string",
                 Group::Hashes => "hash",
+                Group::Lists => "list",
+                Group::Sets => "set",
+                Group::SortedSets => "sorted-set",
                 Group::Transaction | Group::Interactive => "transactions",
                 Group::Keyspace => "generic",
                 Group::Connection => "connection",
@@ -132,6 +138,7 @@ impl Cmd {
             Exists | Touch | Strlen | Type | Watch | Hexists | Hlen | Hstrlen | BlobClose => {
                 &["RO"]
             }
+            _ if self.has_flag("write") => &["RW", "access", "update"],
             _ => &["RO", "access"],
         }
     }
@@ -271,20 +278,47 @@ fn entry(reply: &mut Reply, cmd: Cmd) {
     reply.array(0); // subcommands
 }
 
-/// The command's key specifications: one range from its first key, or none.
+/// The command's key specifications: a range from its first key, and the keys a `numkeys`
+/// argument counts, as Redis 7 describes them (`range` and `keynum`).
 fn key_specs(reply: &mut Reply, cmd: Cmd) {
     let spec = cmd.spec();
-    if spec.first_key <= 0 {
-        reply.array(0);
-        return;
+    let specs = usize::from(spec.first_key > 0) + usize::from(spec.numkeys_at > 0);
+    reply.array(specs);
+    if spec.first_key > 0 {
+        // `find_keys.range.lastkey` is relative to the first key (-1: to the last argument).
+        let last = if spec.last_key < 0 {
+            i64::from(spec.last_key)
+        } else {
+            i64::from(spec.last_key) - i64::from(spec.first_key)
+        };
+        key_spec_head(reply, cmd, spec.first_key as usize);
+        reply.bulk(b"range");
+        reply.bulk(b"spec");
+        reply.map(3);
+        reply.bulk(b"lastkey");
+        reply.int(last);
+        reply.bulk(b"keystep");
+        reply.int(i64::from(spec.step));
+        reply.bulk(b"limit");
+        reply.int(0);
     }
-    // `find_keys.range.lastkey` is relative to the first key (-1: to the last argument).
-    let last = if spec.last_key < 0 {
-        i64::from(spec.last_key)
-    } else {
-        i64::from(spec.last_key) - i64::from(spec.first_key)
-    };
-    reply.array(1);
+    if spec.numkeys_at > 0 {
+        key_spec_head(reply, cmd, spec.numkeys_at);
+        reply.bulk(b"keynum");
+        reply.bulk(b"spec");
+        reply.map(3);
+        reply.bulk(b"keynumidx");
+        reply.int(0);
+        reply.bulk(b"firstkey");
+        reply.int(1);
+        reply.bulk(b"keystep");
+        reply.int(1);
+    }
+}
+
+/// A key specification up to its `find_keys` type: its flags, and a search that begins at
+/// argument `index`.
+fn key_spec_head(reply: &mut Reply, cmd: Cmd, index: usize) {
     reply.map(3);
     reply.bulk(b"flags");
     let flags = cmd.key_spec_flags();
@@ -299,19 +333,10 @@ fn key_specs(reply: &mut Reply, cmd: Cmd) {
     reply.bulk(b"spec");
     reply.map(1);
     reply.bulk(b"index");
-    reply.int(i64::from(spec.first_key));
+    reply.int(index as i64);
     reply.bulk(b"find_keys");
     reply.map(2);
     reply.bulk(b"type");
-    reply.bulk(b"range");
-    reply.bulk(b"spec");
-    reply.map(3);
-    reply.bulk(b"lastkey");
-    reply.int(last);
-    reply.bulk(b"keystep");
-    reply.int(i64::from(spec.step));
-    reply.bulk(b"limit");
-    reply.int(0);
 }
 
 /// `COMMAND DOCS [name ...]`: a map of name → `{group}`; unknown names are left out, as
@@ -369,14 +394,14 @@ fn getkeys(reply: &mut Reply, args: Args<'_>, with_flags: bool) -> CmdResult {
         return Err(raw("ERR Invalid command specified"));
     };
     let spec = cmd.spec();
-    if spec.first_key <= 0 {
+    if !spec.has_keys() {
         return Err(raw("ERR The command has no key arguments"));
     }
     let argc = args.len() - 2;
     if !spec.arity_ok(argc) {
         return Err(raw("ERR Invalid number of arguments specified for command"));
     }
-    let keys: Vec<usize> = spec.key_positions(argc).collect();
+    let keys: Vec<usize> = spec.key_positions(&args.skip(2)).collect();
     if keys.is_empty() {
         return Err(raw("ERR Invalid arguments specified for command"));
     }

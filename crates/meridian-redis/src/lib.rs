@@ -17,7 +17,7 @@
 //!   over (the command's time, each key's live typed value, store or delete), made atomic by
 //!   the backend;
 //! - one module per data type, each the one copy of its commands' semantics: [`strings`]
-//!   (and the expiry commands), [`hashes`]; [`types`] routes a data command to its module;
+//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`]; [`types`] routes a data command to its module;
 //! - helpers every type shares: [`options`] (SET/EXPIRE/GETEX options), [`scan`] (SCAN's
 //!   arguments and reply), [`value`] (integers, floats, globs), [`large_object`] (keys
 //!   holding an S3 object's manifest).
@@ -34,13 +34,16 @@ pub mod command_info;
 pub mod error;
 pub mod hashes;
 pub mod large_object;
+pub mod lists;
 pub mod options;
 pub mod reply;
 pub mod scan;
+pub mod sets;
 pub mod strings;
 pub mod types;
 pub mod value;
 pub mod view;
+pub mod zsets;
 
 pub use args::{Args, OwnedArgs};
 pub use command::{Cmd, CommandSpec, Group};

@@ -118,6 +118,19 @@ impl Reply {
             .extend_from_slice(if self.resp3 { b"_\r\n" } else { b"$-1\r\n" });
     }
 
+    /// A double (`,` in RESP3, a bulk string in RESP2), formatted as Redis 7.0 does
+    /// ([`crate::value::format_double`]).
+    pub fn double(&mut self, v: f64) {
+        let text = crate::value::format_double(v);
+        if self.resp3 {
+            self.out.put_u8(b',');
+            self.out.put_slice(text.as_bytes());
+            self.out.put_slice(b"\r\n");
+        } else {
+            self.bulk(text.as_bytes());
+        }
+    }
+
     /// The null array (`_` in RESP3, `*-1` in RESP2).
     pub fn null_array(&mut self) {
         self.out

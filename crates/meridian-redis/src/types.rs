@@ -11,12 +11,15 @@ use crate::command::{Cmd, Group};
 use crate::error::{CmdResult, raw};
 use crate::reply::Reply;
 use crate::view::View;
-use crate::{hashes, strings};
+use crate::{hashes, lists, sets, strings, zsets};
 
 impl Group {
     /// Whether the group is a data type's commands (run by [`exec_on_view`]).
     pub fn is_data(self) -> bool {
-        matches!(self, Group::Strings | Group::Hashes)
+        matches!(
+            self,
+            Group::Strings | Group::Hashes | Group::Lists | Group::Sets | Group::SortedSets
+        )
     }
 }
 
@@ -33,6 +36,9 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
     match cmd.group() {
         Group::Strings => strings::exec_on_view(cmd, args, view, reply),
         Group::Hashes => hashes::exec_on_view(cmd, args, view, reply),
+        Group::Lists => lists::exec_on_view(cmd, args, view, reply),
+        Group::Sets => sets::exec_on_view(cmd, args, view, reply),
+        Group::SortedSets => zsets::exec_on_view(cmd, args, view, reply),
         _ => Err(raw(format!(
             "ERR {} is not a data command",
             cmd.spec().name.to_ascii_uppercase()
@@ -49,7 +55,11 @@ mod tests {
         for &c in Cmd::ALL {
             assert_eq!(
                 is_data_command(c),
-                strings::handles(c) || hashes::handles(c),
+                strings::handles(c)
+                    || hashes::handles(c)
+                    || lists::handles(c)
+                    || sets::handles(c)
+                    || zsets::handles(c),
                 "{c:?}"
             );
         }

@@ -25,6 +25,40 @@ pub fn format_f64(v: f64) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
+/// Formats a double the way Redis 7.0 replies with one (`addReplyDouble`: C's `%.17g`, and
+/// `inf`/`-inf`): ZSCORE of 1.5 is `1.5`, of 0.1 `0.10000000000000001`, of 1e20 `1e+20`.
+pub fn format_double(v: f64) -> String {
+    if v.is_infinite() {
+        return if v < 0.0 { "-inf" } else { "inf" }.to_string();
+    }
+    if v.is_nan() {
+        return "nan".to_string();
+    }
+    if v == 0.0 {
+        return if v.is_sign_negative() { "-0" } else { "0" }.to_string();
+    }
+    // 17 significant digits, then %g's choice of notation by the decimal exponent.
+    let sci = format!("{v:.16e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if !(-4..17).contains(&exp) {
+        let mantissa = trim_fraction(mantissa);
+        let sign = if exp < 0 { '-' } else { '+' };
+        return format!("{mantissa}e{sign}{:02}", exp.unsigned_abs());
+    }
+    let decimals = (16 - exp).max(0) as usize;
+    trim_fraction(&format!("{v:.decimals$}")).to_string()
+}
+
+/// A decimal without the trailing zeros of its fraction (and without a bare `.`).
+fn trim_fraction(s: &str) -> &str {
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        s
+    }
+}
+
 /// Redis's glob matcher (`stringmatchlen`): `*`, `?`, `[abc]`, `[^a]`, `[a-z]` and `\`
 /// escapes, byte-wise, optionally ASCII case-insensitive. Like Redis, it gives up (no match)
 /// on patterns nesting `*` more than 1000 deep, and stops retrying longer matches for an
@@ -205,6 +239,28 @@ mod tests {
             (" 1", None),
         ] {
             assert_eq!(parse_i64(s.as_bytes()), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn doubles_format_as_redis_7_0_replies() {
+        for (v, want) in [
+            (1.5, "1.5"),
+            (10.0, "10"),
+            (-3.0, "-3"),
+            (0.1, "0.10000000000000001"),
+            (1.1, "1.1000000000000001"),
+            (1e20, "1e+20"),
+            (1.5e-7, "1.4999999999999999e-07"),
+            (0.0001, "0.0001"),
+            (123456789012345680.0, "1.2345678901234568e+17"),
+            (12345678901234567.0, "12345678901234568"),
+            (f64::INFINITY, "inf"),
+            (f64::NEG_INFINITY, "-inf"),
+            (-0.0, "-0"),
+            (0.0, "0"),
+        ] {
+            assert_eq!(format_double(v), want, "{v:e}");
         }
     }
 }

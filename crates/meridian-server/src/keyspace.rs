@@ -769,13 +769,13 @@ impl Keyspace {
         let spec = cmd.spec();
         // Several keys at once are read or written under all their stripes, as one unit:
         // an MGET never sees half of an MSET or of an EXEC (Redis runs each command alone).
-        let several = spec.key_positions(args.len()).nth(1).is_some();
+        let several = spec.key_positions(&args).nth(1).is_some();
         let readonly = spec.flags.first() == Some(&"readonly");
         if !several && readonly {
             return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
         if several {
-            let guards = self.lock_many(spec.key_positions(args.len()).map(|i| args.get(i)));
+            let guards = self.lock_many(spec.key_positions(&args).map(|i| args.get(i)));
             let mut ov = Overlay::new(self, guards);
             // The reply is written before the batch is: a refused batch (a full disk) takes
             // it back, so only the error is answered.

@@ -84,7 +84,7 @@ pub(crate) fn s3_key_refusal(ctx: &RespContext, cmd: Cmd, args: Args<'_>) -> Opt
             .map(|refused| format!("NOPERM {refused}"));
     }
     cmd.spec()
-        .key_positions(args.len())
+        .key_positions(&args)
         .find_map(|i| objects.check_key_access(args.get(i), false).err())
         .map(|refused| format!("NOPERM {refused}"))
 }

@@ -82,7 +82,7 @@ impl Db {
     pub(crate) fn rewrite(self, cmd: Cmd, args: Args<'_>) -> Option<OwnedArgs> {
         let bucket = self.bucket()?;
         let mut is_key = vec![false; args.len()];
-        for i in cmd.spec().key_positions(args.len()) {
+        for i in cmd.spec().key_positions(&args) {
             is_key[i] = true;
         }
         if !is_key.contains(&true) {

@@ -72,7 +72,7 @@ fn is_read_only(cmd: Cmd) -> bool {
 /// The slot every key of the command hashes to; `None` for a keyless command or keys of
 /// several slots.
 fn one_slot(cmd: Cmd, args: Args<'_>) -> Option<u16> {
-    let mut positions = cmd.spec().key_positions(args.len());
+    let mut positions = cmd.spec().key_positions(&args);
     let slot = slot_of(args.get(positions.next()?));
     positions
         .all(|i| slot_of(args.get(i)) == slot)

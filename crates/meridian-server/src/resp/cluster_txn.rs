@@ -113,7 +113,7 @@ pub(crate) async fn watch(
 /// The keys of a command.
 fn keys_of(cmd: Cmd, args: Args<'_>) -> impl Iterator<Item = Bytes> + '_ {
     cmd.spec()
-        .key_positions(args.len())
+        .key_positions(&args)
         .map(move |i| Bytes::copy_from_slice(args.get(i)))
 }
 

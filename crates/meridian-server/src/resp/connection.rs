@@ -380,7 +380,7 @@ async fn cluster_batch(
             st.scratch.clear();
             st.scratch.extend(
                 cmd.spec()
-                    .key_positions(args.len())
+                    .key_positions(&args)
                     .map(|i| FxBuildHasher.hash_one(args.get(i))),
             );
             let args = parser.owned_args(buf.split_to(len).freeze());

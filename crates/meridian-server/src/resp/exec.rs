@@ -256,10 +256,7 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
         .any(|q| multi::queue_kind(q.cmd) == Queue::WholeKeyspace);
     let keys = queued.iter().flat_map(|q| {
         let args = q.args.get();
-        q.cmd
-            .spec()
-            .key_positions(args.len())
-            .map(move |i| args.get(i))
+        q.cmd.spec().key_positions(&args).map(move |i| args.get(i))
     });
     let watched = watches.as_ref().map_or(&[][..], |w| w.watches());
     let mark = reply.out.len();

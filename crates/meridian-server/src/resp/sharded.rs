@@ -96,10 +96,10 @@ enum Next {
 }
 
 /// Whether `cmd` runs on a shard: a command with keys and no connection state.
-fn on_shard(cmd: Cmd, argc: usize) -> bool {
+fn on_shard(cmd: Cmd, args: &Args<'_>) -> bool {
     !multi::is_transaction_command(cmd)
         && !matches!(cmd, Cmd::BlobOpen | Cmd::BlobPread | Cmd::BlobClose)
-        && cmd.spec().key_positions(argc).next().is_some()
+        && cmd.spec().key_positions(args).next().is_some()
 }
 
 /// The command `args` name if it runs on a shard for `session`.
@@ -108,7 +108,7 @@ fn shard_command(session: &Session, args: &Args<'_>) -> Option<Cmd> {
         !session.multi.active
             && session.authed
             && c.spec().arity_ok(args.len())
-            && on_shard(c, args.len())
+            && on_shard(c, args)
     })
 }
 
@@ -258,7 +258,7 @@ fn place_and_run(
     let mut batch = executor.batch();
     for g in gathered.iter() {
         let args = Args::from_parts(bytes, &ranges[g.args.clone()]);
-        let keys = g.cmd.spec().key_positions(args.len()).map(|i| args.get(i));
+        let keys = g.cmd.spec().key_positions(&args).map(|i| args.get(i));
         let route = batch.place(keys, || {
             let (tx, rx) = oneshot::channel();
             pending.push_back(rx);
