@@ -55,6 +55,10 @@ pub enum RedisError {
     /// A hash write whose encoded hash would exceed the backend's longest value ([`crate::View::max_value_len`]).
     #[error("hash exceeds maximum allowed size (proto-max-bulk-len)")]
     HashTooLarge,
+    /// A list, set or sorted-set write whose encoded value would exceed the backend's
+    /// longest value ([`crate::View::max_value_len`]); the type is named.
+    #[error("{0} exceeds maximum allowed size (proto-max-bulk-len)")]
+    CollectionTooLarge(&'static str),
     /// EXPIRE with an option other than NX, XX, GT, LT.
     #[error("Unsupported option {0}")]
     UnsupportedOption(String),

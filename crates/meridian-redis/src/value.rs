@@ -25,6 +25,23 @@ pub fn format_f64(v: f64) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
+/// A blocking command's timeout (BLPOP, BZPOPMIN, ...), as Redis 7's
+/// `getTimeoutFromObjectOrReply` reads it: seconds as a float, 0 for "forever"; `None` for
+/// forever, else the milliseconds to wait.
+pub fn parse_timeout(a: &[u8]) -> Result<Option<u64>, crate::error::CmdError> {
+    use crate::error::raw;
+    let secs = parse_f64(a).ok_or_else(|| raw("ERR timeout is not a float or out of range"))?;
+    // Redis rounds up to milliseconds before it checks the sign: -0.0001 is 0.
+    let ms = (secs * 1000.0).ceil();
+    if !ms.is_finite() || ms >= i64::MAX as f64 {
+        return Err(raw("ERR timeout is out of range"));
+    }
+    if ms < 0.0 {
+        return Err(raw("ERR timeout is negative"));
+    }
+    Ok((ms > 0.0).then_some(ms as u64))
+}
+
 /// Formats a double the way Redis 7.0 replies with one (`addReplyDouble`: C's `%.17g`, and
 /// `inf`/`-inf`): ZSCORE of 1.5 is `1.5`, of 0.1 `0.10000000000000001`, of 1e20 `1e+20`.
 pub fn format_double(v: f64) -> String {
@@ -261,6 +278,22 @@ mod tests {
             (0.0, "0"),
         ] {
             assert_eq!(format_double(v), want, "{v:e}");
+        }
+    }
+
+    #[test]
+    fn timeouts_parse_as_redis_reads_them() {
+        assert_eq!(parse_timeout(b"0").unwrap(), None);
+        assert_eq!(parse_timeout(b"0.1").unwrap(), Some(100));
+        assert_eq!(parse_timeout(b"2").unwrap(), Some(2000));
+        for (bad, why) in [
+            (&b"-1"[..], "negative"),
+            (b"abc", "not a float"),
+            (b"inf", "out of range"),
+            (b"1e300", "out of range"),
+        ] {
+            let line = parse_timeout(bad).unwrap_err().into_line();
+            assert!(line.contains(why), "{line}");
         }
     }
 }
