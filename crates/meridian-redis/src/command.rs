@@ -204,6 +204,7 @@ commands! {
     Info "info" -1 ["loading" "stale"] 0 0 0;
     Command "command" -1 ["loading" "stale"] 0 0 0;
     Config "config" -2 [] 0 0 0;
+    Function "function" -2 [] 0 0 0;
     Client "client" -2 [] 0 0 0;
     Select "select" 2 ["loading" "stale" "fast"] 0 0 0;
     Move "move" 3 ["write" "fast"] 1 1 1;
@@ -267,12 +268,12 @@ commands! {
     Lrem "lrem" 4 ["write"] 1 1 1;
     Ltrim "ltrim" 4 ["write"] 1 1 1;
     Lpos "lpos" -3 ["readonly"] 1 1 1;
-    Lmove "lmove" 6 ["write" "denyoom"] 1 2 1;
+    Lmove "lmove" 5 ["write" "denyoom"] 1 2 1;
     Rpoplpush "rpoplpush" 3 ["write" "denyoom"] 1 2 1;
     Lmpop "lmpop" -4 ["write" "movablekeys"] 0 0 0 numkeys 1;
     Blpop "blpop" -3 ["write" "noscript" "blocking"] 1 -2 1;
     Brpop "brpop" -3 ["write" "noscript" "blocking"] 1 -2 1;
-    Blmove "blmove" 7 ["write" "denyoom" "noscript" "blocking"] 1 2 1;
+    Blmove "blmove" 6 ["write" "denyoom" "noscript" "blocking"] 1 2 1;
     Brpoplpush "brpoplpush" 4 ["write" "denyoom" "noscript" "blocking"] 1 2 1;
     Blmpop "blmpop" -5 ["write" "blocking" "movablekeys"] 0 0 0 numkeys 2;
     Sadd "sadd" -3 ["write" "denyoom" "fast"] 1 1 1;
@@ -391,7 +392,8 @@ impl Cmd {
             MeridianBegin | MeridianCommit | MeridianAbort => Group::Interactive,
             BlobOpen | BlobPread | BlobClose => Group::Handles,
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
-            | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb => {
+            | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb
+            | Function => {
                 Group::Connection
             }
         }

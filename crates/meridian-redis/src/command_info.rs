@@ -62,7 +62,7 @@ impl Cmd {
             Ping | Echo | Command | Select | Hello | Auth | Quit | Reset | Readonly | Readwrite
             | Asking => &["connection"],
             // Containers (their subcommands carry the categories in Redis).
-            Time | Config | Client | Cluster => &[],
+            Time | Config | Client | Cluster | Function => &[],
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => &["string"],
                 Group::Hashes => &["hash"],
@@ -105,6 +105,7 @@ impl Cmd {
             | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys => "generic",
             Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role => "server",
             Cluster | Readonly | Readwrite | Asking => "cluster",
+            Function => "scripting",
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => "string",
                 Group::Hashes => "hash",

@@ -77,6 +77,8 @@ pub struct RespContext {
     pub(super) ops_per_sec: AtomicU64,
     pub(crate) net_input: AtomicU64,
     pub(crate) net_output: AtomicU64,
+    /// Redis's encoding settings, as CONFIG SET left them (`encoding_config`).
+    pub(crate) encodings: super::encoding_config::EncodingSettings,
 }
 
 impl RespContext {
@@ -120,6 +122,7 @@ impl RespContext {
             next_client_id: AtomicU64::new(1),
             clients: Mutex::new(BTreeMap::new()),
             ops_per_sec: AtomicU64::new(0),
+            encodings: Default::default(),
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
         })

@@ -21,6 +21,8 @@ use crate::resp::cluster_cmd;
 use crate::resp::cluster_db::{self, Db};
 use crate::resp::cluster_exec::Caller;
 use crate::resp::cluster_redirect;
+use crate::resp::encoding_config;
+use crate::resp::functions;
 pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
 use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
 use crate::resp::info;
@@ -787,6 +789,7 @@ fn other(
         }
         Cmd::Command => meridian_redis::command_info::command(reply, args)?,
         Cmd::Config => config(ctx, session, reply, args)?,
+        Cmd::Function => functions::function(reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
         // A single node has one database, as Redis with `databases 1`; cluster mode serves
         // these in `databases` (a bucket per database).
@@ -1223,13 +1226,14 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
                 String::new()
             },
         ),
-        // No RDB snapshots.
-        ("save", String::new()),
         // Client sockets get no SO_KEEPALIVE.
         ("tcp-keepalive", "0".into()),
         // Idle clients are never closed.
         ("timeout", "0".into()),
     ]
+    .into_iter()
+    .chain(ctx.encodings.params())
+    .collect()
 }
 
 /// The node's `maxmemory` and `maxmemory-policy`: its keyspace's when standalone, its
@@ -1282,7 +1286,7 @@ fn config(ctx: &RespContext, session: &Session, reply: &mut Reply, args: Args<'_
                 "GET <pattern>",
                 "    Return parameters matching the glob-like <pattern> and their values.",
                 "SET <directive> <value> [<directive> <value> ...]",
-                "    Set maxmemory and maxmemory-policy (the others are set in the configuration file).",
+                "    Set maxmemory, maxmemory-policy and the encoding settings (the others are set in the configuration file).",
                 "RESETSTAT",
                 "    Reset statistics reported by the INFO command.",
                 "HELP",
@@ -1308,16 +1312,24 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     };
     let mut maxmemory = None;
     let mut policy = None;
+    let mut encodings = Vec::new();
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
         i += 2;
+        if encoding_config::handles(name) {
+            let checked = ctx
+                .encodings
+                .check(name, value, &|why: &str| failed(name, why))?;
+            encodings.push(checked);
+            continue;
+        }
         let is_max = name.eq_ignore_ascii_case(b"maxmemory");
         if !is_max && !name.eq_ignore_ascii_case(b"maxmemory-policy") {
             return Err(raw(format!(
-                "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory and \
-                 maxmemory-policy change at runtime; set the others in the node's \
-                 configuration file and restart it",
+                "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
+                 maxmemory-policy and Redis's encoding settings change at runtime; set the \
+                 others in the node's configuration file and restart it",
                 lossy(name)
             )));
         }
@@ -1341,6 +1353,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             })?;
             policy = Some(p);
         }
+    }
+    for checked in encodings {
+        ctx.encodings.apply(checked);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

@@ -46,10 +46,12 @@ mod common;
 mod txn_view;
 
 mod conn_io;
+mod encoding_config;
 mod connection;
 pub mod context;
 pub(crate) mod exec;
 pub mod frame;
+mod functions;
 mod info;
 pub(crate) mod multi;
 
