@@ -87,6 +87,9 @@ pub const SSCAN_WHOLE: usize = 512;
 /// SSCAN over a larger set returns at least 1/`SSCAN_PASSES` of it per call.
 pub const SSCAN_PASSES: usize = 32;
 
+/// At most this many member handles are reserved before decoding proves them.
+const PREALLOCATED_MEMBERS: usize = 4096;
+
 /// The type named in `CollectionTooLarge`.
 const TYPE_NAME: &str = "set";
 
@@ -149,12 +152,13 @@ pub fn encode<M: AsRef<[u8]>>(members: &[M]) -> Vec<u8> {
 pub fn decode_data(data: &Bytes) -> Result<Vec<Bytes>> {
     let mut at = 0usize;
     let count = get_len(data, &mut at)?;
-    // Every member takes at least its length byte: a count beyond the bytes left is damage
-    // (and never sizes an allocation).
+    // Every member takes at least its length byte: a count beyond the bytes left is damage.
+    // The count is not trusted to size the list either (a damaged count would reserve a
+    // handle per byte before the damage shows): the list grows as members decode.
     if count > data.len() - at {
         return Err(RedisError::Corrupt("set count exceeds its data"));
     }
-    let mut out: Vec<Bytes> = Vec::with_capacity(count);
+    let mut out: Vec<Bytes> = Vec::with_capacity(count.min(PREALLOCATED_MEMBERS));
     for _ in 0..count {
         let n = get_len(data, &mut at)?;
         let end = at
