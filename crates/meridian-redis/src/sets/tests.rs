@@ -1174,3 +1174,48 @@ proptest! {
         let _ = data_len(&bytes);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Redis's SSCAN guarantee: a member present from the start to the end of a full
+    /// iteration is returned, whatever else is added or removed meanwhile, and an iteration
+    /// over an unchanged set returns every member exactly once.
+    #[test]
+    fn sscan_returns_every_member_present_throughout(
+        size in (SSCAN_WHOLE + 1)..2500usize,
+        count in 1usize..400,
+        churn in prop::collection::vec((any::<bool>(), 0usize..5000), 0..30),
+    ) {
+        let mut v = view();
+        let stable: Vec<String> = (0..size).map(|i| format!("s{i}")).collect();
+        let mut parts = vec!["SADD", "k"];
+        parts.extend(stable.iter().map(String::as_str));
+        run_list(&mut v, &parts);
+        let mut seen: Vec<String> = Vec::new();
+        let mut cursor = 0u64;
+        let mut calls = 0usize;
+        loop {
+            let c = cursor.to_string();
+            let n = count.to_string();
+            let (next, got) = strs_of_scan(&run_list(&mut v, &["SSCAN", "k", &c, "COUNT", &n]));
+            seen.extend(got);
+            if let Some(&(add, i)) = churn.get(calls) {
+                let m = format!("t{i}");
+                run_list(&mut v, &[if add { "SADD" } else { "SREM" }, "k", &m]);
+            }
+            calls += 1;
+            prop_assert!(calls <= SSCAN_PASSES + 2 + size.div_ceil(count), "terminates");
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+        let found: BTreeSet<&String> = seen.iter().collect();
+        for m in &stable {
+            prop_assert!(found.contains(m), "{} missing", m);
+        }
+        let stable_seen = seen.iter().filter(|m| m.starts_with('s')).count();
+        prop_assert_eq!(stable_seen, size, "each stable member exactly once");
+    }
+}
