@@ -54,10 +54,12 @@
 //!   does for an intset; COUNT is a hint). A larger set is iterated with a real cursor: the
 //!   cursor is a position in the space of a fixed 64-bit hash of the members (independent of
 //!   the node and of the set's other members), so a member present during the whole
-//!   iteration is returned exactly once however the set changes, as Redis guarantees. Each
-//!   call returns at least COUNT members and at least 1/[`SSCAN_PASSES`] of the set (so a
-//!   full iteration decodes the set a bounded number of times), at most
-//!   [`crate::scan::MAX_SCAN_COUNT`] plus hash ties.
+//!   iteration is returned exactly once however the set changes (Redis promises at least
+//!   once). Each call but the last looks at at least COUNT members and at least
+//!   1/[`SSCAN_PASSES`] of the set (so a full iteration decodes the set about
+//!   `SSCAN_PASSES` times at most), and at most [`crate::scan::MAX_SCAN_COUNT`] plus hash
+//!   ties; MATCH filters what was looked at, as in Redis. Within a call, members come in
+//!   hash order.
 //! - SRANDMEMBER with a negative count (repetitions allowed) refuses more than
 //!   [`MAX_RANDOM_REPEATS`] elements with `ERR value is out of range` (the same bound as
 //!   HRANDFIELD), where Redis would build a reply of any length.
