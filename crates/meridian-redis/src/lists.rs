@@ -702,25 +702,13 @@ fn bulks(reply: &mut Reply, elems: &[Bytes]) {
     }
 }
 
-/// Whether `argc` arguments satisfy `cmd`'s arity as Redis 7.0 has it. The command table
-/// (`crate::command`) gives LMOVE an arity of 6 and BLMOVE one of 7, where Redis has 5
-/// (`LMOVE src dst LEFT RIGHT`) and 6; until the table is corrected, this module checks
-/// those two itself (the table's value would refuse every well-formed call).
-pub fn arity_ok(cmd: Cmd, argc: usize) -> bool {
-    match cmd {
-        Cmd::Lmove => argc == 5,
-        Cmd::Blmove => argc == 6,
-        _ => cmd.spec().arity_ok(argc),
-    }
-}
-
 /// Executes a list command (one [`handles`] accepts) against `view`, writing its reply in
 /// Redis's type (RESP2 or RESP3, as `reply` is set); an error is returned for the caller to
 /// write (as its own reply, or as an element of EXEC's array), and then nothing of a reply
 /// was written. Arity is checked again here (Redis's errors), so a caller that did not check
 /// gets an error, never a panic. A blocking command never waits here: see the module docs.
 pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut Reply) -> CmdResult {
-    if !arity_ok(cmd, args.len()) {
+    if !cmd.spec().arity_ok(args.len()) {
         return Err(arity_error(cmd.spec().name));
     }
     let mark = reply.out.len();
