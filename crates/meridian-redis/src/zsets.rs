@@ -97,12 +97,7 @@ fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<ZSet>> {
 
 /// Stores `z` at `key` with `expiry`, or deletes the key when `z` is empty. Refuses (nothing
 /// written) an encoding longer than the view's maximum.
-pub fn store<V: View + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    z: &ZSet,
-    expiry: Option<u64>,
-) -> Result<()> {
+pub fn store<V: View + ?Sized>(v: &mut V, key: &[u8], z: &ZSet, expiry: Option<u64>) -> Result<()> {
     if z.is_empty() {
         return v.store(key, None);
     }
@@ -499,7 +494,13 @@ fn zadd_cmd(view: &mut dyn View, args: Args<'_>, zincrby: bool, reply: &mut Repl
             reply.null();
         }
     } else {
-        reply.int((if ch { out.added + out.updated } else { out.added }) as i64);
+        reply.int(
+            (if ch {
+                out.added + out.updated
+            } else {
+                out.added
+            }) as i64,
+        );
     }
     Ok(())
 }

@@ -79,7 +79,10 @@ fn parse_mpop(
 ) -> std::result::Result<(std::ops::Range<usize>, bool, u64), CmdError> {
     let numkeys = positive(args.get(numkeys_at), "ERR numkeys should be greater than 0")?;
     let first = numkeys_at + 1;
-    let where_at = match usize::try_from(numkeys).ok().and_then(|n| first.checked_add(n)) {
+    let where_at = match usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| first.checked_add(n))
+    {
         Some(w) if w < args.len() => w,
         _ => return Err(raw(SYNTAX)),
     };

@@ -27,12 +27,20 @@ pub struct ScoreRange {
 impl ScoreRange {
     /// Whether `s` is at or above the lower bound.
     pub fn gte_min(&self, s: f64) -> bool {
-        if self.min_ex { s > self.min } else { s >= self.min }
+        if self.min_ex {
+            s > self.min
+        } else {
+            s >= self.min
+        }
     }
 
     /// Whether `s` is at or below the upper bound.
     pub fn lte_max(&self, s: f64) -> bool {
-        if self.max_ex { s < self.max } else { s <= self.max }
+        if self.max_ex {
+            s < self.max
+        } else {
+            s <= self.max
+        }
     }
 }
 
@@ -189,8 +197,17 @@ pub fn select(z: &ZSet, spec: &RangeSpec) -> Vec<(f64, Bytes)> {
         Box::new(z.iter())
     };
     if let RangeBy::Rank(start, stop) = spec.by {
-        let start = if start < 0 { len.saturating_add(start) } else { start }.max(0);
-        let stop = if stop < 0 { len.saturating_add(stop) } else { stop };
+        let start = if start < 0 {
+            len.saturating_add(start)
+        } else {
+            start
+        }
+        .max(0);
+        let stop = if stop < 0 {
+            len.saturating_add(stop)
+        } else {
+            stop
+        };
         if start > stop || start >= len {
             return Vec::new();
         }

@@ -159,10 +159,9 @@ pub(super) fn exec(
         view.count_read(key, e.is_some());
         let members = match e {
             None => BTreeMap::new(),
-            Some(e) if e.kind == Kind::ZSet => decode(&e)?
-                .members()
-                .map(|(m, s)| (m.clone(), s))
-                .collect(),
+            Some(e) if e.kind == Kind::ZSet => {
+                decode(&e)?.members().map(|(m, s)| (m.clone(), s)).collect()
+            }
             Some(e) if e.kind == Kind::Set => {
                 set_members(&e)?.into_iter().map(|m| (m, 1.0)).collect()
             }
