@@ -1035,3 +1035,325 @@ fn zscan() {
     assert_eq!(r2(&mut v, "ZSCAN z 0 COUNT"), err("syntax error"));
     assert_eq!(r2(&mut v, "ZSCAN z 0 TYPE zset"), err("syntax error"));
 }
+
+// ----- the encoding on damaged bytes ----------------------------------------------------
+
+fn sample() -> ZSet {
+    let mut z = ZSet::default();
+    for (m, s) in [("a", 1.0), ("bb", -0.0), ("c", f64::INFINITY), ("d", 1.0)] {
+        z.insert(Bytes::from(m), Score::new(s).unwrap());
+    }
+    z
+}
+
+#[test]
+fn encoding_round_trips_and_documents_its_layout() {
+    let z = sample();
+    let data = Bytes::from(z.encode());
+    // count, then (score BE, len, member) in (score, member) order.
+    assert_eq!(data[0], 4);
+    assert_eq!(&data[1..9], &(-0.0f64).to_be_bytes());
+    assert_eq!(&data[9..12], b"\x02bb");
+    let back = ZSet::decode(&data).unwrap();
+    let got: Vec<(f64, Bytes)> = back.iter().map(|(s, m)| (s, m.clone())).collect();
+    let want: Vec<(f64, Bytes)> = z.iter().map(|(s, m)| (s, m.clone())).collect();
+    assert_eq!(got, want);
+    assert_eq!(encoding::encoded_len(&data), Ok(4));
+    assert!(
+        ZSet::decode(&Bytes::from(ZSet::default().encode()))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn damaged_bytes_are_corrupt_never_a_panic() {
+    let good = sample().encode();
+    let entry = |data: Vec<u8>| {
+        let mut d = vec![1u8];
+        d.extend_from_slice(&data);
+        Bytes::from(d)
+    };
+    let cases: Vec<(&str, Bytes)> = vec![
+        ("empty", Bytes::new()),
+        ("truncated", Bytes::from(good[..good.len() - 1].to_vec())),
+        ("trailing", Bytes::from([&good[..], b"x"].concat())),
+        (
+            "count beyond the bytes",
+            Bytes::from(vec![0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0]),
+        ),
+        ("varint too long", Bytes::from(vec![0x80; 11])),
+        (
+            "varint overflow",
+            Bytes::from([vec![0xff; 9], vec![0x02]].concat()),
+        ),
+        (
+            "NaN score",
+            entry([f64::NAN.to_be_bytes().to_vec(), vec![1, b'a']].concat()),
+        ),
+        (
+            "member length beyond the bytes",
+            entry([1.0f64.to_be_bytes().to_vec(), vec![0xff, 0xff, 0x03, b'a']].concat()),
+        ),
+        (
+            "out of order",
+            Bytes::from(
+                [
+                    vec![2],
+                    2.0f64.to_be_bytes().to_vec(),
+                    vec![1, b'a'],
+                    1.0f64.to_be_bytes().to_vec(),
+                    vec![1, b'b'],
+                ]
+                .concat(),
+            ),
+        ),
+        (
+            "repeated member",
+            Bytes::from(
+                [
+                    vec![2],
+                    1.0f64.to_be_bytes().to_vec(),
+                    vec![1, b'a'],
+                    2.0f64.to_be_bytes().to_vec(),
+                    vec![1, b'a'],
+                ]
+                .concat(),
+            ),
+        ),
+    ];
+    for (why, data) in cases {
+        assert!(ZSet::decode(&data).is_err(), "{why}");
+        // Through a command too: an error reply, never a panic.
+        let mut v = view();
+        v.map.insert(
+            b"z".to_vec(),
+            Entry {
+                data: data.clone(),
+                expiry: None,
+                kind: Kind::ZSet,
+            },
+        );
+        let line = r2(&mut v, "ZRANGE z 0 -1");
+        assert!(
+            line.starts_with("-ERR stored value is not"),
+            "{why}: {line}"
+        );
+    }
+    // The stand-in set decoder is as defensive.
+    for (why, data) in [
+        ("count beyond the bytes", vec![5u8, 1, b'a']),
+        ("out of order", vec![2, 1, b'b', 1, b'a']),
+        ("repeated", vec![2, 1, b'a', 1, b'a']),
+        ("trailing", vec![1, 1, b'a', 0]),
+        ("truncated", vec![1, 3, b'a']),
+    ] {
+        let e = Entry {
+            data: Bytes::from(data),
+            expiry: None,
+            kind: Kind::Set,
+        };
+        assert!(
+            matches!(set_input::set_members(&e), Err(RedisError::Corrupt(_))),
+            "{why}"
+        );
+    }
+}
+
+// ----- a model test ---------------------------------------------------------------------
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SCORES: [f64; 8] = [
+        f64::NEG_INFINITY,
+        -1.5,
+        -0.0,
+        0.0,
+        1.0,
+        2.5,
+        1e20,
+        f64::INFINITY,
+    ];
+    const MEMBERS: [&str; 6] = ["a", "b", "c", "dd", "e", ""];
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Add(Vec<(usize, usize)>, u8),
+        Incr(usize, usize),
+        Rem(Vec<usize>),
+        Pop(bool, u8),
+        RemByScore(usize, usize),
+        RemByRank(i64, i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let pair = (0..SCORES.len(), 0..MEMBERS.len());
+        prop_oneof![
+            (proptest::collection::vec(pair, 1..4), 0u8..6).prop_map(|(p, f)| Op::Add(p, f)),
+            (0..SCORES.len(), 0..MEMBERS.len()).prop_map(|(s, m)| Op::Incr(s, m)),
+            proptest::collection::vec(0..MEMBERS.len(), 1..4).prop_map(Op::Rem),
+            (any::<bool>(), 0u8..4).prop_map(|(max, n)| Op::Pop(max, n)),
+            (0..SCORES.len(), 0..SCORES.len()).prop_map(|(a, b)| Op::RemByScore(a, b)),
+            (-4i64..4, -4i64..4).prop_map(|(a, b)| Op::RemByRank(a, b)),
+        ]
+    }
+
+    fn arg(s: f64) -> String {
+        format_double(s)
+    }
+
+    fn sorted(m: &BTreeMap<String, f64>) -> Vec<(f64, String)> {
+        let mut v: Vec<(f64, String)> = m.iter().map(|(k, s)| (*s, k.clone())).collect();
+        v.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then_with(|| a.1.cmp(&b.1)));
+        v
+    }
+
+    fn flat(items: &[(f64, String)]) -> String {
+        let mut s = format!("*{}\r\n", items.len() * 2);
+        for (sc, m) in items {
+            let d = format_double(*sc);
+            s.push_str(&format!(
+                "${}\r\n{}\r\n${}\r\n{}\r\n",
+                m.len(),
+                m,
+                d.len(),
+                d
+            ));
+        }
+        s
+    }
+
+    fn run(v: &mut MemView, parts: &[String]) -> String {
+        let p: Vec<&[u8]> = parts.iter().map(|s| s.as_bytes()).collect();
+        run_parts(v, &p, false)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn commands_match_a_btreemap(ops in proptest::collection::vec(op(), 1..30)) {
+            let mut v = view();
+            let mut model: BTreeMap<String, f64> = BTreeMap::new();
+            for op in ops {
+                let (parts, want): (Vec<String>, String) = match &op {
+                    Op::Add(pairs, f) => {
+                        let flag = ["", "NX", "XX", "GT", "LT", "CH"][*f as usize];
+                        let mut parts = vec!["ZADD".to_string(), "z".into()];
+                        if !flag.is_empty() { parts.push(flag.into()); }
+                        let (mut added, mut changed) = (0, 0);
+                        for &(s, m) in pairs {
+                            let (s, m) = (SCORES[s], MEMBERS[m]);
+                            parts.push(arg(s));
+                            parts.push(m.into());
+                            match model.get(m).copied() {
+                                Some(_) if flag == "NX" => {}
+                                Some(cur) => {
+                                    if (flag == "GT" && s <= cur) || (flag == "LT" && s >= cur) {
+                                        continue;
+                                    }
+                                    if s != cur { changed += 1; }
+                                    model.insert(m.into(), s);
+                                }
+                                None if flag == "XX" => {}
+                                None => { added += 1; model.insert(m.into(), s); }
+                            }
+                        }
+                        let n = if flag == "CH" { added + changed } else { added };
+                        (parts, int(n))
+                    }
+                    Op::Incr(s, m) => {
+                        let (d, m) = (SCORES[*s], MEMBERS[*m]);
+                        // A new member takes the increment as its score (-0 stays -0).
+                        let new = model.get(m).map_or(d, |c| c + d);
+                        let want = if new.is_nan() {
+                            err("resulting score is not a number (NaN)")
+                        } else {
+                            model.insert(m.into(), new);
+                            let t = format_double(new);
+                            format!("${}\r\n{}\r\n", t.len(), t)
+                        };
+                        (vec!["ZINCRBY".into(), "z".into(), arg(d), m.into()], want)
+                    }
+                    Op::Rem(ms) => {
+                        let mut parts = vec!["ZREM".to_string(), "z".into()];
+                        let mut n = 0;
+                        for &m in ms {
+                            parts.push(MEMBERS[m].into());
+                            n += model.remove(MEMBERS[m]).is_some() as i64;
+                        }
+                        (parts, int(n))
+                    }
+                    Op::Pop(max, n) => {
+                        let mut all = sorted(&model);
+                        if *max { all.reverse(); }
+                        all.truncate(*n as usize);
+                        for (_, m) in &all { model.remove(m); }
+                        let cmd = if *max { "ZPOPMAX" } else { "ZPOPMIN" };
+                        (vec![cmd.into(), "z".into(), n.to_string()], flat(&all))
+                    }
+                    Op::RemByScore(a, b) => {
+                        let (lo, hi) = (SCORES[*a], SCORES[*b]);
+                        let before = model.len();
+                        model.retain(|_, s| !(*s >= lo && *s <= hi));
+                        let n = (before - model.len()) as i64;
+                        (vec!["ZREMRANGEBYSCORE".into(), "z".into(), arg(lo), arg(hi)], int(n))
+                    }
+                    Op::RemByRank(a, b) => {
+                        let all = sorted(&model);
+                        let len = all.len() as i64;
+                        let s = if *a < 0 { len + a } else { *a }.max(0);
+                        let e = if *b < 0 { len + b } else { *b }.min(len - 1);
+                        let mut n = 0;
+                        if s <= e && s < len {
+                            for (_, m) in &all[s as usize..=e as usize] {
+                                model.remove(m);
+                                n += 1;
+                            }
+                        }
+                        (vec!["ZREMRANGEBYRANK".into(), "z".into(), a.to_string(), b.to_string()], int(n))
+                    }
+                };
+                prop_assert_eq!(run(&mut v, &parts), want, "{:?}", op);
+                let all = sorted(&model);
+                let parts: Vec<String> =
+                    ["ZRANGE", "z", "0", "-1", "WITHSCORES"].iter().map(|s| s.to_string()).collect();
+                prop_assert_eq!(run(&mut v, &parts), flat(&all));
+                prop_assert_eq!(v.map.contains_key(&b"z"[..]), !model.is_empty());
+                for (rank, (_, m)) in all.iter().enumerate() {
+                    let parts = vec!["ZRANK".to_string(), "z".into(), m.clone()];
+                    prop_assert_eq!(run(&mut v, &parts), int(rank as i64));
+                }
+            }
+        }
+
+        #[test]
+        fn decoding_any_bytes_never_panics(data in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = ZSet::decode(&Bytes::from(data.clone()));
+            let _ = set_input::set_members(&Entry { data: Bytes::from(data), expiry: None, kind: Kind::Set });
+        }
+
+        #[test]
+        fn hostile_range_arguments_never_panic(
+            a in any::<i64>(), b in any::<i64>(), c in any::<i64>(), d in any::<i64>()
+        ) {
+            let mut v = view();
+            r2(&mut v, "ZADD z 1 a 2 b 3 c");
+            for cmd in [
+                format!("ZRANGE z {a} {b}"),
+                format!("ZREVRANGE z {a} {b} WITHSCORES"),
+                format!("ZRANGE z -inf +inf BYSCORE LIMIT {c} {d}"),
+                format!("ZRANGE z + - BYLEX REV LIMIT {c} {d}"),
+                format!("ZPOPMIN z {c}"),
+                format!("ZMPOP {a} z MIN COUNT {d}"),
+                format!("ZRANDMEMBER z {c}"),
+                format!("ZUNION {a} z"),
+                format!("ZREMRANGEBYRANK z {a} {b}"),
+            ] {
+                let out = r2(&mut v, &cmd);
+                prop_assert!(!out.is_empty());
+            }
+        }
+    }
+}
