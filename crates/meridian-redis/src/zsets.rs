@@ -58,7 +58,7 @@ use crate::value::{format_double, glob_match, parse_f64};
 use crate::view::{Entry, EntryRef, Kind, View};
 use bytes::Bytes;
 pub use encoding::{Score, ZSet};
-pub use pop::blocking_source_keys;
+pub use pop::{Popped, blocking_source_keys, pop_first};
 use ranges::{RangeBy, RangeSpec, parse_lex_range, parse_score_range, select};
 
 /// The most elements ZRANDMEMBER with a negative count answers.
@@ -171,19 +171,23 @@ pub fn zadd<V: View + ?Sized>(
                 if (flags.lt && new >= cur) || (flags.gt && new <= cur) {
                     continue;
                 }
-                if new != cur {
-                    out.updated += 1;
+                out.processed += 1;
+                out.score = new;
+                // An equal score (`-0` for `0` included) leaves the entry as it is.
+                if new == cur {
+                    continue;
                 }
+                out.updated += 1;
                 new
             }
             None if flags.xx => continue,
             None => {
                 out.added += 1;
+                out.processed += 1;
+                out.score = score;
                 score
             }
         };
-        out.processed += 1;
-        out.score = new;
         let s = Score::new(new).ok_or(ZaddError::Nan)?;
         z.insert(Bytes::copy_from_slice(member), s);
     }
@@ -462,7 +466,7 @@ fn zadd_cmd(view: &mut dyn View, args: Args<'_>, zincrby: bool, reply: &mut Repl
         i += 1;
     }
     let rest = args.len() - i;
-    if rest == 0 || rest % 2 != 0 {
+    if rest == 0 || !rest.is_multiple_of(2) {
         return Err(raw(SYNTAX));
     }
     if flags.nx && flags.xx {
@@ -470,7 +474,7 @@ fn zadd_cmd(view: &mut dyn View, args: Args<'_>, zincrby: bool, reply: &mut Repl
             "ERR XX and NX options at the same time are not compatible",
         ));
     }
-    if (flags.gt && flags.nx) || (flags.lt && flags.nx) || (flags.gt && flags.lt) {
+    if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
         return Err(raw(
             "ERR GT, LT, and/or NX options at the same time are not compatible",
         ));

@@ -35,6 +35,9 @@ pub fn blocking_source_keys(cmd: Cmd, args: Args<'_>) -> Vec<usize> {
     }
 }
 
+/// A pop's result: the key popped from and its entries, in pop order.
+pub type Popped<'k> = (&'k [u8], Vec<(f64, Bytes)>);
+
 /// Pops up to `count` entries from the first of `keys` that exists (lowest first, or highest
 /// with `max`), deleting it when emptied. Like Redis, only keys up to that one are
 /// type-checked: the first existing key of another type is WRONGTYPE. `None` when no key
@@ -44,7 +47,7 @@ pub fn pop_first<'k, V: View + ?Sized>(
     keys: impl IntoIterator<Item = &'k [u8]>,
     max: bool,
     count: u64,
-) -> Result<Option<(&'k [u8], Vec<(f64, Bytes)>)>> {
+) -> Result<Option<Popped<'k>>> {
     for key in keys {
         let Some((mut z, expiry)) = load(v, key)? else {
             continue;
@@ -112,7 +115,7 @@ fn parse_mpop(
 }
 
 /// `[key, [[member, score], ...]]` (ZMPOP, BZMPOP in both protocols), or the null array.
-fn reply_mpop(reply: &mut Reply, found: Option<(&[u8], Vec<(f64, Bytes)>)>) {
+fn reply_mpop(reply: &mut Reply, found: Option<Popped<'_>>) {
     let Some((key, items)) = found else {
         reply.null_array();
         return;

@@ -306,6 +306,11 @@ fn score_lookups_ranks_and_removal() {
     assert_eq!(r2(&mut v, "ZREVRANK z c"), int(0));
     assert_eq!(r2(&mut v, "ZREVRANK z e"), int(4));
     assert_eq!(r2(&mut v, "ZRANK z x"), "$-1\r\n");
+    // An equal score leaves the entry as stored (Redis compares with `!=`): -0 stays -0,
+    // while the reply is the computed score.
+    assert_eq!(r2(&mut v, "ZINCRBY z 0 e"), "$1\r\n0\r\n");
+    assert_eq!(r2(&mut v, "ZSCORE z e"), "$2\r\n-0\r\n");
+    assert_eq!(r2(&mut v, "ZADD z CH 0 e"), int(0));
     assert_eq!(r2(&mut v, "ZREM z a a x"), int(1));
     assert_eq!(r2(&mut v, "ZCARD z"), int(4));
     assert_eq!(r2(&mut v, "ZREM z b c d e"), int(4));
@@ -1253,8 +1258,11 @@ mod model {
                                     if (flag == "GT" && s <= cur) || (flag == "LT" && s >= cur) {
                                         continue;
                                     }
-                                    if s != cur { changed += 1; }
-                                    model.insert(m.into(), s);
+                                    // An equal score (-0 for 0) leaves the entry alone.
+                                    if s != cur {
+                                        changed += 1;
+                                        model.insert(m.into(), s);
+                                    }
                                 }
                                 None if flag == "XX" => {}
                                 None => { added += 1; model.insert(m.into(), s); }
@@ -1266,11 +1274,14 @@ mod model {
                     Op::Incr(s, m) => {
                         let (d, m) = (SCORES[*s], MEMBERS[*m]);
                         // A new member takes the increment as its score (-0 stays -0).
-                        let new = model.get(m).map_or(d, |c| c + d);
+                        let cur = model.get(m).copied();
+                        let new = cur.map_or(d, |c| c + d);
                         let want = if new.is_nan() {
                             err("resulting score is not a number (NaN)")
                         } else {
-                            model.insert(m.into(), new);
+                            if cur != Some(new) {
+                                model.insert(m.into(), new);
+                            }
                             let t = format_double(new);
                             format!("${}\r\n{}\r\n", t.len(), t)
                         };
