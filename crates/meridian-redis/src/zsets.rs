@@ -1,22 +1,728 @@
-//! Redis sorted-set-command semantics over a [`View`] (being written).
+//! Redis sorted-set-command semantics over a [`View`]: the one copy of what ZADD, ZINCRBY,
+//! ZREM, ZREMRANGEBYSCORE/RANK/LEX, ZUNION/ZINTER/ZDIFF (and their STORE forms), ZINTERCARD,
+//! ZRANGE (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES), ZRANGESTORE, ZRANGEBYSCORE,
+//! ZREVRANGEBYSCORE, ZRANGEBYLEX, ZREVRANGEBYLEX, ZREVRANGE, ZCOUNT, ZLEXCOUNT, ZCARD, ZSCORE,
+//! ZMSCORE, ZRANK, ZREVRANK, ZSCAN, ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER, BZPOPMIN, BZPOPMAX
+//! and BZMPOP mean, reply for reply and error for error Redis 7.0's.
+//!
+//! A sorted set is **one stored value**: an envelope of kind [`Kind::ZSet`] whose data is
+//! [`encoding`]'s entry list, sorted by (score, member). Like a hash (`crate::hashes`), it
+//! runs over any [`View`] with the view's atomicity: the standalone keyspace's locked stripe
+//! or MULTI overlay, a cluster front end's one-key view.
+//!
+//! **Cost**: every command but ZCARD decodes the whole set into both its orders (a
+//! `(score, member)` tree for ranges, ranks and pops, a `member → score` map for ZSCORE, ZRANK,
+//! ZADD...): O(n log n) per command, members sliced from the stored value without a copy.
+//! Every write re-encodes and rewrites the whole value, O(n): a sorted set is bounded in
+//! practice by what one value may hold, and a write whose encoding exceeds
+//! [`View::max_value_len`] is refused with `ERR zset exceeds maximum allowed size
+//! (proto-max-bulk-len)` and nothing changes.
+//!
+//! **Redis's rules kept**: a sorted-set command on a key of another type answers
+//! `-WRONGTYPE`; a *set* is a valid input of ZUNION/ZINTER/ZDIFF/ZINTERCARD (every member
+//! scoring 1, read by [`set_input::set_members`]); an empty sorted set does not exist (the last
+//! ZREM/ZPOP/ZREMRANGE deletes the key, a STORE of an empty result deletes the destination); a
+//! write keeps the key's TTL, a STORE replaces the destination (and drops its TTL) as Redis's
+//! `setKey` does; equal scores order by member bytes; checks run in Redis's order (ZADD's
+//! option conflicts and every score before the key's type, range bounds before the key,
+//! ZUNION's source types before its options, BZMPOP's numkeys/where/COUNT before its timeout).
+//!
+//! **Blocking commands** (BZPOPMIN, BZPOPMAX, BZMPOP): the server waits, not this module.
+//! [`exec_on_view`] checks every argument, then serves the first source key holding data
+//! exactly as Redis replies, or, when every source key is absent, answers what Redis answers
+//! on a timeout (the null array) — which is also Redis's reply inside MULTI. The server learns
+//! which keys to wait on from [`blocking_source_keys`].
+//!
+//! **Where it departs**: ZSCAN answers the whole set in one call with cursor 0 (as Redis does
+//! for a set of its compact encoding; COUNT is a hint) and formats scores as Redis's compact
+//! encoding does (`%.17g`, integers without a fraction) whatever the set's size.
+//! ZRANDMEMBER with a negative count (repetitions allowed) refuses more than
+//! [`MAX_RANDOM_REPEATS`] elements with `ERR value is out of range`, where Redis builds a
+//! reply of any length. Score range bounds are read as C's `strtod` reads them except
+//! hexadecimal floats, which are refused. ZUNION's SUM adds in the order of the inputs sorted
+//! by size (stably), as Redis does (Redis's `qsort` is not stable: inputs of equal size may
+//! add in another order, which changes only the last bit of some sums of three or more).
+
+pub mod encoding;
+mod pop;
+pub mod ranges;
+pub mod set_input;
+mod setops;
 
 use crate::args::Args;
 use crate::command::{Cmd, Group};
-use crate::error::{CmdResult, raw};
+use crate::error::{CmdError, RedisError, Result, SYNTAX, arity_error, int_arg, raw};
 use crate::reply::Reply;
-use crate::view::View;
+use crate::scan::parse_cursor;
+use crate::value::{format_double, glob_match, parse_f64};
+use crate::view::{Entry, EntryRef, Kind, View};
+use bytes::Bytes;
+pub use encoding::{Score, ZSet};
+pub use pop::{Popped, blocking_source_keys, pop_first};
+use ranges::{RangeBy, RangeSpec, parse_lex_range, parse_score_range, select};
 
-/// Whether this module runs `cmd`.
+/// The most elements ZRANDMEMBER with a negative count answers.
+pub const MAX_RANDOM_REPEATS: u64 = 1 << 20;
+
+/// Redis's error when an increment leaves a score NaN (`+inf` plus `-inf`).
+const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
+
+type CmdResult = std::result::Result<(), CmdError>;
+
+// ----- loading and storing ---------------------------------------------------------------
+
+/// The sorted set an entry holds: WRONGTYPE for another type, `Corrupt` for bytes that do not
+/// decode.
+pub fn decode(e: &Entry) -> Result<ZSet> {
+    if e.kind != Kind::ZSet {
+        return Err(RedisError::WrongType);
+    }
+    ZSet::decode(&e.data).map_err(RedisError::Corrupt)
+}
+
+/// The sorted set at `key` and its key's expiry, for a write (no hit/miss counted).
+pub fn load<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<(ZSet, Option<u64>)>> {
+    match v.load(key)? {
+        None => Ok(None),
+        Some(e) => Ok(Some((decode(&e)?, e.expiry))),
+    }
+}
+
+/// The sorted set at `key` for a read command: counts a hit or a miss, then checks the type.
+fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<ZSet>> {
+    let e = v.load(key)?;
+    v.count_read(key, e.is_some());
+    e.map(|e| decode(&e)).transpose()
+}
+
+/// Stores `z` at `key` with `expiry`, or deletes the key when `z` is empty. Refuses (nothing
+/// written) an encoding longer than the view's maximum.
+pub fn store<V: View + ?Sized>(v: &mut V, key: &[u8], z: &ZSet, expiry: Option<u64>) -> Result<()> {
+    if z.is_empty() {
+        return v.store(key, None);
+    }
+    let data = z.encode();
+    if data.len() > v.max_value_len() {
+        return Err(RedisError::CollectionTooLarge("zset"));
+    }
+    v.store(
+        key,
+        Some(EntryRef {
+            data: &data,
+            expiry,
+            kind: Kind::ZSet,
+        }),
+    )
+}
+
+// ----- the commands, typed ---------------------------------------------------------------
+
+/// ZADD's options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZaddFlags {
+    /// Only add new members.
+    pub nx: bool,
+    /// Only update existing members.
+    pub xx: bool,
+    /// Only update when the new score is greater.
+    pub gt: bool,
+    /// Only update when the new score is lower.
+    pub lt: bool,
+    /// Add the score to the current one (ZINCRBY).
+    pub incr: bool,
+}
+
+/// What ZADD did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ZaddOutcome {
+    /// Members created.
+    pub added: u64,
+    /// Members whose score changed.
+    pub updated: u64,
+    /// Pairs not skipped by NX/XX/GT/LT.
+    pub processed: u64,
+    /// The last processed pair's resulting score (INCR's reply).
+    pub score: f64,
+}
+
+/// ZADD/ZINCRBY: applies every pair under `flags` (Redis's `zsetAdd`), keeping the key's TTL;
+/// stores only when a member was added or changed. An increment leaving a score NaN fails
+/// with [`ZaddError::Nan`] and stores nothing.
+pub fn zadd<V: View + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    flags: ZaddFlags,
+    pairs: &[(f64, &[u8])],
+) -> std::result::Result<ZaddOutcome, ZaddError> {
+    let mut out = ZaddOutcome::default();
+    let (mut z, expiry) = match load(v, key)? {
+        Some(found) => found,
+        None if flags.xx => return Ok(out),
+        None => (ZSet::default(), None),
+    };
+    for &(score, member) in pairs {
+        let new = match z.score(member) {
+            Some(_) if flags.nx => continue,
+            Some(cur) => {
+                let new = if flags.incr { score + cur } else { score };
+                if new.is_nan() {
+                    return Err(ZaddError::Nan);
+                }
+                if (flags.lt && new >= cur) || (flags.gt && new <= cur) {
+                    continue;
+                }
+                out.processed += 1;
+                out.score = new;
+                // An equal score (`-0` for `0` included) leaves the entry as it is.
+                if new == cur {
+                    continue;
+                }
+                out.updated += 1;
+                new
+            }
+            None if flags.xx => continue,
+            None => {
+                out.added += 1;
+                out.processed += 1;
+                out.score = score;
+                score
+            }
+        };
+        let s = Score::new(new).ok_or(ZaddError::Nan)?;
+        z.insert(Bytes::copy_from_slice(member), s);
+    }
+    if out.added + out.updated > 0 {
+        store(v, key, &z, expiry)?;
+    }
+    Ok(out)
+}
+
+/// Why [`zadd`] failed.
+#[derive(Debug)]
+pub enum ZaddError {
+    /// An increment made a score NaN (nothing stored).
+    Nan,
+    /// The key's type, its bytes, the size limit or the backend.
+    Redis(RedisError),
+}
+
+impl From<RedisError> for ZaddError {
+    fn from(e: RedisError) -> Self {
+        ZaddError::Redis(e)
+    }
+}
+
+impl From<ZaddError> for CmdError {
+    fn from(e: ZaddError) -> Self {
+        match e {
+            ZaddError::Nan => raw(NAN_SCORE),
+            ZaddError::Redis(e) => e.into(),
+        }
+    }
+}
+
+/// ZREM: removes the members (one given twice counts once); deletes the key when none is
+/// left. Returns how many were removed.
+pub fn zrem<'m, V: View + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    members: impl IntoIterator<Item = &'m [u8]>,
+) -> Result<u64> {
+    let Some((mut z, expiry)) = load(v, key)? else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for m in members {
+        removed += z.remove(m).is_some() as u64;
+    }
+    if removed > 0 {
+        store(v, key, &z, expiry)?;
+    }
+    Ok(removed)
+}
+
+/// ZRANGE and friends: the entries `spec` selects (empty for a missing key).
+pub fn zrange<V: View + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    spec: &RangeSpec,
+) -> Result<Vec<(f64, Bytes)>> {
+    Ok(read(v, key)?.map(|z| select(&z, spec)).unwrap_or_default())
+}
+
+/// ZREMRANGEBYSCORE/RANK/LEX: removes what `spec` selects; returns how many.
+pub fn zremrange<V: View + ?Sized>(v: &mut V, key: &[u8], spec: &RangeSpec) -> Result<u64> {
+    let Some((mut z, expiry)) = load(v, key)? else {
+        return Ok(0);
+    };
+    let gone = select(&z, spec);
+    for (_, m) in &gone {
+        z.remove(m);
+    }
+    if !gone.is_empty() {
+        store(v, key, &z, expiry)?;
+    }
+    Ok(gone.len() as u64)
+}
+
+/// ZCARD: the member count, read without decoding the members.
+pub fn zcard<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
+    let e = v.load(key)?;
+    v.count_read(key, e.is_some());
+    match e {
+        None => Ok(0),
+        Some(e) if e.kind != Kind::ZSet => Err(RedisError::WrongType),
+        Some(e) => encoding::encoded_len(&e.data).map_err(RedisError::Corrupt),
+    }
+}
+
+/// ZSCORE.
+pub fn zscore<V: View + ?Sized>(v: &mut V, key: &[u8], member: &[u8]) -> Result<Option<f64>> {
+    Ok(read(v, key)?.and_then(|z| z.score(member)))
+}
+
+/// ZRANK/ZREVRANK: the member's 0-based rank.
+pub fn zrank<V: View + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    member: &[u8],
+    rev: bool,
+) -> Result<Option<u64>> {
+    Ok(read(v, key)?.and_then(|z| {
+        let r = z.rank(member)?;
+        Some(if rev { z.len() - 1 - r } else { r } as u64)
+    }))
+}
+
+// ----- replies ---------------------------------------------------------------------------
+
+/// Writes entries as Redis 7.0 does: members only, or with scores — a flat array in RESP2,
+/// an array of `[member, score]` pairs in RESP3 (ZRANGE, ZUNION, ZRANDMEMBER, ZPOPMIN with a
+/// count...).
+pub(crate) fn reply_entries(reply: &mut Reply, items: &[(f64, Bytes)], with_scores: bool) {
+    let nested = with_scores && reply.resp3;
+    reply.array(items.len() * if with_scores && !nested { 2 } else { 1 });
+    for (s, m) in items {
+        if nested {
+            reply.array(2);
+        }
+        reply.bulk(m);
+        if with_scores {
+            reply.double(*s);
+        }
+    }
+}
+
+// ----- the commands, from their arguments ------------------------------------------------
+
+/// Whether [`exec_on_view`] executes `cmd`: every sorted-set command.
 pub fn handles(cmd: Cmd) -> bool {
     cmd.group() == Group::SortedSets
 }
 
-/// Executes a sorted-set command whose arity was checked, over `view`.
-pub fn exec_on_view(
-    cmd: Cmd,
-    _args: Args<'_>,
-    _view: &mut dyn View,
-    _reply: &mut Reply,
-) -> CmdResult {
-    Err(raw(format!("ERR {} is not built yet", cmd.spec().name)))
+/// Argument `i`, or the command's arity error (never a panic, whoever checked the arity).
+fn arg<'a>(args: Args<'a>, cmd: Cmd, i: usize) -> std::result::Result<&'a [u8], CmdError> {
+    if i < args.len() {
+        Ok(args.get(i))
+    } else {
+        Err(arity_error(cmd.spec().name))
+    }
 }
+
+/// Executes a sorted-set command (one [`handles`] accepts) against `view`, writing its reply
+/// in Redis's type (RESP2 or RESP3, as `reply` is set); an error is returned for the caller to
+/// write. Arity is checked again here, so a caller that did not check gets Redis's error,
+/// never a panic. A command touches the keys Redis's key specs name for it.
+pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut Reply) -> CmdResult {
+    let name = cmd.spec().name;
+    if !cmd.spec().arity_ok(args.len()) {
+        return Err(arity_error(name));
+    }
+    match cmd {
+        Cmd::Zadd => zadd_cmd(view, args, false, reply),
+        Cmd::Zincrby => zadd_cmd(view, args, true, reply),
+        Cmd::Zrem => {
+            let key = arg(args, cmd, 1)?;
+            reply.int(zrem(view, key, args.iter_from(2))? as i64);
+            Ok(())
+        }
+        Cmd::Zremrangebyscore | Cmd::Zremrangebyrank | Cmd::Zremrangebylex => {
+            let (key, a, b) = (arg(args, cmd, 1)?, arg(args, cmd, 2)?, arg(args, cmd, 3)?);
+            let by = match cmd {
+                Cmd::Zremrangebyrank => RangeBy::Rank(int_arg(a)?, int_arg(b)?),
+                Cmd::Zremrangebyscore => RangeBy::Score(parse_score_range(a, b)?),
+                _ => RangeBy::Lex(parse_lex_range(a, b)?),
+            };
+            let spec = RangeSpec {
+                by,
+                rev: false,
+                offset: 0,
+                limit: -1,
+            };
+            reply.int(zremrange(view, key, &spec)? as i64);
+            Ok(())
+        }
+        Cmd::Zunionstore
+        | Cmd::Zinterstore
+        | Cmd::Zdiffstore
+        | Cmd::Zunion
+        | Cmd::Zinter
+        | Cmd::Zdiff
+        | Cmd::Zintercard => setops::exec(cmd, view, args, reply),
+        Cmd::Zrange
+        | Cmd::Zrangestore
+        | Cmd::Zrangebyscore
+        | Cmd::Zrevrangebyscore
+        | Cmd::Zrangebylex
+        | Cmd::Zrevrangebylex
+        | Cmd::Zrevrange => zrange_cmd(cmd, view, args, reply),
+        Cmd::Zcount | Cmd::Zlexcount => {
+            let (key, a, b) = (arg(args, cmd, 1)?, arg(args, cmd, 2)?, arg(args, cmd, 3)?);
+            let by = if cmd == Cmd::Zcount {
+                RangeBy::Score(parse_score_range(a, b)?)
+            } else {
+                RangeBy::Lex(parse_lex_range(a, b)?)
+            };
+            let spec = RangeSpec {
+                by,
+                rev: false,
+                offset: 0,
+                limit: -1,
+            };
+            reply.int(zrange(view, key, &spec)?.len() as i64);
+            Ok(())
+        }
+        Cmd::Zcard => {
+            let n = zcard(view, arg(args, cmd, 1)?)?;
+            reply.int(i64::try_from(n).unwrap_or(i64::MAX));
+            Ok(())
+        }
+        Cmd::Zscore => {
+            let (key, member) = (arg(args, cmd, 1)?, arg(args, cmd, 2)?);
+            match zscore(view, key, member)? {
+                Some(s) => reply.double(s),
+                None => reply.null(),
+            }
+            Ok(())
+        }
+        Cmd::Zmscore => {
+            let z = read(view, arg(args, cmd, 1)?)?;
+            reply.array(args.len() - 2);
+            for m in args.iter_from(2) {
+                match z.as_ref().and_then(|z| z.score(m)) {
+                    Some(s) => reply.double(s),
+                    None => reply.null(),
+                }
+            }
+            Ok(())
+        }
+        Cmd::Zrank | Cmd::Zrevrank => {
+            let (key, member) = (arg(args, cmd, 1)?, arg(args, cmd, 2)?);
+            match zrank(view, key, member, cmd == Cmd::Zrevrank)? {
+                Some(r) => reply.int(r as i64),
+                None => reply.null(),
+            }
+            Ok(())
+        }
+        Cmd::Zscan => zscan(view, args, reply),
+        Cmd::Zrandmember => zrandmember(view, args, reply),
+        Cmd::Zpopmin | Cmd::Zpopmax | Cmd::Zmpop | Cmd::Bzpopmin | Cmd::Bzpopmax | Cmd::Bzmpop => {
+            pop::exec(cmd, view, args, reply)
+        }
+        other => Err(raw(format!(
+            "ERR {} is not a sorted set command",
+            other.spec().name.to_ascii_uppercase()
+        ))),
+    }
+}
+
+/// `ZADD key [NX|XX] [GT|LT] [CH] [INCR] score member [score member ...]` and
+/// `ZINCRBY key increment member` (Redis parses ZINCRBY's arguments as ZADD's, INCR set).
+fn zadd_cmd(view: &mut dyn View, args: Args<'_>, zincrby: bool, reply: &mut Reply) -> CmdResult {
+    let key = args.get(1);
+    let mut flags = ZaddFlags {
+        incr: zincrby,
+        ..ZaddFlags::default()
+    };
+    let mut ch = false;
+    let mut i = 2;
+    while i < args.len() {
+        let o = args.get(i);
+        if o.eq_ignore_ascii_case(b"NX") {
+            flags.nx = true;
+        } else if o.eq_ignore_ascii_case(b"XX") {
+            flags.xx = true;
+        } else if o.eq_ignore_ascii_case(b"CH") {
+            ch = true;
+        } else if o.eq_ignore_ascii_case(b"INCR") {
+            flags.incr = true;
+        } else if o.eq_ignore_ascii_case(b"GT") {
+            flags.gt = true;
+        } else if o.eq_ignore_ascii_case(b"LT") {
+            flags.lt = true;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    let rest = args.len() - i;
+    if rest == 0 || !rest.is_multiple_of(2) {
+        return Err(raw(SYNTAX));
+    }
+    if flags.nx && flags.xx {
+        return Err(raw(
+            "ERR XX and NX options at the same time are not compatible",
+        ));
+    }
+    if (flags.nx && (flags.gt || flags.lt)) || (flags.gt && flags.lt) {
+        return Err(raw(
+            "ERR GT, LT, and/or NX options at the same time are not compatible",
+        ));
+    }
+    if flags.incr && rest > 2 {
+        return Err(raw(
+            "ERR INCR option supports a single increment-element pair",
+        ));
+    }
+    // Every score parses before the key is looked at: all or nothing.
+    let mut pairs = Vec::with_capacity(rest / 2);
+    for j in (i..args.len()).step_by(2) {
+        let score = parse_f64(args.get(j)).ok_or(RedisError::NotAFloat)?;
+        pairs.push((score, args.get(j + 1)));
+    }
+    let out = zadd(view, key, flags, &pairs)?;
+    if flags.incr {
+        if out.processed > 0 {
+            reply.double(out.score);
+        } else {
+            reply.null();
+        }
+    } else {
+        reply.int(
+            (if ch {
+                out.added + out.updated
+            } else {
+                out.added
+            }) as i64,
+        );
+    }
+    Ok(())
+}
+
+/// The ZRANGE family (Redis's `zrangeGenericCommand`): options in any order, then their
+/// conflicts, then the range, then the key.
+fn zrange_cmd(cmd: Cmd, view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
+    let store = cmd == Cmd::Zrangestore;
+    let src_at = if store { 2 } else { 1 };
+    // (by score / lex / rank fixed by the command, direction fixed)
+    let (mut kind, mut rev): (Option<u8>, Option<bool>) = match cmd {
+        Cmd::Zrangebyscore => (Some(b's'), Some(false)),
+        Cmd::Zrevrangebyscore => (Some(b's'), Some(true)),
+        Cmd::Zrangebylex => (Some(b'l'), Some(false)),
+        Cmd::Zrevrangebylex => (Some(b'l'), Some(true)),
+        Cmd::Zrevrange => (Some(b'r'), Some(true)),
+        _ => (None, None),
+    };
+    let key = arg(args, cmd, src_at)?;
+    let (min_arg, max_arg) = (arg(args, cmd, src_at + 1)?, arg(args, cmd, src_at + 2)?);
+    let mut with_scores = false;
+    let (mut offset, mut limit) = (0i64, -1i64);
+    let mut j = src_at + 3;
+    while j < args.len() {
+        let o = args.get(j);
+        let left = args.len() - j - 1;
+        if !store && o.eq_ignore_ascii_case(b"WITHSCORES") {
+            with_scores = true;
+        } else if o.eq_ignore_ascii_case(b"LIMIT") && left >= 2 {
+            offset = int_arg(args.get(j + 1))?;
+            limit = int_arg(args.get(j + 2))?;
+            j += 2;
+        } else if rev.is_none() && o.eq_ignore_ascii_case(b"REV") {
+            rev = Some(true);
+        } else if kind.is_none() && o.eq_ignore_ascii_case(b"BYLEX") {
+            kind = Some(b'l');
+        } else if kind.is_none() && o.eq_ignore_ascii_case(b"BYSCORE") {
+            kind = Some(b's');
+        } else {
+            return Err(raw(SYNTAX));
+        }
+        j += 1;
+    }
+    let rev = rev.unwrap_or(false);
+    let kind = kind.unwrap_or(b'r');
+    if limit != -1 && kind == b'r' {
+        return Err(raw(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX",
+        ));
+    }
+    if with_scores && kind == b'l' {
+        return Err(raw(
+            "ERR syntax error, WITHSCORES not supported in combination with BYLEX",
+        ));
+    }
+    let (mut lo, mut hi) = (min_arg, max_arg);
+    if rev && kind != b'r' {
+        // The range is given as max, min.
+        std::mem::swap(&mut lo, &mut hi);
+    }
+    let by = match kind {
+        b'r' => RangeBy::Rank(int_arg(lo)?, int_arg(hi)?),
+        b's' => RangeBy::Score(parse_score_range(lo, hi)?),
+        _ => RangeBy::Lex(parse_lex_range(lo, hi)?),
+    };
+    let spec = RangeSpec {
+        by,
+        rev,
+        offset,
+        limit,
+    };
+    if store {
+        let dst = args.get(1);
+        let items = zrange(view, key, &spec)?;
+        let mut z = ZSet::default();
+        for (s, m) in &items {
+            if let Some(s) = Score::new(*s) {
+                z.insert(m.clone(), s);
+            }
+        }
+        store_result(view, dst, &z)?;
+        reply.int(z.len() as i64);
+        return Ok(());
+    }
+    let items = zrange(view, key, &spec)?;
+    reply_entries(reply, &items, with_scores);
+    Ok(())
+}
+
+/// A STORE command's result: replaces `dst` (no TTL), or deletes it when `z` is empty.
+fn store_result(view: &mut dyn View, dst: &[u8], z: &ZSet) -> Result<()> {
+    if z.is_empty() {
+        // Only a key that exists is deleted (a missing one stays missing).
+        if view.load(dst)?.is_some() {
+            view.store(dst, None)?;
+        }
+        return Ok(());
+    }
+    store(view, dst, z, None)
+}
+
+/// `ZSCAN key cursor [MATCH pattern] [COUNT count]`: the cursor first, then the key (a
+/// missing key answers the empty scan whatever the options), then the options, as Redis's
+/// `scanGenericCommand`. The whole set is answered at once (cursor 0).
+fn zscan(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
+    let cmd = Cmd::Zscan;
+    let key = arg(args, cmd, 1)?;
+    parse_cursor(arg(args, cmd, 2)?)?;
+    let Some(z) = read(view, key)? else {
+        reply.array(2);
+        reply.bulk(b"0");
+        reply.array(0);
+        return Ok(());
+    };
+    let mut pattern: Option<&[u8]> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = args.get(i);
+        if i + 1 >= args.len() {
+            return Err(raw(SYNTAX));
+        }
+        if opt.eq_ignore_ascii_case(b"COUNT") {
+            if int_arg(args.get(i + 1))? < 1 {
+                return Err(raw(SYNTAX));
+            }
+        } else if opt.eq_ignore_ascii_case(b"MATCH") {
+            let p = args.get(i + 1);
+            pattern = (p != b"*").then_some(p);
+        } else {
+            return Err(raw(SYNTAX));
+        }
+        i += 2;
+    }
+    let listed: Vec<(f64, &Bytes)> = z
+        .iter()
+        .filter(|(_, m)| pattern.is_none_or(|p| glob_match(p, m, false)))
+        .collect();
+    reply.array(2);
+    reply.bulk(b"0");
+    reply.array(listed.len() * 2);
+    for (s, m) in listed {
+        reply.bulk(m);
+        reply.bulk(format_double(s).as_bytes());
+    }
+    Ok(())
+}
+
+/// `ZRANDMEMBER key [count [WITHSCORES]]` (Redis's `zrandmemberCommand`): a random member, or
+/// `count` distinct ones (the whole set, in order, when `count` is not below its size), or
+/// `-count` with repetitions.
+fn zrandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
+    use rand::Rng;
+    let cmd = Cmd::Zrandmember;
+    let key = arg(args, cmd, 1)?;
+    if args.len() == 2 {
+        match read(view, key)? {
+            Some(z) if !z.is_empty() => {
+                let i = rand::rng().random_range(0..z.len());
+                reply.opt_bulk(z.iter().nth(i).map(|(_, m)| &m[..]));
+            }
+            _ => reply.null(),
+        }
+        return Ok(());
+    }
+    let count = int_arg(args.get(2))?;
+    if count == i64::MIN {
+        return Err(raw(
+            "ERR value is out of range, value must between -9223372036854775807 and \
+             9223372036854775807",
+        ));
+    }
+    let with_scores = match args.len() {
+        3 => false,
+        4 if args.get(3).eq_ignore_ascii_case(b"WITHSCORES") => {
+            if !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+                return Err(raw("ERR value is out of range"));
+            }
+            true
+        }
+        _ => return Err(raw(SYNTAX)),
+    };
+    let Some(z) = read(view, key)? else {
+        // Redis answers the empty array in both protocols here.
+        reply.array(0);
+        return Ok(());
+    };
+    let entries: Vec<(f64, &Bytes)> = z.iter().collect();
+    let n = entries.len();
+    let picked: Vec<usize> = if count == 0 || n == 0 {
+        Vec::new()
+    } else if count < 0 {
+        let times = count.unsigned_abs();
+        if times > MAX_RANDOM_REPEATS {
+            return Err(raw("ERR value is out of range"));
+        }
+        let mut rng = rand::rng();
+        (0..times).map(|_| rng.random_range(0..n)).collect()
+    } else if count as u64 >= n as u64 {
+        (0..n).collect()
+    } else {
+        // `count` distinct indexes: a partial Fisher-Yates shuffle.
+        let mut idx: Vec<usize> = (0..n).collect();
+        let mut rng = rand::rng();
+        let k = count as usize;
+        for i in 0..k {
+            let j = rng.random_range(i..n);
+            idx.swap(i, j);
+        }
+        idx.truncate(k);
+        idx
+    };
+    let items: Vec<(f64, Bytes)> = picked
+        .into_iter()
+        .filter_map(|i| entries.get(i).map(|(s, m)| (*s, (*m).clone())))
+        .collect();
+    reply_entries(reply, &items, with_scores);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
