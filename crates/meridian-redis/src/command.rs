@@ -194,6 +194,9 @@ commands! {
     Pexpiretime "pexpiretime" 2 ["readonly" "fast"] 1 1 1;
     Persist "persist" 2 ["write" "fast"] 1 1 1;
     Type "type" 2 ["readonly" "fast"] 1 1 1;
+    Rename "rename" 3 ["write"] 1 2 1;
+    Renamenx "renamenx" 3 ["write" "fast"] 1 2 1;
+    Copy "copy" -3 ["write" "denyoom"] 1 2 1;
     Scan "scan" -2 ["readonly"] 0 0 0;
     Keys "keys" 2 ["readonly"] 0 0 0;
     Dbsize "dbsize" 1 ["readonly" "fast"] 0 0 0;
@@ -205,6 +208,7 @@ commands! {
     Command "command" -1 ["loading" "stale"] 0 0 0;
     Config "config" -2 [] 0 0 0;
     Function "function" -2 [] 0 0 0;
+    Memory "memory" -2 [] 2 2 1;
     Client "client" -2 [] 0 0 0;
     Select "select" 2 ["loading" "stale" "fast"] 0 0 0;
     Move "move" 3 ["write" "fast"] 1 1 1;
@@ -346,6 +350,8 @@ pub enum Group {
     Sets,
     /// A data command on sorted sets (`crate::zsets`): ZADD, ZRANGE, ZUNIONSTORE, ...
     SortedSets,
+    /// Moving or copying a whole value of any type: RENAME, RENAMENX, COPY (`crate::keys`).
+    Keys,
     /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
     Keyspace,
     /// The replication layer's own operations: MERIDIAN.GET/PUT/DEL/SET, TL.* (cluster mode).
@@ -385,6 +391,7 @@ impl Cmd {
             | Zrevrangebylex | Zcount | Zlexcount | Zrevrange | Zcard | Zscore | Zmscore
             | Zrank | Zrevrank | Zscan | Zpopmin | Zpopmax | Bzpopmin | Bzpopmax | Zmpop
             | Bzmpop | Zrandmember => Group::SortedSets,
+            Rename | Renamenx | Copy => Group::Keys,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
@@ -393,9 +400,7 @@ impl Cmd {
             BlobOpen | BlobPread | BlobClose => Group::Handles,
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
             | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb
-            | Function => {
-                Group::Connection
-            }
+            | Function | Memory => Group::Connection,
         }
     }
 

@@ -55,14 +55,15 @@ impl Cmd {
         use Cmd::*;
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
-            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize => &["keyspace"],
+            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize | Rename
+            | Renamenx | Copy => &["keyspace"],
             Keys | Flushdb | Flushall => &["keyspace", "dangerous"],
             Info => &["dangerous"],
             Role => &["admin", "dangerous"],
             Ping | Echo | Command | Select | Hello | Auth | Quit | Reset | Readonly | Readwrite
             | Asking => &["connection"],
             // Containers (their subcommands carry the categories in Redis).
-            Time | Config | Client | Cluster | Function => &[],
+            Time | Config | Client | Cluster | Function | Memory => &[],
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => &["string"],
                 Group::Hashes => &["hash"],
@@ -70,7 +71,7 @@ impl Cmd {
                 Group::Sets => &["set"],
                 Group::SortedSets => &["sortedset"],
                 Group::Transaction | Group::Interactive => &["transaction"],
-                Group::Keyspace | Group::Connection => &[],
+                Group::Keyspace | Group::Keys | Group::Connection => &[],
             },
         }
     }
@@ -102,8 +103,11 @@ impl Cmd {
         use Cmd::*;
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
-            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys => "generic",
-            Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role => "server",
+            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Rename
+            | Renamenx | Copy => "generic",
+            Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role | Memory => {
+                "server"
+            }
             Cluster | Readonly | Readwrite | Asking => "cluster",
             Function => "scripting",
             _ => match self.group() {
@@ -113,7 +117,7 @@ impl Cmd {
                 Group::Sets => "set",
                 Group::SortedSets => "sorted-set",
                 Group::Transaction | Group::Interactive => "transactions",
-                Group::Keyspace => "generic",
+                Group::Keyspace | Group::Keys => "generic",
                 Group::Connection => "connection",
             },
         }

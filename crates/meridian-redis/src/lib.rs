@@ -17,7 +17,7 @@
 //!   over (the command's time, each key's live typed value, store or delete), made atomic by
 //!   the backend;
 //! - one module per data type, each the one copy of its commands' semantics: [`strings`]
-//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`]; [`types`] routes a data command to its module;
+//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`], [`keys`] (RENAME, COPY); [`types`] routes a data command to its module;
 //! - helpers every type shares: [`options`] (SET/EXPIRE/GETEX options), [`scan`] (SCAN's
 //!   arguments and reply), [`value`] (integers, floats, globs), [`large_object`] (keys
 //!   holding an S3 object's manifest).
@@ -33,6 +33,7 @@ pub mod command;
 pub mod command_info;
 pub mod error;
 pub mod hashes;
+pub mod keys;
 pub mod large_object;
 pub mod lists;
 pub mod options;

@@ -11,14 +11,19 @@ use crate::command::{Cmd, Group};
 use crate::error::{CmdResult, raw};
 use crate::reply::Reply;
 use crate::view::View;
-use crate::{hashes, lists, sets, strings, zsets};
+use crate::{hashes, keys, lists, sets, strings, zsets};
 
 impl Group {
     /// Whether the group is a data type's commands (run by [`exec_on_view`]).
     pub fn is_data(self) -> bool {
         matches!(
             self,
-            Group::Strings | Group::Hashes | Group::Lists | Group::Sets | Group::SortedSets
+            Group::Strings
+                | Group::Hashes
+                | Group::Lists
+                | Group::Sets
+                | Group::SortedSets
+                | Group::Keys
         )
     }
 }
@@ -37,6 +42,7 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
         Group::Strings => strings::exec_on_view(cmd, args, view, reply),
         Group::Hashes => hashes::exec_on_view(cmd, args, view, reply),
         Group::Lists => lists::exec_on_view(cmd, args, view, reply),
+        Group::Keys => keys::exec_on_view(cmd, args, view, reply),
         Group::Sets => sets::exec_on_view(cmd, args, view, reply),
         Group::SortedSets => zsets::exec_on_view(cmd, args, view, reply),
         _ => Err(raw(format!(
@@ -59,7 +65,8 @@ mod tests {
                     || hashes::handles(c)
                     || lists::handles(c)
                     || sets::handles(c)
-                    || zsets::handles(c),
+                    || zsets::handles(c)
+                    || keys::handles(c),
                 "{c:?}"
             );
         }

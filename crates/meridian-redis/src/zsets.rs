@@ -20,7 +20,7 @@
 //!
 //! **Redis's rules kept**: a sorted-set command on a key of another type answers
 //! `-WRONGTYPE`; a *set* is a valid input of ZUNION/ZINTER/ZDIFF/ZINTERCARD (every member
-//! scoring 1, read by [`set_input::set_members`]); an empty sorted set does not exist (the last
+//! scoring 1, read by [`crate::sets::members`]); an empty sorted set does not exist (the last
 //! ZREM/ZPOP/ZREMRANGE deletes the key, a STORE of an empty result deletes the destination); a
 //! write keeps the key's TTL, a STORE replaces the destination (and drops its TTL) as Redis's
 //! `setKey` does; equal scores order by member bytes; checks run in Redis's order (ZADD's
@@ -46,7 +46,6 @@
 pub mod encoding;
 mod pop;
 pub mod ranges;
-pub mod set_input;
 mod setops;
 
 use crate::args::Args;

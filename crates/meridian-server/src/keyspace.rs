@@ -240,6 +240,8 @@ pub struct Keyspace {
     evicted_keys: AtomicU64,
     /// Sampling randomness for eviction (a counter fed to [`splitmix`]).
     rng: AtomicU64,
+    /// Clients blocked on keys (BLPOP, BZPOPMIN, ...).
+    pub(crate) blocking: blocking::Blocking,
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -305,6 +307,7 @@ impl Keyspace {
             engine,
             clock,
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
+            blocking: Default::default(),
             config,
             stripes: (0..STRIPES)
                 .map(|i| {
@@ -385,6 +388,15 @@ impl Keyspace {
     /// The configuration.
     pub fn config(&self) -> &KeyspaceConfig {
         &self.config
+    }
+
+    /// MEMORY USAGE: the bytes `key` accounts for in the used-memory estimate (key, stored
+    /// value, per-key overhead), or `None` when it does not exist.
+    pub fn memory_usage(&self, key: &[u8]) -> Result<Option<u64>> {
+        let header = |e: &Entry| if e.expiry.is_some() { 9 } else { 1 };
+        Ok(self
+            .read_live(key)?
+            .map(|e| entry_bytes(key.len(), e.data.len() + header(&e))))
     }
 
     // ----- internals -------------------------------------------------------------------
@@ -776,18 +788,30 @@ impl Keyspace {
         }
         if several {
             let guards = self.lock_many(spec.key_positions(&args).map(|i| args.get(i)));
-            let mut ov = Overlay::new(self, guards);
-            // The reply is written before the batch is: a refused batch (a full disk) takes
-            // it back, so only the error is answered.
-            let mark = reply.out.len();
-            exec_on_view(cmd, args, &mut ov, reply)?;
-            return ov.commit().map_err(|e| {
-                reply.out.truncate(mark);
-                e.into()
-            });
+            return self.execute_locked(guards, cmd, args, reply);
         }
         let mut s = self.lock(args.get(1));
         exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
+    }
+
+    /// Runs a data command over an overlay of the stripes `guards` holds (all of its keys'),
+    /// its writes one batch.
+    fn execute_locked(
+        &self,
+        guards: StripeGuards<'_>,
+        cmd: meridian_redis::Cmd,
+        args: meridian_redis::Args<'_>,
+        reply: &mut meridian_redis::Reply,
+    ) -> std::result::Result<(), meridian_redis::CmdError> {
+        let mut ov = Overlay::new(self, guards);
+        // The reply is written before the batch is: a refused batch (a full disk) takes it
+        // back, so only the error is answered.
+        let mark = reply.out.len();
+        meridian_redis::types::exec_on_view(cmd, args, &mut ov, reply)?;
+        ov.commit().map_err(|e| {
+            reply.out.truncate(mark);
+            e.into()
+        })
     }
 
     /// FLUSHDB/FLUSHALL: removes every key.
@@ -1234,6 +1258,7 @@ impl Keyspace {
     }
 }
 
+pub(crate) mod blocking;
 mod views;
 mod watch;
 

@@ -2,12 +2,12 @@
 //! `zunionInterDiffGenericCommand`): `numkeys`, then every source key's type (sorted sets and
 //! sets; a set's members score 1), then WEIGHTS / AGGREGATE / WITHSCORES / LIMIT.
 
-use super::set_input::set_members;
 use super::{Score, ZSet, decode, reply_entries, store_result};
 use crate::args::Args;
 use crate::command::Cmd;
 use crate::error::{CmdError, RedisError, SYNTAX, int_arg, raw};
 use crate::reply::Reply;
+use crate::sets::members as set_members;
 use crate::value::parse_f64;
 use crate::view::{Kind, View};
 use bytes::Bytes;

@@ -105,7 +105,7 @@ fn put_set(v: &mut MemView, key: &str, members: &[&str]) {
     v.map.insert(
         key.as_bytes().to_vec(),
         Entry {
-            data: Bytes::from(set_input::encode_set(&ms)),
+            data: Bytes::from(crate::sets::encode(&ms)),
             expiry: None,
             kind: Kind::Set,
         },
@@ -1159,7 +1159,7 @@ fn damaged_bytes_are_corrupt_never_a_panic() {
             kind: Kind::Set,
         };
         assert!(
-            matches!(set_input::set_members(&e), Err(RedisError::Corrupt(_))),
+            matches!(crate::sets::members(&e), Err(RedisError::Corrupt(_))),
             "{why}"
         );
     }
@@ -1342,7 +1342,7 @@ mod model {
         #[test]
         fn decoding_any_bytes_never_panics(data in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = ZSet::decode(&Bytes::from(data.clone()));
-            let _ = set_input::set_members(&Entry { data: Bytes::from(data), expiry: None, kind: Kind::Set });
+            let _ = crate::sets::members(&Entry { data: Bytes::from(data), expiry: None, kind: Kind::Set });
         }
 
         #[test]

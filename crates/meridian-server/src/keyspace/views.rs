@@ -60,7 +60,11 @@ impl View for LockedView<'_> {
     #[inline]
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
         match value {
-            Some(e) => self.ks.put_locked(self.stripe, key, e, self.now),
+            Some(e) => {
+                self.ks.put_locked(self.stripe, key, e, self.now)?;
+                self.ks.blocking.stored(key, e.kind);
+                Ok(())
+            }
             None => self.ks.delete_locked(self.stripe, key, self.now),
         }
     }
@@ -327,6 +331,11 @@ impl View for Overlay<'_> {
 
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
         self.guards.of(key)?;
+        if let Some(e) = value {
+            // Served after the whole command (or EXEC) is done: if a later write of the same
+            // batch deletes the key, the serve finds it empty.
+            self.ks.blocking.stored(key, e.kind);
+        }
         let p = Pending {
             value: value.map(|e| encode_kind(e.kind, e.data, e.expiry)),
             expiry: value.and_then(|e| e.expiry),

@@ -98,6 +98,37 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
     g.is_data() || matches!(g, Group::Keyspace | Group::Replication | Group::Handles)
 }
 
+/// The command a client uses instead of blocking `cmd`.
+fn non_blocking_form(cmd: Cmd) -> &'static str {
+    match cmd {
+        Cmd::Blpop => "LPOP",
+        Cmd::Brpop => "RPOP",
+        Cmd::Blmove => "LMOVE",
+        Cmd::Brpoplpush => "RPOPLPUSH",
+        Cmd::Blmpop => "LMPOP",
+        Cmd::Bzpopmin => "ZPOPMIN",
+        Cmd::Bzpopmax => "ZPOPMAX",
+        _ => "ZMPOP",
+    }
+}
+
+/// Whether `cmd` is a list, set, sorted-set or RENAME/COPY command naming more than one distinct key, or
+/// whose keys a `numkeys` counts (its key is not its first argument).
+fn is_multi_key_collection_command(cmd: Cmd, args: Args<'_>) -> bool {
+    if !matches!(
+        cmd.group(),
+        Group::Lists | Group::Sets | Group::SortedSets | Group::Keys
+    ) {
+        return false;
+    }
+    let mut keys = cmd.spec().key_positions(&args).map(|i| args.get(i));
+    let Some(first) = keys.next() else {
+        // ZUNION/LMPOP with a numkeys naming none: the module answers the argument's error.
+        return false;
+    };
+    cmd.spec().numkeys_at > 0 || keys.any(|k| k != first)
+}
+
 /// What a key command needs of the connection that sent it (kept by a pipelined command
 /// that outlives the connection's borrow).
 #[derive(Clone)]
@@ -210,6 +241,19 @@ pub(crate) async fn run(
                 }
             }
             reply.ok();
+            Ok(())
+        }
+        // A blocking command would wait for another client's write; cluster nodes do not
+        // block yet, and answering the timeout at once would be a silent difference.
+        _ if cmd.has_flag("blocking") => Err(Cow::Owned(format!(
+            "ERR {} does not block on a cluster node yet: use {} (it answers at once), or a \
+             standalone node for blocking pops",
+            cmd.spec().name.to_ascii_uppercase(),
+            non_blocking_form(cmd)
+        ))),
+        // A collection command over several keys: one atomic group of its keys.
+        _ if is_multi_key_collection_command(cmd, args) => {
+            crate::resp::cluster_txn::multi_key(c, txn_session, cmd, args, reply).await;
             Ok(())
         }
         // Every other string command: over the key's live entry, as atomic as its bucket

@@ -313,6 +313,44 @@ pub(crate) async fn single(
     }
 }
 
+/// A data command over several keys outside MULTI (SMOVE, LMOVE, SINTERSTORE, ZUNIONSTORE,
+/// ...): one atomic group of its keys, as EXEC of that one command would run — a timeline
+/// group at the master the keys share, or one transaction on transactional buckets; keys
+/// that cannot be written together (an eventual bucket, different slots) get the facade's
+/// reason and nothing runs.
+pub(crate) async fn multi_key(
+    c: &ClusterBackend,
+    session: &AtomicU64,
+    cmd: Cmd,
+    args: Args<'_>,
+    reply: &mut Reply,
+) {
+    let mut keys: Vec<Bytes> = keys_of(cmd, args).collect();
+    keys.sort();
+    keys.dedup();
+    let cmds = [(cmd, args)];
+    let result = match check_keys(c, &keys) {
+        Ok(AtomicGroup::Timeline) => {
+            crate::resp::cluster_group::exec(c, &[], &keys, &cmds, reply.resp3).await
+        }
+        Ok(AtomicGroup::Transaction) => {
+            run_to_commit(c, None, session, &keys, &cmds, reply.resp3).await
+        }
+        Err(line) => Err(line.replace(
+            "EXECABORT Transaction discarded: ",
+            &format!(
+                "ERR {} over several keys: ",
+                cmd.spec().name.to_ascii_uppercase()
+            ),
+        )),
+    };
+    match result {
+        Ok(Some(out)) => reply.out.extend_from_slice(&out),
+        Ok(None) => reply.error("CONFLICT txn_aborted the command conflicted; retry it"),
+        Err(line) => reply.error(&line),
+    }
+}
+
 /// Whether the interactive-transaction path serves `cmd`: its three commands, and every
 /// string command while one is open.
 pub(crate) fn is_interactive(state: &MultiState, cmd: Cmd) -> bool {

@@ -5,11 +5,14 @@
 //! Below both the connection loop (`connection`) and the cluster-mode batches (`sharded`),
 //! importing neither, so the two depend on it and not on each other's internals.
 
+use crate::keyspace::blocking::{BlockedWait, timeout_reply};
 use crate::resp::context::RespContext;
+use bytes::BytesMut;
 use meridian_redis::Reply;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -47,5 +50,82 @@ pub(super) async fn write(
     ctx.net_output
         .fetch_add(reply.out.len() as u64, Ordering::Relaxed);
     reply.out.clear();
+    Ok(())
+}
+
+/// How much a blocked client may send before the connection stops reading it (Redis keeps
+/// reading a blocked client's pipeline too; it runs after the reply).
+const BLOCKED_READ_LIMIT: usize = 1024 * 1024;
+
+/// Waits for a blocked command's reply (BLPOP, BZPOPMIN, ...), the earlier replies written
+/// first: the reply a serving writer sends, or the timeout reply. Requests the client
+/// pipelines meanwhile are read into `buf` and run after. The client closing the connection,
+/// or shutdown, unblocks it and ends the wait with an error (the connection closes).
+pub(super) async fn wait_blocked(
+    io: &mut Io<'_>,
+    reply: &mut Reply,
+    buf: &mut BytesMut,
+    wait: BlockedWait,
+) -> std::io::Result<()> {
+    if !reply.out.is_empty() {
+        write(io.ctx, io.stream, reply, io.shutdown).await?;
+    }
+    let ks = &io.ctx.keyspace;
+    let BlockedWait {
+        cmd,
+        registration,
+        timeout,
+    } = wait;
+    let id = registration.id;
+    let mut rx = registration.rx;
+    let deadline = timeout.map(|t| tokio::time::Instant::now() + t);
+    let sleep = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    let gone = loop {
+        tokio::select! {
+            served = &mut rx => {
+                if let Ok(bytes) = served {
+                    reply.out.extend_from_slice(&bytes);
+                }
+                return Ok(());
+            }
+            _ = &mut sleep => break false,
+            _ = io.shutdown.cancelled() => break true,
+            r = io.stream.read_buf(buf), if buf.len() < BLOCKED_READ_LIMIT => match r {
+                Ok(0) | Err(_) => break true,
+                Ok(n) => {
+                    io.ctx.net_input.fetch_add(n as u64, Ordering::Relaxed);
+                }
+            },
+        }
+    };
+    // Unblocked (timeout, or the client is gone) — unless a writer is serving it right now,
+    // whose reply then arrives (or who puts it back, to be removed on the next try).
+    loop {
+        if ks.blocking.unblock(id) {
+            break;
+        }
+        match tokio::time::timeout(Duration::from_millis(1), &mut rx).await {
+            Ok(Ok(bytes)) => {
+                reply.out.extend_from_slice(&bytes);
+                return if gone {
+                    Err(std::io::ErrorKind::ConnectionAborted.into())
+                } else {
+                    Ok(())
+                };
+            }
+            Ok(Err(_)) => break,
+            Err(_) => {}
+        }
+    }
+    if gone {
+        return Err(std::io::ErrorKind::ConnectionAborted.into());
+    }
+    timeout_reply(cmd, reply);
     Ok(())
 }

@@ -37,7 +37,7 @@
 //! answered).
 
 use crate::cluster_backend::ClusterBackend;
-use crate::resp::conn_io::{FLUSH_AT, Io, write};
+use crate::resp::conn_io::{self, FLUSH_AT, Io, write};
 use crate::resp::context::{ClientInfo, RespContext};
 use crate::resp::exec::{self, Flow, Session};
 use crate::resp::request::RequestParser;
@@ -158,6 +158,19 @@ pub(crate) async fn run(
                             // task, before the next request (replies stay in order).
                             if let Some(deferred) = session.deferred.take() {
                                 error = exec::answer_deferred(&mut reply, deferred.0.await);
+                            }
+                            if let Some(wait) = session.blocked.take() {
+                                let mut io = Io {
+                                    ctx,
+                                    stream: &mut stream,
+                                    shutdown: &shutdown,
+                                };
+                                if conn_io::wait_blocked(&mut io, &mut reply, &mut buf, wait)
+                                    .await
+                                    .is_err()
+                                {
+                                    return;
+                                }
                             }
                             let t1 = Instant::now();
                             stats.observe(t1 - t0, error);

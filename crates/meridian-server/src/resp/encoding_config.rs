@@ -119,7 +119,8 @@ impl Default for EncodingSettings {
 fn find(name: &[u8]) -> Option<usize> {
     SETTINGS.iter().position(|s| {
         name.eq_ignore_ascii_case(s.name.as_bytes())
-            || s.alias.is_some_and(|a| name.eq_ignore_ascii_case(a.as_bytes()))
+            || s.alias
+                .is_some_and(|a| name.eq_ignore_ascii_case(a.as_bytes()))
     })
 }
 
@@ -211,7 +212,11 @@ mod tests {
         e.apply(c);
         assert_eq!(get("list-max-listpack-size").as_deref(), Some("-5"));
         for (name, value, why) in [
-            (&b"set-max-intset-entries"[..], &b"x"[..], "parsed into an integer"),
+            (
+                &b"set-max-intset-entries"[..],
+                &b"x"[..],
+                "parsed into an integer",
+            ),
             (b"set-max-intset-entries", b"-1", "between 0 and"),
             (b"list-compress-depth", b"4294967296", "between 0 and"),
             (b"save", b"900 1", "no RDB snapshots"),

@@ -21,10 +21,10 @@ use crate::resp::cluster_cmd;
 use crate::resp::cluster_db::{self, Db};
 use crate::resp::cluster_exec::Caller;
 use crate::resp::cluster_redirect;
-use crate::resp::encoding_config;
-use crate::resp::functions;
 pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
 use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
+use crate::resp::encoding_config;
+use crate::resp::functions;
 use crate::resp::info;
 use crate::resp::multi::{self, MultiState, Queue, Step};
 use bytes::Bytes;
@@ -62,6 +62,9 @@ pub(crate) struct Session {
     /// Single node: the reply of the last command when it must read a large object's
     /// chunks (`resp::blob`); the connection awaits it before the next request.
     pub(crate) deferred: Option<Deferred>,
+    /// Single node: the wait of a blocking command (BLPOP, ...) that found nothing to pop;
+    /// the connection waits on it before the next request.
+    pub(crate) blocked: Option<crate::keyspace::blocking::BlockedWait>,
     /// Failed authentications on this connection (`crate::auth::FailurePolicy`).
     auth_failures: u32,
     /// What the failures since the last write cost: the connection waits this long before
@@ -83,6 +86,7 @@ impl Session {
             multi: MultiState::default(),
             txn_session: Arc::default(),
             deferred: None,
+            blocked: None,
             auth_failures: 0,
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
@@ -100,6 +104,7 @@ impl Session {
             multi: MultiState::default(),
             txn_session: Arc::default(),
             deferred: None,
+            blocked: None,
             auth_failures: 0,
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
@@ -208,6 +213,9 @@ pub(crate) fn execute<'c>(
             _ => other(ctx, session, reply, cmd, args, &mut flow),
         }
     };
+    if ctx.keyspace.has_ready_keys() {
+        ctx.keyspace.serve_blocked();
+    }
     (&ctx.ops[cmd as usize], finish(reply, result), flow)
 }
 
@@ -790,6 +798,7 @@ fn other(
         Cmd::Command => meridian_redis::command_info::command(reply, args)?,
         Cmd::Config => config(ctx, session, reply, args)?,
         Cmd::Function => functions::function(reply, args)?,
+        Cmd::Memory => memory_command(ctx, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
         // A single node has one database, as Redis with `databases 1`; cluster mode serves
         // these in `databases` (a bucket per database).
@@ -886,11 +895,108 @@ fn other(
                 cmd.spec().name.to_ascii_uppercase()
             )));
         }
+        _ if cmd.has_flag("blocking") => blocking_command(ctx, session, reply, cmd, args)?,
         // Every other command is a data command: one copy of its semantics, in its type's
         // module of the Redis layer (`meridian_redis::types`), which refuses anything else.
         _ => ks.execute(cmd, args, reply)?,
     }
     Ok(())
+}
+
+/// `MEMORY USAGE key [SAMPLES n]` (the key's share of the used-memory estimate), `MEMORY
+/// PURGE` (nothing to purge: OK), `MEMORY HELP`.
+fn memory_command(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    use meridian_redis::error::{subcommand_arity, unknown_subcommand};
+    let sub = args.get(1);
+    if sub.eq_ignore_ascii_case(b"USAGE") {
+        subcommand_arity("memory", sub, args.len() == 3 || args.len() == 5)?;
+        if args.len() == 5 {
+            if !args.get(3).eq_ignore_ascii_case(b"SAMPLES") {
+                return Err(raw(meridian_redis::error::SYNTAX));
+            }
+            int_arg(args.get(4))?;
+        }
+        if ctx.cluster.is_some() {
+            return Err(raw(
+                "ERR MEMORY USAGE is not supported on a cluster node yet (INFO memory gives the \
+                 node's total)",
+            ));
+        }
+        match ctx.keyspace.memory_usage(args.get(2))? {
+            Some(n) => reply.int(n as i64),
+            None => reply.null(),
+        }
+    } else if sub.eq_ignore_ascii_case(b"PURGE") {
+        subcommand_arity("memory", sub, args.len() == 2)?;
+        reply.ok();
+    } else if sub.eq_ignore_ascii_case(b"HELP") {
+        reply.help(&[
+            "MEMORY <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "USAGE <key> [SAMPLES <count>]",
+            "    Return memory in bytes used by <key> and its value (the keyspace's estimate).",
+            "PURGE",
+            "    Nothing to purge (no allocator arenas to release).",
+            "HELP",
+            "    Print this help.",
+        ]);
+    } else {
+        return Err(unknown_subcommand("memory", sub));
+    }
+    Ok(())
+}
+
+/// A blocking command (BLPOP, BLMOVE, BZPOPMIN, ...) outside MULTI: its arguments checked
+/// as its type's module checks them, then run at once if a source key exists, else the
+/// client blocks (`keyspace::blocking`) and the connection waits.
+fn blocking_command(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> CmdResult {
+    use crate::keyspace::blocking::{BlockedWait, BlockingOutcome, source_keys};
+    // The module checks every argument before it looks at a key: run over no keys at all,
+    // it answers an argument's error, or the timeout reply (thrown away).
+    let mut scratch = Reply::new(16);
+    meridian_redis::types::exec_on_view(cmd, args, &mut NoKeys(ctx.keyspace.now()), &mut scratch)?;
+    let timeout_at = if matches!(cmd, Cmd::Blmpop | Cmd::Bzmpop) {
+        1
+    } else {
+        args.len() - 1
+    };
+    let timeout = meridian_redis::value::parse_timeout(args.get(timeout_at))?;
+    let source = source_keys(cmd, args);
+    match ctx.keyspace.execute_blocking(cmd, args, reply, &source)? {
+        BlockingOutcome::Ran => {}
+        BlockingOutcome::Blocked(registration) => {
+            session.blocked = Some(BlockedWait {
+                cmd,
+                registration,
+                timeout: timeout.map(std::time::Duration::from_millis),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// A view in which no key exists (argument checks of a blocking command).
+struct NoKeys(meridian_core::Timestamp);
+
+impl meridian_redis::View for NoKeys {
+    fn now(&self) -> meridian_core::Timestamp {
+        self.0
+    }
+    fn load(&mut self, _key: &[u8]) -> meridian_redis::Result<Option<meridian_redis::Entry>> {
+        Ok(None)
+    }
+    fn store(
+        &mut self,
+        _key: &[u8],
+        _value: Option<meridian_redis::EntryRef<'_>>,
+    ) -> meridian_redis::Result<()> {
+        Ok(())
+    }
 }
 
 fn scan(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {

@@ -100,7 +100,7 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             );
             line("cluster_connections", &0);
             line("maxclients", &ctx.config.limits.max_clients);
-            line("blocked_clients", &0);
+            line("blocked_clients", &ctx.keyspace.blocking.blocked_clients());
             line("tracking_clients", &0);
         }
         "memory" => {

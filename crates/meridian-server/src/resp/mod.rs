@@ -46,9 +46,9 @@ mod common;
 mod txn_view;
 
 mod conn_io;
-mod encoding_config;
 mod connection;
 pub mod context;
+mod encoding_config;
 pub(crate) mod exec;
 pub mod frame;
 mod functions;

@@ -1,0 +1,318 @@
+//! Clients blocked on keys — BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX,
+//! BZMPOP — as Redis 7 serves them on one node.
+//!
+//! What it guarantees:
+//!
+//! - **no lost wake-up**: a command blocks only if, under the stripes of all its keys, none of
+//!   its source keys exists; it registers under those same stripes, and every write of a list
+//!   or sorted set marks its key *ready* under its stripe. So a push either came before the
+//!   check (the command is served at once) or finds the waiter registered;
+//! - **Redis's order**: the clients blocked on a key are served first blocked, first served,
+//!   each by running its own command over the keyspace exactly as if it had just arrived
+//!   (so a BLMOVE's push readies its destination, WATCH sees the pop, and a client blocked on
+//!   several keys is served by whichever becomes ready);
+//! - **served after the command that readied the key**: ready keys are served once the
+//!   writing command (or whole EXEC) is done, never in the middle of it, so `LPUSH k x; DEL k`
+//!   in one EXEC wakes nobody; a list or sorted set stored over a key only readies waiters of
+//!   that type (a SET to a string wakes no BLPOP);
+//! - a waiter that gave up (timeout, closed connection) is removed before it could be served;
+//!   one whose connection closed while being served is the only way an element can be popped
+//!   and not delivered — as with Redis, whose reply would sit in a closed socket's buffer.
+
+use super::Keyspace;
+use bytes::{Bytes, BytesMut};
+use meridian_redis::{Cmd, Group, Kind, OwnedArgs, Reply};
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::oneshot;
+
+/// The reply a served waiter receives: its command's reply bytes, in its protocol.
+pub(crate) type Served = BytesMut;
+
+/// A blocked client's registration.
+struct Waiter {
+    cmd: Cmd,
+    args: OwnedArgs,
+    resp3: bool,
+    /// Its source keys, each once.
+    keys: Vec<Bytes>,
+    tx: oneshot::Sender<Served>,
+}
+
+#[derive(Default)]
+struct Inner {
+    next_id: u64,
+    /// Per key, the waiters blocked on it, first blocked first.
+    by_key: FxHashMap<Bytes, VecDeque<u64>>,
+    waiters: FxHashMap<u64, Waiter>,
+    /// Keys a list or sorted-set write readied since the last serve, each once.
+    ready: Vec<Bytes>,
+}
+
+/// The keyspace's blocked clients (see the module docs).
+#[derive(Default)]
+pub(crate) struct Blocking {
+    /// How many clients are blocked: a writer checks it (under its key's stripe) before
+    /// anything else, so a node nobody blocks on pays one load per list write.
+    blocked: AtomicUsize,
+    /// How many keys are ready (a connection checks it after each command).
+    ready: AtomicUsize,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for Blocking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Blocking")
+            .field("blocked", &self.blocked.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// The value type a blocking command pops from.
+fn wanted_kind(cmd: Cmd) -> Kind {
+    if cmd.group() == Group::SortedSets {
+        Kind::ZSet
+    } else {
+        Kind::List
+    }
+}
+
+/// A registered waiter: the receiver of its reply and what removes it.
+pub(crate) struct Registration {
+    pub(crate) id: u64,
+    pub(crate) rx: oneshot::Receiver<Served>,
+}
+
+/// A client blocked by its command: what its connection waits on.
+pub(crate) struct BlockedWait {
+    /// The blocking command (its timeout reply depends on it).
+    pub(crate) cmd: Cmd,
+    pub(crate) registration: Registration,
+    /// How long it may wait; `None`: for ever.
+    pub(crate) timeout: Option<std::time::Duration>,
+}
+
+impl std::fmt::Debug for BlockedWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockedWait")
+            .field("cmd", &self.cmd)
+            .field("id", &self.registration.id)
+            .finish()
+    }
+}
+
+impl Blocking {
+    /// Called for every store of `key` under its stripe: a list or sorted set stored where
+    /// clients wait makes the key ready.
+    #[inline]
+    pub(super) fn stored(&self, key: &[u8], kind: Kind) {
+        if self.blocked.load(Ordering::Acquire) == 0 || !matches!(kind, Kind::List | Kind::ZSet) {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        if inner.by_key.contains_key(key) && !inner.ready.iter().any(|k| k == key) {
+            inner.ready.push(Bytes::copy_from_slice(key));
+            self.ready.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Registers a waiter; the caller holds the stripes of `keys`.
+    fn register(&self, cmd: Cmd, args: OwnedArgs, resp3: bool, keys: Vec<Bytes>) -> Registration {
+        let (tx, rx) = oneshot::channel();
+        let mut inner = self.inner.lock();
+        inner.next_id += 1;
+        let id = inner.next_id;
+        for k in &keys {
+            inner.by_key.entry(k.clone()).or_default().push_back(id);
+        }
+        inner.waiters.insert(
+            id,
+            Waiter {
+                cmd,
+                args,
+                resp3,
+                keys,
+                tx,
+            },
+        );
+        self.blocked.fetch_add(1, Ordering::Release);
+        Registration { id, rx }
+    }
+
+    /// Takes waiter `id` out of every queue; `None` if it is gone (served, or being served).
+    fn take(&self, inner: &mut Inner, id: u64) -> Option<Waiter> {
+        let w = inner.waiters.remove(&id)?;
+        for k in &w.keys {
+            if let Some(q) = inner.by_key.get_mut(k) {
+                q.retain(|&x| x != id);
+                if q.is_empty() {
+                    inner.by_key.remove(k);
+                }
+            }
+        }
+        self.blocked.fetch_sub(1, Ordering::Release);
+        Some(w)
+    }
+
+    /// Puts a waiter that could not be served back at the head of its queues.
+    fn put_back(&self, id: u64, w: Waiter) {
+        let mut inner = self.inner.lock();
+        for k in &w.keys {
+            inner.by_key.entry(k.clone()).or_default().push_front(id);
+        }
+        inner.waiters.insert(id, w);
+        self.blocked.fetch_add(1, Ordering::Release);
+    }
+
+    /// Removes waiter `id` (timed out or gone); false if it is being served right now.
+    pub(crate) fn unblock(&self, id: u64) -> bool {
+        let mut inner = self.inner.lock();
+        self.take(&mut inner, id).is_some()
+    }
+
+    /// The first waiter on `key` waiting for `kind`, taken out of the queues.
+    fn next_waiter(&self, key: &[u8], kind: Kind) -> Option<(u64, Waiter)> {
+        let mut inner = self.inner.lock();
+        let id = inner.by_key.get(key)?.iter().copied().find(|id| {
+            inner
+                .waiters
+                .get(id)
+                .is_some_and(|w| wanted_kind(w.cmd) == kind)
+        })?;
+        self.take(&mut inner, id).map(|w| (id, w))
+    }
+
+    fn next_ready(&self) -> Option<Bytes> {
+        let mut inner = self.inner.lock();
+        let k = inner.ready.pop()?;
+        self.ready.fetch_sub(1, Ordering::Release);
+        Some(k)
+    }
+
+    /// How many clients are blocked (INFO's `blocked_clients`).
+    pub(crate) fn blocked_clients(&self) -> usize {
+        self.blocked.load(Ordering::Relaxed)
+    }
+}
+
+/// What [`Keyspace::execute_blocking`] did.
+pub(crate) enum BlockingOutcome {
+    /// The command ran (its reply, or error, is written): a source key held data, or a key
+    /// was of another type.
+    Ran,
+    /// Nothing to pop: the client waits on the registration.
+    Blocked(Registration),
+}
+
+impl Keyspace {
+    /// Runs a blocking command: at once if any of its source keys exists, else registers the
+    /// client as blocked on them (both under the stripes of every key of the command).
+    pub(crate) fn execute_blocking(
+        &self,
+        cmd: Cmd,
+        args: meridian_redis::Args<'_>,
+        reply: &mut Reply,
+        source: &[usize],
+    ) -> Result<BlockingOutcome, meridian_redis::CmdError> {
+        let guards = self.lock_many(cmd.spec().key_positions(&args).map(|i| args.get(i)));
+        let mut any = false;
+        for &i in source {
+            if self
+                .load(args.get(i))?
+                .is_some_and(|e| !e.is_expired(self.clock.now()))
+            {
+                any = true;
+                break;
+            }
+        }
+        if any {
+            self.execute_locked(guards, cmd, args, reply)?;
+            return Ok(BlockingOutcome::Ran);
+        }
+        {
+            let mut keys: Vec<Bytes> = Vec::with_capacity(source.len());
+            for &i in source {
+                let k = Bytes::copy_from_slice(args.get(i));
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            let r = self
+                .blocking
+                .register(cmd, OwnedArgs::copy_of(args), reply.resp3, keys);
+            drop(guards);
+            Ok(BlockingOutcome::Blocked(r))
+        }
+    }
+
+    /// Whether some key is ready for its blocked clients ([`Keyspace::serve_blocked`]).
+    #[inline]
+    pub(crate) fn has_ready_keys(&self) -> bool {
+        self.blocking.ready.load(Ordering::Acquire) > 0
+    }
+
+    /// Serves the clients blocked on every ready key, first blocked first, while the key holds
+    /// what they wait for (see the module docs). Called after each command.
+    pub(crate) fn serve_blocked(&self) {
+        while let Some(key) = self.blocking.next_ready() {
+            self.serve_key(&key);
+        }
+    }
+
+    fn serve_key(&self, key: &[u8]) {
+        loop {
+            let kind = match self.read_live(key) {
+                Ok(Some(e)) if matches!(e.kind, Kind::List | Kind::ZSet) => e.kind,
+                _ => return,
+            };
+            let Some((id, w)) = self.blocking.next_waiter(key, kind) else {
+                return;
+            };
+            if w.tx.is_closed() {
+                continue;
+            }
+            let mut out = Reply::new(64);
+            out.resp3 = w.resp3;
+            let ran = self.execute(w.cmd, w.args.get(), &mut out);
+            let timed_out_reply = {
+                let mut null = Reply::new(8);
+                null.resp3 = w.resp3;
+                timeout_reply(w.cmd, &mut null);
+                null.out
+            };
+            match ran {
+                // Someone else emptied the key in between: still blocked.
+                Ok(()) if out.out == timed_out_reply => self.blocking.put_back(id, w),
+                Ok(()) => {
+                    let _ = w.tx.send(out.out);
+                }
+                Err(e) => {
+                    out.out.clear();
+                    out.command_error(e);
+                    let _ = w.tx.send(out.out);
+                }
+            }
+        }
+    }
+}
+
+/// The reply of a blocking command that timed out: a null bulk for BLMOVE and BRPOPLPUSH
+/// (they answer an element), a null array for the others.
+pub(crate) fn timeout_reply(cmd: Cmd, reply: &mut Reply) {
+    if matches!(cmd, Cmd::Blmove | Cmd::Brpoplpush) {
+        reply.null();
+    } else {
+        reply.null_array();
+    }
+}
+
+/// The argument positions of the keys `cmd` pops from.
+pub(crate) fn source_keys(cmd: Cmd, args: meridian_redis::Args<'_>) -> Vec<usize> {
+    if cmd.group() == Group::SortedSets {
+        meridian_redis::zsets::blocking_source_keys(cmd, args)
+    } else {
+        meridian_redis::lists::blocking_source_keys(cmd, args)
+    }
+}
