@@ -10,7 +10,7 @@ use crate::args::Args;
 macro_rules! commands {
     ($(
         $id:ident $name:literal $arity:literal [$($flag:literal)*]
-        $first:literal $last:literal $step:literal $(numkeys $nk:literal)?;
+        $first:literal $last:literal $step:literal $(numkeys $nk:literal)? $(keyword $kw:literal)?;
     )*) => {
         /// A command the front end implements.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,11 +64,14 @@ macro_rules! commands {
                 last_key: $last,
                 step: $step,
                 numkeys_at: commands!(@numkeys $($nk)?),
+                key_after: commands!(@keyword $($kw)?),
             },
         )*];
     };
     (@numkeys) => { 0 };
     (@numkeys $nk:literal) => { $nk };
+    (@keyword) => { None };
+    (@keyword $kw:literal) => { Some($kw) };
 }
 
 /// Static facts about a command, as `COMMAND INFO` reports them.
@@ -89,6 +92,8 @@ pub struct CommandSpec {
     /// Position of a `numkeys` argument that counts the key arguments following it (0: none;
     /// Redis's "movablekeys" commands: ZUNIONSTORE, LMPOP, SINTERCARD, ...).
     pub numkeys_at: usize,
+    /// A keyword whose next argument is a key (SORT's `STORE destination`).
+    pub key_after: Option<&'static str>,
 }
 
 impl CommandSpec {
@@ -138,7 +143,17 @@ impl CommandSpec {
             }
             _ => 0..0,
         };
-        KeyPositions { fixed, counted }
+        let after = self.key_after.and_then(|kw| {
+            let at = (first.max(1)..argc)
+                .rev()
+                .find(|&i| args.get(i).eq_ignore_ascii_case(kw.as_bytes()))?;
+            (at + 1 < argc).then_some(at + 1)
+        });
+        KeyPositions {
+            fixed,
+            counted,
+            after,
+        }
     }
 }
 
@@ -147,6 +162,7 @@ impl CommandSpec {
 pub struct KeyPositions {
     fixed: std::iter::StepBy<std::ops::Range<usize>>,
     counted: std::ops::Range<usize>,
+    after: Option<usize>,
 }
 
 impl Iterator for KeyPositions {
@@ -154,7 +170,10 @@ impl Iterator for KeyPositions {
 
     #[inline]
     fn next(&mut self) -> Option<usize> {
-        self.fixed.next().or_else(|| self.counted.next())
+        self.fixed
+            .next()
+            .or_else(|| self.counted.next())
+            .or_else(|| self.after.take())
     }
 }
 
@@ -197,6 +216,8 @@ commands! {
     Rename "rename" 3 ["write"] 1 2 1;
     Renamenx "renamenx" 3 ["write" "fast"] 1 2 1;
     Copy "copy" -3 ["write" "denyoom"] 1 2 1;
+    Sort "sort" -2 ["write" "denyoom" "movablekeys"] 1 1 1 keyword "STORE";
+    SortRo "sort_ro" -2 ["readonly" "movablekeys"] 1 1 1;
     Scan "scan" -2 ["readonly"] 0 0 0;
     Keys "keys" 2 ["readonly"] 0 0 0;
     Dbsize "dbsize" 1 ["readonly" "fast"] 0 0 0;
@@ -391,7 +412,7 @@ impl Cmd {
             | Zrevrangebylex | Zcount | Zlexcount | Zrevrange | Zcard | Zscore | Zmscore
             | Zrank | Zrevrank | Zscan | Zpopmin | Zpopmax | Bzpopmin | Bzpopmax | Zmpop
             | Bzmpop | Zrandmember => Group::SortedSets,
-            Rename | Renamenx | Copy => Group::Keys,
+            Rename | Renamenx | Copy | Sort | SortRo => Group::Keys,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
@@ -462,6 +483,11 @@ mod tests {
         assert!(keys(&["ZUNION", "x", "a"]).is_empty());
         assert!(keys(&["SINTERCARD", "99999999999999999999", "a"]).is_empty());
         assert_eq!(keys(&["SINTERCARD", "9223372036854775807", "a"]), [2]);
+        // SORT's STORE destination (the last STORE: a BY pattern may be named "store").
+        assert_eq!(keys(&["SORT", "l", "BY", "w_*", "STORE", "d"]), [1, 5]);
+        assert_eq!(keys(&["SORT", "l", "store", "d", "ALPHA"]), [1, 3]);
+        assert_eq!(keys(&["SORT", "l", "STORE"]), [1]);
+        assert_eq!(keys(&["SORT", "l"]), [1]);
     }
 
     #[test]

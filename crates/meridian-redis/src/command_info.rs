@@ -57,6 +57,7 @@ impl Cmd {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
             | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize | Rename
             | Renamenx | Copy => &["keyspace"],
+            Sort | SortRo => &["set", "sortedset", "list", "dangerous"],
             Keys | Flushdb | Flushall => &["keyspace", "dangerous"],
             Info => &["dangerous"],
             Role => &["admin", "dangerous"],
@@ -104,7 +105,7 @@ impl Cmd {
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
             | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Rename
-            | Renamenx | Copy => "generic",
+            | Renamenx | Copy | Sort | SortRo => "generic",
             Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role | Memory => {
                 "server"
             }

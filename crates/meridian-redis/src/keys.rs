@@ -6,6 +6,7 @@
 //! batch; a cluster writes them as one group), so no reader sees the key in both places or
 //! in neither. RENAME of a key onto itself succeeds and changes nothing, as in Redis.
 //! `COPY ... DB n` accepts only the current database (0): a standalone node has one.
+//! SORT and SORT_RO are routed here too and run by [`crate::sort`].
 
 use crate::args::Args;
 use crate::command::{Cmd, Group};
@@ -22,6 +23,9 @@ pub fn handles(cmd: Cmd) -> bool {
 pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut Reply) -> CmdResult {
     if !cmd.spec().arity_ok(args.len()) {
         return Err(arity_error(cmd.spec().name));
+    }
+    if matches!(cmd, Cmd::Sort | Cmd::SortRo) {
+        return crate::sort::exec_on_view(cmd, args, view, reply);
     }
     let (src, dst) = (args.get(1), args.get(2));
     match cmd {

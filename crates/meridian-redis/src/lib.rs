@@ -40,6 +40,7 @@ pub mod options;
 pub mod reply;
 pub mod scan;
 pub mod sets;
+pub mod sort;
 pub mod strings;
 pub mod types;
 pub mod value;
