@@ -786,7 +786,9 @@ impl Keyspace {
         if !several && readonly {
             return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
-        if several {
+        // SORT reads the keys its BY and GET patterns name besides its own: an overlay of its
+        // key (and STORE's destination) that reads other keys as GET does.
+        if several || cmd == meridian_redis::Cmd::Sort {
             let guards = self.lock_many(spec.key_positions(&args).map(|i| args.get(i)));
             return self.execute_locked(guards, cmd, args, reply);
         }
@@ -804,6 +806,7 @@ impl Keyspace {
         reply: &mut meridian_redis::Reply,
     ) -> std::result::Result<(), meridian_redis::CmdError> {
         let mut ov = Overlay::new(self, guards);
+        ov.foreign_reads = cmd == meridian_redis::Cmd::Sort;
         // The reply is written before the batch is: a refused batch (a full disk) takes it
         // back, so only the error is answered.
         let mark = reply.out.len();

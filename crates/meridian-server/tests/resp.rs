@@ -2560,3 +2560,6 @@ mod cluster_maxmemory;
 mod context_attacks;
 #[path = "resp/frontend_auth.rs"]
 mod frontend_auth;
+
+#[path = "resp/collections.rs"]
+mod collections;

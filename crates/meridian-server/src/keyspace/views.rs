@@ -103,6 +103,9 @@ pub(crate) struct Overlay<'a> {
     pub(super) pending: FxHashMap<Bytes, Pending>,
     /// Whether a FLUSHDB/FLUSHALL ran: SCAN cursors are forgotten at commit.
     pub(super) flushed: bool,
+    /// Whether keys outside the locked stripes may be read (lock-free, as a GET reads):
+    /// SORT's BY and GET patterns name keys no key position does.
+    pub(super) foreign_reads: bool,
 }
 
 impl<'a> Overlay<'a> {
@@ -115,6 +118,7 @@ impl<'a> Overlay<'a> {
             now: ks.clock.now(),
             pending: FxHashMap::default(),
             flushed: false,
+            foreign_reads: false,
         }
     }
 
@@ -303,7 +307,13 @@ impl View for Overlay<'_> {
             };
         }
         // Fails for a key outside the locked stripes before reading it.
-        self.guards.of(key)?;
+        if let Err(e) = self.guards.of(key) {
+            return if self.foreign_reads {
+                self.ks.read_live(key)
+            } else {
+                Err(e)
+            };
+        }
         match self.ks.load(key)? {
             Some(e) if e.is_expired(self.now) => {
                 self.pending.insert(

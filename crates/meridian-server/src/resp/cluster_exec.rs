@@ -98,6 +98,23 @@ pub(crate) fn handles(cmd: Cmd) -> bool {
     g.is_data() || matches!(g, Group::Keyspace | Group::Replication | Group::Handles)
 }
 
+/// The first SORT option naming other keys (`BY pattern` but `BY nosort`, `GET pattern` but
+/// `GET #`), if any.
+fn sort_pattern(args: Args<'_>) -> Option<&'static str> {
+    let mut i = 2;
+    while i + 1 < args.len() {
+        let (opt, value) = (args.get(i), args.get(i + 1));
+        if opt.eq_ignore_ascii_case(b"BY") && !value.eq_ignore_ascii_case(b"nosort") {
+            return Some("BY");
+        }
+        if opt.eq_ignore_ascii_case(b"GET") && value != b"#" {
+            return Some("GET");
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The command a client uses instead of blocking `cmd`.
 fn non_blocking_form(cmd: Cmd) -> &'static str {
     match cmd {
@@ -251,6 +268,14 @@ pub(crate) async fn run(
             cmd.spec().name.to_ascii_uppercase(),
             non_blocking_form(cmd)
         ))),
+        // Redis Cluster's refusal: a pattern may name keys of any slot.
+        _ if matches!(cmd, Cmd::Sort | Cmd::SortRo) && sort_pattern(args).is_some() => {
+            Err(Cow::Owned(format!(
+                "ERR {} option of SORT denied in Cluster mode when keys formed by the pattern \
+                 may be in different slots.",
+                sort_pattern(args).unwrap_or("BY")
+            )))
+        }
         // A collection command over several keys: one atomic group of its keys.
         _ if is_multi_key_collection_command(cmd, args) => {
             crate::resp::cluster_txn::multi_key(c, txn_session, cmd, args, reply).await;
