@@ -553,3 +553,84 @@ async fn numbered_databases_are_buckets_of_their_own() {
     );
     c.shutdown().await;
 }
+
+/// Lists, sets and sorted sets in cluster mode: one-key commands atomic on a timeline bucket
+/// from any node, a command over several keys of one slot one atomic group, and what a
+/// cluster node refuses says why: blocking pops, SORT's patterns, an eventual bucket's
+/// collection writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn collections_on_ordered_buckets_and_what_cluster_mode_refuses() {
+    let c = cluster_with(&[("tl", BucketProps::timeline())]).await;
+    let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+    let ok = |f: Frame| assert_eq!(f, Frame::Simple("OK".into()));
+    assert_eq!(
+        a.cmd(&[b"RPUSH", b"tl:{q}a", b"x", b"y", b"z"]).await,
+        Frame::Integer(3)
+    );
+    // From the other DC, through the master.
+    assert_eq!(
+        b.cmd(&[b"LPOP", b"tl:{q}a"]).await,
+        Frame::bulk(b"x".to_vec())
+    );
+    assert_eq!(
+        b.cmd(&[b"LMOVE", b"tl:{q}a", b"tl:{q}b", b"LEFT", b"RIGHT"])
+            .await,
+        Frame::bulk(b"y".to_vec())
+    );
+    assert_eq!(
+        texts(a.cmd(&[b"LRANGE", b"tl:{q}b", b"0", b"-1"]).await),
+        ["y"]
+    );
+    assert_eq!(
+        a.cmd(&[b"SADD", b"tl:{s}1", b"m", b"n"]).await,
+        Frame::Integer(2)
+    );
+    assert_eq!(
+        a.cmd(&[b"SADD", b"tl:{s}2", b"n", b"o"]).await,
+        Frame::Integer(2)
+    );
+    assert_eq!(
+        b.cmd(&[b"SINTERSTORE", b"tl:{s}3", b"tl:{s}1", b"tl:{s}2"])
+            .await,
+        Frame::Integer(1)
+    );
+    assert_eq!(texts(a.cmd(&[b"SMEMBERS", b"tl:{s}3"]).await), ["n"]);
+    assert_eq!(
+        a.cmd(&[b"ZADD", b"tl:{z}1", b"1", b"a", b"2", b"b"]).await,
+        Frame::Integer(2)
+    );
+    assert_eq!(
+        b.cmd(&[b"ZUNIONSTORE", b"tl:{z}2", b"2", b"tl:{z}1", b"tl:{z}1"])
+            .await,
+        Frame::Integer(2)
+    );
+    assert_eq!(
+        texts(
+            a.cmd(&[b"ZRANGE", b"tl:{z}2", b"0", b"-1", b"WITHSCORES"])
+                .await
+        ),
+        ["a", "2", "b", "4"]
+    );
+    ok(a.cmd(&[b"RENAME", b"tl:{z}2", b"tl:{z}3"]).await);
+    assert_eq!(a.cmd(&[b"ZCARD", b"tl:{z}3"]).await, Frame::Integer(2));
+    assert_eq!(a.cmd(&[b"EXISTS", b"tl:{z}2"]).await, Frame::Integer(0));
+
+    // Refusals with their reasons; nothing changed.
+    let e = error(a.cmd(&[b"BLPOP", b"tl:{q}a", b"0"]).await);
+    assert!(
+        e.contains("does not block on a cluster node") && e.contains("LPOP"),
+        "{e}"
+    );
+    let e = error(a.cmd(&[b"SORT", b"tl:{q}a", b"BY", b"w_*"]).await);
+    assert!(
+        e.contains("BY option of SORT denied in Cluster mode"),
+        "{e}"
+    );
+    let e = error(a.cmd(&[b"LPUSH", b"ev", b"x"]).await);
+    assert!(e.contains("eventual"), "{e}");
+    assert_eq!(a.cmd(&[b"EXISTS", b"ev"]).await, Frame::Integer(0));
+    assert_eq!(
+        texts(a.cmd(&[b"LRANGE", b"tl:{q}a", b"0", b"-1"]).await),
+        ["z"]
+    );
+}
