@@ -99,6 +99,8 @@ enum Next {
 fn on_shard(cmd: Cmd, args: &Args<'_>) -> bool {
     !multi::is_transaction_command(cmd)
         && !matches!(cmd, Cmd::BlobOpen | Cmd::BlobPread | Cmd::BlobClose)
+        // A blocking pop waits on the connection's task, which must hold no shard.
+        && !cmd.has_flag("blocking")
         && cmd.spec().key_positions(args).next().is_some()
 }
 
@@ -203,8 +205,11 @@ pub(super) async fn batch(
         if let Some(deferred) = session.deferred.take() {
             error = exec::answer_deferred(reply, deferred.0.await);
         }
-        stats.observe(t0.elapsed(), error);
         buf.advance(len);
+        if let Some(wait) = session.blocked.take() {
+            conn_io::wait_blocked(io, reply, buf, wait).await?;
+        }
+        stats.observe(t0.elapsed(), error);
         if flow == Flow::Close {
             break true;
         }
