@@ -10,7 +10,7 @@ use crate::args::Args;
 macro_rules! commands {
     ($(
         $id:ident $name:literal $arity:literal [$($flag:literal)*]
-        $first:literal $last:literal $step:literal $(numkeys $nk:literal)? $(keyword $kw:literal)?;
+        $first:literal $last:literal $step:literal $(numkeys $nk:literal)? $(keyword $($kw:literal)+)?;
     )*) => {
         /// A command the front end implements.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -64,14 +64,12 @@ macro_rules! commands {
                 last_key: $last,
                 step: $step,
                 numkeys_at: commands!(@numkeys $($nk)?),
-                key_after: commands!(@keyword $($kw)?),
+                key_after: &[$($($kw),+)?],
             },
         )*];
     };
     (@numkeys) => { 0 };
     (@numkeys $nk:literal) => { $nk };
-    (@keyword) => { None };
-    (@keyword $kw:literal) => { Some($kw) };
 }
 
 /// Static facts about a command, as `COMMAND INFO` reports them.
@@ -92,8 +90,9 @@ pub struct CommandSpec {
     /// Position of a `numkeys` argument that counts the key arguments following it (0: none;
     /// Redis's "movablekeys" commands: ZUNIONSTORE, LMPOP, SINTERCARD, ...).
     pub numkeys_at: usize,
-    /// A keyword whose next argument is a key (SORT's `STORE destination`).
-    pub key_after: Option<&'static str>,
+    /// Keywords whose next argument is a key (SORT's `STORE destination`, GEORADIUS's
+    /// `STORE`/`STOREDIST`).
+    pub key_after: &'static [&'static str],
 }
 
 impl CommandSpec {
@@ -143,12 +142,17 @@ impl CommandSpec {
             }
             _ => 0..0,
         };
-        let after = self.key_after.and_then(|kw| {
-            let at = (first.max(1)..argc)
-                .rev()
-                .find(|&i| args.get(i).eq_ignore_ascii_case(kw.as_bytes()))?;
-            (at + 1 < argc).then_some(at + 1)
-        });
+        // The last such keyword counts (an option repeated wins, and a pattern or key may
+        // spell a keyword too).
+        let after = (first.max(1)..argc)
+            .rev()
+            .find(|&i| {
+                self.key_after
+                    .iter()
+                    .any(|kw| args.get(i).eq_ignore_ascii_case(kw.as_bytes()))
+            })
+            .map(|at| at + 1)
+            .filter(|&k| k < argc);
         KeyPositions {
             fixed,
             counted,
@@ -218,6 +222,9 @@ commands! {
     Copy "copy" -3 ["write" "denyoom"] 1 2 1;
     Sort "sort" -2 ["write" "denyoom" "movablekeys"] 1 1 1 keyword "STORE";
     SortRo "sort_ro" -2 ["readonly" "movablekeys"] 1 1 1;
+    Dump "dump" 2 ["readonly"] 1 1 1;
+    Restore "restore" -4 ["write" "denyoom"] 1 1 1;
+    Object "object" -2 ["readonly"] 2 2 1;
     Scan "scan" -2 ["readonly"] 0 0 0;
     Keys "keys" 2 ["readonly"] 0 0 0;
     Dbsize "dbsize" 1 ["readonly" "fast"] 0 0 0;
@@ -353,6 +360,26 @@ commands! {
     Zmpop "zmpop" -4 ["write" "movablekeys"] 0 0 0 numkeys 1;
     Bzmpop "bzmpop" -5 ["write" "blocking" "movablekeys"] 0 0 0 numkeys 2;
     Zrandmember "zrandmember" -2 ["readonly"] 1 1 1;
+    Setbit "setbit" 4 ["write" "denyoom"] 1 1 1;
+    Getbit "getbit" 3 ["readonly" "fast"] 1 1 1;
+    Bitcount "bitcount" -2 ["readonly"] 1 1 1;
+    Bitpos "bitpos" -3 ["readonly"] 1 1 1;
+    Bitop "bitop" -4 ["write" "denyoom"] 2 -1 1;
+    Bitfield "bitfield" -2 ["write" "denyoom"] 1 1 1;
+    BitfieldRo "bitfield_ro" -2 ["readonly" "fast"] 1 1 1;
+    Pfadd "pfadd" -2 ["write" "denyoom" "fast"] 1 1 1;
+    Pfcount "pfcount" -2 ["readonly"] 1 -1 1;
+    Pfmerge "pfmerge" -2 ["write" "denyoom"] 1 -1 1;
+    Geoadd "geoadd" -5 ["write" "denyoom"] 1 1 1;
+    Geodist "geodist" -4 ["readonly"] 1 1 1;
+    Geohash "geohash" -2 ["readonly"] 1 1 1;
+    Geopos "geopos" -2 ["readonly"] 1 1 1;
+    Georadius "georadius" -6 ["write" "denyoom" "movablekeys"] 1 1 1 keyword "STORE" "STOREDIST";
+    Georadiusbymember "georadiusbymember" -5 ["write" "denyoom" "movablekeys"] 1 1 1 keyword "STORE" "STOREDIST";
+    GeoradiusRo "georadius_ro" -6 ["readonly"] 1 1 1;
+    GeoradiusbymemberRo "georadiusbymember_ro" -5 ["readonly"] 1 1 1;
+    Geosearch "geosearch" -7 ["readonly"] 1 1 1;
+    Geosearchstore "geosearchstore" -8 ["write" "denyoom"] 1 2 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
@@ -371,8 +398,15 @@ pub enum Group {
     Sets,
     /// A data command on sorted sets (`crate::zsets`): ZADD, ZRANGE, ZUNIONSTORE, ...
     SortedSets,
-    /// Moving or copying a whole value of any type: RENAME, RENAMENX, COPY (`crate::keys`).
+    /// Moving or copying a whole value of any type: RENAME, RENAMENX, COPY, DUMP, RESTORE
+    /// (`crate::keys`), SORT (`crate::sort`).
     Keys,
+    /// Bit operations on string values (`crate::bitmaps`): SETBIT, BITCOUNT, BITFIELD, ...
+    Bitmaps,
+    /// HyperLogLog cardinality estimates in string values (`crate::hyperloglog`).
+    HyperLogLog,
+    /// Geospatial indexes in sorted sets (`crate::geo`): GEOADD, GEOSEARCH, ...
+    Geo,
     /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
     Keyspace,
     /// The replication layer's own operations: MERIDIAN.GET/PUT/DEL/SET, TL.* (cluster mode).
@@ -412,7 +446,11 @@ impl Cmd {
             | Zrevrangebylex | Zcount | Zlexcount | Zrevrange | Zcard | Zscore | Zmscore
             | Zrank | Zrevrank | Zscan | Zpopmin | Zpopmax | Bzpopmin | Bzpopmax | Zmpop
             | Bzmpop | Zrandmember => Group::SortedSets,
-            Rename | Renamenx | Copy | Sort | SortRo => Group::Keys,
+            Rename | Renamenx | Copy | Sort | SortRo | Dump | Restore => Group::Keys,
+            Setbit | Getbit | Bitcount | Bitpos | Bitop | Bitfield | BitfieldRo => Group::Bitmaps,
+            Pfadd | Pfcount | Pfmerge => Group::HyperLogLog,
+            Geoadd | Geodist | Geohash | Geopos | Georadius | Georadiusbymember | GeoradiusRo
+            | GeoradiusbymemberRo | Geosearch | Geosearchstore => Group::Geo,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
@@ -421,7 +459,7 @@ impl Cmd {
             BlobOpen | BlobPread | BlobClose => Group::Handles,
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
             | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb
-            | Function | Memory => Group::Connection,
+            | Function | Memory | Object => Group::Connection,
         }
     }
 
@@ -488,6 +526,12 @@ mod tests {
         assert_eq!(keys(&["SORT", "l", "store", "d", "ALPHA"]), [1, 3]);
         assert_eq!(keys(&["SORT", "l", "STORE"]), [1]);
         assert_eq!(keys(&["SORT", "l"]), [1]);
+        assert_eq!(
+            keys(&["GEORADIUS", "g", "0", "0", "1", "km", "STOREDIST", "d"]),
+            [1, 7]
+        );
+        assert_eq!(keys(&["OBJECT", "ENCODING", "k"]), [2]);
+        assert!(keys(&["OBJECT", "HELP"]).is_empty());
     }
 
     #[test]

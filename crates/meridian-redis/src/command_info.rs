@@ -58,6 +58,8 @@ impl Cmd {
             | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize | Rename
             | Renamenx | Copy => &["keyspace"],
             Sort | SortRo => &["set", "sortedset", "list", "dangerous"],
+            Dump | Restore => &["keyspace", "dangerous"],
+            Object => &[],
             Keys | Flushdb | Flushall => &["keyspace", "dangerous"],
             Info => &["dangerous"],
             Role => &["admin", "dangerous"],
@@ -71,6 +73,9 @@ impl Cmd {
                 Group::Lists => &["list"],
                 Group::Sets => &["set"],
                 Group::SortedSets => &["sortedset"],
+                Group::Bitmaps => &["bitmap"],
+                Group::HyperLogLog => &["hyperloglog"],
+                Group::Geo => &["geo"],
                 Group::Transaction | Group::Interactive => &["transaction"],
                 Group::Keyspace | Group::Keys | Group::Connection => &[],
             },
@@ -105,7 +110,7 @@ impl Cmd {
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
             | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Rename
-            | Renamenx | Copy | Sort | SortRo => "generic",
+            | Renamenx | Copy | Sort | SortRo | Dump | Restore | Object => "generic",
             Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role | Memory => {
                 "server"
             }
@@ -117,6 +122,9 @@ impl Cmd {
                 Group::Lists => "list",
                 Group::Sets => "set",
                 Group::SortedSets => "sorted-set",
+                Group::Bitmaps => "bitmap",
+                Group::HyperLogLog => "hyperloglog",
+                Group::Geo => "geo",
                 Group::Transaction | Group::Interactive => "transactions",
                 Group::Keyspace | Group::Keys => "generic",
                 Group::Connection => "connection",

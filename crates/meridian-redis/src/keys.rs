@@ -27,6 +27,9 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
     if matches!(cmd, Cmd::Sort | Cmd::SortRo) {
         return crate::sort::exec_on_view(cmd, args, view, reply);
     }
+    if matches!(cmd, Cmd::Dump | Cmd::Restore) {
+        return crate::dump::exec_on_view(cmd, args, view, reply);
+    }
     let (src, dst) = (args.get(1), args.get(2));
     match cmd {
         Cmd::Rename | Cmd::Renamenx => {

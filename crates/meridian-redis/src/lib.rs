@@ -17,7 +17,7 @@
 //!   over (the command's time, each key's live typed value, store or delete), made atomic by
 //!   the backend;
 //! - one module per data type, each the one copy of its commands' semantics: [`strings`]
-//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`], [`keys`] (RENAME, COPY); [`types`] routes a data command to its module;
+//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`], [`keys`] (RENAME, COPY, DUMP, RESTORE), [`sort`], [`bitmaps`], [`hyperloglog`], [`geo`]; [`types`] routes a data command to its module;
 //! - helpers every type shares: [`options`] (SET/EXPIRE/GETEX options), [`scan`] (SCAN's
 //!   arguments and reply), [`value`] (integers, floats, globs), [`large_object`] (keys
 //!   holding an S3 object's manifest).
@@ -29,10 +29,14 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod bitmaps;
 pub mod command;
 pub mod command_info;
+pub mod dump;
 pub mod error;
+pub mod geo;
 pub mod hashes;
+pub mod hyperloglog;
 pub mod keys;
 pub mod large_object;
 pub mod lists;

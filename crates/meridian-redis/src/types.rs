@@ -11,7 +11,7 @@ use crate::command::{Cmd, Group};
 use crate::error::{CmdResult, raw};
 use crate::reply::Reply;
 use crate::view::View;
-use crate::{hashes, keys, lists, sets, strings, zsets};
+use crate::{bitmaps, geo, hashes, hyperloglog, keys, lists, sets, strings, zsets};
 
 impl Group {
     /// Whether the group is a data type's commands (run by [`exec_on_view`]).
@@ -24,6 +24,9 @@ impl Group {
                 | Group::Sets
                 | Group::SortedSets
                 | Group::Keys
+                | Group::Bitmaps
+                | Group::HyperLogLog
+                | Group::Geo
         )
     }
 }
@@ -43,6 +46,9 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
         Group::Hashes => hashes::exec_on_view(cmd, args, view, reply),
         Group::Lists => lists::exec_on_view(cmd, args, view, reply),
         Group::Keys => keys::exec_on_view(cmd, args, view, reply),
+        Group::Bitmaps => bitmaps::exec_on_view(cmd, args, view, reply),
+        Group::HyperLogLog => hyperloglog::exec_on_view(cmd, args, view, reply),
+        Group::Geo => geo::exec_on_view(cmd, args, view, reply),
         Group::Sets => sets::exec_on_view(cmd, args, view, reply),
         Group::SortedSets => zsets::exec_on_view(cmd, args, view, reply),
         _ => Err(raw(format!(
@@ -66,7 +72,10 @@ mod tests {
                     || lists::handles(c)
                     || sets::handles(c)
                     || zsets::handles(c)
-                    || keys::handles(c),
+                    || keys::handles(c)
+                    || bitmaps::handles(c)
+                    || hyperloglog::handles(c)
+                    || geo::handles(c),
                 "{c:?}"
             );
         }
