@@ -390,6 +390,11 @@ impl Keyspace {
         &self.config
     }
 
+    /// The live entry of `key` (OBJECT), read as GET reads it.
+    pub fn entry(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.read_live(key)
+    }
+
     /// MEMORY USAGE: the bytes `key` accounts for in the used-memory estimate (key, stored
     /// value, per-key overhead), or `None` when it does not exist.
     pub fn memory_usage(&self, key: &[u8]) -> Result<Option<u64>> {

@@ -33,6 +33,8 @@ pub(crate) type Served = BytesMut;
 
 /// A blocked client's registration.
 struct Waiter {
+    /// The blocked connection's client id (CLIENT UNBLOCK).
+    client: u64,
     cmd: Cmd,
     args: OwnedArgs,
     resp3: bool,
@@ -119,7 +121,14 @@ impl Blocking {
     }
 
     /// Registers a waiter; the caller holds the stripes of `keys`.
-    fn register(&self, cmd: Cmd, args: OwnedArgs, resp3: bool, keys: Vec<Bytes>) -> Registration {
+    fn register(
+        &self,
+        client: u64,
+        cmd: Cmd,
+        args: OwnedArgs,
+        resp3: bool,
+        keys: Vec<Bytes>,
+    ) -> Registration {
         let (tx, rx) = oneshot::channel();
         let mut inner = self.inner.lock();
         inner.next_id += 1;
@@ -130,6 +139,7 @@ impl Blocking {
         inner.waiters.insert(
             id,
             Waiter {
+                client,
                 cmd,
                 args,
                 resp3,
@@ -170,6 +180,32 @@ impl Blocking {
     pub(crate) fn unblock(&self, id: u64) -> bool {
         let mut inner = self.inner.lock();
         self.take(&mut inner, id).is_some()
+    }
+
+    /// CLIENT UNBLOCK: ends the wait of client `client`, answering the timeout reply or, with
+    /// `error`, Redis's `-UNBLOCKED` error; false when that client is not blocked.
+    pub(crate) fn unblock_client(&self, client: u64, error: bool) -> bool {
+        let mut inner = self.inner.lock();
+        let Some(id) = inner
+            .waiters
+            .iter()
+            .find_map(|(&id, w)| (w.client == client).then_some(id))
+        else {
+            return false;
+        };
+        let Some(w) = self.take(&mut inner, id) else {
+            return false;
+        };
+        drop(inner);
+        let mut out = Reply::new(64);
+        out.resp3 = w.resp3;
+        if error {
+            out.error("UNBLOCKED client unblocked via CLIENT UNBLOCK");
+        } else {
+            timeout_reply(w.cmd, &mut out);
+        }
+        let _ = w.tx.send(out.out);
+        true
     }
 
     /// The first waiter on `key` waiting for `kind`, taken out of the queues.
@@ -215,6 +251,7 @@ impl Keyspace {
         args: meridian_redis::Args<'_>,
         reply: &mut Reply,
         source: &[usize],
+        client: u64,
     ) -> Result<BlockingOutcome, meridian_redis::CmdError> {
         let guards = self.lock_many(cmd.spec().key_positions(&args).map(|i| args.get(i)));
         let mut any = false;
@@ -239,9 +276,9 @@ impl Keyspace {
                     keys.push(k);
                 }
             }
-            let r = self
-                .blocking
-                .register(cmd, OwnedArgs::copy_of(args), reply.resp3, keys);
+            let r =
+                self.blocking
+                    .register(client, cmd, OwnedArgs::copy_of(args), reply.resp3, keys);
             drop(guards);
             Ok(BlockingOutcome::Blocked(r))
         }

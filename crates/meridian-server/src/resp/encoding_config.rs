@@ -7,12 +7,15 @@
 //! the settings change nothing here. They are still validated as Redis validates them (an
 //! integer in Redis's range, else Redis's error), remembered per node and reported back, so
 //! tools and test suites that tune them (Redis's own suite does, file by file) run unchanged.
-//! `OBJECT ENCODING` answers Redis's name for a small value of the type.
+//!
+//! `OBJECT ENCODING` ([`EncodingSettings::encoding_name`]) answers the name Redis 7.0 would
+//! give the value under these settings, so tools that read it see what they expect.
 //!
 //! `save` is accepted only as `""` (no RDB snapshots: Meridian persists through its engine,
 //! see `appendonly`); any other schedule is refused with the reason.
 
 use meridian_redis::error::{CmdError, raw};
+use meridian_redis::{Entry, Kind, RedisError};
 use parking_lot::Mutex;
 
 /// One setting: its name, its `ziplist` alias (Redis 7 keeps the old names), its default and
@@ -176,6 +179,77 @@ impl EncodingSettings {
         Ok(Some((i, v)))
     }
 
+    /// The current value of the setting `name`.
+    fn value(&self, name: &str) -> i64 {
+        let i = find(name.as_bytes()).unwrap_or(0);
+        self.values.lock().get(i).copied().unwrap_or(0)
+    }
+
+    /// The encoding Redis 7.0 would report for `entry` under these settings (OBJECT
+    /// ENCODING); Meridian's own encoding is one per type.
+    pub(crate) fn encoding_name(&self, entry: &Entry) -> Result<&'static str, RedisError> {
+        let fits = |n: usize, longest: usize, entries: &str, value: &str| {
+            n as i64 <= self.value(entries) && longest as i64 <= self.value(value)
+        };
+        Ok(match entry.kind {
+            Kind::String => {
+                let d = &entry.data;
+                if d.len() <= 20 && meridian_redis::value::parse_i64(d).is_some() {
+                    "int"
+                } else if d.len() <= 44 {
+                    "embstr"
+                } else {
+                    "raw"
+                }
+            }
+            Kind::Hash => {
+                let fields = meridian_redis::hashes::decode(entry.clone())?.fields;
+                let longest = fields
+                    .iter()
+                    .map(|(f, v)| f.len().max(v.len()))
+                    .max()
+                    .unwrap_or(0);
+                if fits(
+                    fields.len(),
+                    longest,
+                    "hash-max-listpack-entries",
+                    "hash-max-listpack-value",
+                ) {
+                    "listpack"
+                } else {
+                    "hashtable"
+                }
+            }
+            // Redis 7.0 keeps every list as a quicklist.
+            Kind::List => "quicklist",
+            Kind::Set => {
+                let members = meridian_redis::sets::members(entry)?;
+                let ints = members
+                    .iter()
+                    .all(|m| meridian_redis::value::parse_i64(m).is_some());
+                if ints && members.len() as i64 <= self.value("set-max-intset-entries") {
+                    "intset"
+                } else {
+                    "hashtable"
+                }
+            }
+            Kind::ZSet => {
+                let z = meridian_redis::zsets::decode(entry)?;
+                let longest = z.members().map(|(m, _)| m.len()).max().unwrap_or(0);
+                if fits(
+                    z.len(),
+                    longest,
+                    "zset-max-listpack-entries",
+                    "zset-max-listpack-value",
+                ) {
+                    "listpack"
+                } else {
+                    "skiplist"
+                }
+            }
+        })
+    }
+
     /// Applies what [`EncodingSettings::check`] returned.
     pub(crate) fn apply(&self, checked: Option<(usize, i64)>) {
         if let Some((i, v)) = checked
@@ -227,5 +301,26 @@ mod tests {
         assert!(e.check(b"save", b"", &failed).unwrap().is_none());
         assert!(handles(b"zset-max-ziplist-entries") && handles(b"SAVE"));
         assert!(!handles(b"maxmemory"));
+    }
+
+    #[test]
+    fn encoding_names_follow_the_settings() {
+        let e = EncodingSettings::default();
+        let string = |s: &'static str| Entry::new(bytes::Bytes::from_static(s.as_bytes()));
+        assert_eq!(e.encoding_name(&string("12345")).unwrap(), "int");
+        assert_eq!(e.encoding_name(&string("hello")).unwrap(), "embstr");
+        assert_eq!(
+            e.encoding_name(&string(&"x".repeat(45).leak())).unwrap(),
+            "raw"
+        );
+        let set = |m: &[&str]| Entry {
+            data: meridian_redis::sets::encode(m).into(),
+            expiry: None,
+            kind: Kind::Set,
+        };
+        assert_eq!(e.encoding_name(&set(&["1", "2"])).unwrap(), "intset");
+        assert_eq!(e.encoding_name(&set(&["1", "a"])).unwrap(), "hashtable");
+        e.apply(e.check(b"set-max-intset-entries", b"1", &failed).unwrap());
+        assert_eq!(e.encoding_name(&set(&["1", "2"])).unwrap(), "hashtable");
     }
 }

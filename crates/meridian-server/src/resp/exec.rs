@@ -799,6 +799,7 @@ fn other(
         Cmd::Config => config(ctx, session, reply, args)?,
         Cmd::Function => functions::function(reply, args)?,
         Cmd::Memory => memory_command(ctx, reply, args)?,
+        Cmd::Object => object_command(ctx, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
         // A single node has one database, as Redis with `databases 1`; cluster mode serves
         // these in `databases` (a bucket per database).
@@ -903,6 +904,52 @@ fn other(
     Ok(())
 }
 
+/// `OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key`, `OBJECT HELP` (a node's keyspace).
+fn object_command(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
+    use meridian_redis::error::{subcommand_arity, unknown_subcommand};
+    let sub = args.get(1);
+    let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
+    if is("HELP") {
+        subcommand_arity("object", sub, args.len() == 2)?;
+        reply.help(&[
+            "OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+            "ENCODING <key>",
+            "    Return the kind of internal representation Redis would use for <key>.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with <key> (1).",
+            "HELP",
+            "    Print this help.",
+        ]);
+        return Ok(());
+    }
+    if !(is("ENCODING") || is("REFCOUNT") || is("IDLETIME") || is("FREQ")) {
+        return Err(unknown_subcommand("object", sub));
+    }
+    subcommand_arity("object", sub, args.len() == 3)?;
+    if ctx.cluster.is_some() {
+        return Err(raw(
+            "ERR OBJECT is not supported on a cluster node yet (TYPE and TTL are)",
+        ));
+    }
+    let Some(entry) = ctx.keyspace.entry(args.get(2))? else {
+        reply.null();
+        return Ok(());
+    };
+    if is("ENCODING") {
+        reply.bulk(ctx.encodings.encoding_name(&entry)?.as_bytes());
+    } else if is("REFCOUNT") {
+        // No value is shared between keys here.
+        reply.int(1);
+    } else {
+        return Err(raw(format!(
+            "ERR OBJECT {} is not supported: Meridian keeps per-key access times only for \
+             maxmemory eviction, and does not report them",
+            String::from_utf8_lossy(sub).to_ascii_uppercase()
+        )));
+    }
+    Ok(())
+}
+
 /// `MEMORY USAGE key [SAMPLES n]` (the key's share of the used-memory estimate), `MEMORY
 /// PURGE` (nothing to purge: OK), `MEMORY HELP`.
 fn memory_command(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
@@ -967,7 +1014,10 @@ fn blocking_command(
     };
     let timeout = meridian_redis::value::parse_timeout(args.get(timeout_at))?;
     let source = source_keys(cmd, args);
-    match ctx.keyspace.execute_blocking(cmd, args, reply, &source)? {
+    match ctx
+        .keyspace
+        .execute_blocking(cmd, args, reply, &source, session.info.id)?
+    {
         BlockingOutcome::Ran => {}
         BlockingOutcome::Blocked(registration) => {
             session.blocked = Some(BlockedWait {
@@ -1146,6 +1196,18 @@ fn client(
     if is("ID") {
         subcommand_arity("client", sub, argc == 2)?;
         reply.int(session.info.id as i64);
+    } else if is("UNBLOCK") {
+        subcommand_arity("client", sub, argc == 3 || argc == 4)?;
+        let id = u64::try_from(int_arg(args.get(2))?).unwrap_or(0);
+        let error = match (argc == 4).then(|| args.get(3)) {
+            None => false,
+            Some(a) if a.eq_ignore_ascii_case(b"TIMEOUT") => false,
+            Some(a) if a.eq_ignore_ascii_case(b"ERROR") => true,
+            Some(_) => {
+                return Err(raw("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR"));
+            }
+        };
+        reply.int(i64::from(ctx.keyspace.blocking.unblock_client(id, error)));
     } else if is("SETNAME") {
         subcommand_arity("client", sub, argc == 3)?;
         set_client_name(session, args.get(2))?;
@@ -1234,6 +1296,8 @@ fn client(
             "    Return the name of the current connection.",
             "ID",
             "    Return the ID of the current connection.",
+            "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+            "    Unblock the specified blocked client.",
             "INFO",
             "    Return information about the current client connection.",
             "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",

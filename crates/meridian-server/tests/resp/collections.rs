@@ -181,3 +181,59 @@ async fn the_redis_crate_drives_every_collection_type() {
     .await;
     s.stop().await;
 }
+
+#[tokio::test]
+async fn client_unblock_and_object_encoding() {
+    let s = Server::default().await;
+    let (mut blocked, mut admin) = (s.connect().await, s.connect().await);
+    let Frame::Integer(id) = blocked.cmd(&[b"CLIENT", b"ID"]).await else {
+        panic!("CLIENT ID is an integer");
+    };
+    let id = id.to_string();
+    blocked.send(b"BLPOP q 0\r\n").await;
+    wait_blocked(&mut admin, 1).await;
+    assert_eq!(
+        admin.cmd(&[b"CLIENT", b"UNBLOCK", id.as_bytes()]).await,
+        Frame::Integer(1)
+    );
+    assert_eq!(blocked.frame().await, Frame::Null);
+    blocked.send(b"BZPOPMIN z 0\r\n").await;
+    wait_blocked(&mut admin, 1).await;
+    assert_eq!(
+        admin
+            .cmd(&[b"CLIENT", b"UNBLOCK", id.as_bytes(), b"ERROR"])
+            .await,
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        blocked.frame().await,
+        Frame::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into())
+    );
+    // Nobody blocked: 0.
+    assert_eq!(
+        admin.cmd(&[b"CLIENT", b"UNBLOCK", id.as_bytes()]).await,
+        Frame::Integer(0)
+    );
+    admin
+        .roundtrip(
+            b"SET n 12\r\nSADD s 1 2\r\nSADD t a\r\nRPUSH l x\r\nZADD z 1 m\r\nHSET h f v\r\n",
+            b"+OK\r\n:2\r\n:1\r\n:1\r\n:1\r\n:1\r\n",
+        )
+        .await;
+    admin
+        .roundtrip(
+            b"OBJECT ENCODING n\r\nOBJECT ENCODING s\r\nOBJECT ENCODING t\r\nOBJECT ENCODING l\r\n\
+              OBJECT ENCODING z\r\nOBJECT ENCODING h\r\nOBJECT ENCODING nokey\r\n",
+            b"$3\r\nint\r\n$6\r\nintset\r\n$9\r\nhashtable\r\n$9\r\nquicklist\r\n\
+              $8\r\nlistpack\r\n$8\r\nlistpack\r\n$-1\r\n",
+        )
+        .await;
+    admin
+        .roundtrip(
+            b"CONFIG SET zset-max-ziplist-entries 0\r\nOBJECT ENCODING z\r\n\
+              CONFIG GET zset-max-listpack-entries\r\n",
+            b"+OK\r\n$8\r\nskiplist\r\n*2\r\n$25\r\nzset-max-listpack-entries\r\n$1\r\n0\r\n",
+        )
+        .await;
+    s.stop().await;
+}
