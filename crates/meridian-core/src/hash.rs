@@ -63,35 +63,16 @@ pub fn len(data: &[u8]) -> Result<usize, BadEnvelope> {
     get_len(data, &mut at)
 }
 
-fn put_len(out: &mut Vec<u8>, mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    crate::leb128::put(out, n as u64);
 }
 
 fn get_len(data: &[u8], at: &mut usize) -> Result<usize, BadEnvelope> {
-    let mut n: usize = 0;
-    for shift in (0..64).step_by(7) {
-        let Some(&byte) = data.get(*at) else {
-            return Err(BadEnvelope("truncated hash"));
-        };
-        *at += 1;
-        let bits = usize::from(byte & 0x7f);
-        n |= bits
-            .checked_shl(shift)
-            .filter(|v| v >> shift == bits)
-            .ok_or(BadEnvelope("hash length overflows"))?;
-        if byte & 0x80 == 0 {
-            return Ok(n);
-        }
+    match crate::leb128::get(data, at) {
+        Ok(n) => usize::try_from(n).map_err(|_| BadEnvelope("hash length overflows")),
+        Err(crate::leb128::Bad::Truncated) => Err(BadEnvelope("truncated hash")),
+        Err(crate::leb128::Bad::Overflow) => Err(BadEnvelope("hash length overflows")),
     }
-    Err(BadEnvelope("hash length overflows"))
 }
 
 fn get_slice(data: &Bytes, at: &mut usize) -> Result<Bytes, BadEnvelope> {

@@ -10,6 +10,7 @@ pub mod envelope;
 pub mod hash;
 pub mod ids;
 pub mod int;
+pub mod leb128;
 pub mod memory;
 pub mod mix;
 

@@ -46,6 +46,8 @@ pub mod scan;
 pub mod sets;
 pub mod sort;
 pub mod strings;
+#[cfg(test)]
+mod test_view;
 pub mod types;
 pub mod value;
 pub mod view;

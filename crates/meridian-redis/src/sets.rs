@@ -74,6 +74,7 @@ use crate::scan::{MAX_SCAN_COUNT, parse_cursor};
 use crate::value::{glob_match, parse_i64};
 use crate::view::{Entry, EntryRef, Kind, View};
 use bytes::Bytes;
+use meridian_core::leb128;
 use rand::Rng;
 
 /// The most elements SRANDMEMBER with a negative count answers (HRANDFIELD's bound).
@@ -97,39 +98,20 @@ const TYPE_NAME: &str = "set";
 
 // ----- the encoding ----------------------------------------------------------------------
 
-fn put_len(out: &mut Vec<u8>, mut n: usize) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
+fn put_len(out: &mut Vec<u8>, n: usize) {
+    leb128::put(out, n as u64);
 }
 
 fn len_size(n: usize) -> usize {
-    (usize::BITS - (n | 1).leading_zeros()).div_ceil(7) as usize
+    leb128::size(n as u64)
 }
 
 fn get_len(data: &[u8], at: &mut usize) -> Result<usize> {
-    let mut n: usize = 0;
-    for shift in (0..usize::BITS).step_by(7) {
-        let Some(&byte) = data.get(*at) else {
-            return Err(RedisError::Corrupt("truncated set"));
-        };
-        *at += 1;
-        let bits = usize::from(byte & 0x7f);
-        n |= bits
-            .checked_shl(shift)
-            .filter(|v| v >> shift == bits)
-            .ok_or(RedisError::Corrupt("set length overflows"))?;
-        if byte & 0x80 == 0 {
-            return Ok(n);
-        }
+    match leb128::get(data, at) {
+        Ok(n) => usize::try_from(n).map_err(|_| RedisError::Corrupt("set length overflows")),
+        Err(leb128::Bad::Truncated) => Err(RedisError::Corrupt("truncated set")),
+        Err(leb128::Bad::Overflow) => Err(RedisError::Corrupt("set length overflows")),
     }
-    Err(RedisError::Corrupt("set length overflows"))
 }
 
 /// The encoding of `members`, which must be strictly ascending by bytes (the data of an

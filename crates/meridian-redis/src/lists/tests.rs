@@ -5,52 +5,14 @@
 use super::encoding::{self, Raw};
 use super::*;
 use crate::OwnedArgs;
-use meridian_core::Timestamp;
+
 use proptest::prelude::*;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
-/// A keyspace in a map: what a backend's view does, without a backend.
-struct MapView {
-    now: Timestamp,
-    map: BTreeMap<Vec<u8>, Entry>,
-    max: usize,
-    reads: u64,
-}
-
-impl View for MapView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-        let now = self.now;
-        Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-        match value {
-            Some(e) => {
-                self.map.insert(key.to_vec(), e.to_entry());
-            }
-            None => {
-                self.map.remove(key);
-            }
-        }
-        Ok(())
-    }
-    fn max_value_len(&self) -> usize {
-        self.max
-    }
-    fn count_read(&mut self, _key: &[u8], _hit: bool) {
-        self.reads += 1;
-    }
-}
+use crate::test_view::TestView as MapView;
 
 fn view() -> MapView {
-    MapView {
-        now: Timestamp(10_000_000),
-        map: BTreeMap::new(),
-        max: 1 << 20,
-        reads: 0,
-    }
+    MapView::new()
 }
 
 /// Runs one command (list, or string/keyspace for TYPE, SET, EXPIRE...) over `v`.
@@ -171,7 +133,7 @@ fn push_pop_len_range_index() {
     assert_eq!(line(&mut v, "RPUSHX l z"), ":4\r\n");
     assert_eq!(line(&mut v, "LRANGE l 0 -1"), arr("y x a z"));
     assert_eq!(line(&mut v, "TYPE l"), "+list\r\n");
-    assert!(v.reads > 0, "reads are counted");
+    assert!(v.reads() > 0, "reads are counted");
     // An empty element, and long ones (multi-byte lengths).
     let long = "x".repeat(200);
     let longer = "y".repeat(20_000);

@@ -8,54 +8,10 @@ use meridian_core::Timestamp;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// A plain map view at a fixed time, counting reads.
-struct SetView {
-    now: Timestamp,
-    map: BTreeMap<Vec<u8>, Entry>,
-    max: usize,
-    hits: u64,
-    misses: u64,
-}
-
-impl View for SetView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-        let now = self.now;
-        Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-        match value {
-            Some(e) => {
-                self.map.insert(key.to_vec(), e.to_entry());
-            }
-            None => {
-                self.map.remove(key);
-            }
-        }
-        Ok(())
-    }
-    fn max_value_len(&self) -> usize {
-        self.max
-    }
-    fn count_read(&mut self, _key: &[u8], hit: bool) {
-        if hit {
-            self.hits += 1;
-        } else {
-            self.misses += 1;
-        }
-    }
-}
+use crate::test_view::TestView as SetView;
 
 fn view() -> SetView {
-    SetView {
-        now: Timestamp(10_000_000),
-        map: BTreeMap::new(),
-        max: 1 << 20,
-        hits: 0,
-        misses: 0,
-    }
+    SetView::new()
 }
 
 /// Runs one command (any data command) over `v`, as EXEC would; the reply's bytes.

@@ -6,52 +6,13 @@ use super::*;
 use crate::OwnedArgs;
 use crate::view::Entry;
 use crate::zsets::{Score, ZSet};
-use meridian_core::Timestamp;
+
 use proptest::prelude::*;
-use std::collections::BTreeMap;
 
-/// A plain map view at a fixed time, counting reads.
-struct MapView {
-    now: Timestamp,
-    map: BTreeMap<Vec<u8>, Entry>,
-    max: usize,
-    reads: u64,
-}
-
-impl View for MapView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-        let now = self.now;
-        Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-        match value {
-            Some(e) => {
-                self.map.insert(key.to_vec(), e.to_entry());
-            }
-            None => {
-                self.map.remove(key);
-            }
-        }
-        Ok(())
-    }
-    fn max_value_len(&self) -> usize {
-        self.max
-    }
-    fn count_read(&mut self, _key: &[u8], _hit: bool) {
-        self.reads += 1;
-    }
-}
+use crate::test_view::TestView as MapView;
 
 fn view() -> MapView {
-    MapView {
-        now: Timestamp(10_000_000),
-        map: BTreeMap::new(),
-        max: 1 << 20,
-        reads: 0,
-    }
+    MapView::new()
 }
 
 fn put(v: &mut MapView, key: &str, kind: Kind, data: Vec<u8>) {
@@ -602,7 +563,7 @@ fn reads_are_counted() {
     set_list(&mut v, "l", &["a", "b"]);
     run(&mut v, "sort l alpha by w_* get # get x_*");
     // The key, two BY lookups, two GET x_* lookups (`#` reads nothing).
-    assert_eq!(v.reads, 5);
+    assert_eq!(v.reads(), 5);
 }
 
 #[test]

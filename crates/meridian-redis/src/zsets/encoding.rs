@@ -187,12 +187,8 @@ pub fn encoded_len(data: &[u8]) -> Result<u64, &'static str> {
 }
 
 /// Appends `v` as an unsigned LEB128.
-pub fn put_uvarint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
+pub fn put_uvarint(out: &mut Vec<u8>, v: u64) {
+    meridian_core::leb128::put(out, v);
 }
 
 /// A cursor over encoded bytes that never reads past them.
@@ -219,22 +215,10 @@ impl<'a> Reader<'a> {
 
     /// An unsigned LEB128 of at most 10 bytes that fits a `u64`.
     pub(crate) fn uvarint(&mut self) -> Result<u64, &'static str> {
-        let mut v: u64 = 0;
-        for i in 0..10u32 {
-            let b = *self
-                .data
-                .get(self.pos)
-                .ok_or("truncated collection value")?;
-            self.pos += 1;
-            let bits = u64::from(b & 0x7f);
-            if i == 9 && bits > 1 {
-                return Err("varint overflows 64 bits");
-            }
-            v |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint longer than 10 bytes")
+        use meridian_core::leb128::{Bad, get};
+        get(self.data, &mut self.pos).map_err(|e| match e {
+            Bad::Truncated => "truncated collection value",
+            Bad::Overflow => "varint overflows 64 bits",
+        })
     }
 }
