@@ -9,6 +9,10 @@
 # neither always runs on a warmer machine). Prints medians over rounds and the Meridian/Redis
 # ratios. Extra flags for the Meridian node can be given in MERIDIAN_FLAGS.
 #
+# TESTS picks redis-benchmark's tests (default set,get), e.g. the collection commands:
+#   TESTS=lpush,rpush,lpop,rpop,sadd,spop,zadd,zpopmin,lrange_100 bash bench/redis-compare.sh 3 100000 100000
+# Both servers are flushed before every run, so a list grows from empty in each.
+#
 # DURABLE=always|everysec compares durable configurations instead: Meridian on the fjall
 # engine with that fsync policy against Redis with AOF (`appendfsync` the same), both writing
 # to fresh directories under bench/out.
@@ -46,8 +50,10 @@ for p in "$mport" "$rport"; do
 done
 
 echo "server,round,pipeline,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms" >"$csv"
+tests=${TESTS:-set,get}
 run() { # run SERVER PORT ROUND PIPELINE REQUESTS
-  redis-benchmark -p "$2" -t set,get -n "$5" -c 50 -d 500 -r 100000 -P "$4" --csv 2>/dev/null \
+  redis-cli -p "$2" FLUSHALL >/dev/null
+  redis-benchmark -p "$2" -t "$tests" -n "$5" -c 50 -d 500 -r 100000 -P "$4" --csv 2>/dev/null \
     | tail -n +2 | tr -d '"' | sed "s/^/$1,$3,$4,/" >>"$csv"
 }
 for round in $(seq 1 "$rounds"); do
@@ -66,10 +72,11 @@ echo "raw results: $csv" >&2
 python3 - "$csv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
+tests = list(dict.fromkeys(r["test"] for r in rows))
 med = lambda xs: statistics.median(float(x) for x in xs)
 print(f"| test | pipeline | Meridian ops/s | Redis ops/s | ratio | Meridian p50/p99 ms | Redis p50/p99 ms | p99 ratio |")
 print("|---|---|---|---|---|---|---|---|")
-for test in ("SET", "GET"):
+for test in tests:
     for p in ("1", "16"):
         pick = lambda s, k: [r[k] for r in rows if r["server"] == s and r["test"] == test and r["pipeline"] == p]
         m, r = med(pick("meridian", "rps")), med(pick("redis", "rps"))
