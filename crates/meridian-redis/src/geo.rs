@@ -39,8 +39,9 @@
 //! **Where it departs**: sorting by distance is stable where Redis's `qsort`/`pqsort` are
 //! not, so members at exactly the same distance keep their search order (Redis may answer
 //! them in another order, with COUNT even another subset); a score that is no geohash (set
-//! by ZADD) decodes as Redis on x86-64 reads it through its `(uint64_t)` cast within
-//! [-2^63, 2^64), and as 0 or `u64::MAX` beyond, where C's cast is undefined. The
+//! by ZADD) is read as Redis's `(uint64_t)` and `(long long)` casts read it on x86-64
+//! (where C leaves them undefined): GEOPOS, GEOHASH and WITHHASH answer what Redis 7.0.15
+//! on x86-64 answers. The
 //! longitude/latitude error formats its values with Rust's `{:.6}`, which is C's `%f` for
 //! every finite and infinite value.
 
@@ -565,8 +566,7 @@ fn reply_found(reply: &mut Reply, found: &[Found], dist: bool, hash: bool, coord
             reply_distance(reply, f.dist);
         }
         if hash {
-            // C's `(long long)` of the score: a geohash is an exact integer.
-            reply.int(f.score as i64);
+            reply.int(hash::score_int(f.score));
         }
         if coord {
             reply.array(2);
@@ -575,3 +575,6 @@ fn reply_found(reply: &mut Reply, found: &[Found], dist: bool, hash: bool, coord
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -171,13 +171,35 @@ fn decode_area_in(ranges: (Range, Range), h: Hash) -> Area {
 }
 
 /// A sorted-set score read as a 52-bit hash the way Redis's `(uint64_t)score` reads it on
-/// x86-64: truncated, a negative score wrapping through `int64_t`, beyond the range
-/// saturating (a score GEOADD wrote is an exact integer below 2^53).
+/// x86-64 (a score GEOADD wrote is an exact integer below 2^54, read exactly; any other
+/// score, written by ZADD, decodes to the position Redis answers for it): below 2^63 the
+/// score is truncated through `int64_t` (a negative one wraps), from 2^63 on it is offset
+/// by 2^63 first; a value out of either conversion's range is the CPU's "indefinite"
+/// integer, 2^63.
 pub fn score_bits(score: f64) -> u64 {
-    if score < 0.0 {
-        (score as i64) as u64
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    const INDEFINITE: u64 = 1 << 63;
+    let truncate = |x: f64| -> u64 {
+        if (-TWO_63..TWO_63).contains(&x) {
+            (x as i64) as u64
+        } else {
+            INDEFINITE
+        }
+    };
+    if score < TWO_63 {
+        truncate(score)
     } else {
-        score as u64
+        truncate(score - TWO_63) ^ INDEFINITE
+    }
+}
+
+/// A score as Redis's `(long long)score` reads it on x86-64 (WITHHASH's integer).
+pub fn score_int(score: f64) -> i64 {
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    if (-TWO_63..TWO_63).contains(&score) {
+        score as i64
+    } else {
+        i64::MIN
     }
 }
 
