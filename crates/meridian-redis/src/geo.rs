@@ -27,6 +27,11 @@
 //! arguments as they come), then the STORE/WITH*, FROM*, BY* and ANY/COUNT conflicts, then
 //! the search. Every read counts a keyspace hit or miss on its source key.
 //!
+//! **Checked against Redis itself**: the tests replay several hundred commands recorded from
+//! a real Redis 7.0.15 (`geo/redis-7.0.15-replies.txt`, by `geo/record_redis_replies.py`:
+//! random searches of every kind and option, the poles' limits, the antimeridian, errors),
+//! whose replies must match byte for byte.
+//!
 //! **STORE/STOREDIST/GEOSEARCHSTORE** write the members found (after COUNT) as a new sorted
 //! set — geohash scores, or distances in the request's unit — replacing the destination and
 //! its TTL whatever its type; an empty result deletes the destination.

@@ -1246,7 +1246,8 @@ fn cells_cover_and_step_estimate() {
 /// its raw replies (CRLF written as `|`), produced by a seeded script — random indexes over
 /// the globe, a city, the poles' limits and the antimeridian; random searches of every kind
 /// with every option; GEOPOS, GEOHASH, GEODIST; STORE/STOREDIST read back with ZRANGE; edge
-/// cases. Every reply must be Redis's byte for byte.
+/// cases, every error of `georadiusGeneric`, GEOADD and GEODIST in Redis's check order.
+/// Every reply must be Redis's byte for byte. `record_redis_replies.py` re-records it.
 #[test]
 fn replies_equal_redis_7_0_15() {
     let fixture = include_str!("redis-7.0.15-replies.txt");
