@@ -30,8 +30,11 @@
 //! cache invalidation works" checks that byte). [`pfcount`] writes it back when asked
 //! ([`CacheWrite::Store`]), for a backend that runs PFCOUNT over a locked view.
 //! PFADD on a corrupted HLL that fails part-way stores nothing (Redis keeps the registers
-//! changed before the failure in memory). A key's value may not exceed the view's
-//! [`View::max_value_len`] (a dense HLL is 12304 bytes).
+//! changed before the failure in memory). A damaged sparse value whose last XZERO opcode
+//! is cut short is changed byte for byte as Redis changes it within one command, but Redis
+//! also remembers, in memory, the byte its split leaves past the end for the next command;
+//! a stored value here reads 0 there (see [`format::Hll`]). A key's value may not exceed
+//! the view's [`View::max_value_len`] (a dense HLL is 12304 bytes).
 
 pub mod format;
 
@@ -40,7 +43,7 @@ use crate::command::{Cmd, Group};
 use crate::error::{CmdError, RedisError, arity_error, raw};
 use crate::reply::Reply;
 use crate::view::{Entry, EntryRef, Kind, View};
-use format::{Bad, REGISTERS};
+use format::{Bad, Hll, REGISTERS};
 
 /// Redis's reply to a string that is not an HLL (a `WRONGTYPE` line with its own text).
 pub const NOT_AN_HLL: &str = "WRONGTYPE Key is not a valid HyperLogLog string value.";
@@ -91,20 +94,20 @@ pub fn pfadd<'e>(
     key: &[u8],
     elements: impl IntoIterator<Item = &'e [u8]>,
 ) -> CmdResult<bool> {
-    let (mut data, expiry, mut updated) = match v.load(key)? {
-        None => (format::new_sparse(), None, true),
+    let (mut h, expiry, mut updated) = match v.load(key)? {
+        None => (Hll::new_sparse(), None, true),
         Some(e) => {
             let e = hll(e)?;
-            (e.data.to_vec(), e.expiry, false)
+            (Hll::from_value(&e.data), e.expiry, false)
         }
     };
     for el in elements {
         let (index, rank) = format::register_and_rank(el);
-        updated |= format::raise(&mut data, index, rank).map_err(bad)?;
+        updated |= h.raise(index, rank).map_err(bad)?;
     }
     if updated {
-        format::invalidate_cache(&mut data);
-        store(v, key, &data, expiry)?;
+        h.invalidate_cache();
+        store(v, key, h.bytes(), expiry)?;
     }
     Ok(updated)
 }
@@ -163,22 +166,22 @@ pub fn pfmerge(v: &mut dyn View, dest: &[u8], sources: &[&[u8]]) -> CmdResult {
             dest_entry = Some(e);
         }
     }
-    let (mut data, expiry) = match dest_entry {
-        Some(e) => (e.data.to_vec(), e.expiry),
-        None => (format::new_sparse(), None),
+    let (mut h, expiry) = match dest_entry {
+        Some(e) => (Hll::from_value(&e.data), e.expiry),
+        None => (Hll::new_sparse(), None),
     };
     if dense {
-        format::make_dense(&mut data).map_err(bad)?;
+        h.make_dense().map_err(bad)?;
     }
     for (i, &m) in max.iter().enumerate() {
         if m != 0 {
             // The destination was walked whole by the merge: raising cannot fail (Redis
             // ignores the result too).
-            let _ = format::raise(&mut data, i, m);
+            let _ = h.raise(i, m);
         }
     }
-    format::invalidate_cache(&mut data);
-    store(v, dest, &data, expiry)
+    h.invalidate_cache();
+    store(v, dest, h.bytes(), expiry)
 }
 
 // ----- the commands, from arguments -------------------------------------------------------

@@ -15,7 +15,8 @@
 //! opcodes that stop short of or run past 16384 registers, a dense body of the wrong size are
 //! errors, never a panic, and no allocation depends on a length the value claims. Where
 //! Redis reads one byte past a value (an XZERO opcode cut at the end reads the string's NUL
-//! terminator), the missing byte reads as 0, so the same bytes mean the same registers here.
+//! terminator), the missing byte reads as 0, so the same bytes mean the same registers here;
+//! an [`Hll`] being changed keeps that byte as Redis does (see there).
 
 /// Bits of the hash that pick a register.
 const P: u32 = 14;
@@ -243,24 +244,15 @@ fn push_zeros(seq: &mut Vec<u8>, len: usize) {
     }
 }
 
-/// A new, empty HLL as Redis creates it: sparse, one XZERO opcode for all 16384 registers,
-/// a valid cached cardinality of 0.
-pub fn new_sparse() -> Vec<u8> {
-    let mut v = Vec::with_capacity(HDR + 2);
-    v.extend_from_slice(b"HYLL\x01\0\0\0");
-    v.extend_from_slice(&[0; 8]);
-    push_zeros(&mut v, REGISTERS);
-    v
-}
-
-/// Calls `f(first, len, value)` for each run of the sparse body of `v`, stopping (and
-/// answering `Corrupt`) at a VAL run that would pass register 16383, and answering
-/// `Corrupt` unless the runs cover exactly 16384 registers (Redis's walk in
+/// Calls `f(first, len, value)` for each run of the sparse opcodes in `v[HDR..end]`
+/// (`v` may hold bytes past `end`: an XZERO cut at `end` reads its low byte there, 0 if
+/// none), stopping (and answering `Corrupt`) at a VAL run that would pass register 16383,
+/// and answering `Corrupt` unless the runs cover exactly 16384 registers (Redis's walk in
 /// `hllSparseToDense` and `hllMerge`).
-fn sparse_runs(v: &[u8], mut f: impl FnMut(usize, usize, u8)) -> Result<(), Bad> {
+fn sparse_runs(v: &[u8], end: usize, mut f: impl FnMut(usize, usize, u8)) -> Result<(), Bad> {
     let mut at = HDR;
     let mut idx = 0usize;
-    while at < v.len() {
+    while at < end {
         let op = Op::at(v, at);
         match op {
             Op::Zero { len, .. } => idx += len,
@@ -281,14 +273,15 @@ fn sparse_runs(v: &[u8], mut f: impl FnMut(usize, usize, u8)) -> Result<(), Bad>
     }
 }
 
-/// The dense form of a sparse HLL (Redis's `hllSparseToDense`): the header is kept (magic,
-/// unused bytes and cached cardinality), the encoding becomes dense.
-pub fn sparse_to_dense(v: &[u8]) -> Result<Vec<u8>, Bad> {
-    let mut dense = vec![0u8; DENSE_SIZE];
-    dense[..HDR].copy_from_slice(&v[..HDR]);
+/// The dense form of the sparse HLL `v[..end]` (Redis's `hllSparseToDense`): the header is
+/// kept (magic, unused bytes and cached cardinality), the encoding becomes dense.
+fn sparse_to_dense(v: &[u8], end: usize) -> Result<Vec<u8>, Bad> {
+    let mut dense = Vec::with_capacity(DENSE_SIZE + 1);
+    dense.extend_from_slice(&v[..HDR]);
+    dense.resize(DENSE_SIZE, 0);
     dense[4] = 0;
     let body = &mut dense[HDR..];
-    sparse_runs(v, |first, len, value| {
+    sparse_runs(v, end, |first, len, value| {
         for i in first..first + len {
             dense_put(body, i, value);
         }
@@ -296,124 +289,179 @@ pub fn sparse_to_dense(v: &[u8]) -> Result<Vec<u8>, Bad> {
     Ok(dense)
 }
 
-/// Makes `v` dense in place if it is sparse.
-pub fn make_dense(v: &mut Vec<u8>) -> Result<(), Bad> {
-    if v[4] == 1 {
-        *v = sparse_to_dense(v)?;
-    }
-    Ok(())
+/// An HLL being changed by one command: its bytes, then the one byte Redis keeps after
+/// them (its string's NUL terminator). That byte is 0 except after Redis splits an XZERO
+/// opcode cut at the end, whose split sequence's last byte lands there, where a later
+/// opcode read finds it; modelling it keeps even such damaged values byte for byte
+/// Redis's within a command. (Redis keeps it across commands too, in memory; a stored
+/// value here does not, and reads 0 there again.)
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hll {
+    buf: Vec<u8>,
 }
 
-/// Raises register `index` of the sparse HLL `v` to `count` (Redis's `hllSparseSet`, byte
-/// for byte: the covering opcode is split in place, adjacent equal VALs around it are
-/// joined, and the HLL turns dense when `count` exceeds 32 or the value would grow past
-/// [`SPARSE_MAX_BYTES`]). Whether a register changed; `Corrupt` when the opcodes do not
-/// reach `index` (or, to turn dense, do not cover 16384 registers).
-pub fn sparse_raise(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Bad> {
-    if count > SPARSE_VAL_MAX {
-        return promote(v, index, count);
+impl Hll {
+    /// A new, empty HLL as Redis creates it: sparse, one XZERO opcode for all 16384
+    /// registers, a valid cached cardinality of 0.
+    pub fn new_sparse() -> Self {
+        let mut buf = Vec::with_capacity(HDR + 3);
+        buf.extend_from_slice(b"HYLL\x01\0\0\0");
+        buf.extend_from_slice(&[0; 8]);
+        push_zeros(&mut buf, REGISTERS);
+        buf.push(0);
+        Hll { buf }
     }
-    // Step 1: the opcode covering `index`, the one before it, and its first register.
-    let mut at = HDR;
-    let mut prev = None;
-    let mut first = 0usize;
-    let mut op = None;
-    while at < v.len() {
-        let o = Op::at(v, at);
-        if index < first + o.span() {
-            op = Some(o);
-            break;
+
+    /// A stored value that passed [`encoding`], to change.
+    pub fn from_value(v: &[u8]) -> Self {
+        let mut buf = Vec::with_capacity(v.len() + 4);
+        buf.extend_from_slice(v);
+        buf.push(0);
+        Hll { buf }
+    }
+
+    /// The value's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf[..self.end()]
+    }
+
+    /// The value's length.
+    #[inline]
+    fn end(&self) -> usize {
+        self.buf.len() - 1
+    }
+
+    /// Marks the cached cardinality stale.
+    pub fn invalidate_cache(&mut self) {
+        invalidate_cache(&mut self.buf);
+    }
+
+    /// Makes the HLL dense if it is sparse.
+    pub fn make_dense(&mut self) -> Result<(), Bad> {
+        if self.buf[4] == 1 {
+            let mut dense = sparse_to_dense(&self.buf, self.end())?;
+            dense.push(0);
+            self.buf = dense;
         }
-        prev = Some(at);
-        at += o.width();
-        first += o.span();
+        Ok(())
     }
-    let Some(op) = op else {
-        return Err(Bad::Corrupt);
-    };
-    if at + op.width() > v.len() {
-        // An XZERO cut at the end: Redis reads its NUL terminator as the low byte.
-        v.push(0);
-    }
-    // Step 2: nothing to do, a trivial in-place update, or the split sequence.
-    let last = first + op.span() - 1;
-    let mut seq = Vec::with_capacity(5);
-    match op {
-        Op::Val { value, .. } if value >= count => return Ok(false),
-        Op::Val { len: 1, .. } | Op::Zero { len: 1, width: 1 } => {
-            v[at] = val_op(count, 1);
+
+    /// Raises register `index` to `count` (either encoding); whether it changed.
+    pub fn raise(&mut self, index: usize, count: u8) -> Result<bool, Bad> {
+        match self.buf[4] {
+            0 => Ok(dense_raise(&mut self.buf[HDR..], index, count)),
+            _ => self.sparse_raise(index, count),
         }
-        Op::Zero { .. } => {
-            if index != first {
-                push_zeros(&mut seq, index - first);
+    }
+
+    /// Turns the sparse HLL dense and raises the register there (Redis's `promote:`).
+    fn promote(&mut self, index: usize, count: u8) -> Result<bool, Bad> {
+        self.make_dense()?;
+        dense_raise(&mut self.buf[HDR..], index, count);
+        Ok(true)
+    }
+
+    /// Raises register `index` of the sparse HLL to `count` (Redis's `hllSparseSet`, byte
+    /// for byte: the covering opcode is split in place, adjacent equal VALs around it are
+    /// joined, and the HLL turns dense when `count` exceeds 32 or the value would grow past
+    /// [`SPARSE_MAX_BYTES`]). Whether a register changed; `Corrupt` when the opcodes do not
+    /// reach `index` (or, to turn dense, do not cover 16384 registers).
+    fn sparse_raise(&mut self, index: usize, count: u8) -> Result<bool, Bad> {
+        if count > SPARSE_VAL_MAX {
+            return self.promote(index, count);
+        }
+        let end = self.end();
+        // Step 1: the opcode covering `index`, the one before it, and its first register.
+        let mut at = HDR;
+        let mut prev = None;
+        let mut first = 0usize;
+        let mut op = None;
+        while at < end {
+            let o = Op::at(&self.buf, at);
+            if index < first + o.span() {
+                op = Some(o);
+                break;
             }
-            seq.push(val_op(count, 1));
-            if index != last {
-                push_zeros(&mut seq, last - index);
+            prev = Some(at);
+            at += o.width();
+            first += o.span();
+        }
+        let Some(op) = op else {
+            return Err(Bad::Corrupt);
+        };
+        // Step 2: nothing to do, a trivial in-place update, or the split sequence.
+        let last = first + op.span() - 1;
+        let mut seq = Vec::with_capacity(5);
+        match op {
+            Op::Val { value, .. } if value >= count => return Ok(false),
+            Op::Val { len: 1, .. } | Op::Zero { len: 1, width: 1 } => {
+                self.buf[at] = val_op(count, 1);
+            }
+            Op::Zero { .. } => {
+                if index != first {
+                    push_zeros(&mut seq, index - first);
+                }
+                seq.push(val_op(count, 1));
+                if index != last {
+                    push_zeros(&mut seq, last - index);
+                }
+            }
+            Op::Val { value, .. } => {
+                if index != first {
+                    seq.push(val_op(value, index - first));
+                }
+                seq.push(val_op(count, 1));
+                if index != last {
+                    seq.push(val_op(value, last - index));
+                }
             }
         }
-        Op::Val { value, .. } => {
-            if index != first {
-                seq.push(val_op(value, index - first));
+        if !seq.is_empty() {
+            // Step 3: the sequence replaces the opcode, unless the value would grow too
+            // long. An XZERO cut at the end counts its missing byte: the sequence's last
+            // byte then lands past the new end, where Redis's terminator is.
+            let width = op.width();
+            let cut = at + width > end;
+            if seq.len() > width && end + seq.len() - width > SPARSE_MAX_BYTES {
+                return self.promote(index, count);
             }
-            seq.push(val_op(count, 1));
-            if index != last {
-                seq.push(val_op(value, last - index));
+            self.buf.splice(at..(at + width).min(end), seq);
+            if cut {
+                self.buf.pop();
+            } else if let Some(t) = self.buf.last_mut() {
+                *t = 0;
             }
         }
-    }
-    if !seq.is_empty() {
-        // Step 3: the sequence replaces the opcode, unless the value would grow too long.
-        if seq.len() > op.width() && v.len() + seq.len() - op.width() > SPARSE_MAX_BYTES {
-            return promote(v, index, count);
-        }
-        v.splice(at..at + op.width(), seq);
-    }
-    // Step 4: join adjacent VALs of one value, scanning at most 5 opcodes from the one
-    // before the change.
-    let mut p = prev.unwrap_or(HDR);
-    let mut scan = 5;
-    while p < v.len() && scan > 0 {
-        scan -= 1;
-        match Op::at(v, p) {
-            Op::Zero { width, .. } => p += width,
-            Op::Val { value, len } => {
-                if let Some(&next) = v.get(p + 1)
-                    && next & 0x80 != 0
-                {
-                    let Op::Val {
-                        value: v2,
-                        len: len2,
-                    } = Op::at(v, p + 1)
-                    else {
-                        unreachable!("a VAL byte")
-                    };
-                    if v2 == value && len + len2 <= SPARSE_VAL_MAX_LEN {
-                        v[p + 1] = val_op(value, len + len2);
-                        v.remove(p);
+        // Step 4: join adjacent VALs of one value, scanning at most 5 opcodes from the one
+        // before the change.
+        let mut end = self.end();
+        let mut p = prev.unwrap_or(HDR);
+        let mut scan = 5;
+        while p < end && scan > 0 {
+            scan -= 1;
+            match Op::at(&self.buf, p) {
+                Op::Zero { width, .. } => p += width,
+                Op::Val { value, len } => {
+                    if p + 1 < end
+                        && let Op::Val {
+                            value: v2,
+                            len: len2,
+                        } = Op::at(&self.buf, p + 1)
+                        && v2 == value
+                        && len + len2 <= SPARSE_VAL_MAX_LEN
+                    {
+                        self.buf[p + 1] = val_op(value, len + len2);
+                        self.buf.remove(p);
+                        end -= 1;
+                        self.buf[end] = 0;
                         continue;
                     }
+                    p += 1;
                 }
-                p += 1;
             }
         }
-    }
-    invalidate_cache(v);
-    Ok(true)
-}
-
-/// Turns the sparse `v` dense and raises the register there (Redis's `promote:`).
-fn promote(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Bad> {
-    *v = sparse_to_dense(v)?;
-    dense_raise(&mut v[HDR..], index, count);
-    Ok(true)
-}
-
-/// Raises register `index` of the HLL `v` (either encoding) to `count`.
-pub fn raise(v: &mut Vec<u8>, index: usize, count: u8) -> Result<bool, Bad> {
-    match v[4] {
-        0 => Ok(dense_raise(&mut v[HDR..], index, count)),
-        _ => sparse_raise(v, index, count),
+        self.invalidate_cache();
+        Ok(true)
     }
 }
 
@@ -430,7 +478,7 @@ pub fn merge_into(max: &mut [u8; REGISTERS], v: &[u8]) -> Result<(), Bad> {
             }
             Ok(())
         }
-        _ => sparse_runs(v, |first, len, value| {
+        _ => sparse_runs(v, v.len(), |first, len, value| {
             for m in &mut max[first..first + len] {
                 *m = (*m).max(value);
             }
