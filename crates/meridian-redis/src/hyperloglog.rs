@@ -21,15 +21,12 @@
 //! keyspace hits and misses (Redis's `lookupKeyRead`), PFADD does not. Every stored value is
 //! treated as hostile: no panic, no allocation sized by what the value claims.
 //!
-//! **Where it departs**: PFCOUNT of one key whose cached cardinality is stale computes the
-//! estimate but does **not** write the refreshed cache back into the value, where Redis does
-//! (and propagates it). PFCOUNT is a read-only command in the table, and a backend may run
-//! it over a lock-free view whose `store` locks the key only for the write: writing back
-//! what was read without the lock could overwrite a concurrent PFADD. The estimate answered
-//! is the same; only a later GET shows the stale bit (Redis's suite test "PFADD / PFCOUNT
-//! cache invalidation works" checks that byte). [`pfcount`] writes it back when asked
-//! ([`CacheWrite::Store`]), for a backend that runs PFCOUNT over a locked view.
-//! PFADD on a corrupted HLL that fails part-way stores nothing (Redis keeps the registers
+//! PFCOUNT of one key whose cached cardinality is stale writes the refreshed cache back, as
+//! Redis does: a backend must run PFCOUNT over a view that holds the key's lock (the
+//! standalone keyspace does, though PFCOUNT is read-only in the table); a backend whose
+//! reads write nothing (a cluster read) simply drops that write.
+//!
+//! **Where it departs**: PFADD on a corrupted HLL that fails part-way stores nothing (Redis keeps the registers
 //! changed before the failure in memory). A damaged sparse value whose last XZERO opcode
 //! is cut short is changed byte for byte as Redis changes it within one command, but Redis
 //! also remembers, in memory, the byte its split leaves past the end for the next command;
@@ -206,7 +203,7 @@ pub fn exec_on_view(
         Cmd::Pfadd => reply.int(pfadd(view, key, args.iter_from(2))? as i64),
         Cmd::Pfcount => {
             let keys: Vec<&[u8]> = args.iter_from(1).collect();
-            reply.int(pfcount(view, &keys, CacheWrite::Skip)?);
+            reply.int(pfcount(view, &keys, CacheWrite::Store)?);
         }
         Cmd::Pfmerge => {
             let sources: Vec<&[u8]> = args.iter_from(2).collect();

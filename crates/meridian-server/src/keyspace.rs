@@ -787,7 +787,9 @@ impl Keyspace {
         // Several keys at once are read or written under all their stripes, as one unit:
         // an MGET never sees half of an MSET or of an EXEC (Redis runs each command alone).
         let several = spec.key_positions(&args).nth(1).is_some();
-        let readonly = spec.flags.first() == Some(&"readonly");
+        // PFCOUNT writes its refreshed cache back: under the key's lock, not lock-free.
+        let readonly =
+            spec.flags.first() == Some(&"readonly") && cmd != meridian_redis::Cmd::Pfcount;
         if !several && readonly {
             return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
