@@ -11,7 +11,8 @@
 #
 # TESTS picks redis-benchmark's tests (default set,get), e.g. the collection commands:
 #   TESTS=lpush,rpush,lpop,rpop,sadd,spop,zadd,zpopmin,lrange_100 bash bench/redis-compare.sh 3 100000 100000
-# Both servers are flushed before every run, so a list grows from empty in each.
+# Both servers are flushed before every run, so a list grows from empty in each. DATA_SIZE
+# sets the value size (default 500 bytes; redis-benchmark's own default is 3).
 #
 # DURABLE=always|everysec compares durable configurations instead: Meridian on the fjall
 # engine with that fsync policy against Redis with AOF (`appendfsync` the same), both writing
@@ -22,7 +23,8 @@ rounds=${1:-3}
 n_p1=${2:-200000}
 n_p16=${3:-1000000}
 bash scripts/ensure-redis-tools.sh --server
-cargo build -q --release -p meridian
+# NO_BUILD=1: use the release binary already built.
+[[ -n "${NO_BUILD:-}" ]] || cargo build -q --release -p meridian
 
 out=bench/out; mkdir -p "$out"
 durable=${DURABLE:-}
@@ -53,7 +55,7 @@ echo "server,round,pipeline,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms" 
 tests=${TESTS:-set,get}
 run() { # run SERVER PORT ROUND PIPELINE REQUESTS
   redis-cli -p "$2" FLUSHALL >/dev/null
-  redis-benchmark -p "$2" -t "$tests" -n "$5" -c 50 -d 500 -r 100000 -P "$4" --csv 2>/dev/null \
+  redis-benchmark -p "$2" -t "$tests" -n "$5" -c 50 -d "${DATA_SIZE:-500}" -r 100000 -P "$4" --csv 2>/dev/null \
     | tail -n +2 | tr -d '"' | sed "s/^/$1,$3,$4,/" >>"$csv"
 }
 for round in $(seq 1 "$rounds"); do
@@ -69,7 +71,7 @@ for round in $(seq 1 "$rounds"); do
 done
 redis-cli -p "$mport" INFO server | grep -E '^(redis|meridian)_version' >&2 || true
 echo "raw results: $csv" >&2
-python3 - "$csv" <<'PY'
+python3 - "$csv" "${DATA_SIZE:-500}" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 tests = list(dict.fromkeys(r["test"] for r in rows))
@@ -83,5 +85,5 @@ for test in tests:
         mp50, mp99 = med(pick("meridian", "p50_ms")), med(pick("meridian", "p99_ms"))
         rp50, rp99 = med(pick("redis", "p50_ms")), med(pick("redis", "p99_ms"))
         print(f"| {test} | {p} | {m:,.0f} | {r:,.0f} | **{m/r:.2f}** | {mp50:.3f} / {mp99:.3f} | {rp50:.3f} / {rp99:.3f} | {mp99/rp99:.2f} |")
-print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 500-byte values, 50 clients, keys random in 100k")
+print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; {sys.argv[2]}-byte values, 50 clients, keys random in 100k")
 PY
