@@ -17,7 +17,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 FILES_DEFAULT=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/list-2
-  unit/type/list-3 unit/type/set unit/type/zset unit/expire unit/keyspace unit/multi)
+  unit/type/list-3 unit/type/set unit/type/zset unit/bitops unit/bitfield unit/hyperloglog
+  unit/geo unit/sort unit/dump unit/expire unit/keyspace unit/multi)
 min=""
 files=()
 while [[ $# -gt 0 ]]; do

@@ -129,21 +129,20 @@ fn non_blocking_form(cmd: Cmd) -> &'static str {
     }
 }
 
-/// Whether `cmd` is a list, set, sorted-set or RENAME/COPY command naming more than one distinct key, or
-/// whose keys a `numkeys` counts (its key is not its first argument).
+/// Whether `cmd` is a data command of a type other than strings and hashes whose keys are
+/// not just its first argument: several distinct keys (SMOVE, LMOVE, SINTERSTORE, RENAME,
+/// PFMERGE, GEORADIUS ... STORE), keys a `numkeys` counts (ZUNION, LMPOP), or a key elsewhere
+/// (BITOP's destination follows the operation). These run as one atomic group of their keys.
 fn is_multi_key_collection_command(cmd: Cmd, args: Args<'_>) -> bool {
-    if !matches!(
-        cmd.group(),
-        Group::Lists | Group::Sets | Group::SortedSets | Group::Keys
-    ) {
+    if matches!(cmd.group(), Group::Strings | Group::Hashes) || !cmd.group().is_data() {
         return false;
     }
-    let mut keys = cmd.spec().key_positions(&args).map(|i| args.get(i));
-    let Some(first) = keys.next() else {
+    let mut positions = cmd.spec().key_positions(&args);
+    let Some(first) = positions.next() else {
         // ZUNION/LMPOP with a numkeys naming none: the module answers the argument's error.
         return false;
     };
-    cmd.spec().numkeys_at > 0 || keys.any(|k| k != first)
+    first != 1 || cmd.spec().numkeys_at > 0 || positions.any(|i| args.get(i) != args.get(first))
 }
 
 /// What a key command needs of the connection that sent it (kept by a pipelined command
