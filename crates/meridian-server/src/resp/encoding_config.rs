@@ -310,7 +310,7 @@ mod tests {
         assert_eq!(e.encoding_name(&string("12345")).unwrap(), "int");
         assert_eq!(e.encoding_name(&string("hello")).unwrap(), "embstr");
         assert_eq!(
-            e.encoding_name(&string(&"x".repeat(45).leak())).unwrap(),
+            e.encoding_name(&string("x".repeat(45).leak())).unwrap(),
             "raw"
         );
         let set = |m: &[&str]| Entry {
