@@ -1365,7 +1365,7 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         .listen_addr()
         .map(|a| a.ip().to_string())
         .unwrap_or_default();
-    vec![
+    let mut params = vec![
         ("appendfsync", appendfsync.into()),
         ("appendonly", appendonly.into()),
         ("bind", bind),
@@ -1403,7 +1403,10 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
     ]
     .into_iter()
     .chain(ctx.encodings.params())
-    .collect()
+    .collect::<Vec<_>>();
+    // CONFIG GET lists them by name.
+    params.sort_unstable_by_key(|(name, _)| *name);
+    params
 }
 
 /// The node's `maxmemory` and `maxmemory-policy`: its keyspace's when standalone, its
