@@ -49,8 +49,9 @@ struct Inner {
     /// Per key, the waiters blocked on it, first blocked first.
     by_key: FxHashMap<Bytes, VecDeque<u64>>,
     waiters: FxHashMap<u64, Waiter>,
-    /// Keys a list or sorted-set write readied since the last serve, each once.
-    ready: Vec<Bytes>,
+    /// Keys a list or sorted-set write readied since the last serve, each once, in the order
+    /// they became ready (Redis serves its ready keys in that order).
+    ready: VecDeque<Bytes>,
 }
 
 /// The keyspace's blocked clients (see the module docs).
@@ -115,7 +116,7 @@ impl Blocking {
         }
         let mut inner = self.inner.lock();
         if inner.by_key.contains_key(key) && !inner.ready.iter().any(|k| k == key) {
-            inner.ready.push(Bytes::copy_from_slice(key));
+            inner.ready.push_back(Bytes::copy_from_slice(key));
             self.ready.fetch_add(1, Ordering::Release);
         }
     }
@@ -222,7 +223,7 @@ impl Blocking {
 
     fn next_ready(&self) -> Option<Bytes> {
         let mut inner = self.inner.lock();
-        let k = inner.ready.pop()?;
+        let k = inner.ready.pop_front()?;
         self.ready.fetch_sub(1, Ordering::Release);
         Some(k)
     }

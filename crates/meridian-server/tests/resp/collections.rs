@@ -80,6 +80,31 @@ async fn blocked_clients_are_served_first_blocked_first_served() {
 }
 
 #[tokio::test]
+async fn keys_readied_by_one_exec_are_served_in_the_order_they_became_ready() {
+    let s = Server::default().await;
+    let (mut on_a, mut on_b, mut writer) =
+        (s.connect().await, s.connect().await, s.connect().await);
+    on_a.send(b"BLMOVE a out LEFT RIGHT 0\r\n").await;
+    wait_blocked(&mut writer, 1).await;
+    on_b.send(b"BLMOVE b out LEFT RIGHT 0\r\n").await;
+    wait_blocked(&mut writer, 2).await;
+    // b becomes ready before a, so b's client moves its element into `out` first.
+    writer
+        .roundtrip(
+            b"MULTI\r\nRPUSH b first\r\nRPUSH a second\r\nEXEC\r\n",
+            b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n:1\r\n",
+        )
+        .await;
+    assert_eq!(on_b.frame().await, bulk("first"));
+    assert_eq!(on_a.frame().await, bulk("second"));
+    assert_eq!(
+        writer.cmd(&[b"LRANGE", b"out", b"0", b"-1"]).await,
+        Frame::Array(vec![bulk("first"), bulk("second")])
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn blocking_pops_time_out_serve_at_once_and_check_arguments() {
     let s = Server::default().await;
     let mut c = s.connect().await;
