@@ -30,6 +30,7 @@
 
 pub mod args;
 pub mod bitmaps;
+pub mod collection;
 pub mod command;
 pub mod command_info;
 pub mod dump;

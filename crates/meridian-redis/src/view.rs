@@ -11,6 +11,7 @@
 //! A view's `now` must not move during one command (Redis decides expiry at one time per
 //! command; a whole EXEC uses one time too).
 
+use crate::collection::Collection;
 use crate::error::{RedisError, Result};
 use bytes::Bytes;
 use meridian_core::Timestamp;
@@ -67,6 +68,32 @@ pub trait View {
     }
     /// Records a read that found (`hit`) or missed its key, for INFO's keyspace_hits/misses.
     fn count_read(&mut self, _key: &[u8], _hit: bool) {}
+
+    /// The live collection at `key` and its expiry, if this view keeps it in memory as an
+    /// object ([`crate::collection`]): `None` when the key is absent, expired, or held as
+    /// bytes (then [`View::load`] has it). Views that keep no objects answer `None`.
+    fn object_mut(&mut self, _key: &[u8]) -> Result<Option<(&mut dyn Collection, Option<u64>)>> {
+        Ok(None)
+    }
+
+    /// Records that a command changed the object [`View::object_mut`] returned for `key`
+    /// (a write for WATCH, blocked clients and memory), deleting the key if the collection
+    /// is now empty.
+    fn object_changed(&mut self, _key: &[u8]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Stores `obj` with `expiry` as `key`'s value, kept in memory, replacing what the key
+    /// held; `obj` is never empty. A view that keeps no objects hands it back
+    /// (`Some(obj)`), and the caller stores its encoding with [`View::store`].
+    fn store_object(
+        &mut self,
+        _key: &[u8],
+        obj: Box<dyn Collection>,
+        _expiry: Option<u64>,
+    ) -> Result<Option<Box<dyn Collection>>> {
+        Ok(Some(obj))
+    }
 }
 
 // ----- the envelope ----------------------------------------------------------------------
