@@ -16,6 +16,12 @@ pub const FLAG_HASH: u8 = 0x04;
 /// Envelope bits naming a collection type other than a hash (never set with [`FLAG_HASH`]):
 /// `0x08` a list, `0x10` a set, `0x18` a sorted set; the other values are reserved.
 pub const TYPE_BITS: u8 = 0x38;
+/// Envelope flag of a *held marker*: the value is a collection the standalone keyspace keeps
+/// in memory beside the engine, and the engine stores only its type and expiry
+/// (`[flags][expiry if 0x01]`, no data). Never replicated or persisted; [`Entry::decode`]
+/// refuses it, so a reader that does not know the keyspace's objects cannot mistake it for
+/// an empty value.
+pub const FLAG_HELD: u8 = 0x40;
 
 /// The Redis type of a stored value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -158,6 +164,29 @@ impl Entry {
     }
 }
 
+/// Encodes the held marker ([`FLAG_HELD`]) of a collection of type `kind`.
+pub fn encode_held(kind: Kind, expiry: Option<u64>) -> Bytes {
+    let mut v = encode_kind(kind, &[], expiry).to_vec();
+    v[0] |= FLAG_HELD;
+    Bytes::from(v)
+}
+
+/// The type and expiry of a held marker; `None` when `raw` is not one (or is damaged).
+pub fn decode_held(raw: &[u8]) -> Option<(Kind, Option<u64>)> {
+    let (&flags, rest) = raw.split_first()?;
+    if flags & FLAG_HELD == 0 || flags & !(FLAG_HELD | FLAG_EXPIRY | FLAG_HASH | TYPE_BITS) != 0
+    {
+        return None;
+    }
+    let kind = Kind::from_flags(flags)?;
+    let expiry = match (flags & FLAG_EXPIRY != 0, rest) {
+        (true, [a, b, c, d, e, f, g, h]) => Some(u64::from_be_bytes([*a, *b, *c, *d, *e, *f, *g, *h])),
+        (false, []) => None,
+        _ => return None,
+    };
+    Some((kind, expiry))
+}
+
 /// Encodes a string value and its expiry.
 pub fn encode(data: &[u8], expiry: Option<u64>) -> Bytes {
     encode_kind(Kind::String, data, expiry)
@@ -191,6 +220,22 @@ mod tests {
         }
         assert_ne!(Kind::String.code(), Kind::Hash.code());
         assert_eq!(Kind::from_code(0xEE), None);
+    }
+
+    #[test]
+    fn held_markers_round_trip_and_are_no_envelope() {
+        for kind in Kind::ALL {
+            for expiry in [None, Some(0), Some(u64::MAX)] {
+                let m = encode_held(kind, expiry);
+                assert_eq!(decode_held(&m), Some((kind, expiry)));
+                assert!(Entry::decode(m.clone()).is_err());
+            }
+        }
+        // A plain envelope, a truncated expiry or trailing bytes are no marker.
+        assert_eq!(decode_held(&encode_kind(Kind::List, b"", None)), None);
+        assert_eq!(decode_held(&[FLAG_HELD | FLAG_EXPIRY, 1, 2]), None);
+        assert_eq!(decode_held(&[FLAG_HELD | 0x08, 0]), None);
+        assert_eq!(decode_held(&[]), None);
     }
 
     #[test]

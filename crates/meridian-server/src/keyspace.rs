@@ -56,7 +56,7 @@ use meridian_redis::scan::MAX_SCAN_COUNT;
 use meridian_redis::strings;
 use meridian_redis::value::glob_match;
 use meridian_redis::view::decode_version;
-use meridian_redis::{Entry, EntryRef, Kind, View};
+use meridian_redis::{Entry, EntryRef, Group, Kind, View};
 use meridian_storage::{Engine, Version, WriteBatch};
 use parking_lot::{Mutex, MutexGuard};
 use rustc_hash::{FxHashMap, FxHasher};
@@ -95,6 +95,9 @@ pub struct KeyspaceConfig {
     pub maxmemory: u64,
     /// Redis's `maxmemory-policy`: what happens over `maxmemory`.
     pub maxmemory_policy: MaxmemoryPolicy,
+    /// Whether lists, sets and sorted sets are held in memory as objects changed in place
+    /// (`held`); only on the in-memory engine with zero retention, whatever this says.
+    pub hold_collections: bool,
 }
 
 impl Default for KeyspaceConfig {
@@ -105,6 +108,7 @@ impl Default for KeyspaceConfig {
             max_scan_cursors: 16 * 1024,
             maxmemory: 0,
             maxmemory_policy: MaxmemoryPolicy::NoEviction,
+            hold_collections: true,
         }
     }
 }
@@ -149,6 +153,8 @@ struct Stripe {
     meta: FxHashMap<Bytes, KeyMeta>,
     /// The [`UsedSlot`] this stripe's writes add to.
     used_slot: usize,
+    /// The collections of this stripe held in memory (`held`), by key.
+    objects: FxHashMap<Bytes, held::Held>,
 }
 
 /// What the keyspace records of each key, for `maxmemory`.
@@ -242,6 +248,11 @@ pub struct Keyspace {
     rng: AtomicU64,
     /// Clients blocked on keys (BLPOP, BZPOPMIN, ...).
     pub(crate) blocking: blocking::Blocking,
+    /// Whether lists, sets and sorted sets are held in memory as objects (`held`): on the
+    /// in-memory engine with zero retention.
+    hold_objects: bool,
+    /// The memory of every held collection (part of [`Keyspace::used_memory`]).
+    held_bytes: AtomicI64,
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -303,7 +314,11 @@ impl Keyspace {
         config: KeyspaceConfig,
     ) -> Self {
         let (maxmemory, policy) = (config.maxmemory, config.maxmemory_policy);
+        let hold_objects =
+            config.hold_collections && engine.name() == "mem" && config.retention.is_zero();
         let ks = Self {
+            hold_objects,
+            held_bytes: AtomicI64::new(0),
             engine,
             clock,
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
@@ -338,6 +353,8 @@ impl Keyspace {
     /// Sets [`KeyspaceConfig::retention`].
     pub fn with_retention(mut self, retention: Duration) -> Self {
         self.config.retention = retention;
+        // Past versions are read: collections must be stored, version by version.
+        self.hold_objects &= retention.is_zero();
         self
     }
 
@@ -356,15 +373,10 @@ impl Keyspace {
             let last = page.last().map(|(k, _)| k.clone());
             let now = self.clock.now();
             for (key, v) in page {
-                let stored = v.value.as_ref().map(|b| b.len());
+                let Some(raw) = v.value else { continue };
                 let mut s = self.stripes[stripe_of(&key)].lock();
-                if let Some(len) = stored {
-                    self.account_put(&mut s, &key, entry_bytes(key.len(), len), now);
-                }
-                if let Ok(Some(Entry {
-                    expiry: Some(at), ..
-                })) = decode_version(Some(v))
-                {
+                self.account_put(&mut s, &key, entry_bytes(key.len(), raw.len()), now);
+                if let Some((_, Some(at))) = held::header(&raw) {
                     self.index(&mut s, &key, Some(at));
                 }
             }
@@ -399,6 +411,12 @@ impl Keyspace {
     /// value, per-key overhead), or `None` when it does not exist.
     pub fn memory_usage(&self, key: &[u8]) -> Result<Option<u64>> {
         let header = |e: &Entry| if e.expiry.is_some() { 9 } else { 1 };
+        if let Some(Stored::Held { .. }) = self.stored(key)? {
+            let s = self.lock(key);
+            if let Some(m) = self.held_memory(&s, key) {
+                return Ok(Some(entry_bytes(key.len(), m)));
+            }
+        }
         Ok(self
             .read_live(key)?
             .map(|e| entry_bytes(key.len(), e.data.len() + header(&e))))
@@ -406,14 +424,29 @@ impl Keyspace {
 
     // ----- internals -------------------------------------------------------------------
 
-    fn load(&self, key: &[u8]) -> Result<Option<Entry>> {
-        decode_version(self.engine.get_latest(key)?)
+    /// A lock-free read that treats an expired key as absent (and deletes it). A held
+    /// collection is read under its stripe's lock.
+    fn read_live(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.read_live_or_held(key, true)
     }
 
-    /// A lock-free read that treats an expired key as absent (and deletes it).
-    fn read_live(&self, key: &[u8]) -> Result<Option<Entry>> {
-        let Some(e) = self.load(key)? else {
-            return Ok(None);
+    /// [`Keyspace::read_live`] for a reader that holds other stripes' locks (SORT's BY and
+    /// GET patterns): it may not wait for another stripe, so a held collection reads as
+    /// absent — what those patterns make of any collection.
+    fn read_foreign(&self, key: &[u8]) -> Result<Option<Entry>> {
+        self.read_live_or_held(key, false)
+    }
+
+    fn read_live_or_held(&self, key: &[u8], held: bool) -> Result<Option<Entry>> {
+        let e = match self.stored(key)? {
+            None => return Ok(None),
+            Some(Stored::Held { .. }) if !held => return Ok(None),
+            Some(Stored::Held { .. }) => {
+                let mut s = self.lock(key);
+                let now = self.clock.now();
+                return self.load_live_locked(&mut s, key, now);
+            }
+            Some(Stored::Plain(e)) => e,
         };
         if e.expiry.is_some() && e.is_expired(self.clock.now()) {
             let mut s = self.lock(key);
@@ -472,13 +505,15 @@ impl Keyspace {
         key: &[u8],
         now: Timestamp,
     ) -> Result<Option<Entry>> {
-        match self.load(key)? {
-            Some(e) if e.is_expired(now) => {
+        match self.stored(key)? {
+            Some(st) if st.is_expired(now) => {
                 self.expire_locked(s, key, now)?;
                 self.expired_keys.fetch_add(1, Ordering::Relaxed);
                 Ok(None)
             }
-            other => Ok(other),
+            Some(Stored::Held { .. }) => self.materialize(s, key).map(Some),
+            Some(Stored::Plain(e)) => Ok(Some(e)),
+            None => Ok(None),
         }
     }
 
@@ -494,6 +529,12 @@ impl Keyspace {
         e: EntryRef<'_>,
         now: Timestamp,
     ) -> Result<()> {
+        if !s.objects.is_empty() {
+            if self.retime_held(s, key, e, now)? {
+                return Ok(());
+            }
+            self.drop_held(s, key);
+        }
         self.horizon(now);
         let expiry = e.expiry;
         let key = Bytes::copy_from_slice(key);
@@ -567,6 +608,7 @@ impl Keyspace {
     fn expire_locked(&self, s: &mut Stripe, key: &[u8], now: Timestamp) -> Result<()> {
         self.horizon(now);
         self.engine.delete(Bytes::copy_from_slice(key), now)?;
+        self.drop_held(s, key);
         self.index(s, key, None);
         self.account_delete(s, key);
         Ok(())
@@ -790,7 +832,13 @@ impl Keyspace {
         // PFCOUNT writes its refreshed cache back: under the key's lock, not lock-free.
         let readonly =
             spec.flags.first() == Some(&"readonly") && cmd != meridian_redis::Cmd::Pfcount;
-        if !several && readonly {
+        // A collection's reads run over its held object, under its stripe's lock.
+        let collection = self.hold_objects
+            && matches!(
+                cmd.group(),
+                Group::Lists | Group::Sets | Group::SortedSets | Group::Geo
+            );
+        if !several && readonly && !collection {
             return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }
         // SORT reads the keys its BY and GET patterns name besides its own: an overlay of its
@@ -831,8 +879,10 @@ impl Keyspace {
         for g in &mut guards {
             g.ttl = FxHashMap::default();
             g.meta = FxHashMap::default();
+            g.objects = FxHashMap::default();
         }
         self.expires.store(0, Ordering::Relaxed);
+        self.held_bytes.store(0, Ordering::Relaxed);
         for slot in &*self.used {
             slot.0.store(0, Ordering::Relaxed);
         }
@@ -943,17 +993,16 @@ impl Keyspace {
         let mut now = None;
         let mut keys = Vec::with_capacity(rows.len());
         for (key, v) in rows {
-            let entry = decode_version(Some(v));
-            if let Ok(Some(e)) = &entry
-                && e.expiry.is_some()
-                && e.is_expired(*now.get_or_insert_with(|| self.clock.now()))
+            let header = v.value.as_ref().and_then(held::header);
+            if let Some((_, Some(at))) = header
+                && now.get_or_insert_with(|| self.clock.now()).0 > at
             {
                 let mut s = self.lock(&key);
                 let now = self.clock.now();
                 self.load_live_locked(&mut s, &key, now)?;
                 continue;
             }
-            let typed = kind.is_none_or(|k| matches!(&entry, Ok(Some(e)) if e.kind == k));
+            let typed = kind.is_none_or(|k| matches!(header, Some((kind, _)) if kind == k));
             if typed && pattern.is_none_or(|p| glob_match(p, &key, false)) {
                 keys.push(key);
             }
@@ -1006,7 +1055,8 @@ impl Keyspace {
     pub fn used_memory(&self) -> u64 {
         if !self.tracking.load(Ordering::Relaxed) {
             let st = self.engine.stats();
-            return st.bytes + st.live_keys * memory::KEY_OVERHEAD;
+            let held = self.held_bytes.load(Ordering::Relaxed).max(0) as u64;
+            return st.bytes + st.live_keys * memory::KEY_OVERHEAD + held;
         }
         let sum: i64 = self
             .used
@@ -1060,6 +1110,7 @@ impl Keyspace {
             for (key, v) in page {
                 if let Some(len) = v.value.as_ref().map(|b| b.len()) {
                     let s = &mut guards[stripe_of(&key)];
+                    let len = self.held_memory(s, &key).unwrap_or(len);
                     self.record(s, &key, entry_bytes(key.len(), len), now);
                 }
             }
@@ -1227,7 +1278,7 @@ impl Keyspace {
             for key in due {
                 // The index is exact for writes made through this keyspace; check the stored
                 // value anyway so a foreign write is never deleted by mistake.
-                match self.load(&key) {
+                match self.stored(&key) {
                     Ok(Some(e)) if e.is_expired(now) => match self.expire_locked(&mut s, &key, now)
                     {
                         Ok(()) => {
@@ -1238,7 +1289,7 @@ impl Keyspace {
                             tracing::warn!(error = %err, "active expiry could not delete a key");
                         }
                     },
-                    Ok(Some(e)) => self.index(&mut s, &key, e.expiry),
+                    Ok(Some(e)) => self.index(&mut s, &key, e.expiry()),
                     Ok(None) | Err(_) => self.index(&mut s, &key, None),
                 }
             }
@@ -1269,6 +1320,8 @@ impl Keyspace {
 }
 
 pub(crate) mod blocking;
+mod held;
+use held::Stored;
 mod views;
 mod watch;
 
@@ -1303,3 +1356,6 @@ mod hash_tests;
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod held_tests;

@@ -258,7 +258,7 @@ impl Keyspace {
         let mut any = false;
         for &i in source {
             if self
-                .load(args.get(i))?
+                .stored(args.get(i))?
                 .is_some_and(|e| !e.is_expired(self.clock.now()))
             {
                 any = true;

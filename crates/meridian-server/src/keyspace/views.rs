@@ -3,6 +3,7 @@
 //! overlay of several locked stripes whose writes become one atomic batch.
 
 use super::*;
+use meridian_redis::collection::Collection;
 
 // ----- views for the string commands -----------------------------------------------------
 
@@ -77,6 +78,32 @@ impl View for LockedView<'_> {
     fn count_read(&mut self, key: &[u8], hit: bool) {
         self.ks.count_read(key, hit);
     }
+
+    #[inline]
+    fn object_mut(&mut self, key: &[u8]) -> Result<Option<(&mut dyn Collection, Option<u64>)>> {
+        if !self.ks.hold_objects {
+            return Ok(None);
+        }
+        self.ks.held_mut(self.stripe, key, self.now)
+    }
+
+    #[inline]
+    fn object_changed(&mut self, key: &[u8]) -> Result<()> {
+        self.ks.held_changed(self.stripe, key, self.now)
+    }
+
+    fn store_object(
+        &mut self,
+        key: &[u8],
+        obj: Box<dyn Collection>,
+        expiry: Option<u64>,
+    ) -> Result<Option<Box<dyn Collection>>> {
+        if !self.ks.hold_objects {
+            return Ok(Some(obj));
+        }
+        self.ks.hold(self.stripe, key, obj, expiry, self.now)?;
+        Ok(None)
+    }
 }
 
 /// A buffered write of an [`Overlay`].
@@ -90,6 +117,9 @@ pub(super) struct Pending {
     pub(super) touched: bool,
     /// Whether it deletes an expired key (counted in `expired_keys`).
     pub(super) expired: bool,
+    /// Whether `value` is the held marker of a collection the overlay put in its stripe
+    /// (kept at commit; any other write drops the key's held collection).
+    pub(super) held: bool,
 }
 
 /// Several keys' stripes, locked, at one time: reads see the engine plus this overlay's own
@@ -148,10 +178,14 @@ impl<'a> Overlay<'a> {
                 s.touch(&k);
             }
             expired += p.expired as u64;
+            if !p.held {
+                self.ks.drop_held(s, &k);
+            }
             match &p.value {
-                Some(v) => self
-                    .ks
-                    .account_put(s, &k, entry_bytes(k.len(), v.len()), self.now),
+                Some(v) => {
+                    let len = self.ks.held_memory(s, &k).unwrap_or(v.len());
+                    self.ks.account_put(s, &k, entry_bytes(k.len(), len), self.now)
+                }
                 None => self.ks.account_delete(s, &k),
             }
             self.ks.index_owned(s, k, p.expiry);
@@ -173,6 +207,7 @@ impl<'a> Overlay<'a> {
         for p in self.pending.values_mut() {
             p.value = None;
             p.expiry = None;
+            p.held = false;
         }
         let mut start = Bound::Unbounded;
         loop {
@@ -188,6 +223,7 @@ impl<'a> Overlay<'a> {
                     expiry: None,
                     touched: false,
                     expired: false,
+                    held: false,
                 });
             }
             match (full, last) {
@@ -236,9 +272,11 @@ impl<'a> Overlay<'a> {
                 if self.pending.contains_key(&k) {
                     continue;
                 }
-                let live = match decode_version(Some(v)) {
-                    Ok(Some(e)) => !e.is_expired(self.now) && kind.is_none_or(|k| e.kind == k),
-                    _ => kind.is_none(),
+                let live = match v.value.as_ref().and_then(held::header) {
+                    Some((k, expiry)) => {
+                        !expiry.is_some_and(|at| self.now.0 > at) && kind.is_none_or(|w| w == k)
+                    }
+                    None => kind.is_none(),
                 };
                 if live && pattern.is_none_or(|p| glob_match(p, &k, false)) {
                     out.push(k);
@@ -264,9 +302,7 @@ impl<'a> Overlay<'a> {
                 .iter()
                 .filter(|(k, p)| {
                     p.value.as_ref().is_some_and(|v| {
-                        kind.is_none_or(|want| {
-                            meridian_redis::view::decode(v.clone()).is_ok_and(|e| e.kind == want)
-                        })
+                        kind.is_none_or(|want| held::header(v).is_some_and(|(k, _)| k == want))
                     }) && in_range(k)
                         && pattern.is_none_or(|pat| glob_match(pat, k, false))
                 })
@@ -280,7 +316,7 @@ impl<'a> Overlay<'a> {
     pub(crate) fn dbsize(&mut self) -> Result<u64> {
         let mut n = self.ks.engine.stats().live_keys as i64;
         for (k, p) in &self.pending {
-            let before = self.ks.load(k).map(|e| e.is_some()).unwrap_or(true);
+            let before = self.ks.stored(k).map(|e| e.is_some()).unwrap_or(true);
             n += p.value.is_some() as i64 - before as i64;
         }
         Ok(n.max(0) as u64)
@@ -302,6 +338,7 @@ impl View for Overlay<'_> {
     fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
         if let Some(p) = self.pending.get(key) {
             return match &p.value {
+                Some(_) if p.held => self.ks.materialize(self.guards.of(key)?, key).map(Some),
                 Some(v) => meridian_redis::view::decode(v.clone()).map(Some),
                 None => Ok(None),
             };
@@ -309,31 +346,27 @@ impl View for Overlay<'_> {
         // Fails for a key outside the locked stripes before reading it.
         if let Err(e) = self.guards.of(key) {
             return if self.foreign_reads {
-                self.ks.read_live(key)
+                self.ks.read_foreign(key)
             } else {
                 Err(e)
             };
         }
-        match self.ks.load(key)? {
-            Some(e) if e.is_expired(self.now) => {
-                self.pending.insert(
-                    Bytes::copy_from_slice(key),
-                    Pending {
-                        value: None,
-                        expiry: None,
-                        touched: false,
-                        expired: true,
-                    },
-                );
+        match self.ks.stored(key)? {
+            Some(st) if st.is_expired(self.now) => {
+                self.pending_expired(key);
                 Ok(None)
             }
-            Some(e) => {
+            Some(st) => {
+                let s = self.guards.of(key)?;
                 if self.ks.tracks_reads()
-                    && let Some(m) = self.guards.of(key)?.meta.get_mut(key)
+                    && let Some(m) = s.meta.get_mut(key)
                 {
                     m.access(self.now);
                 }
-                Ok(Some(e))
+                match st {
+                    Stored::Plain(e) => Ok(Some(e)),
+                    Stored::Held { .. } => self.ks.materialize(s, key).map(Some),
+                }
             }
             None => Ok(None),
         }
@@ -346,22 +379,16 @@ impl View for Overlay<'_> {
             // batch deletes the key, the serve finds it empty.
             self.ks.blocking.stored(key, e.kind);
         }
-        let p = Pending {
-            value: value.map(|e| encode_kind(e.kind, e.data, e.expiry)),
-            expiry: value.and_then(|e| e.expiry),
-            touched: true,
-            expired: false,
-        };
-        match self.pending.entry(Bytes::copy_from_slice(key)) {
-            MapEntry::Occupied(mut o) => {
-                // A key that expired, then was written: still counted as expired.
-                let expired = o.get().expired;
-                *o.get_mut() = Pending { expired, ..p };
-            }
-            MapEntry::Vacant(v) => {
-                v.insert(p);
-            }
-        }
+        self.pend(
+            key,
+            Pending {
+                value: value.map(|e| encode_kind(e.kind, e.data, e.expiry)),
+                expiry: value.and_then(|e| e.expiry),
+                touched: true,
+                expired: false,
+                held: false,
+            },
+        );
         Ok(())
     }
 
@@ -371,5 +398,103 @@ impl View for Overlay<'_> {
 
     fn count_read(&mut self, key: &[u8], hit: bool) {
         self.ks.count_read(key, hit);
+    }
+
+    /// The collection the key's stripe holds, changed in place: the overlay holds the
+    /// stripe, so nobody sees it before the overlay is done. A key this overlay wrote as
+    /// bytes is not held (`load` has those bytes).
+    fn object_mut(&mut self, key: &[u8]) -> Result<Option<(&mut dyn Collection, Option<u64>)>> {
+        if !self.ks.hold_objects || self.pending.get(key).is_some_and(|p| !p.held) {
+            return Ok(None);
+        }
+        let now = self.now;
+        let s = self.guards.of(key)?;
+        let expired = match s.objects.get(key) {
+            None => return Ok(None),
+            Some(h) => h.expiry.is_some_and(|at| now.0 > at),
+        };
+        if expired {
+            self.pending_expired(key);
+            return Ok(None);
+        }
+        let s = self.guards.of(key)?;
+        Ok(s.objects.get_mut(key).map(|h| h.open()))
+    }
+
+    fn object_changed(&mut self, key: &[u8]) -> Result<()> {
+        let now = self.now;
+        let s = self.guards.of(key)?;
+        let empty = s.objects.get(key).is_some_and(|h| h.obj.is_empty());
+        if !empty {
+            return self.ks.held_changed(s, key, now);
+        }
+        // The key goes with the batch; its object is dropped at commit.
+        self.pend(
+            key,
+            Pending {
+                value: None,
+                expiry: None,
+                touched: true,
+                expired: false,
+                held: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn store_object(
+        &mut self,
+        key: &[u8],
+        obj: Box<dyn Collection>,
+        expiry: Option<u64>,
+    ) -> Result<Option<Box<dyn Collection>>> {
+        if !self.ks.hold_objects {
+            return Ok(Some(obj));
+        }
+        let kind = obj.kind();
+        let s = self.guards.of(key)?;
+        self.ks.put_held(s, key, obj, expiry);
+        self.ks.blocking.stored(key, kind);
+        self.pend(
+            key,
+            Pending {
+                value: Some(meridian_core::envelope::encode_held(kind, expiry)),
+                expiry,
+                touched: true,
+                expired: false,
+                held: true,
+            },
+        );
+        Ok(None)
+    }
+}
+
+impl Overlay<'_> {
+    /// Buffers `p` as `key`'s write, replacing an earlier one (a key that expired, then was
+    /// written, still counts as expired).
+    fn pend(&mut self, key: &[u8], p: Pending) {
+        match self.pending.entry(Bytes::copy_from_slice(key)) {
+            MapEntry::Occupied(mut o) => {
+                let expired = o.get().expired;
+                *o.get_mut() = Pending { expired, ..p };
+            }
+            MapEntry::Vacant(v) => {
+                v.insert(p);
+            }
+        }
+    }
+
+    /// Buffers the deletion of `key`, found expired.
+    fn pending_expired(&mut self, key: &[u8]) {
+        self.pending.insert(
+            Bytes::copy_from_slice(key),
+            Pending {
+                value: None,
+                expiry: None,
+                touched: false,
+                expired: true,
+                held: false,
+            },
+        );
     }
 }

@@ -70,7 +70,7 @@ impl Keyspace {
         let now = self.clock.now();
         // A value that cannot be decoded exists: treat it as live.
         let live = self
-            .load(key)
+            .stored(key)
             .map_or(true, |e| e.is_some_and(|e| !e.is_expired(now)));
         let slot = s.watched.entry(Bytes::copy_from_slice(key)).or_default();
         slot.watchers += 1;
@@ -120,7 +120,7 @@ impl Keyspace {
             }
             if w.live {
                 let live = self
-                    .load(&w.key)
+                    .stored(&w.key)
                     .map_or(true, |e| e.is_some_and(|e| !e.is_expired(now)));
                 if !live {
                     return Ok(None);
