@@ -301,8 +301,14 @@ impl Keyspace {
 
     fn serve_key(&self, key: &[u8]) {
         loop {
-            let kind = match self.read_live(key) {
-                Ok(Some(e)) if matches!(e.kind, Kind::List | Kind::ZSet) => e.kind,
+            // The type alone: a held collection is not materialized.
+            let kind = match self.stored(key) {
+                Ok(Some(st))
+                    if !st.is_expired(self.clock.now())
+                        && matches!(st.kind(), Kind::List | Kind::ZSet) =>
+                {
+                    st.kind()
+                }
                 _ => return,
             };
             let Some((id, w)) = self.blocking.next_waiter(key, kind) else {

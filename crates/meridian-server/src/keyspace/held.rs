@@ -63,7 +63,7 @@ impl Held {
 #[derive(Debug)]
 pub(super) enum Stored {
     Plain(Entry),
-    Held { expiry: Option<u64> },
+    Held { kind: Kind, expiry: Option<u64> },
 }
 
 impl Stored {
@@ -72,9 +72,9 @@ impl Stored {
         if let Some(Version {
             value: Some(raw), ..
         }) = &v
-            && let Some((_, expiry)) = decode_held(raw)
+            && let Some((kind, expiry)) = decode_held(raw)
         {
-            return Ok(Some(Stored::Held { expiry }));
+            return Ok(Some(Stored::Held { kind, expiry }));
         }
         Ok(decode_version(v)?.map(Stored::Plain))
     }
@@ -83,6 +83,13 @@ impl Stored {
         match self {
             Stored::Plain(e) => e.expiry,
             Stored::Held { expiry, .. } => *expiry,
+        }
+    }
+
+    pub(super) fn kind(&self) -> Kind {
+        match self {
+            Stored::Plain(e) => e.kind,
+            Stored::Held { kind, .. } => *kind,
         }
     }
 
