@@ -161,6 +161,7 @@ pub fn store<T: Typed, V: View + ?Sized>(
 mod tests {
     use super::*;
     use crate::test_view::TestView;
+    use meridian_core::Timestamp;
 
     /// A minimal collection: bytes in order, encoded as they are.
     #[derive(Debug, Default, PartialEq)]
@@ -286,9 +287,13 @@ mod tests {
             assert_eq!(v.load(b"k").unwrap().unwrap().expiry, Some(99_000_000));
             store(&mut v, b"k", Bag(vec![3]), None).unwrap();
             assert_eq!(v.load(b"k").unwrap().unwrap().expiry, None);
-            // Past its expiry the key reads as absent.
-            store(&mut v, b"k", Bag(vec![3]), Some(1)).unwrap();
+            // Past its expiry the key reads as absent, and a write starts a new collection.
+            let soon = v.now.0 + 1;
+            store(&mut v, b"k", Bag(vec![3]), Some(soon)).unwrap();
+            v.now = Timestamp(v.now.0 + 2);
             assert_eq!(read::<Bag, _, _>(&mut v, b"k", |_| Ok(())).unwrap(), None);
+            let n = update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 4)).unwrap();
+            assert_eq!(n, Some(1), "held: {held}");
         }
     }
 }

@@ -21,6 +21,8 @@ pub(crate) struct TestView {
     pub(crate) max: usize,
     pub(crate) hits: u64,
     pub(crate) misses: u64,
+    /// Calls of `store`.
+    pub(crate) stores: u64,
     /// Whether collections stored through `store_object` are kept as objects.
     pub(crate) hold_objects: bool,
     objects: BTreeMap<Vec<u8>, Held>,
@@ -35,8 +37,17 @@ impl TestView {
             max: 1 << 20,
             hits: 0,
             misses: 0,
+            stores: 0,
             hold_objects: false,
             objects: BTreeMap::new(),
+        }
+    }
+
+    /// An empty view at `now`.
+    pub(crate) fn at(now: Timestamp) -> Self {
+        Self {
+            now,
+            ..Self::new()
         }
     }
 
@@ -76,7 +87,16 @@ impl View for TestView {
         Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
     }
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
+        self.stores += 1;
         self.objects.remove(key);
+        // What every view may assume of a command's writes.
+        if let Some(e) = &value {
+            assert!(
+                e.expiry.is_none_or(|at| at > self.now.0),
+                "stored an expired value"
+            );
+            assert!(e.data.len() <= self.max, "a value longer than the view's limit");
+        }
         match value {
             Some(e) => {
                 self.map.insert(key.to_vec(), e.to_entry());

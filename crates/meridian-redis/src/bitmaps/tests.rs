@@ -5,59 +5,13 @@
 
 use super::*;
 use crate::OwnedArgs;
-use meridian_core::Timestamp;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
-
-/// A plain map view at a fixed time, counting reads and stores.
-struct MapView {
-    now: Timestamp,
-    map: BTreeMap<Vec<u8>, Entry>,
-    max: usize,
-    reads: u64,
-    stores: u64,
-}
-
-impl View for MapView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-        let now = self.now;
-        Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-        self.stores += 1;
-        match value {
-            Some(e) => {
-                assert!(
-                    e.data.len() <= self.max,
-                    "a value longer than the view's limit"
-                );
-                self.map.insert(key.to_vec(), e.to_entry());
-            }
-            None => {
-                self.map.remove(key);
-            }
-        }
-        Ok(())
-    }
-    fn max_value_len(&self) -> usize {
-        self.max
-    }
-    fn count_read(&mut self, _key: &[u8], _hit: bool) {
-        self.reads += 1;
-    }
-}
+use crate::test_view::TestView as MapView;
 
 fn view() -> MapView {
-    MapView {
-        now: Timestamp(10_000_000),
-        map: BTreeMap::new(),
-        max: 512 * 1024 * 1024,
-        reads: 0,
-        stores: 0,
-    }
+    let mut v = MapView::new();
+    v.max = 512 * 1024 * 1024;
+    v
 }
 
 fn put(v: &mut MapView, key: &str, kind: Kind, data: &[u8], expiry: Option<u64>) {
@@ -596,7 +550,7 @@ fn bitop_destination_and_errors() {
     // Sources are read in order: WRONGTYPE at the first bad one, after missing ones.
     put(&mut v, "h", Kind::Hash, b"", None);
     assert_eq!(err(run(&mut v, "BITOP OR d nope h a")), WRONGTYPE);
-    assert_eq!(v.reads, 8);
+    assert_eq!(v.reads(), 8);
 }
 
 // ----- BITFIELD (tests/unit/bitfield.tcl) -------------------------------------------------

@@ -6,67 +6,16 @@
 use super::rdb::{self, seal};
 use super::*;
 use crate::OwnedArgs;
-use crate::error::Result;
 use bytes::Bytes;
 use meridian_core::Timestamp;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
+use crate::test_view::TestView as MapView;
 
 // ----- an in-memory view -----------------------------------------------------------------
 
-struct MapView {
-    now: Timestamp,
-    map: BTreeMap<Vec<u8>, Entry>,
-    max: usize,
-    hits: u64,
-    misses: u64,
-}
-
-impl MapView {
-    fn new() -> Self {
-        MapView {
-            now: Timestamp(1_700_000_000_123_456),
-            map: BTreeMap::new(),
-            max: 1 << 20,
-            hits: 0,
-            misses: 0,
-        }
-    }
-}
-
-impl View for MapView {
-    fn now(&self) -> Timestamp {
-        self.now
-    }
-    fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-        let now = self.now;
-        Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-        match value {
-            Some(e) => {
-                assert!(
-                    e.expiry.is_none_or(|at| at > self.now.0),
-                    "stored an expired value"
-                );
-                self.map.insert(key.to_vec(), e.to_entry());
-            }
-            None => {
-                self.map.remove(key);
-            }
-        }
-        Ok(())
-    }
-    fn max_value_len(&self) -> usize {
-        self.max
-    }
-    fn count_read(&mut self, _key: &[u8], hit: bool) {
-        if hit {
-            self.hits += 1;
-        } else {
-            self.misses += 1;
-        }
-    }
+/// The view the tests run over, at a realistic time (RESTORE's ABSTTL compares with it).
+fn view() -> MapView {
+    MapView::at(Timestamp(1_700_000_000_123_456))
 }
 
 fn run(v: &mut MapView, parts: &[&[u8]]) -> Vec<u8> {
@@ -391,7 +340,7 @@ fn all_fixtures() -> Vec<(&'static str, Vec<u8>, Val)> {
 #[test]
 fn restores_every_fixture() {
     for (name, payload, want) in all_fixtures() {
-        let mut v = MapView::new();
+        let mut v = view();
         assert_eq!(restore_reply(&mut v, b"k", &payload), b"+OK\r\n", "{name}");
         assert_eq!(read(&mut v, b"k"), Some(want), "{name}");
         assert_eq!(v.map[&b"k"[..]].expiry, None, "{name}");
@@ -406,7 +355,7 @@ fn redis_corrupt_payloads_and_streams_are_bad_data_format() {
         .chain([REDIS_STREAM])
         .enumerate()
     {
-        let mut v = MapView::new();
+        let mut v = view();
         let mut p = hex(h);
         if i == 8 || i == 9 {
             assert_eq!(restore_reply(&mut v, b"k", &p), err(BAD_FOOTER));
@@ -421,11 +370,11 @@ fn redis_corrupt_payloads_and_streams_are_bad_data_format() {
 fn dump_matches_redis_byte_for_byte_where_redis_uses_plain_encodings() {
     // Strings Redis writes neither compressed nor in a compact encoding, and a hash table.
     for (name, h, _) in redis_fixtures().into_iter().take(4) {
-        let mut v = MapView::new();
+        let mut v = view();
         assert_eq!(restore_reply(&mut v, b"k", &hex(h)), b"+OK\r\n");
         assert_eq!(dumped(&mut v, b"k"), hex(h), "{name}");
     }
-    let mut v = MapView::new();
+    let mut v = view();
     assert_eq!(
         restore_reply(
             &mut v,
@@ -443,7 +392,7 @@ fn dump_matches_redis_byte_for_byte_where_redis_uses_plain_encodings() {
 #[test]
 fn dump_of_every_fixture_restores_to_the_same_value() {
     for (name, payload, want) in all_fixtures() {
-        let mut v = MapView::new();
+        let mut v = view();
         assert_eq!(restore_reply(&mut v, b"k", &payload), b"+OK\r\n");
         let again = dumped(&mut v, b"k");
         assert_eq!(restore_reply(&mut v, b"k2", &again), b"+OK\r\n", "{name}");
@@ -453,7 +402,7 @@ fn dump_of_every_fixture_restores_to_the_same_value() {
 
 #[test]
 fn dump_replies() {
-    let mut v = MapView::new();
+    let mut v = view();
     assert_eq!(run(&mut v, &[b"DUMP", b"nope"]), b"$-1\r\n");
     assert_eq!((v.hits, v.misses), (0, 1));
     assert_eq!(
@@ -471,7 +420,7 @@ fn dump_replies() {
 }
 
 fn payload(s: &str) -> Vec<u8> {
-    let mut v = MapView::new();
+    let mut v = view();
     v.map.insert(
         b"x".to_vec(),
         Entry::new(Bytes::copy_from_slice(s.as_bytes())),
@@ -482,7 +431,7 @@ fn payload(s: &str) -> Vec<u8> {
 #[test]
 fn restore_checks_in_redis_order() {
     let p = payload("bar");
-    let mut v = MapView::new();
+    let mut v = view();
     v.map
         .insert(b"k".to_vec(), Entry::new(Bytes::from_static(b"old")));
     // Options first (even before BUSYKEY), then BUSYKEY, then the TTL, then the payload.
@@ -579,7 +528,7 @@ fn restore_checks_in_redis_order() {
 #[test]
 fn restore_ttls() {
     let p = payload("v");
-    let mut v = MapView::new();
+    let mut v = view();
     let now = v.now.0;
     assert_eq!(run(&mut v, &[b"RESTORE", b"a", b"5000", &p]), b"+OK\r\n");
     assert_eq!(
@@ -640,7 +589,7 @@ fn restore_ttls() {
 #[test]
 fn restore_refuses_values_longer_than_the_view_allows() {
     let big = "q".repeat(100);
-    let mut v = MapView::new();
+    let mut v = view();
     v.max = 64;
     assert_eq!(
         run(&mut v, &[b"RESTORE", b"s", b"0", &payload(&big)]),
@@ -662,7 +611,7 @@ fn restore_refuses_values_longer_than_the_view_allows() {
 
 #[test]
 fn hostile_lengths_fail_without_allocating() {
-    let mut v = MapView::new();
+    let mut v = view();
     // A list announcing 2^62 elements; a string of 2^40 bytes; an LZF string announcing
     // 2^30 bytes from 3 compressed bytes; a 64-bit length prefix.
     for body in [
@@ -689,7 +638,7 @@ fn hostile_lengths_fail_without_allocating() {
 #[test]
 fn damaged_payloads_never_panic() {
     for (name, payload, _) in all_fixtures() {
-        let mut v = MapView::new();
+        let mut v = view();
         for cut in 0..payload.len() {
             let reply = restore_reply(&mut v, b"k", &payload[..cut]);
             assert!(reply.starts_with(b"-ERR DUMP payload"), "{name} cut {cut}");
@@ -723,7 +672,7 @@ fn listpack_writer_round_trips_through_restore() {
     let mut body = vec![16u8];
     rdb::put_len(&mut body, lp.len());
     body.extend_from_slice(&lp);
-    let mut v = MapView::new();
+    let mut v = view();
     assert_eq!(restore_reply(&mut v, b"h", &seal(body)), b"+OK\r\n");
     assert_eq!(
         read(&mut v, b"h"),
@@ -815,7 +764,7 @@ fn same(a: &Val, b: &Val) -> bool {
 proptest! {
     #[test]
     fn dump_then_restore_gives_the_same_value_and_ttl(val in value_strategy(), ttl in prop::option::of(1u64..1_000_000)) {
-        let mut v = MapView::new();
+        let mut v = view();
         let expiry = ttl.map(|t| v.now.0 + t * 1000);
         put(&mut v, b"src", &val, expiry);
         let p = dumped(&mut v, b"src");
@@ -834,7 +783,7 @@ proptest! {
 
     #[test]
     fn random_bodies_never_panic(body in prop::collection::vec(any::<u8>(), 0..200)) {
-        let mut v = MapView::new();
+        let mut v = view();
         let reply = restore_reply(&mut v, b"k", &seal(body));
         prop_assert!(reply == b"+OK\r\n" || reply.starts_with(b"-ERR "));
     }
@@ -850,7 +799,7 @@ proptest! {
         }
         rdb::put_len(&mut body, inner.len());
         body.extend_from_slice(&inner);
-        let mut v = MapView::new();
+        let mut v = view();
         let reply = restore_reply(&mut v, b"k", &seal(body));
         prop_assert!(reply == b"+OK\r\n" || reply.starts_with(b"-ERR "));
     }

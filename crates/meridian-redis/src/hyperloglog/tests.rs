@@ -7,42 +7,8 @@ use super::*;
 use crate::OwnedArgs;
 use crate::view::Entry;
 use bytes::Bytes;
-use meridian_core::Timestamp;
 use proptest::prelude::*;
-use std::collections::BTreeMap;
-
-/// A map view that counts reads and stores.
-#[derive(Default)]
-struct TestView {
-    map: BTreeMap<Vec<u8>, Entry>,
-    hits: u64,
-    misses: u64,
-    stores: u64,
-}
-
-impl View for TestView {
-    fn now(&self) -> Timestamp {
-        Timestamp(10_000_000)
-    }
-    fn load(&mut self, key: &[u8]) -> crate::error::Result<Option<Entry>> {
-        Ok(self.map.get(key).cloned())
-    }
-    fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> crate::error::Result<()> {
-        self.stores += 1;
-        match value {
-            Some(e) => self.map.insert(key.to_vec(), e.to_entry()),
-            None => self.map.remove(key),
-        };
-        Ok(())
-    }
-    fn count_read(&mut self, _key: &[u8], hit: bool) {
-        if hit {
-            self.hits += 1;
-        } else {
-            self.misses += 1;
-        }
-    }
-}
+use crate::test_view::TestView;
 
 impl TestView {
     fn get(&self, key: &str) -> &[u8] {
@@ -128,7 +94,7 @@ fn dense_registers_round_trip() {
 
 #[test]
 fn small_hll_bytes_are_redis_bytes() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     assert_eq!(line(&mut v, "PFADD h a b c"), ":1\r\n");
     assert_eq!(
         v.get("h"),
@@ -170,7 +136,7 @@ const SEQUENCE_ESTIMATES_FNV: u64 = 0xa0d6076f17c7be2f;
 
 #[test]
 fn estimates_and_bytes_match_redis_for_1_to_100000() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     let mut seq = 0xcbf2_9ce4_8422_2325u64;
     let mut checkpoints = SEQUENCE.iter().peekable();
     for n in 1..=100_000u64 {
@@ -202,7 +168,7 @@ fn fill(v: &mut TestView, key: &str, prefix: &str, n: usize) {
 
 #[test]
 fn merges_match_redis() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     fill(&mut v, "h1", "foo", 3000);
     fill(&mut v, "h2", "bar", 100);
     fill(&mut v, "h4", "zap", 1400);
@@ -243,7 +209,7 @@ fn merges_match_redis() {
 
 #[test]
 fn replies_and_errors_as_redis() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     for c in ["PFADD", "PFCOUNT", "PFMERGE"] {
         assert_eq!(
             line(&mut v, c),
@@ -302,7 +268,7 @@ fn replies_and_errors_as_redis() {
 
 #[test]
 fn reads_are_counted_and_pfcount_writes_back_its_refreshed_cache() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     line(&mut v, "PFADD a x");
     line(&mut v, "PFADD b y");
     assert_eq!(
@@ -327,7 +293,7 @@ fn reads_are_counted_and_pfcount_writes_back_its_refreshed_cache() {
 
 #[test]
 fn cache_is_kept_written_and_invalidated() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     line(&mut v, "PFADD hll a b c");
     assert_eq!(v.get("hll")[15], 0x80);
     let keys: &[&[u8]] = &[b"hll"];
@@ -351,7 +317,7 @@ fn cache_is_kept_written_and_invalidated() {
 
 #[test]
 fn ttl_is_kept_by_writes() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     line(&mut v, "PFADD h a");
     v.map.get_mut(&b"h"[..]).unwrap().expiry = Some(99_000_000);
     line(&mut v, "PFADD h b c d");
@@ -362,7 +328,7 @@ fn ttl_is_kept_by_writes() {
 
 #[test]
 fn value_from_redis_is_read_and_extended() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     // GET from Redis 7.0.15 after PFADD h a b c and PFCOUNT h.
     v.set(
         "h",
@@ -378,7 +344,7 @@ fn value_from_redis_is_read_and_extended() {
 
 #[test]
 fn damaged_values_are_errors() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     line(&mut v, "PFADD h a b c");
     let good = v.get("h").to_vec();
 
@@ -436,7 +402,7 @@ fn a_cut_xzero_splits_as_redis_splits_it() {
     // A sparse body of one XZERO whose low byte is missing: Redis reads its NUL terminator
     // there, and a split drops the sequence's last byte past the end, where the next split
     // reads it back. Bytes from Redis 7.0.15.
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     let cut = hex("48594c4c0100000000000000000000807f");
     v.set("c", &cut);
     assert_eq!(line(&mut v, "PFADD c a"), ":1\r\n");
@@ -452,7 +418,7 @@ fn a_cut_xzero_splits_as_redis_splits_it() {
 
 #[test]
 fn absurd_dense_registers_do_not_panic() {
-    let mut v = TestView::default();
+    let mut v = TestView::new();
     let mut d = vec![0xffu8; DENSE_SIZE];
     d[..HDR].copy_from_slice(b"HYLL\0\0\0\0\0\0\0\0\0\0\0\x80");
     v.set("d", &d);
@@ -473,7 +439,7 @@ proptest! {
         edits in proptest::collection::vec((any::<u16>(), any::<u8>()), 1..6),
         cut in proptest::option::of(any::<u16>()),
     ) {
-        let mut v = TestView::default();
+        let mut v = TestView::new();
         fill(&mut v, "h", "e", n);
         let mut d = v.get("h").to_vec();
         for (at, b) in edits {
@@ -493,7 +459,7 @@ proptest! {
     /// Arbitrary sparse bodies behind a valid header.
     #[test]
     fn arbitrary_sparse_bodies_never_panic(body in proptest::collection::vec(any::<u8>(), 0..64)) {
-        let mut v = TestView::default();
+        let mut v = TestView::new();
         let mut d = b"HYLL\x01\0\0\0\0\0\0\0\0\0\0\x80".to_vec();
         d.extend_from_slice(&body);
         v.set("h", &d);
@@ -509,7 +475,7 @@ proptest! {
         a in proptest::collection::btree_set(any::<u32>(), 0..1500),
         b in proptest::collection::btree_set(any::<u32>(), 0..1500),
     ) {
-        let mut v = TestView::default();
+        let mut v = TestView::new();
         let ea: Vec<Vec<u8>> = a.iter().map(|x| x.to_string().into_bytes()).collect();
         let eb: Vec<Vec<u8>> = b.iter().map(|x| x.to_string().into_bytes()).collect();
         add_all(&mut v, "a", ea.iter().map(|e| &e[..]));
