@@ -679,42 +679,9 @@ fn parse_getex(args: Args<'_>) -> std::result::Result<GetExArgs<'_>, CmdError> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use std::collections::BTreeMap;
-
-    /// A plain map view at a fixed time: the semantics alone, no engine (shared with
-    /// `crate::hashes`' tests).
-    pub(crate) struct MapView {
-        pub(crate) now: Timestamp,
-        pub(crate) map: BTreeMap<Vec<u8>, Entry>,
-        /// The longest value it accepts.
-        pub(crate) max: usize,
-    }
-
-    impl View for MapView {
-        fn now(&self) -> Timestamp {
-            self.now
-        }
-        fn load(&mut self, key: &[u8]) -> Result<Option<Entry>> {
-            let now = self.now;
-            Ok(self.map.get(key).filter(|e| !e.is_expired(now)).cloned())
-        }
-        fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
-            match value {
-                Some(e) => {
-                    self.map.insert(key.to_vec(), e.to_entry());
-                }
-                None => {
-                    self.map.remove(key);
-                }
-            }
-            Ok(())
-        }
-        fn max_value_len(&self) -> usize {
-            self.max
-        }
-    }
+    use crate::test_view::TestView as MapView;
 
     fn run(v: &mut MapView, line: &str) -> Vec<u8> {
         let parts: Vec<&[u8]> = line.split(' ').map(str::as_bytes).collect();
@@ -730,11 +697,8 @@ pub(crate) mod tests {
 
     #[test]
     fn commands_over_a_plain_map() {
-        let mut v = MapView {
-            now: Timestamp(10_000_000),
-            map: BTreeMap::new(),
-            max: 8,
-        };
+        let mut v = MapView::new();
+        v.max = 8;
         assert_eq!(run(&mut v, "SET a 1"), b"+OK\r\n");
         assert_eq!(run(&mut v, "SET a 2 NX"), b"$-1\r\n");
         assert_eq!(run(&mut v, "INCRBY a 41"), b":42\r\n");

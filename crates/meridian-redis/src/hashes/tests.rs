@@ -3,10 +3,8 @@
 
 use super::*;
 use crate::OwnedArgs;
-use crate::strings::tests::MapView;
+use crate::test_view::TestView as MapView;
 use crate::view::Entry;
-use meridian_core::Timestamp;
-use std::collections::BTreeMap;
 
 /// Builds the arguments of `parts` and runs them with `f`, returning the reply's bytes.
 fn with_args(parts: &[&[u8]], f: impl FnOnce(Cmd, Args<'_>, &mut Reply)) -> Vec<u8> {
@@ -41,11 +39,9 @@ fn line(v: &mut MapView, l: &str) -> String {
 }
 
 fn map_view() -> MapView {
-    MapView {
-        now: Timestamp(10_000_000),
-        map: BTreeMap::new(),
-        max: 64,
-    }
+    let mut v = MapView::new();
+    v.max = 64;
+    v
 }
 
 const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
