@@ -59,6 +59,13 @@ fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Entry>> {
     Ok(e)
 }
 
+/// [`read`] of the type and expiry alone ([`View::header`]).
+fn read_header<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<(Kind, Option<u64>)>> {
+    let h = v.header(key)?;
+    v.count_read(key, h.is_some());
+    Ok(h)
+}
+
 /// Refuses a value that is not a string (Redis's `checkType`): one byte comparison on the
 /// decoded envelope.
 #[inline]
@@ -101,14 +108,14 @@ pub fn exists<'k, V: View + ?Sized>(
 ) -> Result<u64> {
     let mut n = 0;
     for k in keys {
-        n += read(v, k)?.is_some() as u64;
+        n += read_header(v, k)?.is_some() as u64;
     }
     Ok(n)
 }
 
 /// TYPE: `"string"`, `"hash"` or `"none"`.
 pub fn key_type<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<&'static str> {
-    Ok(read(v, key)?.map_or("none", |e| e.kind.type_name()))
+    Ok(read_header(v, key)?.map_or("none", |(kind, _)| kind.type_name()))
 }
 
 /// STRLEN.
@@ -144,12 +151,10 @@ pub fn getrange<V: View + ?Sized>(v: &mut V, key: &[u8], start: i64, end: i64) -
 
 /// TTL/PTTL/EXPIRETIME/PEXPIRETIME: the key's time to live.
 pub fn ttl<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<KeyTtl> {
-    Ok(match read(v, key)? {
+    Ok(match read_header(v, key)? {
         None => KeyTtl::Missing,
-        Some(Entry { expiry: None, .. }) => KeyTtl::Persistent,
-        Some(Entry {
-            expiry: Some(at), ..
-        }) => {
+        Some((_, None)) => KeyTtl::Persistent,
+        Some((_, Some(at))) => {
             let at = Timestamp(at);
             KeyTtl::Expires {
                 at,
@@ -402,35 +407,27 @@ pub fn expire<V: View + ?Sized>(
     deadline: Deadline,
     cond: ExpireCondition,
 ) -> Result<bool> {
-    let Some(e) = v.load(key)? else {
+    let Some((_, expiry)) = v.header(key)? else {
         return Ok(false);
     };
     let at = deadline.resolve(v.now());
-    let holds = match e.expiry {
+    let holds = match expiry {
         None => !cond.xx && !cond.gt,
         Some(cur) => !cond.nx && (!cond.gt || at > cur) && (!cond.lt || at < cur),
     };
-    if holds {
-        let value = EntryRef {
-            data: &e.data,
-            expiry: Some(at),
-            kind: e.kind,
-        };
-        put(v, key, value, Some(true))?;
+    if holds && at <= v.now().0 {
+        v.store(key, None)?;
+    } else if holds {
+        v.retime(key, Some(at))?;
     }
     Ok(holds)
 }
 
 /// PERSIST: returns whether the key had a TTL.
 pub fn persist<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<bool> {
-    match v.load(key)? {
-        Some(e) if e.expiry.is_some() => {
-            let value = EntryRef {
-                data: &e.data,
-                expiry: None,
-                kind: e.kind,
-            };
-            put(v, key, value, Some(true))?;
+    match v.header(key)? {
+        Some((_, Some(_))) => {
+            v.retime(key, None)?;
             Ok(true)
         }
         _ => Ok(false),

@@ -69,6 +69,29 @@ pub trait View {
     /// Records a read that found (`hit`) or missed its key, for INFO's keyspace_hits/misses.
     fn count_read(&mut self, _key: &[u8], _hit: bool) {}
 
+    /// The type and expiry of `key`'s live value, its data left out: what [`View::load`]
+    /// would answer otherwise (an expired key is absent). TYPE, EXISTS, TTL and EXPIRE need
+    /// no more, and a view that keeps collections in memory answers without materializing.
+    fn header(&mut self, key: &[u8]) -> Result<Option<(Kind, Option<u64>)>> {
+        Ok(self.load(key)?.map(|e| (e.kind, e.expiry)))
+    }
+
+    /// Sets the expiry of `key`'s live value (after [`View::now`], or none), keeping its data
+    /// and type (EXPIRE, PERSIST). Does nothing when the key is absent.
+    fn retime(&mut self, key: &[u8], expiry: Option<u64>) -> Result<()> {
+        match self.load(key)? {
+            None => Ok(()),
+            Some(e) => self.store(
+                key,
+                Some(EntryRef {
+                    data: &e.data,
+                    expiry,
+                    kind: e.kind,
+                }),
+            ),
+        }
+    }
+
     /// The live collection at `key` and its expiry, if this view keeps it in memory as an
     /// object ([`crate::collection`]): `None` when the key is absent, expired, or held as
     /// bytes (then [`View::load`] has it). Views that keep no objects answer `None`.

@@ -529,12 +529,7 @@ impl Keyspace {
         e: EntryRef<'_>,
         now: Timestamp,
     ) -> Result<()> {
-        if !s.objects.is_empty() {
-            if self.retime_held(s, key, e, now)? {
-                return Ok(());
-            }
-            self.drop_held(s, key);
-        }
+        self.drop_held(s, key);
         self.horizon(now);
         let expiry = e.expiry;
         let key = Bytes::copy_from_slice(key);

@@ -10,11 +10,11 @@
 //!   lives in the stripe's `objects` map, read and changed only under the stripe's lock; the
 //!   marker and the object are written together, under that lock.
 //! - **one stored form for every other reader**: a read of a held key's bytes (DUMP, RENAME,
-//!   COPY, SORT, OBJECT, TYPE, EXISTS...) materializes the object's encoding, kept until the
-//!   object next changes, so an unchanged collection is encoded once. A write of bytes to a
-//!   held key (SET over it, RENAME onto it, a MULTI that stored it as bytes) drops the object;
-//!   a write of exactly the bytes last handed out with another expiry (EXPIRE, PERSIST) keeps
-//!   it and changes only its expiry.
+//!   COPY, SORT, OBJECT...) materializes the object's encoding, kept until the object next
+//!   changes, so an unchanged collection is encoded once; TYPE, EXISTS and TTL read the
+//!   marker alone (`View::header`), and EXPIRE and PERSIST rewrite only the marker and the
+//!   object's expiry (`View::retime`). A write of bytes to a held key (SET over it, RENAME
+//!   onto it, a MULTI that stored it as bytes) drops the object.
 //! - **writes are writes**: a change in place counts for WATCH, readies the key for blocked
 //!   clients, and updates the memory estimate; a collection left empty is deleted.
 //! - **only where nothing else needs the bytes**: objects are held on the in-memory engine
@@ -222,33 +222,43 @@ impl Keyspace {
         Ok(())
     }
 
-    /// A write of `e` to a held `key` that only changes its expiry — `e`'s data is the very
-    /// encoding last materialized (EXPIRE, PERSIST) — applied to the marker, keeping the
-    /// object. Returns whether it was one.
+    /// EXPIRE or PERSIST of a held `key`: the marker and the object take the new expiry,
+    /// the object is kept. Returns whether `s` holds `key`.
     pub(super) fn retime_held(
         &self,
         s: &mut Stripe,
         key: &[u8],
-        e: EntryRef<'_>,
+        expiry: Option<u64>,
         now: Timestamp,
     ) -> Result<bool> {
         let Some(h) = s.objects.get_mut(key) else {
             return Ok(false);
         };
-        let same = h.obj.kind() == e.kind
-            && h.encoded.as_ref().is_some_and(|b| {
-                b.as_ptr() == e.data.as_ptr() && b.len() == e.data.len()
-            });
-        if !same {
-            return Ok(false);
-        }
-        h.expiry = e.expiry;
+        h.expiry = expiry;
+        let marker = encode_held(h.obj.kind(), expiry);
         self.horizon(now);
-        self.engine
-            .put(Bytes::copy_from_slice(key), now, encode_held(e.kind, e.expiry))?;
+        self.engine.put(Bytes::copy_from_slice(key), now, marker)?;
         s.touch(key);
-        self.index(s, key, e.expiry);
+        self.index(s, key, expiry);
         Ok(true)
+    }
+
+    /// The type and expiry of `key`'s live value, deleting it first if it has expired.
+    pub(super) fn header_locked(
+        &self,
+        s: &mut Stripe,
+        key: &[u8],
+        now: Timestamp,
+    ) -> Result<Option<(Kind, Option<u64>)>> {
+        match self.stored(key)? {
+            Some(st) if st.is_expired(now) => {
+                self.expire_locked(s, key, now)?;
+                self.expired_keys.fetch_add(1, Ordering::Relaxed);
+                Ok(None)
+            }
+            Some(st) => Ok(Some((st.kind(), st.expiry()))),
+            None => Ok(None),
+        }
     }
 
     /// The memory `s` holds for `key`'s collection, if it holds one (MEMORY USAGE).

@@ -24,6 +24,16 @@ impl View for ReadView<'_> {
         self.ks.read_live(key)
     }
 
+    fn header(&mut self, key: &[u8]) -> Result<Option<(Kind, Option<u64>)>> {
+        match self.ks.stored(key)? {
+            // Expired: `load` deletes it.
+            Some(st) if st.is_expired(self.ks.clock.now()) => {
+                Ok(self.load(key)?.map(|e| (e.kind, e.expiry)))
+            }
+            st => Ok(st.map(|st| (st.kind(), st.expiry()))),
+        }
+    }
+
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
         let mut s = self.ks.lock(key);
         self.ks.locked(&mut s).store(key, value)
@@ -77,6 +87,27 @@ impl View for LockedView<'_> {
     #[inline]
     fn count_read(&mut self, key: &[u8], hit: bool) {
         self.ks.count_read(key, hit);
+    }
+
+    fn header(&mut self, key: &[u8]) -> Result<Option<(Kind, Option<u64>)>> {
+        self.ks.header_locked(self.stripe, key, self.now)
+    }
+
+    fn retime(&mut self, key: &[u8], expiry: Option<u64>) -> Result<()> {
+        if self.ks.retime_held(self.stripe, key, expiry, self.now)? {
+            return Ok(());
+        }
+        match self.load(key)? {
+            None => Ok(()),
+            Some(e) => self.store(
+                key,
+                Some(EntryRef {
+                    data: &e.data,
+                    expiry,
+                    kind: e.kind,
+                }),
+            ),
+        }
     }
 
     #[inline]
@@ -419,6 +450,59 @@ impl View for Overlay<'_> {
         }
         let s = self.guards.of(key)?;
         Ok(s.objects.get_mut(key).map(|h| h.open()))
+    }
+
+    fn header(&mut self, key: &[u8]) -> Result<Option<(Kind, Option<u64>)>> {
+        if self.pending.contains_key(key) || self.guards.of(key).is_err() {
+            return Ok(self.load(key)?.map(|e| (e.kind, e.expiry)));
+        }
+        match self.ks.stored(key)? {
+            Some(st) if st.is_expired(self.now) => {
+                self.pending_expired(key);
+                Ok(None)
+            }
+            Some(st) => {
+                if self.ks.tracks_reads()
+                    && let Some(m) = self.guards.of(key)?.meta.get_mut(key)
+                {
+                    m.access(self.now);
+                }
+                Ok(Some((st.kind(), st.expiry())))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn retime(&mut self, key: &[u8], expiry: Option<u64>) -> Result<()> {
+        if self.object_mut(key)?.is_none() {
+            let Some(e) = self.load(key)? else {
+                return Ok(());
+            };
+            let value = EntryRef {
+                data: &e.data,
+                expiry,
+                kind: e.kind,
+            };
+            return self.store(key, Some(value));
+        }
+        // Held: the object takes the expiry; the marker goes with the batch.
+        let s = self.guards.of(key)?;
+        let Some(h) = s.objects.get_mut(key) else {
+            return Ok(());
+        };
+        h.expiry = expiry;
+        let marker = meridian_core::envelope::encode_held(h.obj.kind(), expiry);
+        self.pend(
+            key,
+            Pending {
+                value: Some(marker),
+                expiry,
+                touched: true,
+                expired: false,
+                held: true,
+            },
+        );
+        Ok(())
     }
 
     fn object_changed(&mut self, key: &[u8]) -> Result<()> {
