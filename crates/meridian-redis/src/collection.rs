@@ -95,10 +95,7 @@ pub fn read<T: Typed, V: View + ?Sized, R>(
         Ok(None) => {}
     }
     let loaded = load::<T, V>(v, key);
-    v.count_read(
-        key,
-        matches!(loaded, Ok(Some(_)) | Err(RedisError::WrongType)),
-    );
+    v.count_read(key, matches!(loaded, Ok(Some(_)) | Err(RedisError::WrongType)));
     match loaded? {
         None => Ok(None),
         Some((t, _)) => f(&t).map(Some),
@@ -213,24 +210,12 @@ mod tests {
         for held in [false, true] {
             let mut v = TestView::new();
             v.hold_objects = held;
-            assert_eq!(
-                update::<Bag, _, _>(&mut v, b"k", false, |b| push(b, 1)).unwrap(),
-                None
-            );
-            assert_eq!(
-                update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 1)).unwrap(),
-                Some(1)
-            );
-            assert_eq!(
-                update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 2)).unwrap(),
-                Some(2)
-            );
+            assert_eq!(update::<Bag, _, _>(&mut v, b"k", false, |b| push(b, 1)).unwrap(), None);
+            assert_eq!(update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 1)).unwrap(), Some(1));
+            assert_eq!(update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 2)).unwrap(), Some(2));
             let seen = read::<Bag, _, _>(&mut v, b"k", |b| Ok(b.0.clone())).unwrap();
             assert_eq!(seen, Some(vec![1, 2]), "held: {held}");
-            assert_eq!(
-                v.load(b"k").unwrap().unwrap().data,
-                Bytes::from_static(&[1, 2])
-            );
+            assert_eq!(v.load(b"k").unwrap().unwrap().data, Bytes::from_static(&[1, 2]));
             // Emptied: the key is gone.
             update::<Bag, _, _>(&mut v, b"k", false, |b| {
                 b.0.clear();
@@ -253,10 +238,7 @@ mod tests {
             let err = read::<Bag, _, _>(&mut v, b"s", |_| Ok(())).unwrap_err();
             assert!(matches!(err, RedisError::WrongType));
             assert_eq!((v.hits, v.misses), (1, 0));
-            assert_eq!(
-                read::<Bag, _, _>(&mut v, b"none", |_| Ok(())).unwrap(),
-                None
-            );
+            assert_eq!(read::<Bag, _, _>(&mut v, b"none", |_| Ok(())).unwrap(), None);
             assert_eq!((v.hits, v.misses), (1, 1));
         }
     }
@@ -269,10 +251,7 @@ mod tests {
             Err(RedisError::Syntax)
         });
         assert!(err.is_err());
-        assert_eq!(
-            v.load(b"k").unwrap().unwrap().data,
-            Bytes::from_static(&[7])
-        );
+        assert_eq!(v.load(b"k").unwrap().unwrap().data, Bytes::from_static(&[7]));
         v.store(
             b"bad",
             Some(EntryRef {
@@ -294,10 +273,7 @@ mod tests {
         update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 2)).unwrap();
         let err = update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 3)).unwrap_err();
         assert!(matches!(err, RedisError::CollectionTooLarge("list")));
-        assert_eq!(
-            v.load(b"k").unwrap().unwrap().data,
-            Bytes::from_static(&[1, 2])
-        );
+        assert_eq!(v.load(b"k").unwrap().unwrap().data, Bytes::from_static(&[1, 2]));
     }
 
     #[test]
