@@ -7,8 +7,10 @@
 //! [`encoding`](crate::zsets::encoding)): each member's score is the 52-bit interleaved
 //! geohash Redis computes ([`hash`]), so ZSCORE, ZRANGE ... WITHSCORES and ZREM work on a geo
 //! key and give Redis's numbers, and GEOADD is ZADD ([`crate::zsets::zadd`]) with scores
-//! computed from coordinates: it keeps the key's TTL and refuses a set larger than
-//! [`View::max_value_len`] as ZADD does.
+//! computed from coordinates: it keeps the key's TTL, changes a held index in place, and on a
+//! view of bytes refuses a set larger than [`View::max_value_len`] as ZADD does. Reads go
+//! through [`collection::read`] (the held index itself, or one decoded from bytes); a search
+//! finds each cell's first member in O(log n).
 //!
 //! **Searches** ([`search`]) follow Redis's algorithm, not a brute-force filter: a cell step
 //! estimated from the radius, the centre cell and its eight neighbours (those the shape's

@@ -5,18 +5,25 @@
 //! ZMSCORE, ZRANK, ZREVRANK, ZSCAN, ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER, BZPOPMIN, BZPOPMAX
 //! and BZMPOP mean, reply for reply and error for error Redis 7.0's.
 //!
-//! A sorted set is **one stored value**: an envelope of kind [`Kind::ZSet`] whose data is
-//! [`encoding`]'s entry list, sorted by (score, member). Like a hash (`crate::hashes`), it
-//! runs over any [`View`] with the view's atomicity: the standalone keyspace's locked stripe
-//! or MULTI overlay, a cluster front end's one-key view.
+//! A sorted set is a [`ZSet`] ([`encoding`]): a `(score, member)` tree for ranges, ranks and
+//! pops and a `member → score` map for lookups. Its stored form is **one value**, an envelope
+//! of kind [`Kind::ZSet`] whose data is [`encoding`]'s entry list sorted by (score, member).
+//! Every command reaches the set through [`crate::collection`]'s paths ([`collection::read`],
+//! [`collection::store`], and a local `modify` that is `collection::update` recording a write
+//! only when the set changed), so it runs over any [`View`] with the view's atomicity.
 //!
-//! **Cost**: every command but ZCARD decodes the whole set into both its orders (a
-//! `(score, member)` tree for ranges, ranks and pops, a `member → score` map for ZSCORE, ZRANK,
-//! ZADD...): O(n log n) per command, members sliced from the stored value without a copy.
-//! Every write re-encodes and rewrites the whole value, O(n): a sorted set is bounded in
-//! practice by what one value may hold, and a write whose encoding exceeds
-//! [`View::max_value_len`] is refused with `ERR zset exceeds maximum allowed size
-//! (proto-max-bulk-len)` and nothing changes.
+//! **Cost**: on a view that keeps objects (the standalone keyspace) the set is changed in
+//! place, never decoded or encoded: ZADD, ZINCRBY, ZREM, ZSCORE, ZMSCORE (per member), ZCARD,
+//! a pop (per member popped) cost O(log n); ZRANK/ZREVRANK O(min(rank, n − rank)); a score
+//! range (and a lex range over equal scores) O(log n + offset + answer), a rank range
+//! O(min(start, n − stop) + answer); ZSCAN, ZRANDMEMBER and ZUNION/ZINTER/ZDIFF
+//! O(n) (their sources are copied before the destination is written). On a view of bytes (a
+//! cluster's one-key view, a MULTI overlay) every command but ZCARD (which reads only the
+//! count) decodes the set, O(n log n), and a write re-encodes it, O(n); there a write whose
+//! encoding exceeds [`View::max_value_len`] is refused with `ERR zset exceeds maximum allowed
+//! size (proto-max-bulk-len)` and nothing changes. A write that changes nothing (ZADD of
+//! equal scores, ZREM of absent members, an empty pop) writes nothing on either path, as
+//! Redis signals no key then.
 //!
 //! **Redis's rules kept**: a sorted-set command on a key of another type answers
 //! `-WRONGTYPE`; a *set* is a valid input of ZUNION/ZINTER/ZDIFF/ZINTERCARD (every member
@@ -215,13 +222,16 @@ pub fn zadd<V: View + ?Sized>(
     Ok(done.unwrap_or_default())
 }
 
+/// ZADD's outcome and the scores it sets, in order.
+type ZaddPlan<'p> = (ZaddOutcome, Vec<(&'p [u8], Score)>);
+
 /// What ZADD does to `z` (Redis's `zsetAdd` per pair), without changing it: its outcome and
 /// the scores to set, in order. A pair naming a member an earlier pair set sees that score.
 fn zadd_plan<'p>(
     z: &ZSet,
     flags: ZaddFlags,
     pairs: &[(f64, &'p [u8])],
-) -> std::result::Result<(ZaddOutcome, Vec<(&'p [u8], Score)>), ZaddError> {
+) -> std::result::Result<ZaddPlan<'p>, ZaddError> {
     let mut out = ZaddOutcome::default();
     let mut writes: Vec<(&[u8], Score)> = Vec::new();
     // The scores set by earlier pairs (few: ZADD's pairs), over the set's.

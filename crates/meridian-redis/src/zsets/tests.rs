@@ -1405,7 +1405,8 @@ mod model {
                         let le = |m: &str| match *bk { 0 => false, 1 => true, 2 => m <= MEMBERS[*b], _ => m < MEMBERS[*b] };
                         let mut all = sorted(&model);
                         if *rev { all.reverse(); }
-                        let (near, far): (&dyn Fn(&str) -> bool, &dyn Fn(&str) -> bool) =
+                        type Test<'t> = &'t dyn Fn(&str) -> bool;
+                        let (near, far): (Test, Test) =
                             if *rev { (&le, &ge) } else { (&ge, &le) };
                         let got: Vec<String> = all
                             .iter()
