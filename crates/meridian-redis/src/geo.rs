@@ -7,8 +7,10 @@
 //! [`encoding`](crate::zsets::encoding)): each member's score is the 52-bit interleaved
 //! geohash Redis computes ([`hash`]), so ZSCORE, ZRANGE ... WITHSCORES and ZREM work on a geo
 //! key and give Redis's numbers, and GEOADD is ZADD ([`crate::zsets::zadd`]) with scores
-//! computed from coordinates: it keeps the key's TTL and refuses a set larger than
-//! [`View::max_value_len`] as ZADD does.
+//! computed from coordinates: it keeps the key's TTL, changes a held index in place, and on a
+//! view of bytes refuses a set larger than [`View::max_value_len`] as ZADD does. Reads go
+//! through [`collection::read`] (the held index itself, or one decoded from bytes); a search
+//! finds each cell's first member in O(log n).
 //!
 //! **Searches** ([`search`]) follow Redis's algorithm, not a brute-force filter: a cell step
 //! estimated from the radius, the centre cell and its eight neighbours (those the shape's
@@ -55,13 +57,14 @@ mod helper;
 mod search;
 
 use crate::args::Args;
+use crate::collection;
 use crate::command::{Cmd, Group};
 use crate::error::{CmdError, CmdResult, Result, SYNTAX, arity_error, int_arg, raw};
 use crate::reply::Reply;
 use crate::value::parse_f64;
 use crate::view::View;
 use crate::zsets::{self, Score, ZSet, ZaddFlags};
-use bytes::{BufMut, Bytes};
+use bytes::BufMut;
 use helper::{Extent, Shape};
 use search::Found;
 
@@ -104,22 +107,19 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
 
 // ----- loading and storing ---------------------------------------------------------------
 
-/// The sorted set at `key` for a read command: counts a hit or a miss, then checks the type.
-fn read(view: &mut dyn View, key: &[u8]) -> Result<Option<ZSet>> {
-    let e = view.load(key)?;
-    view.count_read(key, e.is_some());
-    e.map(|e| zsets::decode(&e)).transpose()
+/// Runs the read `f` over the index at `key` (`None` when absent), counting a hit or a miss:
+/// the view's held sorted set itself, or one decoded from its bytes.
+fn read<R>(view: &mut dyn View, key: &[u8], f: impl FnOnce(&ZSet) -> R) -> Result<Option<R>> {
+    collection::read::<ZSet, _, _>(view, key, |z| Ok(f(z)))
 }
 
-/// A STORE's result: replaces `dst` (no TTL, whatever its type), or deletes it when empty.
-fn store_result(view: &mut dyn View, dst: &[u8], z: &ZSet) -> Result<()> {
-    if z.is_empty() {
-        if view.load(dst)?.is_some() {
-            view.store(dst, None)?;
-        }
-        return Ok(());
-    }
-    zsets::store(view, dst, z, None)
+/// The scores of `members` in the index at `key` (`None` when the key is absent).
+fn scores<'a>(
+    view: &mut dyn View,
+    key: &[u8],
+    members: impl Iterator<Item = &'a [u8]>,
+) -> Result<Option<Vec<Option<f64>>>> {
+    read(view, key, |z| members.map(|m| z.score(m)).collect())
 }
 
 // ----- argument helpers ------------------------------------------------------------------
@@ -277,12 +277,12 @@ fn geodist(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult 
         5 => unit_arg(args.get(4))?,
         _ => return Err(raw(SYNTAX)),
     };
-    let Some(z) = read(view, args.get(1))? else {
+    let Some(found) = scores(view, args.get(1), args.iter_from(2).take(2))? else {
         reply.null();
         return Ok(());
     };
-    match (z.score(args.get(2)), z.score(args.get(3))) {
-        (Some(a), Some(b)) => {
+    match found[..] {
+        [Some(a), Some(b)] => {
             let (lon1, lat1) = hash::decode_score(a);
             let (lon2, lat2) = hash::decode_score(b);
             reply_distance(reply, helper::distance(lon1, lat1, lon2, lat2) / to_m);
@@ -294,10 +294,10 @@ fn geodist(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult 
 
 /// `GEOHASH key member [...]`: each member's 11-character standard geohash, or null.
 fn geohash(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
-    let z = read(view, args.get(1))?;
+    let found = scores(view, args.get(1), args.iter_from(2))?;
     reply.array(args.len() - 2);
-    for m in args.iter_from(2) {
-        match z.as_ref().and_then(|z| z.score(m)) {
+    for i in 0..args.len() - 2 {
+        match found.as_ref().and_then(|f| f.get(i).copied().flatten()) {
             Some(s) => reply.bulk(&hash::geohash_string(s)),
             None => reply.null(),
         }
@@ -308,10 +308,10 @@ fn geohash(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult 
 /// `GEOPOS key member [...]`: each member's decoded `[longitude, latitude]`, or the null
 /// array.
 fn geopos(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
-    let z = read(view, args.get(1))?;
+    let found = scores(view, args.get(1), args.iter_from(2))?;
     reply.array(args.len() - 2);
-    for m in args.iter_from(2) {
-        match z.as_ref().and_then(|z| z.score(m)) {
+    for i in 0..args.len() - 2 {
+        match found.as_ref().and_then(|f| f.get(i).copied().flatten()) {
             Some(s) => {
                 let (lon, lat) = hash::decode_score(s);
                 reply.array(2);
@@ -362,8 +362,20 @@ fn member_pos(z: &ZSet, member: &[u8]) -> ArgResult<(f64, f64)> {
         .ok_or_else(|| raw(MEMBER_NOT_FOUND))
 }
 
+/// What a search found, and where it goes.
+struct Searched<'a> {
+    /// STORE/STOREDIST's destination, or `None` for a reply.
+    store: Option<Store<'a>>,
+    /// The members found, sorted and cut to COUNT, distances in the request's unit.
+    found: Vec<Found>,
+    with_dist: bool,
+    with_hash: bool,
+    with_coord: bool,
+}
+
 /// GEORADIUS, GEORADIUSBYMEMBER, their _RO forms, GEOSEARCH and GEOSEARCHSTORE (Redis's
-/// `georadiusGeneric`), checking in its order.
+/// `georadiusGeneric`), checking in its order: the source is searched where the view keeps
+/// it (the members found are copied out), then the result is replied or stored.
 fn radius_generic(
     view: &mut dyn View,
     args: Args<'_>,
@@ -375,8 +387,39 @@ fn radius_generic(
     } else {
         1
     };
-    let z = read(view, args.get(src_at))?;
+    let done = read(view, args.get(src_at), |z| {
+        search_in(args, variant, Some(z))
+    })?;
+    let out = match done {
+        Some(out) => out?,
+        None => search_in(args, variant, None)?,
+    };
+    match out.store {
+        Some(s) => {
+            let mut z = ZSet::default();
+            for f in &out.found {
+                let score = if s.dist { f.dist } else { f.score };
+                if let Some(score) = Score::new(score) {
+                    z.insert(f.member.clone(), score);
+                }
+            }
+            zsets::store_result(view, s.key, z)?;
+            reply.int(i64::try_from(out.found.len()).unwrap_or(i64::MAX));
+        }
+        None => reply_found(
+            reply,
+            &out.found,
+            out.with_dist,
+            out.with_hash,
+            out.with_coord,
+        ),
+    }
+    Ok(())
+}
 
+/// A search's arguments checked and run over the index `z` (`None`: the key is missing, and
+/// only the options are checked).
+fn search_in<'a>(args: Args<'a>, variant: Variant, z: Option<&ZSet>) -> ArgResult<Searched<'a>> {
     let mut center: Option<(f64, f64)> = None;
     let mut extent: Option<(Extent, f64)> = None;
     let mut store: Option<Store<'_>> = None;
@@ -389,7 +432,7 @@ fn radius_generic(
         }
         Variant::ByMember { .. } => {
             // Without the key, Redis parses the options only (for the reply's type).
-            if let Some(z) = &z {
+            if let Some(z) = z {
                 center = Some(member_pos(z, args.get(2))?);
                 let (r, conv) = radius_arg(args.get(3), args.get(4))?;
                 extent = Some((Extent::Radius(r), conv));
@@ -453,7 +496,7 @@ fn radius_generic(
                 s.dist = true;
             }
         } else if is(b"FROMMEMBER") && left >= 1 && is_search && !from_lonlat {
-            if let Some(z) = &z {
+            if let Some(z) = z {
                 center = Some(member_pos(z, args.get(i + 1))?);
             }
             from_member = true;
@@ -505,16 +548,17 @@ fn radius_generic(
         return Err(raw("ERR the ANY argument requires COUNT argument"));
     }
 
+    let mut out = Searched {
+        store,
+        found: Vec::new(),
+        with_dist,
+        with_hash,
+        with_coord,
+    };
     let (Some(z), Some((lon, lat)), Some((extent, conversion))) = (z, center, extent) else {
-        // The source key is missing (the only way to get here without a centre or extent).
-        match store {
-            Some(s) => {
-                store_result(view, s.key, &ZSet::default())?;
-                reply.int(0);
-            }
-            None => reply.array(0),
-        }
-        return Ok(());
+        // The source key is missing (the only way to get here without a centre or extent):
+        // nothing found, an empty destination deleted.
+        return Ok(out);
     };
     if count != 0 && sort == Sort::None && !any {
         sort = Sort::Asc;
@@ -525,13 +569,8 @@ fn radius_generic(
         conversion,
         extent,
     };
-    let entries: Vec<(f64, &Bytes)> = z.iter().collect();
     let limit = (any && count > 0).then(|| usize::try_from(count).unwrap_or(usize::MAX));
-    let mut found = search::search(&entries, &shape, limit);
-    if found.is_empty() && store.is_none() {
-        reply.array(0);
-        return Ok(());
-    }
+    let mut found = search::search(z, &shape, limit);
     if sort != Sort::None {
         search::sort_by_distance(&mut found, sort == Sort::Desc);
     }
@@ -541,21 +580,8 @@ fn radius_generic(
     for f in &mut found {
         f.dist /= conversion;
     }
-    match store {
-        Some(s) => {
-            let mut out = ZSet::default();
-            for f in &found {
-                let score = if s.dist { f.dist } else { f.score };
-                if let Some(score) = Score::new(score) {
-                    out.insert(f.member.clone(), score);
-                }
-            }
-            store_result(view, s.key, &out)?;
-            reply.int(i64::try_from(found.len()).unwrap_or(i64::MAX));
-        }
-        None => reply_found(reply, &found, with_dist, with_hash, with_coord),
-    }
-    Ok(())
+    out.found = found;
+    Ok(out)
 }
 
 /// A search's members, each alone or as `[member, dist?, hash?, [lon, lat]?]`.

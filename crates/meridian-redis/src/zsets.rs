@@ -5,18 +5,25 @@
 //! ZMSCORE, ZRANK, ZREVRANK, ZSCAN, ZPOPMIN, ZPOPMAX, ZMPOP, ZRANDMEMBER, BZPOPMIN, BZPOPMAX
 //! and BZMPOP mean, reply for reply and error for error Redis 7.0's.
 //!
-//! A sorted set is **one stored value**: an envelope of kind [`Kind::ZSet`] whose data is
-//! [`encoding`]'s entry list, sorted by (score, member). Like a hash (`crate::hashes`), it
-//! runs over any [`View`] with the view's atomicity: the standalone keyspace's locked stripe
-//! or MULTI overlay, a cluster front end's one-key view.
+//! A sorted set is a [`ZSet`] ([`encoding`]): a `(score, member)` tree for ranges, ranks and
+//! pops and a `member → score` map for lookups. Its stored form is **one value**, an envelope
+//! of kind [`Kind::ZSet`] whose data is [`encoding`]'s entry list sorted by (score, member).
+//! Every command reaches the set through [`crate::collection`]'s paths ([`collection::read`],
+//! [`collection::store`], and a local `modify` that is `collection::update` recording a write
+//! only when the set changed), so it runs over any [`View`] with the view's atomicity.
 //!
-//! **Cost**: every command but ZCARD decodes the whole set into both its orders (a
-//! `(score, member)` tree for ranges, ranks and pops, a `member → score` map for ZSCORE, ZRANK,
-//! ZADD...): O(n log n) per command, members sliced from the stored value without a copy.
-//! Every write re-encodes and rewrites the whole value, O(n): a sorted set is bounded in
-//! practice by what one value may hold, and a write whose encoding exceeds
-//! [`View::max_value_len`] is refused with `ERR zset exceeds maximum allowed size
-//! (proto-max-bulk-len)` and nothing changes.
+//! **Cost**: on a view that keeps objects (the standalone keyspace) the set is changed in
+//! place, never decoded or encoded: ZADD, ZINCRBY, ZREM, ZSCORE, ZMSCORE (per member), ZCARD,
+//! a pop (per member popped) cost O(log n); ZRANK/ZREVRANK O(min(rank, n − rank)); a score
+//! range (and a lex range over equal scores) O(log n + offset + answer), a rank range
+//! O(min(start, n − stop) + answer); ZSCAN, ZRANDMEMBER and ZUNION/ZINTER/ZDIFF
+//! O(n) (their sources are copied before the destination is written). On a view of bytes (a
+//! cluster's one-key view, a MULTI overlay) every command but ZCARD (which reads only the
+//! count) decodes the set, O(n log n), and a write re-encodes it, O(n); there a write whose
+//! encoding exceeds [`View::max_value_len`] is refused with `ERR zset exceeds maximum allowed
+//! size (proto-max-bulk-len)` and nothing changes. A write that changes nothing (ZADD of
+//! equal scores, ZREM of absent members, an empty pop) writes nothing on either path, as
+//! Redis signals no key then.
 //!
 //! **Redis's rules kept**: a sorted-set command on a key of another type answers
 //! `-WRONGTYPE`; a *set* is a valid input of ZUNION/ZINTER/ZDIFF/ZINTERCARD (every member
@@ -49,12 +56,13 @@ pub mod ranges;
 mod setops;
 
 use crate::args::Args;
+use crate::collection;
 use crate::command::{Cmd, Group};
 use crate::error::{CmdError, RedisError, Result, SYNTAX, arity_error, int_arg, raw};
 use crate::reply::Reply;
 use crate::scan::parse_cursor;
 use crate::value::{format_double, glob_match, parse_f64};
-use crate::view::{Entry, EntryRef, Kind, View};
+use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
 pub use encoding::{Score, ZSet};
 pub use pop::{Popped, blocking_source_keys, pop_first};
@@ -79,39 +87,88 @@ pub fn decode(e: &Entry) -> Result<ZSet> {
     ZSet::decode(&e.data).map_err(RedisError::Corrupt)
 }
 
-/// The sorted set at `key` and its key's expiry, for a write (no hit/miss counted).
+/// The sorted set at `key` and its key's expiry, decoded from the view's bytes, for a write
+/// (no hit/miss counted).
 pub fn load<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<(ZSet, Option<u64>)>> {
-    match v.load(key)? {
-        None => Ok(None),
-        Some(e) => Ok(Some((decode(&e)?, e.expiry))),
-    }
+    collection::load::<ZSet, V>(v, key)
 }
 
-/// The sorted set at `key` for a read command: counts a hit or a miss, then checks the type.
-fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<ZSet>> {
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    e.map(|e| decode(&e)).transpose()
-}
-
-/// Stores `z` at `key` with `expiry`, or deletes the key when `z` is empty. Refuses (nothing
-/// written) an encoding longer than the view's maximum.
+/// Stores a copy of `z` at `key` with `expiry`, or deletes the key when `z` is empty. On a
+/// view that keeps bytes, refuses (nothing written) an encoding longer than the view's
+/// maximum. (The commands here store what they own with [`collection::store`].)
 pub fn store<V: View + ?Sized>(v: &mut V, key: &[u8], z: &ZSet, expiry: Option<u64>) -> Result<()> {
     if z.is_empty() {
         return v.store(key, None);
     }
-    let data = z.encode();
-    if data.len() > v.max_value_len() {
-        return Err(RedisError::CollectionTooLarge("zset"));
+    collection::store(v, key, z.clone(), expiry)
+}
+
+/// The held sorted set at `key`, if the view keeps it as an object: `WRONGTYPE` if it holds
+/// another type.
+fn held<'v, V: View + ?Sized>(v: &'v mut V, key: &[u8]) -> Result<Option<&'v mut ZSet>> {
+    match v.object_mut(key)? {
+        None => Ok(None),
+        Some((obj, _)) => obj
+            .as_any_mut()
+            .downcast_mut::<ZSet>()
+            .map(Some)
+            .ok_or(RedisError::WrongType),
     }
-    v.store(
-        key,
-        Some(EntryRef {
-            data: &data,
-            expiry,
-            kind: Kind::ZSet,
-        }),
-    )
+}
+
+/// [`collection::update`] for a write that may change nothing: `f` answers whether it changed
+/// the set, and only then is the write recorded (a held object's [`View::object_changed`], or
+/// the encoding stored) — as Redis signals a key only when ZADD, ZREM or a pop changed it,
+/// so WATCH and blocked clients see no write, and a bytes view re-encodes nothing, when none
+/// happened. `f` checks everything that can fail before it changes anything (see
+/// [`crate::collection`]). When the key is absent, `f` runs over an empty set if `create`,
+/// else `None`.
+fn modify<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    create: bool,
+    f: impl FnOnce(&mut ZSet) -> std::result::Result<(R, bool), ZaddError>,
+) -> std::result::Result<Option<R>, ZaddError> {
+    if let Some(z) = held(v, key)? {
+        let (r, changed) = f(z)?;
+        if changed {
+            v.object_changed(key)?;
+        }
+        return Ok(Some(r));
+    }
+    let (mut z, expiry) = match collection::load::<ZSet, V>(v, key)? {
+        Some(found) => found,
+        None if create => (ZSet::default(), None),
+        None => return Ok(None),
+    };
+    let (r, changed) = f(&mut z)?;
+    if changed {
+        collection::store(v, key, z, expiry)?;
+    }
+    Ok(Some(r))
+}
+
+/// [`modify`] for a write that cannot fail once its arguments are checked.
+fn modify_ok<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    f: impl FnOnce(&mut ZSet) -> (R, bool),
+) -> Result<Option<R>> {
+    modify(v, key, false, |z| Ok(f(z))).map_err(|e| match e {
+        ZaddError::Redis(e) => e,
+        // `f` cannot fail.
+        ZaddError::Nan => RedisError::Corrupt("unexpected NaN score"),
+    })
+}
+
+/// Runs the read `f` over the sorted set at `key` (`None` when absent), counting a hit or a
+/// miss: the held object itself, or the set decoded from the view's bytes.
+fn read<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    f: impl FnOnce(&ZSet) -> R,
+) -> Result<Option<R>> {
+    collection::read::<ZSet, V, R>(v, key, |z| Ok(f(z)))
 }
 
 // ----- the commands, typed ---------------------------------------------------------------
@@ -153,14 +210,38 @@ pub fn zadd<V: View + ?Sized>(
     flags: ZaddFlags,
     pairs: &[(f64, &[u8])],
 ) -> std::result::Result<ZaddOutcome, ZaddError> {
+    let done = modify(v, key, !flags.xx, |z| {
+        // Every pair is decided (and a NaN refused) before the set changes: all or nothing.
+        let (out, writes) = zadd_plan(z, flags, pairs)?;
+        let changed = out.added + out.updated > 0;
+        for (member, score) in writes {
+            z.insert(Bytes::copy_from_slice(member), score);
+        }
+        Ok((out, changed))
+    })?;
+    Ok(done.unwrap_or_default())
+}
+
+/// ZADD's outcome and the scores it sets, in order.
+type ZaddPlan<'p> = (ZaddOutcome, Vec<(&'p [u8], Score)>);
+
+/// What ZADD does to `z` (Redis's `zsetAdd` per pair), without changing it: its outcome and
+/// the scores to set, in order. A pair naming a member an earlier pair set sees that score.
+fn zadd_plan<'p>(
+    z: &ZSet,
+    flags: ZaddFlags,
+    pairs: &[(f64, &'p [u8])],
+) -> std::result::Result<ZaddPlan<'p>, ZaddError> {
     let mut out = ZaddOutcome::default();
-    let (mut z, expiry) = match load(v, key)? {
-        Some(found) => found,
-        None if flags.xx => return Ok(out),
-        None => (ZSet::default(), None),
-    };
+    let mut writes: Vec<(&[u8], Score)> = Vec::new();
+    // The scores set by earlier pairs (few: ZADD's pairs), over the set's.
+    let mut pending: std::collections::BTreeMap<&[u8], f64> = std::collections::BTreeMap::new();
     for &(score, member) in pairs {
-        let new = match z.score(member) {
+        let cur = match pending.get(member) {
+            Some(s) => Some(*s),
+            None => z.score(member),
+        };
+        let new = match cur {
             Some(_) if flags.nx => continue,
             Some(cur) => {
                 let new = if flags.incr { score + cur } else { score };
@@ -188,12 +269,10 @@ pub fn zadd<V: View + ?Sized>(
             }
         };
         let s = Score::new(new).ok_or(ZaddError::Nan)?;
-        z.insert(Bytes::copy_from_slice(member), s);
+        pending.insert(member, new);
+        writes.push((member, s));
     }
-    if out.added + out.updated > 0 {
-        store(v, key, &z, expiry)?;
-    }
-    Ok(out)
+    Ok((out, writes))
 }
 
 /// Why [`zadd`] failed.
@@ -227,17 +306,14 @@ pub fn zrem<'m, V: View + ?Sized>(
     key: &[u8],
     members: impl IntoIterator<Item = &'m [u8]>,
 ) -> Result<u64> {
-    let Some((mut z, expiry)) = load(v, key)? else {
-        return Ok(0);
-    };
-    let mut removed = 0;
-    for m in members {
-        removed += z.remove(m).is_some() as u64;
-    }
-    if removed > 0 {
-        store(v, key, &z, expiry)?;
-    }
-    Ok(removed)
+    let removed = modify_ok(v, key, |z| {
+        let mut removed = 0;
+        for m in members {
+            removed += z.remove(m).is_some() as u64;
+        }
+        (removed, removed > 0)
+    })?;
+    Ok(removed.unwrap_or(0))
 }
 
 /// ZRANGE and friends: the entries `spec` selects (empty for a missing key).
@@ -246,26 +322,41 @@ pub fn zrange<V: View + ?Sized>(
     key: &[u8],
     spec: &RangeSpec,
 ) -> Result<Vec<(f64, Bytes)>> {
-    Ok(read(v, key)?.map(|z| select(&z, spec)).unwrap_or_default())
+    Ok(read(v, key, |z| select(z, spec))?.unwrap_or_default())
+}
+
+/// ZCOUNT and ZLEXCOUNT: how many entries `spec` selects, counting without copying them.
+pub fn zcount<V: View + ?Sized>(v: &mut V, key: &[u8], spec: &RangeSpec) -> Result<u64> {
+    Ok(read(v, key, |z| ranges::count(z, spec))?.unwrap_or(0))
 }
 
 /// ZREMRANGEBYSCORE/RANK/LEX: removes what `spec` selects; returns how many.
 pub fn zremrange<V: View + ?Sized>(v: &mut V, key: &[u8], spec: &RangeSpec) -> Result<u64> {
-    let Some((mut z, expiry)) = load(v, key)? else {
-        return Ok(0);
-    };
-    let gone = select(&z, spec);
-    for (_, m) in &gone {
-        z.remove(m);
-    }
-    if !gone.is_empty() {
-        store(v, key, &z, expiry)?;
-    }
-    Ok(gone.len() as u64)
+    let gone = modify_ok(v, key, |z| {
+        let gone = select(z, spec);
+        for (_, m) in &gone {
+            z.remove(m);
+        }
+        (gone.len() as u64, !gone.is_empty())
+    })?;
+    Ok(gone.unwrap_or(0))
 }
 
-/// ZCARD: the member count, read without decoding the members.
+/// ZCARD: the member count — a held set's length, or the count read from the bytes without
+/// decoding the members.
 pub fn zcard<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
+    let held = held(v, key).map(|z| z.map(|z| z.len() as u64));
+    match held {
+        Ok(Some(n)) => {
+            v.count_read(key, true);
+            return Ok(n);
+        }
+        Err(e) => {
+            v.count_read(key, true);
+            return Err(e);
+        }
+        Ok(None) => {}
+    }
     let e = v.load(key)?;
     v.count_read(key, e.is_some());
     match e {
@@ -277,7 +368,7 @@ pub fn zcard<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
 
 /// ZSCORE.
 pub fn zscore<V: View + ?Sized>(v: &mut V, key: &[u8], member: &[u8]) -> Result<Option<f64>> {
-    Ok(read(v, key)?.and_then(|z| z.score(member)))
+    Ok(read(v, key, |z| z.score(member))?.flatten())
 }
 
 /// ZRANK/ZREVRANK: the member's 0-based rank.
@@ -287,10 +378,11 @@ pub fn zrank<V: View + ?Sized>(
     member: &[u8],
     rev: bool,
 ) -> Result<Option<u64>> {
-    Ok(read(v, key)?.and_then(|z| {
+    Ok(read(v, key, |z| {
         let r = z.rank(member)?;
         Some(if rev { z.len() - 1 - r } else { r } as u64)
-    }))
+    })?
+    .flatten())
 }
 
 // ----- replies ---------------------------------------------------------------------------
@@ -388,7 +480,7 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
                 offset: 0,
                 limit: -1,
             };
-            reply.int(zrange(view, key, &spec)?.len() as i64);
+            reply.int(i64::try_from(zcount(view, key, &spec)?).unwrap_or(i64::MAX));
             Ok(())
         }
         Cmd::Zcard => {
@@ -405,10 +497,12 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
             Ok(())
         }
         Cmd::Zmscore => {
-            let z = read(view, arg(args, cmd, 1)?)?;
+            let scores = read(view, arg(args, cmd, 1)?, |z| {
+                args.iter_from(2).map(|m| z.score(m)).collect::<Vec<_>>()
+            })?;
             reply.array(args.len() - 2);
-            for m in args.iter_from(2) {
-                match z.as_ref().and_then(|z| z.score(m)) {
+            for i in 0..args.len() - 2 {
+                match scores.as_ref().and_then(|s| s.get(i).copied().flatten()) {
                     Some(s) => reply.double(s),
                     None => reply.null(),
                 }
@@ -579,13 +673,14 @@ fn zrange_cmd(cmd: Cmd, view: &mut dyn View, args: Args<'_>, reply: &mut Reply) 
         let dst = args.get(1);
         let items = zrange(view, key, &spec)?;
         let mut z = ZSet::default();
-        for (s, m) in &items {
-            if let Some(s) = Score::new(*s) {
-                z.insert(m.clone(), s);
+        for (s, m) in items {
+            if let Some(s) = Score::new(s) {
+                z.insert(m, s);
             }
         }
-        store_result(view, dst, &z)?;
-        reply.int(z.len() as i64);
+        let n = z.len();
+        store_result(view, dst, z)?;
+        reply.int(n as i64);
         return Ok(());
     }
     let items = zrange(view, key, &spec)?;
@@ -593,16 +688,19 @@ fn zrange_cmd(cmd: Cmd, view: &mut dyn View, args: Args<'_>, reply: &mut Reply) 
     Ok(())
 }
 
-/// A STORE command's result: replaces `dst` (no TTL), or deletes it when `z` is empty.
-fn store_result(view: &mut dyn View, dst: &[u8], z: &ZSet) -> Result<()> {
+/// A STORE command's result: replaces `dst` (no TTL, whatever it held), or deletes it when
+/// `z` is empty. A view that keeps objects keeps `z` itself.
+pub(crate) fn store_result(view: &mut dyn View, dst: &[u8], z: ZSet) -> Result<()> {
     if z.is_empty() {
-        // Only a key that exists is deleted (a missing one stays missing).
-        if view.load(dst)?.is_some() {
+        // Only a key that exists is deleted (a missing one stays missing); a held object
+        // exists without being encoded to find out.
+        let exists = view.object_mut(dst)?.is_some() || view.load(dst)?.is_some();
+        if exists {
             view.store(dst, None)?;
         }
         return Ok(());
     }
-    store(view, dst, z, None)
+    collection::store(view, dst, z, None)
 }
 
 /// `ZSCAN key cursor [MATCH pattern] [COUNT count]`: the cursor first, then the key (a
@@ -612,12 +710,37 @@ fn zscan(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
     let cmd = Cmd::Zscan;
     let key = arg(args, cmd, 1)?;
     parse_cursor(arg(args, cmd, 2)?)?;
-    let Some(z) = read(view, key)? else {
+    // The options are checked only when the key exists (a missing key answers the empty
+    // scan whatever they are), after its type.
+    let opts = zscan_options(args);
+    let listed = read(view, key, |z| {
+        let Ok(pattern) = &opts else {
+            return Vec::new();
+        };
+        z.iter()
+            .filter(|(_, m)| pattern.is_none_or(|p| glob_match(p, m, false)))
+            .map(|(s, m)| (s, m.clone()))
+            .collect::<Vec<_>>()
+    })?;
+    let Some(listed) = listed else {
         reply.array(2);
         reply.bulk(b"0");
         reply.array(0);
         return Ok(());
     };
+    opts?;
+    reply.array(2);
+    reply.bulk(b"0");
+    reply.array(listed.len() * 2);
+    for (s, m) in listed {
+        reply.bulk(&m);
+        reply.bulk(format_double(s).as_bytes());
+    }
+    Ok(())
+}
+
+/// ZSCAN's `[MATCH pattern] [COUNT count]`: the pattern (`None`: every member).
+fn zscan_options(args: Args<'_>) -> std::result::Result<Option<&[u8]>, CmdError> {
     let mut pattern: Option<&[u8]> = None;
     let mut i = 3;
     while i < args.len() {
@@ -637,18 +760,7 @@ fn zscan(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
         }
         i += 2;
     }
-    let listed: Vec<(f64, &Bytes)> = z
-        .iter()
-        .filter(|(_, m)| pattern.is_none_or(|p| glob_match(p, m, false)))
-        .collect();
-    reply.array(2);
-    reply.bulk(b"0");
-    reply.array(listed.len() * 2);
-    for (s, m) in listed {
-        reply.bulk(m);
-        reply.bulk(format_double(s).as_bytes());
-    }
-    Ok(())
+    Ok(pattern)
 }
 
 /// `ZRANDMEMBER key [count [WITHSCORES]]` (Redis's `zrandmemberCommand`): a random member, or
@@ -659,13 +771,21 @@ fn zrandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
     let cmd = Cmd::Zrandmember;
     let key = arg(args, cmd, 1)?;
     if args.len() == 2 {
-        match read(view, key)? {
-            Some(z) if !z.is_empty() => {
-                let i = rand::rng().random_range(0..z.len());
-                reply.opt_bulk(z.iter().nth(i).map(|(_, m)| &m[..]));
+        let picked = read(view, key, |z| {
+            let n = z.len();
+            if n == 0 {
+                return None;
             }
-            _ => reply.null(),
-        }
+            let i = rand::rng().random_range(0..n);
+            // Walked from the nearer end.
+            let m = if i < n / 2 {
+                z.iter().nth(i)
+            } else {
+                z.iter().rev().nth(n - 1 - i)
+            };
+            m.map(|(_, m)| m.clone())
+        })?;
+        reply.opt_bulk(picked.flatten().as_deref());
         return Ok(());
     }
     let count = int_arg(args.get(2))?;
@@ -685,12 +805,24 @@ fn zrandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
         }
         _ => return Err(raw(SYNTAX)),
     };
-    let Some(z) = read(view, key)? else {
+    let items = read(view, key, |z| random_entries(z, count))?;
+    let Some(items) = items else {
         // Redis answers the empty array in both protocols here.
         reply.array(0);
         return Ok(());
     };
-    let entries: Vec<(f64, &Bytes)> = z.iter().collect();
+    reply_entries(reply, &items?, with_scores);
+    Ok(())
+}
+
+/// ZRANDMEMBER's `count` entries of `z` (see [`zrandmember`]).
+fn random_entries(z: &ZSet, count: i64) -> std::result::Result<Vec<(f64, Bytes)>, CmdError> {
+    use rand::Rng;
+    let entries: Vec<(f64, &Bytes)> = if count == 0 {
+        Vec::new()
+    } else {
+        z.iter().collect()
+    };
     let n = entries.len();
     let picked: Vec<usize> = if count == 0 || n == 0 {
         Vec::new()
@@ -715,12 +847,10 @@ fn zrandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
         idx.truncate(k);
         idx
     };
-    let items: Vec<(f64, Bytes)> = picked
+    Ok(picked
         .into_iter()
         .filter_map(|i| entries.get(i).map(|(s, m)| (*s, (*m).clone())))
-        .collect();
-    reply_entries(reply, &items, with_scores);
-    Ok(())
+        .collect())
 }
 
 #[cfg(test)]

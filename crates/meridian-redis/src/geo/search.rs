@@ -4,6 +4,7 @@
 
 use super::hash::{self, Hash};
 use super::helper::{Shape, search_cells};
+use crate::zsets::{Score, ZSet};
 use bytes::Bytes;
 use std::cmp::Ordering;
 
@@ -32,10 +33,10 @@ fn score_range(h: Hash) -> (f64, f64) {
     (min as f64, max as f64)
 }
 
-/// The members of `entries` (a sorted set's `(score, member)` pairs in ascending order)
-/// inside `shape`, in Redis's order: cell by cell, each by score then member. With `limit`
-/// (COUNT ... ANY), the search stops once that many are found.
-pub fn search(entries: &[(f64, &Bytes)], shape: &Shape, limit: Option<usize>) -> Vec<Found> {
+/// The members of the index `z` inside `shape`, in Redis's order: cell by cell, each by score
+/// then member, each cell's first entry found in O(log n). With `limit` (COUNT ... ANY), the
+/// search stops once that many are found.
+pub fn search(z: &ZSet, shape: &Shape, limit: Option<usize>) -> Vec<Found> {
     let cells = search_cells(shape);
     let mut found = Vec::new();
     let full = |found: &Vec<Found>| limit.is_some_and(|l| !found.is_empty() && found.len() >= l);
@@ -54,16 +55,18 @@ pub fn search(entries: &[(f64, &Bytes)], shape: &Shape, limit: Option<usize>) ->
             break;
         }
         let (min, max) = score_range(cell);
-        let start = entries.partition_point(|(s, _)| *s < min);
-        for (score, member) in &entries[start..] {
-            if *score >= max {
+        let Some(from) = Score::new(min) else {
+            continue;
+        };
+        for (score, member) in z.iter_from(from, b"", false) {
+            if score >= max {
                 break;
             }
-            let (lon, lat) = hash::decode_score(*score);
+            let (lon, lat) = hash::decode_score(score);
             if let Some(dist) = shape.contains(lon, lat) {
                 found.push(Found {
-                    member: (*member).clone(),
-                    score: *score,
+                    member: member.clone(),
+                    score,
                     lon,
                     lat,
                     dist,

@@ -18,13 +18,21 @@
 //! trailing bytes is reported as damage (`Err` with a static reason), never a panic.
 //!
 //! **Cost**: decoding builds both orders of the set — `(score, member)` → for ranges, ranks
-//! and pops, `member` → score for lookups — O(n log n) per command, the members sliced out of
-//! the stored value without a copy. Encoding is O(n). Every command therefore costs at least
-//! O(size of the set), as a hash's does (see `crate::hashes`); ZCARD reads only the count.
+//! and pops, `member` → score for lookups — in O(n log n), the members sliced out of the
+//! stored value without a copy; encoding is O(n). A view that keeps objects decodes a set
+//! once (or never, when ZADD creates it) and changes the [`ZSet`] in place from then on:
+//! an insert, a removal, a pop or a lookup is O(log n), a rank O(min(rank, n − rank)) (two
+//! B-trees have no order statistics), and [`Collection::memory`] is O(1) from a running
+//! count of member bytes.
 
+use crate::collection::{Collection, Typed};
+use crate::error::{RedisError, Result as RedisResult};
+use crate::view::Kind;
 use bytes::Bytes;
+use std::any::Any;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 /// A score: an `f64` that is never NaN, ordered as Redis orders scores (`-0 == 0`).
 #[derive(Clone, Copy, Debug)]
@@ -64,12 +72,18 @@ impl Ord for Score {
 }
 
 /// A sorted set in memory: both its orders. Members are [`Bytes`] (slices of the stored value
-/// after a decode, so no copy).
+/// after a decode, so no copy; a member ZADD inserts is its own copy of the request's bytes).
 #[derive(Clone, Debug, Default)]
 pub struct ZSet {
     by_score: BTreeSet<(Score, Bytes)>,
     by_member: BTreeMap<Bytes, Score>,
+    /// The sum of the members' lengths, kept by every insert and removal ([`ZSet::memory`]).
+    member_bytes: usize,
 }
+
+/// What one member costs beyond its bytes, roughly: its entry in both trees (a score, a
+/// `Bytes` handle each) and their share of the trees' nodes.
+const ENTRY_OVERHEAD: usize = 2 * (8 + std::mem::size_of::<Bytes>()) + 32;
 
 impl ZSet {
     /// The number of members.
@@ -87,19 +101,30 @@ impl ZSet {
         self.by_member.get(member).map(|s| s.get())
     }
 
-    /// Sets the member's score; returns the previous one.
+    /// Sets the member's score; returns the previous one. An existing member keeps the
+    /// `Bytes` it has (only its score changes).
     pub fn insert(&mut self, member: Bytes, score: Score) -> Option<f64> {
-        let old = self.by_member.insert(member.clone(), score);
-        if let Some(old) = old {
-            self.by_score.remove(&(old, member.clone()));
+        match self.by_member.get_key_value(&member[..]) {
+            Some((m, &old)) => {
+                let m = m.clone();
+                self.by_score.remove(&(old, m.clone()));
+                self.by_score.insert((score, m.clone()));
+                self.by_member.insert(m, score);
+                Some(old.get())
+            }
+            None => {
+                self.member_bytes = self.member_bytes.saturating_add(member.len());
+                self.by_member.insert(member.clone(), score);
+                self.by_score.insert((score, member));
+                None
+            }
         }
-        self.by_score.insert((score, member));
-        old.map(Score::get)
     }
 
     /// Removes the member; returns its score.
     pub fn remove(&mut self, member: &[u8]) -> Option<f64> {
         let (m, old) = self.by_member.remove_entry(member)?;
+        self.member_bytes = self.member_bytes.saturating_sub(m.len());
         self.by_score.remove(&(old, m));
         Some(old.get())
     }
@@ -112,18 +137,86 @@ impl ZSet {
             self.by_score.pop_first()?
         };
         self.by_member.remove(&m);
+        self.member_bytes = self.member_bytes.saturating_sub(m.len());
         Some((s.get(), m))
     }
 
-    /// The member's 0-based rank in ascending order.
+    /// The member's 0-based rank in ascending order: O(min(rank, n − rank)), counting from
+    /// both ends at once.
     pub fn rank(&self, member: &[u8]) -> Option<usize> {
         let (m, s) = self.by_member.get_key_value(member)?;
-        Some(self.by_score.range(..(*s, m.clone())).count())
+        let at = (*s, m.clone());
+        let mut below = self.by_score.range(..at.clone());
+        let mut above = self.by_score.range((Bound::Excluded(at), Bound::Unbounded));
+        let (mut a, mut b) = (0usize, 0usize);
+        loop {
+            if below.next().is_none() {
+                return Some(a);
+            }
+            a += 1;
+            if above.next().is_none() {
+                return Some(self.len().saturating_sub(1).saturating_sub(b));
+            }
+            b += 1;
+        }
     }
 
     /// Every entry, `(score, member)`, in ascending order (reversible).
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = (f64, &Bytes)> + Clone + '_ {
         self.by_score.iter().map(|(s, m)| (s.get(), m))
+    }
+
+    /// The entries at or after `(score, member)` (after it when `excluded`), ascending:
+    /// O(log n) to the first.
+    pub fn iter_from(
+        &self,
+        score: Score,
+        member: &[u8],
+        excluded: bool,
+    ) -> impl DoubleEndedIterator<Item = (f64, &Bytes)> + '_ {
+        let at = (score, Bytes::copy_from_slice(member));
+        let lo = if excluded {
+            Bound::Excluded(at)
+        } else {
+            Bound::Included(at)
+        };
+        self.by_score
+            .range((lo, Bound::Unbounded))
+            .map(|(s, m)| (s.get(), m))
+    }
+
+    /// The entries before `(score, member)` (up to and including it when `included`),
+    /// ascending (reverse it to walk down from there): O(log n) to the last.
+    pub fn iter_until(
+        &self,
+        score: Score,
+        member: &[u8],
+        included: bool,
+    ) -> impl DoubleEndedIterator<Item = (f64, &Bytes)> + '_ {
+        let at = (score, Bytes::copy_from_slice(member));
+        let hi = if included {
+            Bound::Included(at)
+        } else {
+            Bound::Excluded(at)
+        };
+        self.by_score
+            .range((Bound::Unbounded, hi))
+            .map(|(s, m)| (s.get(), m))
+    }
+
+    /// The lowest and the highest entry's scores.
+    pub fn score_bounds(&self) -> Option<(f64, f64)> {
+        let lo = self.by_score.first()?.0.get();
+        let hi = self.by_score.last()?.0.get();
+        Some((lo, hi))
+    }
+
+    /// The memory it holds, approximately: its members' bytes and a per-entry overhead, O(1).
+    pub fn memory(&self) -> usize {
+        self.len()
+            .saturating_mul(ENTRY_OVERHEAD)
+            .saturating_add(self.member_bytes)
+            .saturating_add(std::mem::size_of::<Self>())
     }
 
     /// The members with their scores, in member order.
@@ -171,6 +264,7 @@ impl ZSet {
             if z.by_member.insert(member, score).is_some() {
                 return Err("sorted set member repeated");
             }
+            z.member_bytes = z.member_bytes.saturating_add(len);
             z.by_score.insert(entry.clone());
             prev = Some(entry);
         }
@@ -178,6 +272,35 @@ impl ZSet {
             return Err("sorted set has trailing bytes");
         }
         Ok(z)
+    }
+}
+
+impl Collection for ZSet {
+    fn kind(&self) -> Kind {
+        Kind::ZSet
+    }
+    fn encode(&self) -> Vec<u8> {
+        ZSet::encode(self)
+    }
+    fn is_empty(&self) -> bool {
+        ZSet::is_empty(self)
+    }
+    fn memory(&self) -> usize {
+        ZSet::memory(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Typed for ZSet {
+    const NAME: &'static str = "zset";
+    const KIND: Kind = Kind::ZSet;
+    fn decode(data: &Bytes) -> RedisResult<Self> {
+        ZSet::decode(data).map_err(RedisError::Corrupt)
     }
 }
 

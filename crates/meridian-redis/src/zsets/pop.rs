@@ -5,7 +5,7 @@
 //! with every source key absent they answer Redis's timeout reply, the null array (what Redis
 //! answers inside MULTI too). The server waits on [`blocking_source_keys`] and runs them again.
 
-use super::{ZSet, arg, load, reply_entries, store};
+use super::{ZSet, arg, modify_ok, reply_entries};
 use crate::args::Args;
 use crate::command::Cmd;
 use crate::error::{CmdError, Result, SYNTAX, raw};
@@ -49,14 +49,14 @@ pub fn pop_first<'k, V: View + ?Sized>(
     count: u64,
 ) -> Result<Option<Popped<'k>>> {
     for key in keys {
-        let Some((mut z, expiry)) = load(v, key)? else {
-            continue;
-        };
-        let popped = pop_n(&mut z, max, count);
-        if !popped.is_empty() {
-            store(v, key, &z, expiry)?;
+        let popped = modify_ok(v, key, |z| {
+            let popped = pop_n(z, max, count);
+            let changed = !popped.is_empty();
+            (popped, changed)
+        })?;
+        if let Some(popped) = popped {
+            return Ok(Some((key, popped)));
         }
-        return Ok(Some((key, popped)));
     }
     Ok(None)
 }

@@ -2,7 +2,7 @@
 //! `zslParseLexRange`), and the selection of a range of a [`ZSet`] by rank, score or member
 //! with REV and LIMIT, walked the way Redis walks its skiplist.
 
-use super::encoding::ZSet;
+use super::encoding::{Score, ZSet};
 use crate::error::{CmdError, raw};
 use bytes::Bytes;
 
@@ -186,16 +186,70 @@ fn in_near(by: &RangeBy, rev: bool, s: f64, m: &[u8]) -> bool {
     }
 }
 
+/// Where a walk over `z` in `spec`'s direction may start without passing an entry inside the
+/// near bound: the entries from there, in walk order. O(log n) to the start for a score range,
+/// and for a lex range over a set whose scores are all equal (Redis's precondition for lex
+/// ranges); otherwise from the end of the set.
+fn walk<'z>(z: &'z ZSet, spec: &RangeSpec) -> Box<dyn Iterator<Item = (f64, &'z Bytes)> + 'z> {
+    let all = || -> Box<dyn Iterator<Item = (f64, &'z Bytes)> + 'z> {
+        if spec.rev {
+            Box::new(z.iter().rev())
+        } else {
+            Box::new(z.iter())
+        }
+    };
+    match (&spec.by, spec.rev) {
+        // Every entry below `(min, "")` scores below `min`.
+        (RangeBy::Score(r), false) => match Score::new(r.min) {
+            Some(min) => Box::new(z.iter_from(min, b"", false)),
+            None => all(),
+        },
+        // Every entry from `(next float above max, "")` on scores above `max` (`+inf`: none).
+        (RangeBy::Score(r), true) => match Score::new(r.max.next_up()) {
+            Some(above) if r.max != f64::INFINITY => {
+                Box::new(z.iter_until(above, b"", false).rev())
+            }
+            _ => all(),
+        },
+        (RangeBy::Lex(r), rev) => {
+            let Some((lo, hi)) = z.score_bounds() else {
+                return all();
+            };
+            let Some(s) = Score::new(lo).filter(|_| Score::new(lo) == Score::new(hi)) else {
+                return all();
+            };
+            // One score: the walk's order is the members' order.
+            match (rev, if rev { &r.max } else { &r.min }) {
+                (false, LexBound::Incl(b)) => Box::new(z.iter_from(s, b, false)),
+                (false, LexBound::Excl(b)) => Box::new(z.iter_from(s, b, true)),
+                (true, LexBound::Incl(b)) => Box::new(z.iter_until(s, b, true).rev()),
+                (true, LexBound::Excl(b)) => Box::new(z.iter_until(s, b, false).rev()),
+                _ => all(),
+            }
+        }
+        (RangeBy::Rank(..), _) => all(),
+    }
+}
+
 /// The entries `spec` selects, in reply order. As Redis walks: from the first entry inside
 /// the near bound, skip `offset` entries, then take entries while inside the far bound, at
 /// most `limit`. Every request-derived number is clamped, never trusted as a size.
 pub fn select(z: &ZSet, spec: &RangeSpec) -> Vec<(f64, Bytes)> {
+    let mut out = Vec::new();
+    visit(z, spec, |s, m| out.push((s, m.clone())));
+    out
+}
+
+/// How many entries `spec` selects (ZCOUNT, ZLEXCOUNT), without copying them.
+pub fn count(z: &ZSet, spec: &RangeSpec) -> u64 {
+    let mut n = 0u64;
+    visit(z, spec, |_, _| n += 1);
+    n
+}
+
+/// Calls `f` on each entry `spec` selects, in reply order (see [`select`]).
+fn visit<'z>(z: &'z ZSet, spec: &RangeSpec, mut f: impl FnMut(f64, &'z Bytes)) {
     let len = z.len() as i64;
-    let walk: Box<dyn Iterator<Item = (f64, &Bytes)>> = if spec.rev {
-        Box::new(z.iter().rev())
-    } else {
-        Box::new(z.iter())
-    };
     if let RangeBy::Rank(start, stop) = spec.by {
         let start = if start < 0 {
             len.saturating_add(start)
@@ -209,25 +263,44 @@ pub fn select(z: &ZSet, spec: &RangeSpec) -> Vec<(f64, Bytes)> {
             stop
         };
         if start > stop || start >= len {
-            return Vec::new();
+            return;
         }
         let stop = stop.min(len - 1);
-        return walk
-            .skip(start as usize)
-            .take((stop - start + 1) as usize)
-            .map(|(s, m)| (s, m.clone()))
-            .collect();
+        let take = (stop - start + 1) as usize;
+        // Ranks count in the walk's direction; walk from whichever end is nearer, so
+        // ZRANGE -10 -1 skips no more than ZRANGE 0 9.
+        if start <= len - 1 - stop {
+            let it: Box<dyn Iterator<Item = (f64, &Bytes)>> = if spec.rev {
+                Box::new(z.iter().rev())
+            } else {
+                Box::new(z.iter())
+            };
+            it.skip(start as usize)
+                .take(take)
+                .for_each(|(s, m)| f(s, m));
+        } else {
+            let it: Box<dyn Iterator<Item = (f64, &Bytes)>> = if spec.rev {
+                Box::new(z.iter())
+            } else {
+                Box::new(z.iter().rev())
+            };
+            let mut picked: Vec<(f64, &Bytes)> =
+                it.skip((len - 1 - stop) as usize).take(take).collect();
+            picked.reverse();
+            picked.into_iter().for_each(|(s, m)| f(s, m));
+        }
+        return;
     }
     if spec.offset < 0 {
-        return Vec::new();
+        return;
     }
     let offset = usize::try_from(spec.offset).unwrap_or(usize::MAX);
     let limit = usize::try_from(spec.limit).unwrap_or(usize::MAX);
     let by = &spec.by;
-    walk.skip_while(|(s, m)| !in_near(by, spec.rev, *s, m))
+    walk(z, spec)
+        .skip_while(|(s, m)| !in_near(by, spec.rev, *s, m))
         .skip(offset)
         .take_while(|(s, m)| in_far(by, spec.rev, *s, m))
         .take(limit)
-        .map(|(s, m)| (s, m.clone()))
-        .collect()
+        .for_each(|(s, m)| f(s, m));
 }

@@ -2,7 +2,7 @@
 //! `zunionInterDiffGenericCommand`): `numkeys`, then every source key's type (sorted sets and
 //! sets; a set's members score 1), then WEIGHTS / AGGREGATE / WITHSCORES / LIMIT.
 
-use super::{Score, ZSet, decode, reply_entries, store_result};
+use super::{Score, ZSet, read, reply_entries, store_result};
 use crate::args::Args;
 use crate::command::Cmd;
 use crate::error::{CmdError, RedisError, SYNTAX, int_arg, raw};
@@ -155,17 +155,23 @@ pub(super) fn exec(
     // Every source's type before any option, as Redis does.
     let mut src = Vec::with_capacity(n);
     for key in args.iter_from(first).take(n) {
-        let e = view.load(key)?;
-        view.count_read(key, e.is_some());
-        let members = match e {
-            None => BTreeMap::new(),
-            Some(e) if e.kind == Kind::ZSet => {
-                decode(&e)?.members().map(|(m, s)| (m.clone(), s)).collect()
-            }
-            Some(e) if e.kind == Kind::Set => {
-                set_members(&e)?.into_iter().map(|m| (m, 1.0)).collect()
-            }
-            Some(_) => return Err(RedisError::WrongType.into()),
+        let members = match read(view, key, |z| {
+            z.members()
+                .map(|(m, s)| (m.clone(), s))
+                .collect::<BTreeMap<_, _>>()
+        }) {
+            Ok(found) => found.unwrap_or_default(),
+            // Another type (its read already counted): a set is an input too, its members
+            // copied out of the bytes `load` gives (a result kept in memory must not hold
+            // the whole encoding alive).
+            Err(RedisError::WrongType) => match view.load(key)? {
+                Some(e) if e.kind == Kind::Set => set_members(&e)?
+                    .into_iter()
+                    .map(|m| (Bytes::copy_from_slice(&m), 1.0))
+                    .collect(),
+                _ => return Err(RedisError::WrongType.into()),
+            },
+            Err(e) => return Err(e.into()),
         };
         src.push(Source {
             members,
@@ -213,8 +219,9 @@ pub(super) fn exec(
     }
     let result = compute(op, src, agg);
     if store {
-        store_result(view, args.get(1), &result)?;
-        reply.int(result.len() as i64);
+        let n = result.len();
+        store_result(view, args.get(1), result)?;
+        reply.int(n as i64);
     } else if card {
         let n = result.len() as u64;
         let n = if limit > 0 { n.min(limit) } else { n };
