@@ -174,13 +174,14 @@ pub fn encode_held(kind: Kind, expiry: Option<u64>) -> Bytes {
 /// The type and expiry of a held marker; `None` when `raw` is not one (or is damaged).
 pub fn decode_held(raw: &[u8]) -> Option<(Kind, Option<u64>)> {
     let (&flags, rest) = raw.split_first()?;
-    if flags & FLAG_HELD == 0 || flags & !(FLAG_HELD | FLAG_EXPIRY | FLAG_HASH | TYPE_BITS) != 0
-    {
+    if flags & FLAG_HELD == 0 || flags & !(FLAG_HELD | FLAG_EXPIRY | FLAG_HASH | TYPE_BITS) != 0 {
         return None;
     }
     let kind = Kind::from_flags(flags)?;
     let expiry = match (flags & FLAG_EXPIRY != 0, rest) {
-        (true, [a, b, c, d, e, f, g, h]) => Some(u64::from_be_bytes([*a, *b, *c, *d, *e, *f, *g, *h])),
+        (true, [a, b, c, d, e, f, g, h]) => {
+            Some(u64::from_be_bytes([*a, *b, *c, *d, *e, *f, *g, *h]))
+        }
         (false, []) => None,
         _ => return None,
     };

@@ -50,9 +50,9 @@ pub trait Typed: Collection + Default + Sized {
     fn decode(data: &Bytes) -> Result<Self>;
 }
 
-/// The live collection at `key` if the view keeps it as an object: `WRONGTYPE` if it is of
-/// another type.
-fn held<'v, T: Typed, V: View + ?Sized>(
+/// The live collection at `key` and its expiry if the view keeps it as an object (`None`
+/// otherwise: the bytes are `View::load`'s): `WRONGTYPE` if it is of another type.
+pub fn held<'v, T: Typed, V: View + ?Sized>(
     v: &'v mut V,
     key: &[u8],
 ) -> Result<Option<(&'v mut T, Option<u64>)>> {
@@ -95,7 +95,10 @@ pub fn read<T: Typed, V: View + ?Sized, R>(
         Ok(None) => {}
     }
     let loaded = load::<T, V>(v, key);
-    v.count_read(key, matches!(loaded, Ok(Some(_)) | Err(RedisError::WrongType)));
+    v.count_read(
+        key,
+        matches!(loaded, Ok(Some(_)) | Err(RedisError::WrongType)),
+    );
     match loaded? {
         None => Ok(None),
         Some((t, _)) => f(&t).map(Some),
@@ -113,9 +116,25 @@ pub fn update<T: Typed, V: View + ?Sized, R>(
     create: bool,
     f: impl FnOnce(&mut T) -> Result<R>,
 ) -> Result<Option<R>> {
+    modify(v, key, create, |t| f(t).map(|r| (r, true)))
+}
+
+/// [`update`] for a write that may change nothing: `f` answers whether it changed the
+/// collection, and only then is the write recorded (the held object's
+/// [`View::object_changed`], or the encoding stored) — as Redis signals a key only when a
+/// command changed it, so WATCH and blocked clients see no write, and a bytes view
+/// re-encodes nothing, when none happened. `f`'s error type only needs to hold the view's.
+pub fn modify<T: Typed, V: View + ?Sized, R, E: From<RedisError>>(
+    v: &mut V,
+    key: &[u8],
+    create: bool,
+    f: impl FnOnce(&mut T) -> std::result::Result<(R, bool), E>,
+) -> std::result::Result<Option<R>, E> {
     if let Some((t, _)) = held::<T, V>(v, key)? {
-        let r = f(t)?;
-        v.object_changed(key)?;
+        let (r, changed) = f(t)?;
+        if changed {
+            v.object_changed(key)?;
+        }
         return Ok(Some(r));
     }
     let (mut t, expiry) = match load::<T, V>(v, key)? {
@@ -123,8 +142,10 @@ pub fn update<T: Typed, V: View + ?Sized, R>(
         None if create => (T::default(), None),
         None => return Ok(None),
     };
-    let r = f(&mut t)?;
-    store(v, key, t, expiry)?;
+    let (r, changed) = f(&mut t)?;
+    if changed {
+        store(v, key, t, expiry)?;
+    }
     Ok(Some(r))
 }
 
@@ -211,12 +232,24 @@ mod tests {
         for held in [false, true] {
             let mut v = TestView::new();
             v.hold_objects = held;
-            assert_eq!(update::<Bag, _, _>(&mut v, b"k", false, |b| push(b, 1)).unwrap(), None);
-            assert_eq!(update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 1)).unwrap(), Some(1));
-            assert_eq!(update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 2)).unwrap(), Some(2));
+            assert_eq!(
+                update::<Bag, _, _>(&mut v, b"k", false, |b| push(b, 1)).unwrap(),
+                None
+            );
+            assert_eq!(
+                update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 1)).unwrap(),
+                Some(1)
+            );
+            assert_eq!(
+                update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 2)).unwrap(),
+                Some(2)
+            );
             let seen = read::<Bag, _, _>(&mut v, b"k", |b| Ok(b.0.clone())).unwrap();
             assert_eq!(seen, Some(vec![1, 2]), "held: {held}");
-            assert_eq!(v.load(b"k").unwrap().unwrap().data, Bytes::from_static(&[1, 2]));
+            assert_eq!(
+                v.load(b"k").unwrap().unwrap().data,
+                Bytes::from_static(&[1, 2])
+            );
             // Emptied: the key is gone.
             update::<Bag, _, _>(&mut v, b"k", false, |b| {
                 b.0.clear();
@@ -239,8 +272,28 @@ mod tests {
             let err = read::<Bag, _, _>(&mut v, b"s", |_| Ok(())).unwrap_err();
             assert!(matches!(err, RedisError::WrongType));
             assert_eq!((v.hits, v.misses), (1, 0));
-            assert_eq!(read::<Bag, _, _>(&mut v, b"none", |_| Ok(())).unwrap(), None);
+            assert_eq!(
+                read::<Bag, _, _>(&mut v, b"none", |_| Ok(())).unwrap(),
+                None
+            );
             assert_eq!((v.hits, v.misses), (1, 1));
+        }
+    }
+
+    #[test]
+    fn a_write_that_changes_nothing_records_nothing() {
+        for held in [false, true] {
+            let mut v = TestView::new();
+            v.hold_objects = held;
+            update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 1)).unwrap();
+            let stores = v.stores;
+            let r = modify::<Bag, _, _, RedisError>(&mut v, b"k", true, |b| Ok((b.0.len(), false)));
+            assert_eq!(r.unwrap(), Some(1));
+            assert_eq!(v.stores, stores, "held: {held}");
+            // Nothing created for an absent key that stays empty.
+            let r = modify::<Bag, _, _, RedisError>(&mut v, b"new", true, |_| Ok(((), false)));
+            assert_eq!(r.unwrap(), Some(()));
+            assert!(v.load(b"new").unwrap().is_none());
         }
     }
 
@@ -252,7 +305,10 @@ mod tests {
             Err(RedisError::Syntax)
         });
         assert!(err.is_err());
-        assert_eq!(v.load(b"k").unwrap().unwrap().data, Bytes::from_static(&[7]));
+        assert_eq!(
+            v.load(b"k").unwrap().unwrap().data,
+            Bytes::from_static(&[7])
+        );
         v.store(
             b"bad",
             Some(EntryRef {
@@ -274,7 +330,10 @@ mod tests {
         update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 2)).unwrap();
         let err = update::<Bag, _, _>(&mut v, b"k", true, |b| push(b, 3)).unwrap_err();
         assert!(matches!(err, RedisError::CollectionTooLarge("list")));
-        assert_eq!(v.load(b"k").unwrap().unwrap().data, Bytes::from_static(&[1, 2]));
+        assert_eq!(
+            v.load(b"k").unwrap().unwrap().data,
+            Bytes::from_static(&[1, 2])
+        );
     }
 
     #[test]

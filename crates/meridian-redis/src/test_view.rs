@@ -45,10 +45,7 @@ impl TestView {
 
     /// An empty view at `now`.
     pub(crate) fn at(now: Timestamp) -> Self {
-        Self {
-            now,
-            ..Self::new()
-        }
+        Self { now, ..Self::new() }
     }
 
     /// A view that keeps collections as objects.
@@ -95,7 +92,10 @@ impl View for TestView {
                 e.expiry.is_none_or(|at| at > self.now.0),
                 "stored an expired value"
             );
-            assert!(e.data.len() <= self.max, "a value longer than the view's limit");
+            assert!(
+                e.data.len() <= self.max,
+                "a value longer than the view's limit"
+            );
         }
         match value {
             Some(e) => {

@@ -103,49 +103,14 @@ pub fn store<V: View + ?Sized>(v: &mut V, key: &[u8], z: &ZSet, expiry: Option<u
     collection::store(v, key, z.clone(), expiry)
 }
 
-/// The held sorted set at `key`, if the view keeps it as an object: `WRONGTYPE` if it holds
-/// another type.
-fn held<'v, V: View + ?Sized>(v: &'v mut V, key: &[u8]) -> Result<Option<&'v mut ZSet>> {
-    match v.object_mut(key)? {
-        None => Ok(None),
-        Some((obj, _)) => obj
-            .as_any_mut()
-            .downcast_mut::<ZSet>()
-            .map(Some)
-            .ok_or(RedisError::WrongType),
-    }
-}
-
-/// [`collection::update`] for a write that may change nothing: `f` answers whether it changed
-/// the set, and only then is the write recorded (a held object's [`View::object_changed`], or
-/// the encoding stored) — as Redis signals a key only when ZADD, ZREM or a pop changed it,
-/// so WATCH and blocked clients see no write, and a bytes view re-encodes nothing, when none
-/// happened. `f` checks everything that can fail before it changes anything (see
-/// [`crate::collection`]). When the key is absent, `f` runs over an empty set if `create`,
-/// else `None`.
+/// [`collection::modify`] of the sorted set at `key`.
 fn modify<V: View + ?Sized, R>(
     v: &mut V,
     key: &[u8],
     create: bool,
     f: impl FnOnce(&mut ZSet) -> std::result::Result<(R, bool), ZaddError>,
 ) -> std::result::Result<Option<R>, ZaddError> {
-    if let Some(z) = held(v, key)? {
-        let (r, changed) = f(z)?;
-        if changed {
-            v.object_changed(key)?;
-        }
-        return Ok(Some(r));
-    }
-    let (mut z, expiry) = match collection::load::<ZSet, V>(v, key)? {
-        Some(found) => found,
-        None if create => (ZSet::default(), None),
-        None => return Ok(None),
-    };
-    let (r, changed) = f(&mut z)?;
-    if changed {
-        collection::store(v, key, z, expiry)?;
-    }
-    Ok(Some(r))
+    collection::modify::<ZSet, V, R, ZaddError>(v, key, create, f)
 }
 
 /// [`modify`] for a write that cannot fail once its arguments are checked.
@@ -345,7 +310,7 @@ pub fn zremrange<V: View + ?Sized>(v: &mut V, key: &[u8], spec: &RangeSpec) -> R
 /// ZCARD: the member count — a held set's length, or the count read from the bytes without
 /// decoding the members.
 pub fn zcard<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    let held = held(v, key).map(|z| z.map(|z| z.len() as u64));
+    let held = collection::held::<ZSet, V>(v, key).map(|z| z.map(|(z, _)| z.len() as u64));
     match held {
         Ok(Some(n)) => {
             v.count_read(key, true);

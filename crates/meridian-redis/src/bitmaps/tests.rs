@@ -5,8 +5,8 @@
 
 use super::*;
 use crate::OwnedArgs;
-use proptest::prelude::*;
 use crate::test_view::TestView as MapView;
+use proptest::prelude::*;
 
 fn view() -> MapView {
     let mut v = MapView::new();

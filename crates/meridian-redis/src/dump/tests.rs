@@ -6,10 +6,10 @@
 use super::rdb::{self, seal};
 use super::*;
 use crate::OwnedArgs;
+use crate::test_view::TestView as MapView;
 use bytes::Bytes;
 use meridian_core::Timestamp;
 use proptest::prelude::*;
-use crate::test_view::TestView as MapView;
 
 // ----- an in-memory view -----------------------------------------------------------------
 

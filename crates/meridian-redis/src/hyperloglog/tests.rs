@@ -5,10 +5,10 @@
 use super::format::{self, DENSE_SIZE, HDR, REGISTERS};
 use super::*;
 use crate::OwnedArgs;
+use crate::test_view::TestView;
 use crate::view::Entry;
 use bytes::Bytes;
 use proptest::prelude::*;
-use crate::test_view::TestView;
 
 impl TestView {
     fn get(&self, key: &str) -> &[u8] {

@@ -168,7 +168,8 @@ impl Keyspace {
         self.horizon(now);
         let kind = obj.kind();
         let key = Bytes::copy_from_slice(key);
-        self.engine.put(key.clone(), now, encode_held(kind, expiry))?;
+        self.engine
+            .put(key.clone(), now, encode_held(kind, expiry))?;
         let memory = self.put_held(s, &key, obj, expiry);
         s.touch(&key);
         self.account_put(s, &key, entry_bytes(key.len(), memory), now);
@@ -216,7 +217,12 @@ impl Keyspace {
             .fetch_add(memory as i64 - old as i64, Ordering::Relaxed);
         s.touch(key);
         if self.tracking.load(Ordering::Relaxed) {
-            self.record(s, &Bytes::copy_from_slice(key), entry_bytes(key.len(), memory), now);
+            self.record(
+                s,
+                &Bytes::copy_from_slice(key),
+                entry_bytes(key.len(), memory),
+                now,
+            );
         }
         self.blocking.stored(key, kind);
         Ok(())

@@ -53,7 +53,8 @@ fn exec(ks: &Keyspace, lines: &[String]) -> String {
                 let owned = OwnedArgs::from_slices(parts.iter().copied());
                 let cmd = Cmd::lookup(parts[0]).expect("a known command");
                 let mut reply = Reply::new(64);
-                if let Err(e) = meridian_redis::types::exec_on_view(cmd, owned.get(), ov, &mut reply)
+                if let Err(e) =
+                    meridian_redis::types::exec_on_view(cmd, owned.get(), ov, &mut reply)
                 {
                     reply.command_error(e);
                 }
@@ -99,7 +100,12 @@ fn pushes_adds_and_pops_change_the_held_object_not_the_engine() {
     // The last element popped deletes the key, marker and object.
     assert!(run(&ks, "SPOP s 5").starts_with("*2"));
     assert_eq!(run(&ks, "EXISTS s"), ":0\r\n");
-    assert!(ks.engine().get_value(b"s", Timestamp::MAX).unwrap().is_none());
+    assert!(
+        ks.engine()
+            .get_value(b"s", Timestamp::MAX)
+            .unwrap()
+            .is_none()
+    );
     // A string written over a held list replaces it.
     assert_eq!(run(&ks, "SET l str"), "+OK\r\n");
     assert_eq!(run(&ks, "GET l"), "$3\r\nstr\r\n");
@@ -143,11 +149,17 @@ fn watch_sees_changes_in_place_and_memory_counts_held_objects() {
     ws.watch(b"l");
     let before = ks.used_memory();
     run(&ks, &format!("RPUSH l {}", "x".repeat(10_000)));
-    assert!(ks.used_memory() >= before + 10_000, "held memory is counted");
+    assert!(
+        ks.used_memory() >= before + 10_000,
+        "held memory is counted"
+    );
     let ran = ks
         .transaction(std::iter::empty(), false, ws.watches(), |_| ())
         .unwrap();
-    assert!(ran.is_none(), "EXEC fails: the watched list changed in place");
+    assert!(
+        ran.is_none(),
+        "EXEC fails: the watched list changed in place"
+    );
     let usage = ks.memory_usage(b"l").unwrap().unwrap();
     assert!(usage >= 10_000, "MEMORY USAGE counts the object: {usage}");
     run(&ks, "DEL l");
@@ -307,4 +319,3 @@ proptest! {
         prop_assert_eq!(held.stats().expires, plain.stats().expires);
     }
 }
-

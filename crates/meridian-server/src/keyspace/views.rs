@@ -215,7 +215,8 @@ impl<'a> Overlay<'a> {
             match &p.value {
                 Some(v) => {
                     let len = self.ks.held_memory(s, &k).unwrap_or(v.len());
-                    self.ks.account_put(s, &k, entry_bytes(k.len(), len), self.now)
+                    self.ks
+                        .account_put(s, &k, entry_bytes(k.len(), len), self.now)
                 }
                 None => self.ks.account_delete(s, &k),
             }
