@@ -266,6 +266,6 @@ fn store<V: View + ?Sized>(
             )
         }
         Value::Set(members) => crate::sets::store(v, key, &members, expiry),
-        Value::ZSet(z) => crate::zsets::store(v, key, &z, expiry),
+        Value::ZSet(z) => crate::collection::store(v, key, z, expiry),
     }
 }
