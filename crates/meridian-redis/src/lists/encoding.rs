@@ -169,7 +169,19 @@ pub struct Elems<'a> {
     failed: bool,
 }
 
-impl Elems<'_> {
+impl<'a> Elems<'a> {
+    /// A walk over `count` elements encoded back to back in `body` (a list's body, or one
+    /// chunk of an in-memory list): the same checks as a stored list's walk.
+    pub fn over(body: &'a [u8], count: usize) -> Elems<'a> {
+        Elems {
+            body,
+            front: 0,
+            back: body.len(),
+            left: count,
+            failed: false,
+        }
+    }
+
     /// Where the unwalked bytes start.
     pub fn front(&self) -> usize {
         self.front
