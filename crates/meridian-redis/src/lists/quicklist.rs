@@ -36,7 +36,7 @@ pub const CHUNK_BYTES: usize = 4096;
 pub const MAX_LEN: usize = u32::MAX as usize;
 
 /// A run of elements, encoded back to back.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 struct Chunk {
     data: Vec<u8>,
     count: usize,
@@ -92,7 +92,7 @@ impl Chunk {
 }
 
 /// A list in memory: see the module docs.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct Quicklist {
     chunks: VecDeque<Chunk>,
     /// Elements, over all chunks.
@@ -110,6 +110,15 @@ impl fmt::Debug for Quicklist {
             .finish()
     }
 }
+
+/// Lists are equal when their elements are, however chunked.
+impl PartialEq for Quicklist {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl Eq for Quicklist {}
 
 /// The elements `elems` in order (tests and tools).
 impl<'e> FromIterator<&'e [u8]> for Quicklist {
