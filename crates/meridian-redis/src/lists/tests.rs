@@ -775,7 +775,7 @@ fn a_held_list_changes_in_place_and_its_last_pop_deletes_it() {
     ] {
         assert_eq!(line(&mut v, cmd), want, "{cmd}");
         assert_eq!(v.held_count(), 1, "{cmd}: still held");
-        assert!(v.map.get(&b"l"[..]).is_none(), "{cmd}: not stored as bytes");
+        assert!(!v.map.contains_key(&b"l"[..]), "{cmd}: not stored as bytes");
     }
     assert_eq!(line(&mut v, "LRANGE l 0 -1"), arr("a b c d Z"));
     // Expiry and type checks on the held object.
@@ -804,7 +804,7 @@ fn a_held_list_changes_in_place_and_its_last_pop_deletes_it() {
     assert_eq!(line(&mut v, "LLEN b"), ":2\r\n");
     assert_eq!(line(&mut v, "RPUSH b z"), ":3\r\n");
     assert_eq!(v.held_count(), 1);
-    assert!(v.map.get(&b"b"[..]).is_none());
+    assert!(!v.map.contains_key(&b"b"[..]));
     assert_eq!(line(&mut v, "LRANGE b 0 -1"), arr("x y z"));
 }
 
