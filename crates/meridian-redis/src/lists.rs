@@ -3,30 +3,35 @@
 //! RPOPLPUSH, LMPOP and the blocking BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP mean, reply for
 //! reply and error for error Redis 7.0's (`t_list.c`).
 //!
-//! A list is **one stored value**: an envelope of kind [`Kind::List`] whose data is
-//! [`encoding`]'s `[tag][count u32 LE][element]...`, each element its bytes between two
-//! copies of its length (LEB128 in front, reversed LEB128 behind), so either end is reached
-//! in O(1) and a walk from either end reads one varint per element. It runs over the same
-//! views as the string and hash commands, with the same atomicity (a command's keys, or a
-//! whole EXEC, in one view).
+//! **Representation.** In memory a list is a [`Quicklist`]: a deque of chunks of a few KiB,
+//! each holding elements in [`encoding`]'s element format with its element count, as Redis's
+//! quicklist holds listpacks. Stored (DUMP, a MULTI overlay, a cluster's one-key view, SORT),
+//! it is one envelope of kind [`Kind::List`] whose data is [`encoding`]'s
+//! `[tag][count u32 LE][element]...`: the chunks' bytes concatenated behind a header. Every
+//! command reaches its list through [`collection::read`] / [`collection::update`]
+//! ([`collection`]): a view that keeps objects (the standalone keyspace) hands over the live
+//! [`Quicklist`], changed in place; any other view holds bytes, which are decoded into one
+//! (O(n), checking every element) and encoded back after a write.
 //!
-//! **Cost** (n elements, b bytes):
+//! **Cost** on a view that keeps objects (n elements; c ≈ 800 small elements per chunk):
 //!
-//! - LLEN reads the header: O(1);
-//! - LINDEX walks from the nearer end: O(min(i, n − i)) varint reads, no element decoded;
-//!   LRANGE walks from the nearer end to the range, then replies slices of the stored value
-//!   (no copy of an element);
-//! - LPUSH/RPUSH build the new value in one allocation: the new elements and one memcpy of the
-//!   old elements (O(b) bytes copied, O(pushed) work otherwise); LPOP/RPOP (with a count, and
-//!   LMPOP, BLPOP, ...) walk the popped elements and copy the rest once; LMOVE/RPOPLPUSH do
-//!   both;
-//! - LSET, LINSERT, LTRIM, LREM, LPOS walk what they need and rebuild (when they write) in
-//!   one allocation: O(b).
+//! - LLEN: O(1);
+//! - LPUSH/RPUSH/LPUSHX/RPUSHX: O(1) amortized per element (a head push shifts the bytes of
+//!   the first chunk only); LPOP/RPOP (with a count, and LMPOP, BLPOP, ...): O(1) per popped
+//!   element; LMOVE/RPOPLPUSH: O(1);
+//! - LINDEX, LSET: O(n / c + c), walking the chunk counts from the nearer end; LRANGE: the
+//!   same to reach the range, then O(range);
+//! - LTRIM: O(removed / c + c); LINSERT, LREM, LPOS: O(n), as Redis's.
 //!
-//! So every write copies the list once — a list is bounded, in practice, to what one value
-//! may hold: the encoded list must fit the view's [`View::max_value_len`] (Redis's
-//! `proto-max-bulk-len`) and hold at most `u32::MAX` elements, else the write is refused with
-//! `ERR list exceeds maximum allowed size (proto-max-bulk-len)` and nothing changes.
+//! A write command whose outcome depends on the list (LSET's index, LINSERT's pivot, LREM's
+//! matches, a pop of count 0, LMOVE's source) looks first, without counting a read, so that
+//! a write that changes nothing records no write. On a view that holds bytes every command
+//! costs O(b) (b bytes) besides: the decode, and for a write the encode.
+//!
+//! A list holds at most `u32::MAX` elements (its stored count), and on a view that holds bytes
+//! its encoding must fit the view's [`View::max_value_len`] (Redis's `proto-max-bulk-len`);
+//! beyond either, a write is refused with `ERR list exceeds maximum allowed size
+//! (proto-max-bulk-len)` and nothing changes.
 //!
 //! **Redis's rules kept**: a list command on a key of another type answers `-WRONGTYPE`; an
 //! empty list does not exist (popping, trimming or removing the last element deletes the
@@ -44,19 +49,23 @@
 //!
 //! **Where it departs**: LPOS with `RANK -9223372036854775808` is refused with Redis 7.2's
 //! `value is out of range, value must between -9223372036854775807 and 9223372036854775807`
-//! (Redis 7.0 negates it, which overflows). A list is bounded by the value limit above, where
+//! (Redis 7.0 negates it, which overflows). A list is bounded by the limits above, where
 //! Redis's quicklist is bounded by memory only. OBJECT ENCODING is not this module's.
 
 pub mod encoding;
+pub mod quicklist;
 
 use crate::args::Args;
+use crate::collection;
 use crate::command::{Cmd, Group};
 use crate::error::{CmdError, CmdResult, RedisError, Result, SYNTAX, arity_error, int_arg, raw};
 use crate::reply::Reply;
 use crate::value::{parse_i64, parse_timeout};
-use crate::view::{Entry, EntryRef, Kind, View};
+use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
-use encoding::{Elem, Elems, HEADER, Raw, elem_len, put_elem};
+use encoding::Raw;
+use quicklist::MAX_LEN;
+pub use quicklist::Quicklist;
 
 /// Which end of a list: LEFT (the head) or RIGHT (the tail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +76,8 @@ pub enum End {
     Right,
 }
 
-/// A list as loaded: its stored bytes (checked when walked) and its key's expiry.
+/// A list as stored: its bytes (checked when walked) and its key's expiry. What SORT reads
+/// from a view's bytes; commands work on a [`Quicklist`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct List {
     /// The encoded list ([`encoding`]).
@@ -80,11 +90,6 @@ impl List {
     /// The list's header, checked.
     pub fn raw(&self) -> Result<Raw<'_>> {
         Raw::parse(&self.data)
-    }
-
-    /// An element's bytes: a slice of the stored value, no copy.
-    fn slice(&self, e: Elem) -> Bytes {
-        self.data.slice(HEADER + e.start..HEADER + e.end)
     }
 }
 
@@ -99,102 +104,55 @@ pub fn decode(e: Entry) -> Result<List> {
     })
 }
 
-/// The list at `key` for a write (no hit/miss counted): `None` when the key is absent.
-pub fn load<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<List>> {
-    v.load(key)?.map(decode).transpose()
-}
-
-/// The list at `key` for a read command: counts a hit or a miss (INFO), then checks the type.
-fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<List>> {
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    e.map(decode).transpose()
-}
-
-/// Stores an encoded list at `key` with `expiry`, or deletes the key (`None`: no element
-/// left).
-fn store<V: View + ?Sized>(
-    v: &mut V,
-    key: &[u8],
-    data: Option<&[u8]>,
-    expiry: Option<u64>,
-) -> Result<()> {
-    v.store(
-        key,
-        data.map(|data| EntryRef {
-            data,
-            expiry,
-            kind: Kind::List,
-        }),
-    )
-}
-
 fn corrupt(why: &'static str) -> RedisError {
     RedisError::Corrupt(why)
 }
 
-/// The next element from `end`; running out before the count is damage.
-fn step(it: &mut Elems<'_>, end: End) -> Result<Elem> {
-    let e = match end {
-        End::Left => it.next(),
-        End::Right => it.next_back(),
-    };
-    e.unwrap_or(Err(corrupt("list: fewer elements than its count")))
+/// Runs `f` over the list at `key` without counting a read or recording a write (a write
+/// command's look before it changes anything): the live object on a view that keeps it,
+/// else the list decoded from the view's bytes. `None` when the key is absent, `WRONGTYPE`
+/// for another type.
+fn peek<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    f: impl FnOnce(&Quicklist) -> R,
+) -> Result<Option<R>> {
+    if let Some((obj, _)) = v.object_mut(key)? {
+        return match obj.as_any().downcast_ref::<Quicklist>() {
+            Some(l) => Ok(Some(f(l))),
+            None => Err(RedisError::WrongType),
+        };
+    }
+    Ok(collection::load::<Quicklist, V>(v, key)?.map(|(l, _)| f(&l)))
 }
 
-/// The list `base` (none: empty) with `elems` pushed at `end`, LPUSH's order (each element
-/// pushed in turn, so the last given ends up at the head), refused above `max` bytes.
-fn pushed(base: Option<Raw<'_>>, elems: &[&[u8]], end: End, max: usize) -> Result<Vec<u8>> {
-    let (len, body) = base.map_or((0, &[][..]), |r| (r.len(), r.body()));
-    let added = elems
-        .iter()
-        .fold(0usize, |n, e| n.saturating_add(elem_len(e.len())));
-    let mut out = encoding::start(
-        len.saturating_add(elems.len()),
-        body.len().saturating_add(added),
-        max,
-    )?;
-    match end {
-        End::Left => {
-            for e in elems.iter().rev() {
-                put_elem(&mut out, e);
-            }
-            out.extend_from_slice(body);
-        }
-        End::Right => {
-            out.extend_from_slice(body);
-            for e in elems {
-                put_elem(&mut out, e);
-            }
-        }
+/// The length of the list at `key`, as [`peek`] sees it, reading only the header of
+/// stored bytes.
+fn peek_len<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<usize>> {
+    if let Some((obj, _)) = v.object_mut(key)? {
+        return match obj.as_any().downcast_ref::<Quicklist>() {
+            Some(l) => Ok(Some(l.len())),
+            None => Err(RedisError::WrongType),
+        };
     }
-    Ok(out)
+    match v.load(key)? {
+        None => Ok(None),
+        Some(e) => Ok(Some(decode(e)?.raw()?.len())),
+    }
 }
 
-/// Takes up to `n` elements from `end` of `list`: them (in pop order) and what is left
-/// (`None`: nothing).
-fn take(list: &List, end: End, n: usize) -> Result<(Vec<Bytes>, Option<Vec<u8>>)> {
-    let raw = list.raw()?;
-    let n = n.min(raw.len());
-    let mut it = raw.elems();
-    let mut popped = Vec::with_capacity(n);
-    for _ in 0..n {
-        popped.push(list.slice(step(&mut it, end)?));
+/// Refuses a list of `len` elements growing by `more` past [`MAX_LEN`].
+fn check_growth(len: usize, more: usize) -> Result<()> {
+    if len.saturating_add(more) > MAX_LEN {
+        return Err(RedisError::CollectionTooLarge("list"));
     }
-    let left = raw.len() - n;
-    if left == 0 {
-        return Ok((popped, None));
-    }
-    let rest = &raw.body()[it.front()..it.back()];
-    let mut out = encoding::start(left, rest.len(), usize::MAX)?;
-    out.extend_from_slice(rest);
-    Ok((popped, Some(out)))
+    Ok(())
 }
 
 /// Redis's index normalization of an inclusive range over `len` elements: `None` when it is
 /// empty.
 fn range_of(len: usize, start: i64, stop: i64) -> Option<(usize, usize)> {
-    // len < 2^32, so neither sum overflows.
+    // len <= u32::MAX, so neither sum overflows.
     let len = len as i64;
     let start = if start < 0 { len + start } else { start }.max(0);
     let stop = if stop < 0 { len + stop } else { stop };
@@ -204,56 +162,19 @@ fn range_of(len: usize, start: i64, stop: i64) -> Option<(usize, usize)> {
     Some((start as usize, stop.min(len - 1) as usize))
 }
 
-/// Elements `first..=last` (`last < len`) of `list`, walking from the nearer end.
-fn slice_range(list: &List, first: usize, last: usize) -> Result<Vec<Bytes>> {
-    let raw = list.raw()?;
-    let mut it = raw.elems();
-    let n = last - first + 1;
-    let after = raw.len() - 1 - last;
-    let mut out = Vec::with_capacity(n);
-    if first <= after {
-        for _ in 0..first {
-            step(&mut it, End::Left)?;
-        }
-        for _ in 0..n {
-            out.push(list.slice(step(&mut it, End::Left)?));
-        }
-    } else {
-        for _ in 0..after {
-            step(&mut it, End::Right)?;
-        }
-        for _ in 0..n {
-            out.push(list.slice(step(&mut it, End::Right)?));
-        }
-        out.reverse();
-    }
-    Ok(out)
-}
-
-/// The element at Redis index `index` (negative from the tail), walking from the nearer end.
-fn nth(raw: Raw<'_>, index: i64) -> Result<Option<Elem>> {
-    let len = raw.len() as i64;
+/// The position of Redis index `index` (negative from the tail) among `len` elements.
+fn index_of(len: usize, index: i64) -> Option<usize> {
+    // len <= u32::MAX, so the sum does not overflow.
+    let len = len as i64;
     let i = if index < 0 { len + index } else { index };
-    if !(0..len).contains(&i) {
-        return Ok(None);
-    }
-    let i = i as usize;
-    let mut it = raw.elems();
-    let (end, skip) = if i < raw.len() / 2 {
-        (End::Left, i)
-    } else {
-        (End::Right, raw.len() - 1 - i)
-    };
-    for _ in 0..skip {
-        step(&mut it, end)?;
-    }
-    step(&mut it, end).map(Some)
+    (0..len).contains(&i).then_some(i as usize)
 }
 
 // ----- the commands, typed ---------------------------------------------------------------
 
-/// LPUSH/RPUSH (`only_existing`: LPUSHX/RPUSHX): pushes `elems` at `end` in turn, keeping the
-/// key's TTL; returns the new length (0 when `only_existing` and the key is absent).
+/// LPUSH/RPUSH (`only_existing`: LPUSHX/RPUSHX): pushes `elems` at `end` in turn (so LPUSH
+/// leaves the last given at the head), keeping the key's TTL; returns the new length (0 when
+/// `only_existing` and the key is absent).
 pub fn push<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
@@ -261,34 +182,39 @@ pub fn push<V: View + ?Sized>(
     end: End,
     only_existing: bool,
 ) -> Result<u64> {
-    let old = load(v, key)?;
-    if old.is_none() && only_existing {
-        return Ok(0);
-    }
-    let base = old.as_ref().map(List::raw).transpose()?;
-    let len = base.map_or(0, |r| r.len()) + elems.len();
-    let data = pushed(base, elems, end, v.max_value_len())?;
-    store(v, key, Some(&data), old.and_then(|l| l.expiry))?;
-    Ok(len as u64)
+    let len = collection::update::<Quicklist, V, _>(v, key, !only_existing, |l| {
+        check_growth(l.len(), elems.len())?;
+        for e in elems {
+            l.push(end, e);
+        }
+        Ok(l.len())
+    })?;
+    Ok(len.unwrap_or(0) as u64)
 }
 
 /// LPOP/RPOP with a count: up to `n` elements from `end`, in pop order (deleting the key
-/// when none is left); `None` when the key is absent. A count of 0 pops nothing.
+/// when none is left); `None` when the key is absent. A count of 0 pops nothing (and writes
+/// nothing).
 pub fn pop<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     end: End,
     n: usize,
 ) -> Result<Option<Vec<Bytes>>> {
-    let Some(list) = load(v, key)? else {
-        return Ok(None);
-    };
     if n == 0 {
-        return Ok(Some(Vec::new()));
+        return peek(v, key, |_| Vec::new());
     }
-    let (popped, rest) = take(&list, end, n)?;
-    store(v, key, rest.as_deref(), list.expiry)?;
-    Ok(Some(popped))
+    collection::update::<Quicklist, V, _>(v, key, false, |l| {
+        let n = n.min(l.len());
+        let mut popped = Vec::with_capacity(n);
+        while popped.len() < n {
+            match l.pop(end) {
+                Some(e) => popped.push(e),
+                None => break,
+            }
+        }
+        Ok(popped)
+    })
 }
 
 /// LMPOP (and BLPOP, BRPOP, BLMPOP when data is there): pops up to `n` elements from `end`
@@ -308,12 +234,10 @@ pub fn mpop<'k, V: View + ?Sized>(
     Ok(None)
 }
 
-/// LLEN: the length, read from the header.
+/// LLEN: the length (0 for a missing key).
 pub fn llen<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    match read(v, key)? {
-        None => Ok(0),
-        Some(l) => Ok(l.raw()?.len() as u64),
-    }
+    let len = collection::read::<Quicklist, V, _>(v, key, |l| Ok(l.len()))?;
+    Ok(len.unwrap_or(0) as u64)
 }
 
 /// LRANGE: elements `start..=stop` (Redis's indexes); empty for a missing key.
@@ -323,45 +247,55 @@ pub fn lrange<V: View + ?Sized>(
     start: i64,
     stop: i64,
 ) -> Result<Vec<Bytes>> {
-    let Some(list) = read(v, key)? else {
+    let got = collection::read::<Quicklist, V, _>(v, key, |l| {
+        Ok(range_elems(l, start, stop)?
+            .into_iter()
+            .map(Bytes::copy_from_slice)
+            .collect())
+    })?;
+    Ok(got.unwrap_or_default())
+}
+
+/// The elements of `l` in Redis's range `start..=stop`.
+fn range_elems(l: &Quicklist, start: i64, stop: i64) -> Result<Vec<&[u8]>> {
+    let Some((first, last)) = range_of(l.len(), start, stop) else {
         return Ok(Vec::new());
     };
-    match range_of(list.raw()?.len(), start, stop) {
-        None => Ok(Vec::new()),
-        Some((first, last)) => slice_range(&list, first, last),
+    let n = last - first + 1;
+    let elems: Vec<&[u8]> = l.range(first, n).collect();
+    if elems.len() != n {
+        return Err(corrupt("list: fewer elements than its count"));
     }
+    Ok(elems)
 }
 
-/// LINDEX of a loaded list: the element at `index`, if there is one.
-pub fn lindex(list: &List, index: i64) -> Result<Option<Bytes>> {
-    Ok(nth(list.raw()?, index)?.map(|e| list.slice(e)))
-}
-
-/// LSET of a loaded list at `key`: replaces the element at `index`; `false` when the index is
-/// out of range (nothing changed).
+/// LSET: replaces the element at `index` with `elem`; `None` when the key is absent,
+/// `Some(false)` (nothing changed) when the index is out of range.
 pub fn lset<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
-    list: &List,
+    index: i64,
+    elem: &[u8],
+) -> Result<Option<bool>> {
+    let Some(len) = peek_len(v, key)? else {
+        return Ok(None);
+    };
+    set_at(v, key, len, index, elem).map(Some)
+}
+
+/// LSET's write once the key is known to hold `len` elements.
+fn set_at<V: View + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    len: usize,
     index: i64,
     elem: &[u8],
 ) -> Result<bool> {
-    let raw = list.raw()?;
-    let Some(at) = nth(raw, index)? else {
+    let Some(i) = index_of(len, index) else {
         return Ok(false);
     };
-    let body = raw.body();
-    let kept = body.len() - (at.enc_end - at.enc_start);
-    let mut out = encoding::start(
-        raw.len(),
-        kept.saturating_add(elem_len(elem.len())),
-        v.max_value_len(),
-    )?;
-    out.extend_from_slice(&body[..at.enc_start]);
-    put_elem(&mut out, elem);
-    out.extend_from_slice(&body[at.enc_end..]);
-    store(v, key, Some(&out), list.expiry)?;
-    Ok(true)
+    let set = collection::update::<Quicklist, V, _>(v, key, false, |l| Ok(l.set(i, elem)))?;
+    Ok(set == Some(true))
 }
 
 /// LINSERT: inserts `elem` before (or after) the first element equal to `pivot`; the new
@@ -373,98 +307,80 @@ pub fn linsert<V: View + ?Sized>(
     pivot: &[u8],
     elem: &[u8],
 ) -> Result<i64> {
-    let Some(list) = load(v, key)? else {
+    let Some(found) = peek(v, key, |l| l.position(pivot))? else {
         return Ok(0);
     };
-    let raw = list.raw()?;
-    let body = raw.body();
-    let mut found = None;
-    for e in raw.elems() {
-        let e = e?;
-        if &body[e.start..e.end] == pivot {
-            found = Some(e);
-            break;
-        }
-    }
-    let Some(e) = found else {
+    let Some(p) = found else {
         return Ok(-1);
     };
-    let at = if before { e.enc_start } else { e.enc_end };
-    let len = raw.len() + 1;
-    let mut out = encoding::start(
-        len,
-        body.len().saturating_add(elem_len(elem.len())),
-        v.max_value_len(),
-    )?;
-    out.extend_from_slice(&body[..at]);
-    put_elem(&mut out, elem);
-    out.extend_from_slice(&body[at..]);
-    store(v, key, Some(&out), list.expiry)?;
-    Ok(len as i64)
+    let at = if before { p } else { p + 1 };
+    let len = collection::update::<Quicklist, V, _>(v, key, false, |l| {
+        check_growth(l.len(), 1)?;
+        if !l.insert(at, elem) {
+            return Err(corrupt("list: fewer elements than its count"));
+        }
+        Ok(l.len())
+    })?;
+    Ok(len.unwrap_or(0) as i64)
+}
+
+/// The indexes (ascending) LREM removes: the first `count` elements equal to `elem` (from
+/// the tail when `count` is negative, all of them when 0).
+fn rem_indexes(l: &Quicklist, count: i64, elem: &[u8]) -> Vec<usize> {
+    let limit = match count {
+        0 => usize::MAX,
+        c => usize::try_from(c.unsigned_abs()).unwrap_or(usize::MAX),
+    };
+    let hit = |(_, e): &(usize, &[u8])| *e == elem;
+    if count >= 0 {
+        l.iter()
+            .enumerate()
+            .filter(hit)
+            .map(|(i, _)| i)
+            .take(limit)
+            .collect()
+    } else {
+        let last = l.len().saturating_sub(1);
+        let mut found: Vec<usize> = l
+            .iter()
+            .rev()
+            .enumerate()
+            .filter(hit)
+            .map(|(j, _)| last - j)
+            .take(limit)
+            .collect();
+        found.reverse();
+        found
+    }
 }
 
 /// LREM: removes the first `count` elements equal to `elem` (from the tail when `count` is
 /// negative, all of them when 0); returns how many were removed.
 pub fn lrem<V: View + ?Sized>(v: &mut V, key: &[u8], count: i64, elem: &[u8]) -> Result<u64> {
-    let Some(list) = load(v, key)? else {
+    let Some(gone) = peek(v, key, |l| rem_indexes(l, count, elem))? else {
         return Ok(0);
     };
-    let raw = list.raw()?;
-    let body = raw.body();
-    let end = if count < 0 { End::Right } else { End::Left };
-    let limit = count.unsigned_abs();
-    let mut it = raw.elems();
-    let mut gone: Vec<(usize, usize)> = Vec::new();
-    while it.left() > 0 && (limit == 0 || (gone.len() as u64) < limit) {
-        let e = step(&mut it, end)?;
-        if &body[e.start..e.end] == elem {
-            gone.push((e.enc_start, e.enc_end));
-        }
-    }
     if gone.is_empty() {
         return Ok(0);
     }
-    let removed = gone.len();
-    if removed == raw.len() {
-        store(v, key, None, list.expiry)?;
-        return Ok(removed as u64);
-    }
-    if end == End::Right {
-        gone.reverse();
-    }
-    let dropped: usize = gone.iter().map(|(s, e)| e - s).sum();
-    let mut out = encoding::start(raw.len() - removed, body.len() - dropped, usize::MAX)?;
-    let mut at = 0;
-    for (s, e) in gone {
-        out.extend_from_slice(&body[at..s]);
-        at = e;
-    }
-    out.extend_from_slice(&body[at..]);
-    store(v, key, Some(&out), list.expiry)?;
-    Ok(removed as u64)
+    collection::update::<Quicklist, V, _>(v, key, false, |l| {
+        l.remove_indexes(&gone);
+        Ok(())
+    })?;
+    Ok(gone.len() as u64)
 }
 
 /// LTRIM: keeps elements `start..=stop` (Redis's indexes), deleting the key when that is
 /// none of them.
 pub fn ltrim<V: View + ?Sized>(v: &mut V, key: &[u8], start: i64, stop: i64) -> Result<()> {
-    let Some(list) = load(v, key)? else {
-        return Ok(());
-    };
-    let raw = list.raw()?;
-    let Some((first, last)) = range_of(raw.len(), start, stop) else {
-        return store(v, key, None, list.expiry);
-    };
-    let mut it = raw.elems();
-    for _ in 0..first {
-        step(&mut it, End::Left)?;
-    }
-    for _ in last + 1..raw.len() {
-        step(&mut it, End::Right)?;
-    }
-    let kept = &raw.body()[it.front()..it.back()];
-    let mut out = encoding::start(last - first + 1, kept.len(), usize::MAX)?;
-    out.extend_from_slice(kept);
-    store(v, key, Some(&out), list.expiry)
+    collection::update::<Quicklist, V, _>(v, key, false, |l| {
+        match range_of(l.len(), start, stop) {
+            None => *l = Quicklist::default(),
+            Some((first, last)) => l.trim(first, last),
+        }
+        Ok(())
+    })?;
+    Ok(())
 }
 
 /// LPOS's options.
@@ -487,48 +403,47 @@ pub fn lpos<V: View + ?Sized>(
     elem: &[u8],
     o: LposOptions,
 ) -> Result<Option<Vec<u64>>> {
-    let Some(list) = read(v, key)? else {
-        return Ok(None);
-    };
-    let raw = list.raw()?;
-    let body = raw.body();
-    let len = raw.len() as u64;
-    let (end, rank) = if o.rank < 0 {
-        (End::Right, o.rank.unsigned_abs())
-    } else {
-        (End::Left, o.rank as u64)
-    };
-    let want = match o.count {
-        None => 1,
-        Some(0) => u64::MAX,
-        Some(c) => c,
-    };
-    let mut it = raw.elems();
-    let (mut index, mut matches) = (0u64, 0u64);
-    let mut found = Vec::new();
-    while it.left() > 0 && (o.maxlen == 0 || index < o.maxlen) {
-        let e = step(&mut it, end)?;
-        if &body[e.start..e.end] == elem {
+    collection::read::<Quicklist, V, _>(v, key, |l| {
+        let len = l.len() as u64;
+        let rank = o.rank.unsigned_abs();
+        let want = match o.count {
+            None => 1,
+            Some(0) => u64::MAX,
+            Some(c) => c,
+        };
+        let limit = match o.maxlen {
+            0 => usize::MAX,
+            m => usize::try_from(m).unwrap_or(usize::MAX),
+        };
+        let scan: Box<dyn Iterator<Item = &[u8]>> = if o.rank < 0 {
+            Box::new(l.iter().rev())
+        } else {
+            Box::new(l.iter())
+        };
+        let mut matches = 0u64;
+        let mut found = Vec::new();
+        for (index, e) in scan.take(limit).enumerate() {
+            if e != elem {
+                continue;
+            }
             matches += 1;
-            if matches >= rank {
-                found.push(if end == End::Left {
-                    index
-                } else {
-                    len - index - 1
-                });
-                if found.len() as u64 >= want {
-                    break;
-                }
+            if matches < rank {
+                continue;
+            }
+            let index = index as u64;
+            found.push(if o.rank < 0 { len - index - 1 } else { index });
+            if found.len() as u64 >= want {
+                break;
             }
         }
-        index += 1;
-    }
-    Ok(Some(found))
+        Ok(found)
+    })
 }
 
 /// LMOVE (RPOPLPUSH): pops an element from `from` of `src` and pushes it at `to` of `dst`
-/// (the same key rotates it); the element, or `None` when `src` is absent. A `dst` of
-/// another type, or one that would grow too large, changes nothing.
+/// (the same key rotates it, in one change); the element, or `None` when `src` is absent. A
+/// `dst` of another type, or one that would grow too large, changes nothing: the element is
+/// read from `src`, pushed onto `dst`, and only then popped from `src`.
 pub fn lmove<V: View + ?Sized>(
     v: &mut V,
     src: &[u8],
@@ -536,26 +451,26 @@ pub fn lmove<V: View + ?Sized>(
     from: End,
     to: End,
 ) -> Result<Option<Bytes>> {
-    let Some(s) = load(v, src)? else {
+    if src == dst {
+        let moved = collection::update::<Quicklist, V, _>(v, src, false, |l| {
+            let e = l
+                .pop(from)
+                .ok_or(corrupt("list: fewer elements than its count"))?;
+            l.push(to, &e);
+            Ok(e)
+        })?;
+        return Ok(moved);
+    }
+    let Some(elem) = peek(v, src, |l| l.peek(from).map(Bytes::copy_from_slice))? else {
         return Ok(None);
     };
-    let same = src == dst;
-    let d = if same { None } else { load(v, dst)? };
-    let (mut popped, rest) = take(&s, from, 1)?;
-    let elem = popped
-        .pop()
-        .ok_or(corrupt("list: fewer elements than its count"))?;
-    let max = v.max_value_len();
-    if same {
-        let base = rest.as_deref().map(Raw::parse).transpose()?;
-        let data = pushed(base, &[&elem], to, max)?;
-        store(v, src, Some(&data), s.expiry)?;
-    } else {
-        let base = d.as_ref().map(List::raw).transpose()?;
-        let data = pushed(base, &[&elem], to, max)?;
-        store(v, src, rest.as_deref(), s.expiry)?;
-        store(v, dst, Some(&data), d.and_then(|d| d.expiry))?;
-    }
+    let elem = elem.ok_or(corrupt("list: fewer elements than its count"))?;
+    collection::update::<Quicklist, V, _>(v, dst, true, |l| {
+        check_growth(l.len(), 1)?;
+        l.push(to, &elem);
+        Ok(())
+    })?;
+    collection::update::<Quicklist, V, _>(v, src, false, |l| Ok(l.pop(from)))?;
     Ok(Some(elem))
 }
 
@@ -695,10 +610,10 @@ fn parse_lpos(args: Args<'_>) -> std::result::Result<LposOptions, CmdError> {
     Ok(o)
 }
 
-fn bulks(reply: &mut Reply, elems: &[Bytes]) {
+fn bulks(reply: &mut Reply, elems: &[impl AsRef<[u8]>]) {
     reply.array(elems.len());
     for e in elems {
-        reply.bulk(e);
+        reply.bulk(e.as_ref());
     }
 }
 
@@ -765,23 +680,34 @@ fn exec(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut Reply) -> Cmd
         Cmd::Lrange => {
             let start = int_arg(arg(args, cmd, 2)?)?;
             let stop = int_arg(arg(args, cmd, 3)?)?;
-            bulks(reply, &lrange(view, key, start, stop)?);
+            // Replied from the list as it is, no copy of an element.
+            let written = collection::read::<Quicklist, _, _>(view, key, |l| {
+                bulks(reply, &range_elems(l, start, stop)?);
+                Ok(())
+            })?;
+            if written.is_none() {
+                reply.array(0);
+            }
         }
         Cmd::Lindex => {
             // The key before the index, as Redis does.
-            let Some(list) = read(view, key)? else {
+            let index = arg(args, cmd, 2)?;
+            let written = collection::read::<Quicklist, _, _>(view, key, |l| {
+                let index = parse_i64(index).ok_or(RedisError::NotAnInteger)?;
+                reply.opt_bulk(index_of(l.len(), index).and_then(|i| l.get(i)));
+                Ok(())
+            })?;
+            if written.is_none() {
                 reply.null();
-                return Ok(());
-            };
-            let index = int_arg(arg(args, cmd, 2)?)?;
-            reply.opt_bulk(lindex(&list, index)?.as_deref());
+            }
         }
         Cmd::Lset => {
-            let Some(list) = load(view, key)? else {
+            // The key, then the index, then its range, as Redis checks them.
+            let Some(len) = peek_len(view, key)? else {
                 return Err(raw("ERR no such key"));
             };
             let index = int_arg(arg(args, cmd, 2)?)?;
-            if !lset(view, key, &list, index, arg(args, cmd, 3)?)? {
+            if !set_at(view, key, len, index, arg(args, cmd, 3)?)? {
                 return Err(raw("ERR index out of range"));
             }
             reply.ok();

@@ -6,9 +6,15 @@
 //!
 //! Each element carries its length at both ends (the trailing copy's bytes in reverse order,
 //! so that reading backwards from the element's end decodes it as ordinary LEB128): either
-//! end of the list is reached in O(1), and walking from either end costs a varint read per
-//! element, with no decoding of the elements themselves. The count in the header answers
-//! LLEN without a walk.
+//! end of a run of elements is reached in O(1), and walking from either end costs a varint
+//! read per element, with no decoding of the elements themselves.
+//!
+//! The same element format is the in-memory one: a [`super::Quicklist`]'s chunks are runs
+//! of elements as they appear here, so [`super::Quicklist`]'s encode is the header followed
+//! by its chunks' bytes, and its decode checks every element once and copies runs of them
+//! into chunks (O(n) each way; [`Elems::over`] walks one chunk). The stored form is what a
+//! view that holds bytes keeps and what DUMP, SORT and a MULTI overlay read; this module's
+//! [`decode`], [`encode`], [`start`] and [`put_elem`] serve them.
 //!
 //! Everything here reads hostile bytes: every length is bounds-checked against the walk's
 //! limit, an element's two lengths must agree, a count of zero (an empty list is never
@@ -169,7 +175,19 @@ pub struct Elems<'a> {
     failed: bool,
 }
 
-impl Elems<'_> {
+impl<'a> Elems<'a> {
+    /// A walk over `count` elements encoded back to back in `body` (a list's body, or one
+    /// chunk of an in-memory list): the same checks as a stored list's walk.
+    pub fn over(body: &'a [u8], count: usize) -> Elems<'a> {
+        Elems {
+            body,
+            front: 0,
+            back: body.len(),
+            left: count,
+            failed: false,
+        }
+    }
+
     /// Where the unwalked bytes start.
     pub fn front(&self) -> usize {
         self.front
