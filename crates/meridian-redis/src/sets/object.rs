@@ -1,0 +1,447 @@
+//! [`Set`]: a set in memory, what a view that keeps objects holds for a key of kind
+//! [`Kind::Set`], and what every set command changes or reads.
+//!
+//! Two representations, as Redis's `t_set.c` has:
+//! - **integers**: a sorted `Vec<i64>` while every member is an integer in `string2ll` form
+//!   (so its decimal text is the member, byte for byte) and there are at most
+//!   [`INTSET_MAX_ENTRIES`] of them — Redis's intset. Membership is a binary search over at
+//!   most 512 values; an add or a removal shifts at most 512.
+//! - **a table**: the members in a dense `Vec<Box<[u8]>>` (in no particular order) plus a
+//!   hash table of their positions in it (std's seeded SipHash, as Redis's dict). Add,
+//!   remove, membership and a uniform random member are O(1): a removal moves the last
+//!   member into the hole (`swap_remove`) and repoints its table slot. A set that outgrows
+//!   the integers (a non-integer member, or a 513th) becomes a table and stays one, as in
+//!   Redis; the table and the list shrink when a quarter full.
+//!
+//! Either way the length is the list's and [`Collection::memory`] is O(1) (a running total
+//! of the members' heap bytes). The stored form is the module's sorted encoding
+//! ([`super::encode`]): [`Collection::encode`] sorts, and decoding builds either
+//! representation in O(n).
+
+use super::{INTSET_MAX_ENTRIES, data_len, encode, walk};
+use crate::collection::{Collection, Typed};
+use crate::error::Result;
+use crate::value::parse_i64;
+use crate::view::Kind;
+use bytes::Bytes;
+use hashbrown::HashTable;
+use std::any::Any;
+use std::hash::{BuildHasher, RandomState};
+
+/// A set in memory. See the module docs.
+#[derive(Clone, Debug, Default)]
+pub struct Set {
+    repr: Repr,
+}
+
+#[derive(Clone, Debug)]
+enum Repr {
+    /// Strictly ascending; at most [`INTSET_MAX_ENTRIES`].
+    Ints(Vec<i64>),
+    Table(Table),
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Ints(Vec::new())
+    }
+}
+
+/// A member, borrowed: its bytes, or the value of an integer set's member.
+#[derive(Clone, Copy, Debug)]
+pub enum Member<'a> {
+    /// A table's member.
+    Bytes(&'a [u8]),
+    /// An integer set's member (its text is the decimal form).
+    Int(i64),
+}
+
+impl Member<'_> {
+    /// Runs `f` over the member's bytes (an integer formatted on the stack).
+    pub fn with<R>(self, f: impl FnOnce(&[u8]) -> R) -> R {
+        match self {
+            Member::Bytes(b) => f(b),
+            Member::Int(i) => f(itoa::Buffer::new().format(i).as_bytes()),
+        }
+    }
+
+    /// The member's bytes, copied.
+    pub fn to_bytes(self) -> Bytes {
+        self.with(Bytes::copy_from_slice)
+    }
+}
+
+/// The heap bytes a member of `len` bytes takes, approximately (allocations come in words).
+fn heap_of(len: usize) -> usize {
+    len.div_ceil(8).saturating_mul(8)
+}
+
+/// The members in a dense list, indexed by a hash table of their positions.
+#[derive(Clone, Debug, Default)]
+struct Table {
+    members: Vec<Box<[u8]>>,
+    index: HashTable<usize>,
+    hasher: RandomState,
+    /// The members' heap bytes ([`heap_of`] each), kept as they come and go.
+    heap: usize,
+}
+
+impl Table {
+    fn with_capacity(n: usize) -> Self {
+        Table {
+            members: Vec::with_capacity(n),
+            index: HashTable::with_capacity(n),
+            hasher: RandomState::new(),
+            heap: 0,
+        }
+    }
+
+    fn hash(&self, m: &[u8]) -> u64 {
+        self.hasher.hash_one(m)
+    }
+
+    fn position(&self, m: &[u8]) -> Option<usize> {
+        let members = &self.members;
+        self.index
+            .find(self.hash(m), |&i| members.get(i).is_some_and(|x| **x == *m))
+            .copied()
+    }
+
+    /// Appends `m`, which must not be a member.
+    fn push_new(&mut self, m: Box<[u8]>) {
+        let h = self.hash(&m);
+        let Table {
+            members,
+            index,
+            hasher,
+            heap,
+        } = self;
+        *heap = heap.saturating_add(heap_of(m.len()));
+        let at = members.len();
+        members.push(m);
+        index.insert_unique(h, at, |&i| {
+            hasher.hash_one(members.get(i).map_or(&[][..], |x| &x[..]))
+        });
+    }
+
+    fn insert(&mut self, m: &[u8]) -> bool {
+        if self.position(m).is_some() {
+            return false;
+        }
+        self.push_new(m.into());
+        true
+    }
+
+    fn remove(&mut self, m: &[u8]) -> bool {
+        let h = self.hash(m);
+        let members = &self.members;
+        match self
+            .index
+            .find_entry(h, |&i| members.get(i).is_some_and(|x| **x == *m))
+        {
+            Ok(entry) => {
+                let (at, _) = entry.remove();
+                self.unlink(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Removes the member at `at` (which must be in range) and returns it.
+    fn take(&mut self, at: usize) -> Box<[u8]> {
+        let h = self.hash(&self.members[at]);
+        if let Ok(entry) = self.index.find_entry(h, |&i| i == at) {
+            entry.remove();
+        }
+        self.unlink(at)
+    }
+
+    /// Takes the member at `at` out of the list once its slot has left the index: the last
+    /// member moves into its place and its slot is repointed.
+    fn unlink(&mut self, at: usize) -> Box<[u8]> {
+        let last = self.members.len() - 1;
+        if at != last {
+            let h = self.hash(&self.members[last]);
+            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
+                *slot = at;
+            }
+        }
+        let m = self.members.swap_remove(at);
+        self.heap = self.heap.saturating_sub(heap_of(m.len()));
+        self.shrink();
+        m
+    }
+
+    /// Gives memory back once the list is a quarter full (at most once per halving, so
+    /// removals stay O(1) amortized).
+    fn shrink(&mut self) {
+        let len = self.members.len();
+        if self.members.capacity() > 64 && len < self.members.capacity() / 4 {
+            let Table {
+                members,
+                index,
+                hasher,
+                ..
+            } = self;
+            members.shrink_to(len * 2);
+            index.shrink_to(len * 2, |&i| {
+                hasher.hash_one(members.get(i).map_or(&[][..], |x| &x[..]))
+            });
+        }
+    }
+
+    fn memory(&self) -> usize {
+        self.members.capacity() * std::mem::size_of::<Box<[u8]>>()
+            + self.heap
+            + self.index.allocation_size()
+    }
+}
+
+/// The table of an integer set's members, with room for one more.
+fn table_of(ints: &[i64]) -> Table {
+    let mut t = Table::with_capacity(ints.len() + 1);
+    let mut buf = itoa::Buffer::new();
+    for &i in ints {
+        t.push_new(buf.format(i).as_bytes().into());
+    }
+    t
+}
+
+impl Set {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A set of `members` (any order; repeats count once).
+    pub fn from_members<M: AsRef<[u8]>>(members: impl IntoIterator<Item = M>) -> Self {
+        let mut s = Set::new();
+        for m in members {
+            s.insert(m.as_ref());
+        }
+        s
+    }
+
+    /// The number of members.
+    pub fn len(&self) -> usize {
+        match &self.repr {
+            Repr::Ints(v) => v.len(),
+            Repr::Table(t) => t.members.len(),
+        }
+    }
+
+    /// Whether there is no member.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether `m` is a member.
+    pub fn contains(&self, m: &[u8]) -> bool {
+        match &self.repr {
+            Repr::Ints(v) => parse_i64(m).is_some_and(|i| v.binary_search(&i).is_ok()),
+            Repr::Table(t) => t.position(m).is_some(),
+        }
+    }
+
+    /// Adds `m`: whether it was not a member.
+    pub fn insert(&mut self, m: &[u8]) -> bool {
+        let v = match &mut self.repr {
+            Repr::Table(t) => return t.insert(m),
+            Repr::Ints(v) => v,
+        };
+        if let Some(i) = parse_i64(m) {
+            match v.binary_search(&i) {
+                Ok(_) => return false,
+                Err(at) if v.len() < INTSET_MAX_ENTRIES => {
+                    v.insert(at, i);
+                    return true;
+                }
+                Err(_) => {}
+            }
+        }
+        // Not an integer, or a 513th: the set becomes a table, as Redis's intset converts.
+        let mut t = table_of(v);
+        t.push_new(m.into());
+        self.repr = Repr::Table(t);
+        true
+    }
+
+    /// Removes `m`: whether it was a member.
+    pub fn remove(&mut self, m: &[u8]) -> bool {
+        match &mut self.repr {
+            Repr::Ints(v) => match parse_i64(m).map(|i| v.binary_search(&i)) {
+                Some(Ok(at)) => {
+                    v.remove(at);
+                    true
+                }
+                _ => false,
+            },
+            Repr::Table(t) => t.remove(m),
+        }
+    }
+
+    /// The member at position `at` (below [`Set::len`]): positions are the representation's
+    /// order, so a uniform position is a uniform member. `None` out of range.
+    pub fn get(&self, at: usize) -> Option<Member<'_>> {
+        match &self.repr {
+            Repr::Ints(v) => v.get(at).map(|&i| Member::Int(i)),
+            Repr::Table(t) => t.members.get(at).map(|m| Member::Bytes(m)),
+        }
+    }
+
+    /// Removes and returns the member at position `at`; `None` out of range. O(1) for a
+    /// table (the last member takes the position), O(512) at most for integers.
+    pub fn take(&mut self, at: usize) -> Option<Bytes> {
+        if at >= self.len() {
+            return None;
+        }
+        Some(match &mut self.repr {
+            Repr::Ints(v) => Member::Int(v.remove(at)).to_bytes(),
+            Repr::Table(t) => Bytes::from(t.take(at).into_vec()),
+        })
+    }
+
+    /// Every member, in the representation's order.
+    pub fn iter(&self) -> impl Iterator<Item = Member<'_>> {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
+
+    /// Every member, copied, in the representation's order.
+    pub fn to_vec(&self) -> Vec<Bytes> {
+        self.iter().map(Member::to_bytes).collect()
+    }
+
+    /// Keeps the members `keep` accepts.
+    pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
+        match &mut self.repr {
+            Repr::Ints(v) => v.retain(|&i| keep(itoa::Buffer::new().format(i).as_bytes())),
+            Repr::Table(t) => {
+                let mut at = 0;
+                while at < t.members.len() {
+                    if keep(&t.members[at]) {
+                        at += 1;
+                    } else {
+                        // The last member moves to `at`: look at it next.
+                        t.take(at);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `f` over every member in the order Redis answers them: numeric when Redis would
+    /// hold the set as an intset (at most [`INTSET_MAX_ENTRIES`] members, each a `string2ll`
+    /// integer), else ascending by bytes. The order depends on the members only, never on
+    /// the representation or the history of the set.
+    pub fn for_each_ordered(&self, mut f: impl FnMut(&[u8])) {
+        match &self.repr {
+            Repr::Ints(v) => {
+                let mut buf = itoa::Buffer::new();
+                for &i in v {
+                    f(buf.format(i).as_bytes());
+                }
+            }
+            Repr::Table(t) => {
+                if t.members.len() <= INTSET_MAX_ENTRIES {
+                    let ints: Option<Vec<i64>> = t.members.iter().map(|m| parse_i64(m)).collect();
+                    if let Some(mut ints) = ints {
+                        ints.sort_unstable();
+                        let mut buf = itoa::Buffer::new();
+                        for i in ints {
+                            f(buf.format(i).as_bytes());
+                        }
+                        return;
+                    }
+                }
+                let mut refs: Vec<&[u8]> = t.members.iter().map(|m| &m[..]).collect();
+                refs.sort_unstable();
+                for m in refs {
+                    f(m);
+                }
+            }
+        }
+    }
+
+    /// Whether the set is held as integers (Redis's intset).
+    #[cfg(test)]
+    pub(crate) fn is_ints(&self) -> bool {
+        matches!(self.repr, Repr::Ints(_))
+    }
+}
+
+impl Collection for Set {
+    fn kind(&self) -> Kind {
+        Kind::Set
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        match &self.repr {
+            Repr::Ints(v) => {
+                let mut buf = itoa::Buffer::new();
+                let mut texts: Vec<Vec<u8>> =
+                    v.iter().map(|&i| buf.format(i).as_bytes().to_vec()).collect();
+                texts.sort_unstable();
+                encode(&texts)
+            }
+            Repr::Table(t) => {
+                let mut refs: Vec<&[u8]> = t.members.iter().map(|m| &m[..]).collect();
+                refs.sort_unstable();
+                encode(&refs)
+            }
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        Set::is_empty(self)
+    }
+
+    fn memory(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + match &self.repr {
+                Repr::Ints(v) => v.capacity() * std::mem::size_of::<i64>(),
+                Repr::Table(t) => t.memory(),
+            }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl Typed for Set {
+    const NAME: &'static str = "set";
+    const KIND: Kind = Kind::Set;
+
+    /// Checks the whole encoding first (lengths, strict order, no trailing bytes), so the
+    /// member count sizes the table only once proven; then builds integers if Redis would
+    /// hold an intset, else a table (no lookups: the stored members are distinct).
+    fn decode(data: &Bytes) -> Result<Self> {
+        let small = data_len(data)? <= INTSET_MAX_ENTRIES;
+        let mut ints: Vec<i64> = Vec::new();
+        let mut all_ints = small;
+        let count = walk(data, |r| {
+            if all_ints {
+                match parse_i64(&data[r]) {
+                    Some(i) => ints.push(i),
+                    None => all_ints = false,
+                }
+            }
+        })?;
+        if all_ints {
+            ints.sort_unstable();
+            return Ok(Set {
+                repr: Repr::Ints(ints),
+            });
+        }
+        let mut t = Table::with_capacity(count);
+        walk(data, |r| t.push_new(data[r].into()))?;
+        Ok(Set {
+            repr: Repr::Table(t),
+        })
+    }
+}
