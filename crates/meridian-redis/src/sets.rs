@@ -3,7 +3,10 @@
 //! SUNIONSTORE, SDIFF, SDIFFSTORE, SMEMBERS and SSCAN mean, reply for reply and error for
 //! error Redis 7.0's (`t_set.c`).
 //!
-//! A set is **one stored value**: an envelope of kind [`Kind::Set`] whose data is
+//! A set is **one value**. In memory it is a [`Set`] (a [`crate::collection::Collection`]):
+//! sorted integers while Redis would hold an intset (at most [`INTSET_MAX_ENTRIES`] members,
+//! each a `string2ll` integer), else a dense list of members indexed by a hash table (see
+//! `sets/object.rs`). Stored, it is an envelope of kind [`Kind::Set`] whose data is
 //!
 //! ```text
 //! [member count, LEB128] then per member, strictly ascending by bytes:
@@ -11,23 +14,35 @@
 //! ```
 //!
 //! (the LEB128 of `meridian_core::hash`). This format is fixed: other modules read sets
-//! through [`members`] (the sorted-set module takes sets as ZUNIONSTORE/ZINTERSTORE inputs).
-//! Decoding never copies (members are slices of the stored value) and checks every length
-//! and the strict order, so damaged bytes are `RedisError::Corrupt`, never a panic, a member
-//! twice, or an allocation sized by unchecked bytes.
+//! through [`members`] (the sorted-set module takes sets as ZUNIONSTORE/ZINTERSTORE inputs;
+//! DUMP and SORT read them so). Decoding checks every length and the strict order, so
+//! damaged bytes are `RedisError::Corrupt`, never a panic, a member twice, or an allocation
+//! sized by unchecked bytes.
+//!
+//! Every command reaches its key's set through [`crate::collection`]: a view that keeps
+//! objects (the standalone keyspace) hands over the live [`Set`], changed in place; any
+//! other view (a cluster's, a MULTI overlay) holds bytes, decoded into a [`Set`] and
+//! re-encoded after a change. A write that changes nothing (SADD of present members, SREM
+//! of absent ones, SMOVE of a member the destination has) writes nothing to that key, as
+//! Redis signals no modified key.
 //!
 //! Atomicity is the view's: a multi-key command (SMOVE, SINTER..., the STORE variants) reads
 //! and writes every key through the one view it is given, which the backend makes atomic.
 //!
-//! **Cost**: every command decodes the whole set (one `Bytes` handle per member, no copy of
-//! the member bytes) and every write re-encodes and rewrites it: O(size of the set) per
-//! command. SCARD reads the member count only. Membership tests are binary searches over the
-//! decoded, sorted members; SADD/SREM of k members on a set of n is O(n + k log k); SINTER
-//! is O(n₁ · M · log n) for the smallest input n₁ over M sets, SUNION/SDIFF O(N log N) over
-//! all inputs. The encoded set must fit the view's [`View::max_value_len`] (Redis's
+//! **Cost** on a held set: SADD/SREM of k members O(k) (amortized: the table doubles and
+//! halves), SISMEMBER O(1), SMISMEMBER O(k), SCARD O(1), SPOP and SRANDMEMBER O(1) or
+//! O(count); on an integer set a change shifts at most 512 values. SMEMBERS, and
+//! SINTER/SUNION/SDIFF replies, sort what they answer (O(n log n), see the order below).
+//! SSCAN beyond [`SSCAN_WHOLE`] is O(n) per call (every member's hash is compared with the
+//! cursor). SINTER copies the smallest input and filters it by the others, O(n₁ · M);
+//! SUNION O(N) over all inputs; SDIFF O(n₁ · M); a STORE variant stores the result as a new
+//! set. On a view of bytes every command also decodes the set (O(n)) and every change
+//! re-encodes it (O(n log n), it sorts) — SCARD excepted, which reads the stored count —
+//! and the encoded set must fit the view's [`View::max_value_len`] (Redis's
 //! `proto-max-bulk-len`), else the write is refused with `ERR set exceeds maximum allowed
 //! size (proto-max-bulk-len)` and nothing changes (a STORE variant leaves its destination
-//! as it was).
+//! as it was; SMOVE writes its destination first, so a destination too large refuses the
+//! move). A held set is bounded by the server's memory instead.
 //!
 //! **Redis's rules kept**: a set command on a key of another type answers `-WRONGTYPE`; an
 //! empty set does not exist (the last SREM/SPOP/SMOVE deletes the key, a STORE variant with
@@ -46,8 +61,9 @@
 //! order too (SMEMBERS `9 10` rather than `10 9`: what redis-cli users and one suite test,
 //! `redis-cli.tcl`'s DUMP/RESTORE, see), and every other set in byte order (the stored
 //! order) — "unordered" in Redis's contract, which is all `set.tcl` relies on (it `lsort`s).
-//! A Redis set that became a hash table and shrank back to integers keeps hash order in
-//! Redis; here it is numeric again.
+//! The order depends on the members only, never on the view or the set's history: a Redis
+//! set that became a hash table and shrank back to integers keeps hash order in Redis; here
+//! it is numeric again (though held as a table, as Redis holds it).
 //!
 //! **Where it departs**:
 //! - SSCAN answers a set of at most [`SSCAN_WHOLE`] members whole, with cursor 0 (as Redis
@@ -56,15 +72,16 @@
 //!   the node and of the set's other members), so a member present during the whole
 //!   iteration is returned exactly once however the set changes (Redis promises at least
 //!   once). Each call but the last looks at at least COUNT members and at least
-//!   1/[`SSCAN_PASSES`] of the set (so a full iteration decodes the set about
+//!   1/[`SSCAN_PASSES`] of the set (so a full iteration reads the whole set about
 //!   `SSCAN_PASSES` times at most), and at most [`crate::scan::MAX_SCAN_COUNT`] plus hash
 //!   ties; MATCH filters what was looked at, as in Redis. Within a call, members come in
 //!   hash order.
 //! - SRANDMEMBER with a negative count (repetitions allowed) refuses more than
 //!   [`MAX_RANDOM_REPEATS`] elements with `ERR value is out of range` (the same bound as
 //!   HRANDFIELD), where Redis would build a reply of any length.
-//! - SPOP/SRANDMEMBER draw uniformly with `rand` (Redis's dict sampling is only roughly
-//!   uniform); replies of distinct random members come in random order.
+//! - SPOP/SRANDMEMBER draw uniformly with `rand` (a uniform position in the set's dense
+//!   list; Redis's dict sampling is only roughly uniform); replies of distinct random
+//!   members come in random order.
 
 use crate::args::Args;
 use crate::collection;
@@ -216,7 +233,11 @@ fn held<'v, V: View + ?Sized>(v: &'v mut V, key: &[u8]) -> Result<Option<&'v mut
 
 /// Runs `f` over the set at `key` without counting a read (a write command's look before it
 /// changes anything): `None` when absent, WRONGTYPE for another type.
-fn peek<V: View + ?Sized, R>(v: &mut V, key: &[u8], f: impl FnOnce(&Set) -> R) -> Result<Option<R>> {
+fn peek<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    f: impl FnOnce(&Set) -> R,
+) -> Result<Option<R>> {
     if let Some(s) = held(v, key)? {
         return Ok(Some(f(s)));
     }

@@ -379,8 +379,10 @@ impl Collection for Set {
         match &self.repr {
             Repr::Ints(v) => {
                 let mut buf = itoa::Buffer::new();
-                let mut texts: Vec<Vec<u8>> =
-                    v.iter().map(|&i| buf.format(i).as_bytes().to_vec()).collect();
+                let mut texts: Vec<Vec<u8>> = v
+                    .iter()
+                    .map(|&i| buf.format(i).as_bytes().to_vec())
+                    .collect();
                 texts.sort_unstable();
                 encode(&texts)
             }
@@ -443,5 +445,164 @@ impl Typed for Set {
         Ok(Set {
             repr: Repr::Table(t),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    impl Set {
+        /// Checks the representation's invariants against `model`.
+        fn check(&self, model: &BTreeSet<Vec<u8>>) {
+            assert_eq!(self.len(), model.len());
+            match &self.repr {
+                Repr::Ints(v) => {
+                    assert!(v.len() <= INTSET_MAX_ENTRIES);
+                    assert!(v.windows(2).all(|w| w[0] < w[1]), "ascending");
+                }
+                Repr::Table(t) => {
+                    assert_eq!(t.index.len(), t.members.len());
+                    for (i, m) in t.members.iter().enumerate() {
+                        assert_eq!(t.position(m), Some(i), "indexed where it sits");
+                    }
+                    let heap: usize = t.members.iter().map(|m| heap_of(m.len())).sum();
+                    assert_eq!(t.heap, heap, "the running total");
+                }
+            }
+            for m in model {
+                assert!(self.contains(m));
+            }
+            let mut all: Vec<Vec<u8>> = self.iter().map(|m| m.with(<[u8]>::to_vec)).collect();
+            all.sort();
+            assert_eq!(all, model.iter().cloned().collect::<Vec<_>>());
+            let data = Bytes::from(self.encode());
+            let want: Vec<&Vec<u8>> = model.iter().collect();
+            assert_eq!(data, Bytes::from(encode(&want)), "the sorted encoding");
+            let back = Set::decode(&data).unwrap();
+            assert_eq!(back.len(), model.len());
+            assert!(model.iter().all(|m| back.contains(m)));
+        }
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(Vec<u8>),
+        Remove(Vec<u8>),
+        Take(usize),
+        InsertInts(u16, u16),
+        RemoveInts(u16, u16),
+        Retain(u8),
+    }
+
+    fn member() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            (-20i64..20).prop_map(|i| i.to_string().into_bytes()),
+            prop::collection::vec(any::<u8>(), 0..6),
+            Just(b"007".to_vec()),
+            Just(b"-0".to_vec()),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            member().prop_map(Op::Insert),
+            member().prop_map(Op::Remove),
+            any::<usize>().prop_map(Op::Take),
+            (0u16..1000, 1u16..600).prop_map(|(f, n)| Op::InsertInts(f, n)),
+            (0u16..1000, 1u16..900).prop_map(|(f, n)| Op::RemoveInts(f, n)),
+            any::<u8>().prop_map(Op::Retain),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Every operation against a `BTreeSet`, with the representation's invariants (the
+        /// index, the running memory total, the encoding) checked after each.
+        #[test]
+        fn a_set_matches_a_btreeset(ops in prop::collection::vec(op(), 1..30)) {
+            let mut s = Set::new();
+            let mut model: BTreeSet<Vec<u8>> = BTreeSet::new();
+            for op in ops {
+                match op {
+                    Op::Insert(m) => prop_assert_eq!(s.insert(&m), model.insert(m)),
+                    Op::Remove(m) => prop_assert_eq!(s.remove(&m), model.remove(&m)),
+                    Op::Take(i) => {
+                        let at = if s.is_empty() { i } else { i % s.len() };
+                        match s.take(at) {
+                            Some(m) => prop_assert!(model.remove(&m[..])),
+                            None => prop_assert!(model.is_empty()),
+                        }
+                    }
+                    Op::InsertInts(from, n) => {
+                        for i in from..from + n {
+                            let m = i.to_string().into_bytes();
+                            prop_assert_eq!(s.insert(&m), model.insert(m));
+                        }
+                    }
+                    Op::RemoveInts(from, n) => {
+                        for i in from..from + n {
+                            let m = i.to_string().into_bytes();
+                            prop_assert_eq!(s.remove(&m), model.remove(&m));
+                        }
+                    }
+                    Op::Retain(k) => {
+                        let keep = |m: &[u8]| m.iter().map(|&b| b as usize).sum::<usize>() % 3 != k as usize % 3;
+                        s.retain(keep);
+                        model.retain(|m| keep(m));
+                    }
+                }
+                s.check(&model);
+            }
+        }
+
+        #[test]
+        fn decoding_random_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Set::decode(&Bytes::from(bytes));
+        }
+    }
+
+    #[test]
+    fn integers_until_set_max_intset_entries_then_a_table() {
+        let mut s = Set::from_members((0..INTSET_MAX_ENTRIES).map(|i| i.to_string()));
+        assert!(s.is_ints());
+        assert!(s.insert(b"-1"));
+        assert!(!s.is_ints(), "a 513th member");
+        let mut s = Set::from_members(["1", "2"]);
+        s.insert(b"01");
+        assert!(!s.is_ints(), "not a string2ll integer");
+        assert!(s.remove(b"01"));
+        assert!(!s.is_ints(), "a table stays one, as in Redis");
+        let back = Set::decode(&Bytes::from(s.encode())).unwrap();
+        assert!(back.is_ints(), "decoded as Redis would load it");
+        let mut order = Vec::new();
+        Set::from_members(["10", "9", "-1"]).for_each_ordered(|m| order.push(m.to_vec()));
+        assert_eq!(order, [&b"-1"[..], b"9", b"10"]);
+    }
+
+    /// Memory is a running total: it grows with the members, gives back most of it as they
+    /// go, and stays within a small multiple of the members' bytes.
+    #[test]
+    fn memory_follows_the_members() {
+        let mut s = Set::new();
+        let small = s.memory();
+        let n = 100_000usize;
+        for i in 0..n {
+            s.insert(format!("member:{i}").as_bytes());
+        }
+        let full = s.memory();
+        // Each member: 16 bytes of text in the heap, a 16-byte box, about 9 bytes of index.
+        assert!(full > n * 32, "{full}");
+        assert!(full < n * 80, "{full}");
+        for i in 0..n - 10 {
+            assert!(s.remove(format!("member:{i}").as_bytes()));
+        }
+        assert_eq!(s.len(), 10);
+        assert!(s.memory() < full / 100, "shrunk: {}", s.memory());
+        let ints = Set::from_members((0..512).map(|i| i.to_string()));
+        assert!(ints.memory() <= small + 512 * 8 + 64, "{}", ints.memory());
     }
 }

@@ -981,7 +981,7 @@ fn encoding_is_the_documented_format_on_a_view() {
     let e = v.load(b"s").unwrap().expect("stored");
     assert_eq!(
         members(&e).unwrap(),
-        ["10", "9", "a", "b", "c"].map(|m| Bytes::from(m)).to_vec(),
+        ["10", "9", "a", "b", "c"].map(Bytes::from).to_vec(),
         "byte order, whatever the set holds"
     );
     line(&mut v, "DEL s");
@@ -1225,7 +1225,11 @@ fn run_model(ops: &[Op], mut v: SetView) -> std::result::Result<(), TestCaseErro
                     let r = run_list(&mut v, &["SRANDMEMBER", key(k), &c.to_string()]);
                     let got = strs(&r);
                     let want_len = if c < 0 {
-                        if s.is_empty() { 0 } else { c.unsigned_abs() as usize }
+                        if s.is_empty() {
+                            0
+                        } else {
+                            c.unsigned_abs() as usize
+                        }
                     } else {
                         (c as usize).min(s.len())
                     };
@@ -1244,12 +1248,16 @@ fn run_model(ops: &[Op], mut v: SetView) -> std::result::Result<(), TestCaseErro
                     let ms = members(&e).expect("a valid set");
                     stored.insert(
                         k.to_string(),
-                        ms.iter().map(|m| String::from_utf8(m.to_vec()).unwrap()).collect(),
+                        ms.iter()
+                            .map(|m| String::from_utf8(m.to_vec()).unwrap())
+                            .collect(),
                     );
                 }
             }
-            let want: BTreeMap<String, BTreeSet<String>> =
-                model.iter().map(|(k, s)| (k.to_string(), s.clone())).collect();
+            let want: BTreeMap<String, BTreeSet<String>> = model
+                .iter()
+                .map(|(k, s)| (k.to_string(), s.clone()))
+                .collect();
             prop_assert_eq!(stored, want);
         }
     }
@@ -1334,7 +1342,10 @@ fn a_held_set_changes_in_place_and_its_last_member_deletes_it() {
     let mut v = SetView::holding();
     assert_eq!(line(&mut v, "SADD s a b c"), ":3\r\n");
     assert_eq!(v.held_count(), 1);
-    assert!(!v.map.contains_key(&b"s"[..]), "kept as an object, not bytes");
+    assert!(
+        !v.map.contains_key(&b"s"[..]),
+        "kept as an object, not bytes"
+    );
     let at = held_addr(&mut v, b"s");
     // Writes and reads on an existing set: the same object, never re-encoded into bytes.
     for cmd in [
@@ -1491,7 +1502,10 @@ fn random_members_are_uniform() {
             }
             assert_eq!(counts.len(), 50, "every member drawn");
             let chi = chi_square(&counts, 50);
-            assert!(chi < 135.0, "SRANDMEMBER -n: chi-square {chi} (held: {held})");
+            assert!(
+                chi < 135.0,
+                "SRANDMEMBER -n: chi-square {chi} (held: {held})"
+            );
             // Distinct members, and one at a time.
             let mut counts = BTreeMap::new();
             for _ in 0..1000 {
@@ -1503,7 +1517,10 @@ fn random_members_are_uniform() {
                 }
             }
             let chi = chi_square(&counts, 50);
-            assert!(chi < 135.0, "SRANDMEMBER n: chi-square {chi} (held: {held})");
+            assert!(
+                chi < 135.0,
+                "SRANDMEMBER n: chi-square {chi} (held: {held})"
+            );
             // SPOP: which member goes first, and which 5 go together, from the same set.
             let mut counts = BTreeMap::new();
             for _ in 0..1000 {
