@@ -20,7 +20,8 @@
 //! sized by unchecked bytes.
 //!
 //! Every command reaches its key's set through [`crate::collection`]: a view that keeps
-//! objects (the standalone keyspace) hands over the live [`Set`], changed in place; any
+//! objects (the standalone keyspace) hands over the live [`Set`], changed in place (a set
+//! that reached it as bytes takes its held shape at its first write, [`Set::settle`]); any
 //! other view (a cluster's, a MULTI overlay) holds bytes, decoded into a [`Set`] and
 //! re-encoded after a change. A write that changes nothing (SADD of present members, SREM
 //! of absent ones, SMOVE of a member the destination has) writes nothing to that key, as
@@ -36,9 +37,10 @@
 //! SSCAN beyond [`SSCAN_WHOLE`] is O(n) per call (every member's hash is compared with the
 //! cursor). SINTER copies the smallest input and filters it by the others, O(n₁ · M);
 //! SUNION O(N) over all inputs; SDIFF O(n₁ · M); a STORE variant stores the result as a new
-//! set. On a view of bytes every command also decodes the set (O(n)) and every change
-//! re-encodes it (O(n log n), it sorts) — SCARD excepted, which reads the stored count —
-//! and the encoded set must fit the view's [`View::max_value_len`] (Redis's
+//! set. On a view of bytes every command also decodes the set into sorted slices of the
+//! stored value (O(n), no copy of the members) and every change shifts them and re-encodes
+//! (O(n); SADD/SREM of many members merge in one pass, O(n + k log k)) — SCARD excepted,
+//! which reads the stored count — and the encoded set must fit the view's [`View::max_value_len`] (Redis's
 //! `proto-max-bulk-len`), else the write is refused with `ERR set exceeds maximum allowed
 //! size (proto-max-bulk-len)` and nothing changes (a STORE variant leaves its destination
 //! as it was; SMOVE writes its destination first, so a destination too large refuses the
@@ -263,6 +265,8 @@ fn modify<V: View + ?Sized, R>(
     f: impl FnOnce(&mut Set) -> Result<(R, bool)>,
 ) -> Result<Option<R>> {
     if let Some(s) = held(v, key)? {
+        // A set that came in as bytes takes its held shape at its first write here.
+        s.settle();
         let (r, changed) = f(s)?;
         if changed {
             v.object_changed(key)?;
@@ -352,7 +356,7 @@ fn ordered(s: &Set) -> Vec<Bytes> {
 /// returns how many were added. O(k) for k members (amortized: a table grows by doubling).
 pub fn sadd<V: View + ?Sized>(v: &mut V, key: &[u8], new: &[&[u8]]) -> Result<u64> {
     let added = modify(v, key, true, |s| {
-        let added = new.iter().filter(|m| s.insert(m)).count() as u64;
+        let added = s.insert_all(new) as u64;
         Ok((added, added > 0))
     })?;
     Ok(added.unwrap_or(0))
@@ -362,7 +366,7 @@ pub fn sadd<V: View + ?Sized>(v: &mut V, key: &[u8], new: &[&[u8]]) -> Result<u6
 /// removed.
 pub fn srem<V: View + ?Sized>(v: &mut V, key: &[u8], gone: &[&[u8]]) -> Result<u64> {
     let removed = modify(v, key, false, |s| {
-        let removed = gone.iter().filter(|m| s.remove(m)).count() as u64;
+        let removed = s.remove_all(gone) as u64;
         Ok((removed, removed > 0))
     })?;
     Ok(removed.unwrap_or(0))
@@ -399,38 +403,32 @@ pub fn smembers<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Vec<Bytes>> {
 }
 
 /// SPOP without a count: removes and returns a uniformly random member (`None` for a
-/// missing key). O(1) on a table.
+/// missing key). O(1) on a held set.
 pub fn spop_one<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
-    let popped = collection::update(v, key, false, |s: &mut Set| {
+    let popped = modify(v, key, false, |s| {
         if s.is_empty() {
-            return Ok(None);
+            return Ok((None, false));
         }
         let i = rand::rng().random_range(0..s.len());
-        Ok(s.take(i))
+        Ok((s.take(i), true))
     })?;
     Ok(popped.flatten())
 }
 
 /// SPOP with a count: removes and returns `count` distinct random members, in random order
 /// (the whole set in reply order, deleting the key, when `count` is not below its size).
-/// O(count) on a table.
+/// O(count) on a held set.
 pub fn spop_count<V: View + ?Sized>(v: &mut V, key: &[u8], count: u64) -> Result<Vec<Bytes>> {
     if count == 0 {
         // The key's type is still checked, as Redis does before it looks at the count.
         peek(v, key, |_| ())?;
         return Ok(Vec::new());
     }
-    let popped = collection::update(v, key, false, |s: &mut Set| {
+    let popped = modify(v, key, false, |s| {
         if count >= s.len() as u64 {
-            return Ok(ordered(&std::mem::take(s)));
+            return Ok((ordered(&std::mem::take(s)), true));
         }
-        let mut rng = rand::rng();
-        let mut out = Vec::with_capacity(count as usize);
-        for _ in 0..count {
-            let i = rng.random_range(0..s.len());
-            out.extend(s.take(i));
-        }
-        Ok(out)
+        Ok((s.pop_random(count as usize, &mut rand::rng()), true))
     })?;
     Ok(popped.unwrap_or_default())
 }

@@ -13,12 +13,18 @@
 //!   the integers (a non-integer member, or a 513th) becomes a table and stays one, as in
 //!   Redis; the table and the list shrink when a quarter full.
 //!
-//! Either way the length is the list's and [`Collection::memory`] is O(1) (a running total
-//! of the members' heap bytes). The stored form is the module's sorted encoding
-//! ([`super::encode`]): [`Collection::encode`] sorts, and decoding builds either
-//! representation in O(n).
+//! - **sorted slices**: what decoding the stored form gives for anything but an intset — the
+//!   members as `Bytes` slices of the stored value (no copy), strictly ascending. A view of
+//!   bytes decodes, changes and re-encodes a set on every command; this makes that a copy
+//!   each way plus a binary search and a shift (or one merge for many members), as cheap as
+//!   the stored form allows. A held set leaves it at its first write ([`Set::settle`]: O(n)
+//!   once), so it never costs a held set more than that one conversion.
+//!
+//! Whatever the representation, the length is the list's and [`Collection::memory`] is O(1)
+//! (a running total of the members' heap bytes). The stored form is the module's sorted
+//! encoding ([`super::encode`]): [`Collection::encode`] copies sorted slices, sorts a table.
 
-use super::{INTSET_MAX_ENTRIES, data_len, encode, walk};
+use super::{INTSET_MAX_ENTRIES, PREALLOCATED_MEMBERS, data_len, encode, walk};
 use crate::collection::{Collection, Typed};
 use crate::error::Result;
 use crate::value::parse_i64;
@@ -38,7 +44,23 @@ pub struct Set {
 enum Repr {
     /// Strictly ascending; at most [`INTSET_MAX_ENTRIES`].
     Ints(Vec<i64>),
+    /// As decoded from the stored form: strictly ascending by bytes, slices of the stored
+    /// value (no copy). See [`Set::settle`].
+    Sorted(Sorted),
     Table(Table),
+}
+
+/// Members strictly ascending by bytes, and their bytes in total.
+#[derive(Clone, Debug, Default)]
+struct Sorted {
+    members: Vec<Bytes>,
+    heap: usize,
+}
+
+impl Sorted {
+    fn position(&self, m: &[u8]) -> std::result::Result<usize, usize> {
+        self.members.binary_search_by(|x| x[..].cmp(m))
+    }
 }
 
 impl Default for Repr {
@@ -227,6 +249,7 @@ impl Set {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Ints(v) => v.len(),
+            Repr::Sorted(s) => s.members.len(),
             Repr::Table(t) => t.members.len(),
         }
     }
@@ -240,6 +263,7 @@ impl Set {
     pub fn contains(&self, m: &[u8]) -> bool {
         match &self.repr {
             Repr::Ints(v) => parse_i64(m).is_some_and(|i| v.binary_search(&i).is_ok()),
+            Repr::Sorted(s) => s.position(m).is_ok(),
             Repr::Table(t) => t.position(m).is_some(),
         }
     }
@@ -248,6 +272,16 @@ impl Set {
     pub fn insert(&mut self, m: &[u8]) -> bool {
         let v = match &mut self.repr {
             Repr::Table(t) => return t.insert(m),
+            Repr::Sorted(s) => {
+                return match s.position(m) {
+                    Ok(_) => false,
+                    Err(at) => {
+                        s.heap = s.heap.saturating_add(m.len());
+                        s.members.insert(at, Bytes::copy_from_slice(m));
+                        true
+                    }
+                };
+            }
             Repr::Ints(v) => v,
         };
         if let Some(i) = parse_i64(m) {
@@ -277,6 +311,14 @@ impl Set {
                 }
                 _ => false,
             },
+            Repr::Sorted(s) => match s.position(m) {
+                Ok(at) => {
+                    let gone = s.members.remove(at);
+                    s.heap = s.heap.saturating_sub(gone.len());
+                    true
+                }
+                Err(_) => false,
+            },
             Repr::Table(t) => t.remove(m),
         }
     }
@@ -286,6 +328,7 @@ impl Set {
     pub fn get(&self, at: usize) -> Option<Member<'_>> {
         match &self.repr {
             Repr::Ints(v) => v.get(at).map(|&i| Member::Int(i)),
+            Repr::Sorted(s) => s.members.get(at).map(|m| Member::Bytes(m)),
             Repr::Table(t) => t.members.get(at).map(|m| Member::Bytes(m)),
         }
     }
@@ -298,6 +341,11 @@ impl Set {
         }
         Some(match &mut self.repr {
             Repr::Ints(v) => Member::Int(v.remove(at)).to_bytes(),
+            Repr::Sorted(s) => {
+                let m = s.members.remove(at);
+                s.heap = s.heap.saturating_sub(m.len());
+                m
+            }
             Repr::Table(t) => Bytes::from(t.take(at).into_vec()),
         })
     }
@@ -316,6 +364,17 @@ impl Set {
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         match &mut self.repr {
             Repr::Ints(v) => v.retain(|&i| keep(itoa::Buffer::new().format(i).as_bytes())),
+            Repr::Sorted(s) => {
+                let mut gone = 0usize;
+                s.members.retain(|m| {
+                    let k = keep(m);
+                    if !k {
+                        gone += m.len();
+                    }
+                    k
+                });
+                s.heap = s.heap.saturating_sub(gone);
+            }
             Repr::Table(t) => {
                 let mut at = 0;
                 while at < t.members.len() {
@@ -342,6 +401,22 @@ impl Set {
                     f(buf.format(i).as_bytes());
                 }
             }
+            Repr::Sorted(s) => {
+                if s.members.len() <= INTSET_MAX_ENTRIES {
+                    let ints: Option<Vec<i64>> = s.members.iter().map(|m| parse_i64(m)).collect();
+                    if let Some(mut ints) = ints {
+                        ints.sort_unstable();
+                        let mut buf = itoa::Buffer::new();
+                        for i in ints {
+                            f(buf.format(i).as_bytes());
+                        }
+                        return;
+                    }
+                }
+                for m in &s.members {
+                    f(m);
+                }
+            }
             Repr::Table(t) => {
                 if t.members.len() <= INTSET_MAX_ENTRIES {
                     let ints: Option<Vec<i64>> = t.members.iter().map(|m| parse_i64(m)).collect();
@@ -361,6 +436,112 @@ impl Set {
                 }
             }
         }
+    }
+
+    /// Adds every member of `new` (a repeat counts once): how many were added. Merged in
+    /// one pass, O(n + k log k), into the sorted slices of a decoded set; one by one
+    /// otherwise.
+    pub fn insert_all(&mut self, new: &[&[u8]]) -> usize {
+        let Repr::Sorted(s) = &mut self.repr else {
+            return new.iter().filter(|m| self.insert(m)).count();
+        };
+        if new.len() <= 4 {
+            return new.iter().filter(|m| self.insert(m)).count();
+        }
+        let mut new: Vec<&[u8]> = new.to_vec();
+        new.sort_unstable();
+        new.dedup();
+        let old = std::mem::take(&mut s.members);
+        let mut out = Vec::with_capacity(old.len() + new.len());
+        let mut added = 0;
+        let mut old = old.into_iter().peekable();
+        for n in new {
+            while let Some(o) = old.next_if(|o| &o[..] < n) {
+                out.push(o);
+            }
+            if old.peek().is_some_and(|o| &o[..] == n) {
+                continue;
+            }
+            s.heap = s.heap.saturating_add(n.len());
+            out.push(Bytes::copy_from_slice(n));
+            added += 1;
+        }
+        out.extend(old);
+        s.members = out;
+        added
+    }
+
+    /// Removes every member of `gone`: how many were removed (one pass over the sorted
+    /// slices of a decoded set when there are many).
+    pub fn remove_all(&mut self, gone: &[&[u8]]) -> usize {
+        if gone.len() <= 4 || !matches!(self.repr, Repr::Sorted(_)) {
+            return gone.iter().filter(|m| self.remove(m)).count();
+        }
+        let mut gone: Vec<&[u8]> = gone.to_vec();
+        gone.sort_unstable();
+        let before = self.len();
+        self.retain(|m| gone.binary_search(&m).is_err());
+        before - self.len()
+    }
+
+    /// Removes `count` (below [`Set::len`]) distinct uniformly random members and returns
+    /// them in random order: O(count) on a table, one pass over the sorted slices.
+    pub fn pop_random(&mut self, count: usize, rng: &mut impl rand::Rng) -> Vec<Bytes> {
+        let n = self.len();
+        let count = count.min(n);
+        if let Repr::Sorted(s) = &mut self.repr {
+            let picked = rand::seq::index::sample(rng, n, count);
+            let mut taken = vec![false; n];
+            let mut out = Vec::with_capacity(count);
+            for i in picked {
+                if let (Some(t), Some(m)) = (taken.get_mut(i), s.members.get(i)) {
+                    *t = true;
+                    out.push(m.clone());
+                }
+            }
+            let mut at = 0;
+            let mut freed = 0;
+            s.members.retain(|m| {
+                let keep = !taken.get(at).copied().unwrap_or(false);
+                if !keep {
+                    freed += m.len();
+                }
+                at += 1;
+                keep
+            });
+            s.heap = s.heap.saturating_sub(freed);
+            return out;
+        }
+        let mut out = Vec::with_capacity(count);
+        for _ in 0..count {
+            let i = rng.random_range(0..self.len());
+            out.extend(self.take(i));
+        }
+        out
+    }
+
+    /// Makes a decoded set (sorted slices of its stored value, where an add or a removal
+    /// shifts the rest) the shape a held set keeps, once, in O(n): integers if Redis would
+    /// hold an intset, else a table, so that every change after is O(1). A view of bytes
+    /// never settles: it decodes, changes and re-encodes each time, and the sorted slices
+    /// make that a copy each way.
+    pub fn settle(&mut self) {
+        let Repr::Sorted(s) = &self.repr else {
+            return;
+        };
+        if s.members.len() <= INTSET_MAX_ENTRIES {
+            let ints: Option<Vec<i64>> = s.members.iter().map(|m| parse_i64(m)).collect();
+            if let Some(mut ints) = ints {
+                ints.sort_unstable();
+                self.repr = Repr::Ints(ints);
+                return;
+            }
+        }
+        let mut t = Table::with_capacity(s.members.len());
+        for m in &s.members {
+            t.push_new(m[..].into());
+        }
+        self.repr = Repr::Table(t);
     }
 
     /// Whether the set is held as integers (Redis's intset).
@@ -386,6 +567,7 @@ impl Collection for Set {
                 texts.sort_unstable();
                 encode(&texts)
             }
+            Repr::Sorted(s) => encode(&s.members),
             Repr::Table(t) => {
                 let mut refs: Vec<&[u8]> = t.members.iter().map(|m| &m[..]).collect();
                 refs.sort_unstable();
@@ -402,6 +584,7 @@ impl Collection for Set {
         std::mem::size_of::<Self>()
             + match &self.repr {
                 Repr::Ints(v) => v.capacity() * std::mem::size_of::<i64>(),
+                Repr::Sorted(s) => s.members.capacity() * std::mem::size_of::<Bytes>() + s.heap,
                 Repr::Table(t) => t.memory(),
             }
     }
@@ -419,20 +602,26 @@ impl Typed for Set {
     const NAME: &'static str = "set";
     const KIND: Kind = Kind::Set;
 
-    /// Checks the whole encoding first (lengths, strict order, no trailing bytes), so the
-    /// member count sizes the table only once proven; then builds integers if Redis would
-    /// hold an intset, else a table (no lookups: the stored members are distinct).
+    /// Integers if Redis would hold an intset, else the sorted slices of `data` (no copy of
+    /// the members; see [`Set::settle`]). Every length, the strict order and the end are
+    /// checked, so damage is `Corrupt`.
     fn decode(data: &Bytes) -> Result<Self> {
-        let small = data_len(data)? <= INTSET_MAX_ENTRIES;
+        let count = data_len(data)?;
+        let small = count <= INTSET_MAX_ENTRIES;
         let mut ints: Vec<i64> = Vec::new();
         let mut all_ints = small;
-        let count = walk(data, |r| {
+        // The count is proven by its data only as members decode: the list grows with them.
+        let mut members: Vec<Bytes> = Vec::with_capacity(count.min(PREALLOCATED_MEMBERS));
+        let mut heap = 0usize;
+        walk(data, |r| {
             if all_ints {
-                match parse_i64(&data[r]) {
+                match parse_i64(&data[r.clone()]) {
                     Some(i) => ints.push(i),
                     None => all_ints = false,
                 }
             }
+            heap += r.len();
+            members.push(data.slice(r));
         })?;
         if all_ints {
             ints.sort_unstable();
@@ -440,10 +629,8 @@ impl Typed for Set {
                 repr: Repr::Ints(ints),
             });
         }
-        let mut t = Table::with_capacity(count);
-        walk(data, |r| t.push_new(data[r].into()))?;
         Ok(Set {
-            repr: Repr::Table(t),
+            repr: Repr::Sorted(Sorted { members, heap }),
         })
     }
 }
@@ -462,6 +649,11 @@ mod tests {
                 Repr::Ints(v) => {
                     assert!(v.len() <= INTSET_MAX_ENTRIES);
                     assert!(v.windows(2).all(|w| w[0] < w[1]), "ascending");
+                }
+                Repr::Sorted(s) => {
+                    assert!(s.members.windows(2).all(|w| w[0] < w[1]), "ascending");
+                    let heap: usize = s.members.iter().map(|m| m.len()).sum();
+                    assert_eq!(s.heap, heap, "the running total");
                 }
                 Repr::Table(t) => {
                     assert_eq!(t.index.len(), t.members.len());
@@ -495,6 +687,11 @@ mod tests {
         InsertInts(u16, u16),
         RemoveInts(u16, u16),
         Retain(u8),
+        InsertAll(Vec<Vec<u8>>),
+        RemoveAll(Vec<Vec<u8>>),
+        PopRandom(u8),
+        /// Through the stored form and back (sorted slices or integers), then maybe settled.
+        Reload(bool),
     }
 
     fn member() -> impl Strategy<Value = Vec<u8>> {
@@ -514,6 +711,10 @@ mod tests {
             (0u16..1000, 1u16..600).prop_map(|(f, n)| Op::InsertInts(f, n)),
             (0u16..1000, 1u16..900).prop_map(|(f, n)| Op::RemoveInts(f, n)),
             any::<u8>().prop_map(Op::Retain),
+            prop::collection::vec(member(), 0..12).prop_map(Op::InsertAll),
+            prop::collection::vec(member(), 0..12).prop_map(Op::RemoveAll),
+            any::<u8>().prop_map(Op::PopRandom),
+            any::<bool>().prop_map(Op::Reload),
         ]
     }
 
@@ -547,6 +748,34 @@ mod tests {
                         for i in from..from + n {
                             let m = i.to_string().into_bytes();
                             prop_assert_eq!(s.remove(&m), model.remove(&m));
+                        }
+                    }
+                    Op::InsertAll(ms) => {
+                        let refs: Vec<&[u8]> = ms.iter().map(Vec::as_slice).collect();
+                        let before = model.len();
+                        model.extend(ms.iter().cloned());
+                        prop_assert_eq!(s.insert_all(&refs), model.len() - before);
+                    }
+                    Op::RemoveAll(ms) => {
+                        let refs: Vec<&[u8]> = ms.iter().map(Vec::as_slice).collect();
+                        let before = model.len();
+                        for m in &ms {
+                            model.remove(m);
+                        }
+                        prop_assert_eq!(s.remove_all(&refs), before - model.len());
+                    }
+                    Op::PopRandom(c) => {
+                        let c = (c as usize).min(s.len());
+                        let popped = s.pop_random(c, &mut rand::rng());
+                        prop_assert_eq!(popped.len(), c);
+                        for m in popped {
+                            prop_assert!(model.remove(&m[..]), "popped once");
+                        }
+                    }
+                    Op::Reload(settle) => {
+                        s = Set::decode(&Bytes::from(s.encode())).unwrap();
+                        if settle {
+                            s.settle();
                         }
                     }
                     Op::Retain(k) => {

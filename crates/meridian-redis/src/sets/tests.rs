@@ -1579,3 +1579,33 @@ proptest! {
         }
     }
 }
+
+/// A set that reaches a holding view as bytes (a TTL change, RESTORE, a restart) is decoded
+/// once, kept, and changed in place after.
+#[test]
+fn a_set_stored_as_bytes_is_kept_at_its_next_write() {
+    let mut v = SetView::holding();
+    let members: Vec<String> = (0..2000).map(|i| format!("m{i}")).collect();
+    let refs: Vec<&[u8]> = members.iter().map(|m| m.as_bytes()).collect();
+    let mut sorted = refs.clone();
+    sorted.sort();
+    let mut e = Entry::new(Bytes::from(encode(&sorted)));
+    e.kind = Kind::Set;
+    v.map.insert(b"s".to_vec(), e);
+    assert_eq!(line(&mut v, "SISMEMBER s m7"), ":1\r\n");
+    assert_eq!(v.held_count(), 0, "a read keeps bytes as they are");
+    assert_eq!(line(&mut v, "SADD s new"), ":1\r\n");
+    assert_eq!(v.held_count(), 1);
+    assert!(!v.map.contains_key(&b"s"[..]));
+    let at = held_addr(&mut v, b"s");
+    for cmd in [
+        "SADD s other",
+        "SREM s m1 m2 m3 m4 m5 m6",
+        "SPOP s",
+        "SPOP s 3",
+    ] {
+        line(&mut v, cmd);
+        assert_eq!(held_addr(&mut v, b"s"), at, "{cmd}");
+    }
+    assert_eq!(line(&mut v, "SCARD s"), ":1992\r\n");
+}
