@@ -3,7 +3,10 @@
 //! SUNIONSTORE, SDIFF, SDIFFSTORE, SMEMBERS and SSCAN mean, reply for reply and error for
 //! error Redis 7.0's (`t_set.c`).
 //!
-//! A set is **one stored value**: an envelope of kind [`Kind::Set`] whose data is
+//! A set is **one value**. In memory it is a [`Set`] (a [`crate::collection::Collection`]):
+//! sorted integers while Redis would hold an intset (at most [`INTSET_MAX_ENTRIES`] members,
+//! each a `string2ll` integer), else a dense list of members indexed by a hash table (see
+//! `sets/object.rs`). Stored, it is an envelope of kind [`Kind::Set`] whose data is
 //!
 //! ```text
 //! [member count, LEB128] then per member, strictly ascending by bytes:
@@ -11,23 +14,37 @@
 //! ```
 //!
 //! (the LEB128 of `meridian_core::hash`). This format is fixed: other modules read sets
-//! through [`members`] (the sorted-set module takes sets as ZUNIONSTORE/ZINTERSTORE inputs).
-//! Decoding never copies (members are slices of the stored value) and checks every length
-//! and the strict order, so damaged bytes are `RedisError::Corrupt`, never a panic, a member
-//! twice, or an allocation sized by unchecked bytes.
+//! through [`members`] (the sorted-set module takes sets as ZUNIONSTORE/ZINTERSTORE inputs;
+//! DUMP and SORT read them so). Decoding checks every length and the strict order, so
+//! damaged bytes are `RedisError::Corrupt`, never a panic, a member twice, or an allocation
+//! sized by unchecked bytes.
+//!
+//! Every command reaches its key's set through [`crate::collection`]: a view that keeps
+//! objects (the standalone keyspace) hands over the live [`Set`], changed in place (a set
+//! that reached it as bytes takes its held shape at its first write, [`Set::settle`]); any
+//! other view (a cluster's, a MULTI overlay) holds bytes, decoded into a [`Set`] and
+//! re-encoded after a change. A write that changes nothing (SADD of present members, SREM
+//! of absent ones, SMOVE of a member the destination has) writes nothing to that key, as
+//! Redis signals no modified key.
 //!
 //! Atomicity is the view's: a multi-key command (SMOVE, SINTER..., the STORE variants) reads
 //! and writes every key through the one view it is given, which the backend makes atomic.
 //!
-//! **Cost**: every command decodes the whole set (one `Bytes` handle per member, no copy of
-//! the member bytes) and every write re-encodes and rewrites it: O(size of the set) per
-//! command. SCARD reads the member count only. Membership tests are binary searches over the
-//! decoded, sorted members; SADD/SREM of k members on a set of n is O(n + k log k); SINTER
-//! is O(n₁ · M · log n) for the smallest input n₁ over M sets, SUNION/SDIFF O(N log N) over
-//! all inputs. The encoded set must fit the view's [`View::max_value_len`] (Redis's
+//! **Cost** on a held set: SADD/SREM of k members O(k) (amortized: the table doubles and
+//! halves), SISMEMBER O(1), SMISMEMBER O(k), SCARD O(1), SPOP and SRANDMEMBER O(1) or
+//! O(count); on an integer set a change shifts at most 512 values. SMEMBERS, and
+//! SINTER/SUNION/SDIFF replies, sort what they answer (O(n log n), see the order below).
+//! SSCAN beyond [`SSCAN_WHOLE`] is O(n) per call (every member's hash is compared with the
+//! cursor). SINTER copies the smallest input and filters it by the others, O(n₁ · M);
+//! SUNION O(N) over all inputs; SDIFF O(n₁ · M); a STORE variant stores the result as a new
+//! set. On a view of bytes every command also decodes the set into sorted slices of the
+//! stored value (O(n), no copy of the members) and every change shifts them and re-encodes
+//! (O(n); SADD/SREM of many members merge in one pass, O(n + k log k)) — SCARD excepted,
+//! which reads the stored count — and the encoded set must fit the view's [`View::max_value_len`] (Redis's
 //! `proto-max-bulk-len`), else the write is refused with `ERR set exceeds maximum allowed
 //! size (proto-max-bulk-len)` and nothing changes (a STORE variant leaves its destination
-//! as it was).
+//! as it was; SMOVE writes its destination first, so a destination too large refuses the
+//! move). A held set is bounded by the server's memory instead.
 //!
 //! **Redis's rules kept**: a set command on a key of another type answers `-WRONGTYPE`; an
 //! empty set does not exist (the last SREM/SPOP/SMOVE deletes the key, a STORE variant with
@@ -46,8 +63,9 @@
 //! order too (SMEMBERS `9 10` rather than `10 9`: what redis-cli users and one suite test,
 //! `redis-cli.tcl`'s DUMP/RESTORE, see), and every other set in byte order (the stored
 //! order) — "unordered" in Redis's contract, which is all `set.tcl` relies on (it `lsort`s).
-//! A Redis set that became a hash table and shrank back to integers keeps hash order in
-//! Redis; here it is numeric again.
+//! The order depends on the members only, never on the view or the set's history: a Redis
+//! set that became a hash table and shrank back to integers keeps hash order in Redis; here
+//! it is numeric again (though held as a table, as Redis holds it).
 //!
 //! **Where it departs**:
 //! - SSCAN answers a set of at most [`SSCAN_WHOLE`] members whole, with cursor 0 (as Redis
@@ -56,32 +74,38 @@
 //!   the node and of the set's other members), so a member present during the whole
 //!   iteration is returned exactly once however the set changes (Redis promises at least
 //!   once). Each call but the last looks at at least COUNT members and at least
-//!   1/[`SSCAN_PASSES`] of the set (so a full iteration decodes the set about
+//!   1/[`SSCAN_PASSES`] of the set (so a full iteration reads the whole set about
 //!   `SSCAN_PASSES` times at most), and at most [`crate::scan::MAX_SCAN_COUNT`] plus hash
 //!   ties; MATCH filters what was looked at, as in Redis. Within a call, members come in
 //!   hash order.
 //! - SRANDMEMBER with a negative count (repetitions allowed) refuses more than
 //!   [`MAX_RANDOM_REPEATS`] elements with `ERR value is out of range` (the same bound as
 //!   HRANDFIELD), where Redis would build a reply of any length.
-//! - SPOP/SRANDMEMBER draw uniformly with `rand` (Redis's dict sampling is only roughly
-//!   uniform); replies of distinct random members come in random order.
+//! - SPOP/SRANDMEMBER draw uniformly with `rand` (a uniform position in the set's dense
+//!   list; Redis's dict sampling is only roughly uniform); replies of distinct random
+//!   members come in random order.
 
 use crate::args::Args;
+use crate::collection;
 use crate::command::{Cmd, Group};
 use crate::error::{CmdError, CmdResult, RedisError, Result, SYNTAX, arity_error, int_arg, raw};
 use crate::reply::Reply;
 use crate::scan::{MAX_SCAN_COUNT, parse_cursor};
 use crate::value::{glob_match, parse_i64};
-use crate::view::{Entry, EntryRef, Kind, View};
+use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
 use meridian_core::leb128;
 use rand::Rng;
+use std::ops::Range;
+
+mod object;
+pub use object::{Member, Set};
 
 /// The most elements SRANDMEMBER with a negative count answers (HRANDFIELD's bound).
 pub const MAX_RANDOM_REPEATS: u64 = crate::hashes::MAX_RANDOM_REPEATS;
 
-/// Redis's default `set-max-intset-entries`: a set of at most this many integers is answered
-/// in numeric order, as Redis's intset is.
+/// Redis's default `set-max-intset-entries`: a set of at most this many integers is held as
+/// sorted integers and answered in numeric order, as Redis's intset is.
 pub const INTSET_MAX_ENTRIES: usize = 512;
 
 /// A set of at most this many members is answered whole by one SSCAN call (cursor 0).
@@ -92,9 +116,6 @@ pub const SSCAN_PASSES: usize = 32;
 
 /// At most this many member handles are reserved before decoding proves them.
 const PREALLOCATED_MEMBERS: usize = 4096;
-
-/// The type named in `CollectionTooLarge`.
-const TYPE_NAME: &str = "set";
 
 // ----- the encoding ----------------------------------------------------------------------
 
@@ -132,33 +153,43 @@ pub fn encode<M: AsRef<[u8]>>(members: &[M]) -> Vec<u8> {
     out
 }
 
-/// Decodes a set's data: its members, strictly ascending, as slices of `data` (no copy).
-pub fn decode_data(data: &Bytes) -> Result<Vec<Bytes>> {
+/// Walks a set's data, checking every length, the strict order and that nothing trails:
+/// `f` gets each member's byte range, ascending (before damage further on shows). The
+/// member count.
+pub(crate) fn walk(data: &[u8], mut f: impl FnMut(Range<usize>)) -> Result<usize> {
     let mut at = 0usize;
     let count = get_len(data, &mut at)?;
     // Every member takes at least its length byte: a count beyond the bytes left is damage.
-    // The count is not trusted to size the list either (a damaged count would reserve a
-    // handle per byte before the damage shows): the list grows as members decode.
     if count > data.len() - at {
         return Err(RedisError::Corrupt("set count exceeds its data"));
     }
-    let mut out: Vec<Bytes> = Vec::with_capacity(count.min(PREALLOCATED_MEMBERS));
+    let mut prev: Option<Range<usize>> = None;
     for _ in 0..count {
         let n = get_len(data, &mut at)?;
         let end = at
             .checked_add(n)
             .filter(|&e| e <= data.len())
             .ok_or(RedisError::Corrupt("truncated set"))?;
-        let m = data.slice(at..end);
-        at = end;
-        if out.last().is_some_and(|last| *last >= m) {
+        let r = at..end;
+        if prev.is_some_and(|p| data[p] >= data[r.clone()]) {
             return Err(RedisError::Corrupt("set members out of order"));
         }
-        out.push(m);
+        at = end;
+        f(r.clone());
+        prev = Some(r);
     }
     if at != data.len() {
         return Err(RedisError::Corrupt("trailing bytes after a set"));
     }
+    Ok(count)
+}
+
+/// Decodes a set's data: its members, strictly ascending, as slices of `data` (no copy).
+pub fn decode_data(data: &Bytes) -> Result<Vec<Bytes>> {
+    // The count is not trusted to size the list (a damaged count would reserve a handle per
+    // byte before the damage shows): the list grows as members decode.
+    let mut out: Vec<Bytes> = Vec::with_capacity(data_len(data)?.min(PREALLOCATED_MEMBERS));
+    walk(data, |r| out.push(data.slice(r)))?;
     Ok(out)
 }
 
@@ -182,191 +213,113 @@ pub fn data_len(data: &[u8]) -> Result<usize> {
     Ok(n)
 }
 
-// ----- loading and storing ---------------------------------------------------------------
+// ----- reaching a key's set --------------------------------------------------------------
+//
+// Reads go through `collection::read` (which counts a hit or a miss). What follows covers
+// what it does not: a write command's look at a key before it changes anything (no hit or
+// miss counted, as Redis's lookupKeyWrite), a write that may turn out to change nothing (no
+// write then, as Redis signals no modified key), and the multi-key reads' sizes.
 
-/// A set as loaded: its members (sorted, slices of the stored value) and its key's expiry.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Set {
-    /// The members, strictly ascending by bytes.
-    pub members: Vec<Bytes>,
-    /// The key's absolute expiry (µs since the epoch), if it has one.
-    pub expiry: Option<u64>,
-}
-
-impl Set {
-    /// Whether `m` is a member (a binary search).
-    pub fn contains(&self, m: &[u8]) -> bool {
-        contains(&self.members, m)
+/// The live set at `key` if the view keeps it in memory: WRONGTYPE for an object of another
+/// type, `None` when the view has no object there.
+fn held<'v, V: View + ?Sized>(v: &'v mut V, key: &[u8]) -> Result<Option<&'v mut Set>> {
+    match v.object_mut(key)? {
+        None => Ok(None),
+        Some((obj, _)) => obj
+            .as_any_mut()
+            .downcast_mut::<Set>()
+            .map(Some)
+            .ok_or(RedisError::WrongType),
     }
 }
 
-fn contains(sorted: &[Bytes], m: &[u8]) -> bool {
-    sorted.binary_search_by(|x| x[..].cmp(m)).is_ok()
-}
-
-fn decode(e: Entry) -> Result<Set> {
-    let members = members(&e)?;
-    Ok(Set {
-        members,
-        expiry: e.expiry,
-    })
-}
-
-/// The set at `key` for a write (no hit/miss counted): `None` when the key is absent.
-pub fn load<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Set>> {
-    v.load(key)?.map(decode).transpose()
-}
-
-/// The set at `key` for a read command: counts a hit or a miss (INFO), then checks the type.
-fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Set>> {
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    e.map(decode).transpose()
-}
-
-/// The encoding of `members` if it fits the view's longest value, else the "too large"
-/// error (checked before anything is stored, so a refused write changes nothing).
-fn encode_checked<V: View + ?Sized>(v: &V, members: &[Bytes]) -> Result<Vec<u8>> {
-    let data = encode(members);
-    if data.len() > v.max_value_len() {
-        return Err(RedisError::CollectionTooLarge(TYPE_NAME));
-    }
-    Ok(data)
-}
-
-/// Stores already-encoded set data at `key`, or deletes the key when `data` is `None`.
-fn put<V: View + ?Sized>(
+/// Runs `f` over the set at `key` without counting a read (a write command's look before it
+/// changes anything): `None` when absent, WRONGTYPE for another type.
+fn peek<V: View + ?Sized, R>(
     v: &mut V,
     key: &[u8],
-    data: Option<&[u8]>,
-    expiry: Option<u64>,
-) -> Result<()> {
-    v.store(
-        key,
-        data.map(|data| EntryRef {
-            data,
-            expiry,
-            kind: Kind::Set,
-        }),
-    )
+    f: impl FnOnce(&Set) -> R,
+) -> Result<Option<R>> {
+    if let Some(s) = held(v, key)? {
+        return Ok(Some(f(s)));
+    }
+    Ok(collection::load::<Set, V>(v, key)?.map(|(s, _)| f(&s)))
 }
 
-/// Stores `members` (strictly ascending) as the set at `key` with `expiry`, or deletes the
-/// key when there is none (an empty set does not exist). Refuses a set longer than the
-/// view's maximum, changing nothing.
+/// The set at `key`, owned (a copy of a held one), without counting a read.
+fn owned<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Set>> {
+    if let Some(s) = held(v, key)? {
+        return Ok(Some(s.clone()));
+    }
+    Ok(collection::load::<Set, V>(v, key)?.map(|(s, _)| s))
+}
+
+/// [`collection::update`] for a write that may change nothing: `f` answers its result and
+/// whether it changed the set, and only a change is kept (stored, or recorded on the held
+/// object), so SADD of present members or SREM of absent ones writes nothing, as in Redis.
+/// `f` must not fail after a change (see [`crate::collection`]).
+fn modify<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    create: bool,
+    f: impl FnOnce(&mut Set) -> Result<(R, bool)>,
+) -> Result<Option<R>> {
+    if let Some(s) = held(v, key)? {
+        // A set that came in as bytes takes its held shape at its first write here.
+        s.settle();
+        let (r, changed) = f(s)?;
+        if changed {
+            v.object_changed(key)?;
+        }
+        return Ok(Some(r));
+    }
+    let (mut s, expiry) = match collection::load::<Set, V>(v, key)? {
+        Some(loaded) => loaded,
+        None if create => (Set::new(), None),
+        None => return Ok(None),
+    };
+    let (r, changed) = f(&mut s)?;
+    if changed {
+        collection::store(v, key, s, expiry)?;
+    }
+    Ok(Some(r))
+}
+
+/// The size of the set at `key` for a read, counting a hit or a miss as [`collection::read`]
+/// does: `None` when absent, WRONGTYPE for another type. O(1) whatever the view keeps (held
+/// bytes' count is read without decoding them).
+fn read_len<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<usize>> {
+    match held(v, key) {
+        Ok(Some(s)) => {
+            let n = s.len();
+            v.count_read(key, true);
+            return Ok(Some(n));
+        }
+        Err(e) => {
+            v.count_read(key, true);
+            return Err(e);
+        }
+        Ok(None) => {}
+    }
+    let e = v.load(key)?;
+    v.count_read(key, e.is_some());
+    match e {
+        None => Ok(None),
+        Some(e) if e.kind != Kind::Set => Err(RedisError::WrongType),
+        Some(e) => data_len(&e.data).map(Some),
+    }
+}
+
+/// Stores `members` (any order; a repeat counts once) as the set at `key` with `expiry`, or
+/// deletes the key when there is none (an empty set does not exist). A view that keeps
+/// objects keeps the set; any other refuses a set longer than its maximum, changing nothing.
 pub fn store<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     members: &[Bytes],
     expiry: Option<u64>,
 ) -> Result<()> {
-    if members.is_empty() {
-        return v.store(key, None);
-    }
-    let data = encode_checked(v, members)?;
-    put(v, key, Some(&data), expiry)
-}
-
-// ----- set algebra on sorted member lists --------------------------------------------------
-
-/// `new` (any order, repeats allowed) merged into `set` (strictly ascending): the union,
-/// strictly ascending, and how many were added.
-fn merge_in(set: Vec<Bytes>, new: &[&[u8]]) -> (Vec<Bytes>, usize) {
-    let mut new: Vec<&[u8]> = new.to_vec();
-    new.sort_unstable();
-    new.dedup();
-    let mut out = Vec::with_capacity(set.len() + new.len());
-    let mut added = 0;
-    let mut old = set.into_iter().peekable();
-    for n in new {
-        while let Some(o) = old.next_if(|o| &o[..] < n) {
-            out.push(o);
-        }
-        if old.peek().is_some_and(|o| &o[..] == n) {
-            continue;
-        }
-        out.push(Bytes::copy_from_slice(n));
-        added += 1;
-    }
-    out.extend(old);
-    (out, added)
-}
-
-/// `set` without the members of `gone`: how many were removed.
-fn remove_all(set: &mut Vec<Bytes>, gone: &[&[u8]]) -> usize {
-    let mut gone: Vec<&[u8]> = gone.to_vec();
-    gone.sort_unstable();
-    gone.dedup();
-    let before = set.len();
-    set.retain(|m| gone.binary_search(&&m[..]).is_err());
-    before - set.len()
-}
-
-/// The intersection of `sets` (each strictly ascending), strictly ascending; stops after
-/// `limit` members (0: no limit).
-fn intersect(mut sets: Vec<Vec<Bytes>>, limit: usize) -> Vec<Bytes> {
-    if sets.iter().any(Vec::is_empty) {
-        return Vec::new();
-    }
-    sets.sort_by_key(Vec::len);
-    let mut iter = sets.into_iter();
-    let Some(smallest) = iter.next() else {
-        return Vec::new();
-    };
-    let others: Vec<Vec<Bytes>> = iter.collect();
-    let mut out = Vec::new();
-    for m in smallest {
-        if others.iter().all(|o| contains(o, &m)) {
-            out.push(m);
-            if limit != 0 && out.len() >= limit {
-                break;
-            }
-        }
-    }
-    out
-}
-
-/// The union of `sets`, strictly ascending.
-fn unite(sets: Vec<Vec<Bytes>>) -> Vec<Bytes> {
-    let mut all: Vec<Bytes> = sets.into_iter().flatten().collect();
-    all.sort_unstable();
-    all.dedup();
-    all
-}
-
-/// The members of the first set in none of the others, strictly ascending.
-fn subtract(sets: Vec<Vec<Bytes>>) -> Vec<Bytes> {
-    let mut iter = sets.into_iter();
-    let Some(mut first) = iter.next() else {
-        return Vec::new();
-    };
-    for other in iter {
-        if first.is_empty() {
-            break;
-        }
-        first.retain(|m| !contains(&other, m));
-    }
-    first
-}
-
-/// Puts `members` in the order Redis answers them: numeric for a set Redis holds as an
-/// intset (at most [`INTSET_MAX_ENTRIES`] members, each a `string2ll` integer), else as is.
-fn reply_order(members: &mut [Bytes]) {
-    if members.len() > INTSET_MAX_ENTRIES {
-        return;
-    }
-    let mut keyed = Vec::with_capacity(members.len());
-    for m in members.iter() {
-        match parse_i64(m) {
-            Some(i) => keyed.push(i),
-            None => return,
-        }
-    }
-    let mut pairs: Vec<(i64, Bytes)> = keyed.into_iter().zip(members.iter().cloned()).collect();
-    pairs.sort_unstable_by_key(|p| p.0);
-    for (slot, (_, m)) in members.iter_mut().zip(pairs) {
-        *slot = m;
-    }
+    collection::store(v, key, Set::from_members(members), expiry)
 }
 
 fn write_members(reply: &mut Reply, members: &[Bytes], as_set: bool) {
@@ -380,153 +333,115 @@ fn write_members(reply: &mut Reply, members: &[Bytes], as_set: bool) {
     }
 }
 
-/// `count` distinct random indexes below `n` (`count < n`), in random order.
-fn distinct_indexes(n: usize, count: usize) -> Vec<usize> {
-    let mut rng = rand::rng();
-    let mut idx: Vec<usize> = (0..n).collect();
-    for i in 0..count {
-        let j = rng.random_range(i..n);
-        idx.swap(i, j);
+/// Writes every member of `s` in reply order ([`Set::for_each_ordered`]).
+fn write_set(reply: &mut Reply, s: &Set, as_set: bool) {
+    if as_set {
+        reply.set(s.len());
+    } else {
+        reply.array(s.len());
     }
-    idx.truncate(count);
-    idx
+    s.for_each_ordered(|m| reply.bulk(m));
+}
+
+/// The members of `s` in reply order, copied.
+fn ordered(s: &Set) -> Vec<Bytes> {
+    let mut out = Vec::with_capacity(s.len());
+    s.for_each_ordered(|m| out.push(Bytes::copy_from_slice(m)));
+    out
 }
 
 // ----- the commands, typed ---------------------------------------------------------------
 
 /// SADD: adds the members (a member given twice counts once), keeping the key's TTL;
-/// returns how many were added.
+/// returns how many were added. O(k) for k members (amortized: a table grows by doubling).
 pub fn sadd<V: View + ?Sized>(v: &mut V, key: &[u8], new: &[&[u8]]) -> Result<u64> {
-    let Set { members, expiry } = load(v, key)?.unwrap_or_default();
-    let (members, added) = merge_in(members, new);
-    if added > 0 {
-        store(v, key, &members, expiry)?;
-    }
-    Ok(added as u64)
+    let added = modify(v, key, true, |s| {
+        let added = s.insert_all(new) as u64;
+        Ok((added, added > 0))
+    })?;
+    Ok(added.unwrap_or(0))
 }
 
 /// SREM: removes the members; deletes the key when none is left. Returns how many were
 /// removed.
 pub fn srem<V: View + ?Sized>(v: &mut V, key: &[u8], gone: &[&[u8]]) -> Result<u64> {
-    let Some(Set {
-        mut members,
-        expiry,
-    }) = load(v, key)?
-    else {
-        return Ok(0);
-    };
-    let removed = remove_all(&mut members, gone);
-    if removed > 0 {
-        store(v, key, &members, expiry)?;
-    }
-    Ok(removed as u64)
+    let removed = modify(v, key, false, |s| {
+        let removed = s.remove_all(gone) as u64;
+        Ok((removed, removed > 0))
+    })?;
+    Ok(removed.unwrap_or(0))
 }
 
 /// SMOVE: moves `member` from `src` to `dst`; returns whether it was in `src`. A missing
-/// source answers false before the destination's type is looked at (Redis's order).
+/// source answers false before the destination's type is looked at (Redis's order). The
+/// destination is written first: on a view that stores bytes, a destination that would grow
+/// beyond the longest value refuses the move with the source untouched.
 pub fn smove<V: View + ?Sized>(v: &mut V, src: &[u8], dst: &[u8], member: &[u8]) -> Result<bool> {
-    let Some(src_entry) = v.load(src)? else {
+    let Some(in_src) = peek(v, src, |s| s.contains(member))? else {
         return Ok(false);
     };
-    let dst_entry = v.load(dst)?;
-    let mut from = decode(src_entry)?;
-    let to = dst_entry.map(decode).transpose()?;
-    if src == dst {
-        return Ok(from.contains(member));
+    let in_dst = peek(v, dst, |s| s.contains(member))?;
+    if src == dst || !in_src {
+        return Ok(in_src);
     }
-    if remove_all(&mut from.members, &[member]) == 0 {
-        return Ok(false);
+    if in_dst != Some(true) {
+        modify(v, dst, true, |s| Ok(((), s.insert(member))))?;
     }
-    let Set {
-        members: to_members,
-        expiry: to_expiry,
-    } = to.unwrap_or_default();
-    let (to_members, added) = merge_in(to_members, &[member]);
-    // Both values are encoded (and the destination's size checked) before either is stored.
-    let to_data = if added > 0 {
-        Some(encode_checked(v, &to_members)?)
-    } else {
-        None
-    };
-    store(v, src, &from.members, from.expiry)?;
-    if let Some(data) = to_data {
-        put(v, dst, Some(&data), to_expiry)?;
-    }
+    modify(v, src, false, |s| Ok(((), s.remove(member))))?;
     Ok(true)
 }
 
-/// SCARD: the number of members, read without decoding them.
+/// SCARD: the number of members, in O(1) (a stored set's count is read without decoding).
 pub fn scard<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    match e {
-        None => Ok(0),
-        Some(e) if e.kind != Kind::Set => Err(RedisError::WrongType),
-        Some(e) => data_len(&e.data).map(|n| n as u64),
-    }
+    Ok(read_len(v, key)?.unwrap_or(0) as u64)
 }
 
-/// SMEMBERS: every member, strictly ascending by bytes; empty for a missing key.
+/// SMEMBERS: every member, in reply order ([`Set::for_each_ordered`]); empty for a missing
+/// key.
 pub fn smembers<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Vec<Bytes>> {
-    Ok(read(v, key)?.map(|s| s.members).unwrap_or_default())
+    Ok(collection::read(v, key, |s: &Set| Ok(ordered(s)))?.unwrap_or_default())
 }
 
-/// SPOP without a count: removes and returns a random member (`None` for a missing key).
+/// SPOP without a count: removes and returns a uniformly random member (`None` for a
+/// missing key). O(1) on a held set.
 pub fn spop_one<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Bytes>> {
-    let Some(Set {
-        mut members,
-        expiry,
-    }) = load(v, key)?
-    else {
-        return Ok(None);
-    };
-    if members.is_empty() {
-        return Ok(None);
-    }
-    let i = rand::rng().random_range(0..members.len());
-    let m = members.remove(i);
-    store(v, key, &members, expiry)?;
-    Ok(Some(m))
+    let popped = modify(v, key, false, |s| {
+        if s.is_empty() {
+            return Ok((None, false));
+        }
+        let i = rand::rng().random_range(0..s.len());
+        Ok((s.take(i), true))
+    })?;
+    Ok(popped.flatten())
 }
 
-/// SPOP with a count: removes and returns `count` distinct random members (the whole set,
-/// deleting the key, when `count` is not below its size).
+/// SPOP with a count: removes and returns `count` distinct random members, in random order
+/// (the whole set in reply order, deleting the key, when `count` is not below its size).
+/// O(count) on a held set.
 pub fn spop_count<V: View + ?Sized>(v: &mut V, key: &[u8], count: u64) -> Result<Vec<Bytes>> {
-    let Some(Set { members, expiry }) = load(v, key)? else {
-        return Ok(Vec::new());
-    };
     if count == 0 {
+        // The key's type is still checked, as Redis does before it looks at the count.
+        peek(v, key, |_| ())?;
         return Ok(Vec::new());
     }
-    if count >= members.len() as u64 {
-        v.store(key, None)?;
-        let mut all = members;
-        reply_order(&mut all);
-        return Ok(all);
-    }
-    let picked = distinct_indexes(members.len(), count as usize);
-    let mut taken = vec![false; members.len()];
-    for &i in &picked {
-        taken[i] = true;
-    }
-    let popped: Vec<Bytes> = picked.iter().map(|&i| members[i].clone()).collect();
-    let left: Vec<Bytes> = members
-        .into_iter()
-        .zip(taken)
-        .filter_map(|(m, t)| (!t).then_some(m))
-        .collect();
-    store(v, key, &left, expiry)?;
-    Ok(popped)
+    let popped = modify(v, key, false, |s| {
+        if count >= s.len() as u64 {
+            return Ok((ordered(&std::mem::take(s)), true));
+        }
+        Ok((s.pop_random(count as usize, &mut rand::rng()), true))
+    })?;
+    Ok(popped.unwrap_or_default())
 }
 
-/// Reads every key of `keys` as a set (a missing key is empty), checking every key's type
-/// before any result, as Redis does; counts a hit or miss per key.
-fn read_all<'k, V: View + ?Sized>(
+/// The size of every set of `keys` (0 for a missing key), counting a hit or a miss per key
+/// and checking each key's type in order before any result, as Redis does (the first key of
+/// another type is the answer).
+fn read_sizes<'k, V: View + ?Sized>(
     v: &mut V,
     keys: impl IntoIterator<Item = &'k [u8]>,
-) -> Result<Vec<Vec<Bytes>>> {
+) -> Result<Vec<(&'k [u8], usize)>> {
     keys.into_iter()
-        .map(|k| Ok(read(v, k)?.map(|s| s.members).unwrap_or_default()))
+        .map(|k| Ok((k, read_len(v, k)?.unwrap_or(0))))
         .collect()
 }
 
@@ -541,18 +456,66 @@ pub enum SetOp {
     Diff,
 }
 
-/// SINTER/SUNION/SDIFF over `keys`: the result, strictly ascending by bytes.
+/// The intersection of the sets at `sized`'s keys: the smallest is copied, then filtered by
+/// membership in each other (smallest first), O(n₁ · M) for the smallest n₁ of M sets.
+fn intersect<V: View + ?Sized>(v: &mut V, mut sized: Vec<(&[u8], usize)>) -> Result<Set> {
+    if sized.is_empty() || sized.iter().any(|&(_, n)| n == 0) {
+        return Ok(Set::new());
+    }
+    sized.sort_by_key(|&(_, n)| n);
+    let Some(mut acc) = owned(v, sized[0].0)? else {
+        return Ok(Set::new());
+    };
+    for &(k, _) in &sized[1..] {
+        if acc.is_empty() {
+            break;
+        }
+        if peek(v, k, |o| acc.retain(|m| o.contains(m)))?.is_none() {
+            return Ok(Set::new());
+        }
+    }
+    Ok(acc)
+}
+
+/// SINTER/SUNION/SDIFF over `keys`: the result as a set (every key read and type-checked
+/// first). SUNION is O(N) over all inputs; SDIFF O(n₁ · M) for the first set n₁.
 pub fn combine<'k, V: View + ?Sized>(
     v: &mut V,
     op: SetOp,
     keys: impl IntoIterator<Item = &'k [u8]>,
-) -> Result<Vec<Bytes>> {
-    let sets = read_all(v, keys)?;
-    Ok(match op {
-        SetOp::Inter => intersect(sets, 0),
-        SetOp::Union => unite(sets),
-        SetOp::Diff => subtract(sets),
-    })
+) -> Result<Set> {
+    let sized = read_sizes(v, keys)?;
+    match op {
+        SetOp::Inter => intersect(v, sized),
+        SetOp::Union => {
+            let mut acc = Set::new();
+            for &(k, n) in &sized {
+                if n > 0 {
+                    peek(v, k, |s| {
+                        for m in s.iter() {
+                            m.with(|b| acc.insert(b));
+                        }
+                    })?;
+                }
+            }
+            Ok(acc)
+        }
+        SetOp::Diff => {
+            let Some(&(first, _)) = sized.first() else {
+                return Ok(Set::new());
+            };
+            let mut acc = owned(v, first)?.unwrap_or_default();
+            for &(k, n) in &sized[1..] {
+                if acc.is_empty() {
+                    break;
+                }
+                if n > 0 {
+                    peek(v, k, |o| acc.retain(|m| !o.contains(m)))?;
+                }
+            }
+            Ok(acc)
+        }
+    }
 }
 
 /// SINTERSTORE/SUNIONSTORE/SDIFFSTORE: stores the result at `dst` (replacing whatever it
@@ -564,8 +527,9 @@ pub fn combine_store<'k, V: View + ?Sized>(
     keys: impl IntoIterator<Item = &'k [u8]>,
 ) -> Result<u64> {
     let result = combine(v, op, keys)?;
-    store(v, dst, &result, None)?;
-    Ok(result.len() as u64)
+    let n = result.len() as u64;
+    collection::store(v, dst, result, None)?;
+    Ok(n)
 }
 
 /// SINTERCARD: the size of the intersection, counting no further than `limit` (0: no
@@ -575,8 +539,9 @@ pub fn sintercard<'k, V: View + ?Sized>(
     keys: impl IntoIterator<Item = &'k [u8]>,
     limit: usize,
 ) -> Result<u64> {
-    let sets = read_all(v, keys)?;
-    Ok(intersect(sets, limit).len() as u64)
+    let sized = read_sizes(v, keys)?;
+    let n = intersect(v, sized)?.len();
+    Ok(if limit == 0 { n } else { n.min(limit) } as u64)
 }
 
 // ----- the commands, from their arguments ------------------------------------------------
@@ -620,28 +585,33 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
         }
         Cmd::Sismember => {
             let member = arg(args, cmd, 2)?;
-            let s = read(view, key)?;
-            reply.int(s.is_some_and(|s| s.contains(member)) as i64);
+            let found = collection::read(view, key, |s: &Set| Ok(s.contains(member)))?;
+            reply.int(found.unwrap_or(false) as i64);
         }
         Cmd::Smismember => {
-            let s = read(view, key)?;
+            let found = collection::read(view, key, |s: &Set| {
+                Ok(args.iter_from(2).map(|m| s.contains(m)).collect::<Vec<_>>())
+            })?;
             reply.array(args.len() - 2);
-            for m in args.iter_from(2) {
-                reply.int(s.as_ref().is_some_and(|s| s.contains(m)) as i64);
+            for i in 0..args.len() - 2 {
+                reply.int(found.as_ref().is_some_and(|f| f.get(i) == Some(&true)) as i64);
             }
         }
         Cmd::Scard => reply.int(scard(view, key)? as i64),
         Cmd::Smembers => {
-            let mut all = smembers(view, key)?;
-            reply_order(&mut all);
-            write_members(reply, &all, true);
+            let written = collection::read(view, key, |s: &Set| {
+                write_set(reply, s, true);
+                Ok(())
+            })?;
+            if written.is_none() {
+                reply.set(0);
+            }
         }
         Cmd::Spop => spop(view, args, reply)?,
         Cmd::Srandmember => srandmember(view, args, reply)?,
         Cmd::Sinter | Cmd::Sunion | Cmd::Sdiff => {
-            let mut result = combine(view, op_of(cmd), args.iter_from(1))?;
-            reply_order(&mut result);
-            write_members(reply, &result, true);
+            let result = combine(view, op_of(cmd), args.iter_from(1))?;
+            write_set(reply, &result, true);
         }
         Cmd::Sinterstore | Cmd::Sunionstore | Cmd::Sdiffstore => {
             reply.int(combine_store(view, op_of(cmd), key, args.iter_from(2))? as i64);
@@ -719,18 +689,21 @@ fn spop(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
     Ok(())
 }
 
-/// `SRANDMEMBER key [count]` (Redis's `srandmemberCommand`): a random member, or `count`
-/// distinct ones (the whole set when `count` is not below its size), or `-count` with
-/// repetitions (at most [`MAX_RANDOM_REPEATS`]).
+/// `SRANDMEMBER key [count]` (Redis's `srandmemberCommand`): a uniformly random member, or
+/// `count` distinct ones (the whole set when `count` is not below its size), or `-count`
+/// with repetitions (at most [`MAX_RANDOM_REPEATS`]). O(count) on a held set.
 fn srandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
     let key = args.get(1);
     if args.len() == 2 {
-        match read(view, key)? {
-            Some(s) if !s.members.is_empty() => {
-                let i = rand::rng().random_range(0..s.members.len());
-                reply.bulk(&s.members[i]);
+        let found = collection::read(view, key, |s: &Set| {
+            if s.is_empty() {
+                return Ok(false);
             }
-            _ => reply.null(),
+            let i = rand::rng().random_range(0..s.len());
+            Ok(s.get(i).map(|m| m.with(|b| reply.bulk(b))).is_some())
+        })?;
+        if found != Some(true) {
+            reply.null();
         }
         return Ok(());
     }
@@ -744,33 +717,41 @@ fn srandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
              9223372036854775807",
         ));
     }
-    let Some(Set { mut members, .. }) = read(view, key)? else {
+    // `Some(false)`: a repeat count beyond the bound, refused (nothing written).
+    let answered = collection::read(view, key, |s: &Set| {
+        let n = s.len();
+        if count == 0 || n == 0 {
+            reply.array(0);
+        } else if count < 0 {
+            let times = count.unsigned_abs();
+            if times > MAX_RANDOM_REPEATS {
+                return Ok(false);
+            }
+            let mut rng = rand::rng();
+            reply.array(times as usize);
+            for _ in 0..times {
+                if let Some(m) = s.get(rng.random_range(0..n)) {
+                    m.with(|b| reply.bulk(b));
+                }
+            }
+        } else if count as u64 >= n as u64 {
+            write_set(reply, s, false);
+        } else {
+            let picked = rand::seq::index::sample(&mut rand::rng(), n, count as usize);
+            reply.array(picked.len());
+            for i in picked {
+                if let Some(m) = s.get(i) {
+                    m.with(|b| reply.bulk(b));
+                }
+            }
+        }
+        Ok(true)
+    })?;
+    match answered {
         // The empty array, in both protocols.
-        reply.array(0);
-        return Ok(());
-    };
-    let n = members.len();
-    if count == 0 || n == 0 {
-        reply.array(0);
-    } else if count < 0 {
-        let times = count.unsigned_abs();
-        if times > MAX_RANDOM_REPEATS {
-            return Err(raw("ERR value is out of range"));
-        }
-        let mut rng = rand::rng();
-        reply.array(times as usize);
-        for _ in 0..times {
-            reply.bulk(&members[rng.random_range(0..n)]);
-        }
-    } else if count as u64 >= n as u64 {
-        reply_order(&mut members);
-        write_members(reply, &members, false);
-    } else {
-        let picked = distinct_indexes(n, count as usize);
-        reply.array(picked.len());
-        for i in picked {
-            reply.bulk(&members[i]);
-        }
+        None => reply.array(0),
+        Some(false) => return Err(raw("ERR value is out of range")),
+        Some(true) => {}
     }
     Ok(())
 }
@@ -790,22 +771,24 @@ fn scan_hash(m: &[u8]) -> u64 {
     h ^ (h >> 33)
 }
 
-/// One SSCAN step over `members` from `cursor`: the members to list and the next cursor.
-/// See the module docs for the cursor.
-fn scan_step(members: Vec<Bytes>, cursor: u64, count: usize) -> (Vec<Bytes>, u64) {
-    let n = members.len();
+/// One SSCAN step over `s` from `cursor`: the members to list and the next cursor. See the
+/// module docs for the cursor. O(n) for a set beyond [`SSCAN_WHOLE`] (every member's hash is
+/// compared with the cursor); only the members listed are copied.
+fn scan_step(s: &Set, cursor: u64, count: usize) -> (Vec<Bytes>, u64) {
+    let n = s.len();
     if n <= SSCAN_WHOLE {
-        let mut all = members;
-        reply_order(&mut all);
-        return (all, 0);
+        return (ordered(s), 0);
     }
     let batch = count
         .max(n.div_ceil(SSCAN_PASSES))
         .clamp(1, MAX_SCAN_COUNT.max(1));
-    let mut cands: Vec<(u64, Bytes)> = members
-        .into_iter()
-        .map(|m| (scan_hash(&m), m))
-        .filter(|(h, _)| *h >= cursor)
+    let mut cands: Vec<(u64, usize)> = s
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let h = m.with(scan_hash);
+            (h >= cursor).then_some((h, i))
+        })
         .collect();
     let next = if cands.len() > batch {
         cands.select_nth_unstable_by(batch - 1, |a, b| a.0.cmp(&b.0));
@@ -823,8 +806,12 @@ fn scan_step(members: Vec<Bytes>, cursor: u64, count: usize) -> (Vec<Bytes>, u64
     } else {
         0
     };
-    cands.sort_unstable();
-    (cands.into_iter().map(|(_, m)| m).collect(), next)
+    let mut listed: Vec<(u64, Bytes)> = cands
+        .into_iter()
+        .filter_map(|(h, i)| s.get(i).map(|m| (h, m.to_bytes())))
+        .collect();
+    listed.sort_unstable();
+    (listed.into_iter().map(|(_, m)| m).collect(), next)
 }
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`: the cursor is checked first, then the
@@ -834,12 +821,38 @@ fn sscan(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
     let cmd = Cmd::Sscan;
     let key = args.get(1);
     let cursor = parse_cursor(arg(args, cmd, 2)?)?;
-    let Some(s) = read(view, key)? else {
+    // The options are checked after the key (a missing key answers the empty scan whatever
+    // they are), so their verdict waits.
+    let opts = sscan_options(args);
+    let step = collection::read(view, key, |s: &Set| {
+        Ok(opts
+            .as_ref()
+            .ok()
+            .map(|&(_, count)| scan_step(s, cursor, count)))
+    })?;
+    let Some(step) = step else {
         reply.array(2);
         reply.bulk(b"0");
         reply.array(0);
         return Ok(());
     };
+    let (pattern, _) = opts?;
+    let Some((listed, next)) = step else {
+        return Err(raw(SYNTAX));
+    };
+    let listed: Vec<Bytes> = listed
+        .into_iter()
+        .filter(|m| pattern.is_none_or(|p| glob_match(p, m, false)))
+        .collect();
+    let mut buf = itoa::Buffer::new();
+    reply.array(2);
+    reply.bulk(buf.format(next).as_bytes());
+    write_members(reply, &listed, false);
+    Ok(())
+}
+
+/// SSCAN's `MATCH pattern` (`None` for none or `*`) and `COUNT count` (10 by default).
+fn sscan_options(args: Args<'_>) -> std::result::Result<(Option<&[u8]>, usize), CmdError> {
     let mut pattern: Option<&[u8]> = None;
     let mut count = 10usize;
     let mut i = 3;
@@ -861,16 +874,7 @@ fn sscan(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdResult {
             return Err(raw(SYNTAX));
         }
     }
-    let (listed, next) = scan_step(s.members, cursor, count);
-    let listed: Vec<Bytes> = listed
-        .into_iter()
-        .filter(|m| pattern.is_none_or(|p| glob_match(p, m, false)))
-        .collect();
-    let mut buf = itoa::Buffer::new();
-    reply.array(2);
-    reply.bulk(buf.format(next).as_bytes());
-    write_members(reply, &listed, false);
-    Ok(())
+    Ok((pattern, count))
 }
 
 #[cfg(test)]

@@ -10,8 +10,38 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::test_view::TestView as SetView;
 
+thread_local! {
+    /// Whether [`view`] gives a view that keeps sets as objects (the keyspace's path).
+    static HOLDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The view a test runs over: bytes, or held objects inside [`on_both_views`]'s second run.
 fn view() -> SetView {
-    SetView::new()
+    if HOLDING.with(|h| h.get()) {
+        SetView::holding()
+    } else {
+        SetView::new()
+    }
+}
+
+/// Runs `body` over a view of bytes, then over one that keeps objects: the same assertions,
+/// so the same replies, on both paths of `crate::collection`.
+fn on_both_views(body: fn()) {
+    for held in [false, true] {
+        HOLDING.with(|h| h.set(held));
+        let reset = Reset;
+        body();
+        drop(reset);
+    }
+}
+
+/// Puts [`HOLDING`] back even when a body panics.
+struct Reset;
+
+impl Drop for Reset {
+    fn drop(&mut self) {
+        HOLDING.with(|h| h.set(false));
+    }
 }
 
 /// Runs one command (any data command) over `v`, as EXEC would; the reply's bytes.
@@ -135,6 +165,10 @@ const WRONGTYPE: &str = "-WRONGTYPE Operation against a key holding the wrong ki
 
 #[test]
 fn basics_regular_set_and_intset() {
+    on_both_views(basics_regular_set_and_intset_on_a_view);
+}
+
+fn basics_regular_set_and_intset_on_a_view() {
     let mut v = view();
     assert_eq!(line(&mut v, "SADD myset foo"), ":1\r\n");
     assert_eq!(line(&mut v, "SADD myset bar"), ":1\r\n");
@@ -218,6 +252,10 @@ fn basics_regular_set_and_intset() {
 
 #[test]
 fn integer_sets_answer_in_numeric_order_others_in_byte_order() {
+    on_both_views(integer_sets_answer_in_numeric_order_others_in_byte_order_on_a_view);
+}
+
+fn integer_sets_answer_in_numeric_order_others_in_byte_order_on_a_view() {
     let mut v = view();
     line(&mut v, "SADD i 10 9 -1 2 100");
     assert_eq!(strs(&run(&mut v, "SMEMBERS i")), words("-1 2 9 10 100"));
@@ -266,6 +304,10 @@ fn strs_of_scan(r: &Resp) -> (u64, Vec<String>) {
 
 #[test]
 fn wrong_type_for_every_command() {
+    on_both_views(wrong_type_for_every_command_on_a_view);
+}
+
+fn wrong_type_for_every_command_on_a_view() {
     let mut v = view();
     line(&mut v, "SET s v");
     line(&mut v, "SADD set a b c");
@@ -325,6 +367,10 @@ fn wrong_type_for_every_command() {
 
 #[test]
 fn sintercard_arguments_as_t_set_c() {
+    on_both_views(sintercard_arguments_as_t_set_c_on_a_view);
+}
+
+fn sintercard_arguments_as_t_set_c_on_a_view() {
     let mut v = view();
     line(&mut v, "SADD set1 0 1 2 3 4 5 195 196 197 198 199 foo");
     line(&mut v, "SADD set2 195 196 197 198 199 200 foo");
@@ -397,6 +443,10 @@ fn sintercard_arguments_as_t_set_c() {
 
 #[test]
 fn sinter_sunion_sdiff_and_their_store_variants() {
+    on_both_views(sinter_sunion_sdiff_and_their_store_variants_on_a_view);
+}
+
+fn sinter_sunion_sdiff_and_their_store_variants_on_a_view() {
     let mut v = view();
     line(&mut v, "SADD set1 a b c 1 2 3");
     line(&mut v, "SADD set2 b c d 3");
@@ -478,6 +528,10 @@ fn sinter_sunion_sdiff_and_their_store_variants() {
 
 #[test]
 fn smove_as_set_tcl() {
+    on_both_views(smove_as_set_tcl_on_a_view);
+}
+
+fn smove_as_set_tcl_on_a_view() {
     let setup = |v: &mut SetView| {
         line(v, "DEL myset1 myset2 myset3");
         line(v, "SADD myset1 1 a b");
@@ -528,6 +582,10 @@ fn smove_as_set_tcl() {
 
 #[test]
 fn spop_as_set_tcl() {
+    on_both_views(spop_as_set_tcl_on_a_view);
+}
+
+fn spop_as_set_tcl_on_a_view() {
     let mut v = view();
     for contents in ["a b c", "1 2 3"] {
         line(&mut v, &format!("SADD myset {contents}"));
@@ -602,6 +660,10 @@ fn spop_as_set_tcl() {
 
 #[test]
 fn srandmember_as_set_tcl() {
+    on_both_views(srandmember_as_set_tcl_on_a_view);
+}
+
+fn srandmember_as_set_tcl_on_a_view() {
     let mut v = view();
     let contents: Vec<String> = (0..50).map(|i| i.to_string()).collect();
     line(&mut v, &format!("SADD myset {}", contents.join(" ")));
@@ -676,6 +738,10 @@ fn srandmember_as_set_tcl() {
 
 #[test]
 fn sscan_small_whole_large_with_a_cursor() {
+    on_both_views(sscan_small_whole_large_with_a_cursor_on_a_view);
+}
+
+fn sscan_small_whole_large_with_a_cursor_on_a_view() {
     let mut v = view();
     line(&mut v, "SADD s foo fab fiz foobar 1 2 3 4");
     let (c, got) = strs_of_scan(&run(&mut v, "SSCAN s 0"));
@@ -767,6 +833,10 @@ fn sscan_small_whole_large_with_a_cursor() {
 
 #[test]
 fn writes_keep_the_ttl_and_the_size_limit_holds() {
+    on_both_views(writes_keep_the_ttl_and_the_size_limit_holds_on_a_view);
+}
+
+fn writes_keep_the_ttl_and_the_size_limit_holds_on_a_view() {
     let mut v = view();
     line(&mut v, "SADD s a");
     line(&mut v, "EXPIRE s 100");
@@ -780,7 +850,9 @@ fn writes_keep_the_ttl_and_the_size_limit_holds() {
     assert_eq!(line(&mut v, "SADD s z"), ":1\r\n");
     assert_eq!(line(&mut v, "TTL s"), ":-1\r\n");
 
-    let mut v = view();
+    // The longest value bounds what a view of bytes stores (a held set is bounded by the
+    // server's memory instead).
+    let mut v = SetView::new();
     v.max = 40;
     let long = "x".repeat(30);
     assert_eq!(line(&mut v, &format!("SADD s {long}")), ":1\r\n");
@@ -808,6 +880,10 @@ fn writes_keep_the_ttl_and_the_size_limit_holds() {
 
 #[test]
 fn reads_count_hits_and_misses() {
+    on_both_views(reads_count_hits_and_misses_on_a_view);
+}
+
+fn reads_count_hits_and_misses_on_a_view() {
     let mut v = view();
     line(&mut v, "SADD s a");
     let (h, m) = (v.hits, v.misses);
@@ -819,6 +895,10 @@ fn reads_count_hits_and_misses() {
 
 #[test]
 fn damaged_set_data_is_an_error_not_a_panic() {
+    on_both_views(damaged_set_data_is_an_error_not_a_panic_on_a_view);
+}
+
+fn damaged_set_data_is_an_error_not_a_panic_on_a_view() {
     let good = Bytes::from(encode(&[&b"a"[..], b"bc", b"d"]));
     assert_eq!(
         decode_data(&good).unwrap(),
@@ -883,6 +963,10 @@ fn damaged_set_data_is_an_error_not_a_panic() {
 
 #[test]
 fn encoding_is_the_documented_format() {
+    on_both_views(encoding_is_the_documented_format_on_a_view);
+}
+
+fn encoding_is_the_documented_format_on_a_view() {
     let long = vec![b'z'; 200];
     let data = encode(&[&b"a"[..], &long[..]]);
     let mut want = vec![2, 1, b'a', 0xc8, 0x01];
@@ -890,8 +974,20 @@ fn encoding_is_the_documented_format() {
     assert_eq!(data, want);
     let mut v = view();
     line(&mut v, "SADD s b a");
-    assert_eq!(&v.map[&b"s".to_vec()].data[..], &[2, 1, b'a', 1, b'b']);
-    assert_eq!(v.map[&b"s".to_vec()].kind, Kind::Set);
+    let e = v.load(b"s").unwrap().expect("stored");
+    assert_eq!(&e.data[..], &[2, 1, b'a', 1, b'b']);
+    assert_eq!(e.kind, Kind::Set);
+    line(&mut v, "SADD s 10 9 c");
+    let e = v.load(b"s").unwrap().expect("stored");
+    assert_eq!(
+        members(&e).unwrap(),
+        ["10", "9", "a", "b", "c"].map(Bytes::from).to_vec(),
+        "byte order, whatever the set holds"
+    );
+    line(&mut v, "DEL s");
+    line(&mut v, "SADD s 10 9 -1");
+    let e = v.load(b"s").unwrap().expect("stored");
+    assert_eq!(&e.data[..], &[3, 2, b'-', b'1', 2, b'1', b'0', 1, b'9']);
 }
 
 // ----- the model test ----------------------------------------------------------------------
@@ -907,6 +1003,9 @@ enum Op {
     Sintercard(Vec<u8>, u8),
     Read(u8, u8),
     Srandmember(u8, i8),
+    /// SADD (true) or SREM of the integers `from..from + n`: sets cross
+    /// `set-max-intset-entries` and shrink back.
+    Ints(bool, u8, u16, u16),
 }
 
 const KEYS: [&str; 3] = ["a", "b", "c"];
@@ -943,7 +1042,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(c, ks)| Op::Combine(c, ks)),
         (ks, 0u8..4).prop_map(|(ks, l)| Op::Sintercard(ks, l)),
         (k.clone(), m).prop_map(|(k, m)| Op::Read(k, m)),
-        (k, -5i8..6).prop_map(|(k, c)| Op::Srandmember(k, c)),
+        (k.clone(), -5i8..6).prop_map(|(k, c)| Op::Srandmember(k, c)),
+        (any::<bool>(), k, 0u16..700, 1u16..600).prop_map(|(a, k, f, n)| Op::Ints(a, k, f, n)),
     ]
 }
 
@@ -980,11 +1080,35 @@ fn as_set(r: &Resp) -> BTreeSet<String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
+    /// The commands against a `BTreeSet` per key, over a view of bytes and over one that
+    /// keeps objects.
     #[test]
     fn commands_match_a_btreeset_model(ops in prop::collection::vec(op(), 1..40)) {
-        let mut v = view();
+        run_model(&ops, SetView::new())?;
+        run_model(&ops, SetView::holding())?;
+    }
+}
+
+/// Every member of the set at `key`, by a full SSCAN iteration (each member once).
+fn full_scan(v: &mut SetView, key: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor = 0u64;
+    for _ in 0..10_000 {
+        let c = cursor.to_string();
+        let (next, got) = strs_of_scan(&run_list(v, &["SSCAN", key, &c, "COUNT", "100"]));
+        out.extend(got);
+        cursor = next;
+        if cursor == 0 {
+            break;
+        }
+    }
+    out
+}
+
+fn run_model(ops: &[Op], mut v: SetView) -> std::result::Result<(), TestCaseError> {
+    {
         let mut model: Model = BTreeMap::new();
-        for op in ops {
+        for op in ops.iter().cloned() {
             match op {
                 Op::Sadd(k, ms) => {
                     let mut parts = vec!["SADD", key(k)];
@@ -994,6 +1118,22 @@ proptest! {
                     s.extend(ms.iter().map(|&m| member(m).to_string()));
                     let added = (s.len() - before) as i64;
                     prop_assert_eq!(run_list(&mut v, &parts), Resp::Int(added));
+                }
+                Op::Ints(add, k, from, n) => {
+                    let ints: Vec<String> = (from..from + n).map(|i| i.to_string()).collect();
+                    let mut parts = vec![if add { "SADD" } else { "SREM" }, key(k)];
+                    parts.extend(ints.iter().map(String::as_str));
+                    let s = model.entry(key(k)).or_default();
+                    let before = s.len();
+                    for i in &ints {
+                        if add {
+                            s.insert(i.clone());
+                        } else {
+                            s.remove(i);
+                        }
+                    }
+                    let changed = s.len().abs_diff(before) as i64;
+                    prop_assert_eq!(run_list(&mut v, &parts), Resp::Int(changed));
                 }
                 Op::Srem(k, ms) => {
                     let mut parts = vec!["SREM", key(k)];
@@ -1076,8 +1216,8 @@ proptest! {
                     let all = run_list(&mut v, &["SMEMBERS", key(k)]);
                     prop_assert_eq!(strs(&all).len(), s.len());
                     prop_assert_eq!(as_set(&all), s.clone());
-                    let (c, scanned) = strs_of_scan(&run_list(&mut v, &["SSCAN", key(k), "0"]));
-                    prop_assert_eq!(c, 0);
+                    let scanned = full_scan(&mut v, key(k));
+                    prop_assert_eq!(scanned.len(), s.len(), "each member once");
                     prop_assert_eq!(scanned.into_iter().collect::<BTreeSet<_>>(), s);
                 }
                 Op::Srandmember(k, c) => {
@@ -1085,7 +1225,11 @@ proptest! {
                     let r = run_list(&mut v, &["SRANDMEMBER", key(k), &c.to_string()]);
                     let got = strs(&r);
                     let want_len = if c < 0 {
-                        if s.is_empty() { 0 } else { c.unsigned_abs() as usize }
+                        if s.is_empty() {
+                            0
+                        } else {
+                            c.unsigned_abs() as usize
+                        }
                     } else {
                         (c as usize).min(s.len())
                     };
@@ -1098,22 +1242,30 @@ proptest! {
             }
             // Empty sets never exist; every stored set is canonical.
             model.retain(|_, s| !s.is_empty());
-            let stored: BTreeMap<String, BTreeSet<String>> = v
-                .map
+            let mut stored: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for k in KEYS {
+                if let Some(e) = v.load(k.as_bytes()).unwrap() {
+                    let ms = members(&e).expect("a valid set");
+                    stored.insert(
+                        k.to_string(),
+                        ms.iter()
+                            .map(|m| String::from_utf8(m.to_vec()).unwrap())
+                            .collect(),
+                    );
+                }
+            }
+            let want: BTreeMap<String, BTreeSet<String>> = model
                 .iter()
-                .map(|(k, e)| {
-                    let ms = members(e).expect("a valid set");
-                    (
-                        String::from_utf8(k.clone()).unwrap(),
-                        ms.iter().map(|m| String::from_utf8(m.to_vec()).unwrap()).collect(),
-                    )
-                })
+                .map(|(k, s)| (k.to_string(), s.clone()))
                 .collect();
-            let want: BTreeMap<String, BTreeSet<String>> =
-                model.iter().map(|(k, s)| (k.to_string(), s.clone())).collect();
             prop_assert_eq!(stored, want);
         }
     }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn encoding_round_trips(set in prop::collection::btree_set(prop::collection::vec(any::<u8>(), 0..300), 0..20)) {
@@ -1143,35 +1295,317 @@ proptest! {
         count in 1usize..400,
         churn in prop::collection::vec((any::<bool>(), 0usize..5000), 0..30),
     ) {
-        let mut v = view();
-        let stable: Vec<String> = (0..size).map(|i| format!("s{i}")).collect();
-        let mut parts = vec!["SADD", "k"];
-        parts.extend(stable.iter().map(String::as_str));
-        run_list(&mut v, &parts);
-        let mut seen: Vec<String> = Vec::new();
-        let mut cursor = 0u64;
-        let mut calls = 0usize;
-        loop {
-            let c = cursor.to_string();
-            let n = count.to_string();
-            let (next, got) = strs_of_scan(&run_list(&mut v, &["SSCAN", "k", &c, "COUNT", &n]));
-            seen.extend(got);
-            if let Some(&(add, i)) = churn.get(calls) {
-                let m = format!("t{i}");
-                run_list(&mut v, &[if add { "SADD" } else { "SREM" }, "k", &m]);
+        for mut v in [SetView::new(), SetView::holding()] {
+            let stable: Vec<String> = (0..size).map(|i| format!("s{i}")).collect();
+            let mut parts = vec!["SADD", "k"];
+            parts.extend(stable.iter().map(String::as_str));
+            run_list(&mut v, &parts);
+            let mut seen: Vec<String> = Vec::new();
+            let mut cursor = 0u64;
+            let mut calls = 0usize;
+            loop {
+                let c = cursor.to_string();
+                let n = count.to_string();
+                let (next, got) = strs_of_scan(&run_list(&mut v, &["SSCAN", "k", &c, "COUNT", &n]));
+                seen.extend(got);
+                if let Some(&(add, i)) = churn.get(calls) {
+                    let m = format!("t{i}");
+                    run_list(&mut v, &[if add { "SADD" } else { "SREM" }, "k", &m]);
+                }
+                calls += 1;
+                prop_assert!(calls <= SSCAN_PASSES + 2 + size.div_ceil(count), "terminates");
+                cursor = next;
+                if cursor == 0 {
+                    break;
+                }
             }
-            calls += 1;
-            prop_assert!(calls <= SSCAN_PASSES + 2 + size.div_ceil(count), "terminates");
-            cursor = next;
-            if cursor == 0 {
-                break;
+            let found: BTreeSet<&String> = seen.iter().collect();
+            for m in &stable {
+                prop_assert!(found.contains(m), "{} missing", m);
             }
+            let stable_seen = seen.iter().filter(|m| m.starts_with('s')).count();
+            prop_assert_eq!(stable_seen, size, "each stable member exactly once");
         }
-        let found: BTreeSet<&String> = seen.iter().collect();
-        for m in &stable {
-            prop_assert!(found.contains(m), "{} missing", m);
-        }
-        let stable_seen = seen.iter().filter(|m| m.starts_with('s')).count();
-        prop_assert_eq!(stable_seen, size, "each stable member exactly once");
     }
+}
+
+// ----- held sets: changed in place ------------------------------------------------------
+
+/// The address of the object the view holds at `key`.
+fn held_addr(v: &mut SetView, key: &[u8]) -> usize {
+    let (obj, _) = v.object_mut(key).unwrap().expect("held");
+    obj.as_any() as *const dyn std::any::Any as *const u8 as usize
+}
+
+#[test]
+fn a_held_set_changes_in_place_and_its_last_member_deletes_it() {
+    let mut v = SetView::holding();
+    assert_eq!(line(&mut v, "SADD s a b c"), ":3\r\n");
+    assert_eq!(v.held_count(), 1);
+    assert!(
+        !v.map.contains_key(&b"s"[..]),
+        "kept as an object, not bytes"
+    );
+    let at = held_addr(&mut v, b"s");
+    // Writes and reads on an existing set: the same object, never re-encoded into bytes.
+    for cmd in [
+        "SADD s d e",
+        "SADD s a",
+        "SREM s e",
+        "SISMEMBER s a",
+        "SMISMEMBER s a z",
+        "SCARD s",
+        "SMEMBERS s",
+        "SRANDMEMBER s",
+        "SRANDMEMBER s -5",
+        "SSCAN s 0",
+        "SPOP s",
+        "SPOP s 1",
+        "SINTER s s",
+        "SMOVE s t nothere",
+    ] {
+        line(&mut v, cmd);
+        assert_eq!(v.held_count(), 1, "{cmd}");
+        assert!(!v.map.contains_key(&b"s"[..]), "{cmd}");
+        assert_eq!(held_addr(&mut v, b"s"), at, "{cmd}: changed in place");
+    }
+    assert_eq!(line(&mut v, "SCARD s"), ":2\r\n");
+    // An integer set grows into a table in place too (the object stays; its inside changes).
+    let many: Vec<String> = (0..=INTSET_MAX_ENTRIES).map(|i| i.to_string()).collect();
+    line(&mut v, "SADD n 1 2 3");
+    let at = held_addr(&mut v, b"n");
+    line(&mut v, &format!("SADD n {}", many.join(" ")));
+    assert_eq!(held_addr(&mut v, b"n"), at);
+    assert_eq!(
+        line(&mut v, "SCARD n"),
+        format!(":{}\r\n", INTSET_MAX_ENTRIES + 1)
+    );
+    // The last member removed, popped or moved: the key is gone, object and all.
+    let gone = |v: &mut SetView, key: &[u8]| {
+        v.object_mut(key).unwrap().is_none() && v.load(key).unwrap().is_none()
+    };
+    line(&mut v, "DEL n");
+    let members: Vec<String> = strs(&run(&mut v, "SMEMBERS s"));
+    let srem = format!("SREM s {}", members.join(" "));
+    assert_eq!(line(&mut v, &srem), ":2\r\n");
+    assert!(gone(&mut v, b"s"));
+    assert_eq!(v.held_count(), 0);
+    line(&mut v, "SADD s x");
+    run(&mut v, "SPOP s");
+    assert!(gone(&mut v, b"s"));
+    line(&mut v, "SADD s x y");
+    run(&mut v, "SPOP s 2");
+    assert!(gone(&mut v, b"s"));
+    line(&mut v, "SADD s x");
+    assert_eq!(line(&mut v, "SMOVE s t x"), ":1\r\n");
+    assert!(gone(&mut v, b"s"));
+    assert_eq!(v.held_count(), 1, "t holds x");
+    assert_eq!(line(&mut v, "EXISTS s"), ":0\r\n");
+    // A STORE variant keeps its result as an object too.
+    line(&mut v, "SADD u 1 2");
+    assert_eq!(line(&mut v, "SUNIONSTORE d t u"), ":3\r\n");
+    assert!(!v.map.contains_key(&b"d"[..]));
+    assert_eq!(v.held_count(), 3);
+}
+
+/// Deterministic commands answer byte for byte the same on a view of bytes and on one that
+/// keeps objects, reply order included.
+#[test]
+fn both_views_answer_alike_byte_for_byte() {
+    let script = [
+        "SADD a 3 1 2 10 -5",
+        "SADD b x 1 y 2 zz",
+        "SADD c foo bar baz 2",
+        "SMEMBERS a",
+        "SMEMBERS b",
+        "SSCAN b 0 MATCH * COUNT 2",
+        "SINTER a b",
+        "SUNION a b c",
+        "SDIFF b a c",
+        "SINTERSTORE d a b",
+        "SUNIONSTORE e a c",
+        "SMEMBERS e",
+        "SDIFFSTORE f c b",
+        "SMEMBERS f",
+        "SINTERCARD 2 a b LIMIT 1",
+        "SMISMEMBER b x q 1",
+        "SMOVE a b 3",
+        "SMEMBERS b",
+        "SREM b x y zz",
+        "SMEMBERS b",
+        "SRANDMEMBER a 100",
+        "SPOP a 100",
+        "EXISTS a",
+        "SCARD b",
+        "SET s v",
+        "SADD s x",
+        "SUNIONSTORE s b",
+        "TYPE s",
+    ];
+    let mut big: Vec<String> = (0..700).map(|i| format!("m{i}")).collect();
+    let add_big = format!("SADD big {}", big.join(" "));
+    big.truncate(300);
+    let rem_big = format!("SREM big {}", big.join(" "));
+    let mut bytes = SetView::new();
+    let mut held = SetView::holding();
+    let mut lines: Vec<String> = script.iter().map(|s| s.to_string()).collect();
+    lines.extend([
+        add_big,
+        "SSCAN big 0 COUNT 50".into(),
+        "SSCAN big 9223372036854775808 COUNT 50".into(),
+        "SMEMBERS big".into(),
+        rem_big,
+        "SSCAN big 0".into(),
+        "SCARD big".into(),
+    ]);
+    for l in &lines {
+        let (a, b) = (line(&mut bytes, l), line(&mut held, l));
+        assert_eq!(a, b, "{l}");
+    }
+    assert!(held.held_count() > 0);
+}
+
+// ----- randomness ------------------------------------------------------------------------
+
+/// Pearson's chi-square statistic of `counts` against a uniform expectation.
+fn chi_square(counts: &BTreeMap<String, u64>, buckets: usize) -> f64 {
+    let total: u64 = counts.values().sum();
+    let expected = total as f64 / buckets as f64;
+    let seen: f64 = counts
+        .values()
+        .map(|&c| (c as f64 - expected).powi(2) / expected)
+        .sum();
+    // Members never drawn count too.
+    seen + (buckets - counts.len()) as f64 * expected
+}
+
+/// SRANDMEMBER and SPOP draw every member, uniformly (a chi-square test as `set.tcl`'s,
+/// with a bound a uniform draw exceeds with probability about 1e-9), from integer sets and
+/// tables, on both views.
+#[test]
+fn random_members_are_uniform() {
+    for held in [false, true] {
+        for members in [
+            (0..50).map(|i| i.to_string()).collect::<Vec<_>>(),
+            (0..50).map(|i| format!("m{i}")).collect(),
+        ] {
+            let mut v = if held {
+                SetView::holding()
+            } else {
+                SetView::new()
+            };
+            line(&mut v, &format!("SADD s {}", members.join(" ")));
+            // With repetitions, one command.
+            let mut counts = BTreeMap::new();
+            for m in strs(&run(&mut v, "SRANDMEMBER s -20000")) {
+                *counts.entry(m).or_insert(0u64) += 1;
+            }
+            assert_eq!(counts.len(), 50, "every member drawn");
+            let chi = chi_square(&counts, 50);
+            assert!(
+                chi < 135.0,
+                "SRANDMEMBER -n: chi-square {chi} (held: {held})"
+            );
+            // Distinct members, and one at a time.
+            let mut counts = BTreeMap::new();
+            for _ in 0..1000 {
+                for m in strs(&run(&mut v, "SRANDMEMBER s 10")) {
+                    *counts.entry(m).or_insert(0u64) += 1;
+                }
+                if let Resp::Bulk(b) = run(&mut v, "SRANDMEMBER s") {
+                    *counts.entry(String::from_utf8(b).unwrap()).or_insert(0) += 1;
+                }
+            }
+            let chi = chi_square(&counts, 50);
+            assert!(
+                chi < 135.0,
+                "SRANDMEMBER n: chi-square {chi} (held: {held})"
+            );
+            // SPOP: which member goes first, and which 5 go together, from the same set.
+            let mut counts = BTreeMap::new();
+            for _ in 0..1000 {
+                if let Resp::Bulk(b) = run(&mut v, "SPOP s") {
+                    let m = String::from_utf8(b).unwrap();
+                    line(&mut v, &format!("SADD s {m}"));
+                    *counts.entry(m).or_insert(0u64) += 1;
+                }
+                let popped = strs(&run(&mut v, "SPOP s 5"));
+                assert_eq!(popped.len(), 5);
+                line(&mut v, &format!("SADD s {}", popped.join(" ")));
+                for m in popped {
+                    *counts.entry(m).or_insert(0u64) += 1;
+                }
+            }
+            assert_eq!(counts.len(), 50, "every member popped");
+            let chi = chi_square(&counts, 50);
+            assert!(chi < 135.0, "SPOP: chi-square {chi} (held: {held})");
+            assert_eq!(line(&mut v, "SCARD s"), ":50\r\n");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Popping a set one member at a time (SPOP, or SPOP with counts) returns each member
+    /// exactly once and leaves nothing, on both views and both representations.
+    #[test]
+    fn spop_returns_every_member_once(
+        members in prop::collection::btree_set("[0-9]{1,3}|[a-c]{1,4}", 1..700),
+        counts in prop::collection::vec(0u8..40, 1..10),
+    ) {
+        for mut v in [SetView::new(), SetView::holding()] {
+            let ms: Vec<&str> = members.iter().map(String::as_str).collect();
+            let mut parts = vec!["SADD", "s"];
+            parts.extend(ms.iter().copied());
+            run_list(&mut v, &parts);
+            let mut popped: Vec<String> = Vec::new();
+            let mut i = 0;
+            while popped.len() < members.len() {
+                match counts[i % counts.len()] {
+                    0 => match run_list(&mut v, &["SPOP", "s"]) {
+                        Resp::Bulk(b) => popped.push(String::from_utf8(b).unwrap()),
+                        other => prop_assert!(false, "{:?}", other),
+                    },
+                    c => popped.extend(strs(&run_list(&mut v, &["SPOP", "s", &c.to_string()]))),
+                }
+                i += 1;
+                prop_assert!(i <= members.len() + 1);
+            }
+            prop_assert_eq!(popped.len(), members.len());
+            prop_assert_eq!(popped.into_iter().collect::<BTreeSet<_>>(), members.clone());
+            prop_assert_eq!(run_list(&mut v, &["EXISTS", "s"]), Resp::Int(0));
+            prop_assert_eq!(v.held_count(), 0);
+        }
+    }
+}
+
+/// A set that reaches a holding view as bytes (a TTL change, RESTORE, a restart) is decoded
+/// once, kept, and changed in place after.
+#[test]
+fn a_set_stored_as_bytes_is_kept_at_its_next_write() {
+    let mut v = SetView::holding();
+    let members: Vec<String> = (0..2000).map(|i| format!("m{i}")).collect();
+    let refs: Vec<&[u8]> = members.iter().map(|m| m.as_bytes()).collect();
+    let mut sorted = refs.clone();
+    sorted.sort();
+    let mut e = Entry::new(Bytes::from(encode(&sorted)));
+    e.kind = Kind::Set;
+    v.map.insert(b"s".to_vec(), e);
+    assert_eq!(line(&mut v, "SISMEMBER s m7"), ":1\r\n");
+    assert_eq!(v.held_count(), 0, "a read keeps bytes as they are");
+    assert_eq!(line(&mut v, "SADD s new"), ":1\r\n");
+    assert_eq!(v.held_count(), 1);
+    assert!(!v.map.contains_key(&b"s"[..]));
+    let at = held_addr(&mut v, b"s");
+    for cmd in [
+        "SADD s other",
+        "SREM s m1 m2 m3 m4 m5 m6",
+        "SPOP s",
+        "SPOP s 3",
+    ] {
+        line(&mut v, cmd);
+        assert_eq!(held_addr(&mut v, b"s"), at, "{cmd}");
+    }
+    assert_eq!(line(&mut v, "SCARD s"), ":1992\r\n");
 }
