@@ -31,9 +31,15 @@ pub trait Collection: Any + Send + Sync + fmt::Debug {
     fn encode(&self) -> Vec<u8>;
     /// Whether it has no element (an empty collection is never kept: its key is deleted).
     fn is_empty(&self) -> bool;
+    /// Its element count.
+    fn len(&self) -> usize;
     /// The bytes of memory it holds, approximately, in O(1) (INFO's `used_memory`,
     /// MEMORY USAGE, the eviction limit).
     fn memory(&self) -> usize;
+    /// Takes the shape a view keeps (called once, by a view that keeps it): a decoded value
+    /// may be laid out for one decode-change-encode pass (a set's sorted slices), which a
+    /// kept one leaves for what makes every later change cheap. Nothing by default.
+    fn settle(&mut self) {}
     /// Itself, for a downcast to its type.
     fn as_any(&self) -> &dyn Any;
     /// Itself, for a downcast to its type.
@@ -48,6 +54,8 @@ pub trait Typed: Collection + Default + Sized {
     const KIND: Kind;
     /// Decodes stored data: `Corrupt` (never a panic) for bytes that do not decode.
     fn decode(data: &Bytes) -> Result<Self>;
+    /// The element count of stored data, read without decoding it (LLEN, SCARD, ZCARD).
+    fn stored_len(data: &Bytes) -> Result<usize>;
 }
 
 /// The live collection at `key` and its expiry if the view keeps it as an object (`None`
@@ -73,6 +81,41 @@ pub fn load<T: Typed, V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<
         Some(e) if e.kind != T::KIND => Err(RedisError::WrongType),
         Some(e) => Ok(Some((T::decode(&e.data)?, e.expiry))),
     }
+}
+
+/// Runs `f` over the collection at `key` without counting a read or recording a write (a
+/// write command's look before it decides to change anything): `None` when absent.
+pub fn peek<T: Typed, V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    f: impl FnOnce(&T) -> R,
+) -> Result<Option<R>> {
+    if let Some((t, _)) = held::<T, V>(v, key)? {
+        return Ok(Some(f(t)));
+    }
+    Ok(load::<T, V>(v, key)?.map(|(t, _)| f(&t)))
+}
+
+/// The element count of the collection at `key` (`None` when absent) in O(1) whatever the
+/// view keeps: stored bytes are not decoded. Counts a hit or a miss if `count_read`.
+pub fn len<T: Typed, V: View + ?Sized>(
+    v: &mut V,
+    key: &[u8],
+    count_read: bool,
+) -> Result<Option<usize>> {
+    let n = match held::<T, V>(v, key) {
+        Ok(Some((t, _))) => Ok(Some(t.len())),
+        Err(e) => Err(e),
+        Ok(None) => match v.load(key)? {
+            None => Ok(None),
+            Some(e) if e.kind != T::KIND => Err(RedisError::WrongType),
+            Some(e) => T::stored_len(&e.data).map(Some),
+        },
+    };
+    if count_read {
+        v.count_read(key, !matches!(n, Ok(None)));
+    }
+    n
 }
 
 /// Runs the read `f` over the collection at `key` (`None` when absent), counting a hit or a
@@ -198,6 +241,9 @@ mod tests {
         fn is_empty(&self) -> bool {
             self.0.is_empty()
         }
+        fn len(&self) -> usize {
+            self.0.len()
+        }
         fn memory(&self) -> usize {
             self.0.capacity()
         }
@@ -217,6 +263,9 @@ mod tests {
                 return Err(RedisError::Corrupt("bad bag"));
             }
             Ok(Bag(data.to_vec()))
+        }
+        fn stored_len(data: &Bytes) -> Result<usize> {
+            Ok(data.len())
         }
     }
 

@@ -108,37 +108,19 @@ fn corrupt(why: &'static str) -> RedisError {
     RedisError::Corrupt(why)
 }
 
-/// Runs `f` over the list at `key` without counting a read or recording a write (a write
-/// command's look before it changes anything): the live object on a view that keeps it,
-/// else the list decoded from the view's bytes. `None` when the key is absent, `WRONGTYPE`
-/// for another type.
+/// [`collection::peek`] of the list at `key`.
 fn peek<V: View + ?Sized, R>(
     v: &mut V,
     key: &[u8],
     f: impl FnOnce(&Quicklist) -> R,
 ) -> Result<Option<R>> {
-    if let Some((obj, _)) = v.object_mut(key)? {
-        return match obj.as_any().downcast_ref::<Quicklist>() {
-            Some(l) => Ok(Some(f(l))),
-            None => Err(RedisError::WrongType),
-        };
-    }
-    Ok(collection::load::<Quicklist, V>(v, key)?.map(|(l, _)| f(&l)))
+    collection::peek::<Quicklist, V, R>(v, key, f)
 }
 
-/// The length of the list at `key`, as [`peek`] sees it, reading only the header of
+/// The length of the list at `key`, not counted as a read, reading only the header of
 /// stored bytes.
 fn peek_len<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<usize>> {
-    if let Some((obj, _)) = v.object_mut(key)? {
-        return match obj.as_any().downcast_ref::<Quicklist>() {
-            Some(l) => Ok(Some(l.len())),
-            None => Err(RedisError::WrongType),
-        };
-    }
-    match v.load(key)? {
-        None => Ok(None),
-        Some(e) => Ok(Some(decode(e)?.raw()?.len())),
-    }
+    collection::len::<Quicklist, V>(v, key, false)
 }
 
 /// Refuses a list of `len` elements growing by `more` past [`MAX_LEN`].
@@ -236,7 +218,7 @@ pub fn mpop<'k, V: View + ?Sized>(
 
 /// LLEN: the length (0 for a missing key).
 pub fn llen<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    let len = collection::read::<Quicklist, V, _>(v, key, |l| Ok(l.len()))?;
+    let len = collection::len::<Quicklist, V>(v, key, true)?;
     Ok(len.unwrap_or(0) as u64)
 }
 

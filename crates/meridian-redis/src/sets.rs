@@ -220,94 +220,35 @@ pub fn data_len(data: &[u8]) -> Result<usize> {
 // miss counted, as Redis's lookupKeyWrite), a write that may turn out to change nothing (no
 // write then, as Redis signals no modified key), and the multi-key reads' sizes.
 
-/// The live set at `key` if the view keeps it in memory: WRONGTYPE for an object of another
-/// type, `None` when the view has no object there.
-fn held<'v, V: View + ?Sized>(v: &'v mut V, key: &[u8]) -> Result<Option<&'v mut Set>> {
-    match v.object_mut(key)? {
-        None => Ok(None),
-        Some((obj, _)) => obj
-            .as_any_mut()
-            .downcast_mut::<Set>()
-            .map(Some)
-            .ok_or(RedisError::WrongType),
-    }
-}
-
-/// Runs `f` over the set at `key` without counting a read (a write command's look before it
-/// changes anything): `None` when absent, WRONGTYPE for another type.
+/// [`collection::peek`] of the set at `key`.
 fn peek<V: View + ?Sized, R>(
     v: &mut V,
     key: &[u8],
     f: impl FnOnce(&Set) -> R,
 ) -> Result<Option<R>> {
-    if let Some(s) = held(v, key)? {
-        return Ok(Some(f(s)));
-    }
-    Ok(collection::load::<Set, V>(v, key)?.map(|(s, _)| f(&s)))
+    collection::peek::<Set, V, R>(v, key, f)
 }
 
 /// The set at `key`, owned (a copy of a held one), without counting a read.
 fn owned<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Set>> {
-    if let Some(s) = held(v, key)? {
-        return Ok(Some(s.clone()));
-    }
-    Ok(collection::load::<Set, V>(v, key)?.map(|(s, _)| s))
+    peek(v, key, Set::clone)
 }
 
-/// [`collection::update`] for a write that may change nothing: `f` answers its result and
-/// whether it changed the set, and only a change is kept (stored, or recorded on the held
-/// object), so SADD of present members or SREM of absent ones writes nothing, as in Redis.
-/// `f` must not fail after a change (see [`crate::collection`]).
+/// [`collection::modify`] of the set at `key`: SADD of present members or SREM of absent
+/// ones writes nothing, as in Redis.
 fn modify<V: View + ?Sized, R>(
     v: &mut V,
     key: &[u8],
     create: bool,
     f: impl FnOnce(&mut Set) -> Result<(R, bool)>,
 ) -> Result<Option<R>> {
-    if let Some(s) = held(v, key)? {
-        // A set that came in as bytes takes its held shape at its first write here.
-        s.settle();
-        let (r, changed) = f(s)?;
-        if changed {
-            v.object_changed(key)?;
-        }
-        return Ok(Some(r));
-    }
-    let (mut s, expiry) = match collection::load::<Set, V>(v, key)? {
-        Some(loaded) => loaded,
-        None if create => (Set::new(), None),
-        None => return Ok(None),
-    };
-    let (r, changed) = f(&mut s)?;
-    if changed {
-        collection::store(v, key, s, expiry)?;
-    }
-    Ok(Some(r))
+    collection::modify::<Set, V, R, RedisError>(v, key, create, f)
 }
 
-/// The size of the set at `key` for a read, counting a hit or a miss as [`collection::read`]
-/// does: `None` when absent, WRONGTYPE for another type. O(1) whatever the view keeps (held
-/// bytes' count is read without decoding them).
+/// The size of the set at `key` for a read, counting a hit or a miss: O(1) whatever the view
+/// keeps.
 fn read_len<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<usize>> {
-    match held(v, key) {
-        Ok(Some(s)) => {
-            let n = s.len();
-            v.count_read(key, true);
-            return Ok(Some(n));
-        }
-        Err(e) => {
-            v.count_read(key, true);
-            return Err(e);
-        }
-        Ok(None) => {}
-    }
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    match e {
-        None => Ok(None),
-        Some(e) if e.kind != Kind::Set => Err(RedisError::WrongType),
-        Some(e) => data_len(&e.data).map(Some),
-    }
+    collection::len::<Set, V>(v, key, true)
 }
 
 /// Stores `members` (any order; a repeat counts once) as the set at `key` with `expiry`, or

@@ -135,12 +135,13 @@ impl View for TestView {
     fn store_object(
         &mut self,
         key: &[u8],
-        obj: Box<dyn Collection>,
+        mut obj: Box<dyn Collection>,
         expiry: Option<u64>,
     ) -> Result<Option<Box<dyn Collection>>> {
         if !self.hold_objects {
             return Ok(Some(obj));
         }
+        obj.settle();
         self.map.remove(key);
         self.objects.insert(key.to_vec(), (obj, expiry));
         Ok(None)

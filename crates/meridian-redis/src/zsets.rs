@@ -310,25 +310,7 @@ pub fn zremrange<V: View + ?Sized>(v: &mut V, key: &[u8], spec: &RangeSpec) -> R
 /// ZCARD: the member count — a held set's length, or the count read from the bytes without
 /// decoding the members.
 pub fn zcard<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    let held = collection::held::<ZSet, V>(v, key).map(|z| z.map(|(z, _)| z.len() as u64));
-    match held {
-        Ok(Some(n)) => {
-            v.count_read(key, true);
-            return Ok(n);
-        }
-        Err(e) => {
-            v.count_read(key, true);
-            return Err(e);
-        }
-        Ok(None) => {}
-    }
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    match e {
-        None => Ok(0),
-        Some(e) if e.kind != Kind::ZSet => Err(RedisError::WrongType),
-        Some(e) => encoding::encoded_len(&e.data).map_err(RedisError::Corrupt),
-    }
+    Ok(collection::len::<ZSet, V>(v, key, true)?.unwrap_or(0) as u64)
 }
 
 /// ZSCORE.

@@ -499,6 +499,10 @@ impl Collection for Quicklist {
         self.len == 0
     }
 
+    fn len(&self) -> usize {
+        self.len
+    }
+
     fn memory(&self) -> usize {
         std::mem::size_of::<Self>()
             + self.chunks.capacity() * std::mem::size_of::<Chunk>()
@@ -520,6 +524,10 @@ impl Typed for Quicklist {
 
     /// Checks every element of the stored list and copies runs of them into chunks, one
     /// allocation of the exact size per chunk: O(n).
+    fn stored_len(data: &Bytes) -> Result<usize> {
+        Ok(Raw::parse(data)?.len())
+    }
+
     fn decode(data: &Bytes) -> Result<Self> {
         let raw = Raw::parse(data)?;
         let body = raw.body();

@@ -580,6 +580,14 @@ impl Collection for Set {
         Set::is_empty(self)
     }
 
+    fn len(&self) -> usize {
+        Set::len(self)
+    }
+
+    fn settle(&mut self) {
+        Set::settle(self)
+    }
+
     fn memory(&self) -> usize {
         std::mem::size_of::<Self>()
             + match &self.repr {
@@ -605,6 +613,10 @@ impl Typed for Set {
     /// Integers if Redis would hold an intset, else the sorted slices of `data` (no copy of
     /// the members; see [`Set::settle`]). Every length, the strict order and the end are
     /// checked, so damage is `Corrupt`.
+    fn stored_len(data: &Bytes) -> Result<usize> {
+        data_len(data)
+    }
+
     fn decode(data: &Bytes) -> Result<Self> {
         let count = data_len(data)?;
         let small = count <= INTSET_MAX_ENTRIES;

@@ -285,6 +285,9 @@ impl Collection for ZSet {
     fn is_empty(&self) -> bool {
         ZSet::is_empty(self)
     }
+    fn len(&self) -> usize {
+        ZSet::len(self)
+    }
     fn memory(&self) -> usize {
         ZSet::memory(self)
     }
@@ -301,6 +304,10 @@ impl Typed for ZSet {
     const KIND: Kind = Kind::ZSet;
     fn decode(data: &Bytes) -> RedisResult<Self> {
         ZSet::decode(data).map_err(RedisError::Corrupt)
+    }
+    fn stored_len(data: &Bytes) -> RedisResult<usize> {
+        let n = encoded_len(data).map_err(RedisError::Corrupt)?;
+        usize::try_from(n).map_err(|_| RedisError::Corrupt("zset count out of range"))
     }
 }
 

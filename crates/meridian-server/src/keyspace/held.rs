@@ -184,10 +184,11 @@ impl Keyspace {
         &self,
         s: &mut Stripe,
         key: &[u8],
-        obj: Box<dyn Collection>,
+        mut obj: Box<dyn Collection>,
         expiry: Option<u64>,
     ) -> usize {
         self.drop_held(s, key);
+        obj.settle();
         let memory = obj.memory();
         self.held_bytes.fetch_add(memory as i64, Ordering::Relaxed);
         let held = Held {
