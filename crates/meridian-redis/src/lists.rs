@@ -63,7 +63,7 @@ use crate::reply::Reply;
 use crate::value::{parse_i64, parse_timeout};
 use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
-use encoding::Raw;
+use encoding::{Elem, Raw};
 use quicklist::MAX_LEN;
 pub use quicklist::Quicklist;
 
@@ -229,13 +229,73 @@ pub fn lrange<V: View + ?Sized>(
     start: i64,
     stop: i64,
 ) -> Result<Vec<Bytes>> {
-    let got = collection::read::<Quicklist, V, _>(v, key, |l| {
-        Ok(range_elems(l, start, stop)?
-            .into_iter()
-            .map(Bytes::copy_from_slice)
-            .collect())
-    })?;
+    let copy = |elems: Vec<&[u8]>| elems.into_iter().map(Bytes::copy_from_slice).collect();
+    let got = read_walk(
+        v,
+        key,
+        |l| Ok(copy(range_elems(l, start, stop)?)),
+        |raw| Ok(copy(stored_range(raw, start, stop)?)),
+    )?;
     Ok(got.unwrap_or_default())
+}
+
+/// A read that needs a few elements (LRANGE, LINDEX): `held` over the object a view keeps,
+/// else `stored` over the stored bytes, walking them only as far as it needs (a list is not
+/// decoded for it). Counts a hit or a miss.
+fn read_walk<V: View + ?Sized, R>(
+    v: &mut V,
+    key: &[u8],
+    held: impl FnOnce(&Quicklist) -> Result<R>,
+    stored: impl FnOnce(Raw<'_>) -> Result<R>,
+) -> Result<Option<R>> {
+    match collection::held::<Quicklist, V>(v, key) {
+        Ok(Some((l, _))) => {
+            let r = held(l);
+            v.count_read(key, true);
+            return r.map(Some);
+        }
+        Err(e) => {
+            v.count_read(key, true);
+            return Err(e);
+        }
+        Ok(None) => {}
+    }
+    let e = v.load(key)?;
+    v.count_read(key, e.is_some());
+    match e {
+        None => Ok(None),
+        Some(e) if e.kind != Kind::List => Err(RedisError::WrongType),
+        Some(e) => stored(Raw::parse(&e.data)?).map(Some),
+    }
+}
+
+/// [`range_elems`] of stored bytes: walks from the nearer end to the range.
+fn stored_range(raw: Raw<'_>, start: i64, stop: i64) -> Result<Vec<&[u8]>> {
+    let Some((first, last)) = range_of(raw.len(), start, stop) else {
+        return Ok(Vec::new());
+    };
+    let body = raw.body();
+    let slice = |e: Elem| body.get(e.start..e.end).unwrap_or_default();
+    let n = last - first + 1;
+    let elems: Vec<&[u8]> = if first <= raw.len() - 1 - last {
+        let mut it = raw.elems().skip(first).take(n);
+        it.try_fold(Vec::with_capacity(n), |mut out, e| {
+            out.push(slice(e?));
+            Ok::<_, RedisError>(out)
+        })?
+    } else {
+        let mut it = raw.elems().rev().skip(raw.len() - 1 - last).take(n);
+        let mut out = it.try_fold(Vec::with_capacity(n), |mut out, e| {
+            out.push(slice(e?));
+            Ok::<_, RedisError>(out)
+        })?;
+        out.reverse();
+        out
+    };
+    if elems.len() != n {
+        return Err(corrupt("list: fewer elements than its count"));
+    }
+    Ok(elems)
 }
 
 /// The elements of `l` in Redis's range `start..=stop`.
@@ -674,14 +734,25 @@ fn exec(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut Reply) -> Cmd
         Cmd::Lindex => {
             // The key before the index, as Redis does.
             let index = arg(args, cmd, 2)?;
-            let written = collection::read::<Quicklist, _, _>(view, key, |l| {
-                let index = parse_i64(index).ok_or(RedisError::NotAnInteger)?;
-                reply.opt_bulk(index_of(l.len(), index).and_then(|i| l.get(i)));
-                Ok(())
-            })?;
-            if written.is_none() {
-                reply.null();
-            }
+            let index = || parse_i64(index).ok_or(RedisError::NotAnInteger);
+            let found = read_walk(
+                view,
+                key,
+                |l| {
+                    Ok(index_of(l.len(), index()?)
+                        .and_then(|i| l.get(i))
+                        .map(Bytes::copy_from_slice))
+                },
+                |raw| {
+                    Ok(match index_of(raw.len(), index()?) {
+                        None => None,
+                        Some(i) => stored_range(raw, i as i64, i as i64)?
+                            .pop()
+                            .map(Bytes::copy_from_slice),
+                    })
+                },
+            )?;
+            reply.opt_bulk(found.flatten().as_deref());
         }
         Cmd::Lset => {
             // The key, then the index, then its range, as Redis checks them.
