@@ -49,7 +49,7 @@ use bytes::Bytes;
 use meridian_core::hash::Fields;
 
 /// The most elements HRANDFIELD with a negative count answers.
-pub const MAX_RANDOM_REPEATS: u64 = 1 << 20;
+pub use crate::value::MAX_RANDOM_REPEATS;
 
 /// A hash as loaded: its fields (slices of the stored value) and its key's expiry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -432,29 +432,8 @@ fn hrandfield(
     };
     let entries: Vec<(&Bytes, &Bytes)> = h.fields.iter().collect();
     let n = entries.len();
-    let picked: Vec<usize> = if count == 0 || n == 0 {
-        Vec::new()
-    } else if count < 0 {
-        let times = count.unsigned_abs();
-        if times > MAX_RANDOM_REPEATS {
-            return Err(raw("ERR value is out of range"));
-        }
-        let mut rng = rand::rng();
-        (0..times).map(|_| rng.random_range(0..n)).collect()
-    } else if count as u64 >= n as u64 {
-        (0..n).collect()
-    } else {
-        // `count` distinct indexes: a partial Fisher-Yates shuffle.
-        let mut idx: Vec<usize> = (0..n).collect();
-        let mut rng = rand::rng();
-        let k = count as usize;
-        for i in 0..k {
-            let j = rng.random_range(i..n);
-            idx.swap(i, j);
-        }
-        idx.truncate(k);
-        idx
-    };
+    let picked =
+        crate::value::random_indexes(n, count).ok_or_else(|| raw("ERR value is out of range"))?;
     if with_values && reply.resp3 {
         reply.array(picked.len());
     } else {

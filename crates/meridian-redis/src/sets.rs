@@ -101,8 +101,7 @@ use std::ops::Range;
 mod object;
 pub use object::{Member, Set};
 
-/// The most elements SRANDMEMBER with a negative count answers (HRANDFIELD's bound).
-pub const MAX_RANDOM_REPEATS: u64 = crate::hashes::MAX_RANDOM_REPEATS;
+pub use crate::value::MAX_RANDOM_REPEATS;
 
 /// Redis's default `set-max-intset-entries`: a set of at most this many integers is held as
 /// sorted integers and answered in numeric order, as Redis's intset is.
@@ -661,29 +660,18 @@ fn srandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
     // `Some(false)`: a repeat count beyond the bound, refused (nothing written).
     let answered = collection::read(view, key, |s: &Set| {
         let n = s.len();
-        if count == 0 || n == 0 {
-            reply.array(0);
-        } else if count < 0 {
-            let times = count.unsigned_abs();
-            if times > MAX_RANDOM_REPEATS {
-                return Ok(false);
-            }
-            let mut rng = rand::rng();
-            reply.array(times as usize);
-            for _ in 0..times {
-                if let Some(m) = s.get(rng.random_range(0..n)) {
-                    m.with(|b| reply.bulk(b));
-                }
-            }
-        } else if count as u64 >= n as u64 {
+        if count > 0 && count as u64 >= n as u64 {
+            // The whole set, in its reply order.
             write_set(reply, s, false);
-        } else {
-            let picked = rand::seq::index::sample(&mut rand::rng(), n, count as usize);
-            reply.array(picked.len());
-            for i in picked {
-                if let Some(m) = s.get(i) {
-                    m.with(|b| reply.bulk(b));
-                }
+            return Ok(true);
+        }
+        let Some(picked) = crate::value::random_indexes(n, count) else {
+            return Ok(false);
+        };
+        reply.array(picked.len());
+        for i in picked {
+            if let Some(m) = s.get(i) {
+                m.with(|b| reply.bulk(b));
             }
         }
         Ok(true)

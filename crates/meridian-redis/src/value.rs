@@ -25,6 +25,34 @@ pub fn format_f64(v: f64) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
+/// The most elements HRANDFIELD, SRANDMEMBER and ZRANDMEMBER answer for a negative count
+/// (repetitions allowed), where Redis builds a reply of any length: a larger count is
+/// refused with `ERR value is out of range`.
+pub const MAX_RANDOM_REPEATS: u64 = 1 << 20;
+
+/// Which of `n` elements a random-member command with `count` answers, as Redis picks them:
+/// none for 0; `|count|` uniform picks with repetitions for a negative count (refused beyond
+/// [`MAX_RANDOM_REPEATS`]: `None`, for `ERR value is out of range`); every element, in
+/// order, when `count ≥ n`; else `count` distinct uniform picks.
+pub fn random_indexes(n: usize, count: i64) -> Option<Vec<usize>> {
+    use rand::Rng;
+    if count == 0 || n == 0 {
+        return Some(Vec::new());
+    }
+    if count < 0 {
+        let times = count.unsigned_abs();
+        if times > MAX_RANDOM_REPEATS {
+            return None;
+        }
+        let mut rng = rand::rng();
+        return Some((0..times).map(|_| rng.random_range(0..n)).collect());
+    }
+    if count as u64 >= n as u64 {
+        return Some((0..n).collect());
+    }
+    Some(rand::seq::index::sample(&mut rand::rng(), n, count as usize).into_vec())
+}
+
 /// A blocking command's timeout (BLPOP, BZPOPMIN, ...), as Redis 7's
 /// `getTimeoutFromObjectOrReply` reads it: seconds as a float, 0 for "forever"; `None` for
 /// forever, else the milliseconds to wait.

@@ -69,7 +69,7 @@ pub use pop::{Popped, blocking_source_keys, pop_first};
 use ranges::{RangeBy, RangeSpec, parse_lex_range, parse_score_range, select};
 
 /// The most elements ZRANDMEMBER with a negative count answers.
-pub const MAX_RANDOM_REPEATS: u64 = 1 << 20;
+pub use crate::value::MAX_RANDOM_REPEATS;
 
 /// Redis's error when an increment leaves a score NaN (`+inf` plus `-inf`).
 const NAN_SCORE: &str = "ERR resulting score is not a number (NaN)";
@@ -764,36 +764,14 @@ fn zrandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
 
 /// ZRANDMEMBER's `count` entries of `z` (see [`zrandmember`]).
 fn random_entries(z: &ZSet, count: i64) -> std::result::Result<Vec<(f64, Bytes)>, CmdError> {
-    use rand::Rng;
     let entries: Vec<(f64, &Bytes)> = if count == 0 {
         Vec::new()
     } else {
         z.iter().collect()
     };
     let n = entries.len();
-    let picked: Vec<usize> = if count == 0 || n == 0 {
-        Vec::new()
-    } else if count < 0 {
-        let times = count.unsigned_abs();
-        if times > MAX_RANDOM_REPEATS {
-            return Err(raw("ERR value is out of range"));
-        }
-        let mut rng = rand::rng();
-        (0..times).map(|_| rng.random_range(0..n)).collect()
-    } else if count as u64 >= n as u64 {
-        (0..n).collect()
-    } else {
-        // `count` distinct indexes: a partial Fisher-Yates shuffle.
-        let mut idx: Vec<usize> = (0..n).collect();
-        let mut rng = rand::rng();
-        let k = count as usize;
-        for i in 0..k {
-            let j = rng.random_range(i..n);
-            idx.swap(i, j);
-        }
-        idx.truncate(k);
-        idx
-    };
+    let picked =
+        crate::value::random_indexes(n, count).ok_or_else(|| raw("ERR value is out of range"))?;
     Ok(picked
         .into_iter()
         .filter_map(|i| entries.get(i).map(|(s, m)| (*s, (*m).clone())))
