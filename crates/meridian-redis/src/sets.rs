@@ -21,7 +21,7 @@
 //!
 //! Every command reaches its key's set through [`crate::collection`]: a view that keeps
 //! objects (the standalone keyspace) hands over the live [`Set`], changed in place (a set
-//! that reached it as bytes takes its held shape at its first write, [`Set::settle`]); any
+//! decoded from bytes takes its held shape when the view keeps it, [`Set::settle`]); any
 //! other view (a cluster's, a MULTI overlay) holds bytes, decoded into a [`Set`] and
 //! re-encoded after a change. A write that changes nothing (SADD of present members, SREM
 //! of absent ones, SMOVE of a member the destination has) writes nothing to that key, as
