@@ -842,7 +842,10 @@ impl Keyspace {
             let guards = self.lock_many(spec.key_positions(&args).map(|i| args.get(i)));
             return self.execute_locked(guards, cmd, args, reply);
         }
-        let mut s = self.lock(args.get(1));
+        // The key's stripe: not always argument 1 (BLMPOP's and ZMPOP's numkeys come first);
+        // a command whose arguments name no key refuses them before touching any.
+        let key = spec.key_positions(&args).next().unwrap_or(1);
+        let mut s = self.lock(args.get(key));
         exec_on_view(cmd, args, &mut self.locked(&mut s), reply)
     }
 

@@ -84,6 +84,9 @@ fn pushes_adds_and_pops_change_the_held_object_not_the_engine() {
         assert!(is_held(&ks, k), "{:?} is held", k);
     }
     assert_eq!(run(&ks, "LPUSH l z"), ":4\r\n");
+    // A key after numkeys is locked and found as any key.
+    assert_eq!(run(&ks, "LMPOP 1 l RIGHT"), "*2\r\n$1\r\nl\r\n*1\r\n$1\r\nc\r\n");
+    assert_eq!(run(&ks, "RPUSH l c"), ":4\r\n");
     assert_eq!(
         run(&ks, "LRANGE l 0 -1"),
         "*4\r\n$1\r\nz\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n"
@@ -218,6 +221,10 @@ fn line() -> impl Strategy<Value = String> {
         "LMOVE {k} {k} LEFT RIGHT",
         "RPOPLPUSH {k} {k}",
         "LLEN {k}",
+        // The key after numkeys: its stripe is the one to lock.
+        "LMPOP 1 {k} RIGHT COUNT 2",
+        "ZMPOP 1 {k} MIN",
+        "SINTERCARD 1 {k}",
         "SADD {k} {v} {v}",
         "SREM {k} {v}",
         "SISMEMBER {k} {v}",
