@@ -85,7 +85,10 @@ fn pushes_adds_and_pops_change_the_held_object_not_the_engine() {
     }
     assert_eq!(run(&ks, "LPUSH l z"), ":4\r\n");
     // A key after numkeys is locked and found as any key.
-    assert_eq!(run(&ks, "LMPOP 1 l RIGHT"), "*2\r\n$1\r\nl\r\n*1\r\n$1\r\nc\r\n");
+    assert_eq!(
+        run(&ks, "LMPOP 1 l RIGHT"),
+        "*2\r\n$1\r\nl\r\n*1\r\n$1\r\nc\r\n"
+    );
     assert_eq!(run(&ks, "RPUSH l c"), ":4\r\n");
     assert_eq!(
         run(&ks, "LRANGE l 0 -1"),

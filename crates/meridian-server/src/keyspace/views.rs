@@ -306,7 +306,7 @@ impl<'a> Overlay<'a> {
                 }
                 let live = match v.value.as_ref().and_then(held::header) {
                     Some((k, expiry)) => {
-                        !expiry.is_some_and(|at| self.now.0 > at) && kind.is_none_or(|w| w == k)
+                        expiry.is_none_or(|at| self.now.0 <= at) && kind.is_none_or(|w| w == k)
                     }
                     None => kind.is_none(),
                 };
