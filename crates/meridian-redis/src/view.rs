@@ -79,17 +79,7 @@ pub trait View {
     /// Sets the expiry of `key`'s live value (after [`View::now`], or none), keeping its data
     /// and type (EXPIRE, PERSIST). Does nothing when the key is absent.
     fn retime(&mut self, key: &[u8], expiry: Option<u64>) -> Result<()> {
-        match self.load(key)? {
-            None => Ok(()),
-            Some(e) => self.store(
-                key,
-                Some(EntryRef {
-                    data: &e.data,
-                    expiry,
-                    kind: e.kind,
-                }),
-            ),
-        }
+        retime_stored(self, key, expiry)
     }
 
     /// The live collection at `key` and its expiry, if this view keeps it in memory as an
@@ -116,6 +106,22 @@ pub trait View {
         _expiry: Option<u64>,
     ) -> Result<Option<Box<dyn Collection>>> {
         Ok(Some(obj))
+    }
+}
+
+/// [`View::retime`] by storing the key's value again with `expiry`: what a view does for a
+/// value it does not hold in memory.
+pub fn retime_stored<V: View + ?Sized>(v: &mut V, key: &[u8], expiry: Option<u64>) -> Result<()> {
+    match v.load(key)? {
+        None => Ok(()),
+        Some(e) => v.store(
+            key,
+            Some(EntryRef {
+                data: &e.data,
+                expiry,
+                kind: e.kind,
+            }),
+        ),
     }
 }
 

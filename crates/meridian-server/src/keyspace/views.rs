@@ -4,6 +4,7 @@
 
 use super::*;
 use meridian_redis::collection::Collection;
+use meridian_redis::view::retime_stored;
 
 // ----- views for the string commands -----------------------------------------------------
 
@@ -97,17 +98,7 @@ impl View for LockedView<'_> {
         if self.ks.retime_held(self.stripe, key, expiry, self.now)? {
             return Ok(());
         }
-        match self.load(key)? {
-            None => Ok(()),
-            Some(e) => self.store(
-                key,
-                Some(EntryRef {
-                    data: &e.data,
-                    expiry,
-                    kind: e.kind,
-                }),
-            ),
-        }
+        retime_stored(self, key, expiry)
     }
 
     #[inline]
@@ -476,15 +467,7 @@ impl View for Overlay<'_> {
 
     fn retime(&mut self, key: &[u8], expiry: Option<u64>) -> Result<()> {
         if self.object_mut(key)?.is_none() {
-            let Some(e) = self.load(key)? else {
-                return Ok(());
-            };
-            let value = EntryRef {
-                data: &e.data,
-                expiry,
-                kind: e.kind,
-            };
-            return self.store(key, Some(value));
+            return retime_stored(self, key, expiry);
         }
         // Held: the object takes the expiry; the marker goes with the batch.
         let s = self.guards.of(key)?;
