@@ -402,32 +402,24 @@ impl Set {
                 }
             }
             Repr::Sorted(s) => {
-                if s.members.len() <= INTSET_MAX_ENTRIES {
-                    let ints: Option<Vec<i64>> = s.members.iter().map(|m| parse_i64(m)).collect();
-                    if let Some(mut ints) = ints {
-                        ints.sort_unstable();
-                        let mut buf = itoa::Buffer::new();
-                        for i in ints {
-                            f(buf.format(i).as_bytes());
-                        }
-                        return;
+                if let Some(ints) = small_ints(s.members.iter().map(|m| &m[..]), s.members.len()) {
+                    let mut buf = itoa::Buffer::new();
+                    for i in ints {
+                        f(buf.format(i).as_bytes());
                     }
+                    return;
                 }
                 for m in &s.members {
                     f(m);
                 }
             }
             Repr::Table(t) => {
-                if t.members.len() <= INTSET_MAX_ENTRIES {
-                    let ints: Option<Vec<i64>> = t.members.iter().map(|m| parse_i64(m)).collect();
-                    if let Some(mut ints) = ints {
-                        ints.sort_unstable();
-                        let mut buf = itoa::Buffer::new();
-                        for i in ints {
-                            f(buf.format(i).as_bytes());
-                        }
-                        return;
+                if let Some(ints) = small_ints(t.members.iter().map(|m| &m[..]), t.members.len()) {
+                    let mut buf = itoa::Buffer::new();
+                    for i in ints {
+                        f(buf.format(i).as_bytes());
                     }
+                    return;
                 }
                 let mut refs: Vec<&[u8]> = t.members.iter().map(|m| &m[..]).collect();
                 refs.sort_unstable();
@@ -645,6 +637,17 @@ impl Typed for Set {
             repr: Repr::Sorted(Sorted { members, heap }),
         })
     }
+}
+
+/// The members as integers in numeric order, if they are all integers and few enough for
+/// Redis to hold them as an intset (whose replies come in that order).
+fn small_ints<'a>(members: impl Iterator<Item = &'a [u8]>, n: usize) -> Option<Vec<i64>> {
+    if n > INTSET_MAX_ENTRIES {
+        return None;
+    }
+    let mut ints: Vec<i64> = members.map(parse_i64).collect::<Option<_>>()?;
+    ints.sort_unstable();
+    Some(ints)
 }
 
 #[cfg(test)]
