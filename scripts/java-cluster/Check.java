@@ -147,6 +147,28 @@ public class Check {
     return keys;
   }
 
+  /**
+   * `n` keys `prefix0`, `prefix1`, ... that the client's slot map places on at least two masters
+   * (a pipeline that spans masters is what the pipeline checks are about). The map is the
+   * client's current one, and the placement planner moves slots while the checks run, so
+   * a fixed list of keys may happen to land on one master; past the first `n - 1` keys the
+   * last one is the first key whose master differs from theirs, when there is one.
+   */
+  static List<String> acrossMasters(String prefix, int n, java.util.function.IntFunction<String> masterOfSlot) {
+    List<String> keys = numbered(prefix, n);
+    Set<String> masters = new HashSet<>();
+    for (String k : keys) masters.add(masterOfSlot.apply(JedisClusterCRC16.getSlot(k)));
+    if (masters.size() > 1) return keys;
+    for (int i = n; i < 100_000; i++) {
+      String k = prefix + i;
+      if (!masters.contains(masterOfSlot.apply(JedisClusterCRC16.getSlot(k)))) {
+        keys.set(n - 1, k);
+        break;
+      }
+    }
+    return keys;
+  }
+
   // ---------------------------------------------------------------- Jedis
 
   static void jedisInDc(Map<String, String> dcOf, String dc, String seed) {
@@ -314,7 +336,7 @@ public class Check {
       });
 
       check(pre + "ClusterPipeline of keys on different slots and masters", () -> {
-        List<String> keys = numbered(p + ":p", 20);
+        List<String> keys = acrossMasters(p + ":p", 20, slot -> String.valueOf(provider.getNode(slot)));
         Set<Integer> slots = new HashSet<>();
         Set<HostAndPort> nodes = new HashSet<>();
         for (String k : keys) {
@@ -537,7 +559,8 @@ public class Check {
       });
 
       check(pre + "async pipeline (autoflush off) of keys on different slots and masters", () -> {
-        List<String> keys = numbered(p + ":p", 20);
+        List<String> keys =
+            acrossMasters(p + ":p", 20, slot -> addr(conn.getPartitions().getMasterBySlot(slot)));
         Set<Integer> slots = new HashSet<>();
         Set<String> nodes = new HashSet<>();
         for (String k : keys) {

@@ -10,6 +10,15 @@
 //! Guarantees: pure and deterministic — time comes in as [`Timestamp`] arguments, never from
 //! a clock; φ never decreases while no heartbeat arrives; a peer never heard from is not up;
 //! a heartbeat makes a peer up again at once; memory per peer is bounded by the window size.
+//!
+//! **A local stall is not evidence.** When this process itself stops running for a while
+//! (starved of CPU, paused, swapped), every peer's heartbeats pile up unread and every peer
+//! looks silent the moment it resumes, before the backlog is read; a node that answered then
+//! would report all its peers failed (and clients that refresh their slot map from it would
+//! move every slot to it). So the owner reports its own heartbeat ticks
+//! ([`FailureDetector::local_beat`]), as Cassandra's detector checks for a local pause: a peer
+//! is judged no later than shortly after the last local tick, and a late local tick credits
+//! every peer with the time this process was not running.
 
 use meridian_core::{NodeId, Timestamp};
 use std::collections::{BTreeMap, VecDeque};
@@ -78,6 +87,8 @@ impl History {
 pub struct FailureDetector {
     config: DetectorConfig,
     peers: BTreeMap<NodeId, History>,
+    /// This process's last heartbeat tick and the period of its ticks, once reported.
+    local: Option<(Timestamp, Duration)>,
 }
 
 impl FailureDetector {
@@ -86,6 +97,31 @@ impl FailureDetector {
         Self {
             config,
             peers: BTreeMap::new(),
+            local: None,
+        }
+    }
+
+    /// Records this process's own heartbeat tick at `now` (ticks due every `every`). A tick
+    /// later than one period after the previous one means this process was not running for
+    /// the difference: every peer's silence is shortened by it (never past `now`).
+    pub fn local_beat(&mut self, now: Timestamp, every: Duration) {
+        if let Some((prev, _)) = self.local {
+            let lost = now.duration_since(prev).saturating_sub(every);
+            if !lost.is_zero() {
+                for h in self.peers.values_mut() {
+                    h.last = h.last.saturating_add(lost).min(now);
+                }
+            }
+        }
+        self.local = Some((now, every));
+    }
+
+    /// The time peers are judged at: `now`, or, while this process's own next tick is overdue
+    /// (it is stalled, or has just resumed and not yet ticked), the time that tick was due.
+    fn judged_at(&self, now: Timestamp) -> Timestamp {
+        match self.local {
+            Some((tick, every)) => now.min(tick.saturating_add(every)),
+            None => now,
         }
     }
 
@@ -134,6 +170,7 @@ impl FailureDetector {
         let Some(h) = self.peers.get(&peer) else {
             return f64::INFINITY;
         };
+        let now = self.judged_at(now);
         let (mean, std) = h.mean_and_std();
         let mean = mean + self.config.acceptable_pause.as_micros() as f64;
         let std = std.max(self.config.min_std_dev.as_micros() as f64);
@@ -143,6 +180,7 @@ impl FailureDetector {
 
     /// Whether `peer` is considered up at `now`.
     pub fn is_up(&self, peer: NodeId, now: Timestamp) -> bool {
+        let now = self.judged_at(now);
         // The common case without the exp and log: phi grows with the silence and is
         // −log10(½) ≈ 0.30 when the silence equals the expected interval, so a silence no
         // longer than that is up under any threshold above it.
@@ -345,5 +383,48 @@ mod tests {
         assert!(!d.is_up(PEER, at_ms(t + 3_000)));
         d.remove(PEER);
         assert_eq!(d.peers().count(), 0);
+    }
+
+    /// `regular(1_000, until_ms)` with this process's own ticks every second alongside.
+    fn regular_with_local_ticks(until_ms: u64) -> FailureDetector {
+        let mut d = FailureDetector::new(DetectorConfig::default());
+        for t in (0..=until_ms).step_by(1_000) {
+            d.local_beat(at_ms(t), Duration::from_secs(1));
+            d.heartbeat(PEER, at_ms(t));
+        }
+        d
+    }
+
+    #[test]
+    fn a_local_stall_does_not_condemn_peers_before_or_after_the_late_tick() {
+        let mut d = regular_with_local_ticks(60_000);
+        // This process stops for 10 s: the peer's heartbeats wait unread.
+        let resumed = at_ms(70_000);
+        assert!(d.is_up(PEER, resumed), "before our own late tick");
+        d.local_beat(resumed, Duration::from_secs(1));
+        assert!(d.is_up(PEER, resumed), "after our own late tick");
+        assert!(d.is_up(PEER, at_ms(70_500)));
+        // The backlog is read; the rhythm goes on.
+        d.heartbeat(PEER, at_ms(70_600));
+        assert!(d.is_up(PEER, at_ms(71_000)));
+    }
+
+    #[test]
+    fn a_peer_that_dies_is_still_suspected_while_this_process_ticks() {
+        let mut d = regular_with_local_ticks(60_000);
+        for t in (61_000..=66_000).step_by(1_000) {
+            d.local_beat(at_ms(t), Duration::from_secs(1));
+        }
+        assert!(!d.is_up(PEER, at_ms(66_000)), "five missed heartbeats is down");
+        // Without our ticks the verdict does not move past the time our next tick was due...
+        let mut frozen = regular_with_local_ticks(60_000);
+        assert!(frozen.is_up(PEER, at_ms(66_000)));
+        // ...and our 6 s late tick credits the peer with the 5 s we were not running.
+        frozen.local_beat(at_ms(66_000), Duration::from_secs(1));
+        assert!(frozen.is_up(PEER, at_ms(66_000)));
+        for t in (67_000..=70_000).step_by(1_000) {
+            frozen.local_beat(at_ms(t), Duration::from_secs(1));
+        }
+        assert!(!frozen.is_up(PEER, at_ms(70_000)), "silent for 5 s we ran through");
     }
 }

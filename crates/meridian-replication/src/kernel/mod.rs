@@ -757,6 +757,10 @@ impl Node {
                 _ = shutdown.cancelled() => break,
                 _ = tick.tick() => {}
             }
+            // Our own tick tells the detector whether this process was running (see
+            // `FailureDetector::local_beat`).
+            let now = self.kernel().clock.now();
+            self.kernel().detector.lock().local_beat(now, every);
             let (version, members): (u64, Vec<NodeId>) = {
                 let v = self.kernel().view.read();
                 let m = v.meta.members.iter().map(|m| m.id).collect();
