@@ -415,7 +415,10 @@ mod tests {
         for t in (61_000..=66_000).step_by(1_000) {
             d.local_beat(at_ms(t), Duration::from_secs(1));
         }
-        assert!(!d.is_up(PEER, at_ms(66_000)), "five missed heartbeats is down");
+        assert!(
+            !d.is_up(PEER, at_ms(66_000)),
+            "five missed heartbeats is down"
+        );
         // Without our ticks the verdict does not move past the time our next tick was due...
         let mut frozen = regular_with_local_ticks(60_000);
         assert!(frozen.is_up(PEER, at_ms(66_000)));
@@ -425,6 +428,9 @@ mod tests {
         for t in (67_000..=70_000).step_by(1_000) {
             frozen.local_beat(at_ms(t), Duration::from_secs(1));
         }
-        assert!(!frozen.is_up(PEER, at_ms(70_000)), "silent for 5 s we ran through");
+        assert!(
+            !frozen.is_up(PEER, at_ms(70_000)),
+            "silent for 5 s we ran through"
+        );
     }
 }

@@ -380,6 +380,15 @@ commands! {
     GeoradiusbymemberRo "georadiusbymember_ro" -5 ["readonly"] 1 1 1;
     Geosearch "geosearch" -7 ["readonly"] 1 1 1;
     Geosearchstore "geosearchstore" -8 ["write" "denyoom"] 1 2 1;
+    Subscribe "subscribe" -2 ["pubsub" "noscript" "loading" "stale"] 0 0 0;
+    Unsubscribe "unsubscribe" -1 ["pubsub" "noscript" "loading" "stale"] 0 0 0;
+    Psubscribe "psubscribe" -2 ["pubsub" "noscript" "loading" "stale"] 0 0 0;
+    Punsubscribe "punsubscribe" -1 ["pubsub" "noscript" "loading" "stale"] 0 0 0;
+    Publish "publish" 3 ["pubsub" "loading" "stale" "fast"] 0 0 0;
+    Pubsub "pubsub" -2 [] 0 0 0;
+    Ssubscribe "ssubscribe" -2 ["pubsub" "noscript" "loading" "stale"] 1 -1 1;
+    Sunsubscribe "sunsubscribe" -1 ["pubsub" "noscript" "loading" "stale"] 1 -1 1;
+    Spublish "spublish" 3 ["pubsub" "loading" "stale" "fast"] 1 1 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
@@ -460,6 +469,10 @@ impl Cmd {
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
             | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb
             | Function | Memory | Object => Group::Connection,
+            // Channels are not keys of the store (shard channels hash to a slot, as in Redis
+            // Cluster, so their key specification names them).
+            Subscribe | Unsubscribe | Psubscribe | Punsubscribe | Publish | Pubsub | Ssubscribe
+            | Sunsubscribe | Spublish => Group::Connection,
         }
     }
 

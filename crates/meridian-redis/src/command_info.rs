@@ -66,7 +66,7 @@ impl Cmd {
             Ping | Echo | Command | Select | Hello | Auth | Quit | Reset | Readonly | Readwrite
             | Asking => &["connection"],
             // Containers (their subcommands carry the categories in Redis).
-            Time | Config | Client | Cluster | Function | Memory => &[],
+            Time | Config | Client | Cluster | Function | Memory | Pubsub => &[],
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => &["string"],
                 Group::Hashes => &["hash"],
@@ -115,6 +115,8 @@ impl Cmd {
                 "server"
             }
             Cluster | Readonly | Readwrite | Asking => "cluster",
+            Subscribe | Unsubscribe | Psubscribe | Punsubscribe | Publish | Pubsub | Ssubscribe
+            | Sunsubscribe | Spublish => "pubsub",
             Function => "scripting",
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => "string",
@@ -138,6 +140,7 @@ impl Cmd {
         use Cmd::*;
         match self {
             Del | Unlink | MeridianDel => &["RM", "delete"],
+            Ssubscribe | Sunsubscribe | Spublish => &["NOT_KEY"],
             Getdel => &["RW", "access", "delete"],
             Hdel => &["RW", "delete"],
             Set => &["RW", "access", "update", "variable_flags"],

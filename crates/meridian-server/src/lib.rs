@@ -24,6 +24,7 @@ pub mod memory;
 pub mod metrics;
 pub mod node;
 pub mod objects;
+pub mod pubsub;
 pub mod repart;
 pub mod resp;
 pub mod s3;

@@ -2570,3 +2570,6 @@ mod frontend_auth;
 
 #[path = "resp/collections.rs"]
 mod collections;
+
+#[path = "resp/pubsub.rs"]
+mod pubsub;

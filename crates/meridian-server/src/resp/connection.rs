@@ -40,6 +40,7 @@ use crate::cluster_backend::ClusterBackend;
 use crate::resp::conn_io::{self, FLUSH_AT, Io, write};
 use crate::resp::context::{ClientInfo, RespContext};
 use crate::resp::exec::{self, Flow, Session};
+use crate::resp::pubsub;
 use crate::resp::request::RequestParser;
 use bytes::{Buf, BytesMut};
 use futures_util::stream::{FuturesOrdered, StreamExt};
@@ -106,17 +107,37 @@ pub(crate) async fn run(
         if room > 0 {
             buf.reserve(room);
         }
-        let n = tokio::select! {
+        let woke = tokio::select! {
             biased;
             r = stream.read_buf(&mut buf) => match r {
-                Ok(n) => n,
+                Ok(n) => Woke::Read(n),
                 Err(_) => break,
             },
+            message = pubsub::next(&mut session.pubsub) => Woke::Message(message),
             _ = &mut cancelled => break,
         };
-        if n == 0 {
-            break;
-        }
+        let n = match woke {
+            Woke::Read(0) => break,
+            Woke::Read(n) => n,
+            Woke::Message(first) => {
+                // A subscriber's messages, written between its commands.
+                let keep = pubsub::take(&mut session.pubsub, first, &mut reply);
+                if !keep {
+                    tracing::warn!(
+                        client = %session.info.addr,
+                        "closing RESP subscriber that reached the pubsub output buffer limit"
+                    );
+                }
+                if !keep
+                    || write_out(ctx, &mut stream, &mut reply, &shutdown, &session.pubsub)
+                        .await
+                        .is_err()
+                {
+                    break;
+                }
+                continue;
+            }
+        };
         ctx.net_input.fetch_add(n as u64, Ordering::Relaxed);
 
         let mut close = false;
@@ -236,7 +257,7 @@ pub(crate) async fn run(
         }
         session.touch(ctx);
         if !reply.out.is_empty()
-            && write(ctx, &mut stream, &mut reply, &shutdown)
+            && write_out(ctx, &mut stream, &mut reply, &shutdown, &session.pubsub)
                 .await
                 .is_err()
         {
@@ -253,6 +274,33 @@ pub(crate) async fn run(
         }
     }
     let _ = stream.shutdown().await;
+}
+
+/// Writes the pending replies (and a subscriber's messages); for a subscriber, gives up
+/// when its mailbox is closed for falling behind, so a client that stopped reading does not
+/// hold the connection (and the messages queued for it) forever.
+async fn write_out(
+    ctx: &RespContext,
+    stream: &mut TcpStream,
+    reply: &mut Reply,
+    shutdown: &CancellationToken,
+    subscriptions: &pubsub::Subscribed,
+) -> std::io::Result<()> {
+    if subscriptions.is_none() {
+        return write(ctx, stream, reply, shutdown).await;
+    }
+    tokio::select! {
+        r = write(ctx, stream, reply, shutdown) => r,
+        () = pubsub::closed(subscriptions) => Err(std::io::ErrorKind::ConnectionAborted.into()),
+    }
+}
+
+/// What woke the connection while it waited for input.
+enum Woke {
+    /// This many bytes were read (0: the client closed the connection).
+    Read(usize),
+    /// A message to one of its subscriptions (`resp::pubsub`).
+    Message(bytes::Bytes),
 }
 
 /// How many bytes to reserve in the read buffer before the next read: room for the whole of

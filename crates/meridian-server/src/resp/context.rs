@@ -79,6 +79,8 @@ pub struct RespContext {
     pub(crate) net_output: AtomicU64,
     /// Redis's encoding settings, as CONFIG SET left them (`encoding_config`).
     pub(crate) encodings: super::encoding_config::EncodingSettings,
+    /// The node's pub/sub subscriptions.
+    pub(crate) pubsub: Arc<crate::pubsub::Hub>,
 }
 
 impl RespContext {
@@ -123,6 +125,7 @@ impl RespContext {
             clients: Mutex::new(BTreeMap::new()),
             ops_per_sec: AtomicU64::new(0),
             encodings: Default::default(),
+            pubsub: Arc::default(),
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
         })

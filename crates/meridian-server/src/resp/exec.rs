@@ -27,6 +27,7 @@ use crate::resp::encoding_config;
 use crate::resp::functions;
 use crate::resp::info;
 use crate::resp::multi::{self, MultiState, Queue, Step};
+use crate::resp::pubsub;
 use bytes::Bytes;
 use meridian_redis::Cmd;
 use meridian_redis::Reply;
@@ -76,6 +77,29 @@ pub(crate) struct Session {
     pub(crate) readonly: bool,
     /// Cluster mode: the database `SELECT` chose (`cluster_db`).
     pub(crate) db: Db,
+    /// The connection's pub/sub subscriptions, while it has any (`resp::pubsub`).
+    pub(crate) pubsub: pubsub::Subscribed,
+    /// CLIENT REPLY's setting.
+    reply_mode: ReplyMode,
+    /// Whether the running command was CLIENT REPLY (its own reply follows the new mode).
+    reply_mode_set: bool,
+}
+
+/// CLIENT REPLY's setting: whether a command's reply is sent. Pub/sub confirmations and
+/// messages are sent whatever it says, as Redis sends them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ReplyMode {
+    On,
+    Off,
+    /// The next command's reply is not sent (then `On` again).
+    SkipNext,
+}
+
+impl ReplyMode {
+    /// Whether the reply of a command started under this mode is dropped.
+    fn mutes(self) -> bool {
+        self != ReplyMode::On
+    }
 }
 
 impl Session {
@@ -92,6 +116,9 @@ impl Session {
             last_cmd: 0,
             readonly: false,
             db: Db::default(),
+            pubsub: None,
+            reply_mode: ReplyMode::On,
+            reply_mode_set: false,
         }
     }
 
@@ -110,6 +137,9 @@ impl Session {
             last_cmd: 0,
             readonly: false,
             db: Db::default(),
+            pubsub: None,
+            reply_mode: ReplyMode::On,
+            reply_mode_set: false,
         }
     }
 
@@ -186,6 +216,11 @@ pub(crate) fn execute<'c>(
         return refused;
     }
     let mut flow = Flow::Continue;
+    let muted_before = session.reply_mode.mutes();
+    if session.reply_mode == ReplyMode::SkipNext {
+        session.reply_mode = ReplyMode::On;
+    }
+    let start = reply.out.len();
     let result = if session.multi.active || multi::is_transaction_command(cmd) {
         match multi::step(&mut session.multi, reply, cmd, args) {
             Step::Done(r) => r,
@@ -216,7 +251,16 @@ pub(crate) fn execute<'c>(
     if ctx.keyspace.has_ready_keys() {
         ctx.keyspace.serve_blocked();
     }
-    (&ctx.ops[cmd as usize], finish(reply, result), flow)
+    let error = finish(reply, result);
+    let muted = if std::mem::take(&mut session.reply_mode_set) {
+        session.reply_mode.mutes()
+    } else {
+        muted_before
+    };
+    if muted && !pubsub::always_replied(cmd) {
+        reply.out.truncate(start);
+    }
+    (&ctx.ops[cmd as usize], error, flow)
 }
 
 /// Standalone, over `maxmemory`: makes room (evicting under an evicting policy), and when
@@ -546,6 +590,10 @@ pub(crate) fn admit<'c>(
         reply.error(&msg);
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
+    if let Some(msg) = pubsub::refusal(&session.pubsub, reply.resp3, cmd) {
+        reply.error(&session.multi.refused(Some(cmd), msg));
+        return Err((&ctx.rejected_ops, true, Flow::Continue));
+    }
     if let Some(msg) = blob::s3_key_refusal(ctx, cmd, args) {
         reply.error(&session.multi.refused(Some(cmd), msg));
         return Err((&ctx.rejected_ops, true, Flow::Continue));
@@ -772,6 +820,15 @@ fn other(
     let key = || args.get(1);
     match cmd {
         Cmd::Scan => scan(ctx, reply, args)?,
+        Cmd::Subscribe
+        | Cmd::Unsubscribe
+        | Cmd::Psubscribe
+        | Cmd::Punsubscribe
+        | Cmd::Ssubscribe
+        | Cmd::Sunsubscribe
+        | Cmd::Publish
+        | Cmd::Spublish
+        | Cmd::Pubsub => pubsub::command(ctx, &mut session.pubsub, reply, cmd, args)?,
         Cmd::Keys => {
             let keys = ks.keys(key())?;
             reply.array(keys.len());
@@ -785,6 +842,10 @@ fn other(
             ks.flush()?;
             reply.ok();
         }
+        Cmd::Ping if pubsub::in_subscribed_mode(&session.pubsub, reply.resp3) => match args.len() {
+            1 | 2 => pubsub::ping(reply, (args.len() == 2).then(|| args.get(1))),
+            _ => return Err(arity_error("ping")),
+        },
         Cmd::Ping => match args.len() {
             1 => reply.simple(b"PONG"),
             2 => reply.bulk(args.get(1)),
@@ -834,6 +895,7 @@ fn other(
             if session.auth_exhausted() {
                 *flow = Flow::Close;
             }
+            pubsub::protocol_changed(&session.pubsub, reply.resp3);
             result?
         }
         Cmd::Quit => {
@@ -848,6 +910,7 @@ fn other(
             session.multi.discard();
             session.db = Db::default();
             session.readonly = false;
+            session.pubsub = None;
             reply.simple(b"RESET");
         }
         Cmd::Time => {
@@ -1282,6 +1345,9 @@ fn client(
             }
         }
         reply.verbatim(b"txt", text.as_bytes());
+    } else if is("REPLY") {
+        subcommand_arity("client", sub, argc == 3)?;
+        client_reply(ctx, session, reply, args.get(2))?;
     } else if is("NO-EVICT") || is("NO-TOUCH") {
         subcommand_arity("client", sub, argc == 3)?;
         let v = args.get(2);
@@ -1302,6 +1368,8 @@ fn client(
             "    Return information about the current client connection.",
             "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
             "    Return information about client connections.",
+            "REPLY (ON|OFF|SKIP)",
+            "    Control the replies sent to the current connection.",
             "SETNAME <name>",
             "    Assign the name <name> to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>",
@@ -1315,6 +1383,39 @@ fn client(
     } else {
         return Err(unknown_subcommand("client", sub));
     }
+    Ok(())
+}
+
+/// CLIENT REPLY ON|OFF|SKIP: ON answers `+OK`; OFF and SKIP answer nothing (see
+/// [`ReplyMode`]). Only a single node's connection loop runs every command through
+/// [`execute`], so cluster mode and the worker-shard executor refuse OFF and SKIP rather
+/// than silence only some replies.
+fn client_reply(
+    ctx: &RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    mode: &[u8],
+) -> CmdResult {
+    let on = mode.eq_ignore_ascii_case(b"ON");
+    if !on && !mode.eq_ignore_ascii_case(b"OFF") && !mode.eq_ignore_ascii_case(b"SKIP") {
+        return Err(raw(SYNTAX));
+    }
+    if !on && (ctx.cluster.is_some() || ctx.executor().is_some()) {
+        return Err(raw(
+            "ERR CLIENT REPLY OFF and SKIP are served on a single node without the worker-shard \
+             executor only; read and discard the replies instead",
+        ));
+    }
+    session.reply_mode = if on {
+        reply.ok();
+        ReplyMode::On
+    } else if mode.eq_ignore_ascii_case(b"OFF") || session.reply_mode == ReplyMode::Off {
+        // SKIP under OFF changes nothing, as in Redis.
+        ReplyMode::Off
+    } else {
+        ReplyMode::SkipNext
+    };
+    session.reply_mode_set = true;
     Ok(())
 }
 
@@ -1369,6 +1470,10 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("appendfsync", appendfsync.into()),
         ("appendonly", appendonly.into()),
         ("bind", bind),
+        (
+            "client-output-buffer-limit",
+            pubsub::output_limit_config(&ctx.pubsub),
+        ),
         ("client-query-buffer-limit", l.max_query_buffer.to_string()),
         (
             "cluster-enabled",
@@ -1486,6 +1591,7 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut maxmemory = None;
     let mut policy = None;
     let mut encodings = Vec::new();
+    let mut output_limit = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
@@ -1497,12 +1603,19 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             encodings.push(checked);
             continue;
         }
+        if name.eq_ignore_ascii_case(b"client-output-buffer-limit") {
+            let limit =
+                pubsub::parse_output_limit(&ctx.pubsub, value).map_err(|why| failed(name, &why))?;
+            output_limit = Some(limit);
+            continue;
+        }
         let is_max = name.eq_ignore_ascii_case(b"maxmemory");
         if !is_max && !name.eq_ignore_ascii_case(b"maxmemory-policy") {
             return Err(raw(format!(
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
-                 maxmemory-policy and Redis's encoding settings change at runtime; set the \
-                 others in the node's configuration file and restart it",
+                 maxmemory-policy, client-output-buffer-limit and Redis's encoding settings \
+                 change at runtime; set the others in the node's configuration file and \
+                 restart it",
                 lossy(name)
             )));
         }
@@ -1529,6 +1642,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     }
     for checked in encodings {
         ctx.encodings.apply(checked);
+    }
+    if let Some(limit) = output_limit {
+        ctx.pubsub.set_limit(limit);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

@@ -15,6 +15,8 @@
 //!   a batch's key commands concurrently), write replies once per batch;
 //! - [`server`]: [`serve`] accepts clients until shutdown, then drains them.
 //! - `info`: the INFO text.
+//! - `pubsub`: SUBSCRIBE, PUBLISH, PUBSUB and the rest over the node's [`crate::pubsub::Hub`];
+//!   a subscribed connection's messages are written between its commands.
 //! - `sharded`: a standalone node's key commands on the worker-shard executor
 //!   (`repart.mode`), replies in request order.
 //! - `cluster_cmd`: the Redis Cluster protocol (`CLUSTER SLOTS`/`SHARDS`/`NODES`/..., each
@@ -54,6 +56,7 @@ pub mod frame;
 mod functions;
 mod info;
 pub(crate) mod multi;
+mod pubsub;
 
 pub mod request;
 pub mod server;

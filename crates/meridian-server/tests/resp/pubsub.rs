@@ -1,0 +1,287 @@
+//! Pub/Sub on a single node, end to end over RESP: Redis 7's exact confirmations and
+//! messages in RESP2 and RESP3, patterns, shard channels, PUBSUB, the RESP2 subscribed
+//! context, CLIENT REPLY, a subscriber that stops reading (disconnected, memory bounded, the
+//! node serving on), and the `redis` crate's pub/sub API.
+
+use super::*;
+
+#[tokio::test]
+async fn subscribe_publish_and_unsubscribe_answer_exactly_as_redis() {
+    let s = Server::default().await;
+    let mut sub = s.connect().await;
+    let mut publisher = s.connect().await;
+    sub.roundtrip(
+        b"SUBSCRIBE a b a\r\n",
+        b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n\
+          *3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n\
+          *3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:2\r\n",
+    )
+    .await;
+    sub.roundtrip(
+        b"PSUBSCRIBE a*\r\n",
+        b"*3\r\n$10\r\npsubscribe\r\n$2\r\na*\r\n:3\r\n",
+    )
+    .await;
+    // A channel subscription first, then each matching pattern; nothing twice.
+    publisher
+        .roundtrip(b"PUBLISH a hi\r\nPUBLISH zz x\r\n", b":2\r\n:0\r\n")
+        .await;
+    sub.expect(
+        b"*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$2\r\nhi\r\n\
+          *4\r\n$8\r\npmessage\r\n$2\r\na*\r\n$1\r\na\r\n$2\r\nhi\r\n",
+    )
+    .await;
+    // RESP2's subscribed context: only the pub/sub commands, PING, QUIT and RESET.
+    sub.roundtrip(
+        b"GET k\r\nPING\r\nPING x\r\n",
+        b"-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n\
+          *2\r\n$4\r\npong\r\n$0\r\n\r\n*2\r\n$4\r\npong\r\n$1\r\nx\r\n",
+    )
+    .await;
+    publisher
+        .roundtrip(
+            b"PUBSUB NUMSUB a b c\r\nPUBSUB NUMPAT\r\nPUBSUB CHANNELS b*\r\n",
+            b"*6\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n:1\r\n$1\r\nc\r\n:0\r\n:1\r\n*1\r\n$1\r\nb\r\n",
+        )
+        .await;
+    sub.roundtrip(
+        b"UNSUBSCRIBE\r\n",
+        b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n\
+          *3\r\n$11\r\nunsubscribe\r\n$1\r\nb\r\n:1\r\n",
+    )
+    .await;
+    sub.roundtrip(
+        b"PUNSUBSCRIBE\r\nPUNSUBSCRIBE\r\nUNSUBSCRIBE nope\r\nPING\r\n",
+        b"*3\r\n$12\r\npunsubscribe\r\n$2\r\na*\r\n:0\r\n\
+          *3\r\n$12\r\npunsubscribe\r\n$-1\r\n:0\r\n\
+          *3\r\n$11\r\nunsubscribe\r\n$4\r\nnope\r\n:0\r\n+PONG\r\n",
+    )
+    .await;
+    publisher.roundtrip(b"PUBLISH a hi\r\n", b":0\r\n").await;
+    publisher
+        .roundtrip(
+            b"PUBSUB NOPE\r\nPUBSUB NUMPAT x\r\n",
+            b"-ERR unknown subcommand 'NOPE'. Try PUBSUB HELP.\r\n\
+              -ERR wrong number of arguments for 'pubsub|numpat' command\r\n",
+        )
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn resp3_subscriptions_are_pushes_and_other_commands_still_run() {
+    let s = Server::default().await;
+    let mut sub = s.connect().await;
+    let mut publisher = s.connect().await;
+    let _ = sub.cmd(&[b"HELLO", b"3"]).await;
+    sub.roundtrip(
+        b"SSUBSCRIBE shard\r\nSUBSCRIBE c\r\n",
+        b">3\r\n$10\r\nssubscribe\r\n$5\r\nshard\r\n:1\r\n\
+          >3\r\n$9\r\nsubscribe\r\n$1\r\nc\r\n:1\r\n",
+    )
+    .await;
+    sub.roundtrip(b"SET k v\r\nGET k\r\n", b"+OK\r\n$1\r\nv\r\n")
+        .await;
+    // Shard channels are a namespace of their own.
+    publisher
+        .roundtrip(
+            b"PUBLISH shard x\r\nSPUBLISH shard y\r\nPUBSUB SHARDNUMSUB shard\r\nPUBSUB SHARDCHANNELS\r\n",
+            b":0\r\n:1\r\n*2\r\n$5\r\nshard\r\n:1\r\n*1\r\n$5\r\nshard\r\n",
+        )
+        .await;
+    sub.expect(b">3\r\n$8\r\nsmessage\r\n$5\r\nshard\r\n$1\r\ny\r\n")
+        .await;
+    sub.roundtrip(
+        b"SUNSUBSCRIBE\r\n",
+        b">3\r\n$12\r\nsunsubscribe\r\n$5\r\nshard\r\n:0\r\n",
+    )
+    .await;
+    // RESET ends every subscription.
+    sub.roundtrip(b"RESET\r\n", b"+RESET\r\n").await;
+    publisher.roundtrip(b"PUBLISH c x\r\n", b":0\r\n").await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn client_reply_off_and_skip_silence_replies_but_not_subscriptions() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    let mut publisher = s.connect().await;
+    c.send(b"CLIENT REPLY OFF\r\nSET a 1\r\nSUBSCRIBE ch\r\n")
+        .await;
+    c.expect(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n")
+        .await;
+    publisher.roundtrip(b"PUBLISH ch m\r\n", b":1\r\n").await;
+    c.expect(b"*3\r\n$7\r\nmessage\r\n$2\r\nch\r\n$1\r\nm\r\n")
+        .await;
+    c.roundtrip(
+        b"UNSUBSCRIBE\r\nCLIENT REPLY ON\r\nGET a\r\n",
+        b"*3\r\n$11\r\nunsubscribe\r\n$2\r\nch\r\n:0\r\n+OK\r\n$1\r\n1\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"CLIENT REPLY SKIP\r\nGET a\r\nGET a\r\nCLIENT REPLY MAYBE\r\n",
+        b"$1\r\n1\r\n-ERR syntax error\r\n",
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn client_output_buffer_limit_is_reported_and_set_for_the_pubsub_class_only() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"CONFIG GET client-output-buffer-limit\r\n",
+        b"*2\r\n$26\r\nclient-output-buffer-limit\r\n\
+          $67\r\nnormal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"CONFIG SET client-output-buffer-limit \"normal 0 0 0 pubsub 1mb 512kb 10\"\r\n\
+          CONFIG GET client-output-buffer-limit\r\n",
+        b"+OK\r\n*2\r\n$26\r\nclient-output-buffer-limit\r\n\
+          $65\r\nnormal 0 0 0 slave 268435456 67108864 60 pubsub 1048576 524288 10\r\n",
+    )
+    .await;
+    let Frame::Error(e) = c
+        .cmd(&[
+            b"CONFIG",
+            b"SET",
+            b"client-output-buffer-limit",
+            b"normal 1mb 0 0",
+        ])
+        .await
+    else {
+        panic!("a normal-class limit is refused");
+    };
+    assert!(
+        String::from_utf8_lossy(&e).contains("only the pubsub class"),
+        "{e:?}"
+    );
+    let Frame::Error(_) = c
+        .cmd(&[
+            b"CONFIG",
+            b"SET",
+            b"client-output-buffer-limit",
+            b"pubsub 1mb 0",
+        ])
+        .await
+    else {
+        panic!("three values are refused");
+    };
+    s.stop().await;
+}
+
+/// A subscriber that never reads while a publisher floods its channel: the node disconnects
+/// it once its queue passes the pubsub limit, so memory stays bounded, and keeps serving.
+#[tokio::test]
+async fn a_subscriber_that_stops_reading_is_disconnected_and_the_node_serves_on() {
+    let s = Server::default().await;
+    let mut publisher = s.connect().await;
+    publisher
+        .roundtrip(
+            b"CONFIG SET client-output-buffer-limit \"pubsub 256kb 0 0\"\r\n",
+            b"+OK\r\n",
+        )
+        .await;
+    let mut sub = s.connect().await;
+    sub.roundtrip(
+        b"SUBSCRIBE flood\r\n",
+        b"*3\r\n$9\r\nsubscribe\r\n$5\r\nflood\r\n:1\r\n",
+    )
+    .await;
+    // 64 MiB published, far past the socket buffers and the limit; the subscriber reads none.
+    let payload = vec![b'x'; 64 * 1024];
+    let mut disconnected = false;
+    for _ in 0..1024 {
+        let Frame::Integer(n) = publisher.cmd(&[b"PUBLISH", b"flood", &payload]).await else {
+            panic!("PUBLISH answers an integer");
+        };
+        if n == 0 {
+            disconnected = true;
+            break;
+        }
+    }
+    assert!(disconnected, "the subscriber was never disconnected");
+    // What reached the subscriber's socket is bounded by the socket buffers, not the flood.
+    let mut received = 0usize;
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            sub.buf.clear();
+            match sub.stream.read_buf(&mut sub.buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received += n,
+            }
+        }
+    })
+    .await
+    .expect("the subscriber's connection is closed");
+    assert!(
+        received < 32 << 20,
+        "{received} bytes reached the subscriber"
+    );
+    publisher
+        .roundtrip(
+            b"PUBSUB NUMSUB flood\r\nPING\r\n",
+            b"*2\r\n$5\r\nflood\r\n:0\r\n+PONG\r\n",
+        )
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_closed_connection_leaves_no_subscription() {
+    let s = Server::default().await;
+    let mut sub = s.connect().await;
+    let _ = sub.cmd(&[b"PSUBSCRIBE", b"p*"]).await;
+    let _ = sub.cmd(&[b"SUBSCRIBE", b"c"]).await;
+    drop(sub);
+    let mut c = s.connect().await;
+    let mut left = (1, 1);
+    for _ in 0..200 {
+        let Frame::Integer(pats) = c.cmd(&[b"PUBSUB", b"NUMPAT"]).await else {
+            panic!("NUMPAT answers an integer");
+        };
+        let Frame::Integer(subs) = c.cmd(&[b"PUBLISH", b"c", b"x"]).await else {
+            panic!("PUBLISH answers an integer");
+        };
+        left = (pats, subs);
+        if left == (0, 0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(left, (0, 0), "patterns and subscribers left behind");
+    s.stop().await;
+}
+
+/// The `redis` crate's pub/sub API (what applications use) against a node.
+#[tokio::test]
+async fn the_redis_crate_subscribes_and_receives() {
+    let s = Server::default().await;
+    let url = s.url();
+    blocking(move || {
+        let client = redis::Client::open(url).unwrap();
+        let mut sub_conn = client.get_connection().unwrap();
+        let mut publisher = client.get_connection().unwrap();
+        let mut sub = sub_conn.as_pubsub();
+        sub.subscribe("orders").unwrap();
+        sub.psubscribe("events.*").unwrap();
+        let n: i64 = publisher.publish("orders", "o-1").unwrap();
+        assert_eq!(n, 1);
+        let n: i64 = publisher.publish("events.login", "u-7").unwrap();
+        assert_eq!(n, 1);
+        let m = sub.get_message().unwrap();
+        assert_eq!(m.get_channel_name(), "orders");
+        assert_eq!(m.get_payload::<String>().unwrap(), "o-1");
+        let m = sub.get_message().unwrap();
+        assert_eq!(m.get_pattern::<String>().unwrap(), "events.*");
+        assert_eq!(m.get_channel_name(), "events.login");
+        assert_eq!(m.get_payload::<String>().unwrap(), "u-7");
+        sub.unsubscribe("orders").unwrap();
+        sub.punsubscribe("events.*").unwrap();
+    })
+    .await;
+    s.stop().await;
+}
