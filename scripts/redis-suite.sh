@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 FILES_DEFAULT=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/list-2
   unit/type/list-3 unit/type/set unit/type/zset unit/bitops unit/bitfield unit/hyperloglog
-  unit/geo unit/sort unit/dump unit/expire unit/keyspace unit/multi)
+  unit/geo unit/sort unit/dump unit/expire unit/keyspace unit/multi unit/pubsub)
 min=""
 files=()
 while [[ $# -gt 0 ]]; do

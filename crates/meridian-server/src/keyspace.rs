@@ -42,6 +42,7 @@
 //! Errors are the Redis layer's [`RedisError`], whose messages are Redis's (without the `ERR `
 //! prefix), so the RESP front end forwards them verbatim and HTTP maps them to status codes.
 
+use crate::keyspace_events;
 use crate::memory::{self, MaxmemoryPolicy};
 use crate::scan_cursors::CursorTable;
 use bytes::Bytes;
@@ -205,6 +206,7 @@ impl Stripe {
     /// Records a modification of `key` for its watchers (Redis's `touchWatchedKey`).
     #[inline]
     fn touch(&mut self, key: &[u8]) {
+        keyspace_events::record(key);
         if !self.watched.is_empty()
             && let Some(w) = self.watched.get_mut(key)
         {
@@ -253,6 +255,8 @@ pub struct Keyspace {
     hold_objects: bool,
     /// The memory of every held collection (part of [`Keyspace::used_memory`]).
     held_bytes: AtomicI64,
+    /// Keyspace notifications (`notify-keyspace-events`).
+    pub(crate) events: keyspace_events::Notifier,
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -319,6 +323,7 @@ impl Keyspace {
         let ks = Self {
             hold_objects,
             held_bytes: AtomicI64::new(0),
+            events: Default::default(),
             engine,
             clock,
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
@@ -508,7 +513,7 @@ impl Keyspace {
         match self.stored(key)? {
             Some(st) if st.is_expired(now) => {
                 self.expire_locked(s, key, now)?;
-                self.expired_keys.fetch_add(1, Ordering::Relaxed);
+                self.count_expired(key);
                 Ok(None)
             }
             Some(Stored::Held { .. }) => self.materialize(s, key).map(Some),
@@ -596,6 +601,12 @@ impl Keyspace {
         self.expire_locked(s, key, now)?;
         s.touch(key);
         Ok(())
+    }
+
+    /// Counts an expired key and publishes its `expired` event.
+    fn count_expired(&self, key: &[u8]) {
+        self.expired_keys.fetch_add(1, Ordering::Relaxed);
+        self.events.notify(keyspace_events::EXPIRED, "expired", key);
     }
 
     /// Deletes an expired key. Not a modification for WATCH: a key live at WATCH time that
@@ -690,6 +701,11 @@ impl Keyspace {
         self.with_keys(keys.iter().map(|k| k.as_ref()), |v| {
             strings::exists(v, keys.iter().map(|k| k.as_ref()))
         })
+    }
+
+    /// Whether `key` exists (is live) now, read without its stripe's lock.
+    pub(crate) fn key_exists(&self, key: &[u8]) -> bool {
+        ReadView { ks: self }.header(key).is_ok_and(|h| h.is_some())
     }
 
     /// TYPE: `"string"` or `"hash"` if the key exists, `"none"` otherwise.
@@ -1237,6 +1253,8 @@ impl Keyspace {
                 // An eviction modifies the key for its watchers, as in Redis.
                 s.touch(&key);
                 self.evicted_keys.fetch_add(1, Ordering::Relaxed);
+                self.events
+                    .notify(keyspace_events::EVICTED, "evicted", &key);
                 true
             }
             Err(e) => {
@@ -1281,7 +1299,7 @@ impl Keyspace {
                     {
                         Ok(()) => {
                             cycle.expired += 1;
-                            self.expired_keys.fetch_add(1, Ordering::Relaxed);
+                            self.count_expired(&key);
                         }
                         Err(err) => {
                             tracing::warn!(error = %err, "active expiry could not delete a key");

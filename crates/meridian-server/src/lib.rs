@@ -20,6 +20,7 @@ mod http_common;
 mod http_txn;
 pub mod identity;
 pub mod keyspace;
+pub mod keyspace_events;
 pub mod memory;
 pub mod metrics;
 pub mod node;

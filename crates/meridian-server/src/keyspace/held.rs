@@ -151,7 +151,7 @@ impl Keyspace {
             return Ok(s.objects.get_mut(key).map(Held::open));
         }
         self.expire_locked(s, key, now)?;
-        self.expired_keys.fetch_add(1, Ordering::Relaxed);
+        self.count_expired(key);
         Ok(None)
     }
 
@@ -260,7 +260,7 @@ impl Keyspace {
         match self.stored(key)? {
             Some(st) if st.is_expired(now) => {
                 self.expire_locked(s, key, now)?;
-                self.expired_keys.fetch_add(1, Ordering::Relaxed);
+                self.count_expired(key);
                 Ok(None)
             }
             Some(st) => Ok(Some((st.kind(), st.expiry()))),

@@ -195,6 +195,11 @@ impl<'a> Overlay<'a> {
         self.ks.engine.write_batch(batch)?;
         let mut expired = 0;
         for (k, p) in self.pending.drain() {
+            if p.expired {
+                self.ks
+                    .events
+                    .notify(crate::keyspace_events::EXPIRED, "expired", &k);
+            }
             let s = self.guards.of(&k)?;
             if p.touched {
                 s.touch(&k);
@@ -541,6 +546,9 @@ impl Overlay<'_> {
     /// Buffers `p` as `key`'s write, replacing an earlier one (a key that expired, then was
     /// written, still counts as expired).
     fn pend(&mut self, key: &[u8], p: Pending) {
+        if p.touched {
+            crate::keyspace_events::record(key);
+        }
         match self.pending.entry(Bytes::copy_from_slice(key)) {
             MapEntry::Occupied(mut o) => {
                 let expired = o.get().expired;

@@ -31,6 +31,10 @@
 //! hands them to `cluster_txn`. A connection that goes away drops its watched keys. The batch's replies are written once all its commands
 //! have finished.
 //!
+//! Pub/sub: while the connection has subscriptions (`resp::pubsub`), it waits on its
+//! mailbox beside the socket and writes the messages that arrive between its commands; a
+//! mailbox closed for falling behind ends the connection, even mid-write.
+//!
 //! The connection ends on EOF, QUIT, a protocol error (after the error reply and every
 //! earlier reply are written), an I/O error, a request that outgrows the query-buffer
 //! limit, or shutdown (checked only while waiting for input, so requests already read are

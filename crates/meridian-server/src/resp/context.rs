@@ -103,6 +103,9 @@ impl RespContext {
             .map(|c| metrics.op(Frontend::Resp, c.spec().name))
             .collect();
         let rejected_ops = metrics.op(Frontend::Resp, "rejected");
+        let pubsub = Arc::new(crate::pubsub::Hub::default());
+        // Keyspace notifications go to this front end's subscribers.
+        keyspace.events.attach(pubsub.clone());
         let state = std::collections::hash_map::RandomState::new();
         let run_id = (0..3u8)
             .map(|i| format!("{:016x}", state.hash_one(i)))
@@ -125,7 +128,7 @@ impl RespContext {
             clients: Mutex::new(BTreeMap::new()),
             ops_per_sec: AtomicU64::new(0),
             encodings: Default::default(),
-            pubsub: Arc::default(),
+            pubsub,
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
         })

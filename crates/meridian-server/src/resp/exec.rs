@@ -15,6 +15,7 @@
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
 use crate::cluster_backend::ClusterBackend;
+use crate::keyspace_events::{self, CommandEvents};
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
@@ -221,6 +222,8 @@ pub(crate) fn execute<'c>(
         session.reply_mode = ReplyMode::On;
     }
     let start = reply.out.len();
+    let notifier = &ctx.keyspace.events;
+    let events = CommandEvents::begin(notifier, cmd, args, |k| ctx.keyspace.key_exists(k));
     let result = if session.multi.active || multi::is_transaction_command(cmd) {
         match multi::step(&mut session.multi, reply, cmd, args) {
             Step::Done(r) => r,
@@ -248,6 +251,9 @@ pub(crate) fn execute<'c>(
             _ => other(ctx, session, reply, cmd, args, &mut flow),
         }
     };
+    if let Some(events) = events {
+        events.finish(notifier, cmd, args, |k| ctx.keyspace.key_exists(k));
+    }
     if ctx.keyspace.has_ready_keys() {
         ctx.keyspace.serve_blocked();
     }
@@ -351,7 +357,16 @@ fn run_queued(
             if cmd == Cmd::BlobRead {
                 blob::read_args(args, ctx.blob_get_max())?;
             }
-            meridian_redis::types::exec_on_view(cmd, args, ov, reply)
+            let notifier = &ctx.keyspace.events;
+            let live = |ov: &mut crate::keyspace::Overlay<'_>, k: &[u8]| {
+                meridian_redis::View::header(ov, k).is_ok_and(|h| h.is_some())
+            };
+            let events = CommandEvents::begin(notifier, cmd, args, |k| live(ov, k));
+            let result = meridian_redis::types::exec_on_view(cmd, args, ov, reply);
+            if let Some(events) = events {
+                events.finish(notifier, cmd, args, |k| live(ov, k));
+            }
+            result
         }
         Queue::WholeKeyspace => match cmd {
             Cmd::Keys => {
@@ -1386,6 +1401,20 @@ fn client(
     Ok(())
 }
 
+/// CONFIG SET `notify-keyspace-events`: Redis's flag letters. Events are published only
+/// where every key command runs through [`execute`] on this node's keyspace, so cluster mode
+/// and the worker-shard executor accept only the empty set rather than publish some events.
+fn notify_flags(ctx: &RespContext, value: &[u8]) -> Result<u16, &'static str> {
+    let flags = keyspace_events::parse(value)
+        .ok_or("Invalid event class character. Use 'Ag$lshzxeKEtmdn'.")?;
+    if flags != 0 && (ctx.cluster.is_some() || ctx.executor().is_some()) {
+        return Err(
+            "keyspace notifications are published on a single node without the worker-shard executor only",
+        );
+    }
+    Ok(flags)
+}
+
 /// CLIENT REPLY ON|OFF|SKIP: ON answers `+OK`; OFF and SKIP answer nothing (see
 /// [`ReplyMode`]). Only a single node's connection loop runs every command through
 /// [`execute`], so cluster mode and the worker-shard executor refuse OFF and SKIP rather
@@ -1487,6 +1516,10 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("maxmemory", max.to_string()),
         ("maxmemory-policy", policy.name().into()),
         ("maxmemory-samples", crate::memory::SAMPLES.to_string()),
+        (
+            "notify-keyspace-events",
+            keyspace_events::format(ctx.keyspace.events.flags()),
+        ),
         ("port", ctx.port().to_string()),
         // No protected mode: non-loopback clients are served without a password.
         ("protected-mode", "no".into()),
@@ -1592,6 +1625,7 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut policy = None;
     let mut encodings = Vec::new();
     let mut output_limit = None;
+    let mut notify = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
@@ -1601,6 +1635,10 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
                 .encodings
                 .check(name, value, &|why: &str| failed(name, why))?;
             encodings.push(checked);
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"notify-keyspace-events") {
+            notify = Some(notify_flags(ctx, value).map_err(|why| failed(name, why))?);
             continue;
         }
         if name.eq_ignore_ascii_case(b"client-output-buffer-limit") {
@@ -1613,9 +1651,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
         if !is_max && !name.eq_ignore_ascii_case(b"maxmemory-policy") {
             return Err(raw(format!(
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
-                 maxmemory-policy, client-output-buffer-limit and Redis's encoding settings \
-                 change at runtime; set the others in the node's configuration file and \
-                 restart it",
+                 maxmemory-policy, client-output-buffer-limit, notify-keyspace-events and \
+                 Redis's encoding settings change at runtime; set the others in the node's \
+                 configuration file and restart it",
                 lossy(name)
             )));
         }
@@ -1645,6 +1683,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     }
     if let Some(limit) = output_limit {
         ctx.pubsub.set_limit(limit);
+    }
+    if let Some(flags) = notify {
+        ctx.keyspace.events.set_flags(flags);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

@@ -285,3 +285,83 @@ async fn the_redis_crate_subscribes_and_receives() {
     .await;
     s.stop().await;
 }
+
+/// Reads `n` pub/sub messages and returns each as `channel message` (pmessage's pattern
+/// left out).
+async fn events(sub: &mut Raw, n: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let Frame::Array(parts) = sub.frame().await else {
+            panic!("a message");
+        };
+        let text: Vec<String> = parts
+            .iter()
+            .map(|p| match p {
+                Frame::Bulk(b) => String::from_utf8_lossy(b).into_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        out.push(text[2..].join(" "));
+    }
+    out
+}
+
+#[tokio::test]
+async fn keyspace_notifications_name_redis_events_per_command() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"CONFIG SET notify-keyspace-events KEA\r\nCONFIG GET notify-keyspace-events\r\n",
+        b"+OK\r\n*2\r\n$22\r\nnotify-keyspace-events\r\n$3\r\nAKE\r\n",
+    )
+    .await;
+    c.roundtrip(b"CONFIG SET notify-keyspace-events Elshg$n\r\n", b"+OK\r\n")
+        .await;
+    let mut sub = s.connect().await;
+    let _ = sub.cmd(&[b"PSUBSCRIBE", b"__key*"]).await;
+    // A command that changes nothing publishes nothing: SREM of an absent member.
+    c.roundtrip(
+        b"SET k v\r\nSET k w\r\nLPUSH l a\r\nRPOP l\r\nSADD s a\r\nSREM s x\r\nHMSET h f 1\r\nEXPIRE k 100\r\nDEL k nope\r\n",
+        b"+OK\r\n+OK\r\n:1\r\n$1\r\na\r\n:1\r\n:0\r\n+OK\r\n:1\r\n:1\r\n",
+    )
+    .await;
+    assert_eq!(
+        events(&mut sub, 12).await,
+        [
+            "__keyevent@0__:new k",
+            "__keyevent@0__:set k",
+            "__keyevent@0__:set k",
+            "__keyevent@0__:new l",
+            "__keyevent@0__:lpush l",
+            "__keyevent@0__:rpop l",
+            // The list's last element went: the key with it.
+            "__keyevent@0__:del l",
+            "__keyevent@0__:new s",
+            "__keyevent@0__:sadd s",
+            "__keyevent@0__:new h",
+            "__keyevent@0__:hset h",
+            "__keyevent@0__:expire k",
+        ]
+    );
+    assert_eq!(events(&mut sub, 1).await, ["__keyevent@0__:del k"]);
+    // Inside MULTI/EXEC each queued command publishes its own events.
+    c.roundtrip(
+        b"CONFIG SET notify-keyspace-events Kx$\r\nMULTI\r\nINCR n\r\nPSETEX gone 1 x\r\nEXEC\r\n",
+        b"+OK\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n:1\r\n+OK\r\n",
+    )
+    .await;
+    assert_eq!(
+        events(&mut sub, 2).await,
+        ["__keyspace@0__:n incrby", "__keyspace@0__:gone set"]
+    );
+    // This server runs no active expirer: the DEL finds the key expired.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    c.roundtrip(b"DEL gone\r\n", b":0\r\n").await;
+    assert_eq!(events(&mut sub, 1).await, ["__keyspace@0__:gone expired"]);
+    c.roundtrip(
+        b"CONFIG SET notify-keyspace-events Kq\r\n",
+        b"-ERR CONFIG SET failed (possibly related to argument 'notify-keyspace-events') - Invalid event class character. Use 'Ag$lshzxeKEtmdn'.\r\n",
+    )
+    .await;
+    s.stop().await;
+}
