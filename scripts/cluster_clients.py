@@ -485,6 +485,38 @@ def cluster_transaction(by_dc):
         rc.close()
 
 
+def pubsub_across_dcs(by_dc):
+    """redis-py's RedisCluster pub/sub: a subscriber seeded in one DC receives, in order and
+    once each, what a cluster client seeded in the other DC publishes."""
+    dcs = sorted(by_dc)
+    sub_rc = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[0]][0])], decode_responses=True)
+    pub_rc = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[-1]][0])], decode_responses=True)
+    try:
+        p = sub_rc.pubsub()
+        p.subscribe("orders")
+        p.psubscribe("events.*")
+        want = {"subscribe", "psubscribe"}
+        while want:
+            m = p.get_message(timeout=10)
+            assert m is not None, f"no confirmation for {want}"
+            want.discard(m["type"])
+        for n in range(20):
+            pub_rc.publish("orders", f"o{n}")
+        pub_rc.publish("events.login", "u7")
+        got = []
+        while len(got) < 21:
+            m = p.get_message(timeout=10)
+            assert m is not None, f"only {got} arrived"
+            got.append((m["type"], m["channel"], m["data"]))
+        assert got[:20] == [("message", "orders", f"o{n}") for n in range(20)], got
+        assert got[20] == ("pmessage", "events.login", "u7"), got
+        assert p.get_message(timeout=0.5) is None, "a message arrived twice"
+        p.close()
+    finally:
+        sub_rc.close()
+        pub_rc.close()
+
+
 def metric_total(http_addrs, name):
     """The sum of a label-less series over every node's /metrics."""
     total = 0.0
@@ -720,6 +752,8 @@ def main():
     check("bank over transactional buckets (WATCH/MULTI/EXEC from both DCs; SCAN and KEYS list the accounts)",
           lambda: bank(http, by_dc))
     check("cluster client transaction on one slot", lambda: cluster_transaction(by_dc))
+    check("pub/sub: a subscriber in one DC receives what the other DC publishes, in order, once",
+          lambda: pubsub_across_dcs(by_dc))
     check("expiry on eventual, timeline and transactional buckets from both DCs",
           lambda: expiry_on_every_bucket_type(http, by_dc))
     check("INCR from both DCs loses nothing (eventual counter, timeline master)",

@@ -79,6 +79,7 @@ pub mod memory;
 pub mod msg;
 pub mod node;
 pub mod object_store;
+pub mod pubsub;
 pub mod timeline;
 pub mod tokio_clock;
 pub mod truncation;

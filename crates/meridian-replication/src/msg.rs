@@ -70,6 +70,8 @@ pub enum Msg {
     Blob(BlobMsg),
     /// A refused request (any protocol's).
     Error(RemoteError),
+    /// Pub/sub fan-out (last, so the older variants keep their wire tags).
+    PubSub(crate::pubsub::PubSubMsg),
 }
 
 /// The kernel's messages: liveness and cluster metadata.

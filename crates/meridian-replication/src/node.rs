@@ -27,6 +27,7 @@ use crate::eventual::Eventual;
 use crate::handoff::Handoff;
 use crate::kernel::{Incoming, Kernel, Msg, Node, NodeConfig, Protocol, Protocols};
 use crate::membership::ClusterMeta;
+use crate::pubsub::PubSub;
 use crate::timeline::{Timeline, TlStore};
 use crate::txn::Txn;
 use meridian_core::Clock;
@@ -148,6 +149,7 @@ fn protocol_states(kernel: &Kernel) -> Protocols {
     protocols.register(txn);
     protocols.register(balance);
     protocols.register(Blob::default());
+    protocols.register(PubSub::default());
     protocols
 }
 
@@ -162,6 +164,7 @@ fn route(node: &Node, req: Incoming, body: Msg) {
         Msg::Txn(m) => node.protocol::<Txn>().handle(node, req, m),
         Msg::Balance(m) => node.protocol::<Balance>().handle(node, req, m),
         Msg::Blob(m) => node.protocol::<Blob>().handle(node, req, m),
+        Msg::PubSub(m) => node.protocol::<PubSub>().handle(node, req, m),
         Msg::Error(e) => req.unexpected(node, &e),
     }
 }

@@ -104,8 +104,16 @@ impl RespContext {
             .collect();
         let rejected_ops = metrics.op(Frontend::Resp, "rejected");
         let pubsub = Arc::new(crate::pubsub::Hub::default());
-        // Keyspace notifications go to this front end's subscribers.
+        // Keyspace notifications go to this front end's subscribers, and so do messages
+        // published on the cluster's other nodes.
         keyspace.events.attach(pubsub.clone());
+        if let Some(c) = &cluster {
+            let hub = pubsub.clone();
+            c.node
+                .set_pubsub_sink(Arc::new(move |shard, channel, message| {
+                    super::pubsub::publish_here(&hub, shard, channel, message);
+                }));
+        }
         let state = std::collections::hash_map::RandomState::new();
         let run_id = (0..3u8)
             .map(|i| format!("{:016x}", state.hash_one(i)))

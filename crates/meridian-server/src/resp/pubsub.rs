@@ -8,13 +8,16 @@
 //! channels plus patterns, or its shard channels for the `S` commands; a RESP2 connection
 //! with subscriptions runs only the (P|S)(UN)SUBSCRIBE commands, PING, QUIT and RESET.
 //!
-//! Cluster mode refuses these commands: a message would reach only the subscribers of the
-//! node it was published on, which is not what a Redis Cluster client expects.
+//! Cluster mode: a message published on a node is delivered to its own subscribers, then
+//! sent to every other node of every DC (`meridian_replication::pubsub`), which delivers it
+//! to theirs; PUBLISH answers the publishing node's count, as Redis Cluster's does. Shard
+//! channels go to every node too (a superset of Redis Cluster's shard, whose master differs
+//! per DC here).
 
 use crate::pubsub::{Hub, Inbox, Kind, Mailbox, OutputLimit};
 use crate::resp::context::RespContext;
 use bytes::Bytes;
-use meridian_redis::error::{CmdResult, raw, subcommand_arity, unknown_subcommand};
+use meridian_redis::error::{CmdResult, subcommand_arity, unknown_subcommand};
 use meridian_redis::{Args, Cmd, Reply};
 use std::sync::Arc;
 use std::time::Duration;
@@ -124,12 +127,6 @@ pub(crate) fn command(
     cmd: Cmd,
     args: Args<'_>,
 ) -> CmdResult {
-    if ctx.cluster.is_some() {
-        return Err(raw(
-            "ERR pub/sub is not served in cluster mode yet: a message would reach only the \
-             subscribers of the node it is published on; use a standalone node for pub/sub",
-        ));
-    }
     match cmd {
         Cmd::Subscribe => subscribe(ctx, subs, reply, Kind::Channel, args),
         Cmd::Psubscribe => subscribe(ctx, subs, reply, Kind::Pattern, args),
@@ -137,16 +134,26 @@ pub(crate) fn command(
         Cmd::Unsubscribe => unsubscribe(subs, reply, Kind::Channel, args),
         Cmd::Punsubscribe => unsubscribe(subs, reply, Kind::Pattern, args),
         Cmd::Sunsubscribe => unsubscribe(subs, reply, Kind::Shard, args),
-        Cmd::Publish => {
-            reply.int(ctx.pubsub.publish(args.get(1), args.get(2)) as i64);
-            Ok(())
-        }
-        Cmd::Spublish => {
-            reply.int(ctx.pubsub.publish_shard(args.get(1), args.get(2)) as i64);
+        Cmd::Publish | Cmd::Spublish => {
+            let (shard, channel, message) = (cmd == Cmd::Spublish, args.get(1), args.get(2));
+            reply.int(publish_here(&ctx.pubsub, shard, channel, message) as i64);
+            if let Some(cluster) = &ctx.cluster {
+                cluster.node.publish_to_peers(shard, channel, message);
+            }
             Ok(())
         }
         Cmd::Pubsub => pubsub(ctx, reply, args),
         _ => unreachable!("{cmd:?} is not a pub/sub command"),
+    }
+}
+
+/// Delivers a message to this node's subscribers; returns how many received it (what
+/// PUBLISH answers, in Redis Cluster too: the publishing node's own subscribers).
+pub(crate) fn publish_here(hub: &Hub, shard: bool, channel: &[u8], message: &[u8]) -> usize {
+    if shard {
+        hub.publish_shard(channel, message)
+    } else {
+        hub.publish(channel, message)
     }
 }
 

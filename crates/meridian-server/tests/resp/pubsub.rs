@@ -365,3 +365,83 @@ async fn keyspace_notifications_name_redis_events_per_command() {
     .await;
     s.stop().await;
 }
+
+/// Cluster mode: a message published on one node reaches the subscribers of every node of
+/// both DCs (across the emulated WAN), once each, in the order one connection published;
+/// PUBLISH counts the publishing node's own subscribers, as Redis Cluster's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_publish_reaches_every_node_of_every_dc_in_order() {
+    let cfg = meridian_server::cluster::EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::from_millis(5),
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        ..Default::default()
+    };
+    let c = meridian_server::cluster::start_embedded(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let addrs: Vec<SocketAddr> = c.members.iter().map(|m| m.resp.unwrap()).collect();
+    let mut subs = Vec::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let mut s = Raw {
+            stream: TcpStream::connect(addr).await.unwrap(),
+            buf: BytesMut::new(),
+        };
+        // Half by channel, half by pattern.
+        if i % 2 == 0 {
+            s.roundtrip(
+                b"SUBSCRIBE news\r\n",
+                b"*3\r\n$9\r\nsubscribe\r\n$4\r\nnews\r\n:1\r\n",
+            )
+            .await;
+        } else {
+            s.roundtrip(
+                b"PSUBSCRIBE ne*\r\n",
+                b"*3\r\n$10\r\npsubscribe\r\n$3\r\nne*\r\n:1\r\n",
+            )
+            .await;
+        }
+        subs.push(s);
+    }
+    let mut publisher = Raw {
+        stream: TcpStream::connect(addrs[0]).await.unwrap(),
+        buf: BytesMut::new(),
+    };
+    let mut batch = Vec::new();
+    for n in 0..50 {
+        batch.extend_from_slice(format!("PUBLISH news m{n}\r\n").as_bytes());
+    }
+    publisher.send(&batch).await;
+    for _ in 0..50 {
+        assert_eq!(
+            publisher.frame().await,
+            Frame::Integer(1),
+            "node 0's own subscriber"
+        );
+    }
+    for (i, s) in subs.iter_mut().enumerate() {
+        for n in 0..50 {
+            let Frame::Array(parts) = s.frame().await else {
+                panic!("a message");
+            };
+            assert_eq!(
+                parts.last(),
+                Some(&bulk(&format!("m{n}"))),
+                "node {i}, message {n}"
+            );
+        }
+    }
+    // Nothing twice.
+    publisher
+        .roundtrip(b"PUBLISH news last\r\n", b":1\r\n")
+        .await;
+    for s in &mut subs {
+        let Frame::Array(parts) = s.frame().await else {
+            panic!("a message");
+        };
+        assert_eq!(parts.last(), Some(&bulk("last")));
+    }
+    c.shutdown().await;
+}
