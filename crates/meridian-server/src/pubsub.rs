@@ -203,23 +203,14 @@ impl Hub {
     pub fn publish(&self, channel: &[u8], message: &[u8]) -> usize {
         let reg = self.registry.lock();
         let limit = self.limit();
-        let mut encoded = Encoded::default();
         let mut receivers = 0;
         if let Some(list) = reg.channels.get(channel) {
-            for m in list {
-                let bytes = encoded.get(m.speaks_resp3(), &[b"message", channel, message]);
-                receivers += usize::from(self.deliver(m, bytes, limit));
-            }
+            receivers += self.deliver_all(list, &[b"message", channel, message], limit);
         }
         for (pattern, list) in &reg.patterns {
-            if !glob_match(pattern, channel, false) {
-                continue;
-            }
-            let mut encoded = Encoded::default();
-            for m in list {
+            if glob_match(pattern, channel, false) {
                 let parts: [&[u8]; 4] = [b"pmessage", pattern, channel, message];
-                let bytes = encoded.get(m.speaks_resp3(), &parts);
-                receivers += usize::from(self.deliver(m, bytes, limit));
+                receivers += self.deliver_all(list, &parts, limit);
             }
         }
         receivers
@@ -230,15 +221,18 @@ impl Hub {
     pub fn publish_shard(&self, channel: &[u8], message: &[u8]) -> usize {
         let reg = self.registry.lock();
         let limit = self.limit();
+        reg.shards.get(channel).map_or(0, |list| {
+            self.deliver_all(list, &[b"smessage", channel, message], limit)
+        })
+    }
+
+    /// Queues the message `parts` on every mailbox of `list` (encoded at most once per
+    /// protocol); returns how many count as receivers.
+    fn deliver_all(&self, list: &[Arc<Mailbox>], parts: &[&[u8]], limit: OutputLimit) -> usize {
         let mut encoded = Encoded::default();
-        let mut receivers = 0;
-        if let Some(list) = reg.shards.get(channel) {
-            for m in list {
-                let bytes = encoded.get(m.speaks_resp3(), &[b"smessage", channel, message]);
-                receivers += usize::from(self.deliver(m, bytes, limit));
-            }
-        }
-        receivers
+        list.iter()
+            .filter(|m| self.deliver(m, encoded.get(m.speaks_resp3(), parts), limit))
+            .count()
     }
 
     /// Queues `bytes` on `m` unless that would break the output limit, which closes `m`.
@@ -299,7 +293,12 @@ impl Hub {
 
     /// PUBSUB NUMPAT: how many distinct patterns have subscribers.
     pub fn patterns(&self) -> usize {
-        self.registry.lock().patterns.len()
+        self.count(Kind::Pattern)
+    }
+
+    /// How many distinct channels, patterns or shard channels have subscribers (INFO).
+    pub fn count(&self, kind: Kind) -> usize {
+        self.registry.lock().map(kind).len()
     }
 }
 

@@ -183,6 +183,19 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("evicted_keys", &evicted);
             line("keyspace_hits", &ks.hits);
             line("keyspace_misses", &ks.misses);
+            // This node's subscriptions, as Redis counts them.
+            line(
+                "pubsub_channels",
+                &ctx.pubsub.count(crate::pubsub::Kind::Channel),
+            );
+            line(
+                "pubsub_patterns",
+                &ctx.pubsub.count(crate::pubsub::Kind::Pattern),
+            );
+            line(
+                "pubsubshard_channels",
+                &ctx.pubsub.count(crate::pubsub::Kind::Shard),
+            );
         }
         "replication" => {
             line("# Replication\r\nrole", &"master");

@@ -44,6 +44,17 @@ async fn subscribe_publish_and_unsubscribe_answer_exactly_as_redis() {
             b"*6\r\n$1\r\na\r\n:1\r\n$1\r\nb\r\n:1\r\n$1\r\nc\r\n:0\r\n:1\r\n*1\r\n$1\r\nb\r\n",
         )
         .await;
+    let Frame::Bulk(info) = publisher.cmd(&[b"INFO", b"stats"]).await else {
+        panic!("INFO answers a bulk string");
+    };
+    let info = String::from_utf8_lossy(&info);
+    for line in [
+        "pubsub_channels:2\r\n",
+        "pubsub_patterns:1\r\n",
+        "pubsubshard_channels:0\r\n",
+    ] {
+        assert!(info.contains(line), "{line:?} in {info}");
+    }
     sub.roundtrip(
         b"UNSUBSCRIBE\r\n",
         b"*3\r\n$11\r\nunsubscribe\r\n$1\r\na\r\n:2\r\n\
