@@ -336,7 +336,7 @@ public class Check {
       });
 
       check(pre + "ClusterPipeline of keys on different slots and masters", () -> {
-        List<String> keys = acrossMasters(p + ":p", 20, slot -> String.valueOf(provider.getNode(slot)));
+        List<String> keys = acrossMasters(p + ":p", 20, s -> String.valueOf(provider.getNode(s)));
         Set<Integer> slots = new HashSet<>();
         Set<HostAndPort> nodes = new HashSet<>();
         for (String k : keys) {
@@ -560,7 +560,7 @@ public class Check {
 
       check(pre + "async pipeline (autoflush off) of keys on different slots and masters", () -> {
         List<String> keys =
-            acrossMasters(p + ":p", 20, slot -> addr(conn.getPartitions().getMasterBySlot(slot)));
+            acrossMasters(p + ":p", 20, s -> addr(conn.getPartitions().getMasterBySlot(s)));
         Set<Integer> slots = new HashSet<>();
         Set<String> nodes = new HashSet<>();
         for (String k : keys) {
