@@ -207,21 +207,28 @@ pub(crate) fn execute<'c>(
     reply: &mut Reply,
     args: Args<'_>,
 ) -> (&'c Arc<OpStats>, bool, Flow) {
-    let cmd = match admit(ctx, session, reply, args) {
-        Ok(cmd) => cmd,
-        Err(refused) => return refused,
-    };
-    if ctx.keyspace.over_maxmemory()
-        && let Err(refused) = out_of_memory(ctx, session, reply, cmd)
-    {
-        return refused;
-    }
-    let mut flow = Flow::Continue;
+    // CLIENT REPLY OFF or SKIP silences refusals too.
+    let start = reply.out.len();
     let muted_before = session.reply_mode.mutes();
     if session.reply_mode == ReplyMode::SkipNext {
         session.reply_mode = ReplyMode::On;
     }
-    let start = reply.out.len();
+    let silenced = |reply: &mut Reply, refused| {
+        if muted_before {
+            reply.out.truncate(start);
+        }
+        refused
+    };
+    let cmd = match admit(ctx, session, reply, args) {
+        Ok(cmd) => cmd,
+        Err(refused) => return silenced(reply, refused),
+    };
+    if ctx.keyspace.over_maxmemory()
+        && let Err(refused) = out_of_memory(ctx, session, reply, cmd)
+    {
+        return silenced(reply, refused);
+    }
+    let mut flow = Flow::Continue;
     let notifier = &ctx.keyspace.events;
     let events = CommandEvents::begin(notifier, cmd, args, |k| ctx.keyspace.key_exists(k));
     let result = if session.multi.active || multi::is_transaction_command(cmd) {

@@ -118,7 +118,7 @@ async fn client_reply_off_and_skip_silence_replies_but_not_subscriptions() {
     let s = Server::default().await;
     let mut c = s.connect().await;
     let mut publisher = s.connect().await;
-    c.send(b"CLIENT REPLY OFF\r\nSET a 1\r\nSUBSCRIBE ch\r\n")
+    c.send(b"CLIENT REPLY OFF\r\nSET a 1\r\nNOPE\r\nSUBSCRIBE ch\r\n")
         .await;
     c.expect(b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n")
         .await;
@@ -131,7 +131,7 @@ async fn client_reply_off_and_skip_silence_replies_but_not_subscriptions() {
     )
     .await;
     c.roundtrip(
-        b"CLIENT REPLY SKIP\r\nGET a\r\nGET a\r\nCLIENT REPLY MAYBE\r\n",
+        b"CLIENT REPLY SKIP\r\nNOPE\r\nGET a\r\nCLIENT REPLY MAYBE\r\n",
         b"$1\r\n1\r\n-ERR syntax error\r\n",
     )
     .await;
