@@ -22,6 +22,7 @@
 use crate::pubsub::Hub;
 use bytes::Bytes;
 use meridian_redis::{Args, Cmd, Group};
+use rustc_hash::FxHashSet;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -166,7 +167,8 @@ impl Notifier {
 
 thread_local! {
     static COLLECTING: Cell<bool> = const { Cell::new(false) };
-    static MODIFIED: RefCell<Vec<Bytes>> = const { RefCell::new(Vec::new()) };
+    /// The keys the running command modified (a set: a command may name very many keys).
+    static MODIFIED: RefCell<FxHashSet<Bytes>> = RefCell::new(FxHashSet::default());
 }
 
 /// Records that the running command modified `key` (a no-op unless its events are being
@@ -175,8 +177,8 @@ thread_local! {
 pub fn record(key: &[u8]) {
     if COLLECTING.with(Cell::get) {
         MODIFIED.with_borrow_mut(|m| {
-            if !m.iter().any(|k| k[..] == *key) {
-                m.push(Bytes::copy_from_slice(key));
+            if !m.contains(key) {
+                m.insert(Bytes::copy_from_slice(key));
             }
         });
     }
@@ -205,7 +207,7 @@ impl CommandEvents {
             .key_positions(&args)
             .map(|i| exists(args.get(i)))
             .collect();
-        MODIFIED.with_borrow_mut(Vec::clear);
+        MODIFIED.with_borrow_mut(FxHashSet::clear);
         COLLECTING.set(true);
         Some(CommandEvents { existed })
     }
@@ -224,13 +226,11 @@ impl CommandEvents {
         if modified.is_empty() {
             return;
         }
-        let positions: Vec<usize> = cmd.spec().key_positions(&args).collect();
-        for (nth, &pos) in positions.iter().enumerate() {
+        // A key named twice (SMOVE a a) is published once, at its first position.
+        let mut published: FxHashSet<&[u8]> = FxHashSet::default();
+        for (nth, pos) in cmd.spec().key_positions(&args).enumerate() {
             let key = args.get(pos);
-            // A key named twice (SMOVE a a) is published once, at its first position.
-            if positions[..nth].iter().any(|&p| args.get(p) == key)
-                || !modified.iter().any(|k| k[..] == *key)
-            {
+            if !modified.contains(key) || !published.insert(key) {
                 continue;
             }
             let existed = self.existed.get(nth).copied().unwrap_or(true);

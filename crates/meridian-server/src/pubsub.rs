@@ -387,16 +387,22 @@ mod tests {
         assert_eq!(hub.patterns(), 1);
     }
 
-    #[test]
-    fn a_subscriber_past_the_hard_limit_is_closed_and_holds_no_more() {
+    /// A hub with only a hard limit of `hard` bytes and one RESP2 subscriber of channel `c`.
+    fn subscribed_under_hard_limit(hard: u64) -> (Hub, Arc<Mailbox>, Inbox) {
         let hub = Hub::default();
         hub.set_limit(OutputLimit {
-            hard: 1000,
+            hard,
             soft: 0,
             soft_for: Duration::ZERO,
         });
-        let (m, mut rx) = subscriber(&hub, 2);
+        let (m, rx) = subscriber(&hub, 2);
         hub.subscribe(Kind::Channel, Bytes::from_static(b"c"), &m);
+        (hub, m, rx)
+    }
+
+    #[test]
+    fn a_subscriber_past_the_hard_limit_is_closed_and_holds_no_more() {
+        let (hub, m, mut rx) = subscribed_under_hard_limit(1000);
         let payload = vec![b'x'; 100];
         for _ in 0..100 {
             hub.publish(b"c", &payload);
@@ -413,14 +419,7 @@ mod tests {
 
     #[test]
     fn taking_messages_off_the_queue_keeps_a_subscriber_under_the_limit() {
-        let hub = Hub::default();
-        hub.set_limit(OutputLimit {
-            hard: 1000,
-            soft: 0,
-            soft_for: Duration::ZERO,
-        });
-        let (m, mut rx) = subscriber(&hub, 2);
-        hub.subscribe(Kind::Channel, Bytes::from_static(b"c"), &m);
+        let (hub, m, mut rx) = subscribed_under_hard_limit(1000);
         for _ in 0..100 {
             hub.publish(b"c", &[b'x'; 100]);
             for b in drain(&mut rx) {

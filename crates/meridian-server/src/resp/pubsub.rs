@@ -19,6 +19,7 @@ use crate::resp::context::RespContext;
 use bytes::Bytes;
 use meridian_redis::error::{CmdResult, subcommand_arity, unknown_subcommand};
 use meridian_redis::{Args, Cmd, Reply};
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,9 +32,43 @@ pub(crate) struct Subscriptions {
     hub: Arc<Hub>,
     mailbox: Arc<Mailbox>,
     inbox: Inbox,
-    channels: Vec<Bytes>,
-    patterns: Vec<Bytes>,
-    shards: Vec<Bytes>,
+    channels: Names,
+    patterns: Names,
+    shards: Names,
+}
+
+/// One kind of a connection's subscriptions: O(1) to add, find and remove (a client may
+/// hold very many), each with its place in subscription order.
+#[derive(Default)]
+struct Names {
+    order: FxHashMap<Bytes, u64>,
+    next: u64,
+}
+
+impl Names {
+    fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    fn contains(&self, name: &[u8]) -> bool {
+        self.order.contains_key(name)
+    }
+
+    fn insert(&mut self, name: Bytes) {
+        self.order.insert(name, self.next);
+        self.next += 1;
+    }
+
+    fn remove(&mut self, name: &[u8]) -> bool {
+        self.order.remove(name).is_some()
+    }
+
+    /// Every name, in subscription order.
+    fn ordered(&self) -> Vec<Bytes> {
+        let mut all: Vec<(&Bytes, u64)> = self.order.iter().map(|(n, &i)| (n, i)).collect();
+        all.sort_unstable_by_key(|&(_, i)| i);
+        all.into_iter().map(|(n, _)| n.clone()).collect()
+    }
 }
 
 impl std::fmt::Debug for Subscriptions {
@@ -47,7 +82,7 @@ impl std::fmt::Debug for Subscriptions {
 }
 
 impl Subscriptions {
-    fn names(&mut self, kind: Kind) -> &mut Vec<Bytes> {
+    fn names(&mut self, kind: Kind) -> &mut Names {
         match kind {
             Kind::Channel => &mut self.channels,
             Kind::Pattern => &mut self.patterns,
@@ -64,14 +99,14 @@ impl Subscriptions {
     }
 
     fn is_empty(&self) -> bool {
-        self.channels.is_empty() && self.patterns.is_empty() && self.shards.is_empty()
+        self.channels.len() + self.patterns.len() + self.shards.len() == 0
     }
 }
 
 impl Drop for Subscriptions {
     fn drop(&mut self) {
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
-            for name in std::mem::take(self.names(kind)) {
+            for name in std::mem::take(self.names(kind)).order.into_keys() {
                 self.hub.unsubscribe(kind, &name, &self.mailbox);
             }
         }
@@ -197,18 +232,18 @@ fn subscribe(
             hub: ctx.pubsub.clone(),
             mailbox,
             inbox,
-            channels: Vec::new(),
-            patterns: Vec::new(),
-            shards: Vec::new(),
+            channels: Names::default(),
+            patterns: Names::default(),
+            shards: Names::default(),
         })
     });
     // Messages that came before this reply go out before it.
     drain(subs, reply);
     for name in args.iter_from(1) {
-        if !subs.names(kind).iter().any(|n| n[..] == *name) {
+        if !subs.names(kind).contains(name) {
             let name = Bytes::copy_from_slice(name);
             ctx.pubsub.subscribe(kind, name.clone(), &subs.mailbox);
-            subs.names(kind).push(name);
+            subs.names(kind).insert(name);
         }
         confirm(reply, verb(kind, true), Some(name), subs.count(kind));
     }
@@ -234,7 +269,7 @@ fn unsubscribe(
     };
     drain(subs, reply);
     let names: Vec<Bytes> = if args.len() == 1 {
-        subs.names(kind).clone()
+        subs.names(kind).ordered()
     } else {
         args.iter_from(1).map(Bytes::copy_from_slice).collect()
     };
@@ -242,9 +277,7 @@ fn unsubscribe(
         confirm(reply, verb, None, subs.count(kind));
     }
     for name in names {
-        let held = subs.names(kind);
-        if let Some(i) = held.iter().position(|n| *n == name) {
-            held.remove(i);
+        if subs.names(kind).remove(&name) {
             subs.hub.unsubscribe(kind, &name, &subs.mailbox);
         }
         confirm(reply, verb, Some(&name), subs.count(kind));

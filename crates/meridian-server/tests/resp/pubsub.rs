@@ -456,3 +456,47 @@ async fn cluster_publish_reaches_every_node_of_every_dc_in_order() {
     }
     c.shutdown().await;
 }
+
+/// One request naming very many channels, and a DEL of very many keys with notifications on:
+/// each name costs O(1) (a quadratic scan would hold the connection for minutes here).
+#[tokio::test]
+async fn a_hundred_thousand_subscriptions_and_deleted_keys_cost_linear_work() {
+    const N: usize = 100_000;
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    let mut sub_args: Vec<Vec<u8>> = vec![b"SUBSCRIBE".to_vec()];
+    sub_args.extend((0..N).map(|i| format!("c{i}").into_bytes()));
+    let refs: Vec<&[u8]> = sub_args.iter().map(Vec::as_slice).collect();
+    let req = Frame::Array(refs.iter().map(|a| Frame::bulk(a.to_vec())).collect());
+    c.send(&req.to_bytes(false)).await;
+    for i in 0..N {
+        let Frame::Array(parts) = c.frame().await else {
+            panic!("a confirmation");
+        };
+        assert_eq!(parts[2], Frame::Integer(i as i64 + 1));
+    }
+    let mut other = s.connect().await;
+    other
+        .roundtrip(b"PUBLISH c99999 x\r\nMSET a 1 b 2\r\n", b":1\r\n+OK\r\n")
+        .await;
+    let mut del_args: Vec<Vec<u8>> = vec![b"DEL".to_vec()];
+    del_args.extend((0..N).map(|i| format!("k{i}").into_bytes()));
+    del_args.push(b"a".to_vec());
+    let refs: Vec<&[u8]> = del_args.iter().map(Vec::as_slice).collect();
+    let _ = other
+        .cmd(&[b"CONFIG", b"SET", b"notify-keyspace-events", b"Eg"])
+        .await;
+    assert_eq!(other.cmd(&refs).await, Frame::Integer(1));
+    let Frame::Array(parts) = c.frame().await else {
+        panic!("the message");
+    };
+    assert_eq!(parts.last(), Some(&bulk("x")));
+    c.send(b"UNSUBSCRIBE\r\n").await;
+    for i in 0..N {
+        let Frame::Array(parts) = c.frame().await else {
+            panic!("a confirmation");
+        };
+        assert_eq!(parts[2], Frame::Integer((N - i - 1) as i64));
+    }
+    s.stop().await;
+}
