@@ -50,6 +50,14 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The first `n` arguments (all of them when there are fewer).
+    pub fn take(&self, n: usize) -> Args<'a> {
+        Args {
+            base: self.base,
+            ranges: &self.ranges[..n.min(self.ranges.len())],
+        }
+    }
+
     /// Arguments from `i` on.
     pub fn iter_from(&self, i: usize) -> impl ExactSizeIterator<Item = &'a [u8]> + Clone + 'a {
         let base = self.base;

@@ -235,7 +235,14 @@ commands! {
     Info "info" -1 ["loading" "stale"] 0 0 0;
     Command "command" -1 ["loading" "stale"] 0 0 0;
     Config "config" -2 [] 0 0 0;
-    Function "function" -2 [] 0 0 0;
+    Function "function" -2 ["noscript"] 0 0 0;
+    Eval "eval" -3 ["noscript" "skip_monitor" "may_replicate" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
+    Evalsha "evalsha" -3 ["noscript" "skip_monitor" "may_replicate" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
+    EvalRo "eval_ro" -3 ["readonly" "noscript" "skip_monitor" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
+    EvalshaRo "evalsha_ro" -3 ["readonly" "noscript" "skip_monitor" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
+    Script "script" -2 ["noscript"] 0 0 0;
+    Fcall "fcall" -3 ["noscript" "skip_monitor" "may_replicate" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
+    FcallRo "fcall_ro" -3 ["readonly" "noscript" "skip_monitor" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
     Memory "memory" -2 [] 2 2 1;
     Client "client" -2 [] 0 0 0;
     Select "select" 2 ["loading" "stale" "fast"] 0 0 0;
@@ -469,11 +476,23 @@ impl Cmd {
             Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
             | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb
             | Function | Memory | Object => Group::Connection,
+            // Scripts run as one unit over the keys they declare (`numkeys`).
+            Eval | Evalsha | EvalRo | EvalshaRo | Script | Fcall | FcallRo => Group::Connection,
             // Channels are not keys of the store (shard channels hash to a slot, as in Redis
             // Cluster, so their key specification names them).
             Subscribe | Unsubscribe | Psubscribe | Punsubscribe | Publish | Pubsub | Ssubscribe
             | Sunsubscribe | Spublish => Group::Connection,
         }
+    }
+
+    /// Whether the command runs a Lua script or function (EVAL, EVALSHA, FCALL and their
+    /// `_RO` forms).
+    #[inline]
+    pub fn runs_script(self) -> bool {
+        matches!(
+            self,
+            Cmd::Eval | Cmd::Evalsha | Cmd::EvalRo | Cmd::EvalshaRo | Cmd::Fcall | Cmd::FcallRo
+        )
     }
 
     /// Whether the command runs before authentication.

@@ -763,6 +763,9 @@ pub struct RespSection {
     pub max_multibulk_len: usize,
     /// Longest inline (telnet-style) command, in bytes.
     pub max_inline_len: usize,
+    /// Most memory the node's Lua interpreters may hold each, in bytes: a script that builds
+    /// more fails with `not enough memory`.
+    pub max_script_memory: usize,
     /// Cluster mode: `"moved"` (Redis Cluster's `-MOVED` for a key command whose keys share a
     /// slot this node is not the master of in its DC's view) or `"serve"` (coordinate every
     /// key here, for clients that are not cluster-aware).
@@ -778,6 +781,7 @@ impl Default for RespSection {
             max_bulk_len: 512 * 1024 * 1024,
             max_multibulk_len: 1024 * 1024,
             max_inline_len: 64 * 1024,
+            max_script_memory: 512 * 1024 * 1024,
             misrouted: Misrouted::Moved,
         }
     }
@@ -906,6 +910,9 @@ impl NodeConfig {
         }
         if self.resp.max_inline_len < 64 {
             return bad("resp.max_inline_len must be at least 64 bytes".into());
+        }
+        if self.resp.max_script_memory < 1024 * 1024 {
+            return bad("resp.max_script_memory must be at least 1 MiB".into());
         }
         if self.resp.requirepass.as_deref() == Some("") {
             return bad("resp.requirepass is empty: remove it to disable AUTH".into());
@@ -1421,6 +1428,7 @@ impl std::fmt::Debug for RespSection {
             .field("max_bulk_len", &self.max_bulk_len)
             .field("max_multibulk_len", &self.max_multibulk_len)
             .field("max_inline_len", &self.max_inline_len)
+            .field("max_script_memory", &self.max_script_memory)
             .field("misrouted", &self.misrouted)
             .finish()
     }

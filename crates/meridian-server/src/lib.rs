@@ -30,6 +30,7 @@ pub mod repart;
 pub mod resp;
 pub mod s3;
 pub mod scan_cursors;
+pub mod scripting;
 pub mod state;
 pub mod wire_error;
 

@@ -128,6 +128,17 @@ impl Registry {
     }
 }
 
+thread_local! {
+    /// Messages published from this thread (a script retried from its start must not have
+    /// published anything: see `resp::scripting`).
+    static PUBLISHED_HERE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// How many messages this thread has published (channel and keyspace messages alike).
+pub fn published_here() -> u64 {
+    PUBLISHED_HERE.get()
+}
+
 /// The node's subscriptions (see the module docs).
 pub struct Hub {
     registry: Mutex<Registry>,
@@ -201,6 +212,7 @@ impl Hub {
     /// PUBLISH: queues `message` on every subscriber of `channel` and of every pattern
     /// matching it; returns how many receive it.
     pub fn publish(&self, channel: &[u8], message: &[u8]) -> usize {
+        PUBLISHED_HERE.set(PUBLISHED_HERE.get() + 1);
         let reg = self.registry.lock();
         let limit = self.limit();
         let mut receivers = 0;
@@ -216,9 +228,20 @@ impl Hub {
         receivers
     }
 
+    /// [`Hub::publish_shard`] if `shard` (SPUBLISH), else [`Hub::publish`]: this node's
+    /// receivers, what PUBLISH answers (in Redis Cluster too).
+    pub fn publish_to(&self, shard: bool, channel: &[u8], message: &[u8]) -> usize {
+        if shard {
+            self.publish_shard(channel, message)
+        } else {
+            self.publish(channel, message)
+        }
+    }
+
     /// SPUBLISH: queues `message` on every subscriber of shard channel `channel`; returns how
     /// many receive it.
     pub fn publish_shard(&self, channel: &[u8], message: &[u8]) -> usize {
+        PUBLISHED_HERE.set(PUBLISHED_HERE.get() + 1);
         let reg = self.registry.lock();
         let limit = self.limit();
         reg.shards.get(channel).map_or(0, |list| {

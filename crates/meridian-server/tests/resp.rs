@@ -2573,3 +2573,6 @@ mod collections;
 
 #[path = "resp/pubsub.rs"]
 mod pubsub;
+
+#[path = "resp/scripting.rs"]
+mod scripting;

@@ -174,6 +174,27 @@ impl<'a> Overlay<'a> {
         }
     }
 
+    /// Forgets every write buffered so far: the commit then writes nothing (a script
+    /// restarted with more locks).
+    pub(crate) fn discard(&mut self) {
+        self.pending.clear();
+        self.flushed = false;
+    }
+
+    /// Lets the next command read keys outside the locked stripes (SORT's BY and GET
+    /// patterns), or stops it.
+    pub(crate) fn set_foreign_reads(&mut self, on: bool) {
+        self.foreign_reads = on;
+    }
+
+    /// Whether `key`'s stripe is locked by this overlay (a script's command may touch it).
+    pub(crate) fn holds(&self, key: &[u8]) -> bool {
+        self.guards
+            .ids
+            .binary_search(&super::stripe_of(key))
+            .is_ok()
+    }
+
     /// Writes every buffered write as one batch at the overlay's time, then updates the TTL
     /// index and the watchers of the keys commands modified.
     pub(super) fn commit(mut self) -> Result<()> {

@@ -177,8 +177,15 @@ pub(crate) async fn run(
                             if args.is_empty() {
                                 continue;
                             }
+                            let Ok(turn) = exec::script_turn(ctx, &session, args, &mut reply).await
+                            else {
+                                ctx.rejected_ops.observe(Instant::now() - t0, true);
+                                t0 = Instant::now();
+                                continue;
+                            };
                             let (stats, mut error, flow) =
                                 exec::execute(ctx, &mut session, &mut reply, args);
+                            drop(turn);
                             // A large object's chunks are read here, on the connection's
                             // task, before the next request (replies stay in order).
                             if let Some(deferred) = session.deferred.take() {

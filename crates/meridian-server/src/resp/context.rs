@@ -81,6 +81,8 @@ pub struct RespContext {
     pub(crate) encodings: super::encoding_config::EncodingSettings,
     /// The node's pub/sub subscriptions.
     pub(crate) pubsub: Arc<crate::pubsub::Hub>,
+    /// The node's Lua interpreter and running script (`resp::scripting`).
+    pub(crate) scripts: Arc<crate::scripting::Scripts>,
 }
 
 impl RespContext {
@@ -111,10 +113,18 @@ impl RespContext {
             let hub = pubsub.clone();
             c.node
                 .set_pubsub_sink(Arc::new(move |shard, channel, message| {
-                    super::pubsub::publish_here(&hub, shard, channel, message);
+                    hub.publish_to(shard, channel, message);
                 }));
         }
         let state = std::collections::hash_map::RandomState::new();
+        let scripts = Arc::new(
+            crate::scripting::Scripts::new(meridian_lua::Config {
+                memory_limit: config.limits.max_script_memory,
+                redis_version: REDIS_VERSION.into(),
+                seed: state.hash_one("lua"),
+            })
+            .expect("a Lua interpreter for scripts"),
+        );
         let run_id = (0..3u8)
             .map(|i| format!("{:016x}", state.hash_one(i)))
             .collect::<String>()[..40]
@@ -137,6 +147,7 @@ impl RespContext {
             ops_per_sec: AtomicU64::new(0),
             encodings: Default::default(),
             pubsub,
+            scripts,
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
         })

@@ -29,6 +29,7 @@ use crate::resp::functions;
 use crate::resp::info;
 use crate::resp::multi::{self, MultiState, Queue, Step};
 use crate::resp::pubsub;
+use crate::resp::scripting;
 use bytes::Bytes;
 use meridian_redis::Cmd;
 use meridian_redis::Reply;
@@ -318,9 +319,14 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
     let queued = std::mem::take(&mut session.multi.queued);
     let watches = session.multi.watches.take();
     session.multi.discard();
-    let all = queued
-        .iter()
-        .any(|q| multi::queue_kind(q.cmd) == Queue::WholeKeyspace);
+    // A script may touch any key: EXEC then locks every stripe, after the interpreters (the
+    // order every script run takes them in).
+    let scripts = queued.iter().any(|q| q.cmd.runs_script());
+    let mut engines = scripts.then(|| ctx.scripts.engine());
+    let all = scripts
+        || queued
+            .iter()
+            .any(|q| multi::queue_kind(q.cmd) == Queue::WholeKeyspace);
     let keys = queued.iter().flat_map(|q| {
         let args = q.args.get();
         q.cmd.spec().key_positions(&args).map(move |i| args.get(i))
@@ -330,7 +336,14 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
     let done = ctx.keyspace.transaction(keys, all, watched, |ov| {
         reply.array(queued.len());
         for q in &queued {
-            let r = run_queued(ctx, session, reply, ov, q.cmd, q.args.get());
+            let r = match engines.as_deref_mut() {
+                Some(engines) if q.cmd.runs_script() => {
+                    let mut lua = Session::on_shard(session.info.clone());
+                    let run = &mut script_command(ctx, &mut lua);
+                    scripting::run_in_exec(ctx, engines, reply, ov, q.cmd, q.args.get(), run)
+                }
+                _ => run_queued(ctx, session, reply, ov, q.cmd, q.args.get()),
+            };
             finish(reply, r);
         }
     });
@@ -346,6 +359,18 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
             reply.out.truncate(mark);
             Err(e.into())
         }
+    }
+}
+
+/// How a script's `redis.call` runs a command: as EXEC runs a queued one, in the script's
+/// own session `lua`.
+fn script_command<'a>(
+    ctx: &'a RespContext,
+    lua: &'a mut Session,
+) -> impl FnMut(&mut Reply, &mut crate::keyspace::Overlay<'_>, Cmd, Args<'_>) + 'a {
+    move |reply, ov, cmd, args| {
+        let result = run_queued(ctx, lua, reply, ov, cmd, args);
+        finish(reply, result);
     }
 }
 
@@ -369,7 +394,9 @@ fn run_queued(
                 meridian_redis::View::header(ov, k).is_ok_and(|h| h.is_some())
             };
             let events = CommandEvents::begin(notifier, cmd, args, |k| live(ov, k));
+            ov.set_foreign_reads(matches!(cmd, Cmd::Sort | Cmd::SortRo));
             let result = meridian_redis::types::exec_on_view(cmd, args, ov, reply);
+            ov.set_foreign_reads(false);
             if let Some(events) = events {
                 events.finish(notifier, cmd, args, |k| live(ov, k));
             }
@@ -414,6 +441,11 @@ fn run_queued(
         }
         Queue::Never => Err(raw(format!(
             "ERR {} cannot run inside a transaction",
+            cmd.spec().name.to_ascii_uppercase()
+        ))),
+        // EXEC runs queued scripts itself (`exec_transaction`), and scripts refuse EVAL.
+        Queue::Script => Err(raw(format!(
+            "ERR {} cannot run here",
             cmd.spec().name.to_ascii_uppercase()
         ))),
         Queue::Outside => Err(raw(format!(
@@ -630,6 +662,22 @@ pub(crate) fn admit<'c>(
     }
     session.last_cmd = cmd as u8 + 1;
     Ok(cmd)
+}
+
+/// The turn at the node's interpreters `args` needs before it runs on this connection
+/// (`resp::scripting::turn`); `Err(())` once `-BUSY` was answered instead. Reads the
+/// session before it waits, so the future holds no reference to it.
+pub(crate) fn script_turn<'a>(
+    ctx: &'a RespContext,
+    session: &Session,
+    args: Args<'a>,
+    reply: &'a mut Reply,
+) -> impl Future<Output = Result<Option<crate::scripting::Turn>, ()>> + 'a {
+    let multi = &session.multi;
+    let exec_runs_script = multi.active
+        && args.get(0).eq_ignore_ascii_case(b"EXEC")
+        && multi.queued.iter().any(|q| q.cmd.runs_script());
+    scripting::turn(ctx, args, multi.active, exec_runs_script, reply)
 }
 
 /// Whether a command name is the start of an HTTP request line or header sent to the RESP
@@ -880,7 +928,12 @@ fn other(
         }
         Cmd::Command => meridian_redis::command_info::command(reply, args)?,
         Cmd::Config => config(ctx, session, reply, args)?,
-        Cmd::Function => functions::function(reply, args)?,
+        Cmd::Function => functions::function(ctx, reply, args)?,
+        Cmd::Script => scripting::script(ctx, reply, args)?,
+        c if c.runs_script() => {
+            let mut lua = Session::on_shard(session.info.clone());
+            scripting::call(ctx, reply, cmd, args, &mut script_command(ctx, &mut lua))?
+        }
         Cmd::Memory => memory_command(ctx, reply, args)?,
         Cmd::Object => object_command(ctx, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
@@ -1507,6 +1560,11 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("appendonly", appendonly.into()),
         ("bind", bind),
         (
+            "busy-reply-threshold",
+            ctx.scripts.busy_after_ms().to_string(),
+        ),
+        ("lua-time-limit", ctx.scripts.busy_after_ms().to_string()),
+        (
             "client-output-buffer-limit",
             pubsub::output_limit_config(&ctx.pubsub),
         ),
@@ -1633,6 +1691,7 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut encodings = Vec::new();
     let mut output_limit = None;
     let mut notify = None;
+    let mut busy_ms = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
@@ -1654,12 +1713,21 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             output_limit = Some(limit);
             continue;
         }
+        if name.eq_ignore_ascii_case(b"busy-reply-threshold")
+            || name.eq_ignore_ascii_case(b"lua-time-limit")
+        {
+            let ms = meridian_redis::value::parse_i64(value)
+                .filter(|ms| *ms >= 0)
+                .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
+            busy_ms = Some(ms as u64);
+            continue;
+        }
         let is_max = name.eq_ignore_ascii_case(b"maxmemory");
         if !is_max && !name.eq_ignore_ascii_case(b"maxmemory-policy") {
             return Err(raw(format!(
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
-                 maxmemory-policy, client-output-buffer-limit, notify-keyspace-events and \
-                 Redis's encoding settings change at runtime; set the others in the node's \
+                 maxmemory-policy, client-output-buffer-limit, notify-keyspace-events, \
+                 busy-reply-threshold and Redis's encoding settings change at runtime; set the others in the node's \
                  configuration file and restart it",
                 lossy(name)
             )));
@@ -1693,6 +1761,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     }
     if let Some(flags) = notify {
         ctx.keyspace.events.set_flags(flags);
+    }
+    if let Some(ms) = busy_ms {
+        ctx.scripts.set_busy_after_ms(ms);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

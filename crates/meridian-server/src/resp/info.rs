@@ -117,6 +117,12 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("maxmemory", &max);
             line("maxmemory_human", &human(max));
             line("maxmemory_policy", &policy);
+            if let Some((vm, scripts, bytes)) = ctx.scripts.stats() {
+                line("used_memory_lua", &vm);
+                line("used_memory_vm_eval", &vm);
+                line("used_memory_scripts_eval", &bytes);
+                line("number_of_cached_scripts", &scripts);
+            }
         }
         "persistence" => {
             line("# Persistence\r\nloading", &0);

@@ -57,6 +57,7 @@ mod functions;
 mod info;
 pub(crate) mod multi;
 mod pubsub;
+mod scripting;
 
 pub mod request;
 pub mod server;
@@ -82,6 +83,9 @@ pub struct RespLimits {
     /// Most bytes buffered for one connection's unfinished request before the connection is
     /// closed (Redis `client-query-buffer-limit`, 1 GiB).
     pub max_query_buffer: usize,
+    /// Most memory each Lua interpreter (EVAL's, FUNCTION's) may hold (512 MiB; Redis has no
+    /// such limit).
+    pub max_script_memory: usize,
 }
 
 impl Default for RespLimits {
@@ -92,6 +96,7 @@ impl Default for RespLimits {
             max_multibulk_len: 1024 * 1024,
             max_inline_len: 64 * 1024,
             max_query_buffer: 1024 * 1024 * 1024,
+            max_script_memory: 512 * 1024 * 1024,
         }
     }
 }
@@ -130,6 +135,7 @@ impl From<&crate::config::RespSection> for RespConfig {
                 max_bulk_len: r.max_bulk_len,
                 max_multibulk_len: r.max_multibulk_len,
                 max_inline_len: r.max_inline_len,
+                max_script_memory: r.max_script_memory,
                 ..RespLimits::default()
             },
             requirepass: r.requirepass.clone(),

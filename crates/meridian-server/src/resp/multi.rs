@@ -177,10 +177,16 @@ pub(crate) enum Queue {
     Never,
     /// Refused inside a transaction (large-object handles read chunks asynchronously).
     Outside,
+    /// A script or function (EVAL, FCALL, ...): EXEC runs it over its overlay with every
+    /// stripe locked (`resp::scripting::run_in_exec`).
+    Script,
 }
 
 /// How a transaction queues `cmd`, by its [`Group`].
 pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
+    if cmd.runs_script() {
+        return Queue::Script;
+    }
     match cmd.group() {
         Group::Keyspace => Queue::WholeKeyspace,
         Group::Transaction if cmd == Cmd::Unwatch => Queue::Unwatch,

@@ -171,7 +171,7 @@ pub(crate) fn command(
         Cmd::Sunsubscribe => unsubscribe(subs, reply, Kind::Shard, args),
         Cmd::Publish | Cmd::Spublish => {
             let (shard, channel, message) = (cmd == Cmd::Spublish, args.get(1), args.get(2));
-            reply.int(publish_here(&ctx.pubsub, shard, channel, message) as i64);
+            reply.int(ctx.pubsub.publish_to(shard, channel, message) as i64);
             if let Some(cluster) = &ctx.cluster {
                 cluster.node.publish_to_peers(shard, channel, message);
             }
@@ -179,16 +179,6 @@ pub(crate) fn command(
         }
         Cmd::Pubsub => pubsub(ctx, reply, args),
         _ => unreachable!("{cmd:?} is not a pub/sub command"),
-    }
-}
-
-/// Delivers a message to this node's subscribers; returns how many received it (what
-/// PUBLISH answers, in Redis Cluster too: the publishing node's own subscribers).
-pub(crate) fn publish_here(hub: &Hub, shard: bool, channel: &[u8], message: &[u8]) -> usize {
-    if shard {
-        hub.publish_shard(channel, message)
-    } else {
-        hub.publish(channel, message)
     }
 }
 

@@ -78,6 +78,9 @@ pub async fn serve(
         });
     }
     drop(listener);
+    // A script that never ends would hold its connection, and so the drain, forever: it is
+    // stopped, its writes discarded, as is any that starts while connections finish.
+    ctx.scripts.halt();
     drop(done_tx);
     let _ = done_rx.recv().await;
     stop.cancel();

@@ -201,7 +201,13 @@ pub(super) async fn batch(
         }
         finish_all(io, running, reply).await?;
         let t0 = Instant::now();
+        let Ok(turn) = exec::script_turn(ctx, session, args, reply).await else {
+            buf.advance(len);
+            ctx.rejected_ops.observe(t0.elapsed(), true);
+            continue;
+        };
         let (stats, mut error, flow) = exec::execute(ctx, session, reply, args);
+        drop(turn);
         if let Some(deferred) = session.deferred.take() {
             error = exec::answer_deferred(reply, deferred.0.await);
         }

@@ -81,7 +81,11 @@ async fn config_get_reports_the_running_configuration() {
         Some("noeviction")
     );
     // Parameters Meridian does not have answer like Redis's unknown ones: nothing.
-    for unknown in ["io-threads", "no-such-parameter", "lua-time-limit"] {
+    assert_eq!(
+        config_get(&mut c, "lua-time-limit").await.as_deref(),
+        Some("5000")
+    );
+    for unknown in ["io-threads", "no-such-parameter"] {
         assert_eq!(config_get(&mut c, unknown).await, None, "{unknown}");
     }
     c.roundtrip(b"CONFIG GET nope*\r\n", b"*0\r\n").await;

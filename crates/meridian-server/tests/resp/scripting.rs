@@ -1,0 +1,372 @@
+//! Lua scripting on a single node, end to end over RESP: EVAL/EVALSHA/SCRIPT with Redis 7's
+//! replies and errors, scripts atomic against concurrent clients, the busy script that
+//! SCRIPT KILL stops while the node serves on, sandbox escapes refused over the wire, and the
+//! `redis` crate's `Script` API (EVALSHA with its EVAL fallback).
+
+use super::*;
+
+fn bulk(s: &str) -> Frame {
+    Frame::Bulk(bytes::Bytes::copy_from_slice(s.as_bytes()))
+}
+
+#[tokio::test]
+async fn eval_evalsha_and_script_answer_as_redis() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"EVAL \"return redis.call('set', KEYS[1], ARGV[1])\" 1 k v\r\n",
+        b"+OK\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"EVAL \"return {redis.call('get', KEYS[1]), 1, true, false, 3.9}\" 1 k\r\n",
+        b"*5\r\n$1\r\nv\r\n:1\r\n:1\r\n$-1\r\n:3\r\n",
+    )
+    .await;
+    let sha = meridian_lua::sha1_hex(b"return ARGV[1]");
+    c.roundtrip(
+        b"SCRIPT LOAD \"return ARGV[1]\"\r\n",
+        format!("$40\r\n{sha}\r\n").as_bytes(),
+    )
+    .await;
+    c.roundtrip(
+        format!(
+            "EVALSHA {} 0 hi\r\nSCRIPT EXISTS {sha} nope\r\n",
+            sha.to_uppercase()
+        )
+        .as_bytes(),
+        b"$2\r\nhi\r\n*2\r\n:1\r\n:0\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"SCRIPT FLUSH\r\nEVALSHA ffffffffffffffffffffffffffffffffffffffff 0\r\n",
+        b"+OK\r\n-NOSCRIPT No matching script. Please use EVAL.\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"EVAL \"return 1\" 2 a\r\nEVAL \"return 1\" -1\r\nEVAL \"return 1\" x\r\n",
+        b"-ERR Number of keys can't be greater than number of args\r\n\
+          -ERR Number of keys can't be negative\r\n\
+          -ERR value is not an integer or out of range\r\n",
+    )
+    .await;
+    // Command errors inside scripts: raised by redis.call, returned by redis.pcall.
+    let body = "return redis.call('nosuch')";
+    c.roundtrip(
+        format!("EVAL \"{body}\" 0\r\n").as_bytes(),
+        format!(
+            "-ERR Unknown Redis command called from script script: {}, on @user_script:1.\r\n",
+            meridian_lua::sha1_hex(body.as_bytes())
+        )
+        .as_bytes(),
+    )
+    .await;
+    c.roundtrip(
+        b"EVAL \"return redis.pcall('incr', KEYS[1])\" 1 k\r\n",
+        b"-ERR value is not an integer or out of range\r\n",
+    )
+    .await;
+    for (body, want) in [
+        (
+            "return redis.call('multi')",
+            "This Redis command is not allowed from script",
+        ),
+        (
+            "return redis.call('get')",
+            "Wrong number of args calling Redis command from script",
+        ),
+    ] {
+        let Frame::Error(e) = c.cmd(&[b"EVAL", body.as_bytes(), b"1", b"k"]).await else {
+            panic!("{body} fails");
+        };
+        assert!(String::from_utf8_lossy(&e).contains(want), "{body}: {e:?}");
+    }
+    // A key the script did not declare: the script runs again under every lock, its first
+    // attempt's writes discarded (the counter moves once).
+    c.roundtrip(b"SET other o\r\nSET n 0\r\n", b"+OK\r\n+OK\r\n")
+        .await;
+    c.roundtrip(
+        b"EVAL \"redis.call('incr', KEYS[1]) return {redis.call('get', 'other'), redis.call('get', KEYS[1]), #redis.call('keys', '*')}\" 1 n\r\n",
+        b"*3\r\n$1\r\no\r\n$1\r\n1\r\n:3\r\n",
+    )
+    .await;
+    // One that published first cannot be run again: the error names the key.
+    let Frame::Error(e) = c
+        .cmd(&[
+            b"EVAL",
+            b"redis.call('publish', 'ch', 'm') return redis.call('get', 'other')",
+            b"1",
+            b"k",
+        ])
+        .await
+    else {
+        panic!("an undeclared key after a publish fails");
+    };
+    assert!(
+        String::from_utf8_lossy(&e).contains("access key 'other' that it did not declare"),
+        "{e:?}"
+    );
+    // Read-only forms and no-writes scripts refuse writes.
+    let Frame::Error(e) = c
+        .cmd(&[b"EVAL_RO", b"return redis.call('del', KEYS[1])", b"1", b"k"])
+        .await
+    else {
+        panic!("a write in EVAL_RO fails");
+    };
+    assert!(e.starts_with(b"ERR Write commands are not allowed from read-only scripts."));
+    assert_eq!(
+        c.cmd(&[b"EVAL_RO", b"#!lua\nreturn 1", b"0"]).await,
+        Frame::Error("ERR Can not execute a script with write flag using *_ro command.".into())
+    );
+    assert_eq!(
+        c.cmd(&[
+            b"EVAL_RO",
+            b"#!lua flags=no-writes\nreturn redis.call('get', KEYS[1])",
+            b"1",
+            b"k"
+        ])
+        .await,
+        bulk("v")
+    );
+    // RESP3: the script's RESP3 replies come back typed.
+    c.roundtrip(b"HELLO 3\r\n", b"").await;
+    let _ = c.frame().await;
+    c.roundtrip(
+        b"EVAL \"redis.setresp(3) return {double = 1.5}\" 0\r\nEVAL \"redis.setresp(3) return true\" 0\r\n",
+        b",1.5\r\n#t\r\n",
+    )
+    .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_scripts_lose_no_update() {
+    let s = Server::default().await;
+    let body = "local v = tonumber(redis.call('get', KEYS[1]) or '0') \
+                redis.call('set', KEYS[1], v + 1) return v + 1";
+    let clients = (0..4).map(|_| {
+        let url = s.url();
+        tokio::task::spawn_blocking(move || {
+            let mut con = redis::Client::open(url).unwrap().get_connection().unwrap();
+            let script = redis::Script::new(body);
+            for _ in 0..250 {
+                let _: i64 = script.key("counter").invoke(&mut con).unwrap();
+            }
+        })
+    });
+    for c in clients.collect::<Vec<_>>() {
+        tokio::time::timeout(PATIENCE, c).await.unwrap().unwrap();
+    }
+    let mut c = s.connect().await;
+    c.roundtrip(b"GET counter\r\n", b"$4\r\n1000\r\n").await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_script_is_killed_while_the_node_serves() {
+    let s = Server::default().await;
+    let mut admin = s.connect().await;
+    admin
+        .roundtrip(
+            b"CONFIG SET busy-reply-threshold 100\r\nSET k v\r\n",
+            b"+OK\r\n+OK\r\n",
+        )
+        .await;
+    let mut looping = s.connect().await;
+    looping.send(b"EVAL \"while true do end\" 0\r\n").await;
+    // Another client is answered BUSY once the threshold passed, and SCRIPT KILL works.
+    let mut other = s.connect().await;
+    loop {
+        match other.cmd(&[b"GET", b"k"]).await {
+            Frame::Error(e) if e.starts_with(b"BUSY ") => break,
+            // The script may not have started yet.
+            Frame::Bulk(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            f => panic!("GET while busy: {f:?}"),
+        }
+    }
+    admin.roundtrip(b"SCRIPT KILL\r\n", b"+OK\r\n").await;
+    let Frame::Error(e) = looping.frame().await else {
+        panic!("the killed script fails");
+    };
+    assert!(e.starts_with(b"ERR Script killed by user with SCRIPT KILL..."));
+    other.roundtrip(b"GET k\r\n", b"$1\r\nv\r\n").await;
+    admin
+        .roundtrip(
+            b"SCRIPT KILL\r\n",
+            b"-NOTBUSY No scripts in execution right now.\r\n",
+        )
+        .await;
+    // A script that wrote cannot be killed: it runs to its end, and its writes apply whole.
+    looping
+        .send(b"EVAL \"redis.call('set', 'w', '1') local i = 0 while i < 3e6 do i = i + 1 end return i\" 0\r\n")
+        .await;
+    loop {
+        match admin.cmd(&[b"SCRIPT", b"KILL"]).await {
+            Frame::Error(e) if e.starts_with(b"UNKILLABLE ") => break,
+            Frame::Error(e) if e.starts_with(b"NOTBUSY ") => {
+                tokio::time::sleep(Duration::from_millis(5)).await
+            }
+            f => panic!("SCRIPT KILL of a writer: {f:?}"),
+        }
+    }
+    assert_eq!(looping.frame().await, Frame::Integer(3_000_000));
+    other.roundtrip(b"GET w\r\n", b"$1\r\n1\r\n").await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn sandbox_escapes_are_refused_over_the_wire() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    for body in [
+        "return os.execute('id')",
+        "return io.open('/etc/passwd'):read('*a')",
+        "return loadstring(string.dump(function() return 1 end))()",
+        "return debug.getinfo(1)",
+        "return require('os')",
+        "package = 1",
+        "redis.call = nil",
+        "setmetatable(_G, nil)",
+    ] {
+        let Frame::Error(_) = c.cmd(&[b"EVAL", body.as_bytes(), b"0"]).await else {
+            panic!("{body} is refused");
+        };
+    }
+    // The node still serves, scripts included.
+    c.roundtrip(b"EVAL \"return 'alive'\" 0\r\n", b"$5\r\nalive\r\n")
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn functions_load_list_call_dump_and_restore() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    let code = "#!lua name=mylib\n\
+                redis.register_function('incr_by', function(keys, args) \
+                return redis.call('incrby', keys[1], args[1]) end)\n\
+                redis.register_function{function_name='peek', flags={'no-writes'}, \
+                callback=function(keys) return redis.call('get', keys[1]) end}";
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"LOAD", code.as_bytes()]).await,
+        bulk("mylib")
+    );
+    c.roundtrip(
+        b"FCALL incr_by 1 n 5\r\nFCALL_RO PEEK 1 n\r\nFCALL_RO incr_by 1 n 1\r\n",
+        b":5\r\n$1\r\n5\r\n-ERR Can not execute a script with write flag using *_ro command.\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"FUNCTION LIST\r\n",
+        b"*1\r\n*6\r\n$12\r\nlibrary_name\r\n$5\r\nmylib\r\n$6\r\nengine\r\n$3\r\nLUA\r\n\
+          $9\r\nfunctions\r\n*2\r\n\
+          *6\r\n$4\r\nname\r\n$7\r\nincr_by\r\n$11\r\ndescription\r\n$-1\r\n$5\r\nflags\r\n*0\r\n\
+          *6\r\n$4\r\nname\r\n$4\r\npeek\r\n$11\r\ndescription\r\n$-1\r\n$5\r\nflags\r\n*1\r\n$9\r\nno-writes\r\n",
+    )
+    .await;
+    let Frame::Bulk(dump) = c.cmd(&[b"FUNCTION", b"DUMP"]).await else {
+        panic!("DUMP answers a payload");
+    };
+    c.roundtrip(
+        b"FUNCTION FLUSH\r\nFCALL incr_by 1 n 1\r\n",
+        b"+OK\r\n-ERR Function not found\r\n",
+    )
+    .await;
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"RESTORE", &dump]).await,
+        Frame::Simple("OK".into())
+    );
+    c.roundtrip(b"FCALL incr_by 1 n 1\r\n", b":6\r\n").await;
+    // A damaged payload is refused and changes nothing.
+    let mut bad = dump.to_vec();
+    bad[0] ^= 1;
+    assert_eq!(
+        c.cmd(&[b"FUNCTION", b"RESTORE", &bad, b"FLUSH"]).await,
+        Frame::Error("ERR DUMP payload version or checksum are wrong".into())
+    );
+    c.roundtrip(b"FCALL incr_by 1 n 1\r\n", b":7\r\n").await;
+    // SCRIPT FLUSH leaves the libraries.
+    c.roundtrip(b"SCRIPT FLUSH\r\nFCALL incr_by 1 n 1\r\n", b"+OK\r\n:8\r\n")
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn scripts_queue_in_multi_and_exec_runs_them_atomically() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"MULTI\r\nSET a 1\r\nEVAL \"return redis.call('incr', KEYS[1]) + redis.call('incr', 'b')\" 1 a\r\nFCALL nope 0\r\nEXEC\r\n",
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*3\r\n+OK\r\n:3\r\n-ERR Function not found\r\n",
+    )
+    .await;
+    // The node still serves the keys EXEC locked.
+    c.roundtrip(b"MGET a b\r\n", b"*2\r\n$1\r\n2\r\n$1\r\n1\r\n")
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn hostile_scripts_are_bounded_and_the_node_serves_on() {
+    let s = Server::start(RespConfig {
+        limits: RespLimits {
+            max_script_memory: 8 << 20,
+            ..RespLimits::default()
+        },
+        ..RespConfig::default()
+    })
+    .await;
+    let mut c = s.connect().await;
+    for (body, want) in [
+        // Memory past the cap.
+        (
+            "local t = {} for i = 1, 1e8 do t[i] = string.rep('x', 100) .. i end",
+            "not enough memory",
+        ),
+        // Deep recursion.
+        (
+            "local function f(n) return f(n + 1) + 1 end return f(1)",
+            "stack overflow",
+        ),
+    ] {
+        let got = c.cmd(&[b"EVAL", body.as_bytes(), b"0"]).await;
+        assert!(format!("{got:?}").contains(want), "{body}: {got:?}");
+    }
+    // A table that contains itself: nested arrays down to Redis's error, as Redis replies.
+    let mut want = "*1\r\n".repeat(201);
+    want.push_str("-ERR reached lua stack limit\r\n");
+    c.roundtrip(
+        b"EVAL \"local t = {} t[1] = t return t\" 0\r\n",
+        want.as_bytes(),
+    )
+    .await;
+    // As many arguments as Lua can pass to one call.
+    c.roundtrip(
+        b"EVAL \"local t = {'del'} for i = 1, 7000 do t[#t + 1] = 'k' .. i end return redis.call(unpack(t))\" 0\r\n",
+        b":0\r\n",
+    )
+    .await;
+    c.roundtrip(b"EVAL \"return 'alive'\" 0\r\n", b"$5\r\nalive\r\n")
+        .await;
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_a_script_that_never_ends() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.send(b"EVAL \"redis.call('set', 'w', '1') while true do end\" 0\r\n")
+        .await;
+    let mut other = s.connect().await;
+    // Wait until it runs (it has written, so SCRIPT KILL cannot stop it).
+    loop {
+        match other.cmd(&[b"SCRIPT", b"KILL"]).await {
+            Frame::Error(e) if e.starts_with(b"UNKILLABLE") => break,
+            _ => tokio::time::sleep(Duration::from_millis(5)).await,
+        }
+    }
+    let ks = s.ctx.keyspace().clone();
+    // `stop` waits for every connection: the script is halted and its write discarded.
+    s.stop().await;
+    assert_eq!(ks.get(b"w").unwrap(), None);
+}
