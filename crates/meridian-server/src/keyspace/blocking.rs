@@ -15,6 +15,11 @@
 //!   writing command (or whole EXEC) is done, never in the middle of it, so `LPUSH k x; DEL k`
 //!   in one EXEC wakes nobody; a list or sorted set stored over a key only readies waiters of
 //!   that type (a SET to a string wakes no BLPOP);
+//! - **answered after the writer**: the served clients' replies are handed over
+//!   ([`ServedReplies`]) once the writer's own reply has gone to its socket (as far as the
+//!   socket takes it), as Redis writes its replies in the order the clients were served, so
+//!   a job queue's producer learns its push succeeded before a worker that popped the job
+//!   can tell it anything (over pub/sub, say);
 //! - a waiter that gave up (timeout, closed connection) is removed before it could be served;
 //!   one whose connection closed while being served is the only way an element can be popped
 //!   and not delivered — as with Redis, whose reply would sit in a closed socket's buffer.
@@ -30,6 +35,38 @@ use tokio::sync::oneshot;
 
 /// The reply a served waiter receives: its command's reply bytes, in its protocol.
 pub(crate) type Served = BytesMut;
+
+/// The replies of clients served by a connection's commands, held until that connection's
+/// own replies are written ([`ServedReplies::deliver`]); delivered on drop whatever happens, so
+/// a popped element always reaches its client.
+#[derive(Default)]
+pub(crate) struct ServedReplies(Vec<(oneshot::Sender<Served>, Served)>);
+
+impl ServedReplies {
+    /// Whether no reply is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Hands every held reply to its blocked client.
+    pub(crate) fn deliver(&mut self) {
+        for (tx, reply) in self.0.drain(..) {
+            let _ = tx.send(reply);
+        }
+    }
+}
+
+impl Drop for ServedReplies {
+    fn drop(&mut self) {
+        self.deliver();
+    }
+}
+
+impl std::fmt::Debug for ServedReplies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServedReplies({})", self.0.len())
+    }
+}
 
 /// A blocked client's registration.
 struct Waiter {
@@ -292,14 +329,15 @@ impl Keyspace {
     }
 
     /// Serves the clients blocked on every ready key, first blocked first, while the key holds
-    /// what they wait for (see the module docs). Called after each command.
-    pub(crate) fn serve_blocked(&self) {
+    /// what they wait for (see the module docs). Called after each command; their replies go
+    /// to `served`, for the caller to deliver once its own reply is written.
+    pub(crate) fn serve_blocked(&self, served: &mut ServedReplies) {
         while let Some(key) = self.blocking.next_ready() {
-            self.serve_key(&key);
+            self.serve_key(&key, served);
         }
     }
 
-    fn serve_key(&self, key: &[u8]) {
+    fn serve_key(&self, key: &[u8], served: &mut ServedReplies) {
         loop {
             // The type alone: a held collection is not materialized.
             let kind = match self.stored(key) {
@@ -329,13 +367,11 @@ impl Keyspace {
             match ran {
                 // Someone else emptied the key in between: still blocked.
                 Ok(()) if out.out == timed_out_reply => self.blocking.put_back(id, w),
-                Ok(()) => {
-                    let _ = w.tx.send(out.out);
-                }
+                Ok(()) => served.0.push((w.tx, out.out)),
                 Err(e) => {
                     out.out.clear();
                     out.command_error(e);
-                    let _ = w.tx.send(out.out);
+                    served.0.push((w.tx, out.out));
                 }
             }
         }
@@ -358,5 +394,30 @@ pub(crate) fn source_keys(cmd: Cmd, args: meridian_redis::Args<'_>) -> Vec<usize
         meridian_redis::zsets::blocking_source_keys(cmd, args)
     } else {
         meridian_redis::lists::blocking_source_keys(cmd, args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(served: &mut ServedReplies, text: &[u8]) -> oneshot::Receiver<Served> {
+        let (tx, rx) = oneshot::channel();
+        served.0.push((tx, BytesMut::from(text)));
+        rx
+    }
+
+    #[test]
+    fn served_replies_wait_for_delivery_and_are_never_lost() {
+        let mut served = ServedReplies::default();
+        let mut first = held(&mut served, b"one");
+        assert!(first.try_recv().is_err(), "held until delivered");
+        served.deliver();
+        assert_eq!(&first.try_recv().unwrap()[..], b"one");
+        assert!(served.is_empty());
+        // A connection that ends (its session dropped) still answers whom it served.
+        let mut second = held(&mut served, b"two");
+        drop(served);
+        assert_eq!(&second.try_recv().unwrap()[..], b"two");
     }
 }

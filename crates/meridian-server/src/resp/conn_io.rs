@@ -5,7 +5,7 @@
 //! Below both the connection loop (`connection`) and the cluster-mode batches (`sharded`),
 //! importing neither, so the two depend on it and not on each other's internals.
 
-use crate::keyspace::blocking::{BlockedWait, timeout_reply};
+use crate::keyspace::blocking::{BlockedWait, ServedReplies, timeout_reply};
 use crate::resp::context::RespContext;
 use bytes::BytesMut;
 use meridian_redis::Reply;
@@ -53,6 +53,25 @@ pub(super) async fn write(
     Ok(())
 }
 
+/// Hands the clients this connection's commands unblocked their replies, after writing as
+/// much of this connection's own replies as its socket takes now: Redis's order (the writer's
+/// reply goes out first), yet a writer that stops reading never holds the served clients up.
+pub(super) fn answer_served(
+    ctx: &RespContext,
+    stream: &TcpStream,
+    reply: &mut Reply,
+    served: &mut ServedReplies,
+) {
+    if served.is_empty() {
+        return;
+    }
+    if let Ok(n) = stream.try_write(&reply.out) {
+        ctx.net_output.fetch_add(n as u64, Ordering::Relaxed);
+        bytes::Buf::advance(&mut reply.out, n);
+    }
+    served.deliver();
+}
+
 /// How much a blocked client may send before the connection stops reading it (Redis keeps
 /// reading a blocked client's pipeline too; it runs after the reply).
 const BLOCKED_READ_LIMIT: usize = 1024 * 1024;
@@ -66,7 +85,10 @@ pub(super) async fn wait_blocked(
     reply: &mut Reply,
     buf: &mut BytesMut,
     wait: BlockedWait,
+    served: &mut ServedReplies,
 ) -> std::io::Result<()> {
+    // Whom this connection's commands unblocked are answered before it waits itself.
+    answer_served(io.ctx, io.stream, reply, served);
     if !reply.out.is_empty() {
         write(io.ctx, io.stream, reply, io.shutdown).await?;
     }

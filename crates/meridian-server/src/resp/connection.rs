@@ -197,9 +197,12 @@ pub(crate) async fn run(
                                     stream: &mut stream,
                                     shutdown: &shutdown,
                                 };
-                                if conn_io::wait_blocked(&mut io, &mut reply, &mut buf, wait)
-                                    .await
-                                    .is_err()
+                                let served = &mut session.served;
+                                if conn_io::wait_blocked(
+                                    &mut io, &mut reply, &mut buf, wait, served,
+                                )
+                                .await
+                                .is_err()
                                 {
                                     return;
                                 }
@@ -212,6 +215,8 @@ pub(crate) async fn run(
                                 break;
                             }
                             if reply.out.len() >= FLUSH_AT {
+                                let served = &mut session.served;
+                                conn_io::answer_served(ctx, &stream, &mut reply, served);
                                 if write(ctx, &mut stream, &mut reply, &shutdown)
                                     .await
                                     .is_err()
@@ -267,6 +272,8 @@ pub(crate) async fn run(
             close = true;
         }
         session.touch(ctx);
+        // Clients this connection's commands unblocked are answered after it (Redis's order).
+        conn_io::answer_served(ctx, &stream, &mut reply, &mut session.served);
         if !reply.out.is_empty()
             && write_out(ctx, &mut stream, &mut reply, &shutdown, &session.pubsub)
                 .await

@@ -15,6 +15,7 @@
 //! <message>`; errors with their own code (`NOAUTH`, `WRONGPASS`, `NOPROTO`) keep it.
 
 use crate::cluster_backend::ClusterBackend;
+use crate::keyspace::blocking::ServedReplies;
 use crate::keyspace_events::{self, CommandEvents};
 use crate::metrics::OpStats;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
@@ -68,6 +69,9 @@ pub(crate) struct Session {
     /// Single node: the wait of a blocking command (BLPOP, ...) that found nothing to pop;
     /// the connection waits on it before the next request.
     pub(crate) blocked: Option<crate::keyspace::blocking::BlockedWait>,
+    /// Replies of clients this connection's commands unblocked, delivered once this
+    /// connection's own replies are written (`keyspace::blocking`'s order).
+    pub(crate) served: ServedReplies,
     /// Failed authentications on this connection (`crate::auth::FailurePolicy`).
     auth_failures: u32,
     /// What the failures since the last write cost: the connection waits this long before
@@ -113,6 +117,7 @@ impl Session {
             txn_session: Arc::default(),
             deferred: None,
             blocked: None,
+            served: ServedReplies::default(),
             auth_failures: 0,
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
@@ -134,6 +139,7 @@ impl Session {
             txn_session: Arc::default(),
             deferred: None,
             blocked: None,
+            served: ServedReplies::default(),
             auth_failures: 0,
             auth_delay: std::time::Duration::ZERO,
             last_cmd: 0,
@@ -263,7 +269,7 @@ pub(crate) fn execute<'c>(
         events.finish(notifier, cmd, args, |k| ctx.keyspace.key_exists(k));
     }
     if ctx.keyspace.has_ready_keys() {
-        ctx.keyspace.serve_blocked();
+        ctx.keyspace.serve_blocked(&mut session.served);
     }
     let error = finish(reply, result);
     let muted = if std::mem::take(&mut session.reply_mode_set) {

@@ -213,7 +213,7 @@ pub(super) async fn batch(
         }
         buf.advance(len);
         if let Some(wait) = session.blocked.take() {
-            conn_io::wait_blocked(io, reply, buf, wait).await?;
+            conn_io::wait_blocked(io, reply, buf, wait, &mut session.served).await?;
         }
         stats.observe(t0.elapsed(), error);
         if flow == Flow::Close {

@@ -80,6 +80,31 @@ async fn blocked_clients_are_served_first_blocked_first_served() {
 }
 
 #[tokio::test]
+async fn a_writer_that_does_not_read_does_not_hold_up_whom_it_served() {
+    let s = Server::default().await;
+    let (mut waiter, mut pusher, mut other) =
+        (s.connect().await, s.connect().await, s.connect().await);
+    let big = vec![b'x'; 4 << 20];
+    assert_eq!(
+        other.cmd(&[b"SET", b"big", &big]).await,
+        Frame::Simple("OK".into())
+    );
+    waiter.send(b"BLPOP q 0\r\n").await;
+    wait_blocked(&mut other, 1).await;
+    // The pusher's push serves the waiter, then it asks for 32 MiB it never reads: its own
+    // replies cannot all be written, yet the waiter is answered (the served client's reply
+    // waits for the writer's only as far as the writer's socket takes it).
+    let mut pipeline = b"RPUSH q one\r\n".to_vec();
+    for _ in 0..8 {
+        pipeline.extend_from_slice(b"GET big\r\n");
+    }
+    pusher.send(&pipeline).await;
+    assert_eq!(waiter.frame().await, served("q", "one"));
+    drop(pusher);
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn keys_readied_by_one_exec_are_served_in_the_order_they_became_ready() {
     let s = Server::default().await;
     let (mut on_a, mut on_b, mut writer) =
