@@ -41,11 +41,22 @@ local function single_field(field, ...)
   end
   return { [field] = v }
 end
+-- As Redis: the code is the first word (after a leading '-'), `ERR` when there is no
+-- space; the message loses leading and trailing CR/LF.
 function redis.error_reply(...)
   local r = single_field('err', ...)
-  if r.err and r.err:sub(1, 1) == '-' then
-    r.err = r.err:sub(2)
+  local e = r.err
+  if e:sub(1, 1) == '-' then
+    e = e:sub(2)
   end
+  local space = e:find(' ', 1, true)
+  local code, msg = 'ERR', e
+  if space then
+    code, msg = e:sub(1, space - 1), e:sub(space + 1)
+  end
+  msg = (msg:gsub('^[\r\n]+', ''))
+  msg = (msg:gsub('[\r\n]+$', ''))
+  r.err = code .. ' ' .. msg
   return r
 end
 function redis.status_reply(...)

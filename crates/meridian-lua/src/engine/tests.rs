@@ -98,6 +98,15 @@ fn return_values_convert_as_redis() {
     assert_eq!(run("return {ok='A\\r\\nB'}"), "+A  B\r\n");
     assert_eq!(run("return redis.error_reply('MY err')"), "-MY err\r\n");
     assert_eq!(run("return redis.error_reply('-MY err')"), "-MY err\r\n");
+    // Redis's rules for the code: the first word, ERR without a space; CR/LF trimmed.
+    assert_eq!(run("return redis.error_reply('')"), "-ERR \r\n");
+    assert_eq!(run("return redis.error_reply('-')"), "-ERR \r\n");
+    assert_eq!(run("return redis.error_reply('oops')"), "-ERR oops\r\n");
+    assert_eq!(
+        run("return redis.error_reply('MY err\\r\\n')"),
+        "-MY err\r\n"
+    );
+    assert_eq!(run("return redis.error_reply(' x')"), "- x\r\n");
     assert_eq!(run("return {err='boom'}"), "-boom\r\n");
     assert_eq!(run("return {double=1.5}"), "$3\r\n1.5\r\n");
 }
