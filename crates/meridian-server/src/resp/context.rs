@@ -83,9 +83,23 @@ pub struct RespContext {
     pub(crate) pubsub: Arc<crate::pubsub::Hub>,
     /// The node's Lua interpreter and running script (`resp::scripting`).
     pub(crate) scripts: Arc<crate::scripting::Scripts>,
+    /// Redis's `min-replicas-to-write` (CONFIG SET, standalone only): above 0, writes are
+    /// refused with `-NOREPLICAS`, as on a Redis primary with too few replicas — a standalone
+    /// node has none.
+    pub(crate) min_replicas_to_write: std::sync::atomic::AtomicU32,
+    /// The error replies sent, by code (INFO errorstats).
+    pub(crate) errors: super::error_stats::ErrorStats,
 }
 
+/// Redis's refusal of a write while `min-replicas-to-write` is not met.
+pub(crate) const NOREPLICAS: &str = "NOREPLICAS Not enough good replicas to write.";
+
 impl RespContext {
+    /// Whether writes are refused for want of replicas (`min-replicas-to-write`).
+    pub(crate) fn too_few_replicas(&self) -> bool {
+        self.min_replicas_to_write.load(Ordering::Relaxed) > 0
+    }
+
     /// The shared state of a RESP front end serving `keyspace`, recording into `metrics`.
     /// Fetches every per-command metrics handle once, here.
     pub fn new(keyspace: Arc<Keyspace>, metrics: Arc<Metrics>, config: RespConfig) -> Arc<Self> {
@@ -148,6 +162,8 @@ impl RespContext {
             encodings: Default::default(),
             pubsub,
             scripts,
+            min_replicas_to_write: Default::default(),
+            errors: Default::default(),
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
         })

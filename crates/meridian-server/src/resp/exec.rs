@@ -24,7 +24,7 @@ use crate::resp::cluster_db::{self, Db};
 use crate::resp::cluster_exec::Caller;
 use crate::resp::cluster_redirect;
 pub(crate) use crate::resp::common::{error_reply, flush_args_ok};
-use crate::resp::context::{ClientInfo, REDIS_VERSION, RespContext};
+use crate::resp::context::{ClientInfo, NOREPLICAS, REDIS_VERSION, RespContext};
 use crate::resp::encoding_config;
 use crate::resp::functions;
 use crate::resp::info;
@@ -207,8 +207,24 @@ fn lossy(b: &[u8]) -> Cow<'_, str> {
 }
 
 /// Runs one request; returns the metrics handle to charge, whether the reply was an error,
-/// and whether to go on.
+/// and whether to go on. An error reply is counted in INFO's errorstats.
 pub(crate) fn execute<'c>(
+    ctx: &'c RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> (&'c Arc<OpStats>, bool, Flow) {
+    let start = reply.out.len();
+    let done = execute_counted(ctx, session, reply, args);
+    if let Some(tail) = reply.out.get(start..)
+        && tail.first() == Some(&b'-')
+    {
+        ctx.errors.record(tail);
+    }
+    done
+}
+
+fn execute_counted<'c>(
     ctx: &'c RespContext,
     session: &mut Session,
     reply: &mut Reply,
@@ -232,6 +248,11 @@ pub(crate) fn execute<'c>(
     };
     if ctx.keyspace.over_maxmemory()
         && let Err(refused) = out_of_memory(ctx, session, reply, cmd)
+    {
+        return silenced(reply, refused);
+    }
+    if ctx.too_few_replicas()
+        && let Err(refused) = no_good_replicas(ctx, session, reply, cmd)
     {
         return silenced(reply, refused);
     }
@@ -313,6 +334,28 @@ fn out_of_memory<'c>(
     let msg = session
         .multi
         .refused(Some(cmd), crate::memory::OOM.to_string());
+    reply.error(&msg);
+    Err((&ctx.rejected_ops, true, Flow::Continue))
+}
+
+/// With `min-replicas-to-write` unmet: refuses a write command (queued inside MULTI, which
+/// then aborts) and an EXEC whose queue holds one, as Redis's `processCommand` does. Scripts
+/// are checked when they start and at each write they call (`resp::scripting`).
+fn no_good_replicas<'c>(
+    ctx: &'c RespContext,
+    session: &mut Session,
+    reply: &mut Reply,
+    cmd: Cmd,
+) -> Result<(), Refused<'c>> {
+    let writes = |c: Cmd| c.spec().flags.contains(&"write");
+    let refuse = match cmd {
+        Cmd::Exec if session.multi.active => session.multi.queued.iter().any(|q| writes(q.cmd)),
+        _ => writes(cmd),
+    };
+    if !refuse {
+        return Ok(());
+    }
+    let msg = session.multi.refused(Some(cmd), NOREPLICAS.to_string());
     reply.error(&msg);
     Err((&ctx.rejected_ops, true, Flow::Continue))
 }
@@ -1588,6 +1631,18 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("maxmemory-policy", policy.name().into()),
         ("maxmemory-samples", crate::memory::SAMPLES.to_string()),
         (
+            "min-replicas-to-write",
+            ctx.min_replicas_to_write
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
+            "min-slaves-to-write",
+            ctx.min_replicas_to_write
+                .load(Ordering::Relaxed)
+                .to_string(),
+        ),
+        (
             "notify-keyspace-events",
             keyspace_events::format(ctx.keyspace.events.flags()),
         ),
@@ -1657,6 +1712,7 @@ fn config(ctx: &RespContext, session: &Session, reply: &mut Reply, args: Args<'_
     } else if is("RESETSTAT") {
         subcommand_arity("config", sub, argc == 2)?;
         ctx.keyspace.reset_stats();
+        ctx.errors.reset();
         reply.ok();
     } else if is("REWRITE") {
         subcommand_arity("config", sub, argc == 2)?;
@@ -1698,6 +1754,7 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut output_limit = None;
     let mut notify = None;
     let mut busy_ms = None;
+    let mut min_replicas = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
@@ -1728,13 +1785,31 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             busy_ms = Some(ms as u64);
             continue;
         }
+        if name.eq_ignore_ascii_case(b"min-replicas-to-write")
+            || name.eq_ignore_ascii_case(b"min-slaves-to-write")
+        {
+            if ctx.cluster.is_some() {
+                return Err(failed(
+                    name,
+                    "a cluster node's writes are acknowledged as its bucket's consistency \
+                     says (README: consistency), not by Redis replicas",
+                ));
+            }
+            let n = meridian_redis::value::parse_i64(value)
+                .and_then(|n| u32::try_from(n).ok())
+                .filter(|n| *n <= i32::MAX as u32)
+                .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
+            min_replicas = Some(n);
+            continue;
+        }
         let is_max = name.eq_ignore_ascii_case(b"maxmemory");
         if !is_max && !name.eq_ignore_ascii_case(b"maxmemory-policy") {
             return Err(raw(format!(
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
                  maxmemory-policy, client-output-buffer-limit, notify-keyspace-events, \
-                 busy-reply-threshold and Redis's encoding settings change at runtime; set the others in the node's \
-                 configuration file and restart it",
+                 busy-reply-threshold, min-replicas-to-write and Redis's encoding settings \
+                 change at runtime; set the others in the node's configuration file and \
+                 restart it",
                 lossy(name)
             )));
         }
@@ -1770,6 +1845,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     }
     if let Some(ms) = busy_ms {
         ctx.scripts.set_busy_after_ms(ms);
+    }
+    if let Some(n) = min_replicas {
+        ctx.min_replicas_to_write.store(n, Ordering::Relaxed);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

@@ -11,13 +11,14 @@ use crate::resp::context::{REDIS_VERSION, RespContext};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
     "replication",
+    "errorstats",
     "cluster",
     "keyspace",
 ];
@@ -202,6 +203,11 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
                 "pubsubshard_channels",
                 &ctx.pubsub.count(crate::pubsub::Kind::Shard),
             );
+            line("total_error_replies", &ctx.errors.total());
+        }
+        "errorstats" => {
+            out.push_str("# Errorstats\r\n");
+            ctx.errors.render(out);
         }
         "replication" => {
             line("# Replication\r\nrole", &"master");

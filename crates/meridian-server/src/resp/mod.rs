@@ -51,6 +51,7 @@ mod conn_io;
 mod connection;
 pub mod context;
 mod encoding_config;
+mod error_stats;
 pub(crate) mod exec;
 pub mod frame;
 mod functions;

@@ -178,6 +178,9 @@ impl<'a> Call<'a> {
                      memory > 'maxmemory'",
                 ));
             }
+            if ctx.too_few_replicas() {
+                return Err(raw(crate::resp::context::NOREPLICAS));
+            }
         }
         Ok(Self {
             target,
@@ -403,6 +406,9 @@ impl OverlayHost<'_, '_, '_> {
         let writes = spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate");
         if writes && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
+        }
+        if spec.flags.contains(&"write") && self.ctx.too_few_replicas() {
+            return Err(crate::resp::context::NOREPLICAS.into());
         }
         if spec.flags.contains(&"denyoom") && !self.allow_oom && self.ctx.keyspace.over_maxmemory()
         {

@@ -399,3 +399,33 @@ async fn node_applies_the_memory_section_and_reports_it() {
         .unwrap()
         .unwrap();
 }
+
+#[tokio::test]
+async fn errorstats_count_error_replies_by_code_until_resetstat() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    c.roundtrip(
+        b"SET k v\r\nLPUSH k x\r\nNOSUCH\r\nINCR k\r\nEVAL \"return redis.error_reply('MY_CODE custom')\" 0\r\n",
+        b"+OK\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n\
+          -ERR unknown command 'NOSUCH', with args beginning with: \r\n\
+          -ERR value is not an integer or out of range\r\n-MY_CODE custom\r\n",
+    )
+    .await;
+    let text = info(&mut c, "errorstats").await;
+    assert_eq!(
+        text,
+        "# Errorstats\r\nerrorstat_ERR:count=2\r\nerrorstat_MY_CODE:count=1\r\n\
+         errorstat_WRONGTYPE:count=1\r\n"
+    );
+    assert_eq!(
+        field(&info(&mut c, "stats").await, "total_error_replies"),
+        "4"
+    );
+    c.roundtrip(b"CONFIG RESETSTAT\r\n", b"+OK\r\n").await;
+    assert_eq!(info(&mut c, "errorstats").await, "# Errorstats\r\n");
+    assert_eq!(
+        field(&info(&mut c, "stats").await, "total_error_replies"),
+        "0"
+    );
+    s.stop().await;
+}

@@ -370,3 +370,58 @@ async fn shutdown_stops_a_script_that_never_ends() {
     s.stop().await;
     assert_eq!(ks.get(b"w").unwrap(), None);
 }
+
+#[tokio::test]
+async fn min_replicas_to_write_refuses_writes_as_a_primary_without_replicas() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    const NOREPLICAS: &[u8] = b"-NOREPLICAS Not enough good replicas to write.\r\n";
+    c.roundtrip(
+        b"SET x v\r\nCONFIG SET min-replicas-to-write 1\r\nCONFIG GET min-replicas-to-write\r\n",
+        b"+OK\r\n+OK\r\n*2\r\n$21\r\nmin-replicas-to-write\r\n$1\r\n1\r\n",
+    )
+    .await;
+    // Reads run; writes, a transaction queuing one, and scripts that may write do not.
+    c.roundtrip(b"GET x\r\n", b"$1\r\nv\r\n").await;
+    c.roundtrip(b"SET x w\r\n", NOREPLICAS).await;
+    c.roundtrip(
+        b"MULTI\r\nSET x w\r\nEXEC\r\n",
+        b"+OK\r\n-NOREPLICAS Not enough good replicas to write.\r\n\
+          -EXECABORT Transaction discarded because of previous errors.\r\n",
+    )
+    .await;
+    let get = |body: &'static str| [b"EVAL".as_slice(), body.as_bytes(), b"1", b"x"];
+    let v = Frame::Bulk("v".into());
+    assert_eq!(
+        c.cmd(&get("#!lua flags=no-writes\nreturn redis.call('get','x')"))
+            .await,
+        v
+    );
+    assert_eq!(c.cmd(&get("return redis.call('get','x')")).await, v);
+    assert_eq!(
+        c.cmd(&get("#!lua\nreturn redis.call('get','x')")).await,
+        Frame::Error("NOREPLICAS Not enough good replicas to write.".into())
+    );
+    let Frame::Error(e) = c
+        .cmd(&[b"EVAL", b"return redis.call('set','x','w')", b"1", b"x"])
+        .await
+    else {
+        panic!("a script's write is refused");
+    };
+    assert!(
+        e.starts_with(b"NOREPLICAS Not enough good replicas to write."),
+        "{e:?}"
+    );
+    c.roundtrip(
+        b"CONFIG SET min-replicas-to-write 0\r\nSET x w\r\nGET x\r\n",
+        b"+OK\r\n+OK\r\n$1\r\nw\r\n",
+    )
+    .await;
+    c.roundtrip(
+        b"CONFIG SET min-replicas-to-write -1\r\n",
+        b"-ERR CONFIG SET failed (possibly related to argument 'min-replicas-to-write') - \
+          argument couldn't be parsed into an integer\r\n",
+    )
+    .await;
+    s.stop().await;
+}
