@@ -41,6 +41,7 @@
 //! answered).
 
 use crate::cluster_backend::ClusterBackend;
+use crate::metrics::OpStats;
 use crate::resp::conn_io::{self, FLUSH_AT, Io, write};
 use crate::resp::context::{ClientInfo, RespContext};
 use crate::resp::exec::{self, Flow, Session};
@@ -48,7 +49,7 @@ use crate::resp::pubsub;
 use crate::resp::request::RequestParser;
 use bytes::{Buf, BytesMut};
 use futures_util::stream::{FuturesOrdered, StreamExt};
-use meridian_redis::Reply;
+use meridian_redis::{Args, Cmd, Reply};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use std::collections::VecDeque;
 use std::hash::BuildHasher;
@@ -183,8 +184,22 @@ pub(crate) async fn run(
                                 t0 = Instant::now();
                                 continue;
                             };
-                            let (stats, mut error, flow) =
-                                exec::execute(ctx, &mut session, &mut reply, args);
+                            let (stats, mut error, flow) = if turn.is_some() && runs_script(args) {
+                                let calls = ScriptCalls {
+                                    parser: &mut parser,
+                                    buf: &buf,
+                                    first: pos - len,
+                                };
+                                calls
+                                    .run(ctx, &mut session, &mut reply, &mut pos, &mut t0)
+                                    .unwrap_or_else(|| {
+                                        // Unreachable: the first call parsed just before.
+                                        reply.error("ERR Protocol error: request lost");
+                                        (&ctx.rejected_ops, true, Flow::Close)
+                                    })
+                            } else {
+                                exec::execute(ctx, &mut session, &mut reply, args)
+                            };
                             drop(turn);
                             // A large object's chunks are read here, on the connection's
                             // task, before the next request (replies stay in order).
@@ -310,6 +325,66 @@ async fn write_out(
     tokio::select! {
         r = write(ctx, stream, reply, shutdown) => r,
         () = pubsub::closed(subscriptions) => Err(std::io::ErrorKind::ConnectionAborted.into()),
+    }
+}
+
+/// Whether `args` is a script call (EVAL, EVALSHA, FCALL and their `_RO` forms).
+fn runs_script(args: Args<'_>) -> bool {
+    Cmd::lookup(args.get(0)).is_some_and(Cmd::runs_script)
+}
+
+/// A pipeline's consecutive script calls, from the one at `first` on.
+struct ScriptCalls<'a> {
+    parser: &'a mut RequestParser,
+    buf: &'a [u8],
+    first: usize,
+}
+
+impl ScriptCalls<'_> {
+    /// Runs the calls back to back in one hand-off of the worker
+    /// ([`crate::scripting::off_worker`]; each call would otherwise hand it off and take it
+    /// back), the caller holding the interpreters' turn throughout, as Redis runs a client's
+    /// pipelined calls in one go. Stops before a request that is not a script call, and after
+    /// a call that ends the connection, starts MULTI, or leaves a megabyte of replies to
+    /// write. Moves `pos` past the last call run and returns its outcome (`None` if the
+    /// first did not parse); the earlier calls' are charged here.
+    fn run<'c>(
+        self,
+        ctx: &'c RespContext,
+        session: &mut Session,
+        reply: &mut Reply,
+        pos: &mut usize,
+        t0: &mut Instant,
+    ) -> Option<(&'c Arc<OpStats>, bool, Flow)> {
+        let Self { parser, buf, first } = self;
+        crate::scripting::off_worker(|| {
+            let mut at = first;
+            let mut last: Option<(&Arc<OpStats>, bool, Flow)> = None;
+            while let Ok(Some(len)) = parser.parse(&buf[at..], session.authed) {
+                let args = parser.args(&buf[at..]);
+                if last.is_some() && !runs_script(args) {
+                    break;
+                }
+                if let Some((stats, error, _)) = last.take() {
+                    let now = Instant::now();
+                    stats.observe(now - *t0, error);
+                    *t0 = now;
+                }
+                let done = exec::execute(ctx, session, reply, args);
+                at += len;
+                let go_on = done.2 == Flow::Continue
+                    && reply.out.len() < FLUSH_AT
+                    && !session.multi.active
+                    && session.deferred.is_none()
+                    && session.blocked.is_none();
+                last = Some(done);
+                if !go_on {
+                    break;
+                }
+            }
+            *pos = at;
+            last
+        })
     }
 }
 

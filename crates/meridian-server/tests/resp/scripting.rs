@@ -425,3 +425,36 @@ async fn min_replicas_to_write_refuses_writes_as_a_primary_without_replicas() {
     .await;
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_script_calls_run_in_order_with_other_commands() {
+    let s = Server::default().await;
+    let mut c = s.connect().await;
+    let incr =
+        "*4\r\n$4\r\nEVAL\r\n$34\r\nreturn redis.call('incr', KEYS[1])\r\n$1\r\n1\r\n$1\r\nn\r\n";
+    // Script calls back to back, then a plain command, a script again, a MULTI the scripts
+    // queue in, and an inline request: every reply in order, every call counted.
+    let before = processed(&mut c).await;
+    let pipeline =
+        format!("{incr}{incr}{incr}SET m x\r\n{incr}MULTI\r\n{incr}EXEC\r\nGET n\r\n{incr}{incr}");
+    c.roundtrip(
+        pipeline.as_bytes(),
+        b":1\r\n:2\r\n:3\r\n+OK\r\n:4\r\n+OK\r\n+QUEUED\r\n*1\r\n:5\r\n$1\r\n5\r\n:6\r\n:7\r\n",
+    )
+    .await;
+    // 11 requests (the queued call counted once, when EXEC runs it) and the first INFO.
+    assert_eq!(processed(&mut c).await - before, 12);
+    s.stop().await;
+}
+
+/// INFO's `total_commands_processed` (the INFO call itself not yet counted).
+async fn processed(c: &mut Raw) -> u64 {
+    let Frame::Bulk(text) = c.cmd(&[b"INFO", b"stats"]).await else {
+        panic!("INFO is a bulk string");
+    };
+    let text = String::from_utf8_lossy(&text).into_owned();
+    text.split("\r\n")
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.parse().ok())
+        .expect("total_commands_processed")
+}
