@@ -18,17 +18,7 @@ target="${CARGO_TARGET_DIR:-target}"
 
 # A venv with redis-py, under the target directory (python3-venv from Debian when missing).
 venv="$target/cluster-clients-venv"
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  echo "installing python3-venv from Debian's packages" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >/dev/null
-  $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-fi
-if ! "$venv/bin/python" -c 'import redis' >/dev/null 2>&1; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check 'redis>=5'
-fi
+bash scripts/ensure-venv.sh "$venv" 'import redis' 'redis>=5'
 
 # ioredis and node-redis from the npm registry, at the versions scripts/js-cluster's
 # package-lock.json pins (when Node.js and npm are present).

@@ -14,17 +14,7 @@ dir=scripts/job-queues
 # huey and redis-py in a venv under the target directory (python3-venv from Debian when
 # missing); bee-queue at the version package-lock.json pins (when Node.js and npm are present).
 venv="$target/job-queues-venv"
-if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-  sudo=""; [[ $(id -u) -ne 0 ]] && sudo="sudo"
-  echo "installing python3-venv from Debian's packages" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq >/dev/null
-  $sudo apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
-fi
-if ! "$venv/bin/python" -c 'import huey, redis' >/dev/null 2>&1; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check 'huey==3.5.4' 'redis>=5'
-fi
+bash scripts/ensure-venv.sh "$venv" 'import huey, redis' 'huey==3.5.4' 'redis>=5'
 have_node=0
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   have_node=1

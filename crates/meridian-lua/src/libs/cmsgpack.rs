@@ -604,15 +604,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        open(&lua).unwrap();
-        lua
+        crate::libs::test_support::lua_with(open)
     }
 
     /// The hex of `cmsgpack.pack(<args>)`.
     fn packed(lua: &Lua, args: &str) -> String {
-        let code = format!("return cmsgpack.pack({args})");
-        hex::encode(lua.load(code).eval::<mlua::LuaString>().unwrap().as_bytes())
+        crate::libs::test_support::packed_hex(lua, "cmsgpack", args)
     }
 
     /// Runs `code` with the global `input` set to the bytes of `input_hex`.

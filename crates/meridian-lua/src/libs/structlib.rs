@@ -490,15 +490,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn lua() -> Lua {
-        let lua = Lua::new();
-        open(&lua).unwrap();
-        lua
+        crate::libs::test_support::lua_with(open)
     }
 
     /// The hex of `struct.pack(<args>)`.
     fn packed(lua: &Lua, args: &str) -> String {
-        let code = format!("return struct.pack({args})");
-        hex::encode(lua.load(code).eval::<mlua::LuaString>().unwrap().as_bytes())
+        crate::libs::test_support::packed_hex(lua, "struct", args)
     }
 
     /// `struct.unpack(<args>)`'s results, through `tostring`, joined by spaces.
