@@ -9,6 +9,15 @@ mod cmsgpack;
 mod raise;
 mod structlib;
 
+/// Installs every library as a global table of `lua`.
+pub(crate) fn open_all(lua: &mlua::Lua) -> mlua::Result<()> {
+    bit::open(lua)?;
+    cjson::open(lua)?;
+    cmsgpack::open(lua)?;
+    structlib::open(lua)?;
+    Ok(())
+}
+
 /// What the libraries' tests share.
 #[cfg(test)]
 pub(crate) mod test_support {
@@ -26,13 +35,4 @@ pub(crate) mod test_support {
         let code = format!("return {lib}.pack({args})");
         hex::encode(lua.load(code).eval::<mlua::LuaString>().unwrap().as_bytes())
     }
-}
-
-/// Installs every library as a global table of `lua`.
-pub(crate) fn open_all(lua: &mlua::Lua) -> mlua::Result<()> {
-    bit::open(lua)?;
-    cjson::open(lua)?;
-    cmsgpack::open(lua)?;
-    structlib::open(lua)?;
-    Ok(())
 }
