@@ -10,6 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
 dir=scripts/job-queues
+bash scripts/ensure-redis-tools.sh   # redis-cli, to wait for the node
 
 # huey and redis-py in a venv under the target directory (python3-venv from Debian when
 # missing); bee-queue at the version package-lock.json pins (when Node.js and npm are present).
