@@ -20,18 +20,10 @@ bash scripts/ensure-redis-tools.sh --server
 
 out=bench/out; mkdir -p "$out"
 csv="$out/script-compare-$(date +%Y%m%d-%H%M%S).csv"
-mport=$((20000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
-"${CARGO_TARGET_DIR:-target}/release/meridian" node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" \
-  >"$out/meridian.log" 2>&1 &
-mpid=$!
-redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
-  >"$out/redis.log" 2>&1 &
-rpid=$!
-trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
+source bench/start-pair.sh
+start_pair "$out"
 script="redis.call('incrby', KEYS[1], 1) local v = redis.call('get', KEYS[1]) redis.call('expire', KEYS[1], 3600) return v"
 for p in "$mport" "$rport"; do
-  for _ in $(seq 1 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli -p "$p" PING >/dev/null 2>&1 || { echo "server on port $p did not start; see $out/*.log" >&2; exit 1; }
   sha=$(redis-cli -p "$p" SCRIPT LOAD "$script")
 done
 

@@ -333,6 +333,9 @@ fn runs_script(args: Args<'_>) -> bool {
     Cmd::lookup(args.get(0)).is_some_and(Cmd::runs_script)
 }
 
+/// The most script calls of one pipeline run in one turn ([`ScriptCalls::run`]).
+const SCRIPT_BATCH: usize = 64;
+
 /// A pipeline's consecutive script calls, from the one at `first` on.
 struct ScriptCalls<'a> {
     parser: &'a mut RequestParser,
@@ -344,7 +347,8 @@ impl ScriptCalls<'_> {
     /// Runs the calls back to back in one hand-off of the worker
     /// ([`crate::scripting::off_worker`]; each call would otherwise hand it off and take it
     /// back), the caller holding the interpreters' turn throughout, as Redis runs a client's
-    /// pipelined calls in one go. Stops before a request that is not a script call, and after
+    /// pipelined calls in one go, at most [`SCRIPT_BATCH`] of them so that connections waiting
+    /// for the turn get it between batches. Stops before a request that is not a script call, and after
     /// a call that ends the connection, starts MULTI, or leaves a megabyte of replies to
     /// write. Moves `pos` past the last call run and returns its outcome (`None` if the
     /// first did not parse); the earlier calls' are charged here.
@@ -359,6 +363,7 @@ impl ScriptCalls<'_> {
         let Self { parser, buf, first } = self;
         crate::scripting::off_worker(|| {
             let mut at = first;
+            let mut calls = 0;
             let mut last: Option<(&Arc<OpStats>, bool, Flow)> = None;
             while let Ok(Some(len)) = parser.parse(&buf[at..], session.authed) {
                 let args = parser.args(&buf[at..]);
@@ -372,7 +377,9 @@ impl ScriptCalls<'_> {
                 }
                 let done = exec::execute(ctx, session, reply, args);
                 at += len;
-                let go_on = done.2 == Flow::Continue
+                calls += 1;
+                let go_on = calls < SCRIPT_BATCH
+                    && done.2 == Flow::Continue
                     && reply.out.len() < FLUSH_AT
                     && !session.multi.active
                     && session.deferred.is_none()

@@ -1,8 +1,9 @@
 //! Redis's error statistics: INFO's `errorstats` section (`errorstat_<CODE>:count=N`) and
 //! `total_error_replies`.
 //!
-//! Guarantees: every error reply a command's execution ends with is counted once, under its
-//! code — the first word of the error, `ERR` or `WRONGTYPE` say — in the total and, for at
+//! Guarantees: every error reply a request ends with, and every error among EXEC's replies,
+//! is counted once, under its code — the first word of the error, `ERR` or `WRONGTYPE` say —
+//! in the total and, for at
 //! most [`MAX_CODES`] distinct codes (as Redis keeps), under that code; a later new code is
 //! counted in the total only, so a client inventing codes cannot grow the table. CONFIG
 //! RESETSTAT clears both.
@@ -23,7 +24,7 @@ pub(crate) struct ErrorStats {
 }
 
 impl ErrorStats {
-    /// Counts one error reply; `reply` is its RESP bytes from the leading `-` on.
+    /// Counts `reply` (one reply's RESP bytes) if it is an error; anything else is ignored.
     pub(crate) fn record(&self, reply: &[u8]) {
         let Some(text) = reply.strip_prefix(b"-") else {
             return;

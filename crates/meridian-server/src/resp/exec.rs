@@ -216,9 +216,7 @@ pub(crate) fn execute<'c>(
 ) -> (&'c Arc<OpStats>, bool, Flow) {
     let start = reply.out.len();
     let done = execute_counted(ctx, session, reply, args);
-    if let Some(tail) = reply.out.get(start..)
-        && tail.first() == Some(&b'-')
-    {
+    if let Some(tail) = reply.out.get(start..) {
         ctx.errors.record(tail);
     }
     done
@@ -385,6 +383,7 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
     let done = ctx.keyspace.transaction(keys, all, watched, |ov| {
         reply.array(queued.len());
         for q in &queued {
+            let item = reply.out.len();
             let r = match engines.as_deref_mut() {
                 Some(engines) if q.cmd.runs_script() => {
                     let mut lua = Session::on_shard(session.info.clone());
@@ -394,6 +393,9 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
                 _ => run_queued(ctx, session, reply, ov, q.cmd, q.args.get()),
             };
             finish(reply, r);
+            // A queued command's error counts in errorstats, as Redis counts it (EXEC's own
+            // reply is an array, so `execute` does not see it).
+            ctx.errors.record(&reply.out[item..]);
         }
     });
     // Unregisters the watches, now that the stripes are free again.

@@ -423,6 +423,18 @@ async fn errorstats_count_error_replies_by_code_until_resetstat() {
     );
     c.roundtrip(b"CONFIG RESETSTAT\r\n", b"+OK\r\n").await;
     assert_eq!(info(&mut c, "errorstats").await, "# Errorstats\r\n");
+    // An error among EXEC's replies counts too (Redis's unit/info), EXEC itself not.
+    c.roundtrip(
+        b"MULTI\r\nSET a b\r\nINCR a\r\nEXEC\r\n",
+        b"+OK\r\n+QUEUED\r\n+QUEUED\r\n*2\r\n+OK\r\n\
+          -ERR value is not an integer or out of range\r\n",
+    )
+    .await;
+    assert_eq!(
+        info(&mut c, "errorstats").await,
+        "# Errorstats\r\nerrorstat_ERR:count=1\r\n"
+    );
+    c.roundtrip(b"CONFIG RESETSTAT\r\n", b"+OK\r\n").await;
     assert_eq!(
         field(&info(&mut c, "stats").await, "total_error_replies"),
         "0"

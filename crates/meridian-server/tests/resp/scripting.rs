@@ -444,6 +444,10 @@ async fn pipelined_script_calls_run_in_order_with_other_commands() {
     .await;
     // 11 requests (the queued call counted once, when EXEC runs it) and the first INFO.
     assert_eq!(processed(&mut c).await - before, 12);
+    // More calls than one batch runs: the rest follow in the next turns, in order.
+    let expected: String = (8..108).map(|i| format!(":{i}\r\n")).collect();
+    c.roundtrip(incr.repeat(100).as_bytes(), expected.as_bytes())
+        .await;
     s.stop().await;
 }
 
