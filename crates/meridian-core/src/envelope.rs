@@ -14,7 +14,8 @@ pub const FLAG_CRDT: u8 = 0x02;
 /// Envelope flag: the value is a Redis hash.
 pub const FLAG_HASH: u8 = 0x04;
 /// Envelope bits naming a collection type other than a hash (never set with [`FLAG_HASH`]):
-/// `0x08` a list, `0x10` a set, `0x18` a sorted set; the other values are reserved.
+/// `0x08` a list, `0x10` a set, `0x18` a sorted set, `0x20` a stream; the other values are
+/// reserved.
 pub const TYPE_BITS: u8 = 0x38;
 /// Envelope flag of a *held marker*: the value is a collection the standalone keyspace keeps
 /// in memory beside the engine, and the engine stores only its type and expiry
@@ -37,6 +38,8 @@ pub enum Kind {
     Set,
     /// A sorted set (the Redis layer's `zsets` module).
     ZSet,
+    /// A stream (the Redis layer's `streams` module).
+    Stream,
 }
 
 impl Kind {
@@ -48,11 +51,19 @@ impl Kind {
             Kind::List => "list",
             Kind::Set => "set",
             Kind::ZSet => "zset",
+            Kind::Stream => "stream",
         }
     }
 
     /// Every type, in code order.
-    pub const ALL: [Kind; 5] = [Kind::String, Kind::Hash, Kind::List, Kind::Set, Kind::ZSet];
+    pub const ALL: [Kind; 6] = [
+        Kind::String,
+        Kind::Hash,
+        Kind::List,
+        Kind::Set,
+        Kind::ZSet,
+        Kind::Stream,
+    ];
 
     fn flag(self) -> u8 {
         match self {
@@ -61,6 +72,7 @@ impl Kind {
             Kind::List => 0x08,
             Kind::Set => 0x10,
             Kind::ZSet => 0x18,
+            Kind::Stream => 0x20,
         }
     }
 
@@ -287,7 +299,7 @@ mod tests {
             }
         }
         // The hash bit with a collection type, and the reserved type values.
-        for flags in [FLAG_HASH | 0x08, 0x20, 0x28, 0x30, 0x38] {
+        for flags in [FLAG_HASH | 0x08, 0x28, 0x30, 0x38] {
             assert!(
                 Entry::decode(Bytes::from(vec![flags, 1])).is_err(),
                 "{flags:#x}"

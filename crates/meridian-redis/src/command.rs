@@ -10,7 +10,7 @@ use crate::args::Args;
 macro_rules! commands {
     ($(
         $id:ident $name:literal $arity:literal [$($flag:literal)*]
-        $first:literal $last:literal $step:literal $(numkeys $nk:literal)? $(keyword $($kw:literal)+)?;
+        $first:literal $last:literal $step:literal $(numkeys $nk:literal)? $(keyword $($kw:literal)+)? $(streams $sf:literal)?;
     )*) => {
         /// A command the front end implements.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -65,6 +65,7 @@ macro_rules! commands {
                 step: $step,
                 numkeys_at: commands!(@numkeys $($nk)?),
                 key_after: &[$($($kw),+)?],
+                streams_from: commands!(@numkeys $($sf)?),
             },
         )*];
     };
@@ -93,6 +94,10 @@ pub struct CommandSpec {
     /// Keywords whose next argument is a key (SORT's `STORE destination`, GEORADIUS's
     /// `STORE`/`STOREDIST`).
     pub key_after: &'static [&'static str],
+    /// Where to start looking for a `STREAMS` keyword whose following arguments are keys
+    /// then as many IDs (XREAD, XREADGROUP; 0: none), as Redis's key specification finds
+    /// them.
+    pub streams_from: usize,
 }
 
 impl CommandSpec {
@@ -131,6 +136,7 @@ impl CommandSpec {
         };
         let fixed = (first..end.max(first)).step_by(self.step.max(1) as usize);
         let counted = match self.numkeys_at {
+            0 if self.streams_from > 0 => streams_keys(args, self.streams_from),
             0 => 0..0,
             at if at < argc => {
                 let n = crate::value::parse_i64(args.get(at)).unwrap_or(0).max(0);
@@ -159,6 +165,20 @@ impl CommandSpec {
             after,
         }
     }
+}
+
+/// The keys after the first `STREAMS` at or after `from`: the first half of what follows it
+/// (none when the rest is odd or there is no such keyword).
+fn streams_keys(args: &Args<'_>, from: usize) -> std::ops::Range<usize> {
+    let argc = args.len();
+    let Some(at) = (from..argc).find(|&i| args.get(i).eq_ignore_ascii_case(b"STREAMS")) else {
+        return 0..0;
+    };
+    let rest = argc - at - 1;
+    if !rest.is_multiple_of(2) {
+        return 0..0;
+    }
+    at + 1..at + 1 + rest / 2
 }
 
 /// The positions of a request's key arguments, in order ([`CommandSpec::key_positions`]).
@@ -396,6 +416,21 @@ commands! {
     Ssubscribe "ssubscribe" -2 ["pubsub" "noscript" "loading" "stale"] 1 -1 1;
     Sunsubscribe "sunsubscribe" -1 ["pubsub" "noscript" "loading" "stale"] 1 -1 1;
     Spublish "spublish" 3 ["pubsub" "loading" "stale" "fast"] 1 1 1;
+    Xadd "xadd" -5 ["write" "denyoom" "fast"] 1 1 1;
+    Xrange "xrange" -4 ["readonly"] 1 1 1;
+    Xrevrange "xrevrange" -4 ["readonly"] 1 1 1;
+    Xlen "xlen" 2 ["readonly" "fast"] 1 1 1;
+    Xdel "xdel" -3 ["write" "fast"] 1 1 1;
+    Xtrim "xtrim" -4 ["write"] 1 1 1;
+    Xsetid "xsetid" -3 ["write" "denyoom" "fast"] 1 1 1;
+    Xread "xread" -4 ["readonly" "blocking" "movablekeys"] 0 0 0 streams 1;
+    Xreadgroup "xreadgroup" -7 ["write" "blocking" "movablekeys"] 0 0 0 streams 4;
+    Xgroup "xgroup" -2 [] 2 2 1;
+    Xack "xack" -4 ["write" "fast"] 1 1 1;
+    Xpending "xpending" -3 ["readonly"] 1 1 1;
+    Xclaim "xclaim" -6 ["write" "fast"] 1 1 1;
+    Xautoclaim "xautoclaim" -6 ["write" "fast"] 1 1 1;
+    Xinfo "xinfo" -2 ["readonly"] 2 2 1;
 }
 
 /// What a command works on: the one table every mode and the transaction state machine
@@ -423,6 +458,8 @@ pub enum Group {
     HyperLogLog,
     /// Geospatial indexes in sorted sets (`crate::geo`): GEOADD, GEOSEARCH, ...
     Geo,
+    /// A data command on streams (`crate::streams`): XADD, XRANGE, XREADGROUP, ...
+    Streams,
     /// Over the whole keyspace: SCAN, KEYS, DBSIZE, FLUSHDB, FLUSHALL.
     Keyspace,
     /// The replication layer's own operations: MERIDIAN.GET/PUT/DEL/SET, TL.* (cluster mode).
@@ -467,6 +504,8 @@ impl Cmd {
             Pfadd | Pfcount | Pfmerge => Group::HyperLogLog,
             Geoadd | Geodist | Geohash | Geopos | Georadius | Georadiusbymember | GeoradiusRo
             | GeoradiusbymemberRo | Geosearch | Geosearchstore => Group::Geo,
+            Xadd | Xrange | Xrevrange | Xlen | Xdel | Xtrim | Xsetid | Xread | Xreadgroup
+            | Xgroup | Xack | Xpending | Xclaim | Xautoclaim | Xinfo => Group::Streams,
             Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,

@@ -17,7 +17,7 @@
 //!   over (the command's time, each key's live typed value, store or delete), made atomic by
 //!   the backend;
 //! - one module per data type, each the one copy of its commands' semantics: [`strings`]
-//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`], [`keys`] (RENAME, COPY, DUMP, RESTORE), [`sort`], [`bitmaps`], [`hyperloglog`], [`geo`]; [`types`] routes a data command to its module;
+//!   (and the expiry commands), [`hashes`], [`lists`], [`sets`], [`zsets`], [`keys`] (RENAME, COPY, DUMP, RESTORE), [`sort`], [`bitmaps`], [`hyperloglog`], [`geo`], [`streams`]; [`types`] routes a data command to its module;
 //! - helpers every type shares: [`options`] (SET/EXPIRE/GETEX options), [`scan`] (SCAN's
 //!   arguments and reply), [`value`] (integers, floats, globs), [`large_object`] (keys
 //!   holding an S3 object's manifest).
@@ -46,6 +46,7 @@ pub mod reply;
 pub mod scan;
 pub mod sets;
 pub mod sort;
+pub mod streams;
 pub mod strings;
 #[cfg(test)]
 mod test_view;

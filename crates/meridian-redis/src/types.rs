@@ -11,7 +11,7 @@ use crate::command::{Cmd, Group};
 use crate::error::{CmdResult, raw};
 use crate::reply::Reply;
 use crate::view::View;
-use crate::{bitmaps, geo, hashes, hyperloglog, keys, lists, sets, strings, zsets};
+use crate::{bitmaps, geo, hashes, hyperloglog, keys, lists, sets, streams, strings, zsets};
 
 impl Group {
     /// Whether the group is a data type's commands (run by [`exec_on_view`]).
@@ -27,6 +27,7 @@ impl Group {
                 | Group::Bitmaps
                 | Group::HyperLogLog
                 | Group::Geo
+                | Group::Streams
         )
     }
 }
@@ -51,6 +52,7 @@ pub fn exec_on_view(cmd: Cmd, args: Args<'_>, view: &mut dyn View, reply: &mut R
         Group::Geo => geo::exec_on_view(cmd, args, view, reply),
         Group::Sets => sets::exec_on_view(cmd, args, view, reply),
         Group::SortedSets => zsets::exec_on_view(cmd, args, view, reply),
+        Group::Streams => streams::exec_on_view(cmd, args, view, reply),
         _ => Err(raw(format!(
             "ERR {} is not a data command",
             cmd.spec().name.to_ascii_uppercase()
@@ -75,7 +77,8 @@ mod tests {
                     || keys::handles(c)
                     || bitmaps::handles(c)
                     || hyperloglog::handles(c)
-                    || geo::handles(c),
+                    || geo::handles(c)
+                    || streams::handles(c),
                 "{c:?}"
             );
         }

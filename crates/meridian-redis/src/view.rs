@@ -66,6 +66,11 @@ pub trait View {
     fn max_value_len(&self) -> usize {
         DEFAULT_MAX_VALUE_LEN
     }
+    /// Where a stream's nodes close (Redis's `stream-node-max-entries` and
+    /// `stream-node-max-bytes`), which decides what approximate trimming removes.
+    fn stream_node_limits(&self) -> crate::streams::NodeLimits {
+        crate::streams::NodeLimits::default()
+    }
     /// Records a read that found (`hit`) or missed its key, for INFO's keyspace_hits/misses.
     fn count_read(&mut self, _key: &[u8], _hit: bool) {}
 

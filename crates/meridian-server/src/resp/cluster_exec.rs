@@ -125,7 +125,23 @@ fn non_blocking_form(cmd: Cmd) -> &'static str {
         Cmd::Blmpop => "LMPOP",
         Cmd::Bzpopmin => "ZPOPMIN",
         Cmd::Bzpopmax => "ZPOPMAX",
+        Cmd::Xread => "XREAD without BLOCK",
+        Cmd::Xreadgroup => "XREADGROUP without BLOCK",
         _ => "ZMPOP",
+    }
+}
+
+/// Whether a command flagged blocking would block: always, but XREAD and XREADGROUP only
+/// with BLOCK (arguments that do not parse are the command's own error).
+fn blocks(cmd: Cmd, args: Args<'_>) -> bool {
+    match cmd {
+        Cmd::Xread | Cmd::Xreadgroup => {
+            matches!(
+                meridian_redis::streams::blocking_timeout(cmd, args),
+                Ok(Some(_))
+            )
+        }
+        _ => true,
     }
 }
 
@@ -261,7 +277,7 @@ pub(crate) async fn run(
         }
         // A blocking command would wait for another client's write; cluster nodes do not
         // block yet, and answering the timeout at once would be a silent difference.
-        _ if cmd.has_flag("blocking") => Err(Cow::Owned(format!(
+        _ if cmd.has_flag("blocking") && blocks(cmd, args) => Err(Cow::Owned(format!(
             "ERR {} does not block on a cluster node yet: use {} (it answers at once), or a \
              standalone node for blocking pops",
             cmd.spec().name.to_ascii_uppercase(),

@@ -112,6 +112,9 @@ pub(super) async fn wait_blocked(
         tokio::select! {
             served = &mut rx => {
                 if let Ok(bytes) = served {
+                    // An error a blocked command ends with (XREADGROUP's -NOGROUP when its
+                    // group is destroyed) counts as the command's error reply.
+                    io.ctx.errors.record(&bytes);
                     reply.out.extend_from_slice(&bytes);
                 }
                 return Ok(());

@@ -179,6 +179,14 @@ impl EncodingSettings {
         Ok(Some((i, v)))
     }
 
+    /// Where a stream's nodes close (`stream-node-max-entries`, `stream-node-max-bytes`).
+    pub(crate) fn stream_node_limits(&self) -> meridian_redis::streams::NodeLimits {
+        meridian_redis::streams::NodeLimits {
+            entries: self.value("stream-node-max-entries").max(0) as u64,
+            bytes: self.value("stream-node-max-bytes").max(0) as u64,
+        }
+    }
+
     /// The current value of the setting `name`.
     fn value(&self, name: &str) -> i64 {
         let i = find(name.as_bytes()).unwrap_or(0);
@@ -247,6 +255,7 @@ impl EncodingSettings {
                     "skiplist"
                 }
             }
+            Kind::Stream => "stream",
         })
     }
 

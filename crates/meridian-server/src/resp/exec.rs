@@ -1192,6 +1192,23 @@ fn blocking_command(
     args: Args<'_>,
 ) -> CmdResult {
     use crate::keyspace::blocking::{BlockedWait, BlockingOutcome, source_keys};
+    if cmd.group() == meridian_redis::Group::Streams {
+        // XREAD and XREADGROUP block only with BLOCK.
+        let Some(timeout) = meridian_redis::streams::blocking_timeout(cmd, args)? else {
+            return ctx.keyspace.execute(cmd, args, reply);
+        };
+        let outcome = ctx
+            .keyspace
+            .execute_stream_read(cmd, args, reply, session.info.id)?;
+        if let BlockingOutcome::Blocked(registration) = outcome {
+            session.blocked = Some(BlockedWait {
+                cmd,
+                registration,
+                timeout: timeout.map(std::time::Duration::from_millis),
+            });
+        }
+        return Ok(());
+    }
     // The module checks every argument before it looks at a key: run over no keys at all,
     // it answers an argument's error, or the timeout reply (thrown away).
     let mut scratch = Reply::new(16);
@@ -1839,6 +1856,8 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     for checked in encodings {
         ctx.encodings.apply(checked);
     }
+    ctx.keyspace
+        .set_stream_node_limits(ctx.encodings.stream_node_limits());
     if let Some(limit) = output_limit {
         ctx.pubsub.set_limit(limit);
     }

@@ -188,7 +188,7 @@ async fn a_push_undone_in_the_same_exec_wakes_nobody_and_a_gone_client_is_never_
 }
 
 /// Polls INFO until `n` clients are blocked.
-async fn wait_blocked(c: &mut Raw, n: usize) {
+pub(crate) async fn wait_blocked(c: &mut Raw, n: usize) {
     let want = format!("blocked_clients:{n}\r\n");
     for _ in 0..500 {
         let Frame::Bulk(info) = c.cmd(&[b"INFO", b"clients"]).await else {
