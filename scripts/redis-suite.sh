@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 FILES_DEFAULT=(unit/type/string unit/type/incr unit/type/hash unit/type/list unit/type/list-2
   unit/type/list-3 unit/type/set unit/type/zset unit/bitops unit/bitfield unit/hyperloglog
   unit/geo unit/sort unit/dump unit/expire unit/keyspace unit/multi unit/pubsub unit/scripting
-  unit/functions)
+  unit/functions unit/type/stream unit/type/stream-cgroups)
 min=""
 files=()
 while [[ $# -gt 0 ]]; do

@@ -248,7 +248,7 @@ impl CommandEvents {
             } else {
                 event_of(cmd, args, nth)
             };
-            if event != "del" || existed {
+            if !event.is_empty() && (event != "del" || existed) {
                 notifier.notify(class, event, key);
             }
             if existed && !exists_now && event != "del" && class != GENERIC {
@@ -334,6 +334,24 @@ fn event_of(cmd: Cmd, args: Args<'_>, nth: usize) -> (u16, &'static str) {
         Bitop => (STRING, "set"),
         Bitfield => (STRING, "setbit"),
         Pfmerge => (STRING, "pfadd"),
+        Xgroup => {
+            let sub = word(1);
+            let named = [
+                (&b"CREATE"[..], "xgroup-create"),
+                (b"SETID", "xgroup-setid"),
+                (b"DESTROY", "xgroup-destroy"),
+                (b"CREATECONSUMER", "xgroup-createconsumer"),
+                (b"DELCONSUMER", "xgroup-delconsumer"),
+            ];
+            let event = named
+                .iter()
+                .find(|(n, _)| sub.eq_ignore_ascii_case(n))
+                .map_or("xgroup", |(_, e)| *e);
+            (STREAM, event)
+        }
+        // Deliveries, acknowledgements and claims publish nothing in Redis 7.0 (the empty
+        // name: no event).
+        Xreadgroup | Xack | Xclaim | Xautoclaim => (STREAM, ""),
         _ => (class_of(cmd.group()), cmd.spec().name),
     }
 }
@@ -346,6 +364,7 @@ fn class_of(group: Group) -> u16 {
         Group::SortedSets | Group::Geo => ZSET,
         Group::Hashes => HASH,
         Group::Keys => GENERIC,
+        Group::Streams => STREAM,
         _ => STRING,
     }
 }
@@ -423,5 +442,12 @@ mod tests {
         assert_eq!(ev("RENAME a b", 1), (GENERIC, "rename_to"));
         assert_eq!(ev("EXPIRE k 10", 0), (GENERIC, "expire"));
         assert_eq!(ev("SADD s a", 0), (SET, "sadd"));
+        assert_eq!(ev("XADD s * f v", 0), (STREAM, "xadd"));
+        assert_eq!(ev("XGROUP CREATE s g $", 0), (STREAM, "xgroup-create"));
+        assert_eq!(
+            ev("XGROUP delconsumer s g c", 0),
+            (STREAM, "xgroup-delconsumer")
+        );
+        assert_eq!(ev("XACK s g 1-0", 0), (STREAM, ""));
     }
 }

@@ -403,6 +403,18 @@ impl OverlayHost<'_, '_, '_> {
         if spec.flags.contains(&"noscript") || cluster_reset {
             return Err("ERR This Redis command is not allowed from script".into());
         }
+        // A script cannot wait for another client's write (Redis's check inside XREAD).
+        if matches!(cmd, Cmd::Xread | Cmd::Xreadgroup)
+            && matches!(
+                meridian_redis::streams::blocking_timeout(cmd, args),
+                Ok(Some(_))
+            )
+        {
+            return Err(format!(
+                "ERR {} command is not allowed with BLOCK option from scripts",
+                String::from_utf8_lossy(args.get(0))
+            ));
+        }
         let writes = spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate");
         if writes && self.read_only {
             return Err("ERR Write commands are not allowed from read-only scripts.".into());
