@@ -14,12 +14,12 @@
 //! `ERR Invalid TTL value, must be >= 0`), then the footer (`ERR DUMP payload version or
 //! checksum are wrong` for a version above 10 or a CRC that does not match), then the value
 //! (`ERR Bad data format` for anything damaged, an empty collection, a field or member twice,
-//! a NaN score, a stream or a module value). A TTL of 0 means no expiry; otherwise it is
+//! a NaN score, a module value). A TTL of 0 means no expiry; otherwise it is
 //! milliseconds from now, or with ABSTTL a Unix time in milliseconds; a deadline already
 //! past creates nothing (and with REPLACE deletes the old key) and answers `+OK`, as in
 //! Redis. The value is stored in Meridian's own encoding of its type (a hash as
 //! `meridian_core::hash`, a list as `lists::encoding`, a set as `sets`, a sorted set as
-//! `zsets`), so every command then reads it as if it had been written here; a value that
+//! `zsets`, a stream as `streams`), so every command then reads it as if it had been written here; a value that
 //! does not fit the view's [`View::max_value_len`] is refused with that type's "exceeds
 //! maximum allowed size" error, and nothing changes. The payload is hostile: every length
 //! and count is checked, nothing is allocated beyond what the payload's bytes and the
@@ -46,6 +46,7 @@ mod crc64;
 mod lzf;
 mod packed;
 pub mod rdb;
+mod stream_rdb;
 #[cfg(test)]
 mod tests;
 
@@ -161,11 +162,8 @@ pub fn payload_of(e: &Entry) -> Result<Vec<u8>, CmdError> {
         Kind::Set => rdb::save(Save::Set(&crate::sets::members(e)?)),
         Kind::ZSet => rdb::save(Save::ZSet(&crate::zsets::decode(e)?)),
         Kind::Stream => {
-            return Err(crate::error::raw(
-                "ERR DUMP of a stream is not supported by Meridian: its RDB form (listpack \
-                 nodes) is not written yet; copy a stream with COPY or RENAME, or with XRANGE \
-                 and XADD",
-            ));
+            let s = <crate::streams::Stream as crate::collection::Typed>::decode(&e.data)?;
+            rdb::seal(stream_rdb::save(&s))
         }
     })
 }
@@ -275,5 +273,6 @@ fn store<V: View + ?Sized>(
         }
         Value::Set(members) => crate::sets::store(v, key, &members, expiry),
         Value::ZSet(z) => crate::collection::store(v, key, z, expiry),
+        Value::Stream(s) => crate::collection::store(v, key, s, expiry),
     }
 }

@@ -495,7 +495,7 @@ fn range_has_tombstones(s: &Stream, start: StreamId, end: Option<StreamId>) -> b
 
 /// The logical read counter of `id` (entries from the first ever to `id`), when it can be
 /// known: Redis's `streamEstimateDistanceFromFirstEverEntry`; `None` otherwise.
-fn distance_from_first(s: &Stream, id: StreamId) -> Option<u64> {
+pub(crate) fn distance_from_first(s: &Stream, id: StreamId) -> Option<u64> {
     if s.entries_added == 0 {
         return Some(0);
     }

@@ -48,6 +48,9 @@ const BUCKETS_US: [u64; 14] = [
 pub struct OpStats {
     calls: AtomicU64,
     errors: AtomicU64,
+    /// Calls refused before they ran (arity, authentication, memory): counted in `calls`
+    /// and `errors` too, told apart for INFO commandstats.
+    rejected: AtomicU64,
     latency_sum_us: AtomicU64,
     buckets: [AtomicU64; BUCKETS_US.len() + 1],
 }
@@ -74,6 +77,22 @@ impl OpStats {
     /// Failed calls recorded so far.
     pub fn errors(&self) -> u64 {
         self.errors.load(Ordering::Relaxed)
+    }
+
+    /// Records that a call (also [`OpStats::observe`]d, as an error) was refused before it
+    /// ran.
+    pub fn reject(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls refused before they ran.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Microseconds spent in every call.
+    pub fn latency_sum_us(&self) -> u64 {
+        self.latency_sum_us.load(Ordering::Relaxed)
     }
 }
 

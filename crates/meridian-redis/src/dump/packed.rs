@@ -300,32 +300,94 @@ pub fn zipmap(buf: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
     Ok(out)
 }
 
-// ----- writing a listpack (tests build Redis 7 payloads with it) ------------------------
+// ----- writing a listpack ------------------------------------------------------------------
+
+/// A listpack being written (`lpAppend`): strings and integers, each in the encoding Redis
+/// would choose for it. DUMP of a stream writes its nodes with it; tests build payloads.
+#[derive(Debug)]
+pub struct ListpackWriter {
+    out: Vec<u8>,
+    count: usize,
+}
+
+impl Default for ListpackWriter {
+    fn default() -> Self {
+        Self {
+            out: vec![0u8; LP_HEADER],
+            count: 0,
+        }
+    }
+}
+
+impl ListpackWriter {
+    /// Ends an entry that began at `start`: its back-length.
+    fn close(&mut self, start: usize) {
+        let entry = self.out.len() - start;
+        let mut scratch = [0u8; 5];
+        self.out.extend_from_slice(backlen(entry, &mut scratch));
+        self.count += 1;
+    }
+
+    /// Appends a string element (in a string encoding, whatever its bytes).
+    pub fn string(&mut self, e: &[u8]) {
+        let start = self.out.len();
+        let n = e.len();
+        if n < 64 {
+            self.out.push(0x80 | n as u8);
+        } else if n < 4096 {
+            self.out
+                .extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]);
+        } else {
+            self.out.push(0xf0);
+            self.out
+                .extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
+        }
+        self.out.extend_from_slice(e);
+        self.close(start);
+    }
+
+    /// Appends an integer element in the smallest integer encoding.
+    pub fn int(&mut self, v: i64) {
+        let start = self.out.len();
+        if (0..=127).contains(&v) {
+            self.out.push(v as u8);
+        } else if (-4096..=4095).contains(&v) {
+            let u = (v as u16) & 0x1fff;
+            self.out
+                .extend_from_slice(&[0xc0 | (u >> 8) as u8, u as u8]);
+        } else if let Ok(v) = i16::try_from(v) {
+            self.out.push(0xf1);
+            self.out.extend_from_slice(&v.to_le_bytes());
+        } else if (-(1 << 23)..(1 << 23)).contains(&v) {
+            self.out.push(0xf2);
+            self.out.extend_from_slice(&(v as i32).to_le_bytes()[..3]);
+        } else if let Ok(v) = i32::try_from(v) {
+            self.out.push(0xf3);
+            self.out.extend_from_slice(&v.to_le_bytes());
+        } else {
+            self.out.push(0xf4);
+            self.out.extend_from_slice(&v.to_le_bytes());
+        }
+        self.close(start);
+    }
+
+    /// The listpack's bytes.
+    pub fn finish(mut self) -> Vec<u8> {
+        self.out.push(LP_EOF);
+        let total = u32::try_from(self.out.len()).unwrap_or(u32::MAX);
+        self.out[..4].copy_from_slice(&total.to_le_bytes());
+        let count = self.count.min(COUNT_UNKNOWN) as u16;
+        self.out[4..6].copy_from_slice(&count.to_le_bytes());
+        self.out
+    }
+}
 
 /// A listpack of `elems`, every element in a string encoding (Redis reads any encoding).
 #[cfg(test)]
 pub fn write_listpack(elems: &[&[u8]]) -> Vec<u8> {
-    let mut out = vec![0u8; LP_HEADER];
+    let mut w = ListpackWriter::default();
     for e in elems {
-        let start = out.len();
-        let n = e.len();
-        if n < 64 {
-            out.push(0x80 | n as u8);
-        } else if n < 4096 {
-            out.extend_from_slice(&[0xe0 | (n >> 8) as u8, n as u8]);
-        } else {
-            out.push(0xf0);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        out.extend_from_slice(e);
-        let entry = out.len() - start;
-        let mut scratch = [0u8; 5];
-        out.extend_from_slice(backlen(entry, &mut scratch));
+        w.string(e);
     }
-    out.push(LP_EOF);
-    let total = out.len() as u32;
-    out[..4].copy_from_slice(&total.to_le_bytes());
-    let count = elems.len().min(COUNT_UNKNOWN) as u16;
-    out[4..6].copy_from_slice(&count.to_le_bytes());
-    out
+    w.finish()
 }

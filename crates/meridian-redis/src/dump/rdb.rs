@@ -10,8 +10,9 @@
 //! (`LIST`, `LIST_ZIPLIST`, `LIST_QUICKLIST` of ziplists, `LIST_QUICKLIST_2` of listpack
 //! and plain nodes), sets (`SET`, `SET_INTSET`), sorted sets (`ZSET` with scores as text,
 //! `ZSET_2` with binary scores, `ZSET_ZIPLIST`, `ZSET_LISTPACK`) and hashes (`HASH`,
-//! `HASH_ZIPMAP`, `HASH_ZIPLIST`, `HASH_LISTPACK`). Streams and module values are refused
-//! (Meridian has neither), as is any other type byte.
+//! `HASH_ZIPMAP`, `HASH_ZIPLIST`, `HASH_LISTPACK`) and streams (`STREAM_LISTPACKS`, `_2`,
+//! `_3`, see [`super::stream_rdb`]). Module values are refused (Meridian has none), as is
+//! any other type byte.
 //!
 //! The payload is hostile. Every length is checked against the bytes left before anything
 //! is sliced; a count is believed only as far as the bytes could hold that many items (each
@@ -25,11 +26,13 @@
 //! **Writing** ([`save`]) emits the simplest encodings Redis 7.0 loads: `STRING`, `LIST`
 //! (one string per element; Redis builds its quicklist from them), `SET`, `ZSET_2` and
 //! `HASH`, each string integer-encoded when Redis would (a canonical integer of 32 bits),
-//! never LZF-compressed; RDB version 10.
+//! never LZF-compressed, and `STREAM_LISTPACKS_2` for a stream; RDB version 10.
 
 use super::crc64::crc64;
 use super::lzf;
 use super::packed::{self, Bad};
+use super::stream_rdb::{TYPE_STREAM, TYPE_STREAM_2, TYPE_STREAM_3, id_of_raw, parse_node};
+use crate::streams::{Stream, StreamId};
 use crate::zsets::{Score, ZSet};
 use bytes::Bytes;
 use meridian_core::hash::Fields;
@@ -79,6 +82,8 @@ pub enum Value {
     Set(Vec<Bytes>),
     /// A sorted set (at least one member).
     ZSet(ZSet),
+    /// A stream (possibly without entries).
+    Stream(crate::streams::Stream),
 }
 
 /// Why a payload does not load.
@@ -138,6 +143,7 @@ pub fn kind_of(body: &[u8]) -> Option<crate::view::Kind> {
         TYPE_SET | TYPE_SET_INTSET => Kind::Set,
         TYPE_ZSET | TYPE_ZSET_2 | TYPE_ZSET_ZIPLIST | TYPE_ZSET_LISTPACK => Kind::ZSet,
         TYPE_HASH | TYPE_HASH_ZIPMAP | TYPE_HASH_ZIPLIST | TYPE_HASH_LISTPACK => Kind::Hash,
+        TYPE_STREAM | TYPE_STREAM_2 | TYPE_STREAM_3 => Kind::Stream,
         _ => return None,
     })
 }
@@ -291,6 +297,116 @@ impl<'a> Reader<'a> {
         self.charge(n)
     }
 
+    /// A length that must fit 64 bits (IDs, counters).
+    fn len_u64(&mut self) -> Result<u64> {
+        match self.len_or_encoding()? {
+            (n, false) => Ok(n),
+            (_, true) => Err(LoadError::Bad),
+        }
+    }
+
+    /// A count of items of at least `min` bytes each, believed only as far as the bytes
+    /// left could hold them (zero allowed).
+    fn items(&mut self, min: usize) -> Result<usize> {
+        let n = self.len()?;
+        if n > self.left() / min.max(1) {
+            return Err(LoadError::Bad);
+        }
+        Ok(n)
+    }
+
+    fn raw_id(&mut self) -> Result<StreamId> {
+        id_of_raw(self.take(16)?).ok_or(LoadError::Bad)
+    }
+
+    /// A millisecond time (`rdbLoadMillisecondTime`: 8 bytes, little endian).
+    fn ms_time(&mut self) -> Result<u64> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+
+    /// A stream of RDB type `ty` (see `stream_rdb`).
+    fn stream(&mut self, ty: u8) -> Result<Value> {
+        let mut s = Stream::default();
+        let mut prev: Option<StreamId> = None;
+        for _ in 0..self.items(2)? {
+            let key = self.string()?;
+            let master = id_of_raw(&key).ok_or(LoadError::Bad)?;
+            let lp = self.packed_string()?;
+            let elems = packed::listpack(&lp)?;
+            self.charge_elems(&elems)?;
+            let entries = parse_node(master, &elems).map_err(|_| LoadError::Bad)?;
+            if prev.is_some_and(|p| entries.first().is_some_and(|(first, _)| *first <= p)) {
+                return Err(LoadError::Bad);
+            }
+            prev = entries.last().map(|(id, _)| *id);
+            s.push_node(master, entries);
+        }
+        let length = self.len_u64()?;
+        s.last_id = StreamId::new(self.len_u64()?, self.len_u64()?);
+        if s.len() != length || prev.is_some_and(|p| p > s.last_id) {
+            return Err(LoadError::Bad);
+        }
+        if ty == TYPE_STREAM {
+            s.entries_added = length;
+            s.first_id = s.first_live().unwrap_or_default();
+        } else {
+            s.first_id = StreamId::new(self.len_u64()?, self.len_u64()?);
+            s.max_deleted = StreamId::new(self.len_u64()?, self.len_u64()?);
+            s.entries_added = self.len_u64()?;
+        }
+        for _ in 0..self.items(3)? {
+            let name = self.string()?;
+            let last = StreamId::new(self.len_u64()?, self.len_u64()?);
+            let entries_read = if ty == TYPE_STREAM {
+                crate::streams::distance_from_first(&s, last).map_or(-1, |d| d as i64)
+            } else {
+                self.len_u64()? as i64
+            };
+            let mut g = crate::streams::groups::ConsumerGroup::new(last, entries_read);
+            for _ in 0..self.items(17)? {
+                let id = self.raw_id()?;
+                let nack = crate::streams::groups::Nack {
+                    consumer: Bytes::new(),
+                    delivery_time: self.ms_time()?,
+                    delivery_count: self.len_u64()?,
+                };
+                if g.pel.insert(id, nack).is_some() {
+                    return Err(LoadError::Bad);
+                }
+            }
+            for _ in 0..self.items(10)? {
+                let cname = self.string()?;
+                let seen_time = self.ms_time()?;
+                if ty == TYPE_STREAM_3 {
+                    self.ms_time()?;
+                }
+                let mut c = crate::streams::groups::Consumer {
+                    seen_time,
+                    ..Default::default()
+                };
+                for _ in 0..self.items(16)? {
+                    let id = self.raw_id()?;
+                    match g.pel.get_mut(&id) {
+                        Some(n) if n.consumer.is_empty() && !cname.is_empty() => {
+                            n.consumer = cname.clone();
+                        }
+                        _ => return Err(LoadError::Bad),
+                    }
+                    c.pending.insert(id);
+                }
+                if g.consumers.insert(cname, c).is_some() {
+                    return Err(LoadError::Bad);
+                }
+            }
+            if g.pel.values().any(|n| n.consumer.is_empty()) || s.groups.insert(name, g).is_some() {
+                return Err(LoadError::Bad);
+            }
+        }
+        Ok(Value::Stream(s))
+    }
+
     fn object(&mut self) -> Result<Value> {
         let ty = self.byte()?;
         match ty {
@@ -430,7 +546,8 @@ impl<'a> Reader<'a> {
                 }
                 Ok(Value::Hash(fields))
             }
-            // Streams, module values, and bytes that are no type at all.
+            TYPE_STREAM | TYPE_STREAM_2 | TYPE_STREAM_3 => self.stream(ty),
+            // Module values, and bytes that are no type at all.
             _ => Err(LoadError::Bad),
         }
     }

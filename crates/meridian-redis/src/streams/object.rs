@@ -325,7 +325,7 @@ impl Stream {
     }
 
     /// Rebuilds a node from its stored form (the caller checks order and counts).
-    pub(super) fn push_node(
+    pub(crate) fn push_node(
         &mut self,
         key: StreamId,
         entries: Vec<(StreamId, Option<Vec<Bytes>>)>,
@@ -353,7 +353,7 @@ impl Stream {
 
     /// Whether `self` is a tombstone-free equal of `other` in entries (tests).
     #[cfg(test)]
-    pub(super) fn live_items(&self) -> Vec<(StreamId, Vec<Bytes>)> {
+    pub(crate) fn live_items(&self) -> Vec<(StreamId, Vec<Bytes>)> {
         self.range(StreamId::MIN, StreamId::MAX, 0, false)
             .into_iter()
             .map(|e| (e.id, e.fields.clone()))

@@ -80,13 +80,14 @@ const BLOCKED_READ_LIMIT: usize = 1024 * 1024;
 /// first: the reply a serving writer sends, or the timeout reply. Requests the client
 /// pipelines meanwhile are read into `buf` and run after. The client closing the connection,
 /// or shutdown, unblocks it and ends the wait with an error (the connection closes).
+/// Answers whether the command ended with an error reply (a served `-NOGROUP`, say).
 pub(super) async fn wait_blocked(
     io: &mut Io<'_>,
     reply: &mut Reply,
     buf: &mut BytesMut,
     wait: BlockedWait,
     served: &mut ServedReplies,
-) -> std::io::Result<()> {
+) -> std::io::Result<bool> {
     // Whom this connection's commands unblocked are answered before it waits itself.
     answer_served(io.ctx, io.stream, reply, served);
     if !reply.out.is_empty() {
@@ -111,13 +112,14 @@ pub(super) async fn wait_blocked(
     let gone = loop {
         tokio::select! {
             served = &mut rx => {
-                if let Ok(bytes) = served {
-                    // An error a blocked command ends with (XREADGROUP's -NOGROUP when its
-                    // group is destroyed) counts as the command's error reply.
-                    io.ctx.errors.record(&bytes);
-                    reply.out.extend_from_slice(&bytes);
-                }
-                return Ok(());
+                let Ok(bytes) = served else {
+                    return Ok(false);
+                };
+                // An error a blocked command ends with (XREADGROUP's -NOGROUP when its
+                // group is destroyed) counts as the command's error reply.
+                io.ctx.errors.record(&bytes);
+                reply.out.extend_from_slice(&bytes);
+                return Ok(bytes.first() == Some(&b'-'));
             }
             _ = &mut sleep => break false,
             _ = io.shutdown.cancelled() => break true,
@@ -137,11 +139,12 @@ pub(super) async fn wait_blocked(
         }
         match tokio::time::timeout(Duration::from_millis(1), &mut rx).await {
             Ok(Ok(bytes)) => {
+                io.ctx.errors.record(&bytes);
                 reply.out.extend_from_slice(&bytes);
                 return if gone {
                     Err(std::io::ErrorKind::ConnectionAborted.into())
                 } else {
-                    Ok(())
+                    Ok(bytes.first() == Some(&b'-'))
                 };
             }
             Ok(Err(_)) => break,
@@ -152,5 +155,5 @@ pub(super) async fn wait_blocked(
         return Err(std::io::ErrorKind::ConnectionAborted.into());
     }
     timeout_reply(cmd, reply);
-    Ok(())
+    Ok(false)
 }

@@ -213,13 +213,13 @@ pub(crate) async fn run(
                                     shutdown: &shutdown,
                                 };
                                 let served = &mut session.served;
-                                if conn_io::wait_blocked(
+                                match conn_io::wait_blocked(
                                     &mut io, &mut reply, &mut buf, wait, served,
                                 )
                                 .await
-                                .is_err()
                                 {
-                                    return;
+                                    Ok(failed) => error |= failed,
+                                    Err(_) => return,
                                 }
                             }
                             let t1 = Instant::now();

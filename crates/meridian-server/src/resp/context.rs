@@ -66,6 +66,8 @@ pub struct RespContext {
     pub(crate) ops: Box<[Arc<OpStats>]>,
     /// Metrics handle for unknown commands and requests refused before running.
     pub(crate) rejected_ops: Arc<OpStats>,
+    /// INFO commandstats' zero (CONFIG RESETSTAT), over `ops`.
+    pub(crate) command_stats: super::command_stats::CommandStats,
     pub(crate) started: Instant,
     pub(crate) run_id: String,
     /// The port and address [`serve`](super::serve) listens on (INFO, CONFIG GET `bind`).
@@ -152,6 +154,7 @@ impl RespContext {
             config,
             ops,
             rejected_ops,
+            command_stats: Default::default(),
             started: Instant::now(),
             run_id,
             port: AtomicU16::new(0),

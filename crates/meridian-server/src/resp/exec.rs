@@ -242,16 +242,21 @@ fn execute_counted<'c>(
     };
     let cmd = match admit(ctx, session, reply, args) {
         Ok(cmd) => cmd,
-        Err(refused) => return silenced(reply, refused),
+        Err(refused) => {
+            refused.0.reject();
+            return silenced(reply, refused);
+        }
     };
     if ctx.keyspace.over_maxmemory()
         && let Err(refused) = out_of_memory(ctx, session, reply, cmd)
     {
+        refused.0.reject();
         return silenced(reply, refused);
     }
     if ctx.too_few_replicas()
         && let Err(refused) = no_good_replicas(ctx, session, reply, cmd)
     {
+        refused.0.reject();
         return silenced(reply, refused);
     }
     let mut flow = Flow::Continue;
@@ -1732,6 +1737,7 @@ fn config(ctx: &RespContext, session: &Session, reply: &mut Reply, args: Args<'_
         subcommand_arity("config", sub, argc == 2)?;
         ctx.keyspace.reset_stats();
         ctx.errors.reset();
+        ctx.command_stats.reset(&ctx.ops);
         reply.ok();
     } else if is("REWRITE") {
         subcommand_arity("config", sub, argc == 2)?;

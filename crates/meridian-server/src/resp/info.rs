@@ -11,17 +11,22 @@ use crate::resp::context::{REDIS_VERSION, RespContext};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "server",
     "clients",
     "memory",
     "persistence",
     "stats",
     "replication",
+    "commandstats",
     "errorstats",
     "cluster",
     "keyspace",
 ];
+
+/// Sections only named, `all` or `everything` show (not `default`, not a bare INFO), as in
+/// Redis.
+const NOT_DEFAULT: [&str; 1] = ["commandstats"];
 
 /// Renders the sections named in `args` (none, `default`, `all` or `everything`: all of
 /// them; unknown names are ignored, as in Redis).
@@ -30,17 +35,21 @@ pub(crate) fn render<'a>(ctx: &RespContext, args: impl Iterator<Item = &'a [u8]>
     let mut any = false;
     for a in args {
         any = true;
-        let all = [&b"all"[..], b"default", b"everything"]
+        let all = [&b"all"[..], b"everything"]
             .iter()
             .any(|w| a.eq_ignore_ascii_case(w));
+        let default = a.eq_ignore_ascii_case(b"default");
         for (i, s) in SECTIONS.iter().enumerate() {
-            if all || a.eq_ignore_ascii_case(s.as_bytes()) {
+            if all || (default && !NOT_DEFAULT.contains(s)) || a.eq_ignore_ascii_case(s.as_bytes())
+            {
                 wanted[i] = true;
             }
         }
     }
     if !any {
-        wanted = [true; SECTIONS.len()];
+        for (i, s) in SECTIONS.iter().enumerate() {
+            wanted[i] = !NOT_DEFAULT.contains(s);
+        }
     }
     let mut out = String::with_capacity(2048);
     let mut first = true;
@@ -208,6 +217,10 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
         "errorstats" => {
             out.push_str("# Errorstats\r\n");
             ctx.errors.render(out);
+        }
+        "commandstats" => {
+            out.push_str("# Commandstats\r\n");
+            ctx.command_stats.render(&ctx.ops, out);
         }
         "replication" => {
             line("# Replication\r\nrole", &"master");

@@ -47,6 +47,7 @@ mod cluster_txn;
 mod common;
 mod txn_view;
 
+mod command_stats;
 mod conn_io;
 mod connection;
 pub mod context;
