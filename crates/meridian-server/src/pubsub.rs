@@ -103,8 +103,14 @@ impl Mailbox {
         self.resp3.store(resp3, Ordering::Relaxed);
     }
 
-    fn speaks_resp3(&self) -> bool {
+    /// Whether the connection speaks RESP3.
+    pub(crate) fn speaks_resp3(&self) -> bool {
         self.resp3.load(Ordering::Relaxed)
+    }
+
+    /// Whether something is queued (or the mailbox was closed): worth draining.
+    pub(crate) fn has_mail(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > 0 || self.is_closed()
     }
 }
 
@@ -207,6 +213,20 @@ impl Hub {
                 map.remove(name);
             }
         }
+    }
+
+    /// Queues an encoded message on one mailbox (client tracking's invalidations), under the
+    /// same output limit as published messages.
+    pub fn push(&self, mailbox: &Mailbox, bytes: Bytes) {
+        self.deliver(mailbox, bytes, self.limit());
+    }
+
+    /// Whether `mailbox` subscribes to `name`.
+    pub fn subscribed(&self, kind: Kind, name: &[u8], mailbox: &Mailbox) -> bool {
+        let mut reg = self.registry.lock();
+        reg.map(kind)
+            .get(name)
+            .is_some_and(|list| list.iter().any(|m| m.id == mailbox.id))
     }
 
     /// PUBLISH: queues `message` on every subscriber of `channel` and of every pattern
