@@ -207,6 +207,7 @@ impl Stripe {
     #[inline]
     fn touch(&mut self, key: &[u8]) {
         keyspace_events::record(key);
+        crate::tracking::record(key);
         if !self.watched.is_empty()
             && let Some(w) = self.watched.get_mut(key)
         {
@@ -257,6 +258,8 @@ pub struct Keyspace {
     held_bytes: AtomicI64,
     /// Keyspace notifications (`notify-keyspace-events`).
     pub(crate) events: keyspace_events::Notifier,
+    /// Client-side caching: who read which key, told when it changes (`crate::tracking`).
+    pub(crate) caching: Arc<crate::tracking::Tracking>,
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -324,6 +327,7 @@ impl Keyspace {
             hold_objects,
             held_bytes: AtomicI64::new(0),
             events: Default::default(),
+            caching: Default::default(),
             engine,
             clock,
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
@@ -607,6 +611,7 @@ impl Keyspace {
     fn count_expired(&self, key: &[u8]) {
         self.expired_keys.fetch_add(1, Ordering::Relaxed);
         self.events.notify(keyspace_events::EXPIRED, "expired", key);
+        self.caching.modified(key);
     }
 
     /// Deletes an expired key. Not a modification for WATCH: a key live at WATCH time that
@@ -902,6 +907,7 @@ impl Keyspace {
         }
         drop(guards);
         self.cursors.lock().clear();
+        self.caching.flushed();
         Ok(())
     }
 
@@ -1255,6 +1261,7 @@ impl Keyspace {
                 self.evicted_keys.fetch_add(1, Ordering::Relaxed);
                 self.events
                     .notify(keyspace_events::EVICTED, "evicted", &key);
+                self.caching.modified(&key);
                 true
             }
             Err(e) => {
