@@ -2574,5 +2574,8 @@ mod collections;
 #[path = "resp/pubsub.rs"]
 mod pubsub;
 
+#[path = "resp/tracking.rs"]
+mod tracking;
+
 #[path = "resp/scripting.rs"]
 mod scripting;
