@@ -77,6 +77,9 @@ pub struct Mailbox {
     /// Cancelled when the hub closes the mailbox (its subscriber fell too far behind), so
     /// a connection blocked writing to a client that does not read gives up.
     closed: CancellationToken,
+    /// Whether anything was ever queued here (the connection's writes watch `closed` from
+    /// then on).
+    used: AtomicBool,
 }
 
 impl Mailbox {
@@ -106,6 +109,11 @@ impl Mailbox {
     /// Whether the connection speaks RESP3.
     pub(crate) fn speaks_resp3(&self) -> bool {
         self.resp3.load(Ordering::Relaxed)
+    }
+
+    /// Whether anything was ever queued on this mailbox.
+    pub(crate) fn used(&self) -> bool {
+        self.used.load(Ordering::Relaxed)
     }
 
     /// Whether something is queued (or the mailbox was closed): worth draining.
@@ -181,6 +189,7 @@ impl Hub {
             queued: AtomicUsize::new(0),
             over_soft_since: AtomicU64::new(0),
             closed: CancellationToken::new(),
+            used: AtomicBool::new(false),
         });
         (mailbox, rx)
     }
@@ -284,6 +293,9 @@ impl Hub {
     fn deliver(&self, m: &Mailbox, bytes: Bytes, limit: OutputLimit) -> bool {
         if m.is_closed() {
             return true;
+        }
+        if !m.used.load(Ordering::Relaxed) {
+            m.used.store(true, Ordering::Relaxed);
         }
         let queued = (m.queued.fetch_add(bytes.len(), Ordering::AcqRel) + bytes.len()) as u64;
         if self.over_limit(m, queued, limit) {

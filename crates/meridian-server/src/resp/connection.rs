@@ -326,7 +326,7 @@ async fn write_out(
     shutdown: &CancellationToken,
     subscriptions: &pubsub::Subscribed,
 ) -> std::io::Result<()> {
-    if subscriptions.is_none() {
+    if !pubsub::receiving(subscriptions) {
         return write(ctx, stream, reply, shutdown).await;
     }
     tokio::select! {

@@ -481,8 +481,16 @@ pub(crate) fn parse_output_limit(hub: &Hub, value: &[u8]) -> Result<OutputLimit,
     Ok(limit)
 }
 
+/// Whether the connection receives messages (it subscribes, or its mailbox was ever used,
+/// e.g. for tracking invalidations): its writes then watch [`closed`]; others skip that
+/// cost.
+pub(crate) fn receiving(subs: &Subscribed) -> bool {
+    subs.as_ref()
+        .is_some_and(|s| !s.is_empty() || s.mailbox.used())
+}
+
 /// Resolves when the connection's mailbox is closed for falling behind (never while it has
-/// no subscriptions): a write to a client that stopped reading gives up then.
+/// no mailbox): a write to a client that stopped reading gives up then.
 pub(crate) async fn closed(subs: &Subscribed) {
     match subs {
         Some(subs) => subs.mailbox.closed().cancelled_owned().await,

@@ -14,7 +14,7 @@
 //! invalidation, and a cache that silently misses some is worse than none.
 
 use crate::resp::context::RespContext;
-use crate::tracking::{Endpoint, Request};
+use crate::tracking::{Endpoint, MAX_PREFIX_BYTES, MAX_PREFIXES, Request};
 use bytes::Bytes;
 use meridian_redis::error::{CmdResult, SYNTAX, raw};
 use meridian_redis::value::parse_i64;
@@ -170,6 +170,7 @@ fn tracking(
 ) -> CmdResult {
     let table = &ctx.keyspace.caching;
     let mut req = Request::default();
+    let mut prefix_bytes = 0;
     let mut j = 3;
     while j < args.len() {
         let opt = args.get(j);
@@ -198,10 +199,12 @@ fn tracking(
             req.noloop = true;
         } else if is(b"PREFIX") && more {
             j += 1;
-            if req.prefixes.len() >= crate::tracking::MAX_PREFIXES {
+            // Refused before anything is copied past the bounds.
+            prefix_bytes += args.get(j).len();
+            if req.prefixes.len() >= MAX_PREFIXES || prefix_bytes > MAX_PREFIX_BYTES {
                 return Err(raw(format!(
-                    "ERR A client may track at most {} prefixes",
-                    crate::tracking::MAX_PREFIXES
+                    "ERR A client may track at most {MAX_PREFIXES} prefixes of \
+                     {MAX_PREFIX_BYTES} bytes in all"
                 )));
             }
             req.prefixes.push(Bytes::copy_from_slice(args.get(j)));

@@ -237,7 +237,72 @@ async fn hostile_or_wrong_tracking_requests_get_redis_errors() {
         panic!("2000 prefixes are refused");
     };
     assert!(String::from_utf8_lossy(&e).contains("at most"), "{e:?}");
+    // One huge prefix: refused too.
+    let huge = vec![b'p'; 100_000];
+    let Frame::Error(e) = c
+        .cmd(&[b"CLIENT", b"TRACKING", b"on", b"BCAST", b"PREFIX", &huge])
+        .await
+    else {
+        panic!("a 100 kB prefix is refused");
+    };
+    assert!(
+        String::from_utf8_lossy(&e).contains("bytes in all"),
+        "{e:?}"
+    );
     c.roundtrip(b"CLIENT GETREDIR\r\n", b":-1\r\n").await;
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_tracking_client_that_stops_reading_is_disconnected_and_the_node_serves_on() {
+    let s = Server::default().await;
+    let mut writer = s.connect().await;
+    writer
+        .roundtrip(
+            b"CONFIG SET client-output-buffer-limit \"pubsub 256kb 0 0\"\r\n",
+            b"+OK\r\n",
+        )
+        .await;
+    let mut c = s.connect().await;
+    let _ = c.cmd(&[b"HELLO", b"3"]).await;
+    c.roundtrip(b"CLIENT TRACKING on BCAST\r\n", b"+OK\r\n")
+        .await;
+    // 64 MiB of invalidated key names, far past the socket buffers and the limit; the
+    // tracking client reads none of them.
+    let mut gone = false;
+    for i in 0..4096 {
+        let key = format!("{i:016384}");
+        writer
+            .roundtrip(
+                format!("*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n$1\r\nv\r\n", key.len()).as_bytes(),
+                b"+OK\r\n",
+            )
+            .await;
+        if i % 64 == 63 {
+            let Frame::Bulk(info) = writer.cmd(&[b"INFO", b"clients"]).await else {
+                panic!("INFO answers a bulk string");
+            };
+            if String::from_utf8_lossy(&info).contains("tracking_clients:0\r\n") {
+                gone = true;
+                break;
+            }
+        }
+    }
+    assert!(gone, "the tracking client was never disconnected");
+    let mut received = 0usize;
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            c.buf.clear();
+            match c.stream.read_buf(&mut c.buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received += n,
+            }
+        }
+    })
+    .await
+    .expect("the tracking client's connection is closed");
+    assert!(received < 32 << 20, "{received} bytes reached the client");
+    writer.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
     s.stop().await;
 }
 
