@@ -40,8 +40,6 @@ pub(crate) struct ClientTracking {
     optout: bool,
     /// `CLIENT CACHING yes|no` was given for the next command (or transaction).
     caching: bool,
-    /// The running command is the CLIENT CACHING that set it.
-    caching_now: bool,
 }
 
 impl ClientTracking {
@@ -91,7 +89,8 @@ pub(crate) fn tracked_read(cmd: Cmd) -> bool {
 
 /// After a command outside MULTI: remembers its keys as the module docs say when it `ran`
 /// (EXEC, DISCARD, WATCH did not: EXEC's commands are remembered one by one), and ends a
-/// CACHING flag that applied to it.
+/// CACHING flag that applied to it — unless it was a CLIENT command (CLIENT CACHING itself,
+/// or CLIENT TRACKINGINFO after it), which Redis lets the flag outlive.
 pub(crate) fn after_command(
     ctx: &RespContext,
     t: &mut ClientTracking,
@@ -104,7 +103,7 @@ pub(crate) fn after_command(
     if ran && t.wants_reads() && (tracked_read(cmd) || (cmd.runs_script() && script_read)) {
         remember(ctx, id, cmd, args);
     }
-    if !std::mem::take(&mut t.caching_now) {
+    if cmd != Cmd::Client {
         t.caching = false;
     }
 }
@@ -264,7 +263,6 @@ fn caching(t: &mut ClientTracking, reply: &mut Reply, opt: &[u8]) -> CmdResult {
         return Err(raw(SYNTAX));
     }
     t.caching = true;
-    t.caching_now = true;
     reply.ok();
     Ok(())
 }

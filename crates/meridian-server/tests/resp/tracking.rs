@@ -130,12 +130,16 @@ async fn optin_optout_and_bcast_change_what_is_tracked() {
     let mut c = s.connect().await;
     let mut writer = s.connect().await;
     let _ = c.cmd(&[b"HELLO", b"3"]).await;
-    // OPTIN: only the read right after CLIENT CACHING yes.
+    // OPTIN: only the read right after CLIENT CACHING yes (a CLIENT command in between
+    // keeps the flag, as in Redis).
     c.roundtrip(
-        b"CLIENT TRACKING on OPTIN\r\nGET a\r\nCLIENT CACHING yes\r\nGET b\r\nGET c\r\n",
-        b"+OK\r\n_\r\n+OK\r\n_\r\n_\r\n",
+        b"CLIENT TRACKING on OPTIN\r\nGET a\r\nCLIENT CACHING yes\r\nCLIENT ID\r\n\
+          GET b\r\nGET c\r\n",
+        b"+OK\r\n_\r\n+OK\r\n",
     )
     .await;
+    assert!(matches!(c.frame().await, Frame::Integer(_)));
+    c.expect(b"_\r\n_\r\n").await;
     writer.roundtrip(b"MSET a 1 b 1 c 1\r\n", b"+OK\r\n").await;
     c.expect(&push(&["b"])).await;
     c.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
