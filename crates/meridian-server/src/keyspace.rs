@@ -207,6 +207,7 @@ impl Stripe {
     #[inline]
     fn touch(&mut self, key: &[u8]) {
         keyspace_events::record(key);
+        crate::tracking::record(key);
         if !self.watched.is_empty()
             && let Some(w) = self.watched.get_mut(key)
         {
@@ -259,6 +260,8 @@ pub struct Keyspace {
     pub(crate) events: keyspace_events::Notifier,
     /// Where streams' nodes close (`stream-node-max-entries`, `stream-node-max-bytes`).
     stream_limits: [AtomicU64; 2],
+    /// Client-side caching: who read which key, told when it changes (`crate::tracking`).
+    pub(crate) caching: Arc<crate::tracking::Tracking>,
 }
 
 /// Number of [`ReadCounter`] slots.
@@ -330,6 +333,7 @@ impl Keyspace {
                 let d = meridian_redis::streams::NodeLimits::default();
                 [AtomicU64::new(d.entries), AtomicU64::new(d.bytes)]
             },
+            caching: Default::default(),
             engine,
             clock,
             cursors: Mutex::new(CursorTable::new(config.max_scan_cursors)),
@@ -614,6 +618,7 @@ impl Keyspace {
     fn count_expired(&self, key: &[u8]) {
         self.expired_keys.fetch_add(1, Ordering::Relaxed);
         self.events.notify(keyspace_events::EXPIRED, "expired", key);
+        self.caching.modified(key);
     }
 
     /// Deletes an expired key. Not a modification for WATCH: a key live at WATCH time that
@@ -924,6 +929,7 @@ impl Keyspace {
         drop(guards);
         self.cursors.lock().clear();
         self.blocking.touch_all();
+        self.caching.flushed();
         Ok(())
     }
 
@@ -1277,6 +1283,7 @@ impl Keyspace {
                 self.evicted_keys.fetch_add(1, Ordering::Relaxed);
                 self.events
                     .notify(keyspace_events::EVICTED, "evicted", &key);
+                self.caching.modified(&key);
                 true
             }
             Err(e) => {

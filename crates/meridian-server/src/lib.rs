@@ -32,6 +32,7 @@ pub mod s3;
 pub mod scan_cursors;
 pub mod scripting;
 pub mod state;
+pub mod tracking;
 pub mod wire_error;
 
 pub use config::{EngineKind, NodeConfig};

@@ -77,6 +77,9 @@ pub struct Mailbox {
     /// Cancelled when the hub closes the mailbox (its subscriber fell too far behind), so
     /// a connection blocked writing to a client that does not read gives up.
     closed: CancellationToken,
+    /// Whether anything was ever queued here (the connection's writes watch `closed` from
+    /// then on).
+    used: AtomicBool,
 }
 
 impl Mailbox {
@@ -103,8 +106,19 @@ impl Mailbox {
         self.resp3.store(resp3, Ordering::Relaxed);
     }
 
-    fn speaks_resp3(&self) -> bool {
+    /// Whether the connection speaks RESP3.
+    pub(crate) fn speaks_resp3(&self) -> bool {
         self.resp3.load(Ordering::Relaxed)
+    }
+
+    /// Whether anything was ever queued on this mailbox.
+    pub(crate) fn used(&self) -> bool {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    /// Whether something is queued (or the mailbox was closed): worth draining.
+    pub(crate) fn has_mail(&self) -> bool {
+        self.queued.load(Ordering::Acquire) > 0 || self.is_closed()
     }
 }
 
@@ -175,6 +189,7 @@ impl Hub {
             queued: AtomicUsize::new(0),
             over_soft_since: AtomicU64::new(0),
             closed: CancellationToken::new(),
+            used: AtomicBool::new(false),
         });
         (mailbox, rx)
     }
@@ -207,6 +222,20 @@ impl Hub {
                 map.remove(name);
             }
         }
+    }
+
+    /// Queues an encoded message on one mailbox (client tracking's invalidations), under the
+    /// same output limit as published messages.
+    pub fn push(&self, mailbox: &Mailbox, bytes: Bytes) {
+        self.deliver(mailbox, bytes, self.limit());
+    }
+
+    /// Whether `mailbox` subscribes to `name`.
+    pub fn subscribed(&self, kind: Kind, name: &[u8], mailbox: &Mailbox) -> bool {
+        let mut reg = self.registry.lock();
+        reg.map(kind)
+            .get(name)
+            .is_some_and(|list| list.iter().any(|m| m.id == mailbox.id))
     }
 
     /// PUBLISH: queues `message` on every subscriber of `channel` and of every pattern
@@ -264,6 +293,9 @@ impl Hub {
     fn deliver(&self, m: &Mailbox, bytes: Bytes, limit: OutputLimit) -> bool {
         if m.is_closed() {
             return true;
+        }
+        if !m.used.load(Ordering::Relaxed) {
+            m.used.store(true, Ordering::Relaxed);
         }
         let queued = (m.queued.fetch_add(bytes.len(), Ordering::AcqRel) + bytes.len()) as u64;
         if self.over_limit(m, queued, limit) {

@@ -2574,6 +2574,9 @@ mod collections;
 #[path = "resp/pubsub.rs"]
 mod pubsub;
 
+#[path = "resp/tracking.rs"]
+mod tracking;
+
 #[path = "resp/scripting.rs"]
 mod scripting;
 

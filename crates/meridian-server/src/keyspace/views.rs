@@ -228,6 +228,7 @@ impl<'a> Overlay<'a> {
                 self.ks
                     .events
                     .notify(crate::keyspace_events::EXPIRED, "expired", &k);
+                self.ks.caching.modified(&k);
             }
             let s = self.guards.of(&k)?;
             if p.touched {
@@ -261,6 +262,9 @@ impl<'a> Overlay<'a> {
         if self.guards.ids.len() != STRIPES {
             return Err(RedisError::Corrupt("flush without every stripe locked"));
         }
+        // Told before the commit: a failed commit then costs clients their caches, never a
+        // stale entry.
+        self.ks.caching.flushed();
         for p in self.pending.values_mut() {
             p.value = None;
             p.expiry = None;
@@ -579,6 +583,7 @@ impl Overlay<'_> {
     fn pend(&mut self, key: &[u8], p: Pending) {
         if p.touched {
             crate::keyspace_events::record(key);
+            crate::tracking::record(key);
         }
         match self.pending.entry(Bytes::copy_from_slice(key)) {
             MapEntry::Occupied(mut o) => {

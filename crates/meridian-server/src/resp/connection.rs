@@ -31,9 +31,10 @@
 //! hands them to `cluster_txn`. A connection that goes away drops its watched keys. The batch's replies are written once all its commands
 //! have finished.
 //!
-//! Pub/sub: while the connection has subscriptions (`resp::pubsub`), it waits on its
-//! mailbox beside the socket and writes the messages that arrive between its commands; a
-//! mailbox closed for falling behind ends the connection, even mid-write.
+//! Pub/sub and client tracking: the connection waits on its mailbox (`resp::pubsub`) beside
+//! the socket and writes the messages that arrive between its commands — on a single node
+//! also after each command of a pipeline, so an invalidation a command caused follows its
+//! reply; a mailbox closed for falling behind ends the connection, even mid-write.
 //!
 //! The connection ends on EOF, QUIT, a protocol error (after the error reply and every
 //! earlier reply are written), an I/O error, a request that outgrows the query-buffer
@@ -225,6 +226,12 @@ pub(crate) async fn run(
                             let t1 = Instant::now();
                             stats.observe(t1 - t0, error);
                             t0 = t1;
+                            // Messages (pub/sub, tracking invalidations) come after the
+                            // reply of the command that caused them, never inside one.
+                            if !pubsub::deliver(&mut session.pubsub, &mut reply) {
+                                close = true;
+                                break;
+                            }
                             if flow == Flow::Close {
                                 close = true;
                                 break;
@@ -319,7 +326,7 @@ async fn write_out(
     shutdown: &CancellationToken,
     subscriptions: &pubsub::Subscribed,
 ) -> std::io::Result<()> {
-    if subscriptions.is_none() {
+    if !pubsub::receiving(subscriptions) {
         return write(ctx, stream, reply, shutdown).await;
     }
     tokio::select! {

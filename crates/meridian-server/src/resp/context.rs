@@ -125,6 +125,8 @@ impl RespContext {
         // Keyspace notifications go to this front end's subscribers, and so do messages
         // published on the cluster's other nodes.
         keyspace.events.attach(pubsub.clone());
+        // Client tracking's invalidations go through the same mailboxes.
+        keyspace.caching.attach(pubsub.clone());
         if let Some(c) = &cluster {
             let hub = pubsub.clone();
             c.node

@@ -31,6 +31,7 @@ use crate::resp::info;
 use crate::resp::multi::{self, MultiState, Queue, Step};
 use crate::resp::pubsub;
 use crate::resp::scripting;
+use crate::resp::tracking;
 use bytes::Bytes;
 use meridian_redis::Cmd;
 use meridian_redis::Reply;
@@ -83,8 +84,10 @@ pub(crate) struct Session {
     pub(crate) readonly: bool,
     /// Cluster mode: the database `SELECT` chose (`cluster_db`).
     pub(crate) db: Db,
-    /// The connection's pub/sub subscriptions, while it has any (`resp::pubsub`).
+    /// The connection's pub/sub subscriptions and mailbox (`resp::pubsub`).
     pub(crate) pubsub: pubsub::Subscribed,
+    /// CLIENT TRACKING's state on this connection (`resp::tracking`).
+    pub(crate) tracking: tracking::ClientTracking,
     /// CLIENT REPLY's setting.
     reply_mode: ReplyMode,
     /// Whether the running command was CLIENT REPLY (its own reply follows the new mode).
@@ -110,6 +113,8 @@ impl ReplyMode {
 
 impl Session {
     pub fn new(ctx: &RespContext, info: Arc<ClientInfo>) -> Self {
+        let pubsub = pubsub::open(ctx);
+        let tracking = tracking::ClientTracking::connect(ctx, info.id, &pubsub);
         Self {
             authed: ctx.config.requirepass.is_none(),
             info,
@@ -123,7 +128,8 @@ impl Session {
             last_cmd: 0,
             readonly: false,
             db: Db::default(),
-            pubsub: None,
+            pubsub,
+            tracking,
             reply_mode: ReplyMode::On,
             reply_mode_set: false,
         }
@@ -146,6 +152,7 @@ impl Session {
             readonly: false,
             db: Db::default(),
             pubsub: None,
+            tracking: Default::default(),
             reply_mode: ReplyMode::On,
             reply_mode_set: false,
         }
@@ -247,11 +254,17 @@ fn execute_counted<'c>(
             return silenced(reply, refused);
         }
     };
-    if ctx.keyspace.over_maxmemory()
-        && let Err(refused) = out_of_memory(ctx, session, reply, cmd)
-    {
-        refused.0.reject();
-        return silenced(reply, refused);
+    if ctx.keyspace.over_maxmemory() {
+        let fits = ctx.keyspace.make_room();
+        // Invalidations of the keys evicted to make room come before this command's reply,
+        // as in Redis (muted, they wait for the connection loop).
+        if !muted_before && ctx.keyspace.caching.active() {
+            pubsub::deliver(&mut session.pubsub, reply);
+        }
+        if let Err(refused) = out_of_memory(ctx, session, reply, cmd, fits) {
+            refused.0.reject();
+            return silenced(reply, refused);
+        }
     }
     if ctx.too_few_replicas()
         && let Err(refused) = no_good_replicas(ctx, session, reply, cmd)
@@ -262,7 +275,9 @@ fn execute_counted<'c>(
     let mut flow = Flow::Continue;
     let notifier = &ctx.keyspace.events;
     let events = CommandEvents::begin(notifier, cmd, args, |k| ctx.keyspace.key_exists(k));
-    let result = if session.multi.active || multi::is_transaction_command(cmd) {
+    let caching = ctx.keyspace.caching.begin();
+    let queued_or_exec = session.multi.active || multi::is_transaction_command(cmd);
+    let result = if queued_or_exec {
         match multi::step(&mut session.multi, reply, cmd, args) {
             Step::Done(r) => r,
             Step::Exec => exec_transaction(ctx, session, reply),
@@ -295,6 +310,15 @@ fn execute_counted<'c>(
     if ctx.keyspace.has_ready_keys() {
         ctx.keyspace.serve_blocked(&mut session.served);
     }
+    if let Some(caching) = caching {
+        caching.finish(&ctx.keyspace.caching, session.info.id);
+    }
+    if !session.multi.active {
+        // Not queued, nor MULTI (whose CACHING flag holds for the transaction).
+        let id = session.info.id;
+        let ran = !queued_or_exec;
+        tracking::after_command(ctx, &mut session.tracking, id, cmd, args, ran);
+    }
     let error = finish(reply, result);
     let muted = if std::mem::take(&mut session.reply_mode_set) {
         session.reply_mode.mutes()
@@ -307,18 +331,19 @@ fn execute_counted<'c>(
     (&ctx.ops[cmd as usize], error, flow)
 }
 
-/// Standalone, over `maxmemory`: makes room (evicting under an evicting policy), and when
-/// that fails refuses what Redis's `processCommand` refuses: a command flagged `denyoom`,
-/// any command but EXEC, DISCARD, QUIT and RESET inside MULTI (the queue would grow), and an
-/// EXEC whose queue holds a `denyoom` command (which aborts the transaction). Reads, DEL,
-/// EXPIRE, CONFIG (to raise the limit) still run.
+/// Standalone, over `maxmemory`, after making room (evicting under an evicting policy):
+/// unless it `fits` now, refuses what Redis's `processCommand` refuses: a command flagged
+/// `denyoom`, any command but EXEC, DISCARD, QUIT and RESET inside MULTI (the queue would
+/// grow), and an EXEC whose queue holds a `denyoom` command (which aborts the transaction).
+/// Reads, DEL, EXPIRE, CONFIG (to raise the limit) still run.
 fn out_of_memory<'c>(
     ctx: &'c RespContext,
     session: &mut Session,
     reply: &mut Reply,
     cmd: Cmd,
+    fits: bool,
 ) -> Result<(), Refused<'c>> {
-    if ctx.keyspace.make_room() {
+    if fits {
         return Ok(());
     }
     let denyoom = |c: Cmd| c.spec().flags.contains(&"denyoom");
@@ -397,6 +422,8 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
                 }
                 _ => run_queued(ctx, session, reply, ov, q.cmd, q.args.get()),
             };
+            let id = session.info.id;
+            tracking::after_queued(ctx, &session.tracking, id, q.cmd, q.args.get());
             finish(reply, r);
             // A queued command's error counts in errorstats, as Redis counts it (EXEC's own
             // reply is an array, so `execute` does not see it).
@@ -425,6 +452,9 @@ fn script_command<'a>(
     lua: &'a mut Session,
 ) -> impl FnMut(&mut Reply, &mut crate::keyspace::Overlay<'_>, Cmd, Args<'_>) + 'a {
     move |reply, ov, cmd, args| {
+        if tracking::tracked_read(cmd) {
+            crate::tracking::note_script_read();
+        }
         let result = run_queued(ctx, lua, reply, ov, cmd, args);
         finish(reply, result);
     }
@@ -1032,6 +1062,9 @@ fn other(
         Cmd::Quit => {
             reply.ok();
             *flow = Flow::Close;
+            // Gone for client tracking from now on: a client redirecting here learns it
+            // with its next invalidation, even before the socket is closed.
+            session.tracking.close();
         }
         Cmd::Reset => {
             reply.resp3 = false;
@@ -1041,7 +1074,9 @@ fn other(
             session.multi.discard();
             session.db = Db::default();
             session.readonly = false;
-            session.pubsub = None;
+            pubsub::reset(&mut session.pubsub);
+            pubsub::protocol_changed(&session.pubsub, false);
+            session.tracking.reset(ctx, session.info.id);
             reply.simple(b"RESET");
         }
         Cmd::Time => {
@@ -1404,6 +1439,10 @@ fn client(
     let sub = args.get(1);
     let argc = args.len();
     let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
+    let id = session.info.id;
+    if let Some(done) = tracking::client(ctx, &mut session.tracking, id, reply, args) {
+        return done;
+    }
     if is("ID") {
         subcommand_arity("client", sub, argc == 2)?;
         reply.int(session.info.id as i64);
@@ -1525,6 +1564,15 @@ fn client(
             "NO-EVICT (ON|OFF)",
             "NO-TOUCH (ON|OFF)",
             "    Accepted and ignored.",
+            "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+            "         [OPTIN] [OPTOUT] [NOLOOP]",
+            "    Control server assisted client side caching.",
+            "CACHING (YES|NO)",
+            "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
+            "GETREDIR",
+            "    Return the client ID we are redirecting to when tracking is enabled.",
+            "TRACKINGINFO",
+            "    Report tracking status for the current connection.",
             "HELP",
             "    Print this help.",
         ]);
@@ -1589,10 +1637,14 @@ fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
         0 => "NULL",
         i => Cmd::ALL[i as usize - 1].spec().name,
     };
+    let (mut flags, redir) = tracking::list_fields(ctx, c.id);
+    if flags.is_empty() {
+        flags.push('N');
+    }
     format!(
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags=N db=0 sub=0 psub=0 \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 \
          ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 \
-         omem=0 tot-mem=0 events=r cmd={} user=default redir=-1 resp={} lib-name={} \
+         omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} \
          lib-ver={}\n",
         c.id,
         c.addr,
@@ -1601,7 +1653,9 @@ fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
         s(&meta.name),
         c.created.elapsed().as_secs(),
         now_ms.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
+        flags,
         last_cmd,
+        redir,
         c.resp.load(Ordering::Relaxed),
         s(&meta.lib_name),
         s(&meta.lib_ver),
@@ -1671,6 +1725,10 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
             keyspace_events::format(ctx.keyspace.events.flags()),
         ),
         ("port", ctx.port().to_string()),
+        (
+            "tracking-table-max-keys",
+            ctx.keyspace.caching.max_keys().to_string(),
+        ),
         // No protected mode: non-loopback clients are served without a password.
         ("protected-mode", "no".into()),
         ("proto-max-bulk-len", l.max_bulk_len.to_string()),
@@ -1780,6 +1838,7 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut notify = None;
     let mut busy_ms = None;
     let mut min_replicas = None;
+    let mut tracking_max_keys = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
@@ -1799,6 +1858,13 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             let limit =
                 pubsub::parse_output_limit(&ctx.pubsub, value).map_err(|why| failed(name, &why))?;
             output_limit = Some(limit);
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"tracking-table-max-keys") {
+            let n = meridian_redis::value::parse_i64(value)
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
+            tracking_max_keys = Some(usize::try_from(n).unwrap_or(usize::MAX));
             continue;
         }
         if name.eq_ignore_ascii_case(b"busy-reply-threshold")
@@ -1832,7 +1898,8 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             return Err(raw(format!(
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
                  maxmemory-policy, client-output-buffer-limit, notify-keyspace-events, \
-                 busy-reply-threshold, min-replicas-to-write and Redis's encoding settings \
+                 busy-reply-threshold, min-replicas-to-write, tracking-table-max-keys and \
+                 Redis's encoding settings \
                  change at runtime; set the others in the node's configuration file and \
                  restart it",
                 lossy(name)
@@ -1875,6 +1942,9 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     }
     if let Some(n) = min_replicas {
         ctx.min_replicas_to_write.store(n, Ordering::Relaxed);
+    }
+    if let Some(n) = tracking_max_keys {
+        ctx.keyspace.caching.set_max_keys(n);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

@@ -111,7 +111,8 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("cluster_connections", &0);
             line("maxclients", &ctx.config.limits.max_clients);
             line("blocked_clients", &ctx.keyspace.blocking.blocked_clients());
-            line("tracking_clients", &0);
+            let tracking = ctx.keyspace.caching.stats();
+            line("tracking_clients", &tracking.clients);
         }
         "memory" => {
             // The keyspace's estimate (keys, values, per-key overhead), what `maxmemory`
@@ -127,6 +128,9 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
             line("maxmemory", &max);
             line("maxmemory_human", &human(max));
             line("maxmemory_policy", &policy);
+            // All of `used_memory` counts for eviction, and nothing is freed lazily.
+            line("mem_not_counted_for_evict", &0);
+            line("lazyfree_pending_objects", &0);
             if let Some((vm, scripts, bytes)) = ctx.scripts.stats() {
                 line("used_memory_lua", &vm);
                 line("used_memory_vm_eval", &vm);
@@ -212,6 +216,10 @@ fn section(ctx: &RespContext, name: &str, out: &mut String) {
                 "pubsubshard_channels",
                 &ctx.pubsub.count(crate::pubsub::Kind::Shard),
             );
+            let tracking = ctx.keyspace.caching.stats();
+            line("tracking_total_keys", &tracking.keys);
+            line("tracking_total_items", &tracking.items);
+            line("tracking_total_prefixes", &tracking.prefixes);
             line("total_error_replies", &ctx.errors.total());
         }
         "errorstats" => {

@@ -17,6 +17,8 @@
 //! - `info`: the INFO text.
 //! - `pubsub`: SUBSCRIBE, PUBLISH, PUBSUB and the rest over the node's [`crate::pubsub::Hub`];
 //!   a subscribed connection's messages are written between its commands.
+//! - `tracking`: CLIENT TRACKING/CACHING/GETREDIR/TRACKINGINFO, and the keys a tracking
+//!   connection's reads add to the node's [`crate::tracking::Tracking`] table.
 //! - `sharded`: a standalone node's key commands on the worker-shard executor
 //!   (`repart.mode`), replies in request order.
 //! - `cluster_cmd`: the Redis Cluster protocol (`CLUSTER SLOTS`/`SHARDS`/`NODES`/..., each
@@ -64,6 +66,7 @@ mod scripting;
 pub mod request;
 pub mod server;
 mod sharded;
+mod tracking;
 
 pub use cluster_cmd::redis_node_id;
 pub use context::RespContext;

@@ -1,12 +1,15 @@
 //! Pub/Sub on a connection: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and their UNSUBSCRIBEs,
 //! PUBLISH, SPUBLISH and PUBSUB, over the node's [`Hub`](crate::pubsub::Hub).
 //!
-//! A connection's subscriptions live in its session ([`Subscriptions`], present while it has
-//! any); the connection loop writes the messages its mailbox receives whenever no command is
-//! running ([`next`], [`take`]). Replies follow Redis 7: each (un)subscription is confirmed
-//! by its own `[kind, name, count]` (a push in RESP3), where the count is the connection's
-//! channels plus patterns, or its shard channels for the `S` commands; a RESP2 connection
-//! with subscriptions runs only the (P|S)(UN)SUBSCRIBE commands, PING, QUIT and RESET.
+//! A connection's subscriptions live in its session ([`Subscriptions`], with the connection's
+//! mailbox, present from the connection's start: client tracking's invalidations arrive in
+//! it too, see `crate::tracking`); the connection loop writes the messages its mailbox
+//! receives whenever no command is running ([`next`], [`take`], [`deliver`]).
+//!
+//! Replies follow Redis 7: each (un)subscription is confirmed by its own `[kind, name,
+//! count]` (a push in RESP3), where the count is the connection's channels plus patterns,
+//! or its shard channels for the `S` commands; a RESP2 connection with subscriptions runs
+//! only the (P|S)(UN)SUBSCRIBE commands, PING, QUIT and RESET.
 //!
 //! Cluster mode: a message published on a node is delivered to its own subscribers, then
 //! sent to every other node of every DC (`meridian_replication::pubsub`), which delivers it
@@ -101,10 +104,9 @@ impl Subscriptions {
     fn is_empty(&self) -> bool {
         self.channels.len() + self.patterns.len() + self.shards.len() == 0
     }
-}
 
-impl Drop for Subscriptions {
-    fn drop(&mut self) {
+    /// Unsubscribes from everything (RESET), keeping the mailbox.
+    fn clear(&mut self) {
         for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
             for name in std::mem::take(self.names(kind)).order.into_keys() {
                 self.hub.unsubscribe(kind, &name, &self.mailbox);
@@ -113,12 +115,48 @@ impl Drop for Subscriptions {
     }
 }
 
-/// A connection's subscriptions, while it has any (a session's field).
+impl Drop for Subscriptions {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+/// A connection's subscriptions and mailbox (a session's field; `None` only for the
+/// sessions of scripts and worker shards, which are no connection).
 pub(crate) type Subscribed = Option<Box<Subscriptions>>;
+
+/// A connection's mailbox and (no) subscriptions, at its start.
+pub(crate) fn open(ctx: &RespContext) -> Subscribed {
+    Some(new_subscriptions(ctx, false))
+}
+
+fn new_subscriptions(ctx: &RespContext, resp3: bool) -> Box<Subscriptions> {
+    let (mailbox, inbox) = ctx.pubsub.mailbox(resp3);
+    Box::new(Subscriptions {
+        hub: ctx.pubsub.clone(),
+        mailbox,
+        inbox,
+        channels: Names::default(),
+        patterns: Names::default(),
+        shards: Names::default(),
+    })
+}
+
+/// The connection's mailbox.
+pub(crate) fn mailbox(subs: &Subscribed) -> Option<&Arc<Mailbox>> {
+    subs.as_ref().map(|s| &s.mailbox)
+}
+
+/// RESET: no subscriptions any more; the mailbox stays.
+pub(crate) fn reset(subs: &mut Subscribed) {
+    if let Some(s) = subs {
+        s.clear();
+    }
+}
 
 /// Whether a connection is in RESP2's subscribed mode, where only a few commands run.
 pub(crate) fn in_subscribed_mode(subs: &Subscribed, resp3: bool) -> bool {
-    !resp3 && subs.is_some()
+    !resp3 && subs.as_ref().is_some_and(|s| !s.is_empty())
 }
 
 /// The refusal of `cmd` on a connection in RESP2's subscribed mode, if it is refused.
@@ -216,17 +254,7 @@ fn subscribe(
     kind: Kind,
     args: Args<'_>,
 ) -> CmdResult {
-    let subs = subscribed.get_or_insert_with(|| {
-        let (mailbox, inbox) = ctx.pubsub.mailbox(reply.resp3);
-        Box::new(Subscriptions {
-            hub: ctx.pubsub.clone(),
-            mailbox,
-            inbox,
-            channels: Names::default(),
-            patterns: Names::default(),
-            shards: Names::default(),
-        })
-    });
+    let subs = subscribed.get_or_insert_with(|| new_subscriptions(ctx, reply.resp3));
     // Messages that came before this reply go out before it.
     drain(subs, reply);
     for name in args.iter_from(1) {
@@ -271,9 +299,6 @@ fn unsubscribe(
             subs.hub.unsubscribe(kind, &name, &subs.mailbox);
         }
         confirm(reply, verb, Some(&name), subs.count(kind));
-    }
-    if subs.is_empty() {
-        *subscribed = None;
     }
     Ok(())
 }
@@ -350,6 +375,16 @@ fn drain(subs: &mut Subscriptions, reply: &mut Reply) -> bool {
         reply.out.extend_from_slice(&bytes);
     }
     !subs.mailbox.is_closed()
+}
+
+/// Between two commands: copies what waits in the connection's mailbox into `reply`, after
+/// the reply of the command that ran (one atomic load when nothing waits). Returns `false`
+/// when the connection must be disconnected (it fell too far behind).
+pub(crate) fn deliver(subs: &mut Subscribed, reply: &mut Reply) -> bool {
+    match subs.as_mut() {
+        Some(subs) if subs.mailbox.has_mail() => drain(subs, reply),
+        _ => true,
+    }
 }
 
 /// Waits for the next message to a subscribed connection (forever when it has no
@@ -446,8 +481,16 @@ pub(crate) fn parse_output_limit(hub: &Hub, value: &[u8]) -> Result<OutputLimit,
     Ok(limit)
 }
 
+/// Whether the connection receives messages (it subscribes, or its mailbox was ever used,
+/// e.g. for tracking invalidations): its writes then watch [`closed`]; others skip that
+/// cost.
+pub(crate) fn receiving(subs: &Subscribed) -> bool {
+    subs.as_ref()
+        .is_some_and(|s| !s.is_empty() || s.mailbox.used())
+}
+
 /// Resolves when the connection's mailbox is closed for falling behind (never while it has
-/// no subscriptions): a write to a client that stopped reading gives up then.
+/// no mailbox): a write to a client that stopped reading gives up then.
 pub(crate) async fn closed(subs: &Subscribed) {
     match subs {
         Some(subs) => subs.mailbox.closed().cancelled_owned().await,
