@@ -25,11 +25,10 @@
 //! runs again and finds them together.
 
 use crate::cluster_backend::ClusterBackend;
-use crate::resp::common::error_reply;
 use crate::resp::multi::MultiState;
-use crate::resp::txn_view::{ATTEMPTS, TxnView, repl_line};
+use crate::resp::txn_view::{ATTEMPTS, Body, TxnView, repl_line};
 use bytes::{Bytes, BytesMut};
-use meridian_redis::{Args, Cmd, Reply};
+use meridian_redis::Reply;
 use meridian_replication::GroupOutcome;
 use meridian_replication::timeline::{Content, Expect, GroupItem, Record, Version};
 use std::borrow::Cow;
@@ -71,14 +70,14 @@ fn version_of(r: &Option<Record>) -> Option<Version> {
     r.as_ref().map(|r| r.ver)
 }
 
-/// EXEC of `cmds` over `keys` (sorted, distinct, every watched key included) as one timeline
-/// group: the replies of the run that committed, `None` when a watched key changed, or an
-/// error line.
+/// EXEC of `body` (the queued commands, or a script) over `keys` (sorted, distinct, every
+/// watched key included) as one timeline group: the replies of the run that committed,
+/// `None` when a watched key changed, or an error line.
 pub(crate) async fn exec(
     c: &ClusterBackend,
     watched: &[(Bytes, Option<Version>)],
     keys: &[Bytes],
-    cmds: &[(Cmd, Args<'_>)],
+    body: &mut Body<'_>,
     resp3: bool,
 ) -> Result<Option<BytesMut>, String> {
     // Watched keys first: when records must be gathered, the first one's master is kept.
@@ -103,7 +102,10 @@ pub(crate) async fn exec(
         if changed {
             return Ok(None);
         }
-        let (items, out) = run(c, &order, &read, cmds, resp3);
+        let (items, out, commit) = run(c, &order, &read, body, resp3);
+        if !commit {
+            return Ok(Some(out));
+        }
         match c
             .dispatch
             .tl_commit_group(items, &read)
@@ -122,15 +124,15 @@ pub(crate) async fn exec(
     Err("CONFLICT the transaction kept conflicting with other writes of its keys; retry it".into())
 }
 
-/// Runs the commands over what `read` holds: the group's items (every key's version as
-/// the precondition, the new content of each key written) and the replies.
+/// Runs `body` over what `read` holds: the group's items (every key's version as the
+/// precondition, the new content of each key written), the replies, and whether to commit.
 fn run(
     c: &ClusterBackend,
     keys: &[Bytes],
     read: &[Option<Record>],
-    cmds: &[(Cmd, Args<'_>)],
+    body: &mut Body<'_>,
     resp3: bool,
-) -> (Vec<GroupItem>, BytesMut) {
+) -> (Vec<GroupItem>, BytesMut, bool) {
     let found = read
         .iter()
         .map(|r| r.as_ref().and_then(|r| r.content.value().cloned()))
@@ -140,12 +142,8 @@ fn run(
         out: BytesMut::new(),
         resp3,
     };
-    for (cmd, args) in cmds {
-        if let Err(e) = meridian_redis::types::exec_on_view(*cmd, *args, &mut view, &mut out) {
-            error_reply(&mut out, e);
-        }
-    }
-    (items(keys, read, view.into_writes()), out.out)
+    let commit = body(&mut view, &mut out);
+    (items(keys, read, view.into_writes()), out.out, commit)
 }
 
 /// One item per key: its version read (insert-if-absent without a record) and, when the

@@ -32,9 +32,8 @@
 //! them atomically).
 
 use crate::cluster_backend::ClusterBackend;
-use crate::resp::common::error_reply;
 use crate::resp::multi::MultiState;
-use crate::resp::txn_view::{ATTEMPTS, TxnView, repl_line};
+use crate::resp::txn_view::{ATTEMPTS, Body, TxnView, commands, repl_line};
 use bytes::Bytes;
 use meridian_core::Timestamp;
 use meridian_redis::Args;
@@ -123,7 +122,7 @@ async fn run_once(
     c: &ClusterBackend,
     mut t: Transaction,
     keys: &[Bytes],
-    cmds: &[(Cmd, Args<'_>)],
+    body: &mut Body<'_>,
     out: &mut Reply,
 ) -> Result<Run, String> {
     let found = t.read(keys).await;
@@ -133,10 +132,9 @@ async fn run_once(
         Err(e) => return Err(repl_line(c, e.into())),
     };
     let mut view = TxnView::over(keys, found, c.node.clock_now());
-    for (cmd, args) in cmds {
-        if let Err(e) = meridian_redis::types::exec_on_view(*cmd, *args, &mut view, out) {
-            error_reply(out, e);
-        }
+    if !body(&mut view, out) {
+        // Nothing is written: the transaction ends unapplied (dropped, it aborts).
+        return Ok(Run::Committed(Timestamp(0)));
     }
     view.write_back(&mut t)
         .map_err(|e| repl_line(c, e.into()))?;
@@ -209,7 +207,7 @@ pub(crate) async fn exec(
                 c,
                 &state.cluster_watch_versions,
                 &keys,
-                &cmds,
+                &mut commands(&cmds),
                 reply.resp3,
             )
             .await
@@ -220,7 +218,7 @@ pub(crate) async fn exec(
                 state.cluster_txn.take(),
                 session,
                 &keys,
-                &cmds,
+                &mut commands(&cmds),
                 reply.resp3,
             )
             .await
@@ -242,12 +240,12 @@ pub(crate) async fn exec(
 /// WATCH a refusal re-runs everything at a fresh snapshot (at most [`ATTEMPTS`] runs; after
 /// a backoff when a key was moving); the commit timestamp becomes the connection's session
 /// token.
-async fn run_to_commit(
+pub(crate) async fn run_to_commit(
     c: &ClusterBackend,
     watched: Option<Transaction>,
     session: &AtomicU64,
     keys: &[Bytes],
-    cmds: &[(Cmd, Args<'_>)],
+    body: &mut Body<'_>,
     resp3: bool,
 ) -> Result<Option<bytes::BytesMut>, String> {
     let has_watch = watched.is_some();
@@ -265,7 +263,7 @@ async fn run_to_commit(
             out: bytes::BytesMut::new(),
             resp3,
         };
-        match run_once(c, t, keys, cmds, &mut out).await? {
+        match run_once(c, t, keys, body, &mut out).await? {
             Run::Committed(ts) => {
                 session.fetch_max(ts.0, Ordering::Relaxed);
                 return Ok(Some(out.out));
@@ -306,7 +304,8 @@ pub(crate) async fn single(
         reply.error(&line.replace("EXECABORT Transaction discarded: ", "ERR "));
         return;
     }
-    match run_to_commit(c, None, session, &keys, &[(cmd, args)], reply.resp3).await {
+    let one = [(cmd, args)];
+    match run_to_commit(c, None, session, &keys, &mut commands(&one), reply.resp3).await {
         Ok(Some(out)) => reply.out.extend_from_slice(&out),
         Ok(None) => reply.error("CONFLICT txn_aborted the command conflicted; retry it"),
         Err(line) => reply.error(&line),
@@ -331,10 +330,10 @@ pub(crate) async fn multi_key(
     let cmds = [(cmd, args)];
     let result = match check_keys(c, &keys) {
         Ok(AtomicGroup::Timeline) => {
-            crate::resp::cluster_group::exec(c, &[], &keys, &cmds, reply.resp3).await
+            crate::resp::cluster_group::exec(c, &[], &keys, &mut commands(&cmds), reply.resp3).await
         }
         Ok(AtomicGroup::Transaction) => {
-            run_to_commit(c, None, session, &keys, &cmds, reply.resp3).await
+            run_to_commit(c, None, session, &keys, &mut commands(&cmds), reply.resp3).await
         }
         Err(line) => Err(line.replace(
             "EXECABORT Transaction discarded: ",

@@ -612,6 +612,12 @@ pub(crate) async fn execute_cluster<'c>(
         let result = databases(cluster, session, reply, cmd, args).await;
         return (&ctx.ops[cmd as usize], finish(reply, result), flow);
     }
+    if cmd.runs_script() {
+        let txn_session = &session.txn_session;
+        let result =
+            crate::resp::cluster_scripts::call(ctx, cluster, txn_session, reply, cmd, args).await;
+        return (&ctx.ops[cmd as usize], finish(reply, result), flow);
+    }
     let result = match crate::resp::cluster_exec::run(
         cluster,
         &ctx.metrics,

@@ -44,6 +44,7 @@ mod cluster_exec;
 mod cluster_group;
 mod cluster_keys;
 mod cluster_redirect;
+mod cluster_scripts;
 mod cluster_strings;
 mod cluster_txn;
 mod common;

@@ -20,8 +20,10 @@
 //!
 //! Inside a script, as in Redis: unknown commands, wrong arities, `noscript` commands
 //! (MULTI, WATCH, SUBSCRIBE, EVAL…) are refused with Redis's messages; writes are refused in
-//! EVAL_RO and in `no-writes` scripts; blocking commands do not block. Cluster mode refuses
-//! scripts, with the reason (see the README).
+//! EVAL_RO and in `no-writes` scripts; blocking commands do not block. On a cluster node
+//! scripts run through `cluster_scripts` (over their declared keys' group or transaction),
+//! with the same checks of their commands ([`admit_call`]); only a script inside MULTI is
+//! refused there, with the reason.
 
 use super::multi::{self, Queue};
 use crate::keyspace::Overlay;
@@ -47,9 +49,10 @@ pub(crate) fn call(
     run: &mut RunCommand<'_>,
 ) -> CmdResult {
     if ctx.cluster.is_some() {
+        // Outside MULTI a cluster node runs scripts itself (`cluster_scripts`).
         return Err(raw(
-            "ERR scripts are not served in cluster mode yet: run the script's commands as a \
-             MULTI/EXEC transaction on a transactional bucket, or against a single node",
+            "ERR scripts inside MULTI are not served in cluster mode: run the script on its \
+             own (it is atomic over its keys), or its commands in the transaction",
         ));
     }
     let mut engines = ctx.scripts.engine();
@@ -124,27 +127,28 @@ pub(crate) async fn turn(
 }
 
 /// What a call runs: a cached script, or a library's function.
-enum Target {
+pub(crate) enum Target {
     Script(String),
     Function(Vec<u8>),
 }
 
 /// One script call, checked and ready to run.
-struct Call<'a> {
+pub(crate) struct Call<'a> {
     target: Target,
     flags: Flags,
-    keys: Args<'a>,
+    /// The keys it declares (`numkeys`).
+    pub(crate) keys: Args<'a>,
     argv: Args<'a>,
     /// EVAL_RO, EVALSHA_RO or FCALL_RO.
     read_only_command: bool,
     /// Set by the host when the script runs a write: it cannot be killed then.
-    wrote: Arc<AtomicBool>,
+    pub(crate) wrote: Arc<AtomicBool>,
 }
 
 impl<'a> Call<'a> {
     /// Redis's checks before a script runs: `numkeys`, the script or function, its flags
     /// against the command and the memory limit.
-    fn prepare(
+    pub(crate) fn prepare(
         ctx: &RespContext,
         engines: &mut Engines,
         cmd: Cmd,
@@ -226,8 +230,34 @@ impl<'a> Call<'a> {
         }
     }
 
+    /// Whether its commands may not write (a `_RO` command, a `no-writes` script).
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only_command || self.flags.no_writes
+    }
+
+    /// Whether it refuses to run in cluster mode (`no-cluster`).
+    pub(crate) fn no_cluster(&self) -> bool {
+        self.flags.no_cluster
+    }
+
+    /// Whether its commands may run over `maxmemory` (`allow-oom`).
+    pub(crate) fn allow_oom(&self) -> bool {
+        self.flags.allow_oom
+    }
+
+    /// Runs the script or function over `host`, off the worker thread, writing its reply.
+    pub(crate) fn run_with(&self, engines: &mut Engines, host: &mut dyn Host, reply: &mut Reply) {
+        let (keys, argv) = (self.keys, self.argv);
+        crate::scripting::off_worker(|| match &self.target {
+            Target::Script(sha) => engines.eval.run(sha.as_bytes(), keys, argv, host, reply),
+            Target::Function(name) => engines
+                .functions
+                .run_function(name, keys, argv, host, reply),
+        });
+    }
+
     /// What FUNCTION STATS shows of this call.
-    fn info(&self, args: Args<'_>) -> RunInfo {
+    pub(crate) fn info(&self, args: Args<'_>) -> RunInfo {
         RunInfo {
             eval: matches!(self.target, Target::Script(_)),
             name: match &self.target {
@@ -258,22 +288,14 @@ impl<'a> Call<'a> {
             ctx,
             run,
             ov,
-            read_only: self.read_only_command || self.flags.no_writes,
-            allow_oom: self.flags.allow_oom,
+            read_only: self.read_only(),
+            allow_oom: self.allow_oom(),
             all,
             wrote: &self.wrote,
             published_before: crate::pubsub::published_here(),
             restart: false,
         };
-        let (keys, argv) = (self.keys, self.argv);
-        crate::scripting::off_worker(|| match &self.target {
-            Target::Script(sha) => engines
-                .eval
-                .run(sha.as_bytes(), keys, argv, &mut host, reply),
-            Target::Function(name) => engines
-                .functions
-                .run_function(name, keys, argv, &mut host, reply),
-        });
+        self.run_with(engines, &mut host, reply);
         let restart = host.restart;
         if restart || ctx.scripts.is_halted() {
             host.ov.discard();
@@ -387,45 +409,10 @@ impl Host for OverlayHost<'_, '_, '_> {
 }
 
 impl OverlayHost<'_, '_, '_> {
-    /// Redis's checks of a command a script calls, in Redis's order, then Meridian's: its
+    /// Redis's checks of a command a script calls ([`admit_call`]), then Meridian's: its
     /// keys within what the script locked.
     fn admit(&mut self, args: Args<'_>) -> Result<Cmd, String> {
-        let Some(cmd) = Cmd::lookup(args.get(0)) else {
-            return Err("ERR Unknown Redis command called from script".into());
-        };
-        let spec = cmd.spec();
-        if !spec.arity_ok(args.len()) {
-            return Err("ERR Wrong number of args calling Redis command from script".into());
-        }
-        // CLUSTER RESET is `noscript` in Redis (a flag of the subcommand).
-        let cluster_reset =
-            cmd == Cmd::Cluster && args.len() > 1 && args.get(1).eq_ignore_ascii_case(b"RESET");
-        if spec.flags.contains(&"noscript") || cluster_reset {
-            return Err("ERR This Redis command is not allowed from script".into());
-        }
-        // A script cannot wait for another client's write (Redis's check inside XREAD).
-        if matches!(cmd, Cmd::Xread | Cmd::Xreadgroup)
-            && matches!(
-                meridian_redis::streams::blocking_timeout(cmd, args),
-                Ok(Some(_))
-            )
-        {
-            return Err(format!(
-                "ERR {} command is not allowed with BLOCK option from scripts",
-                String::from_utf8_lossy(args.get(0))
-            ));
-        }
-        let writes = spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate");
-        if writes && self.read_only {
-            return Err("ERR Write commands are not allowed from read-only scripts.".into());
-        }
-        if spec.flags.contains(&"write") && self.ctx.too_few_replicas() {
-            return Err(crate::resp::context::NOREPLICAS.into());
-        }
-        if spec.flags.contains(&"denyoom") && !self.allow_oom && self.ctx.keyspace.over_maxmemory()
-        {
-            return Err(crate::memory::OOM.to_string());
-        }
+        let (cmd, writes) = admit_call(self.ctx, args, self.read_only, self.allow_oom)?;
         if let Err(msg) = self.within_locks(cmd, args) {
             if crate::pubsub::published_here() == self.published_before {
                 self.restart = true;
@@ -463,4 +450,52 @@ impl OverlayHost<'_, '_, '_> {
         }
         Ok(())
     }
+}
+
+/// Redis's checks of a command a script calls, in Redis's order, on a node or a cluster
+/// node: a known command, its arity, not `noscript`, no BLOCK, no write from a read-only
+/// script, enough replicas and memory for a write. Answers the command and whether it
+/// writes, or the error to reply.
+pub(crate) fn admit_call(
+    ctx: &RespContext,
+    args: Args<'_>,
+    read_only: bool,
+    allow_oom: bool,
+) -> Result<(Cmd, bool), String> {
+    let Some(cmd) = Cmd::lookup(args.get(0)) else {
+        return Err("ERR Unknown Redis command called from script".into());
+    };
+    let spec = cmd.spec();
+    if !spec.arity_ok(args.len()) {
+        return Err("ERR Wrong number of args calling Redis command from script".into());
+    }
+    // CLUSTER RESET is `noscript` in Redis (a flag of the subcommand).
+    let cluster_reset =
+        cmd == Cmd::Cluster && args.len() > 1 && args.get(1).eq_ignore_ascii_case(b"RESET");
+    if spec.flags.contains(&"noscript") || cluster_reset {
+        return Err("ERR This Redis command is not allowed from script".into());
+    }
+    // A script cannot wait for another client's write (Redis's check inside XREAD).
+    if matches!(cmd, Cmd::Xread | Cmd::Xreadgroup)
+        && matches!(
+            meridian_redis::streams::blocking_timeout(cmd, args),
+            Ok(Some(_))
+        )
+    {
+        return Err(format!(
+            "ERR {} command is not allowed with BLOCK option from scripts",
+            String::from_utf8_lossy(args.get(0))
+        ));
+    }
+    let writes = spec.flags.contains(&"write") || spec.flags.contains(&"may_replicate");
+    if writes && read_only {
+        return Err("ERR Write commands are not allowed from read-only scripts.".into());
+    }
+    if spec.flags.contains(&"write") && ctx.too_few_replicas() {
+        return Err(crate::resp::context::NOREPLICAS.into());
+    }
+    if spec.flags.contains(&"denyoom") && !allow_oom && ctx.keyspace.over_maxmemory() {
+        return Err(crate::memory::OOM.to_string());
+    }
+    Ok((cmd, writes))
 }

@@ -14,6 +14,26 @@ use meridian_redis::{Entry, EntryRef, View};
 use meridian_replication::{ReplicationError, Transaction};
 use std::collections::BTreeMap;
 
+/// What one run of a transaction or timeline group does over its view: the queued commands
+/// (`commands`), or a script. It writes its replies, and answers whether its writes may be
+/// committed (a script halted at shutdown may not). It may run several times (a conflict
+/// re-runs it over fresh reads), so it must depend on nothing but what it reads.
+pub(crate) type Body<'b> = dyn FnMut(&mut TxnView, &mut meridian_redis::Reply) -> bool + Send + 'b;
+
+/// The body that runs `cmds` in order, each error its own reply.
+pub(crate) fn commands<'a>(
+    cmds: &'a [(meridian_redis::Cmd, meridian_redis::Args<'a>)],
+) -> impl FnMut(&mut TxnView, &mut meridian_redis::Reply) -> bool + Send + 'a {
+    move |view, out| {
+        for (cmd, args) in cmds {
+            if let Err(e) = meridian_redis::types::exec_on_view(*cmd, *args, view, out) {
+                crate::resp::common::error_reply(out, e);
+            }
+        }
+        true
+    }
+}
+
 /// How many times a transaction without WATCH runs before its conflict is reported.
 pub(crate) const ATTEMPTS: u32 = 32;
 

@@ -462,3 +462,128 @@ async fn processed(c: &mut Raw) -> u64 {
         .and_then(|v| v.parse().ok())
         .expect("total_commands_processed")
 }
+
+/// `meridian up`'s shape: the default bucket is a timeline bucket; `ev` is eventual; `tx`
+/// is transactional.
+async fn cluster() -> meridian_server::cluster::Embedded {
+    use meridian_replication::BucketProps;
+    let cfg = meridian_server::cluster::EmbeddedConfig {
+        dcs: 2,
+        nodes_per_dc: 2,
+        wan_latency: Duration::ZERO,
+        intra_dc: meridian_net::wan::LinkConfig::ideal(),
+        heartbeat: Duration::from_millis(100),
+        buckets: [
+            ("ev".to_owned(), BucketProps::default()),
+            (
+                "tx".to_owned(),
+                BucketProps::transactional(Default::default()),
+            ),
+        ]
+        .into(),
+        ..meridian_server::cluster::EmbeddedConfig::default()
+    };
+    crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_scripts_are_atomic_over_their_keys_on_ordered_buckets() {
+    let c = cluster().await;
+    let (mut a, mut b) = (
+        super::cluster_mode::connect(&c, 0).await,
+        super::cluster_mode::connect(&c, 3).await,
+    );
+    // A lock release: compare-and-delete, from either DC.
+    let release = b"if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    assert_eq!(
+        a.cmd(&[b"SET", b"{l}lock", b"me", b"NX", b"PX", b"60000"])
+            .await,
+        Frame::Simple("OK".into())
+    );
+    assert_eq!(
+        b.cmd(&[b"EVAL", release, b"1", b"{l}lock", b"other"]).await,
+        Frame::Integer(0)
+    );
+    assert_eq!(
+        b.cmd(&[b"EVAL", release, b"1", b"{l}lock", b"me"]).await,
+        Frame::Integer(1)
+    );
+    assert_eq!(a.cmd(&[b"EXISTS", b"{l}lock"]).await, Frame::Integer(0));
+    // Concurrent increments through scripts from both DCs lose nothing.
+    let incr = b"local v = redis.call('incr', KEYS[1]) redis.call('rpush', KEYS[2], v) return v";
+    let (mut x, mut y) = (
+        super::cluster_mode::connect(&c, 1).await,
+        super::cluster_mode::connect(&c, 2).await,
+    );
+    let run = |mut conn: Raw| async move {
+        for _ in 0..20 {
+            let f = conn
+                .cmd(&[b"EVAL", incr, b"2", b"{n}count", b"{n}log"])
+                .await;
+            assert!(matches!(f, Frame::Integer(_)), "{f:?}");
+        }
+        conn
+    };
+    let (x2, y2) = tokio::join!(run(x), run(y));
+    (x, y) = (x2, y2);
+    assert_eq!(x.cmd(&[b"GET", b"{n}count"]).await, bulk("40"));
+    assert_eq!(y.cmd(&[b"LLEN", b"{n}log"]).await, Frame::Integer(40));
+    // EVALSHA, FUNCTION LOAD and FCALL on the node they were loaded on.
+    let Frame::Bulk(sha) = a
+        .cmd(&[b"SCRIPT", b"LOAD", b"return redis.call('get', KEYS[1])"])
+        .await
+    else {
+        panic!("SCRIPT LOAD answers the SHA-1");
+    };
+    assert_eq!(
+        a.cmd(&[b"EVALSHA", &sha, b"1", b"{n}count"]).await,
+        bulk("40")
+    );
+    let lib = b"#!lua name=lib\nredis.register_function('bump', function(k) return redis.call('incrby', k[1], 2) end)";
+    assert_eq!(a.cmd(&[b"FUNCTION", b"LOAD", lib]).await, bulk("lib"));
+    assert_eq!(
+        a.cmd(&[b"FCALL", b"bump", b"1", b"{n}count"]).await,
+        Frame::Integer(42)
+    );
+    // A transactional bucket's keys: one transaction.
+    assert_eq!(
+        a.cmd(&[
+            b"EVAL",
+            b"redis.call('set', KEYS[1], 'v') return redis.call('get', KEYS[1])",
+            b"1",
+            b"tx:{t}k"
+        ])
+        .await,
+        bulk("v")
+    );
+    // What a script cannot do on a cluster node, each refused with the reason.
+    let refused = |f: Frame| match f {
+        Frame::Error(e) => String::from_utf8_lossy(&e).into_owned(),
+        other => panic!("expected an error, got {other:?}"),
+    };
+    let e = refused(
+        a.cmd(&[b"EVAL", b"return redis.call('get', 'x')", b"1", b"{n}count"])
+            .await,
+    );
+    assert!(e.contains("did not declare"), "{e}");
+    let e = refused(
+        a.cmd(&[b"EVAL", b"return redis.call('publish', 'ch', 'm')", b"0"])
+            .await,
+    );
+    assert!(e.contains("PUBLISH is not served inside a script"), "{e}");
+    let e = refused(
+        a.cmd(&[
+            b"EVAL",
+            b"return redis.call('set', KEYS[1], 1)",
+            b"1",
+            b"ev:{e}k",
+        ])
+        .await,
+    );
+    assert!(e.contains("eventual"), "{e}");
+    let e = refused(a.cmd(&[b"EVAL", b"return 1", b"2", b"{a}x", b"{b}y"]).await);
+    assert!(e.contains("CROSSSLOT") || e.contains("MOVED"), "{e}");
+    c.shutdown().await;
+}
