@@ -3,8 +3,10 @@
 # node (loopback only): huey from PyPI with its own consumer process (plain, scheduled,
 # retried and prioritised tasks; its scheduler moves due tasks with a Lua script) and
 # redis-py's Lock (Lua release and extend), then bee-queue from npm (every queue operation a
-# Lua script, job events over pub/sub; delayed and retried jobs). Scripts are refused in
-# cluster mode (README: scripting), so these run against a standalone node only.
+# Lua script, job events over pub/sub; delayed and retried jobs) and BullMQ from npm (Lua
+# scripts over lists, sorted sets and hashes, job events on a stream read with XREAD BLOCK;
+# delayed, retried and parent/child jobs). Against a standalone node: these libraries name
+# keys of many hash slots in one script, which Redis Cluster refuses too (CROSSSLOT).
 # Prints `N passed, M failed`; non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +21,8 @@ bash scripts/ensure-venv.sh "$venv" 'import huey, redis' 'huey==3.5.4' 'redis>=5
 have_node=0
 if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
   have_node=1
-  [[ -d $dir/node_modules/bee-queue ]] || (cd "$dir" && npm ci --no-audit --no-fund --silent)
+  [[ -d $dir/node_modules/bee-queue && -d $dir/node_modules/bullmq ]] \
+    || (cd "$dir" && npm ci --no-audit --no-fund --silent)
 fi
 
 cargo build -q -p meridian
@@ -66,8 +69,11 @@ if [[ $have_node -eq 1 ]]; then
   status=0
   timeout 120 node "$dir/bee.js" "$port" || status=$?
   record "bee-queue" "$status"
+  status=0
+  timeout 120 node "$dir/bull.js" "$port" || status=$?
+  record "bullmq" "$status"
 else
-  echo "skip bee-queue: no Node.js/npm on this machine" >&2
+  echo "skip bee-queue and bullmq: no Node.js/npm on this machine" >&2
 fi
 
 echo "job-queues: $passed passed, $failed failed"

@@ -44,7 +44,16 @@ pub struct Control {
     /// Nanoseconds after `base` past which the running code fails (0: none).
     deadline_ns: std::sync::atomic::AtomicU64,
     base: std::time::Instant,
+    /// Nanoseconds after `base` when the running call started, or when [`Control::on_long`]
+    /// last ran for it.
+    long_ns: std::sync::atomic::AtomicU64,
+    /// What a call that has run past [`LONG_RUN`] runs, every [`LONG_RUN`] from then on (the
+    /// node hands its worker thread's other tasks to another thread).
+    on_long: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
+
+/// How long a call runs before [`Control::on_long`] is called.
+pub const LONG_RUN: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl std::fmt::Debug for Control {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -62,6 +71,8 @@ impl Default for Control {
             halted: AtomicBool::new(false),
             deadline_ns: std::sync::atomic::AtomicU64::new(0),
             base: std::time::Instant::now(),
+            long_ns: std::sync::atomic::AtomicU64::new(0),
+            on_long: std::sync::OnceLock::new(),
         }
     }
 }
@@ -99,6 +110,27 @@ impl Control {
     /// A call starts: not killed.
     fn reset(&self) {
         self.killed.store(false, Ordering::Release);
+        let now = self.base.elapsed().as_nanos() as u64;
+        self.long_ns.store(now, Ordering::Relaxed);
+    }
+
+    /// Sets what a long call runs (once; later calls are ignored): see [`LONG_RUN`].
+    pub fn on_long(&self, f: impl Fn() + Send + Sync + 'static) {
+        let _ = self.on_long.set(Box::new(f));
+    }
+
+    /// Runs [`Control::on_long`] when the call has run [`LONG_RUN`] since it started or
+    /// since the last time it ran.
+    fn long_check(&self) {
+        let Some(f) = self.on_long.get() else {
+            return;
+        };
+        let now = self.base.elapsed().as_nanos() as u64;
+        let last = self.long_ns.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= LONG_RUN.as_nanos() as u64 {
+            self.long_ns.store(now, Ordering::Relaxed);
+            f();
+        }
     }
 }
 
@@ -630,6 +662,7 @@ fn install_hook(lua: &Lua, control: Arc<Control>) -> mlua::Result<()> {
             } else if control.past_deadline() {
                 Err(mlua::Error::runtime("FUNCTION LOAD timeout"))
             } else {
+                control.long_check();
                 Ok(VmState::Continue)
             }
         },

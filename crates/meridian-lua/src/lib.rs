@@ -12,7 +12,7 @@ mod random;
 pub mod shebang;
 
 pub use engine::{
-    Config, Control, Engine, FunctionInfo, HOOK_EVERY, Host, LibraryInfo, RestorePolicy, Script,
-    sha1_hex,
+    Config, Control, Engine, FunctionInfo, HOOK_EVERY, Host, LONG_RUN, LibraryInfo, RestorePolicy,
+    Script, sha1_hex,
 };
 pub use error::{Error, Result};

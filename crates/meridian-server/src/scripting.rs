@@ -28,19 +28,24 @@ pub type Turn = OwnedMutexGuard<()>;
 /// Redis's default `busy-reply-threshold` (formerly `lua-time-limit`), in milliseconds.
 pub const DEFAULT_BUSY_MS: u64 = 5000;
 
-/// Runs a script call. On a multi-thread runtime the call runs in `block_in_place`: the
-/// worker's other tasks (those in its LIFO slot, which no other worker steals, above all)
-/// move to another thread for the call's length, so every other connection — the one sending
-/// SCRIPT KILL included — is served while a script loops. A call cannot know beforehand
-/// whether it will be long, and the hand-off cannot start halfway through (tokio takes the
-/// core back the moment a `block_in_place` closure returns), so every call pays it.
+/// Runs a script call on the calling thread: most calls are short, and handing the worker
+/// thread off for each (`block_in_place`) cost more than the script itself. A call that
+/// runs long hands off late instead ([`hand_off_worker`], from the interpreters' hook every
+/// [`meridian_lua::LONG_RUN`]), so the worker's other tasks — the connection sending SCRIPT
+/// KILL among them — move to another thread while a script loops.
 pub(crate) fn off_worker<R>(run: impl FnOnce() -> R) -> R {
+    run()
+}
+
+/// What a long script call runs: on a multi-thread runtime's worker, `block_in_place` long
+/// enough for the replacement thread tokio starts to take the worker's core (and its
+/// queued tasks) away from this thread, which then finishes the call alone. A thread that
+/// already gave its core away (a later check) just pauses as briefly.
+fn hand_off_worker() {
     let multi_thread = tokio::runtime::Handle::try_current()
         .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
     if multi_thread {
-        tokio::task::block_in_place(run)
-    } else {
-        run()
+        tokio::task::block_in_place(|| std::thread::sleep(Duration::from_micros(100)));
     }
 }
 
@@ -100,6 +105,7 @@ impl Scripts {
     pub fn new(config: Config) -> Result<Self, meridian_lua::Error> {
         let eval = Engine::new(config.clone())?;
         let control = eval.control();
+        control.on_long(hand_off_worker);
         let functions = Engine::with_control(config, control.clone())?;
         Ok(Self {
             control,

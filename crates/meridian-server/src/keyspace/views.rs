@@ -166,6 +166,9 @@ pub(crate) struct Overlay<'a> {
     /// Whether keys outside the locked stripes may be read (lock-free, as a GET reads):
     /// SORT's BY and GET patterns name keys no key position does.
     pub(super) foreign_reads: bool,
+    /// Whether a command changed a held collection in place (or held a new one): such a
+    /// change is not in `pending`, so [`Overlay::discard`] cannot take it back.
+    pub(super) held_changed: bool,
 }
 
 impl<'a> Overlay<'a> {
@@ -179,7 +182,37 @@ impl<'a> Overlay<'a> {
             pending: FxHashMap::default(),
             flushed: false,
             foreign_reads: false,
+            held_changed: false,
         }
+    }
+
+    /// Whether every write so far can be discarded ([`Overlay::discard`]): no held
+    /// collection was changed in place.
+    pub(crate) fn discardable(&self) -> bool {
+        !self.held_changed
+    }
+
+    /// Locks `key`'s stripe too if no one holds it now (never waiting: a thread that holds it
+    /// may be waiting for a stripe this overlay holds); true once the overlay holds it.
+    pub(crate) fn try_hold(&mut self, key: &[u8]) -> bool {
+        self.try_hold_stripe(super::stripe_of(key))
+    }
+
+    /// [`Overlay::try_hold`] of every stripe (a command over the whole keyspace).
+    pub(crate) fn try_hold_all(&mut self) -> bool {
+        (0..super::STRIPES).all(|id| self.try_hold_stripe(id))
+    }
+
+    fn try_hold_stripe(&mut self, id: usize) -> bool {
+        let Err(at) = self.guards.ids.binary_search(&id) else {
+            return true;
+        };
+        let Some(guard) = self.ks.stripes[id].try_lock() else {
+            return false;
+        };
+        self.guards.ids.insert(at, id);
+        self.guards.guards.insert(at, guard);
+        true
     }
 
     /// Forgets every write buffered so far: the commit then writes nothing (a script
@@ -193,14 +226,6 @@ impl<'a> Overlay<'a> {
     /// patterns), or stops it.
     pub(crate) fn set_foreign_reads(&mut self, on: bool) {
         self.foreign_reads = on;
-    }
-
-    /// Whether `key`'s stripe is locked by this overlay (a script's command may touch it).
-    pub(crate) fn holds(&self, key: &[u8]) -> bool {
-        self.guards
-            .ids
-            .binary_search(&super::stripe_of(key))
-            .is_ok()
     }
 
     /// Writes every buffered write as one batch at the overlay's time, then updates the TTL
@@ -530,6 +555,7 @@ impl View for Overlay<'_> {
     }
 
     fn object_changed(&mut self, key: &[u8]) -> Result<()> {
+        self.held_changed = true;
         let now = self.now;
         let s = self.guards.of(key)?;
         let empty = s.objects.get(key).is_some_and(|h| h.obj.is_empty());
@@ -561,6 +587,7 @@ impl View for Overlay<'_> {
         }
         let kind = obj.kind();
         let s = self.guards.of(key)?;
+        self.held_changed = true;
         self.ks.put_held(s, key, obj, expiry);
         self.ks.blocking.touched(key);
         self.pend(

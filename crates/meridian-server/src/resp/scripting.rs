@@ -6,9 +6,12 @@
 //! client sees a script half done, and a script's effects reach the engine together.
 //! Which stripes it locks: those of the keys it declares (`numkeys`), or, with `numkeys 0`,
 //! the whole keyspace. A script that touches a key it did not declare (as Redis allows on a
-//! single node) is abandoned at that command — its writes discarded, its reply dropped — and
-//! run again from its start under every lock, so it stays atomic; only one that already
-//! published messages (or keyspace events) cannot be rerun, and gets an error naming the key.
+//! single node) takes that key's stripe then if no one holds it (never waiting: the holder
+//! may wait for a stripe the script holds). Otherwise it is abandoned at that command — its
+//! writes discarded, its reply dropped — and run again from its start under every lock, so
+//! it stays atomic; one that cannot be rerun (it published messages or keyspace events, or
+//! changed a held collection in place, which no discard takes back) gets an error naming
+//! the key.
 //!
 //! Connections take turns at the interpreters (`crate::scripting::Scripts::turn`, before
 //! the command runs: [`turn`]), so a script never waits on a lock a thread holds. Inside
@@ -60,8 +63,8 @@ pub(crate) fn call(
     let _running = ctx.scripts.begin(call.wrote.clone(), call.info(args));
     let mark = reply.out.len();
     // First under the declared keys' locks (all of them with numkeys 0); a script that
-    // touches another key, having published nothing yet, is abandoned and run again from its
-    // start under every lock.
+    // touches another key whose stripe is busy, having published and changed nothing that
+    // cannot be discarded, is abandoned and run again from its start under every lock.
     let mut all = call.keys.is_empty();
     loop {
         let mut restart = false;
@@ -414,7 +417,8 @@ impl OverlayHost<'_, '_, '_> {
     fn admit(&mut self, args: Args<'_>) -> Result<Cmd, String> {
         let (cmd, writes) = admit_call(self.ctx, args, self.read_only, self.allow_oom)?;
         if let Err(msg) = self.within_locks(cmd, args) {
-            if crate::pubsub::published_here() == self.published_before {
+            // Run again from the start under every lock, unless that cannot be undone.
+            if crate::pubsub::published_here() == self.published_before && self.ov.discardable() {
                 self.restart = true;
                 self.ctx.scripts.abandon_run();
             }
@@ -426,24 +430,33 @@ impl OverlayHost<'_, '_, '_> {
         Ok(cmd)
     }
 
-    fn within_locks(&self, cmd: Cmd, args: Args<'_>) -> Result<(), String> {
+    /// Whether the command's keys are within the script's locks, taking a key's stripe
+    /// (or, for a command over the whole keyspace, every stripe) when no one holds it; an
+    /// error naming what the script could not lock otherwise.
+    fn within_locks(&mut self, cmd: Cmd, args: Args<'_>) -> Result<(), String> {
         if self.all {
             return Ok(());
         }
         if multi::queue_kind(cmd) == Queue::WholeKeyspace {
+            if self.ov.try_hold_all() {
+                self.all = true;
+                return Ok(());
+            }
             return Err(format!(
-                "ERR {} in a script that declared keys and already published messages: run \
-                 it with numkeys 0 to lock the whole keyspace",
+                "ERR {} in a script that declared keys, while other clients held some, after \
+                 the script published messages or wrote: run it with numkeys 0 to lock the \
+                 whole keyspace",
                 cmd.spec().name.to_ascii_uppercase()
             ));
         }
         for i in cmd.spec().key_positions(&args) {
             let key = args.get(i);
-            if !self.ov.holds(key) {
+            if !self.ov.try_hold(key) {
                 return Err(format!(
-                    "ERR Script attempted to access key '{}' that it did not declare after it \
-                     published messages: pass every key a script touches in KEYS (numkeys), or \
-                     run it with numkeys 0",
+                    "ERR Script attempted to access key '{}' that it did not declare while \
+                     another client held it, after the script published messages or wrote: \
+                     pass every key a script touches in KEYS (numkeys), or run it with \
+                     numkeys 0",
                     String::from_utf8_lossy(key)
                 ));
             }
