@@ -113,7 +113,7 @@ impl CommandSpec {
 
     /// Whether the command takes key arguments at all.
     pub fn has_keys(&self) -> bool {
-        self.first_key > 0 || self.numkeys_at > 0
+        self.first_key > 0 || self.numkeys_at > 0 || self.streams_from > 0
     }
 
     /// Positions of the key arguments of `args` (the name at 0): Redis's first/last/step rule

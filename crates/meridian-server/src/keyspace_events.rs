@@ -209,6 +209,7 @@ impl CommandEvents {
             .collect();
         MODIFIED.with_borrow_mut(FxHashSet::clear);
         COLLECTING.set(true);
+        meridian_redis::streams::groups::take_consumer_created();
         Some(CommandEvents { existed })
     }
 
@@ -247,6 +248,14 @@ impl CommandEvents {
                 (GENERIC, "del")
             } else {
                 event_of(cmd, args, nth)
+            };
+            let event = match cmd {
+                Cmd::Xreadgroup | Cmd::Xclaim | Cmd::Xautoclaim
+                    if !meridian_redis::streams::groups::take_consumer_created() =>
+                {
+                    ""
+                }
+                _ => event,
             };
             if !event.is_empty() && (event != "del" || existed) {
                 notifier.notify(class, event, key);
@@ -349,9 +358,11 @@ fn event_of(cmd: Cmd, args: Args<'_>, nth: usize) -> (u16, &'static str) {
                 .map_or("xgroup", |(_, e)| *e);
             (STREAM, event)
         }
-        // Deliveries, acknowledgements and claims publish nothing in Redis 7.0 (the empty
-        // name: no event).
-        Xreadgroup | Xack | Xclaim | Xautoclaim => (STREAM, ""),
+        // A group read or claim publishes only the consumer it created (`finish` checks);
+        // deliveries, acknowledgements and claims themselves publish nothing in Redis 7.0
+        // (the empty name: no event).
+        Xreadgroup | Xclaim | Xautoclaim => (STREAM, "xgroup-createconsumer"),
+        Xack => (STREAM, ""),
         _ => (class_of(cmd.group()), cmd.spec().name),
     }
 }

@@ -9,6 +9,17 @@ use super::id::StreamId;
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
+thread_local! {
+    /// Whether a consumer was created on this thread since [`take_consumer_created`] (an
+    /// XREADGROUP or XCLAIM that created one publishes `xgroup-createconsumer`).
+    static CONSUMER_CREATED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a consumer was created on this thread since the last call (which clears it).
+pub fn take_consumer_created() -> bool {
+    CONSUMER_CREATED.replace(false)
+}
+
 /// `entries_read` when unknown (Redis's `SCG_INVALID_ENTRIES_READ`).
 pub const ENTRIES_READ_UNKNOWN: i64 = -1;
 
@@ -55,10 +66,9 @@ impl ConsumerGroup {
         }
     }
 
-    /// Heap bytes, approximately.
+    /// Heap bytes, approximately, in O(1) (a write recomputes it).
     pub fn memory(&self) -> usize {
-        let consumers: usize = self.consumers.keys().map(|k| k.len() + 96).sum();
-        64 + self.pel.len() * 96 + consumers
+        64 + self.pel.len() * 96 + self.consumers.len() * 128
     }
 
     /// The consumer `name`, created (seen now) if absent; its seen time refreshed.
@@ -66,7 +76,10 @@ impl ConsumerGroup {
         let c = self
             .consumers
             .entry(Bytes::copy_from_slice(name))
-            .or_default();
+            .or_insert_with(|| {
+                CONSUMER_CREATED.set(true);
+                Consumer::default()
+            });
         c.seen_time = now_ms;
         c
     }
