@@ -297,11 +297,14 @@ fn entry(reply: &mut Reply, cmd: Cmd) {
     reply.array(0); // subcommands
 }
 
-/// The command's key specifications: a range from its first key, and the keys a `numkeys`
-/// argument counts, as Redis 7 describes them (`range` and `keynum`).
+/// The command's key specifications: a range from its first key, the keys a `numkeys`
+/// argument counts, and the first half of what follows XREAD's `STREAMS`, as Redis 7
+/// describes them (`range`, `keynum`, a `keyword` search with a range limited to half).
 fn key_specs(reply: &mut Reply, cmd: Cmd) {
     let spec = cmd.spec();
-    let specs = usize::from(spec.first_key > 0) + usize::from(spec.numkeys_at > 0);
+    let specs = usize::from(spec.first_key > 0)
+        + usize::from(spec.numkeys_at > 0)
+        + usize::from(spec.streams_from > 0);
     reply.array(specs);
     if spec.first_key > 0 {
         // `find_keys.range.lastkey` is relative to the first key (-1: to the last argument).
@@ -333,11 +336,35 @@ fn key_specs(reply: &mut Reply, cmd: Cmd) {
         reply.bulk(b"keystep");
         reply.int(1);
     }
+    if spec.streams_from > 0 {
+        key_spec_flags(reply, cmd);
+        reply.bulk(b"begin_search");
+        reply.map(2);
+        reply.bulk(b"type");
+        reply.bulk(b"keyword");
+        reply.bulk(b"spec");
+        reply.map(2);
+        reply.bulk(b"keyword");
+        reply.bulk(b"STREAMS");
+        reply.bulk(b"startfrom");
+        reply.int(spec.streams_from as i64);
+        reply.bulk(b"find_keys");
+        reply.map(2);
+        reply.bulk(b"type");
+        reply.bulk(b"range");
+        reply.bulk(b"spec");
+        reply.map(3);
+        reply.bulk(b"lastkey");
+        reply.int(-1);
+        reply.bulk(b"keystep");
+        reply.int(1);
+        reply.bulk(b"limit");
+        reply.int(2);
+    }
 }
 
-/// A key specification up to its `find_keys` type: its flags, and a search that begins at
-/// argument `index`.
-fn key_spec_head(reply: &mut Reply, cmd: Cmd, index: usize) {
+/// A key specification's map and its flags.
+fn key_spec_flags(reply: &mut Reply, cmd: Cmd) {
     reply.map(3);
     reply.bulk(b"flags");
     let flags = cmd.key_spec_flags();
@@ -345,6 +372,12 @@ fn key_spec_head(reply: &mut Reply, cmd: Cmd, index: usize) {
     for f in flags {
         reply.simple(f.as_bytes());
     }
+}
+
+/// A key specification up to its `find_keys` type: its flags, and a search that begins at
+/// argument `index`.
+fn key_spec_head(reply: &mut Reply, cmd: Cmd, index: usize) {
+    key_spec_flags(reply, cmd);
     reply.bulk(b"begin_search");
     reply.map(2);
     reply.bulk(b"type");
