@@ -28,17 +28,10 @@ pub type Turn = OwnedMutexGuard<()>;
 /// Redis's default `busy-reply-threshold` (formerly `lua-time-limit`), in milliseconds.
 pub const DEFAULT_BUSY_MS: u64 = 5000;
 
-/// Runs a script call on the calling thread: most calls are short, and handing the worker
-/// thread off for each (`block_in_place`) cost more than the script itself. A call that
-/// runs long hands off late instead ([`hand_off_worker`], from the interpreters' hook every
-/// [`meridian_lua::LONG_RUN`]), so the worker's other tasks — the connection sending SCRIPT
-/// KILL among them — move to another thread while a script loops.
-pub(crate) fn off_worker<R>(run: impl FnOnce() -> R) -> R {
-    run()
-}
-
-/// What a long script call runs: on a multi-thread runtime's worker, `block_in_place` long
-/// enough for the replacement thread tokio starts to take the worker's core (and its
+/// Script calls run inline on their worker thread: most are short, and handing the worker
+/// off for each (`block_in_place`) cost more than the script itself. What a call that has
+/// run [`meridian_lua::LONG_RUN`] runs instead (from the interpreters' hook, every
+/// `LONG_RUN`): on a multi-thread runtime's worker, `block_in_place` long enough for the replacement thread tokio starts to take the worker's core (and its
 /// queued tasks) away from this thread, which then finishes the call alone. A thread that
 /// already gave its core away (a later check) just pauses as briefly.
 fn hand_off_worker() {

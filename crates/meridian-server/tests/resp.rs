@@ -1149,6 +1149,25 @@ mod cluster_mode {
             .unwrap()
     }
 
+    /// `meridian up`'s shape on 2 DCs × 2 nodes, no WAN delay: the `default` bucket is the
+    /// timeline bucket of `BucketProps::redis_default`, beside `buckets`.
+    pub(crate) async fn timeline_cluster(
+        buckets: Vec<(String, meridian_replication::BucketProps)>,
+    ) -> Embedded {
+        let cfg = EmbeddedConfig {
+            dcs: 2,
+            nodes_per_dc: 2,
+            wan_latency: Duration::ZERO,
+            intra_dc: LinkConfig::ideal(),
+            heartbeat: Duration::from_millis(100),
+            buckets: buckets.into_iter().collect(),
+            ..EmbeddedConfig::default()
+        };
+        crate::start_serving(cfg, Duration::from_secs(60))
+            .await
+            .unwrap()
+    }
+
     /// A raw RESP connection to member `i`.
     pub(crate) async fn connect(c: &Embedded, i: usize) -> Raw {
         Raw {

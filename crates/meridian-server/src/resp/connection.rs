@@ -351,9 +351,8 @@ struct ScriptCalls<'a> {
 }
 
 impl ScriptCalls<'_> {
-    /// Runs the calls back to back in one hand-off of the worker
-    /// ([`crate::scripting::off_worker`]; each call would otherwise hand it off and take it
-    /// back), the caller holding the interpreters' turn throughout, as Redis runs a client's
+    /// Runs the calls back to back, the caller holding the interpreters' turn throughout (one
+    /// turn taken instead of one per call), as Redis runs a client's
     /// pipelined calls in one go, at most [`SCRIPT_BATCH`] of them so that connections waiting
     /// for the turn get it between batches. Stops before a request that is not a script call, and after
     /// a call that ends the connection, starts MULTI, or leaves a megabyte of replies to
@@ -368,37 +367,35 @@ impl ScriptCalls<'_> {
         t0: &mut Instant,
     ) -> Option<(&'c Arc<OpStats>, bool, Flow)> {
         let Self { parser, buf, first } = self;
-        crate::scripting::off_worker(|| {
-            let mut at = first;
-            let mut calls = 0;
-            let mut last: Option<(&Arc<OpStats>, bool, Flow)> = None;
-            while let Ok(Some(len)) = parser.parse(&buf[at..], session.authed) {
-                let args = parser.args(&buf[at..]);
-                if last.is_some() && !runs_script(args) {
-                    break;
-                }
-                if let Some((stats, error, _)) = last.take() {
-                    let now = Instant::now();
-                    stats.observe(now - *t0, error);
-                    *t0 = now;
-                }
-                let done = exec::execute(ctx, session, reply, args);
-                at += len;
-                calls += 1;
-                let go_on = calls < SCRIPT_BATCH
-                    && done.2 == Flow::Continue
-                    && reply.out.len() < FLUSH_AT
-                    && !session.multi.active
-                    && session.deferred.is_none()
-                    && session.blocked.is_none();
-                last = Some(done);
-                if !go_on {
-                    break;
-                }
+        let mut at = first;
+        let mut calls = 0;
+        let mut last: Option<(&Arc<OpStats>, bool, Flow)> = None;
+        while let Ok(Some(len)) = parser.parse(&buf[at..], session.authed) {
+            let args = parser.args(&buf[at..]);
+            if last.is_some() && !runs_script(args) {
+                break;
             }
-            *pos = at;
-            last
-        })
+            if let Some((stats, error, _)) = last.take() {
+                let now = Instant::now();
+                stats.observe(now - *t0, error);
+                *t0 = now;
+            }
+            let done = exec::execute(ctx, session, reply, args);
+            at += len;
+            calls += 1;
+            let go_on = calls < SCRIPT_BATCH
+                && done.2 == Flow::Continue
+                && reply.out.len() < FLUSH_AT
+                && !session.multi.active
+                && session.deferred.is_none()
+                && session.blocked.is_none();
+            last = Some(done);
+            if !go_on {
+                break;
+            }
+        }
+        *pos = at;
+        last
     }
 }
 

@@ -248,15 +248,16 @@ impl<'a> Call<'a> {
         self.flags.allow_oom
     }
 
-    /// Runs the script or function over `host`, off the worker thread, writing its reply.
+    /// Runs the script or function over `host`, writing its reply (inline: a long call hands
+    /// its worker off from the interpreters' hook, `crate::scripting`).
     pub(crate) fn run_with(&self, engines: &mut Engines, host: &mut dyn Host, reply: &mut Reply) {
         let (keys, argv) = (self.keys, self.argv);
-        crate::scripting::off_worker(|| match &self.target {
+        match &self.target {
             Target::Script(sha) => engines.eval.run(sha.as_bytes(), keys, argv, host, reply),
             Target::Function(name) => engines
                 .functions
                 .run_function(name, keys, argv, host, reply),
-        });
+        };
     }
 
     /// What FUNCTION STATS shows of this call.

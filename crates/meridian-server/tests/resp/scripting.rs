@@ -459,34 +459,18 @@ async fn processed(c: &mut Raw) -> u64 {
         .expect("total_commands_processed")
 }
 
-/// `meridian up`'s shape: the default bucket is a timeline bucket; `ev` is eventual; `tx`
-/// is transactional.
-async fn cluster() -> meridian_server::cluster::Embedded {
-    use meridian_replication::BucketProps;
-    let cfg = meridian_server::cluster::EmbeddedConfig {
-        dcs: 2,
-        nodes_per_dc: 2,
-        wan_latency: Duration::ZERO,
-        intra_dc: meridian_net::wan::LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        buckets: [
-            ("ev".to_owned(), BucketProps::default()),
-            (
-                "tx".to_owned(),
-                BucketProps::transactional(Default::default()),
-            ),
-        ]
-        .into(),
-        ..meridian_server::cluster::EmbeddedConfig::default()
-    };
-    crate::start_serving(cfg, Duration::from_secs(60))
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_scripts_are_atomic_over_their_keys_on_ordered_buckets() {
-    let c = cluster().await;
+    use meridian_replication::BucketProps;
+    // `meridian up`'s default (timeline) bucket, an eventual one and a transactional one.
+    let c = super::cluster_mode::timeline_cluster(vec![
+        ("ev".to_owned(), BucketProps::default()),
+        (
+            "tx".to_owned(),
+            BucketProps::transactional(Default::default()),
+        ),
+    ])
+    .await;
     let (mut a, mut b) = (
         super::cluster_mode::connect(&c, 0).await,
         super::cluster_mode::connect(&c, 3).await,

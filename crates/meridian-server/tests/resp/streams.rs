@@ -5,12 +5,10 @@
 //! an eventual bucket refuses their writes with the reason; BLOCK is refused with what to
 //! use instead).
 
-use super::cluster_mode::connect;
+use super::cluster_mode::{connect, timeline_cluster};
 use super::collections::wait_blocked;
 use super::*;
-use meridian_net::wan::LinkConfig;
 use meridian_replication::BucketProps;
-use meridian_server::cluster::{Embedded, EmbeddedConfig};
 
 fn error(f: &Frame) -> String {
     match f {
@@ -198,25 +196,10 @@ async fn hostile_stream_arguments_are_refused_and_the_node_stays_up() {
     s.stop().await;
 }
 
-/// `meridian up`'s shape: the default bucket is a timeline bucket; `ev` is eventual.
-async fn cluster() -> Embedded {
-    let cfg = EmbeddedConfig {
-        dcs: 2,
-        nodes_per_dc: 2,
-        wan_latency: Duration::ZERO,
-        intra_dc: LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        buckets: [("ev".to_owned(), BucketProps::default())].into(),
-        ..EmbeddedConfig::default()
-    };
-    crate::start_serving(cfg, Duration::from_secs(60))
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_streams_live_on_ordered_buckets_and_refuse_what_they_cannot_do() {
-    let c = cluster().await;
+    // `meridian up`'s default bucket is a timeline bucket; `ev` is eventual.
+    let c = timeline_cluster(vec![("ev".to_owned(), BucketProps::default())]).await;
     let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
     assert_eq!(
         a.cmd(&[b"XADD", b"{q}s", b"1-0", b"job", b"1"]).await,

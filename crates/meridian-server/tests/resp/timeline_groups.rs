@@ -8,26 +8,14 @@
 use super::cluster_mode::connect;
 use super::*;
 use bytes::Bytes;
-use meridian_net::wan::LinkConfig;
 use meridian_replication::BucketProps;
-use meridian_server::cluster::{Embedded, EmbeddedConfig};
+use meridian_server::cluster::Embedded;
 
 /// A cluster as `meridian up` makes it: its `default` bucket is the timeline bucket of
 /// `BucketProps::redis_default`, whose records start mastered in the DC that inserts them (so
 /// two keys of one slot can have masters in different DCs). Bucket `ev` is eventual.
 async fn tl_cluster() -> Embedded {
-    let cfg = EmbeddedConfig {
-        dcs: 2,
-        nodes_per_dc: 2,
-        wan_latency: Duration::ZERO,
-        intra_dc: LinkConfig::ideal(),
-        heartbeat: Duration::from_millis(100),
-        buckets: [("ev".to_owned(), BucketProps::default())].into(),
-        ..EmbeddedConfig::default()
-    };
-    crate::start_serving(cfg, Duration::from_secs(60))
-        .await
-        .unwrap()
+    super::cluster_mode::timeline_cluster(vec![("ev".to_owned(), BucketProps::default())]).await
 }
 
 fn ok() -> Frame {
