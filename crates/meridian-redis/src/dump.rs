@@ -163,7 +163,7 @@ pub fn payload_of(e: &Entry) -> Result<Vec<u8>, CmdError> {
         Kind::ZSet => rdb::save(Save::ZSet(&crate::zsets::decode(e)?)),
         Kind::Stream => {
             let s = <crate::streams::Stream as crate::collection::Typed>::decode(&e.data)?;
-            rdb::seal(stream_rdb::save(&s))
+            rdb::save(Save::Stream(&s))
         }
     })
 }

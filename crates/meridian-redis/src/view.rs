@@ -21,6 +21,25 @@ use meridian_storage::Version;
 /// Redis's `proto-max-bulk-len`, the default longest value.
 const DEFAULT_MAX_VALUE_LEN: usize = 512 * 1024 * 1024;
 
+/// Where a stream's nodes close (`crate::streams`), from Redis's `stream-node-max-entries`
+/// and `stream-node-max-bytes`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeLimits {
+    /// Entries per node (0: no limit).
+    pub entries: u64,
+    /// Estimated bytes per node (0: Redis's 1 GiB listpack cap).
+    pub bytes: u64,
+}
+
+impl Default for NodeLimits {
+    fn default() -> Self {
+        Self {
+            entries: 100,
+            bytes: 4096,
+        }
+    }
+}
+
 /// A value to store, borrowed: SET stores the request's bytes without an intermediate copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntryRef<'a> {
@@ -68,8 +87,8 @@ pub trait View {
     }
     /// Where a stream's nodes close (Redis's `stream-node-max-entries` and
     /// `stream-node-max-bytes`), which decides what approximate trimming removes.
-    fn stream_node_limits(&self) -> crate::streams::NodeLimits {
-        crate::streams::NodeLimits::default()
+    fn stream_node_limits(&self) -> NodeLimits {
+        NodeLimits::default()
     }
     /// Records a read that found (`hit`) or missed its key, for INFO's keyspace_hits/misses.
     fn count_read(&mut self, _key: &[u8], _hit: bool) {}

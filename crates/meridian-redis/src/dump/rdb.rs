@@ -31,7 +31,10 @@
 use super::crc64::crc64;
 use super::lzf;
 use super::packed::{self, Bad};
-use super::stream_rdb::{TYPE_STREAM, TYPE_STREAM_2, TYPE_STREAM_3, id_of_raw, parse_node};
+use super::stream_rdb::{
+    NODE_ENTRIES, TYPE_STREAM, TYPE_STREAM_2, TYPE_STREAM_3, id_of_raw, node_listpack, parse_node,
+    raw_id,
+};
 use crate::streams::{Stream, StreamId};
 use crate::zsets::{Score, ZSet};
 use bytes::Bytes;
@@ -643,6 +646,8 @@ pub enum Save<'a> {
     Set(&'a [Bytes]),
     /// A sorted set.
     ZSet(&'a ZSet),
+    /// A stream.
+    Stream(&'a Stream),
 }
 
 /// The DUMP payload of `value`: type byte, value, version, CRC.
@@ -676,6 +681,7 @@ pub fn save(value: Save<'_>) -> Vec<u8> {
                 put_string(&mut out, m);
             }
         }
+        Save::Stream(st) => save_stream(&mut out, st),
         Save::ZSet(z) => {
             out.push(TYPE_ZSET_2);
             put_len(&mut out, z.len());
@@ -687,6 +693,53 @@ pub fn save(value: Save<'_>) -> Vec<u8> {
         }
     }
     seal(out)
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    put_len(out, usize::try_from(v).unwrap_or(usize::MAX));
+}
+
+/// A stream as Redis 7.0 writes one (`STREAM_LISTPACKS_2`, see `stream_rdb`).
+fn save_stream(out: &mut Vec<u8>, s: &Stream) {
+    out.push(TYPE_STREAM_2);
+    let live = s.range(StreamId::MIN, StreamId::MAX, 0, false);
+    let nodes: Vec<_> = live.chunks(NODE_ENTRIES).collect();
+    put_len(out, nodes.len());
+    for node in &nodes {
+        let master = node[0];
+        put_string(out, &raw_id(master.id));
+        put_string(out, &node_listpack(master.id, &master.fields, node));
+    }
+    put_u64(out, s.len());
+    for v in [s.last_id.ms, s.last_id.seq, s.first_id.ms, s.first_id.seq] {
+        put_u64(out, v);
+    }
+    for v in [s.max_deleted.ms, s.max_deleted.seq, s.entries_added] {
+        put_u64(out, v);
+    }
+    put_len(out, s.groups.len());
+    for (name, g) in &s.groups {
+        put_string(out, name);
+        put_u64(out, g.last_id.ms);
+        put_u64(out, g.last_id.seq);
+        // -1 (unknown) is written as Redis writes it: the same 64 bits, unsigned.
+        put_u64(out, g.entries_read as u64);
+        put_len(out, g.pel.len());
+        for (id, n) in &g.pel {
+            out.extend_from_slice(&raw_id(*id));
+            out.extend_from_slice(&n.delivery_time.to_le_bytes());
+            put_u64(out, n.delivery_count);
+        }
+        put_len(out, g.consumers.len());
+        for (cname, c) in &g.consumers {
+            put_string(out, cname);
+            out.extend_from_slice(&c.seen_time.to_le_bytes());
+            put_len(out, c.pending.len());
+            for id in &c.pending {
+                out.extend_from_slice(&raw_id(*id));
+            }
+        }
+    }
 }
 
 /// Appends the footer (version, CRC) to a value's bytes.

@@ -15,12 +15,12 @@
 //! entry (`flags ms-diff seq-diff [num-fields] [field value | value]... lp-count`), flag 1
 //! marking a deleted entry and 2 an entry with the master's fields. Reading checks every
 //! count, ID order and `lp-count` (Redis's deep sanitization) and answers `Bad` for
-//! anything else; writing emits one node per `stream-node-max-entries`-sized run of live
-//! entries (no tombstones), which Redis loads as its own.
+//! anything else; writing (`rdb::save` frames it) emits one node per
+//! `stream-node-max-entries`-sized run of live entries (no tombstones), which Redis loads as
+//! its own.
 
 use super::packed::ListpackWriter;
-use super::rdb::{put_len, put_string};
-use crate::streams::{Stream, StreamId};
+use crate::streams::StreamId;
 use bytes::Bytes;
 
 /// `RDB_TYPE_STREAM_LISTPACKS`: Redis 5 to 6.2.
@@ -33,7 +33,7 @@ pub const TYPE_STREAM_3: u8 = 21;
 const FLAG_DELETED: i64 = 1;
 const FLAG_SAMEFIELDS: i64 = 2;
 /// Entries per node written (Redis's default `stream-node-max-entries`).
-const NODE_ENTRIES: usize = 100;
+pub(super) const NODE_ENTRIES: usize = 100;
 
 /// The 16-byte big-endian form of an ID (radix-tree keys, PEL entries).
 pub fn raw_id(id: StreamId) -> [u8; 16] {
@@ -50,56 +50,8 @@ pub fn id_of_raw(b: &[u8]) -> Option<StreamId> {
     (b.len() == 16).then_some(StreamId::new(ms, seq))
 }
 
-fn put_u64(out: &mut Vec<u8>, v: u64) {
-    put_len(out, usize::try_from(v).unwrap_or(usize::MAX));
-}
-
-/// The RDB body of `s` (type byte first), as Redis 7.0 writes a stream.
-pub fn save(s: &Stream) -> Vec<u8> {
-    let mut out = vec![TYPE_STREAM_2];
-    let live = s.range(StreamId::MIN, StreamId::MAX, 0, false);
-    let nodes: Vec<_> = live.chunks(NODE_ENTRIES).collect();
-    put_len(&mut out, nodes.len());
-    for node in &nodes {
-        let master = node[0];
-        put_string(&mut out, &raw_id(master.id));
-        put_string(&mut out, &node_listpack(master.id, &master.fields, node));
-    }
-    put_u64(&mut out, s.len());
-    for v in [s.last_id.ms, s.last_id.seq, s.first_id.ms, s.first_id.seq] {
-        put_u64(&mut out, v);
-    }
-    for v in [s.max_deleted.ms, s.max_deleted.seq, s.entries_added] {
-        put_u64(&mut out, v);
-    }
-    put_len(&mut out, s.groups.len());
-    for (name, g) in &s.groups {
-        put_string(&mut out, name);
-        put_u64(&mut out, g.last_id.ms);
-        put_u64(&mut out, g.last_id.seq);
-        // -1 (unknown) is written as Redis writes it: the same 64 bits, unsigned.
-        put_u64(&mut out, g.entries_read as u64);
-        put_len(&mut out, g.pel.len());
-        for (id, n) in &g.pel {
-            out.extend_from_slice(&raw_id(*id));
-            out.extend_from_slice(&n.delivery_time.to_le_bytes());
-            put_u64(&mut out, n.delivery_count);
-        }
-        put_len(&mut out, g.consumers.len());
-        for (cname, c) in &g.consumers {
-            put_string(&mut out, cname);
-            out.extend_from_slice(&c.seen_time.to_le_bytes());
-            put_len(&mut out, c.pending.len());
-            for id in &c.pending {
-                out.extend_from_slice(&raw_id(*id));
-            }
-        }
-    }
-    out
-}
-
 /// One node's listpack: the master entry (the first entry's fields), then each entry.
-fn node_listpack(
+pub(super) fn node_listpack(
     master: StreamId,
     master_fields: &[Bytes],
     entries: &[&crate::streams::object::Item],

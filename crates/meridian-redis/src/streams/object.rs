@@ -38,23 +38,7 @@ struct Node {
     bytes: usize,
 }
 
-/// Where nodes close, from Redis's `stream-node-max-entries` and `stream-node-max-bytes`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct NodeLimits {
-    /// Entries per node (0: no limit).
-    pub entries: u64,
-    /// Estimated bytes per node (0: Redis's 1 GiB listpack cap).
-    pub bytes: u64,
-}
-
-impl Default for NodeLimits {
-    fn default() -> Self {
-        Self {
-            entries: 100,
-            bytes: 4096,
-        }
-    }
-}
+pub use crate::view::NodeLimits;
 
 /// The bytes a node's listpack is never allowed to reach (Redis's `STREAM_LISTPACK_MAX_SIZE`).
 pub const MAX_NODE_BYTES: u64 = 1 << 30;
