@@ -4,7 +4,8 @@ Run by scripts/cluster-clients.sh: python cluster_clients.py HTTP_URL. Uses redi
 RedisCluster (from PyPI): SET/GET, MGET with hash tags (mget_nonatomic and same-tag mget),
 pipelines, and checks that a client seeded in a DC sends every single-key command to that DC
 (by redis-py's own routing, get_node_from_key, and by each node's command counters); then
-transactions on transactional buckets, expiry on every bucket type and INCR from both DCs,
+transactions on transactional buckets, its Lock, Lua scripts and a stream consumer group from
+both DCs, expiry on every bucket type and INCR from both DCs,
 and a RedisCluster client working on keys the placement planner moves between partitions.
 Prints `N passed, M failed`; exits non-zero on any failure.
 """
@@ -517,6 +518,47 @@ def pubsub_across_dcs(by_dc):
         pub_rc.close()
 
 
+def scripts_and_streams_across_dcs(by_dc):
+    """redis-py's RedisCluster on the default (timeline) bucket from both DCs: its Lock (a
+    SET NX token, released and extended by Lua scripts), a registered Script (EVALSHA, with
+    EVAL on NOSCRIPT: scripts are cached per node, as in Redis Cluster) incrementing from
+    both DCs with none lost, and a stream consumer group: one DC produces, consumers in
+    both DCs read with XREADGROUP and XACK, every entry delivered once."""
+    dcs = sorted(by_dc)
+    a = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[0]][0])], decode_responses=True)
+    b = RedisCluster(startup_nodes=[ClusterNode(*by_dc[dcs[-1]][0])], decode_responses=True)
+    try:
+        lock = a.lock("{jobs}lock", timeout=30, blocking=False)
+        assert lock.acquire(), "the free lock was not acquired"
+        other = b.lock("{jobs}lock", timeout=30, blocking=False)
+        assert not other.acquire(), "a held lock was acquired from the other DC"
+        assert lock.extend(10)
+        lock.release()
+        assert other.acquire(), "the released lock was not acquired"
+        other.release()
+        bump = "local v = redis.call('incr', KEYS[1]) redis.call('rpush', KEYS[2], v) return v"
+        sa, sb = a.register_script(bump), b.register_script(bump)
+        for _ in range(25):
+            sa(keys=["{jobs}n", "{jobs}log"])
+            sb(keys=["{jobs}n", "{jobs}log"])
+        assert a.get("{jobs}n") == "50" and b.llen("{jobs}log") == 50
+        a.xgroup_create("{jobs}s", "workers", id="0", mkstream=True)
+        for i in range(40):
+            a.xadd("{jobs}s", {"job": str(i)})
+        seen = []
+        for client, name in [(a, "w1"), (b, "w2")] * 10:
+            got = client.xreadgroup("workers", name, {"{jobs}s": ">"}, count=3)
+            for _, entries in got:
+                for entry_id, fields in entries:
+                    seen.append(int(fields["job"]))
+                    assert client.xack("{jobs}s", "workers", entry_id) == 1
+        assert sorted(seen) == list(range(40)), seen
+        assert b.xpending("{jobs}s", "workers")["pending"] == 0
+    finally:
+        a.close()
+        b.close()
+
+
 def metric_total(http_addrs, name):
     """The sum of a label-less series over every node's /metrics."""
     total = 0.0
@@ -752,6 +794,8 @@ def main():
     check("bank over transactional buckets (WATCH/MULTI/EXEC from both DCs; SCAN and KEYS list the accounts)",
           lambda: bank(http, by_dc))
     check("cluster client transaction on one slot", lambda: cluster_transaction(by_dc))
+    check("Lua lock, scripts and a stream consumer group from both DCs",
+          lambda: scripts_and_streams_across_dcs(by_dc))
     check("pub/sub: a subscriber in one DC receives what the other DC publishes, in order, once",
           lambda: pubsub_across_dcs(by_dc))
     check("expiry on eventual, timeline and transactional buckets from both DCs",
