@@ -11,8 +11,9 @@
 //!   buckets as one snapshot-isolation transaction (`cluster_txn::run_to_commit`). Either
 //!   way it is atomic and its effects replicate as one write; on a conflict it runs again
 //!   over fresh reads, so a script must depend on what it reads only (as Redis 7's effects
-//!   replication assumes). Eventual buckets cannot order a script's writes: refused with the
-//!   reason.
+//!   replication assumes). Eventual buckets cannot order a script's writes: a script that may
+//!   write there is refused with the reason; a read-only one (EVAL_RO, FCALL_RO, `no-writes`)
+//!   runs over its keys as GET reads them, on any bucket.
 //! - **What it can call**: the data commands of every type over its keys, and `PING`,
 //!   `ECHO`, `TIME`; anything else (`PUBLISH`, `KEYS`, `INFO`, ...) is refused with the
 //!   reason, since a re-run could not take it back. Redis's checks of a script's commands
@@ -26,7 +27,7 @@
 use crate::cluster_backend::ClusterBackend;
 use crate::resp::RespContext;
 use crate::resp::scripting::{Call, admit_call};
-use crate::resp::txn_view::TxnView;
+use crate::resp::txn_view::{Body, TxnView};
 use bytes::Bytes;
 use meridian_lua::Host;
 use meridian_redis::error::{CmdResult, raw};
@@ -89,6 +90,9 @@ pub(crate) async fn call(
             crate::resp::cluster_txn::run_to_commit(c, None, session, &keys, &mut body, reply.resp3)
                 .await
         }
+        // A script that cannot write (EVAL_RO, FCALL_RO, `no-writes`) reads what a GET
+        // reads, whatever the bucket: no write to order.
+        Err(_) if call.read_only() => read_only(c, &keys, &mut body, reply.resp3).await,
         Err(why) => {
             return Err(raw(format!(
                 "ERR {} cannot run atomically over its keys: {why}; scripts run on timeline \
@@ -103,6 +107,32 @@ pub(crate) async fn call(
         Err(line) => reply.error(&line),
     }
     Ok(())
+}
+
+/// Runs a read-only script over its keys as plain reads show them (an eventual bucket's
+/// keys included): one run, nothing to commit.
+async fn read_only(
+    c: &ClusterBackend,
+    keys: &[Bytes],
+    body: &mut Body<'_>,
+    resp3: bool,
+) -> Result<Option<bytes::BytesMut>, String> {
+    let mut found = Vec::with_capacity(keys.len());
+    for k in keys {
+        let e = c
+            .dispatch
+            .get_entry(k)
+            .await
+            .map_err(|e| crate::resp::txn_view::repl_line(c, e))?;
+        found.push(e.map(|e| e.encode()));
+    }
+    let mut view = TxnView::over(keys, found, c.node.clock_now());
+    let mut out = Reply {
+        out: bytes::BytesMut::new(),
+        resp3,
+    };
+    body(&mut view, &mut out);
+    Ok(Some(out.out))
 }
 
 /// The commands of one script run on a cluster node, over the view of its declared keys.

@@ -563,6 +563,22 @@ async fn cluster_scripts_are_atomic_over_their_keys_on_ordered_buckets() {
         .await,
     );
     assert!(e.contains("eventual"), "{e}");
+    // A read-only script reads an eventual bucket's keys as GET does (from the writer's
+    // node: an eventual read elsewhere may not see the write yet).
+    assert_eq!(
+        a.cmd(&[b"SET", b"ev:{e}k", b"seen"]).await,
+        Frame::Simple("OK".into())
+    );
+    assert_eq!(
+        a.cmd(&[
+            b"EVAL_RO",
+            b"return redis.call('get', KEYS[1])",
+            b"1",
+            b"ev:{e}k"
+        ])
+        .await,
+        bulk("seen")
+    );
     let e = refused(a.cmd(&[b"EVAL", b"return 1", b"2", b"{a}x", b"{b}y"]).await);
     assert!(e.contains("CROSSSLOT") || e.contains("MOVED"), "{e}");
     c.shutdown().await;
