@@ -5,7 +5,8 @@
 //! The figures come from the RESP front end's per-command [`OpStats`], which are Prometheus
 //! counters and never go back; CONFIG RESETSTAT records a baseline here instead, and INFO
 //! shows what was counted since. Commands a script calls are not counted (Redis counts
-//! them), nor are pipelined cluster commands' refusals told apart from failures.
+//! them), nor are refusals of commands a cluster node runs concurrently (pipelined) told
+//! apart from failures.
 
 use crate::metrics::OpStats;
 use meridian_redis::Cmd;

@@ -555,7 +555,10 @@ pub(crate) async fn execute_cluster<'c>(
 ) -> (&'c Arc<OpStats>, bool, Flow) {
     let cmd = match admit(ctx, session, reply, args) {
         Ok(cmd) => cmd,
-        Err(refused) => return refused,
+        Err(refused) => {
+            refused.0.reject();
+            return refused;
+        }
     };
     // A selected database's keys, from here on (the MOVED check judged the client's).
     let rewritten = session.db.rewrite(cmd, args);
