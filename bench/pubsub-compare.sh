@@ -27,7 +27,7 @@ subs=()
 stop_subscribers() { for p in "${subs[@]}"; do kill "$p" 2>/dev/null || true; done; subs=(); }
 trap 'stop_subscribers; kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true' EXIT
 
-echo "server,round,pipeline,rps,p50_ms,p99_ms" >"$csv"
+pair_header "$csv"
 run() { # run SERVER PORT ROUND PIPELINE
   for _ in $(seq 1 "$subscribers"); do
     redis-cli -p "$2" SUBSCRIBE bench >/dev/null 2>&1 &
@@ -39,8 +39,7 @@ run() { # run SERVER PORT ROUND PIPELINE
     [[ "$n" -ge "$subscribers" ]] && break
     sleep 0.1
   done
-  redis-benchmark -p "$2" -n "$requests" -c 10 -P "$4" --csv PUBLISH bench 0123456789abcdef 2>/dev/null \
-    | tail -n +2 | tr -d '"' | awk -F, -v s="$1" -v r="$3" -v p="$4" '{print s","r","p","$2","$5","$7}' >>"$csv"
+  bench_row "$csv" "$1" "$3" "$4" "PUBLISH to $subscribers" 10 "$2" PUBLISH bench 0123456789abcdef
   stop_subscribers
 }
 for round in $(seq 1 "$rounds"); do
@@ -54,17 +53,4 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 echo "raw results: $csv" >&2
-python3 - "$csv" "$subscribers" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-med = lambda xs: statistics.median(float(x) for x in xs)
-print("| test | pipeline | Meridian publishes/s | Redis publishes/s | ratio | Meridian p50/p99 ms | Redis p50/p99 ms |")
-print("|---|---|---|---|---|---|---|")
-for p in ("1", "16"):
-    pick = lambda s, k: [r[k] for r in rows if r["server"] == s and r["pipeline"] == p]
-    m, r = med(pick("meridian", "rps")), med(pick("redis", "rps"))
-    print(f"| PUBLISH to {sys.argv[2]} | {p} | {m:,.0f} | {r:,.0f} | **{m/r:.2f}** | "
-          f"{med(pick('meridian', 'p50_ms')):.3f} / {med(pick('meridian', 'p99_ms')):.3f} | "
-          f"{med(pick('redis', 'p50_ms')):.3f} / {med(pick('redis', 'p99_ms')):.3f} |")
-print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 10 publishing clients, 16-byte messages")
-PY
+python3 bench/pair_table.py "$csv" --unit publishes --note "; 10 publishing clients, 16-byte messages"

@@ -27,32 +27,17 @@ for p in "$mport" "$rport"; do
   sha=$(redis-cli -p "$p" SCRIPT LOAD "$script")
 done
 
-echo "server,round,pipeline,rps,p50_ms,p99_ms" >"$csv"
+pair_header "$csv"
 for round in $(seq 1 "$rounds"); do
   for pipeline in 1 16; do
     if (( round % 2 )); then order="meridian redis"; else order="redis meridian"; fi
     for s in $order; do
       port=$mport; [[ $s == redis ]] && port=$rport
       echo "round $round, pipeline $pipeline: $s" >&2
-      redis-benchmark -p "$port" -n "$requests" -c 50 -P "$pipeline" -r 10000 --csv \
-        EVALSHA "$sha" 1 key:__rand_int__ 2>/dev/null \
-        | tail -n +2 | tr -d '"' \
-        | awk -F, -v s="$s" -v r="$round" -v p="$pipeline" '{print s","r","p","$2","$5","$7}' >>"$csv"
+      bench_row "$csv" "$s" "$round" "$pipeline" "EVALSHA (3 commands)" 50 "$port" -r 10000 \
+        EVALSHA "$sha" 1 key:__rand_int__
     done
   done
 done
 echo "raw results: $csv" >&2
-python3 - "$csv" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-med = lambda xs: statistics.median(float(x) for x in xs)
-print("| test | pipeline | Meridian calls/s | Redis calls/s | ratio | Meridian p50/p99 ms | Redis p50/p99 ms |")
-print("|---|---|---|---|---|---|---|")
-for p in ("1", "16"):
-    pick = lambda s, k: [r[k] for r in rows if r["server"] == s and r["pipeline"] == p]
-    m, r = med(pick("meridian", "rps")), med(pick("redis", "rps"))
-    print(f"| EVALSHA, 3 commands | {p} | {m:,.0f} | {r:,.0f} | **{m/r:.2f}** | "
-          f"{med(pick('meridian', 'p50_ms')):.3f} / {med(pick('meridian', 'p99_ms')):.3f} | "
-          f"{med(pick('redis', 'p50_ms')):.3f} / {med(pick('redis', 'p99_ms')):.3f} |")
-print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 50 clients, 10000 keys")
-PY
+python3 bench/pair_table.py "$csv" --note "; 50 clients, 10000 keys"

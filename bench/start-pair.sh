@@ -18,3 +18,17 @@ start_pair() {
       || { echo "server on port $p did not start; see $out/*.log" >&2; exit 1; }
   done
 }
+
+# `bench_row CSV SERVER ROUND PIPELINE TEST CLIENTS PORT ARGS...`: one redis-benchmark run (of
+# the caller's `requests` requests) of
+# ARGS (a command, or options then a command) from CLIENTS clients at PIPELINE against PORT,
+# appended to CSV as `server,round,pipeline,test,rps,p50_ms,p99_ms` (write the header with
+# `pair_header CSV`). `bench/pair_table.py CSV` prints the medians side by side.
+pair_header() { echo "server,round,pipeline,test,rps,p50_ms,p99_ms" >"$1"; }
+bench_row() {
+  local csv=$1 s=$2 round=$3 p=$4 test=$5 clients=$6 port=$7; shift 7
+  redis-benchmark -p "$port" -n "$requests" -c "$clients" -P "$p" --csv "$@" 2>/dev/null \
+    | tail -n +2 | tr -d '"' \
+    | awk -F, -v s="$s" -v r="$round" -v p="$p" -v t="$test" \
+      '{print s","r","p","t","$2","$5","$7}' >>"$csv"
+}

@@ -29,16 +29,7 @@ start_pair "$out"
 load="$out/stream-load.txt"
 seq 1 "$requests" | awk '{print "XADD q " $1 "-1 field value"}' >"$load"
 
-# bench PORT SERVER ROUND PIPELINE TEST ARGS...: one redis-benchmark run, a CSV row.
-bench() {
-  local port=$1 s=$2 round=$3 p=$4 test=$5; shift 5
-  redis-benchmark -p "$port" -n "$requests" -c 50 -P "$p" --csv "$@" 2>/dev/null \
-    | tail -n +2 | tr -d '"' \
-    | awk -F, -v s="$s" -v r="$round" -v p="$p" -v t="$test" \
-      '{print s","r","p","t","$2","$5","$7}' >>"$csv"
-}
-
-echo "server,round,pipeline,test,rps,p50_ms,p99_ms" >"$csv"
+pair_header "$csv"
 for round in $(seq 1 "$rounds"); do
   for pipeline in 1 16; do
     if (( round % 2 )); then order="meridian redis"; else order="redis meridian"; fi
@@ -46,31 +37,16 @@ for round in $(seq 1 "$rounds"); do
       port=$mport; [[ $s == redis ]] && port=$rport
       echo "round $round, pipeline $pipeline: $s" >&2
       redis-cli -p "$port" FLUSHALL >/dev/null
-      bench "$port" "$s" "$round" "$pipeline" XADD -r 100 \
+      bench_row "$csv" "$s" "$round" "$pipeline" XADD 50 "$port" -r 100 \
         XADD stream:__rand_int__ MAXLEN '~' 1000 '*' field value
       redis-cli -p "$port" --pipe <"$load" >/dev/null
       redis-cli -p "$port" XGROUP CREATE q g 0 >/dev/null
-      bench "$port" "$s" "$round" "$pipeline" XREADGROUP -r 50 \
+      bench_row "$csv" "$s" "$round" "$pipeline" XREADGROUP 50 "$port" -r 50 \
         XREADGROUP GROUP g c__rand_int__ COUNT 1 STREAMS q '>'
-      bench "$port" "$s" "$round" "$pipeline" XACK -r "$requests" XACK q g __rand_int__-1
+      bench_row "$csv" "$s" "$round" "$pipeline" XACK 50 "$port" -r "$requests" \
+        XACK q g __rand_int__-1
     done
   done
 done
 echo "raw results: $csv" >&2
-python3 - "$csv" <<'PY'
-import csv, statistics, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-med = statistics.median
-def rate(s, p, t):
-    return med(float(r["rps"]) for r in rows if (r["server"], r["pipeline"], r["test"]) == (s, p, t))
-print("| test | pipeline | Meridian calls/s | Redis calls/s | ratio |")
-print("|---|---|---|---|---|")
-for p in ("1", "16"):
-    for t in ("XADD", "XREADGROUP", "XACK"):
-        m, r = rate("meridian", p, t), rate("redis", p, t)
-        print(f"| {t} | {p} | {m:,.0f} | {r:,.0f} | **{m/r:.2f}** |")
-    pair = lambda s: 1 / (1 / rate(s, p, "XREADGROUP") + 1 / rate(s, p, "XACK"))
-    m, r = pair("meridian"), pair("redis")
-    print(f"| XREADGROUP+XACK | {p} | {m:,.0f} | {r:,.0f} | **{m/r:.2f}** |")
-print(f"\nmedians of {len(set(r['round'] for r in rows))} rounds; 50 clients")
-PY
+python3 bench/pair_table.py "$csv" --pair XREADGROUP+XACK --note "; 50 clients"

@@ -1135,22 +1135,12 @@ mod cluster_mode {
     /// An embedded 2-DC × 2-node cluster on port 0, no WAN delay, its `default` bucket
     /// eventual (shared with `cluster_slots` and the transaction tests).
     pub(crate) async fn cluster() -> Embedded {
-        let cfg = EmbeddedConfig {
-            dcs: 2,
-            nodes_per_dc: 2,
-            wan_latency: Duration::ZERO,
-            intra_dc: LinkConfig::ideal(),
-            heartbeat: Duration::from_millis(100),
-            buckets: [eventual_default()].into(),
-            ..EmbeddedConfig::default()
-        };
-        crate::start_serving(cfg, Duration::from_secs(60))
-            .await
-            .unwrap()
+        timeline_cluster(vec![eventual_default()]).await
     }
 
     /// `meridian up`'s shape on 2 DCs × 2 nodes, no WAN delay: the `default` bucket is the
-    /// timeline bucket of `BucketProps::redis_default`, beside `buckets`.
+    /// timeline bucket of `BucketProps::redis_default` unless `buckets` names `default`,
+    /// beside `buckets`.
     pub(crate) async fn timeline_cluster(
         buckets: Vec<(String, meridian_replication::BucketProps)>,
     ) -> Embedded {

@@ -52,12 +52,19 @@ impl<'a> ReadArgs<'a> {
     }
 }
 
+/// The longest `BLOCK`, ms: Redis refuses one whose deadline (now + timeout, in ms since
+/// the epoch) overflows 64 bits; this keeps 2^45 ms (a thousand years) of room for the clock.
+const MAX_BLOCK_MS: i64 = i64::MAX - (1 << 45);
+
 /// A `BLOCK` timeout in milliseconds, as Redis's `getTimeoutFromObjectOrReply` reads one.
 fn parse_block(a: &[u8]) -> Result<u64, CmdError> {
     let ms = crate::value::parse_i64(a)
         .ok_or_else(|| raw("ERR timeout is not an integer or out of range"))?;
     if ms < 0 {
         return Err(raw("ERR timeout is negative"));
+    }
+    if ms > MAX_BLOCK_MS {
+        return Err(raw("ERR timeout is out of range"));
     }
     Ok(ms as u64)
 }

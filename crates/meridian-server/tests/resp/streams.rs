@@ -154,6 +154,14 @@ async fn hostile_stream_arguments_are_refused_and_the_node_stays_up() {
         vec![b"XREAD", b"COUNT", b"-5", b"STREAMS", b"s"],
         vec![b"XREAD", b"BLOCK", b"-1", b"STREAMS", b"s", b"0"],
         vec![
+            b"XREAD",
+            b"BLOCK",
+            b"9223372036854775807",
+            b"STREAMS",
+            b"s",
+            b"$",
+        ],
+        vec![
             b"XAUTOCLAIM",
             b"s",
             b"g",
