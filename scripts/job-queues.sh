@@ -68,9 +68,11 @@ record "huey + redis-py Lock" "$status"
 if [[ $have_node -eq 1 ]]; then
   status=0
   timeout 120 node "$dir/bee.js" "$port" || status=$?
+  [[ $status -eq 0 ]] || { echo "node log (last 30 lines):" >&2; tail -n 30 "$log" >&2; }
   record "bee-queue" "$status"
   status=0
   timeout 120 node "$dir/bull.js" "$port" || status=$?
+  [[ $status -eq 0 ]] || { echo "node log (last 30 lines):" >&2; tail -n 30 "$log" >&2; }
   record "bullmq" "$status"
 else
   echo "skip bee-queue and bullmq: no Node.js/npm on this machine" >&2

@@ -11,9 +11,16 @@ const settings = { redis, activateDelayedJobs: true, removeOnSuccess: false };
 const worker = new Queue('meridian-jobs', settings);
 const producer = new Queue('meridian-jobs', { ...settings, isWorker: false, getEvents: true });
 
+// Jobs whose outcome event has not arrived yet (printed if the round stalls).
+const waiting = new Set();
+
 function outcome(job) {
+  waiting.add(job.id);
   return new Promise((resolve, reject) => {
-    job.on('succeeded', resolve);
+    job.on('succeeded', (v) => {
+      waiting.delete(job.id);
+      resolve(v);
+    });
     job.on('failed', reject);
   });
 }
@@ -60,6 +67,15 @@ async function main() {
   }
   console.log(`bee-queue: 110 jobs (100 plain, 5 delayed, 5 retried): ok ${JSON.stringify(health)}`);
 }
+
+// A stalled round says what it still waits for, with the queue's counts, before the
+// script's own timeout would kill it silently.
+setTimeout(async () => {
+  const health = await producer.checkHealth().catch((e) => `unavailable: ${e}`);
+  console.error(`bee-queue: stalled; no outcome for jobs ${[...waiting].join(',')}; `
+    + `health ${JSON.stringify(health)}`);
+  process.exit(1);
+}, 90000).unref();
 
 main().then(
   () => process.exit(0),
