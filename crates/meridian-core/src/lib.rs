@@ -6,8 +6,10 @@
 //! inject clock skew and drift.
 
 pub mod clock;
+pub mod collection_data;
 pub mod envelope;
 pub mod hash;
+pub mod hll;
 pub mod ids;
 pub mod int;
 pub mod leb128;

@@ -33,7 +33,7 @@
 //! a stored value here reads 0 there (see [`format::Hll`]). A key's value may not exceed
 //! the view's [`View::max_value_len`] (a dense HLL is 12304 bytes).
 
-pub mod format;
+pub use meridian_core::hll as format;
 
 use crate::args::Args;
 use crate::command::{Cmd, Group};

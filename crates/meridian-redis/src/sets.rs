@@ -94,7 +94,6 @@ use crate::scan::{MAX_SCAN_COUNT, parse_cursor};
 use crate::value::{glob_match, parse_i64};
 use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
-use meridian_core::leb128;
 use rand::Rng;
 use std::ops::Range;
 
@@ -118,69 +117,15 @@ const PREALLOCATED_MEMBERS: usize = 4096;
 
 // ----- the encoding ----------------------------------------------------------------------
 
-fn put_len(out: &mut Vec<u8>, n: usize) {
-    leb128::put(out, n as u64);
-}
-
-fn len_size(n: usize) -> usize {
-    leb128::size(n as u64)
-}
-
-fn get_len(data: &[u8], at: &mut usize) -> Result<usize> {
-    match leb128::get(data, at) {
-        Ok(n) => usize::try_from(n).map_err(|_| RedisError::Corrupt("set length overflows")),
-        Err(leb128::Bad::Truncated) => Err(RedisError::Corrupt("truncated set")),
-        Err(leb128::Bad::Overflow) => Err(RedisError::Corrupt("set length overflows")),
-    }
-}
-
 /// The encoding of `members`, which must be strictly ascending by bytes (the data of an
-/// envelope of kind [`Kind::Set`]).
-pub fn encode<M: AsRef<[u8]>>(members: &[M]) -> Vec<u8> {
-    debug_assert!(members.windows(2).all(|w| w[0].as_ref() < w[1].as_ref()));
-    let size = len_size(members.len())
-        + members
-            .iter()
-            .map(|m| len_size(m.as_ref().len()) + m.as_ref().len())
-            .sum::<usize>();
-    let mut out = Vec::with_capacity(size);
-    put_len(&mut out, members.len());
-    for m in members {
-        put_len(&mut out, m.as_ref().len());
-        out.extend_from_slice(m.as_ref());
-    }
-    out
-}
+/// envelope of kind [`Kind::Set`]): [`meridian_core::collection_data::encode_set`].
+pub use meridian_core::collection_data::encode_set as encode;
 
 /// Walks a set's data, checking every length, the strict order and that nothing trails:
 /// `f` gets each member's byte range, ascending (before damage further on shows). The
 /// member count.
-pub(crate) fn walk(data: &[u8], mut f: impl FnMut(Range<usize>)) -> Result<usize> {
-    let mut at = 0usize;
-    let count = get_len(data, &mut at)?;
-    // Every member takes at least its length byte: a count beyond the bytes left is damage.
-    if count > data.len() - at {
-        return Err(RedisError::Corrupt("set count exceeds its data"));
-    }
-    let mut prev: Option<Range<usize>> = None;
-    for _ in 0..count {
-        let n = get_len(data, &mut at)?;
-        let end = at
-            .checked_add(n)
-            .filter(|&e| e <= data.len())
-            .ok_or(RedisError::Corrupt("truncated set"))?;
-        let r = at..end;
-        if prev.is_some_and(|p| data[p] >= data[r.clone()]) {
-            return Err(RedisError::Corrupt("set members out of order"));
-        }
-        at = end;
-        f(r.clone());
-        prev = Some(r);
-    }
-    if at != data.len() {
-        return Err(RedisError::Corrupt("trailing bytes after a set"));
-    }
-    Ok(count)
+pub(crate) fn walk(data: &[u8], f: impl FnMut(Range<usize>)) -> Result<usize> {
+    meridian_core::collection_data::walk_set(data, f).map_err(|e| RedisError::Corrupt(e.0))
 }
 
 /// Decodes a set's data: its members, strictly ascending, as slices of `data` (no copy).
@@ -204,9 +149,9 @@ pub fn members(entry: &Entry) -> Result<Vec<Bytes>> {
 
 /// The number of members of a set's data, without decoding them.
 pub fn data_len(data: &[u8]) -> Result<usize> {
-    let mut at = 0usize;
-    let n = get_len(data, &mut at)?;
-    if n > data.len() - at {
+    let n = meridian_core::collection_data::count(data).map_err(|e| RedisError::Corrupt(e.0))?;
+    // Every member takes at least its length byte: a count beyond the bytes is damage.
+    if n > data.len() {
         return Err(RedisError::Corrupt("set count exceeds its data"));
     }
     Ok(n)

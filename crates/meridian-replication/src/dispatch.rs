@@ -52,7 +52,7 @@
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::eventual::map::{self, Stamp};
-use crate::eventual::{CrdtOp, CrdtReply, HashOps, HashReply, counter};
+use crate::eventual::{CrdtOp, CrdtReply, HashOps, HashReply, counter, elements, registers};
 use crate::timeline::{Content, Expect, GroupItem, GroupOutcome, Record};
 use crate::txn::TxnOptions;
 use crate::{
@@ -214,6 +214,12 @@ pub enum Need {
     Counter,
     /// A hash write (HSET, HMSET, HSETNX, HDEL, HINCRBY): a map CRDT on eventual buckets.
     MapUpdate,
+    /// A set or sorted-set write whose reply does not need one order of the key's writes
+    /// (SADD, SREM, ZADD, ZINCRBY, ZREM, ZREMRANGEBY*): an observed-remove set CRDT on
+    /// eventual buckets; `true` when it increments scores (ZINCRBY, ZADD ... INCR).
+    ElementUpdate(bool),
+    /// A HyperLogLog write (PFADD): a register-maximum CRDT on eventual buckets.
+    RegisterMax,
     /// Several keys written atomically (MSETNX): needs a transactional bucket.
     AtomicGroup,
 }
@@ -231,6 +237,11 @@ pub enum Plan {
     Counter,
     /// The key's map CRDT ([`Dispatch::hash_update`]).
     Map,
+    /// The key's set or sorted-set CRDT ([`Dispatch::element_update`]); `true` when the
+    /// command increments scores.
+    Elements(bool),
+    /// The key's HLL CRDT ([`Dispatch::register_update`]).
+    Registers,
 }
 
 /// Why an eventual bucket refuses a command whose outcome a racing write would change.
@@ -255,6 +266,8 @@ fn plan_for(ty: BucketType, need: Need) -> std::result::Result<Plan, &'static st
         (BucketType::Eventual, Need::Ordered) => Err(NOT_ATOMIC_ON_EVENTUAL),
         (BucketType::Eventual, Need::Counter) => Ok(Plan::Counter),
         (BucketType::Eventual, Need::MapUpdate) => Ok(Plan::Map),
+        (BucketType::Eventual, Need::ElementUpdate(incr)) => Ok(Plan::Elements(incr)),
+        (BucketType::Eventual, Need::RegisterMax) => Ok(Plan::Registers),
     }
 }
 
@@ -423,16 +436,25 @@ impl Dispatch {
                 let ctx = got.context();
                 let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
                 let now = self.now();
-                let (shown, count, hash) = match &got {
-                    GetResult::Found { values, latest, .. } => (
-                        counter::resolve(values, *latest, now),
-                        counter::shown_counter(values, *latest),
-                        values
-                            .get(*latest)
-                            .filter(|v| map::is_map(v))
-                            .and_then(|_| map::merge_all(values.iter().map(|v| &v[..]))),
-                    ),
-                    GetResult::NotFound { .. } => (None, None, None),
+                let (shown, count, hash, collection, hll) = match &got {
+                    GetResult::Found { values, latest, .. } => {
+                        let all = || values.iter().map(|v| &v[..]);
+                        let shown_raw = values.get(*latest);
+                        (
+                            counter::resolve(values, *latest, now),
+                            counter::shown_counter(values, *latest),
+                            shown_raw
+                                .filter(|v| map::is_map(v))
+                                .and_then(|_| map::merge_all(all())),
+                            shown_raw
+                                .filter(|v| elements::is_elements(v))
+                                .and_then(|_| elements::merge_all(all())),
+                            shown_raw
+                                .filter(|v| registers::is_registers(v))
+                                .and_then(|_| registers::merge_all(all())),
+                        )
+                    }
+                    GetResult::NotFound { .. } => (None, None, None, None, None),
                 };
                 let before = shown.as_ref().map(|e| e.data.clone());
                 let (write, out) = f(shown, now);
@@ -447,15 +469,24 @@ impl Dispatch {
                         // stays a CRDT, so updates racing with it are still merged; a hash's
                         // new expiry is stamped now, so it wins over the older one.
                         let kept = before.as_ref() == Some(&e.data);
-                        let raw = match (count, hash) {
-                            (Some(c), _) if kept => c.encode(e.expiry),
-                            (_, Some(mut m)) if kept && e.kind == Kind::Hash => {
-                                let at = Stamp {
-                                    ts: now.0,
-                                    id: u64::from(self.node.id().0),
-                                };
+                        let at = Stamp {
+                            ts: now.0,
+                            id: u64::from(self.node.id().0),
+                        };
+                        let raw = match (count, hash, collection) {
+                            (Some(c), _, _) if kept => c.encode(e.expiry),
+                            (_, Some(mut m), _) if kept && e.kind == Kind::Hash => {
                                 m.set_expiry(e.expiry, at);
                                 m.encode()
+                            }
+                            (_, _, Some(mut c)) if kept && e.kind == c.kind() => {
+                                c.set_expiry(e.expiry, at);
+                                c.encode()
+                            }
+                            (_, _, _) if kept && hll.is_some() => {
+                                let mut r = hll.unwrap_or_default();
+                                r.set_expiry(e.expiry, at);
+                                r.encode()
                             }
                             _ => e.encode(),
                         };
@@ -582,6 +613,104 @@ impl Dispatch {
                 reason: "the coordinator's reply to a hash command held no answer".into(),
             }),
         }
+    }
+
+    /// A set or sorted-set command on an eventual bucket (see
+    /// [`crate::eventual::elements`]): `f` runs the command over the collection a read with
+    /// the bucket's R shows, as [`Dispatch::update`]'s does, and what it changed — members
+    /// added, re-scored (increments when `increments`) or removed, with the clock of what it
+    /// read — is applied by the key's coordinator to its collection, merged member by member
+    /// with every concurrent change. The answer is `f`'s, over what the read showed.
+    ///
+    /// # Errors
+    /// `wrong_type` when the coordinator holds another type; `unsupported` on another bucket
+    /// type or with `allow_mult = false`; the protocol's errors.
+    pub async fn element_update<T>(
+        &self,
+        key: &[u8],
+        increments: bool,
+        f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
+    ) -> Result<T> {
+        if self.kind(key) != BucketType::Eventual {
+            return Err(self.refuse(key, "a set CRDT update", "; use Dispatch::update"));
+        }
+        let got = self.node.get(key, GetOptions::default()).await?;
+        let now = self.now();
+        let (shown, observed) = match &got {
+            GetResult::Found { values, latest, .. } => {
+                let latest_raw = values.get(*latest);
+                let collection = latest_raw
+                    .filter(|v| elements::is_elements(v))
+                    .and_then(|_| elements::merge_all(values.iter().map(|v| &v[..])));
+                (
+                    counter::resolve(values, *latest, now),
+                    collection.map(|c| c.observed()),
+                )
+            }
+            GetResult::NotFound { .. } => (None, Some(Vec::new())),
+        };
+        let (write, out) = f(shown.clone(), now);
+        let Some(stored) = write else {
+            return Ok(out);
+        };
+        let ops = elements::diff(shown.as_ref(), stored.as_ref(), increments, observed)?;
+        if ops.is_empty() {
+            return Ok(out);
+        }
+        // A removal frees memory: as in Redis (SREM has no `denyoom`), it runs over the limit.
+        if ops.only_removes() {
+            self.node.touch_key(key);
+        } else {
+            self.admit_write(key)?;
+        }
+        let opts = PutOptions {
+            crdt: Some(CrdtOp::Elements(Box::new(ops))),
+            ..PutOptions::default()
+        };
+        self.node.put(key, Bytes::new(), None, opts).await?;
+        Ok(out)
+    }
+
+    /// PFADD on an eventual bucket (see [`crate::eventual::registers`]): `f` runs it over
+    /// the HLL a read with the bucket's R shows, and the registers it raised are raised in
+    /// the key's HLL at its coordinator, merged by maximum with every concurrent PFADD. The
+    /// answer is `f`'s, over what the read showed.
+    ///
+    /// # Errors
+    /// `wrong_type` when the coordinator holds another value; `unsupported` on another
+    /// bucket type or with `allow_mult = false`; the protocol's errors.
+    pub async fn register_update<T>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
+    ) -> Result<T> {
+        if self.kind(key) != BucketType::Eventual {
+            return Err(self.refuse(key, "an HLL CRDT update", "; use Dispatch::update"));
+        }
+        let got = self.node.get(key, GetOptions::default()).await?;
+        let now = self.now();
+        let shown = match &got {
+            GetResult::Found { values, latest, .. } => counter::resolve(values, *latest, now),
+            GetResult::NotFound { .. } => None,
+        };
+        let (write, out) = f(shown.clone(), now);
+        let Some(Some(stored)) = write else {
+            return Ok(out);
+        };
+        let Some(regs) = registers::raised(shown.as_ref(), &stored) else {
+            return Err(ReplicationError::WrongType);
+        };
+        // Nothing rose over an HLL that exists: nothing to write.
+        if regs.is_empty() && shown.is_some() {
+            return Ok(out);
+        }
+        self.admit_write(key)?;
+        let opts = PutOptions {
+            crdt: Some(CrdtOp::Registers(regs)),
+            ..PutOptions::default()
+        };
+        self.node.put(key, Bytes::new(), None, opts).await?;
+        Ok(out)
     }
 
     /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot

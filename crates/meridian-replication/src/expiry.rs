@@ -23,7 +23,7 @@
 
 use crate::PutOptions;
 use crate::bucket::BucketType;
-use crate::eventual::{counter, map};
+use crate::eventual::{counter, elements, map, registers};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
@@ -39,6 +39,10 @@ fn expired(raw: &Bytes, now: Timestamp) -> bool {
         counter::Counter::decode(raw).and_then(|(_, at)| at)
     } else if map::is_map(raw) {
         map::Map::decode(raw).and_then(|m| m.expiry())
+    } else if elements::is_elements(raw) {
+        elements::Elements::decode(raw).and_then(|e| e.expiry())
+    } else if registers::is_registers(raw) {
+        registers::Registers::decode(raw).and_then(|r| r.expiry())
     } else {
         Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
     };
@@ -56,6 +60,16 @@ fn shown_expired(o: &Object, now: Timestamp) -> bool {
             dvv::Content::Value(v) if map::is_map(v) => map::merge_all(o.values().map(|v| &v[..]))
                 .and_then(|m| m.expiry())
                 .is_some_and(|at| now.0 > at),
+            dvv::Content::Value(v) if elements::is_elements(v) => {
+                elements::merge_all(o.values().map(|v| &v[..]))
+                    .and_then(|e| e.expiry())
+                    .is_some_and(|at| now.0 > at)
+            }
+            dvv::Content::Value(v) if registers::is_registers(v) => {
+                registers::merge_all(o.values().map(|v| &v[..]))
+                    .and_then(|r| r.expiry())
+                    .is_some_and(|at| now.0 > at)
+            }
             dvv::Content::Value(v) => expired(v, now),
             dvv::Content::Tombstone => false,
         })

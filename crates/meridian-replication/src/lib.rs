@@ -94,8 +94,8 @@ pub use dispatch::{
 };
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
 pub use eventual::{
-    CrdtOp, CrdtReply, EventualMsg, GetOptions, GetResult, HashOps, HashReply, PutOptions,
-    PutResult,
+    CrdtOp, CrdtReply, ElementOps, EventualMsg, GetOptions, GetResult, HashOps, HashReply,
+    PutOptions, PutResult,
 };
 pub use handoff::HandoffMsg;
 pub use kernel::{

@@ -226,50 +226,27 @@ impl ZSet {
 
     /// The encoding (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
-        let body: usize = self.by_score.iter().map(|(_, m)| 8 + 10 + m.len()).sum();
-        let mut out = Vec::with_capacity(10 + body);
-        put_uvarint(&mut out, self.len() as u64);
-        for (s, m) in &self.by_score {
-            out.extend_from_slice(&s.get().to_be_bytes());
-            put_uvarint(&mut out, m.len() as u64);
-            out.extend_from_slice(m);
-        }
-        out
+        meridian_core::collection_data::encode_zset(
+            self.by_score.iter().map(|(s, m)| (s.get(), &m[..])),
+        )
     }
 
     /// Decodes [`ZSet::encode`]'s bytes; the members are slices of `data`.
     pub fn decode(data: &Bytes) -> Result<ZSet, &'static str> {
-        let mut r = Reader { data, pos: 0 };
-        let count = r.uvarint()?;
-        // Each entry takes at least 9 bytes: a count beyond that is damage, not a loop bound.
-        if count > (r.left() / 9) as u64 {
-            return Err("sorted set count exceeds its bytes");
-        }
         let mut z = ZSet::default();
-        let mut prev: Option<(Score, Bytes)> = None;
-        for _ in 0..count {
-            let raw = r.take(8)?;
-            let mut b = [0u8; 8];
-            b.copy_from_slice(raw);
-            let score = Score::new(f64::from_be_bytes(b)).ok_or("sorted set score is NaN")?;
-            let len = r.uvarint()?;
-            let len = usize::try_from(len).map_err(|_| "sorted set member length overflows")?;
-            let start = r.pos;
-            r.take(len)?;
-            let member = data.slice(start..start + len);
-            let entry = (score, member.clone());
-            if prev.as_ref().is_some_and(|p| *p >= entry) {
-                return Err("sorted set entries out of order");
-            }
-            if z.by_member.insert(member, score).is_some() {
-                return Err("sorted set member repeated");
-            }
-            z.member_bytes = z.member_bytes.saturating_add(len);
-            z.by_score.insert(entry.clone());
-            prev = Some(entry);
-        }
-        if r.left() != 0 {
-            return Err("sorted set has trailing bytes");
+        let mut repeated = false;
+        meridian_core::collection_data::walk_zset(data, |score, r| {
+            let Some(score) = Score::new(score) else {
+                return;
+            };
+            let member = data.slice(r);
+            z.member_bytes = z.member_bytes.saturating_add(member.len());
+            repeated |= z.by_member.insert(member.clone(), score).is_some();
+            z.by_score.insert((score, member));
+        })
+        .map_err(|e| e.0)?;
+        if repeated {
+            return Err("sorted set member repeated");
         }
         Ok(z)
     }

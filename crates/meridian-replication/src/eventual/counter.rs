@@ -29,13 +29,14 @@
 //! keeps. A counter shows every counter sibling merged, a map every map sibling merged
 //! ([`super::map`]), a plain value itself.
 
-use super::map;
+use super::shared::{crdt_envelope, dot_id, lww_sibling, open_crdt};
 pub use super::types::IncrError;
+use super::{elements, map, registers};
 use crate::error::ReplicationError;
-use bytes::{BufMut, Bytes, BytesMut};
-use meridian_cluster::dvv::{Content, Dot, Object, Sibling};
+use bytes::Bytes;
+use meridian_cluster::dvv::{Content, Dot, Object};
 use meridian_core::Timestamp;
-use meridian_core::envelope::{Entry, FLAG_CRDT, FLAG_EXPIRY, FLAG_HASH, Kind};
+use meridian_core::envelope::{Entry, FLAG_CRDT, FLAG_HASH, Kind, TYPE_BITS};
 use meridian_core::int::parse_i64;
 use serde::{Deserialize, Serialize};
 
@@ -144,40 +145,10 @@ impl Counter {
     }
 }
 
-/// The stored bytes of a CRDT state: `[0x02 | kind | 0x01 if an expiry][expiry µs BE]
-/// [state]`, `kind` being `0` (a counter) or [`FLAG_HASH`] (a map).
-pub(crate) fn crdt_envelope(kind: u8, expiry: Option<u64>, state: &[u8]) -> Bytes {
-    let mut b = BytesMut::with_capacity(state.len() + 9);
-    match expiry {
-        Some(at) => {
-            b.put_u8(FLAG_CRDT | kind | FLAG_EXPIRY);
-            b.put_u64(at);
-        }
-        None => b.put_u8(FLAG_CRDT | kind),
-    }
-    b.put_slice(state);
-    b.freeze()
-}
-
-/// The expiry and state of [`crdt_envelope`]'s bytes of a CRDT of `kind`; `None` when `raw`
-/// is another kind of value or damaged.
-pub(crate) fn open_crdt(raw: &[u8], kind: u8) -> Option<(Option<u64>, &[u8])> {
-    let flags = *raw.first()?;
-    if flags & !FLAG_EXPIRY != FLAG_CRDT | kind {
-        return None;
-    }
-    if flags & FLAG_EXPIRY != 0 {
-        let at: [u8; 8] = raw.get(1..9)?.try_into().ok()?;
-        Some((Some(u64::from_be_bytes(at)), raw.get(9..)?))
-    } else {
-        Some((None, raw.get(1..)?))
-    }
-}
-
 /// Whether stored bytes are a counter (one byte looked at).
 pub fn is_counter(raw: &[u8]) -> bool {
     raw.first()
-        .is_some_and(|f| f & (FLAG_CRDT | FLAG_HASH) == FLAG_CRDT)
+        .is_some_and(|f| f & (FLAG_CRDT | FLAG_HASH | TYPE_BITS) == FLAG_CRDT)
 }
 
 /// A counter shown as Redis shows an integer value: its decimal text.
@@ -197,6 +168,12 @@ pub fn resolve(values: &[Bytes], latest: usize, now: Timestamp) -> Option<Entry>
     let shown = values.get(latest)?;
     if map::is_map(shown) {
         return map::merge_all(values.iter().map(|v| &v[..]))?.live_entry(now);
+    }
+    if elements::is_elements(shown) {
+        return elements::merge_all(values.iter().map(|v| &v[..]))?.live_entry(now);
+    }
+    if registers::is_registers(shown) {
+        return registers::merge_all(values.iter().map(|v| &v[..]))?.live_entry(now);
     }
     if !is_counter(shown) {
         return Entry::live(Some(shown.clone()), now);
@@ -230,6 +207,13 @@ fn merge_all<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<Counter> {
 pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, Option<usize>) {
     let hash = map::merge_all(values.iter().map(|v| &v[..])).and_then(|m| m.live_entry(now));
     let latest_is_map = values.get(latest).is_some_and(|v| map::is_map(v));
+    let collection =
+        elements::merge_all(values.iter().map(|v| &v[..])).and_then(|e| e.live_entry(now));
+    let latest_is_collection = values.get(latest).is_some_and(|v| elements::is_elements(v));
+    let hll = registers::merge_all(values.iter().map(|v| &v[..])).and_then(|r| r.live_entry(now));
+    let latest_is_hll = values
+        .get(latest)
+        .is_some_and(|v| registers::is_registers(v));
     let counter = values
         .iter()
         .find(|v| is_counter(v))
@@ -242,7 +226,11 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
     let mut live = Vec::with_capacity(values.len());
     let mut shown = None;
     for (i, raw) in values.into_iter().enumerate() {
-        if is_counter(&raw) || map::is_map(&raw) {
+        if is_counter(&raw)
+            || map::is_map(&raw)
+            || elements::is_elements(&raw)
+            || registers::is_registers(&raw)
+        {
             continue;
         }
         if let Some(e) = Entry::live(Some(raw), now) {
@@ -258,39 +246,39 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
         }
         live.push(c.data);
     }
-    if let Some(h) = hash {
-        if latest_is_map {
-            shown = Some(live.len());
+    let merged = [
+        (hash, latest_is_map),
+        (collection, latest_is_collection),
+        (hll, latest_is_hll),
+    ];
+    for (merged, latest_is_it) in merged {
+        if let Some(e) = merged {
+            if latest_is_it {
+                shown = Some(live.len());
+            }
+            live.push(e.data);
         }
-        live.push(h.data);
     }
     (live, shown)
 }
 
-/// The sibling last-writer-wins keeps in `o`: greatest `(meta.ts_us, dot)`, tombstones
-/// included.
-pub(crate) fn lww_sibling(o: &Object) -> Option<&Sibling> {
-    o.siblings().iter().max_by_key(|s| (s.meta.ts_us, s.dot))
-}
-
-/// A stable 64-bit name for a dot (FNV-1a over its fields): every replica that sees the same
-/// sibling names a counter started over it the same way.
-pub(crate) fn dot_id(d: &Dot) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for word in [
-        u64::from(d.replica.partition.0),
-        u64::from(d.replica.node.0),
-        u64::from(d.replica.incarnation),
-        d.replica.epoch,
-        d.counter,
-    ] {
-        for b in word.to_le_bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    // 0 is "no base".
-    h.max(1)
+/// Whether the CRDT a sibling's value `v` is — a counter, a map, a set or sorted set, an
+/// HLL — shows a live value at `now`, its siblings in `local` merged; `None` when `v` is
+/// no CRDT. What a CRDT of another kind continuing the key asks before it answers
+/// `wrong_type`.
+pub(crate) fn crdt_live(v: &[u8], local: Option<&Object>, now: Timestamp) -> Option<bool> {
+    let values = || local.into_iter().flat_map(|o| o.values()).map(|v| &v[..]);
+    Some(if map::is_map(v) {
+        map::merge_all(values()).is_some_and(|m| m.live_entry(now).is_some())
+    } else if elements::is_elements(v) {
+        elements::merge_all(values()).is_some_and(|e| e.live_entry(now).is_some())
+    } else if registers::is_registers(v) {
+        registers::merge_all(values()).is_some_and(|r| r.live_entry(now).is_some())
+    } else if is_counter(v) {
+        Counter::decode(v).is_some_and(|(_, e)| e.is_none_or(|e| now.0 <= e))
+    } else {
+        return None;
+    })
 }
 
 /// The content an increment by `delta` at `actor` writes over `local` (this replica's
@@ -307,10 +295,14 @@ pub fn increment(
 ) -> Result<(Content, i64), ReplicationError> {
     let latest = local.and_then(lww_sibling);
     let (mut counter, expiry) = match latest.map(|s| (&s.content, s.dot)) {
-        Some((Content::Value(v), dot)) if map::is_map(v) => {
-            let values = local.into_iter().flat_map(|o| o.values()).map(|v| &v[..]);
-            if map::merge_all(values).is_some_and(|m| m.live_entry(now).is_some()) {
-                return Err(ReplicationError::WrongType);
+        Some((Content::Value(v), dot)) if !is_counter(v) && crdt_live(v, local, now).is_some() => {
+            if crdt_live(v, local, now) == Some(true) {
+                // An HLL is a string to Redis, not an integer.
+                return Err(if registers::is_registers(v) {
+                    ReplicationError::Incr(IncrError::NotAnInteger)
+                } else {
+                    ReplicationError::WrongType
+                });
             }
             // An expired or empty hash is no value: start again, over it.
             (fresh(Some(dot)), None)
@@ -391,7 +383,18 @@ pub(crate) mod tests {
         let plain = Entry::new(Bytes::from("5")).encode();
         assert!(!is_counter(&plain));
         assert_eq!(Counter::decode(&plain), None);
-        assert_eq!(Counter::decode(&[FLAG_CRDT | FLAG_EXPIRY, 0, 0]), None);
+        assert_eq!(
+            Counter::decode(&[FLAG_CRDT | meridian_core::envelope::FLAG_EXPIRY, 0, 0]),
+            None
+        );
+        // Sets, sorted sets and HLLs are CRDTs of their own type bits: never counters.
+        for bits in [0x10, 0x18, 0x28] {
+            assert!(!is_counter(&[FLAG_CRDT | bits]), "{bits:#x}");
+        }
+        assert!(
+            elements::is_elements(&[FLAG_CRDT | 0x10])
+                && registers::is_registers(&[FLAG_CRDT | 0x28])
+        );
         assert_eq!(Counter::decode(&[0x06]), None);
         assert!(
             Entry::decode(c.encode(None)).is_err(),

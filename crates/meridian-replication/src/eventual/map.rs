@@ -48,28 +48,17 @@
 //! state decodes to `None`, never a panic.
 
 use super::counter::{self, Counter, IncrError};
+pub use super::shared::Stamp;
+use super::shared::{crdt_envelope, lww_sibling, open_crdt, sibling_stamp};
 use super::types::{HashOps, HashReply};
 use crate::error::ReplicationError;
 use bytes::Bytes;
-use meridian_cluster::dvv::{Content, Object, Sibling};
+use meridian_cluster::dvv::{Content, Object};
 use meridian_core::Timestamp;
 use meridian_core::envelope::{Entry, FLAG_CRDT, FLAG_HASH, Kind};
 use meridian_core::int::parse_i64;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-
-/// When a write happened, for last-writer-wins: µs from the coordinating node's clock, then a
-/// tie-breaker (the actor's node id; for a generation, the hash of the superseded sibling's
-/// dot).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-pub struct Stamp {
-    /// µs since the epoch.
-    pub ts: u64,
-    /// The tie-breaker.
-    pub id: u64,
-}
 
 /// One field's state. See the module docs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -322,12 +311,12 @@ impl Map {
     /// Its stored bytes (flags `0x02 | 0x04`, and its expiry).
     pub fn encode(&self) -> Bytes {
         let state = postcard::to_allocvec(self).unwrap_or_default();
-        counter::crdt_envelope(FLAG_HASH, self.expiry, &state)
+        crdt_envelope(FLAG_HASH, self.expiry, &state)
     }
 
     /// A stored map; `None` when `raw` is no map or is damaged.
     pub fn decode(raw: &[u8]) -> Option<Map> {
-        let (expiry, state) = counter::open_crdt(raw, FLAG_HASH)?;
+        let (expiry, state) = open_crdt(raw, FLAG_HASH)?;
         match postcard::take_from_bytes::<Map>(state) {
             Ok((mut m, [])) => {
                 m.expiry = expiry;
@@ -352,14 +341,6 @@ pub fn merge_all<'a>(values: impl Iterator<Item = &'a [u8]>) -> Option<Map> {
         .reduce(|a, b| a.merge(&b))
 }
 
-/// The stamp naming sibling `s` (a generation started over it): its write time and dot.
-fn sibling_stamp(s: &Sibling) -> Stamp {
-    Stamp {
-        ts: s.meta.ts_us,
-        id: counter::dot_id(&s.dot),
-    }
-}
-
 /// The map a hash command continues in `local` (this replica's object, read under the key's
 /// lock) at `now`: the merged maps when the key shows a hash map; a map of a plain hash's
 /// fields (every replica that saw the same plain hash builds the same map); an empty map
@@ -368,7 +349,7 @@ fn sibling_stamp(s: &Sibling) -> Stamp {
 /// # Errors
 /// `wrong_type` when the key shows a string (plain or counter).
 pub fn continued(local: Option<&Object>, now: Timestamp) -> Result<Map, ReplicationError> {
-    let Some(latest) = local.and_then(counter::lww_sibling) else {
+    let Some(latest) = local.and_then(lww_sibling) else {
         return Ok(Map::default());
     };
     let at = sibling_stamp(latest);
@@ -382,6 +363,12 @@ pub fn continued(local: Option<&Object>, now: Timestamp) -> Result<Map, Replicat
             // Expired: a new hash, over it.
             _ => Map::over(at),
         });
+    }
+    if !counter::is_counter(v) && counter::crdt_live(v, local, now).is_some() {
+        return match counter::crdt_live(v, local, now) {
+            Some(true) => Err(ReplicationError::WrongType),
+            _ => Ok(Map::over(at)),
+        };
     }
     if counter::is_counter(v) {
         return match Counter::decode(v) {

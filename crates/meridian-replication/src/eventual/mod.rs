@@ -83,8 +83,11 @@
 //!   `overload_backlog` messages wait in its inbox; `Repair` is always applied.
 
 pub mod counter;
+pub mod elements;
 pub mod map;
 pub mod messages;
+pub mod registers;
+pub mod shared;
 pub mod types;
 
 use crate::balance::{Cand, ReadAnswer, ReadFail, ReadKind, ReadPlan};
@@ -105,7 +108,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 pub use types::{
-    CrdtOp, CrdtReply, GetOptions, GetResult, HashOps, HashReply, PutOptions, PutResult,
+    CrdtOp, CrdtReply, ElementOps, GetOptions, GetResult, HashOps, HashReply, PutOptions, PutResult,
 };
 
 /// The eventual protocol's state on a node (objects live in the kernel's object store,
@@ -955,24 +958,20 @@ impl Node {
             let horizon_us = u64::try_from(self.kernel().cfg.map_tombstone_horizon.as_micros())
                 .unwrap_or(u64::MAX);
             let object_max = self.kernel().cfg.object_max;
+            // An element's dot names the coordinator's incarnation too: a wiped node must
+            // never reissue one.
+            let actor = (u64::from(self.kernel().cfg.incarnation) << 32) | u64::from(me.0);
             let make = |local: Option<&Object>| match op {
                 CrdtOp::CounterAdd(delta) => counter::increment(local, me.0, *delta, now)
                     .map(|(c, v)| (Some(c), CrdtReply::Counter(v))),
-                CrdtOp::HashUpdate(ops) => {
-                    map::update(local, me.0, ops, now, horizon_us).and_then(|(c, r)| {
-                        // A map grows one bounded request at a time: bound what it grows
-                        // to as a plain PUT's value is bounded.
-                        match &c {
-                            Some(Content::Value(v)) if v.len() > object_max => {
-                                Err(ReplicationError::ObjectTooLarge {
-                                    len: v.len(),
-                                    max: object_max,
-                                })
-                            }
-                            _ => Ok((c, CrdtReply::Hash(r))),
-                        }
-                    })
+                CrdtOp::HashUpdate(ops) => map::update(local, me.0, ops, now, horizon_us)
+                    .and_then(|(c, r)| bounded(c, object_max).map(|c| (c, CrdtReply::Hash(r)))),
+                CrdtOp::Elements(ops) => {
+                    elements::update(local, actor, ops, now, counter::crdt_live)
+                        .and_then(|c| bounded(c, object_max).map(|c| (c, CrdtReply::Elements)))
                 }
+                CrdtOp::Registers(regs) => registers::update(local, regs, now, counter::crdt_live)
+                    .map(|c| (c, CrdtReply::Elements)),
             };
             let (object, reply) =
                 store.coordinator_update(key, make, rid, params.allow_mult, siblings_max)?;
@@ -1252,6 +1251,18 @@ const FAR_FUTURE: Duration = Duration::from_secs(365 * 86_400);
 
 /// `now + d` without the panic of `Instant + Duration` overflowing: a bucket's `timeout_ms`
 /// or `hedge_ms` out of range waits [`FAR_FUTURE`] at most instead.
+/// A CRDT's new content, unless it grew past `object_max`: a map or collection grows one
+/// bounded request at a time, and what it grows to is bounded as a plain PUT's value is.
+fn bounded(c: Option<Content>, object_max: usize) -> Result<Option<Content>> {
+    match &c {
+        Some(Content::Value(v)) if v.len() > object_max => Err(ReplicationError::ObjectTooLarge {
+            len: v.len(),
+            max: object_max,
+        }),
+        _ => Ok(c),
+    }
+}
+
 fn instant_after(d: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(d)

@@ -45,6 +45,12 @@ pub enum CrdtOp {
     CounterAdd(i64),
     /// A Redis hash command on the key's map (`eventual::map`).
     HashUpdate(HashOps),
+    /// What a set or sorted-set command changed, applied to the key's collection
+    /// (`eventual::elements`).
+    Elements(Box<ElementOps>),
+    /// The registers a PFADD raised, `(index, value)` ascending, raised in the key's HLL
+    /// (`eventual::registers`).
+    Registers(Vec<(u16, u8)>),
 }
 
 impl CrdtOp {
@@ -53,6 +59,9 @@ impl CrdtOp {
         match self {
             CrdtOp::CounterAdd(_) => "INCR",
             CrdtOp::HashUpdate(ops) => ops.command(),
+            CrdtOp::Elements(ops) if ops.zset => "ZADD",
+            CrdtOp::Elements(_) => "SADD",
+            CrdtOp::Registers(_) => "PFADD",
         }
     }
 }
@@ -108,6 +117,46 @@ pub enum HashReply {
     Set(bool),
 }
 
+/// What a command changed in a set or sorted set, as its front end worked it out over the
+/// collection it read; applied by the key's coordinator (see `eventual::elements`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ElementOps {
+    /// A sorted set (else a set).
+    pub zset: bool,
+    /// The clock of the collection the command read (`None`: it read a value that was no
+    /// element CRDT, so a removal removes what the coordinator holds).
+    pub observed: Option<Vec<(u64, u64)>>,
+    /// Members added, or whose score a `ZADD` set, with the score (sets: `None`).
+    pub puts: Vec<(Bytes, Option<f64>)>,
+    /// Sorted-set members whose score an increment changed, by how much.
+    pub incrs: Vec<(Bytes, f64)>,
+    /// Members removed.
+    pub removes: Vec<Bytes>,
+}
+
+// Scores are compared as numbers; a NaN one is refused by the coordinator, so equality is
+// an equivalence on every op that is applied.
+impl Eq for ElementOps {}
+
+impl ElementOps {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.puts.is_empty() && self.incrs.is_empty() && self.removes.is_empty()
+    }
+
+    /// Whether it only removes (it frees memory, so it runs over `maxmemory`).
+    pub fn only_removes(&self) -> bool {
+        self.puts.is_empty() && self.incrs.is_empty()
+    }
+
+    /// How many members and bytes it names, for the bound a peer's request is checked by.
+    pub fn size(&self) -> usize {
+        let names = self.puts.iter().map(|p| &p.0);
+        let names = names.chain(self.incrs.iter().map(|p| &p.0));
+        names.chain(&self.removes).map(|m| m.len() + 16).sum()
+    }
+}
+
 /// What the coordinating replica answers to a [`CrdtOp`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum CrdtReply {
@@ -115,6 +164,8 @@ pub enum CrdtReply {
     Counter(i64),
     /// The hash command's answer.
     Hash(HashReply),
+    /// A set, sorted set or HLL took the change (its command's answer is its front end's).
+    Elements,
 }
 
 /// The answer to a GET.

@@ -47,7 +47,7 @@ pub use limit::refuses_writes;
 use crate::ReplicationError;
 use crate::bucket::BucketType;
 use crate::error::Result;
-use crate::eventual::{counter, map};
+use crate::eventual::{counter, elements, map, registers};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
@@ -74,6 +74,10 @@ fn expiry_of(raw: &Bytes) -> Option<u64> {
         counter::Counter::decode(raw).and_then(|(_, at)| at)
     } else if map::is_map(raw) {
         map::Map::decode(raw).and_then(|m| m.expiry())
+    } else if elements::is_elements(raw) {
+        elements::Elements::decode(raw).and_then(|e| e.expiry())
+    } else if registers::is_registers(raw) {
+        registers::Registers::decode(raw).and_then(|r| r.expiry())
     } else {
         Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
     }

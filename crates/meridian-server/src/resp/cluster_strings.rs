@@ -1,6 +1,6 @@
-//! Redis string and hash commands on eventual and timeline buckets in cluster mode, beyond
-//! the plain GET/SET/DEL/MGET/MSET that `cluster_exec` serves directly: SET with every
-//! option, the EXPIRE family, TTL, PERSIST, GETEX, INCR, APPEND, GETSET, GETDEL, SETRANGE,
+//! Redis string, hash and one-key collection commands on eventual and timeline buckets in
+//! cluster mode, beyond the plain GET/SET/DEL/MGET/MSET that `cluster_exec` serves
+//! directly: SET with every option, the EXPIRE family, TTL, PERSIST, GETEX, INCR, APPEND, GETSET, GETDEL, SETRANGE,
 //! GETRANGE, HSET, HGET, HGETALL, HDEL, HINCRBY, HSCAN, ...
 //!
 //! Each runs with [`meridian_redis::strings::exec_on_view`] — the one copy of what the commands mean —
@@ -25,7 +25,12 @@
 //!   type serves them: never a silent last-writer-wins. Hash writes (`HSET`, `HMSET`,
 //!   `HSETNX`, `HDEL`, `HINCRBY`) update the key's map CRDT
 //!   (`meridian_replication::eventual::map`) at its coordinating replica, merged field by
-//!   field with concurrent updates, and answer what that replica holds.
+//!   field with concurrent updates, and answer what that replica holds. Set and sorted-set
+//!   member writes (`SADD`, `SREM`, `ZADD`, `ZINCRBY`, `ZREM`, `ZREMRANGEBY*`) run over the
+//!   collection read and send what they changed to the key's observed-remove set
+//!   (`meridian_replication::eventual::elements`); pops, whose reply names members a racing
+//!   pop could take too, are refused. `PFADD` raises the registers it changed in the key's
+//!   HLL (`meridian_replication::eventual::registers`), merged by maximum.
 //!
 //! Reads (`TTL`, `STRLEN`, `GETRANGE`, `HGET`, `HGETALL`, ...) read what a plain GET reads
 //! (`read_latest` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
@@ -136,7 +141,7 @@ fn set_options(cmd: Cmd, args: Args<'_>, now: Timestamp) -> Option<SetOptions> {
 
 /// What `cmd` (a SET with options `set`) needs of its key's bucket: the Redis layer's
 /// semantics, classified for the dispatch facade, which decides how the bucket serves it.
-fn need(cmd: Cmd, set: Option<SetOptions>) -> Need {
+fn need(cmd: Cmd, args: Args<'_>, set: Option<SetOptions>) -> Need {
     match cmd {
         Cmd::Msetnx => Need::AtomicGroup,
         Cmd::Setnx
@@ -154,6 +159,19 @@ fn need(cmd: Cmd, set: Option<SetOptions>) -> Need {
         Cmd::Setex | Cmd::Psetex | Cmd::Mset => Need::Blind,
         Cmd::Incr | Cmd::Decr | Cmd::Incrby | Cmd::Decrby => Need::Counter,
         Cmd::Hset | Cmd::Hmset | Cmd::Hsetnx | Cmd::Hdel | Cmd::Hincrby => Need::MapUpdate,
+        // Member writes whose reply is the members' own: an observed-remove set. (SPOP,
+        // ZPOPMIN and the like answer which members they took, which needs one order.)
+        Cmd::Sadd
+        | Cmd::Srem
+        | Cmd::Zrem
+        | Cmd::Zremrangebyscore
+        | Cmd::Zremrangebyrank
+        | Cmd::Zremrangebylex => Need::ElementUpdate(false),
+        Cmd::Zincrby => Need::ElementUpdate(true),
+        Cmd::Zadd => Need::ElementUpdate(zadd_increments(args)),
+        Cmd::Pfadd => Need::RegisterMax,
+        // PFCOUNT of one key only reads (its cache write is an optimisation).
+        Cmd::Pfcount if args.len() == 2 => Need::Read,
         // Expiry changes (and SET ... KEEPTTL): a race cannot change their outcome.
         Cmd::Set
         | Cmd::Expire
@@ -167,6 +185,14 @@ fn need(cmd: Cmd, set: Option<SetOptions>) -> Need {
         // ordered: served by timeline and transactional buckets, refused by eventual ones.
         _ => Need::Ordered,
     }
+}
+
+/// Whether a ZADD's options (the words before its first score) include INCR.
+fn zadd_increments(args: Args<'_>) -> bool {
+    const OPTIONS: [&[u8]; 6] = [b"NX", b"XX", b"GT", b"LT", b"CH", b"INCR"];
+    args.iter_from(2)
+        .take_while(|a| OPTIONS.iter().any(|o| a.eq_ignore_ascii_case(o)))
+        .any(|a| a.eq_ignore_ascii_case(b"INCR"))
 }
 
 /// The name a client would write, for errors.
@@ -232,7 +258,7 @@ pub(crate) async fn run(
     let now = c.node.clock_now();
     let set = set_options(cmd, args, now);
     let plan = d
-        .plan(key, need(cmd, set), &upper(cmd, args))
+        .plan(key, need(cmd, args, set), &upper(cmd, args))
         .map_err(|e| wire_error::resp(c, m, &e))?;
     match plan {
         Plan::Counter => {
@@ -255,7 +281,7 @@ pub(crate) async fn run(
             hash_reply(reply, cmd, r);
             return Ok(());
         }
-        Plan::Store | Plan::Read | Plan::Update => {}
+        Plan::Store | Plan::Read | Plan::Update | Plan::Elements(_) | Plan::Registers => {}
     }
     if let Some(entry) = set.and_then(|o| blind_set(args, o, now)) {
         d.store(key, entry)
@@ -287,6 +313,14 @@ pub(crate) async fn run(
             .await
             .map_err(|e| wire_error::resp(c, m, &e))?;
         run_once(live, now).1
+    } else if let Plan::Elements(increments) = plan {
+        d.element_update(key, increments, run_once)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?
+    } else if plan == Plan::Registers {
+        d.register_update(key, run_once)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?
     } else {
         d.update(key, run_once)
             .await
@@ -318,7 +352,7 @@ mod tests {
         let now = Timestamp(1_000_000);
         let need_of = |parts: &[&str]| {
             let cmd = Cmd::lookup(parts[0].as_bytes()).unwrap();
-            with_args(parts, |a| need(cmd, set_options(cmd, a, now)))
+            with_args(parts, |a| need(cmd, a, set_options(cmd, a, now)))
         };
         // What an eventual bucket refuses (the facade's `plan`).
         for parts in [
@@ -347,6 +381,22 @@ mod tests {
             (&["INCR", "k"], Need::Counter),
             (&["DECRBY", "k", "2"], Need::Counter),
             (&["HSET", "k", "f", "v"], Need::MapUpdate),
+            (&["SADD", "k", "m"], Need::ElementUpdate(false)),
+            (&["ZADD", "k", "1", "m"], Need::ElementUpdate(false)),
+            (
+                &["ZADD", "k", "xx", "incr", "1", "m"],
+                Need::ElementUpdate(true),
+            ),
+            (&["ZADD", "k", "1", "incr"], Need::ElementUpdate(false)),
+            (&["ZINCRBY", "k", "1", "m"], Need::ElementUpdate(true)),
+            (
+                &["ZREMRANGEBYRANK", "k", "0", "1"],
+                Need::ElementUpdate(false),
+            ),
+            (&["SPOP", "k"], Need::Ordered),
+            (&["PFADD", "k", "a"], Need::RegisterMax),
+            (&["PFCOUNT", "k"], Need::Read),
+            (&["ZPOPMIN", "k"], Need::Ordered),
         ] {
             assert_eq!(need_of(parts), want, "{parts:?}");
         }

@@ -634,3 +634,186 @@ async fn collections_on_ordered_buckets_and_what_cluster_mode_refuses() {
         ["z"]
     );
 }
+
+/// Polls `c` with `args` until it answers `want` (replication is asynchronous); the last
+/// answer otherwise.
+async fn converged(c: &mut Raw, args: &[&[u8]], want: &Frame) -> Frame {
+    let mut last = Frame::Null;
+    for _ in 0..POLLS {
+        last = c.cmd(args).await;
+        if &last == want {
+            break;
+        }
+        tokio::time::sleep(POLL_EVERY).await;
+    }
+    last
+}
+
+/// Sets and sorted sets on an eventual bucket are observed-remove CRDTs
+/// (`meridian_replication::eventual::elements`): members added in both DCs at once are all
+/// kept, concurrent ZINCRBYs all count, and what needs one order of the key's writes (SPOP,
+/// ZPOPMIN) is refused with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sets_sorted_sets_and_hlls_on_eventual_buckets_merge_concurrent_writes() {
+    let c = cluster_with(&[("tl", BucketProps::timeline())]).await;
+    let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
+    assert_eq!(
+        a.cmd(&[b"SADD", b"s", b"x", b"y", b"z", b"x"]).await,
+        Frame::Integer(3)
+    );
+    assert_eq!(
+        converged(&mut b, &[b"SCARD", b"s"], &Frame::Integer(3)).await,
+        Frame::Integer(3)
+    );
+    assert_eq!(
+        b.cmd(&[b"SREM", b"s", b"x", b"nope"]).await,
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        converged(&mut a, &[b"SMEMBERS", b"s"], &texts_frame(&["y", "z"])).await,
+        texts_frame(&["y", "z"])
+    );
+    assert_eq!(a.cmd(&[b"TYPE", b"s"]).await, Frame::Simple("set".into()));
+    assert_eq!(a.cmd(&[b"SISMEMBER", b"s", b"y"]).await, Frame::Integer(1));
+
+    // Both DCs add members to one set at once: none is lost to a last-writer-wins choice.
+    let (mut a2, mut b2) = (connect(&c, 1).await, connect(&c, 2).await);
+    let side = |mut con: Raw, prefix: &'static str| async move {
+        for i in 0..40 {
+            let m = format!("{prefix}{i}");
+            assert_eq!(
+                con.cmd(&[b"SADD", b"both", m.as_bytes()]).await,
+                Frame::Integer(1)
+            );
+            assert!(matches!(
+                con.cmd(&[b"ZINCRBY", b"score", b"1", b"m"]).await,
+                Frame::Bulk(_)
+            ));
+            assert!(matches!(
+                con.cmd(&[b"PFADD", b"hll", m.as_bytes()]).await,
+                Frame::Integer(_)
+            ));
+        }
+        con
+    };
+    let (ra, rb) = tokio::join!(
+        side(connect(&c, 0).await, "a"),
+        side(connect(&c, 3).await, "b")
+    );
+    drop((ra, rb));
+    assert_eq!(
+        converged(&mut a2, &[b"SCARD", b"both"], &Frame::Integer(80)).await,
+        Frame::Integer(80)
+    );
+    assert_eq!(
+        converged(&mut b2, &[b"ZSCORE", b"score", b"m"], &bulk("80")).await,
+        bulk("80")
+    );
+
+    // The HLL counts what both DCs added: its registers are those of one HLL of them all.
+    let all: Vec<String> = (0..40)
+        .flat_map(|i| [format!("a{i}"), format!("b{i}")])
+        .collect();
+    let mut args: Vec<&[u8]> = vec![b"PFADD", b"tl:hll"];
+    args.extend(all.iter().map(|m| m.as_bytes()));
+    assert_eq!(a.cmd(&args).await, Frame::Integer(1));
+    let want = a.cmd(&[b"PFCOUNT", b"tl:hll"]).await;
+    assert_eq!(converged(&mut b2, &[b"PFCOUNT", b"hll"], &want).await, want);
+    let Frame::Bulk(raw) = a.cmd(&[b"GET", b"hll"]).await else {
+        panic!("an HLL is a string")
+    };
+    assert!(raw.starts_with(b"HYLL"));
+    assert_eq!(a.cmd(&[b"PFADD", b"hll", b"a1"]).await, Frame::Integer(0));
+    assert_eq!(
+        error(a.cmd(&[b"INCR", b"hll"]).await),
+        "ERR value is not an integer or out of range"
+    );
+    assert_eq!(a.cmd(&[b"PFADD", b"empty"]).await, Frame::Integer(1));
+    assert_eq!(
+        converged(&mut b, &[b"PFCOUNT", b"empty"], &Frame::Integer(0)).await,
+        Frame::Integer(0)
+    );
+    assert_eq!(a.cmd(&[b"EXISTS", b"empty"]).await, Frame::Integer(1));
+
+    // Sorted sets answer as Redis does.
+    assert_eq!(
+        a.cmd(&[b"ZADD", b"z", b"1", b"a", b"2", b"b", b"3", b"c"])
+            .await,
+        Frame::Integer(3)
+    );
+    assert_eq!(
+        a.cmd(&[b"ZADD", b"z", b"XX", b"CH", b"5", b"a", b"9", b"nope"])
+            .await,
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        a.cmd(&[b"ZADD", b"z", b"GT", b"1", b"b"]).await,
+        Frame::Integer(0)
+    );
+    assert_eq!(
+        a.cmd(&[b"ZADD", b"z", b"INCR", b"2.5", b"c"]).await,
+        bulk("5.5")
+    );
+    let want = texts_frame(&["b", "2", "a", "5", "c", "5.5"]);
+    assert_eq!(
+        converged(
+            &mut b,
+            &[b"ZRANGE", b"z", b"0", b"-1", b"WITHSCORES"],
+            &want
+        )
+        .await,
+        want
+    );
+    assert_eq!(
+        b.cmd(&[b"ZREMRANGEBYSCORE", b"z", b"5", b"(6"]).await,
+        Frame::Integer(2)
+    );
+    assert_eq!(
+        converged(
+            &mut a,
+            &[b"ZRANGE", b"z", b"0", b"-1"],
+            &texts_frame(&["b"])
+        )
+        .await,
+        texts_frame(&["b"])
+    );
+
+    // What needs one order of the key's writes is refused, saying why; nothing changed.
+    let e = error(a.cmd(&[b"SPOP", b"s"]).await);
+    assert!(e.contains("eventual") && e.contains("timeline"), "{e}");
+    let e = error(a.cmd(&[b"ZPOPMIN", b"z"]).await);
+    assert!(e.contains("eventual"), "{e}");
+    assert_eq!(a.cmd(&[b"SCARD", b"s"]).await, Frame::Integer(2));
+
+    // WRONGTYPE every way; EXPIRE keeps a set a set; removing the last member deletes it.
+    a.cmd(&[b"SET", b"str", b"v"]).await;
+    for args in [
+        &[&b"SADD"[..], b"str", b"m"][..],
+        &[b"ZADD", b"str", b"1", b"m"],
+        &[b"ZADD", b"s", b"1", b"m"],
+        &[b"SADD", b"score", b"m"],
+        &[b"GET", b"s"],
+        &[b"INCR", b"s"],
+        &[b"HSET", b"s", b"f", b"v"],
+        &[b"PFADD", b"s", b"e"],
+        &[b"SADD", b"hll", b"e"],
+    ] {
+        let e = error(a.cmd(args).await);
+        assert!(e.starts_with("WRONGTYPE"), "{args:?}: {e}");
+    }
+    assert_eq!(a.cmd(&[b"EXPIRE", b"s", b"100"]).await, Frame::Integer(1));
+    assert_eq!(a.cmd(&[b"TYPE", b"s"]).await, Frame::Simple("set".into()));
+    assert!(matches!(a.cmd(&[b"TTL", b"s"]).await, Frame::Integer(t) if t > 90));
+    assert_eq!(a.cmd(&[b"SADD", b"s", b"w"]).await, Frame::Integer(1));
+    assert!(matches!(a.cmd(&[b"TTL", b"s"]).await, Frame::Integer(t) if t > 90));
+    assert_eq!(
+        a.cmd(&[b"SREM", b"s", b"y", b"z", b"w"]).await,
+        Frame::Integer(3)
+    );
+    assert_eq!(a.cmd(&[b"EXISTS", b"s"]).await, Frame::Integer(0));
+    c.shutdown().await;
+}
+
+fn texts_frame(items: &[&str]) -> Frame {
+    Frame::Array(items.iter().map(|i| bulk(i)).collect())
+}

@@ -1,4 +1,5 @@
-//! Redis's HyperLogLog representation, byte for byte (Redis 7.0's `hyperloglog.c`): the
+//! Redis's HyperLogLog representation, byte for byte (Redis 7.0's `hyperloglog.c`), shared by the
+//! Redis layer (PFADD, PFCOUNT, PFMERGE) and the eventual buckets' register CRDT: the
 //! header, the dense and sparse register encodings, the element hash, and the estimator.
 //!
 //! ```text
