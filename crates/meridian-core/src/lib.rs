@@ -13,6 +13,7 @@ pub mod hll;
 pub mod ids;
 pub mod int;
 pub mod leb128;
+pub mod list_data;
 pub mod memory;
 pub mod mix;
 

@@ -156,7 +156,7 @@ pub fn payload_of(e: &Entry) -> Result<Vec<u8>, CmdError> {
             rdb::save(Save::Hash(&h.fields))
         }
         Kind::List => {
-            let elems = crate::lists::encoding::decode(&e.data)?;
+            let elems = crate::lists::encoding::decode(&e.data).map_err(RedisError::from)?;
             rdb::save(Save::List(&elems))
         }
         Kind::Set => rdb::save(Save::Set(&crate::sets::members(e)?)),

@@ -134,6 +134,13 @@ impl CmdError {
     }
 }
 
+/// Damage a shared stored form (`meridian_core`'s list, set and sorted-set data) found.
+impl From<meridian_core::envelope::BadEnvelope> for RedisError {
+    fn from(e: meridian_core::envelope::BadEnvelope) -> Self {
+        RedisError::Corrupt(e.0)
+    }
+}
+
 impl From<RedisError> for CmdError {
     fn from(e: RedisError) -> Self {
         CmdError::Keyspace(e)

@@ -52,7 +52,8 @@
 //! (Redis 7.0 negates it, which overflows). A list is bounded by the limits above, where
 //! Redis's quicklist is bounded by memory only. OBJECT ENCODING is not this module's.
 
-pub mod encoding;
+pub use meridian_core::list_data as encoding;
+
 pub mod quicklist;
 
 use crate::args::Args;
@@ -66,6 +67,12 @@ use bytes::Bytes;
 use encoding::{Elem, Raw};
 use quicklist::MAX_LEN;
 pub use quicklist::Quicklist;
+
+/// [`encoding::start`], refusing a list past `max` bytes or `u32::MAX` elements with
+/// Redis's too-large error.
+pub fn start_list(count: usize, body_len: usize, max: usize) -> Result<Vec<u8>> {
+    encoding::start(count, body_len, max).map_err(|_| RedisError::CollectionTooLarge("list"))
+}
 
 /// Which end of a list: LEFT (the head) or RIGHT (the tail).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,7 +96,7 @@ pub struct List {
 impl List {
     /// The list's header, checked.
     pub fn raw(&self) -> Result<Raw<'_>> {
-        Raw::parse(&self.data)
+        Ok(Raw::parse(&self.data)?)
     }
 }
 

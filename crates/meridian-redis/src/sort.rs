@@ -47,7 +47,8 @@
 use crate::args::Args;
 use crate::command::Cmd;
 use crate::error::{CmdError, CmdResult, RedisError, Result, SYNTAX, arity_error, int_arg, raw};
-use crate::lists::encoding::{HEADER, elem_len, put_elem, start as start_list};
+use crate::lists::encoding::{HEADER, elem_len, put_elem};
+use crate::lists::start_list;
 use crate::reply::Reply;
 use crate::view::{EntryRef, Kind, View};
 use bytes::Bytes;

@@ -52,7 +52,9 @@
 use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::eventual::map::{self, Stamp};
-use crate::eventual::{CrdtOp, CrdtReply, HashOps, HashReply, counter, elements, registers};
+use crate::eventual::{
+    CrdtOp, CrdtReply, HashOps, HashReply, counter, elements, registers, sequence,
+};
 use crate::timeline::{Content, Expect, GroupItem, GroupOutcome, Record};
 use crate::txn::TxnOptions;
 use crate::{
@@ -220,6 +222,9 @@ pub enum Need {
     ElementUpdate(bool),
     /// A HyperLogLog write (PFADD): a register-maximum CRDT on eventual buckets.
     RegisterMax,
+    /// A list write whose reply does not need one order of the key's writes (pushes,
+    /// LINSERT, LSET, LREM, LTRIM): a sequence CRDT on eventual buckets.
+    SequenceUpdate,
     /// Several keys written atomically (MSETNX): needs a transactional bucket.
     AtomicGroup,
 }
@@ -242,6 +247,8 @@ pub enum Plan {
     Elements(bool),
     /// The key's HLL CRDT ([`Dispatch::register_update`]).
     Registers,
+    /// The key's list CRDT ([`Dispatch::sequence_update`]).
+    Sequence,
 }
 
 /// Why an eventual bucket refuses a command whose outcome a racing write would change.
@@ -268,6 +275,7 @@ fn plan_for(ty: BucketType, need: Need) -> std::result::Result<Plan, &'static st
         (BucketType::Eventual, Need::MapUpdate) => Ok(Plan::Map),
         (BucketType::Eventual, Need::ElementUpdate(incr)) => Ok(Plan::Elements(incr)),
         (BucketType::Eventual, Need::RegisterMax) => Ok(Plan::Registers),
+        (BucketType::Eventual, Need::SequenceUpdate) => Ok(Plan::Sequence),
     }
 }
 
@@ -436,7 +444,7 @@ impl Dispatch {
                 let ctx = got.context();
                 let ctx = (!ctx.is_empty()).then_some(&ctx[..]);
                 let now = self.now();
-                let (shown, count, hash, collection, hll) = match &got {
+                let (shown, count, hash, collection, hll, list) = match &got {
                     GetResult::Found { values, latest, .. } => {
                         let all = || values.iter().map(|v| &v[..]);
                         let shown_raw = values.get(*latest);
@@ -452,9 +460,12 @@ impl Dispatch {
                             shown_raw
                                 .filter(|v| registers::is_registers(v))
                                 .and_then(|_| registers::merge_all(all())),
+                            shown_raw
+                                .filter(|v| sequence::is_sequence(v))
+                                .and_then(|_| sequence::merge_all(all())),
                         )
                     }
-                    GetResult::NotFound { .. } => (None, None, None, None, None),
+                    GetResult::NotFound { .. } => (None, None, None, None, None, None),
                 };
                 let before = shown.as_ref().map(|e| e.data.clone());
                 let (write, out) = f(shown, now);
@@ -487,6 +498,11 @@ impl Dispatch {
                                 let mut r = hll.unwrap_or_default();
                                 r.set_expiry(e.expiry, at);
                                 r.encode()
+                            }
+                            (_, _, _) if kept && list.is_some() => {
+                                let mut l = list.unwrap_or_default();
+                                l.set_expiry(e.expiry, at);
+                                l.encode()
                             }
                             _ => e.encode(),
                         };
@@ -707,6 +723,67 @@ impl Dispatch {
         self.admit_write(key)?;
         let opts = PutOptions {
             crdt: Some(CrdtOp::Registers(regs)),
+            ..PutOptions::default()
+        };
+        self.node.put(key, Bytes::new(), None, opts).await?;
+        Ok(out)
+    }
+
+    /// A list command on an eventual bucket (see [`crate::eventual::sequence`]): `f` runs it
+    /// over the list a read with the bucket's R shows, and the run of the list it replaced
+    /// (the elements removed, by place, and the new ones between their neighbours) is applied
+    /// by the key's coordinator to its sequence, merged with every concurrent change. The
+    /// answer is `f`'s, over what the read showed.
+    ///
+    /// # Errors
+    /// `wrong_type` when the coordinator holds another type; `unsupported` on another bucket
+    /// type or with `allow_mult = false`; the protocol's errors.
+    pub async fn sequence_update<T>(
+        &self,
+        key: &[u8],
+        f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
+    ) -> Result<T> {
+        if self.kind(key) != BucketType::Eventual {
+            return Err(self.refuse(key, "a list CRDT update", "; use Dispatch::update"));
+        }
+        let got = self.node.get(key, GetOptions::default()).await?;
+        let now = self.now();
+        let (shown, places) = match &got {
+            GetResult::Found { values, latest, .. } => {
+                let shown = counter::resolve(values, *latest, now);
+                let places = match values.get(*latest) {
+                    Some(v) if sequence::is_sequence(v) => {
+                        sequence::merge_all(values.iter().map(|v| &v[..]))
+                            .map(|s| s.places())
+                            .unwrap_or_default()
+                    }
+                    // A plain list's places, as its coordinator gives them.
+                    _ => shown
+                        .as_ref()
+                        .filter(|e| e.kind == Kind::List)
+                        .and_then(|e| meridian_core::list_data::decode(&e.data).ok())
+                        .map_or_else(Vec::new, |l| sequence::plain_places(l.len())),
+                };
+                (shown, places)
+            }
+            GetResult::NotFound { .. } => (None, Vec::new()),
+        };
+        let (write, out) = f(shown.clone(), now);
+        let Some(stored) = write else {
+            return Ok(out);
+        };
+        let ops = sequence::diff(shown.as_ref(), &places, stored.as_ref())?;
+        if ops.is_empty() {
+            return Ok(out);
+        }
+        // Removing only frees memory: as in Redis, it runs over the limit.
+        if ops.values.is_empty() {
+            self.node.touch_key(key);
+        } else {
+            self.admit_write(key)?;
+        }
+        let opts = PutOptions {
+            crdt: Some(CrdtOp::Sequence(Box::new(ops))),
             ..PutOptions::default()
         };
         self.node.put(key, Bytes::new(), None, opts).await?;

@@ -23,7 +23,7 @@
 
 use crate::PutOptions;
 use crate::bucket::BucketType;
-use crate::eventual::{counter, elements, map, registers};
+use crate::eventual::{counter, elements, map, registers, sequence};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
@@ -43,6 +43,8 @@ fn expired(raw: &Bytes, now: Timestamp) -> bool {
         elements::Elements::decode(raw).and_then(|e| e.expiry())
     } else if registers::is_registers(raw) {
         registers::Registers::decode(raw).and_then(|r| r.expiry())
+    } else if sequence::is_sequence(raw) {
+        sequence::Sequence::decode(raw).and_then(|s| s.expiry())
     } else {
         Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
     };
@@ -68,6 +70,11 @@ fn shown_expired(o: &Object, now: Timestamp) -> bool {
             dvv::Content::Value(v) if registers::is_registers(v) => {
                 registers::merge_all(o.values().map(|v| &v[..]))
                     .and_then(|r| r.expiry())
+                    .is_some_and(|at| now.0 > at)
+            }
+            dvv::Content::Value(v) if sequence::is_sequence(v) => {
+                sequence::merge_all(o.values().map(|v| &v[..]))
+                    .and_then(|s| s.expiry())
                     .is_some_and(|at| now.0 > at)
             }
             dvv::Content::Value(v) => expired(v, now),

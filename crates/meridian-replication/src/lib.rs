@@ -95,7 +95,7 @@ pub use dispatch::{
 pub use error::{ErrorClass, Missing, ReplicationError, Result};
 pub use eventual::{
     CrdtOp, CrdtReply, ElementOps, EventualMsg, GetOptions, GetResult, HashOps, HashReply,
-    PutOptions, PutResult,
+    PutOptions, PutResult, SequenceOps,
 };
 pub use handoff::HandoffMsg;
 pub use kernel::{

@@ -460,7 +460,10 @@ impl Quicklist {
                 c.data.len() <= CHUNK_BYTES || c.count == 1,
                 "an oversized chunk"
             );
-            let walked: Vec<_> = c.walk().collect::<Result<_>>().expect("a readable chunk");
+            let walked: Vec<_> = c
+                .walk()
+                .collect::<std::result::Result<_, _>>()
+                .expect("a readable chunk");
             assert_eq!(walked.len(), c.count);
             len += c.count;
             heap += c.data.capacity();

@@ -31,7 +31,7 @@
 
 use super::shared::{crdt_envelope, dot_id, lww_sibling, open_crdt};
 pub use super::types::IncrError;
-use super::{elements, map, registers};
+use super::{elements, map, registers, sequence};
 use crate::error::ReplicationError;
 use bytes::Bytes;
 use meridian_cluster::dvv::{Content, Dot, Object};
@@ -175,6 +175,9 @@ pub fn resolve(values: &[Bytes], latest: usize, now: Timestamp) -> Option<Entry>
     if registers::is_registers(shown) {
         return registers::merge_all(values.iter().map(|v| &v[..]))?.live_entry(now);
     }
+    if sequence::is_sequence(shown) {
+        return sequence::merge_all(values.iter().map(|v| &v[..]))?.live_entry(now);
+    }
     if !is_counter(shown) {
         return Entry::live(Some(shown.clone()), now);
     }
@@ -214,6 +217,8 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
     let latest_is_hll = values
         .get(latest)
         .is_some_and(|v| registers::is_registers(v));
+    let list = sequence::merge_all(values.iter().map(|v| &v[..])).and_then(|s| s.live_entry(now));
+    let latest_is_list = values.get(latest).is_some_and(|v| sequence::is_sequence(v));
     let counter = values
         .iter()
         .find(|v| is_counter(v))
@@ -226,11 +231,7 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
     let mut live = Vec::with_capacity(values.len());
     let mut shown = None;
     for (i, raw) in values.into_iter().enumerate() {
-        if is_counter(&raw)
-            || map::is_map(&raw)
-            || elements::is_elements(&raw)
-            || registers::is_registers(&raw)
-        {
+        if is_counter(&raw) || crdt_live(&raw, None, now).is_some() {
             continue;
         }
         if let Some(e) = Entry::live(Some(raw), now) {
@@ -250,6 +251,7 @@ pub fn show(values: Vec<Bytes>, latest: usize, now: Timestamp) -> (Vec<Bytes>, O
         (hash, latest_is_map),
         (collection, latest_is_collection),
         (hll, latest_is_hll),
+        (list, latest_is_list),
     ];
     for (merged, latest_is_it) in merged {
         if let Some(e) = merged {
@@ -274,6 +276,8 @@ pub(crate) fn crdt_live(v: &[u8], local: Option<&Object>, now: Timestamp) -> Opt
         elements::merge_all(values()).is_some_and(|e| e.live_entry(now).is_some())
     } else if registers::is_registers(v) {
         registers::merge_all(values()).is_some_and(|r| r.live_entry(now).is_some())
+    } else if sequence::is_sequence(v) {
+        sequence::merge_all(values()).is_some_and(|s| s.live_entry(now).is_some())
     } else if is_counter(v) {
         Counter::decode(v).is_some_and(|(_, e)| e.is_none_or(|e| now.0 <= e))
     } else {
@@ -388,7 +392,7 @@ pub(crate) mod tests {
             None
         );
         // Sets, sorted sets and HLLs are CRDTs of their own type bits: never counters.
-        for bits in [0x10, 0x18, 0x28] {
+        for bits in [0x08, 0x10, 0x18, 0x28] {
             assert!(!is_counter(&[FLAG_CRDT | bits]), "{bits:#x}");
         }
         assert!(

@@ -46,7 +46,9 @@
 //! [postcard state]`. Plain readers refuse it (`Entry::decode`); a damaged state decodes to
 //! `None`, never a panic.
 
-use super::shared::{LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp};
+use super::shared::{
+    Expiry, LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp,
+};
 use super::types::ElementOps;
 use crate::error::ReplicationError;
 use bytes::Bytes;
@@ -138,11 +140,8 @@ pub struct Elements {
     zset: bool,
     /// The stamp of the value it started over (zero: none).
     generation: Stamp,
-    /// When the expiry was set.
-    expiry_at: Stamp,
-    /// The expiry (µs since the epoch); stored in the envelope's header.
-    #[serde(skip)]
-    expiry: Option<u64>,
+    /// Its expiry.
+    expiry: Expiry,
     clock: Clock,
     members: BTreeMap<Bytes, Member>,
 }
@@ -153,7 +152,7 @@ impl Elements {
         Elements {
             zset,
             generation: at,
-            expiry_at: at,
+            expiry: Expiry::over(at),
             ..Elements::default()
         }
     }
@@ -189,13 +188,10 @@ impl Elements {
                 members.insert(name.clone(), Member { parts });
             }
         }
-        let (expiry_at, expiry) =
-            (self.expiry_at, self.expiry).max((other.expiry_at, other.expiry));
         Elements {
             zset: self.zset,
             generation: self.generation,
-            expiry_at,
-            expiry,
+            expiry: self.expiry.merge(&other.expiry),
             clock,
             members,
         }
@@ -208,16 +204,12 @@ impl Elements {
 
     /// The expiry.
     pub fn expiry(&self) -> Option<u64> {
-        self.expiry
+        self.expiry.deadline()
     }
 
     /// Sets the expiry, stamped `at` (`EXPIRE`, `PERSIST`), above the one it replaces.
     pub fn set_expiry(&mut self, expiry: Option<u64>, at: Stamp) {
-        self.expiry = expiry;
-        self.expiry_at = at.max(Stamp {
-            ts: self.expiry_at.ts.saturating_add(1),
-            id: at.id,
-        });
+        self.expiry.set(expiry, at);
     }
 
     /// The clock, for [`ElementOps::observed`].
@@ -228,7 +220,7 @@ impl Elements {
     /// The set or sorted set the Redis view shows at `now`: `None` when it expired or has
     /// no member.
     pub fn live_entry(&self, now: Timestamp) -> Option<Entry> {
-        if self.expiry.is_some_and(|at| now.0 > at) || self.members.is_empty() {
+        if self.expiry.passed(now) || self.members.is_empty() {
             return None;
         }
         let data = if self.zset {
@@ -241,7 +233,7 @@ impl Elements {
         };
         Some(Entry {
             data: Bytes::from(data),
-            expiry: self.expiry,
+            expiry: self.expiry.deadline(),
             kind: self.kind(),
         })
     }
@@ -303,7 +295,7 @@ impl Elements {
     /// Its stored bytes (flags `0x02` and the kind's bits, and its expiry).
     pub fn encode(&self) -> Bytes {
         let state = postcard::to_allocvec(self).unwrap_or_default();
-        crdt_envelope(type_bits(self.zset), self.expiry, &state)
+        crdt_envelope(type_bits(self.zset), self.expiry.deadline(), &state)
     }
 
     /// A stored collection; `None` when `raw` is none or is damaged.
@@ -312,7 +304,7 @@ impl Elements {
         let (expiry, state) = open_crdt(raw, type_bits(zset))?;
         match postcard::take_from_bytes::<Elements>(state) {
             Ok((mut e, [])) if e.zset == zset => {
-                e.expiry = expiry;
+                e.expiry = e.expiry.with_deadline(expiry);
                 Some(e)
             }
             _ => None,
@@ -392,7 +384,7 @@ fn continued(
 /// not decode reads absent).
 fn from_plain(e: &Entry, at: Stamp, zset: bool) -> Elements {
     let mut out = Elements::over(zset, at);
-    out.expiry = e.expiry;
+    out.expiry = out.expiry.with_deadline(e.expiry);
     let actor = at.id;
     out.clock.insert(actor, 1);
     let members: Vec<(Bytes, Option<f64>)> = if zset {

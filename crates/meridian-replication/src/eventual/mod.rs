@@ -87,6 +87,7 @@ pub mod elements;
 pub mod map;
 pub mod messages;
 pub mod registers;
+pub mod sequence;
 pub mod shared;
 pub mod types;
 
@@ -108,7 +109,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep_until};
 pub use types::{
-    CrdtOp, CrdtReply, ElementOps, GetOptions, GetResult, HashOps, HashReply, PutOptions, PutResult,
+    CrdtOp, CrdtReply, ElementOps, GetOptions, GetResult, HashOps, HashReply, PutOptions,
+    PutResult, SequenceOps,
 };
 
 /// The eventual protocol's state on a node (objects live in the kernel's object store,
@@ -972,6 +974,10 @@ impl Node {
                 }
                 CrdtOp::Registers(regs) => registers::update(local, regs, now, counter::crdt_live)
                     .map(|c| (c, CrdtReply::Elements)),
+                CrdtOp::Sequence(ops) => {
+                    sequence::update(local, actor, ops, now, counter::crdt_live)
+                        .and_then(|c| bounded(c, object_max).map(|c| (c, CrdtReply::Elements)))
+                }
             };
             let (object, reply) =
                 store.coordinator_update(key, make, rid, params.allow_mult, siblings_max)?;

@@ -25,7 +25,9 @@
 //! with the expiry: `[flags][expiry µs BE if 0x01][postcard state]`. Plain readers refuse it
 //! (`Entry::decode`); a damaged state decodes to `None`, never a panic.
 
-use super::shared::{LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp};
+use super::shared::{
+    Expiry, LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp,
+};
 use crate::error::ReplicationError;
 use bytes::Bytes;
 use meridian_cluster::dvv::{Content, Object};
@@ -45,11 +47,8 @@ const REGISTER_MAX: u8 = 63;
 pub struct Registers {
     /// The stamp of the value it started over (zero: none).
     generation: Stamp,
-    /// When the expiry was set.
-    expiry_at: Stamp,
-    /// The expiry (µs since the epoch); stored in the envelope's header.
-    #[serde(skip)]
-    expiry: Option<u64>,
+    /// Its expiry.
+    expiry: Expiry,
     /// The non-zero registers, strictly ascending by index.
     regs: Vec<(u16, u8)>,
 }
@@ -58,7 +57,7 @@ impl Registers {
     fn over(at: Stamp) -> Registers {
         Registers {
             generation: at,
-            expiry_at: at,
+            expiry: Expiry::over(at),
             ..Registers::default()
         }
     }
@@ -108,29 +107,24 @@ impl Registers {
         }
         let mut out = self.clone();
         out.raise(&other.regs);
-        (out.expiry_at, out.expiry) =
-            (self.expiry_at, self.expiry).max((other.expiry_at, other.expiry));
+        out.expiry = self.expiry.merge(&other.expiry);
         out
     }
 
     /// The expiry.
     pub fn expiry(&self) -> Option<u64> {
-        self.expiry
+        self.expiry.deadline()
     }
 
     /// Sets the expiry, stamped `at` (`EXPIRE`, `PERSIST`), above the one it replaces.
     pub fn set_expiry(&mut self, expiry: Option<u64>, at: Stamp) {
-        self.expiry = expiry;
-        self.expiry_at = at.max(Stamp {
-            ts: self.expiry_at.ts.saturating_add(1),
-            id: at.id,
-        });
+        self.expiry.set(expiry, at);
     }
 
     /// The HLL the Redis view shows at `now` (`None`: expired): Redis's bytes of these
     /// registers (see the module docs).
     pub fn live_entry(&self, now: Timestamp) -> Option<Entry> {
-        if self.expiry.is_some_and(|at| now.0 > at) {
+        if self.expiry.passed(now) {
             return None;
         }
         let mut h = Hll::new_sparse();
@@ -141,7 +135,7 @@ impl Registers {
         h.invalidate_cache();
         Some(Entry {
             data: Bytes::copy_from_slice(h.bytes()),
-            expiry: self.expiry,
+            expiry: self.expiry.deadline(),
             kind: Kind::String,
         })
     }
@@ -149,7 +143,7 @@ impl Registers {
     /// Its stored bytes (flags `0x02 | 0x28`, and its expiry).
     pub fn encode(&self) -> Bytes {
         let state = postcard::to_allocvec(self).unwrap_or_default();
-        crdt_envelope(BITS, self.expiry, &state)
+        crdt_envelope(BITS, self.expiry.deadline(), &state)
     }
 
     /// A stored HLL; `None` when `raw` is none or is damaged (registers out of order or of
@@ -158,7 +152,7 @@ impl Registers {
         let (expiry, state) = open_crdt(raw, BITS)?;
         match postcard::take_from_bytes::<Registers>(state) {
             Ok((mut r, [])) if well_formed(&r.regs) => {
-                r.expiry = expiry;
+                r.expiry = r.expiry.with_deadline(expiry);
                 Some(r)
             }
             _ => None,
@@ -241,7 +235,7 @@ fn continued(
     if is_registers(v) {
         let values = local.into_iter().flat_map(|o| o.values()).map(|v| &v[..]);
         return Ok(match merge_all(values) {
-            Some(r) if r.expiry.is_none_or(|e| now.0 <= e) => (r, true),
+            Some(r) if !r.expiry.passed(now) => (r, true),
             _ => (Registers::over(at), false),
         });
     }
@@ -251,7 +245,7 @@ fn continued(
             Some(e) => match registers_of(&e.data).filter(|_| e.kind == Kind::String) {
                 Some(regs) => {
                     let mut r = Registers::over(at);
-                    (r.expiry, r.regs) = (e.expiry, regs);
+                    (r.expiry, r.regs) = (r.expiry.with_deadline(e.expiry), regs);
                     return Ok((r, true));
                 }
                 None => true,

@@ -90,3 +90,55 @@ pub fn sibling_stamp(s: &Sibling) -> Stamp {
 /// others before it answers `wrong_type`. The counter module's `crdt_live`, which knows every
 /// kind, is passed in by the coordinator, so no CRDT module imports the others.
 pub type LiveCheck = fn(&[u8], Option<&Object>, Timestamp) -> Option<bool>;
+
+/// A CRDT's expiry: a last-writer-wins register of its own, so an `EXPIRE` concurrent with
+/// element writes keeps its TTL. Its stamp is part of the state; the deadline travels in the
+/// envelope's header (`crdt_envelope`), where the expiry sweep reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expiry {
+    /// When it was set.
+    at: Stamp,
+    /// The deadline (µs since the epoch).
+    #[serde(skip)]
+    deadline: Option<u64>,
+}
+
+impl Expiry {
+    /// No deadline, stamped `at` (a CRDT started over the value `at` names).
+    pub fn over(at: Stamp) -> Expiry {
+        Expiry { at, deadline: None }
+    }
+
+    /// The deadline.
+    pub fn deadline(&self) -> Option<u64> {
+        self.deadline
+    }
+
+    /// Whether it passed at `now` (Redis: once `now > deadline`).
+    pub fn passed(&self, now: Timestamp) -> bool {
+        self.deadline.is_some_and(|d| now.0 > d)
+    }
+
+    /// Sets the deadline, stamped `at` and above the stamp it replaces (`EXPIRE`, `PERSIST`).
+    pub fn set(&mut self, deadline: Option<u64>, at: Stamp) {
+        self.deadline = deadline;
+        self.at = at.max(Stamp {
+            ts: self.at.ts.saturating_add(1),
+            id: at.id,
+        });
+    }
+
+    /// The deadline read from a stored envelope's header, keeping the stamp.
+    pub fn with_deadline(self, deadline: Option<u64>) -> Expiry {
+        Expiry { deadline, ..self }
+    }
+
+    /// The register with the greater stamp.
+    pub fn merge(&self, other: &Expiry) -> Expiry {
+        if (self.at, self.deadline) >= (other.at, other.deadline) {
+            *self
+        } else {
+            *other
+        }
+    }
+}

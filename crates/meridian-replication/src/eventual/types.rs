@@ -51,6 +51,8 @@ pub enum CrdtOp {
     /// The registers a PFADD raised, `(index, value)` ascending, raised in the key's HLL
     /// (`eventual::registers`).
     Registers(Vec<(u16, u8)>),
+    /// What a list command changed, applied to the key's sequence (`eventual::sequence`).
+    Sequence(Box<SequenceOps>),
 }
 
 impl CrdtOp {
@@ -62,6 +64,7 @@ impl CrdtOp {
             CrdtOp::Elements(ops) if ops.zset => "ZADD",
             CrdtOp::Elements(_) => "SADD",
             CrdtOp::Registers(_) => "PFADD",
+            CrdtOp::Sequence(_) => "LPUSH",
         }
     }
 }
@@ -154,6 +157,28 @@ impl ElementOps {
         let names = self.puts.iter().map(|p| &p.0);
         let names = names.chain(self.incrs.iter().map(|p| &p.0));
         names.chain(&self.removes).map(|m| m.len() + 16).sum()
+    }
+}
+
+/// What a list command changed, as one run of the list replaced: the places (digit strings,
+/// see `eventual::sequence`) of the elements it removed, of the run's neighbours, and the
+/// new elements, in order; applied by the key's coordinator.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceOps {
+    /// The places of the elements removed.
+    pub removes: Vec<Vec<u32>>,
+    /// The place of the element before the run (`None`: the run starts the list).
+    pub after: Option<Vec<u32>>,
+    /// The place of the element after the run (`None`: the run ends the list).
+    pub before: Option<Vec<u32>>,
+    /// The run's new elements, in order.
+    pub values: Vec<Bytes>,
+}
+
+impl SequenceOps {
+    /// Whether it changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.removes.is_empty() && self.values.is_empty()
     }
 }
 

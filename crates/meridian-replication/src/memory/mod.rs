@@ -47,7 +47,7 @@ pub use limit::refuses_writes;
 use crate::ReplicationError;
 use crate::bucket::BucketType;
 use crate::error::Result;
-use crate::eventual::{counter, elements, map, registers};
+use crate::eventual::{counter, elements, map, registers, sequence};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
@@ -78,6 +78,8 @@ fn expiry_of(raw: &Bytes) -> Option<u64> {
         elements::Elements::decode(raw).and_then(|e| e.expiry())
     } else if registers::is_registers(raw) {
         registers::Registers::decode(raw).and_then(|r| r.expiry())
+    } else if sequence::is_sequence(raw) {
+        sequence::Sequence::decode(raw).and_then(|s| s.expiry())
     } else {
         Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
     }

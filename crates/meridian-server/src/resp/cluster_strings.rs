@@ -30,7 +30,10 @@
 //!   collection read and send what they changed to the key's observed-remove set
 //!   (`meridian_replication::eventual::elements`); pops, whose reply names members a racing
 //!   pop could take too, are refused. `PFADD` raises the registers it changed in the key's
-//!   HLL (`meridian_replication::eventual::registers`), merged by maximum.
+//!   HLL (`meridian_replication::eventual::registers`), merged by maximum; list writes
+//!   that answer a length or OK (pushes, `LINSERT`, `LSET`, `LREM`, `LTRIM`) replace one run
+//!   of the key's sequence (`meridian_replication::eventual::sequence`), and the pops and
+//!   moves are refused.
 //!
 //! Reads (`TTL`, `STRLEN`, `GETRANGE`, `HGET`, `HGETALL`, ...) read what a plain GET reads
 //! (`read_latest` on a timeline bucket, the bucket's R on an eventual one) and write nothing.
@@ -170,6 +173,16 @@ fn need(cmd: Cmd, args: Args<'_>, set: Option<SetOptions>) -> Need {
         Cmd::Zincrby => Need::ElementUpdate(true),
         Cmd::Zadd => Need::ElementUpdate(zadd_increments(args)),
         Cmd::Pfadd => Need::RegisterMax,
+        // List writes that answer a length or OK: a sequence. (The pops and moves answer
+        // which elements they took, which needs one order.)
+        Cmd::Lpush
+        | Cmd::Rpush
+        | Cmd::Lpushx
+        | Cmd::Rpushx
+        | Cmd::Linsert
+        | Cmd::Lset
+        | Cmd::Lrem
+        | Cmd::Ltrim => Need::SequenceUpdate,
         // PFCOUNT of one key only reads (its cache write is an optimisation).
         Cmd::Pfcount if args.len() == 2 => Need::Read,
         // Expiry changes (and SET ... KEEPTTL): a race cannot change their outcome.
@@ -281,7 +294,12 @@ pub(crate) async fn run(
             hash_reply(reply, cmd, r);
             return Ok(());
         }
-        Plan::Store | Plan::Read | Plan::Update | Plan::Elements(_) | Plan::Registers => {}
+        Plan::Store
+        | Plan::Read
+        | Plan::Update
+        | Plan::Elements(_)
+        | Plan::Registers
+        | Plan::Sequence => {}
     }
     if let Some(entry) = set.and_then(|o| blind_set(args, o, now)) {
         d.store(key, entry)
@@ -319,6 +337,10 @@ pub(crate) async fn run(
             .map_err(|e| wire_error::resp(c, m, &e))?
     } else if plan == Plan::Registers {
         d.register_update(key, run_once)
+            .await
+            .map_err(|e| wire_error::resp(c, m, &e))?
+    } else if plan == Plan::Sequence {
+        d.sequence_update(key, run_once)
             .await
             .map_err(|e| wire_error::resp(c, m, &e))?
     } else {
@@ -396,6 +418,9 @@ mod tests {
             (&["SPOP", "k"], Need::Ordered),
             (&["PFADD", "k", "a"], Need::RegisterMax),
             (&["PFCOUNT", "k"], Need::Read),
+            (&["RPUSH", "k", "a"], Need::SequenceUpdate),
+            (&["LTRIM", "k", "0", "1"], Need::SequenceUpdate),
+            (&["LPOP", "k"], Need::Ordered),
             (&["ZPOPMIN", "k"], Need::Ordered),
         ] {
             assert_eq!(need_of(parts), want, "{parts:?}");

@@ -626,7 +626,8 @@ async fn collections_on_ordered_buckets_and_what_cluster_mode_refuses() {
         e.contains("BY option of SORT denied in Cluster mode"),
         "{e}"
     );
-    let e = error(a.cmd(&[b"LPUSH", b"ev", b"x"]).await);
+    // Bitmaps have no CRDT yet: refused on eventual buckets.
+    let e = error(a.cmd(&[b"SETBIT", b"ev", b"7", b"1"]).await);
     assert!(e.contains("eventual"), "{e}");
     assert_eq!(a.cmd(&[b"EXISTS", b"ev"]).await, Frame::Integer(0));
     assert_eq!(
@@ -654,7 +655,7 @@ async fn converged(c: &mut Raw, args: &[&[u8]], want: &Frame) -> Frame {
 /// kept, concurrent ZINCRBYs all count, and what needs one order of the key's writes (SPOP,
 /// ZPOPMIN) is refused with the reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sets_sorted_sets_and_hlls_on_eventual_buckets_merge_concurrent_writes() {
+async fn sets_sorted_sets_hlls_and_lists_on_eventual_buckets_merge_concurrent_writes() {
     let c = cluster_with(&[("tl", BucketProps::timeline())]).await;
     let (mut a, mut b) = (connect(&c, 0).await, connect(&c, 3).await);
     assert_eq!(
@@ -691,6 +692,10 @@ async fn sets_sorted_sets_and_hlls_on_eventual_buckets_merge_concurrent_writes()
             ));
             assert!(matches!(
                 con.cmd(&[b"PFADD", b"hll", m.as_bytes()]).await,
+                Frame::Integer(_)
+            ));
+            assert!(matches!(
+                con.cmd(&[b"RPUSH", b"list", m.as_bytes()]).await,
                 Frame::Integer(_)
             ));
         }
@@ -734,6 +739,64 @@ async fn sets_sorted_sets_and_hlls_on_eventual_buckets_merge_concurrent_writes()
         Frame::Integer(0)
     );
     assert_eq!(a.cmd(&[b"EXISTS", b"empty"]).await, Frame::Integer(1));
+
+    // Both DCs' pushes are all kept, each DC's in its own order, and both DCs show one list.
+    let want = Frame::Integer(80);
+    assert_eq!(converged(&mut b2, &[b"LLEN", b"list"], &want).await, want);
+    assert_eq!(converged(&mut a2, &[b"LLEN", b"list"], &want).await, want);
+    let range: &[&[u8]] = &[b"LRANGE", b"list", b"0", b"-1"];
+    let shown = a2.cmd(range).await;
+    assert_eq!(converged(&mut b2, range, &shown).await, shown);
+    let order = texts(shown);
+    for prefix in ["a", "b"] {
+        let mine: Vec<&String> = order.iter().filter(|m| m.starts_with(prefix)).collect();
+        let want: Vec<String> = (0..40).map(|i| format!("{prefix}{i}")).collect();
+        assert_eq!(mine, want.iter().collect::<Vec<_>>());
+    }
+    // List commands answer as Redis does.
+    assert_eq!(
+        a.cmd(&[b"RPUSH", b"l", b"a", b"b", b"c"]).await,
+        Frame::Integer(3)
+    );
+    assert_eq!(
+        a.cmd(&[b"LPUSH", b"l", b"x", b"y"]).await,
+        Frame::Integer(5)
+    );
+    assert_eq!(
+        a.cmd(&[b"LINSERT", b"l", b"BEFORE", b"b", b"i"]).await,
+        Frame::Integer(6)
+    );
+    assert_eq!(
+        a.cmd(&[b"LSET", b"l", b"0", b"Y"]).await,
+        Frame::Simple("OK".into())
+    );
+    assert_eq!(a.cmd(&[b"LREM", b"l", b"0", b"c"]).await, Frame::Integer(1));
+    let want = texts_frame(&["Y", "x", "a", "i", "b"]);
+    assert_eq!(
+        converged(&mut b, &[b"LRANGE", b"l", b"0", b"-1"], &want).await,
+        want
+    );
+    assert_eq!(
+        a.cmd(&[b"LTRIM", b"l", b"1", b"2"]).await,
+        Frame::Simple("OK".into())
+    );
+    let want = texts_frame(&["x", "a"]);
+    assert_eq!(
+        converged(&mut b, &[b"LRANGE", b"l", b"0", b"-1"], &want).await,
+        want
+    );
+    assert_eq!(
+        a.cmd(&[b"LPUSHX", b"nolist", b"v"]).await,
+        Frame::Integer(0)
+    );
+    assert_eq!(a.cmd(&[b"TYPE", b"l"]).await, Frame::Simple("list".into()));
+    let e = error(a.cmd(&[b"LPOP", b"l"]).await);
+    assert!(e.contains("eventual"), "{e}");
+    assert_eq!(
+        a.cmd(&[b"LTRIM", b"l", b"5", b"9"]).await,
+        Frame::Simple("OK".into())
+    );
+    assert_eq!(a.cmd(&[b"EXISTS", b"l"]).await, Frame::Integer(0));
 
     // Sorted sets answer as Redis does.
     assert_eq!(
@@ -797,6 +860,8 @@ async fn sets_sorted_sets_and_hlls_on_eventual_buckets_merge_concurrent_writes()
         &[b"HSET", b"s", b"f", b"v"],
         &[b"PFADD", b"s", b"e"],
         &[b"SADD", b"hll", b"e"],
+        &[b"LPUSH", b"s", b"e"],
+        &[b"SADD", b"list", b"e"],
     ] {
         let e = error(a.cmd(args).await);
         assert!(e.starts_with("WRONGTYPE"), "{args:?}: {e}");

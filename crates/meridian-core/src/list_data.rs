@@ -9,9 +9,10 @@
 //! end of a run of elements is reached in O(1), and walking from either end costs a varint
 //! read per element, with no decoding of the elements themselves.
 //!
-//! The same element format is the in-memory one: a [`super::Quicklist`]'s chunks are runs
-//! of elements as they appear here, so [`super::Quicklist`]'s encode is the header followed
-//! by its chunks' bytes, and its decode checks every element once and copies runs of them
+//! Shared by the Redis layer and the eventual buckets' sequence CRDT, which shows its
+//! elements in this form. The same element format is the Redis layer's in-memory one: a
+//! `Quicklist`'s chunks are runs of elements as they appear here, so its encode is the
+//! header followed by its chunks' bytes, and its decode checks every element once and copies runs of them
 //! into chunks (O(n) each way; [`Elems::over`] walks one chunk). The stored form is what a
 //! view that holds bytes keeps and what DUMP, SORT and a MULTI overlay read; this module's
 //! [`decode`], [`encode`], [`start`] and [`put_elem`] serve them.
@@ -19,12 +20,12 @@
 //! Everything here reads hostile bytes: every length is bounds-checked against the walk's
 //! limit, an element's two lengths must agree, a count of zero (an empty list is never
 //! stored) or one the bytes cannot hold is refused, and a walk that reaches the count must
-//! have reached the end of the bytes too. A damaged value is [`RedisError::Corrupt`], never a
+//! have reached the end of the bytes too. A damaged value is a [`BadEnvelope`] naming the damage, never a
 //! panic, and nothing is allocated from a length read out of the value.
 
-use crate::error::RedisError;
+use crate::envelope::BadEnvelope;
 #[cfg(doc)]
-use crate::view::Kind;
+use crate::envelope::Kind;
 
 /// The encoding's tag, the first byte of every list.
 pub const TAG: u8 = 1;
@@ -33,10 +34,10 @@ pub const HEADER: usize = 5;
 /// The longest LEB128 varint of a `u64`.
 const MAX_VARINT: usize = 10;
 
-type Result<T> = std::result::Result<T, RedisError>;
+type Result<T> = std::result::Result<T, BadEnvelope>;
 
-fn corrupt(why: &'static str) -> RedisError {
-    RedisError::Corrupt(why)
+fn corrupt(why: &'static str) -> BadEnvelope {
+    BadEnvelope(why)
 }
 
 /// How many bytes the LEB128 encoding of `n` takes.
@@ -78,11 +79,11 @@ pub fn put_elem(out: &mut Vec<u8>, e: &[u8]) {
 /// written, room for the body reserved (one allocation). Refuses, before allocating, a list
 /// longer than `max` bytes or of more than `u32::MAX` elements.
 pub fn start(count: usize, body_len: usize, max: usize) -> Result<Vec<u8>> {
-    let count = u32::try_from(count).map_err(|_| RedisError::CollectionTooLarge("list"))?;
+    let count = u32::try_from(count).map_err(|_| corrupt("list too large"))?;
     let total = body_len
         .checked_add(HEADER)
         .filter(|&t| t <= max)
-        .ok_or(RedisError::CollectionTooLarge("list"))?;
+        .ok_or(corrupt("list too large"))?;
     let mut out = Vec::with_capacity(total);
     out.push(TAG);
     out.extend_from_slice(&count.to_le_bytes());
@@ -213,7 +214,7 @@ impl<'a> Elems<'a> {
         }
     }
 
-    fn fail(&mut self, e: RedisError) -> Option<Result<Elem>> {
+    fn fail(&mut self, e: BadEnvelope) -> Option<Result<Elem>> {
         self.failed = true;
         Some(Err(e))
     }
