@@ -34,6 +34,7 @@
 pub mod balance_run;
 pub mod checker;
 pub mod cluster;
+pub mod crdt_workload;
 pub mod disk;
 pub mod error;
 pub mod faults;

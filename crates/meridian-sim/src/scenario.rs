@@ -93,6 +93,9 @@ pub struct Scenario {
     /// A transactional run: when set, the clients of [`crate::txn_workload`] replace
     /// `workload` and the transaction checks replace `checks` (see [`TxnRun`]).
     pub txn: Option<TxnRun>,
+    /// A run of the eventual buckets' Redis CRDTs: when set, the clients of
+    /// [`crate::crdt_workload`] replace `workload` and its checkers replace `checks`.
+    pub crdt: Option<crate::crdt_workload::CrdtRun>,
     /// Whether the CI seed sweep runs it (not: benchmarks, negative controls, and scenarios
     /// that still find open bugs).
     pub ci: bool,
@@ -216,6 +219,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: true,
         },
         Scenario {
@@ -231,6 +235,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: true,
         },
         Scenario {
@@ -246,6 +251,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: true,
         },
         Scenario {
@@ -261,6 +267,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: true,
         },
         Scenario {
@@ -279,6 +286,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: true,
         },
         Scenario {
@@ -310,6 +318,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: true,
         },
         Scenario {
@@ -336,6 +345,7 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: false,
         },
         Scenario {
@@ -359,13 +369,44 @@ pub fn scenarios() -> Vec<Scenario> {
             schedule: None,
             timeline: None,
             txn: None,
+            crdt: None,
             ci: false,
         },
     ]
     .into_iter()
     .chain(timeline_scenarios())
     .chain(txn_scenarios())
+    .chain([crdt_scenario()])
     .collect()
+}
+
+/// The eventual buckets' Redis CRDTs (sets, lists, sorted-set counters, HLLs) under
+/// partitions, a lossy WAN, slow nodes and crashes (fsync always), judged by
+/// [`crate::crdt_workload`]'s checkers.
+fn crdt_scenario() -> Scenario {
+    Scenario {
+        name: "crdt-types",
+        about: "SADD/SREM, pushes, ZINCRBY and PFADD on the default eventual bucket from both \
+                DCs under partitions, loss, slow nodes and crashes (fsync always)",
+        cluster: SimConfig {
+            sync: SyncPolicy::Always,
+            ..SimConfig::default()
+        },
+        workload: WorkloadConfig::default(),
+        faults: FaultKinds::parse("partition,lossy,slow,crash").expect("valid kinds"),
+        duration: Duration::from_secs(30),
+        checks: Checks {
+            lost_writes: false,
+            quorum_reads: false,
+            convergence: false,
+        },
+        expect_lost_writes: false,
+        schedule: None,
+        timeline: None,
+        txn: None,
+        crdt: Some(crate::crdt_workload::CrdtRun::default()),
+        ci: true,
+    }
 }
 
 /// A timeline scenario on [`with_timeline`]'s cluster.
@@ -393,6 +434,7 @@ fn timeline_scenario(
         schedule: None,
         timeline: Some(run),
         txn: None,
+        crdt: None,
         ci: true,
     }
 }
@@ -428,6 +470,7 @@ fn txn_scenario(
         timeline: None,
         ci: run.expect == TxnExpect::Pass,
         txn: Some(run),
+        crdt: None,
     }
 }
 
@@ -862,6 +905,9 @@ async fn run_in_runtime(scenario: &Scenario, seed: u64) -> Report {
     if let Some(tx) = &scenario.txn {
         return crate::txn_workload::run(scenario, tx, seed).await;
     }
+    if let Some(crdt) = &scenario.crdt {
+        return crate::crdt_workload::run(scenario, crdt, seed).await;
+    }
     let start = Instant::now();
     let (mut cluster, schedule) = start_cluster(scenario, seed).await;
     let recorder = Recorder::new();
@@ -1030,7 +1076,7 @@ async fn wait_handoff(cluster: &SimCluster) {
 
 /// Every live node exchanges every held partition with every other replica, until a round
 /// repairs nothing.
-async fn force_anti_entropy(cluster: &SimCluster) {
+pub(crate) async fn force_anti_entropy(cluster: &SimCluster) {
     for _ in 0..MAX_AAE_ROUNDS {
         let nodes: BTreeMap<_, _> = cluster.live().read().clone();
         let mut repaired = 0;
