@@ -171,6 +171,8 @@ fn need(cmd: Cmd, args: Args<'_>, set: Option<SetOptions>) -> Need {
         | Cmd::Zremrangebyrank
         | Cmd::Zremrangebylex => Need::ElementUpdate(false),
         Cmd::Zincrby => Need::ElementUpdate(true),
+        // A geo index is a sorted set whose scores are geohashes.
+        Cmd::Geoadd => Need::ElementUpdate(false),
         Cmd::Zadd => Need::ElementUpdate(zadd_increments(args)),
         Cmd::Pfadd => Need::RegisterMax,
         // List writes that answer a length or OK: a sequence. (The pops and moves answer
@@ -422,6 +424,10 @@ mod tests {
             (&["LTRIM", "k", "0", "1"], Need::SequenceUpdate),
             (&["LPOP", "k"], Need::Ordered),
             (&["ZPOPMIN", "k"], Need::Ordered),
+            (
+                &["GEOADD", "k", "13.36", "38.11", "p"],
+                Need::ElementUpdate(false),
+            ),
         ] {
             assert_eq!(need_of(parts), want, "{parts:?}");
         }

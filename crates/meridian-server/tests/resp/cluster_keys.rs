@@ -841,6 +841,23 @@ async fn sets_sorted_sets_hlls_and_lists_on_eventual_buckets_merge_concurrent_wr
         texts_frame(&["b"])
     );
 
+    // A geo index is a sorted set: GEOADD from both DCs merges as ZADD does.
+    assert_eq!(
+        a.cmd(&[b"GEOADD", b"geo", b"13.361389", b"38.115556", b"Palermo"])
+            .await,
+        Frame::Integer(1)
+    );
+    assert_eq!(
+        b.cmd(&[b"GEOADD", b"geo", b"15.087269", b"37.502669", b"Catania"])
+            .await,
+        Frame::Integer(1)
+    );
+    let dist: &[&[u8]] = &[b"GEODIST", b"geo", b"Palermo", b"Catania"];
+    assert_eq!(
+        converged(&mut a, dist, &bulk("166274.1516")).await,
+        bulk("166274.1516")
+    );
+
     // What needs one order of the key's writes is refused, saying why; nothing changed.
     let e = error(a.cmd(&[b"SPOP", b"s"]).await);
     assert!(e.contains("eventual") && e.contains("timeline"), "{e}");
