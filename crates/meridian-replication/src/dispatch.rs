@@ -279,6 +279,20 @@ fn plan_for(ty: BucketType, need: Need) -> std::result::Result<Plan, &'static st
     }
 }
 
+/// What an eventual read returned: the siblings' values and which one last-writer-wins
+/// shows (`None`: notfound).
+struct Siblings {
+    values: Vec<Bytes>,
+    latest: Option<usize>,
+}
+
+impl Siblings {
+    /// The value last-writer-wins shows, if the key has any.
+    fn latest(&self) -> Option<&Bytes> {
+        self.values.get(self.latest?)
+    }
+}
+
 /// The dispatch facade over a node. Cheap to clone (it is the node handle). See the module
 /// docs.
 #[derive(Debug, Clone)]
@@ -581,12 +595,11 @@ impl Dispatch {
         if ty != BucketType::Eventual {
             return Err(self.refuse(key, "MERIDIAN counter increment", "; use INCRBY"));
         }
-        self.admit_write(key)?;
-        let opts = PutOptions {
-            crdt: Some(CrdtOp::CounterAdd(delta)),
-            ..PutOptions::default()
-        };
-        match self.node.put(key, Bytes::new(), None, opts).await?.crdt {
+        match self
+            .put_crdt(key, CrdtOp::CounterAdd(delta), false)
+            .await?
+            .crdt
+        {
             Some(CrdtReply::Counter(v)) => Ok(v),
             _ => Err(ReplicationError::Storage {
                 reason: "the coordinator's reply to an increment held no counter".into(),
@@ -614,16 +627,12 @@ impl Dispatch {
             ));
         }
         // HDEL frees memory: as in Redis (no `denyoom` flag), it runs over the limit.
-        if matches!(ops, HashOps::Del(_)) {
-            self.node.touch_key(key);
-        } else {
-            self.admit_write(key)?;
-        }
-        let opts = PutOptions {
-            crdt: Some(CrdtOp::HashUpdate(ops)),
-            ..PutOptions::default()
-        };
-        match self.node.put(key, Bytes::new(), None, opts).await?.crdt {
+        let frees = matches!(ops, HashOps::Del(_));
+        match self
+            .put_crdt(key, CrdtOp::HashUpdate(ops), frees)
+            .await?
+            .crdt
+        {
             Some(CrdtReply::Hash(r)) => Ok(r),
             _ => Err(ReplicationError::Storage {
                 reason: "the coordinator's reply to a hash command held no answer".into(),
@@ -647,44 +656,21 @@ impl Dispatch {
         increments: bool,
         f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
     ) -> Result<T> {
-        if self.kind(key) != BucketType::Eventual {
-            return Err(self.refuse(key, "a set CRDT update", "; use Dispatch::update"));
-        }
-        let got = self.node.get(key, GetOptions::default()).await?;
-        let now = self.now();
-        let (shown, observed) = match &got {
-            GetResult::Found { values, latest, .. } => {
-                let latest_raw = values.get(*latest);
-                let collection = latest_raw
-                    .filter(|v| elements::is_elements(v))
-                    .and_then(|_| elements::merge_all(values.iter().map(|v| &v[..])));
-                (
-                    counter::resolve(values, *latest, now),
-                    collection.map(|c| c.observed()),
-                )
-            }
-            GetResult::NotFound { .. } => (None, Some(Vec::new())),
-        };
-        let (write, out) = f(shown.clone(), now);
-        let Some(stored) = write else {
-            return Ok(out);
-        };
-        let ops = elements::diff(shown.as_ref(), stored.as_ref(), increments, observed)?;
-        if ops.is_empty() {
-            return Ok(out);
-        }
-        // A removal frees memory: as in Redis (SREM has no `denyoom`), it runs over the limit.
-        if ops.only_removes() {
-            self.node.touch_key(key);
-        } else {
-            self.admit_write(key)?;
-        }
-        let opts = PutOptions {
-            crdt: Some(CrdtOp::Elements(Box::new(ops))),
-            ..PutOptions::default()
-        };
-        self.node.put(key, Bytes::new(), None, opts).await?;
-        Ok(out)
+        self.crdt_command(key, "a set CRDT update", f, |read, shown, stored| {
+            // What the read observed: the collection's clock; nothing to observe when it
+            // showed no collection (a removal then removes what the coordinator holds).
+            let observed = match read.latest() {
+                None => Some(Vec::new()),
+                Some(v) if elements::is_elements(v) => {
+                    elements::merge_all(read.values.iter().map(|v| &v[..])).map(|c| c.observed())
+                }
+                Some(_) => None,
+            };
+            let ops = elements::diff(shown, stored.as_ref(), increments, observed)?;
+            let frees = ops.only_removes();
+            Ok((!ops.is_empty()).then(|| (CrdtOp::Elements(Box::new(ops)), frees)))
+        })
+        .await
     }
 
     /// PFADD on an eventual bucket (see [`crate::eventual::registers`]): `f` runs it over
@@ -700,33 +686,15 @@ impl Dispatch {
         key: &[u8],
         f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
     ) -> Result<T> {
-        if self.kind(key) != BucketType::Eventual {
-            return Err(self.refuse(key, "an HLL CRDT update", "; use Dispatch::update"));
-        }
-        let got = self.node.get(key, GetOptions::default()).await?;
-        let now = self.now();
-        let shown = match &got {
-            GetResult::Found { values, latest, .. } => counter::resolve(values, *latest, now),
-            GetResult::NotFound { .. } => None,
-        };
-        let (write, out) = f(shown.clone(), now);
-        let Some(Some(stored)) = write else {
-            return Ok(out);
-        };
-        let Some(regs) = registers::raised(shown.as_ref(), &stored) else {
-            return Err(ReplicationError::WrongType);
-        };
-        // Nothing rose over an HLL that exists: nothing to write.
-        if regs.is_empty() && shown.is_some() {
-            return Ok(out);
-        }
-        self.admit_write(key)?;
-        let opts = PutOptions {
-            crdt: Some(CrdtOp::Registers(regs)),
-            ..PutOptions::default()
-        };
-        self.node.put(key, Bytes::new(), None, opts).await?;
-        Ok(out)
+        self.crdt_command(key, "an HLL CRDT update", f, |_, shown, stored| {
+            let Some(stored) = stored else {
+                return Ok(None);
+            };
+            let regs = registers::raised(shown, &stored).ok_or(ReplicationError::WrongType)?;
+            // Nothing rose over an HLL that exists: nothing to write.
+            Ok((!regs.is_empty() || shown.is_none()).then(|| (CrdtOp::Registers(regs), false)))
+        })
+        .await
     }
 
     /// A list command on an eventual bucket (see [`crate::eventual::sequence`]): `f` runs it
@@ -743,51 +711,79 @@ impl Dispatch {
         key: &[u8],
         f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
     ) -> Result<T> {
+        self.crdt_command(key, "a list CRDT update", f, |read, shown, stored| {
+            let places = match read.latest() {
+                Some(v) if sequence::is_sequence(v) => {
+                    sequence::merge_all(read.values.iter().map(|v| &v[..]))
+                        .map(|s| s.places())
+                        .unwrap_or_default()
+                }
+                // A plain list's places, as its coordinator gives them.
+                _ => shown
+                    .filter(|e| e.kind == Kind::List)
+                    .and_then(|e| meridian_core::list_data::decode(&e.data).ok())
+                    .map_or_else(Vec::new, |l| sequence::plain_places(l.len())),
+            };
+            let ops = sequence::diff(shown, &places, stored.as_ref())?;
+            let frees = ops.values.is_empty();
+            Ok((!ops.is_empty()).then(|| (CrdtOp::Sequence(Box::new(ops)), frees)))
+        })
+        .await
+    }
+
+    /// The one flow of a command run over an eventual CRDT (`element_update`,
+    /// `register_update`, `sequence_update`): refuses another bucket type; reads with the
+    /// bucket's R; runs `f` over the value it shows; asks `change` what to send the key's
+    /// coordinator, given the read's siblings, the shown value and what `f` stored (`None`:
+    /// nothing to send; `true` beside the op: it only frees memory); sends it. `f`'s answer
+    /// is the command's.
+    async fn crdt_command<T>(
+        &self,
+        key: &[u8],
+        what: &str,
+        f: impl FnOnce(Option<Entry>, Timestamp) -> (Option<Option<Entry>>, T),
+        change: impl FnOnce(&Siblings, Option<&Entry>, Option<Entry>) -> Result<Option<(CrdtOp, bool)>>,
+    ) -> Result<T> {
         if self.kind(key) != BucketType::Eventual {
-            return Err(self.refuse(key, "a list CRDT update", "; use Dispatch::update"));
+            return Err(self.refuse(key, what, "; use Dispatch::update"));
         }
-        let got = self.node.get(key, GetOptions::default()).await?;
         let now = self.now();
-        let (shown, places) = match &got {
-            GetResult::Found { values, latest, .. } => {
-                let shown = counter::resolve(values, *latest, now);
-                let places = match values.get(*latest) {
-                    Some(v) if sequence::is_sequence(v) => {
-                        sequence::merge_all(values.iter().map(|v| &v[..]))
-                            .map(|s| s.places())
-                            .unwrap_or_default()
-                    }
-                    // A plain list's places, as its coordinator gives them.
-                    _ => shown
-                        .as_ref()
-                        .filter(|e| e.kind == Kind::List)
-                        .and_then(|e| meridian_core::list_data::decode(&e.data).ok())
-                        .map_or_else(Vec::new, |l| sequence::plain_places(l.len())),
-                };
-                (shown, places)
-            }
-            GetResult::NotFound { .. } => (None, Vec::new()),
+        let read = match self.node.get(key, GetOptions::default()).await? {
+            GetResult::Found { values, latest, .. } => Siblings {
+                values,
+                latest: Some(latest),
+            },
+            GetResult::NotFound { .. } => Siblings {
+                values: Vec::new(),
+                latest: None,
+            },
         };
+        let shown = read
+            .latest
+            .and_then(|latest| counter::resolve(&read.values, latest, now));
         let (write, out) = f(shown.clone(), now);
         let Some(stored) = write else {
             return Ok(out);
         };
-        let ops = sequence::diff(shown.as_ref(), &places, stored.as_ref())?;
-        if ops.is_empty() {
-            return Ok(out);
+        if let Some((op, frees)) = change(&read, shown.as_ref(), stored)? {
+            self.put_crdt(key, op, frees).await?;
         }
-        // Removing only frees memory: as in Redis, it runs over the limit.
-        if ops.values.is_empty() {
+        Ok(out)
+    }
+
+    /// Sends CRDT operation `op` on `key` to its coordinator. An operation that only frees
+    /// memory (a removal: Redis's commands without `denyoom`) runs over `maxmemory`.
+    async fn put_crdt(&self, key: &[u8], op: CrdtOp, frees: bool) -> Result<PutResult> {
+        if frees {
             self.node.touch_key(key);
         } else {
             self.admit_write(key)?;
         }
         let opts = PutOptions {
-            crdt: Some(CrdtOp::Sequence(Box::new(ops))),
+            crdt: Some(op),
             ..PutOptions::default()
         };
-        self.node.put(key, Bytes::new(), None, opts).await?;
-        Ok(out)
+        self.node.put(key, Bytes::new(), None, opts).await
     }
 
     /// The refusal of `command` on `key`'s bucket: `why` says why the bucket type cannot

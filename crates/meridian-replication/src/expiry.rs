@@ -23,32 +23,18 @@
 
 use crate::PutOptions;
 use crate::bucket::BucketType;
-use crate::eventual::{counter, elements, map, registers, sequence};
+use crate::eventual::{elements, map, registers, sequence, shared};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Object};
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::Timestamp;
-use meridian_core::envelope::Entry;
 use tokio_util::sync::CancellationToken;
 
-/// Whether `raw` is a value (plain, counter or map) whose expiry is at or before `now`.
+/// Whether `raw` is a value (plain or a CRDT) whose expiry is at or before `now`.
 fn expired(raw: &Bytes, now: Timestamp) -> bool {
-    let expiry = if counter::is_counter(raw) {
-        counter::Counter::decode(raw).and_then(|(_, at)| at)
-    } else if map::is_map(raw) {
-        map::Map::decode(raw).and_then(|m| m.expiry())
-    } else if elements::is_elements(raw) {
-        elements::Elements::decode(raw).and_then(|e| e.expiry())
-    } else if registers::is_registers(raw) {
-        registers::Registers::decode(raw).and_then(|r| r.expiry())
-    } else if sequence::is_sequence(raw) {
-        sequence::Sequence::decode(raw).and_then(|s| s.expiry())
-    } else {
-        Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
-    };
-    expiry.is_some_and(|at| now.0 > at)
+    shared::stored_expiry(raw).is_some_and(|at| now.0 > at)
 }
 
 /// Whether the value the Redis view shows for `o` has expired (a map: the merge of its map
@@ -185,6 +171,8 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eventual::counter;
+    use meridian_core::envelope::Entry;
 
     #[test]
     fn only_a_passed_expiry_is_expired() {

@@ -47,7 +47,7 @@
 //! `None`, never a panic.
 
 use super::shared::{
-    Expiry, LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp,
+    Expiry, LiveCheck, Stamp, crdt_envelope, join_clocks, lww_sibling, open_crdt, sibling_stamp,
 };
 use super::types::ElementOps;
 use crate::error::ReplicationError;
@@ -171,11 +171,7 @@ impl Elements {
                 other.clone()
             };
         }
-        let mut clock = self.clock.clone();
-        for (actor, c) in &other.clock {
-            let mine = clock.entry(*actor).or_insert(0);
-            *mine = (*mine).max(*c);
-        }
+        let clock = join_clocks(&self.clock, &other.clock);
         let mut members = BTreeMap::new();
         let names = self.members.keys().chain(other.members.keys());
         for name in names {

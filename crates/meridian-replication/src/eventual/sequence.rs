@@ -38,7 +38,7 @@
 //! `None`, never a panic.
 
 use super::shared::{
-    Expiry, LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp,
+    Expiry, LiveCheck, Stamp, crdt_envelope, join_clocks, lww_sibling, open_crdt, sibling_stamp,
 };
 use super::types::SequenceOps;
 use crate::error::ReplicationError;
@@ -149,11 +149,7 @@ impl Sequence {
                 other.clone()
             };
         }
-        let mut clock = self.clock.clone();
-        for (actor, c) in &other.clock {
-            let mine = clock.entry(*actor).or_insert(0);
-            *mine = (*mine).max(*c);
-        }
+        let clock = join_clocks(&self.clock, &other.clock);
         let unseen = |place: &Place, seen: &BTreeMap<u64, u64>| {
             let (actor, counter) = dot_of(place);
             counter > seen.get(&actor).copied().unwrap_or(0)

@@ -5,8 +5,9 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use meridian_cluster::dvv::{Dot, Object, Sibling};
 use meridian_core::Timestamp;
-use meridian_core::envelope::{FLAG_CRDT, FLAG_EXPIRY};
+use meridian_core::envelope::{Entry, FLAG_CRDT, FLAG_EXPIRY};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// When a write happened, for last-writer-wins: µs from the coordinating node's clock, then a
 /// tie-breaker (the actor's node id; for a generation, the hash of the superseded sibling's
@@ -140,5 +141,28 @@ impl Expiry {
         } else {
             *other
         }
+    }
+}
+
+/// The pointwise maximum of two causal clocks (per actor, the highest counter seen): the
+/// clock of an observed-remove CRDT's join.
+pub fn join_clocks(a: &BTreeMap<u64, u64>, b: &BTreeMap<u64, u64>) -> BTreeMap<u64, u64> {
+    let mut out = a.clone();
+    for (actor, c) in b {
+        let mine = out.entry(*actor).or_insert(0);
+        *mine = (*mine).max(*c);
+    }
+    out
+}
+
+/// The expiry (µs) of a stored value of an eventual key, if it has one: a CRDT state's from
+/// its envelope's header (the state is not decoded), a plain envelope's from its own.
+pub fn stored_expiry(raw: &Bytes) -> Option<u64> {
+    match raw.first() {
+        Some(f) if f & FLAG_CRDT != 0 => {
+            let at: [u8; 8] = raw.get(1..9)?.try_into().ok()?;
+            (f & FLAG_EXPIRY != 0).then(|| u64::from_be_bytes(at))
+        }
+        _ => Entry::decode(raw.clone()).ok().and_then(|e| e.expiry),
     }
 }

@@ -47,14 +47,13 @@ pub use limit::refuses_writes;
 use crate::ReplicationError;
 use crate::bucket::BucketType;
 use crate::error::Result;
-use crate::eventual::{counter, elements, map, registers, sequence};
+use crate::eventual::shared;
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
 use meridian_cluster::dvv::{self, Object};
 use meridian_cluster::{Props, bucket_and_key};
 use meridian_core::NodeId;
-use meridian_core::envelope::Entry;
 use meridian_core::memory::lfu;
 pub use meridian_core::memory::{KEY_OVERHEAD, MaxmemoryPolicy, OOM, SAMPLES};
 use rand::Rng;
@@ -68,23 +67,6 @@ pub const EVICTIONS_PER_ROUND: usize = 64;
 /// coordinate, tombstones and (for the volatile policies) keys without a TTL are skipped.
 const SAMPLE_PAGE: usize = 32;
 
-/// The expiry (µs) of a stored value — plain, counter or map — if it has one.
-fn expiry_of(raw: &Bytes) -> Option<u64> {
-    if counter::is_counter(raw) {
-        counter::Counter::decode(raw).and_then(|(_, at)| at)
-    } else if map::is_map(raw) {
-        map::Map::decode(raw).and_then(|m| m.expiry())
-    } else if elements::is_elements(raw) {
-        elements::Elements::decode(raw).and_then(|e| e.expiry())
-    } else if registers::is_registers(raw) {
-        registers::Registers::decode(raw).and_then(|r| r.expiry())
-    } else if sequence::is_sequence(raw) {
-        sequence::Sequence::decode(raw).and_then(|s| s.expiry())
-    } else {
-        Entry::decode(raw.clone()).ok().and_then(|e| e.expiry)
-    }
-}
-
 /// The expiry of the value an eventual object shows (its newest value sibling).
 fn shown_expiry(o: &Object) -> Option<u64> {
     o.siblings()
@@ -92,7 +74,7 @@ fn shown_expiry(o: &Object) -> Option<u64> {
         .filter(|s| matches!(s.content, dvv::Content::Value(_)))
         .max_by_key(|s| (s.meta.ts_us, s.dot))
         .and_then(|s| match &s.content {
-            dvv::Content::Value(v) => expiry_of(v),
+            dvv::Content::Value(v) => shared::stored_expiry(v),
             dvv::Content::Tombstone => None,
         })
 }
@@ -380,7 +362,7 @@ impl Node {
             let Content::Value(v) = &r.content else {
                 continue;
             };
-            let expiry = expiry_of(v);
+            let expiry = shared::stored_expiry(v);
             if r.master.node != self.id() || (policy.volatile() && expiry.is_none()) {
                 continue;
             }
