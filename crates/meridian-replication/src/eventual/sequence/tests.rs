@@ -201,3 +201,36 @@ proptest! {
         prop_assert_eq!(Sequence::decode(&all.encode()), Some(all.clone()));
     }
 }
+
+/// A client inserting again and again at one spot (LINSERT after the same element) deepens
+/// the places there; it meets a clean refusal at `MAX_PLACE`, never a panic or a place out
+/// of order.
+#[test]
+fn inserts_at_one_spot_deepen_places_until_a_clean_refusal() {
+    let mut s = Sequence::default();
+    s.apply(1, &push(&s.clone(), false, &["a", "b"]));
+    let (first, last) = (s.places()[0].clone(), s.places()[1].clone());
+    let mut hi = last;
+    let mut refused = false;
+    for _ in 0..20_000 {
+        let ops = SequenceOps {
+            after: Some(first.clone()),
+            before: Some(hi.clone()),
+            values: vec![b("i")],
+            ..SequenceOps::default()
+        };
+        if !well_formed(&ops) {
+            refused = true;
+            break;
+        }
+        s.apply(1, &ops);
+        let places = s.places();
+        assert!(places.windows(2).all(|w| w[0] < w[1]));
+        hi = places[1].clone();
+        if hi.len() > MAX_PLACE {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "places grew to {} digits", hi.len());
+}
