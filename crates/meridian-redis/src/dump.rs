@@ -152,8 +152,8 @@ pub fn payload_of(e: &Entry) -> Result<Vec<u8>, CmdError> {
             Err(size) => return Err(RedisError::LargeObject { cmd: "DUMP", size }.into()),
         },
         Kind::Hash => {
-            let h = crate::hashes::decode(e.clone())?;
-            rdb::save(Save::Hash(&h.fields))
+            let fields = crate::hashes::fields_of(e.clone())?;
+            rdb::save(Save::Hash(&fields))
         }
         Kind::List => {
             let elems = crate::lists::encoding::decode(&e.data).map_err(RedisError::from)?;
@@ -228,7 +228,7 @@ pub fn restore<V: View + ?Sized>(
 fn too_large(kind: Kind) -> RedisError {
     match kind {
         Kind::String => RedisError::ValueTooLarge,
-        Kind::Hash => RedisError::HashTooLarge,
+        Kind::Hash => RedisError::CollectionTooLarge("hash"),
         Kind::List => RedisError::CollectionTooLarge("list"),
         Kind::Set => RedisError::CollectionTooLarge("set"),
         Kind::ZSet => RedisError::CollectionTooLarge("zset"),
@@ -251,7 +251,7 @@ fn store<V: View + ?Sized>(
             }
             v.store(key, Some(EntryRef::string(&s, expiry)))
         }
-        Value::Hash(fields) => crate::hashes::store(v, key, &fields, expiry),
+        Value::Hash(fields) => crate::hashes::store(v, key, fields, expiry),
         Value::List(elems) => {
             use crate::lists::encoding::{elem_len, put_elem, start};
             let body = elems

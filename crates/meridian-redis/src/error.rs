@@ -52,10 +52,7 @@ pub enum RedisError {
     /// HINCRBYFLOAT by an infinite increment.
     #[error("value is NaN or Infinity")]
     NanOrInfinityArgument,
-    /// A hash write whose encoded hash would exceed the backend's longest value ([`crate::View::max_value_len`]).
-    #[error("hash exceeds maximum allowed size (proto-max-bulk-len)")]
-    HashTooLarge,
-    /// A list, set or sorted-set write whose encoded value would exceed the backend's
+    /// A hash, list, set or sorted-set write whose encoded value would exceed the backend's
     /// longest value ([`crate::View::max_value_len`]); the type is named.
     #[error("{0} exceeds maximum allowed size (proto-max-bulk-len)")]
     CollectionTooLarge(&'static str),

@@ -2,26 +2,22 @@
 //! HMSET, HGET, HMGET, HGETALL, HDEL, HEXISTS, HLEN, HSTRLEN, HINCRBY, HINCRBYFLOAT, HKEYS,
 //! HVALS, HSCAN and HRANDFIELD mean, reply for reply and error for error Redis 7's.
 //!
-//! A hash is **one stored value**: an envelope of kind [`Kind::Hash`] whose data is
-//! [`meridian_core::hash::encode`]'s field list (fields sorted by field). It reuses the
-//! string commands' view: [`View::load`] hands out the entry with its kind,
-//! [`View::store`] stores an [`EntryRef`] of kind `Hash`. So whatever runs the string
-//! commands runs these too, with the same atomicity:
+//! A hash is a [`Hash`] collection ([`crate::collection`]): a view that keeps objects (the
+//! standalone keyspace) holds it in memory as a table and the commands change it in place;
+//! any other view (a cluster's one-key view, a MULTI overlay, an eventual bucket's map)
+//! holds its stored form — [`meridian_core::hash`]'s field list, in field order, in an
+//! envelope of kind [`Kind::Hash`] — decoded into the same type and re-encoded after a
+//! change. A write that changes nothing (HDEL of absent fields, HSETNX of a present one)
+//! writes nothing. Atomicity is the view's.
 //!
-//! - the standalone keyspace runs reads over its lock-free view, writes over a view of the
-//!   key's locked stripe, and MULTI/EXEC over its overlay (WATCH sees every hash write as a
-//!   modification of the key) — `Keyspace::execute` and the RESP front end;
-//! - a cluster front end can run [`exec_on_view`] over a one-key view, as
-//!   the dispatch facade runs `strings::exec_on_view`. Such a view must store
-//!   [`EntryRef::kind`] with the value.
-//!
-//! **Cost**: every command decodes the whole hash (no copy of the bytes: fields and values
-//! are slices of the stored value, but one map node per field), and every write re-encodes
-//! and rewrites it: O(size of the hash) per command, which bounds a hash, in practice, to
-//! what one value may hold — the encoded hash must fit the view's
-//! [`View::max_value_len`] (Redis's `proto-max-bulk-len`), else the write is refused
-//! with `ERR hash exceeds maximum allowed size (proto-max-bulk-len)` and nothing changes.
-//! HLEN reads the field count only.
+//! **Cost** on a held hash: HSET/HDEL/HMGET of k fields O(k), HGET/HEXISTS/HSTRLEN/HLEN/
+//! HINCRBY O(1), HRANDFIELD O(1) or O(count); HGETALL/HKEYS/HVALS sort what they answer
+//! (O(n log n), see the order below); HSCAN beyond [`HSCAN_WHOLE`] fields is O(n) per call.
+//! On a view of bytes every command also decodes the hash (O(n), no copy of the fields) and
+//! every change re-encodes it (O(n)) — HLEN excepted, which reads the stored count — and the
+//! encoded hash must fit the view's [`View::max_value_len`] (Redis's `proto-max-bulk-len`),
+//! else the write is refused with `ERR hash exceeds maximum allowed size
+//! (proto-max-bulk-len)` and nothing changes. A held hash is bounded by the server's memory.
 //!
 //! **Redis's rules kept**: a hash command on a key of another type answers `-WRONGTYPE`
 //! (and a string command on a hash does, in `crate::strings`); an empty hash does not exist
@@ -29,85 +25,62 @@
 //! it; checks run in Redis's order (HSET's odd arity before the key's type, HINCRBY's
 //! increment before it, HSCAN's cursor before the key and its options after it).
 //!
-//! **Where it departs**: fields are listed in field order (HGETALL, HKEYS, HVALS, HSCAN,
-//! HRANDFIELD with a count not below the size), where Redis lists a small hash in insertion
-//! order — both are "unordered" in Redis's contract. HSCAN answers the whole hash in one
-//! call with cursor 0, as Redis does for every hash of its compact encoding (COUNT is a
-//! hint). HRANDFIELD with a negative count (repetitions allowed) refuses more than
-//! [`MAX_RANDOM_REPEATS`] elements with `ERR value is out of range`, where Redis would try
-//! to build a reply of any length. HINCRBYFLOAT computes in `f64`, as INCRBYFLOAT does here
-//! (Redis uses `long double`, which differs only in the last digits of extreme values).
+//! **Where it departs**:
+//! - **order of replies** (HGETALL, HKEYS, HVALS, HSCAN of a small hash, HRANDFIELD with a
+//!   count not below the size): a held hash that has never held more than
+//!   [`object::COMPACT_MAX`] fields answers in insertion order, as Redis answers its
+//!   listpack; any other hash in field order, where Redis answers a large hash in hash-table
+//!   order ("unordered" in Redis's contract). A hash of a view of bytes (a cluster's, a
+//!   transaction's copy) answers in field order: its stored form keeps no insertion order.
+//! - HSCAN answers a hash of at most [`HSCAN_WHOLE`] fields whole, with cursor 0, as Redis
+//!   does for a hash of its compact encoding (COUNT is a hint); a larger one is iterated with
+//!   SSCAN's cursor ([`crate::scan::hashed_step`]: a field present during the whole
+//!   iteration is returned exactly once).
+//! - HRANDFIELD with a negative count (repetitions allowed) refuses more than
+//!   [`MAX_RANDOM_REPEATS`] elements with `ERR value is out of range`, where Redis would try
+//!   to build a reply of any length.
+//! - HINCRBYFLOAT computes in `f64`, as INCRBYFLOAT does here (Redis uses `long double`,
+//!   which differs only in the last digits of extreme values).
 
 use crate::args::Args;
+use crate::collection;
 use crate::command::{Cmd, Group};
 use crate::error::{CmdError, RedisError, Result, arity_error, int_arg, raw};
 use crate::reply::Reply;
-use crate::scan::parse_cursor;
+use crate::scan::{self, parse_cursor};
 use crate::value::{format_f64, glob_match, parse_f64, parse_i64};
-use crate::view::{Entry, EntryRef, Kind, View};
+use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
 use meridian_core::hash::Fields;
+
+pub mod object;
+pub use object::Hash;
 
 /// The most elements HRANDFIELD with a negative count answers.
 pub use crate::value::MAX_RANDOM_REPEATS;
 
-/// A hash as loaded: its fields (slices of the stored value) and its key's expiry.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Hash {
-    /// Field → value, in field order.
-    pub fields: Fields,
-    /// The key's absolute expiry (µs since the epoch), if it has one.
-    pub expiry: Option<u64>,
-}
+/// A hash of at most this many fields is answered whole by one HSCAN call (cursor 0): Redis's
+/// default `hash-max-listpack-entries`, up to which Redis answers whole too.
+pub const HSCAN_WHOLE: usize = 128;
 
-/// The hash an entry holds: WRONGTYPE for another type, `Corrupt` for data that does not
-/// decode.
-pub fn decode(e: Entry) -> Result<Hash> {
+/// The fields an entry holds: WRONGTYPE for another type, `Corrupt` for data that does not
+/// decode. (Readers of a stored value: DUMP, SORT's `BY`/`GET` patterns, OBJECT ENCODING.)
+pub fn fields_of(e: Entry) -> Result<Fields> {
     if e.kind != Kind::Hash {
         return Err(RedisError::WrongType);
     }
-    let fields = meridian_core::hash::decode(&e.data).map_err(|b| RedisError::Corrupt(b.0))?;
-    Ok(Hash {
-        fields,
-        expiry: e.expiry,
-    })
+    meridian_core::hash::decode(&e.data).map_err(|b| RedisError::Corrupt(b.0))
 }
 
-/// The hash at `key` for a write (no hit/miss counted): `None` when the key is absent.
-pub fn load<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
-    v.load(key)?.map(decode).transpose()
-}
-
-/// The hash at `key` for a read command: counts a hit or a miss (INFO), then checks the type.
-fn read<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Option<Hash>> {
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    e.map(decode).transpose()
-}
-
-/// Stores `fields` as the hash at `key` with `expiry`, or deletes the key when no field is
-/// left (an empty hash does not exist). Refuses a hash longer than the view's maximum.
+/// Stores `fields` as the hash at `key` with `expiry` (replacing what the key held), or
+/// deletes the key when there is none (RESTORE).
 pub fn store<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
-    fields: &Fields,
+    fields: Fields,
     expiry: Option<u64>,
 ) -> Result<()> {
-    if fields.is_empty() {
-        return v.store(key, None);
-    }
-    let data = meridian_core::hash::encode_map(fields);
-    if data.len() > v.max_value_len() {
-        return Err(RedisError::HashTooLarge);
-    }
-    v.store(
-        key,
-        Some(EntryRef {
-            data: &data,
-            expiry,
-            kind: Kind::Hash,
-        }),
-    )
+    collection::store(v, key, Hash::from_fields(fields), expiry)
 }
 
 // ----- the commands, typed ---------------------------------------------------------------
@@ -115,35 +88,41 @@ pub fn store<V: View + ?Sized>(
 /// HSET/HMSET: sets every pair (a field given twice ends with its last value), keeping the
 /// key's TTL; returns how many fields were created.
 pub fn hset<V: View + ?Sized>(v: &mut V, key: &[u8], pairs: &[(&[u8], &[u8])]) -> Result<u64> {
-    let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
-    let mut created = 0;
-    for (f, val) in pairs {
-        let old = fields.insert(Bytes::copy_from_slice(f), Bytes::copy_from_slice(val));
-        created += old.is_none() as u64;
-    }
-    store(v, key, &fields, expiry)?;
-    Ok(created)
+    let created = collection::update(v, key, true, |h: &mut Hash| {
+        Ok(pairs.iter().filter(|(f, val)| h.insert(f, val)).count())
+    })?;
+    Ok(created.unwrap_or(0) as u64)
 }
 
 /// HSETNX: sets the field only if it does not exist; returns whether it did.
 pub fn hsetnx<V: View + ?Sized>(v: &mut V, key: &[u8], field: &[u8], value: &[u8]) -> Result<bool> {
-    let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
-    if fields.contains_key(field) {
-        return Ok(false);
-    }
-    fields.insert(Bytes::copy_from_slice(field), Bytes::copy_from_slice(value));
-    store(v, key, &fields, expiry)?;
-    Ok(true)
+    let set = collection::modify(v, key, true, |h: &mut Hash| {
+        if h.contains(field) {
+            return Ok::<_, RedisError>((false, false));
+        }
+        h.insert(field, value);
+        Ok((true, true))
+    })?;
+    Ok(set.unwrap_or(false))
 }
 
 /// HGET.
 pub fn hget<V: View + ?Sized>(v: &mut V, key: &[u8], field: &[u8]) -> Result<Option<Bytes>> {
-    Ok(read(v, key)?.and_then(|h| h.fields.get(field).cloned()))
+    let value = collection::read(v, key, |h: &Hash| {
+        Ok(h.get(field).map(Bytes::copy_from_slice))
+    })?;
+    Ok(value.flatten())
 }
 
 /// HGETALL (HKEYS, HVALS): every field and value, in field order; empty for a missing key.
-pub fn hgetall<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Fields> {
-    Ok(read(v, key)?.map(|h| h.fields).unwrap_or_default())
+pub fn hgetall<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<Vec<(Bytes, Bytes)>> {
+    let all = collection::read(v, key, |h: &Hash| {
+        Ok(h.ordered()
+            .into_iter()
+            .map(|(f, v)| (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v)))
+            .collect())
+    })?;
+    Ok(all.unwrap_or_default())
 }
 
 /// HDEL: removes the fields (a field given twice counts once); deletes the key when none is
@@ -153,47 +132,30 @@ pub fn hdel<'f, V: View + ?Sized>(
     key: &[u8],
     fields: impl IntoIterator<Item = &'f [u8]>,
 ) -> Result<u64> {
-    let Some(mut h) = load(v, key)? else {
-        return Ok(0);
-    };
-    let mut removed = 0;
-    for f in fields {
-        removed += h.fields.remove(f).is_some() as u64;
-    }
-    if removed > 0 {
-        store(v, key, &h.fields, h.expiry)?;
-    }
-    Ok(removed)
+    let removed = collection::modify(v, key, false, |h: &mut Hash| {
+        let n = fields.into_iter().filter(|f| h.remove(f)).count();
+        Ok::<_, RedisError>((n, n > 0))
+    })?;
+    Ok(removed.unwrap_or(0) as u64)
 }
 
 /// HLEN: the number of fields, read without decoding them.
 pub fn hlen<V: View + ?Sized>(v: &mut V, key: &[u8]) -> Result<u64> {
-    let e = v.load(key)?;
-    v.count_read(key, e.is_some());
-    match e {
-        None => Ok(0),
-        Some(e) if e.kind != Kind::Hash => Err(RedisError::WrongType),
-        Some(e) => meridian_core::hash::len(&e.data)
-            .map(|n| n as u64)
-            .map_err(|b| RedisError::Corrupt(b.0)),
-    }
+    Ok(collection::len::<Hash, V>(v, key, true)?.unwrap_or(0) as u64)
 }
 
 /// HINCRBY: adds `delta` to the field's integer value (0 if missing); returns the new value.
 pub fn hincrby<V: View + ?Sized>(v: &mut V, key: &[u8], field: &[u8], delta: i64) -> Result<i64> {
-    let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
-    let old = match fields.get(field) {
-        Some(val) => parse_i64(val).ok_or(RedisError::HashNotAnInteger)?,
-        None => 0,
-    };
-    let new = old.checked_add(delta).ok_or(RedisError::Overflow)?;
-    let mut buf = itoa::Buffer::new();
-    fields.insert(
-        Bytes::copy_from_slice(field),
-        Bytes::copy_from_slice(buf.format(new).as_bytes()),
-    );
-    store(v, key, &fields, expiry)?;
-    Ok(new)
+    let new = collection::update(v, key, true, |h: &mut Hash| {
+        let old = match h.get(field) {
+            Some(val) => parse_i64(val).ok_or(RedisError::HashNotAnInteger)?,
+            None => 0,
+        };
+        let new = old.checked_add(delta).ok_or(RedisError::Overflow)?;
+        h.insert(field, itoa::Buffer::new().format(new).as_bytes());
+        Ok(new)
+    })?;
+    new.ok_or(RedisError::Corrupt("a created hash is missing"))
 }
 
 /// HINCRBYFLOAT: adds `delta` (finite) to the field's float value (0 if missing); returns the
@@ -207,19 +169,20 @@ pub fn hincrbyfloat<V: View + ?Sized>(
     if !delta.is_finite() {
         return Err(RedisError::NanOrInfinityArgument);
     }
-    let Hash { mut fields, expiry } = load(v, key)?.unwrap_or_default();
-    let old = match fields.get(field) {
-        Some(val) => parse_f64(val).ok_or(RedisError::HashNotAFloat)?,
-        None => 0.0,
-    };
-    let new = old + delta;
-    if !new.is_finite() {
-        return Err(RedisError::NanOrInfinity);
-    }
-    let text = Bytes::from(format_f64(new));
-    fields.insert(Bytes::copy_from_slice(field), text.clone());
-    store(v, key, &fields, expiry)?;
-    Ok(text)
+    let text = collection::update(v, key, true, |h: &mut Hash| {
+        let old = match h.get(field) {
+            Some(val) => parse_f64(val).ok_or(RedisError::HashNotAFloat)?,
+            None => 0.0,
+        };
+        let new = old + delta;
+        if !new.is_finite() {
+            return Err(RedisError::NanOrInfinity);
+        }
+        let text = Bytes::from(format_f64(new));
+        h.insert(field, &text);
+        Ok(text)
+    })?;
+    text.ok_or(RedisError::Corrupt("a created hash is missing"))
 }
 
 // ----- the commands, from their arguments ------------------------------------------------
@@ -275,39 +238,53 @@ pub fn exec_on_view(
             let (field, value) = (arg(args, cmd, 2)?, arg(args, cmd, 3)?);
             reply.int(hsetnx(view, key, field, value)? as i64);
         }
-        Cmd::Hget => reply.opt_bulk(hget(view, key, arg(args, cmd, 2)?)?.as_deref()),
+        Cmd::Hget => {
+            let field = arg(args, cmd, 2)?;
+            let found = collection::read(view, key, |h: &Hash| {
+                reply.opt_bulk(h.get(field));
+                Ok(())
+            })?;
+            if found.is_none() {
+                reply.null();
+            }
+        }
         Cmd::Hmget => {
-            let h = read(view, key)?;
-            reply.array(args.len() - 2);
-            for f in args.iter_from(2) {
-                reply.opt_bulk(h.as_ref().and_then(|h| h.fields.get(f)).map(|v| &v[..]));
+            let found = collection::read(view, key, |h: &Hash| {
+                reply.array(args.len() - 2);
+                for f in args.iter_from(2) {
+                    reply.opt_bulk(h.get(f));
+                }
+                Ok(())
+            })?;
+            if found.is_none() {
+                reply.array(args.len() - 2);
+                for _ in 2..args.len() {
+                    reply.null();
+                }
             }
         }
-        Cmd::Hgetall => {
-            let fields = hgetall(view, key)?;
-            reply.map(fields.len());
-            for (f, v) in &fields {
-                reply.bulk(f);
-                reply.bulk(v);
-            }
-        }
-        Cmd::Hkeys | Cmd::Hvals => {
-            let fields = hgetall(view, key)?;
-            reply.array(fields.len());
-            for (f, v) in &fields {
-                reply.bulk(if cmd == Cmd::Hkeys { f } else { v });
+        Cmd::Hgetall | Cmd::Hkeys | Cmd::Hvals => {
+            let found = collection::read(view, key, |h: &Hash| {
+                write_fields(reply, cmd, &h.ordered());
+                Ok(())
+            })?;
+            if found.is_none() {
+                write_fields(reply, cmd, &[]);
             }
         }
         Cmd::Hdel => reply.int(hdel(view, key, args.iter_from(2))? as i64),
         Cmd::Hexists => {
             let field = arg(args, cmd, 2)?;
-            let h = read(view, key)?;
-            reply.int(h.is_some_and(|h| h.fields.contains_key(field)) as i64);
+            let found = collection::read(view, key, |h: &Hash| Ok(h.contains(field)))?;
+            reply.int(found.unwrap_or(false) as i64);
         }
         Cmd::Hlen => reply.int(hlen(view, key)? as i64),
         Cmd::Hstrlen => {
-            let v = hget(view, key, arg(args, cmd, 2)?)?;
-            reply.int(v.map_or(0, |v| v.len()) as i64);
+            let field = arg(args, cmd, 2)?;
+            let len = collection::read(view, key, |h: &Hash| {
+                Ok(h.get(field).map_or(0, <[u8]>::len))
+            })?;
+            reply.int(len.unwrap_or(0) as i64);
         }
         Cmd::Hincrby => {
             // The increment is parsed before the key is looked at (Redis's order).
@@ -330,10 +307,29 @@ pub fn exec_on_view(
     Ok(())
 }
 
+/// HGETALL's map of fields and values, or HKEYS' or HVALS' array.
+fn write_fields(reply: &mut Reply, cmd: Cmd, fields: &[(&[u8], &[u8])]) {
+    if cmd == Cmd::Hgetall {
+        reply.map(fields.len());
+    } else {
+        reply.array(fields.len());
+    }
+    for (f, v) in fields {
+        match cmd {
+            Cmd::Hgetall => {
+                reply.bulk(f);
+                reply.bulk(v);
+            }
+            Cmd::Hkeys => reply.bulk(f),
+            _ => reply.bulk(v),
+        }
+    }
+}
+
 /// `HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]`: the cursor is checked first,
 /// then the key (a missing key answers the empty scan whatever the options), then the
-/// options, as Redis's `scanGenericCommand` does. The whole hash is answered at once (cursor
-/// 0), as Redis does for a hash of its compact encoding. NOVALUES is Redis 7.4's.
+/// options, as Redis's `scanGenericCommand` does. See the module docs for the cursor.
+/// NOVALUES is Redis 7.4's.
 fn hscan(
     view: &mut dyn View,
     args: Args<'_>,
@@ -341,50 +337,88 @@ fn hscan(
 ) -> std::result::Result<(), CmdError> {
     let cmd = Cmd::Hscan;
     let key = arg(args, cmd, 1)?;
-    parse_cursor(arg(args, cmd, 2)?)?;
-    let Some(h) = read(view, key)? else {
+    let cursor = parse_cursor(arg(args, cmd, 2)?)?;
+    // The options are checked after the key, so their verdict waits.
+    let opts = hscan_options(args);
+    let step = collection::read(view, key, |h: &Hash| {
+        Ok(opts.as_ref().ok().map(|o| scan_step(h, cursor, o.count)))
+    })?;
+    let Some(step) = step else {
         reply.array(2);
         reply.bulk(b"0");
         reply.array(0);
         return Ok(());
     };
-    let mut pattern: Option<&[u8]> = None;
-    let mut no_values = false;
+    let opts = opts?;
+    let (listed, next) = step.ok_or_else(|| raw("ERR syntax error"))?;
+    let listed: Vec<&(Bytes, Bytes)> = listed
+        .iter()
+        .filter(|(f, _)| opts.pattern.is_none_or(|p| glob_match(p, f, false)))
+        .collect();
+    reply.array(2);
+    reply.bulk(itoa::Buffer::new().format(next).as_bytes());
+    reply.array(listed.len() * if opts.no_values { 1 } else { 2 });
+    for (f, v) in listed {
+        reply.bulk(f);
+        if !opts.no_values {
+            reply.bulk(v);
+        }
+    }
+    Ok(())
+}
+
+/// HSCAN's options.
+struct HscanOptions<'a> {
+    /// MATCH's pattern (`None` for none or `*`).
+    pattern: Option<&'a [u8]>,
+    /// COUNT (10 by default).
+    count: usize,
+    no_values: bool,
+}
+
+fn hscan_options(args: Args<'_>) -> std::result::Result<HscanOptions<'_>, CmdError> {
+    let mut o = HscanOptions {
+        pattern: None,
+        count: 10,
+        no_values: false,
+    };
     let mut i = 3;
     while i < args.len() {
         let opt = args.get(i);
         let has_value = i + 1 < args.len();
         if opt.eq_ignore_ascii_case(b"COUNT") && has_value {
-            if int_arg(args.get(i + 1))? < 1 {
+            let c = int_arg(args.get(i + 1))?;
+            if c < 1 {
                 return Err(raw("ERR syntax error"));
             }
+            o.count = usize::try_from(c).unwrap_or(usize::MAX);
             i += 2;
         } else if opt.eq_ignore_ascii_case(b"MATCH") && has_value {
             let p = args.get(i + 1);
-            pattern = (p != b"*").then_some(p);
+            o.pattern = (p != b"*").then_some(p);
             i += 2;
         } else if opt.eq_ignore_ascii_case(b"NOVALUES") {
-            no_values = true;
+            o.no_values = true;
             i += 1;
         } else {
             return Err(raw("ERR syntax error"));
         }
     }
-    let listed: Vec<(&Bytes, &Bytes)> = h
-        .fields
-        .iter()
-        .filter(|(f, _)| pattern.is_none_or(|p| glob_match(p, f, false)))
-        .collect();
-    reply.array(2);
-    reply.bulk(b"0");
-    reply.array(listed.len() * if no_values { 1 } else { 2 });
-    for (f, v) in listed {
-        reply.bulk(f);
-        if !no_values {
-            reply.bulk(v);
-        }
+    Ok(o)
+}
+
+/// One HSCAN step over `h` from `cursor`: the fields and values to list (copied) and the
+/// next cursor. A hash of at most [`HSCAN_WHOLE`] fields is answered whole, in field order.
+fn scan_step(h: &Hash, cursor: u64, count: usize) -> (Vec<(Bytes, Bytes)>, u64) {
+    let copy = |(f, v): (&[u8], &[u8])| (Bytes::copy_from_slice(f), Bytes::copy_from_slice(v));
+    let n = h.len();
+    if n <= HSCAN_WHOLE {
+        return (h.ordered().into_iter().map(copy).collect(), 0);
     }
-    Ok(())
+    let hashes = h.iter().map(|(f, _)| scan::element_hash(f));
+    let (picked, next) = scan::hashed_step(hashes, n, cursor, count);
+    let listed = h.indexed(|at| picked.iter().filter_map(|&i| at(i).map(copy)).collect());
+    (listed, next)
 }
 
 /// `HRANDFIELD key [count [WITHVALUES]]` (Redis's `hrandfieldCommand`): a random field, or
@@ -399,12 +433,13 @@ fn hrandfield(
     let cmd = Cmd::Hrandfield;
     let key = arg(args, cmd, 1)?;
     if args.len() == 2 {
-        match read(view, key)? {
-            Some(h) if !h.fields.is_empty() => {
-                let i = rand::rng().random_range(0..h.fields.len());
-                reply.opt_bulk(h.fields.keys().nth(i).map(|f| &f[..]));
-            }
-            _ => reply.null(),
+        let found = collection::read(view, key, |h: &Hash| {
+            let i = rand::rng().random_range(0..h.len().max(1));
+            h.indexed(|at| reply.opt_bulk(at(i).map(|(f, _)| f)));
+            Ok(())
+        })?;
+        if found.is_none() {
+            reply.null();
         }
         return Ok(());
     }
@@ -425,22 +460,45 @@ fn hrandfield(
         }
         _ => return Err(raw("ERR syntax error")),
     };
-    let Some(h) = read(view, key)? else {
+    // `Some(false)`: a repeat count beyond the bound, refused (nothing written).
+    let answered = collection::read(view, key, |h: &Hash| {
+        if count > 0 && count as u64 >= h.len() as u64 {
+            // The whole hash, in field order (the positions of `ordered`).
+            let all = h.ordered();
+            write_picked(reply, with_values, 0..all.len(), |i| all.get(i).copied());
+            return Ok(true);
+        }
+        let Some(picked) = crate::value::random_indexes(h.len(), count) else {
+            return Ok(false);
+        };
+        h.indexed(|at| write_picked(reply, with_values, picked.into_iter(), at));
+        Ok(true)
+    })?;
+    match answered {
         // Redis answers the empty array in both protocols here.
-        reply.out.extend_from_slice(b"*0\r\n");
-        return Ok(());
-    };
-    let entries: Vec<(&Bytes, &Bytes)> = h.fields.iter().collect();
-    let n = entries.len();
-    let picked =
-        crate::value::random_indexes(n, count).ok_or_else(|| raw("ERR value is out of range"))?;
+        None => reply.out.extend_from_slice(b"*0\r\n"),
+        Some(false) => return Err(raw("ERR value is out of range")),
+        Some(true) => {}
+    }
+    Ok(())
+}
+
+/// HRANDFIELD's reply of the entries at `picked`: fields, or field-value pairs (flat in
+/// RESP2, pairs in RESP3).
+fn write_picked<'h>(
+    reply: &mut Reply,
+    with_values: bool,
+    picked: impl ExactSizeIterator<Item = usize>,
+    at: impl Fn(usize) -> Option<(&'h [u8], &'h [u8])>,
+) {
+    let n = picked.len();
     if with_values && reply.resp3 {
-        reply.array(picked.len());
+        reply.array(n);
     } else {
-        reply.array(picked.len() * if with_values { 2 } else { 1 });
+        reply.array(n * if with_values { 2 } else { 1 });
     }
     for i in picked {
-        let Some((f, v)) = entries.get(i) else {
+        let Some((f, v)) = at(i) else {
             continue;
         };
         if with_values && reply.resp3 {
@@ -451,7 +509,6 @@ fn hrandfield(
             reply.bulk(v);
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

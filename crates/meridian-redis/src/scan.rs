@@ -10,6 +10,64 @@ use meridian_core::envelope::Kind;
 /// Most elements a single SCAN call gathers, whatever its COUNT.
 pub const MAX_SCAN_COUNT: usize = 100_000;
 
+/// An element scan (SSCAN, HSCAN) over a large collection returns at least
+/// 1/`ELEMENT_SCAN_PASSES` of it per call.
+pub const ELEMENT_SCAN_PASSES: usize = 32;
+
+/// A fixed 64-bit hash of an element (FNV-1a, then a 64-bit finalizer to spread it): an
+/// element scan's cursor space. Fixed so a cursor means the same on every node, after a
+/// restart and whatever else the collection holds — so an element present during a whole
+/// iteration is returned exactly once however the collection changes.
+pub fn element_hash(m: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in m {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+/// One step of an element scan from `cursor` over the `n` elements whose
+/// [`element_hash`]es `hashes` gives in position order: the positions to list, in hash
+/// order, and the next cursor (0: done). Each call but the last takes at least `count`
+/// elements and at least 1/[`ELEMENT_SCAN_PASSES`] of them, at most [`MAX_SCAN_COUNT`] plus
+/// hash ties (which go together, so the next call starts after them). O(n) per call.
+pub fn hashed_step(
+    hashes: impl Iterator<Item = u64>,
+    n: usize,
+    cursor: u64,
+    count: usize,
+) -> (Vec<usize>, u64) {
+    let batch = count
+        .max(n.div_ceil(ELEMENT_SCAN_PASSES))
+        .clamp(1, MAX_SCAN_COUNT.max(1));
+    let mut cands: Vec<(u64, usize)> = hashes
+        .enumerate()
+        .filter_map(|(i, h)| (h >= cursor).then_some((h, i)))
+        .collect();
+    let next = if cands.len() > batch {
+        cands.select_nth_unstable_by(batch - 1, |a, b| a.0.cmp(&b.0));
+        let bound = cands[batch - 1].0;
+        let mut keep = batch;
+        for i in batch..cands.len() {
+            if cands[i].0 == bound {
+                cands.swap(keep, i);
+                keep += 1;
+            }
+        }
+        cands.truncate(keep);
+        bound.checked_add(1).unwrap_or(0)
+    } else {
+        0
+    };
+    cands.sort_unstable();
+    (cands.into_iter().map(|(_, i)| i).collect(), next)
+}
+
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(b)
 }

@@ -74,8 +74,8 @@
 //!   the node and of the set's other members), so a member present during the whole
 //!   iteration is returned exactly once however the set changes (Redis promises at least
 //!   once). Each call but the last looks at at least COUNT members and at least
-//!   1/[`SSCAN_PASSES`] of the set (so a full iteration reads the whole set about
-//!   `SSCAN_PASSES` times at most), and at most [`crate::scan::MAX_SCAN_COUNT`] plus hash
+//!   1/[`scan::ELEMENT_SCAN_PASSES`] of the set (so a full iteration reads the whole set
+//!   about that many times at most), and at most [`crate::scan::MAX_SCAN_COUNT`] plus hash
 //!   ties; MATCH filters what was looked at, as in Redis. Within a call, members come in
 //!   hash order.
 //! - SRANDMEMBER with a negative count (repetitions allowed) refuses more than
@@ -90,7 +90,7 @@ use crate::collection;
 use crate::command::{Cmd, Group};
 use crate::error::{CmdError, CmdResult, RedisError, Result, SYNTAX, arity_error, int_arg, raw};
 use crate::reply::Reply;
-use crate::scan::{MAX_SCAN_COUNT, parse_cursor};
+use crate::scan::{self, parse_cursor};
 use crate::value::{glob_match, parse_i64};
 use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
@@ -108,9 +108,6 @@ pub const INTSET_MAX_ENTRIES: usize = 512;
 
 /// A set of at most this many members is answered whole by one SSCAN call (cursor 0).
 pub const SSCAN_WHOLE: usize = 512;
-
-/// SSCAN over a larger set returns at least 1/`SSCAN_PASSES` of it per call.
-pub const SSCAN_PASSES: usize = 32;
 
 /// At most this many member handles are reserved before decoding proves them.
 const PREALLOCATED_MEMBERS: usize = 4096;
@@ -630,62 +627,20 @@ fn srandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
     Ok(())
 }
 
-/// A fixed 64-bit hash of a member (FNV-1a, then a 64-bit finalizer to spread it): SSCAN's
-/// cursor space. Fixed so a cursor means the same on every node and after a restart.
-fn scan_hash(m: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in m {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    h ^= h >> 33;
-    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    h ^ (h >> 33)
-}
-
 /// One SSCAN step over `s` from `cursor`: the members to list and the next cursor. See the
-/// module docs for the cursor. O(n) for a set beyond [`SSCAN_WHOLE`] (every member's hash is
-/// compared with the cursor); only the members listed are copied.
+/// module docs for the cursor; a set of at most [`SSCAN_WHOLE`] members is answered whole.
 fn scan_step(s: &Set, cursor: u64, count: usize) -> (Vec<Bytes>, u64) {
     let n = s.len();
     if n <= SSCAN_WHOLE {
         return (ordered(s), 0);
     }
-    let batch = count
-        .max(n.div_ceil(SSCAN_PASSES))
-        .clamp(1, MAX_SCAN_COUNT.max(1));
-    let mut cands: Vec<(u64, usize)> = s
-        .iter()
-        .enumerate()
-        .filter_map(|(i, m)| {
-            let h = m.with(scan_hash);
-            (h >= cursor).then_some((h, i))
-        })
-        .collect();
-    let next = if cands.len() > batch {
-        cands.select_nth_unstable_by(batch - 1, |a, b| a.0.cmp(&b.0));
-        let bound = cands[batch - 1].0;
-        // Members tied with the last one taken go with it: the next call starts after it.
-        let mut keep = batch;
-        for i in batch..cands.len() {
-            if cands[i].0 == bound {
-                cands.swap(keep, i);
-                keep += 1;
-            }
-        }
-        cands.truncate(keep);
-        bound.checked_add(1).unwrap_or(0)
-    } else {
-        0
-    };
-    let mut listed: Vec<(u64, Bytes)> = cands
+    let hashes = s.iter().map(|m| m.with(scan::element_hash));
+    let (picked, next) = scan::hashed_step(hashes, n, cursor, count);
+    let listed = picked
         .into_iter()
-        .filter_map(|(h, i)| s.get(i).map(|m| (h, m.to_bytes())))
+        .filter_map(|i| s.get(i).map(Member::to_bytes))
         .collect();
-    listed.sort_unstable();
-    (listed.into_iter().map(|(_, m)| m).collect(), next)
+    (listed, next)
 }
 
 /// `SSCAN key cursor [MATCH pattern] [COUNT count]`: the cursor is checked first, then the

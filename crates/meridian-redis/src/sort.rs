@@ -79,6 +79,30 @@ struct Options<'a> {
     store: Option<&'a [u8]>,
 }
 
+/// Whether SORT/SORT_RO `args` name a hash field through a BY or GET pattern (`*->field`):
+/// such a read may reach any key's hash, which a view that holds hashes in memory serves
+/// only under that key's lock — so a backend runs the command with every key reachable
+/// (the standalone keyspace locks every stripe). Arguments that do not parse answer false
+/// (the command is refused before it reads anything).
+pub fn reads_hash_fields(cmd: Cmd, args: Args<'_>) -> bool {
+    matches!(cmd, Cmd::Sort | Cmd::SortRo)
+        && parse(cmd, args).is_ok_and(|o| {
+            o.by.into_iter()
+                .chain(o.gets.iter().copied())
+                .any(names_hash_field)
+        })
+}
+
+/// Whether a BY/GET pattern names a hash field: a `->` after its `*` followed by a field
+/// (`lookup`'s reading of it).
+fn names_hash_field(pattern: &[u8]) -> bool {
+    let searched = crate::error::until_nul(pattern);
+    memchr::memchr(b'*', searched).is_some_and(|star| {
+        memchr::memmem::find(&searched[star + 1..], b"->")
+            .is_some_and(|f| pattern.get(star + 1 + f + 2).is_some_and(|&b| b != 0))
+    })
+}
+
 fn parse(cmd: Cmd, args: Args<'_>) -> std::result::Result<Options<'_>, CmdError> {
     let mut o = Options {
         count: -1,
@@ -194,6 +218,19 @@ fn lookup(view: &mut dyn View, pattern: &[u8], elem: &Bytes) -> Result<Option<By
     key.extend_from_slice(elem);
     key.extend_from_slice(postfix);
 
+    if let Some(field) = field {
+        // Through the collection, so a hash the view holds in memory is not materialized.
+        let read = crate::collection::read(view, &key, |h: &crate::hashes::Hash| {
+            Ok(h.get(field).map(Bytes::copy_from_slice))
+        });
+        return match read {
+            Ok(value) => Ok(value.flatten()),
+            Err(RedisError::WrongType | RedisError::Storage(StorageError::KeyTooLarge { .. })) => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        };
+    }
     let entry = match view.load(&key) {
         Ok(e) => e,
         // A key longer than the store accepts cannot exist.
@@ -204,9 +241,8 @@ fn lookup(view: &mut dyn View, pattern: &[u8], elem: &Bytes) -> Result<Option<By
     let Some(entry) = entry else {
         return Ok(None);
     };
-    Ok(match (field, entry.kind) {
-        (Some(field), Kind::Hash) => crate::hashes::decode(entry)?.fields.get(field).cloned(),
-        (None, Kind::String) => crate::large_object::shown_now(entry.data).ok(),
+    Ok(match entry.kind {
+        Kind::String => crate::large_object::shown_now(entry.data).ok(),
         _ => None,
     })
 }

@@ -89,7 +89,7 @@ impl From<RedisError> for ApiError {
             RedisError::Storage(meridian_storage::StorageError::KeyTooLarge { .. }) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "KEY_TOO_LARGE")
             }
-            RedisError::ValueTooLarge | RedisError::HashTooLarge => {
+            RedisError::ValueTooLarge | RedisError::CollectionTooLarge(_) => {
                 (StatusCode::PAYLOAD_TOO_LARGE, "VALUE_TOO_LARGE")
             }
             // Hashes are the only other type: say so, and where to read them.

@@ -513,6 +513,14 @@ impl Keyspace {
         StripeGuards { ids, guards }
     }
 
+    /// Every stripe, locked in ascending order (as [`Keyspace::lock_many`] takes them).
+    fn lock_all(&self) -> StripeGuards<'_> {
+        StripeGuards {
+            ids: (0..STRIPES).collect(),
+            guards: self.stripes.iter().map(|s| s.lock()).collect(),
+        }
+    }
+
     /// Reads a key under its stripe lock, deleting it if it has expired.
     fn load_live_locked(
         &self,
@@ -859,8 +867,17 @@ impl Keyspace {
         let collection = self.hold_objects
             && matches!(
                 cmd.group(),
-                Group::Lists | Group::Sets | Group::SortedSets | Group::Geo | Group::Streams
+                Group::Hashes
+                    | Group::Lists
+                    | Group::Sets
+                    | Group::SortedSets
+                    | Group::Geo
+                    | Group::Streams
             );
+        // A hash field a pattern names may be held by any stripe: SORT (and SORT_RO) then holds them all.
+        if self.hold_objects && meridian_redis::sort::reads_hash_fields(cmd, args) {
+            return self.execute_locked(self.lock_all(), cmd, args, reply);
+        }
         if !several && readonly && !collection {
             return exec_on_view(cmd, args, &mut ReadView { ks: self }, reply);
         }

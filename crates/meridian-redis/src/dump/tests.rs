@@ -71,9 +71,8 @@ fn read(v: &mut MapView, key: &[u8]) -> Option<Val> {
     Some(match e.kind {
         Kind::String => Val::Str(e.data.to_vec()),
         Kind::Hash => Val::Hash(
-            crate::hashes::decode(e)
+            crate::hashes::fields_of(e)
                 .unwrap()
-                .fields
                 .iter()
                 .map(|(f, v)| (f.to_vec(), v.to_vec()))
                 .collect(),

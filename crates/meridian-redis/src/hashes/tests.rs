@@ -5,6 +5,7 @@ use super::*;
 use crate::OwnedArgs;
 use crate::test_view::TestView as MapView;
 use crate::view::Entry;
+use proptest::prelude::*;
 
 /// Builds the arguments of `parts` and runs them with `f`, returning the reply's bytes.
 fn with_args(parts: &[&[u8]], f: impl FnOnce(Cmd, Args<'_>, &mut Reply)) -> Vec<u8> {
@@ -380,4 +381,142 @@ fn damaged_hash_data_is_an_error_not_a_panic() {
         assert!(line(&mut v, cmd).starts_with("-ERR stored value"), "{cmd}");
     }
     assert_eq!(line(&mut v, "DEL h"), ":1\r\n");
+}
+
+/// The bulk strings of a reply, in order (for replies whose strings hold no CR or LF).
+fn bulks(reply: &str) -> Vec<String> {
+    let lines: Vec<&str> = reply.split("\r\n").collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0].starts_with('$') && w[0] != "$-1")
+        .map(|w| w[1].to_string())
+        .collect()
+}
+
+/// Both kinds of view: one of bytes (a cluster's, a MULTI overlay) and one that holds
+/// hashes in memory as tables (the standalone keyspace's path).
+fn both_views() -> [MapView; 2] {
+    [MapView::new(), MapView::holding()]
+}
+
+/// HSCAN over a hash beyond [`HSCAN_WHOLE`] fields iterates with a cursor: a field present
+/// for the whole iteration comes exactly once, though other fields come and go between
+/// calls, and the iteration ends within its bound of calls; MATCH and NOVALUES apply to each
+/// call. A hash of at most `HSCAN_WHOLE` fields comes whole, cursor 0.
+#[test]
+fn hscan_of_a_large_hash_returns_every_lasting_field_once() {
+    for mut v in both_views() {
+        let size = 1000usize;
+        let pairs: Vec<String> = (0..size).map(|i| format!("s{i} v{i}")).collect();
+        line(&mut v, &format!("HSET h {}", pairs.join(" ")));
+        let (mut cursor, mut calls) = (0u64, 0usize);
+        let mut seen: Vec<String> = Vec::new();
+        loop {
+            let got = bulks(&line(&mut v, &format!("HSCAN h {cursor} COUNT 20")));
+            cursor = got[0].parse().unwrap();
+            for pair in got[1..].chunks(2) {
+                let want = if pair[0].starts_with('s') {
+                    format!("v{}", &pair[0][1..])
+                } else {
+                    "x".into()
+                };
+                assert_eq!(pair[1], want, "a field with its value");
+                seen.push(pair[0].clone());
+            }
+            // Churn between calls: a field added, and another (never a lasting one) removed.
+            line(&mut v, &format!("HSET h t{calls} x"));
+            line(&mut v, &format!("HDEL h t{}", calls / 2));
+            calls += 1;
+            assert!(
+                calls <= crate::scan::ELEMENT_SCAN_PASSES + 2 + size / 20,
+                "terminates"
+            );
+            if cursor == 0 {
+                break;
+            }
+        }
+        assert!(calls > 1, "a large hash takes more than one call");
+        let lasting: Vec<&String> = seen.iter().filter(|f| f.starts_with('s')).collect();
+        let distinct: std::collections::BTreeSet<&&String> = lasting.iter().collect();
+        assert_eq!(lasting.len(), size, "each lasting field exactly once");
+        assert_eq!(distinct.len(), size);
+
+        let got = bulks(&line(&mut v, "HSCAN h 0 MATCH s99* NOVALUES COUNT 100000"));
+        assert!(got[1..].iter().all(|f| f.starts_with("s99")), "{got:?}");
+
+        line(&mut v, "DEL small");
+        let fields: Vec<String> = (0..HSCAN_WHOLE).map(|i| format!("f{i} 1")).collect();
+        line(&mut v, &format!("HSET small {}", fields.join(" ")));
+        let got = bulks(&line(&mut v, "HSCAN small 77 COUNT 1"));
+        assert_eq!((got[0].as_str(), got.len()), ("0", 1 + 2 * HSCAN_WHOLE));
+    }
+}
+
+#[derive(Clone, Debug)]
+enum HashOp {
+    Set(Vec<(u8, u8)>),
+    SetNx(u8, u8),
+    Del(Vec<u8>),
+    IncrBy(u8, i8),
+    Read(&'static str, u8),
+}
+
+fn hash_op() -> impl Strategy<Value = HashOp> {
+    use proptest::collection::vec;
+    prop_oneof![
+        4 => vec((0u8..30, any::<u8>()), 1..4).prop_map(HashOp::Set),
+        1 => (0u8..30, any::<u8>()).prop_map(|(f, v)| HashOp::SetNx(f, v)),
+        2 => vec(0u8..30, 1..4).prop_map(HashOp::Del),
+        1 => (0u8..30, any::<i8>()).prop_map(|(f, d)| HashOp::IncrBy(f, d)),
+        3 => (
+            prop::sample::select(vec!["HGET", "HEXISTS", "HSTRLEN", "HLEN", "HGETALL",
+                "HKEYS", "HVALS", "HSCAN", "HMGET", "HRANDFIELD_ALL", "TYPE"]),
+            0u8..30,
+        ).prop_map(|(c, f)| HashOp::Read(c, f)),
+    ]
+}
+
+fn hash_op_line(op: &HashOp) -> String {
+    match op {
+        HashOp::Set(pairs) => {
+            let p: Vec<String> = pairs
+                .iter()
+                .map(|(f, v)| format!("f{f} {}", v % 7))
+                .collect();
+            format!("HSET h {}", p.join(" "))
+        }
+        HashOp::SetNx(f, v) => format!("HSETNX h f{f} {v}"),
+        HashOp::Del(fs) => {
+            let f: Vec<String> = fs.iter().map(|f| format!("f{f}")).collect();
+            format!("HDEL h {}", f.join(" "))
+        }
+        HashOp::IncrBy(f, d) => format!("HINCRBY h f{f} {d}"),
+        HashOp::Read("HSCAN", _) => "HSCAN h 0 COUNT 1000".to_string(),
+        HashOp::Read("HRANDFIELD_ALL", _) => "HRANDFIELD h 100 WITHVALUES".to_string(),
+        HashOp::Read(c @ ("HLEN" | "HGETALL" | "HKEYS" | "HVALS" | "TYPE"), _) => format!("{c} h"),
+        HashOp::Read(c, f) => format!("{c} h f{f}"),
+    }
+}
+
+proptest! {
+    /// A view of bytes and a view holding the hash as a table answer every sequence of hash
+    /// commands alike, reply for reply (orders included), and store the same hash.
+    #[test]
+    fn held_and_stored_hashes_answer_alike(ops in proptest::collection::vec(hash_op(), 1..60)) {
+        let [mut bytes, mut held] = both_views();
+        for op in &ops {
+            let l = hash_op_line(op);
+            let (b, h) = (line(&mut bytes, &l), line(&mut held, &l));
+            if matches!(op, HashOp::Read("HGETALL" | "HKEYS" | "HVALS" | "HSCAN" | "HRANDFIELD_ALL", _)) {
+                // A held small hash answers in insertion order, a stored one in field order.
+                let (mut b, mut h) = (bulks(&b), bulks(&h));
+                b.sort();
+                h.sort();
+                prop_assert_eq!(b, h, "{}", l);
+            } else {
+                prop_assert_eq!(b, h, "{}", l);
+            }
+        }
+        prop_assert_eq!(held.held_count(), usize::from(line(&mut held, "EXISTS h") == ":1\r\n"));
+    }
 }

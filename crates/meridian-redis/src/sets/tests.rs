@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::OwnedArgs;
+use crate::scan::MAX_SCAN_COUNT;
 use crate::view::Entry;
 use meridian_core::Timestamp;
 use proptest::prelude::*;
@@ -1313,7 +1314,7 @@ proptest! {
                     run_list(&mut v, &[if add { "SADD" } else { "SREM" }, "k", &m]);
                 }
                 calls += 1;
-                prop_assert!(calls <= SSCAN_PASSES + 2 + size.div_ceil(count), "terminates");
+                prop_assert!(calls <= crate::scan::ELEMENT_SCAN_PASSES + 2 + size.div_ceil(count), "terminates");
                 cursor = next;
                 if cursor == 0 {
                     break;

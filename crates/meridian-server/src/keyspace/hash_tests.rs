@@ -167,7 +167,41 @@ fn a_transaction_runs_hash_commands_over_its_overlay_and_watch_sees_them() {
 
 // ----- the model test --------------------------------------------------------------------
 
-type ModelHash = BTreeMap<Vec<u8>, Vec<u8>>;
+/// A hash as Redis keeps a small one (a listpack): fields in insertion order, a deletion
+/// closing the gap — the order a held hash of a few fields answers in.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct ModelHash(Vec<(Vec<u8>, Vec<u8>)>);
+
+impl ModelHash {
+    fn insert(&mut self, f: Vec<u8>, v: Vec<u8>) -> Option<Vec<u8>> {
+        match self.0.iter_mut().find(|(x, _)| *x == f) {
+            Some((_, old)) => Some(std::mem::replace(old, v)),
+            None => {
+                self.0.push((f, v));
+                None
+            }
+        }
+    }
+    fn remove(&mut self, f: &[u8]) -> Option<Vec<u8>> {
+        let at = self.0.iter().position(|(x, _)| x == f)?;
+        Some(self.0.remove(at).1)
+    }
+    fn get(&self, f: &[u8]) -> Option<&Vec<u8>> {
+        self.0.iter().find(|(x, _)| x == f).map(|(_, v)| v)
+    }
+    fn iter(&self) -> impl Iterator<Item = (&Vec<u8>, &Vec<u8>)> {
+        self.0.iter().map(|(f, v)| (f, v))
+    }
+    fn contains_key(&self, f: &[u8]) -> bool {
+        self.get(f).is_some()
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 enum Val {
@@ -383,7 +417,7 @@ fn model(m: &mut BTreeMap<Vec<u8>, Val>, op: &Op) -> (Vec<Vec<u8>>, Vec<u8>) {
                 Ok(h) => {
                     let h = h.cloned().unwrap_or_default();
                     out.extend_from_slice(format!("*{}\r\n", h.len() * 2).as_bytes());
-                    for (f, v) in &h {
+                    for (f, v) in h.iter() {
                         bulk(&mut out, f);
                         bulk(&mut out, v);
                     }

@@ -104,10 +104,7 @@ impl Keyspace {
         run: impl FnOnce(&mut Overlay<'_>) -> R,
     ) -> Result<Option<R>> {
         let mut guards = if all {
-            StripeGuards {
-                ids: (0..STRIPES).collect(),
-                guards: self.stripes.iter().map(|s| s.lock()).collect(),
-            }
+            self.lock_all()
         } else {
             self.lock_many(keys.chain(watches.iter().map(|w| &w.key[..])))
         };

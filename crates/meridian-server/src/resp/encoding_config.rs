@@ -211,7 +211,7 @@ impl EncodingSettings {
                 }
             }
             Kind::Hash => {
-                let fields = meridian_redis::hashes::decode(entry.clone())?.fields;
+                let fields = meridian_redis::hashes::fields_of(entry.clone())?;
                 let longest = fields
                     .iter()
                     .map(|(f, v)| f.len().max(v.len()))

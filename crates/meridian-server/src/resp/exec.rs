@@ -403,7 +403,7 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
     let all = scripts
         || queued
             .iter()
-            .any(|q| multi::queue_kind(q.cmd) == Queue::WholeKeyspace);
+            .any(|q| multi::needs_every_stripe(q.cmd, q.args.get()));
     let keys = queued.iter().flat_map(|q| {
         let args = q.args.get();
         q.cmd.spec().key_positions(&args).map(move |i| args.get(i))

@@ -182,6 +182,13 @@ pub(crate) enum Queue {
     Script,
 }
 
+/// Whether a transaction or a script runs `cmd` with every stripe locked: a command over the
+/// whole keyspace, or a SORT whose patterns name hash fields (any key's hash, which the
+/// keyspace holds in memory under that key's stripe).
+pub(crate) fn needs_every_stripe(cmd: Cmd, args: Args<'_>) -> bool {
+    queue_kind(cmd) == Queue::WholeKeyspace || meridian_redis::sort::reads_hash_fields(cmd, args)
+}
+
 /// How a transaction queues `cmd`, by its [`Group`].
 pub(crate) fn queue_kind(cmd: Cmd) -> Queue {
     if cmd.runs_script() {

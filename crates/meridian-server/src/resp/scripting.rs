@@ -28,7 +28,7 @@
 //! with the same checks of their commands ([`admit_call`]); only a script inside MULTI is
 //! refused there, with the reason.
 
-use super::multi::{self, Queue};
+use super::multi;
 use crate::keyspace::Overlay;
 use crate::resp::RespContext;
 use crate::scripting::{Engines, RunInfo, Turn};
@@ -438,7 +438,7 @@ impl OverlayHost<'_, '_, '_> {
         if self.all {
             return Ok(());
         }
-        if multi::queue_kind(cmd) == Queue::WholeKeyspace {
+        if multi::needs_every_stripe(cmd, args) {
             if self.ov.try_hold_all() {
                 self.all = true;
                 return Ok(());
