@@ -5,6 +5,7 @@
 # time into a freshly started pair of servers.
 #
 #   bash bench/collection-memory.sh [N]
+#   TYPES="hash zset" bash bench/collection-memory.sh   # some of the types only
 #
 # Prints, per type, each server's resident-set growth (RSS after loading minus RSS of the empty
 # server, from /proc) and Redis's own `used_memory` growth, and Meridian's RSS over each. RSS
@@ -47,7 +48,7 @@ EOF
 }
 
 echo "type,server,rss_growth_bytes,used_memory_growth_bytes"
-for kind in list set zset hash; do
+for kind in ${TYPES:-list set zset hash}; do
   port=$((20000 + RANDOM % 10000)); rport=$((port + 1)); hport=$((port + 2))
   "$bin" node --resp "127.0.0.1:$port" --http "127.0.0.1:$hport" >"$out/mem-meridian.log" 2>&1 &
   mpid=$!

@@ -74,8 +74,15 @@ fn pack(field: &[u8], value: &[u8]) -> Box<[u8]> {
 }
 
 /// The field and value of a [`pack`]ed entry (empty parts for bytes `pack` did not make,
-/// never a panic).
+/// never a panic). Every lookup's comparison unpacks: a field shorter than 128 bytes (one
+/// length byte) takes the short path.
+#[inline]
 fn unpack(entry: &[u8]) -> (&[u8], &[u8]) {
+    if let Some((&n, rest)) = entry.split_first()
+        && n < 0x80
+    {
+        return rest.split_at_checked(usize::from(n)).unwrap_or((rest, &[]));
+    }
     let mut at = 0;
     let n = meridian_core::leb128::get(entry, &mut at)
         .ok()
@@ -86,6 +93,7 @@ fn unpack(entry: &[u8]) -> (&[u8], &[u8]) {
 }
 
 /// The field of a [`pack`]ed entry.
+#[inline]
 fn field_of(entry: &[u8]) -> &[u8] {
     unpack(entry).0
 }
@@ -147,20 +155,44 @@ impl Table {
         });
     }
 
-    /// Sets `field` to `value`: whether the field is new.
+    /// Sets `field` to `value`: whether the field is new. A value of the old one's length is
+    /// written over it in place (no allocation).
     fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
-        let entry = pack(field, value);
-        match self.position(field) {
-            Some(at) => {
-                let old = std::mem::replace(&mut self.entries[at], entry);
-                self.heap = self
-                    .heap
-                    .saturating_sub(heap_of(old.len()))
-                    .saturating_add(heap_of(self.entries[at].len()));
+        let Table {
+            entries,
+            index,
+            hasher,
+            heap,
+            compact,
+        } = self;
+        let slot = index.entry(
+            hasher.hash_one(field),
+            |&i| entries.get(i).is_some_and(|e| field_of(e) == field),
+            |&i| hasher.hash_one(entries.get(i).map_or(&[][..], |e| field_of(e))),
+        );
+        match slot {
+            hashbrown::hash_table::Entry::Occupied(o) => {
+                let Some(old) = entries.get_mut(*o.get()) else {
+                    return false;
+                };
+                let value_at = old.len() - value.len().min(old.len());
+                if unpack(old).1.len() == value.len() {
+                    old[value_at..].copy_from_slice(value);
+                } else {
+                    let new = pack(field, value);
+                    *heap = heap
+                        .saturating_sub(heap_of(old.len()))
+                        .saturating_add(heap_of(new.len()));
+                    *old = new;
+                }
                 false
             }
-            None => {
-                self.push_new(entry);
+            hashbrown::hash_table::Entry::Vacant(v) => {
+                let entry = pack(field, value);
+                *heap = heap.saturating_add(heap_of(entry.len()));
+                *compact &= entries.len() < COMPACT_MAX;
+                v.insert(entries.len());
+                entries.push(entry);
                 true
             }
         }
