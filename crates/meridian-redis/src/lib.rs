@@ -33,6 +33,7 @@ pub mod bitmaps;
 pub mod collection;
 pub mod command;
 pub mod command_info;
+mod dense_table;
 pub mod dump;
 pub mod error;
 pub mod geo;

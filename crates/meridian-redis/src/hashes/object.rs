@@ -24,13 +24,12 @@
 //! encoding: [`Collection::encode`] sorts a table's entries.
 
 use crate::collection::{Collection, Typed};
+use crate::dense_table::{DenseTable, KeyOf};
 use crate::error::{RedisError, Result};
 use crate::view::Kind;
 use bytes::Bytes;
-use hashbrown::HashTable;
 use meridian_core::hash::Fields;
 use std::any::Any;
-use std::hash::{BuildHasher, RandomState};
 
 /// A held hash keeps insertion order while it has never held more fields than this: Redis's
 /// default `hash-max-listpack-entries`.
@@ -53,7 +52,7 @@ impl Default for Repr {
     /// A new hash is a table from its first field, so a compact one keeps the order of the
     /// fields of the command that created it.
     fn default() -> Self {
-        Repr::Table(Table::with_capacity(0))
+        Repr::Table(table(0))
     }
 }
 
@@ -98,171 +97,41 @@ fn field_of(entry: &[u8]) -> &[u8] {
     unpack(entry).0
 }
 
-/// The heap bytes an allocation of `len` bytes takes, approximately (allocations come in
-/// words).
-fn heap_of(len: usize) -> usize {
-    len.div_ceil(8).saturating_mul(8)
+/// A table's entries are keyed by their field.
+#[derive(Clone, Copy, Debug)]
+struct ByField;
+
+impl KeyOf for ByField {
+    #[inline]
+    fn key(entry: &[u8]) -> &[u8] {
+        field_of(entry)
+    }
 }
 
-/// The entries in a dense list, indexed by a hash table of their positions.
-#[derive(Clone, Debug)]
-struct Table {
-    entries: Vec<Box<[u8]>>,
-    /// Never held more than [`COMPACT_MAX`] entries: the list is in insertion order.
-    compact: bool,
-    index: HashTable<usize>,
-    hasher: RandomState,
-    /// The entries' heap bytes ([`heap_of`] each), kept as they come and go.
-    heap: usize,
+type Table = DenseTable<ByField>;
+
+/// An empty table with room for `n` fields.
+fn table(n: usize) -> Table {
+    Table::with_capacity(n, COMPACT_MAX)
 }
 
-impl Table {
-    fn with_capacity(n: usize) -> Self {
-        Table {
-            entries: Vec::with_capacity(n),
-            compact: true,
-            index: HashTable::with_capacity(n),
-            hasher: RandomState::new(),
-            heap: 0,
-        }
+/// Sets `field` to `value` in `t`: whether the field is new. A value of the old one's length
+/// is written over it in place (no allocation).
+fn table_insert(t: &mut Table, field: &[u8], value: &[u8]) -> bool {
+    let Ok(at) = t.find_or_push(field, || pack(field, value)) else {
+        return true;
+    };
+    let same_len = t
+        .entries()
+        .get(at)
+        .is_some_and(|e| unpack(e).1.len() == value.len());
+    if same_len && let Some(e) = t.entry_mut(at) {
+        let value_at = e.len() - value.len();
+        e[value_at..].copy_from_slice(value);
+    } else {
+        t.replace(at, pack(field, value));
     }
-
-    fn position(&self, field: &[u8]) -> Option<usize> {
-        let entries = &self.entries;
-        self.index
-            .find(self.hasher.hash_one(field), |&i| {
-                entries.get(i).is_some_and(|e| field_of(e) == field)
-            })
-            .copied()
-    }
-
-    /// Appends an entry whose field is not in the table.
-    fn push_new(&mut self, entry: Box<[u8]>) {
-        let Table {
-            entries,
-            index,
-            hasher,
-            heap,
-            compact,
-        } = self;
-        let h = hasher.hash_one(field_of(&entry));
-        *compact &= entries.len() < COMPACT_MAX;
-        *heap = heap.saturating_add(heap_of(entry.len()));
-        let at = entries.len();
-        entries.push(entry);
-        index.insert_unique(h, at, |&i| {
-            hasher.hash_one(entries.get(i).map_or(&[][..], |e| field_of(e)))
-        });
-    }
-
-    /// Sets `field` to `value`: whether the field is new. A value of the old one's length is
-    /// written over it in place (no allocation).
-    fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
-        let Table {
-            entries,
-            index,
-            hasher,
-            heap,
-            compact,
-        } = self;
-        let slot = index.entry(
-            hasher.hash_one(field),
-            |&i| entries.get(i).is_some_and(|e| field_of(e) == field),
-            |&i| hasher.hash_one(entries.get(i).map_or(&[][..], |e| field_of(e))),
-        );
-        match slot {
-            hashbrown::hash_table::Entry::Occupied(o) => {
-                let Some(old) = entries.get_mut(*o.get()) else {
-                    return false;
-                };
-                let value_at = old.len() - value.len().min(old.len());
-                if unpack(old).1.len() == value.len() {
-                    old[value_at..].copy_from_slice(value);
-                } else {
-                    let new = pack(field, value);
-                    *heap = heap
-                        .saturating_sub(heap_of(old.len()))
-                        .saturating_add(heap_of(new.len()));
-                    *old = new;
-                }
-                false
-            }
-            hashbrown::hash_table::Entry::Vacant(v) => {
-                let entry = pack(field, value);
-                *heap = heap.saturating_add(heap_of(entry.len()));
-                *compact &= entries.len() < COMPACT_MAX;
-                v.insert(entries.len());
-                entries.push(entry);
-                true
-            }
-        }
-    }
-
-    fn remove(&mut self, field: &[u8]) -> bool {
-        let h = self.hasher.hash_one(field);
-        let entries = &self.entries;
-        match self
-            .index
-            .find_entry(h, |&i| entries.get(i).is_some_and(|e| field_of(e) == field))
-        {
-            Ok(slot) => {
-                let (at, _) = slot.remove();
-                self.unlink(at);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Takes the entry at `at` out of the list once its slot has left the index: a compact
-    /// table closes the gap (the later entries' slots move down one), any other moves the
-    /// last entry into its place and repoints its slot.
-    fn unlink(&mut self, at: usize) {
-        if self.compact {
-            let gone = self.entries.remove(at);
-            self.heap = self.heap.saturating_sub(heap_of(gone.len()));
-            for slot in self.index.iter_mut() {
-                if *slot > at {
-                    *slot -= 1;
-                }
-            }
-            return;
-        }
-        let last = self.entries.len() - 1;
-        if at != last {
-            let h = self.hasher.hash_one(field_of(&self.entries[last]));
-            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
-                *slot = at;
-            }
-        }
-        let gone = self.entries.swap_remove(at);
-        self.heap = self.heap.saturating_sub(heap_of(gone.len()));
-        self.shrink();
-    }
-
-    /// Gives memory back once the list is a quarter full (at most once per halving, so
-    /// deletions stay O(1) amortized).
-    fn shrink(&mut self) {
-        let len = self.entries.len();
-        if self.entries.capacity() > 64 && len < self.entries.capacity() / 4 {
-            let Table {
-                entries,
-                index,
-                hasher,
-                ..
-            } = self;
-            entries.shrink_to(len * 2);
-            index.shrink_to(len * 2, |&i| {
-                hasher.hash_one(entries.get(i).map_or(&[][..], |e| field_of(e)))
-            });
-        }
-    }
-
-    fn memory(&self) -> usize {
-        self.entries.capacity() * std::mem::size_of::<Box<[u8]>>()
-            + self.heap
-            + self.index.allocation_size()
-    }
+    false
 }
 
 impl Hash {
@@ -275,7 +144,7 @@ impl Hash {
     pub fn len(&self) -> usize {
         match &self.repr {
             Repr::Sorted(s) => s.fields.len(),
-            Repr::Table(t) => t.entries.len(),
+            Repr::Table(t) => t.len(),
         }
     }
 
@@ -288,7 +157,7 @@ impl Hash {
     pub fn get(&self, field: &[u8]) -> Option<&[u8]> {
         match &self.repr {
             Repr::Sorted(s) => s.fields.get(field).map(|v| &v[..]),
-            Repr::Table(t) => t.position(field).map(|at| unpack(&t.entries[at]).1),
+            Repr::Table(t) => t.position(field).map(|at| unpack(&t.entries()[at]).1),
         }
     }
 
@@ -300,7 +169,7 @@ impl Hash {
     /// Sets `field` to `value`: whether the field is new.
     pub fn insert(&mut self, field: &[u8], value: &[u8]) -> bool {
         match &mut self.repr {
-            Repr::Table(t) => t.insert(field, value),
+            Repr::Table(t) => table_insert(t, field, value),
             Repr::Sorted(s) => {
                 let added = field.len() + value.len();
                 match s
@@ -339,7 +208,7 @@ impl Hash {
     pub fn iter(&self) -> Box<dyn Iterator<Item = (&[u8], &[u8])> + '_> {
         match &self.repr {
             Repr::Sorted(s) => Box::new(s.fields.iter().map(|(f, v)| (&f[..], &v[..]))),
-            Repr::Table(t) => Box::new(t.entries.iter().map(|e| unpack(e))),
+            Repr::Table(t) => Box::new(t.entries().iter().map(|e| unpack(e))),
         }
     }
 
@@ -348,7 +217,7 @@ impl Hash {
     /// the call, O(n log n), for a large table).
     pub fn ordered(&self) -> Vec<(&[u8], &[u8])> {
         let mut all: Vec<(&[u8], &[u8])> = self.iter().collect();
-        if matches!(&self.repr, Repr::Table(t) if !t.compact) {
+        if matches!(&self.repr, Repr::Table(t) if !t.in_order()) {
             all.sort_unstable_by(|a, b| a.0.cmp(b.0));
         }
         all
@@ -371,7 +240,7 @@ impl Hash {
         f: impl FnOnce(&dyn Fn(usize) -> Option<(&'h [u8], &'h [u8])>) -> R,
     ) -> R {
         match &self.repr {
-            Repr::Table(t) => f(&|i| t.entries.get(i).map(|e| unpack(e))),
+            Repr::Table(t) => f(&|i| t.entries().get(i).map(|e| unpack(e))),
             Repr::Sorted(_) => {
                 let all: Vec<(&[u8], &[u8])> = self.iter().collect();
                 f(&|i| all.get(i).copied())
@@ -385,7 +254,7 @@ impl Hash {
         let Repr::Sorted(s) = &self.repr else {
             return;
         };
-        let mut t = Table::with_capacity(s.fields.len());
+        let mut t = table(s.fields.len());
         for (f, v) in &s.fields {
             t.push_new(pack(f, v));
         }
@@ -397,7 +266,7 @@ impl Hash {
         match &self.repr {
             Repr::Sorted(s) => s.fields.clone(),
             Repr::Table(t) => t
-                .entries
+                .entries()
                 .iter()
                 .map(|e| {
                     let (f, v) = unpack(e);
@@ -518,6 +387,9 @@ mod tests {
                     Op::Settle => h.settle(),
                 }
                 prop_assert_eq!(h.len(), model.len());
+                if let Repr::Table(t) = &h.repr {
+                    t.check();
+                }
             }
             for f in 0..40u8 {
                 prop_assert_eq!(h.get(&field(f)), model.get(&field(f)).map(|v| &v[..]));

@@ -26,13 +26,12 @@
 
 use super::{INTSET_MAX_ENTRIES, PREALLOCATED_MEMBERS, data_len, encode, walk};
 use crate::collection::{Collection, Typed};
+use crate::dense_table::{DenseTable, KeyOf};
 use crate::error::Result;
 use crate::value::parse_i64;
 use crate::view::Kind;
 use bytes::Bytes;
-use hashbrown::HashTable;
 use std::any::Any;
-use std::hash::{BuildHasher, RandomState};
 
 /// A set in memory. See the module docs.
 #[derive(Clone, Debug, Default)]
@@ -93,136 +92,29 @@ impl Member<'_> {
     }
 }
 
-/// The heap bytes a member of `len` bytes takes, approximately (allocations come in words).
-fn heap_of(len: usize) -> usize {
-    len.div_ceil(8).saturating_mul(8)
+/// A table's entries are its members, whole.
+#[derive(Clone, Copy, Debug)]
+struct Whole;
+
+impl KeyOf for Whole {
+    #[inline]
+    fn key(entry: &[u8]) -> &[u8] {
+        entry
+    }
 }
 
-/// The members in a dense list, indexed by a hash table of their positions.
-#[derive(Clone, Debug, Default)]
-struct Table {
-    members: Vec<Box<[u8]>>,
-    index: HashTable<usize>,
-    hasher: RandomState,
-    /// The members' heap bytes ([`heap_of`] each), kept as they come and go.
-    heap: usize,
-}
+/// The members in a dense list, indexed by a hash table of their positions (in no order:
+/// Redis's sets keep none).
+type Table = DenseTable<Whole>;
 
-impl Table {
-    fn with_capacity(n: usize) -> Self {
-        Table {
-            members: Vec::with_capacity(n),
-            index: HashTable::with_capacity(n),
-            hasher: RandomState::new(),
-            heap: 0,
-        }
-    }
-
-    fn hash(&self, m: &[u8]) -> u64 {
-        self.hasher.hash_one(m)
-    }
-
-    fn position(&self, m: &[u8]) -> Option<usize> {
-        let members = &self.members;
-        self.index
-            .find(self.hash(m), |&i| members.get(i).is_some_and(|x| **x == *m))
-            .copied()
-    }
-
-    /// Appends `m`, which must not be a member.
-    fn push_new(&mut self, m: Box<[u8]>) {
-        let h = self.hash(&m);
-        let Table {
-            members,
-            index,
-            hasher,
-            heap,
-        } = self;
-        *heap = heap.saturating_add(heap_of(m.len()));
-        let at = members.len();
-        members.push(m);
-        index.insert_unique(h, at, |&i| {
-            hasher.hash_one(members.get(i).map_or(&[][..], |x| &x[..]))
-        });
-    }
-
-    fn insert(&mut self, m: &[u8]) -> bool {
-        if self.position(m).is_some() {
-            return false;
-        }
-        self.push_new(m.into());
-        true
-    }
-
-    fn remove(&mut self, m: &[u8]) -> bool {
-        let h = self.hash(m);
-        let members = &self.members;
-        match self
-            .index
-            .find_entry(h, |&i| members.get(i).is_some_and(|x| **x == *m))
-        {
-            Ok(entry) => {
-                let (at, _) = entry.remove();
-                self.unlink(at);
-                true
-            }
-            Err(_) => false,
-        }
-    }
-
-    /// Removes the member at `at` (which must be in range) and returns it.
-    fn take(&mut self, at: usize) -> Box<[u8]> {
-        let h = self.hash(&self.members[at]);
-        if let Ok(entry) = self.index.find_entry(h, |&i| i == at) {
-            entry.remove();
-        }
-        self.unlink(at)
-    }
-
-    /// Takes the member at `at` out of the list once its slot has left the index: the last
-    /// member moves into its place and its slot is repointed.
-    fn unlink(&mut self, at: usize) -> Box<[u8]> {
-        let last = self.members.len() - 1;
-        if at != last {
-            let h = self.hash(&self.members[last]);
-            if let Some(slot) = self.index.find_mut(h, |&i| i == last) {
-                *slot = at;
-            }
-        }
-        let m = self.members.swap_remove(at);
-        self.heap = self.heap.saturating_sub(heap_of(m.len()));
-        self.shrink();
-        m
-    }
-
-    /// Gives memory back once the list is a quarter full (at most once per halving, so
-    /// removals stay O(1) amortized).
-    fn shrink(&mut self) {
-        let len = self.members.len();
-        if self.members.capacity() > 64 && len < self.members.capacity() / 4 {
-            let Table {
-                members,
-                index,
-                hasher,
-                ..
-            } = self;
-            members.shrink_to(len * 2);
-            index.shrink_to(len * 2, |&i| {
-                hasher.hash_one(members.get(i).map_or(&[][..], |x| &x[..]))
-            });
-        }
-    }
-
-    fn memory(&self) -> usize {
-        self.members.capacity() * std::mem::size_of::<Box<[u8]>>()
-            + self.heap
-            + self.index.allocation_size()
-    }
+/// An empty table with room for `n` members.
+fn table(n: usize) -> Table {
+    Table::with_capacity(n, 0)
 }
 
 /// The table of an integer set's members, with room for one more.
 fn table_of(ints: &[i64]) -> Table {
-    let mut t = Table::with_capacity(ints.len() + 1);
+    let mut t = table(ints.len() + 1);
     let mut buf = itoa::Buffer::new();
     for &i in ints {
         t.push_new(buf.format(i).as_bytes().into());
@@ -250,7 +142,7 @@ impl Set {
         match &self.repr {
             Repr::Ints(v) => v.len(),
             Repr::Sorted(s) => s.members.len(),
-            Repr::Table(t) => t.members.len(),
+            Repr::Table(t) => t.len(),
         }
     }
 
@@ -271,7 +163,7 @@ impl Set {
     /// Adds `m`: whether it was not a member.
     pub fn insert(&mut self, m: &[u8]) -> bool {
         let v = match &mut self.repr {
-            Repr::Table(t) => return t.insert(m),
+            Repr::Table(t) => return t.find_or_push(m, || m.into()).is_err(),
             Repr::Sorted(s) => {
                 return match s.position(m) {
                     Ok(_) => false,
@@ -329,7 +221,7 @@ impl Set {
         match &self.repr {
             Repr::Ints(v) => v.get(at).map(|&i| Member::Int(i)),
             Repr::Sorted(s) => s.members.get(at).map(|m| Member::Bytes(m)),
-            Repr::Table(t) => t.members.get(at).map(|m| Member::Bytes(m)),
+            Repr::Table(t) => t.entries().get(at).map(|m| Member::Bytes(m)),
         }
     }
 
@@ -346,7 +238,7 @@ impl Set {
                 s.heap = s.heap.saturating_sub(m.len());
                 m
             }
-            Repr::Table(t) => Bytes::from(t.take(at).into_vec()),
+            Repr::Table(t) => Bytes::from(t.take(at)?.into_vec()),
         })
     }
 
@@ -377,8 +269,8 @@ impl Set {
             }
             Repr::Table(t) => {
                 let mut at = 0;
-                while at < t.members.len() {
-                    if keep(&t.members[at]) {
+                while at < t.len() {
+                    if t.entries().get(at).is_some_and(|m| keep(m)) {
                         at += 1;
                     } else {
                         // The last member moves to `at`: look at it next.
@@ -414,14 +306,14 @@ impl Set {
                 }
             }
             Repr::Table(t) => {
-                if let Some(ints) = small_ints(t.members.iter().map(|m| &m[..]), t.members.len()) {
+                if let Some(ints) = small_ints(t.entries().iter().map(|m| &m[..]), t.len()) {
                     let mut buf = itoa::Buffer::new();
                     for i in ints {
                         f(buf.format(i).as_bytes());
                     }
                     return;
                 }
-                let mut refs: Vec<&[u8]> = t.members.iter().map(|m| &m[..]).collect();
+                let mut refs: Vec<&[u8]> = t.entries().iter().map(|m| &m[..]).collect();
                 refs.sort_unstable();
                 for m in refs {
                     f(m);
@@ -529,7 +421,7 @@ impl Set {
                 return;
             }
         }
-        let mut t = Table::with_capacity(s.members.len());
+        let mut t = table(s.members.len());
         for m in &s.members {
             t.push_new(m[..].into());
         }
@@ -561,7 +453,7 @@ impl Collection for Set {
             }
             Repr::Sorted(s) => encode(&s.members),
             Repr::Table(t) => {
-                let mut refs: Vec<&[u8]> = t.members.iter().map(|m| &m[..]).collect();
+                let mut refs: Vec<&[u8]> = t.entries().iter().map(|m| &m[..]).collect();
                 refs.sort_unstable();
                 encode(&refs)
             }
@@ -670,14 +562,7 @@ mod tests {
                     let heap: usize = s.members.iter().map(|m| m.len()).sum();
                     assert_eq!(s.heap, heap, "the running total");
                 }
-                Repr::Table(t) => {
-                    assert_eq!(t.index.len(), t.members.len());
-                    for (i, m) in t.members.iter().enumerate() {
-                        assert_eq!(t.position(m), Some(i), "indexed where it sits");
-                    }
-                    let heap: usize = t.members.iter().map(|m| heap_of(m.len())).sum();
-                    assert_eq!(t.heap, heap, "the running total");
-                }
+                Repr::Table(t) => t.check(),
             }
             for m in model {
                 assert!(self.contains(m));
