@@ -165,6 +165,25 @@ fn a_transaction_runs_hash_commands_over_its_overlay_and_watch_sees_them() {
     );
 }
 
+/// SORT's `*->field` patterns read hashes the keyspace holds in memory, whatever stripes
+/// they sit in (the command then runs with every stripe locked), and a held hash is never
+/// materialized for them.
+#[test]
+fn sort_reads_held_hashes_through_field_patterns() {
+    let (ks, _clock) = keyspace();
+    ks_line(&ks, "RPUSH l a b c d");
+    for (elem, weight) in [("a", 4), ("b", 1), ("c", 3), ("d", 2)] {
+        ks_line(&ks, &format!("HSET w_{elem} weight {weight} name n{elem}"));
+    }
+    let sorted = "*4\r\n$1\r\nb\r\n$1\r\nd\r\n$1\r\nc\r\n$1\r\na\r\n";
+    assert_eq!(ks_line(&ks, "SORT l BY w_*->weight"), sorted);
+    assert_eq!(ks_line(&ks, "SORT_RO l BY w_*->weight"), sorted);
+    assert_eq!(
+        ks_line(&ks, "SORT l BY nosort GET w_*->name"),
+        "*4\r\n$2\r\nna\r\n$2\r\nnb\r\n$2\r\nnc\r\n$2\r\nnd\r\n"
+    );
+}
+
 // ----- the model test --------------------------------------------------------------------
 
 /// A hash as Redis keeps a small one (a listpack): fields in insertion order, a deletion

@@ -1,4 +1,4 @@
-//! Collections the keyspace holds in memory: lists, sets and sorted sets kept as typed
+//! Collections the keyspace holds in memory: hashes, lists, sets and sorted sets kept as typed
 //! objects ([`meridian_redis::collection`]) in their key's stripe, changed in place by the
 //! commands that own them, so a push, an add or a pop costs O(1) or O(log n) instead of
 //! rewriting the whole collection in the engine.
