@@ -1154,13 +1154,19 @@ mod tests {
         );
         started_rx.recv().unwrap();
         exec.dispatch(&[1], Box::new(|| {}));
+        let timing = std::sync::atomic::AtomicBool::new(false);
         let blocked = std::thread::scope(|scope| {
             let waiter = scope.spawn(|| {
                 let t = Instant::now();
+                timing.store(true, Ordering::SeqCst);
                 exec.dispatch(&[1], Box::new(|| {}));
                 t.elapsed()
             });
-            // However long this sleeps, the dispatch above waits that long for room.
+            // Once the waiter's clock runs (however late its thread started), the gate stays
+            // shut at least this long, so its dispatch waits that long for room.
+            while !timing.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
             std::thread::sleep(Duration::from_millis(200));
             gate_tx.send(()).unwrap();
             waiter.join().unwrap()
