@@ -400,7 +400,7 @@ fn radius_generic(
             for f in &out.found {
                 let score = if s.dist { f.dist } else { f.score };
                 if let Some(score) = Score::new(score) {
-                    z.insert(f.member.clone(), score);
+                    z.insert(&f.member, score);
                 }
             }
             zsets::store_result(view, s.key, z)?;

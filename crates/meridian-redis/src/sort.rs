@@ -184,7 +184,7 @@ fn load_source(view: &mut dyn View, key: &[u8]) -> Result<Source> {
         Kind::ZSet => {
             let z = crate::zsets::decode(&entry)?;
             Ok(Source {
-                elems: z.iter().map(|(_, m)| m.clone()).collect(),
+                elems: z.iter().map(|(_, m)| Bytes::copy_from_slice(m)).collect(),
                 ordered: true,
             })
         }

@@ -64,7 +64,7 @@ use crate::scan::parse_cursor;
 use crate::value::{format_double, glob_match, parse_f64};
 use crate::view::{Entry, Kind, View};
 use bytes::Bytes;
-pub use encoding::{Score, ZSet};
+pub use encoding::{Member, Score, ZSet};
 pub use pop::{Popped, blocking_source_keys, pop_first};
 use ranges::{RangeBy, RangeSpec, parse_lex_range, parse_score_range, select};
 
@@ -180,7 +180,7 @@ pub fn zadd<V: View + ?Sized>(
         let (out, writes) = zadd_plan(z, flags, pairs)?;
         let changed = out.added + out.updated > 0;
         for (member, score) in writes {
-            z.insert(Bytes::copy_from_slice(member), score);
+            z.insert(member, score);
         }
         Ok((out, changed))
     })?;
@@ -286,7 +286,7 @@ pub fn zrange<V: View + ?Sized>(
     v: &mut V,
     key: &[u8],
     spec: &RangeSpec,
-) -> Result<Vec<(f64, Bytes)>> {
+) -> Result<Vec<(f64, Member)>> {
     Ok(read(v, key, |z| select(z, spec))?.unwrap_or_default())
 }
 
@@ -337,14 +337,18 @@ pub fn zrank<V: View + ?Sized>(
 /// Writes entries as Redis 7.0 does: members only, or with scores — a flat array in RESP2,
 /// an array of `[member, score]` pairs in RESP3 (ZRANGE, ZUNION, ZRANDMEMBER, ZPOPMIN with a
 /// count...).
-pub(crate) fn reply_entries(reply: &mut Reply, items: &[(f64, Bytes)], with_scores: bool) {
+pub(crate) fn reply_entries<M: AsRef<[u8]>>(
+    reply: &mut Reply,
+    items: &[(f64, M)],
+    with_scores: bool,
+) {
     let nested = with_scores && reply.resp3;
     reply.array(items.len() * if with_scores && !nested { 2 } else { 1 });
     for (s, m) in items {
         if nested {
             reply.array(2);
         }
-        reply.bulk(m);
+        reply.bulk(m.as_ref());
         if with_scores {
             reply.double(*s);
         }
@@ -622,7 +626,7 @@ fn zrange_cmd(cmd: Cmd, view: &mut dyn View, args: Args<'_>, reply: &mut Reply) 
         let mut z = ZSet::default();
         for (s, m) in items {
             if let Some(s) = Score::new(s) {
-                z.insert(m, s);
+                z.insert(&m, s);
             }
         }
         let n = z.len();
@@ -763,8 +767,8 @@ fn zrandmember(view: &mut dyn View, args: Args<'_>, reply: &mut Reply) -> CmdRes
 }
 
 /// ZRANDMEMBER's `count` entries of `z` (see [`zrandmember`]).
-fn random_entries(z: &ZSet, count: i64) -> std::result::Result<Vec<(f64, Bytes)>, CmdError> {
-    let entries: Vec<(f64, &Bytes)> = if count == 0 {
+fn random_entries(z: &ZSet, count: i64) -> std::result::Result<Vec<(f64, Member)>, CmdError> {
+    let entries: Vec<(f64, &Member)> = if count == 0 {
         Vec::new()
     } else {
         z.iter().collect()

@@ -581,7 +581,7 @@ fn sorted_set(mut members: Vec<Bytes>) -> Result<Value> {
 
 fn zset_insert(z: &mut ZSet, member: Bytes, score: f64) -> Result<()> {
     let score = Score::new(score).ok_or(LoadError::Bad)?;
-    match z.insert(member, score) {
+    match z.insert(&member, score) {
         None => Ok(()),
         Some(_) => Err(LoadError::Bad),
     }

@@ -816,10 +816,7 @@ fn put(v: &mut MapView, key: &[u8], val: &Val, expiry: Option<u64>) {
         Val::ZSet(e) => {
             let mut z = crate::zsets::ZSet::default();
             for (m, s) in e {
-                z.insert(
-                    Bytes::copy_from_slice(m),
-                    crate::zsets::Score::new(*s).unwrap(),
-                );
+                z.insert(m, crate::zsets::Score::new(*s).unwrap());
             }
             (Kind::ZSet, z.encode())
         }

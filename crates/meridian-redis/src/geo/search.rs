@@ -65,7 +65,7 @@ pub fn search(z: &ZSet, shape: &Shape, limit: Option<usize>) -> Vec<Found> {
             let (lon, lat) = hash::decode_score(score);
             if let Some(dist) = shape.contains(lon, lat) {
                 found.push(Found {
-                    member: member.clone(),
+                    member: Bytes::copy_from_slice(member),
                     score,
                     lon,
                     lat,

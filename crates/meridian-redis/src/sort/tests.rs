@@ -50,7 +50,7 @@ fn set_set<E: AsRef<[u8]>>(v: &mut MapView, key: &str, members: &[E]) {
 fn set_zset(v: &mut MapView, key: &str, entries: &[(f64, &str)]) {
     let mut z = ZSet::default();
     for &(s, m) in entries {
-        z.insert(Bytes::copy_from_slice(m.as_bytes()), Score::new(s).unwrap());
+        z.insert(m.as_bytes(), Score::new(s).unwrap());
     }
     put(v, key, Kind::ZSet, z.encode());
 }
@@ -705,7 +705,7 @@ proptest! {
             _ => {
                 let mut z = ZSet::default();
                 for (i, e) in elems.iter().enumerate() {
-                    z.insert(Bytes::from(e.clone()), Score::new((i % 5) as f64).unwrap());
+                    z.insert(e, Score::new((i % 5) as f64).unwrap());
                 }
                 if !z.is_empty() {
                     put(&mut v, "src", Kind::ZSet, z.encode());

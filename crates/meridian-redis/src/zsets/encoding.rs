@@ -33,6 +33,7 @@ use std::any::Any;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// A score: an `f64` that is never NaN, ordered as Redis orders scores (`-0 == 0`).
 #[derive(Clone, Copy, Debug)]
@@ -71,19 +72,23 @@ impl Ord for Score {
     }
 }
 
-/// A sorted set in memory: both its orders. Members are [`Bytes`] (slices of the stored value
-/// after a decode, so no copy; a member ZADD inserts is its own copy of the request's bytes).
+/// A member of a [`ZSet`]: one allocation of its bytes (behind a count), shared by both
+/// orders — 16 bytes in each tree where a `Bytes` handle took 32 (and its shared header
+/// another allocation): what keeps a large sorted set near Redis's own memory.
+pub type Member = Arc<[u8]>;
+
+/// A sorted set in memory: both its orders, sharing each member's one allocation.
 #[derive(Clone, Debug, Default)]
 pub struct ZSet {
-    by_score: BTreeSet<(Score, Bytes)>,
-    by_member: BTreeMap<Bytes, Score>,
+    by_score: BTreeSet<(Score, Member)>,
+    by_member: BTreeMap<Member, Score>,
     /// The sum of the members' lengths, kept by every insert and removal ([`ZSet::memory`]).
     member_bytes: usize,
 }
 
 /// What one member costs beyond its bytes, roughly: its entry in both trees (a score, a
 /// `Bytes` handle each) and their share of the trees' nodes.
-const ENTRY_OVERHEAD: usize = 2 * (8 + std::mem::size_of::<Bytes>()) + 32;
+const ENTRY_OVERHEAD: usize = 2 * (8 + std::mem::size_of::<Member>()) + 32 + 16;
 
 impl ZSet {
     /// The number of members.
@@ -102,9 +107,9 @@ impl ZSet {
     }
 
     /// Sets the member's score; returns the previous one. An existing member keeps the
-    /// `Bytes` it has (only its score changes).
-    pub fn insert(&mut self, member: Bytes, score: Score) -> Option<f64> {
-        match self.by_member.get_key_value(&member[..]) {
+    /// allocation it has (only its score changes); a new one is copied into its own.
+    pub fn insert(&mut self, member: &[u8], score: Score) -> Option<f64> {
+        match self.by_member.get_key_value(member) {
             Some((m, &old)) => {
                 let m = m.clone();
                 self.by_score.remove(&(old, m.clone()));
@@ -114,6 +119,7 @@ impl ZSet {
             }
             None => {
                 self.member_bytes = self.member_bytes.saturating_add(member.len());
+                let member = Member::from(member);
                 self.by_member.insert(member.clone(), score);
                 self.by_score.insert((score, member));
                 None
@@ -130,7 +136,7 @@ impl ZSet {
     }
 
     /// Removes and returns the lowest (`max`: false) or highest entry.
-    pub fn pop(&mut self, max: bool) -> Option<(f64, Bytes)> {
+    pub fn pop(&mut self, max: bool) -> Option<(f64, Member)> {
         let (s, m) = if max {
             self.by_score.pop_last()?
         } else {
@@ -162,7 +168,7 @@ impl ZSet {
     }
 
     /// Every entry, `(score, member)`, in ascending order (reversible).
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (f64, &Bytes)> + Clone + '_ {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (f64, &Member)> + Clone + '_ {
         self.by_score.iter().map(|(s, m)| (s.get(), m))
     }
 
@@ -173,8 +179,8 @@ impl ZSet {
         score: Score,
         member: &[u8],
         excluded: bool,
-    ) -> impl DoubleEndedIterator<Item = (f64, &Bytes)> + '_ {
-        let at = (score, Bytes::copy_from_slice(member));
+    ) -> impl DoubleEndedIterator<Item = (f64, &Member)> + '_ {
+        let at = (score, Member::from(member));
         let lo = if excluded {
             Bound::Excluded(at)
         } else {
@@ -192,8 +198,8 @@ impl ZSet {
         score: Score,
         member: &[u8],
         included: bool,
-    ) -> impl DoubleEndedIterator<Item = (f64, &Bytes)> + '_ {
-        let at = (score, Bytes::copy_from_slice(member));
+    ) -> impl DoubleEndedIterator<Item = (f64, &Member)> + '_ {
+        let at = (score, Member::from(member));
         let hi = if included {
             Bound::Included(at)
         } else {
@@ -220,7 +226,7 @@ impl ZSet {
     }
 
     /// The members with their scores, in member order.
-    pub fn members(&self) -> impl Iterator<Item = (&Bytes, f64)> + '_ {
+    pub fn members(&self) -> impl Iterator<Item = (&Member, f64)> + '_ {
         self.by_member.iter().map(|(m, s)| (m, s.get()))
     }
 
@@ -231,7 +237,7 @@ impl ZSet {
         )
     }
 
-    /// Decodes [`ZSet::encode`]'s bytes; the members are slices of `data`.
+    /// Decodes [`ZSet::encode`]'s bytes (each member copied into its own allocation).
     pub fn decode(data: &Bytes) -> Result<ZSet, &'static str> {
         let mut z = ZSet::default();
         let mut repeated = false;
@@ -239,7 +245,7 @@ impl ZSet {
             let Some(score) = Score::new(score) else {
                 return;
             };
-            let member = data.slice(r);
+            let member = Member::from(&data[r]);
             z.member_bytes = z.member_bytes.saturating_add(member.len());
             repeated |= z.by_member.insert(member.clone(), score).is_some();
             z.by_score.insert((score, member));

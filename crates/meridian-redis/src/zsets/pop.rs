@@ -5,14 +5,13 @@
 //! with every source key absent they answer Redis's timeout reply, the null array (what Redis
 //! answers inside MULTI too). The server waits on [`blocking_source_keys`] and runs them again.
 
-use super::{ZSet, arg, modify_ok, reply_entries};
+use super::{Member, ZSet, arg, modify_ok, reply_entries};
 use crate::args::Args;
 use crate::command::Cmd;
 use crate::error::{CmdError, Result, SYNTAX, raw};
 use crate::reply::Reply;
 use crate::value::{parse_i64, parse_timeout};
 use crate::view::View;
-use bytes::Bytes;
 
 /// The argument positions of the keys a blocking sorted-set command pops from (BZPOPMIN and
 /// BZPOPMAX: every argument between the name and the timeout; BZMPOP: the `numkeys` keys
@@ -36,7 +35,7 @@ pub fn blocking_source_keys(cmd: Cmd, args: Args<'_>) -> Vec<usize> {
 }
 
 /// A pop's result: the key popped from and its entries, in pop order.
-pub type Popped<'k> = (&'k [u8], Vec<(f64, Bytes)>);
+pub type Popped<'k> = (&'k [u8], Vec<(f64, Member)>);
 
 /// Pops up to `count` entries from the first of `keys` that exists (lowest first, or highest
 /// with `max`), deleting it when emptied. Like Redis, only keys up to that one are
@@ -61,7 +60,7 @@ pub fn pop_first<'k, V: View + ?Sized>(
     Ok(None)
 }
 
-fn pop_n(z: &mut ZSet, max: bool, count: u64) -> Vec<(f64, Bytes)> {
+fn pop_n(z: &mut ZSet, max: bool, count: u64) -> Vec<(f64, Member)> {
     let n = usize::try_from(count).unwrap_or(usize::MAX).min(z.len());
     (0..n).filter_map(|_| z.pop(max)).collect()
 }

@@ -2,7 +2,7 @@
 //! `zslParseLexRange`), and the selection of a range of a [`ZSet`] by rank, score or member
 //! with REV and LIMIT, walked the way Redis walks its skiplist.
 
-use super::encoding::{Score, ZSet};
+use super::encoding::{Member, Score, ZSet};
 use crate::error::{CmdError, raw};
 use bytes::Bytes;
 
@@ -190,8 +190,8 @@ fn in_near(by: &RangeBy, rev: bool, s: f64, m: &[u8]) -> bool {
 /// near bound: the entries from there, in walk order. O(log n) to the start for a score range,
 /// and for a lex range over a set whose scores are all equal (Redis's precondition for lex
 /// ranges); otherwise from the end of the set.
-fn walk<'z>(z: &'z ZSet, spec: &RangeSpec) -> Box<dyn Iterator<Item = (f64, &'z Bytes)> + 'z> {
-    let all = || -> Box<dyn Iterator<Item = (f64, &'z Bytes)> + 'z> {
+fn walk<'z>(z: &'z ZSet, spec: &RangeSpec) -> Box<dyn Iterator<Item = (f64, &'z Member)> + 'z> {
+    let all = || -> Box<dyn Iterator<Item = (f64, &'z Member)> + 'z> {
         if spec.rev {
             Box::new(z.iter().rev())
         } else {
@@ -234,7 +234,7 @@ fn walk<'z>(z: &'z ZSet, spec: &RangeSpec) -> Box<dyn Iterator<Item = (f64, &'z 
 /// The entries `spec` selects, in reply order. As Redis walks: from the first entry inside
 /// the near bound, skip `offset` entries, then take entries while inside the far bound, at
 /// most `limit`. Every request-derived number is clamped, never trusted as a size.
-pub fn select(z: &ZSet, spec: &RangeSpec) -> Vec<(f64, Bytes)> {
+pub fn select(z: &ZSet, spec: &RangeSpec) -> Vec<(f64, Member)> {
     let mut out = Vec::new();
     visit(z, spec, |s, m| out.push((s, m.clone())));
     out
@@ -248,7 +248,7 @@ pub fn count(z: &ZSet, spec: &RangeSpec) -> u64 {
 }
 
 /// Calls `f` on each entry `spec` selects, in reply order (see [`select`]).
-fn visit<'z>(z: &'z ZSet, spec: &RangeSpec, mut f: impl FnMut(f64, &'z Bytes)) {
+fn visit<'z>(z: &'z ZSet, spec: &RangeSpec, mut f: impl FnMut(f64, &'z Member)) {
     let len = z.len() as i64;
     if let RangeBy::Rank(start, stop) = spec.by {
         let start = if start < 0 {
@@ -270,7 +270,7 @@ fn visit<'z>(z: &'z ZSet, spec: &RangeSpec, mut f: impl FnMut(f64, &'z Bytes)) {
         // Ranks count in the walk's direction; walk from whichever end is nearer, so
         // ZRANGE -10 -1 skips no more than ZRANGE 0 9.
         if start <= len - 1 - stop {
-            let it: Box<dyn Iterator<Item = (f64, &Bytes)>> = if spec.rev {
+            let it: Box<dyn Iterator<Item = (f64, &Member)>> = if spec.rev {
                 Box::new(z.iter().rev())
             } else {
                 Box::new(z.iter())
@@ -279,12 +279,12 @@ fn visit<'z>(z: &'z ZSet, spec: &RangeSpec, mut f: impl FnMut(f64, &'z Bytes)) {
                 .take(take)
                 .for_each(|(s, m)| f(s, m));
         } else {
-            let it: Box<dyn Iterator<Item = (f64, &Bytes)>> = if spec.rev {
+            let it: Box<dyn Iterator<Item = (f64, &Member)>> = if spec.rev {
                 Box::new(z.iter())
             } else {
                 Box::new(z.iter().rev())
             };
-            let mut picked: Vec<(f64, &Bytes)> =
+            let mut picked: Vec<(f64, &Member)> =
                 it.skip((len - 1 - stop) as usize).take(take).collect();
             picked.reverse();
             picked.into_iter().for_each(|(s, m)| f(s, m));

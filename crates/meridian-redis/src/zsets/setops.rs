@@ -2,7 +2,7 @@
 //! `zunionInterDiffGenericCommand`): `numkeys`, then every source key's type (sorted sets and
 //! sets; a set's members score 1), then WEIGHTS / AGGREGATE / WITHSCORES / LIMIT.
 
-use super::{Score, ZSet, read, reply_entries, store_result};
+use super::{Member, Score, ZSet, read, reply_entries, store_result};
 use crate::args::Args;
 use crate::command::Cmd;
 use crate::error::{CmdError, RedisError, SYNTAX, int_arg, raw};
@@ -10,7 +10,6 @@ use crate::reply::Reply;
 use crate::sets::members as set_members;
 use crate::value::parse_f64;
 use crate::view::{Kind, View};
-use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// Which operation.
@@ -57,7 +56,7 @@ impl Aggregate {
 
 /// One input: member → score (a missing key is empty), and its weight.
 struct Source {
-    members: BTreeMap<Bytes, f64>,
+    members: BTreeMap<Member, f64>,
     weight: f64,
 }
 
@@ -73,9 +72,9 @@ fn compute(op: Op, mut src: Vec<Source>, agg: Aggregate) -> ZSet {
         src.sort_by_key(|s| s.members.len());
     }
     let mut out = ZSet::default();
-    let mut put = |m: &Bytes, v: f64| {
+    let mut put = |m: &Member, v: f64| {
         if let Some(s) = Score::new(if v.is_nan() { 0.0 } else { v }) {
-            out.insert(m.clone(), s);
+            out.insert(m, s);
         }
     };
     match op {
@@ -94,7 +93,7 @@ fn compute(op: Op, mut src: Vec<Source>, agg: Aggregate) -> ZSet {
             }
         }
         Op::Union => {
-            let mut acc: BTreeMap<&Bytes, f64> = BTreeMap::new();
+            let mut acc: BTreeMap<&Member, f64> = BTreeMap::new();
             for s in &src {
                 for (m, v) in &s.members {
                     let v = weighted(s.weight, *v);
@@ -167,7 +166,7 @@ pub(super) fn exec(
             Err(RedisError::WrongType) => match view.load(key)? {
                 Some(e) if e.kind == Kind::Set => set_members(&e)?
                     .into_iter()
-                    .map(|m| (Bytes::copy_from_slice(&m), 1.0))
+                    .map(|m| (Member::from(&m[..]), 1.0))
                     .collect(),
                 _ => return Err(RedisError::WrongType.into()),
             },
@@ -227,7 +226,7 @@ pub(super) fn exec(
         let n = if limit > 0 { n.min(limit) } else { n };
         reply.int(n as i64);
     } else {
-        let items: Vec<(f64, Bytes)> = result.iter().map(|(s, m)| (s, m.clone())).collect();
+        let items: Vec<(f64, Member)> = result.iter().map(|(s, m)| (s, m.clone())).collect();
         reply_entries(reply, &items, with_scores);
     }
     Ok(())

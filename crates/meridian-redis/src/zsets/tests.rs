@@ -1063,7 +1063,7 @@ fn zscan() {
 fn sample() -> ZSet {
     let mut z = ZSet::default();
     for (m, s) in [("a", 1.0), ("bb", -0.0), ("c", f64::INFINITY), ("d", 1.0)] {
-        z.insert(Bytes::from(m), Score::new(s).unwrap());
+        z.insert(m.as_bytes(), Score::new(s).unwrap());
     }
     z
 }
@@ -1077,8 +1077,8 @@ fn encoding_round_trips_and_documents_its_layout() {
     assert_eq!(&data[1..9], &(-0.0f64).to_be_bytes());
     assert_eq!(&data[9..12], b"\x02bb");
     let back = ZSet::decode(&data).unwrap();
-    let got: Vec<(f64, Bytes)> = back.iter().map(|(s, m)| (s, m.clone())).collect();
-    let want: Vec<(f64, Bytes)> = z.iter().map(|(s, m)| (s, m.clone())).collect();
+    let got: Vec<(f64, Member)> = back.iter().map(|(s, m)| (s, m.clone())).collect();
+    let want: Vec<(f64, Member)> = z.iter().map(|(s, m)| (s, m.clone())).collect();
     assert_eq!(got, want);
     assert_eq!(encoding::encoded_len(&data), Ok(4));
     assert!(
@@ -1511,7 +1511,7 @@ fn a_held_set_is_changed_in_place() {
     assert_eq!(key_count(&v), 0);
     // Through the `zsets::zadd` API others call (GEOADD), and `store`.
     let mut z = ZSet::default();
-    z.insert(Bytes::from_static(b"m"), Score::new(1.0).unwrap());
+    z.insert(b"m", Score::new(1.0).unwrap());
     store(&mut v, b"s", &z, None).unwrap();
     let out = zadd(&mut v, b"s", ZaddFlags::default(), &[(2.0, b"n")]).unwrap();
     assert_eq!(out.added, 1);
@@ -1655,12 +1655,12 @@ fn memory_follows_the_members() {
     use crate::collection::Collection;
     let mut z = ZSet::default();
     let empty = Collection::memory(&z);
-    z.insert(Bytes::from(vec![b'x'; 1000]), Score::new(1.0).unwrap());
+    z.insert(&[b'x'; 1000], Score::new(1.0).unwrap());
     let one = Collection::memory(&z);
     assert!(one >= empty + 1000, "{empty} {one}");
-    z.insert(Bytes::from(vec![b'x'; 1000]), Score::new(2.0).unwrap());
+    z.insert(&[b'x'; 1000], Score::new(2.0).unwrap());
     assert_eq!(Collection::memory(&z), one, "a new score, no new bytes");
-    z.insert(Bytes::from(vec![b'y'; 10]), Score::new(2.0).unwrap());
+    z.insert(&[b'y'; 10], Score::new(2.0).unwrap());
     z.remove(&[b'y'; 10]);
     assert_eq!(Collection::memory(&z), one);
     z.pop(false);
