@@ -63,7 +63,6 @@ use crate::reply::Reply;
 use crate::scan::parse_cursor;
 use crate::value::{format_double, glob_match, parse_f64};
 use crate::view::{Entry, Kind, View};
-use bytes::Bytes;
 pub use encoding::{Member, Score, ZSet};
 pub use pop::{Popped, blocking_source_keys, pop_first};
 use ranges::{RangeBy, RangeSpec, parse_lex_range, parse_score_range, select};

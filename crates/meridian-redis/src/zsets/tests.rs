@@ -6,6 +6,7 @@ use super::*;
 use crate::OwnedArgs;
 use crate::test_view::TestView;
 use crate::view::EntryRef;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// A view over a map that keeps bytes, as a cluster's one-key view or a MULTI overlay does.
