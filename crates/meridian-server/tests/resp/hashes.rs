@@ -22,9 +22,10 @@ async fn hash_commands_answer_exactly_as_redis() {
     )
     .await;
     c.roundtrip(
+        // Insertion order, as Redis answers a small hash.
         b"HKEYS h\r\nHVALS h\r\n",
-        b"*5\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n\
-          *5\r\n$1\r\n9\r\n$1\r\n2\r\n$1\r\n3\r\n$1\r\n4\r\n$1\r\n5\r\n",
+        b"*5\r\n$1\r\nb\r\n$1\r\na\r\n$1\r\nc\r\n$1\r\nd\r\n$1\r\ne\r\n\
+          *5\r\n$1\r\n2\r\n$1\r\n9\r\n$1\r\n3\r\n$1\r\n4\r\n$1\r\n5\r\n",
     )
     .await;
     c.roundtrip(
@@ -117,7 +118,7 @@ async fn hostile_arguments_get_redis_errors_and_never_a_crash() {
         b"HRANDFIELD h 9223372036854775807\r\nHRANDFIELD h -9223372036854775808\r\n\
           HRANDFIELD h -9223372036854775807\r\nHRANDFIELD h 4611686018427387904 WITHVALUES\r\n\
           HRANDFIELD h 1 WITHVALUES x\r\nHRANDFIELD h 0\r\n",
-        b"*3\r\n$3\r\nbig\r\n$1\r\nf\r\n$1\r\ns\r\n\
+        b"*3\r\n$1\r\nf\r\n$1\r\ns\r\n$3\r\nbig\r\n\
           -ERR value is out of range, value must between -9223372036854775807 and \
           9223372036854775807\r\n-ERR value is out of range\r\n-ERR value is out of range\r\n\
           -ERR syntax error\r\n*0\r\n",
