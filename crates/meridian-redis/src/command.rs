@@ -222,6 +222,7 @@ commands! {
     Getex "getex" -2 ["write" "fast"] 1 1 1;
     Getset "getset" 3 ["write" "denyoom" "fast"] 1 1 1;
     Getrange "getrange" 4 ["readonly"] 1 1 1;
+    Lcs "lcs" -3 ["readonly"] 1 2 1;
     Substr "substr" 4 ["readonly"] 1 1 1;
     Setrange "setrange" 4 ["write" "denyoom"] 1 1 1;
     Setnx "setnx" 3 ["write" "denyoom" "fast"] 1 1 1;
@@ -482,7 +483,7 @@ impl Cmd {
         match self {
             Get | Set | Del | Unlink | Exists | Touch | Mget | Mset | Msetnx | Incr | Decr
             | Incrby | Decrby | Incrbyfloat | Append | Strlen | Getdel | Getex | Getset
-            | Getrange | Substr | Setrange | Setnx | Setex | Psetex | Expire | Pexpire
+            | Getrange | Lcs | Substr | Setrange | Setnx | Setex | Psetex | Expire | Pexpire
             | Expireat | Pexpireat | Ttl | Pttl | Expiretime | Pexpiretime | Persist | Type
             | BlobRead => Group::Strings,
             Hset | Hsetnx | Hmset | Hget | Hmget | Hgetall | Hdel | Hexists | Hlen | Hstrlen

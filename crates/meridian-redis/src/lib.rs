@@ -41,6 +41,7 @@ pub mod hashes;
 pub mod hyperloglog;
 pub mod keys;
 pub mod large_object;
+pub mod lcs;
 pub mod lists;
 pub mod options;
 pub mod reply;

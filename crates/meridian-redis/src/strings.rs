@@ -554,6 +554,7 @@ pub fn exec_on_view(
             };
             reply.opt_bulk(set(view, key(), args.get(2), opts)?.previous.as_deref());
         }
+        Cmd::Lcs => crate::lcs::exec_on_view(args, view, reply)?,
         Cmd::Getrange | Cmd::Substr => {
             let (start, end) = (int_arg(args.get(2))?, int_arg(args.get(3))?);
             reply.bulk(&getrange(view, key(), start, end)?);

@@ -145,12 +145,15 @@ fn blocks(cmd: Cmd, args: Args<'_>) -> bool {
     }
 }
 
-/// Whether `cmd` is a data command of a type other than strings and hashes whose keys are
-/// not just its first argument: several distinct keys (SMOVE, LMOVE, SINTERSTORE, RENAME,
+/// Whether `cmd` is a data command of a type other than strings and hashes (or LCS) whose
+/// keys are not just its first argument: several distinct keys (SMOVE, LMOVE, SINTERSTORE, RENAME,
 /// PFMERGE, GEORADIUS ... STORE), keys a `numkeys` counts (ZUNION, LMPOP), or a key elsewhere
 /// (BITOP's destination follows the operation). These run as one atomic group of their keys.
 fn is_multi_key_collection_command(cmd: Cmd, args: Args<'_>) -> bool {
-    if matches!(cmd.group(), Group::Strings | Group::Hashes) || !cmd.group().is_data() {
+    // LCS is the one string command over two keys: read at their master as a group.
+    if (matches!(cmd.group(), Group::Strings | Group::Hashes) && cmd != Cmd::Lcs)
+        || !cmd.group().is_data()
+    {
         return false;
     }
     let mut positions = cmd.spec().key_positions(&args);
