@@ -198,10 +198,11 @@ impl Table {
                 }
                 emit = current.is_some();
             }
-            if emit && let Some(r) = current.take() {
-                if (r.a.1 - r.a.0 + 1) as u64 >= min_len {
-                    ranges.push(r);
-                }
+            if emit
+                && let Some(r) = current.take()
+                && (r.a.1 - r.a.0 + 1) as u64 >= min_len
+            {
+                ranges.push(r);
             }
         }
         (common, ranges)

@@ -611,6 +611,17 @@ async fn collections_on_ordered_buckets_and_what_cluster_mode_refuses() {
         ),
         ["a", "2", "b", "4"]
     );
+    // LCS reads two keys of one slot at their master, as one group.
+    ok(a.cmd(&[b"SET", b"tl:{l}1", b"ohmytext"]).await);
+    ok(a.cmd(&[b"SET", b"tl:{l}2", b"mynewtext"]).await);
+    assert_eq!(
+        b.cmd(&[b"LCS", b"tl:{l}1", b"tl:{l}2"]).await,
+        Frame::bulk(b"mytext".to_vec())
+    );
+    assert_eq!(
+        b.cmd(&[b"LCS", b"tl:{l}1", b"tl:{l}1", b"LEN"]).await,
+        Frame::Integer(8)
+    );
     ok(a.cmd(&[b"RENAME", b"tl:{z}2", b"tl:{z}3"]).await);
     assert_eq!(a.cmd(&[b"ZCARD", b"tl:{z}3"]).await, Frame::Integer(2));
     assert_eq!(a.cmd(&[b"EXISTS", b"tl:{z}2"]).await, Frame::Integer(0));
