@@ -249,6 +249,7 @@ commands! {
     Scan "scan" -2 ["readonly"] 0 0 0;
     Keys "keys" 2 ["readonly"] 0 0 0;
     Dbsize "dbsize" 1 ["readonly" "fast"] 0 0 0;
+    Randomkey "randomkey" 1 ["readonly"] 0 0 0;
     Flushdb "flushdb" -1 ["write"] 0 0 0;
     Flushall "flushall" -1 ["write"] 0 0 0;
     Ping "ping" -1 ["fast"] 0 0 0;
@@ -507,7 +508,7 @@ impl Cmd {
             | GeoradiusbymemberRo | Geosearch | Geosearchstore => Group::Geo,
             Xadd | Xrange | Xrevrange | Xlen | Xdel | Xtrim | Xsetid | Xread | Xreadgroup
             | Xgroup | Xack | Xpending | Xclaim | Xautoclaim | Xinfo => Group::Streams,
-            Scan | Keys | Dbsize | Flushdb | Flushall => Group::Keyspace,
+            Scan | Keys | Dbsize | Randomkey | Flushdb | Flushall => Group::Keyspace,
             MeridianGet | MeridianPut | MeridianDel | MeridianSet | TlGetlatest | TlGetcrit
             | TlTas => Group::Replication,
             Multi | Exec | Discard | Watch | Unwatch => Group::Transaction,

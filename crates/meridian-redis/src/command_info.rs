@@ -55,8 +55,8 @@ impl Cmd {
         use Cmd::*;
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
-            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize | Rename
-            | Renamenx | Copy => &["keyspace"],
+            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Dbsize | Randomkey
+            | Rename | Renamenx | Copy => &["keyspace"],
             Sort | SortRo => &["set", "sortedset", "list", "dangerous"],
             Dump | Restore => &["keyspace", "dangerous"],
             Object => &[],
@@ -110,8 +110,8 @@ impl Cmd {
         use Cmd::*;
         match self {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
-            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Rename
-            | Renamenx | Copy | Sort | SortRo | Dump | Restore | Object => "generic",
+            | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Randomkey
+            | Rename | Renamenx | Copy | Sort | SortRo | Dump | Restore | Object => "generic",
             Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role | Memory => {
                 "server"
             }

@@ -79,6 +79,9 @@ const ACTIVE_EXPIRE_PERIOD: Duration = Duration::from_millis(100);
 /// Keys scanned per engine call by KEYS and the index rebuild.
 const PAGE: usize = 1_024;
 
+/// RANDOMKEY draws at most this many keys (deleting each expired one it meets).
+const RANDOM_KEY_DRAWS: usize = 1_000;
+
 /// Tunables of a [`Keyspace`].
 #[derive(Clone, Debug)]
 pub struct KeyspaceConfig {
@@ -1067,6 +1070,29 @@ impl Keyspace {
             }
         }
         Ok(keys)
+    }
+
+    /// RANDOMKEY: a live key drawn uniformly, or `None` when there is none. A drawn key that
+    /// has expired is deleted, as Redis deletes it, and another is drawn — at most
+    /// [`RANDOM_KEY_DRAWS`] times, so one call's work is bounded (then `None`: a keyspace
+    /// whose draws all met expired keys answers as an empty one).
+    pub fn random_key(&self) -> Result<Option<Bytes>> {
+        use rand::Rng;
+        for _ in 0..RANDOM_KEY_DRAWS {
+            let Some(key) = self.engine.random_live_key(rand::rng().random())? else {
+                return Ok(None);
+            };
+            match self.stored(&key)? {
+                Some(st) if st.is_expired(self.clock.now()) => {
+                    let mut s = self.lock(&key);
+                    let now = self.clock.now();
+                    self.load_live_locked(&mut s, &key, now)?;
+                }
+                Some(_) => return Ok(Some(key)),
+                None => {}
+            }
+        }
+        Ok(None)
     }
 
     /// DBSIZE: live keys in the engine (expired keys not yet deleted included, like Redis).

@@ -147,6 +147,35 @@ pub trait Engine: Send + Sync + std::fmt::Debug + 'static {
     /// Current sizes.
     fn stats(&self) -> EngineStats;
 
+    /// A key whose newest version is a value, chosen by `draw` (the caller's random number):
+    /// over the draws `0..n` for `n` such keys, each key exactly once, so a uniform draw is a
+    /// uniform key (RANDOMKEY). `None` when there is none. By default a walk in key order to
+    /// the drawn position, O(n); an engine may do better.
+    fn random_live_key(&self, draw: u64) -> Result<Option<Bytes>> {
+        const PAGE: usize = 1_024;
+        let n = self.stats().live_keys;
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut skip = draw % n;
+        let mut start = Bound::Unbounded;
+        loop {
+            let rows = self.scan(start, Bound::Unbounded, Timestamp::MAX, PAGE, false)?;
+            let Some((last, _)) = rows.last() else {
+                return Ok(None);
+            };
+            if let Some((key, _)) = usize::try_from(skip).ok().and_then(|i| rows.get(i)) {
+                return Ok(Some(key.clone()));
+            }
+            if rows.len() < PAGE {
+                // Keys went away since the count: the last one stands in.
+                return Ok(Some(last.clone()));
+            }
+            skip -= rows.len() as u64;
+            start = Bound::Excluded(last.clone());
+        }
+    }
+
     /// Whether writes are served, and if not why (see [`EngineHealth`]). Engines that never
     /// refuse writes keep the default.
     fn health(&self) -> EngineHealth {

@@ -353,6 +353,48 @@ impl Engine for MemEngine {
         Ok(())
     }
 
+    /// O(n / shards): a shard weighted by its live keys, then the drawn one of its map's.
+    fn random_live_key(&self, draw: u64) -> Result<Option<Bytes>> {
+        let counts: Vec<u64> = self
+            .shards
+            .iter()
+            .map(|s| s.read().live.max(0) as u64)
+            .collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return Ok(None);
+        }
+        let mut at = draw % total;
+        for (shard, &count) in self.shards.iter().zip(&counts) {
+            if at >= count {
+                at -= count;
+                continue;
+            }
+            let shard = shard.read();
+            let mut live = shard
+                .map
+                .iter()
+                .filter(|(_, chain)| chain.last().is_some_and(|(_, v)| v.is_some()))
+                .map(|(k, _)| Bytes::copy_from_slice(k));
+            // The shard may have lost keys since it was counted: its last one stands in.
+            let mut last = None;
+            for (i, k) in live.by_ref().enumerate() {
+                if i as u64 == at {
+                    return Ok(Some(k));
+                }
+                last = Some(k);
+            }
+            if last.is_some() {
+                return Ok(last);
+            }
+        }
+        // Every counted key went away meanwhile: any live key left.
+        Ok(self
+            .scan(Bound::Unbounded, Bound::Unbounded, Timestamp::MAX, 1, false)?
+            .pop()
+            .map(|(k, _)| k))
+    }
+
     fn stats(&self) -> EngineStats {
         let (mut live, mut versions, mut bytes) = (0, 0, 0);
         for shard in self.shards.iter() {

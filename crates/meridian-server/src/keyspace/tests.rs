@@ -1199,3 +1199,32 @@ mod model {
         Ok(())
     }
 }
+
+/// RANDOMKEY: nothing from an empty keyspace; only live keys, every one of them in time; an
+/// expired key it draws is deleted, never answered.
+#[test]
+fn random_key_draws_live_keys_and_deletes_expired_ones() {
+    let (ks, clock) = setup();
+    assert_eq!(ks.random_key().unwrap(), None);
+    for i in 0..20 {
+        ks.set(&b(&format!("k{i}")), &b("v"), opts(&[], &ks).unwrap())
+            .unwrap();
+    }
+    for i in 0..20 {
+        ks.set(
+            &b(&format!("gone{i}")),
+            &b("v"),
+            opts(&["PX", "5"], &ks).unwrap(),
+        )
+        .unwrap();
+    }
+    clock.advance(Duration::from_millis(10));
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..2_000 {
+        let k = ks.random_key().unwrap().expect("a live key");
+        assert!(k.starts_with(b"k"), "expired {k:?} answered");
+        seen.insert(k);
+    }
+    assert_eq!(seen.len(), 20, "every live key drawn in 2000 draws");
+    assert_eq!(ks.dbsize(), 20, "the expired keys drawn were deleted");
+}

@@ -408,6 +408,18 @@ impl<'a> Overlay<'a> {
         Ok(n.max(0) as u64)
     }
 
+    /// RANDOMKEY inside a transaction: a live key drawn uniformly, this overlay's writes
+    /// included — O(n), listing every key (a transaction's RANDOMKEY is rare; the keyspace's
+    /// own is O(n / shards)).
+    pub(crate) fn random_key(&mut self) -> Result<Option<Bytes>> {
+        use rand::Rng;
+        let keys = self.keys_of_type(None, None, None)?;
+        if keys.is_empty() {
+            return Ok(None);
+        }
+        Ok(keys.get(rand::rng().random_range(0..keys.len())).cloned())
+    }
+
     /// Takes a SCAN cursor's resume key (see [`Keyspace::scan`]).
     pub(crate) fn scan_resume(&self, cursor: u64) -> Option<Bytes> {
         (cursor != 0)

@@ -88,6 +88,22 @@ pub(crate) async fn run(
             }
             Ok(())
         }
+        // A reservoir of one over this node's keys: uniform, O(n) (a cluster node has no
+        // index of its keys to draw from).
+        Cmd::Randomkey => {
+            use rand::Rng;
+            let (mut seen, mut pick, mut rng) = (0u64, None, rand::rng());
+            walk(c, None, db, |k| {
+                seen += 1;
+                if rng.random_range(0..seen) == 0 {
+                    pick = Some(k);
+                }
+            })
+            .await
+            .map_err(|e| error(c, m, e))?;
+            reply.opt_bulk(pick.as_deref());
+            Ok(())
+        }
         Cmd::Dbsize => {
             let mut n = 0i64;
             walk(c, None, db, |_| n += 1)
@@ -105,7 +121,7 @@ pub(crate) async fn run(
 
 /// Which commands [`run`] serves.
 pub(crate) fn handles(cmd: Cmd) -> bool {
-    matches!(cmd, Cmd::Scan | Cmd::Keys | Cmd::Dbsize)
+    matches!(cmd, Cmd::Scan | Cmd::Keys | Cmd::Dbsize | Cmd::Randomkey)
 }
 
 /// Visits every key of database `db` this node lists that `pattern` matches, by the name

@@ -510,6 +510,10 @@ fn run_queued(
                 reply.int(ov.dbsize()? as i64);
                 Ok(())
             }
+            Cmd::Randomkey => {
+                reply.opt_bulk(ov.random_key()?.as_deref());
+                Ok(())
+            }
             _ => {
                 flush_args(args)?;
                 ov.flush()?;
@@ -1002,6 +1006,7 @@ fn other(
             }
         }
         Cmd::Dbsize => reply.int(ks.dbsize() as i64),
+        Cmd::Randomkey => reply.opt_bulk(ks.random_key()?.as_deref()),
         Cmd::Flushdb | Cmd::Flushall => {
             flush_args(args)?;
             ks.flush()?;

@@ -130,6 +130,12 @@ async fn scan_keys_and_dbsize_list_every_key_once_per_dc() {
             };
             dbsize += size;
             assert!(full_scan(&mut n, 10, &["TYPE", "zset"]).await.is_empty());
+            // RANDOMKEY draws one of the keys this node lists.
+            let Frame::Bulk(k) = n.cmd(&[b"RANDOMKEY"]).await else {
+                panic!("RANDOMKEY answers a key")
+            };
+            let k = String::from_utf8(k.to_vec()).unwrap();
+            assert!(written.contains(&k), "RANDOMKEY answered {k}");
         }
         keys.sort();
         hashes.sort();

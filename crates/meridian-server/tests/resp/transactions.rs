@@ -54,6 +54,14 @@ async fn transaction_replies_and_errors_are_redis_7s() {
           :0\r\n+OK\r\n*2\r\n$1\r\n0\r\n*1\r\n$2\r\nk2\r\n*1\r\n$2\r\nk2\r\n",
     )
     .await;
+    // RANDOMKEY, outside and inside EXEC (where it sees the transaction's writes).
+    c.roundtrip(
+        b"RANDOMKEY\r\nMULTI\r\nDEL k2\r\nSET k9 x\r\nRANDOMKEY\r\nDEL k9\r\nRANDOMKEY\r\n\
+          SET k2 w\r\nEXEC\r\n",
+        b"$2\r\nk2\r\n+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n\
+          +QUEUED\r\n*6\r\n:1\r\n+OK\r\n$2\r\nk9\r\n:1\r\n$-1\r\n+OK\r\n",
+    )
+    .await;
     // RESET discards (and unwatches); QUIT inside MULTI answers and closes.
     c.roundtrip(
         b"WATCH k2\r\nSET k2 changed\r\nMULTI\r\nSET k3 1\r\nRESET\r\nEXEC\r\nMULTI\r\nEXEC\r\n",

@@ -1053,6 +1053,34 @@ pub fn flush_and_drop(e: &dyn Engine) {
 }
 
 /// Instantiates the listed checks as tests in a module, for an engine made by `$make`.
+/// RANDOMKEY's draw: over the draws `0..n`, every live key exactly once (a uniform draw
+/// is a uniform key); deleted keys never; nothing from an empty engine.
+pub fn random_live_keys(e: &dyn Engine) {
+    assert_eq!(e.random_live_key(7).unwrap(), None, "empty");
+    let n = 2_500u64;
+    for i in 0..n {
+        e.put(b(format!("k{i:05}").as_bytes()), ts(1), b(b"v"))
+            .unwrap();
+    }
+    for i in (0..n).step_by(5) {
+        e.delete(b(format!("k{i:05}").as_bytes()), ts(2)).unwrap();
+    }
+    let live = n - n / 5;
+    let mut seen = std::collections::BTreeSet::new();
+    for draw in 0..live {
+        let k = e
+            .random_live_key(draw + live * 3)
+            .unwrap()
+            .expect("a live key");
+        assert!(
+            !k.ends_with(b"0") && !k.ends_with(b"5"),
+            "deleted key {k:?} drawn"
+        );
+        seen.insert(k);
+    }
+    assert_eq!(seen.len() as u64, live, "each live key once");
+}
+
 macro_rules! instantiate {
     ($module:ident, $make:expr, [$($check:ident),* $(,)?], [$($reopen:ident),* $(,)?], $scale:expr) => {
         mod $module {
@@ -1107,6 +1135,7 @@ instantiate!(
         clear,
         mixed_workload,
         flush_and_drop,
+        random_live_keys,
     ],
     [reopen_persists],
     1
@@ -1131,6 +1160,7 @@ instantiate!(
         clear,
         mixed_workload,
         flush_and_drop,
+        random_live_keys,
     ],
     [reopen_persists, reopen_repeatedly],
     1
@@ -1149,6 +1179,7 @@ instantiate!(
         gc_semantics,
         clear,
         flush_and_drop,
+        random_live_keys,
     ],
     [reopen_persists],
     3
@@ -1167,6 +1198,7 @@ instantiate!(
         gc_semantics,
         clear,
         flush_and_drop,
+        random_live_keys,
     ],
     [reopen_persists],
     1
