@@ -1207,13 +1207,13 @@ fn random_key_draws_live_keys_and_deletes_expired_ones() {
     let (ks, clock) = setup();
     assert_eq!(ks.random_key().unwrap(), None);
     for i in 0..20 {
-        ks.set(&b(&format!("k{i}")), &b("v"), opts(&[], &ks).unwrap())
+        ks.set(b(&format!("k{i}")), b("v"), opts(&[], &ks).unwrap())
             .unwrap();
     }
     for i in 0..20 {
         ks.set(
-            &b(&format!("gone{i}")),
-            &b("v"),
+            b(&format!("gone{i}")),
+            b("v"),
             opts(&["PX", "5"], &ks).unwrap(),
         )
         .unwrap();

@@ -91,8 +91,10 @@ pub(crate) async fn run(
         // A reservoir of one over this node's keys: uniform, O(n) (a cluster node has no
         // index of its keys to draw from).
         Cmd::Randomkey => {
-            use rand::Rng;
-            let (mut seen, mut pick, mut rng) = (0u64, None, rand::rng());
+            use rand::{Rng, SeedableRng};
+            // An owned generator: the walk awaits, and the thread's own is not `Send`.
+            let mut rng = rand::rngs::StdRng::from_rng(&mut rand::rng());
+            let (mut seen, mut pick) = (0u64, None);
             walk(c, None, db, |k| {
                 seen += 1;
                 if rng.random_range(0..seen) == 0 {
