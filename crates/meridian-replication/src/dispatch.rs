@@ -53,7 +53,7 @@ use crate::bucket::BucketType;
 use crate::error::{ReplicationError, Result};
 use crate::eventual::map::{self, Stamp};
 use crate::eventual::{
-    CrdtOp, CrdtReply, HashOps, HashReply, counter, elements, registers, sequence,
+    CrdtOp, CrdtReply, HashOps, HashReply, counter, elements, registers, sequence, shared::Expiring,
 };
 use crate::timeline::{Content, Expect, GroupItem, GroupOutcome, Record};
 use crate::txn::TxnOptions;

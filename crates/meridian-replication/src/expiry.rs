@@ -23,7 +23,8 @@
 
 use crate::PutOptions;
 use crate::bucket::BucketType;
-use crate::eventual::{elements, map, registers, sequence, shared};
+use crate::eventual::shared::{self, Expiring};
+use crate::eventual::{elements, map, registers, sequence};
 use crate::kernel::Node;
 use crate::timeline::{Content, Expect};
 use bytes::Bytes;
@@ -49,23 +50,22 @@ fn shown_expired(o: &Object, now: Timestamp) -> bool {
                 .and_then(|m| m.expiry())
                 .is_some_and(|at| now.0 > at),
             dvv::Content::Value(v) if elements::is_elements(v) => {
-                elements::merge_all(o.values().map(|v| &v[..]))
-                    .and_then(|e| e.expiry())
-                    .is_some_and(|at| now.0 > at)
+                merged_passed(elements::merge_all(o.values().map(|v| &v[..])), now)
             }
             dvv::Content::Value(v) if registers::is_registers(v) => {
-                registers::merge_all(o.values().map(|v| &v[..]))
-                    .and_then(|r| r.expiry())
-                    .is_some_and(|at| now.0 > at)
+                merged_passed(registers::merge_all(o.values().map(|v| &v[..])), now)
             }
             dvv::Content::Value(v) if sequence::is_sequence(v) => {
-                sequence::merge_all(o.values().map(|v| &v[..]))
-                    .and_then(|s| s.expiry())
-                    .is_some_and(|at| now.0 > at)
+                merged_passed(sequence::merge_all(o.values().map(|v| &v[..])), now)
             }
             dvv::Content::Value(v) => expired(v, now),
             dvv::Content::Tombstone => false,
         })
+}
+
+/// Whether the merge of a CRDT's siblings has an expiry that passed at `now`.
+fn merged_passed(merged: Option<impl Expiring>, now: Timestamp) -> bool {
+    merged.and_then(|c| c.expiry()).is_some_and(|at| now.0 > at)
 }
 
 impl Node {

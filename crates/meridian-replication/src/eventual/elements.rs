@@ -47,7 +47,8 @@
 //! `None`, never a panic.
 
 use super::shared::{
-    Expiry, LiveCheck, Stamp, crdt_envelope, join_clocks, lww_sibling, open_crdt, sibling_stamp,
+    Expiring, Expiry, LiveCheck, Stamp, crdt_envelope, join_clocks, lww_sibling, open_crdt,
+    sibling_stamp,
 };
 use super::types::ElementOps;
 use crate::error::ReplicationError;
@@ -146,6 +147,16 @@ pub struct Elements {
     members: BTreeMap<Bytes, Member>,
 }
 
+impl Expiring for Elements {
+    fn expiry_register(&self) -> &Expiry {
+        &self.expiry
+    }
+
+    fn expiry_register_mut(&mut self) -> &mut Expiry {
+        &mut self.expiry
+    }
+}
+
 impl Elements {
     /// An empty collection of the kind, started over the value `at` names.
     fn over(zset: bool, at: Stamp) -> Elements {
@@ -196,16 +207,6 @@ impl Elements {
     /// The members, in member order, with their scores (sets: 0).
     pub fn members(&self) -> impl Iterator<Item = (&Bytes, f64)> + '_ {
         self.members.iter().map(|(m, s)| (m, s.score()))
-    }
-
-    /// The expiry.
-    pub fn expiry(&self) -> Option<u64> {
-        self.expiry.deadline()
-    }
-
-    /// Sets the expiry, stamped `at` (`EXPIRE`, `PERSIST`), above the one it replaces.
-    pub fn set_expiry(&mut self, expiry: Option<u64>, at: Stamp) {
-        self.expiry.set(expiry, at);
     }
 
     /// The clock, for [`ElementOps::observed`].

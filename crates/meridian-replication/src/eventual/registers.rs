@@ -26,7 +26,7 @@
 //! (`Entry::decode`); a damaged state decodes to `None`, never a panic.
 
 use super::shared::{
-    Expiry, LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp,
+    Expiring, Expiry, LiveCheck, Stamp, crdt_envelope, lww_sibling, open_crdt, sibling_stamp,
 };
 use crate::error::ReplicationError;
 use bytes::Bytes;
@@ -51,6 +51,16 @@ pub struct Registers {
     expiry: Expiry,
     /// The non-zero registers, strictly ascending by index.
     regs: Vec<(u16, u8)>,
+}
+
+impl Expiring for Registers {
+    fn expiry_register(&self) -> &Expiry {
+        &self.expiry
+    }
+
+    fn expiry_register_mut(&mut self) -> &mut Expiry {
+        &mut self.expiry
+    }
 }
 
 impl Registers {
@@ -109,16 +119,6 @@ impl Registers {
         out.raise(&other.regs);
         out.expiry = self.expiry.merge(&other.expiry);
         out
-    }
-
-    /// The expiry.
-    pub fn expiry(&self) -> Option<u64> {
-        self.expiry.deadline()
-    }
-
-    /// Sets the expiry, stamped `at` (`EXPIRE`, `PERSIST`), above the one it replaces.
-    pub fn set_expiry(&mut self, expiry: Option<u64>, at: Stamp) {
-        self.expiry.set(expiry, at);
     }
 
     /// The HLL the Redis view shows at `now` (`None`: expired): Redis's bytes of these

@@ -38,7 +38,8 @@
 //! `None`, never a panic.
 
 use super::shared::{
-    Expiry, LiveCheck, Stamp, crdt_envelope, join_clocks, lww_sibling, open_crdt, sibling_stamp,
+    Expiring, Expiry, LiveCheck, Stamp, crdt_envelope, join_clocks, lww_sibling, open_crdt,
+    sibling_stamp,
 };
 use super::types::SequenceOps;
 use crate::error::ReplicationError;
@@ -131,6 +132,16 @@ fn between(lo: Option<&[u32]>, hi: Option<&[u32]>) -> Place {
     out
 }
 
+impl Expiring for Sequence {
+    fn expiry_register(&self) -> &Expiry {
+        &self.expiry
+    }
+
+    fn expiry_register_mut(&mut self) -> &mut Expiry {
+        &mut self.expiry
+    }
+}
+
 impl Sequence {
     fn over(at: Stamp) -> Sequence {
         Sequence {
@@ -176,16 +187,6 @@ impl Sequence {
     /// The places of the elements, in list order (what [`SequenceOps`] name).
     pub fn places(&self) -> Vec<Place> {
         self.elems.keys().cloned().collect()
-    }
-
-    /// The expiry.
-    pub fn expiry(&self) -> Option<u64> {
-        self.expiry.deadline()
-    }
-
-    /// Sets the expiry, stamped `at` (`EXPIRE`, `PERSIST`), above the one it replaces.
-    pub fn set_expiry(&mut self, expiry: Option<u64>, at: Stamp) {
-        self.expiry.set(expiry, at);
     }
 
     /// The list the Redis view shows at `now` (`None`: expired or empty).

@@ -92,6 +92,24 @@ pub fn sibling_stamp(s: &Sibling) -> Stamp {
 /// kind, is passed in by the coordinator, so no CRDT module imports the others.
 pub type LiveCheck = fn(&[u8], Option<&Object>, Timestamp) -> Option<bool>;
 
+/// A CRDT holding an [`Expiry`]: its expiry is read and set the one way, whatever the type.
+pub trait Expiring {
+    /// Its expiry register.
+    fn expiry_register(&self) -> &Expiry;
+    /// Its expiry register, to set.
+    fn expiry_register_mut(&mut self) -> &mut Expiry;
+
+    /// The deadline.
+    fn expiry(&self) -> Option<u64> {
+        self.expiry_register().deadline()
+    }
+
+    /// Sets the expiry, stamped `at` (`EXPIRE`, `PERSIST`), above the one it replaces.
+    fn set_expiry(&mut self, expiry: Option<u64>, at: Stamp) {
+        self.expiry_register_mut().set(expiry, at);
+    }
+}
+
 /// A CRDT's expiry: a last-writer-wins register of its own, so an `EXPIRE` concurrent with
 /// element writes keeps its TTL. Its stamp is part of the state; the deadline travels in the
 /// envelope's header (`crdt_envelope`), where the expiry sweep reads it.
