@@ -1326,11 +1326,12 @@ mod tests {
         #[test]
         fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
             let lua = lua();
-            let unpack: Function = lua.load("return function(s) return pcall(cmsgpack.unpack, s) end")
-                .eval().unwrap();
-            let result: MultiValue = unpack.call(lua.create_string(&bytes).unwrap()).unwrap();
-            if let Some(Value::Boolean(false)) = result.front() {
-                prop_assert!(matches!(result.get(1), Some(Value::String(_))));
+            // Called from Rust, not through Lua's `pcall`: Lua 5.1's `pcall` pushes its
+            // status past a frame that many results filled, which the API checks of a debug
+            // build abort on (a release build's stack has the slack).
+            let unpack: Function = lua.load("return cmsgpack.unpack").eval().unwrap();
+            if let Err(e) = unpack.call::<MultiValue>(lua.create_string(&bytes).unwrap()) {
+                prop_assert!(matches!(e, mlua::Error::RuntimeError(_) | mlua::Error::CallbackError { .. }), "{e:?}");
             }
         }
     }
