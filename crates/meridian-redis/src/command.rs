@@ -267,6 +267,7 @@ commands! {
     FcallRo "fcall_ro" -3 ["readonly" "noscript" "skip_monitor" "no_mandatory_keys" "stale" "movablekeys"] 0 0 0 numkeys 2;
     Memory "memory" -2 [] 2 2 1;
     Client "client" -2 [] 0 0 0;
+    Acl "acl" -2 [] 0 0 0;
     Select "select" 2 ["loading" "stale" "fast"] 0 0 0;
     Move "move" 3 ["write" "fast"] 1 1 1;
     Swapdb "swapdb" 3 ["write" "fast"] 0 0 0;
@@ -514,7 +515,7 @@ impl Cmd {
             Multi | Exec | Discard | Watch | Unwatch => Group::Transaction,
             MeridianBegin | MeridianCommit | MeridianAbort => Group::Interactive,
             BlobOpen | BlobPread | BlobClose => Group::Handles,
-            Ping | Echo | Info | Command | Config | Client | Select | Hello | Auth | Quit
+            Ping | Echo | Info | Command | Config | Client | Acl | Select | Hello | Auth | Quit
             | Reset | Time | Role | Cluster | Readonly | Readwrite | Asking | Move | Swapdb
             | Function | Memory | Object => Group::Connection,
             // Scripts run as one unit over the keys they declare (`numkeys`).

@@ -66,7 +66,7 @@ impl Cmd {
             Ping | Echo | Command | Select | Hello | Auth | Quit | Reset | Readonly | Readwrite
             | Asking => &["connection"],
             // Containers (their subcommands carry the categories in Redis).
-            Time | Config | Client | Cluster | Function | Memory | Pubsub => &[],
+            Time | Config | Client | Acl | Cluster | Function | Memory | Pubsub => &[],
             _ => match self.group() {
                 Group::Strings | Group::Replication | Group::Handles => &["string"],
                 Group::Hashes => &["hash"],
@@ -112,7 +112,7 @@ impl Cmd {
             Del | Unlink | Exists | Touch | Expire | Pexpire | Expireat | Pexpireat | Ttl
             | Pttl | Expiretime | Pexpiretime | Persist | Type | Scan | Keys | Randomkey
             | Rename | Renamenx | Copy | Sort | SortRo | Dump | Restore | Object => "generic",
-            Dbsize | Flushdb | Flushall | Info | Command | Config | Time | Role | Memory => {
+            Dbsize | Flushdb | Flushall | Info | Command | Config | Acl | Time | Role | Memory => {
                 "server"
             }
             Cluster | Readonly | Readwrite | Asking => "cluster",
@@ -165,7 +165,7 @@ impl Cmd {
     /// The key flags `COMMAND GETKEYSANDFLAGS` reports for a request: the key
     /// specification's, with SET's variable flags resolved as Redis resolves them (`OW
     /// update` unless `GET` asks for the old value).
-    fn request_key_flags(self, args: Args<'_>) -> &'static [&'static str] {
+    pub(crate) fn request_key_flags(self, args: Args<'_>) -> &'static [&'static str] {
         if self == Cmd::Set {
             let get = args.iter_from(5).any(|a| a.eq_ignore_ascii_case(b"GET"));
             return if get {

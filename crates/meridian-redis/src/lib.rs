@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod acl;
 pub mod args;
 pub mod bitmaps;
 pub mod collection;

@@ -770,6 +770,30 @@ pub struct RespSection {
     /// slot this node is not the master of in its DC's view) or `"serve"` (coordinate every
     /// key here, for clients that are not cluster-aware).
     pub misrouted: Misrouted,
+    /// ACL users, one `user <name> <rules…>` line each, as Redis's `user` directives
+    /// (`"user alice on >secret ~app:* +@read"`). The `default` user is Redis's (every
+    /// command, key and channel; `requirepass` its password) unless a line redefines it.
+    pub users: Vec<String>,
+    /// An ACL file of such lines (Redis's `aclfile`): loaded at start and by `ACL LOAD`,
+    /// written by `ACL SAVE`. Not together with `users`.
+    pub aclfile: Option<std::path::PathBuf>,
+    /// Redis's `acl-pubsub-default`: whether a new user may use every Pub/Sub channel
+    /// (`"allchannels"`) or none until allowed (`"resetchannels"`, Redis 7's default).
+    pub acl_pubsub_default: PubsubDefault,
+    /// Redis's `protected-mode` (on by default): while the `default` user has no password,
+    /// clients connecting from beyond loopback are refused with Redis's `-DENIED` message.
+    pub protected_mode: bool,
+}
+
+/// `resp.acl_pubsub_default`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PubsubDefault {
+    /// New users reach no channel until allowed.
+    #[default]
+    Resetchannels,
+    /// New users reach every channel.
+    Allchannels,
 }
 
 impl Default for RespSection {
@@ -783,6 +807,10 @@ impl Default for RespSection {
             max_inline_len: 64 * 1024,
             max_script_memory: 512 * 1024 * 1024,
             misrouted: Misrouted::Moved,
+            users: Vec::new(),
+            aclfile: None,
+            acl_pubsub_default: PubsubDefault::Resetchannels,
+            protected_mode: true,
         }
     }
 }
@@ -916,6 +944,10 @@ impl NodeConfig {
         }
         if self.resp.requirepass.as_deref() == Some("") {
             return bad("resp.requirepass is empty: remove it to disable AUTH".into());
+        }
+        let acl = crate::resp::RespConfig::from(&self.resp).acl;
+        if let Err(e) = crate::resp::acl::Users::new(&acl, self.resp.requirepass.as_deref()) {
+            return bad(format!("resp.users / resp.aclfile: {e}"));
         }
         if self.http.listen == self.resp.listen && self.resp.listen.port() != 0 {
             return bad(format!(
@@ -1430,6 +1462,11 @@ impl std::fmt::Debug for RespSection {
             .field("max_inline_len", &self.max_inline_len)
             .field("max_script_memory", &self.max_script_memory)
             .field("misrouted", &self.misrouted)
+            // User lines may hold `>password` rules: only their number is shown.
+            .field("users", &self.users.len())
+            .field("aclfile", &self.aclfile)
+            .field("acl_pubsub_default", &self.acl_pubsub_default)
+            .field("protected_mode", &self.protected_mode)
             .finish()
     }
 }

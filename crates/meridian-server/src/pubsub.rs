@@ -346,6 +346,26 @@ impl Hub {
             .map_or(0, Vec::len)
     }
 
+    /// Every subscription of the mailbox `id` (O(all subscriptions): for ACL changes, which
+    /// close connections subscribed to a channel their user no longer allows).
+    pub fn subscriptions_of(&self, id: u64) -> Vec<(Kind, Bytes)> {
+        let mut registry = self.registry.lock();
+        let mut found = Vec::new();
+        for kind in [Kind::Channel, Kind::Pattern, Kind::Shard] {
+            for (name, boxes) in registry.map(kind).iter() {
+                if boxes.iter().any(|m| m.id == id) {
+                    found.push((kind, name.clone()));
+                }
+            }
+        }
+        found
+    }
+
+    /// Whose mailbox `mailbox` is (its id).
+    pub fn mailbox_id(mailbox: &Mailbox) -> u64 {
+        mailbox.id
+    }
+
     /// PUBSUB NUMPAT: how many distinct patterns have subscribers.
     pub fn patterns(&self) -> usize {
         self.count(Kind::Pattern)

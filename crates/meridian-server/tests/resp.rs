@@ -2591,3 +2591,6 @@ mod scripting;
 
 #[path = "resp/streams.rs"]
 mod streams;
+
+#[path = "resp/acl.rs"]
+mod acl;

@@ -64,6 +64,14 @@ pub struct NodeArgs {
         hide_env_values = true
     )]
     requirepass: Option<String>,
+    /// An ACL file of `user <name> <rules…>` lines (overrides `resp.aclfile`): loaded at
+    /// start and by `ACL LOAD`, written by `ACL SAVE`.
+    #[arg(long, value_name = "FILE")]
+    aclfile: Option<std::path::PathBuf>,
+    /// Redis's protected mode: `no` serves clients beyond loopback even without a password
+    /// (overrides `resp.protected_mode`).
+    #[arg(long, value_name = "yes|no", value_parser = parse_yes_no)]
+    protected_mode: Option<bool>,
     /// Cluster nodes: the secret every peer link proves at its handshake (16 to 4096 bytes,
     /// the same on every member; overrides `cluster.secret`).
     #[arg(
@@ -144,6 +152,12 @@ impl NodeArgs {
         }
         if let Some(v) = self.fsync {
             c.storage.fsync = v;
+        }
+        if let Some(v) = self.aclfile {
+            c.resp.aclfile = Some(v);
+        }
+        if let Some(v) = self.protected_mode {
+            c.resp.protected_mode = v;
         }
         if let Some(v) = self.requirepass {
             c.resp.requirepass = Some(v);
@@ -274,5 +288,14 @@ pub(crate) async fn stop_on_signal(shutdown: CancellationToken, mut signals: Shu
     if signals.recv().await.is_some() {
         tracing::warn!("second signal: exiting without waiting");
         std::process::exit(130);
+    }
+}
+
+/// Redis's `yes`/`no` option values.
+fn parse_yes_no(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "yes" => Ok(true),
+        "no" => Ok(false),
+        _ => Err(format!("'{s}' is not yes or no")),
     }
 }

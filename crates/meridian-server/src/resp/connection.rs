@@ -95,6 +95,19 @@ pub(crate) async fn run(
     let mut parser = RequestParser::new(limits);
     let mut buf = BytesMut::with_capacity(IO_BUF);
     let mut reply = Reply::new(IO_BUF);
+    // ACL changes close a connection through this token (`ClientInfo::kill`).
+    let _ = info.kill_token.set(shutdown.clone());
+    if crate::resp::acl::protected_mode_refuses(ctx, info.addr) {
+        ctx.metrics
+            .connections(crate::metrics::Frontend::Resp)
+            .rejected
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = stream
+            .write_all(crate::resp::acl::PROTECTED_MODE_DENIED.as_bytes())
+            .await;
+        let _ = stream.shutdown().await;
+        return;
+    }
     let mut session = Session::new(ctx, info);
     // Allocates nothing until cluster mode runs a command concurrently.
     let mut in_flight = InFlight::default();

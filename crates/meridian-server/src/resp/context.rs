@@ -45,6 +45,23 @@ pub(crate) struct ClientInfo {
     pub last_cmd: AtomicU8,
     /// Milliseconds since the server started, at the last request.
     pub last_active_ms: AtomicU64,
+    /// The ACL user the connection runs as (CLIENT LIST's `user`; whose connections a
+    /// deleted user closes).
+    pub user: Mutex<Bytes>,
+    /// The connection's pub/sub mailbox (`crate::pubsub::Hub::subscriptions_of`).
+    pub mailbox_id: AtomicU64,
+    /// Cancels the connection (set when it starts serving): it answers what it has read,
+    /// then closes.
+    pub kill_token: std::sync::OnceLock<tokio_util::sync::CancellationToken>,
+}
+
+impl ClientInfo {
+    /// Closes the connection once it has answered what it has read.
+    pub(crate) fn kill(&self) {
+        if let Some(t) = self.kill_token.get() {
+            t.cancel();
+        }
+    }
 }
 
 /// Everything RESP connections share: the keyspace, metrics, configuration and the client
@@ -91,6 +108,11 @@ pub struct RespContext {
     pub(crate) min_replicas_to_write: std::sync::atomic::AtomicU32,
     /// The error replies sent, by code (INFO errorstats).
     pub(crate) errors: super::error_stats::ErrorStats,
+    /// The ACL users and log (`resp::acl`).
+    pub(crate) users: super::acl::Users,
+    /// Redis's `protected-mode` (CONFIG SET): with no password for the `default` user,
+    /// clients beyond loopback are refused.
+    pub(crate) protected_mode: std::sync::atomic::AtomicBool,
 }
 
 /// Redis's refusal of a write while `min-replicas-to-write` is not met.
@@ -143,6 +165,14 @@ impl RespContext {
             })
             .expect("a Lua interpreter for scripts"),
         );
+        let users = super::acl::Users::new(&config.acl, config.requirepass.as_deref())
+            .unwrap_or_else(|e| {
+                // Validated with the node's configuration; should the ACL file have changed
+                // since, nobody is let in rather than everybody.
+                tracing::error!(error = %e, "ACL users refused: every login is refused");
+                super::acl::Users::locked()
+            });
+        let protected_mode = std::sync::atomic::AtomicBool::new(config.protected_mode);
         let run_id = (0..3u8)
             .map(|i| format!("{:016x}", state.hash_one(i)))
             .collect::<String>()[..40]
@@ -171,6 +201,8 @@ impl RespContext {
             errors: Default::default(),
             net_input: AtomicU64::new(0),
             net_output: AtomicU64::new(0),
+            protected_mode,
+            users,
         })
     }
 
@@ -251,6 +283,9 @@ impl RespContext {
             resp: AtomicU8::new(2),
             last_cmd: AtomicU8::new(0),
             last_active_ms: AtomicU64::new(self.elapsed_ms()),
+            user: Mutex::new(super::acl::default_user_name()),
+            mailbox_id: AtomicU64::new(0),
+            kill_token: std::sync::OnceLock::new(),
         });
         self.clients.lock().insert(info.id, info.clone());
         info

@@ -18,6 +18,8 @@ use crate::cluster_backend::ClusterBackend;
 use crate::keyspace::blocking::ServedReplies;
 use crate::keyspace_events::{self, CommandEvents};
 use crate::metrics::OpStats;
+use crate::resp::acl;
+use crate::resp::acl_command;
 use crate::resp::blob::{self, Deferral, Deferred, Shown};
 use crate::resp::cluster_cmd;
 use crate::resp::cluster_db::{self, Db};
@@ -54,8 +56,11 @@ pub(crate) enum Flow {
 /// Per-connection state commands read and change.
 #[derive(Debug)]
 pub(crate) struct Session {
-    /// Whether the client may run commands (always, without `requirepass`).
+    /// Whether the client may run commands (from the start when the `default` user is on
+    /// and `nopass`).
     pub authed: bool,
+    /// The ACL user the connection runs as (`resp::acl`).
+    pub(crate) user: acl::SessionUser,
     /// The client's registry entry.
     pub info: Arc<ClientInfo>,
     /// MULTI/EXEC and WATCH state.
@@ -115,8 +120,13 @@ impl Session {
     pub fn new(ctx: &RespContext, info: Arc<ClientInfo>) -> Self {
         let pubsub = pubsub::open(ctx);
         let tracking = tracking::ClientTracking::connect(ctx, info.id, &pubsub);
+        if let Some(m) = pubsub::mailbox(&pubsub) {
+            let id = crate::pubsub::Hub::mailbox_id(m);
+            info.mailbox_id.store(id, Ordering::Relaxed);
+        }
         Self {
-            authed: ctx.config.requirepass.is_none(),
+            authed: ctx.users.default_needs_no_auth(),
+            user: ctx.users.default_session(),
             info,
             multi: MultiState::default(),
             txn_session: Arc::default(),
@@ -135,11 +145,13 @@ impl Session {
         }
     }
 
-    /// The session a command gets on a worker shard (`resp::sharded`): the connection
-    /// admitted it, so it is authenticated; no transaction, no deferred reply yet.
-    pub fn on_shard(info: Arc<ClientInfo>) -> Self {
+    /// The session a command gets on a worker shard (`resp::sharded`), or a script's
+    /// commands: the connection admitted it, so it is authenticated as `user`; no
+    /// transaction, no deferred reply yet.
+    pub fn on_shard(info: Arc<ClientInfo>, user: acl::SessionUser) -> Self {
         Self {
             authed: true,
+            user,
             info,
             multi: MultiState::default(),
             txn_session: Arc::default(),
@@ -414,9 +426,14 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
         reply.array(queued.len());
         for q in &queued {
             let item = reply.out.len();
+            if let Err(msg) = exec_acl_recheck(ctx, session, q.cmd, q.args.get()) {
+                reply.error(&msg);
+                ctx.errors.record(&reply.out[item..]);
+                continue;
+            }
             let r = match engines.as_deref_mut() {
                 Some(engines) if q.cmd.runs_script() => {
-                    let mut lua = Session::on_shard(session.info.clone());
+                    let mut lua = Session::on_shard(session.info.clone(), session.user.clone());
                     let run = &mut script_command(ctx, &mut lua);
                     scripting::run_in_exec(ctx, engines, reply, ov, q.cmd, q.args.get(), run)
                 }
@@ -452,6 +469,20 @@ fn script_command<'a>(
     lua: &'a mut Session,
 ) -> impl FnMut(&mut Reply, &mut crate::keyspace::Overlay<'_>, Cmd, Args<'_>) + 'a {
     move |reply, ov, cmd, args| {
+        let request = meridian_redis::acl::Request::new(cmd, args);
+        let info = &lua.info;
+        let client = || client_line(ctx, info).trim_end().to_string();
+        let checked = acl_command::check(
+            &ctx.users,
+            &mut lua.user,
+            &request,
+            acl::LogContext::Lua,
+            client,
+        );
+        if let Err(refused) = checked {
+            reply.error(&refused.message);
+            return;
+        }
         if tracking::tracked_read(cmd) {
             crate::tracking::note_script_read();
         }
@@ -743,6 +774,20 @@ pub(crate) fn admit<'c>(
         reply.error(&msg);
         return Err((&ctx.rejected_ops, true, Flow::Continue));
     }
+    let context = if session.multi.active {
+        acl::LogContext::Multi
+    } else {
+        acl::LogContext::Toplevel
+    };
+    if let Err(refused) = acl_check(ctx, session, cmd, args, context) {
+        reply.error(&session.multi.refused(Some(cmd), refused.message));
+        let flow = if session.user.current().is_none() {
+            Flow::Close
+        } else {
+            Flow::Continue
+        };
+        return Err((&ctx.rejected_ops, true, flow));
+    }
     if let Some(msg) = pubsub::refusal(&session.pubsub, reply.resp3, cmd) {
         reply.error(&session.multi.refused(Some(cmd), msg));
         return Err((&ctx.rejected_ops, true, Flow::Continue));
@@ -761,6 +806,46 @@ pub(crate) fn admit<'c>(
     }
     session.last_cmd = cmd as u8 + 1;
     Ok(cmd)
+}
+
+/// The ACL check of a request on this connection (`resp::acl`), logged in the context the
+/// connection is in.
+pub(crate) fn acl_check(
+    ctx: &RespContext,
+    session: &mut Session,
+    cmd: Cmd,
+    args: Args<'_>,
+    context: acl::LogContext,
+) -> Result<(), acl_command::Refused> {
+    let request = meridian_redis::acl::Request::new(cmd, args);
+    let info = &session.info;
+    let client = || client_line(ctx, info).trim_end().to_string();
+    acl_command::check(&ctx.users, &mut session.user, &request, context, client)
+}
+
+/// The ACL check EXEC repeats on each queued command (the user may have changed since it
+/// was queued), with Redis's error naming why it is no longer allowed.
+fn exec_acl_recheck(
+    ctx: &RespContext,
+    session: &mut Session,
+    cmd: Cmd,
+    args: Args<'_>,
+) -> Result<(), String> {
+    acl_check(ctx, session, cmd, args, acl::LogContext::Multi).map_err(|refused| {
+        use meridian_redis::acl::Denied;
+        let reason = match refused.denied {
+            None | Some(Denied::Command) => "no permission to execute the command or subcommand",
+            Some(Denied::Key(_)) => "no permission to touch the specified keys",
+            Some(Denied::Channel(_)) => {
+                "no permission to access one of the channels used as arguments"
+            }
+        };
+        format!(
+            "NOPERM ACLs rules changed between the moment the transaction was accumulated \
+             and the EXEC call. This command is no longer allowed for the following reason: \
+             {reason}"
+        )
+    })
 }
 
 /// The turn at the node's interpreters `args` needs before it runs on this connection
@@ -1031,12 +1116,13 @@ fn other(
         Cmd::Function => functions::function(ctx, reply, args)?,
         Cmd::Script => scripting::script(ctx, reply, args)?,
         c if c.runs_script() => {
-            let mut lua = Session::on_shard(session.info.clone());
+            let mut lua = Session::on_shard(session.info.clone(), session.user.clone());
             scripting::call(ctx, reply, cmd, args, &mut script_command(ctx, &mut lua))?
         }
         Cmd::Memory => memory_command(ctx, reply, args)?,
         Cmd::Object => object_command(ctx, reply, args)?,
         Cmd::Client => client(ctx, session, reply, args)?,
+        Cmd::Acl => acl_command::command(ctx, &session.user, reply, args)?,
         // A single node has one database, as Redis with `databases 1`; cluster mode serves
         // these in `databases` (a bucket per database).
         Cmd::Select => {
@@ -1084,7 +1170,8 @@ fn other(
             reply.resp3 = false;
             session.info.resp.store(2, Ordering::Relaxed);
             *session.info.meta.lock() = Default::default();
-            session.authed = ctx.config.requirepass.is_none();
+            session.authed = ctx.users.default_needs_no_auth();
+            set_user(session, ctx.users.default_session());
             session.multi.discard();
             session.db = Db::default();
             session.readonly = false;
@@ -1331,7 +1418,7 @@ fn flush_args(args: Args<'_>) -> CmdResult {
 fn auth(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     match args.len() {
         2 => {
-            if ctx.config.requirepass.is_none() {
+            if ctx.users.default_is_nopass() {
                 return Err(raw(
                     "ERR AUTH <password> called without any password configured for \
                      the default user. Are you sure your configuration is correct?",
@@ -1350,18 +1437,27 @@ fn auth(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<
 /// on one connection are slowed, then close it (`crate::auth::FailurePolicy`). The error
 /// stays Redis's `WRONGPASS`.
 fn authenticate(ctx: &RespContext, session: &mut Session, user: &[u8], pass: &[u8]) -> CmdResult {
-    let ok = user == b"default"
-        && match &ctx.config.requirepass {
-            // The default user without a password accepts any, as in Redis.
-            None => true,
-            Some(expected) => crate::auth::password_matches(expected.as_bytes(), pass),
-        };
-    if !ok {
+    let Some(authenticated) = ctx.users.authenticate(user, pass) else {
         session.auth_failed(ctx);
+        let context = if session.multi.active {
+            acl::LogContext::Multi
+        } else {
+            acl::LogContext::Toplevel
+        };
+        let client = client_line(ctx, &session.info).trim_end().to_string();
+        ctx.users
+            .log("auth", context, b"AUTH".to_vec(), user, client);
         return Err(raw(WRONGPASS));
-    }
+    };
+    set_user(session, authenticated);
     session.authed = true;
     Ok(())
+}
+
+/// Makes the connection run as `user` (AUTH, HELLO AUTH, RESET).
+fn set_user(session: &mut Session, user: acl::SessionUser) {
+    *session.info.user.lock() = bytes::Bytes::copy_from_slice(user.name());
+    session.user = user;
 }
 
 fn hello(ctx: &RespContext, session: &mut Session, reply: &mut Reply, args: Args<'_>) -> CmdResult {
@@ -1643,7 +1739,7 @@ fn client_reply(
     Ok(())
 }
 
-fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
+pub(crate) fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
     let meta = c.meta.lock();
     let s = |b: &Option<Bytes>| b.as_deref().map(lossy).unwrap_or_default().into_owned();
     let now_ms = ctx.elapsed_ms();
@@ -1658,7 +1754,7 @@ fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
     format!(
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub=0 psub=0 \
          ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 \
-         omem=0 tot-mem=0 events=r cmd={} user=default redir={} resp={} lib-name={} \
+         omem=0 tot-mem=0 events=r cmd={} user={} redir={} resp={} lib-name={} \
          lib-ver={}\n",
         c.id,
         c.addr,
@@ -1669,6 +1765,7 @@ fn client_line(ctx: &RespContext, c: &ClientInfo) -> String {
         now_ms.saturating_sub(c.last_active_ms.load(Ordering::Relaxed)) / 1000,
         flags,
         last_cmd,
+        lossy(&c.user.lock()),
         redir,
         c.resp.load(Ordering::Relaxed),
         s(&meta.lib_name),
@@ -1718,6 +1815,28 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("databases", "1".into()),
         // The active expirer runs every 100 ms.
         ("hz", "10".into()),
+        (
+            "acllog-max-len",
+            ctx.users.log_max_len.load(Ordering::Relaxed).to_string(),
+        ),
+        (
+            "acl-pubsub-default",
+            if ctx.config.acl.all_channels_default {
+                "allchannels"
+            } else {
+                "resetchannels"
+            }
+            .into(),
+        ),
+        (
+            "aclfile",
+            ctx.config
+                .acl
+                .aclfile
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        ),
         ("maxclients", l.max_clients.to_string()),
         ("maxmemory", max.to_string()),
         ("maxmemory-policy", policy.name().into()),
@@ -1743,8 +1862,15 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
             "tracking-table-max-keys",
             ctx.keyspace.caching.max_keys().to_string(),
         ),
-        // No protected mode: non-loopback clients are served without a password.
-        ("protected-mode", "no".into()),
+        (
+            "protected-mode",
+            if ctx.protected_mode.load(Ordering::Relaxed) {
+                "yes"
+            } else {
+                "no"
+            }
+            .into(),
+        ),
         ("proto-max-bulk-len", l.max_bulk_len.to_string()),
         // Never the password (it is also the HTTP admin bearer): a placeholder when set,
         // empty (as Redis) when not.
@@ -1853,6 +1979,8 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut busy_ms = None;
     let mut min_replicas = None;
     let mut tracking_max_keys = None;
+    let mut acllog_max_len = None;
+    let mut protected = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
@@ -1879,6 +2007,21 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
                 .filter(|n| *n >= 0)
                 .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
             tracking_max_keys = Some(usize::try_from(n).unwrap_or(usize::MAX));
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"protected-mode") {
+            protected = Some(match value.to_ascii_lowercase().as_slice() {
+                b"yes" => true,
+                b"no" => false,
+                _ => return Err(failed(name, "argument must be 'yes' or 'no'")),
+            });
+            continue;
+        }
+        if name.eq_ignore_ascii_case(b"acllog-max-len") {
+            let n = meridian_redis::value::parse_i64(value)
+                .filter(|n| (0..=i64::from(i32::MAX)).contains(n))
+                .ok_or_else(|| failed(name, "argument couldn't be parsed into an integer"))?;
+            acllog_max_len = Some(n as usize);
             continue;
         }
         if name.eq_ignore_ascii_case(b"busy-reply-threshold")
@@ -1912,7 +2055,8 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             return Err(raw(format!(
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
                  maxmemory-policy, client-output-buffer-limit, notify-keyspace-events, \
-                 busy-reply-threshold, min-replicas-to-write, tracking-table-max-keys and \
+                 busy-reply-threshold, min-replicas-to-write, tracking-table-max-keys, \
+                 acllog-max-len, protected-mode and \
                  Redis's encoding settings \
                  change at runtime; set the others in the node's configuration file and \
                  restart it",
@@ -1959,6 +2103,12 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     }
     if let Some(n) = tracking_max_keys {
         ctx.keyspace.caching.set_max_keys(n);
+    }
+    if let Some(n) = acllog_max_len {
+        ctx.users.set_log_max_len(n);
+    }
+    if let Some(on) = protected {
+        ctx.protected_mode.store(on, Ordering::Relaxed);
     }
     if let Some(c) = &ctx.cluster {
         // A cluster node's limit is its replication node's (`meridian_replication::memory`);

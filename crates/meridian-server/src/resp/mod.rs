@@ -37,6 +37,8 @@
 //! stops accepting, lets every connection finish the requests it has read, and returns once
 //! all connections are closed.
 
+pub mod acl;
+mod acl_command;
 pub(crate) mod blob;
 mod cluster_cmd;
 mod cluster_db;
@@ -69,6 +71,7 @@ pub mod server;
 mod sharded;
 mod tracking;
 
+pub use acl::AclConfig;
 pub use cluster_cmd::redis_node_id;
 pub use context::RespContext;
 pub use frame::{Frame, FrameError};
@@ -120,6 +123,11 @@ pub struct RespConfig {
     pub durability: Option<meridian_storage::Durability>,
     /// Cluster mode: what a key command sent to the wrong node gets (`resp.misrouted`).
     pub misrouted: crate::config::Misrouted,
+    /// ACL users (`resp.users`, `resp.aclfile`, `resp.acl_pubsub_default`).
+    pub acl: acl::AclConfig,
+    /// Redis's `protected-mode`: with no password for the `default` user, refuse clients
+    /// beyond loopback.
+    pub protected_mode: bool,
 }
 
 impl std::fmt::Debug for RespConfig {
@@ -129,6 +137,8 @@ impl std::fmt::Debug for RespConfig {
             .field("requirepass", &crate::config::redacted(&self.requirepass))
             .field("durability", &self.durability)
             .field("misrouted", &self.misrouted)
+            .field("acl", &self.acl)
+            .field("protected_mode", &self.protected_mode)
             .finish()
     }
 }
@@ -147,6 +157,13 @@ impl From<&crate::config::RespSection> for RespConfig {
             requirepass: r.requirepass.clone(),
             durability: None,
             misrouted: r.misrouted,
+            acl: AclConfig {
+                users: r.users.clone(),
+                aclfile: r.aclfile.clone(),
+                all_channels_default: r.acl_pubsub_default
+                    == crate::config::PubsubDefault::Allchannels,
+            },
+            protected_mode: r.protected_mode,
         }
     }
 }

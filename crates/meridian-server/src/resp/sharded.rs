@@ -104,11 +104,14 @@ fn on_shard(cmd: Cmd, args: &Args<'_>) -> bool {
         && cmd.spec().key_positions(args).next().is_some()
 }
 
-/// The command `args` name if it runs on a shard for `session`.
-fn shard_command(session: &Session, args: &Args<'_>) -> Option<Cmd> {
+/// The command `args` name if it runs on a shard for `session` (whose user may run
+/// anything: a restricted user's commands pass the connection's ACL check first).
+fn shard_command(session: &mut Session, args: &Args<'_>) -> Option<Cmd> {
+    let unrestricted = session.user.current().is_some_and(|u| u.unrestricted());
     Cmd::lookup(args.get(0)).filter(|&c| {
         !session.multi.active
             && session.authed
+            && unrestricted
             && c.spec().arity_ok(args.len())
             && on_shard(c, args)
     })
@@ -346,9 +349,10 @@ fn on_shard_op(
 ) -> crate::repart::Op {
     let ctx = Arc::clone(ctx);
     let info = session.info.clone();
+    let user = session.user.clone();
     Box::new(move || {
         let t0 = Instant::now();
-        let mut own = Session::on_shard(info);
+        let mut own = Session::on_shard(info, user);
         let mut r = Reply {
             out: BytesMut::new(),
             resp3,
