@@ -1127,7 +1127,7 @@ mod fuzz {
 /// 0), driven over RESP on different nodes. The pipelining tests put an emulated WAN between
 /// the DCs, whose delays are never shorter than configured: time bounds derived from them
 /// hold on a slow machine, and a loose upper bound still separates overlapped from serial.
-mod cluster_mode {
+pub(crate) mod cluster_mode {
     use super::*;
     use meridian_net::wan::LinkConfig;
     use meridian_server::cluster::{Embedded, EmbeddedConfig};

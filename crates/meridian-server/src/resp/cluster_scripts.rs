@@ -40,10 +40,12 @@ pub(crate) async fn call(
     ctx: &RespContext,
     c: &ClusterBackend,
     session: &AtomicU64,
+    caller: ScriptCaller,
     reply: &mut Reply,
     cmd: Cmd,
     args: Args<'_>,
 ) -> CmdResult {
+    let ScriptCaller { mut user, info } = caller;
     // One script at a time on a node, as on a single node: a connection waits its turn
     // (never blocking a worker on the interpreters' lock), `-BUSY` past the threshold.
     let Ok(_turn) = ctx.scripts.turn(true).await else {
@@ -68,6 +70,8 @@ pub(crate) async fn call(
         let _running = ctx.scripts.begin(call.wrote.clone(), call.info(args));
         let mut host = ClusterHost {
             ctx,
+            user: &mut user,
+            info: &info,
             view,
             declared: &declared,
             read_only: call.read_only(),
@@ -135,9 +139,17 @@ async fn read_only(
     Ok(Some(out.out))
 }
 
+/// Who runs a script: its commands are checked against the caller's ACL user.
+pub(crate) struct ScriptCaller {
+    pub(crate) user: crate::resp::acl::SessionUser,
+    pub(crate) info: std::sync::Arc<crate::resp::context::ClientInfo>,
+}
+
 /// The commands of one script run on a cluster node, over the view of its declared keys.
 struct ClusterHost<'a> {
     ctx: &'a RespContext,
+    user: &'a mut crate::resp::acl::SessionUser,
+    info: &'a crate::resp::context::ClientInfo,
     view: &'a mut TxnView,
     declared: &'a [Bytes],
     read_only: bool,
@@ -156,6 +168,16 @@ impl Host for ClusterHost<'_> {
 impl ClusterHost<'_> {
     fn run(&mut self, args: Args<'_>, reply: &mut Reply) -> Result<(), String> {
         let (cmd, writes) = admit_call(self.ctx, args, self.read_only, self.allow_oom)?;
+        let request = meridian_redis::acl::Request::new(cmd, args);
+        let (ctx, info) = (self.ctx, self.info);
+        let client = || {
+            crate::resp::exec::client_line(ctx, info)
+                .trim_end()
+                .to_string()
+        };
+        let context = crate::resp::acl::LogContext::Lua;
+        crate::resp::acl_command::check(&ctx.users, self.user, &request, context, client)
+            .map_err(|refused| refused.message)?;
         match cmd {
             Cmd::Ping if args.len() == 1 => reply.simple(b"PONG"),
             Cmd::Ping | Cmd::Echo => reply.bulk(args.get(1)),

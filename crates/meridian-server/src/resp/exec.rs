@@ -652,8 +652,13 @@ pub(crate) async fn execute_cluster<'c>(
     }
     if cmd.runs_script() {
         let txn_session = &session.txn_session;
+        let caller = crate::resp::cluster_scripts::ScriptCaller {
+            user: session.user.clone(),
+            info: session.info.clone(),
+        };
         let result =
-            crate::resp::cluster_scripts::call(ctx, cluster, txn_session, reply, cmd, args).await;
+            crate::resp::cluster_scripts::call(ctx, cluster, txn_session, caller, reply, cmd, args)
+                .await;
         return (&ctx.ops[cmd as usize], finish(reply, result), flow);
     }
     let result = match crate::resp::cluster_exec::run(

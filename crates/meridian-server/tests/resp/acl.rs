@@ -295,3 +295,44 @@ async fn hostile_acl_commands_get_errors_and_change_nothing() {
     c.roundtrip(b"PING\r\n", b"+PONG\r\n").await;
     s.stop().await;
 }
+
+/// On a cluster node the same rules hold: keys, commands, and the commands a script calls
+/// (run over the cluster's script path) are checked as the connection's user.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_node_checks_users_too() {
+    let mut cfg = meridian_server::cluster::EmbeddedConfig {
+        dcs: 1,
+        nodes_per_dc: 1,
+        n: 1,
+        wan_latency: Duration::ZERO,
+        ..meridian_server::cluster::EmbeddedConfig::default()
+    };
+    cfg.node.resp.users = vec!["user app on >p ~app:* -@all +get +set +eval +auth".into()];
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let mut a = crate::cluster_mode::connect(&c, 0).await;
+    a.roundtrip(b"AUTH app p\r\nSET app:1 v\r\n", b"+OK\r\n+OK\r\n")
+        .await;
+    a.roundtrip(b"SET other v\r\n", NOPERM_KEYS).await;
+    a.roundtrip(
+        b"DEL app:1\r\n",
+        b"-NOPERM this user has no permissions to run the 'del' command\r\n",
+    )
+    .await;
+    let reply = a
+        .cmd(&[
+            b"EVAL",
+            b"return redis.call('del', KEYS[1])",
+            b"1",
+            b"app:1",
+        ])
+        .await;
+    let text = format!("{reply:?}");
+    assert!(
+        text.contains("The user executing the script can't run this command or subcommand"),
+        "{text}"
+    );
+    a.roundtrip(b"GET app:1\r\n", b"$1\r\nv\r\n").await;
+    c.shutdown().await;
+}
