@@ -258,6 +258,11 @@ impl Users {
         self.users.read().get(name).cloned()
     }
 
+    /// Whether user `name` exists.
+    pub(crate) fn exists(&self, name: &[u8]) -> bool {
+        self.slot(name).is_some()
+    }
+
     /// What a new connection runs as: the `default` user.
     pub(crate) fn default_session(&self) -> SessionUser {
         SessionUser::of(

@@ -1647,6 +1647,9 @@ fn client(
             }
         }
         reply.verbatim(b"txt", text.as_bytes());
+    } else if is("KILL") {
+        subcommand_arity("client", sub, argc >= 3)?;
+        client_kill(ctx, session, reply, args)?;
     } else if is("REPLY") {
         subcommand_arity("client", sub, argc == 3)?;
         client_reply(ctx, session, reply, args.get(2))?;
@@ -1668,6 +1671,22 @@ fn client(
             "    Unblock the specified blocked client.",
             "INFO",
             "    Return information about the current client connection.",
+            "KILL <ip:port>",
+            "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are:",
+            "    * ADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made from the specified address",
+            "    * LADDR (<ip:port>|<unixsocket>:0)",
+            "      Kill connections made to specified local address",
+            "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+            "      Kill connections by type.",
+            "    * USER <username>",
+            "      Kill connections authenticated by <username>.",
+            "    * SKIPME (YES|NO)",
+            "      Skip killing current connection (default: yes).",
+            "    * ID <client-id>",
+            "      Kill connections by client id.",
             "LIST [TYPE <normal|master|replica|pubsub>] [ID <id> [<id> ...]]",
             "    Return information about client connections.",
             "REPLY (ON|OFF|SKIP)",
@@ -1693,6 +1712,106 @@ fn client(
         ]);
     } else {
         return Err(unknown_subcommand("client", sub));
+    }
+    Ok(())
+}
+
+/// `CLIENT KILL ip:port` (Redis's old form: OK, or an error when no client matches) and
+/// `CLIENT KILL <filter> <value> …` (the number killed). A killed connection answers what it
+/// has read, then closes; the caller's own, when it matches and `SKIPME no`, after this
+/// reply.
+fn client_kill(
+    ctx: &RespContext,
+    session: &Session,
+    reply: &mut Reply,
+    args: Args<'_>,
+) -> CmdResult {
+    #[derive(Default)]
+    struct Filter<'a> {
+        id: Option<u64>,
+        addr: Option<&'a [u8]>,
+        laddr: Option<&'a [u8]>,
+        user: Option<&'a [u8]>,
+        pubsub: Option<bool>,
+        skip_me: bool,
+    }
+    let old_form = args.len() == 3;
+    let mut f = Filter {
+        skip_me: !old_form,
+        ..Filter::default()
+    };
+    if old_form {
+        f.addr = Some(args.get(2));
+    } else {
+        if !args.len().is_multiple_of(2) {
+            return Err(raw(SYNTAX));
+        }
+        for i in (2..args.len()).step_by(2) {
+            let (opt, v) = (args.get(i), args.get(i + 1));
+            let is = |name: &str| opt.eq_ignore_ascii_case(name.as_bytes());
+            if is("ID") {
+                let id = parse_i64(v)
+                    .filter(|id| *id > 0)
+                    .ok_or_else(|| raw("ERR client-id should be greater than 0"))?;
+                f.id = Some(id as u64);
+            } else if is("TYPE") {
+                let t = v.to_ascii_lowercase();
+                f.pubsub = Some(match t.as_slice() {
+                    b"normal" => false,
+                    b"pubsub" => true,
+                    // No client of a Meridian node is a Redis master or replica link.
+                    b"master" | b"replica" | b"slave" => {
+                        reply.int(0);
+                        return Ok(());
+                    }
+                    _ => return Err(raw(format!("ERR Unknown client type '{}'", lossy(v)))),
+                });
+            } else if is("ADDR") {
+                f.addr = Some(v);
+            } else if is("LADDR") {
+                f.laddr = Some(v);
+            } else if is("USER") {
+                if !ctx.users.exists(v) {
+                    return Err(raw(format!("ERR No such user '{}'", lossy(v))));
+                }
+                f.user = Some(v);
+            } else if is("SKIPME") {
+                f.skip_me = match v.to_ascii_lowercase().as_slice() {
+                    b"yes" => true,
+                    b"no" => false,
+                    _ => return Err(raw(SYNTAX)),
+                };
+            } else {
+                return Err(raw(SYNTAX));
+            }
+        }
+    }
+    let mut killed = 0;
+    for c in ctx.clients() {
+        let matches = f.id.is_none_or(|id| c.id == id)
+            && f.addr.is_none_or(|a| c.addr.to_string().as_bytes() == a)
+            && f.laddr.is_none_or(|a| c.laddr.to_string().as_bytes() == a)
+            && f.user.is_none_or(|u| c.user.lock().as_ref() == u)
+            && f.pubsub.is_none_or(|p| {
+                let subscribed = !ctx
+                    .pubsub
+                    .subscriptions_of(c.mailbox_id.load(Ordering::Relaxed))
+                    .is_empty();
+                subscribed == p
+            })
+            && !(f.skip_me && c.id == session.info.id);
+        if matches {
+            c.kill();
+            killed += 1;
+        }
+    }
+    if old_form {
+        if killed == 0 {
+            return Err(raw("ERR No such client"));
+        }
+        reply.ok();
+    } else {
+        reply.int(killed);
     }
     Ok(())
 }

@@ -336,3 +336,49 @@ async fn a_cluster_node_checks_users_too() {
     a.roundtrip(b"GET app:1\r\n", b"$1\r\nv\r\n").await;
     c.shutdown().await;
 }
+
+/// `CLIENT KILL` by user, id and address closes exactly the connections it names (after
+/// they answer what they read), skipping the caller unless `SKIPME no`; Redis's errors for
+/// what it cannot name.
+#[tokio::test]
+async fn client_kill_closes_the_connections_it_names() {
+    let s = with_users(&["user w on >w ~* +@all"]).await;
+    let mut admin = s.connect().await;
+    let mut w1 = s.connect().await;
+    let mut w2 = s.connect().await;
+    let mut other = s.connect().await;
+    w1.roundtrip(b"AUTH w w\r\n", b"+OK\r\n").await;
+    w2.roundtrip(b"AUTH w w\r\n", b"+OK\r\n").await;
+    admin.roundtrip(b"CLIENT KILL USER w\r\n", b":2\r\n").await;
+    w1.expect_eof().await;
+    w2.expect_eof().await;
+    let Frame::Integer(id) = other.cmd(&[b"CLIENT", b"ID"]).await else {
+        panic!("an id")
+    };
+    let kill = format!("CLIENT KILL ID {id}\r\n");
+    admin.roundtrip(kill.as_bytes(), b":1\r\n").await;
+    other.expect_eof().await;
+    admin
+        .roundtrip(b"CLIENT KILL 10.0.0.1:1\r\n", b"-ERR No such client\r\n")
+        .await;
+    admin
+        .roundtrip(
+            b"CLIENT KILL USER nosuch\r\n",
+            b"-ERR No such user 'nosuch'\r\n",
+        )
+        .await;
+    admin
+        .roundtrip(
+            b"CLIENT KILL ID 0\r\n",
+            b"-ERR client-id should be greater than 0\r\n",
+        )
+        .await;
+    admin
+        .roundtrip(b"CLIENT KILL TYPE normal\r\n", b":0\r\n")
+        .await;
+    admin
+        .roundtrip(b"CLIENT KILL TYPE normal SKIPME no\r\n", b":1\r\n")
+        .await;
+    admin.expect_eof().await;
+    s.stop().await;
+}
