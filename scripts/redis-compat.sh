@@ -78,6 +78,23 @@ expect watch-nil "OK|OK|OK|QUEUED||9" "$(txn 'WATCH tx' 'SET tx 9' MULTI 'INCR t
 expect multi-no-rollback "OK|QUEUED|QUEUED|QUEUED|1|OK|ERR value is not an integer or out of range|" \
   "$(txn MULTI 'INCR txs' 'SET txs x' 'INCR txs' EXEC)"
 
+# ACL users, as redis-cli and redis-benchmark log in with --user/--pass (Redis 6 AUTH).
+expect acl-setuser OK "$(cli ACL SETUSER app on '>apppass' '~app:*' '+@read' '+@write' '+@connection')"
+ucli() { redis-cli -p "$port" --user app --pass apppass --no-auth-warning "$@"; }
+expect acl-whoami-perm "NOPERM this user has no permissions to run the 'acl|whoami' command" \
+  "$(ucli ACL WHOAMI 2>&1)"
+expect acl-allowed OK "$(ucli SET app:1 v)"
+expect acl-whoami app "$(cli ACL SETUSER app +acl|whoami >/dev/null; ucli ACL WHOAMI)"
+expect acl-key "NOPERM this user has no permissions to access one of the keys used as arguments" \
+  "$(ucli SET other v 2>&1)"
+expect acl-wrongpass "AUTH failed: WRONGPASS invalid username-password pair or user is disabled." \
+  "$(redis-cli -p "$port" --user app --pass nope --no-auth-warning PING 2>&1 | head -1)"
+# redis-benchmark's keys (key:__rand_int__) and its startup CONFIG GET, for a user of its own.
+cli ACL SETUSER bench on '>benchpass' '~key:*' '+@read' '+@write' '+@connection' '+config|get' >/dev/null
+out=$(redis-benchmark -p "$port" --user bench -a benchpass -t set,get -n 2000 -c 10 -q 2>&1 | tr '\r' '\n' |
+  grep -a -E '^(SET|GET): .*requests per second' || true)
+echo "$out" | grep -q '^GET: ' && expect acl-bench ok ok || expect acl-bench ok "$out"
+
 # redis-benchmark runs its standard SET/GET load, pipelined and not, without errors
 # (-q still draws progress with carriage returns: keep only the final lines).
 bench() { redis-benchmark -p "$port" "$@" -q 2>&1 | tr '\r' '\n' | grep -a -E '^(SET|GET): .*requests per second'; }
