@@ -33,6 +33,13 @@ pub trait Host {
     /// Runs one command the script called (`args[0]` is its name) and appends its reply, in
     /// RESP3 if `reply.resp3`, to `reply`; a refused command is an error reply.
     fn call(&mut self, args: Args<'_>, reply: &mut Reply);
+
+    /// `redis.acl_check_cmd`: whether the script's user may run `args` (`args[0]` its
+    /// name); `None` for a command the node does not know. A host without users allows all.
+    fn acl_check(&mut self, args: Args<'_>) -> Option<bool> {
+        let _ = args;
+        Some(true)
+    }
 }
 
 /// What can stop a running script from outside it: SCRIPT KILL, or a deadline (FUNCTION
@@ -398,6 +405,18 @@ impl Engine {
             };
             self.redis_api.raw_set("call", call(true)?)?;
             self.redis_api.raw_set("pcall", call(false)?)?;
+            let (host, scratch) = (&host, &scratch);
+            let acl_check = scope.create_function(move |_, args: Variadic<Value>| {
+                let (Ok(mut host), Ok(mut scratch)) =
+                    (host.try_borrow_mut(), scratch.try_borrow_mut())
+                else {
+                    return Err(reply_error(
+                        "ERR redis.call/pcall recursive call detected".into(),
+                    ));
+                };
+                scratch.acl_check(&args, &mut **host)
+            })?;
+            self.redis_api.raw_set("acl_check_cmd", acl_check)?;
             self.runner
                 .call::<(bool, Value)>((func.clone(), self.handler.clone(), args.0, args.1))
         });
@@ -479,6 +498,24 @@ impl CallScratch {
         convert::reply_to_lua(lua, &reply.out)
     }
 
+    /// `redis.acl_check_cmd(name, args…)`: whether the script's user may run the command.
+    fn acl_check(&mut self, args: &[Value], host: &mut dyn Host) -> mlua::Result<bool> {
+        if args.is_empty() {
+            return Err(reply_error(
+                "ERR Please specify at least one argument for this redis lib call".into(),
+            ));
+        }
+        if !self.collect(args) {
+            return Err(reply_error(
+                "ERR Lua redis lib command arguments must be strings or integers".into(),
+            ));
+        }
+        host.acl_check(Args::from_parts(&self.bytes, &self.ranges))
+            .ok_or_else(|| {
+                reply_error("ERR Invalid command passed to redis.acl_check_cmd()".into())
+            })
+    }
+
     /// The arguments as command arguments (numbers as Redis formats them); false if one is
     /// neither a string nor a number.
     fn collect(&mut self, args: &[Value]) -> bool {
@@ -507,6 +544,12 @@ fn outside_calls(lua: &Lua, redis_api: &Table) -> mlua::Result<()> {
     redis_api.raw_set("call", lua.create_function(call)?)?;
     let pcall = |lua: &Lua, _: Variadic<Value>| err_table(lua, OUTSIDE);
     redis_api.raw_set("pcall", lua.create_function(pcall)?)?;
+    let acl_check = |_: &Lua, _: Variadic<Value>| -> mlua::Result<Value> {
+        Err(reply_error(
+            "ERR redis.acl_check_cmd can only be called inside a script invocation".into(),
+        ))
+    };
+    redis_api.raw_set("acl_check_cmd", lua.create_function(acl_check)?)?;
     Ok(())
 }
 

@@ -158,6 +158,16 @@ struct ClusterHost<'a> {
 }
 
 impl Host for ClusterHost<'_> {
+    fn acl_check(&mut self, args: Args<'_>) -> Option<bool> {
+        let cmd = Cmd::lookup(args.get(0))?;
+        let request = meridian_redis::acl::Request::new(cmd, args);
+        Some(
+            self.user
+                .current()
+                .is_some_and(|u| u.check(&request).is_ok()),
+        )
+    }
+
     fn call(&mut self, args: Args<'_>, reply: &mut Reply) {
         if let Err(msg) = self.run(args, reply) {
             reply.error(&msg);

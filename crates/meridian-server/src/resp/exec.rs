@@ -464,11 +464,26 @@ fn exec_transaction(ctx: &RespContext, session: &mut Session, reply: &mut Reply)
 
 /// How a script's `redis.call` runs a command: as EXEC runs a queued one, in the script's
 /// own session `lua`.
-fn script_command<'a>(
+fn script_command<'a>(ctx: &'a RespContext, lua: &'a mut Session) -> ScriptRunner<'a> {
+    ScriptRunner { ctx, lua }
+}
+
+/// The commands a script calls on a single node: checked against the caller's ACL user,
+/// then run as EXEC runs a queued command, with the script's own session.
+struct ScriptRunner<'a> {
     ctx: &'a RespContext,
     lua: &'a mut Session,
-) -> impl FnMut(&mut Reply, &mut crate::keyspace::Overlay<'_>, Cmd, Args<'_>) + 'a {
-    move |reply, ov, cmd, args| {
+}
+
+impl scripting::ScriptCommands for ScriptRunner<'_> {
+    fn run(
+        &mut self,
+        reply: &mut Reply,
+        ov: &mut crate::keyspace::Overlay<'_>,
+        cmd: Cmd,
+        args: Args<'_>,
+    ) {
+        let (ctx, lua) = (self.ctx, &mut *self.lua);
         let request = meridian_redis::acl::Request::new(cmd, args);
         let info = &lua.info;
         let client = || client_line(ctx, info).trim_end().to_string();
@@ -488,6 +503,14 @@ fn script_command<'a>(
         }
         let result = run_queued(ctx, lua, reply, ov, cmd, args);
         finish(reply, result);
+    }
+
+    fn allowed(&mut self, cmd: Cmd, args: Args<'_>) -> bool {
+        let request = meridian_redis::acl::Request::new(cmd, args);
+        self.lua
+            .user
+            .current()
+            .is_some_and(|u| u.check(&request).is_ok())
     }
 }
 

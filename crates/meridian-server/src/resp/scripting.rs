@@ -40,8 +40,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How a command a script calls is run over the script's overlay, its reply written (EXEC's
-/// `run_queued` with the script's own session).
-pub(crate) type RunCommand<'r> = dyn FnMut(&mut Reply, &mut Overlay<'_>, Cmd, Args<'_>) + 'r;
+/// `run_queued` with the script's own session), and whether the script's user may run one
+/// (`redis.acl_check_cmd`).
+pub(crate) trait ScriptCommands {
+    /// Runs `cmd` (checked against the caller's ACL user first) and writes its reply.
+    fn run(&mut self, reply: &mut Reply, ov: &mut Overlay<'_>, cmd: Cmd, args: Args<'_>);
+    /// Whether the caller's ACL user may run `cmd` with `args`.
+    fn allowed(&mut self, cmd: Cmd, args: Args<'_>) -> bool;
+}
+
+/// The commands of one script run ([`ScriptCommands`]).
+pub(crate) type RunCommand<'r> = dyn ScriptCommands + 'r;
 
 /// Runs EVAL, EVALSHA, FCALL or their `_RO` forms on a single node.
 pub(crate) fn call(
@@ -404,9 +413,14 @@ struct OverlayHost<'a, 'o, 'k> {
 }
 
 impl Host for OverlayHost<'_, '_, '_> {
+    fn acl_check(&mut self, args: Args<'_>) -> Option<bool> {
+        let cmd = Cmd::lookup(args.get(0))?;
+        Some(self.run.allowed(cmd, args))
+    }
+
     fn call(&mut self, args: Args<'_>, reply: &mut Reply) {
         match self.admit(args) {
-            Ok(cmd) => (self.run)(reply, self.ov, cmd, args),
+            Ok(cmd) => self.run.run(reply, self.ov, cmd, args),
             Err(msg) => reply.error(&msg),
         }
     }

@@ -192,6 +192,15 @@ async fn transactions_and_scripts_are_checked_as_their_user() {
         e.contains("The user executing the script can't run this command or subcommand"),
         "{e}"
     );
+    // `redis.acl_check_cmd` answers for the script's user (false is nil in RESP2).
+    let check = |cmd: &str| format!("EVAL \"return redis.acl_check_cmd({cmd})\" 0\r\n");
+    c.roundtrip(check("'incr','n'").as_bytes(), b"$-1\r\n")
+        .await;
+    c.roundtrip(check("'get','n'").as_bytes(), b":1\r\n").await;
+    let reply = c
+        .cmd(&[b"EVAL", b"return redis.acl_check_cmd('nosuch')", b"0"])
+        .await;
+    assert!(format!("{reply:?}").contains("Invalid command passed to redis.acl_check_cmd()"));
     admin.roundtrip(b"EXISTS n\r\n", b":0\r\n").await;
     s.stop().await;
 }
