@@ -84,6 +84,16 @@ impl SessionUser {
         Some(&self.user)
     }
 
+    /// Whether the user may run `cmd` with `args` (`redis.acl_check_cmd`; nothing logged).
+    pub(crate) fn allows(
+        &mut self,
+        cmd: meridian_redis::Cmd,
+        args: meridian_redis::Args<'_>,
+    ) -> bool {
+        let request = meridian_redis::acl::Request::new(cmd, args);
+        self.current().is_some_and(|u| u.check(&request).is_ok())
+    }
+
     /// The user's name.
     pub(crate) fn name(&self) -> &[u8] {
         self.user.name()

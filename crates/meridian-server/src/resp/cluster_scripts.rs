@@ -160,12 +160,7 @@ struct ClusterHost<'a> {
 impl Host for ClusterHost<'_> {
     fn acl_check(&mut self, args: Args<'_>) -> Option<bool> {
         let cmd = Cmd::lookup(args.get(0))?;
-        let request = meridian_redis::acl::Request::new(cmd, args);
-        Some(
-            self.user
-                .current()
-                .is_some_and(|u| u.check(&request).is_ok()),
-        )
+        Some(self.user.allows(cmd, args))
     }
 
     fn call(&mut self, args: Args<'_>, reply: &mut Reply) {
@@ -178,7 +173,6 @@ impl Host for ClusterHost<'_> {
 impl ClusterHost<'_> {
     fn run(&mut self, args: Args<'_>, reply: &mut Reply) -> Result<(), String> {
         let (cmd, writes) = admit_call(self.ctx, args, self.read_only, self.allow_oom)?;
-        let request = meridian_redis::acl::Request::new(cmd, args);
         let (ctx, info) = (self.ctx, self.info);
         let client = || {
             crate::resp::exec::client_line(ctx, info)
@@ -186,7 +180,7 @@ impl ClusterHost<'_> {
                 .to_string()
         };
         let context = crate::resp::acl::LogContext::Lua;
-        crate::resp::acl_command::check(&ctx.users, self.user, &request, context, client)
+        crate::resp::acl_command::check(&ctx.users, self.user, (cmd, args), context, client)
             .map_err(|refused| refused.message)?;
         match cmd {
             Cmd::Ping if args.len() == 1 => reply.simple(b"PONG"),

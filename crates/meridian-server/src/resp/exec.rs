@@ -484,13 +484,12 @@ impl scripting::ScriptCommands for ScriptRunner<'_> {
         args: Args<'_>,
     ) {
         let (ctx, lua) = (self.ctx, &mut *self.lua);
-        let request = meridian_redis::acl::Request::new(cmd, args);
         let info = &lua.info;
         let client = || client_line(ctx, info).trim_end().to_string();
         let checked = acl_command::check(
             &ctx.users,
             &mut lua.user,
-            &request,
+            (cmd, args),
             acl::LogContext::Lua,
             client,
         );
@@ -506,11 +505,7 @@ impl scripting::ScriptCommands for ScriptRunner<'_> {
     }
 
     fn allowed(&mut self, cmd: Cmd, args: Args<'_>) -> bool {
-        let request = meridian_redis::acl::Request::new(cmd, args);
-        self.lua
-            .user
-            .current()
-            .is_some_and(|u| u.check(&request).is_ok())
+        self.lua.user.allows(cmd, args)
     }
 }
 
@@ -845,10 +840,9 @@ pub(crate) fn acl_check(
     args: Args<'_>,
     context: acl::LogContext,
 ) -> Result<(), acl_command::Refused> {
-    let request = meridian_redis::acl::Request::new(cmd, args);
     let info = &session.info;
     let client = || client_line(ctx, info).trim_end().to_string();
-    acl_command::check(&ctx.users, &mut session.user, &request, context, client)
+    acl_command::check(&ctx.users, &mut session.user, (cmd, args), context, client)
 }
 
 /// The ACL check EXEC repeats on each queued command (the user may have changed since it
