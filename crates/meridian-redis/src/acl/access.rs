@@ -103,20 +103,21 @@ impl<'a> Request<'a> {
         (at < self.args.len()).then(|| self.args.get(at))
     }
 
-    /// Each key's position and the access it needs: `(position, read, write)`.
-    pub fn keys(&self) -> Vec<(usize, bool, bool)> {
+    /// Each key's position and the access it needs: `(position, read, write)`, computed as
+    /// it is iterated (no allocation on the request path).
+    pub fn keys(&self) -> impl Iterator<Item = (usize, bool, bool)> + '_ {
         use Cmd::*;
-        if matches!(self.cmd, Ssubscribe | Sunsubscribe | Spublish) {
-            // Shard channels sit where keys do (for their slot) but are channels.
-            return Vec::new();
-        }
-        let positions: Vec<usize> = self.cmd.spec().key_positions(&self.args).collect();
+        // Shard channels sit where keys do (for their slot) but are channels.
+        let channels_only = matches!(self.cmd, Ssubscribe | Sunsubscribe | Spublish);
         let (read, write) = spec_access(self.cmd.request_key_flags(self.args));
-        positions
-            .iter()
+        let cmd = self.cmd;
+        self.cmd
+            .spec()
+            .key_positions(&self.args)
+            .filter(move |_| !channels_only)
             .enumerate()
-            .map(|(i, &pos)| {
-                let (r, w) = match self.cmd {
+            .map(move |(i, pos)| {
+                let (r, w) = match cmd {
                     Sinterstore | Sunionstore | Sdiffstore | Zunionstore | Zinterstore
                     | Zdiffstore | Zrangestore | Geosearchstore | Bitop => (i > 0, i == 0),
                     Copy => (i == 0, i > 0),
@@ -126,18 +127,21 @@ impl<'a> Request<'a> {
                 };
                 (pos, r, w)
             })
-            .collect()
     }
 
     /// Each channel's position and whether it is a pattern.
-    pub fn channels(&self) -> Vec<(usize, bool)> {
-        let all = 1..self.args.len();
-        match self.cmd {
-            Cmd::Publish | Cmd::Spublish if self.args.len() > 1 => vec![(1, false)],
-            Cmd::Subscribe | Cmd::Ssubscribe => all.map(|i| (i, false)).collect(),
-            Cmd::Psubscribe => all.map(|i| (i, true)).collect(),
-            _ => Vec::new(),
-        }
+    pub fn channels(&self) -> impl Iterator<Item = (usize, bool)> + '_ {
+        let (from, pattern) = match self.cmd {
+            Cmd::Publish | Cmd::Spublish => (1, false),
+            Cmd::Subscribe | Cmd::Ssubscribe => (1, false),
+            Cmd::Psubscribe => (1, true),
+            _ => (self.args.len(), false),
+        };
+        let to = match self.cmd {
+            Cmd::Publish | Cmd::Spublish => self.args.len().min(2),
+            _ => self.args.len(),
+        };
+        (from..to.max(from)).map(move |i| (i, pattern))
     }
 }
 
@@ -159,22 +163,19 @@ impl User {
             return Ok(());
         }
         let mut worst = Denied::Command;
-        let mut keys = None;
         for s in self.selectors() {
             let refused = (|| {
                 if !s.allows_command(request.id, request.first_arg()) {
                     return Some(Denied::Command);
                 }
-                let keys = keys.get_or_insert_with(|| request.keys());
-                if let Some(&(pos, ..)) = keys
-                    .iter()
-                    .find(|&&(pos, r, w)| !s.allows_key(request.args.get(pos), r, w))
+                if let Some((pos, ..)) = request
+                    .keys()
+                    .find(|&(pos, r, w)| !s.allows_key(request.args.get(pos), r, w))
                 {
                     return Some(Denied::Key(pos));
                 }
                 request
                     .channels()
-                    .into_iter()
                     .find(|&(pos, pattern)| !s.allows_channel(request.args.get(pos), pattern))
                     .map(|(pos, _)| Denied::Channel(pos))
             })();
