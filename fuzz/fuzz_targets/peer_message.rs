@@ -2,8 +2,8 @@
 //! replication, cluster, transaction, blob and pub/sub message (`envelope::decode::<Msg>`,
 //! postcard), and the handshake frames (`Challenge`, `Hello`, `Welcome`).
 //!
-//! Properties: a body that decodes re-encodes to one that decodes to the same value (the
-//! payload length is carried through), and the handshake frames round-trip the same way.
+//! Properties: a body that decodes re-encodes to one that decodes and re-encodes to the same
+//! bytes (the payload length is carried through), and the handshake frames round-trip the same way.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -19,7 +19,10 @@ fn messages(data: &[u8]) {
     body[..4].copy_from_slice(&(payload as u32).to_be_bytes());
     let (back, back_payload): (Envelope<Msg>, usize) =
         envelope::decode(&body).expect("a re-encoded envelope decodes");
-    assert_eq!(back, env);
+    // Compared as encodings, not values: a message may carry a NaN (a score increment),
+    // which is not equal to itself.
+    let again = envelope::encode(&back, usize::MAX).expect("encodes");
+    assert_eq!(&again[4..], &body[4..], "re-encoding is not stable");
     assert_eq!(back_payload, payload);
     assert_eq!(envelope::encoded_len(&env), body.len());
 }
