@@ -13,7 +13,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use meridian_core::Clock;
-use meridian_fuzz::{ACCESS_KEY, FuzzRequest, SECRET, with_driver};
+use meridian_fuzz::{ACCESS_KEY, FuzzRequest, Headers, SECRET, with_driver};
 use meridian_s3::chunked::{ChunkSigning, encode_aws_chunked};
 use meridian_s3::sigv4::{self, STREAMING_PAYLOAD};
 use meridian_s3::{Credentials, RequestParts, SigningParams};
@@ -43,7 +43,7 @@ struct Input {
 }
 
 /// The signed headers and the body to send.
-fn sign(input: &Input, now: i64) -> Option<(Vec<(String, Vec<u8>)>, Vec<u8>)> {
+fn sign(input: &Input, now: i64) -> Option<(Headers, Vec<u8>)> {
     let body = &input.request.body;
     let (hash, chunks) = match &input.signing {
         Signing::None => return Some((Vec::new(), body.clone())),

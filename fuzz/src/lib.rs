@@ -29,6 +29,9 @@ pub fn pieces<'a>(data: &'a [u8], cuts: &[u16]) -> Vec<&'a [u8]> {
     out
 }
 
+/// Header names and values, as a fuzz input or a driver adds them.
+pub type Headers = Vec<(String, Vec<u8>)>;
+
 /// An HTTP method: mostly the ones the APIs route, sometimes anything.
 #[derive(Debug, Arbitrary)]
 pub enum FuzzMethod {
@@ -70,7 +73,7 @@ pub struct FuzzRequest {
     /// The raw query, without its `?`.
     pub query: Option<String>,
     /// Header names and values (invalid ones are left out, as hyper would refuse them).
-    pub headers: Vec<(String, Vec<u8>)>,
+    pub headers: Headers,
     /// The body.
     pub body: Vec<u8>,
 }
