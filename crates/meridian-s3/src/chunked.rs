@@ -349,20 +349,23 @@ impl ChunkedDecoder {
     }
 
     fn consume_data(&mut self, piece: &[u8]) -> Result<(), S3Error> {
-        self.decoded += piece.len() as u64;
-        if self.decoded > self.cfg.max_decoded_len {
+        // Counted only once accepted: a refused piece is not handed out, so `decoded_len`
+        // must not include it (it overcounted by the refused piece; found by fuzzing).
+        let decoded = self.decoded + piece.len() as u64;
+        if decoded > self.cfg.max_decoded_len {
             return Err(S3Error::new(
                 S3Code::EntityTooLarge,
                 "aws-chunked body: decoded body is too large",
             ));
         }
         if let Some(want) = self.cfg.decoded_content_length
-            && self.decoded > want
+            && decoded > want
         {
             return Err(bad(format!(
                 "body is longer than x-amz-decoded-content-length {want}"
             )));
         }
+        self.decoded = decoded;
         if self.cfg.signing.is_some() {
             self.chunk_hash.update(piece);
         }
@@ -926,5 +929,23 @@ mod tests {
         assert_eq!(d.decoded_len(), 66_560);
         assert_eq!(n, 66_560);
         d.finish().unwrap();
+    }
+
+    /// Fuzzing (s3_chunked): data beyond `x-amz-decoded-content-length` is refused and not
+    /// handed out, and `decoded_len` must not count it either.
+    #[test]
+    fn refused_data_is_not_counted() {
+        let cfg = ChunkedConfig {
+            decoded_content_length: Some(0),
+            ..ChunkedConfig::default()
+        };
+        let mut d = ChunkedDecoder::new(cfg);
+        let mut out = Vec::new();
+        assert!(
+            d.push(Bytes::from_static(b"7\r\nabcdefg\r\n0\r\n\r\n"), &mut out)
+                .is_err()
+        );
+        assert!(out.is_empty());
+        assert_eq!(d.decoded_len(), 0);
     }
 }

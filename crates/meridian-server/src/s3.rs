@@ -101,9 +101,16 @@ pub async fn serve(
         header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
     };
-    let state = Arc::new(S3State::new(node.clone()).map_err(std::io::Error::other)?);
-    let app = Router::new().fallback(handle).with_state(state);
+    let app = router(node.clone()).map_err(std::io::Error::other)?;
     serve_app(listener, app, node, Frontend::S3, limits, shutdown).await
+}
+
+/// The endpoint's request handling over `node`, without a listener: what [`serve`] runs,
+/// public for in-process drivers (the `s3_api` fuzz target), not an API.
+#[doc(hidden)]
+pub fn router(node: Arc<NodeState>) -> Result<Router, String> {
+    let state = Arc::new(S3State::new(node)?);
+    Ok(Router::new().fallback(handle).with_state(state))
 }
 
 /// The endpoint's state.

@@ -241,7 +241,16 @@ impl Frame {
             }
             Frame::Verbatim { text, .. } => blob(out, b'$', text),
             Frame::BlobError(e) if resp3 => blob(out, b'!', e),
-            Frame::BlobError(e) => line(out, b'-', e),
+            Frame::BlobError(e) => {
+                // RESP2 has no blob errors, only a line: CR and LF become spaces, as Redis
+                // does for error replies; raw, they ended the line early and the rest of the
+                // message read as further replies (found by fuzzing).
+                let flat: Vec<u8> = e
+                    .iter()
+                    .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c })
+                    .collect();
+                line(out, b'-', &flat)
+            }
         }
     }
 
@@ -1002,6 +1011,18 @@ mod tests {
         let mut buf = BytesMut::from(&b"$-1\r\n*-1\r\n"[..]);
         assert_eq!(Frame::parse(&mut buf), Ok(Some(Frame::Null)));
         assert_eq!(Frame::parse(&mut buf), Ok(Some(Frame::Null)));
+    }
+
+    /// Fuzzing (resp_frame): a RESP3 blob error with CR/LF, sent to a RESP2 peer, is still one
+    /// error line.
+    #[test]
+    fn blob_error_with_newlines_is_one_resp2_line() {
+        let f = Frame::BlobError(Bytes::from_static(b"\r2\r\nx"));
+        let mut buf = BytesMut::from(&f.to_bytes(false)[..]);
+        assert_eq!(&buf[..], b"- 2  x\r\n");
+        let back = Frame::parse(&mut buf).unwrap().unwrap();
+        assert_eq!(back, Frame::Error(Bytes::from_static(b" 2  x")));
+        assert!(buf.is_empty());
     }
 
     #[test]
