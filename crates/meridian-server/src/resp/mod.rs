@@ -67,6 +67,8 @@ mod scripting;
 pub mod request;
 pub mod server;
 mod sharded;
+mod stream;
+mod tls_config;
 mod tracking;
 
 pub use cluster_cmd::redis_node_id;
