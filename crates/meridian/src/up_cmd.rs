@@ -300,27 +300,28 @@ async fn serve_embedded(
             _ = shutdown.cancelled() => return Ok(()),
         };
         let mut out = std::io::stdout().lock();
+        // The TLS column only with --tls: scripts read the plain table by field count.
+        let tls_head = if tls.is_some() { " RESP-TLS" } else { "" };
         writeln!(
             out,
-            "{:<10} {:>3}  {:<22} {:<22} {:<22} {:<9}",
-            "NAME", "DC", "RESP", "HTTP", "S3", "TLS PORT"
+            "{:<10} {:>3}  {:<22} {:<22} {:<22}{tls_head}",
+            "NAME", "DC", "RESP", "HTTP", "S3"
         )?;
         for (m, state) in cluster.members.iter().zip(&cluster.states) {
             let addr =
                 |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
             let tls_port = match state.config.resp.tls_port {
                 0 => String::new(),
-                p => p.to_string(),
+                p => format!(" {p}"),
             };
             writeln!(
                 out,
-                "{:<10} {:>3}  {:<22} {:<22} {:<22} {:<9}",
+                "{:<10} {:>3}  {:<22} {:<22} {:<22}{tls_port}",
                 m.name,
                 m.dc.0,
                 addr(m.resp),
                 addr(m.http),
                 addr(state.config.s3.listen),
-                tls_port
             )?;
         }
         if let Some(t) = tls {

@@ -260,22 +260,29 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7} {:>9}",
-        "NAME", "DC", "RESP", "HTTP", "S3", "PID", "TLS PORT"
+        "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}{}",
+        "NAME",
+        "DC",
+        "RESP",
+        "HTTP",
+        "S3",
+        "PID",
+        // Only with --tls: scripts read the plain table by field count.
+        if tls.is_some() { "  RESP-TLS" } else { "" }
     )?;
     for (p, tls_port) in procs.iter().zip(&tls_ports) {
         let m = &p.member;
         let addr = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
         writeln!(
             out,
-            "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7} {:>9}",
+            "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}{}",
             m.name,
             (m.id - 1) / args.nodes_per_dc,
             addr(m.resp),
             addr(m.http),
             p.s3,
             p.child.id(),
-            tls_port.map(|p| p.to_string()).unwrap_or_default()
+            tls_port.map(|p| format!("  {p:>8}")).unwrap_or_default()
         )?;
     }
     if let (Some(t), Some(first)) = (&tls, procs.first()) {
