@@ -324,6 +324,29 @@ async fn the_http_api_serves_https_with_the_node_certificate() {
 }
 
 #[tokio::test]
+async fn the_s3_endpoint_serves_https_with_the_node_certificate() {
+    let certs = Certs::new();
+    let mut config = tls_config(&certs, "yes");
+    config.s3.listen = Some("127.0.0.1:0".parse().unwrap());
+    config.s3.keys = vec!["tlskey:tlssecret12345".into()];
+    config.s3.tls = true;
+    let (node, _) = start(config).await;
+    let s3 = node.s3_listener.unwrap();
+    let mut s = tls_connect(&certs.connector("ca", None), s3).await.unwrap();
+    // Unsigned: S3's own refusal, which proves the request crossed TLS to the endpoint.
+    let req = b"GET /bucket/key HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+    s.write_all(req).await.unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(PATIENCE, s.read_to_end(&mut got))
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    assert!(text.contains("<Error>"), "{text}");
+    node.stop().await;
+}
+
+#[tokio::test]
 async fn port_zero_serves_resp_over_tls_only() {
     let certs = Certs::new();
     let mut config = tls_config(&certs, "no");
