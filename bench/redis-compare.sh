@@ -17,6 +17,9 @@
 # DURABLE=always|everysec compares durable configurations instead: Meridian on the fjall
 # engine with that fsync policy against Redis with AOF (`appendfsync` the same), both writing
 # to fresh directories under bench/out.
+#
+# TLS=1 serves both over TLS only (`--port 0 --tls-port`, `--tls-auth-clients no`), with a CA
+# and certificate from `meridian tls gen`, and drives them with `redis-benchmark --tls`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -35,27 +38,40 @@ if [[ -n "$durable" ]]; then
   mflags=(--engine fjall --data-dir "$ddir/meridian" --fsync "$durable")
   rflags=(--save "" --appendonly yes --appendfsync "$durable" --dir "$ddir")
 fi
+ctls=()
+if [[ -n "${TLS:-}" ]]; then
+  tdir=$(mktemp -d "$PWD/$out/tls.XXXXXX")
+  "${CARGO_TARGET_DIR:-target}/release/meridian" tls gen --dir "$tdir" >/dev/null
+  tfiles=(--tls-cert-file "$tdir/node.crt" --tls-key-file "$tdir/node.key"
+          --tls-ca-cert-file "$tdir/ca.crt" --tls-auth-clients no)
+  ctls=(--tls --cacert "$tdir/ca.crt")
+fi
 csv="$out/redis-compare-$(date +%Y%m%d-%H%M%S).csv"
 # Ports below Linux's ephemeral range (32768+), where client sockets would collide.
 mport=$((20000 + RANDOM % 10000)); rport=$((mport + 1)); hport=$((mport + 2))
+rlisten=(--port "$rport")
+if [[ -n "${TLS:-}" ]]; then
+  mflags+=(--port 0 --tls-port "$mport" "${tfiles[@]}")
+  rlisten=(--port 0 --tls-port "$rport" "${tfiles[@]}")
+fi
 "${CARGO_TARGET_DIR:-target}/release/meridian" node --resp "127.0.0.1:$mport" --http "127.0.0.1:$hport" \
   "${mflags[@]}" ${MERIDIAN_FLAGS:-} \
   >"$out/meridian.log" 2>&1 &
 mpid=$!
-redis-server --port "$rport" --bind 127.0.0.1 "${rflags[@]}" --daemonize no \
+redis-server "${rlisten[@]}" --bind 127.0.0.1 "${rflags[@]}" --daemonize no \
   >"$out/redis.log" 2>&1 &
 rpid=$!
-trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true; [[ -n "${ddir:-}" ]] && rm -rf "$ddir"' EXIT
+trap 'kill $mpid $rpid 2>/dev/null || true; wait 2>/dev/null || true; [[ -n "${ddir:-}" ]] && rm -rf "$ddir"; [[ -n "${tdir:-}" ]] && rm -rf "$tdir"' EXIT
 for p in "$mport" "$rport"; do
-  for _ in $(seq 1 100); do redis-cli -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
-  redis-cli -p "$p" PING >/dev/null 2>&1 || { echo "server on port $p did not start; see $out/*.log" >&2; exit 1; }
+  for _ in $(seq 1 100); do redis-cli "${ctls[@]}" -p "$p" PING >/dev/null 2>&1 && break; sleep 0.1; done
+  redis-cli "${ctls[@]}" -p "$p" PING >/dev/null 2>&1 || { echo "server on port $p did not start; see $out/*.log" >&2; exit 1; }
 done
 
 echo "server,round,pipeline,test,rps,avg_ms,min_ms,p50_ms,p95_ms,p99_ms,max_ms" >"$csv"
 tests=${TESTS:-set,get}
 run() { # run SERVER PORT ROUND PIPELINE REQUESTS
-  redis-cli -p "$2" FLUSHALL >/dev/null
-  redis-benchmark -p "$2" -t "$tests" -n "$5" -c 50 -d "${DATA_SIZE:-500}" -r 100000 -P "$4" --csv 2>/dev/null \
+  redis-cli "${ctls[@]}" -p "$2" FLUSHALL >/dev/null
+  redis-benchmark "${ctls[@]}" -p "$2" -t "$tests" -n "$5" -c 50 -d "${DATA_SIZE:-500}" -r 100000 -P "$4" --csv 2>/dev/null \
     | tail -n +2 | tr -d '"' | sed "s/^/$1,$3,$4,/" >>"$csv"
 }
 for round in $(seq 1 "$rounds"); do
@@ -69,7 +85,7 @@ for round in $(seq 1 "$rounds"); do
     done
   done
 done
-redis-cli -p "$mport" INFO server | grep -E '^(redis|meridian)_version' >&2 || true
+redis-cli "${ctls[@]}" -p "$mport" INFO server | grep -E '^(redis|meridian)_version' >&2 || true
 echo "raw results: $csv" >&2
 python3 - "$csv" "${DATA_SIZE:-500}" <<'PY'
 import csv, statistics, sys

@@ -64,6 +64,17 @@ pub enum NetError {
     /// A configuration value is invalid.
     #[error("invalid network configuration: {0}")]
     Config(String),
+    /// TLS material could not be loaded or used: a certificate, key or CA file that is
+    /// missing or not PEM, a key that does not match its certificate, an unknown protocol or
+    /// cipher suite name. `what` names the setting (`tls-cert-file /path`), so the message
+    /// says what to fix.
+    #[error("TLS: {what}: {reason}")]
+    Tls {
+        /// The setting or file concerned.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// The local transport has been shut down (or the peer's endpoint went away while the
     /// message was being handled).
     #[error("transport closed")]

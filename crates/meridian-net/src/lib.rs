@@ -51,6 +51,8 @@
 //!
 //! Modules, lowest first: [`frame`] (length-delimited frames), [`auth`] (the cluster secret
 //! peer links prove), [`envelope`] (postcard message encoding and the TCP handshake), [`payload`] (bulk bytes beside a message), [`transport`] (the abstraction), [`mem`], [`tcp`], [`wan`].
+//! Beside them, [`tls`] (PEM files → rustls configurations, reloadable: what every TLS
+//! listener of the node uses) and [`tls_certs`] (a private CA and the certificates it issues).
 
 pub mod auth;
 pub mod envelope;
@@ -59,6 +61,8 @@ pub mod frame;
 pub mod mem;
 pub mod payload;
 pub mod tcp;
+pub mod tls;
+pub mod tls_certs;
 pub mod transport;
 pub mod wan;
 

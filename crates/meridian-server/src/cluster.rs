@@ -264,7 +264,15 @@ async fn bind_member(
     if nc.s3.listen.is_some() {
         nc.s3.listen = Some(SocketAddr::new(cfg.host, port(3000)));
     }
-    let l = Listeners::bind(&nc).await?;
+    // A node with a certificate serves RESP over TLS too, on BASE+4000+i.
+    let tls = nc.resp.tls_cert_file.is_some();
+    nc.resp.tls_port = 0;
+    let mut l = Listeners::bind(&nc).await?;
+    if tls {
+        let addr = SocketAddr::new(cfg.host, port(4000));
+        l.resp_tls = Some(node::bind_one("RESP TLS", addr, "--base-port").await?);
+        nc.resp.tls_port = l.tls_addr().map_or(0, |a| a.port());
+    }
     if let Some(s3) = &l.s3 {
         nc.s3.listen = s3.local_addr().ok();
     }

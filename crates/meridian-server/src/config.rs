@@ -139,6 +139,9 @@ pub struct S3Section {
     pub header_read_timeout_ms: u64,
     /// A connection whose read or write makes no progress this long is closed, ms.
     pub idle_timeout_ms: u64,
+    /// Serve HTTPS, with the node's certificate (`resp.tls-cert-file`), as `http.tls`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 impl Default for S3Section {
@@ -150,6 +153,7 @@ impl Default for S3Section {
             max_connections: 1024,
             header_read_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
+            tls: false,
         }
     }
 }
@@ -779,10 +783,85 @@ pub struct RespSection {
     pub aclfile: Option<std::path::PathBuf>,
     /// Redis's `acl-pubsub-default`: whether a new user may use every Pub/Sub channel
     /// (`"allchannels"`) or none until allowed (`"resetchannels"`, Redis 7's default).
+    #[serde(alias = "acl-pubsub-default")]
     pub acl_pubsub_default: PubsubDefault,
     /// Redis's `protected-mode` (on by default): while the `default` user has no password,
     /// clients connecting from beyond loopback are refused with Redis's `-DENIED` message.
+    #[serde(alias = "protected-mode")]
     pub protected_mode: bool,
+    /// Redis's `port`: when set, the plaintext listener's port (in place of `listen`'s);
+    /// `0` turns the plaintext listener off, so the node serves RESP over TLS only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Redis's `tls-port`: the RESP-over-TLS listener's port, on `listen`'s address; `0`
+    /// (the default): none.
+    #[serde(alias = "tls-port")]
+    pub tls_port: u16,
+    /// Redis's `tls-cert-file`: the certificate chain (PEM) the TLS listeners present (RESP,
+    /// and HTTP/S3 when `http.tls`/`s3.tls`). `CONFIG SET` rereads it.
+    #[serde(alias = "tls-cert-file", skip_serializing_if = "Option::is_none")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Redis's `tls-key-file`: that certificate's private key (PEM).
+    #[serde(alias = "tls-key-file", skip_serializing_if = "Option::is_none")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Redis's `tls-ca-cert-file`: the CA (PEM) client certificates must chain to.
+    #[serde(alias = "tls-ca-cert-file", skip_serializing_if = "Option::is_none")]
+    pub tls_ca_cert_file: Option<PathBuf>,
+    /// Redis's `tls-auth-clients`: `yes` (the default, as Redis: clients must present a
+    /// certificate signed by the CA), `no`, or `optional` (checked when given).
+    #[serde(alias = "tls-auth-clients")]
+    pub tls_auth_clients: String,
+    /// Redis's `tls-protocols`: `"TLSv1.2 TLSv1.3"` (the default when empty), or one of them.
+    #[serde(alias = "tls-protocols")]
+    pub tls_protocols: String,
+    /// Redis's `tls-ciphersuites`: colon-separated TLS 1.3 suite names; empty: all three.
+    #[serde(alias = "tls-ciphersuites")]
+    pub tls_ciphersuites: String,
+    /// The most a TLS client may take to finish its handshake, in milliseconds, before its
+    /// connection (and its `max_clients` slot) is dropped: a client that connects and sends
+    /// nothing holds a slot no longer than this.
+    #[serde(alias = "tls-handshake-timeout-ms")]
+    pub tls_handshake_timeout_ms: u64,
+}
+
+impl RespSection {
+    /// The plaintext RESP listener's address: none with `port = 0`.
+    pub fn plain_listen(&self) -> Option<SocketAddr> {
+        match self.port {
+            Some(0) => None,
+            Some(p) => Some(SocketAddr::new(self.listen.ip(), p)),
+            None => Some(self.listen),
+        }
+    }
+
+    /// The RESP-over-TLS listener's address: none without a `tls_port`.
+    pub fn tls_listen(&self) -> Option<SocketAddr> {
+        (self.tls_port != 0).then(|| SocketAddr::new(self.listen.ip(), self.tls_port))
+    }
+
+    /// The TLS settings, when a certificate is configured (whether or not a TLS listener
+    /// uses it); an error names the setting that is wrong.
+    pub fn tls_settings(&self) -> Result<Option<meridian_net::tls::TlsSettings>> {
+        let auth_clients = meridian_net::tls::ClientAuth::parse(&self.tls_auth_clients)
+            .map_err(|e| Error::Config(format!("resp.{e}")))?;
+        let (cert, key) = match (&self.tls_cert_file, &self.tls_key_file) {
+            (None, None) => return Ok(None),
+            (Some(c), Some(k)) => (c.clone(), k.clone()),
+            _ => {
+                return Err(Error::Config(
+                    "resp.tls-cert-file and resp.tls-key-file go together: set both".into(),
+                ));
+            }
+        };
+        Ok(Some(meridian_net::tls::TlsSettings {
+            cert_file: cert,
+            key_file: key,
+            ca_cert_file: self.tls_ca_cert_file.clone(),
+            auth_clients,
+            protocols: self.tls_protocols.clone(),
+            ciphersuites: self.tls_ciphersuites.clone(),
+        }))
+    }
 }
 
 /// `resp.acl_pubsub_default`.
@@ -811,6 +890,15 @@ impl Default for RespSection {
             aclfile: None,
             acl_pubsub_default: PubsubDefault::Resetchannels,
             protected_mode: true,
+            port: None,
+            tls_port: 0,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_ca_cert_file: None,
+            tls_auth_clients: "yes".into(),
+            tls_protocols: String::new(),
+            tls_ciphersuites: String::new(),
+            tls_handshake_timeout_ms: 10_000,
         }
     }
 }
@@ -833,6 +921,11 @@ pub struct HttpSection {
     /// A connection whose pending read or write makes no progress for this long, in
     /// milliseconds, is closed (a body sent a byte at a time, a client that stops reading).
     pub idle_timeout_ms: u64,
+    /// Serve HTTPS instead of HTTP, with the node's certificate (`resp.tls-cert-file` and
+    /// `resp.tls-key-file`; no client certificate is asked for). The TLS handshake counts
+    /// against `header_read_timeout_ms`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub tls: bool,
 }
 
 impl Default for HttpSection {
@@ -843,6 +936,7 @@ impl Default for HttpSection {
             max_connections: 1024,
             header_read_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
+            tls: false,
         }
     }
 }
@@ -921,6 +1015,27 @@ impl NodeConfig {
             .map_err(|e| Error::Config(format!("{}: {}", path.display(), e.detail())))
     }
 
+    /// The TLS settings: a listener that serves TLS needs the certificate, and the plaintext
+    /// RESP listener may be off only when a TLS one is on.
+    fn validate_tls(&self) -> Result<()> {
+        let bad = |msg: &str| Err(Error::Config(msg.into()));
+        let settings = self.resp.tls_settings()?;
+        let wants_tls = self.resp.tls_port != 0 || self.http.tls || self.s3.tls;
+        if wants_tls && settings.is_none() {
+            return bad(
+                "TLS is on (resp.tls-port, http.tls or s3.tls) but resp.tls-cert-file and \
+                 resp.tls-key-file are not set",
+            );
+        }
+        if self.resp.plain_listen().is_none() && self.resp.tls_listen().is_none() {
+            return bad("resp.port = 0 turns the plaintext listener off: set resp.tls-port too");
+        }
+        if self.resp.tls_handshake_timeout_ms == 0 {
+            return bad("resp.tls-handshake-timeout-ms must be at least 1 (default 10000)");
+        }
+        Ok(())
+    }
+
     /// Checks the settings hang together; the message says which one is wrong and why.
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::Config(msg));
@@ -949,6 +1064,7 @@ impl NodeConfig {
         if let Err(e) = crate::resp::acl::Users::new(&acl, self.resp.requirepass.as_deref()) {
             return bad(format!("resp.users / resp.aclfile: {e}"));
         }
+        self.validate_tls()?;
         if self.http.listen == self.resp.listen && self.resp.listen.port() != 0 {
             return bad(format!(
                 "resp.listen and http.listen are both {}: give them different ports",
@@ -1467,6 +1583,15 @@ impl std::fmt::Debug for RespSection {
             .field("aclfile", &self.aclfile)
             .field("acl_pubsub_default", &self.acl_pubsub_default)
             .field("protected_mode", &self.protected_mode)
+            .field("port", &self.port)
+            .field("tls_port", &self.tls_port)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
+            .field("tls_ca_cert_file", &self.tls_ca_cert_file)
+            .field("tls_auth_clients", &self.tls_auth_clients)
+            .field("tls_protocols", &self.tls_protocols)
+            .field("tls_ciphersuites", &self.tls_ciphersuites)
+            .field("tls_handshake_timeout_ms", &self.tls_handshake_timeout_ms)
             .finish()
     }
 }
@@ -1486,6 +1611,7 @@ impl std::fmt::Debug for S3Section {
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout_ms", &self.header_read_timeout_ms)
             .field("idle_timeout_ms", &self.idle_timeout_ms)
+            .field("tls", &self.tls)
             .finish()
     }
 }

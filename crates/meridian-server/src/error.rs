@@ -14,6 +14,9 @@ pub enum Error {
     /// The storage engine failed.
     #[error(transparent)]
     Storage(#[from] meridian_storage::StorageError),
+    /// TLS material could not be loaded (the message names the setting and file).
+    #[error(transparent)]
+    Tls(#[from] meridian_net::NetError),
     /// A listener could not be bound or served.
     #[error("network error on {what}: {source}")]
     Io {

@@ -230,6 +230,7 @@ pub async fn serve(
         over_capacity: OVER_CAPACITY,
         header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
+        tls: cfg.tls,
     };
     serve_app(
         listener,

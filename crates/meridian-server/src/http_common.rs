@@ -132,6 +132,10 @@ pub(crate) struct ConnLimits {
     pub(crate) over_capacity: &'static [u8],
     pub(crate) header_timeout: Duration,
     pub(crate) idle: Duration,
+    /// Serve HTTPS with the node's certificate (`http.tls`, `s3.tls`): the handshake must
+    /// finish within `header_timeout`, and a connection over capacity is closed unanswered
+    /// (a plaintext 503 would mean nothing to a TLS client).
+    pub(crate) tls: bool,
 }
 
 /// Serves `app` on `listener` under `limits`, counting connections as `frontend`'s, until
@@ -173,13 +177,15 @@ pub(crate) async fn serve_app(
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             conns.rejected.fetch_add(1, Ordering::Relaxed);
             // Never waits: a new socket's send buffer has room. Dropping closes it.
-            let _ = stream.try_write(limits.over_capacity);
+            if !limits.tls {
+                let _ = stream.try_write(limits.over_capacity);
+            }
             continue;
         };
         let _ = stream.set_nodelay(true);
         conns.accepted.fetch_add(1, Ordering::Relaxed);
         conns.open.fetch_add(1, Ordering::Relaxed);
-        let io = TokioIo::new(CountedStream {
+        let counted = CountedStream {
             inner: stream,
             node: node.clone(),
             frontend,
@@ -187,7 +193,7 @@ pub(crate) async fn serve_app(
             last_progress: tokio::time::Instant::now(),
             timer: Box::pin(tokio::time::sleep(idle)),
             _slot: slot,
-        });
+        };
         let conn_auth = ConnAuth {
             local,
             peer,
@@ -203,22 +209,27 @@ pub(crate) async fn serve_app(
             });
         let shutdown = shutdown.clone();
         let done = done_tx.clone();
+        let acceptor = match (&node.tls, limits.tls) {
+            (Some(t), true) => Some(t.https_acceptor()),
+            _ => None,
+        };
         tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            let conn = builder.serve_connection(io, service);
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.as_mut().await
+            match acceptor {
+                None => serve_conn(counted, service, header_timeout, &shutdown).await,
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(header_timeout, acceptor.accept(counted));
+                    let stream = tokio::select! {
+                        r = handshake => r,
+                        _ = shutdown.cancelled() => return drop(done),
+                    };
+                    match stream {
+                        Ok(Ok(s)) => serve_conn(s, service, header_timeout, &shutdown).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(client = %peer, error = %e, "HTTPS handshake failed")
+                        }
+                        Err(_) => tracing::debug!(client = %peer, "HTTPS handshake timed out"),
+                    }
                 }
-            };
-            if let Err(e) = result {
-                tracing::debug!(error = %e, "HTTP connection ended with an error");
             }
             drop(done);
         });
@@ -227,6 +238,35 @@ pub(crate) async fn serve_app(
     drop(done_tx);
     let _ = done_rx.recv().await;
     Ok(())
+}
+
+/// Serves HTTP/1.1 on one connection (plain or TLS) until it ends; at shutdown, finishes the
+/// request in progress and closes.
+async fn serve_conn<I, S>(io: I, service: S, header_timeout: Duration, shutdown: &CancellationToken)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming> + Send,
+    S::Future: Send + 'static,
+    S::ResBody: Send + 'static,
+    <S::ResBody as hyper::body::Body>::Data: Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    let result = tokio::select! {
+        r = conn.as_mut() => r,
+        _ = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.as_mut().await
+        }
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, "HTTP connection ended with an error");
+    }
 }
 
 /// The key named by the URI: everything after `/kv/`, percent-decoded to raw bytes.

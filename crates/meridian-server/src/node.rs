@@ -21,8 +21,10 @@ pub use crate::state::{NodeState, open_chunk_store, open_engine};
 /// The sockets a node serves on.
 #[derive(Debug)]
 pub struct Listeners {
-    /// The Redis-protocol listener.
-    pub resp: TcpListener,
+    /// The Redis-protocol listener (plaintext); none with `resp.port = 0`.
+    pub resp: Option<TcpListener>,
+    /// The RESP-over-TLS listener (`resp.tls-port`), served with the node's certificate.
+    pub resp_tls: Option<TcpListener>,
     /// The HTTP listener.
     pub http: TcpListener,
     /// The S3 listener, when `s3.listen` is set.
@@ -33,7 +35,14 @@ impl Listeners {
     /// Binds both addresses of `config`, with errors that say what to do.
     pub async fn bind(config: &NodeConfig) -> Result<Self> {
         Ok(Self {
-            resp: bind_one("RESP", config.resp.listen, "--resp").await?,
+            resp: match config.resp.plain_listen() {
+                Some(a) => Some(bind_one("RESP", a, "--resp").await?),
+                None => None,
+            },
+            resp_tls: match config.resp.tls_listen() {
+                Some(a) => Some(bind_one("RESP TLS", a, "--tls-port").await?),
+                None => None,
+            },
             http: bind_one("HTTP", config.http.listen, "--http").await?,
             s3: match config.s3.listen {
                 Some(a) => Some(bind_one("S3", a, "--s3").await?),
@@ -42,9 +51,24 @@ impl Listeners {
         })
     }
 
-    /// The bound (RESP, HTTP) addresses; useful after binding port 0.
+    /// The bound (RESP, HTTP) addresses; useful after binding port 0. The RESP one is the
+    /// plaintext listener's, or the TLS one's when the plaintext listener is off.
     pub fn addrs(&self) -> std::io::Result<(SocketAddr, SocketAddr)> {
-        Ok((self.resp.local_addr()?, self.http.local_addr()?))
+        let resp = match (&self.resp, &self.resp_tls) {
+            (Some(l), _) | (None, Some(l)) => l.local_addr()?,
+            (None, None) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no RESP listener (resp.port = 0 and no resp.tls-port)",
+                ));
+            }
+        };
+        Ok((resp, self.http.local_addr()?))
+    }
+
+    /// The RESP-over-TLS listener's address, when there is one.
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.resp_tls.as_ref().and_then(|l| l.local_addr().ok())
     }
 }
 
@@ -104,8 +128,13 @@ pub async fn run(
     if let Some(e) = &executor {
         resp_ctx = resp_ctx.with_executor(e.clone());
     }
-    let resp = tokio::spawn(crate::resp::serve(
+    if let Some(tls) = &node.tls {
+        let handshake = Duration::from_millis(node.config.resp.tls_handshake_timeout_ms);
+        resp_ctx = resp_ctx.with_tls(tls.clone(), handshake);
+    }
+    let resp = tokio::spawn(crate::resp::server::serve_all(
         listeners.resp,
+        listeners.resp_tls,
         resp_ctx,
         shutdown.clone(),
     ));

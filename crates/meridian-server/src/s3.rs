@@ -100,6 +100,7 @@ pub async fn serve(
         over_capacity: OVER_CAPACITY,
         header_timeout: Duration::from_millis(cfg.header_read_timeout_ms),
         idle: Duration::from_millis(cfg.idle_timeout_ms),
+        tls: cfg.tls,
     };
     let app = router(node.clone()).map_err(std::io::Error::other)?;
     serve_app(listener, app, node, Frontend::S3, limits, shutdown).await

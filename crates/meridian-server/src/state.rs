@@ -67,6 +67,9 @@ pub struct NodeState {
     pub cluster: Option<Arc<ClusterBackend>>,
     /// Large objects (the S3 endpoint's service), over the keyspace or the cluster.
     pub objects: Arc<crate::objects::Objects>,
+    /// The node's TLS certificate and settings (`resp.tls-*`), when one is configured: what
+    /// the TLS listeners accept with, and what `CONFIG SET tls-cert-file` reloads.
+    pub tls: Option<Arc<meridian_net::tls::TlsServer>>,
     started: Instant,
 }
 
@@ -91,6 +94,7 @@ impl NodeState {
         clock: Arc<dyn Clock>,
     ) -> Result<Arc<Self>> {
         config.validate()?;
+        let tls = load_tls(&config)?;
         let keyspace = Arc::new(Keyspace::with_config(
             engine.clone(),
             clock.clone(),
@@ -120,6 +124,7 @@ impl NodeState {
             clock,
             cluster: None,
             objects,
+            tls,
             started: Instant::now(),
         }))
     }
@@ -134,6 +139,7 @@ impl NodeState {
         cluster: Arc<ClusterBackend>,
     ) -> Result<Arc<Self>> {
         config.validate()?;
+        let tls = load_tls(&config)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let keyspace = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), clock.clone()));
         let objects = Arc::new(crate::objects::Objects::new(
@@ -150,6 +156,7 @@ impl NodeState {
             clock,
             cluster: Some(cluster),
             objects,
+            tls,
             started: Instant::now(),
         }))
     }
@@ -220,6 +227,15 @@ impl NodeState {
                 "requests": self.metrics.total_calls(Frontend::Http),
             },
         })
+    }
+}
+
+/// Loads the node's certificate (`resp.tls-*`), when one is configured: a missing or bad
+/// file fails start-up, naming it.
+fn load_tls(config: &NodeConfig) -> Result<Option<Arc<meridian_net::tls::TlsServer>>> {
+    match config.resp.tls_settings()? {
+        None => Ok(None),
+        Some(s) => Ok(Some(Arc::new(meridian_net::tls::TlsServer::new(s)?))),
     }
 }
 

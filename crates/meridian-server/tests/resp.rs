@@ -2572,10 +2572,13 @@ mod cluster_keys;
 
 #[path = "resp/cluster_maxmemory.rs"]
 mod cluster_maxmemory;
+
 #[path = "resp/context_attacks.rs"]
 mod context_attacks;
 #[path = "resp/frontend_auth.rs"]
 mod frontend_auth;
+#[path = "resp/tls.rs"]
+mod tls;
 
 #[path = "resp/collections.rs"]
 mod collections;

@@ -12,6 +12,7 @@ mod signals;
 mod sim_cmd;
 mod up_cmd;
 mod up_processes;
+mod up_tls;
 
 use clap::{Parser, Subcommand};
 
@@ -52,6 +53,19 @@ enum Command {
     /// Run a design file's factorial experiment (resumable) and write its report:
     /// percentiles, allocation of variation, confidence intervals and box plots.
     Experiment(Box<experiment_cmd::ExperimentArgs>),
+    /// Certificates for development and tests: `meridian tls gen` makes a CA, a node
+    /// certificate and a client certificate.
+    Tls {
+        #[command(subcommand)]
+        command: TlsCommand,
+    },
+}
+
+/// `meridian tls` subcommands.
+#[derive(Subcommand, Debug)]
+enum TlsCommand {
+    /// Write a new CA, a node certificate and a client certificate (PEM) into a directory.
+    Gen(up_tls::TlsGenArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -81,6 +95,12 @@ fn main() -> anyhow::Result<()> {
         Command::Experiment(args) => {
             signals.exit_on_first();
             experiment_cmd::run(*args)
+        }
+        Command::Tls {
+            command: TlsCommand::Gen(args),
+        } => {
+            signals.exit_on_first();
+            up_tls::gen_cmd(args)
         }
     }
 }

@@ -21,6 +21,8 @@ EXAMPLES:
     meridian node --config node.toml --resp 0.0.0.0:6380
     meridian node --s3 127.0.0.1:9000 --s3-key mykey:mysecret123   an S3 endpoint too
     meridian node --config cluster-node.toml --service-model fixed:30 --read-workers 1
+    meridian node --port 0 --tls-port 6380 --tls-cert-file node.crt --tls-key-file node.key \
+        --tls-ca-cert-file ca.crt                   RESP over TLS only
 
 Settings come from --config (TOML: sections [resp], [http], [storage], and [cluster] with
 [[cluster.members]], [buckets.NAME], [balance] and [txn.planner] for a node of a multi-process
@@ -110,6 +112,39 @@ pub struct NodeArgs {
     /// Worker threads serving requests [default: one per core].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Redis's `port`: the plaintext RESP listener's port (on --resp's address); 0 turns it
+    /// off, to serve RESP over TLS only.
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    /// Redis's `tls-port`: serve RESP over TLS on this port (--resp's address) [default: 0,
+    /// none]; needs --tls-cert-file and --tls-key-file.
+    #[arg(long, value_name = "PORT")]
+    tls_port: Option<u16>,
+    /// The certificate (PEM) the TLS listeners present.
+    #[arg(long, value_name = "FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_key_file: Option<PathBuf>,
+    /// The CA (PEM) client certificates must chain to.
+    #[arg(long, value_name = "FILE")]
+    tls_ca_cert_file: Option<PathBuf>,
+    /// Whether TLS clients must present a certificate signed by the CA: yes, no or optional
+    /// [default: yes, as Redis].
+    #[arg(long, value_name = "yes|no|optional")]
+    tls_auth_clients: Option<String>,
+    /// TLS versions served, e.g. "TLSv1.2 TLSv1.3" [default: both].
+    #[arg(long, value_name = "LIST")]
+    tls_protocols: Option<String>,
+    /// TLS 1.3 cipher suites, colon-separated (TLS_AES_128_GCM_SHA256:...) [default: all].
+    #[arg(long, value_name = "LIST")]
+    tls_ciphersuites: Option<String>,
+    /// Serve the HTTP API over HTTPS, with --tls-cert-file's certificate.
+    #[arg(long)]
+    http_tls: bool,
+    /// Serve the S3 endpoint over HTTPS, with --tls-cert-file's certificate.
+    #[arg(long)]
+    s3_tls: bool,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -128,11 +163,43 @@ pub(crate) enum LogFormat {
 }
 
 impl NodeArgs {
+    /// The `--port`, `--tls-*`, `--http-tls` and `--s3-tls` flags, over the file's settings.
+    fn tls_flags(&self, c: &mut NodeConfig) {
+        let r = &mut c.resp;
+        if self.port.is_some() {
+            r.port = self.port;
+        }
+        if let Some(v) = self.tls_port {
+            r.tls_port = v;
+        }
+        if let Some(v) = &self.tls_cert_file {
+            r.tls_cert_file = Some(v.clone());
+        }
+        if let Some(v) = &self.tls_key_file {
+            r.tls_key_file = Some(v.clone());
+        }
+        if let Some(v) = &self.tls_ca_cert_file {
+            r.tls_ca_cert_file = Some(v.clone());
+        }
+        if let Some(v) = &self.tls_auth_clients {
+            r.tls_auth_clients = v.clone();
+        }
+        if let Some(v) = &self.tls_protocols {
+            r.tls_protocols = v.clone();
+        }
+        if let Some(v) = &self.tls_ciphersuites {
+            r.tls_ciphersuites = v.clone();
+        }
+        c.http.tls |= self.http_tls;
+        c.s3.tls |= self.s3_tls;
+    }
+
     fn into_config(self) -> anyhow::Result<NodeConfig> {
         let mut c = match &self.config {
             Some(path) => NodeConfig::from_file(path)?,
             None => NodeConfig::default(),
         };
+        self.tls_flags(&mut c);
         if let Some(v) = self.resp {
             c.resp.listen = v;
         }

@@ -27,10 +27,12 @@ EXAMPLES:
     meridian up --txn-planner --txn-plan-interval 5s   move transactional keys used together
     meridian up --default-bucket eventual          bare keys get siblings and CRDTs
     meridian up --misrouted serve                  any node serves any key (no -MOVED)
+    meridian up --tls --tls-dir ./up-tls           RESP over TLS too (BASE+4000+i)
     redis-cli -c -p 7000 SET k v && redis-cli -c -p 7003 GET k
     curl -X PUT localhost:8000/wan -d '{\"cut_both\":[[{\"dc\":0},{\"dc\":1}]]}'
 
-Node i (0-based, DC by DC) serves RESP on BASE+i, HTTP on BASE+1000+i and S3 on BASE+3000+i.
+Node i (0-based, DC by DC) serves RESP on BASE+i, HTTP on BASE+1000+i, S3 on BASE+3000+i
+and, with --tls, RESP over TLS on BASE+4000+i.
 With --processes, node i listens on 127.0.0.(i+2) and each process emulates the WAN on its
 outgoing links. S3 requests are signed with --s3-key, or with the key printed at start.")]
 pub struct UpArgs {
@@ -118,6 +120,15 @@ pub struct UpArgs {
     /// it arrives, for clients that send every key to one node.
     #[arg(long, default_value = "moved", value_name = "MODE")]
     pub(crate) misrouted: Misrouted,
+    /// Serve RESP over TLS too, on BASE+4000+i: a CA, node certificates and a client
+    /// certificate are made for the run (into --config-dir with --processes, else a
+    /// temporary directory; both printed), and clients must present the client certificate.
+    #[arg(long)]
+    pub(crate) tls: bool,
+    /// With --tls: where to write the run's CA, certificates and keys (kept on exit)
+    /// [default: --config-dir with --processes, else a temporary directory removed on exit].
+    #[arg(long, value_name = "DIR", requires = "tls")]
+    pub(crate) tls_dir: Option<std::path::PathBuf>,
 }
 
 /// The `default` bucket `meridian up` gives its cluster (`--default-bucket`).
@@ -228,6 +239,18 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
     node.s3 = s3;
     // Any address: the embedded cluster gives each node its own port.
     node.s3.listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0)));
+    // In one process the nodes share one certificate (for localhost and 127.0.0.1).
+    let temporary_tls = args.tls_dir.is_none();
+    let tls_dir = args.tls_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("meridian-up-tls-{}", std::process::id()))
+    });
+    let run_tls = if args.tls && !args.processes {
+        let t = crate::up_tls::RunTls::create(&tls_dir)?;
+        t.configure_node("node", [127, 0, 0, 1].into(), &mut node.resp)?;
+        Some(t)
+    } else {
+        None
+    };
     node.validate()?;
     let cfg = EmbeddedConfig {
         node,
@@ -256,27 +279,58 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
         if args.processes {
             return crate::up_processes::run(&args, shutdown).await;
         }
+        let result = serve_embedded(cfg, &args, run_tls.as_ref(), shutdown).await;
+        if run_tls.is_some() && temporary_tls {
+            let _ = std::fs::remove_dir_all(&tls_dir);
+        }
+        result
+    })
+}
+
+/// Starts the embedded cluster, prints its members, and runs it until `shutdown`.
+async fn serve_embedded(
+    cfg: EmbeddedConfig,
+    args: &UpArgs,
+    tls: Option<&crate::up_tls::RunTls>,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    {
         let cluster = tokio::select! {
             c = start_embedded(cfg, Duration::from_secs(60)) => c?,
             _ = shutdown.cancelled() => return Ok(()),
         };
         let mut out = std::io::stdout().lock();
+        // The TLS column only with --tls: scripts read the plain table by field count.
+        let tls_head = if tls.is_some() { " RESP-TLS" } else { "" };
         writeln!(
             out,
-            "{:<10} {:>3}  {:<22} {:<22} {:<22}",
+            "{:<10} {:>3}  {:<22} {:<22} {:<22}{tls_head}",
             "NAME", "DC", "RESP", "HTTP", "S3"
         )?;
         for (m, state) in cluster.members.iter().zip(&cluster.states) {
             let addr =
                 |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
+            let tls_port = match state.config.resp.tls_port {
+                0 => String::new(),
+                p => format!(" {p}"),
+            };
             writeln!(
                 out,
-                "{:<10} {:>3}  {:<22} {:<22} {:<22}",
+                "{:<10} {:>3}  {:<22} {:<22} {:<22}{tls_port}",
                 m.name,
                 m.dc.0,
                 addr(m.resp),
                 addr(m.http),
-                addr(state.config.s3.listen)
+                addr(state.config.s3.listen),
+            )?;
+        }
+        if let Some(t) = tls {
+            writeln!(
+                out,
+                "TLS files in {}; connect with: redis-cli {} -p {}",
+                t.dir.display(),
+                t.redis_cli_flags(),
+                cluster.states[0].config.resp.tls_port
             )?;
         }
         writeln!(
@@ -293,5 +347,5 @@ pub fn run(mut args: UpArgs, signals: ShutdownSignals) -> anyhow::Result<()> {
         cluster.shutdown().await;
         tracing::info!("cluster stopped");
         Ok(())
-    })
+    }
 }

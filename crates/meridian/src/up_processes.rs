@@ -41,15 +41,15 @@ struct Proc {
     exited: bool,
 }
 
-/// The addresses of every node: (RESP, HTTP, peer, S3).
-fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 4]>> {
+/// The addresses of every node: (RESP, HTTP, peer, S3, RESP over TLS).
+fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 5]>> {
     if total > 253 {
         bail!("--processes supports at most 253 nodes (addresses 127.0.0.2 to 127.0.0.254)");
     }
-    if base != 0 && u32::from(base) + 3000 + total > 65_535 {
+    if base != 0 && u32::from(base) + 4000 + total > 65_535 {
         bail!(
             "--base-port {base} leaves no room for {total} nodes (peer ports are base+2000+i, \
-             S3 base+3000+i)"
+             S3 base+3000+i, RESP over TLS base+4000+i)"
         );
     }
     let mut held = Vec::new();
@@ -67,7 +67,7 @@ fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 4]>> {
             held.push(l);
             Ok(a)
         };
-        out.push([addr(0)?, addr(1000)?, addr(2000)?, addr(3000)?]);
+        out.push([addr(0)?, addr(1000)?, addr(2000)?, addr(3000)?, addr(4000)?]);
     }
     Ok(out)
 }
@@ -76,6 +76,7 @@ fn addresses(total: u32, base: u16) -> anyhow::Result<Vec<[SocketAddr; 4]>> {
 fn write_configs(
     args: &UpArgs,
     dir: &Path,
+    tls: Option<&crate::up_tls::RunTls>,
 ) -> anyhow::Result<Vec<(ClusterMember, SocketAddr, PathBuf)>> {
     anyhow::ensure!(
         args.dcs >= 1 && args.nodes_per_dc >= 1,
@@ -88,7 +89,7 @@ fn write_configs(
     let members: Vec<ClusterMember> = (0..total)
         .map(|i| {
             let (dc, index) = (i / args.nodes_per_dc, i % args.nodes_per_dc);
-            let [resp, http, peer, _] = addrs[i as usize];
+            let [resp, http, peer, _, _] = addrs[i as usize];
             ClusterMember {
                 id: i + 1,
                 name: member_name(dc, index),
@@ -124,6 +125,10 @@ fn write_configs(
         c.resp.misrouted = args.misrouted;
         c.resp.listen = m.resp.expect("set above");
         c.http.listen = m.http.expect("set above");
+        if let Some(t) = tls {
+            t.configure_node(&m.name, a[4].ip(), &mut c.resp)?;
+            c.resp.tls_port = a[4].port();
+        }
         c.cluster = Some(ClusterSection {
             id: m.id,
             name: Some(m.name.clone()),
@@ -148,6 +153,17 @@ fn write_configs(
         out.push((m.clone(), a[3], path));
     }
     Ok(out)
+}
+
+/// Each node's TLS port, read back from the config written for it (none without --tls).
+fn tls_ports(configs: &[(ClusterMember, SocketAddr, PathBuf)]) -> Vec<Option<u16>> {
+    configs
+        .iter()
+        .map(|(_, _, path)| {
+            let c = NodeConfig::from_file(path).ok()?;
+            (c.resp.tls_port != 0).then_some(c.resp.tls_port)
+        })
+        .collect()
 }
 
 /// Writes a file only its owner can read (it holds the cluster secret and the password).
@@ -199,7 +215,14 @@ pub async fn run(args: &UpArgs, shutdown: CancellationToken) -> anyhow::Result<(
 }
 
 async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let configs = write_configs(args, dir)?;
+    let tls = match args.tls {
+        true => Some(crate::up_tls::RunTls::create(
+            args.tls_dir.as_deref().unwrap_or(dir),
+        )?),
+        false => None,
+    };
+    let configs = write_configs(args, dir, tls.as_ref())?;
+    let tls_ports = tls_ports(&configs);
     let exe = std::env::current_exe().context("finding the meridian executable")?;
     let mut procs = Vec::new();
     for (member, s3, config) in configs {
@@ -237,21 +260,43 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
     let mut out = std::io::stdout().lock();
     writeln!(
         out,
-        "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}",
-        "NAME", "DC", "RESP", "HTTP", "S3", "PID"
+        "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}{}",
+        "NAME",
+        "DC",
+        "RESP",
+        "HTTP",
+        "S3",
+        "PID",
+        // Only with --tls: scripts read the plain table by field count.
+        if tls.is_some() { "  RESP-TLS" } else { "" }
     )?;
-    for p in &procs {
+    for (p, tls_port) in procs.iter().zip(&tls_ports) {
         let m = &p.member;
         let addr = |a: Option<SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
         writeln!(
             out,
-            "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}",
+            "{:<10} {:>3}  {:<22} {:<22} {:<22} {:>7}{}",
             m.name,
             (m.id - 1) / args.nodes_per_dc,
             addr(m.resp),
             addr(m.http),
             p.s3,
-            p.child.id()
+            p.child.id(),
+            tls_port.map(|p| format!("  {p:>8}")).unwrap_or_default()
+        )?;
+    }
+    if let (Some(t), Some(first)) = (&tls, procs.first()) {
+        let host = first
+            .member
+            .resp
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        writeln!(
+            out,
+            "TLS files in {}; connect with: redis-cli {} -h {host} -p {}",
+            t.dir.display(),
+            t.redis_cli_flags(),
+            tls_ports[0].unwrap_or_default()
         )?;
     }
     out.flush()?;

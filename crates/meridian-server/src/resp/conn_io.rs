@@ -7,6 +7,7 @@
 
 use crate::keyspace::blocking::{BlockedWait, ServedReplies, timeout_reply};
 use crate::resp::context::RespContext;
+use crate::resp::stream::ClientStream;
 use bytes::BytesMut;
 use meridian_redis::Reply;
 use std::sync::Arc;
@@ -14,7 +15,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 /// Output written early when a batch's replies grow past this.
@@ -25,7 +25,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Where a cluster-mode batch writes its replies early (past `FLUSH_AT`).
 pub(super) struct Io<'a> {
     pub(super) ctx: &'a Arc<RespContext>,
-    pub(super) stream: &'a mut TcpStream,
+    pub(super) stream: &'a mut ClientStream,
     pub(super) shutdown: &'a CancellationToken,
 }
 
@@ -33,11 +33,15 @@ pub(super) struct Io<'a> {
 /// shutdown starts, an unfinished write gets [`SHUTDOWN_GRACE`] more, then fails.
 pub(super) async fn write(
     ctx: &RespContext,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     reply: &mut Reply,
     shutdown: &CancellationToken,
 ) -> std::io::Result<()> {
-    let fut = stream.write_all(&reply.out);
+    // The flush is free on plain TCP; over TLS it sends what rustls still buffers.
+    let fut = async {
+        stream.write_all(&reply.out).await?;
+        stream.flush().await
+    };
     tokio::pin!(fut);
     tokio::select! {
         biased;
@@ -56,9 +60,10 @@ pub(super) async fn write(
 /// Hands the clients this connection's commands unblocked their replies, after writing as
 /// much of this connection's own replies as its socket takes now: Redis's order (the writer's
 /// reply goes out first), yet a writer that stops reading never holds the served clients up.
+/// (Over TLS the writer's reply follows with its next write: see `ClientStream::try_write`.)
 pub(super) fn answer_served(
     ctx: &RespContext,
-    stream: &TcpStream,
+    stream: &ClientStream,
     reply: &mut Reply,
     served: &mut ServedReplies,
 ) {

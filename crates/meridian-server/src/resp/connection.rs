@@ -48,6 +48,7 @@ use crate::resp::context::{ClientInfo, RespContext};
 use crate::resp::exec::{self, Flow, Session};
 use crate::resp::pubsub;
 use crate::resp::request::RequestParser;
+use crate::resp::stream::ClientStream;
 use bytes::{Buf, BytesMut};
 use futures_util::stream::{FuturesOrdered, StreamExt};
 use meridian_redis::{Args, Cmd, Reply};
@@ -59,7 +60,6 @@ use std::sync::atomic::Ordering;
 use std::task::Poll;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 /// Initial (and steady-state) size of each buffer, like Redis's `PROTO_IOBUF_LEN`.
@@ -87,7 +87,7 @@ const SPARE_REPLIES: usize = IO_BUF;
 /// Serves one client until it goes away or `shutdown` is cancelled.
 pub(crate) async fn run(
     ctx: &Arc<RespContext>,
-    mut stream: TcpStream,
+    mut stream: ClientStream,
     info: Arc<ClientInfo>,
     shutdown: CancellationToken,
 ) {
@@ -334,7 +334,7 @@ pub(crate) async fn run(
 /// hold the connection (and the messages queued for it) forever.
 async fn write_out(
     ctx: &RespContext,
-    stream: &mut TcpStream,
+    stream: &mut ClientStream,
     reply: &mut Reply,
     shutdown: &CancellationToken,
     subscriptions: &pubsub::Subscribed,

@@ -90,6 +90,10 @@ pub struct RespContext {
     /// The port and address [`serve`](super::serve) listens on (INFO, CONFIG GET `bind`).
     pub(super) port: AtomicU16,
     pub(super) listen: Mutex<Option<SocketAddr>>,
+    /// The TLS listener's port (INFO, CONFIG GET `tls-port`); 0: none.
+    pub(super) tls_port: AtomicU16,
+    /// The node's certificate and settings, set once by [`RespContext::with_tls`].
+    tls: std::sync::OnceLock<RespTls>,
     next_client_id: AtomicU64,
     clients: Mutex<BTreeMap<u64, Arc<ClientInfo>>>,
     /// `instantaneous_ops_per_sec`, kept by the server's sampler.
@@ -113,6 +117,15 @@ pub struct RespContext {
     /// Redis's `protected-mode` (CONFIG SET): with no password for the `default` user,
     /// clients beyond loopback are refused.
     pub(crate) protected_mode: std::sync::atomic::AtomicBool,
+}
+
+/// The node's TLS certificate as the RESP front end uses it.
+#[derive(Debug)]
+pub(crate) struct RespTls {
+    /// The certificate and settings (reloadable).
+    pub(crate) server: Arc<meridian_net::tls::TlsServer>,
+    /// The most a client's handshake may take (`resp.tls-handshake-timeout-ms`).
+    pub(crate) handshake_timeout: std::time::Duration,
 }
 
 /// Redis's refusal of a write while `min-replicas-to-write` is not met.
@@ -191,6 +204,8 @@ impl RespContext {
             run_id,
             port: AtomicU16::new(0),
             listen: Mutex::new(None),
+            tls_port: AtomicU16::new(0),
+            tls: std::sync::OnceLock::new(),
             next_client_id: AtomicU64::new(1),
             clients: Mutex::new(BTreeMap::new()),
             ops_per_sec: AtomicU64::new(0),
@@ -224,6 +239,26 @@ impl RespContext {
         self
     }
 
+    /// Attaches the node's TLS certificate (what the TLS listener accepts with, and what
+    /// `CONFIG SET tls-cert-file` reloads) and the bound on a client's handshake. Call it
+    /// before serving; a second call changes nothing.
+    pub fn with_tls(
+        self: Arc<Self>,
+        server: Arc<meridian_net::tls::TlsServer>,
+        handshake_timeout: std::time::Duration,
+    ) -> Arc<Self> {
+        let _ = self.tls.set(RespTls {
+            server,
+            handshake_timeout,
+        });
+        self
+    }
+
+    /// The TLS attachment, when set.
+    pub(crate) fn tls(&self) -> Option<&RespTls> {
+        self.tls.get()
+    }
+
     /// The worker-shard executor, when attached.
     pub(crate) fn executor(&self) -> Option<&Arc<crate::repart::Executor<bytes::Bytes>>> {
         self.executor.get()
@@ -253,6 +288,11 @@ impl RespContext {
 
     pub(crate) fn port(&self) -> u16 {
         self.port.load(Ordering::Relaxed)
+    }
+
+    /// The TLS listener's port; 0 when there is none.
+    pub(crate) fn tls_port(&self) -> u16 {
+        self.tls_port.load(Ordering::Relaxed)
     }
 
     /// The address the listener is bound to (`None` before [`serve`] runs).

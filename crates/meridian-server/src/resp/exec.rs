@@ -2030,6 +2030,7 @@ fn config_params(ctx: &RespContext) -> Vec<(&'static str, String)> {
     ]
     .into_iter()
     .chain(ctx.encodings.params())
+    .chain(super::tls_config::params(ctx))
     .collect::<Vec<_>>();
     // CONFIG GET lists them by name.
     params.sort_unstable_by_key(|(name, _)| *name);
@@ -2122,10 +2123,16 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
     let mut tracking_max_keys = None;
     let mut acllog_max_len = None;
     let mut protected = None;
+    let mut tls = None;
     let mut i = 2;
     while i + 1 < args.len() {
         let (name, value) = (args.get(i), args.get(i + 1));
         i += 2;
+        if super::tls_config::handles(name) {
+            super::tls_config::stage(ctx, &mut tls, name, value)
+                .map_err(|why| failed(name, &why))?;
+            continue;
+        }
         if encoding_config::handles(name) {
             let checked = ctx
                 .encodings
@@ -2197,8 +2204,8 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
                 "ERR CONFIG SET is not supported by Meridian for '{}': only maxmemory, \
                  maxmemory-policy, client-output-buffer-limit, notify-keyspace-events, \
                  busy-reply-threshold, min-replicas-to-write, tracking-table-max-keys, \
-                 acllog-max-len, protected-mode and \
-                 Redis's encoding settings \
+                 acllog-max-len, protected-mode, the tls-* files and Redis's encoding \
+                 settings \
                  change at runtime; set the others in the node's configuration file and \
                  restart it",
                 lossy(name)
@@ -2224,6 +2231,16 @@ fn config_set(ctx: &RespContext, args: Args<'_>) -> CmdResult {
             })?;
             policy = Some(p);
         }
+    }
+    // Rereading the certificate files is the one change that can still fail: first, so a
+    // bad file leaves every setting as it was.
+    if let Some(settings) = tls {
+        super::tls_config::apply(ctx, settings).map_err(|why| {
+            failed(
+                b"tls-cert-file",
+                &format!("Unable to update TLS configuration: {why}"),
+            )
+        })?;
     }
     for checked in encodings {
         ctx.encodings.apply(checked);

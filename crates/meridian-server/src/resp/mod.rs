@@ -69,6 +69,8 @@ mod scripting;
 pub mod request;
 pub mod server;
 mod sharded;
+mod stream;
+mod tls_config;
 mod tracking;
 
 pub use acl::AclConfig;
