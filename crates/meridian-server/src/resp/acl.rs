@@ -145,6 +145,10 @@ pub(crate) struct Users {
     pub(super) aclfile: Option<PathBuf>,
     /// `acl-pubsub-default allchannels`: new users may use every channel.
     pub(super) all_channels_default: bool,
+    /// The `default` user as configured (`requirepass` its password): what an ACL file
+    /// without a `user default` line leaves it as, so `ACL LOAD` never opens a node that
+    /// `requirepass` protects.
+    pub(super) configured_default: User,
 }
 
 /// How users are configured at start (`Debug` shows how many user lines, never their
@@ -178,19 +182,20 @@ impl Users {
                         (resp.aclfile) is not supported: use one of them"
                 .into());
         }
-        let users = Users {
-            users: RwLock::new(BTreeMap::new()),
-            log: Mutex::new(VecDeque::new()),
-            log_max_len: AtomicUsize::new(DEFAULT_LOG_MAX_LEN),
-            aclfile: config.aclfile.clone(),
-            all_channels_default: config.all_channels_default,
-        };
         let mut default = User::default_user();
         if let Some(pass) = requirepass {
             default = default
                 .with_rules([b"resetpass" as &[u8], format!(">{pass}").as_bytes()])
                 .map_err(|e| format!("requirepass: {e}"))?;
         }
+        let users = Users {
+            users: RwLock::new(BTreeMap::new()),
+            log: Mutex::new(VecDeque::new()),
+            log_max_len: AtomicUsize::new(DEFAULT_LOG_MAX_LEN),
+            aclfile: config.aclfile.clone(),
+            all_channels_default: config.all_channels_default,
+            configured_default: default.clone(),
+        };
         let mut map = BTreeMap::new();
         map.insert(b"default".to_vec(), Slot::new(default));
         let parsed = match &config.aclfile {
@@ -209,6 +214,7 @@ impl Users {
     pub(crate) fn locked() -> Users {
         let off = User::new(b"default", false);
         Users {
+            configured_default: off.clone(),
             users: RwLock::new(BTreeMap::from([(b"default".to_vec(), Slot::new(off))])),
             log: Mutex::new(VecDeque::new()),
             log_max_len: AtomicUsize::new(DEFAULT_LOG_MAX_LEN),

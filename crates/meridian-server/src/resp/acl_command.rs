@@ -437,8 +437,9 @@ fn dryrun(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     Ok(())
 }
 
-/// `ACL LOAD`: replaces every user but keeps `default` if the file has none; closes the
-/// connections of users the file no longer has.
+/// `ACL LOAD`: replaces every user; a file without `user default` leaves the `default` user
+/// as configured (Redis would make it `nopass`, opening a node `requirepass` protects).
+/// Closes the connections of users the file no longer has.
 fn load(ctx: &RespContext, path: &PathBuf) -> CmdResult {
     let parsed = ctx.users.read_file(path).map_err(|e| {
         raw(format!(
@@ -452,7 +453,7 @@ fn load(ctx: &RespContext, path: &PathBuf) -> CmdResult {
         for (name, slot) in users.iter() {
             match parsed.get(name) {
                 Some(user) => slot.replace(user.clone()),
-                None if name == b"default" => slot.replace(User::default_user()),
+                None if name == b"default" => slot.replace(ctx.users.configured_default.clone()),
                 None => {
                     slot.deleted.store(true, Ordering::Release);
                     dropped.push(name.clone());

@@ -391,3 +391,32 @@ async fn client_kill_closes_the_connections_it_names() {
     admin.expect_eof().await;
     s.stop().await;
 }
+
+/// An ACL file without a `user default` line leaves the `default` user as configured: its
+/// `requirepass` still protects the node after `ACL LOAD` (Redis would make it `nopass`).
+#[tokio::test]
+async fn acl_load_keeps_the_configured_default_user() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(&path, "user ops on >o ~* &* +@all\n").unwrap();
+    let s = Server::start(RespConfig {
+        requirepass: Some("rootpass".into()),
+        acl: AclConfig {
+            aclfile: Some(path.clone()),
+            ..AclConfig::default()
+        },
+        ..RespConfig::default()
+    })
+    .await;
+    let mut c = s.connect().await;
+    c.roundtrip(b"AUTH ops o\r\nACL LOAD\r\n", b"+OK\r\n+OK\r\n")
+        .await;
+    let mut fresh = s.connect().await;
+    fresh
+        .roundtrip(b"GET k\r\n", b"-NOAUTH Authentication required.\r\n")
+        .await;
+    fresh
+        .roundtrip(b"AUTH rootpass\r\nPING\r\n", b"+OK\r\n+PONG\r\n")
+        .await;
+    s.stop().await;
+}
