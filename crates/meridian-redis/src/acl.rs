@@ -18,11 +18,13 @@
 
 pub mod access;
 mod redis_commands;
+pub mod rule_error;
 pub mod selector;
 pub mod universe;
 pub mod user;
 
 pub use access::{Denied, Request};
+pub use rule_error::RuleError;
 pub use selector::Selector;
 pub use universe::{CATEGORIES, CmdId};
-pub use user::{RuleError, User, hash_password};
+pub use user::{User, hash_password};

@@ -1060,10 +1060,6 @@ impl NodeConfig {
         if self.resp.requirepass.as_deref() == Some("") {
             return bad("resp.requirepass is empty: remove it to disable AUTH".into());
         }
-        let acl = crate::resp::RespConfig::from(&self.resp).acl;
-        if let Err(e) = crate::resp::acl::Users::new(&acl, self.resp.requirepass.as_deref()) {
-            return bad(format!("resp.users / resp.aclfile: {e}"));
-        }
         self.validate_tls()?;
         if self.http.listen == self.resp.listen && self.resp.listen.port() != 0 {
             return bad(format!(

@@ -7,8 +7,8 @@
 //! that rebuild exactly the same command bitmap (checked, as Redis checks it), starting
 //! with `+@all` when the selector may run commands added later, else `-@all`.
 
+use super::rule_error::RuleError;
 use super::universe::{CmdId, Universe, WORDS};
-use super::user::RuleError;
 use crate::value::glob_match;
 use std::collections::BTreeMap;
 
@@ -337,7 +337,7 @@ impl Selector {
         fake.apply(rules[0].as_bytes()).expect("a valid rule");
         // `temp` holds what is left to explain once each chosen category is applied.
         let mut temp = self.clone();
-        let mut applied = vec![false; super::CATEGORIES.len()];
+        let mut applied = vec![false; super::universe::CATEGORIES.len()];
         loop {
             let mut best: Option<(usize, usize, usize)> = None;
             for (j, _) in applied.iter().enumerate().filter(|(_, done)| !**done) {
@@ -352,7 +352,7 @@ impl Selector {
                 }
             }
             let Some((j, _, _)) = best else { break };
-            let name = super::CATEGORIES[j];
+            let name = super::universe::CATEGORIES[j];
             let (op, inverse) = if additive { ('+', '-') } else { ('-', '+') };
             let rule = format!("{op}@{name}");
             fake.apply(rule.as_bytes()).expect("a valid rule");
@@ -421,7 +421,7 @@ mod tests {
 
     #[test]
     fn one_category_describes_as_itself() {
-        for cat in super::super::CATEGORIES {
+        for cat in super::super::universe::CATEGORIES {
             let s = selector(&format!("+@all -@{cat}"));
             assert_eq!(s.describe_commands(), format!("+@all -@{cat}"));
             let s = selector(&format!("-@all +@{cat}"));
@@ -502,7 +502,7 @@ mod tests {
         use proptest::prelude::*;
 
         fn rule() -> impl Strategy<Value = String> {
-            let cats = super::super::super::CATEGORIES;
+            let cats = super::super::super::universe::CATEGORIES;
             prop_oneof![
                 (any::<bool>(), 0..cats.len()).prop_map(move |(on, c)| format!(
                     "{}@{}",

@@ -365,15 +365,10 @@ pub(crate) const PROTECTED_MODE_DENIED: &str = "-DENIED Redis is running in prot
     authentication password for the default user. NOTE: You only need to do one of the above \
     things in order for the server to start accepting connections from the outside.\r\n";
 
-/// Whether protected mode refuses a client from `addr`: it is on, the `default` user takes
-/// any password, and the client is not on loopback (Redis's rule).
-pub(crate) fn protected_mode_refuses(
-    ctx: &super::context::RespContext,
-    addr: std::net::SocketAddr,
-) -> bool {
-    ctx.protected_mode.load(Ordering::Relaxed)
-        && ctx.users.default_is_nopass()
-        && !addr.ip().to_canonical().is_loopback()
+/// Whether protected mode (`on`) refuses a client from `addr`: the `default` user takes any
+/// password and the client is not on loopback (Redis's rule).
+pub(crate) fn protected_mode_refuses(on: bool, users: &Users, addr: std::net::SocketAddr) -> bool {
+    on && users.default_is_nopass() && !addr.ip().to_canonical().is_loopback()
 }
 
 /// A client's user name as CLIENT LIST shows it.
@@ -384,42 +379,20 @@ pub(crate) fn default_user_name() -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keyspace::Keyspace;
-    use crate::metrics::Metrics;
-    use crate::resp::{RespConfig, RespContext};
-    use meridian_core::SystemClock;
-    use meridian_storage::MemEngine;
-
-    fn ctx(config: RespConfig) -> Arc<RespContext> {
-        let ks = Arc::new(Keyspace::new(
-            Arc::new(MemEngine::new()),
-            Arc::new(SystemClock::new()),
-        ));
-        RespContext::new(ks, Arc::new(Metrics::new()), config)
-    }
-
     #[test]
     fn protected_mode_refuses_only_remote_clients_of_a_passwordless_node() {
         let remote: std::net::SocketAddr = "192.0.2.7:5000".parse().unwrap();
         let mapped: std::net::SocketAddr = "[::ffff:192.0.2.7]:5000".parse().unwrap();
         let local: std::net::SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let local6: std::net::SocketAddr = "[::1]:5000".parse().unwrap();
-        let open = ctx(RespConfig {
-            protected_mode: true,
-            ..RespConfig::default()
-        });
-        assert!(protected_mode_refuses(&open, remote));
-        assert!(protected_mode_refuses(&open, mapped));
-        assert!(!protected_mode_refuses(&open, local));
-        assert!(!protected_mode_refuses(&open, local6));
-        open.protected_mode.store(false, Ordering::Relaxed);
-        assert!(!protected_mode_refuses(&open, remote));
-        let with_password = ctx(RespConfig {
-            protected_mode: true,
-            requirepass: Some("p".into()),
-            ..RespConfig::default()
-        });
-        assert!(!protected_mode_refuses(&with_password, remote));
+        let open = Users::new(&AclConfig::default(), None).unwrap();
+        assert!(protected_mode_refuses(true, &open, remote));
+        assert!(protected_mode_refuses(true, &open, mapped));
+        assert!(!protected_mode_refuses(true, &open, local));
+        assert!(!protected_mode_refuses(true, &open, local6));
+        assert!(!protected_mode_refuses(false, &open, remote));
+        let with_password = Users::new(&AclConfig::default(), Some("p")).unwrap();
+        assert!(!protected_mode_refuses(true, &with_password, remote));
     }
 
     #[test]

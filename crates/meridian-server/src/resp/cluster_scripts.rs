@@ -45,7 +45,11 @@ pub(crate) async fn call(
     cmd: Cmd,
     args: Args<'_>,
 ) -> CmdResult {
-    let ScriptCaller { mut user, info } = caller;
+    let ScriptCaller {
+        mut user,
+        info,
+        describe,
+    } = caller;
     // One script at a time on a node, as on a single node: a connection waits its turn
     // (never blocking a worker on the interpreters' lock), `-BUSY` past the threshold.
     let Ok(_turn) = ctx.scripts.turn(true).await else {
@@ -72,6 +76,7 @@ pub(crate) async fn call(
             ctx,
             user: &mut user,
             info: &info,
+            describe,
             view,
             declared: &declared,
             read_only: call.read_only(),
@@ -139,10 +144,12 @@ async fn read_only(
     Ok(Some(out.out))
 }
 
-/// Who runs a script: its commands are checked against the caller's ACL user.
+/// Who runs a script: its commands are checked against the caller's ACL user, and a refusal
+/// is logged with `describe`'s CLIENT LIST line of the caller.
 pub(crate) struct ScriptCaller {
     pub(crate) user: crate::resp::acl::SessionUser,
     pub(crate) info: std::sync::Arc<crate::resp::context::ClientInfo>,
+    pub(crate) describe: fn(&RespContext, &crate::resp::context::ClientInfo) -> String,
 }
 
 /// The commands of one script run on a cluster node, over the view of its declared keys.
@@ -150,6 +157,7 @@ struct ClusterHost<'a> {
     ctx: &'a RespContext,
     user: &'a mut crate::resp::acl::SessionUser,
     info: &'a crate::resp::context::ClientInfo,
+    describe: fn(&RespContext, &crate::resp::context::ClientInfo) -> String,
     view: &'a mut TxnView,
     declared: &'a [Bytes],
     read_only: bool,
@@ -174,11 +182,8 @@ impl ClusterHost<'_> {
     fn run(&mut self, args: Args<'_>, reply: &mut Reply) -> Result<(), String> {
         let (cmd, writes) = admit_call(self.ctx, args, self.read_only, self.allow_oom)?;
         let (ctx, info) = (self.ctx, self.info);
-        let client = || {
-            crate::resp::exec::client_line(ctx, info)
-                .trim_end()
-                .to_string()
-        };
+        let describe = self.describe;
+        let client = || describe(ctx, info).trim_end().to_string();
         let context = crate::resp::acl::LogContext::Lua;
         crate::resp::acl_command::check(&ctx.users, self.user, (cmd, args), context, client)
             .map_err(|refused| refused.message)?;

@@ -97,7 +97,10 @@ pub(crate) async fn run(
     let mut reply = Reply::new(IO_BUF);
     // ACL changes close a connection through this token (`ClientInfo::kill`).
     let _ = info.kill_token.set(shutdown.clone());
-    if crate::resp::acl::protected_mode_refuses(ctx, info.addr) {
+    let protected = ctx
+        .protected_mode
+        .load(std::sync::atomic::Ordering::Relaxed);
+    if crate::resp::acl::protected_mode_refuses(protected, &ctx.users, info.addr) {
         ctx.metrics
             .connections(crate::metrics::Frontend::Resp)
             .rejected

@@ -673,6 +673,7 @@ pub(crate) async fn execute_cluster<'c>(
         let caller = crate::resp::cluster_scripts::ScriptCaller {
             user: session.user.clone(),
             info: session.info.clone(),
+            describe: client_line,
         };
         let result =
             crate::resp::cluster_scripts::call(ctx, cluster, txn_session, caller, reply, cmd, args)
