@@ -133,6 +133,9 @@ pub(super) struct LogEntry {
 /// Similar refusals within this long are counted in one entry, as Redis groups them.
 const LOG_GROUPING_MS: u128 = 60_000;
 
+/// The most bytes of a refused key or channel an `ACL LOG` entry keeps.
+pub(crate) const MAX_LOGGED_OBJECT: usize = 64 * 1024;
+
 /// Redis's default `acllog-max-len`.
 pub(crate) const DEFAULT_LOG_MAX_LEN: usize = 128;
 
@@ -321,6 +324,10 @@ impl Users {
         client_info: String,
     ) {
         let now = Instant::now();
+        // A refused key may be up to `proto-max-bulk-len`: the log keeps its first bytes only,
+        // so a client cannot pin `acllog-max-len` huge keys in memory.
+        let mut object = object;
+        object.truncate(MAX_LOGGED_OBJECT);
         let mut log = self.log.lock();
         let similar = log.iter().take(10).position(|e| {
             e.reason == reason
@@ -446,5 +453,9 @@ mod tests {
             users.log("key", LogContext::Multi, vec![i], b"u", String::new());
         }
         assert_eq!(users.log.lock().len(), 2);
+        // Attack: a huge refused key is kept to a bounded prefix.
+        let huge = vec![b'k'; 8 * MAX_LOGGED_OBJECT];
+        users.log("key", LogContext::Toplevel, huge, b"u", String::new());
+        assert_eq!(users.log.lock()[0].object.len(), MAX_LOGGED_OBJECT);
     }
 }
