@@ -822,6 +822,11 @@ pub struct RespSection {
     /// nothing holds a slot no longer than this.
     #[serde(alias = "tls-handshake-timeout-ms")]
     pub tls_handshake_timeout_ms: u64,
+    /// Redis's `tls-cluster`: encrypt the links between cluster nodes too, with this node's
+    /// certificate (`tls-cert-file`), both ends authenticated against `tls-ca-cert-file` (the
+    /// cluster CA). Every member must agree: a TLS node and a plaintext one cannot talk.
+    #[serde(alias = "tls-cluster")]
+    pub tls_cluster: bool,
 }
 
 impl RespSection {
@@ -899,6 +904,7 @@ impl Default for RespSection {
             tls_protocols: String::new(),
             tls_ciphersuites: String::new(),
             tls_handshake_timeout_ms: 10_000,
+            tls_cluster: false,
         }
     }
 }
@@ -1020,11 +1026,18 @@ impl NodeConfig {
     fn validate_tls(&self) -> Result<()> {
         let bad = |msg: &str| Err(Error::Config(msg.into()));
         let settings = self.resp.tls_settings()?;
-        let wants_tls = self.resp.tls_port != 0 || self.http.tls || self.s3.tls;
+        let wants_tls =
+            self.resp.tls_port != 0 || self.http.tls || self.s3.tls || self.resp.tls_cluster;
         if wants_tls && settings.is_none() {
             return bad(
-                "TLS is on (resp.tls-port, http.tls or s3.tls) but resp.tls-cert-file and \
-                 resp.tls-key-file are not set",
+                "TLS is on (resp.tls-port, resp.tls-cluster, http.tls or s3.tls) but \
+                 resp.tls-cert-file and resp.tls-key-file are not set",
+            );
+        }
+        if self.resp.tls_cluster && self.resp.tls_ca_cert_file.is_none() {
+            return bad(
+                "resp.tls-cluster needs resp.tls-ca-cert-file: the cluster CA every peer's \
+                 certificate must chain to",
             );
         }
         if self.resp.plain_listen().is_none() && self.resp.tls_listen().is_none() {
@@ -1588,6 +1601,7 @@ impl std::fmt::Debug for RespSection {
             .field("tls_protocols", &self.tls_protocols)
             .field("tls_ciphersuites", &self.tls_ciphersuites)
             .field("tls_handshake_timeout_ms", &self.tls_handshake_timeout_ms)
+            .field("tls_cluster", &self.tls_cluster)
             .finish()
     }
 }

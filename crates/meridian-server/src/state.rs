@@ -133,13 +133,14 @@ impl NodeState {
     /// its objects in `engine`, which `/status` and `/metrics` report). The keyspace is an
     /// empty in-memory one only the commands that touch no key (TIME) use; the node runs no
     /// expiry sweep or GC pass of its own.
-    pub fn open_cluster(
+    /// `tls` is the node's certificate, loaded by [`load_tls`] (its peer links may share it).
+    pub(crate) fn open_cluster(
         config: NodeConfig,
         engine: Arc<dyn Engine>,
         cluster: Arc<ClusterBackend>,
+        tls: Option<Arc<meridian_net::tls::TlsServer>>,
     ) -> Result<Arc<Self>> {
         config.validate()?;
-        let tls = load_tls(&config)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let keyspace = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), clock.clone()));
         let objects = Arc::new(crate::objects::Objects::new(
@@ -230,13 +231,18 @@ impl NodeState {
     }
 }
 
-/// Loads the node's certificate (`resp.tls-*`), when one is configured: a missing or bad
-/// file fails start-up, naming it.
-fn load_tls(config: &NodeConfig) -> Result<Option<Arc<meridian_net::tls::TlsServer>>> {
-    match config.resp.tls_settings()? {
-        None => Ok(None),
-        Some(s) => Ok(Some(Arc::new(meridian_net::tls::TlsServer::new(s)?))),
-    }
+/// Loads the node's certificate (`resp.tls-*`), when one is configured, with peer-link TLS
+/// when `resp.tls-cluster` is on: a missing or bad file fails start-up, naming it.
+pub(crate) fn load_tls(config: &NodeConfig) -> Result<Option<Arc<meridian_net::tls::TlsServer>>> {
+    use meridian_net::tls::TlsServer;
+    let Some(s) = config.resp.tls_settings()? else {
+        return Ok(None);
+    };
+    let server = match config.resp.tls_cluster {
+        true => TlsServer::with_peers(s)?,
+        false => TlsServer::new(s)?,
+    };
+    Ok(Some(Arc::new(server)))
 }
 
 /// Opens where the node keeps large objects' chunks: in memory with the `mem` engine, as

@@ -139,6 +139,10 @@ pub struct NodeArgs {
     /// TLS 1.3 cipher suites, colon-separated (TLS_AES_128_GCM_SHA256:...) [default: all].
     #[arg(long, value_name = "LIST")]
     tls_ciphersuites: Option<String>,
+    /// Encrypt the links between cluster nodes too (Redis's tls-cluster): both ends present
+    /// --tls-cert-file's certificate and must chain to --tls-ca-cert-file.
+    #[arg(long, value_name = "yes|no", value_parser = parse_yes_no)]
+    tls_cluster: Option<bool>,
     /// Serve the HTTP API over HTTPS, with --tls-cert-file's certificate.
     #[arg(long)]
     http_tls: bool,
@@ -189,6 +193,9 @@ impl NodeArgs {
         }
         if let Some(v) = &self.tls_ciphersuites {
             r.tls_ciphersuites = v.clone();
+        }
+        if let Some(v) = self.tls_cluster {
+            r.tls_cluster = v;
         }
         c.http.tls |= self.http_tls;
         c.s3.tls |= self.s3_tls;

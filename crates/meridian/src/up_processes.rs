@@ -128,6 +128,8 @@ fn write_configs(
         if let Some(t) = tls {
             t.configure_node(&m.name, a[4].ip(), &mut c.resp)?;
             c.resp.tls_port = a[4].port();
+            // The processes' peer links cross the network: encrypt them too.
+            c.resp.tls_cluster = true;
         }
         c.cluster = Some(ClusterSection {
             id: m.id,

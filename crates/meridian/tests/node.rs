@@ -608,9 +608,9 @@ impl Up {
                 s3_key = Some((f[0].to_owned(), f[2].to_owned()));
                 continue;
             }
-            // NAME DC RESP HTTP S3 [PID]
+            // NAME DC RESP HTTP S3 [PID [RESP-TLS]]
             let f: Vec<&str> = line.split_whitespace().collect();
-            if (5..=6).contains(&f.len()) && f[0] != "NAME" {
+            if (5..=7).contains(&f.len()) && f[0] != "NAME" && f[0] != "TLS" {
                 members.push(Member {
                     name: f[0].to_owned(),
                     dc: f[1].parse().unwrap(),
@@ -1080,6 +1080,45 @@ fn up_processes_runs_one_node_per_process_over_tcp() {
     for p in pids {
         assert!(!alive(p), "node process {p} outlived meridian up");
     }
+}
+
+#[test]
+fn up_processes_tls_encrypts_the_peer_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start(&[
+        "--default-bucket",
+        "eventual",
+        "--processes",
+        "--tls",
+        "--n",
+        "2",
+        "--dcs",
+        "2",
+        "--nodes-per-dc",
+        "1",
+        "--config-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let config = dir.path().join(format!("{}.toml", up.members[0].name));
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("tls_cluster = true"), "{text}");
+    // Replication crosses the (TLS) peer links.
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+    set_here_get_there_and_resolve_siblings(&mut a, &mut b);
+    up.wait_all_up(1);
+    let reply: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-cluster")
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(reply, ["tls-cluster", "yes"]);
+    // A plaintext peer hears no challenge: the node waits for a TLS ClientHello, then hangs
+    // up at its handshake deadline.
+    let peer: SocketAddr = config_value(&text, "peer").parse().unwrap();
+    let mut s = TcpStream::connect(peer).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    assert!(read_peer_frame(&mut s).is_none(), "no plaintext handshake");
+    up.terminate();
 }
 
 /// The value of `key = "..."` in a node config written by `up --processes`.
