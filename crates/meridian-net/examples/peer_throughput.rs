@@ -25,7 +25,9 @@ const STREAMS: usize = 4;
 #[tokio::main]
 async fn main() {
     let mut args = std::env::args().skip(1);
-    let mib: usize = args.next().map_or(1024, |a| a.parse().expect("MiB per round"));
+    let mib: usize = args
+        .next()
+        .map_or(1024, |a| a.parse().expect("MiB per round"));
     let rounds: usize = args.next().map_or(5, |a| a.parse().expect("rounds"));
     let dir = std::env::temp_dir().join(format!("meridian-peer-throughput-{}", std::process::id()));
     let tls = peer_tls(&dir);
@@ -100,7 +102,12 @@ async fn round(mib: usize, tls: Option<Arc<TlsServer>>, file: Option<FileSlice>)
 
 async fn send(a: &Transport<Msg>, stream: u32, p: Payload) {
     let (got, _) = a
-        .request_with(NodeId(2), 0, Some(p.on_stream(stream)), Duration::from_secs(60))
+        .request_with(
+            NodeId(2),
+            0,
+            Some(p.on_stream(stream)),
+            Duration::from_secs(60),
+        )
         .await
         .expect("the payload is acknowledged");
     assert_eq!(got, CHUNK as u64);

@@ -538,7 +538,11 @@ async fn start_tls(
     let Some(tls) = tls else {
         return Ok(PeerStream::Plain(stream));
     };
-    match tls.connector.connect(PeerTls::server_name(addr), stream).await {
+    match tls
+        .connector
+        .connect(PeerTls::server_name(addr), stream)
+        .await
+    {
         Ok(s) => Ok(PeerStream::Tls(Box::new(s.into()))),
         Err(e) => Err(format!(
             "TLS handshake with {addr} failed: {e} (does it use tls-cluster with the same CA?)"
@@ -669,11 +673,7 @@ async fn write_queued(
 
 /// Writes `head` (frame headers and bodies) and then `payload`: one vectored write for
 /// in-memory bytes, `sendfile(2)` for a file range.
-async fn write_payload(
-    wr: &mut PeerWriter,
-    head: Bytes,
-    payload: &Payload,
-) -> std::io::Result<()> {
+async fn write_payload(wr: &mut PeerWriter, head: Bytes, payload: &Payload) -> std::io::Result<()> {
     match payload.data() {
         PayloadData::Bytes(b) => {
             let mut chain = head.chain(b.clone());

@@ -686,7 +686,10 @@ async fn tcp_tls_refuses_plaintext_and_wrong_ca_peers() {
 
     // A member of the cluster (same CA, same secret) is served.
     let good = node(1, &book, ca.config("n1")).await;
-    assert_eq!(good.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
+    assert_eq!(
+        good.t.request(n(2), (1, vec![]), LONG).await.unwrap().0,
+        1001
+    );
     assert_eq!(stats.handshakes_failed(), 0);
 
     // Knowing the secret is not enough: a plaintext peer fails the TLS handshake.
@@ -713,7 +716,10 @@ async fn tcp_tls_refuses_plaintext_and_wrong_ca_peers() {
     assert!(closed_by_peer(s).await);
     failures_reach(&stats, 3).await;
     // The member is still served.
-    assert_eq!(good.t.request(n(2), (2, vec![]), LONG).await.unwrap().0, 1002);
+    assert_eq!(
+        good.t.request(n(2), (2, vec![]), LONG).await.unwrap().0,
+        1002
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

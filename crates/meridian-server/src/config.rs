@@ -131,6 +131,11 @@ pub struct S3Section {
     pub listen: Option<SocketAddr>,
     /// Access keys, each `ACCESS_KEY_ID:SECRET` (`--s3-key`, repeatable).
     pub keys: Vec<String>,
+    /// ACL users some access keys act as (`ACCESS_KEY_ID = "user"`, `--s3-user ID=USER`): a
+    /// request signed with such a key gets that user's permissions, each object counted as
+    /// the key `bucket:key`. Keys not listed keep the endpoint's full access.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub users: BTreeMap<String, String>,
     /// Serve requests without a valid signature (anyone who can connect reads and writes).
     pub open: bool,
     /// Most S3 connections open at once (more are answered 503 and closed).
@@ -149,6 +154,7 @@ impl Default for S3Section {
         S3Section {
             listen: None,
             keys: Vec::new(),
+            users: BTreeMap::new(),
             open: false,
             max_connections: 1024,
             header_read_timeout_ms: 10_000,
@@ -196,7 +202,16 @@ impl S3Section {
 
     fn validate(&self) -> Result<()> {
         let bad = |msg: &str| Err(Error::Config(msg.into()));
-        self.key_pairs()?;
+        let pairs = self.key_pairs()?;
+        if let Some(id) = self
+            .users
+            .keys()
+            .find(|id| !pairs.iter().any(|(k, _)| k == *id))
+        {
+            return Err(Error::Config(format!(
+                "s3.users (--s3-user): '{id}' is not one of the access keys (s3.keys)"
+            )));
+        }
         if self.listen.is_some() && self.keys.is_empty() && !self.open {
             return bad(
                 "s3.listen (--s3) needs an access key (--s3-key ID:SECRET, or s3.keys) or \
@@ -1617,6 +1632,7 @@ impl std::fmt::Debug for S3Section {
         f.debug_struct("S3Section")
             .field("listen", &self.listen)
             .field("keys (ids; secrets redacted)", &ids)
+            .field("users", &self.users)
             .field("open", &self.open)
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout_ms", &self.header_read_timeout_ms)

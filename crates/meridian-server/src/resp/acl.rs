@@ -302,6 +302,12 @@ impl Users {
         self.slot(b"default").expect("default").get().nopass()
     }
 
+    /// The session of user `name`, authenticated some other way (an S3 access key mapped to
+    /// it); `None` when there is no such user.
+    pub(crate) fn session_of(&self, name: &[u8]) -> Option<SessionUser> {
+        self.slot(name).map(SessionUser::of)
+    }
+
     /// The session of `name` if `password` authenticates it.
     pub(crate) fn authenticate(&self, name: &[u8], password: &[u8]) -> Option<SessionUser> {
         let slot = self.slot(name)?;
