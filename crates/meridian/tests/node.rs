@@ -1103,9 +1103,35 @@ fn up_processes_tls_encrypts_the_peer_links() {
     let text = std::fs::read_to_string(&config).unwrap();
     assert!(text.contains("tls_cluster = true"), "{text}");
     // Replication crosses the (TLS) peer links.
+    assert!(
+        text.contains("tls = true"),
+        "HTTP and S3 serve HTTPS: {text}"
+    );
     let (mut a, mut b) = (up.redis(0), up.redis(1));
     set_here_get_there_and_resolve_siblings(&mut a, &mut b);
-    up.wait_all_up(1);
+    // `meridian ctl` speaks HTTPS with the run's CA, and refuses to guess without it.
+    let https = format!("https://{}", up.members[1].http);
+    let ca = dir.path().join("ca.crt");
+    let ctl = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["ctl", "--node", &https])
+            .args(extra)
+            .args(["cluster", "--json"])
+            .env_remove("MERIDIAN_REQUIREPASS")
+            .output()
+            .unwrap()
+    };
+    let out = ctl(&["--cacert", ca.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["members"].as_array().unwrap().len(), 2, "{c}");
+    let out = ctl(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cacert"));
     let reply: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")
         .arg("tls-cluster")
