@@ -239,3 +239,51 @@ pub(crate) fn follow(ctx: &Arc<RespContext>) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resp::acl::AclConfig;
+
+    fn table(pairs: &[(&str, &str)]) -> UserTable {
+        pairs
+            .iter()
+            .map(|(n, r)| (n.to_string(), r.to_string()))
+            .collect::<BTreeMap<_, _>>()
+            .into()
+    }
+
+    #[test]
+    fn a_table_reads_back_the_users_it_was_made_of() {
+        let users = Users::new(
+            &AclConfig {
+                users: vec!["user app on >p ~app:* &jobs -@all +get (+set ~w:*)".into()],
+                ..AclConfig::default()
+            },
+            Some("rootpass"),
+        )
+        .unwrap();
+        let made = table_of(&users).unwrap();
+        let read = users_of(&users, &made).unwrap();
+        for (name, slot) in users.users.read().iter() {
+            assert_eq!(read.get(name), Some(&*slot.get()), "{name:?}");
+        }
+        assert!(!format!("{:?}", made.users()).contains(">p"), "hashes only");
+    }
+
+    /// Attack: a table from a hostile (or newer) peer that does not parse whole is refused,
+    /// so the node keeps its users.
+    #[test]
+    fn a_table_that_does_not_parse_whole_is_refused() {
+        let users = Users::new(&AclConfig::default(), None).unwrap();
+        for bad in [
+            table(&[("default", "on nopass +@all"), ("a", "on +nosuchcommand")]),
+            table(&[("a", "on")]),
+            table(&[("default", "on"), ("a b", "on")]),
+            table(&[("default", "on (+get")]),
+            table(&[("default", "on #zz")]),
+        ] {
+            assert!(users_of(&users, &bad).is_err(), "{bad:?}");
+        }
+    }
+}
