@@ -3,12 +3,13 @@
 //!
 //! - [`command`]: `ACL SETUSER`, `DELUSER` and `LOAD` on a cluster node are validated here
 //!   exactly as on a standalone node (same Redis errors), then proposed to the claimant as a
-//!   [`MetaChange::Users`] carrying the whole resulting user (only this crate reads rules).
-//!   The reply comes once the claimant published the new metadata version and every member
-//!   the failure detector sees up confirmed it follows it, so `+OK` means cluster-wide (a
-//!   member down meanwhile gets the users from its peers' heartbeats); a refused or unanswered proposal answers an error saying why, and this
-//!   node's users are then unchanged. Every other `ACL` subcommand runs as on a standalone
-//!   node (`ACL SAVE` writes this node's ACL file).
+//!   [`MetaChange::Users`] carrying the whole resulting user (only the front end reads
+//!   rules). The reply comes once the claimant published the new metadata version and every
+//!   member the failure detector sees up confirmed it follows it, so `+OK` means
+//!   cluster-wide (a member down meanwhile gets the users from its peers' heartbeats); a
+//!   refused or unanswered proposal answers an error saying why, and this node's users are
+//!   then unchanged. Every other `ACL` subcommand runs as on a standalone node (`ACL SAVE`
+//!   writes this node's ACL file).
 //! - [`adopt`]: run for every metadata version a node adopts; when its users differ from
 //!   the ones last applied, they replace the node's users, exactly as `ACL LOAD` does (a
 //!   deleted user's connections are closed, a changed one applies from their next command,

@@ -502,6 +502,21 @@ async fn users_are_enforced_on_every_node_of_a_cluster() {
         )
         .await;
 
+    // Attack: a user past the cluster's bounds is valid here but refused by the claimant;
+    // the reply says why and no node changed.
+    let huge = format!("~{}", "k".repeat(70 * 1024));
+    let refused = admin1
+        .cmd(&[b"ACL", b"SETUSER", b"big", b"on", huge.as_bytes()])
+        .await;
+    let text = format!("{refused:?}");
+    assert!(
+        text.contains("ACL SETUSER was not applied") && text.contains("more than 65536"),
+        "{text}"
+    );
+    admin0
+        .roundtrip(b"ACL USERS\r\n", b"*2\r\n$7\r\ndefault\r\n$3\r\nops\r\n")
+        .await;
+
     // ACL LOAD on node 2 replaces the users of every node: `ops` is gone, its connection on
     // node 0 closed.
     let mut ops0 = node(0).await;
