@@ -126,6 +126,9 @@ pub async fn run(
         node.users.clone(),
     )
     .with_objects(node.objects.clone());
+    // Cluster mode: the users replicated with the cluster metadata replace the configured
+    // ones once there are any.
+    crate::resp::acl_cluster::follow(&resp_ctx);
     if let Some(e) = &executor {
         resp_ctx = resp_ctx.with_executor(e.clone());
     }

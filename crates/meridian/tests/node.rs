@@ -2320,3 +2320,58 @@ fn bench_blob_verifies_every_object_and_counts_refusals() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Issue 42 over TCP: a user set on one node process is enforced by the others (the users
+/// ride in the cluster metadata the peers exchange), and deleting it on another removes it
+/// everywhere.
+#[test]
+fn up_processes_enforce_users_set_on_any_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start(&[
+        "--processes",
+        "--dcs",
+        "1",
+        "--nodes-per-dc",
+        "3",
+        "--config-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let connect = |i: usize, auth: &str| {
+        redis::Client::open(format!("redis://{auth}{}/", up.members[i].resp))
+            .unwrap()
+            .get_connection()
+    };
+    let mut admin = connect(0, "").unwrap();
+    let ok: String = redis::cmd("ACL")
+        .arg(&["SETUSER", "alice", "on", ">pw", "~app:*", "+get", "+set"])
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    for i in [1, 2] {
+        let mut alice = connect(i, "alice:pw@").unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("app:1")
+            .arg("v")
+            .query(&mut alice)
+            .unwrap();
+        let e = redis::cmd("SET")
+            .arg("other")
+            .arg("v")
+            .query::<()>(&mut alice)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no permissions to access one of the keys used as arguments"),
+            "node {i}: {e}"
+        );
+    }
+    let mut admin1 = connect(1, "").unwrap();
+    let deleted: i64 = redis::cmd("ACL")
+        .arg(&["DELUSER", "alice"])
+        .query(&mut admin1)
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let e = connect(2, "alice:pw@").map(|_| ()).unwrap_err();
+    assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{e}");
+    up.terminate();
+}
