@@ -1208,6 +1208,25 @@ mod tests {
     }
 
     #[test]
+    fn the_readme_encrypted_cluster_example_parses() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme
+            .find("### An encrypted cluster with named users")
+            .unwrap()..];
+        let start = section.find("```toml\n").unwrap() + 8;
+        let text = &section[start..start + section[start..].find("```").unwrap()];
+        let c = NodeConfig::from_toml(text).unwrap();
+        c.validate().unwrap();
+        assert!(c.resp.tls_cluster && c.http.tls && c.s3.tls);
+        assert_eq!(c.resp.plain_listen(), None);
+        assert_eq!(c.s3.users["AKIDAPP"], "app");
+        let acl = crate::resp::RespConfig::from(&c.resp).acl;
+        let users = crate::resp::acl::Users::new(&acl, None).unwrap();
+        assert!(users.authenticate(b"app", b"apppass").is_some());
+        assert!(!users.default_needs_no_auth(), "default is off");
+    }
+
+    #[test]
     fn the_readme_repart_example_parses() {
         let readme = include_str!("../../../README.md");
         let section = &readme[readme.find("### Worker shards and repartitioning").unwrap()..];
