@@ -2,7 +2,8 @@
 //! cluster whose nodes serve RESP in plaintext and over TLS tells a client connected over TLS
 //! the TLS ports in `CLUSTER SLOTS`, `CLUSTER NODES` and `-MOVED`, and a plaintext client the
 //! plaintext ports; `CLUSTER SHARDS` gives both (`port`, `tls-port`) to either. A TLS client
-//! that follows the redirect is served there.
+//! that follows the redirect is served there. Members' TLS addresses come from the config's
+//! `[[cluster.members]]` `resp_tls`, which must not be port 0.
 
 use super::cluster_slots::{array, int, pairs, parse_slots, text};
 use super::tls::{Certs, tls_connect};
@@ -159,4 +160,28 @@ async fn a_tls_client_is_told_tls_ports_and_a_plaintext_client_plaintext_ones() 
     );
     assert_eq!(text(&there.cmd(&[b"GET", key.as_bytes()]).await), "v");
     c.shutdown().await;
+}
+
+#[test]
+fn members_tls_addresses_are_read_from_the_config_and_port_0_is_refused() {
+    let text = |tls2: &str| {
+        format!(
+            "[cluster]\nid = 1\nn = 1\nsecret = \"0123456789abcdef0123\"\n\
+             [[cluster.members]]\nid = 1\nname = \"a\"\ndc = \"x\"\npeer = \"127.0.0.1:7946\"\n\
+             resp_tls = \"127.0.0.1:6380\"\n\
+             [[cluster.members]]\nid = 2\nname = \"b\"\ndc = \"x\"\npeer = \"127.0.0.2:7946\"\n\
+             resp-tls = \"{tls2}\"\n"
+        )
+    };
+    let c = meridian_server::NodeConfig::from_toml(&text("127.0.0.2:6380")).unwrap();
+    let members = c.cluster.unwrap().members;
+    let tls: Vec<_> = members
+        .iter()
+        .map(|m| m.resp_tls.unwrap().to_string())
+        .collect();
+    assert_eq!(tls, ["127.0.0.1:6380", "127.0.0.2:6380"]);
+    let e = meridian_server::NodeConfig::from_toml(&text("127.0.0.2:0"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("member 2 has resp_tls port 0"), "{e}");
 }
