@@ -122,8 +122,10 @@ pub(crate) fn decode_exact<T: DeserializeOwned>(frame: &[u8]) -> Result<T, NetEr
 pub const HELLO_MAGIC: u32 = 0x4d52_444e;
 
 /// Version of the wire protocol spoken by this build (2: authenticated handshake; 3: a
-/// CRC32C in every frame header; 4: out-of-band payloads after frames, and bulk lanes).
-pub const PROTOCOL_VERSION: u16 = 5;
+/// CRC32C in every frame header; 4: out-of-band payloads after frames, and bulk lanes; 6: the
+/// cluster metadata carries the ACL users and each member's TLS port, which a build before it
+/// cannot decode, so the handshake refuses it by name instead).
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// Checks a handshake frame's magic number and protocol version.
 fn check_header(what: &str, magic: u32, version: u16) -> Result<(), NetError> {

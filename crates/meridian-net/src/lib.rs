@@ -52,7 +52,7 @@
 //! Modules, lowest first: [`frame`] (length-delimited frames), [`auth`] (the cluster secret
 //! peer links prove), [`envelope`] (postcard message encoding and the TCP handshake), [`payload`] (bulk bytes beside a message), [`transport`] (the abstraction), [`mem`], [`tcp`], [`wan`].
 //! Beside them, [`tls`] (PEM files → rustls configurations, reloadable: what every TLS
-//! listener of the node uses) and [`tls_certs`] (a private CA and the certificates it issues).
+//! listener of the node and, with `tls-cluster`, its peer links use) and [`tls_certs`] (a private CA and the certificates it issues).
 
 pub mod auth;
 pub mod envelope;
@@ -60,6 +60,7 @@ pub mod error;
 pub mod frame;
 pub mod mem;
 pub mod payload;
+mod peer_stream;
 pub mod tcp;
 pub mod tls;
 pub mod tls_certs;

@@ -36,6 +36,11 @@
 //!   sender closes that connection only (logged with the reason).
 //! - Authentication: a connection whose other end does not prove the cluster secret
 //!   (`TcpConfig::secret`) within `handshake_timeout` is closed before any message crosses it.
+//! - Encryption, with `TcpConfig::tls` (Redis's `tls-cluster yes`): every connection is TLS,
+//!   mutually authenticated against the cluster CA ([`crate::tls::PeerTls`]) before the
+//!   secret handshake runs inside it; a plaintext or wrong-CA peer fails the TLS handshake
+//!   (counted in `handshakes_failed`). File payloads are then read and encrypted instead of
+//!   `sendfile`d.
 //! - Bounded before authentication: handshake frames are read with a limit of
 //!   [`HANDSHAKE_MAX_FRAME`] bytes (a larger length header closes the connection at once, with
 //!   nothing reserved for it); only a peer that proved the secret gets `max_frame`. At most
@@ -51,6 +56,8 @@ use crate::auth::ClusterSecret;
 use crate::envelope::{self, Challenge, Envelope, Hello, Kind, Message, Welcome};
 use crate::frame::{DEFAULT_MAX_FRAME, FrameCodec};
 use crate::payload::{FileSlice, Payload, PayloadData};
+use crate::peer_stream::{PeerReader, PeerStream, PeerWriter};
+use crate::tls::{PeerTls, TlsServer};
 use crate::transport::{BoxFuture, Dispatcher, Inbox, Transport, Wire};
 use bytes::{Buf, Bytes, BytesMut};
 use meridian_core::NodeId;
@@ -64,7 +71,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
@@ -140,6 +146,9 @@ pub struct TcpConfig {
     /// The bandwidth of a link between peers, in bytes per second (default 1 Gb/s), for
     /// sizing bulk socket buffers.
     pub link_bandwidth: u64,
+    /// Encrypt every connection (`tls-cluster`): the node's certificate, the cluster CA, both
+    /// ends authenticated. Must be a [`TlsServer::with_peers`]; `None` (the default): plain TCP.
+    pub tls: Option<Arc<TlsServer>>,
 }
 
 /// The smallest bulk socket buffer (spec large-objects.md §6).
@@ -172,6 +181,7 @@ impl Default for TcpConfig {
             bulk_lanes: 4,
             bulk_buffer: None,
             link_bandwidth: 125_000_000,
+            tls: None,
         }
     }
 }
@@ -282,6 +292,14 @@ struct Shared<M> {
     next_conn: AtomicU64,
     /// One permit per accepted connection in its handshake (`max_handshakes`).
     handshakes: Arc<Semaphore>,
+}
+
+impl<M> Shared<M> {
+    /// What the next connection encrypts with (the configuration in force: a certificate
+    /// reload applies to new connections); `None` on plain TCP.
+    fn tls(&self) -> Option<PeerTls> {
+        self.config.tls.as_ref().and_then(|t| t.peer())
+    }
 }
 
 struct TcpWire<M> {
@@ -488,7 +506,7 @@ async fn connect<M: Message>(
     shared: &Shared<M>,
     peer: NodeId,
     lane: u8,
-) -> Result<(TcpStream, BytesMut), String> {
+) -> Result<(PeerStream, BytesMut), String> {
     let addr = shared
         .book
         .get(peer)
@@ -501,13 +519,45 @@ async fn connect<M: Message>(
             .map_err(|e| format!("connect to {addr} failed: {e}"))?,
     };
     let _ = stream.set_nodelay(true);
-    let handshake = tokio::time::timeout(
-        shared.config.handshake_timeout,
-        connector_handshake(shared, peer, lane, stream),
-    );
+    let handshake = tokio::time::timeout(shared.config.handshake_timeout, async {
+        let stream = start_tls(shared.tls(), stream, addr).await?;
+        connector_handshake(shared, peer, lane, stream).await
+    });
     tokio::select! {
         () = shared.shutdown.cancelled() => Err("shutting down".into()),
         r = handshake => r.unwrap_or_else(|_| Err(format!("no handshake from {addr} in time"))),
+    }
+}
+
+/// The connecting end's TLS handshake, when peer links are encrypted.
+async fn start_tls(
+    tls: Option<PeerTls>,
+    stream: TcpStream,
+    addr: SocketAddr,
+) -> Result<PeerStream, String> {
+    let Some(tls) = tls else {
+        return Ok(PeerStream::Plain(stream));
+    };
+    match tls
+        .connector
+        .connect(PeerTls::server_name(addr), stream)
+        .await
+    {
+        Ok(s) => Ok(PeerStream::Tls(Box::new(s.into()))),
+        Err(e) => Err(format!(
+            "TLS handshake with {addr} failed: {e} (does it use tls-cluster with the same CA?)"
+        )),
+    }
+}
+
+/// The accepting end's TLS handshake, when peer links are encrypted.
+async fn accept_tls(tls: Option<PeerTls>, stream: TcpStream) -> Result<PeerStream, String> {
+    let Some(tls) = tls else {
+        return Ok(PeerStream::Plain(stream));
+    };
+    match tls.acceptor.accept(stream).await {
+        Ok(s) => Ok(PeerStream::Tls(Box::new(s.into()))),
+        Err(e) => Err(format!("TLS handshake failed: {e}")),
     }
 }
 
@@ -534,8 +584,8 @@ async fn connector_handshake<M: Message>(
     shared: &Shared<M>,
     peer: NodeId,
     lane: u8,
-    mut stream: TcpStream,
-) -> Result<(TcpStream, BytesMut), String> {
+    mut stream: PeerStream,
+) -> Result<(PeerStream, BytesMut), String> {
     let mut codec = FrameCodec::new(HANDSHAKE_MAX_FRAME);
     let mut buf = BytesMut::new();
     let frame = read_frame(&mut stream, &mut codec, &mut buf).await?;
@@ -553,7 +603,7 @@ async fn connector_handshake<M: Message>(
             "{peer} did not prove the cluster secret (is it configured with the same one?)"
         ));
     }
-    size_bulk_buffers(&shared.config, &stream, lane, sent.elapsed());
+    size_bulk_buffers(&shared.config, stream.tcp(), lane, sent.elapsed());
     Ok((stream, buf))
 }
 
@@ -585,7 +635,8 @@ async fn write_frame(
     codec.encode(frame, &mut out).map_err(|e| e.to_string())?;
     wr.write_all(&out)
         .await
-        .map_err(|e| format!("write failed: {e}"))
+        .map_err(|e| format!("write failed: {e}"))?;
+    wr.flush().await.map_err(|e| format!("write failed: {e}"))
 }
 
 /// How many bytes of frames without payloads are batched into one write.
@@ -595,7 +646,7 @@ const BATCH: usize = 256 * 1024;
 /// one buffer (up to about [`BATCH`] bytes), a payload right after its frame header, with no
 /// copy of its bytes.
 async fn write_queued(
-    wr: &mut OwnedWriteHalf,
+    wr: &mut PeerWriter,
     codec: &mut FrameCodec,
     buf: &mut BytesMut,
     first: Outgoing,
@@ -616,16 +667,13 @@ async fn write_queued(
         wr.write_all(buf).await?;
         buf.clear();
     }
-    Ok(())
+    // A TLS session may hold the last record back until flushed; plain TCP ignores it.
+    wr.flush().await
 }
 
 /// Writes `head` (frame headers and bodies) and then `payload`: one vectored write for
 /// in-memory bytes, `sendfile(2)` for a file range.
-async fn write_payload(
-    wr: &mut OwnedWriteHalf,
-    head: Bytes,
-    payload: &Payload,
-) -> std::io::Result<()> {
+async fn write_payload(wr: &mut PeerWriter, head: Bytes, payload: &Payload) -> std::io::Result<()> {
     match payload.data() {
         PayloadData::Bytes(b) => {
             let mut chain = head.chain(b.clone());
@@ -633,7 +681,7 @@ async fn write_payload(
         }
         PayloadData::File(f) => {
             wr.write_all(&head).await?;
-            send_file(wr.as_ref(), f).await
+            wr.send_file(f).await
         }
     }
 }
@@ -671,7 +719,7 @@ pub(crate) async fn send_file(sock: &TcpStream, slice: &FileSlice) -> std::io::R
 async fn run_outbound<M: Message>(
     shared: &Arc<Shared<M>>,
     peer: NodeId,
-    stream: TcpStream,
+    stream: PeerStream,
     rest: BytesMut,
     first: Outgoing,
     rx: &mut mpsc::Receiver<Outgoing>,
@@ -710,7 +758,7 @@ async fn run_outbound<M: Message>(
 /// only.
 async fn read_loop<M: Message>(
     shared: Arc<Shared<M>>,
-    mut rd: OwnedReadHalf,
+    mut rd: PeerReader,
     peer: NodeId,
     mut buf: BytesMut,
 ) -> String {
@@ -811,22 +859,21 @@ async fn accept_loop<M: Message>(shared: Arc<Shared<M>>, listener: TcpListener) 
 /// proves the secret in turn. Returns the connector's hello and the round trip it took.
 async fn acceptor_handshake<M: Message>(
     shared: &Shared<M>,
-    rd: &mut OwnedReadHalf,
-    wr: &mut OwnedWriteHalf,
+    stream: &mut PeerStream,
     buf: &mut BytesMut,
 ) -> Result<(Hello, Duration), String> {
     let mut codec = FrameCodec::new(HANDSHAKE_MAX_FRAME);
     let challenge = Challenge::new();
-    write_frame(wr, &mut codec, challenge.encode()).await?;
+    write_frame(stream, &mut codec, challenge.encode()).await?;
     let sent = Instant::now();
-    let frame = read_frame(rd, &mut codec, buf).await?;
+    let frame = read_frame(stream, &mut codec, buf).await?;
     let rtt = sent.elapsed();
     let hello = Hello::decode(&frame).map_err(|e| e.to_string())?;
     if !hello.verify(&challenge, &shared.config.secret) {
         return Err(format!("{} did not prove the cluster secret", hello.node));
     }
     let welcome = Welcome::new(shared.local, &challenge, &hello, &shared.config.secret);
-    write_frame(wr, &mut codec, welcome.encode()).await?;
+    write_frame(stream, &mut codec, welcome.encode()).await?;
     Ok((hello, rtt))
 }
 
@@ -839,20 +886,22 @@ async fn inbound<M: Message>(
     permit: OwnedSemaphorePermit,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
     let mut buf = BytesMut::new();
+    let handshake = async {
+        let mut stream = accept_tls(shared.tls(), stream).await?;
+        let hello = acceptor_handshake(&shared, &mut stream, &mut buf).await?;
+        Ok::<_, String>((stream, hello))
+    };
     let hello = tokio::select! {
         () = shared.shutdown.cancelled() => return,
-        r = tokio::time::timeout(
-            shared.config.handshake_timeout,
-            acceptor_handshake(&shared, &mut rd, &mut wr, &mut buf),
-        ) => r.unwrap_or_else(|_| Err("no handshake in time".into())),
+        r = tokio::time::timeout(shared.config.handshake_timeout, handshake) =>
+            r.unwrap_or_else(|_| Err("no handshake in time".into())),
     };
     drop(permit);
-    let (peer, lane) = match hello {
-        Ok((hello, rtt)) => {
-            size_bulk_buffers(&shared.config, wr.as_ref(), hello.lane, rtt);
-            (hello.node, hello.lane)
+    let (stream, peer, lane) = match hello {
+        Ok((stream, (hello, rtt))) => {
+            size_bulk_buffers(&shared.config, stream.tcp(), hello.lane, rtt);
+            (stream, hello.node, hello.lane)
         }
         Err(reason) => {
             shared
@@ -865,6 +914,7 @@ async fn inbound<M: Message>(
             return;
         }
     };
+    let (rd, wr) = stream.into_split();
     let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     let (tx, rx) = mpsc::channel(shared.config.send_queue.max(1));
     if lane == 0 {
@@ -885,7 +935,7 @@ async fn inbound<M: Message>(
 /// Writes an inbound connection's responses.
 async fn write_loop<M: Message>(
     shared: Arc<Shared<M>>,
-    mut wr: OwnedWriteHalf,
+    mut wr: PeerWriter,
     mut rx: mpsc::Receiver<Outgoing>,
 ) {
     let mut codec = FrameCodec::new(shared.config.max_frame);

@@ -1,5 +1,5 @@
 //! TLS configuration: PEM files → rustls server and client configurations, the one place
-//! every TLS listener (RESP, HTTP, S3) and, later, peer links get theirs.
+//! every TLS listener (RESP, HTTP, S3) and the peer links get theirs.
 //!
 //! [`TlsSettings`] holds Redis's settings (`tls-cert-file`, `tls-key-file`,
 //! `tls-ca-cert-file`, `tls-auth-clients`, `tls-protocols`, `tls-ciphersuites`);
@@ -13,14 +13,25 @@
 //!   Connections already open keep the configuration they were accepted with.
 //! - With `tls-auth-clients yes` a client without a certificate chaining to the CA is refused
 //!   in the handshake; `optional` accepts one without a certificate but refuses a bad one.
+//! - Peer links ([`PeerTls`], Redis's `tls-cluster yes`) are mutually authenticated: each end
+//!   presents the node certificate and refuses the other unless its certificate chains to the
+//!   cluster CA (`tls-ca-cert-file`), whatever `tls-auth-clients` says. Peers are dialled by
+//!   address, so the name in a peer's certificate is not checked (as Redis's cluster bus does
+//!   not): the CA is the trust boundary, and the cluster-secret handshake inside the session
+//!   then proves which node it is.
 
 use crate::NetError;
 use parking_lot::RwLock;
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::server::WebPkiClientVerifier;
-use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig,
+    SignatureScheme, SupportedProtocolVersion,
+};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -236,11 +247,121 @@ pub fn client_config(
     }
 }
 
+/// What peer links encrypt with: an acceptor for connections from peers and a connector for
+/// connections to them, both with the node certificate and the cluster CA.
+#[derive(Clone)]
+pub struct PeerTls {
+    /// Accepts a peer: its certificate must chain to the cluster CA.
+    pub acceptor: TlsAcceptor,
+    /// Connects to a peer: presents the node certificate, checks the peer's chain.
+    pub connector: TlsConnector,
+}
+
+impl std::fmt::Debug for PeerTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerTls")
+    }
+}
+
+impl PeerTls {
+    /// Builds both ends from `s`, which must name a CA (`tls-ca-cert-file`).
+    pub fn new(s: &TlsSettings) -> Result<Self, NetError> {
+        let ca = s.ca_cert_file.as_deref().ok_or_else(|| {
+            tls_err(
+                "tls-ca-cert-file",
+                "peer links (tls-cluster) need the cluster CA both ends' certificates chain to",
+            )
+        })?;
+        let server = server_config(s, ClientAuth::Yes)?;
+        let provider = provider(&s.ciphersuites)?;
+        let chain_only = ChainOnlyVerifier {
+            inner: WebPkiServerVerifier::builder_with_provider(
+                load_roots(ca, "tls-ca-cert-file")?,
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| tls_err("tls-ca-cert-file", e))?,
+        };
+        let client = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&protocols(&s.protocols)?)
+            .map_err(|e| tls_err("tls-protocols/tls-ciphersuites", e))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(chain_only))
+            .with_client_auth_cert(
+                load_certs(&s.cert_file, "tls-cert-file")?,
+                load_key(&s.key_file, "tls-key-file")?,
+            )
+            .map_err(|e| tls_err("tls-cert-file/tls-key-file", e))?;
+        Ok(Self {
+            acceptor: TlsAcceptor::from(Arc::new(server)),
+            connector: TlsConnector::from(Arc::new(client)),
+        })
+    }
+
+    /// The name a peer at `addr` is dialled by (not checked against its certificate).
+    pub fn server_name(addr: std::net::SocketAddr) -> ServerName<'static> {
+        ServerName::IpAddress(addr.ip().into())
+    }
+}
+
+/// Checks a peer's certificate chain against the cluster CA and accepts it whatever name it
+/// carries: a peer is dialled by an address its certificate need not list.
+#[derive(Debug)]
+struct ChainOnlyVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+}
+
+impl ServerCertVerifier for ChainOnlyVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        // webpki checks the chain before the name, so a name error means the chain is good.
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
 /// A TLS listener's settings and the configurations built from them, replaced together by
 /// [`reload`](Self::reload). Cheap to read: one lock per accepted connection.
 #[derive(Debug)]
 pub struct TlsServer {
     current: RwLock<Built>,
+    /// Whether peer links use TLS too (`tls-cluster`): then every reload must build them.
+    peers: bool,
 }
 
 #[derive(Debug)]
@@ -250,13 +371,16 @@ struct Built {
     resp: Arc<ServerConfig>,
     /// Without client certificates (HTTP and S3).
     https: Arc<ServerConfig>,
+    /// Peer links', when they use TLS.
+    peer: Option<PeerTls>,
 }
 
 impl Built {
-    fn new(settings: TlsSettings) -> Result<Self, NetError> {
+    fn new(settings: TlsSettings, peers: bool) -> Result<Self, NetError> {
         Ok(Self {
             resp: Arc::new(server_config(&settings, settings.auth_clients)?),
             https: Arc::new(server_config(&settings, ClientAuth::No)?),
+            peer: peers.then(|| PeerTls::new(&settings)).transpose()?,
             settings,
         })
     }
@@ -265,9 +389,24 @@ impl Built {
 impl TlsServer {
     /// Loads `settings`' files; fails (saying which file) if any is missing or bad.
     pub fn new(settings: TlsSettings) -> Result<Self, NetError> {
+        Self::build(settings, false)
+    }
+
+    /// As [`new`](Self::new), and peer links use TLS too: `settings` must name the cluster CA.
+    pub fn with_peers(settings: TlsSettings) -> Result<Self, NetError> {
+        Self::build(settings, true)
+    }
+
+    fn build(settings: TlsSettings, peers: bool) -> Result<Self, NetError> {
         Ok(Self {
-            current: RwLock::new(Built::new(settings)?),
+            current: RwLock::new(Built::new(settings, peers)?),
+            peers,
         })
+    }
+
+    /// What the next peer connection encrypts with; `None` when peer links are plaintext.
+    pub fn peer(&self) -> Option<PeerTls> {
+        self.current.read().peer.clone()
     }
 
     /// The settings in force.
@@ -289,7 +428,7 @@ impl TlsServer {
     /// Rebuilds from `settings` (rereading every file) and installs the result for new
     /// connections; on error nothing changes.
     pub fn reload(&self, settings: TlsSettings) -> Result<(), NetError> {
-        let built = Built::new(settings)?;
+        let built = Built::new(settings, self.peers)?;
         *self.current.write() = built;
         Ok(())
     }

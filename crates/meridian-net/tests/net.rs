@@ -5,11 +5,14 @@ use bytes::{Bytes, BytesMut};
 use meridian_core::{DcId, NodeId};
 use meridian_net::envelope::{Challenge, Hello, Welcome};
 use meridian_net::tcp::{self, AddressBook, TcpConfig};
+use meridian_net::tls::{TlsServer, TlsSettings};
+use meridian_net::tls_certs::{CertAuthority, write_pair};
 use meridian_net::wan::{DcLink, LinkConfig, Placement, Scope, WanConfig, WanEmulator};
 use meridian_net::{
     ClusterSecret, Envelope, FileSlice, FrameCodec, Inbox, Kind, NetError, Payload, Transport,
 };
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -551,14 +554,23 @@ fn serve_payloads(mut inbox: Inbox<Msg>, dir: std::path::PathBuf) {
 
 #[tokio::test]
 async fn tcp_payloads_round_trip_from_memory_and_by_sendfile_with_identical_bytes() {
-    let dir = std::env::temp_dir().join(format!("meridian-net-sendfile-{}", std::process::id()));
+    payloads_round_trip(test_config(), "plain").await;
+}
+
+/// Sends payloads of several sizes from memory and has them echoed from memory and from a
+/// file, on bulk lanes and on the control connection, with `base`'s other settings.
+async fn payloads_round_trip(base: TcpConfig, tag: &str) {
+    let dir = std::env::temp_dir().join(format!(
+        "meridian-net-sendfile-{tag}-{}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     for lanes in [4u8, 0] {
         let book = AddressBook::default();
         let config = TcpConfig {
             bulk_lanes: lanes,
             max_frame: 8 << 20,
-            ..test_config()
+            ..base.clone()
         };
         let a = node(1, &book, config.clone()).await;
         let mut b = node(2, &book, config).await;
@@ -595,6 +607,140 @@ async fn tcp_payloads_round_trip_from_memory_and_by_sendfile_with_identical_byte
         a.stop.cancel();
         b.stop.cancel();
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A cluster CA written under `dir`, issuing node certificates for peer links.
+struct PeerCa {
+    dir: std::path::PathBuf,
+    ca: CertAuthority,
+    ca_file: std::path::PathBuf,
+}
+
+impl PeerCa {
+    fn new(dir: std::path::PathBuf, name: &str) -> Self {
+        let ca = CertAuthority::new(name).unwrap();
+        let (ca_file, _) = write_pair(&dir, name, ca.pem()).unwrap();
+        Self { dir, ca, ca_file }
+    }
+
+    /// Peer-link TLS for node `name`. The certificate names `localhost` only, while peers
+    /// dial 127.0.0.1: the chain is what is checked, not the name.
+    fn peer_tls(&self, name: &str) -> Arc<TlsServer> {
+        let pem = self.ca.issue(name, &["localhost"]).unwrap();
+        let (cert_file, key_file) = write_pair(&self.dir, name, &pem).unwrap();
+        let settings = TlsSettings {
+            cert_file,
+            key_file,
+            ca_cert_file: Some(self.ca_file.clone()),
+            ..TlsSettings::default()
+        };
+        Arc::new(TlsServer::with_peers(settings).unwrap())
+    }
+
+    fn config(&self, name: &str) -> TcpConfig {
+        TcpConfig {
+            tls: Some(self.peer_tls(name)),
+            ..test_config()
+        }
+    }
+}
+
+/// Waits until the acceptor has counted `n` failed handshakes (it counts after the other end
+/// has already given up), and checks it counts no more.
+async fn failures_reach(stats: &meridian_net::tcp::TcpStats, n: u64) {
+    tokio::time::timeout(LONG, async {
+        while stats.handshakes_failed() < n {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the failed handshake is counted");
+    assert_eq!(stats.handshakes_failed(), n);
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("meridian-net-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[tokio::test]
+async fn tcp_tls_peer_links_carry_requests_and_payloads_from_memory_and_files() {
+    let dir = temp_dir("tls-payloads");
+    let ca = PeerCa::new(dir.clone(), "cluster-ca");
+    payloads_round_trip(ca.config("node"), "tls").await;
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn tcp_tls_refuses_plaintext_and_wrong_ca_peers() {
+    let dir = temp_dir("tls-refusals");
+    let ca = PeerCa::new(dir.join("good"), "cluster-ca");
+    let other = PeerCa::new(dir.join("other"), "other-ca");
+    let book = AddressBook::default();
+    let config = ca.config("n2");
+    let stats = config.stats.clone();
+    let mut b = node(2, &book, config).await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+
+    // A member of the cluster (same CA, same secret) is served.
+    let good = node(1, &book, ca.config("n1")).await;
+    assert_eq!(
+        good.t.request(n(2), (1, vec![]), LONG).await.unwrap().0,
+        1001
+    );
+    assert_eq!(stats.handshakes_failed(), 0);
+
+    // Knowing the secret is not enough: a plaintext peer fails the TLS handshake.
+    let quick = || TcpConfig {
+        handshake_timeout: Duration::from_secs(1),
+        ..test_config()
+    };
+    let plain = node(3, &book, quick()).await;
+    refused(plain.t.request(n(2), (1, vec![]), LONG).await);
+    failures_reach(&stats, 1).await;
+
+    // Nor is a certificate from another CA, in either direction.
+    let stranger = node(4, &book, other.config("n4")).await;
+    refused(stranger.t.request(n(2), (1, vec![]), LONG).await);
+    failures_reach(&stats, 2).await;
+    let mut plain_server = node(5, &book, quick()).await;
+    serve(plain_server.inbox.take().unwrap(), |_| 0);
+    let why = refused(good.t.request(n(5), (1, vec![]), LONG).await);
+    assert!(why.contains("TLS"), "{why}");
+
+    // A raw client that skips TLS and speaks the secret handshake is closed unanswered.
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    s.write_all(b"\0\0\0\x10not a TLS record").await.unwrap();
+    assert!(closed_by_peer(s).await);
+    failures_reach(&stats, 3).await;
+    // The member is still served.
+    assert_eq!(
+        good.t.request(n(2), (2, vec![]), LONG).await.unwrap().0,
+        1002
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tls_peer_links_need_the_cluster_ca() {
+    let dir = temp_dir("tls-no-ca");
+    let ca = PeerCa::new(dir.clone(), "cluster-ca");
+    let pem = ca.ca.issue("n1", &["localhost"]).unwrap();
+    let (cert_file, key_file) = write_pair(&dir, "n1", &pem).unwrap();
+    let settings = TlsSettings {
+        cert_file,
+        key_file,
+        auth_clients: meridian_net::tls::ClientAuth::No,
+        ..TlsSettings::default()
+    };
+    assert!(
+        TlsServer::new(settings.clone()).is_ok(),
+        "a listener without client certificates needs no CA"
+    );
+    let e = TlsServer::with_peers(settings).unwrap_err().to_string();
+    assert!(e.contains("tls-ca-cert-file"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

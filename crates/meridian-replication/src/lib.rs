@@ -84,6 +84,7 @@ pub mod timeline;
 pub mod tokio_clock;
 pub mod truncation;
 pub mod txn;
+pub mod users;
 
 pub use anti_entropy::messages::{AaeItem, AaeMsg};
 pub use anti_entropy::{AaeError, AaeTrees};
@@ -116,3 +117,4 @@ pub use timeline::{
 };
 pub use tokio_clock::TokioClock;
 pub use txn::{MoveReport, Transaction, TxnMoveStats, TxnOptions, TxnStats};
+pub use users::{UserTable, UsersChange};

@@ -23,10 +23,15 @@
 //!   gets the directory by the same versioned, gossiped, persisted path as the layout, and no
 //!   node ever applies directory changes out of order.
 //!
+//! - The **ACL users** every node enforces ride in it too ([`ClusterMeta::acl`], module
+//!   [`crate::users`]): `ACL SETUSER`/`DELUSER`/`LOAD` on any node are
+//!   [`MetaChange::Users`], so every node adopts the same users in the same order.
+//!
 //! The document is pure data (no I/O); the node kernel ([`crate::kernel`]) adopts it.
 
 use crate::bucket::{BucketProps, BucketType, Buckets, ClusterShape};
 use crate::error::{ReplicationError, Result};
+use crate::users::{UserTable, UsersChange};
 use meridian_cluster::{Layout, Member, Props, Topology, rebalance};
 use meridian_core::{DcId, NodeId};
 use meridian_txn::{DirChange, KeyDirectory};
@@ -129,6 +134,14 @@ pub enum MetaChange {
         /// The mark ([`crate::Node::truncate`] picks it above every member's clock).
         mark: u64,
     },
+    /// Change the ACL users every node enforces (module [`crate::users`]).
+    Users {
+        /// The proposer's users as it runs with them: where the change starts from while
+        /// the document has no users yet ([`ClusterMeta::acl`] `None`), else ignored.
+        base: UserTable,
+        /// The change.
+        change: UsersChange,
+    },
 }
 
 /// [`BucketProps`] in a form every serde format can carry (the TOML form is flattened, which
@@ -206,6 +219,11 @@ pub struct ClusterMeta {
     /// bucket written at or before its mark is gone (module [`crate::truncation`]).
     #[serde(default)]
     pub truncated: BTreeMap<String, u64>,
+    /// The ACL users every node enforces (module [`crate::users`]); `None` until the first
+    /// `ACL SETUSER`/`DELUSER`/`LOAD` in cluster mode: each node then serves the users of
+    /// its own configuration. Last, and defaulted, so documents saved before it still load.
+    #[serde(default)]
+    pub acl: Option<UserTable>,
 }
 
 impl ClusterMeta {
@@ -233,6 +251,7 @@ impl ClusterMeta {
                 .collect(),
             key_directory: KeyDirectory::new(),
             truncated: BTreeMap::new(),
+            acl: None,
         })
     }
 
@@ -336,6 +355,15 @@ impl ClusterMeta {
                     let m = next.truncated.entry(name.clone()).or_default();
                     *m = (*m).max(*mark);
                 }
+            }
+            MetaChange::Users { base, change } => {
+                // The first change starts from the proposer's users: every node served its
+                // own configuration until now, and the proposer's is what its client saw.
+                let from = self.acl.as_ref().unwrap_or(base);
+                let users = from
+                    .apply(change)
+                    .map_err(|e| refused(format!("ACL users: {e}")))?;
+                next.acl = Some(users);
             }
             MetaChange::KeyDirectory(change) => {
                 let ring = self.layout.ring();
@@ -573,6 +601,91 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(bad.code(), "invalid_bucket");
+    }
+
+    fn users(pairs: &[(&str, &str)]) -> UserTable {
+        pairs
+            .iter()
+            .map(|(n, r)| (n.to_string(), r.to_string()))
+            .collect::<BTreeMap<_, _>>()
+            .into()
+    }
+
+    #[test]
+    fn the_first_users_change_starts_from_the_proposers_users_and_later_ones_ignore_theirs() {
+        let m = meta();
+        assert_eq!(m.acl, None, "a cluster starts with each node's own users");
+        let base = users(&[("default", "on nopass ~* &* +@all"), ("ops", "on")]);
+        let set = |name: &str, base: &UserTable| MetaChange::Users {
+            base: base.clone(),
+            change: UsersChange::Set {
+                name: name.into(),
+                rules: "on #ab ~app:* +get".into(),
+            },
+        };
+        let a = m.apply(&set("alice", &base), NodeId(1)).unwrap();
+        let names: Vec<_> = a.acl.as_ref().unwrap().users().keys().cloned().collect();
+        assert_eq!(names, ["alice", "default", "ops"]);
+        // Another node's stale view of the users does not matter once the document has them.
+        let b = a
+            .apply(&set("bob", &users(&[("default", "off")])), NodeId(1))
+            .unwrap();
+        let names: Vec<_> = b.acl.as_ref().unwrap().users().keys().cloned().collect();
+        assert_eq!(names, ["alice", "bob", "default", "ops"]);
+        // The document carries its users over the wire and to disk; one saved before users
+        // existed still loads.
+        let bytes = postcard::to_allocvec(&b).unwrap();
+        assert_eq!(postcard::from_bytes::<ClusterMeta>(&bytes).unwrap(), b);
+        let json = serde_json::to_value(&b).unwrap();
+        assert_eq!(
+            serde_json::from_value::<ClusterMeta>(json.clone()).unwrap(),
+            b
+        );
+        let mut old = json;
+        old.as_object_mut().unwrap().remove("acl");
+        assert_eq!(
+            serde_json::from_value::<ClusterMeta>(old).unwrap().acl,
+            None
+        );
+    }
+
+    /// Attack: a peer proposing to delete `default`, or a base past the bounds, is refused
+    /// with the reason, and nothing changes.
+    #[test]
+    fn bad_users_changes_are_refused_with_the_reason() {
+        let m = meta();
+        let base = users(&[("default", "on")]);
+        let del = MetaChange::Users {
+            base: base.clone(),
+            change: UsersChange::Delete {
+                names: vec!["default".into()],
+            },
+        };
+        let err = m.apply(&del, NodeId(1)).unwrap_err();
+        assert_eq!(err.code(), "membership_refused");
+        assert!(
+            err.to_string()
+                .contains("The 'default' user cannot be removed"),
+            "{err}"
+        );
+        let huge = MetaChange::Users {
+            base: (0..=crate::users::MAX_USERS)
+                .map(|i| (format!("u{i}"), "on".to_string()))
+                .chain([("default".to_string(), "on".to_string())])
+                .collect::<BTreeMap<_, _>>()
+                .into(),
+            change: UsersChange::Delete { names: vec![] },
+        };
+        let err = m.apply(&huge, NodeId(1)).unwrap_err();
+        assert!(err.to_string().contains("ACL users: at most"), "{err}");
+        let nameless = MetaChange::Users {
+            base,
+            change: UsersChange::Set {
+                name: "a b".into(),
+                rules: "on".into(),
+            },
+        };
+        assert!(m.apply(&nameless, NodeId(1)).is_err());
     }
 
     #[test]

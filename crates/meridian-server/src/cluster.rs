@@ -315,6 +315,8 @@ struct Member {
     listeners: Listeners,
     /// The nodes of this process the new one joins.
     local: LocalNodes,
+    /// Its certificate (`resp.tls-*`; with `tls-cluster`, its transport's too).
+    tls: Option<Arc<meridian_net::tls::TlsServer>>,
 }
 
 /// A started node: its front ends' state and the tasks to await on shutdown.
@@ -419,7 +421,7 @@ fn start_member(
     node.set_txn_planner(m.config.txn.planner.planner_config());
     let handle = node.spawn(m.inbox, replication.clone());
     let backend = Arc::new(ClusterBackend::in_process(node, m.wan, m.local));
-    let state = NodeState::open_cluster(m.config, engine, backend)?;
+    let state = NodeState::open_cluster(m.config, engine, backend, m.tls)?;
     let server = tokio::spawn(node::run(state.clone(), m.listeners, front_ends.clone()));
     Ok(Started {
         state,
@@ -505,12 +507,15 @@ pub async fn run_tcp(
             .collect(),
     );
     let secret = c.peer_secret()?;
+    // One certificate for the front ends and the peer links, so a reload renews both.
+    let tls = crate::state::load_tls(&config)?;
     let tcp_config = TcpConfig {
         seed: c.seed ^ u64::from(c.id),
         secret,
         bulk_lanes: config.blob.bulk_lanes,
         bulk_buffer: config.blob.tcp_buffer,
         link_bandwidth: config.blob.link_bandwidth,
+        tls: tls.clone().filter(|_| config.resp.tls_cluster),
         ..TcpConfig::default()
     };
     let (transport, inbox) =
@@ -579,6 +584,7 @@ pub async fn run_tcp(
             config,
             listeners,
             local: LocalNodes::default(),
+            tls,
         },
         &replication,
         &shutdown,
@@ -622,6 +628,8 @@ impl Embedded {
             .join(id)
             .map_err(|e| Error::Config(format!("joining the network: {e}")))?;
         t.layer(|w| self.emulator.wrap(w));
+        // In-process peers exchange no bytes: the certificate serves the front ends only.
+        let tls = crate::state::load_tls(&config)?;
         let started = start_member(
             id,
             Member {
@@ -637,6 +645,7 @@ impl Embedded {
                 wan: Some(self.emulator.control()),
                 config,
                 listeners,
+                tls,
                 local: self.local.clone(),
             },
             &self.replication,

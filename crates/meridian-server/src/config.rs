@@ -131,6 +131,11 @@ pub struct S3Section {
     pub listen: Option<SocketAddr>,
     /// Access keys, each `ACCESS_KEY_ID:SECRET` (`--s3-key`, repeatable).
     pub keys: Vec<String>,
+    /// ACL users some access keys act as (`ACCESS_KEY_ID = "user"`, `--s3-user ID=USER`): a
+    /// request signed with such a key gets that user's permissions, each object counted as
+    /// the key `bucket:key`. Keys not listed keep the endpoint's full access.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub users: BTreeMap<String, String>,
     /// Serve requests without a valid signature (anyone who can connect reads and writes).
     pub open: bool,
     /// Most S3 connections open at once (more are answered 503 and closed).
@@ -149,6 +154,7 @@ impl Default for S3Section {
         S3Section {
             listen: None,
             keys: Vec::new(),
+            users: BTreeMap::new(),
             open: false,
             max_connections: 1024,
             header_read_timeout_ms: 10_000,
@@ -196,7 +202,16 @@ impl S3Section {
 
     fn validate(&self) -> Result<()> {
         let bad = |msg: &str| Err(Error::Config(msg.into()));
-        self.key_pairs()?;
+        let pairs = self.key_pairs()?;
+        if let Some(id) = self
+            .users
+            .keys()
+            .find(|id| !pairs.iter().any(|(k, _)| k == *id))
+        {
+            return Err(Error::Config(format!(
+                "s3.users (--s3-user): '{id}' is not one of the access keys (s3.keys)"
+            )));
+        }
         if self.listen.is_some() && self.keys.is_empty() && !self.open {
             return bad(
                 "s3.listen (--s3) needs an access key (--s3-key ID:SECRET, or s3.keys) or \
@@ -833,6 +848,11 @@ pub struct RespSection {
     /// nothing holds a slot no longer than this.
     #[serde(alias = "tls-handshake-timeout-ms")]
     pub tls_handshake_timeout_ms: u64,
+    /// Redis's `tls-cluster`: encrypt the links between cluster nodes too, with this node's
+    /// certificate (`tls-cert-file`), both ends authenticated against `tls-ca-cert-file` (the
+    /// cluster CA). Every member must agree: a TLS node and a plaintext one cannot talk.
+    #[serde(alias = "tls-cluster")]
+    pub tls_cluster: bool,
 }
 
 impl RespSection {
@@ -910,6 +930,7 @@ impl Default for RespSection {
             tls_protocols: String::new(),
             tls_ciphersuites: String::new(),
             tls_handshake_timeout_ms: 10_000,
+            tls_cluster: false,
         }
     }
 }
@@ -1031,11 +1052,18 @@ impl NodeConfig {
     fn validate_tls(&self) -> Result<()> {
         let bad = |msg: &str| Err(Error::Config(msg.into()));
         let settings = self.resp.tls_settings()?;
-        let wants_tls = self.resp.tls_port != 0 || self.http.tls || self.s3.tls;
+        let wants_tls =
+            self.resp.tls_port != 0 || self.http.tls || self.s3.tls || self.resp.tls_cluster;
         if wants_tls && settings.is_none() {
             return bad(
-                "TLS is on (resp.tls-port, http.tls or s3.tls) but resp.tls-cert-file and \
-                 resp.tls-key-file are not set",
+                "TLS is on (resp.tls-port, resp.tls-cluster, http.tls or s3.tls) but \
+                 resp.tls-cert-file and resp.tls-key-file are not set",
+            );
+        }
+        if self.resp.tls_cluster && self.resp.tls_ca_cert_file.is_none() {
+            return bad(
+                "resp.tls-cluster needs resp.tls-ca-cert-file: the cluster CA every peer's \
+                 certificate must chain to",
             );
         }
         if self.resp.plain_listen().is_none() && self.resp.tls_listen().is_none() {
@@ -1599,6 +1627,7 @@ impl std::fmt::Debug for RespSection {
             .field("tls_protocols", &self.tls_protocols)
             .field("tls_ciphersuites", &self.tls_ciphersuites)
             .field("tls_handshake_timeout_ms", &self.tls_handshake_timeout_ms)
+            .field("tls_cluster", &self.tls_cluster)
             .finish()
     }
 }
@@ -1614,6 +1643,7 @@ impl std::fmt::Debug for S3Section {
         f.debug_struct("S3Section")
             .field("listen", &self.listen)
             .field("keys (ids; secrets redacted)", &ids)
+            .field("users", &self.users)
             .field("open", &self.open)
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout_ms", &self.header_read_timeout_ms)

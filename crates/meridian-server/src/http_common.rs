@@ -300,34 +300,37 @@ pub(crate) fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
     well_formed.then(|| percent_encoding::percent_decode(s).collect())
 }
 
-/// Whether `headers` carry the bearer this node requires (always, without a `requirepass`);
-/// compared in constant time ([`crate::auth::password_matches`]).
-fn bearer_ok(node: &NodeState, headers: &HeaderMap) -> bool {
-    let Some(pass) = node.config.resp.requirepass.as_deref() else {
-        return true;
-    };
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .is_some_and(|given| crate::auth::password_matches(pass.as_bytes(), given))
-}
-
 fn unauthorized() -> ApiError {
     ApiError::new(
         StatusCode::UNAUTHORIZED,
         "UNAUTHORIZED",
-        "this node requires a password: send 'Authorization: Bearer <requirepass>'",
+        "this node requires a password: send 'Authorization: Bearer <requirepass>', or \
+         'Authorization: Basic <base64 of user:password>' for an ACL user",
     )
 }
 
-/// The handlers' own check of the bearer (the [`gate`] has already refused, and counted,
-/// every request without it before any body was read).
+fn no_permission(message: String) -> ApiError {
+    ApiError::new(StatusCode::FORBIDDEN, "NOPERM", message)
+}
+
+/// The user a request acts as, which the [`gate`] put in its extensions.
+#[derive(Clone, Debug)]
+pub(crate) struct HttpUser(pub(crate) crate::resp::acl::SessionUser);
+
+/// The handlers' own check of the credentials (the [`gate`] has already refused, and
+/// counted, every request without them before any body was read).
 pub(crate) fn authorize(node: &NodeState, headers: &HeaderMap) -> Result<(), ApiError> {
-    if bearer_ok(node, headers) {
-        Ok(())
-    } else {
-        Err(unauthorized())
-    }
+    crate::http_acl::authenticate(&node.users, headers)
+        .map(|_| ())
+        .ok_or_else(unauthorized)
+}
+
+/// Checks `cmd` for the request's user (`/txn`'s operations, after the gate's check).
+pub(crate) fn permit(
+    user: &mut HttpUser,
+    cmd: &crate::http_acl::AsCommand,
+) -> Result<(), ApiError> {
+    cmd.check(&mut user.0).map_err(no_permission)
 }
 
 /// What a route needs before its handler runs (see [`gate`]).
@@ -378,7 +381,7 @@ pub(crate) struct ConnAuth {
 /// loopback (403 otherwise), and each is logged with its source and outcome.
 pub(crate) async fn gate(
     State(s): State<Arc<HttpState>>,
-    req: axum::extract::Request,
+    mut req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     let access = access_of(req.method(), req.uri().path());
@@ -386,10 +389,18 @@ pub(crate) async fn gate(
         return next.run(req).await;
     }
     let conn = req.extensions().get::<ConnAuth>().cloned();
-    if !bearer_ok(&s.node, req.headers()) {
+    let Some(mut user) = crate::http_acl::authenticate(&s.node.users, req.headers()) else {
         return refuse_bearer(&s.node, conn.as_ref()).await;
+    };
+    let admin = access == Access::Admin;
+    if let Some(cmd) = crate::http_acl::http_request(req.method(), req.uri().path(), admin)
+        && let Err(message) = cmd.check(&mut user)
+    {
+        return no_permission(message).into_response();
     }
-    if access == Access::Authed {
+    let nopass = crate::http_acl::without_password(&mut user);
+    req.extensions_mut().insert(HttpUser(user));
+    if !admin {
         return next.run(req).await;
     }
     let peer = conn
@@ -397,10 +408,8 @@ pub(crate) async fn gate(
         .map(|c| c.peer.to_string())
         .unwrap_or_default();
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
-    if s.node.config.resp.requirepass.is_none()
-        && !crate::auth::admin_allowed_without_password(conn.map(|c| c.local))
-    {
-        tracing::warn!(%peer, %method, %path, "admin change refused: no requirepass on a non-loopback listener");
+    if nopass && !crate::auth::admin_allowed_without_password(conn.map(|c| c.local)) {
+        tracing::warn!(%peer, %method, %path, "admin change refused: no password on a non-loopback listener");
         return ApiError::new(
             StatusCode::FORBIDDEN,
             "ADMIN_NEEDS_PASSWORD",

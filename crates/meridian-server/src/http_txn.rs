@@ -3,10 +3,11 @@
 //! with each read's value and the commit timestamp; 409 with the conflicting key when it aborts.
 //! On a single node the route answers 404 `NOT_CLUSTER`, like the other cluster routes.
 
+use crate::http_acl::AsCommand;
 use crate::http_cluster::{backend, base64, repl};
-use crate::http_common::{ApiError, HttpState};
+use crate::http_common::{ApiError, HttpState, HttpUser, permit};
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -39,6 +40,17 @@ struct TxnRequest {
     session: Option<u64>,
 }
 
+impl TxnOp {
+    /// The Redis command the operation counts as for the ACL check.
+    fn as_command(&self) -> AsCommand {
+        match self {
+            TxnOp::Get { key } => AsCommand::on_key("GET", key.as_bytes()),
+            TxnOp::Set { key, .. } => AsCommand::on_key("SET", key.as_bytes()),
+            TxnOp::Del { key } => AsCommand::on_key("DEL", key.as_bytes()),
+        }
+    }
+}
+
 fn txn_bad(message: String) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "BAD_TXN", message)
 }
@@ -48,6 +60,7 @@ fn txn_bad(message: String) -> ApiError {
 /// timestamp; 409 with the conflicting key when it aborts (nothing applied; retry it).
 pub(crate) async fn post_txn(
     State(s): State<Arc<HttpState>>,
+    Extension(mut user): Extension<HttpUser>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -62,6 +75,10 @@ pub(crate) async fn post_txn(
             "ops: {} operations, at most {TXN_MAX_OPS}",
             req.ops.len()
         )));
+    }
+    // Every key is checked before the transaction reads anything.
+    for op in &req.ops {
+        permit(&mut user, &op.as_command())?;
     }
     let mut t = c.node.begin(meridian_replication::TxnOptions {
         read_only: req.read_only,

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod fd_limit;
 pub mod http;
+mod http_acl;
 mod http_balance;
 mod http_blob;
 mod http_cluster;

@@ -113,11 +113,6 @@ pub async fn run(
         tasks.spawn(node.keyspace.clone().run_active_expiry(background.clone()));
     }
 
-    let resp_config = crate::resp::RespConfig::from(&node.config.resp);
-    // An unreadable ACL file or a bad user line stops the start here, with what is wrong,
-    // rather than serving with every login refused.
-    crate::resp::acl::Users::new(&resp_config.acl, resp_config.requirepass.as_deref())
-        .map_err(|e| Error::Config(format!("resp.users / resp.aclfile: {e}")))?;
     let executor = start_executor(&node)?;
     let mut resp_ctx = crate::resp::RespContext::with_cluster(
         node.keyspace.clone(),
@@ -128,8 +123,12 @@ pub async fn run(
             ..(&node.config.resp).into()
         },
         node.cluster.clone(),
+        node.users.clone(),
     )
     .with_objects(node.objects.clone());
+    // Cluster mode: the users replicated with the cluster metadata replace the configured
+    // ones once there are any.
+    crate::resp::acl_cluster::follow(&resp_ctx);
     if let Some(e) = &executor {
         resp_ctx = resp_ctx.with_executor(e.clone());
     }

@@ -52,6 +52,7 @@ use crate::metrics::Frontend;
 use crate::objects::{
     ByteStream, LIST_BUDGET, ObjectError, Objects, format_upload_id, parse_upload_id,
 };
+use crate::resp::acl::SessionUser;
 use crate::state::NodeState;
 use axum::Router;
 use axum::body::Body;
@@ -118,6 +119,8 @@ pub fn router(node: Arc<NodeState>) -> Result<Router, String> {
 struct S3State {
     node: Arc<NodeState>,
     keys: HashMap<String, String>,
+    /// The ACL user each mapped access key acts as (`s3.users`).
+    key_users: HashMap<String, String>,
     open: bool,
     buckets: BucketBook,
     requests: AtomicU64,
@@ -133,7 +136,18 @@ impl S3State {
             .into_iter()
             .collect();
         let buckets = BucketBook::open(&node)?;
+        let key_users: HashMap<String, String> = node.config.s3.users.clone().into_iter().collect();
+        if let Some((id, user)) = key_users
+            .iter()
+            .find(|(_, u)| !node.users.exists(u.as_bytes()))
+        {
+            return Err(format!(
+                "s3.users: access key '{id}' maps to user '{user}', which is not an ACL user \
+                 (resp.users / resp.aclfile)"
+            ));
+        }
         Ok(S3State {
+            key_users,
             open: node.config.s3.open,
             node,
             keys,
@@ -314,9 +328,19 @@ struct Req {
     raw_query: Option<String>,
     headers: Vec<(String, Vec<u8>)>,
     auth: Option<Authenticated>,
+    /// The ACL user the signing key acts as (`s3.users`); `None`: the endpoint's full access.
+    user: Option<SessionUser>,
 }
 
 impl Req {
+    /// Whether the request's user (if its key has one) may run `cmd`.
+    fn permit(&self, cmd: &crate::http_acl::AsCommand) -> Result<(), S3Error> {
+        match &self.user {
+            None => Ok(()),
+            Some(u) => cmd.check(&mut u.clone()).map_err(access_denied),
+        }
+    }
+
     fn q(&self, name: &str) -> Option<&str> {
         self.query
             .iter()
@@ -405,6 +429,7 @@ async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, 
     };
     let path = names::parse_path_style(&raw_path)?;
     let query = names::parse_query(raw_query.as_deref())?;
+    let user = s3_user(s, auth.as_ref())?;
     let req = Req {
         method: parts.method,
         path,
@@ -412,6 +437,7 @@ async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, 
         raw_query,
         headers,
         auth,
+        user,
     };
     let op = meridian_s3::route(
         req.method.as_str(),
@@ -419,6 +445,7 @@ async fn serve_request(s: &S3State, request: Request<Body>) -> Result<Response, 
         &req.query,
         req.header("x-amz-copy-source").is_some(),
     )?;
+    req.permit(&crate::http_acl::s3_request(op, &req.path))?;
     let path = req.path.clone();
     match path {
         names::S3Path::Root => Ok(list_buckets(s)),
@@ -446,6 +473,23 @@ fn anonymous_or_verified(
         return Ok(None);
     }
     meridian_s3::sigv4::verify(rp, keys, now).map(Some)
+}
+
+/// The ACL user a verified request acts as: its key's in `s3.users`, if any. A user deleted
+/// since the endpoint started refuses the key.
+fn s3_user(s: &S3State, auth: Option<&Authenticated>) -> Result<Option<SessionUser>, S3Error> {
+    let Some(name) = auth.and_then(|a| s.key_users.get(&a.access_key)) else {
+        return Ok(None);
+    };
+    s.node
+        .users
+        .session_of(name.as_bytes())
+        .map(Some)
+        .ok_or_else(|| access_denied(format!("the ACL user '{name}' of this access key is gone")))
+}
+
+fn access_denied(message: String) -> S3Error {
+    invalid(S3Code::AccessDenied, message)
 }
 
 fn method_not_allowed() -> S3Error {
@@ -532,7 +576,7 @@ async fn bucket_op(
             s.buckets.delete(&s.node, bucket).await?;
             Ok(StatusCode::NO_CONTENT.into_response())
         }
-        Operation::DeleteObjects => delete_objects(s, bucket, body).await,
+        Operation::DeleteObjects => delete_objects(s, req, bucket, body).await,
         Operation::GetBucketLocation => {
             Ok(xml_response(StatusCode::OK, xml::location_constraint(None)))
         }
@@ -776,25 +820,40 @@ async fn list_uploads(s: &S3State, req: &Req, bucket: &str) -> Result<Response, 
     Ok(xml_response(StatusCode::OK, result.to_xml()))
 }
 
-async fn delete_objects(s: &S3State, bucket: &str, body: Body) -> Result<Response, S3Error> {
+async fn delete_objects(
+    s: &S3State,
+    req: &Req,
+    bucket: &str,
+    body: Body,
+) -> Result<Response, S3Error> {
     let body = small_body(body).await?;
     let request = xml::parse_delete(&body)?;
     let mut outcomes = Vec::with_capacity(request.objects.len());
     for o in request.objects {
-        outcomes.push(match s.objects().delete(bucket, o.key.as_bytes()).await {
+        let allowed = req.permit(&crate::http_acl::AsCommand::on_object(
+            "DEL",
+            bucket,
+            o.key.as_bytes(),
+        ));
+        let deleted = match allowed {
+            Ok(()) => s
+                .objects()
+                .delete(bucket, o.key.as_bytes())
+                .await
+                .map_err(|e| object_error(e, None)),
+            Err(e) => Err(e),
+        };
+        outcomes.push(match deleted {
             Ok(()) => xml::DeleteOutcome::Deleted {
                 key: o.key,
                 version_id: o.version_id,
             },
-            Err(e) => {
-                let e = object_error(e, None);
-                xml::DeleteOutcome::Error {
-                    key: o.key,
-                    version_id: o.version_id,
-                    code: e.code,
-                    message: e.message,
-                }
-            }
+            Err(e) => xml::DeleteOutcome::Error {
+                key: o.key,
+                version_id: o.version_id,
+                code: e.code,
+                message: e.message,
+            },
         });
     }
     Ok(xml_response(
@@ -849,6 +908,11 @@ async fn object_op(
             if !s.buckets.exists(&s.node, &src.bucket) {
                 return Err(no_such_bucket(&src.bucket));
             }
+            req.permit(&crate::http_acl::AsCommand::on_object(
+                "GET",
+                &src.bucket,
+                src.key.as_bytes(),
+            ))?;
             let replace = req
                 .header("x-amz-metadata-directive")
                 .is_some_and(|d| d.eq_ignore_ascii_case("REPLACE"));

@@ -70,6 +70,9 @@ pub struct NodeState {
     /// The node's TLS certificate and settings (`resp.tls-*`), when one is configured: what
     /// the TLS listeners accept with, and what `CONFIG SET tls-cert-file` reloads.
     pub tls: Option<Arc<meridian_net::tls::TlsServer>>,
+    /// The ACL users (`resp.users`, `resp.aclfile`, `requirepass`): who RESP clients, HTTP
+    /// requests and S3 access keys mapped to a user act as.
+    pub(crate) users: Arc<crate::resp::acl::Users>,
     started: Instant,
 }
 
@@ -95,6 +98,7 @@ impl NodeState {
     ) -> Result<Arc<Self>> {
         config.validate()?;
         let tls = load_tls(&config)?;
+        let users = load_users(&config)?;
         let keyspace = Arc::new(Keyspace::with_config(
             engine.clone(),
             clock.clone(),
@@ -125,6 +129,7 @@ impl NodeState {
             cluster: None,
             objects,
             tls,
+            users,
             started: Instant::now(),
         }))
     }
@@ -133,13 +138,15 @@ impl NodeState {
     /// its objects in `engine`, which `/status` and `/metrics` report). The keyspace is an
     /// empty in-memory one only the commands that touch no key (TIME) use; the node runs no
     /// expiry sweep or GC pass of its own.
-    pub fn open_cluster(
+    /// `tls` is the node's certificate, loaded by [`load_tls`] (its peer links may share it).
+    pub(crate) fn open_cluster(
         config: NodeConfig,
         engine: Arc<dyn Engine>,
         cluster: Arc<ClusterBackend>,
+        tls: Option<Arc<meridian_net::tls::TlsServer>>,
     ) -> Result<Arc<Self>> {
         config.validate()?;
-        let tls = load_tls(&config)?;
+        let users = load_users(&config)?;
         let clock: Arc<dyn Clock> = Arc::new(SystemClock::new());
         let keyspace = Arc::new(Keyspace::new(Arc::new(MemEngine::new()), clock.clone()));
         let objects = Arc::new(crate::objects::Objects::new(
@@ -157,6 +164,7 @@ impl NodeState {
             cluster: Some(cluster),
             objects,
             tls,
+            users,
             started: Instant::now(),
         }))
     }
@@ -230,13 +238,27 @@ impl NodeState {
     }
 }
 
-/// Loads the node's certificate (`resp.tls-*`), when one is configured: a missing or bad
-/// file fails start-up, naming it.
-fn load_tls(config: &NodeConfig) -> Result<Option<Arc<meridian_net::tls::TlsServer>>> {
-    match config.resp.tls_settings()? {
-        None => Ok(None),
-        Some(s) => Ok(Some(Arc::new(meridian_net::tls::TlsServer::new(s)?))),
-    }
+/// The ACL users the configuration describes: an unreadable ACL file or a bad user line
+/// stops the start, with what is wrong, rather than serving with every login refused.
+fn load_users(config: &NodeConfig) -> Result<Arc<crate::resp::acl::Users>> {
+    let resp = crate::resp::RespConfig::from(&config.resp);
+    crate::resp::acl::Users::new(&resp.acl, resp.requirepass.as_deref())
+        .map(Arc::new)
+        .map_err(|e| Error::Config(format!("resp.users / resp.aclfile: {e}")))
+}
+
+/// Loads the node's certificate (`resp.tls-*`), when one is configured, with peer-link TLS
+/// when `resp.tls-cluster` is on: a missing or bad file fails start-up, naming it.
+pub(crate) fn load_tls(config: &NodeConfig) -> Result<Option<Arc<meridian_net::tls::TlsServer>>> {
+    use meridian_net::tls::TlsServer;
+    let Some(s) = config.resp.tls_settings()? else {
+        return Ok(None);
+    };
+    let server = match config.resp.tls_cluster {
+        true => TlsServer::with_peers(s)?,
+        false => TlsServer::new(s)?,
+    };
+    Ok(Some(Arc::new(server)))
 }
 
 /// Opens where the node keeps large objects' chunks: in memory with the `mem` engine, as

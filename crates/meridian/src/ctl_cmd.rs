@@ -41,7 +41,7 @@ pub struct CtlArgs {
         value_name = "HOST:PORT"
     )]
     node: String,
-    /// The node's password (its `requirepass`), sent as `Authorization: Bearer`.
+    /// The password: the node's `requirepass` (sent as `Authorization: Bearer`), or --user's.
     #[arg(
         long,
         global = true,
@@ -50,6 +50,13 @@ pub struct CtlArgs {
         value_name = "P"
     )]
     password: Option<String>,
+    /// Act as this ACL user (`Authorization: Basic`, with --password) instead of `default`.
+    #[arg(long, global = true, env = "MERIDIAN_USER", value_name = "NAME")]
+    user: Option<String>,
+    /// Speak HTTPS to nodes serving it (`http.tls`), trusting the CA in FILE (PEM), as
+    /// redis-cli's --cacert.
+    #[arg(long, global = true, env = "MERIDIAN_CACERT", value_name = "FILE")]
+    cacert: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: CtlCommand,
 }
@@ -306,13 +313,29 @@ pub fn run(args: CtlArgs) -> anyhow::Result<()> {
 }
 
 fn execute(args: CtlArgs) -> anyhow::Result<()> {
+    let https = args.node.starts_with("https://");
+    if https && args.cacert.is_none() {
+        anyhow::bail!(
+            "{} is HTTPS: give --cacert FILE, the CA its certificate chains to",
+            args.node
+        );
+    }
+    let mut access = http_client::Access {
+        user: args.user,
+        password: args.password,
+        tls: None,
+    };
+    if let Some(ca) = &args.cacert {
+        access = access.with_ca(ca)?;
+    }
     let client = Client {
         node: args
             .node
             .trim_start_matches("http://")
+            .trim_start_matches("https://")
             .trim_end_matches('/')
             .to_owned(),
-        password: args.password,
+        access,
     };
     let mut out = std::io::stdout().lock();
     match args.command {
@@ -943,7 +966,7 @@ fn percent_encode(s: &str) -> String {
 /// One node's API, through [`http_client`]: one request per connection.
 struct Client {
     node: String,
-    password: Option<String>,
+    access: http_client::Access,
 }
 
 impl Client {
@@ -974,7 +997,7 @@ impl Client {
                 Some(addr) => {
                     let other = Client {
                         node: addr.to_owned(),
-                        password: self.password.clone(),
+                        access: self.access.clone(),
                     };
                     other
                         .get("/balance")
@@ -990,7 +1013,7 @@ impl Client {
     /// Sends a request; returns the JSON reply, or an error naming the reply's code and
     /// message.
     fn request(&self, method: &str, path: &str, body: Option<&Value>) -> anyhow::Result<Value> {
-        let http = http_client::Client::new(self.node.clone(), self.password.clone());
+        let http = http_client::Client::new(self.node.clone(), self.access.clone());
         let reply = match http.send_blocking(method, path, body.map(Value::to_string)) {
             Ok(reply) => reply,
             Err(e @ http_client::Error::Unreachable { .. }) => return Err(e.into()),

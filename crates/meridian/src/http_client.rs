@@ -1,15 +1,21 @@
 //! The command line's one HTTP client of a node's API (`meridian ctl`, and `meridian up`
-//! waiting for its cluster to come up): hyper's HTTP/1.1 client connection over a plain TCP
-//! stream, one request per connection (`Connection: close`). Plain HTTP to loopback or
-//! cluster addresses only: no TLS, no proxies, no redirects.
+//! waiting for its cluster to come up): hyper's HTTP/1.1 client connection over TCP, or over
+//! TLS when given the CA that signed the node's certificate ([`Access::tls`]), one request per
+//! connection (`Connection: close`). It authenticates as the node's `default` user
+//! (`Authorization: Bearer <password>`) or as a named ACL user (`Authorization: Basic`). No
+//! proxies, no redirects.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
+use meridian_net::tls::TlsConnector;
 use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
 /// How long one address may take to accept the connection.
@@ -17,12 +23,61 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long the request and its whole reply may take once connected.
 pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A node's HTTP API at `host:port`, with the bearer its `requirepass` asks for.
+/// How a client reaches and authenticates to a node: the same for every node of a cluster.
+#[derive(Clone, Default)]
+pub struct Access {
+    /// The ACL user to act as (`Authorization: Basic`); `None`: the `default` user.
+    pub user: Option<String>,
+    /// The user's password (the `default` user's: the node's `requirepass`).
+    pub password: Option<String>,
+    /// HTTPS, trusting the CA it was made from ([`Access::with_ca`]); `None`: plain HTTP.
+    pub tls: Option<TlsConnector>,
+}
+
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl Access {
+    /// HTTPS to nodes whose certificates chain to the CA in `ca_file` (PEM).
+    pub fn with_ca(mut self, ca_file: &Path) -> anyhow::Result<Self> {
+        let config = meridian_net::tls::client_config(ca_file, None)?;
+        self.tls = Some(TlsConnector::from(Arc::new(config)));
+        Ok(self)
+    }
+
+    /// The `Authorization` header value, if any.
+    fn authorization(&self) -> Option<String> {
+        use base64::Engine as _;
+        let password = self.password.as_deref();
+        match (&self.user, password) {
+            (Some(user), p) => {
+                let pair = format!("{user}:{}", p.unwrap_or_default());
+                let token = base64::engine::general_purpose::STANDARD.encode(pair);
+                Some(format!("Basic {token}"))
+            }
+            (None, Some(p)) => Some(format!("Bearer {p}")),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A node's HTTP API at `host:port`, reached and authenticated as [`Access`] says.
 #[derive(Clone, Debug)]
 pub struct Client {
     node: String,
-    password: Option<String>,
+    access: Access,
 }
+
+/// A connection, plain or TLS.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// A reply: its status and its (de-chunked) body.
 #[derive(Debug)]
@@ -80,12 +135,11 @@ impl std::error::Error for Error {
 }
 
 impl Client {
-    /// The node at `node` (`host:port`), sending `Authorization: Bearer <password>` when
-    /// given one.
-    pub fn new(node: impl Into<String>, password: Option<String>) -> Self {
+    /// The node at `node` (`host:port`).
+    pub fn new(node: impl Into<String>, access: Access) -> Self {
         Self {
             node: node.into(),
-            password,
+            access,
         }
     }
 
@@ -124,9 +178,33 @@ impl Client {
             .block_on(self.send(method, path, json_body))
     }
 
+    /// Connects to the node, then makes the TLS handshake when the access is HTTPS (the
+    /// certificate must name the host as given).
+    async fn connect(&self) -> Result<Box<dyn Io>, Error> {
+        let tcp = self.connect_tcp().await?;
+        let Some(tls) = &self.access.tls else {
+            return Ok(Box::new(tcp));
+        };
+        let host = self
+            .node
+            .rsplit_once(':')
+            .map_or(self.node.as_str(), |(h, _)| h)
+            .trim_start_matches('[')
+            .trim_end_matches(']');
+        let name = rustls_pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| Error::Exchange(format!("'{host}' is no TLS server name: {e}").into()))?;
+        let stream = tokio::time::timeout(CONNECT_TIMEOUT, tls.connect(name, tcp))
+            .await
+            .map_err(|_| Error::TimedOut)?
+            .map_err(|e| {
+                Error::Exchange(format!("TLS handshake with {}: {e}", self.node).into())
+            })?;
+        Ok(Box::new(stream))
+    }
+
     /// Connects to the first of the node's addresses that accepts within
     /// [`CONNECT_TIMEOUT`].
-    async fn connect(&self) -> Result<TcpStream, Error> {
+    async fn connect_tcp(&self) -> Result<TcpStream, Error> {
         let unreachable = |why: String| Error::Unreachable {
             node: self.node.clone(),
             why,
@@ -151,7 +229,7 @@ impl Client {
 
     async fn exchange(
         &self,
-        stream: TcpStream,
+        stream: Box<dyn Io>,
         method: &str,
         path: &str,
         json_body: Option<String>,
@@ -168,8 +246,8 @@ impl Client {
         if !body.is_empty() {
             req = req.header(CONTENT_TYPE, "application/json");
         }
-        if let Some(p) = &self.password {
-            req = req.header(AUTHORIZATION, format!("Bearer {p}"));
+        if let Some(auth) = self.access.authorization() {
+            req = req.header(AUTHORIZATION, auth);
         }
         let req = req
             .body(Full::new(Bytes::from(body)))

@@ -46,6 +46,10 @@ pub struct NodeArgs {
     /// `s3.keys`).
     #[arg(long = "s3-key", value_name = "ID:SECRET")]
     s3_keys: Vec<String>,
+    /// Requests signed with access key ID act as ACL user USER (repeatable; adds to
+    /// `s3.users`).
+    #[arg(long = "s3-user", value_name = "ID=USER", value_parser = parse_key_user)]
+    s3_users: Vec<(String, String)>,
     /// Serve S3 requests without a signature: anyone who can connect reads and writes.
     #[arg(long)]
     s3_open: bool,
@@ -139,6 +143,10 @@ pub struct NodeArgs {
     /// TLS 1.3 cipher suites, colon-separated (TLS_AES_128_GCM_SHA256:...) [default: all].
     #[arg(long, value_name = "LIST")]
     tls_ciphersuites: Option<String>,
+    /// Encrypt the links between cluster nodes too (Redis's tls-cluster): both ends present
+    /// --tls-cert-file's certificate and must chain to --tls-ca-cert-file.
+    #[arg(long, value_name = "yes|no", value_parser = parse_yes_no)]
+    tls_cluster: Option<bool>,
     /// Serve the HTTP API over HTTPS, with --tls-cert-file's certificate.
     #[arg(long)]
     http_tls: bool,
@@ -190,6 +198,9 @@ impl NodeArgs {
         if let Some(v) = &self.tls_ciphersuites {
             r.tls_ciphersuites = v.clone();
         }
+        if let Some(v) = self.tls_cluster {
+            r.tls_cluster = v;
+        }
         c.http.tls |= self.http_tls;
         c.s3.tls |= self.s3_tls;
     }
@@ -210,6 +221,7 @@ impl NodeArgs {
             c.s3.listen = Some(v);
         }
         c.s3.keys.extend(self.s3_keys);
+        c.s3.users.extend(self.s3_users);
         c.s3.open |= self.s3_open;
         if let Some(v) = self.engine {
             c.storage.engine = v;
@@ -359,6 +371,12 @@ pub(crate) async fn stop_on_signal(shutdown: CancellationToken, mut signals: Shu
 }
 
 /// Redis's `yes`/`no` option values.
+fn parse_key_user(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(id, user)| (id.to_owned(), user.to_owned()))
+        .ok_or_else(|| format!("'{s}' is not ACCESS_KEY_ID=USER"))
+}
+
 fn parse_yes_no(s: &str) -> Result<bool, String> {
     match s.to_ascii_lowercase().as_str() {
         "yes" => Ok(true),

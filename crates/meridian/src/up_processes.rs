@@ -130,6 +130,10 @@ fn write_configs(
         if let Some(t) = tls {
             t.configure_node(&m.name, a[4].ip(), &mut c.resp)?;
             c.resp.tls_port = a[4].port();
+            // Every link crosses the network: peer links, HTTP and S3 are encrypted too.
+            c.resp.tls_cluster = true;
+            c.http.tls = true;
+            c.s3.tls = true;
         }
         c.cluster = Some(ClusterSection {
             id: m.id,
@@ -182,8 +186,8 @@ fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 }
 
 /// `GET /cluster` on `addr`: whether the node sees every member up.
-async fn all_up(addr: SocketAddr, password: Option<&str>) -> bool {
-    let client = http_client::Client::new(addr.to_string(), password.map(str::to_owned));
+async fn all_up(addr: SocketAddr, access: &http_client::Access) -> bool {
+    let client = http_client::Client::new(addr.to_string(), access.clone());
     let fetch = async {
         let reply = client.send("GET", "/cluster", None).await.ok()?;
         let j: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
@@ -295,10 +299,12 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
             .unwrap_or_default();
         writeln!(
             out,
-            "TLS files in {}; connect with: redis-cli {} -h {host} -p {}",
+            "TLS files in {}; connect with: redis-cli {} -h {host} -p {} \
+             (HTTP and S3 are HTTPS: meridian ctl --cacert {})",
             t.dir.display(),
             t.redis_cli_flags(),
-            tls_ports[0].unwrap_or_default()
+            tls_ports[0].unwrap_or_default(),
+            t.ca_file.display()
         )?;
     }
     out.flush()?;
@@ -307,6 +313,13 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
 
     // Ready once every node sees every member up (bounded), unless a node exits or we are told
     // to stop first.
+    let mut access = http_client::Access {
+        password: args.requirepass.clone(),
+        ..http_client::Access::default()
+    };
+    if let Some(t) = &tls {
+        access = access.with_ca(&t.ca_file)?;
+    }
     let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     loop {
         if let Some(p) = reap(&mut procs).into_iter().next() {
@@ -317,7 +330,7 @@ async fn run_in(args: &UpArgs, dir: &Path, shutdown: CancellationToken) -> anyho
         }
         let mut ready = true;
         for p in &procs {
-            if !all_up(p.member.http.expect("set"), args.requirepass.as_deref()).await {
+            if !all_up(p.member.http.expect("set"), &access).await {
                 ready = false;
                 break;
             }

@@ -608,9 +608,9 @@ impl Up {
                 s3_key = Some((f[0].to_owned(), f[2].to_owned()));
                 continue;
             }
-            // NAME DC RESP HTTP S3 [PID]
+            // NAME DC RESP HTTP S3 [PID [RESP-TLS]]
             let f: Vec<&str> = line.split_whitespace().collect();
-            if (5..=6).contains(&f.len()) && f[0] != "NAME" {
+            if (5..=7).contains(&f.len()) && f[0] != "NAME" && f[0] != "TLS" {
                 members.push(Member {
                     name: f[0].to_owned(),
                     dc: f[1].parse().unwrap(),
@@ -1080,6 +1080,71 @@ fn up_processes_runs_one_node_per_process_over_tcp() {
     for p in pids {
         assert!(!alive(p), "node process {p} outlived meridian up");
     }
+}
+
+#[test]
+fn up_processes_tls_encrypts_the_peer_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start(&[
+        "--default-bucket",
+        "eventual",
+        "--processes",
+        "--tls",
+        "--n",
+        "2",
+        "--dcs",
+        "2",
+        "--nodes-per-dc",
+        "1",
+        "--config-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let config = dir.path().join(format!("{}.toml", up.members[0].name));
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("tls_cluster = true"), "{text}");
+    // Replication crosses the (TLS) peer links.
+    assert!(
+        text.contains("tls = true"),
+        "HTTP and S3 serve HTTPS: {text}"
+    );
+    let (mut a, mut b) = (up.redis(0), up.redis(1));
+    set_here_get_there_and_resolve_siblings(&mut a, &mut b);
+    // `meridian ctl` speaks HTTPS with the run's CA, and refuses to guess without it.
+    let https = format!("https://{}", up.members[1].http);
+    let ca = dir.path().join("ca.crt");
+    let ctl = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["ctl", "--node", &https])
+            .args(extra)
+            .args(["cluster", "--json"])
+            .env_remove("MERIDIAN_REQUIREPASS")
+            .output()
+            .unwrap()
+    };
+    let out = ctl(&["--cacert", ca.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["members"].as_array().unwrap().len(), 2, "{c}");
+    let out = ctl(&[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cacert"));
+    let reply: Vec<String> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("tls-cluster")
+        .query(&mut a)
+        .unwrap();
+    assert_eq!(reply, ["tls-cluster", "yes"]);
+    // A plaintext peer hears no challenge: the node waits for a TLS ClientHello, then hangs
+    // up at its handshake deadline.
+    let peer: SocketAddr = config_value(&text, "peer").parse().unwrap();
+    let mut s = TcpStream::connect(peer).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    assert!(read_peer_frame(&mut s).is_none(), "no plaintext handshake");
+    up.terminate();
 }
 
 /// The value of `key = "..."` in a node config written by `up --processes`.
@@ -2254,4 +2319,59 @@ fn bench_blob_verifies_every_object_and_counts_refusals() {
         })
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// Issue 42 over TCP: a user set on one node process is enforced by the others (the users
+/// ride in the cluster metadata the peers exchange), and deleting it on another removes it
+/// everywhere.
+#[test]
+fn up_processes_enforce_users_set_on_any_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = Up::start(&[
+        "--processes",
+        "--dcs",
+        "1",
+        "--nodes-per-dc",
+        "3",
+        "--config-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let connect = |i: usize, auth: &str| {
+        redis::Client::open(format!("redis://{auth}{}/", up.members[i].resp))
+            .unwrap()
+            .get_connection()
+    };
+    let mut admin = connect(0, "").unwrap();
+    let ok: String = redis::cmd("ACL")
+        .arg(&["SETUSER", "alice", "on", ">pw", "~app:*", "+get", "+set"])
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(ok, "OK");
+    for i in [1, 2] {
+        let mut alice = connect(i, "alice:pw@").unwrap();
+        let _: () = redis::cmd("SET")
+            .arg("app:1")
+            .arg("v")
+            .query(&mut alice)
+            .unwrap();
+        let e = redis::cmd("SET")
+            .arg("other")
+            .arg("v")
+            .query::<()>(&mut alice)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no permissions to access one of the keys used as arguments"),
+            "node {i}: {e}"
+        );
+    }
+    let mut admin1 = connect(1, "").unwrap();
+    let deleted: i64 = redis::cmd("ACL")
+        .arg(&["DELUSER", "alice"])
+        .query(&mut admin1)
+        .unwrap();
+    assert_eq!(deleted, 1);
+    let e = connect(2, "alice:pw@").map(|_| ()).unwrap_err();
+    assert_eq!(e.kind(), redis::ErrorKind::AuthenticationFailed, "{e}");
+    up.terminate();
 }

@@ -54,6 +54,37 @@ impl Node {
         }
     }
 
+    /// Sends `meta` to every other member the failure detector sees up and waits until each
+    /// answered that it follows it or a later version, or the handoff timeout passed: after a
+    /// change, every reachable member acts on it (a member down meanwhile adopts it from its
+    /// peers' heartbeats when it is back). Returns the members that did not confirm.
+    pub async fn sync_members(&self, meta: &ClusterMeta) -> Vec<NodeId> {
+        let peers: Vec<NodeId> = meta
+            .members
+            .iter()
+            .map(|m| m.id)
+            .filter(|&id| id != self.id() && self.is_up(id))
+            .collect();
+        let timeout = self.kernel().cfg.handoff_timeout;
+        let transport = &self.kernel().transport;
+        let acks = futures_util::future::join_all(peers.iter().map(|&p| {
+            transport.request(
+                p,
+                Msg::Kernel(KernelMsg::Sync(Box::new(meta.clone()))),
+                timeout,
+            )
+        }))
+        .await;
+        peers
+            .into_iter()
+            .zip(acks)
+            .filter(
+                |(_, r)| !matches!(r, Ok(Msg::Kernel(KernelMsg::Synced(v))) if *v >= meta.version),
+            )
+            .map(|(p, _)| p)
+            .collect()
+    }
+
     /// The claimant's side of [`EventualNode::change`]: apply, adopt, publish.
     pub(crate) fn claimant_apply(&self, change: &MetaChange) -> Result<ClusterMeta> {
         let view = self.kernel().view.write();

@@ -78,19 +78,8 @@ impl Node {
         let meta = self
             .change(crate::membership::MetaChange::Truncate { buckets, mark })
             .await?;
-        let version = meta.version;
-        let acks = join_all(peers.iter().map(|&p| {
-            transport.request(
-                p,
-                Msg::Kernel(KernelMsg::Sync(Box::new(meta.clone()))),
-                timeout,
-            )
-        }))
-        .await;
-        for (peer, r) in peers.iter().zip(acks) {
-            if !matches!(r, Ok(Msg::Kernel(KernelMsg::Synced(v))) if v >= version) {
-                tracing::warn!(node = %self.id(), %peer, "truncation: not acknowledged yet");
-            }
+        for peer in self.sync_members(&meta).await {
+            tracing::warn!(node = %self.id(), %peer, "truncation: not acknowledged yet");
         }
         Ok(mark)
     }

@@ -9,7 +9,8 @@
 //!   closes the connection after its reply, and a change that revokes a channel the
 //!   connection is subscribed to closes it at once, as Redis does.
 //!
-//! The `ACL` command and the per-request check are in `resp::acl_command`.
+//! The `ACL` command and the per-request check are in `resp::acl_command`; in cluster mode
+//! the users are replicated with the cluster metadata (`resp::acl_cluster`).
 //!
 //! Guarantees: a refused rule changes no user; the ACL file is replaced atomically (a
 //! temporary file renamed over it) and a file with any error loads nothing; passwords are
@@ -152,6 +153,17 @@ pub(crate) struct Users {
     /// without a `user default` line leaves it as, so `ACL LOAD` never opens a node that
     /// `requirepass` protects.
     pub(super) configured_default: User,
+    /// Cluster mode: the replicated users last applied (`resp::acl_cluster`).
+    pub(super) adopted: Mutex<Adopted>,
+}
+
+/// Cluster mode: the users of the last cluster-metadata document a node applied
+/// (`resp::acl_cluster`), and that document's `(version, author)`, so an older document
+/// arriving late changes nothing.
+#[derive(Debug, Default)]
+pub(super) struct Adopted {
+    pub(super) at: (u64, u32),
+    pub(super) users: Option<meridian_replication::UserTable>,
 }
 
 /// How users are configured at start (`Debug` shows how many user lines, never their
@@ -198,6 +210,7 @@ impl Users {
             aclfile: config.aclfile.clone(),
             all_channels_default: config.all_channels_default,
             configured_default: default.clone(),
+            adopted: Mutex::default(),
         };
         let mut map = BTreeMap::new();
         map.insert(b"default".to_vec(), Slot::new(default));
@@ -223,6 +236,7 @@ impl Users {
             log_max_len: AtomicUsize::new(DEFAULT_LOG_MAX_LEN),
             aclfile: None,
             all_channels_default: false,
+            adopted: Mutex::default(),
         }
     }
 
@@ -300,6 +314,12 @@ impl Users {
     /// Whether the `default` user takes any password (`AUTH <password>` is then an error).
     pub(crate) fn default_is_nopass(&self) -> bool {
         self.slot(b"default").expect("default").get().nopass()
+    }
+
+    /// The session of user `name`, authenticated some other way (an S3 access key mapped to
+    /// it); `None` when there is no such user.
+    pub(crate) fn session_of(&self, name: &[u8]) -> Option<SessionUser> {
+        self.slot(name).map(SessionUser::of)
     }
 
     /// The session of `name` if `password` authenticates it.

@@ -7,7 +7,8 @@
 //! - [`command`]: `ACL CAT|DELUSER|DRYRUN|GENPASS|GETUSER|HELP|LIST|LOAD|LOG|SAVE|SETUSER|
 //!   USERS|WHOAMI`, with Redis's replies and errors. Deleting a user (or `ACL LOAD` dropping
 //!   it) closes its connections; a change that revokes a channel a connection is subscribed
-//!   to closes that connection, as Redis does.
+//!   to closes that connection, as Redis does. In cluster mode `SETUSER`, `DELUSER` and
+//!   `LOAD` go through the cluster metadata instead (`resp::acl_cluster`).
 
 use super::acl::{LogContext, SessionUser, Slot, Users};
 use super::context::RespContext;
@@ -15,6 +16,7 @@ use meridian_redis::acl::{CATEGORIES, Denied, Request, User, universe::Universe}
 use meridian_redis::error::{CmdResult, raw};
 use meridian_redis::value::parse_i64;
 use meridian_redis::{Args, Reply};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -74,7 +76,7 @@ pub(crate) fn check(
 
 /// Closes every connection authenticated as `name` (a deleted user), or, with `keep`, those
 /// subscribed to a channel `keep` no longer allows.
-fn close_clients(ctx: &RespContext, name: &[u8], keep: Option<&User>) {
+pub(super) fn close_clients(ctx: &RespContext, name: &[u8], keep: Option<&User>) {
     for client in ctx.clients() {
         if *client.user.lock() != name {
             continue;
@@ -93,6 +95,14 @@ fn close_clients(ctx: &RespContext, name: &[u8], keep: Option<&User>) {
             client.kill();
         }
     }
+}
+
+/// Whether `ACL …` (`args`) changes users in a form the command accepts: cluster mode runs
+/// it through `resp::acl_cluster` instead. Other forms run here, which answers their errors.
+pub(crate) fn changes_users(args: Args<'_>) -> bool {
+    let sub = args.get(1);
+    let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
+    ((is("SETUSER") || is("DELUSER")) && args.len() >= 3) || (is("LOAD") && args.len() == 2)
 }
 
 /// Runs `ACL <subcommand> …`.
@@ -135,6 +145,14 @@ pub(crate) fn command(
             )))
         }
     };
+    // Cluster mode proposes user changes to the claimant (`acl_cluster`, awaited by the
+    // connection): never applied to this node alone.
+    if ctx.cluster.is_some() && changes_users(args) {
+        return Err(raw(format!(
+            "ERR ACL {} changes the cluster's users and cannot run here on a cluster node",
+            String::from_utf8_lossy(sub).to_ascii_uppercase()
+        )));
+    }
     if is("SETUSER") {
         arity(argc >= 3)?;
         setuser(ctx, reply, args)
@@ -183,31 +201,22 @@ pub(crate) fn command(
     }
 }
 
-const NO_ACLFILE: &str = "ERR This Redis instance is not configured to use an ACL file. You may \
-    want to specify users via the ACL SETUSER command and then issue a CONFIG REWRITE \
-    (assuming you have a Redis configuration file set) in order to store users in the Redis \
-    configuration.";
+pub(super) const NO_ACLFILE: &str = "ERR This Redis instance is not configured to use an ACL \
+    file. You may want to specify users via the ACL SETUSER command and then issue a CONFIG \
+    REWRITE (assuming you have a Redis configuration file set) in order to store users in the \
+    Redis configuration.";
 
 fn setuser(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     let name = args.get(2);
-    if !User::valid_name(name) {
-        return Err(raw("ERR Usernames can't contain spaces or null characters"));
-    }
     let mut users = ctx.users.users.write();
     let existing = users.get(name).cloned();
-    let base = match &existing {
-        Some(slot) => (*slot.get()).clone(),
-        None => User::new(name, ctx.users.all_channels_default),
-    };
-    let user = base
-        .with_rules(args.iter_from(3))
-        .map_err(|e| raw(format!("ERR {e}")))?;
+    let user = user_after(ctx, existing.as_deref(), args)?;
     match existing {
         Some(slot) => {
-            let channels_shrank = !user_keeps_channels(&base, &user);
+            let old = slot.get();
             slot.replace(user.clone());
             drop(users);
-            if channels_shrank {
+            if !user_keeps_channels(&old, &user) {
                 close_clients(ctx, name, Some(&user));
             }
         }
@@ -219,8 +228,27 @@ fn setuser(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
     Ok(())
 }
 
+/// The user `ACL SETUSER name rules…` (`args`) makes of `existing` (a new user when
+/// `None`), or Redis's error for the name or the first refused rule.
+pub(super) fn user_after(
+    ctx: &RespContext,
+    existing: Option<&Slot>,
+    args: Args<'_>,
+) -> Result<User, meridian_redis::CmdError> {
+    let name = args.get(2);
+    if !User::valid_name(name) {
+        return Err(raw("ERR Usernames can't contain spaces or null characters"));
+    }
+    let base = match existing {
+        Some(slot) => (*slot.get()).clone(),
+        None => User::new(name, ctx.users.all_channels_default),
+    };
+    base.with_rules(args.iter_from(3))
+        .map_err(|e| raw(format!("ERR {e}")))
+}
+
 /// Whether `new` allows every channel `old` did (nothing to check on subscribers).
-fn user_keeps_channels(old: &User, new: &User) -> bool {
+pub(super) fn user_keeps_channels(old: &User, new: &User) -> bool {
     if new.selectors().iter().any(|s| s.all_channels()) {
         return true;
     }
@@ -441,34 +469,62 @@ fn dryrun(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> CmdResult {
 /// as configured (Redis would make it `nopass`, opening a node `requirepass` protects).
 /// Closes the connections of users the file no longer has.
 fn load(ctx: &RespContext, path: &PathBuf) -> CmdResult {
-    let parsed = ctx.users.read_file(path).map_err(|e| {
+    install(ctx, loaded_users(ctx, path)?, false);
+    Ok(())
+}
+
+/// The users `ACL LOAD` gives: the file's, the `default` user as configured unless the file
+/// has one; or Redis's error saying where the file is wrong.
+pub(super) fn loaded_users(
+    ctx: &RespContext,
+    path: &PathBuf,
+) -> Result<BTreeMap<Vec<u8>, User>, meridian_redis::CmdError> {
+    let mut parsed = ctx.users.read_file(path).map_err(|e| {
         raw(format!(
             "ERR {e} WARNING: ACL errors detected, no change to the previously active ACL \
              rules was performed"
         ))
     })?;
+    parsed
+        .entry(b"default".to_vec())
+        .or_insert_with(|| ctx.users.configured_default.clone());
+    Ok(parsed)
+}
+
+/// Makes the node's users exactly `users` (which has `default`): a changed user applies to
+/// its connections from their next command, a user no longer there is deleted and its
+/// connections closed, and, with `revoke_channels`, a connection subscribed to a channel its
+/// changed user no longer allows is closed (what `ACL SETUSER` does).
+pub(super) fn install(ctx: &RespContext, users: BTreeMap<Vec<u8>, User>, revoke_channels: bool) {
     let mut dropped = Vec::new();
+    let mut narrowed = Vec::new();
     {
-        let mut users = ctx.users.users.write();
-        for (name, slot) in users.iter() {
-            match parsed.get(name) {
-                Some(user) => slot.replace(user.clone()),
-                None if name == b"default" => slot.replace(ctx.users.configured_default.clone()),
-                None => {
-                    slot.deleted.store(true, Ordering::Release);
-                    dropped.push(name.clone());
+        let mut registry = ctx.users.users.write();
+        for (name, slot) in registry.iter() {
+            let Some(user) = users.get(name) else {
+                slot.deleted.store(true, Ordering::Release);
+                dropped.push(name.clone());
+                continue;
+            };
+            let old = slot.get();
+            if *old != *user {
+                if revoke_channels && !user_keeps_channels(&old, user) {
+                    narrowed.push((name.clone(), user.clone()));
                 }
+                slot.replace(user.clone());
             }
         }
-        users.retain(|name, _| !dropped.contains(name));
-        for (name, user) in parsed {
-            users.entry(name).or_insert_with(|| Slot::new(user));
+        registry.retain(|name, _| !dropped.contains(name));
+        for (name, user) in users {
+            registry.entry(name).or_insert_with(|| Slot::new(user));
         }
     }
     for name in dropped {
         close_clients(ctx, &name, None);
     }
-    Ok(())
+    for (name, user) in narrowed {
+        close_clients(ctx, &name, Some(&user));
+    }
 }
 
 /// `ACL SAVE`: every user's `ACL LIST` line, written to a temporary file renamed over the

@@ -115,7 +115,7 @@ pub struct RespContext {
     /// The error replies sent, by code (INFO errorstats).
     pub(crate) errors: super::error_stats::ErrorStats,
     /// The ACL users and log (`resp::acl`).
-    pub(crate) users: super::acl::Users,
+    pub(crate) users: Arc<super::acl::Users>,
     /// Redis's `protected-mode` (CONFIG SET): with no password for the `default` user,
     /// clients beyond loopback are refused.
     pub(crate) protected_mode: std::sync::atomic::AtomicBool,
@@ -142,16 +142,25 @@ impl RespContext {
     /// The shared state of a RESP front end serving `keyspace`, recording into `metrics`.
     /// Fetches every per-command metrics handle once, here.
     pub fn new(keyspace: Arc<Keyspace>, metrics: Arc<Metrics>, config: RespConfig) -> Arc<Self> {
-        Self::with_cluster(keyspace, metrics, config, None)
+        let users = super::acl::Users::new(&config.acl, config.requirepass.as_deref())
+            .unwrap_or_else(|e| {
+                // A node validates its users when it starts (`NodeState`); a context built
+                // without one lets nobody in rather than everybody.
+                tracing::error!(error = %e, "ACL users refused: every login is refused");
+                super::acl::Users::locked()
+            });
+        Self::with_cluster(keyspace, metrics, config, None, Arc::new(users))
     }
 
     /// Like [`RespContext::new`]; with `cluster`, key commands are served by that replication
-    /// node (cluster mode, see [`crate::cluster`]).
-    pub fn with_cluster(
+    /// node (cluster mode, see [`crate::cluster`]). `users` are the node's, which its HTTP
+    /// and S3 front ends share.
+    pub(crate) fn with_cluster(
         keyspace: Arc<Keyspace>,
         metrics: Arc<Metrics>,
         config: RespConfig,
         cluster: Option<Arc<ClusterBackend>>,
+        users: Arc<super::acl::Users>,
     ) -> Arc<Self> {
         let ops = Cmd::ALL
             .iter()
@@ -180,13 +189,6 @@ impl RespContext {
             })
             .expect("a Lua interpreter for scripts"),
         );
-        let users = super::acl::Users::new(&config.acl, config.requirepass.as_deref())
-            .unwrap_or_else(|e| {
-                // Validated with the node's configuration; should the ACL file have changed
-                // since, nobody is let in rather than everybody.
-                tracing::error!(error = %e, "ACL users refused: every login is refused");
-                super::acl::Users::locked()
-            });
         let protected_mode = std::sync::atomic::AtomicBool::new(config.protected_mode);
         let run_id = (0..3u8)
             .map(|i| format!("{:016x}", state.hash_one(i)))

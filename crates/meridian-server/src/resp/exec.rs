@@ -668,6 +668,12 @@ pub(crate) async fn execute_cluster<'c>(
         let result = databases(cluster, session, reply, cmd, args).await;
         return (&ctx.ops[cmd as usize], finish(reply, result), flow);
     }
+    // Users are replicated with the cluster metadata: a change is proposed and answered
+    // once every member seen up follows it (`acl_cluster`).
+    if cmd == Cmd::Acl && acl_command::changes_users(args) {
+        let result = crate::resp::acl_cluster::command(ctx, cluster, reply, args).await;
+        return (&ctx.ops[cmd as usize], finish(reply, result), flow);
+    }
     if cmd.runs_script() {
         let txn_session = &session.txn_session;
         let caller = crate::resp::cluster_scripts::ScriptCaller {

@@ -38,6 +38,7 @@
 //! all connections are closed.
 
 pub mod acl;
+pub(crate) mod acl_cluster;
 mod acl_command;
 pub(crate) mod blob;
 mod cluster_cmd;

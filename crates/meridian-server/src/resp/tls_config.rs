@@ -5,7 +5,7 @@
 //! `tls-protocols` and `tls-ciphersuites` reread the files and replace the configuration new
 //! TLS connections get, as Redis does; connections already open keep theirs. The new
 //! settings are built in full before anything is applied, so a bad file fails the whole
-//! `CONFIG SET` and changes nothing. `tls-port` changes need a restart.
+//! `CONFIG SET` and changes nothing. `tls-port` and `tls-cluster` changes need a restart.
 
 use crate::resp::context::RespContext;
 use meridian_net::tls::{ClientAuth, TlsSettings};
@@ -49,7 +49,17 @@ pub(super) fn params(ctx: &RespContext) -> Vec<(&'static str, String)> {
         ("tls-auth-clients", auth.into()),
         ("tls-protocols", s.protocols),
         ("tls-ciphersuites", s.ciphersuites),
+        ("tls-cluster", yes_no(peer_links_tls(ctx)).into()),
     ]
+}
+
+/// Whether peer links use TLS (`tls-cluster`, fixed at start).
+fn peer_links_tls(ctx: &RespContext) -> bool {
+    ctx.tls().is_some_and(|t| t.server.peer().is_some())
+}
+
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
 }
 
 /// Records `name = value` into `pending` (the settings in force, on first use). An error is

@@ -420,3 +420,116 @@ async fn acl_load_keeps_the_configured_default_user() {
         .await;
     s.stop().await;
 }
+
+/// Issue 42: users are replicated with the cluster metadata. On a 3-node cluster a user set
+/// on one node logs in and is refused, in Redis's words, on the others; deleting it on
+/// another node removes it everywhere and closes its connections there; `ACL LOAD` on a
+/// third replaces every node's users. `default` cannot be deleted, and a user that cannot be
+/// replicated is refused with why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn users_are_enforced_on_every_node_of_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("users.acl");
+    std::fs::write(&path, "user ops on >o ~* &* +@all\n").unwrap();
+    let mut cfg = meridian_server::cluster::EmbeddedConfig {
+        dcs: 1,
+        nodes_per_dc: 3,
+        n: 3,
+        wan_latency: Duration::ZERO,
+        heartbeat: Duration::from_millis(100),
+        ..meridian_server::cluster::EmbeddedConfig::default()
+    };
+    cfg.node.resp.aclfile = Some(path.clone());
+    let c = crate::start_serving(cfg, Duration::from_secs(60))
+        .await
+        .unwrap();
+    let node = |i| crate::cluster_mode::connect(&c, i);
+    let mut admin0 = node(0).await;
+    admin0
+        .roundtrip(b"ACL SETUSER alice on >pw ~app:* +get +set\r\n", b"+OK\r\n")
+        .await;
+    let mut alice1 = node(1).await;
+    let mut alice2 = node(2).await;
+    for a in [&mut alice1, &mut alice2] {
+        a.roundtrip(b"AUTH alice pw\r\nSET app:1 v\r\n", b"+OK\r\n+OK\r\n")
+            .await;
+        a.roundtrip(b"SET other v\r\n", NOPERM_KEYS).await;
+        a.roundtrip(
+            b"DEL app:1\r\n",
+            b"-NOPERM this user has no permissions to run the 'del' command\r\n",
+        )
+        .await;
+    }
+    // The first change started from node 0's users: its configured `ops` is kept.
+    let mut admin2 = node(2).await;
+    admin2
+        .roundtrip(
+            b"ACL USERS\r\n",
+            b"*3\r\n$5\r\nalice\r\n$7\r\ndefault\r\n$3\r\nops\r\n",
+        )
+        .await;
+
+    let mut admin1 = node(1).await;
+    admin1
+        .roundtrip(b"ACL DELUSER alice nosuch\r\n", b":1\r\n")
+        .await;
+    alice2.expect_eof().await;
+    alice1.expect_eof().await;
+    let mut again = node(0).await;
+    again
+        .roundtrip(
+            b"AUTH alice pw\r\n",
+            b"-WRONGPASS invalid username-password pair or user is disabled.\r\n",
+        )
+        .await;
+    admin1
+        .roundtrip(
+            b"ACL DELUSER default\r\n",
+            b"-ERR The 'default' user cannot be removed\r\n",
+        )
+        .await;
+    admin1.roundtrip(b"ACL DELUSER nosuch\r\n", b":0\r\n").await;
+    let refused = admin1.cmd(&[b"ACL", b"SETUSER", b"caf\xe9", b"on"]).await;
+    assert!(
+        format!("{refused:?}").contains("cannot be replicated to the cluster"),
+        "{refused:?}"
+    );
+    admin1
+        .roundtrip(
+            b"ACL SETUSER u +nosuch\r\n",
+            b"-ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name \
+              in ACL\r\n",
+        )
+        .await;
+
+    // Attack: a user past the cluster's bounds is valid here but refused by the claimant;
+    // the reply says why and no node changed.
+    let huge = format!("~{}", "k".repeat(70 * 1024));
+    let refused = admin1
+        .cmd(&[b"ACL", b"SETUSER", b"big", b"on", huge.as_bytes()])
+        .await;
+    let text = format!("{refused:?}");
+    assert!(
+        text.contains("ACL SETUSER was not applied") && text.contains("more than 65536"),
+        "{text}"
+    );
+    admin0
+        .roundtrip(b"ACL USERS\r\n", b"*2\r\n$7\r\ndefault\r\n$3\r\nops\r\n")
+        .await;
+
+    // ACL LOAD on node 2 replaces the users of every node: `ops` is gone, its connection on
+    // node 0 closed.
+    let mut ops0 = node(0).await;
+    ops0.roundtrip(b"AUTH ops o\r\n", b"+OK\r\n").await;
+    std::fs::write(&path, "user bob on >b ~b:* +@all\n").unwrap();
+    admin2.roundtrip(b"ACL LOAD\r\n", b"+OK\r\n").await;
+    ops0.expect_eof().await;
+    admin0
+        .roundtrip(b"ACL USERS\r\n", b"*2\r\n$3\r\nbob\r\n$7\r\ndefault\r\n")
+        .await;
+    let mut bob1 = node(1).await;
+    bob1.roundtrip(b"AUTH bob b\r\nSET b:1 x\r\n", b"+OK\r\n+OK\r\n")
+        .await;
+    bob1.roundtrip(b"SET c:1 x\r\n", NOPERM_KEYS).await;
+    c.shutdown().await;
+}

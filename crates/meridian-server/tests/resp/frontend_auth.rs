@@ -251,3 +251,91 @@ async fn admin_routes_beyond_loopback_need_a_password() {
     }
     node.stop().await;
 }
+
+/// One request with `authorization: {auth}` (none when empty): the status and the body.
+async fn request_as(http: SocketAddr, method: &str, path: &str, auth: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(http).await.unwrap();
+    let auth = if auth.is_empty() {
+        String::new()
+    } else {
+        format!("authorization: {auth}\r\n")
+    };
+    let req = format!("{method} {path} HTTP/1.1\r\nhost: x\r\n{auth}content-length: 1\r\n\r\nv");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let r = read_response(&mut s, false).await;
+    (r.status, r.text())
+}
+
+fn basic(user: &str, pass: &str) -> String {
+    use base64::Engine as _;
+    let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+    format!("Basic {token}")
+}
+
+/// The HTTP API checks the node's ACL users as RESP does: `Basic` credentials name a user,
+/// each route counts as a Redis command (`/kv` as GET/SET/DEL of its key, admin changes as
+/// CONFIG SET, other reads as INFO), refusals are 403 with Redis's NOPERM text, and an `ACL
+/// SETUSER` over RESP applies to the next HTTP request.
+#[tokio::test]
+async fn http_requests_act_as_acl_users() {
+    let mut config = NodeConfig::default();
+    config.resp.listen = "127.0.0.1:0".parse().unwrap();
+    config.http.listen = "127.0.0.1:0".parse().unwrap();
+    config.resp.requirepass = Some("s3cret".into());
+    config.resp.users = vec!["user app on >apppass ~app:* +@read +@write".into()];
+    let node = RunningNode::start(config).await;
+    let http = node.http;
+    let app = basic("app", "apppass");
+    assert_eq!(request_as(http, "PUT", "/kv/app:1", &app).await.0, 204);
+    assert_eq!(request_as(http, "GET", "/kv/app:1", &app).await.0, 200);
+    let (status, body) = request_as(http, "GET", "/kv/other", &app).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("NOPERM this user has no permissions to access one of the keys"),
+        "{body}"
+    );
+    let (status, body) = request_as(http, "PUT", "/wan", &app).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("'config|set' command"), "{body}");
+    let (status, body) = request_as(http, "GET", "/status", &app).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("'info' command"), "{body}");
+    // Wrong passwords and unknown users are 401, counted like a wrong bearer.
+    assert_eq!(
+        request_as(http, "GET", "/kv/app:1", &basic("app", "nope"))
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        request_as(http, "GET", "/kv/app:1", &basic("ghost", "x"))
+            .await
+            .0,
+        401
+    );
+    assert_eq!(request_as(http, "GET", "/kv/app:1", "").await.0, 401);
+    // The default user, by bearer or by name, keeps every permission.
+    assert_eq!(
+        request_as(http, "GET", "/kv/other", "Bearer s3cret")
+            .await
+            .0,
+        404
+    );
+    let default = basic("default", "s3cret");
+    assert_eq!(request_as(http, "GET", "/status", &default).await.0, 200);
+    // One registry: widen the user over RESP, and HTTP follows at once.
+    let mut c = TcpStream::connect(node.resp).await.unwrap();
+    c.write_all(b"AUTH s3cret\r\nACL SETUSER app ~*\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    while got.len() < 10 {
+        let mut buf = [0u8; 64];
+        let n = c.read(&mut buf).await.unwrap();
+        assert!(n > 0, "closed after {got:?}");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(got, b"+OK\r\n+OK\r\n");
+    assert_eq!(request_as(http, "GET", "/kv/other", &app).await.0, 404);
+    node.stop().await;
+}

@@ -1787,3 +1787,65 @@ async fn an_open_endpoint_refuses_bad_signatures() {
     anon.expect_object("open", "anon", b"hi").await;
     node.stop().await;
 }
+
+// ----- access keys as ACL users -------------------------------------------------------------
+
+const READER_AK: &str = "AKIDREADER";
+const READER_SK: &str = "reader-secret-0123456789";
+
+/// A key mapped to an ACL user (`s3.users`) gets that user's permissions, objects counted as
+/// `bucket:key`: the reader reads `photos` only, writes nothing, creates no bucket; refusals
+/// are `AccessDenied` with Redis's NOPERM text. The unmapped key keeps full access.
+#[tokio::test]
+async fn access_keys_mapped_to_users_get_their_permissions() {
+    let node = Node::start(|c| {
+        c.s3.keys.push(format!("{READER_AK}:{READER_SK}"));
+        c.s3.users.insert(READER_AK.into(), "reader".into());
+        c.resp.users = vec!["user reader on >pw ~photos:* +@read".into()];
+    })
+    .await;
+    let admin = node.client();
+    admin.create_bucket("photos").await;
+    admin.create_bucket("private").await;
+    admin.put("photos", "a.jpg", b"cat").await.ok(200);
+    admin.put("private", "b.txt", b"secret").await.ok(200);
+    let reader = Client {
+        addr: node.s3(),
+        auth: Auth::Sign {
+            creds: Credentials::new(READER_AK, READER_SK),
+            skew_secs: 0,
+        },
+    };
+    let r = reader.get("photos", "a.jpg").await;
+    r.ok(200);
+    assert_eq!(r.body, b"cat");
+    let denied = reader.get("private", "b.txt").await;
+    denied.s3_error(403, "AccessDenied");
+    assert!(
+        denied
+            .text()
+            .contains("NOPERM this user has no permissions to access one of the keys"),
+        "{}",
+        denied.text()
+    );
+    reader
+        .put("photos", "new.jpg", b"dog")
+        .await
+        .s3_error(403, "AccessDenied");
+    reader
+        .send(Request::new("DELETE", "/photos/a.jpg"))
+        .await
+        .s3_error(403, "AccessDenied");
+    let create = reader.send(Request::new("PUT", "/reader-bucket")).await;
+    create.s3_error(403, "AccessDenied");
+    assert!(create.text().contains("config|set"), "{}", create.text());
+    // Listing is SCAN, which +@read allows.
+    reader
+        .send(Request::new("GET", "/photos").query("list-type=2"))
+        .await
+        .ok(200);
+    // The object is still there, and the admin key still writes anywhere.
+    admin.get("photos", "a.jpg").await.ok(200);
+    admin.put("private", "c.txt", b"x").await.ok(200);
+    node.stop().await;
+}
