@@ -119,7 +119,7 @@ cluster_over_tls() { # cluster_over_tls NAME BASE [up flags...]
   connect=$(grep -m1 'connect with: redis-cli' "$log")
   host=$(sed -nE 's/.* -h ([^ ]+) .*/\1/p' <<<"$connect")
   host=${host:-127.0.0.1}
-  tls0=${connect##* -p }
+  tls0=$(sed -nE 's/.* -p ([0-9]+).*/\1/p' <<<"$connect")
   local ctls=(--tls --cacert "$dir/ca.crt" --cert "$dir/client.crt" --key "$dir/client.key"
     -h "$host")
   # A key another node masters: the redirect names that node's TLS port; -c follows it.
