@@ -4,7 +4,11 @@
 # `meridian tls gen`. Drives Debian's redis-cli and redis-benchmark (`--tls`), redis-py
 # (`ssl=True`) and boto3 over HTTPS; checks that a client without a certificate and a
 # plaintext client are refused while the node serves on, and that CONFIG SET tls-cert-file
-# reloads the certificate for new connections. Prints `N passed, M failed`; non-zero on failure.
+# reloads the certificate for new connections. Then cluster clients over TLS against
+# `meridian up --tls` (embedded, and `--processes`): redis-py's `RedisCluster(ssl=True)` sets
+# and reads back keys of every slot range, and `redis-cli --tls -c` follows a `-MOVED`, both
+# told the nodes' TLS ports by CLUSTER SLOTS and the redirects. Prints `N passed, M failed`;
+# non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
@@ -24,7 +28,11 @@ http=$((port + 1)) s3=$((port + 2))
   --tls-ca-cert-file "$tmp/a/ca.crt" --http-tls \
   --s3 "127.0.0.1:$s3" --s3-tls --s3-key tlskey:tlssecret12345 >"$tmp/node.log" 2>&1 &
 pid=$!
-cleanup() { kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -rf "$tmp"; }
+up_pid=""
+cleanup() {
+  for p in $pid $up_pid; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 
 tls=(--tls --cacert "$tmp/a/ca.crt" --cert "$tmp/a/client.crt" --key "$tmp/a/client.key")
@@ -88,6 +96,71 @@ expect reload-new-ca PONG "$(redis-cli --tls --cacert "$tmp/b/ca.crt" --cert "$t
   --key "$tmp/b/client.key" -p "$port" PING)"
 old=$(cli PING 2>&1 || true)
 [[ "$old" != PONG ]] && expect reload-old-ca refused refused || expect reload-old-ca refused "$old"
+
+# Cluster clients over TLS: `meridian up --tls` (2 DCs x 2 nodes, -MOVED for misrouted keys);
+# RESP base..base+3, TLS base+4000.., below the single node's ports and the ephemeral range.
+cluster_over_tls() { # cluster_over_tls NAME BASE [up flags...]
+  local name=$1 base=$2; shift 2
+  local dir="$tmp/$name" log="$tmp/$name.log"
+  "$bin" up --tls --tls-dir "$dir" --dcs 2 --nodes-per-dc 2 --base-port "$base" \
+    --wan-latency 1ms "$@" >"$log" 2>&1 &
+  up_pid=$!
+  for _ in $(seq 1 600); do
+    grep -q '^ready:' "$log" && break
+    kill -0 "$up_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if ! grep -q '^ready:' "$log"; then
+    expect "$name-started" ready "not ready; log: $(tail -5 "$log")"; return
+  fi
+  # The first node's TLS address, from the line saying how to connect (--processes puts
+  # each node on its own loopback address).
+  local connect host tls0
+  connect=$(grep -m1 'connect with: redis-cli' "$log")
+  host=$(sed -nE 's/.* -h ([^ ]+) .*/\1/p' <<<"$connect")
+  host=${host:-127.0.0.1}
+  tls0=$(sed -nE 's/.* -p ([0-9]+).*/\1/p' <<<"$connect")
+  local ctls=(--tls --cacert "$dir/ca.crt" --cert "$dir/client.crt" --key "$dir/client.key"
+    -h "$host")
+  # A key another node masters: the redirect names that node's TLS port; -c follows it.
+  local key="" moved=""
+  for i in $(seq 1 50); do
+    moved=$(redis-cli "${ctls[@]}" -p "$tls0" GET "tlscli:$i" 2>&1 || true)
+    if [[ "$moved" == MOVED* ]]; then key="tlscli:$i"; break; fi
+  done
+  local port=${moved##*:}
+  [[ -n "$key" && $port -ge $tls0 && $port -le $((tls0 + 3)) ]] \
+    && expect "$name-moved-tls-port" yes yes || expect "$name-moved-tls-port" "a TLS port" "$moved"
+  expect "$name-cli-c-set" OK "$(redis-cli "${ctls[@]}" -c -p "$tls0" SET "$key" over-tls)"
+  expect "$name-cli-c-get" over-tls "$(redis-cli "${ctls[@]}" -c -p "$tls0" GET "$key")"
+  local py
+  py=$("$venv/bin/python" - "$dir" "$host" "$tls0" <<'PY'
+import sys
+from redis.cluster import RedisCluster
+d, host, tls0 = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rc = RedisCluster(host=host, port=tls0, ssl=True, ssl_ca_certs=f"{d}/ca.crt",
+                  ssl_certfile=f"{d}/client.crt", ssl_keyfile=f"{d}/client.key")
+# One key per slot range CLUSTER SLOTS names, so every master is written to and read from.
+ranges = rc.cluster_slots(target_nodes=RedisCluster.RANDOM)
+keys, i = {}, 0
+while len(keys) < len(ranges):
+    k = f"tlspy:{i}"
+    keys.setdefault(next(r for r in ranges if r[0] <= rc.keyslot(k) <= r[1]), k)
+    i += 1
+for k in keys.values():
+    rc.set(k, k)
+ok = [all(rc.get(k) == k.encode() for k in keys.values())]
+ports = {n.port for n in rc.get_nodes()}
+ok.append(len(ports) >= 2 and all(tls0 <= p <= tls0 + 3 for p in ports))
+print(" ".join("ok" if x else f"FAIL(ports {sorted(ports)})" for x in ok))
+PY
+  ) || true
+  expect "$name-redis-py-cluster" "ok ok" "$py"
+  kill "$up_pid" 2>/dev/null || true; wait "$up_pid" 2>/dev/null || true; up_pid=""
+}
+base=$((10000 + RANDOM % 5000))
+cluster_over_tls up-embedded "$base"
+cluster_over_tls up-processes "$((base + 10))" --processes --config-dir "$tmp/up-configs"
 
 echo "tls-clients: $passed passed, $failed failed"
 [[ $failed -eq 0 ]]

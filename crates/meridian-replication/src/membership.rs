@@ -52,10 +52,15 @@ pub struct MemberRecord {
     pub dc_name: String,
     /// Where peers reach it (absent for in-process clusters).
     pub peer: Option<SocketAddr>,
-    /// Its RESP address, when known.
+    /// Its RESP address, when known: the plaintext listener's, or the TLS one's when the
+    /// node serves RESP over TLS only (what a plaintext client is told, as Redis does).
     pub resp: Option<SocketAddr>,
     /// Its HTTP address, when known.
     pub http: Option<SocketAddr>,
+    /// Its RESP-over-TLS address (`resp.tls-port`), when it has one: what clients connected
+    /// over TLS are told. Last and defaulted, so documents saved before TLS existed load.
+    #[serde(default)]
+    pub resp_tls: Option<SocketAddr>,
 }
 
 impl MemberRecord {
@@ -70,7 +75,25 @@ impl MemberRecord {
             peer: None,
             resp: None,
             http: None,
+            resp_tls: None,
         }
+    }
+
+    /// The RESP address to tell a client, by how it is connected (Redis 7's
+    /// `getNodeClientPort`): over TLS, the TLS address when the node has one; otherwise, or
+    /// when the node has no TLS listener, [`MemberRecord::resp`] (which names the TLS
+    /// listener of a node without a plaintext one). `None` while no address is known.
+    pub fn client_resp(&self, tls: bool) -> Option<SocketAddr> {
+        match tls {
+            true => self.resp_tls.or(self.resp),
+            false => self.resp.or(self.resp_tls),
+        }
+    }
+
+    /// The plaintext RESP address, `None` for a node serving RESP over TLS only (its `resp`
+    /// is then its TLS address: two listeners cannot share one address) or unknown.
+    pub fn plain_resp(&self) -> Option<SocketAddr> {
+        self.resp.filter(|a| Some(*a) != self.resp_tls)
     }
 }
 
@@ -666,10 +689,33 @@ mod tests {
     }
 
     #[test]
+    fn a_client_is_told_the_address_of_its_own_connection_type() {
+        let a = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let mut r = record(1, 0);
+        assert_eq!((r.client_resp(false), r.client_resp(true)), (None, None));
+        r.resp = a("10.0.0.1:6379");
+        assert_eq!(
+            r.client_resp(true),
+            a("10.0.0.1:6379"),
+            "no TLS port: plaintext"
+        );
+        r.resp_tls = a("10.0.0.1:6380");
+        assert_eq!(r.client_resp(false), a("10.0.0.1:6379"));
+        assert_eq!(r.client_resp(true), a("10.0.0.1:6380"));
+        assert_eq!(r.plain_resp(), a("10.0.0.1:6379"));
+        // TLS only: `resp` names the TLS listener, which plaintext clients are told too.
+        r.resp = r.resp_tls;
+        assert_eq!(r.client_resp(false), a("10.0.0.1:6380"));
+        assert_eq!(r.plain_resp(), None);
+        r.resp = None;
+        assert_eq!(r.client_resp(false), a("10.0.0.1:6380"));
+    }
+
+    #[test]
     fn the_document_round_trips_through_postcard() {
-        let m = meta()
-            .apply(&MetaChange::Join(record(5, 1)), NodeId(1))
-            .unwrap();
+        let mut joiner = record(5, 1);
+        joiner.resp_tls = Some("10.0.0.5:6380".parse().unwrap());
+        let m = meta().apply(&MetaChange::Join(joiner), NodeId(1)).unwrap();
         let bytes = postcard::to_allocvec(&m).unwrap();
         assert_eq!(postcard::from_bytes::<ClusterMeta>(&bytes).unwrap(), m);
     }

@@ -290,6 +290,7 @@ async fn bind_member(
         peer: None,
         resp: Some(announced(resp, None, None)),
         http: Some(http),
+        resp_tls: l.tls_addr().map(|a| announced(a, None, None)),
     };
     Ok((record, l, nc))
 }
@@ -457,6 +458,7 @@ pub async fn run_tcp(
         what: "reading listener addresses".into(),
         source,
     })?;
+    let tls = listeners.tls_addr();
     let mut records: Vec<MemberRecord> = c
         .members
         .iter()
@@ -472,6 +474,11 @@ pub async fn run_tcp(
                 m.resp
             },
             http: if m.id == c.id { Some(http) } else { m.http },
+            resp_tls: if m.id == c.id {
+                tls.map(|a| announced(a, m.resp_tls, Some(m.peer)))
+            } else {
+                m.resp_tls
+            },
         })
         .collect();
     records.sort_by_key(|m| m.id);

@@ -131,6 +131,7 @@ impl ClusterBackend {
                     "peer": m.peer.map(|a| a.to_string()),
                     "resp": m.resp.map(|a| a.to_string()),
                     "http": m.http.map(|a| a.to_string()),
+                    "resp_tls": m.resp_tls.map(|a| a.to_string()),
                     "status": if self.node.is_up(m.id) { "up" } else { "down" },
                     "self": m.id == self.node.id(),
                     "member": if layout.topology().contains(m.id) { "yes" } else { "leaving" },

@@ -630,6 +630,10 @@ pub struct ClusterMember {
     /// Its HTTP address, for `/cluster`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http: Option<SocketAddr>,
+    /// Its RESP-over-TLS address, which `CLUSTER SLOTS`/`NODES` and `-MOVED` name to clients
+    /// connected over TLS (this node's own is its `resp.tls-port` listener).
+    #[serde(default, skip_serializing_if = "Option::is_none", alias = "resp-tls")]
+    pub resp_tls: Option<SocketAddr>,
 }
 
 impl ClusterSection {
@@ -684,6 +688,13 @@ impl ClusterSection {
             if m.peer.port() == 0 {
                 return bad(format!(
                     "cluster.members: member {} has peer port 0; give its real address",
+                    m.id
+                ));
+            }
+            if m.resp_tls.is_some_and(|a| a.port() == 0) {
+                return bad(format!(
+                    "cluster.members: member {} has resp_tls port 0; give its TLS port or \
+                     leave resp_tls out",
                     m.id
                 ));
             }

@@ -805,6 +805,9 @@ struct JoinRequest {
     peer: Option<std::net::SocketAddr>,
     resp: Option<std::net::SocketAddr>,
     http: Option<std::net::SocketAddr>,
+    /// Its RESP-over-TLS address, named to clients connected over TLS.
+    #[serde(default)]
+    resp_tls: Option<std::net::SocketAddr>,
 }
 
 /// The answer to a membership change: what changed and where the cluster is now.
@@ -831,7 +834,7 @@ pub(crate) async fn join(
             "BAD_MEMBER",
             format!(
                 "{e}; expected {{\"id\": 7, \"name\": \"dc1-n3\", \"dc\": \"dc1\", \
-                 \"peer\": \"127.0.0.9:7000\", \"resp\": ..., \"http\": ...}}"
+                 \"peer\": \"127.0.0.9:7000\", \"resp\": ..., \"http\": ..., \"resp_tls\": ...}}"
             ),
         )
     })?;
@@ -844,6 +847,14 @@ pub(crate) async fn join(
     }
     let bad_member = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "BAD_MEMBER", m);
     check_name("name", &r.name).map_err(bad_member)?;
+    if r.resp_tls
+        .is_some_and(|a| a.port() == 0 || a.ip().is_unspecified())
+    {
+        // Clients would be sent to it: it must be an address they can connect to.
+        return Err(bad_member(
+            "resp_tls must be a connectable address (not port 0 or 0.0.0.0)".into(),
+        ));
+    }
     let dc_name = join_dc(&c.node.meta(), &r.dc).map_err(bad_member)?;
     if r.peer.is_none() && c.node.meta().members.iter().any(|m| m.peer.is_some()) {
         return Err(ApiError::new(
@@ -861,6 +872,7 @@ pub(crate) async fn join(
         peer: r.peer,
         resp: r.resp,
         http: r.http,
+        resp_tls: r.resp_tls,
     };
     let meta = c
         .node

@@ -366,6 +366,7 @@ mod tests {
                 peer: Some(format!("127.0.0.{i}:7000").parse().unwrap()),
                 resp: None,
                 http: None,
+                resp_tls: Some(format!("127.0.0.{i}:6380").parse().unwrap()),
             })
             .collect();
         let topo = Topology::new(records.iter().map(|r| Member::new(r.id, r.dc))).unwrap();
@@ -379,7 +380,17 @@ mod tests {
         assert_eq!(load_meta(dir.path()).unwrap(), Some(meta.clone()));
         // Saving again replaces it atomically.
         save_meta(dir.path(), &meta).unwrap();
-        assert_eq!(load_meta(dir.path()).unwrap(), Some(meta));
+        assert_eq!(load_meta(dir.path()).unwrap(), Some(meta.clone()));
+
+        // A file saved before members had TLS addresses loads, without them.
+        let mut old: serde_json::Value = serde_json::to_value(&meta).unwrap();
+        for m in old["members"].as_array_mut().unwrap() {
+            m.as_object_mut().unwrap().remove("resp_tls");
+        }
+        std::fs::write(dir.path().join(META_FILE), old.to_string()).unwrap();
+        let loaded = load_meta(dir.path()).unwrap().unwrap();
+        assert!(loaded.members.iter().all(|m| m.resp_tls.is_none()));
+        assert_eq!(loaded.layout, meta.layout);
 
         std::fs::write(dir.path().join(META_FILE), b"{ not json").unwrap();
         let e = load_meta(dir.path()).unwrap_err().to_string();

@@ -2573,6 +2573,8 @@ mod cluster_keys;
 #[path = "resp/cluster_maxmemory.rs"]
 mod cluster_maxmemory;
 
+#[path = "resp/cluster_tls.rs"]
+mod cluster_tls;
 #[path = "resp/context_attacks.rs"]
 mod context_attacks;
 #[path = "resp/frontend_auth.rs"]

@@ -100,6 +100,9 @@ enum CtlCommand {
         /// Its HTTP address (shown by `ctl cluster`).
         #[arg(long, value_name = "HOST:PORT")]
         http: Option<String>,
+        /// Its RESP-over-TLS address (named to cluster clients connected over TLS).
+        #[arg(long, value_name = "HOST:PORT")]
+        resp_tls: Option<String>,
     },
     /// Remove a node from the cluster (DELETE /cluster/members/ID): its partitions move to
     /// the others and it hands its data off before the change completes.
@@ -393,8 +396,10 @@ fn execute(args: CtlArgs) -> anyhow::Result<()> {
             peer,
             resp,
             http,
+            resp_tls,
         } => {
-            let body = json!({ "id": id, "name": name, "dc": dc, "peer": peer, "resp": resp, "http": http });
+            let body = json!({ "id": id, "name": name, "dc": dc, "peer": peer, "resp": resp,
+                "http": http, "resp_tls": resp_tls });
             let reply = client.request("POST", "/cluster/members", Some(&body))?;
             write!(
                 out,

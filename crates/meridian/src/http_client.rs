@@ -323,7 +323,13 @@ mod tests {
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n3\r\n\":1\r\n1\r\n}\r\n0\r\n\r\n",
         )
         .await;
-        let c = Client::new(addr, Some("pw".into()));
+        let c = Client::new(
+            addr,
+            Access {
+                password: Some("pw".into()),
+                ..Access::default()
+            },
+        );
         let r = c
             .send("POST", "/x", Some("{\"k\":1}".into()))
             .await
@@ -347,7 +353,7 @@ mod tests {
     async fn errors_keep_their_status_and_refusals_read_plainly() {
         let (addr, _server) =
             serve_once(b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\n\r\nno").await;
-        let r = Client::new(addr, None)
+        let r = Client::new(addr, Access::default())
             .send("GET", "/y", None)
             .await
             .unwrap();
@@ -357,7 +363,7 @@ mod tests {
         let free = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = free.local_addr().unwrap().to_string();
         drop(free);
-        let e = Client::new(addr.clone(), None)
+        let e = Client::new(addr.clone(), Access::default())
             .send("GET", "/", None)
             .await
             .unwrap_err();

@@ -89,7 +89,7 @@ fn write_configs(
     let members: Vec<ClusterMember> = (0..total)
         .map(|i| {
             let (dc, index) = (i / args.nodes_per_dc, i % args.nodes_per_dc);
-            let [resp, http, peer, _, _] = addrs[i as usize];
+            let [resp, http, peer, _, resp_tls] = addrs[i as usize];
             ClusterMember {
                 id: i + 1,
                 name: member_name(dc, index),
@@ -97,6 +97,8 @@ fn write_configs(
                 peer,
                 resp: Some(resp),
                 http: Some(http),
+                // Every node learns every other's TLS port, to name it to TLS clients.
+                resp_tls: tls.is_some().then_some(resp_tls),
             }
         })
         .collect();

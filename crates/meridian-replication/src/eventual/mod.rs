@@ -1326,15 +1326,7 @@ mod tests {
             t,
             ClusterMeta::new(
                 layout,
-                vec![crate::MemberRecord {
-                    id: NodeId(1),
-                    name: "n1".into(),
-                    dc: DcId(0),
-                    dc_name: "dc0".into(),
-                    peer: None,
-                    resp: None,
-                    http: None,
-                }],
+                vec![crate::MemberRecord::in_process(NodeId(1), DcId(0))],
                 &buckets,
             )
             .unwrap(),

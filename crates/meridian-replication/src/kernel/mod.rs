@@ -501,10 +501,15 @@ impl Node {
         RwLockReadGuard::map(self.kernel().view.read(), |v| &v.buckets)
     }
 
-    /// Member `id`'s RESP address, when known, without copying the metadata.
-    pub fn member_resp(&self, id: NodeId) -> Option<std::net::SocketAddr> {
+    /// Member `id`'s RESP address for a client connected over TLS (`tls`) or not
+    /// ([`crate::MemberRecord::client_resp`]), when known, without copying the metadata.
+    pub fn member_resp(&self, id: NodeId, tls: bool) -> Option<std::net::SocketAddr> {
         let view = self.kernel().view.read();
-        view.meta.members.iter().find(|m| m.id == id)?.resp
+        view.meta
+            .members
+            .iter()
+            .find(|m| m.id == id)?
+            .client_resp(tls)
     }
 
     /// A copy of the cluster metadata this node follows.

@@ -36,7 +36,11 @@
 //!
 //! Node ids are 40 lowercase hex characters derived only from the Meridian `NodeId` (so every
 //! node names every other the same way, across restarts); the last 8 are the id itself.
-//! Addresses are the members' announced RESP addresses (`MemberRecord::resp`).
+//! Addresses are the members' announced RESP addresses, by the asking connection as Redis 7
+//! with `tls-cluster yes` gives them: a client connected over TLS is told each node's TLS
+//! address (`MemberRecord::resp_tls`), a plaintext client its plaintext one
+//! (`MemberRecord::resp`), each falling back on the other when the node lacks it
+//! (`MemberRecord::client_resp`). `CLUSTER SHARDS` gives both, as `port` and `tls-port`.
 
 use crate::cluster_backend::ClusterBackend;
 use crate::resp::context::RespContext;
@@ -118,7 +122,12 @@ struct NodeView {
     id: NodeId,
     name: String,
     dc: DcId,
+    /// The address the asking client is told (by its connection type).
     resp: Option<SocketAddr>,
+    /// The plaintext RESP port (`CLUSTER SHARDS`' `port`), when the node has one.
+    plain_port: Option<u16>,
+    /// The RESP-over-TLS port (`CLUSTER SHARDS`' `tls-port`), when the node has one.
+    tls_port: Option<u16>,
     bus_port: u16,
     up: bool,
 }
@@ -146,14 +155,21 @@ struct View {
 }
 
 impl View {
-    fn of(cluster: &ClusterBackend) -> View {
+    /// The view told to a client connected over TLS (`tls`) or not.
+    fn of(cluster: &ClusterBackend, tls: bool) -> View {
         let node = &cluster.node;
-        View::build(&node.meta(), node.id(), node.dc(), |n| node.is_up(n))
+        View::build(&node.meta(), node.id(), node.dc(), tls, |n| node.is_up(n))
     }
 
-    /// The view of node `me` (in `my_dc`) of `meta`'s current layout; `up` is its failure
-    /// detector.
-    fn build(meta: &ClusterMeta, me: NodeId, my_dc: DcId, up: impl Fn(NodeId) -> bool) -> View {
+    /// The view of node `me` (in `my_dc`) of `meta`'s current layout, with the addresses a
+    /// client connected over TLS (`tls`) or not is told; `up` is its failure detector.
+    fn build(
+        meta: &ClusterMeta,
+        me: NodeId,
+        my_dc: DcId,
+        tls: bool,
+        up: impl Fn(NodeId) -> bool,
+    ) -> View {
         let layout = &meta.layout;
         let topo = layout.topology();
         let mut nodes: Vec<NodeView> = topo
@@ -165,7 +181,9 @@ impl View {
                     id: m.id,
                     name: redis_node_id(m.id),
                     dc: m.dc,
-                    resp: rec.and_then(|r| r.resp),
+                    resp: rec.and_then(|r| r.client_resp(tls)),
+                    plain_port: rec.and_then(|r| r.plain_resp()).map(|a| a.port()),
+                    tls_port: rec.and_then(|r| r.resp_tls).map(|a| a.port()),
                     bus_port: rec.and_then(|r| r.peer).map_or(0, |p| p.port()),
                     up: m.id == me || up(m.id),
                 }
@@ -289,14 +307,27 @@ impl View {
         }
     }
 
+    /// One node of a `CLUSTER SHARDS` shard. As Redis 7, `port` is the plaintext port and
+    /// `tls-port` the TLS one, whichever the client uses, each given only when the node has
+    /// it (`port` 0 for a node whose address is not known yet).
     fn shard_node(&self, reply: &mut Reply, i: usize, role: &str) {
         let n = &self.nodes[i];
         let ip = self.ip(i);
-        reply.map(7);
+        let port = match (n.plain_port, n.tls_port) {
+            (None, Some(_)) => None,
+            (p, _) => Some(p.unwrap_or(0)),
+        };
+        reply.map(6 + usize::from(port.is_some()) + usize::from(n.tls_port.is_some()));
         reply.bulk(b"id");
         reply.bulk(n.name.as_bytes());
-        reply.bulk(b"port");
-        reply.int(i64::from(self.port(i)));
+        if let Some(p) = port {
+            reply.bulk(b"port");
+            reply.int(i64::from(p));
+        }
+        if let Some(p) = n.tls_port {
+            reply.bulk(b"tls-port");
+            reply.int(i64::from(p));
+        }
         reply.bulk(b"ip");
         reply.bulk(ip.as_bytes());
         reply.bulk(b"endpoint");
@@ -468,7 +499,13 @@ const HELP: &[&str] = &[
 ];
 
 /// `CLUSTER <subcommand>`; `Err` is a complete error line.
-pub(crate) fn cluster(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> Result<(), String> {
+/// `tls`: the asking client is connected over TLS (the addresses it is told).
+pub(crate) fn cluster(
+    ctx: &RespContext,
+    reply: &mut Reply,
+    args: Args<'_>,
+    tls: bool,
+) -> Result<(), String> {
     let Some(backend) = ctx.cluster.as_deref() else {
         return Err(DISABLED.into());
     };
@@ -477,16 +514,16 @@ pub(crate) fn cluster(ctx: &RespContext, reply: &mut Reply, args: Args<'_>) -> R
     let is = |name: &str| sub.eq_ignore_ascii_case(name.as_bytes());
     if is("SLOTS") {
         arity(sub, argc == 2)?;
-        View::of(backend).slots(reply);
+        View::of(backend, tls).slots(reply);
     } else if is("SHARDS") {
         arity(sub, argc == 2)?;
-        View::of(backend).shards(reply);
+        View::of(backend, tls).shards(reply);
     } else if is("NODES") {
         arity(sub, argc == 2)?;
-        reply.verbatim(b"txt", View::of(backend).nodes_text().as_bytes());
+        reply.verbatim(b"txt", View::of(backend, tls).nodes_text().as_bytes());
     } else if is("INFO") {
         arity(sub, argc == 2)?;
-        reply.verbatim(b"txt", View::of(backend).info_text().as_bytes());
+        reply.verbatim(b"txt", View::of(backend, tls).info_text().as_bytes());
     } else if is("MYID") {
         arity(sub, argc == 2)?;
         reply.bulk(redis_node_id(backend.node.id()).as_bytes());
@@ -573,6 +610,7 @@ mod tests {
                     peer: Some(format!("127.0.0.1:{}", 17000 + i).parse().unwrap()),
                     resp: Some(format!("127.0.0.1:{}", 7000 + i).parse().unwrap()),
                     http: None,
+                    resp_tls: None,
                 }
             })
             .collect();
@@ -580,6 +618,41 @@ mod tests {
         let layout = claim(&topo, Ring::new(q).unwrap(), n).unwrap();
         let buckets = Buckets::new(ClusterShape::of(&layout)).unwrap();
         ClusterMeta::new(layout, records, &buckets).unwrap()
+    }
+
+    #[test]
+    fn a_tls_client_is_told_tls_ports_and_a_plaintext_client_plaintext_ones() {
+        let mut meta = meta();
+        // Node 2 serves no TLS; node 1 serves TLS only (its `resp` is its TLS listener).
+        for r in &mut meta.members {
+            let tls = format!("127.0.0.1:{}", 8000 + r.id.0).parse().unwrap();
+            match r.id.0 {
+                1 => (r.resp, r.resp_tls) = (Some(tls), Some(tls)),
+                2 => {}
+                _ => r.resp_tls = Some(tls),
+            }
+        }
+        let plain = View::build(&meta, NodeId(1), DcId(0), false, |_| true);
+        let tls = View::build(&meta, NodeId(1), DcId(0), true, |_| true);
+        let ports = |v: &View| (0..v.nodes.len()).map(|i| v.port(i)).collect::<Vec<_>>();
+        assert_eq!(ports(&plain), [8001, 7002, 7003, 7004]);
+        assert_eq!(ports(&tls), [8001, 7002, 8003, 8004]);
+        assert!(tls.nodes_text().contains(" 127.0.0.1:8001@17001 myself,"));
+        assert!(plain.nodes_text().contains(" 127.0.0.1:7002@17002 "));
+        // SHARDS names both ports, whichever the client uses, and only those the node has.
+        let shard = |i: usize| {
+            let mut r = Reply::new(256);
+            r.resp3 = true;
+            plain.shard_node(&mut r, i, "master");
+            String::from_utf8(r.out.to_vec()).unwrap()
+        };
+        let only_tls = shard(0);
+        assert!(only_tls.starts_with("%7\r\n") && only_tls.contains("tls-port\r\n:8001"));
+        assert!(!only_tls.contains("$4\r\nport"), "{only_tls}");
+        assert!(shard(1).starts_with("%7\r\n") && !shard(1).contains("tls-port"));
+        let both = shard(2);
+        assert!(both.starts_with("%8\r\n") && both.contains("$4\r\nport\r\n:7003\r\n"));
+        assert!(both.contains("tls-port\r\n:8003\r\n"), "{both}");
     }
 
     /// Two DCs of two nodes each (ids 1, 2 in DC 0; 3, 4 in DC 1), Q = 64, N = 3.
@@ -627,7 +700,7 @@ mod tests {
     fn every_slot_once_led_by_the_answering_nodes_dc_which_alone_is_listed() {
         let meta = meta();
         for (me, dc) in [(NodeId(1), DcId(0)), (NodeId(4), DcId(1))] {
-            let v = View::build(&meta, me, dc, |_| true);
+            let v = View::build(&meta, me, dc, false, |_| true);
             assert_redis_shaped(&v);
             for (p, (_, _, master, replicas)) in v.describe().iter().enumerate() {
                 let list = meta.layout.replicas(meridian_core::PartitionId(p as u32));
@@ -659,7 +732,7 @@ mod tests {
     fn a_down_node_hands_its_ranges_to_a_live_replica_of_its_dc_first() {
         let meta = meta();
         let down = NodeId(2);
-        let v = View::build(&meta, NodeId(1), DcId(0), |n| n != down);
+        let v = View::build(&meta, NodeId(1), DcId(0), false, |n| n != down);
         assert_redis_shaped(&v);
         for (p, (_, _, master, _)) in v.describe().iter().enumerate() {
             let list = meta.layout.replicas(meridian_core::PartitionId(p as u32));
@@ -692,12 +765,12 @@ mod tests {
         );
         assert!(v.info_text().contains("cluster_slots_fail:0\r\n"));
         // Back up: the same rule gives its ranges back.
-        let back = View::build(&meta, NodeId(1), DcId(0), |_| true);
-        let again = View::build(&meta, NodeId(1), DcId(0), |n| n != down);
+        let back = View::build(&meta, NodeId(1), DcId(0), false, |_| true);
+        let again = View::build(&meta, NodeId(1), DcId(0), false, |n| n != down);
         assert_eq!(again.describe(), v.describe());
         assert!(back.describe().iter().any(|r| r.2 == down));
         // Every replica down: the range is failed and says so.
-        let v = View::build(&meta, NodeId(1), DcId(0), |n| n == NodeId(1));
+        let v = View::build(&meta, NodeId(1), DcId(0), false, |n| n == NodeId(1));
         assert!(!v.info_text().contains("cluster_slots_fail:0\r\n"));
     }
 
@@ -718,8 +791,8 @@ mod tests {
             let meta = meta_of(per_dc, q, n);
             for me in meta.layout.topology().members().iter().take(8) {
                 for v in [
-                    View::build(&meta, me.id, me.dc, |_| true),
-                    View::build(&meta, me.id, me.dc, |x| x.0 % 2 == 1 || x == me.id),
+                    View::build(&meta, me.id, me.dc, false, |_| true),
+                    View::build(&meta, me.id, me.dc, false, |x| x.0 % 2 == 1 || x == me.id),
                 ] {
                     assert_redis_shaped(&v);
                     replicas_seen += v.replica_of.iter().flatten().count();

@@ -21,6 +21,10 @@
 //!
 //! Keyless commands never are. A master whose RESP address is unknown (not yet gossiped) is
 //! not named: the node serves the command instead of sending the client nowhere.
+//!
+//! A client connected over TLS is sent to the master's TLS address, a plaintext client to
+//! its plaintext one (`MemberRecord::client_resp`, as Redis 7 picks a node's port by the
+//! asking connection), so each can follow the redirect on the transport it speaks.
 
 use crate::config::Misrouted;
 use crate::resp::cluster_cmd::reported_lead;
@@ -37,6 +41,9 @@ pub(crate) struct ConnectionState {
     pub in_multi: bool,
     /// `READONLY` was sent.
     pub readonly: bool,
+    /// Connected over TLS: the redirect names the master's TLS port (Redis 7 with
+    /// `tls-cluster yes`), which a TLS client can follow.
+    pub tls: bool,
 }
 
 /// The `-MOVED` line for a misrouted key command, or `None` to run it here (see the module
@@ -60,7 +67,7 @@ pub(crate) fn moved(
     if master == node.id() {
         return None;
     }
-    let addr = node.member_resp(master)?;
+    let addr = node.member_resp(master, conn.tls)?;
     Some(format!("MOVED {slot} {addr}"))
 }
 

@@ -37,6 +37,8 @@ pub(crate) struct ClientInfo {
     pub addr: SocketAddr,
     pub laddr: SocketAddr,
     pub fd: i32,
+    /// Accepted on the TLS listener: topology replies and redirects name TLS ports.
+    pub tls: bool,
     pub created: Instant,
     pub meta: Mutex<ClientMeta>,
     /// 2 or 3.
@@ -314,12 +316,19 @@ impl RespContext {
         self.started.elapsed().as_millis() as u64
     }
 
-    pub(super) fn register(&self, addr: SocketAddr, laddr: SocketAddr, fd: i32) -> Arc<ClientInfo> {
+    pub(super) fn register(
+        &self,
+        addr: SocketAddr,
+        laddr: SocketAddr,
+        fd: i32,
+        tls: bool,
+    ) -> Arc<ClientInfo> {
         let info = Arc::new(ClientInfo {
             id: self.next_client_id.fetch_add(1, Ordering::Relaxed),
             addr,
             laddr,
             fd,
+            tls,
             created: Instant::now(),
             meta: Mutex::new(ClientMeta::default()),
             resp: AtomicU8::new(2),

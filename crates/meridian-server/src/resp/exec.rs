@@ -829,6 +829,7 @@ pub(crate) fn admit<'c>(
     let conn = cluster_redirect::ConnectionState {
         in_multi: session.multi.active,
         readonly: session.readonly,
+        tls: session.info.tls,
     };
     if let Some(msg) = cluster_redirect::moved(ctx, conn, cmd, args) {
         reply.error(&session.multi.refused(Some(cmd), msg));
@@ -1223,7 +1224,7 @@ fn other(
             reply.int(0);
             reply.array(0);
         }
-        Cmd::Cluster => cluster_cmd::cluster(ctx, reply, args).map_err(raw)?,
+        Cmd::Cluster => cluster_cmd::cluster(ctx, reply, args, session.info.tls).map_err(raw)?,
         Cmd::Readonly | Cmd::Readwrite | Cmd::Asking => {
             cluster_cmd::connection_mode(ctx, reply, cmd).map_err(raw)?;
             match cmd {

@@ -123,7 +123,7 @@ async fn accept_loop(
         tokio::spawn(async move {
             if let Some(stream) = client_stream(&ctx, stream, addr, tls, &token).await {
                 let laddr = stream_local_addr(&stream).unwrap_or(addr);
-                let info = ctx.register(addr, laddr, stream_fd(&stream));
+                let info = ctx.register(addr, laddr, stream_fd(&stream), tls);
                 let id = info.id;
                 connection::run(&ctx, stream, info, token).await;
                 ctx.unregister(id);

@@ -432,6 +432,19 @@ async fn admin_names_are_checked() {
             r#"{"id":4294967296,"name":"n9","dc":"dc0"}"#.to_owned(),
             "invalid value",
         ),
+        // A TLS address clients would be redirected to must be one they can connect to.
+        (
+            r#"{"id":9,"name":"n9","dc":"dc0","resp_tls":"127.0.0.1:0"}"#.to_owned(),
+            "resp_tls must be a connectable address",
+        ),
+        (
+            r#"{"id":9,"name":"n9","dc":"dc0","resp_tls":"0.0.0.0:6380"}"#.to_owned(),
+            "resp_tls must be a connectable address",
+        ),
+        (
+            r#"{"id":9,"name":"n9","dc":"dc0","resp_tls":"not an address"}"#.to_owned(),
+            "invalid socket address",
+        ),
     ] {
         refused(
             call(h, "POST", "/cluster/members", body.as_bytes()).await,

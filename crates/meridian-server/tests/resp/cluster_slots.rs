@@ -21,14 +21,14 @@ async fn connect_to(addr: SocketAddr) -> Raw {
     }
 }
 
-fn int(f: &Frame) -> i64 {
+pub(super) fn int(f: &Frame) -> i64 {
     match f {
         Frame::Integer(i) => *i,
         other => panic!("expected an integer, got {other:?}"),
     }
 }
 
-fn text(f: &Frame) -> String {
+pub(super) fn text(f: &Frame) -> String {
     match f {
         Frame::Bulk(b) | Frame::Simple(b) | Frame::Error(b) => {
             String::from_utf8_lossy(b).into_owned()
@@ -38,7 +38,7 @@ fn text(f: &Frame) -> String {
     }
 }
 
-fn array(f: Frame) -> Vec<Frame> {
+pub(super) fn array(f: Frame) -> Vec<Frame> {
     match f {
         Frame::Array(a) => a,
         other => panic!("expected an array, got {other:?}"),
@@ -46,7 +46,7 @@ fn array(f: Frame) -> Vec<Frame> {
 }
 
 /// A map reply as pairs: RESP3's map, or RESP2's flat array.
-fn pairs(f: Frame) -> Vec<(String, Frame)> {
+pub(super) fn pairs(f: Frame) -> Vec<(String, Frame)> {
     match f {
         Frame::Map(m) => m.into_iter().map(|(k, v)| (text(&k), v)).collect(),
         Frame::Array(a) => {
@@ -67,10 +67,10 @@ fn is_node_id(s: &str) -> bool {
 }
 
 /// One `CLUSTER SLOTS` range: `(first, last, [(ip:port, id)...])`, master first.
-type SlotRange = (u16, u16, Vec<(SocketAddr, String)>);
+pub(super) type SlotRange = (u16, u16, Vec<(SocketAddr, String)>);
 
 /// `CLUSTER SLOTS` parsed, checking Redis 7's node shape (ip, port, id, metadata map).
-fn parse_slots(reply: Frame) -> Vec<SlotRange> {
+pub(super) fn parse_slots(reply: Frame) -> Vec<SlotRange> {
     array(reply)
         .into_iter()
         .map(|range| {

@@ -14,12 +14,12 @@ use tokio_rustls::rustls::pki_types::ServerName;
 
 /// A CA, a node certificate and a client certificate it issued, and a second, unrelated CA
 /// with its own node and client certificates, as files.
-struct Certs {
+pub(super) struct Certs {
     dir: tempfile::TempDir,
 }
 
 impl Certs {
-    fn new() -> Certs {
+    pub(super) fn new() -> Certs {
         let dir = tempfile::tempdir().unwrap();
         for prefix in ["", "other-"] {
             let ca = CertAuthority::new(&format!("{prefix}test CA")).unwrap();
@@ -32,13 +32,13 @@ impl Certs {
         Certs { dir }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(super) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
     /// A connector trusting `ca` (`ca` or `other-ca`), presenting `client`'s certificate
     /// when given (`client` or `other-client`).
-    fn connector(&self, ca: &str, client: Option<&str>) -> TlsConnector {
+    pub(super) fn connector(&self, ca: &str, client: Option<&str>) -> TlsConnector {
         let ca = self.path(&format!("{ca}.crt"));
         let id = client.map(|c| {
             (
@@ -74,7 +74,7 @@ async fn start(config: NodeConfig) -> (RunningNode, SocketAddr) {
 }
 
 /// A TLS client connection to `addr`, or the handshake's error.
-async fn tls_connect(
+pub(super) async fn tls_connect(
     connector: &TlsConnector,
     addr: SocketAddr,
 ) -> std::io::Result<TlsStream<TcpStream>> {
