@@ -14,8 +14,9 @@ use meridian_net::tls::{TlsServer, TlsSettings};
 use meridian_net::tls_certs::{CertAuthority, write_pair};
 use meridian_net::{ClusterSecret, FileSlice, Payload, Transport};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 type Msg = u64;
