@@ -15,7 +15,7 @@ use crate::payload::FileSlice;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf, ReadHalf, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, Interest, ReadBuf, ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_rustls::TlsStream;
@@ -69,7 +69,7 @@ impl PeerWriter {
     /// written (encrypted) through the session.
     pub(crate) async fn send_file(&mut self, slice: &FileSlice) -> io::Result<()> {
         match self {
-            Self::Plain(w) => crate::tcp::send_file(w.as_ref(), slice).await,
+            Self::Plain(w) => send_file(w.as_ref(), slice).await,
             Self::Tls(w) => {
                 let slice = slice.clone();
                 let bytes = tokio::task::spawn_blocking(move || slice.read_blocking())
@@ -79,6 +79,35 @@ impl PeerWriter {
             }
         }
     }
+}
+
+/// Sends a file range to the socket with `sendfile(2)`, waiting for the socket whenever it is
+/// full: the bytes go from the page cache to the socket without entering user space.
+async fn send_file(sock: &TcpStream, slice: &FileSlice) -> std::io::Result<()> {
+    let mut offset = slice.offset();
+    let end = offset.saturating_add(slice.len());
+    while offset < end {
+        sock.writable().await?;
+        let count = usize::try_from(end - offset)
+            .unwrap_or(usize::MAX)
+            .min(1 << 30);
+        let sent = sock.try_io(Interest::WRITABLE, || {
+            rustix::fs::sendfile(sock, slice.file(), Some(&mut offset), count)
+                .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the file is shorter than the range being sent",
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Delegates a poll method to whichever variant `$self` is.

@@ -12,7 +12,7 @@
 //! requests on the connection they arrived on.
 //!
 //! Payloads travel after their frame, never inside it: in-memory bytes with one vectored
-//! write of header and payload (no user-space copy), a [`FileSlice`] with `sendfile(2)` (the
+//! write of header and payload (no user-space copy), a [`FileSlice`](crate::FileSlice) with `sendfile(2)` (the
 //! bytes never enter user space). The receiver reads exactly the announced length into one
 //! buffer. The frame's CRC32C covers the message and the payload's length; the payload is
 //! covered by its own digest (a chunk's xxh3-128, checked by whoever receives it), which a
@@ -55,7 +55,7 @@ use crate::NetError;
 use crate::auth::ClusterSecret;
 use crate::envelope::{self, Challenge, Envelope, Hello, Kind, Message, Welcome};
 use crate::frame::{DEFAULT_MAX_FRAME, FrameCodec};
-use crate::payload::{FileSlice, Payload, PayloadData};
+use crate::payload::{Payload, PayloadData};
 use crate::peer_stream::{PeerReader, PeerStream, PeerWriter};
 use crate::tls::{PeerTls, TlsServer};
 use crate::transport::{BoxFuture, Dispatcher, Inbox, Transport, Wire};
@@ -70,7 +70,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::time::Instant;
@@ -684,35 +684,6 @@ async fn write_payload(wr: &mut PeerWriter, head: Bytes, payload: &Payload) -> s
             wr.send_file(f).await
         }
     }
-}
-
-/// Sends a file range to the socket with `sendfile(2)`, waiting for the socket whenever it is
-/// full: the bytes go from the page cache to the socket without entering user space.
-pub(crate) async fn send_file(sock: &TcpStream, slice: &FileSlice) -> std::io::Result<()> {
-    let mut offset = slice.offset();
-    let end = offset.saturating_add(slice.len());
-    while offset < end {
-        sock.writable().await?;
-        let count = usize::try_from(end - offset)
-            .unwrap_or(usize::MAX)
-            .min(1 << 30);
-        let sent = sock.try_io(Interest::WRITABLE, || {
-            rustix::fs::sendfile(sock, slice.file(), Some(&mut offset), count)
-                .map_err(std::io::Error::from)
-        });
-        match sent {
-            Ok(0) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    "the file is shorter than the range being sent",
-                ));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Runs an established outbound connection until it fails; returns why it ended.

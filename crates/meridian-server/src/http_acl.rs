@@ -97,14 +97,13 @@ pub(crate) fn http_request(method: &Method, path: &str, admin: bool) -> Option<A
         "SET"
     };
     if let Some(raw) = path.strip_prefix("/kv/") {
-        let key = crate::http_common::percent_decode(raw.as_bytes())?;
+        let key = crate::percent::decode(raw.as_bytes())?;
         return Some(AsCommand::on_key(verb, &key));
     }
     if let Some(raw) = path.strip_prefix("/b/") {
         let (bucket, key) = raw.split_once('/')?;
-        let bucket =
-            String::from_utf8(crate::http_common::percent_decode(bucket.as_bytes())?).ok()?;
-        let key = crate::http_common::percent_decode(key.as_bytes())?;
+        let bucket = String::from_utf8(crate::percent::decode(bucket.as_bytes())?).ok()?;
+        let key = crate::percent::decode(key.as_bytes())?;
         return Some(AsCommand::on_object(verb, &bucket, &key));
     }
     Some(match path {

@@ -68,7 +68,7 @@
 //!   object_upload_complete|object_upload_abort"`.
 
 use crate::body::{self, BodyCheck};
-use crate::http_common::{ApiError, HttpState, authorize, percent_decode};
+use crate::http_common::{ApiError, HttpState, authorize};
 use crate::metrics::Frontend;
 use crate::objects::{ObjectError, format_upload_id, parse_upload_id};
 use axum::Router;
@@ -116,7 +116,7 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
 fn names(uri: &Uri) -> Result<(String, Bytes), ApiError> {
     let raw = uri.path().strip_prefix("/b/").unwrap_or_default();
     let (raw_bucket, raw_key) = raw.split_once('/').unwrap_or((raw, ""));
-    let bucket = percent_decode(raw_bucket.as_bytes())
+    let bucket = crate::percent::decode(raw_bucket.as_bytes())
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| {
             bad(
@@ -131,7 +131,7 @@ fn names(uri: &Uri) -> Result<(String, Bytes), ApiError> {
             "key is empty: the path is /b/{bucket}/{key}",
         ));
     }
-    let key = percent_decode(raw_key.as_bytes()).ok_or_else(|| {
+    let key = crate::percent::decode(raw_key.as_bytes()).ok_or_else(|| {
         bad(
             "BAD_KEY_ENCODING",
             "key has a malformed %-escape: use %XX with two hex digits",
@@ -663,7 +663,7 @@ fn upload_query(uri: &Uri) -> Result<UploadQuery, ApiError> {
         if slot.is_some() {
             return Err(bad("BAD_QUERY", format!("{name} is given more than once")));
         }
-        let value = percent_decode(value.as_bytes())
+        let value = crate::percent::decode(value.as_bytes())
             .and_then(|v| String::from_utf8(v).ok())
             .ok_or_else(|| {
                 bad(

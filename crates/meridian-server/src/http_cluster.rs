@@ -59,7 +59,7 @@
 //! On a single node (no cluster) the cluster routes answer 404 `NOT_CLUSTER`.
 
 use crate::cluster_backend::{ClusterBackend, apply_option};
-use crate::http_common::{ApiError, HttpState, authorize, not_found, percent_decode};
+use crate::http_common::{ApiError, HttpState, authorize, not_found};
 use crate::metrics::OpStats;
 use crate::wire_error;
 pub use crate::wire_error::VERSION_HEADER;
@@ -128,7 +128,7 @@ fn props_of(uri: &Uri, reads: bool) -> Result<Props, ApiError> {
             continue;
         }
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let value = percent_decode(value.as_bytes())
+        let value = crate::percent::decode(value.as_bytes())
             .ok_or_else(|| bad_query(format!("malformed %-escape in '{pair}'")))?;
         apply_option(&mut props, name.as_bytes(), &value, reads).map_err(bad_query)?;
     }
@@ -469,7 +469,7 @@ impl TlQuery {
                 continue;
             }
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let decoded = percent_decode(value.as_bytes())
+            let decoded = crate::percent::decode(value.as_bytes())
                 .and_then(|v| String::from_utf8(v).ok())
                 .ok_or_else(|| bad_query(format!("malformed %-escape in '{pair}'")));
             match name.to_ascii_lowercase().as_str() {

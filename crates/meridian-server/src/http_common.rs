@@ -279,7 +279,7 @@ pub(crate) fn key_of(uri: &Uri) -> Result<Bytes, ApiError> {
             "the key is empty",
         ));
     }
-    percent_decode(raw.as_bytes())
+    crate::percent::decode(raw.as_bytes())
         .map(Bytes::from)
         .ok_or_else(|| {
             ApiError::new(
@@ -288,16 +288,6 @@ pub(crate) fn key_of(uri: &Uri) -> Result<Bytes, ApiError> {
                 "the key has a malformed %-escape: use %XX with two hex digits",
             )
         })
-}
-
-/// Strict percent-decoding: `None` when a `%` is not followed by two hex digits (the
-/// `percent-encoding` crate alone would pass such a `%` through as a literal).
-pub(crate) fn percent_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let well_formed = memchr::memchr_iter(b'%', s).all(|i| {
-        s.get(i + 1..i + 3)
-            .is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit))
-    });
-    well_formed.then(|| percent_encoding::percent_decode(s).collect())
 }
 
 fn unauthorized() -> ApiError {
@@ -541,20 +531,5 @@ impl AsyncWrite for CountedStream {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percent_decoding_yields_raw_bytes() {
-        assert_eq!(percent_decode(b"a%2Fb%00%ff").unwrap(), b"a/b\x00\xff");
-        assert_eq!(percent_decode(b"plain").unwrap(), b"plain");
-        assert!(percent_decode(b"bad%2").is_none());
-        assert!(percent_decode(b"bad%zz").is_none());
-        // from_str_radix, which decoded these before, took a sign: `%+f` was 0x0f.
-        assert!(percent_decode(b"bad%+f").is_none());
     }
 }

@@ -26,6 +26,7 @@ pub mod memory;
 pub mod metrics;
 pub mod node;
 pub mod objects;
+mod percent;
 pub mod pubsub;
 pub mod repart;
 pub mod resp;
