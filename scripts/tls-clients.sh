@@ -57,6 +57,12 @@ nocert=$(redis-cli --tls --cacert "$tmp/a/ca.crt" -p "$port" PING 2>&1 || true)
 plain=$(timeout 10 redis-cli -p "$port" PING 2>&1 || true)
 [[ "$plain" != PONG ]] && expect plaintext refused refused || expect plaintext refused "$plain"
 expect still-up PONG "$(cli PING)"
+# A certificate issued later from the same CA (`tls gen --ca`) is trusted like the first.
+"$bin" tls gen --dir "$tmp/c" --ca "$tmp/a" >/dev/null
+expect reused-ca-file same "$(cmp -s "$tmp/a/ca.crt" "$tmp/c/ca.crt" && echo same)"
+expect reused-ca-no-key absent "$([[ -e "$tmp/c/ca.key" ]] && echo present || echo absent)"
+expect reused-ca-client PONG "$(redis-cli --tls --cacert "$tmp/c/ca.crt" --cert "$tmp/c/client.crt" \
+  --key "$tmp/c/client.key" -p "$port" PING 2>&1)"
 out=$(redis-benchmark "${tls[@]}" -p "$port" -t set,get -n 5000 -c 10 -P 16 -q 2>&1 | tr '\r' '\n' \
   | grep -a -c -E '^(SET|GET): .*requests per second' || true)
 expect benchmark 2 "$out"

@@ -41,6 +41,27 @@ fn gen_err(what: &str, e: rcgen::Error) -> NetError {
 impl CertAuthority {
     /// A new CA whose subject is `common_name`.
     pub fn new(common_name: &str) -> Result<Self, NetError> {
+        let params = Self::params(common_name)?;
+        let key = KeyPair::generate().map_err(|e| gen_err("CA key", e))?;
+        let cert = params.self_signed(&key).map_err(|e| gen_err("CA", e))?;
+        let pem = CertPem {
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        };
+        Ok(Self { params, key, pem })
+    }
+
+    /// The CA made earlier by [`new`](Self::new) with the same `common_name`, from its
+    /// certificate and key (PEM): what it issues chains to that certificate, whose subject
+    /// the issued certificates name and whose key signs them.
+    pub fn load(common_name: &str, pem: CertPem) -> Result<Self, NetError> {
+        let params = Self::params(common_name)?;
+        let key = KeyPair::from_pem(&pem.key).map_err(|e| gen_err("CA key", e))?;
+        Ok(Self { params, key, pem })
+    }
+
+    /// A CA's certificate parameters: its subject and what its key may sign.
+    fn params(common_name: &str) -> Result<CertificateParams, NetError> {
         let mut params =
             CertificateParams::new(Vec::<String>::new()).map_err(|e| gen_err("CA", e))?;
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -52,13 +73,7 @@ impl CertAuthority {
             KeyUsagePurpose::CrlSign,
             KeyUsagePurpose::DigitalSignature,
         ];
-        let key = KeyPair::generate().map_err(|e| gen_err("CA key", e))?;
-        let cert = params.self_signed(&key).map_err(|e| gen_err("CA", e))?;
-        let pem = CertPem {
-            cert: cert.pem(),
-            key: key.serialize_pem(),
-        };
-        Ok(Self { params, key, pem })
+        Ok(params)
     }
 
     /// The CA's certificate and key.

@@ -723,6 +723,34 @@ async fn tcp_tls_refuses_plaintext_and_wrong_ca_peers() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A CA read back from its files (as `meridian tls gen --ca DIR` does) issues certificates
+/// that peers holding certificates of the original accept, and the other way round.
+#[tokio::test]
+async fn tcp_tls_a_ca_loaded_from_its_files_issues_certificates_its_peers_accept() {
+    let dir = temp_dir("tls-loaded-ca");
+    let original = PeerCa::new(dir.join("a"), "cluster-ca");
+    let pem = meridian_net::tls_certs::CertPem {
+        cert: std::fs::read_to_string(&original.ca_file).unwrap(),
+        key: std::fs::read_to_string(dir.join("a/cluster-ca.key")).unwrap(),
+    };
+    let loaded = PeerCa {
+        dir: dir.join("b"),
+        ca: CertAuthority::load("cluster-ca", pem).unwrap(),
+        ca_file: original.ca_file.clone(),
+    };
+    let book = AddressBook::default();
+    let config = loaded.config("n2");
+    let stats = config.stats.clone();
+    let mut b = node(2, &book, config).await;
+    serve(b.inbox.take().unwrap(), |_| 0);
+    let mut a = node(1, &book, original.config("n1")).await;
+    serve(a.inbox.take().unwrap(), |_| 0);
+    assert_eq!(a.t.request(n(2), (1, vec![]), LONG).await.unwrap().0, 1001);
+    assert_eq!(b.t.request(n(1), (2, vec![]), LONG).await.unwrap().0, 1002);
+    assert_eq!(stats.handshakes_failed(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn tls_peer_links_need_the_cluster_ca() {
     let dir = temp_dir("tls-no-ca");

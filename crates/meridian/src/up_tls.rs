@@ -3,8 +3,9 @@
 //! one client certificate, written as PEM files (`ca.crt`, `NAME.crt`/`NAME.key`,
 //! `client.crt`/`client.key`; keys owner-only) into one directory.
 //!
-//! The CA's key is written too (`ca.key`, owner-only), so more certificates can be made with
-//! other tools; nothing here reads it back.
+//! The CA's key is written too (`ca.key`, owner-only), so `meridian tls gen --ca DIR` can
+//! issue more certificates from it later: one per machine of a cluster, all chaining to one
+//! CA.
 
 use anyhow::Context;
 use clap::Args;
@@ -12,6 +13,9 @@ use meridian_net::tls_certs::{CertAuthority, write_pair};
 use meridian_server::config::RespSection;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+
+/// The subject of the CAs made here (a reused CA must carry it: issued certificates name it).
+const CA_NAME: &str = "Meridian development CA";
 
 /// A run's CA and where its files are.
 pub(crate) struct RunTls {
@@ -27,9 +31,35 @@ pub(crate) struct RunTls {
 impl RunTls {
     /// Makes the CA and the client certificate, written into `dir`.
     pub(crate) fn create(dir: &Path) -> anyhow::Result<Self> {
-        let ca = CertAuthority::new("Meridian development CA")?;
+        let ca = CertAuthority::new(CA_NAME)?;
         let (ca_file, _) = write_pair(dir, "ca", ca.pem())
             .with_context(|| format!("writing {}", dir.display()))?;
+        Self::with_ca(dir, ca, ca_file)
+    }
+
+    /// Reuses the CA an earlier `tls gen` or `up --tls` wrote into `ca_dir` (its `ca.crt`
+    /// and `ca.key`), copying its certificate (not its key) into `dir`, and makes the client
+    /// certificate there.
+    fn reuse(dir: &Path, ca_dir: &Path) -> anyhow::Result<Self> {
+        let read = |name: &str| {
+            let path = ca_dir.join(name);
+            std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))
+        };
+        let pem = meridian_net::tls_certs::CertPem {
+            cert: read("ca.crt")?,
+            key: read("ca.key")?,
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let ca_file = dir.join("ca.crt");
+        if ca_file != ca_dir.join("ca.crt") {
+            std::fs::write(&ca_file, &pem.cert)
+                .with_context(|| format!("writing {}", ca_file.display()))?;
+        }
+        let ca = CertAuthority::load(CA_NAME, pem)?;
+        Self::with_ca(dir, ca, ca_file)
+    }
+
+    fn with_ca(dir: &Path, ca: CertAuthority, ca_file: PathBuf) -> anyhow::Result<Self> {
         let client = ca.issue("meridian-client", &["meridian-client"])?;
         let client = write_pair(dir, "client", &client)?;
         Ok(Self {
@@ -87,11 +117,19 @@ pub struct TlsGenArgs {
     /// [default: localhost and 127.0.0.1].
     #[arg(long = "name", value_name = "NAME")]
     names: Vec<String>,
+    /// Issue from the CA an earlier `meridian tls gen` wrote into DIR (its ca.crt and
+    /// ca.key) instead of making a new one: one certificate per machine, one cluster CA.
+    #[arg(long, value_name = "DIR")]
+    ca: Option<PathBuf>,
 }
 
-/// `meridian tls gen`: a CA, a node certificate and a client certificate, for development.
+/// `meridian tls gen`: a CA (or the one of `--ca`), a node certificate and a client
+/// certificate.
 pub fn gen_cmd(args: TlsGenArgs) -> anyhow::Result<()> {
-    let run = RunTls::create(&args.dir)?;
+    let run = match &args.ca {
+        Some(ca_dir) => RunTls::reuse(&args.dir, ca_dir)?,
+        None => RunTls::create(&args.dir)?,
+    };
     let names: Vec<&str> = if args.names.is_empty() {
         vec!["localhost", "127.0.0.1"]
     } else {
@@ -99,8 +137,9 @@ pub fn gen_cmd(args: TlsGenArgs) -> anyhow::Result<()> {
     };
     let node = run.ca.issue("meridian-node", &names)?;
     write_pair(&args.dir, "node", &node)?;
+    let ca_key = if args.ca.is_some() { "" } else { "ca.key," };
     println!(
-        "wrote {}/{{ca.crt,ca.key,node.crt,node.key,client.crt,client.key}}",
+        "wrote {}/{{ca.crt,{ca_key}node.crt,node.key,client.crt,client.key}}",
         args.dir.display()
     );
     Ok(())
