@@ -9,7 +9,7 @@ use crate::http_cluster::{backend, hex};
 use crate::http_common::{ApiError, HttpState};
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use meridian_core::NodeId;
 use serde_json::json;
@@ -34,11 +34,8 @@ fn key_json(k: &[u8]) -> serde_json::Value {
 /// counters, its view of each peer as a coordinator (reads sent, their share, outstanding
 /// reads, reported queue, scores), the DC's extra-copy map as it knows it and the copies it
 /// holds.
-pub(crate) async fn balance(
-    State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+pub(crate) async fn balance(State(s): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let c = backend(&s)?;
     Ok(axum::Json(balance_json(&c)).into_response())
 }
 
@@ -195,10 +192,9 @@ fn parse_model_update(
 /// member running in another process; 413 `BODY_TOO_LARGE` above 64 KiB.
 pub(crate) async fn put_service_model(
     State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     let body = body.map_err(|e| {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

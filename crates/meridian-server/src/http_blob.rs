@@ -68,7 +68,7 @@
 //!   object_upload_complete|object_upload_abort"`.
 
 use crate::body::{self, BodyCheck};
-use crate::http_common::{ApiError, HttpState, authorize};
+use crate::http_common::{ApiError, HttpState};
 use crate::metrics::Frontend;
 use crate::objects::{ObjectError, format_upload_id, parse_upload_id};
 use axum::Router;
@@ -207,8 +207,7 @@ fn object_error(s: &HttpState, e: ObjectError, slot: Option<&Slot>) -> ApiError 
 
 /// The bucket and key a request names, once it is authorized (and its key is not an S3
 /// bucket's, see [`refuse_s3_key`]).
-fn target(s: &HttpState, uri: &Uri, headers: &HeaderMap) -> Result<(String, Bytes), ApiError> {
-    authorize(&s.node, headers)?;
+fn target(s: &HttpState, uri: &Uri) -> Result<(String, Bytes), ApiError> {
     let (bucket, key) = names(uri)?;
     refuse_s3_key(&s.node, &crate::objects::object_key(&bucket, &key))?;
     Ok((bucket, key))
@@ -404,7 +403,7 @@ async fn put_object(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let (bucket, key) = target(&s, &uri, &headers)?;
+    let (bucket, key) = target(&s, &uri)?;
     let query = upload_query(&uri)?;
     if let Some(id) = query.upload_id()? {
         let store = put_part(&s, &bucket, &key, id, &headers, body);
@@ -482,7 +481,7 @@ async fn get_object(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (bucket, key) = target(&s, &uri, &headers)?;
+    let (bucket, key) = target(&s, &uri)?;
     let query = upload_query(&uri)?;
     if let Some(id) = query.upload_id()? {
         let list = list_upload(&s, &bucket, &key, id, &query);
@@ -565,12 +564,8 @@ async fn serve_object(
     Ok(r)
 }
 
-async fn delete_object(
-    State(s): State<Arc<HttpState>>,
-    uri: Uri,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let (bucket, key) = target(&s, &uri, &headers)?;
+async fn delete_object(State(s): State<Arc<HttpState>>, uri: Uri) -> Result<Response, ApiError> {
+    let (bucket, key) = target(&s, &uri)?;
     let query = upload_query(&uri)?;
     if let Some(id) = query.upload_id()? {
         let abort = async {
@@ -1009,7 +1004,7 @@ async fn post_object(
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let (bucket, key) = target(&s, &uri, &headers)?;
+    let (bucket, key) = target(&s, &uri)?;
     let query = upload_query(&uri)?;
     match (query.uploads, query.upload_id()?) {
         (true, Some(_)) => Err(bad(

@@ -59,7 +59,7 @@
 //! On a single node (no cluster) the cluster routes answer 404 `NOT_CLUSTER`.
 
 use crate::cluster_backend::{ClusterBackend, apply_option};
-use crate::http_common::{ApiError, HttpState, authorize, not_found};
+use crate::http_common::{ApiError, HttpState, not_found};
 use crate::metrics::OpStats;
 use crate::wire_error;
 pub use crate::wire_error::VERSION_HEADER;
@@ -584,10 +584,9 @@ fn full_key(bucket: Option<&str>, key: &str) -> String {
 /// (`timeline.md` §7). This may lose acknowledged writes; the reply repeats the warning.
 pub(crate) async fn force_master(
     State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "BAD_FORCE_MASTER", m);
     let r: ForceMaster = serde_json::from_slice(&body).map_err(|e| {
         bad(format!(
@@ -641,26 +640,19 @@ pub(crate) async fn force_master(
     .into_response())
 }
 
-pub(crate) fn backend(s: &HttpState, headers: &HeaderMap) -> Result<Arc<ClusterBackend>, ApiError> {
-    authorize(&s.node, headers)?;
+pub(crate) fn backend(s: &HttpState) -> Result<Arc<ClusterBackend>, ApiError> {
     s.node.cluster.clone().ok_or_else(not_cluster)
 }
 
 /// `GET /cluster`.
-pub(crate) async fn cluster(
-    State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+pub(crate) async fn cluster(State(s): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let c = backend(&s)?;
     Ok(axum::Json(c.describe()).into_response())
 }
 
 /// `GET /buckets`: every bucket this node knows, with its configured properties.
-pub(crate) async fn buckets(
-    State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+pub(crate) async fn buckets(State(s): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let c = backend(&s)?;
     let b = c.node.buckets();
     let map: serde_json::Map<String, serde_json::Value> = b
         .names()
@@ -683,10 +675,9 @@ fn set_properties(props: &meridian_replication::BucketProps) -> Option<serde_jso
 pub(crate) async fn put_bucket(
     State(s): State<Arc<HttpState>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     check_bucket_name(&name)?;
     let mut props: BucketProps = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
@@ -712,9 +703,8 @@ pub(crate) async fn put_bucket(
 pub(crate) async fn truncate_bucket(
     State(s): State<Arc<HttpState>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     check_bucket_name(&name)?;
     let mark = c
         .node
@@ -824,10 +814,9 @@ fn changed(meta: &meridian_replication::ClusterMeta) -> Response {
 /// `POST /cluster/members`: admits a node (started with `join = true`) to the cluster.
 pub(crate) async fn join(
     State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     let r: JoinRequest = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -886,9 +875,8 @@ pub(crate) async fn join(
 pub(crate) async fn leave(
     State(s): State<Arc<HttpState>>,
     Path(id): Path<String>,
-    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     let id: u32 = id.parse().map_err(|_| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
@@ -931,11 +919,8 @@ fn wan_state(w: &WanControl) -> serde_json::Value {
 }
 
 /// `GET /wan`: the emulator's settings (links, partitions) and counters.
-pub(crate) async fn wan(
-    State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+pub(crate) async fn wan(State(s): State<Arc<HttpState>>) -> Result<Response, ApiError> {
+    let c = backend(&s)?;
     Ok(axum::Json(wan_state(wan_of(&c)?)).into_response())
 }
 
@@ -1033,10 +1018,9 @@ fn member_ids(meta: &meridian_replication::ClusterMeta) -> String {
 /// `PUT /wan`: changes links and partitions at run time; replies the new state.
 pub(crate) async fn put_wan(
     State(s): State<Arc<HttpState>>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     let w = wan_of(&c)?;
     let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, "BAD_WAN", m);
     let u: WanUpdate = serde_json::from_slice(&body).map_err(|e| {

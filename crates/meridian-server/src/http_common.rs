@@ -12,7 +12,7 @@ use crate::state::NodeState;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -306,14 +306,6 @@ fn no_permission(message: String) -> ApiError {
 /// The user a request acts as, which the [`gate`] put in its extensions.
 #[derive(Clone, Debug)]
 pub(crate) struct HttpUser(pub(crate) crate::resp::acl::SessionUser);
-
-/// The handlers' own check of the credentials (the [`gate`] has already refused, and
-/// counted, every request without them before any body was read).
-pub(crate) fn authorize(node: &NodeState, headers: &HeaderMap) -> Result<(), ApiError> {
-    crate::http_acl::authenticate(&node.users, headers)
-        .map(|_| ())
-        .ok_or_else(unauthorized)
-}
 
 /// Checks `cmd` for the request's user (`/txn`'s operations, after the gate's check).
 pub(crate) fn permit(

@@ -8,7 +8,7 @@ use crate::http_cluster::{backend, base64, repl};
 use crate::http_common::{ApiError, HttpState, HttpUser, permit};
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
@@ -61,10 +61,9 @@ fn txn_bad(message: String) -> ApiError {
 pub(crate) async fn post_txn(
     State(s): State<Arc<HttpState>>,
     Extension(mut user): Extension<HttpUser>,
-    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let c = backend(&s, &headers)?;
+    let c = backend(&s)?;
     let req: TxnRequest = serde_json::from_slice(&body).map_err(|e| {
         txn_bad(format!(
             "{e}; expected {{\"ops\":[{{\"op\":\"get\",\"key\":\"bucket:k\"}},{{\"op\":\"set\",\"key\":\"bucket:k\",\"value\":\"v\"}},{{\"op\":\"del\",\"key\":\"bucket:k\"}}]}}"
